@@ -1,0 +1,181 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// DispatchOutcome says what Dispatch did.
+type DispatchOutcome string
+
+// Dispatch outcomes.
+const (
+	DispatchSkipped     DispatchOutcome = "skipped"     // row not claimed (duplicate delivery, or another worker won)
+	DispatchExpired     DispatchOutcome = "expired"     // challenge expired before dispatch: nothing sent
+	DispatchQuarantined DispatchOutcome = "quarantined" // content unavailable: nothing sent
+	DispatchAccepted    DispatchOutcome = "accepted"
+	DispatchRejected    DispatchOutcome = "rejected"
+	DispatchUnknown     DispatchOutcome = "unknown"
+)
+
+// DispatchResult is the row after Dispatch and what happened.
+type DispatchResult struct {
+	Outcome DispatchOutcome
+	Entry   Entry
+}
+
+// Dispatch sends the claimed message for key at most once. Duplicate calls
+// are harmless: only the caller that wins the conditional move
+// claimed -> dispatching sends. The move also requires the challenge to be
+// unexpired (minus the margin) in the database's condition.
+func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchResult, error) {
+	e, err := s.Store.Get(ctx, key)
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
+	}
+	if e.State != Claimed {
+		return DispatchResult{Outcome: DispatchSkipped, Entry: e}, nil
+	}
+	now := s.now()
+	if s.expiredAt(e.ExpiresAt, now) {
+		return s.expire(ctx, e, w, "challenge expired before dispatch", DispatchExpired)
+	}
+	tr, ok := s.Transports[e.Identity.Channel]
+	if !ok {
+		return DispatchResult{}, fmt.Errorf("dispatch %s: %s: %w", key, e.Identity.Channel, ErrNoTransport)
+	}
+	msg, err := s.openContent(ctx, e)
+	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
+		c, terr := s.transition(e, Quarantined, w, "sealed content unavailable or failed verification; nothing sent", nil)
+		if terr != nil {
+			return DispatchResult{}, terr
+		}
+		return s.apply(ctx, c, DispatchQuarantined)
+	}
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
+	}
+
+	c, err := s.transition(e, Dispatching, w, "dispatch started", func(n *Entry) {
+		n.Attempts = 1
+		n.FirstAttemptAt = now
+		n.LeaseUntil = now.Add(s.Policy.Lease)
+		n.Reason = ""
+	})
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	c.NotExpiredBy = now.Add(s.Policy.ExpiryMargin)
+	e, err = s.Store.Apply(ctx, c)
+	if errors.Is(err, ErrConflict) {
+		return s.lostBegin(ctx, key, w)
+	}
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("dispatch %s: begin: %w", key, err)
+	}
+	return s.send(ctx, e, tr, msg, w)
+}
+
+// lostBegin handles a failed claimed -> dispatching write: either another
+// worker won (skip) or the row's expiry failed the condition (expire it).
+func (s *Service) lostBegin(ctx context.Context, key string, w Worker) (DispatchResult, error) {
+	e, err := s.Store.Get(ctx, key)
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
+	}
+	if e.State == Claimed && s.expiredAt(e.ExpiresAt, s.now()) {
+		return s.expire(ctx, e, w, "challenge expired before dispatch", DispatchExpired)
+	}
+	return DispatchResult{Outcome: DispatchSkipped, Entry: e}, nil
+}
+
+// send makes one transport attempt for the dispatching row e and records
+// its outcome.
+func (s *Service) send(ctx context.Context, e Entry, tr Transport, msg Message, w Worker) (DispatchResult, error) {
+	ack, err := tr.Send(ctx, Send{
+		IdempotencyKey: e.Key, ContentHash: e.ContentHash, Channel: e.Identity.Channel,
+		Attempt: e.Attempts, ExpiresAt: e.ExpiresAt, Message: msg,
+	})
+	to, out, reason, ackID := outcomeOf(ack, err)
+	return s.recordOutcome(ctx, e, to, out, reason, ackID, w)
+}
+
+// outcomeOf maps a transport result to the three outcomes. Only an ack is
+// accepted and only a *Rejection is rejected; everything else is unknown.
+func outcomeOf(ack Ack, err error) (State, DispatchOutcome, string, string) {
+	var rej *Rejection
+	switch {
+	case err == nil:
+		return Accepted, DispatchAccepted, "transport accepted", ack.ID
+	case errors.As(err, &rej):
+		return Rejected, DispatchRejected, "transport rejected: " + rej.Reason, ""
+	default:
+		return Unknown, DispatchUnknown, "no acknowledgement: " + err.Error(), ""
+	}
+}
+
+func (s *Service) recordOutcome(ctx context.Context, e Entry, to State, out DispatchOutcome, reason, ackID string, w Worker) (DispatchResult, error) {
+	now := s.now()
+	c, err := s.transition(e, to, w, reason, func(n *Entry) {
+		n.AckID = ackID
+		n.Reason = reason
+		n.LeaseUntil = timeZero
+		if to == Unknown {
+			n.NextCheckAt = now.Add(s.Policy.RecheckAfter)
+		}
+	})
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	return s.apply(ctx, c, out)
+}
+
+// apply writes c and purges sealed content when the row ends.
+func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (DispatchResult, error) {
+	e, err := s.Store.Apply(ctx, c)
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("%s -> %s %s: %w", c.From, c.Next.State, c.Next.Key, err)
+	}
+	if e.State.Terminal() || e.State == Quarantined {
+		if err := s.purge(ctx, e.Key); err != nil {
+			return DispatchResult{Outcome: out, Entry: e}, err
+		}
+	}
+	return DispatchResult{Outcome: out, Entry: e}, nil
+}
+
+func (s *Service) purge(ctx context.Context, key string) error {
+	if s.Content == nil {
+		return nil
+	}
+	if err := s.Content.Delete(ctx, key); err != nil {
+		return fmt.Errorf("purge content %s: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Service) expire(ctx context.Context, e Entry, w Worker, reason string, out DispatchOutcome) (DispatchResult, error) {
+	c, err := s.transition(e, Expired, w, reason, func(n *Entry) { n.Reason = reason })
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	return s.apply(ctx, c, out)
+}
+
+// openContent fetches and opens the sealed message of e and checks it
+// against the recorded content hash.
+func (s *Service) openContent(ctx context.Context, e Entry) (Message, error) {
+	sealed, err := s.Content.Get(ctx, e.Key)
+	if err != nil {
+		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
+	}
+	m, err := s.Opener.Open(ctx, e.Key, sealed)
+	if err != nil {
+		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
+	}
+	if ContentHash(e.TemplateID, e.TemplateVersion, m) != e.ContentHash {
+		return Message{}, fmt.Errorf("content %s: opened content does not match recorded hash: %w", e.Key, ErrContentUnavailable)
+	}
+	return m, nil
+}

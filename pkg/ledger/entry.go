@@ -1,0 +1,134 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Entry is one ledger row: the current state of one logical message and its
+// append-only history. It holds no secret: no token, body or address.
+type Entry struct {
+	Key             string
+	Identity        Identity
+	Workflow        Workflow
+	State           State
+	Version         int64 // incremented by every write; the compare-and-set token
+	ContentHash     string
+	DestinationRef  string
+	TemplateID      string
+	TemplateVersion string
+	PolicyVersion   string
+	ExpiresAt       time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	// LeaseUntil is when a dispatching row counts as stuck.
+	LeaseUntil time.Time
+	// NextCheckAt is when reconcile next looks at an unknown row.
+	NextCheckAt time.Time
+	// FirstAttemptAt is when the first transport attempt began; the
+	// idempotency window of a transport is measured from it.
+	FirstAttemptAt time.Time
+	Attempts       int
+	AckID          string
+	Reason         string
+	Mismatches     int
+	// RetainUntil is the retention deadline (the table's TTL).
+	RetainUntil time.Time
+	History     []Event
+}
+
+// Event is one append-only history entry.
+type Event struct {
+	ID            string
+	Kind          EventKind
+	From, To      State
+	At            time.Time
+	Worker        string
+	Reason        string
+	PolicyVersion string
+	Attempt       int
+	AckID         string
+	ContentHash   string // the content hash this event concerns
+	// Prev is the Hash of the previous entry ("" for the first); Hash chains
+	// this entry to Prev and to the row's key. See Verify.
+	Prev string
+	Hash string
+}
+
+// EventKind classifies history entries.
+type EventKind string
+
+// Event kinds.
+const (
+	KindTransition      EventKind = "transition"
+	KindContentMismatch EventKind = "content_mismatch"
+	KindRetry           EventKind = "retry"
+)
+
+// OpenDue is the sort key of the row in the open-row index: when a sweep
+// should look at it. The zero time means the row is not open.
+func (e Entry) OpenDue() time.Time {
+	switch e.State {
+	case Claimed:
+		return e.ExpiresAt
+	case Dispatching:
+		return e.LeaseUntil
+	case Unknown:
+		return e.NextCheckAt
+	case Quarantined:
+		return e.UpdatedAt
+	}
+	return time.Time{}
+}
+
+// Last returns the newest history entry, or the zero Event.
+func (e Entry) Last() Event {
+	if len(e.History) == 0 {
+		return Event{}
+	}
+	return e.History[len(e.History)-1]
+}
+
+// chain fills ev.Prev and ev.Hash so that ev follows prev in the history of key.
+func chain(key string, prev string, ev Event) Event {
+	ev.Prev = prev
+	ev.Hash = eventHash(key, ev)
+	return ev
+}
+
+func eventHash(key string, ev Event) string {
+	h := sha256.New()
+	for _, f := range []string{
+		"ledger-event-v1", key, ev.Prev, ev.ID, string(ev.Kind), string(ev.From), string(ev.To),
+		ev.At.UTC().Format(time.RFC3339Nano), ev.Worker, ev.Reason, ev.PolicyVersion,
+		strconv.Itoa(ev.Attempt), ev.AckID, ev.ContentHash,
+	} {
+		h.Write([]byte(strconv.Itoa(len(f))))
+		h.Write([]byte{':'})
+		h.Write([]byte(f))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Verify checks the history of e: every entry's hash, every link to its
+// predecessor, and that the chain is bound to e.Key. It returns an error
+// naming the first entry that was edited, reordered or removed.
+func (e Entry) Verify() error {
+	prev := ""
+	for i, ev := range e.History {
+		if ev.Prev != prev {
+			return fmt.Errorf("ledger: history of %s broken at entry %d: link does not match previous entry (removed or reordered)", e.Key, i)
+		}
+		if eventHash(e.Key, ev) != ev.Hash {
+			return fmt.Errorf("ledger: history of %s broken at entry %d: content does not match its hash (edited)", e.Key, i)
+		}
+		prev = ev.Hash
+	}
+	if n := len(e.History); n > 0 && e.History[n-1].To != e.State {
+		return fmt.Errorf("ledger: history of %s ends in %s but the row is %s (entry removed)", e.Key, e.History[n-1].To, e.State)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// WorkflowKind says how the channels of one challenge relate.
+type WorkflowKind string
+
+// Workflow kinds.
+const (
+	// Single sends on one channel only.
+	Single WorkflowKind = "single"
+	// Dual deliberately sends on every listed channel: independent claims.
+	Dual WorkflowKind = "dual"
+	// Fallback sends on the first channel of Order, and on the next only
+	// after the active one ended rejected.
+	Fallback WorkflowKind = "fallback"
+)
+
+// Workflow describes the channel plan of a challenge.
+type Workflow struct {
+	Kind  WorkflowKind
+	Order []Channel // for Fallback: channel order, first is tried first
+}
+
+// Intent is a validated request to notify once on one channel.
+type Intent struct {
+	Identity
+	Workflow        Workflow
+	DestinationRef  string // opaque reference to the address, never the address
+	ExpiresAt       time.Time
+	TemplateID      string
+	TemplateVersion string
+	PolicyVersion   string
+	ContentHash     string // ContentHash of the sealed message
+}
+
+// Validate checks the intent and returns a *FieldError naming the first bad field.
+func (in Intent) Validate() error {
+	if err := in.Identity.Validate(); err != nil {
+		return err
+	}
+	switch in.Workflow.Kind {
+	case Single, Dual:
+	case Fallback:
+		if len(in.Workflow.Order) < 2 || len(in.Workflow.Order) > len(Channels) {
+			return fieldErr("workflow.order", "fallback needs 2 distinct channels")
+		}
+		seen := map[Channel]bool{}
+		found := false
+		for _, c := range in.Workflow.Order {
+			if !c.valid() || seen[c] {
+				return fieldErr("workflow.order", "unknown or repeated channel")
+			}
+			seen[c] = true
+			found = found || c == in.Channel
+		}
+		if !found {
+			return fieldErr("workflow.order", "does not contain the intent's channel")
+		}
+	default:
+		return fieldErr("workflow.kind", "unknown workflow (want single, dual or fallback)")
+	}
+	if err := checkOpaque("destination_ref", in.DestinationRef, 256); err != nil {
+		return err
+	}
+	if in.ExpiresAt.IsZero() {
+		return fieldErr("expires_at", "missing")
+	}
+	if err := checkOpaque("template_id", in.TemplateID, 64); err != nil {
+		return err
+	}
+	if err := checkOpaque("template_version", in.TemplateVersion, 32); err != nil {
+		return err
+	}
+	if err := checkOpaque("policy_version", in.PolicyVersion, 32); err != nil {
+		return err
+	}
+	if !isHexSHA256(in.ContentHash) {
+		return fieldErr("content_hash", "want 64 lowercase hex characters")
+	}
+	return nil
+}
+
+// predecessor returns the channel that must end rejected before in.Channel
+// may be claimed in a fallback workflow, and false if there is none.
+func (in Intent) predecessor() (Channel, bool) {
+	if in.Workflow.Kind != Fallback {
+		return "", false
+	}
+	for i, c := range in.Workflow.Order {
+		if c == in.Channel && i > 0 {
+			return in.Workflow.Order[i-1], true
+		}
+	}
+	return "", false
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Message is the secret-bearing content of a notification: the real
+// destination and the rendered text with the reset link. It exists only in
+// memory, inside the dispatch path; the ledger never stores it.
+type Message struct {
+	To      string `json:"to"`
+	Subject string `json:"subject,omitempty"`
+	Body    string `json:"body"`
+}
+
+// ContentHash binds a rendered message to the template that produced it. It
+// is the hex SHA-256 over length-prefixed fields, so no field can bleed into
+// the next. The template version takes part here, not in the dedupe key.
+func ContentHash(templateID, templateVersion string, m Message) string {
+	h := sha256.New()
+	for _, f := range []string{"reset-notification-content-v1", templateID, templateVersion, m.To, m.Subject, m.Body} {
+		var n [8]byte
+		l := uint64(len(f))
+		for i := 7; i >= 0; i-- {
+			n[i] = byte(l)
+			l >>= 8
+		}
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

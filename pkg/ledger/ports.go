@@ -1,0 +1,107 @@
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists ledger rows. Implementations must make Create and Apply
+// atomic compare-and-set operations in the database itself: no in-process
+// lock decides who wins.
+type Store interface {
+	// Create writes e if no row with e.Key exists. If one exists it returns
+	// that row and an error wrapping ErrConflict, in one round trip where the
+	// database allows.
+	Create(ctx context.Context, e Entry) (Entry, error)
+	// Get returns the row for key with a strongly consistent read, or an
+	// error wrapping ErrNotFound.
+	Get(ctx context.Context, key string) (Entry, error)
+	// Apply writes c.Next over the row if the stored row still has state
+	// c.From and version c.Version (and, if c.NotExpiredBy is set, an expiry
+	// after it), appending c.Event to the history. It returns the stored row
+	// or an error wrapping ErrConflict.
+	Apply(ctx context.Context, c Change) (Entry, error)
+	// ListOpen returns rows in the open state s whose OpenDue is not after
+	// dueBy (all open rows in s if dueBy is zero), oldest due first, at most
+	// limit rows. Its cost follows the open rows, never the table.
+	ListOpen(ctx context.Context, s State, dueBy time.Time, limit int) ([]Entry, error)
+}
+
+// Change is one compare-and-set write.
+type Change struct {
+	From    State
+	Version int64
+	// NotExpiredBy, if set, also requires the stored expiry to be after it.
+	NotExpiredBy time.Time
+	// Next is the whole new row; its History already ends with Event.
+	Next  Entry
+	Event Event
+}
+
+// ContentStore keeps sealed, secret-bearing content for the short time a
+// message is in flight. Implementations hold it outside the ledger table:
+// no stream, no backups, expiring at the challenge's expiry.
+type ContentStore interface {
+	// Put stores sealed content under key unless some is already stored;
+	// it reports whether it wrote.
+	Put(ctx context.Context, key string, sealed []byte, expiresAt time.Time) (bool, error)
+	// Get returns the sealed content, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Delete purges the content; deleting nothing is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// Opener decrypts sealed content. Only the dispatch path holds one.
+type Opener interface {
+	// Open returns the message sealed for key, or an error wrapping
+	// ErrContentUnavailable if it cannot be authenticated.
+	Open(ctx context.Context, key string, sealed []byte) (Message, error)
+}
+
+// Capabilities declares what a transport can do; the reconcile policy for
+// unknown outcomes follows from it (DESIGN.md section 6).
+type Capabilities struct {
+	// IdempotencyWindow is how long the provider deduplicates sends under
+	// the same idempotency key; zero means it does not.
+	IdempotencyWindow time.Duration
+	// Lookup means the transport implements Looker.
+	Lookup bool
+}
+
+// Send is one transport attempt.
+type Send struct {
+	// IdempotencyKey is the dedupe key, identical for every attempt.
+	IdempotencyKey string
+	ContentHash    string
+	Channel        Channel
+	Attempt        int
+	ExpiresAt      time.Time
+	Message        Message
+}
+
+// Ack is a transport acknowledgement.
+type Ack struct {
+	// ID is the provider's request or message id.
+	ID string
+}
+
+// Transport sends a message. Send returns an Ack when the provider accepted
+// the message, an error wrapping *Rejection when it definitely refused, and
+// any other error when the outcome is unknown (timeout, lost connection).
+// Implementations must not retry internally: every attempt is one the ledger
+// records. Errors must not contain the message, address or token.
+type Transport interface {
+	Capabilities() Capabilities
+	Send(ctx context.Context, s Send) (Ack, error)
+}
+
+// Looker finds a message a provider recorded under an idempotency key.
+type Looker interface {
+	// Lookup returns the provider's ack and true if it recorded a message
+	// for key, false if it has no record.
+	Lookup(ctx context.Context, key string) (Ack, bool, error)
+}
+
+// Clock returns the current time. The worker's clock is the authority on
+// expiry; Policy.ExpiryMargin covers skew.
+type Clock func() time.Time

@@ -1,0 +1,88 @@
+package ledger
+
+import "fmt"
+
+// State is the lifecycle state of one logical message.
+type State string
+
+// The states of DESIGN.md section 3. None is the pseudo-state before a row exists.
+const (
+	None        State = ""
+	Claimed     State = "claimed"
+	Dispatching State = "dispatching"
+	Accepted    State = "accepted"
+	Rejected    State = "rejected"
+	Unknown     State = "unknown"
+	Expired     State = "expired"
+	Quarantined State = "quarantined"
+	// Abandoned closes an unknown or quarantined row without transport
+	// evidence: the outcome stays unknown, and the record says so.
+	Abandoned State = "abandoned"
+	// Suppressed records a fallback channel that was not needed because an
+	// earlier channel of the same challenge did not end rejected.
+	Suppressed State = "suppressed"
+)
+
+// States lists every real state, in lifecycle order.
+var States = []State{Claimed, Dispatching, Accepted, Rejected, Unknown, Expired, Quarantined, Abandoned, Suppressed}
+
+// transitions is the one transition table. A pair not listed is forbidden.
+var transitions = map[State][]State{
+	None:        {Claimed, Expired, Suppressed},
+	Claimed:     {Dispatching, Expired, Quarantined},
+	Dispatching: {Accepted, Rejected, Unknown},
+	Unknown:     {Accepted, Rejected, Quarantined, Abandoned},
+	Quarantined: {Accepted, Rejected, Abandoned},
+}
+
+// CanTransition returns nil if from -> to is in the transition table and a
+// *TransitionError otherwise.
+func CanTransition(from, to State) error {
+	for _, s := range transitions[from] {
+		if s == to {
+			return nil
+		}
+	}
+	return &TransitionError{From: from, To: to}
+}
+
+// Terminal reports whether no transition leaves s.
+func (s State) Terminal() bool { return s != None && len(transitions[s]) == 0 }
+
+// Open reports whether rows in state s are kept in the open-row index, so
+// that sweeps and operators can find them.
+func (s State) Open() bool {
+	switch s {
+	case Claimed, Dispatching, Unknown, Quarantined:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of States.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseState returns the State named by v.
+func ParseState(v string) (State, error) {
+	s := State(v)
+	if !s.Valid() {
+		return None, fmt.Errorf("ledger: unknown state %q", v)
+	}
+	return s, nil
+}
+
+func (s State) display() string {
+	if s == None {
+		return "none"
+	}
+	return string(s)
+}
+
+func (s State) String() string { return s.display() }

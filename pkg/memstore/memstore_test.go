@@ -1,0 +1,13 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/memstore"
+)
+
+func TestContract(t *testing.T) {
+	ledgertest.RunStoreContract(t, func(*testing.T) ledger.Store { return &memstore.Store{} })
+}
