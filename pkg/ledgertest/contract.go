@@ -388,3 +388,31 @@ func assertSameEntry(t *testing.T, want, got ledger.Entry) {
 		}
 	}
 }
+
+// RunContentContract runs the contract every ledger.ContentStore must pass.
+func RunContentContract(t *testing.T, newContent func(t *testing.T) ledger.ContentStore) {
+	ctx := context.Background()
+	t.Run("put once, get, delete", func(t *testing.T) {
+		c := newContent(t)
+		exp := time.Now().Add(10 * time.Minute)
+		if wrote, err := c.Put(ctx, "k1", []byte("sealed-1"), exp); err != nil || !wrote {
+			t.Fatalf("first put: %v %v", wrote, err)
+		}
+		if wrote, err := c.Put(ctx, "k1", []byte("sealed-2"), exp); err != nil || wrote {
+			t.Fatalf("second put must not overwrite: %v %v", wrote, err)
+		}
+		got, err := c.Get(ctx, "k1")
+		if err != nil || string(got) != "sealed-1" {
+			t.Fatalf("get: %q %v", got, err)
+		}
+		if err := c.Delete(ctx, "k1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get(ctx, "k1"); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("after delete: %v", err)
+		}
+		if err := c.Delete(ctx, "k1"); err != nil {
+			t.Fatalf("second delete: %v", err)
+		}
+	})
+}

@@ -11,3 +11,7 @@ import (
 func TestContract(t *testing.T) {
 	ledgertest.RunStoreContract(t, func(*testing.T) ledger.Store { return &memstore.Store{} })
 }
+
+func TestContentContract(t *testing.T) {
+	ledgertest.RunContentContract(t, func(*testing.T) ledger.ContentStore { return &memstore.Content{} })
+}

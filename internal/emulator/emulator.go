@@ -1,0 +1,138 @@
+// Package emulator points aws-sdk-go-v2 clients at a local AWS emulator
+// (ministack or LocalStack) for tests. It is imported only from _test.go files.
+//
+// Endpoint selection, in order:
+//
+//  1. AWS_ENDPOINT_URL, if set, is used as is.
+//  2. Otherwise, if something accepts TCP connections on 127.0.0.1:4566,
+//     http://127.0.0.1:4566 is used.
+//  3. Otherwise the test is skipped, or fails when CI is non-empty or
+//     LEDGER_REQUIRE_EMULATOR=1, with a message saying how to start one
+//     (make emulator-start, i.e. localstack/ministack.sh install && start).
+//
+// Credentials are always the static test/test pair; the region is AWS_REGION,
+// default us-east-1. The endpoint is applied with the SDK's own BaseEndpoint
+// mechanism (config.WithBaseEndpoint), so every service client built from the
+// returned aws.Config uses it without a custom resolver.
+package emulator
+
+import (
+	"context"
+	"crypto/rand"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+)
+
+// DefaultEndpoint is where ministack.sh and the LocalStack compose file listen.
+const DefaultEndpoint = "http://127.0.0.1:4566"
+
+const defaultAddr = "127.0.0.1:4566"
+
+const startHint = "no AWS emulator: AWS_ENDPOINT_URL is unset and nothing listens on " + defaultAddr +
+	"; start one with `make emulator-start` (localstack/ministack.sh install && localstack/ministack.sh start)" +
+	" or set AWS_ENDPOINT_URL"
+
+// Endpoint reports the emulator endpoint to use and whether one is available,
+// following the package rules without touching a testing.TB.
+func Endpoint() (string, bool) {
+	if ep := strings.TrimSpace(os.Getenv("AWS_ENDPOINT_URL")); ep != "" {
+		return ep, true
+	}
+	conn, err := net.DialTimeout("tcp", defaultAddr, 500*time.Millisecond)
+	if err != nil {
+		return "", false
+	}
+	_ = conn.Close()
+	return DefaultEndpoint, true
+}
+
+// Required reports whether a missing emulator must fail the test instead of
+// skipping it: CI is non-empty or LEDGER_REQUIRE_EMULATOR=1.
+func Required() bool {
+	return os.Getenv("CI") != "" || os.Getenv("LEDGER_REQUIRE_EMULATOR") == "1"
+}
+
+// Config returns an aws.Config for the emulator, or skips/fails t when none is
+// reachable (see the package documentation).
+func Config(t testing.TB) aws.Config {
+	t.Helper()
+	ep, ok := Endpoint()
+	if !ok {
+		if Required() {
+			t.Fatal(startHint)
+		}
+		t.Skip(startHint)
+	}
+	region := os.Getenv("AWS_REGION")
+	if region == "" {
+		region = "us-east-1"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithRegion(region),
+		config.WithBaseEndpoint(ep),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		// Never consult ~/.aws profiles on a developer machine.
+		config.WithSharedConfigFiles([]string{}),
+		config.WithSharedCredentialsFiles([]string{}),
+	)
+	if err != nil {
+		t.Fatalf("emulator: load AWS config for %s: %v", ep, err)
+	}
+	return cfg
+}
+
+// suffixAlphabet is lower-case alphanumerics: valid in DynamoDB table names
+// ([a-zA-Z0-9_.-]), SQS queue names ([a-zA-Z0-9_-]) and most other resource
+// names, and case-insensitive-safe.
+const suffixAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+// SuffixLen is the length of the random suffix UniqueName appends.
+const SuffixLen = 10
+
+// maxNameLen is the tightest limit among the names we create: SQS queue
+// names are at most 80 characters (DynamoDB tables allow 255), and a FIFO
+// queue needs room for ".fifo".
+const maxNameLen = 80 - len(".fifo")
+
+// UniqueName returns prefix + "-" + a 10-character random suffix
+// (lower-case letters and digits), valid as a DynamoDB table name and an SQS
+// queue name, unique per call. Characters of prefix not allowed in SQS queue
+// names are replaced by '-', and a long prefix is truncated so the result
+// fits 75 characters (80 minus room for a ".fifo" suffix). An empty prefix
+// becomes "t".
+func UniqueName(t testing.TB, prefix string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, r := range prefix {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	p := b.String()
+	if p == "" {
+		p = "t"
+	}
+	if limit := maxNameLen - 1 - SuffixLen; len(p) > limit {
+		p = p[:limit]
+	}
+	buf := make([]byte, SuffixLen)
+	if _, err := rand.Read(buf); err != nil {
+		t.Fatalf("emulator: random suffix: %v", err)
+	}
+	for i, c := range buf {
+		buf[i] = suffixAlphabet[int(c)%len(suffixAlphabet)]
+	}
+	return p + "-" + string(buf)
+}

@@ -1,0 +1,78 @@
+// Package metrics writes CloudWatch Embedded Metric Format (EMF) records.
+// In Lambda, a JSON line on stdout in this format becomes a metric without a
+// PutMetricData call, so functions need no CloudWatch permission.
+package metrics
+
+import (
+	"encoding/json"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Namespace is the CloudWatch namespace of every ledger metric.
+const Namespace = "ResetLedger"
+
+// Metric names. Dimensions are noted beside each.
+const (
+	Transitions      = "Transitions"               // State, Channel: rows entering a state
+	ContentMismatch  = "ContentMismatch"           // none: blocked redeliveries with other content
+	RejectedIntents  = "RejectedIntents"           // Reason: intents refused at the boundary
+	OpenClaims       = "OpenClaims"                // State: open rows now
+	OldestOpenAge    = "OpenClaimOldestAgeSeconds" // State: age of the oldest open row
+	OpenClaimsByAge  = "OpenClaimsByAge"           // State, AgeBucket
+	SweepErrors      = "SweepErrors"               // Sweep
+)
+
+// Emitter writes EMF records to W. It is safe for concurrent use.
+type Emitter struct {
+	mu  sync.Mutex
+	W   io.Writer
+	Now func() time.Time
+}
+
+// Emit writes one record: the metrics in values, all with the same
+// dimensions and unit ("Count", "Seconds").
+func (e *Emitter) Emit(dims map[string]string, unit string, values map[string]float64) error {
+	if e == nil || e.W == nil || len(values) == 0 {
+		return nil
+	}
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	dimNames := slices.Sorted(maps.Keys(dims))
+	if dimNames == nil {
+		dimNames = []string{}
+	}
+	var defs []map[string]string
+	rec := map[string]any{}
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		defs = append(defs, map[string]string{"Name": name, "Unit": unit})
+		rec[name] = values[name]
+	}
+	for k, v := range dims {
+		rec[k] = v
+	}
+	rec["_aws"] = map[string]any{
+		"Timestamp": now().UnixMilli(),
+		"CloudWatchMetrics": []map[string]any{{
+			"Namespace": Namespace, "Dimensions": [][]string{dimNames}, "Metrics": defs,
+		}},
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, err = e.W.Write(append(b, '\n'))
+	return err
+}
+
+// Count emits a single count metric.
+func (e *Emitter) Count(name string, dims map[string]string, v float64) error {
+	return e.Emit(dims, "Count", map[string]float64{name: v})
+}

@@ -1,0 +1,162 @@
+// Package settings reads a function's configuration from its environment
+// and validates it at start, naming the variable that is missing or bad.
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Role says which function is loading, and so which variables it needs.
+type Role string
+
+// Roles.
+const (
+	Claim     Role = "claim"
+	Dispatch  Role = "dispatch"
+	Reconcile Role = "reconcile"
+	Expire    Role = "expire"
+	Operator  Role = "operator"
+)
+
+// sends reports whether the role sends through transports.
+func (r Role) sends() bool { return r == Dispatch || r == Reconcile }
+
+// Settings is a function's validated configuration.
+type Settings struct {
+	LedgerTable  string // LEDGER_TABLE (required)
+	ContentTable string // CONTENT_TABLE (required)
+	// ContentKeyARN is the KMS key that seals content (CONTENT_KEY_ARN;
+	// required where content is opened: dispatch and reconcile).
+	ContentKeyARN string
+	Policy        ledger.Policy
+	// Transport per channel: EMAIL_TRANSPORT (ses|webhook, default ses) and
+	// SMS_TRANSPORT (sms|webhook, default sms).
+	Transports map[ledger.Channel]string
+	// SESFrom is the sender address (SES_FROM_ADDRESS; required if any channel uses ses).
+	SESFrom string
+	// SESConfigurationSet routes SES events (SES_CONFIGURATION_SET; optional).
+	SESConfigurationSet string
+	// SMSOrigination is the origination identity (SMS_ORIGINATION_IDENTITY; optional).
+	SMSOrigination string
+	// WebhookURL is the webhook endpoint (WEBHOOK_URL; required if any channel uses webhook).
+	WebhookURL string
+	// WebhookKeyWindow is how long the webhook honors Idempotency-Key
+	// (WEBHOOK_KEY_WINDOW, default 24h; 0 means it does not).
+	WebhookKeyWindow time.Duration
+	// WebhookLookup means the webhook answers GET <url>/<key> (WEBHOOK_LOOKUP, default false).
+	WebhookLookup bool
+	// WebhookTimeout bounds one webhook request; a timeout is an unknown
+	// outcome (WEBHOOK_TIMEOUT, default 5s).
+	WebhookTimeout time.Duration
+	// SweepLimit bounds the rows one sweep handles per state (SWEEP_LIMIT, default 500).
+	SweepLimit int
+	LogLevel   slog.Level // LOG_LEVEL (debug|info|warn|error, default info)
+}
+
+// Load reads the settings for role through getenv (os.Getenv in main).
+// The error lists every bad variable by name, never its value.
+func Load(role Role, getenv func(string) string) (Settings, error) {
+	var errs []error
+	bad := func(name, why string) { errs = append(errs, fmt.Errorf("%s: %s", name, why)) }
+	str := func(name, def string, required bool) string {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			if required {
+				bad(name, "required but not set")
+			}
+			return def
+		}
+		return v
+	}
+	dur := func(name string, def time.Duration) time.Duration {
+		v := str(name, "", false)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			bad(name, "want a non-negative Go duration such as 30s or 2m")
+			return def
+		}
+		return d
+	}
+	integer := func(name string, def int) int {
+		v := str(name, "", false)
+		if v == "" {
+			return def
+		}
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 1 {
+			bad(name, "want a positive integer")
+			return def
+		}
+		return i
+	}
+
+	def := ledger.DefaultPolicy()
+	s := Settings{
+		LedgerTable:  str("LEDGER_TABLE", "", true),
+		ContentTable: str("CONTENT_TABLE", "", true),
+		Policy: ledger.Policy{
+			Version:      str("POLICY_VERSION", def.Version, false),
+			Lease:        dur("LEASE_DURATION", def.Lease),
+			ExpiryMargin: dur("EXPIRY_MARGIN", def.ExpiryMargin),
+			Retention:    dur("HISTORY_RETENTION", def.Retention),
+			MaxAttempts:  integer("RECONCILE_MAX_ATTEMPTS", def.MaxAttempts),
+			SettlePeriod: dur("LOOKUP_SETTLE_PERIOD", def.SettlePeriod),
+			RecheckAfter: dur("RECHECK_AFTER", def.RecheckAfter),
+		},
+		Transports: map[ledger.Channel]string{
+			ledger.Email: str("EMAIL_TRANSPORT", "ses", false),
+			ledger.SMS:   str("SMS_TRANSPORT", "sms", false),
+		},
+		SESFrom:             str("SES_FROM_ADDRESS", "", false),
+		SESConfigurationSet: str("SES_CONFIGURATION_SET", "", false),
+		SMSOrigination:      str("SMS_ORIGINATION_IDENTITY", "", false),
+		WebhookURL:          str("WEBHOOK_URL", "", false),
+		WebhookKeyWindow:    dur("WEBHOOK_KEY_WINDOW", 24*time.Hour),
+		WebhookTimeout:      dur("WEBHOOK_TIMEOUT", 5*time.Second),
+		WebhookLookup:       str("WEBHOOK_LOOKUP", "false", false) == "true",
+		SweepLimit:          integer("SWEEP_LIMIT", 500),
+	}
+	if err := s.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info", false))); err != nil {
+		bad("LOG_LEVEL", "want debug, info, warn or error")
+	}
+	if err := s.Policy.Validate(); err != nil {
+		bad("policy", err.Error())
+	}
+	if role.sends() {
+		s.ContentKeyARN = str("CONTENT_KEY_ARN", "", true)
+		if s.WebhookTimeout == 0 {
+			bad("WEBHOOK_TIMEOUT", "must be positive")
+		}
+		for ch, name := range map[ledger.Channel]string{ledger.Email: "EMAIL_TRANSPORT", ledger.SMS: "SMS_TRANSPORT"} {
+			switch t := s.Transports[ch]; {
+			case t == "webhook":
+				if s.WebhookURL == "" {
+					bad("WEBHOOK_URL", "required when "+name+"=webhook")
+				} else if !strings.HasPrefix(s.WebhookURL, "https://") && !strings.HasPrefix(s.WebhookURL, "http://127.0.0.1") && !strings.HasPrefix(s.WebhookURL, "http://localhost") {
+					bad("WEBHOOK_URL", "must be https (plain http only on loopback)")
+				}
+			case t == "ses" && ch == ledger.Email:
+				if s.SESFrom == "" {
+					bad("SES_FROM_ADDRESS", "required when EMAIL_TRANSPORT=ses")
+				}
+			case t == "sms" && ch == ledger.SMS:
+			default:
+				bad(name, "unknown transport (email: ses|webhook, sms: sms|webhook)")
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Settings{}, fmt.Errorf("%s configuration: %w", role, err)
+	}
+	return s, nil
+}

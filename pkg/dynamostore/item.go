@@ -1,0 +1,282 @@
+package dynamostore
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Attribute names of a ledger item. Times are UTC strings in timeLayout,
+// whose fixed width makes string order equal time order, so conditions and
+// the index sort key compare them directly.
+const (
+	attrPK              = "pk"
+	attrPurpose         = "purpose"
+	attrChallenge       = "challenge_id"
+	attrChannel         = "channel"
+	attrWorkflow        = "workflow"
+	attrOrder           = "workflow_order"
+	attrState           = "state"
+	attrVersion         = "version"
+	attrContentHash     = "content_hash"
+	attrDestinationRef  = "destination_ref"
+	attrTemplateID      = "template_id"
+	attrTemplateVersion = "template_version"
+	attrPolicyVersion   = "policy_version"
+	attrExpiresAt       = "expires_at"
+	attrCreatedAt       = "created_at"
+	attrUpdatedAt       = "updated_at"
+	attrLeaseUntil      = "lease_until"
+	attrNextCheckAt     = "next_check_at"
+	attrFirstAttemptAt  = "first_attempt_at"
+	attrAttempts        = "attempts"
+	attrAckID           = "ack_id"
+	attrReason          = "reason"
+	attrMismatches      = "mismatches"
+	attrTTL             = "ttl"
+	attrHistory         = "history"
+	attrOpenPK          = "open_pk"
+	attrOpenDue         = "open_due"
+
+	// IndexName is the sparse index of open rows.
+	IndexName = "open"
+
+	timeLayout = "2006-01-02T15:04:05.000000000Z"
+)
+
+func fmtTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// mutable returns the attributes a transition may change; a nil value means
+// the attribute is removed.
+func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		attrState:      s(string(e.State)),
+		attrVersion:    n(e.Version),
+		attrUpdatedAt:  s(fmtTime(e.UpdatedAt)),
+		attrAttempts:   n(int64(e.Attempts)),
+		attrMismatches: n(int64(e.Mismatches)),
+		attrTTL:        n(e.RetainUntil.Unix()),
+	}
+	optTime := func(name string, t time.Time) {
+		m[name] = nil
+		if !t.IsZero() {
+			m[name] = s(fmtTime(t))
+		}
+	}
+	optStr := func(name, v string) {
+		m[name] = nil
+		if v != "" {
+			m[name] = s(v)
+		}
+	}
+	optTime(attrLeaseUntil, e.LeaseUntil)
+	optTime(attrNextCheckAt, e.NextCheckAt)
+	optTime(attrFirstAttemptAt, e.FirstAttemptAt)
+	optStr(attrAckID, e.AckID)
+	optStr(attrReason, e.Reason)
+	m[attrOpenPK], m[attrOpenDue] = nil, nil
+	if e.State.Open() {
+		m[attrOpenPK] = s(st.openPK(e.State, e.Key))
+		m[attrOpenDue] = s(fmtTime(e.OpenDue()))
+	}
+	return m
+}
+
+// item encodes a whole row for PutItem.
+func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		attrPK:              s(e.Key),
+		attrPurpose:         s(string(e.Identity.Purpose)),
+		attrChallenge:       s(e.Identity.ChallengeID),
+		attrChannel:         s(string(e.Identity.Channel)),
+		attrWorkflow:        s(string(e.Workflow.Kind)),
+		attrContentHash:     s(e.ContentHash),
+		attrDestinationRef:  s(e.DestinationRef),
+		attrTemplateID:      s(e.TemplateID),
+		attrTemplateVersion: s(e.TemplateVersion),
+		attrPolicyVersion:   s(e.PolicyVersion),
+		attrExpiresAt:       s(fmtTime(e.ExpiresAt)),
+		attrCreatedAt:       s(fmtTime(e.CreatedAt)),
+	}
+	if len(e.Workflow.Order) > 0 {
+		order := make([]types.AttributeValue, len(e.Workflow.Order))
+		for i, c := range e.Workflow.Order {
+			order[i] = s(string(c))
+		}
+		m[attrOrder] = &types.AttributeValueMemberL{Value: order}
+	}
+	hist := make([]types.AttributeValue, len(e.History))
+	for i, ev := range e.History {
+		hist[i] = event(ev)
+	}
+	m[attrHistory] = &types.AttributeValueMemberL{Value: hist}
+	for k, v := range st.mutable(e) {
+		if v != nil {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// event encodes one history entry. Short attribute names keep the growing
+// history small; the item is what write capacity is charged on.
+func event(ev ledger.Event) types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		"id":   s(ev.ID),
+		"kind": s(string(ev.Kind)),
+		"from": s(ev.From.String()),
+		"to":   s(ev.To.String()),
+		"at":   s(fmtTime(ev.At)),
+		"by":   s(ev.Worker),
+		"pv":   s(ev.PolicyVersion),
+		"n":    n(int64(ev.Attempt)),
+		"hash": s(ev.Hash),
+	}
+	for k, v := range map[string]string{"why": ev.Reason, "ack": ev.AckID, "ch": ev.ContentHash, "prev": ev.Prev} {
+		if v != "" {
+			m[k] = s(v)
+		}
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// decoder reads attributes and keeps the first error.
+type decoder struct {
+	m   map[string]types.AttributeValue
+	err error
+}
+
+func (d *decoder) str(name string) string {
+	switch v := d.m[name].(type) {
+	case nil:
+		return ""
+	case *types.AttributeValueMemberS:
+		return v.Value
+	default:
+		d.fail(name, "not a string")
+		return ""
+	}
+}
+
+func (d *decoder) num(name string) int64 {
+	switch v := d.m[name].(type) {
+	case nil:
+		return 0
+	case *types.AttributeValueMemberN:
+		i, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			d.fail(name, "not an integer")
+		}
+		return i
+	default:
+		d.fail(name, "not a number")
+		return 0
+	}
+}
+
+func (d *decoder) time(name string) time.Time {
+	v := d.str(name)
+	if v == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(timeLayout, v)
+	if err != nil {
+		d.fail(name, "not a time")
+	}
+	return t
+}
+
+func (d *decoder) state(name string) ledger.State {
+	v := d.str(name)
+	if v == "none" || v == "" {
+		return ledger.None
+	}
+	st, err := ledger.ParseState(v)
+	if err != nil {
+		d.fail(name, "unknown state")
+	}
+	return st
+}
+
+func (d *decoder) fail(name, why string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("dynamostore: attribute %s: %s", name, why)
+	}
+}
+
+// decode reads a ledger item. It rejects items it cannot read rather than
+// returning a half-filled row.
+func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
+	d := &decoder{m: m}
+	e := ledger.Entry{
+		Key: d.str(attrPK),
+		Identity: ledger.Identity{
+			Purpose: ledger.Purpose(d.str(attrPurpose)), ChallengeID: d.str(attrChallenge), Channel: ledger.Channel(d.str(attrChannel)),
+		},
+		Workflow:        ledger.Workflow{Kind: ledger.WorkflowKind(d.str(attrWorkflow))},
+		State:           d.state(attrState),
+		Version:         d.num(attrVersion),
+		ContentHash:     d.str(attrContentHash),
+		DestinationRef:  d.str(attrDestinationRef),
+		TemplateID:      d.str(attrTemplateID),
+		TemplateVersion: d.str(attrTemplateVersion),
+		PolicyVersion:   d.str(attrPolicyVersion),
+		ExpiresAt:       d.time(attrExpiresAt),
+		CreatedAt:       d.time(attrCreatedAt),
+		UpdatedAt:       d.time(attrUpdatedAt),
+		LeaseUntil:      d.time(attrLeaseUntil),
+		NextCheckAt:     d.time(attrNextCheckAt),
+		FirstAttemptAt:  d.time(attrFirstAttemptAt),
+		Attempts:        int(d.num(attrAttempts)),
+		AckID:           d.str(attrAckID),
+		Reason:          d.str(attrReason),
+		Mismatches:      int(d.num(attrMismatches)),
+	}
+	if ttl := d.num(attrTTL); ttl != 0 {
+		e.RetainUntil = time.Unix(ttl, 0).UTC()
+	}
+	if l, ok := m[attrOrder].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			if sv, ok := v.(*types.AttributeValueMemberS); ok {
+				e.Workflow.Order = append(e.Workflow.Order, ledger.Channel(sv.Value))
+			} else {
+				d.fail(attrOrder, "not a list of strings")
+			}
+		}
+	}
+	if l, ok := m[attrHistory].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			mv, ok := v.(*types.AttributeValueMemberM)
+			if !ok {
+				d.fail(attrHistory, "entry is not a map")
+				continue
+			}
+			h := &decoder{m: mv.Value}
+			e.History = append(e.History, ledger.Event{
+				ID: h.str("id"), Kind: ledger.EventKind(h.str("kind")), From: h.state("from"), To: h.state("to"),
+				At: h.time("at"), Worker: h.str("by"), Reason: h.str("why"), PolicyVersion: h.str("pv"),
+				Attempt: int(h.num("n")), AckID: h.str("ack"), ContentHash: h.str("ch"), Prev: h.str("prev"), Hash: h.str("hash"),
+			})
+			if h.err != nil && d.err == nil {
+				d.err = fmt.Errorf("history: %w", h.err)
+			}
+		}
+	}
+	if e.Key == "" {
+		d.fail(attrPK, "missing")
+	}
+	if d.err != nil {
+		return ledger.Entry{}, d.err
+	}
+	return e, nil
+}

@@ -1,0 +1,68 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// TableClient lists the calls CreateTables makes.
+type TableClient interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+// LedgerTable returns the ledger table definition: key pk, stream with new
+// and old images, and the sparse open-row index. It mirrors the CDK stack
+// and is used by tests and tooling that create tables directly.
+func LedgerTable(name string) *dynamodb.CreateTableInput {
+	str := types.ScalarAttributeTypeS
+	return &dynamodb.CreateTableInput{
+		TableName:   &name,
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrPK), AttributeType: str},
+			{AttributeName: aws.String(attrOpenPK), AttributeType: str},
+			{AttributeName: aws.String(attrOpenDue), AttributeType: str},
+		},
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(IndexName),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(attrOpenPK), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(attrOpenDue), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		}},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	}
+}
+
+// ContentTable returns the sealed-content table definition: key pk, no stream.
+func ContentTable(name string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
+		TableName:            &name,
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}},
+	}
+}
+
+// CreateTables creates both tables and turns on TTL on the ttl attribute.
+func CreateTables(ctx context.Context, c TableClient, ledgerTable, contentTable string) error {
+	for _, in := range []*dynamodb.CreateTableInput{LedgerTable(ledgerTable), ContentTable(contentTable)} {
+		if _, err := c.CreateTable(ctx, in); err != nil {
+			return fmt.Errorf("create table %s: %w", *in.TableName, err)
+		}
+		if _, err := c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+			TableName:               in.TableName,
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attrTTL), Enabled: aws.Bool(true)},
+		}); err != nil {
+			return fmt.Errorf("enable ttl on %s: %w", *in.TableName, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,282 @@
+// Package dynamostore implements ledger.Store and ledger.ContentStore on
+// Amazon DynamoDB.
+//
+// Claims are conditional PutItems (attribute_not_exists on the key) that
+// return the existing item on failure, so a duplicate costs one request.
+// Transitions are conditional UpdateItems on state and version that append
+// one history entry with list_append. Open rows carry open_pk/open_due, the
+// keys of a sparse, sharded index, so sweeps query only open rows.
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Client lists the DynamoDB calls the stores make.
+type Client interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// DefaultShards is the number of index partitions per open state.
+const DefaultShards = 4
+
+// Store is the DynamoDB ledger.Store.
+type Store struct {
+	client Client
+	table  string
+	shards int
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// New returns a Store on table. shards spreads each open state over that
+// many index partitions; it must match for every writer and reader of the
+// table (DefaultShards if < 1).
+func New(client Client, table string, shards int) *Store {
+	if shards < 1 {
+		shards = DefaultShards
+	}
+	return &Store{client: client, table: table, shards: shards}
+}
+
+func (st *Store) openPK(state ledger.State, key string) string {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return fmt.Sprintf("%s#%d", state, int(h.Sum32()%uint32(st.shards)))
+}
+
+func keyOf(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: s(key)}
+}
+
+// Create implements ledger.Store.
+func (st *Store) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
+	_, err := st.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           &st.table,
+		Item:                                st.item(e),
+		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if len(ccf.Item) > 0 {
+			old, derr := decode(ccf.Item)
+			if derr != nil {
+				return ledger.Entry{}, fmt.Errorf("create %s: %w", e.Key, derr)
+			}
+			return old, fmt.Errorf("create %s: %w", e.Key, ledger.ErrConflict)
+		}
+		// Endpoints that do not return the item: read it.
+		old, gerr := st.Get(ctx, e.Key)
+		if gerr != nil {
+			return ledger.Entry{}, fmt.Errorf("create %s: read existing: %w", e.Key, gerr)
+		}
+		return old, fmt.Errorf("create %s: %w", e.Key, ledger.ErrConflict)
+	}
+	if err != nil {
+		return ledger.Entry{}, fmt.Errorf("create %s: %w", e.Key, err)
+	}
+	return e, nil
+}
+
+// Get implements ledger.Store with a strongly consistent read.
+func (st *Store) Get(ctx context.Context, key string) (ledger.Entry, error) {
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.table, Key: keyOf(key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return ledger.Entry{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return ledger.Entry{}, fmt.Errorf("get %s: %w", key, ledger.ErrNotFound)
+	}
+	e, err := decode(out.Item)
+	if err != nil {
+		return ledger.Entry{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	return e, nil
+}
+
+// Apply implements ledger.Store: one conditional UpdateItem that sets the
+// mutable attributes and appends c.Event to the stored history.
+func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
+	names := map[string]string{"#state": attrState, "#version": attrVersion, "#history": attrHistory}
+	values := map[string]types.AttributeValue{
+		":from": s(string(c.From)), ":v": n(c.Version),
+		":ev": &types.AttributeValueMemberL{Value: []types.AttributeValue{event(c.Event)}},
+	}
+	cond := "#state = :from AND #version = :v"
+	if !c.NotExpiredBy.IsZero() {
+		names["#exp"] = attrExpiresAt
+		values[":cutoff"] = s(fmtTime(c.NotExpiredBy))
+		cond += " AND #exp > :cutoff"
+	}
+	sets := []string{"#history = list_append(#history, :ev)"}
+	var removes []string
+	attrs := st.mutable(c.Next)
+	for _, name := range slices.Sorted(mapKeys(attrs)) {
+		ref := "#" + name
+		if name == attrState || name == attrVersion {
+			ref = map[string]string{attrState: "#state", attrVersion: "#version"}[name]
+		} else {
+			names[ref] = name
+		}
+		if attrs[name] == nil {
+			removes = append(removes, ref)
+			continue
+		}
+		values[":"+name] = attrs[name]
+		sets = append(sets, ref+" = :"+name)
+	}
+	update := "SET " + strings.Join(sets, ", ")
+	if len(removes) > 0 {
+		update += " REMOVE " + strings.Join(removes, ", ")
+	}
+	out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &st.table, Key: keyOf(c.Next.Key),
+		ConditionExpression: &cond, UpdateExpression: &update,
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, ledger.ErrConflict)
+	}
+	if err != nil {
+		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, err)
+	}
+	e, err := decode(out.Attributes)
+	if err != nil {
+		return ledger.Entry{}, fmt.Errorf("apply %s: %w", c.Next.Key, err)
+	}
+	return e, nil
+}
+
+func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// ListOpen implements ledger.Store. It queries each shard of the sparse
+// index for state s (due first), then reads the rows with a consistent
+// batch read and drops any whose state moved on since the index was written.
+func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Time, limit int) ([]ledger.Entry, error) {
+	if !state.Open() {
+		return nil, fmt.Errorf("list %s: not an open state", state)
+	}
+	var keys []string
+	for shard := 0; shard < st.shards; shard++ {
+		ks, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", state, shard), dueBy, limit)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, ks...)
+	}
+	rows, err := st.batchGet(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := rows[:0]
+	for _, e := range rows {
+		if e.State == state && (dueBy.IsZero() || !e.OpenDue().After(dueBy)) {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b ledger.Entry) int { return a.OpenDue().Compare(b.OpenDue()) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, limit int) ([]string, error) {
+	cond := "#p = :p"
+	names := map[string]string{"#p": attrOpenPK}
+	values := map[string]types.AttributeValue{":p": s(pk)}
+	if !dueBy.IsZero() {
+		cond += " AND #d <= :d"
+		names["#d"] = attrOpenDue
+		values[":d"] = s(fmtTime(dueBy))
+	}
+	in := &dynamodb.QueryInput{
+		TableName: &st.table, IndexName: aws.String(IndexName), KeyConditionExpression: &cond,
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(min(limit, 1000)))
+	}
+	var keys []string
+	for {
+		out, err := st.client.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: %w", pk, err)
+		}
+		for _, it := range out.Items {
+			if v, ok := it[attrPK].(*types.AttributeValueMemberS); ok {
+				keys = append(keys, v.Value)
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(keys) >= limit) {
+			return keys, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+func (st *Store) batchGet(ctx context.Context, keys []string) ([]ledger.Entry, error) {
+	var rows []ledger.Entry
+	for start := 0; start < len(keys); start += 100 {
+		chunk := keys[start:min(start+100, len(keys))]
+		req := make([]map[string]types.AttributeValue, len(chunk))
+		for i, k := range chunk {
+			req[i] = keyOf(k)
+		}
+		pending := map[string]types.KeysAndAttributes{st.table: {Keys: req, ConsistentRead: aws.Bool(true)}}
+		for tries := 0; len(pending) > 0; tries++ {
+			if tries > 10 {
+				return nil, fmt.Errorf("batch get: unprocessed keys after %d tries", tries)
+			}
+			out, err := st.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
+			if err != nil {
+				return nil, fmt.Errorf("batch get: %w", err)
+			}
+			for _, it := range out.Responses[st.table] {
+				e, err := decode(it)
+				if err != nil {
+					return nil, fmt.Errorf("batch get: %w", err)
+				}
+				rows = append(rows, e)
+			}
+			pending = out.UnprocessedKeys
+			if len(pending) > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Duration(10<<min(tries, 6)) * time.Millisecond):
+				}
+			}
+		}
+	}
+	return rows, nil
+}

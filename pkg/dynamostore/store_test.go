@@ -1,0 +1,44 @@
+package dynamostore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// newTables creates a uniquely named ledger and content table on the emulator.
+func newTables(t *testing.T) (*dynamodb.Client, string, string) {
+	t.Helper()
+	client := dynamodb.NewFromConfig(emulator.Config(t))
+	ledgerTable, contentTable := emulator.UniqueName(t, "ledger"), emulator.UniqueName(t, "content")
+	ctx := context.Background()
+	if err := dynamostore.CreateTables(ctx, client, ledgerTable, contentTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range []string{ledgerTable, contentTable} {
+			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name})
+		}
+	})
+	return client, ledgerTable, contentTable
+}
+
+func TestContract(t *testing.T) {
+	ledgertest.RunStoreContract(t, func(t *testing.T) ledger.Store {
+		client, table, _ := newTables(t)
+		return dynamostore.New(client, table, dynamostore.DefaultShards)
+	})
+}
+
+func TestContentStore(t *testing.T) {
+	ledgertest.RunContentContract(t, func(t *testing.T) ledger.ContentStore {
+		client, _, table := newTables(t)
+		return dynamostore.NewContent(client, table)
+	})
+}
