@@ -1,0 +1,80 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/pkg/intent"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Claim turns SQS records into claims. It never fails the whole batch:
+// each record that should be retried (or, after the queue's receive count,
+// dead-lettered) is reported by message id.
+type Claim struct {
+	Svc     *ledger.Service
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
+}
+
+func (h *Claim) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	worker := ledger.Worker("claim")
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		worker = ledger.Worker("claim/" + lc.AwsRequestID)
+	}
+	for _, rec := range ev.Records {
+		if err := h.claim(ctx, rec, worker); err != nil {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// claim handles one record; a non-nil error means "report as failed".
+func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.Worker) error {
+	receives, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
+	log := h.Log.With("sqs_message_id", rec.MessageId, "receive_count", receives)
+	in, sealed, err := intent.Decode([]byte(rec.Body))
+	if err != nil {
+		// Poison input: never half-applied, never acknowledged. The queue's
+		// redrive policy moves it to the DLQ after the receive count; this
+		// line is the recorded reason.
+		log.Warn("intent rejected", "reason", err.Error(), "will_dead_letter", true)
+		var fe *ledger.FieldError
+		reason := "decode"
+		if errors.As(err, &fe) {
+			reason = fe.Field
+		}
+		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{"Reason": reason}, 1)
+		return err
+	}
+	log = log.With("challenge_id", in.ChallengeID, "channel", string(in.Channel), "dedupe_key", in.Key(), "content_hash", in.ContentHash)
+	res, err := h.Svc.Claim(ctx, in, sealed, worker)
+	switch {
+	case errors.Is(err, ledger.ErrFallbackPending):
+		log.Info("fallback channel waits for its predecessor", "reason", err.Error())
+		return err
+	case errors.Is(err, ledger.ErrInvalidIntent):
+		log.Warn("intent rejected", "reason", err.Error(), "will_dead_letter", true)
+		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{"Reason": "validation"}, 1)
+		return err
+	case err != nil:
+		log.Error("claim failed; will retry", "error", err.Error())
+		return err
+	}
+	log.Info("intent handled", "outcome", string(res.Outcome), "state", string(res.Entry.State))
+	switch res.Outcome {
+	case ledger.ClaimMismatch:
+		_ = h.Metrics.Count(metrics.ContentMismatch, nil, 1)
+	case ledger.ClaimCreated, ledger.ClaimExpired, ledger.ClaimSuppressed:
+		_ = h.Metrics.Count(metrics.Transitions, map[string]string{"State": string(res.Entry.State), "Channel": string(in.Channel)}, 1)
+	}
+	return nil
+}

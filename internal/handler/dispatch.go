@@ -1,0 +1,106 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Dispatch dispatches newly claimed rows from the ledger table's stream.
+// Duplicate records and duplicate invocations are harmless: the conditional
+// claimed -> dispatching write in the ledger decides who sends.
+type Dispatch struct {
+	Svc     *ledger.Service
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
+}
+
+func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	var resp events.DynamoDBEventResponse
+	worker := ledger.Worker("dispatch")
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		worker = ledger.Worker("dispatch/" + lc.AwsRequestID)
+	}
+	for _, rec := range ev.Records {
+		key, ok, err := claimedKey(rec)
+		if err != nil {
+			// A record we cannot read is not ours to drop silently: fail it so
+			// the event source retries, then sends it to the on-failure queue.
+			h.Log.Error("unreadable stream record", "sequence_number", rec.Change.SequenceNumber, "reason", err.Error())
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
+			return resp, nil
+		}
+		if !ok {
+			continue
+		}
+		if err := h.dispatch(ctx, key, worker); err != nil {
+			// Stream order matters: report the first failure; the records
+			// after it are redelivered with it.
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
+			return resp, nil
+		}
+	}
+	return resp, nil
+}
+
+func (h *Dispatch) dispatch(ctx context.Context, key string, worker ledger.Worker) error {
+	res, err := h.Svc.Dispatch(ctx, key, worker)
+	log := h.Log.With("dedupe_key", key)
+	if res.Entry.Key != "" {
+		log = log.With("challenge_id", res.Entry.Identity.ChallengeID, "channel", string(res.Entry.Identity.Channel),
+			"content_hash", res.Entry.ContentHash, "attempt", res.Entry.Attempts)
+	}
+	if err != nil {
+		if errors.Is(err, ledger.ErrNotFound) {
+			log.Warn("stream record for a row that no longer exists; skipped")
+			return nil
+		}
+		log.Error("dispatch failed; will retry", "error", err.Error())
+		return err
+	}
+	log.Info("dispatch handled", "outcome", string(res.Outcome), "state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
+	if res.Outcome != ledger.DispatchSkipped {
+		_ = h.Metrics.Count(metrics.Transitions, map[string]string{"State": string(res.Entry.State), "Channel": string(res.Entry.Identity.Channel)}, 1)
+	}
+	return nil
+}
+
+// claimedKey returns the dedupe key of a record that inserted a claimed row,
+// ok=false for any other record (the event source's filter should already
+// have dropped those), and an error for a record that cannot be read.
+func claimedKey(rec events.DynamoDBEventRecord) (string, bool, error) {
+	if rec.EventName != "INSERT" {
+		return "", false, nil
+	}
+	pk, ok := rec.Change.Keys["pk"]
+	if !ok || pk.DataType() != events.DataTypeString {
+		return "", false, errors.New("record has no string key pk")
+	}
+	key := pk.String()
+	if !isDedupeKey(key) {
+		return "", false, errors.New("record key is not a dedupe key")
+	}
+	state, ok := rec.Change.NewImage["state"]
+	if !ok || state.DataType() != events.DataTypeString {
+		return "", false, errors.New("record new image has no string state")
+	}
+	return key, state.String() == string(ledger.Claimed), nil
+}
+
+func isDedupeKey(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

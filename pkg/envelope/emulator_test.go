@@ -1,0 +1,121 @@
+package envelope_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/kms/types"
+
+	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// newEmulatorKey creates a symmetric KMS key in the emulator and returns its
+// ARN.
+func newEmulatorKey(t *testing.T, client *kms.Client) string {
+	t.Helper()
+	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
+		Description: aws.String(emulator.UniqueName(t, "envelope-test")),
+		KeySpec:     types.KeySpecSymmetricDefault,
+		KeyUsage:    types.KeyUsageTypeEncryptDecrypt,
+	})
+	if err != nil {
+		t.Fatalf("CreateKey: %v", err)
+	}
+	arn := aws.ToString(out.KeyMetadata.Arn)
+	t.Cleanup(func() {
+		_, _ = client.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{
+			KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7),
+		})
+	})
+	return arn
+}
+
+func TestEmulatorSealOpen(t *testing.T) {
+	client := kms.NewFromConfig(emulator.Config(t))
+	ctx := context.Background()
+	arn := newEmulatorKey(t, client)
+	otherARN := newEmulatorKey(t, client)
+
+	s := &envelope.Sealer{KMS: client, KeyID: arn}
+	o := &envelope.Opener{KMS: client, KeyARN: arn}
+	m := ledgertest.Message(11, ledger.Email)
+
+	e, err := s.Seal(ctx, keyA, m)
+	if err != nil {
+		t.Fatalf("Seal: %v", err)
+	}
+	if e.KMSKeyID != arn {
+		t.Errorf("kms_key_id = %q, want the key ARN %q", e.KMSKeyID, arn)
+	}
+	b, err := e.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{ledgertest.Canary, m.To, m.Body} {
+		if bytes.Contains(b, []byte(secret)) {
+			t.Fatalf("envelope contains plaintext %q", secret)
+		}
+	}
+
+	got, err := o.Open(ctx, keyA, b)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if got != m {
+		t.Fatalf("Open = %+v, want %+v", got, m)
+	}
+
+	t.Run("tampered ciphertext", func(t *testing.T) {
+		bad := e
+		bad.CT = bytes.Clone(e.CT)
+		bad.CT[0] ^= 0x01
+		tb, _ := json.Marshal(bad)
+		_, err := o.Open(ctx, keyA, tb)
+		assertUnavailable(t, err, m)
+	})
+	t.Run("tampered data key", func(t *testing.T) {
+		bad := e
+		bad.EDK = bytes.Clone(e.EDK)
+		bad.EDK[len(bad.EDK)-1] ^= 0x01
+		tb, _ := json.Marshal(bad)
+		_, err := o.Open(ctx, keyA, tb)
+		assertUnavailable(t, err, m)
+	})
+	t.Run("other dedupe key", func(t *testing.T) {
+		_, err := o.Open(ctx, keyB, b)
+		assertUnavailable(t, err, m)
+	})
+	t.Run("opener pinned to another KMS key", func(t *testing.T) {
+		_, err := (&envelope.Opener{KMS: client, KeyARN: otherARN}).Open(ctx, keyA, b)
+		assertUnavailable(t, err, m)
+	})
+	t.Run("KMS enforces the encryption context", func(t *testing.T) {
+		// Independent of the GCM AAD: KMS itself must refuse the data key
+		// under another dedupe key's context.
+		_, err := client.Decrypt(ctx, &kms.DecryptInput{
+			CiphertextBlob:    e.EDK,
+			KeyId:             aws.String(arn),
+			EncryptionContext: envelope.EncryptionContext(keyB),
+		})
+		var invalid *types.InvalidCiphertextException
+		if !errors.As(err, &invalid) {
+			t.Fatalf("Decrypt under another context = %v, want InvalidCiphertextException", err)
+		}
+		out, err := client.Decrypt(ctx, &kms.DecryptInput{
+			CiphertextBlob:    e.EDK,
+			KeyId:             aws.String(arn),
+			EncryptionContext: envelope.EncryptionContext(keyA),
+		})
+		if err != nil || len(out.Plaintext) != 32 {
+			t.Fatalf("Decrypt under the sealing context = %v", err)
+		}
+	})
+}

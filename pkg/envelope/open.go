@@ -1,0 +1,106 @@
+package envelope
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/kms/types"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Decrypter is the KMS call an Opener makes.
+type Decrypter interface {
+	Decrypt(ctx context.Context, in *kms.DecryptInput, opts ...func(*kms.Options)) (*kms.DecryptOutput, error)
+}
+
+// Opener decrypts envelopes; it implements ledger.Opener. It is safe for
+// concurrent use.
+//
+// Error classes: content that cannot be authenticated (malformed envelope,
+// ciphertext or data key tampered with, sealed for another dedupe key or
+// under another KMS key) yields an error wrapping ledger.ErrContentUnavailable,
+// which no retry can fix. Any other KMS failure (throttling, 5xx, network,
+// access denied, disabled key) yields a plain wrapped error: the caller
+// should retry later. No error contains the message or key material.
+type Opener struct {
+	// KMS decrypts data keys.
+	KMS Decrypter
+	// KeyARN pins the KMS key: Decrypt is asked to use this key only, so an
+	// envelope naming another key cannot make the opener use it.
+	KeyARN string
+}
+
+var _ ledger.Opener = (*Opener)(nil)
+
+// Open returns the message sealed for key.
+func (o *Opener) Open(ctx context.Context, key string, sealed []byte) (ledger.Message, error) {
+	if o.KMS == nil || o.KeyARN == "" {
+		return ledger.Message{}, errors.New("envelope: opener needs a KMS client and a key ARN")
+	}
+	e, err := Parse(sealed)
+	if err != nil {
+		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: %v", key, ledger.ErrContentUnavailable, err)
+	}
+	out, err := o.KMS.Decrypt(ctx, &kms.DecryptInput{
+		CiphertextBlob:    e.EDK,
+		KeyId:             aws.String(o.KeyARN),
+		EncryptionContext: EncryptionContext(key),
+	})
+	if err != nil {
+		if unauthentic(err) {
+			return ledger.Message{}, fmt.Errorf("envelope: open %s: data key: %w (%s)", key, ledger.ErrContentUnavailable, errorCode(err))
+		}
+		return ledger.Message{}, fmt.Errorf("envelope: open %s: decrypt data key: %w", key, err)
+	}
+	defer clear(out.Plaintext)
+	if len(out.Plaintext) != 32 {
+		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: data key has the wrong size", key, ledger.ErrContentUnavailable)
+	}
+	gcm, err := newGCM(out.Plaintext)
+	if err != nil {
+		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: %v", key, ledger.ErrContentUnavailable, err)
+	}
+	pt, err := gcm.Open(nil, e.Nonce, e.CT, []byte(key))
+	if err != nil {
+		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: authentication failed", key, ledger.ErrContentUnavailable)
+	}
+	defer clear(pt)
+	var m ledger.Message
+	dec := json.NewDecoder(bytes.NewReader(pt))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil || dec.More() {
+		// The decoder's error could quote plaintext: drop it.
+		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: content is not a message", key, ledger.ErrContentUnavailable)
+	}
+	return m, nil
+}
+
+// unauthentic reports KMS errors that say the data key cannot be
+// authenticated under this key and context: permanent, not retryable.
+func unauthentic(err error) bool {
+	var (
+		invalid   *types.InvalidCiphertextException
+		incorrect *types.IncorrectKeyException
+	)
+	return errors.As(err, &invalid) || errors.As(err, &incorrect)
+}
+
+func errorCode(err error) string {
+	var (
+		invalid   *types.InvalidCiphertextException
+		incorrect *types.IncorrectKeyException
+	)
+	switch {
+	case errors.As(err, &incorrect):
+		return incorrect.ErrorCode()
+	case errors.As(err, &invalid):
+		return invalid.ErrorCode()
+	}
+	return "unknown"
+}

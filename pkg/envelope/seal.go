@@ -1,0 +1,98 @@
+package envelope
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/kms/types"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// DataKeyGenerator is the KMS call a Sealer makes.
+type DataKeyGenerator interface {
+	GenerateDataKey(ctx context.Context, in *kms.GenerateDataKeyInput, opts ...func(*kms.Options)) (*kms.GenerateDataKeyOutput, error)
+}
+
+// Sealer encrypts messages under a KMS key. It is safe for concurrent use.
+type Sealer struct {
+	// KMS generates the data keys.
+	KMS DataKeyGenerator
+	// KeyID names the KMS key: a key ARN (preferred), key id or alias.
+	KeyID string
+}
+
+// EncryptionContext returns the KMS encryption context that binds a data key
+// to one logical message.
+func EncryptionContext(key string) map[string]string {
+	return map[string]string{"purpose": Purpose, "dedupe_key": key}
+}
+
+// Seal encrypts m for the logical message with dedupe key key under a fresh
+// data key. The plaintext data key is zeroed before Seal returns. Errors
+// never contain the message.
+func (s *Sealer) Seal(ctx context.Context, key string, m ledger.Message) (Envelope, error) {
+	if s.KMS == nil || s.KeyID == "" {
+		return Envelope{}, errors.New("envelope: sealer needs a KMS client and a key id")
+	}
+	if key == "" {
+		return Envelope{}, errors.New("envelope: seal: empty dedupe key")
+	}
+	pt, err := json.Marshal(m)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("envelope: seal %s: encode message: %w", key, err)
+	}
+	defer clear(pt)
+
+	out, err := s.KMS.GenerateDataKey(ctx, &kms.GenerateDataKeyInput{
+		KeyId:             aws.String(s.KeyID),
+		KeySpec:           types.DataKeySpecAes256,
+		EncryptionContext: EncryptionContext(key),
+	})
+	if err != nil {
+		return Envelope{}, fmt.Errorf("envelope: seal %s: generate data key: %w", key, err)
+	}
+	defer clear(out.Plaintext)
+	if len(out.Plaintext) != 32 || len(out.CiphertextBlob) == 0 {
+		return Envelope{}, fmt.Errorf("envelope: seal %s: KMS returned a malformed data key", key)
+	}
+	gcm, err := newGCM(out.Plaintext)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("envelope: seal %s: %w", key, err)
+	}
+	nonce := make([]byte, nonceSize)
+	if _, err := rand.Read(nonce); err != nil {
+		return Envelope{}, fmt.Errorf("envelope: seal %s: nonce: %w", key, err)
+	}
+	keyID := aws.ToString(out.KeyId)
+	if keyID == "" {
+		keyID = s.KeyID
+	}
+	e := Envelope{
+		V:        Version,
+		Alg:      Algorithm,
+		KMSKeyID: keyID,
+		EDK:      out.CiphertextBlob,
+		Nonce:    nonce,
+		CT:       gcm.Seal(nil, nonce, pt, []byte(key)),
+	}
+	if err := e.Validate(); err != nil {
+		return Envelope{}, fmt.Errorf("envelope: seal %s: %w", key, err)
+	}
+	return e, nil
+}
+
+func newGCM(dataKey []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(dataKey)
+	if err != nil {
+		return nil, fmt.Errorf("data key: %w", err)
+	}
+	return cipher.NewGCM(block)
+}

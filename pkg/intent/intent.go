@@ -1,0 +1,383 @@
+// Package intent is the wire format of a notification intent: the SQS
+// message body the account service publishes and the claim function reads.
+// schema/intent-v1.schema.json describes the same document.
+//
+// Decode is strict. It accepts one JSON object of at most MaxBodySize bytes
+// with exactly the known fields (exact spelling, no duplicates, no unknown
+// ones, no trailing data), then runs ledger.Intent.Validate. Every rejection
+// is a *ledger.FieldError naming the JSON field (so errors.Is(err,
+// ledger.ErrInvalidIntent) holds); an unknown schema_version also wraps
+// ErrUnsupportedVersion. No error message contains an input value: the body
+// may carry secrets in the wrong field.
+package intent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// SchemaVersion is the only supported value of schema_version.
+const SchemaVersion = 1
+
+// MaxBodySize is the largest body Decode accepts, in bytes (64 KiB).
+const MaxBodySize = 64 << 10
+
+// maxDepth bounds JSON nesting; a valid intent nests three deep.
+const maxDepth = 8
+
+// ErrUnsupportedVersion reports a schema_version this build does not know.
+// It comes wrapped together with a *ledger.FieldError for schema_version.
+var ErrUnsupportedVersion = errors.New("intent: unsupported schema_version")
+
+// wire is the JSON document. Field order is the encoding order.
+type wire struct {
+	SchemaVersion   int               `json:"schema_version"`
+	Purpose         string            `json:"purpose"`
+	ChallengeID     string            `json:"challenge_id"`
+	Channel         string            `json:"channel"`
+	Workflow        wireWorkflow      `json:"workflow"`
+	DestinationRef  string            `json:"destination_ref"`
+	ExpiresAt       string            `json:"expires_at"`
+	TemplateID      string            `json:"template_id"`
+	TemplateVersion string            `json:"template_version"`
+	PolicyVersion   string            `json:"policy_version"`
+	ContentHash     string            `json:"content_hash"`
+	SealedContent   envelope.Envelope `json:"sealed_content"`
+}
+
+type wireWorkflow struct {
+	Kind  string   `json:"kind"`
+	Order []string `json:"order,omitempty"`
+}
+
+// shape lists the fields of each object Decode checks by name; a nil shape
+// admits any keys (the envelope checks its own).
+type shape map[string]shape
+
+var rootShape = shape{
+	"schema_version": nil, "purpose": nil, "challenge_id": nil, "channel": nil,
+	"workflow":        {"kind": nil, "order": nil},
+	"destination_ref": nil, "expires_at": nil, "template_id": nil,
+	"template_version": nil, "policy_version": nil, "content_hash": nil,
+	"sealed_content": nil,
+}
+
+// RequiredFields returns the top-level fields every intent must carry, in
+// wire order.
+func RequiredFields() []string {
+	return []string{"schema_version", "purpose", "challenge_id", "channel", "workflow",
+		"destination_ref", "expires_at", "template_id", "template_version",
+		"policy_version", "content_hash", "sealed_content"}
+}
+
+// Decode parses and validates an intent. It returns the intent and the
+// sealed content as the canonical JSON of its envelope, ready for a
+// ledger.ContentStore and an envelope.Opener.
+func Decode(body []byte) (ledger.Intent, []byte, error) {
+	if len(body) > MaxBodySize {
+		return ledger.Intent{}, nil, bad("body", fmt.Sprintf("larger than %d bytes", MaxBodySize))
+	}
+	if err := checkStructure(body); err != nil {
+		return ledger.Intent{}, nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return ledger.Intent{}, nil, bad("body", "malformed JSON")
+	}
+
+	var version json.Number
+	if err := field(raw, "schema_version", &version, "want an integer"); err != nil {
+		return ledger.Intent{}, nil, err
+	}
+	if version.String() != "1" {
+		return ledger.Intent{}, nil, fmt.Errorf("%w: %w", ErrUnsupportedVersion,
+			bad("schema_version", "unsupported version (want 1)"))
+	}
+
+	var w wire
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{
+		{"purpose", &w.Purpose}, {"challenge_id", &w.ChallengeID}, {"channel", &w.Channel},
+	} {
+		if err := field(raw, f.name, f.dst, "want a string"); err != nil {
+			return ledger.Intent{}, nil, err
+		}
+	}
+	if err := decodeWorkflow(raw, &w.Workflow); err != nil {
+		return ledger.Intent{}, nil, err
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{
+		{"destination_ref", &w.DestinationRef}, {"expires_at", &w.ExpiresAt},
+		{"template_id", &w.TemplateID}, {"template_version", &w.TemplateVersion},
+		{"policy_version", &w.PolicyVersion}, {"content_hash", &w.ContentHash},
+	} {
+		if err := field(raw, f.name, f.dst, "want a string"); err != nil {
+			return ledger.Intent{}, nil, err
+		}
+	}
+	expires, err := time.Parse(time.RFC3339, w.ExpiresAt)
+	if err != nil {
+		return ledger.Intent{}, nil, bad("expires_at", "not an RFC 3339 timestamp")
+	}
+	sealedRaw, ok := raw["sealed_content"]
+	if !ok {
+		return ledger.Intent{}, nil, bad("sealed_content", "missing")
+	}
+	env, err := envelope.Parse(sealedRaw)
+	if err != nil {
+		return ledger.Intent{}, nil, prefix("sealed_content", err)
+	}
+
+	in := ledger.Intent{
+		Identity: ledger.Identity{
+			Purpose:     ledger.Purpose(w.Purpose),
+			ChallengeID: w.ChallengeID,
+			Channel:     ledger.Channel(w.Channel),
+		},
+		Workflow:        ledger.Workflow{Kind: ledger.WorkflowKind(w.Workflow.Kind)},
+		DestinationRef:  w.DestinationRef,
+		ExpiresAt:       expires.UTC(),
+		TemplateID:      w.TemplateID,
+		TemplateVersion: w.TemplateVersion,
+		PolicyVersion:   w.PolicyVersion,
+		ContentHash:     w.ContentHash,
+	}
+	for _, c := range w.Workflow.Order {
+		in.Workflow.Order = append(in.Workflow.Order, ledger.Channel(c))
+	}
+	if err := validate(in); err != nil {
+		return ledger.Intent{}, nil, err
+	}
+	sealed, err := json.Marshal(env)
+	if err != nil {
+		return ledger.Intent{}, nil, fmt.Errorf("intent: re-encode sealed content: %w", err)
+	}
+	return in, sealed, nil
+}
+
+// Encode returns the wire form of in with its sealed content. It validates
+// both first, so whatever Encode returns, Decode accepts.
+func Encode(in ledger.Intent, sealed envelope.Envelope) ([]byte, error) {
+	if err := validate(in); err != nil {
+		return nil, err
+	}
+	if err := sealed.Validate(); err != nil {
+		return nil, prefix("sealed_content", err)
+	}
+	w := wire{
+		SchemaVersion:   SchemaVersion,
+		Purpose:         string(in.Purpose),
+		ChallengeID:     in.ChallengeID,
+		Channel:         string(in.Channel),
+		Workflow:        wireWorkflow{Kind: string(in.Workflow.Kind)},
+		DestinationRef:  in.DestinationRef,
+		ExpiresAt:       in.ExpiresAt.UTC().Format(time.RFC3339Nano),
+		TemplateID:      in.TemplateID,
+		TemplateVersion: in.TemplateVersion,
+		PolicyVersion:   in.PolicyVersion,
+		ContentHash:     in.ContentHash,
+		SealedContent:   sealed,
+	}
+	for _, c := range in.Workflow.Order {
+		w.Workflow.Order = append(w.Workflow.Order, string(c))
+	}
+	return json.Marshal(w)
+}
+
+// validate is ledger.Intent.Validate plus the checks only the wire needs:
+// every workflow.order entry is a known channel, listed once, whatever the
+// kind, and the expiry is a time RFC 3339 can carry.
+func validate(in ledger.Intent) error {
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	if len(in.Workflow.Order) > len(ledger.Channels) {
+		return bad("workflow.order", "too many channels")
+	}
+	seen := map[ledger.Channel]bool{}
+	for _, c := range in.Workflow.Order {
+		if (c != ledger.Email && c != ledger.SMS) || seen[c] {
+			return bad("workflow.order", "unknown or repeated channel")
+		}
+		seen[c] = true
+	}
+	if y := in.ExpiresAt.UTC().Year(); y < 1 || y > 9999 {
+		return bad("expires_at", "year outside 0001..9999")
+	}
+	return nil
+}
+
+func decodeWorkflow(raw map[string]json.RawMessage, dst *wireWorkflow) error {
+	v, ok := raw["workflow"]
+	if !ok {
+		return bad("workflow", "missing")
+	}
+	var obj map[string]json.RawMessage
+	if isNull(v) || json.Unmarshal(v, &obj) != nil {
+		return bad("workflow", "want an object")
+	}
+	if err := field(obj, "kind", &dst.Kind, "want a string"); err != nil {
+		return prefix("workflow", err)
+	}
+	if o, ok := obj["order"]; ok {
+		if isNull(o) || json.Unmarshal(o, &dst.Order) != nil {
+			return bad("workflow.order", "want an array of strings")
+		}
+		if len(dst.Order) == 0 {
+			dst.Order = nil
+		}
+	}
+	return nil
+}
+
+// field decodes raw[name] into dst. A missing field, null or a wrong type is
+// a *ledger.FieldError; the decoder's own message is dropped because it can
+// quote the input.
+func field(raw map[string]json.RawMessage, name string, dst any, want string) error {
+	v, ok := raw[name]
+	if !ok {
+		return bad(name, "missing")
+	}
+	if isNull(v) {
+		return bad(name, want)
+	}
+	if n, isNum := dst.(*json.Number); isNum {
+		// Only a JSON number literal fits; json.Number alone would also
+		// take a string.
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		var x any
+		if dec.Decode(&x) != nil {
+			return bad(name, want)
+		}
+		num, ok := x.(json.Number)
+		if !ok {
+			return bad(name, want)
+		}
+		*n = num
+		return nil
+	}
+	if json.Unmarshal(v, dst) != nil {
+		return bad(name, want)
+	}
+	return nil
+}
+
+func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+
+// checkStructure walks the document's tokens: one JSON object, nothing after
+// it, no duplicate keys anywhere, and only the known keys, spelled exactly,
+// in the objects rootShape names. encoding/json alone would match keys case
+// insensitively and let a duplicate key override the first.
+func checkStructure(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return malformed(dec)
+	}
+	if tok != json.Delim('{') {
+		return bad("body", "not a JSON object")
+	}
+	if err := walkObject(dec, rootShape, "body", 1); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("body", "trailing data after the JSON object")
+	}
+	return nil
+}
+
+// walkObject consumes an object's members after its '{'.
+func walkObject(dec *json.Decoder, sh shape, path string, depth int) error {
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return malformed(dec)
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return bad(path, "duplicate field")
+		}
+		seen[k] = true
+		var child shape
+		if sh != nil {
+			c, ok := sh[k]
+			if !ok {
+				return bad(path, "unknown field")
+			}
+			child = c
+		}
+		childPath := k
+		if path != "body" {
+			childPath = path + "." + k
+		}
+		if err := walkValue(dec, child, childPath, depth); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return malformed(dec)
+	}
+	return nil
+}
+
+func walkValue(dec *json.Decoder, sh shape, path string, depth int) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return malformed(dec)
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth >= maxDepth {
+		return bad(path, "nested too deeply")
+	}
+	switch d {
+	case '{':
+		return walkObject(dec, sh, path, depth+1)
+	case '[':
+		for dec.More() {
+			if err := walkValue(dec, nil, path, depth+1); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return malformed(dec)
+		}
+	}
+	return nil
+}
+
+func malformed(dec *json.Decoder) error {
+	return bad("body", fmt.Sprintf("malformed JSON near byte %d", dec.InputOffset()))
+}
+
+func bad(field, reason string) error { return &ledger.FieldError{Field: field, Reason: reason} }
+
+// prefix renames a *ledger.FieldError's field into the parent object.
+func prefix(parent string, err error) error {
+	var fe *ledger.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	name := parent
+	if fe.Field != "" {
+		name = parent + "." + fe.Field
+	}
+	return &ledger.FieldError{Field: name, Reason: fe.Reason}
+}

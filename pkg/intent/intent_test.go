@@ -1,0 +1,333 @@
+package intent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/intent"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// secret marks values a test plants in bad fields; no error may repeat it.
+const secret = "S3CR3T"
+
+var testEnvelope = envelope.Envelope{
+	V:        envelope.Version,
+	Alg:      envelope.Algorithm,
+	KMSKeyID: "arn:aws:kms:eu-west-1:000000000000:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+	EDK:      bytes.Repeat([]byte{0xe1}, 184),
+	Nonce:    bytes.Repeat([]byte{0x0c}, 12),
+	CT:       bytes.Repeat([]byte{0xc7}, 80),
+}
+
+func testIntent(t testing.TB) ledger.Intent {
+	t.Helper()
+	in, _ := ledgertest.Intent(7, ledger.Email, ledgertest.Epoch, 10*time.Minute)
+	return in
+}
+
+// validDoc returns a valid intent document as a generic map to mutate.
+func validDoc(t testing.TB) map[string]any {
+	t.Helper()
+	b, err := intent.Encode(testIntent(t), testEnvelope)
+	if err != nil {
+		t.Fatalf("Encode: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func marshal(t testing.TB, m map[string]any) []byte {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func sub(m map[string]any, k string) map[string]any { return m[k].(map[string]any) }
+
+func TestDecodeValid(t *testing.T) {
+	want := testIntent(t)
+	body, err := intent.Encode(want, testEnvelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, sealed, err := intent.Decode(body)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Decode = %+v, want %+v", got, want)
+	}
+	env, err := envelope.Parse(sealed)
+	if err != nil {
+		t.Fatalf("sealed content does not parse: %v", err)
+	}
+	if !reflect.DeepEqual(env, testEnvelope) {
+		t.Fatalf("sealed content = %+v, want %+v", env, testEnvelope)
+	}
+	canonical, _ := testEnvelope.Marshal()
+	if !bytes.Equal(sealed, canonical) {
+		t.Fatalf("sealed content is not the canonical envelope JSON:\n%s\n%s", sealed, canonical)
+	}
+}
+
+func TestDecodeNormalizes(t *testing.T) {
+	doc := validDoc(t)
+	doc["expires_at"] = "2026-11-30T11:10:00.5+02:00"
+	sub(doc, "workflow")["order"] = []any{}
+	// Insignificant whitespace and key order do not matter.
+	body := append([]byte("\n  "), marshal(t, doc)...)
+	body = append(body, " \n"...)
+	got, _, err := intent.Decode(body)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if want := time.Date(2026, 11, 30, 9, 10, 0, 5e8, time.UTC); got.ExpiresAt != want {
+		t.Errorf("ExpiresAt = %v, want %v in UTC", got.ExpiresAt, want)
+	}
+	if got.Workflow.Order != nil {
+		t.Errorf("empty order decoded as %#v, want nil", got.Workflow.Order)
+	}
+}
+
+func TestDecodeFallback(t *testing.T) {
+	doc := validDoc(t)
+	doc["workflow"] = map[string]any{"kind": "fallback", "order": []any{"sms", "email"}}
+	got, _, err := intent.Decode(marshal(t, doc))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	want := ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.SMS, ledger.Email}}
+	if !reflect.DeepEqual(got.Workflow, want) {
+		t.Fatalf("Workflow = %+v, want %+v", got.Workflow, want)
+	}
+}
+
+// badCase is one rejected document. decodeOnly, when set, says why the JSON
+// schema cannot reject it (the schema test skips those).
+type badCase struct {
+	name       string
+	body       func(t testing.TB) []byte
+	field      string
+	version    bool // also wraps ErrUnsupportedVersion
+	decodeOnly string
+}
+
+func mutate(f func(m map[string]any)) func(t testing.TB) []byte {
+	return func(t testing.TB) []byte {
+		m := validDoc(t)
+		f(m)
+		return marshal(t, m)
+	}
+}
+
+func raw(f func(valid string) string) func(t testing.TB) []byte {
+	return func(t testing.TB) []byte { return []byte(f(string(marshal(t, validDoc(t))))) }
+}
+
+func badCases() []badCase {
+	cases := []badCase{
+		{name: "empty body", body: raw(func(string) string { return "" }), field: "body", decodeOnly: "not JSON"},
+		{name: "truncated JSON", body: raw(func(v string) string { return v[:len(v)/2] }), field: "body", decodeOnly: "not JSON"},
+		{name: "truncated by one byte", body: raw(func(v string) string { return v[:len(v)-1] }), field: "body", decodeOnly: "not JSON"},
+		{name: "array instead of object", body: raw(func(v string) string { return "[" + v + "]" }), field: "body"},
+		{name: "string instead of object", body: raw(func(string) string { return `"` + secret + `"` }), field: "body"},
+		{name: "null", body: raw(func(string) string { return "null" }), field: "body"},
+		{name: "trailing object", body: raw(func(v string) string { return v + "{}" }), field: "body", decodeOnly: "two JSON values"},
+		{name: "trailing garbage", body: raw(func(v string) string { return v + secret }), field: "body", decodeOnly: "not JSON"},
+		{name: "oversized payload", body: raw(func(v string) string {
+			return v[:len(v)-1] + `,"padding":"` + strings.Repeat(secret, intent.MaxBodySize/len(secret)) + `"}`
+		}), field: "body"},
+		{name: "oversized whitespace", body: raw(func(v string) string { return v + strings.Repeat(" ", intent.MaxBodySize) }), field: "body", decodeOnly: "the schema does not bound size"},
+		{name: "unknown top-level field", body: mutate(func(m map[string]any) { m["token_"+secret] = secret }), field: "body"},
+		{name: "field name in another case", body: mutate(func(m map[string]any) { m["Purpose"] = m["purpose"]; delete(m, "purpose") }), field: "body"},
+		{name: "duplicate field", body: raw(func(v string) string {
+			return strings.Replace(v, `"channel":"email"`, `"channel":"email","channel":"sms"`, 1)
+		}), field: "body", decodeOnly: "JSON parsers keep the last duplicate"},
+		{name: "duplicate field in envelope", body: raw(func(v string) string {
+			return strings.Replace(v, `"v":1`, `"v":1,"v":1`, 1)
+		}), field: "sealed_content", decodeOnly: "JSON parsers keep the last duplicate"},
+		{name: "unknown workflow field", body: mutate(func(m map[string]any) { sub(m, "workflow")["priority"] = secret }), field: "workflow"},
+		{name: "unknown envelope field", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["plaintext"] = secret }), field: "sealed_content"},
+		{name: "deeply nested value", body: mutate(func(m map[string]any) {
+			var v any = secret
+			for range 20 {
+				v = []any{v}
+			}
+			sub(m, "workflow")["order"] = v
+		}), field: "workflow.order"},
+
+		{name: "unknown schema_version", body: mutate(func(m map[string]any) { m["schema_version"] = 2 }), field: "schema_version", version: true},
+		{name: "schema_version zero", body: mutate(func(m map[string]any) { m["schema_version"] = 0 }), field: "schema_version", version: true},
+		{name: "schema_version as string", body: mutate(func(m map[string]any) { m["schema_version"] = "1" }), field: "schema_version"},
+		{name: "schema_version fractional", body: mutate(func(m map[string]any) { m["schema_version"] = 1.5 }), field: "schema_version", version: true},
+		{name: "schema_version null", body: mutate(func(m map[string]any) { m["schema_version"] = nil }), field: "schema_version"},
+
+		{name: "unknown purpose", body: mutate(func(m map[string]any) { m["purpose"] = "marketing-" + secret }), field: "purpose"},
+		{name: "purpose wrong type", body: mutate(func(m map[string]any) { m["purpose"] = true }), field: "purpose"},
+		{name: "unknown channel", body: mutate(func(m map[string]any) { m["channel"] = "push" }), field: "channel"},
+		{name: "channel in upper case", body: mutate(func(m map[string]any) { m["channel"] = "EMAIL" }), field: "channel"},
+		{name: "channel wrong type", body: mutate(func(m map[string]any) { m["channel"] = []any{"email"} }), field: "channel"},
+		{name: "challenge_id too long", body: mutate(func(m map[string]any) { m["challenge_id"] = strings.Repeat("c", 129) }), field: "challenge_id"},
+		{name: "challenge_id control character", body: mutate(func(m map[string]any) { m["challenge_id"] = "chal\x07" + secret }), field: "challenge_id"},
+		{name: "challenge_id newline", body: mutate(func(m map[string]any) { m["challenge_id"] = "chal\n" + secret }), field: "challenge_id"},
+		{name: "challenge_id NUL", body: mutate(func(m map[string]any) { m["challenge_id"] = "chal\x00" }), field: "challenge_id"},
+		{name: "challenge_id non-ASCII", body: mutate(func(m map[string]any) { m["challenge_id"] = "chal-é" }), field: "challenge_id"},
+		{name: "challenge_id empty", body: mutate(func(m map[string]any) { m["challenge_id"] = "" }), field: "challenge_id"},
+		{name: "challenge_id number", body: mutate(func(m map[string]any) { m["challenge_id"] = 42 }), field: "challenge_id"},
+		{name: "challenge_id null", body: mutate(func(m map[string]any) { m["challenge_id"] = nil }), field: "challenge_id"},
+		{name: "destination_ref is a raw email address", body: mutate(func(m map[string]any) { m["destination_ref"] = "player+" + secret + "@example.test" }), field: "destination_ref"},
+		{name: "destination_ref is a raw phone number", body: mutate(func(m map[string]any) { m["destination_ref"] = "+15550001234" }), field: "destination_ref"},
+		{name: "destination_ref too long", body: mutate(func(m map[string]any) { m["destination_ref"] = strings.Repeat("d", 257) }), field: "destination_ref"},
+		{name: "template_id too long", body: mutate(func(m map[string]any) { m["template_id"] = strings.Repeat("t", 65) }), field: "template_id"},
+		{name: "template_version too long", body: mutate(func(m map[string]any) { m["template_version"] = strings.Repeat("9", 33) }), field: "template_version"},
+		{name: "template_version number", body: mutate(func(m map[string]any) { m["template_version"] = 3 }), field: "template_version"},
+		{name: "policy_version empty", body: mutate(func(m map[string]any) { m["policy_version"] = "" }), field: "policy_version"},
+		{name: "content_hash upper case", body: mutate(func(m map[string]any) { m["content_hash"] = strings.ToUpper(m["content_hash"].(string)) }), field: "content_hash"},
+		{name: "content_hash short", body: mutate(func(m map[string]any) { m["content_hash"] = "abc123" }), field: "content_hash"},
+
+		{name: "workflow wrong type", body: mutate(func(m map[string]any) { m["workflow"] = "single" }), field: "workflow"},
+		{name: "workflow null", body: mutate(func(m map[string]any) { m["workflow"] = nil }), field: "workflow"},
+		{name: "workflow kind missing", body: mutate(func(m map[string]any) { m["workflow"] = map[string]any{} }), field: "workflow.kind"},
+		{name: "unknown workflow kind", body: mutate(func(m map[string]any) { sub(m, "workflow")["kind"] = "broadcast" }), field: "workflow.kind"},
+		{name: "workflow kind wrong type", body: mutate(func(m map[string]any) { sub(m, "workflow")["kind"] = 1 }), field: "workflow.kind"},
+		{name: "workflow order wrong type", body: mutate(func(m map[string]any) { sub(m, "workflow")["order"] = "email,sms" }), field: "workflow.order"},
+		{name: "workflow order number items", body: mutate(func(m map[string]any) { sub(m, "workflow")["order"] = []any{1, 2} }), field: "workflow.order"},
+		{name: "workflow order unknown channel", body: mutate(func(m map[string]any) { sub(m, "workflow")["order"] = []any{"email", "push"} }), field: "workflow.order"},
+		{name: "fallback with one channel", body: mutate(func(m map[string]any) {
+			m["workflow"] = map[string]any{"kind": "fallback", "order": []any{"email"}}
+		}), field: "workflow.order"},
+		{name: "fallback without order", body: mutate(func(m map[string]any) { m["workflow"] = map[string]any{"kind": "fallback"} }), field: "workflow.order"},
+		{name: "fallback with a repeated channel", body: mutate(func(m map[string]any) {
+			m["workflow"] = map[string]any{"kind": "fallback", "order": []any{"email", "email"}}
+		}), field: "workflow.order"},
+
+		{name: "expiry unparsable", body: mutate(func(m map[string]any) { m["expires_at"] = "in ten minutes " + secret }), field: "expires_at"},
+		{name: "expiry without offset", body: mutate(func(m map[string]any) { m["expires_at"] = "2026-11-30T09:10:00" }), field: "expires_at"},
+		{name: "expiry date only", body: mutate(func(m map[string]any) { m["expires_at"] = "2026-11-30" }), field: "expires_at"},
+		{name: "expiry month 13", body: mutate(func(m map[string]any) { m["expires_at"] = "2026-13-30T09:10:00Z" }), field: "expires_at"},
+		{name: "expiry as epoch seconds", body: mutate(func(m map[string]any) { m["expires_at"] = 1795000000 }), field: "expires_at"},
+		{name: "expiry year zero", body: mutate(func(m map[string]any) { m["expires_at"] = "0000-01-01T00:00:00Z" }), field: "expires_at", decodeOnly: "the schema does not bound the year"},
+
+		{name: "sealed_content wrong type", body: mutate(func(m map[string]any) { m["sealed_content"] = secret }), field: "sealed_content"},
+		{name: "sealed_content null", body: mutate(func(m map[string]any) { m["sealed_content"] = nil }), field: "sealed_content"},
+		{name: "envelope version", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["v"] = 2 }), field: "sealed_content.v"},
+		{name: "envelope algorithm", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["alg"] = "AES-128-CBC" }), field: "sealed_content.alg"},
+		{name: "envelope key id with spaces", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["kms_key_id"] = "my key" }), field: "sealed_content.kms_key_id"},
+		{name: "envelope edk missing", body: mutate(func(m map[string]any) { delete(sub(m, "sealed_content"), "edk") }), field: "sealed_content.edk"},
+		{name: "envelope nonce wrong size", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["nonce"] = "AAAA" }), field: "sealed_content.nonce"},
+		{name: "envelope ct not base64", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["ct"] = secret + "!!!!!!!!!!!!!!!!!!!!!!!!!" }), field: "sealed_content.ct"},
+		{name: "envelope ct unpadded base64", body: mutate(func(m map[string]any) {
+			sub(m, "sealed_content")["ct"] = strings.TrimRight(sub(m, "sealed_content")["ct"].(string)+"AA", "=")
+		}), field: "sealed_content.ct"},
+		{name: "envelope ct too short", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["ct"] = "AAAA" }), field: "sealed_content.ct"},
+	}
+	for _, f := range intent.RequiredFields() {
+		cases = append(cases, badCase{name: "missing " + f, body: mutate(func(m map[string]any) { delete(m, f) }), field: f})
+	}
+	return cases
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for _, tc := range badCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			body := tc.body(t)
+			in, sealed, err := intent.Decode(body)
+			if err == nil {
+				t.Fatalf("Decode accepted %s", body)
+			}
+			if !reflect.DeepEqual(in, ledger.Intent{}) || sealed != nil {
+				t.Errorf("Decode returned data with an error")
+			}
+			if !errors.Is(err, ledger.ErrInvalidIntent) {
+				t.Errorf("error %q does not wrap ledger.ErrInvalidIntent", err)
+			}
+			var fe *ledger.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %q is not a *ledger.FieldError", err)
+			}
+			if fe.Field != tc.field {
+				t.Errorf("field = %q (%v), want %q", fe.Field, err, tc.field)
+			}
+			if got := errors.Is(err, intent.ErrUnsupportedVersion); got != tc.version {
+				t.Errorf("errors.Is(ErrUnsupportedVersion) = %v, want %v", got, tc.version)
+			}
+			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "@") {
+				t.Errorf("error echoes input: %q", err)
+			}
+		})
+	}
+}
+
+func TestEncodeRejectsInvalid(t *testing.T) {
+	in := testIntent(t)
+	in.DestinationRef = "player@example.test"
+	if _, err := intent.Encode(in, testEnvelope); !errors.Is(err, ledger.ErrInvalidIntent) {
+		t.Errorf("Encode(bad destination_ref) = %v, want ErrInvalidIntent", err)
+	}
+	env := testEnvelope
+	env.Nonce = nil
+	var fe *ledger.FieldError
+	if _, err := intent.Encode(testIntent(t), env); !errors.As(err, &fe) || fe.Field != "sealed_content.nonce" {
+		t.Errorf("Encode(no nonce) = %v, want a field error on sealed_content.nonce", err)
+	}
+	in = testIntent(t)
+	in.ExpiresAt = time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("", -2*3600))
+	if _, err := intent.Encode(in, testEnvelope); !errors.As(err, &fe) || fe.Field != "expires_at" {
+		t.Errorf("Encode(expiry past year 9999) = %v, want a field error on expires_at", err)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	valid := marshal(f, validDoc(f))
+	f.Add(valid)
+	doc := validDoc(f)
+	doc["workflow"] = map[string]any{"kind": "fallback", "order": []any{"email", "sms"}}
+	doc["expires_at"] = "2026-11-30T09:10:00.123456789-07:30"
+	f.Add(marshal(f, doc))
+	for _, tc := range badCases() {
+		if tc.name != "oversized payload" && tc.name != "oversized whitespace" {
+			f.Add(tc.body(f))
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		in, sealed, err := intent.Decode(body)
+		if err != nil {
+			if !errors.Is(err, ledger.ErrInvalidIntent) {
+				t.Fatalf("rejection %q does not wrap ErrInvalidIntent", err)
+			}
+			return
+		}
+		env, err := envelope.Parse(sealed)
+		if err != nil {
+			t.Fatalf("accepted sealed content does not parse: %v", err)
+		}
+		again, err := intent.Encode(in, env)
+		if err != nil {
+			t.Fatalf("accepted intent does not encode: %v", err)
+		}
+		in2, sealed2, err := intent.Decode(again)
+		if err != nil {
+			t.Fatalf("re-encoded intent does not decode: %v\n%s", err, again)
+		}
+		if !reflect.DeepEqual(in, in2) {
+			t.Fatalf("round trip changed the intent:\n%+v\n%+v", in, in2)
+		}
+		if !bytes.Equal(sealed, sealed2) {
+			t.Fatalf("round trip changed the sealed content:\n%s\n%s", sealed, sealed2)
+		}
+	})
+}

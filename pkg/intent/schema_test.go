@@ -1,0 +1,104 @@
+package intent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/resetledger/resetledger/pkg/intent"
+)
+
+const schemaPath = "../../schema/intent-v1.schema.json"
+
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	abs, err := filepath.Abs(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	sch, err := c.Compile(abs)
+	if err != nil {
+		t.Fatalf("compile %s: %v", schemaPath, err)
+	}
+	return sch
+}
+
+func schemaAccepts(t *testing.T, sch *jsonschema.Schema, body []byte) (bool, error) {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	err = sch.Validate(doc)
+	return err == nil, err
+}
+
+func TestSchemaRequiredFieldsMatchDecode(t *testing.T) {
+	b, err := os.ReadFile(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		AdditionalProperties *bool                      `json:"additionalProperties"`
+		Required             []string                   `json:"required"`
+		Properties           map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("schema is not JSON: %v", err)
+	}
+	if !reflect.DeepEqual(s.Required, intent.RequiredFields()) {
+		t.Errorf("schema required = %v, Decode requires %v", s.Required, intent.RequiredFields())
+	}
+	if len(s.Properties) != len(intent.RequiredFields()) {
+		t.Errorf("schema has %d properties, want %d (every field is required)", len(s.Properties), len(intent.RequiredFields()))
+	}
+	if s.AdditionalProperties == nil || *s.AdditionalProperties {
+		t.Error("schema must set additionalProperties false")
+	}
+}
+
+func TestSchemaAgreesWithDecode(t *testing.T) {
+	sch := compileSchema(t)
+
+	t.Run("valid documents", func(t *testing.T) {
+		single := validDoc(t)
+		fallback := validDoc(t)
+		fallback["workflow"] = map[string]any{"kind": "fallback", "order": []any{"sms", "email"}}
+		fallback["expires_at"] = "2026-11-30T10:10:00.25+01:00"
+		dual := validDoc(t)
+		dual["channel"] = "sms"
+		dual["workflow"] = map[string]any{"kind": "dual", "order": []any{"email", "sms"}}
+		for name, doc := range map[string]map[string]any{"single": single, "fallback": fallback, "dual": dual} {
+			body := marshal(t, doc)
+			if _, _, err := intent.Decode(body); err != nil {
+				t.Errorf("%s: Decode rejects: %v", name, err)
+			}
+			if ok, err := schemaAccepts(t, sch, body); !ok {
+				t.Errorf("%s: schema rejects: %v", name, err)
+			}
+		}
+	})
+
+	for _, tc := range badCases() {
+		if tc.decodeOnly != "" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			body := tc.body(t)
+			if _, _, err := intent.Decode(body); err == nil {
+				t.Fatal("Decode accepts")
+			}
+			if ok, _ := schemaAccepts(t, sch, body); ok {
+				t.Errorf("schema accepts a document Decode rejects (field %s)", tc.field)
+			}
+		})
+	}
+}

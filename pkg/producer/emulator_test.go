@@ -1,0 +1,119 @@
+package producer_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/intent"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/producer"
+)
+
+func TestEmulatorPublishReceiveOpen(t *testing.T) {
+	cfg := emulator.Config(t)
+	ctx := context.Background()
+	kmsClient, sqsClient := kms.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
+
+	key, err := kmsClient.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(emulator.UniqueName(t, "producer-test"))})
+	if err != nil {
+		t.Fatalf("CreateKey: %v", err)
+	}
+	arn := aws.ToString(key.KeyMetadata.Arn)
+	t.Cleanup(func() {
+		_, _ = kmsClient.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
+	})
+	queue, err := sqsClient.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "intents"))})
+	if err != nil {
+		t.Fatalf("CreateQueue: %v", err)
+	}
+	queueURL := aws.ToString(queue.QueueUrl)
+	t.Cleanup(func() {
+		_, _ = sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(queueURL)})
+	})
+
+	p := &producer.Producer{
+		Queue:    sqsClient,
+		QueueURL: queueURL,
+		Sealer:   &envelope.Sealer{KMS: kmsClient, KeyID: arn},
+		Clock:    time.Now,
+	}
+	sent := map[ledger.Channel]producer.Notification{}
+	for i, ch := range []ledger.Channel{ledger.Email, ledger.SMS} {
+		n := notification(20+i, ch)
+		n.ChallengeID = emulator.UniqueName(t, "chal")
+		n.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
+		n.ExpiresAt = time.Now().Add(10 * time.Minute).Truncate(time.Millisecond)
+		id, err := p.Publish(ctx, n)
+		if err != nil {
+			t.Fatalf("Publish %s: %v", ch, err)
+		}
+		if id == "" {
+			t.Fatalf("Publish %s returned no message id", ch)
+		}
+		sent[ch] = n
+	}
+
+	opener := &envelope.Opener{KMS: kmsClient, KeyARN: arn}
+	got := map[ledger.Channel]bool{}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(got) < len(sent) && time.Now().Before(deadline) {
+		out, err := sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			t.Fatalf("ReceiveMessage: %v", err)
+		}
+		for _, msg := range out.Messages {
+			body := aws.ToString(msg.Body)
+			in, sealed, err := intent.Decode([]byte(body))
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			n, ok := sent[in.Channel]
+			if !ok || got[in.Channel] {
+				t.Fatalf("unexpected or repeated intent for %s", in.Channel)
+			}
+			got[in.Channel] = true
+			for _, secret := range []string{ledgertest.Canary, n.Message.To, n.Message.Body} {
+				if strings.Contains(body, secret) {
+					t.Errorf("%s: raw SQS body contains %q", in.Channel, secret)
+				}
+			}
+			if in.ChallengeID != n.ChallengeID || !in.ExpiresAt.Equal(n.ExpiresAt) ||
+				in.Workflow.Kind != ledger.Fallback || len(in.Workflow.Order) != 2 {
+				t.Errorf("%s: decoded intent %+v does not match what was published", in.Channel, in)
+			}
+			m, err := opener.Open(ctx, in.Key(), sealed)
+			if err != nil {
+				t.Fatalf("%s: Open: %v", in.Channel, err)
+			}
+			if m != n.Message {
+				t.Errorf("%s: opened %+v, want %+v", in.Channel, m, n.Message)
+			}
+			if h := ledger.ContentHash(in.TemplateID, in.TemplateVersion, m); h != in.ContentHash {
+				t.Errorf("%s: content hash of the opened message %s, intent says %s", in.Channel, h, in.ContentHash)
+			}
+			// The content sealed for one channel does not open as the other.
+			other := in.Identity
+			other.Channel = map[ledger.Channel]ledger.Channel{ledger.Email: ledger.SMS, ledger.SMS: ledger.Email}[in.Channel]
+			if _, err := opener.Open(ctx, other.Key(), sealed); err == nil {
+				t.Errorf("%s: content opened under the other channel's key", in.Channel)
+			}
+			if _, err := sqsClient.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: msg.ReceiptHandle}); err != nil {
+				t.Fatalf("DeleteMessage: %v", err)
+			}
+		}
+	}
+	if len(got) != len(sent) {
+		t.Fatalf("received %d of %d intents", len(got), len(sent))
+	}
+}
