@@ -1,0 +1,847 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// stubAssets writes <dir>/<fn>/bootstrap for every function, so tests need no prior build.
+func stubAssets(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range FunctionNames {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stub := []byte("#!/bin/sh\necho stub " + name + "\n") // distinct content, distinct assets
+		if err := os.WriteFile(filepath.Join(dir, name, "bootstrap"), stub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// testProps is a valid production-like stage with stub assets.
+func testProps(t *testing.T) *LedgerStackProps {
+	p := DefaultLedgerStackProps("test")
+	p.AssetDir = stubAssets(t)
+	p.SESFromAddress = "no-reply@mail.example.com"
+	return p
+}
+
+// cdkContext returns the feature flags from cdk.json, so tests synthesize what `cdk synth` does.
+func cdkContext(t *testing.T) map[string]interface{} {
+	t.Helper()
+	raw, err := os.ReadFile("cdk.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		App     string                 `json:"app"`
+		Context map[string]interface{} `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("cdk.json: %v", err)
+	}
+	return cfg.Context
+}
+
+type synthesized struct {
+	stack    awscdk.Stack
+	template assertions.Template
+	json     map[string]any
+}
+
+// synth builds the stack from props (after mutate) with cdk-nag's AwsSolutions pack applied.
+func synth(t *testing.T, mutate func(*LedgerStackProps)) *synthesized {
+	t.Helper()
+	props := testProps(t)
+	if mutate != nil {
+		mutate(props)
+	}
+	ctx := cdkContext(t)
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+	stack, err := NewLedgerStack(app, "Test", props)
+	if err != nil {
+		t.Fatalf("NewLedgerStack: %v", err)
+	}
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
+	tpl := assertions.Template_FromStack(stack, nil)
+	raw, err := json.Marshal(tpl.ToJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return &synthesized{stack: stack, template: tpl, json: doc}
+}
+
+// check runs a jsii assertion, turning its panic into a test error.
+func check(t *testing.T, what string, assert func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s: %v", what, r)
+		}
+	}()
+	assert()
+}
+
+// resources returns the template's resources of one type, keyed by logical id.
+func (s *synthesized) resources(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range s.json["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		if res["Type"] == typ {
+			out[id] = res
+		}
+	}
+	return out
+}
+
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+// logicalID finds the one resource of typ whose logical id starts with prefix.
+func (s *synthesized) logicalID(t *testing.T, typ, prefix string) string {
+	t.Helper()
+	var ids []string
+	for id := range s.resources(typ) {
+		if strings.HasPrefix(id, prefix) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("want one %s with logical id %s*, got %v", typ, prefix, ids)
+	}
+	return ids[0]
+}
+
+func (s *synthesized) function(t *testing.T, name string) map[string]any {
+	t.Helper()
+	for _, r := range s.resources("AWS::Lambda::Function") {
+		if props(r)["FunctionName"] == "resetledger-test-"+name {
+			return props(r)
+		}
+	}
+	t.Fatalf("no function named resetledger-test-%s", name)
+	return nil
+}
+
+var logicalSuffix = regexp.MustCompile(`[0-9A-F]{8}$`)
+
+// label renders an ARN expression readably: {"Fn::GetAtt":["LedgerTableAB12CD34","Arn"]} -> LedgerTable.
+func label(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case map[string]any:
+		if ga, ok := x["Fn::GetAtt"].([]any); ok {
+			id := logicalSuffix.ReplaceAllString(ga[0].(string), "")
+			if ga[1] == "Arn" {
+				return id
+			}
+			return id + "." + ga[1].(string)
+		}
+		if ref, ok := x["Ref"].(string); ok {
+			return logicalSuffix.ReplaceAllString(ref, "")
+		}
+		if j, ok := x["Fn::Join"].([]any); ok {
+			var parts []string
+			for _, p := range j[1].([]any) {
+				parts = append(parts, label(p))
+			}
+			return strings.Join(parts, j[0].(string))
+		}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func list(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	return []any{v}
+}
+
+// grants returns the "action on resource" pairs each role's inline policies allow.
+func (s *synthesized) grants(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, pol := range s.resources("AWS::IAM::Policy") {
+		pp := props(pol)
+		for _, role := range list(pp["Roles"]) {
+			name := strings.TrimSuffix(label(role), "Role")
+			for _, st := range list(pp["PolicyDocument"].(map[string]any)["Statement"]) {
+				stmt := st.(map[string]any)
+				if stmt["Effect"] != "Allow" {
+					t.Errorf("role %s: unexpected %v statement", name, stmt["Effect"])
+				}
+				for _, a := range list(stmt["Action"]) {
+					for _, r := range list(stmt["Resource"]) {
+						out[name] = append(out[name], fmt.Sprintf("%s on %s", a, label(r)))
+					}
+				}
+			}
+		}
+	}
+	for k := range out {
+		sort.Strings(out[k])
+	}
+	return out
+}
+
+func TestResourceCounts(t *testing.T) {
+	s := synth(t, nil)
+	for typ, n := range map[string]float64{
+		"AWS::Lambda::Function":           4,
+		"AWS::Lambda::EventSourceMapping": 2,
+		"AWS::DynamoDB::Table":            2,
+		"AWS::SQS::Queue":                 3,
+		"AWS::KMS::Key":                   2,
+		"AWS::Events::Rule":               2,
+		"AWS::Logs::LogGroup":             4,
+		"AWS::IAM::Role":                  4,
+		"AWS::CloudWatch::Alarm":          6,
+		"AWS::CloudWatch::Dashboard":      1,
+		"Custom::LogRetention":            0, // explicit log groups, no retention custom resource
+		"AWS::Lambda::LayerVersion":       0,
+	} {
+		check(t, typ, func() { s.template.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	s := synth(t, nil)
+	common := []string{"LEDGER_TABLE", "CONTENT_TABLE", "POLICY_VERSION", "LEASE_DURATION", "EXPIRY_MARGIN",
+		"HISTORY_RETENTION", "LOG_LEVEL"}
+	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
+		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "RECONCILE_MAX_ATTEMPTS")
+	for _, tc := range []struct {
+		name    string
+		timeout float64
+		env     []string
+	}{
+		{FnClaim, 30, common},
+		{FnDispatch, 60, sending},
+		{FnReconcile, 120, append(slices.Clone(sending), "SWEEP_LIMIT")},
+		{FnExpire, 120, append(slices.Clone(common), "SWEEP_LIMIT")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fn := s.function(t, tc.name)
+			if fn["Runtime"] != "provided.al2023" || fn["Handler"] != "bootstrap" {
+				t.Errorf("runtime/handler = %v/%v, want provided.al2023/bootstrap", fn["Runtime"], fn["Handler"])
+			}
+			if got := fmt.Sprint(fn["Architectures"]); got != "[arm64]" {
+				t.Errorf("architectures = %s, want [arm64]", got)
+			}
+			if fn["MemorySize"] != 256.0 || fn["Timeout"] != tc.timeout {
+				t.Errorf("memory/timeout = %v/%v, want 256/%v", fn["MemorySize"], fn["Timeout"], tc.timeout)
+			}
+			if got := label(fn["LoggingConfig"].(map[string]any)["LogGroup"]); got != strings.ToUpper(tc.name[:1])+tc.name[1:]+"Logs" {
+				t.Errorf("log group = %s", got)
+			}
+			vars := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+			var keys []string
+			for k := range vars {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			want := slices.Sorted(slices.Values(tc.env))
+			if !slices.Equal(keys, want) {
+				t.Errorf("env keys = %v, want %v", keys, want)
+			}
+			if label(vars["LEDGER_TABLE"]) != "LedgerTable" || label(vars["CONTENT_TABLE"]) != "ContentTable" {
+				t.Errorf("tables = %v / %v", vars["LEDGER_TABLE"], vars["CONTENT_TABLE"])
+			}
+			if k, ok := vars["CONTENT_KEY_ARN"]; ok && label(k) != "ContentKey" {
+				t.Errorf("CONTENT_KEY_ARN = %v, want the content key", k)
+			}
+			if l, ok := vars["SWEEP_LIMIT"]; ok && l != "500" {
+				t.Errorf("SWEEP_LIMIT = %v", l)
+			}
+			for k, v := range map[string]string{"LEASE_DURATION": "2m", "EXPIRY_MARGIN": "30s", "HISTORY_RETENTION": "9600h", "LOG_LEVEL": "info"} {
+				if vars[k] != v {
+					t.Errorf("%s = %v, want %s", k, vars[k], v)
+				}
+			}
+			if slices.Contains(tc.env, "WEBHOOK_TIMEOUT") {
+				for k, v := range map[string]string{"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "sms", "SES_FROM_ADDRESS": "no-reply@mail.example.com",
+					"WEBHOOK_KEY_WINDOW": "24h", "WEBHOOK_TIMEOUT": "5s", "RECONCILE_MAX_ATTEMPTS": "3"} {
+					if vars[k] != v {
+						t.Errorf("%s = %v, want %s", k, vars[k], v)
+					}
+				}
+			}
+		})
+	}
+	for id, lg := range s.resources("AWS::Logs::LogGroup") {
+		if props(lg)["RetentionInDays"] != 30.0 {
+			t.Errorf("%s retention = %v, want 30", id, props(lg)["RetentionInDays"])
+		}
+	}
+	for id, role := range s.resources("AWS::IAM::Role") {
+		if _, ok := props(role)["ManagedPolicyArns"]; ok {
+			t.Errorf("%s has managed policies: %v", id, props(role)["ManagedPolicyArns"])
+		}
+	}
+}
+
+func TestLocalStageSettings(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) {
+		p.Architecture = awslambda.Architecture_X86_64()
+		p.EmailTransport, p.SMSTransport = TransportWebhook, TransportWebhook
+		p.WebhookURL = "http://127.0.0.1:9999/send"
+		p.WebhookLookup = true
+		p.SESFromAddress = ""
+		p.SESConfigurationSet = "cs"
+		p.DeletionProtection, p.PointInTimeRecovery = false, false
+		p.ReconcileRate, p.ExpireRate = 5*time.Minute, 2*time.Minute
+		p.LogRetentionDays = 7
+		p.SkipObservability = true
+	})
+	fn := s.function(t, FnDispatch)
+	if got := fmt.Sprint(fn["Architectures"]); got != "[x86_64]" {
+		t.Errorf("architectures = %s, want [x86_64]", got)
+	}
+	vars := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if vars["EMAIL_TRANSPORT"] != "webhook" || vars["SMS_TRANSPORT"] != "webhook" || vars["WEBHOOK_URL"] != "http://127.0.0.1:9999/send" ||
+		vars["WEBHOOK_LOOKUP"] != "true" {
+		t.Errorf("transport env = %v", vars)
+	}
+	if _, ok := vars["SES_FROM_ADDRESS"]; ok {
+		t.Errorf("empty SES_FROM_ADDRESS should be absent, env = %v", vars)
+	}
+	for _, g := range s.grants(t)["Dispatch"] {
+		if strings.HasPrefix(g, "ses:") || strings.HasPrefix(g, "sms-voice:") {
+			t.Errorf("webhook-only stage grants %s", g)
+		}
+	}
+	for id, tbl := range s.resources("AWS::DynamoDB::Table") {
+		if tbl["DeletionPolicy"] != "Delete" || props(tbl)["DeletionProtectionEnabled"] != false {
+			t.Errorf("%s: DeletionPolicy %v, protection %v; want Delete, false", id, tbl["DeletionPolicy"], props(tbl)["DeletionProtectionEnabled"])
+		}
+	}
+	ledger := props(s.resources("AWS::DynamoDB::Table")[s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable")])
+	if got := fmt.Sprint(ledger["PointInTimeRecoverySpecification"]); got != "map[PointInTimeRecoveryEnabled:false]" {
+		t.Errorf("ledger PITR = %s", got)
+	}
+	var rates []string
+	for _, r := range s.resources("AWS::Events::Rule") {
+		rates = append(rates, props(r)["ScheduleExpression"].(string))
+	}
+	sort.Strings(rates)
+	if !slices.Equal(rates, []string{"rate(2 minutes)", "rate(5 minutes)"}) {
+		t.Errorf("schedules = %v", rates)
+	}
+	for id, lg := range s.resources("AWS::Logs::LogGroup") {
+		if props(lg)["RetentionInDays"] != 7.0 {
+			t.Errorf("%s retention = %v, want 7", id, props(lg)["RetentionInDays"])
+		}
+	}
+	check(t, "no alarms", func() { s.template.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(0)) })
+	check(t, "no dashboard", func() { s.template.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(0)) })
+	noNagErrors(t, s)
+}
+
+func TestTables(t *testing.T) {
+	s := synth(t, nil)
+	keyRef := map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::KMS::Key", "LedgerKey"), "Arn"}}
+	check(t, "ledger table", func() {
+		s.template.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"DeletionPolicy": "Retain",
+			"Properties": map[string]any{
+				"KeySchema":                        []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}},
+				"BillingMode":                      "PAY_PER_REQUEST",
+				"StreamSpecification":              map[string]any{"StreamViewType": "NEW_AND_OLD_IMAGES"},
+				"TimeToLiveSpecification":          map[string]any{"AttributeName": "ttl", "Enabled": true},
+				"DeletionProtectionEnabled":        true,
+				"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+				"SSESpecification":                 map[string]any{"SSEEnabled": true, "SSEType": "KMS", "KMSMasterKeyId": keyRef},
+				"GlobalSecondaryIndexes": []any{map[string]any{
+					"IndexName": "open",
+					"KeySchema": []any{
+						map[string]any{"AttributeName": "open_pk", "KeyType": "HASH"},
+						map[string]any{"AttributeName": "open_due", "KeyType": "RANGE"},
+					},
+					"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
+				}},
+			},
+		})
+	})
+	check(t, "content table", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"KeySchema":                        []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}},
+			"TimeToLiveSpecification":          map[string]any{"AttributeName": "ttl", "Enabled": true},
+			"StreamSpecification":              assertions.Match_Absent(),
+			"GlobalSecondaryIndexes":           assertions.Match_Absent(),
+			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": false},
+			"SSESpecification":                 map[string]any{"SSEEnabled": true, "SSEType": "KMS", "KMSMasterKeyId": keyRef},
+		})
+	})
+	check(t, "attribute types", func() {
+		s.template.AllResourcesProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"AttributeDefinitions": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"AttributeName": "pk", "AttributeType": "S"})}),
+		})
+	})
+	check(t, "keys rotate", func() {
+		s.template.AllResourcesProperties(jsii.String("AWS::KMS::Key"), map[string]any{"EnableKeyRotation": true})
+	})
+}
+
+func TestQueues(t *testing.T) {
+	s := synth(t, nil)
+	dlq := s.logicalID(t, "AWS::SQS::Queue", "IntentDlq")
+	check(t, "intent queue", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+			"MessageRetentionPeriod": 3600,
+			"VisibilityTimeout":      180, // 6 x claim's 30 s
+			"SqsManagedSseEnabled":   true,
+			"RedrivePolicy": map[string]any{
+				"deadLetterTargetArn": map[string]any{"Fn::GetAtt": []any{dlq, "Arn"}},
+				"maxReceiveCount":     5,
+			},
+		})
+	})
+	for _, id := range []string{dlq, s.logicalID(t, "AWS::SQS::Queue", "StreamFailureDlq")} {
+		q := props(s.resources("AWS::SQS::Queue")[id])
+		if q["MessageRetentionPeriod"] != 1209600.0 || q["SqsManagedSseEnabled"] != true {
+			t.Errorf("%s: retention %v, SSE %v; want 14 days, SQS-managed SSE", id, q["MessageRetentionPeriod"], q["SqsManagedSseEnabled"])
+		}
+	}
+	// Every queue denies non-TLS access.
+	check(t, "TLS only", func() {
+		s.template.ResourcePropertiesCountIs(jsii.String("AWS::SQS::QueuePolicy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Effect": "Deny", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
+			})})},
+		}, jsii.Number(3))
+	})
+}
+
+func TestEventSources(t *testing.T) {
+	s := synth(t, nil)
+	claimFn := s.logicalID(t, "AWS::Lambda::Function", "ClaimFunction")
+	dispatchFn := s.logicalID(t, "AWS::Lambda::Function", "DispatchFunction")
+	check(t, "claim SQS mapping", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+			"FunctionName":          map[string]any{"Ref": claimFn},
+			"EventSourceArn":        map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::SQS::Queue", "IntentQueue"), "Arn"}},
+			"BatchSize":             10,
+			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+		})
+	})
+	pattern := `{"eventName":["INSERT"],"dynamodb":{"NewImage":{"state":{"S":["claimed"]}}}}`
+	var want any
+	if err := json.Unmarshal([]byte(pattern), &want); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "dispatch stream mapping", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+			"FunctionName":               map[string]any{"Ref": dispatchFn},
+			"EventSourceArn":             map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable"), "StreamArn"}},
+			"StartingPosition":           "TRIM_HORIZON",
+			"BisectBatchOnFunctionError": true,
+			"MaximumRetryAttempts":       3,
+			"MaximumRecordAgeInSeconds":  3600,
+			"FunctionResponseTypes":      []any{"ReportBatchItemFailures"},
+			"FilterCriteria":             map[string]any{"Filters": []any{map[string]any{"Pattern": assertions.Match_SerializedJson(want)}}},
+			"DestinationConfig": map[string]any{"OnFailure": map[string]any{
+				"Destination": map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::SQS::Queue", "StreamFailureDlq"), "Arn"}},
+			}},
+		})
+	})
+	for _, name := range []string{"Reconcile", "Expire"} {
+		fn := s.logicalID(t, "AWS::Lambda::Function", name+"Function")
+		check(t, name+" schedule", func() {
+			s.template.HasResourceProperties(jsii.String("AWS::Events::Rule"), map[string]any{
+				"ScheduleExpression": "rate(1 minute)",
+				"State":              "ENABLED",
+				"Targets": []any{map[string]any{
+					"Arn":         map[string]any{"Fn::GetAtt": []any{fn, "Arn"}},
+					"RetryPolicy": map[string]any{"MaximumRetryAttempts": 0},
+				}},
+			})
+		})
+		check(t, name+" no async retry", func() {
+			s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), map[string]any{
+				"FunctionName": map[string]any{"Ref": fn}, "MaximumRetryAttempts": 0,
+			})
+		})
+	}
+}
+
+// TestLeastPrivilege pins every permission each role gets: a new or widened grant fails here.
+func TestLeastPrivilege(t *testing.T) {
+	tableKey := []string{"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", "kms:Encrypt on LedgerKey", "kms:GenerateDataKey on LedgerKey"}
+	logs := func(fn string) []string {
+		return []string{"logs:CreateLogStream on " + fn + "Logs", "logs:PutLogEvents on " + fn + "Logs"}
+	}
+	send := []string{
+		"kms:Decrypt on ContentKey",
+		"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:identity/mail.example.com",
+		"sms-voice:SendTextMessage on arn:AWS::Partition:sms-voice:AWS::Region:AWS::AccountId:*",
+	}
+	want := map[string][]string{
+		"Claim": join(tableKey, logs("Claim"),
+			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:PutItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
+				"dynamodb:PutItem on ContentTable",
+				"sqs:ChangeMessageVisibility on IntentQueue", "sqs:DeleteMessage on IntentQueue",
+				"sqs:GetQueueAttributes on IntentQueue", "sqs:GetQueueUrl on IntentQueue", "sqs:ReceiveMessage on IntentQueue"}),
+		"Dispatch": join(tableKey, logs("Dispatch"), send,
+			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
+				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable",
+				"dynamodb:DescribeStream on LedgerTable.StreamArn", "dynamodb:GetRecords on LedgerTable.StreamArn",
+				"dynamodb:GetShardIterator on LedgerTable.StreamArn", "dynamodb:ListStreams on *",
+				"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", // the stream binding's key grant
+				"sqs:GetQueueAttributes on StreamFailureDlq", "sqs:GetQueueUrl on StreamFailureDlq", "sqs:SendMessage on StreamFailureDlq"}),
+		"Reconcile": join(tableKey, logs("Reconcile"), send,
+			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
+				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable"}),
+		"Expire": join(tableKey, logs("Expire"),
+			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
+				"dynamodb:DeleteItem on ContentTable"}),
+	}
+	got := synth(t, nil).grants(t)
+	for role, w := range want {
+		sort.Strings(w)
+		if !slices.Equal(got[role], w) {
+			t.Errorf("%s grants:\n got  %q\n want %q", role, got[role], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("roles with policies = %d, want %d", len(got), len(want))
+	}
+}
+
+func join(parts ...[]string) []string { return slices.Concat(parts...) }
+
+func TestSendPermissionConditions(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) {
+		p.SESConfigurationSet = "reset"
+		p.SMSOriginationIdentity = "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc"
+	})
+	check(t, "ses scoped to the from address", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Action":    "ses:SendEmail",
+				"Condition": map[string]any{"StringEquals": map[string]any{"ses:FromAddress": "no-reply@mail.example.com"}},
+			})})},
+		})
+	})
+	grants := s.grants(t)
+	for _, role := range []string{"Dispatch", "Reconcile"} {
+		for _, want := range []string{
+			"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:identity/mail.example.com",
+			"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:configuration-set/reset",
+		} {
+			if !slices.Contains(grants[role], want) {
+				t.Errorf("%s lacks %s: %q", role, want, grants[role])
+			}
+		}
+	}
+	check(t, "sms scoped to the origination identity", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Action": "sms-voice:SendTextMessage", "Resource": "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc",
+			})})},
+		})
+	})
+	check(t, "table key use only through DynamoDB", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Action":    assertions.Match_ArrayWith(&[]any{"kms:Encrypt"}),
+				"Condition": map[string]any{"StringEquals": map[string]any{"kms:ViaService": assertions.Match_AnyValue()}},
+			})})},
+		})
+	})
+	noNagErrors(t, s)
+}
+
+func TestContentKeyDecryptIsExclusive(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) {
+		p.ProducerPrincipalArns = []string{"arn:aws:iam::111122223333:role/account-service"}
+	})
+	key := props(s.resources("AWS::KMS::Key")[s.logicalID(t, "AWS::KMS::Key", "ContentKey")])
+	var deny map[string]any
+	var producer []string
+	for _, st := range list(key["KeyPolicy"].(map[string]any)["Statement"]) {
+		stmt := st.(map[string]any)
+		if stmt["Effect"] == "Deny" {
+			deny = stmt
+		}
+		if fmt.Sprint(stmt["Principal"]) == "map[AWS:arn:aws:iam::111122223333:role/account-service]" {
+			for _, a := range list(stmt["Action"]) {
+				producer = append(producer, a.(string))
+			}
+		}
+	}
+	if deny == nil || deny["Action"] != "kms:Decrypt" {
+		t.Fatalf("content key has no Deny on kms:Decrypt: %v", key["KeyPolicy"])
+	}
+	var exempt []string
+	for _, r := range list(deny["Condition"].(map[string]any)["ArnNotEquals"].(map[string]any)["aws:PrincipalArn"]) {
+		exempt = append(exempt, label(r))
+	}
+	sort.Strings(exempt)
+	if !slices.Equal(exempt, []string{"DispatchRole", "ReconcileRole"}) {
+		t.Errorf("decrypt exempt = %v, want the dispatch and reconcile roles", exempt)
+	}
+	sort.Strings(producer)
+	if !slices.Equal(producer, []string{"kms:Encrypt", "kms:GenerateDataKey"}) {
+		t.Errorf("producer key actions = %v, want encrypt only", producer)
+	}
+	check(t, "producer may send intents", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Effect": "Allow", "Principal": map[string]any{"AWS": "arn:aws:iam::111122223333:role/account-service"},
+				"Action": assertions.Match_ArrayWith(&[]any{"sqs:SendMessage"}),
+			})})},
+		})
+	})
+}
+
+func TestAlarmsAndDashboard(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) { p.AlarmTopicArn = "arn:aws:sns:us-east-1:111122223333:oncall" })
+	alarms := map[string]map[string]any{}
+	for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+		alarms[props(a)["AlarmName"].(string)] = props(a)
+	}
+	dims := func(state string) []any { return []any{map[string]any{"Name": "State", "Value": state}} }
+	for name, want := range map[string]map[string]any{
+		"OldestDispatchingAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": dims("dispatching"),
+			"Statistic": "Maximum", "Threshold": 240.0, "ComparisonOperator": "GreaterThanThreshold"},
+		"UnknownClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": dims("unknown"),
+			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold"},
+		"QuarantinedClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": dims("quarantined"),
+			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold"},
+		"ContentMismatch": {"Namespace": "ResetLedger", "MetricName": "ContentMismatch", "Statistic": "Sum",
+			"Threshold": 0.0, "ComparisonOperator": "GreaterThanThreshold"},
+		"IntentDlqDepth": {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+			"Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold"},
+		"StreamFailureDlqDepth": {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+			"Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold"},
+	} {
+		a, ok := alarms["resetledger-test-"+name]
+		if !ok {
+			t.Errorf("no alarm %s", name)
+			continue
+		}
+		for k, v := range want {
+			if b1, b2 := mustJSON(a[k]), mustJSON(v); b1 != b2 {
+				t.Errorf("%s.%s = %s, want %s", name, k, b1, b2)
+			}
+		}
+		if label(list(a["AlarmActions"])[0]) != "arn:aws:sns:us-east-1:111122223333:oncall" || a["TreatMissingData"] != "notBreaching" {
+			t.Errorf("%s actions/missing data = %v/%v", name, a["AlarmActions"], a["TreatMissingData"])
+		}
+	}
+	for name, a := range alarms {
+		if _, ok := a["Metrics"]; ok {
+			t.Errorf("%s uses metric math, which the local emulator's CloudFormation rejects", name)
+		}
+	}
+	dlqAlarm := alarms["resetledger-test-StreamFailureDlqDepth"]
+	if got := label(list(dlqAlarm["Dimensions"])[0].(map[string]any)["Value"]); got != "StreamFailureDlq.QueueName" {
+		t.Errorf("stream DLQ alarm watches %s", got)
+	}
+	var body string
+	for _, d := range s.resources("AWS::CloudWatch::Dashboard") {
+		body = label(props(d)["DashboardBody"])
+	}
+	for _, metric := range []string{"OpenClaims", "OpenClaimOldestAgeSeconds"} {
+		for _, state := range []string{"claimed", "dispatching", "unknown", "quarantined"} {
+			want := fmt.Sprintf(`["ResetLedger","%s","State","%s"`, metric, state)
+			if !strings.Contains(body, want) {
+				t.Errorf("dashboard lacks %s", want)
+			}
+		}
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestOutputs(t *testing.T) {
+	s := synth(t, nil)
+	for _, name := range []string{"IntentQueueUrl", "IntentDlqUrl", "LedgerTableName", "ContentTableName", "ContentKeyArn",
+		"ClaimFunctionName", "DispatchFunctionName", "ReconcileFunctionName", "ExpireFunctionName"} {
+		check(t, "output "+name, func() { s.template.HasOutput(jsii.String(name), map[string]any{}) })
+	}
+}
+
+// noNagErrors fails on any unsuppressed cdk-nag AwsSolutions error and checks every suppression's reason.
+func noNagErrors(t *testing.T, s *synthesized) {
+	t.Helper()
+	for _, m := range *assertions.Annotations_FromStack(s.stack).FindError(jsii.String("*"),
+		assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))) {
+		t.Errorf("cdk-nag %s: %v", *m.Id, m.Entry.Data)
+	}
+	for id, r := range s.json["Resources"].(map[string]any) {
+		md, _ := r.(map[string]any)["Metadata"].(map[string]any)
+		nag, _ := md["cdk_nag"].(map[string]any)
+		for _, sup := range list(nag["rules_to_suppress"]) {
+			if sup == nil {
+				continue
+			}
+			reason, _ := sup.(map[string]any)["reason"].(string)
+			if len(reason) < 60 {
+				t.Errorf("%s: suppression %v has no real reason", id, sup)
+			}
+		}
+	}
+}
+
+func TestNagAwsSolutions(t *testing.T) {
+	noNagErrors(t, synth(t, nil))
+}
+
+// TestNagCatchesViolations shows the nag check can fail: once the stream DLQ's suppression is gone,
+// AwsSolutions-SQS3 fails synthesis.
+func TestNagCatchesViolations(t *testing.T) {
+	ctx := cdkContext(t)
+	out := t.TempDir()
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(out)})
+	stack, err := NewLedgerStack(app, "Test", testProps(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq := stack.Node().FindChild(jsii.String("StreamFailureDlq")).Node().DefaultChild().(awscdk.CfnResource)
+	dlq.AddMetadata(jsii.String("cdk_nag"), map[string]any{"rules_to_suppress": []any{}})
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Reports: jsii.Bool(false)}), nil)
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Error("synthesis succeeded without the SQS3 suppression")
+			}
+		}()
+		assertions.Template_FromStack(stack, nil)
+	}()
+	report, err := os.ReadFile(filepath.Join(out, "validation-report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(report), "AwsSolutions-SQS3"); n == 0 || strings.Contains(string(report), "AwsSolutions-IAM5") {
+		t.Errorf("validation report: want only the SQS3 finding, got %s", report)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*LedgerStackProps)
+		want   string
+	}{
+		{"missing bootstrap", func(p *LedgerStackProps) { os.Remove(filepath.Join(p.AssetDir, FnExpire, "bootstrap")) }, "expire/bootstrap"},
+		{"ses without from address", func(p *LedgerStackProps) { p.SESFromAddress = "" }, "SESFromAddress"},
+		{"webhook without url", func(p *LedgerStackProps) { p.SMSTransport = TransportWebhook }, "WebhookURL"},
+		{"plain http webhook off loopback", func(p *LedgerStackProps) {
+			p.SMSTransport, p.WebhookURL = TransportWebhook, "http://gateway.internal/send"
+		}, "WebhookURL"},
+		{"zero sweep limit", func(p *LedgerStackProps) { p.SweepLimit = 0 }, "SweepLimit"},
+		{"unknown transport", func(p *LedgerStackProps) { p.EmailTransport = "smtp" }, "EmailTransport"},
+		{"sub-minute rate", func(p *LedgerStackProps) { p.ReconcileRate = 30 * time.Second }, "ReconcileRate"},
+		{"odd log retention", func(p *LedgerStackProps) { p.LogRetentionDays = 31 }, "LogRetentionDays"},
+		{"zero lease", func(p *LedgerStackProps) { p.LeaseDuration = 0 }, "LeaseDuration"},
+		{"webhook timeout too long", func(p *LedgerStackProps) { p.WebhookTimeout = time.Minute }, "WebhookTimeout"},
+		{"no architecture", func(p *LedgerStackProps) { p.Architecture = nil }, "Architecture"},
+		{"bad log level", func(p *LedgerStackProps) { p.LogLevel = "trace" }, "LogLevel"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testProps(t)
+			if err := p.Validate(); err != nil {
+				t.Fatalf("valid props rejected: %v", err)
+			}
+			tc.mutate(p)
+			err := p.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate() = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigFromContext(t *testing.T) {
+	from := func(ctx map[string]any) func(string) any {
+		return func(k string) any { return ctx[k] }
+	}
+	cfg, err := configFromContext(from(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Stage != "dev" || cfg.Props.Prefix != "resetledger-dev" || !cfg.Nag || cfg.Props.AssetDir != "../dist" ||
+		*cfg.Props.Architecture.Name() != "arm64" || !cfg.Props.DeletionProtection || !cfg.Props.PointInTimeRecovery {
+		t.Errorf("defaults = %+v", cfg.Props)
+	}
+	cfg, err = configFromContext(from(map[string]any{
+		"stage": "local", "arch": "x86_64", "pitr": "false", "deletionProtection": false, "reconcileRate": "2m",
+		"maxReceiveCount": "7", "emailTransport": "webhook", "webhookUrl": "http://127.0.0.1:1/x", "observability": "false",
+		"nag": "false", "producerArns": "arn:a, arn:b", "leaseDuration": "90s",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Props
+	if p.Prefix != "resetledger-local" || *p.Architecture.Name() != "x86_64" || p.PointInTimeRecovery || p.DeletionProtection ||
+		p.ReconcileRate != 2*time.Minute || p.MaxReceiveCount != 7 || p.EmailTransport != "webhook" || !p.SkipObservability ||
+		cfg.Nag || !slices.Equal(p.ProducerPrincipalArns, []string{"arn:a", "arn:b"}) || p.LeaseDuration != 90*time.Second {
+		t.Errorf("overrides = %+v", p)
+	}
+	for _, bad := range []map[string]any{
+		{"arch": "mips"}, {"pitr": "maybe"}, {"reconcileRate": "often"}, {"maxReceiveCount": "five"}, {"stage": "Prod_1"},
+	} {
+		if _, err := configFromContext(from(bad)); err == nil {
+			t.Errorf("context %v accepted", bad)
+		}
+	}
+}
+
+func TestCompactDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		2 * time.Minute: "2m", 30 * time.Second: "30s", 9600 * time.Hour: "9600h", 24 * time.Hour: "24h",
+		90 * time.Minute: "1h30m", 1500 * time.Millisecond: "1.5s", 61 * time.Second: "1m1s",
+	} {
+		got := compactDuration(d)
+		if got != want {
+			t.Errorf("compactDuration(%v) = %q, want %q", d, got, want)
+		}
+		if back, err := time.ParseDuration(got); err != nil || back != d {
+			t.Errorf("ParseDuration(%q) = %v, %v", got, back, err)
+		}
+	}
+}
+
+func TestCDKJSON(t *testing.T) {
+	raw, err := os.ReadFile("cdk.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg["app"] != "go run ." {
+		t.Errorf("app = %v", cfg["app"])
+	}
+}
