@@ -29,32 +29,54 @@ type DispatchResult struct {
 // are harmless: only the caller that wins the conditional move
 // claimed -> dispatching sends. The move also requires the challenge to be
 // unexpired (minus the margin) in the database's condition.
+//
+// A conditional write before the send that loses (another worker moved the
+// row, or a content-mismatch event bumped its version) is not an error: the
+// row is read again and the decision made afresh, so a lost race is a skip
+// and a write that kept the row claimed never costs the send.
 func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchResult, error) {
-	e, err := s.Store.Get(ctx, key)
-	if err != nil {
-		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
+	for race := 1; ; race++ {
+		e, err := s.Store.Get(ctx, key)
+		if err != nil {
+			return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
+		}
+		res, sent, err := s.dispatchRow(ctx, e, w)
+		if sent || !errors.Is(err, ErrConflict) || race == maxRaces {
+			return res, err
+		}
 	}
+}
+
+// maxRaces bounds how often a use case re-reads a row after losing a
+// conditional write to a concurrent one.
+const maxRaces = 5
+
+// dispatchRow makes the dispatch decision for the row e as read. sent reports
+// whether the transport was called; a conflict before that is safe to retry.
+func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ DispatchResult, sent bool, _ error) {
 	if e.State != Claimed {
-		return DispatchResult{Outcome: DispatchSkipped, Entry: e}, nil
+		return DispatchResult{Outcome: DispatchSkipped, Entry: e}, false, nil
 	}
 	now := s.now()
 	if s.expiredAt(e.ExpiresAt, now) {
-		return s.expire(ctx, e, w, "challenge expired before dispatch", DispatchExpired)
+		res, err := s.expire(ctx, e, w, "challenge expired before dispatch", DispatchExpired)
+		return res, false, err
 	}
 	tr, ok := s.Transports[e.Identity.Channel]
 	if !ok {
-		return DispatchResult{}, fmt.Errorf("dispatch %s: %s: %w", key, e.Identity.Channel, ErrNoTransport)
+		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %s: %w", e.Key, e.Identity.Channel, ErrNoTransport)
 	}
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		c, terr := s.transition(e, Quarantined, w, "sealed content unavailable or failed verification; nothing sent", nil)
 		if terr != nil {
-			return DispatchResult{}, terr
+			return DispatchResult{}, false, terr
 		}
-		return s.apply(ctx, c, DispatchQuarantined)
+		res, err := s.apply(ctx, c, DispatchQuarantined)
+		return res, false, err
 	}
 	if err != nil {
-		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
+		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %w", e.Key, err)
 	}
 
 	c, err := s.transition(e, Dispatching, w, "dispatch started", func(n *Entry) {
@@ -64,30 +86,15 @@ func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchR
 		n.Reason = ""
 	})
 	if err != nil {
-		return DispatchResult{}, err
+		return DispatchResult{}, false, err
 	}
 	c.NotExpiredBy = now.Add(s.Policy.ExpiryMargin)
 	e, err = s.Store.Apply(ctx, c)
-	if errors.Is(err, ErrConflict) {
-		return s.lostBegin(ctx, key, w)
-	}
 	if err != nil {
-		return DispatchResult{}, fmt.Errorf("dispatch %s: begin: %w", key, err)
+		return DispatchResult{}, false, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
 	}
-	return s.send(ctx, e, tr, msg, w)
-}
-
-// lostBegin handles a failed claimed -> dispatching write: either another
-// worker won (skip) or the row's expiry failed the condition (expire it).
-func (s *Service) lostBegin(ctx context.Context, key string, w Worker) (DispatchResult, error) {
-	e, err := s.Store.Get(ctx, key)
-	if err != nil {
-		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
-	}
-	if e.State == Claimed && s.expiredAt(e.ExpiresAt, s.now()) {
-		return s.expire(ctx, e, w, "challenge expired before dispatch", DispatchExpired)
-	}
-	return DispatchResult{Outcome: DispatchSkipped, Entry: e}, nil
+	res, err := s.send(ctx, e, tr, msg, w)
+	return res, true, err
 }
 
 // send makes one transport attempt for the dispatching row e and records
@@ -115,20 +122,34 @@ func outcomeOf(ack Ack, err error) (State, DispatchOutcome, string, string) {
 	}
 }
 
+// recordOutcome records the outcome of the attempt made from row e. If a
+// write that kept the row's state and attempt (a content-mismatch event)
+// bumped its version while the send was in flight, the outcome is recorded
+// on the fresh row rather than lost.
 func (s *Service) recordOutcome(ctx context.Context, e Entry, to State, out DispatchOutcome, reason, ackID string, w Worker) (DispatchResult, error) {
-	now := s.now()
-	c, err := s.transition(e, to, w, reason, func(n *Entry) {
-		n.AckID = ackID
-		n.Reason = reason
-		n.LeaseUntil = timeZero
-		if to == Unknown {
-			n.NextCheckAt = now.Add(s.Policy.RecheckAfter)
+	for race := 1; ; race++ {
+		now := s.now()
+		c, err := s.transition(e, to, w, reason, func(n *Entry) {
+			n.AckID = ackID
+			n.Reason = reason
+			n.LeaseUntil = timeZero
+			if to == Unknown {
+				n.NextCheckAt = now.Add(s.Policy.RecheckAfter)
+			}
+		})
+		if err != nil {
+			return DispatchResult{}, err
 		}
-	})
-	if err != nil {
-		return DispatchResult{}, err
+		res, err := s.apply(ctx, c, out)
+		if !errors.Is(err, ErrConflict) || race == maxRaces {
+			return res, err
+		}
+		fresh, gerr := s.Store.Get(ctx, e.Key)
+		if gerr != nil || fresh.State != e.State || fresh.Attempts != e.Attempts {
+			return res, err
+		}
+		e = fresh
 	}
-	return s.apply(ctx, c, out)
 }
 
 // apply writes c and purges sealed content when the row ends.

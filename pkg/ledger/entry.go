@@ -114,7 +114,9 @@ func eventHash(key string, ev Event) string {
 }
 
 // Verify checks the history of e: every entry's hash, every link to its
-// predecessor, and that the chain is bound to e.Key. It returns an error
+// predecessor, that the chain is bound to e.Key, and that it holds one entry
+// per write (every write appends one entry and increments Version by one),
+// so trailing entries cannot be cut off unnoticed. It returns an error
 // naming the first entry that was edited, reordered or removed.
 func (e Entry) Verify() error {
 	prev := ""
@@ -127,8 +129,11 @@ func (e Entry) Verify() error {
 		}
 		prev = ev.Hash
 	}
+	if n := int64(len(e.History)); n != e.Version {
+		return fmt.Errorf("ledger: history of %s broken at entry %d: %d entries but the row is at version %d (entry removed or added)", e.Key, min(n, e.Version), n, e.Version)
+	}
 	if n := len(e.History); n > 0 && e.History[n-1].To != e.State {
-		return fmt.Errorf("ledger: history of %s ends in %s but the row is %s (entry removed)", e.Key, e.History[n-1].To, e.State)
+		return fmt.Errorf("ledger: history of %s broken at entry %d: it ends in %s but the row is %s (entry removed or row edited)", e.Key, n-1, e.History[n-1].To, e.State)
 	}
 	return nil
 }

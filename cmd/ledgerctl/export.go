@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+var cmdExport = &command{
+	name:     "export",
+	synopsis: "--since TIME [--until TIME] [--out FILE [--resume]] [--page-size N]",
+	summary:  "export evidence as JSON Lines, resumable",
+	help: `Writes evidence for every row last written in [--since, --until) as JSON
+Lines: one line per row with its identity, state, content hash, dedupe
+(idempotency) key, full history and whether its hash chain verifies. Lines
+are in table order, not time order.
+
+It streams through DynamoDB Scan pages filtered on updated_at, so its cost
+follows the table. With --out, after each page is fully written and synced
+the position is saved in FILE.checkpoint; after an interruption, run the same
+command with --resume to truncate FILE to the last complete page and continue
+from there, with no duplicate and no missing line. The checkpoint records
+the window and table and is marked done when the export completes.
+
+TIME is RFC 3339 (2026-11-30T09:00:00Z) or a UTC date (2026-11-30).
+--until defaults to now. A progress line is shown on stderr when it is a
+terminal.`,
+	run: func(a *app, ctx context.Context, c *command, args []string) error {
+		fs := a.flagSet(c.name)
+		since := fs.String("since", "", "start of the window, inclusive: rows last written at or after `TIME` (required)")
+		until := fs.String("until", "", "end of the window, exclusive: rows last written before `TIME` (default now)")
+		out := fs.String("out", "", "write to `FILE` (with a checkpoint at FILE.checkpoint) instead of stdout")
+		resume := fs.Bool("resume", false, "continue an interrupted export to --out from its checkpoint")
+		pageSize := fs.Int("page-size", 500, "items DynamoDB evaluates per Scan page, and rows per checkpoint at most")
+		if _, err := a.parse(c, fs, args, 0, 0); err != nil {
+			return err
+		}
+		if *pageSize < 1 || *pageSize > 1_000_000 {
+			return usagef(c, "--page-size must be between 1 and 1000000")
+		}
+		if *resume && *out == "" {
+			return usagef(c, "--resume needs --out: only a file export has a checkpoint")
+		}
+		var w window
+		var err error
+		if *since == "" && !*resume {
+			return usagef(c, "--since is required")
+		}
+		if *since != "" {
+			if w.since, err = parseTime(*since); err != nil {
+				return usagef(c, "--since: %v", err)
+			}
+		}
+		w.until = a.now().UTC()
+		if *until != "" {
+			if w.until, err = parseTime(*until); err != nil {
+				return usagef(c, "--until: %v", err)
+			}
+		}
+		sc, err := a.scanner(ctx)
+		if err != nil {
+			return err
+		}
+		e := &exporter{a: a, sc: sc, pageSize: int32(*pageSize)}
+		if *out == "" {
+			if !w.until.After(w.since) {
+				return usagef(c, "--until must be after --since")
+			}
+			return e.toWriter(ctx, w, a.stdout)
+		}
+		return e.toFile(ctx, c, *out, *resume, w, *since != "", *until != "")
+	},
+}
+
+type window struct{ since, until time.Time }
+
+func parseTime(v string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-11-30T09:00:00Z) nor a date (2026-11-30)", v)
+}
+
+// checkpoint is the resumable state of a file export, saved after each
+// complete page.
+type checkpoint struct {
+	Format string `json:"format"`
+	Table  string `json:"table"`
+	Since  string `json:"since"`
+	Until  string `json:"until"`
+	// NextKey is the scan's last evaluated key: where the next page starts.
+	NextKey string `json:"next_key"`
+	// Offset is the length of the output file that holds complete pages.
+	Offset int64  `json:"offset"`
+	Rows   int64  `json:"rows"`
+	Pages  int    `json:"pages"`
+	Done   bool   `json:"done"`
+	Saved  string `json:"saved_at"`
+}
+
+const checkpointFormat = "ledgerctl-export-checkpoint-v1"
+
+type exporter struct {
+	a        *app
+	sc       *dynamostore.Scanner
+	pageSize int32
+	rows     int64
+	pages    int
+}
+
+func (e *exporter) filter(w window) dynamostore.ScanFilter {
+	return dynamostore.ScanFilter{UpdatedSince: w.since, UpdatedUntil: w.until, PageSize: e.pageSize}
+}
+
+// page scans one page into buf as JSON lines.
+func (e *exporter) page(ctx context.Context, w window, start string, buf *bytes.Buffer) (next string, rows int, err error) {
+	enc := json.NewEncoder(buf)
+	next, err = e.sc.Page(ctx, start, e.filter(w), func(row ledger.Entry) error {
+		rows++
+		return enc.Encode(newRowView(row))
+	})
+	return next, rows, err
+}
+
+func (e *exporter) progress(done bool) {
+	if !e.a.isTerminal(e.a.stderr) {
+		return
+	}
+	fmt.Fprintf(e.a.stderr, "\rexport: %d rows written, %d pages scanned", e.rows, e.pages)
+	if done {
+		fmt.Fprintln(e.a.stderr)
+	}
+}
+
+// interrupted explains how to continue an export that stopped early.
+func interrupted(err error, resumable string) error {
+	if resumable == "" {
+		return fmt.Errorf("export stopped: %w", err)
+	}
+	return fmt.Errorf("export stopped (%w); %s", err, resumable)
+}
+
+// toWriter streams the export to w without a checkpoint.
+func (e *exporter) toWriter(ctx context.Context, win window, w io.Writer) error {
+	start := ""
+	for {
+		var buf bytes.Buffer
+		next, n, err := e.page(ctx, win, start, &buf)
+		if err != nil {
+			return interrupted(err, "")
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return fmt.Errorf("export: write: %w", err)
+		}
+		e.rows += int64(n)
+		e.pages++
+		e.progress(next == "")
+		if next == "" {
+			fmt.Fprintf(e.a.stderr, "export: %d rows\n", e.rows)
+			return nil
+		}
+		if e.a.afterPage != nil {
+			if err := e.a.afterPage(e.pages); err != nil {
+				return err
+			}
+		}
+		start = next
+	}
+}
+
+// toFile runs or resumes an export to path with a checkpoint beside it.
+func (e *exporter) toFile(ctx context.Context, c *command, path string, resume bool, win window, sinceSet, untilSet bool) error {
+	cpPath := path + ".checkpoint"
+	var cp checkpoint
+	var f *os.File
+	if resume {
+		b, err := os.ReadFile(cpPath)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("export: nothing to resume: no checkpoint at %s (run without --resume to start)", cpPath)
+		}
+		if err != nil {
+			return fmt.Errorf("export: read checkpoint: %w", err)
+		}
+		if err := json.Unmarshal(b, &cp); err != nil || cp.Format != checkpointFormat {
+			return fmt.Errorf("export: %s is not a ledgerctl export checkpoint", cpPath)
+		}
+		saved := window{}
+		if saved.since, err = time.Parse(time.RFC3339Nano, cp.Since); err == nil {
+			saved.until, err = time.Parse(time.RFC3339Nano, cp.Until)
+		}
+		if err != nil {
+			return fmt.Errorf("export: checkpoint %s has a bad window", cpPath)
+		}
+		switch {
+		case cp.Table != e.a.table:
+			return usagef(c, "the checkpoint is for table %s, not %s", cp.Table, e.a.table)
+		case sinceSet && !saved.since.Equal(win.since), untilSet && !saved.until.Equal(win.until):
+			return usagef(c, "the checkpoint is for the window [%s, %s); resume with the same --since and --until or none", cp.Since, cp.Until)
+		}
+		win = saved
+		if cp.Done {
+			fmt.Fprintf(e.a.stderr, "export: already complete: %d rows in %s\n", cp.Rows, path)
+			return nil
+		}
+		if f, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
+			return fmt.Errorf("export: open %s to resume: %w", path, err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		if fi.Size() < cp.Offset {
+			return fmt.Errorf("export: %s is shorter (%d bytes) than its checkpoint says (%d); start again without --resume", path, fi.Size(), cp.Offset)
+		}
+		// Drop whatever an interrupted page left after the last checkpoint.
+		if err := f.Truncate(cp.Offset); err != nil {
+			return fmt.Errorf("export: truncate %s: %w", path, err)
+		}
+		if _, err := f.Seek(cp.Offset, io.SeekStart); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		e.rows, e.pages = cp.Rows, cp.Pages
+		fmt.Fprintf(e.a.stderr, "export: resuming after %d rows (%d pages)\n", cp.Rows, cp.Pages)
+	} else {
+		if !win.until.After(win.since) {
+			return usagef(c, "--until must be after --since")
+		}
+		var err error
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		defer f.Close()
+		cp = checkpoint{Format: checkpointFormat, Table: e.a.table, Since: jsonTime(win.since), Until: jsonTime(win.until)}
+		if err := e.save(cpPath, &cp); err != nil {
+			return err
+		}
+	}
+
+	resumeHint := fmt.Sprintf("%d rows saved; continue with: ledgerctl export --out %s --resume", cp.Rows, path)
+	for {
+		var buf bytes.Buffer
+		next, n, err := e.page(ctx, win, cp.NextKey, &buf)
+		if err != nil {
+			return interrupted(err, resumeHint)
+		}
+		if _, err := f.Write(buf.Bytes()); err != nil {
+			return fmt.Errorf("export: write %s: %w", path, err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("export: sync %s: %w", path, err)
+		}
+		e.rows += int64(n)
+		e.pages++
+		cp.Offset += int64(buf.Len())
+		cp.NextKey, cp.Rows, cp.Pages, cp.Done = next, e.rows, e.pages, next == ""
+		if err := e.save(cpPath, &cp); err != nil {
+			return err
+		}
+		e.progress(cp.Done)
+		if cp.Done {
+			fmt.Fprintf(e.a.stderr, "export: %d rows written to %s\n", cp.Rows, path)
+			return nil
+		}
+		resumeHint = fmt.Sprintf("%d rows saved; continue with: ledgerctl export --out %s --resume", cp.Rows, path)
+		if e.a.afterPage != nil {
+			if err := e.a.afterPage(e.pages); err != nil {
+				return interrupted(err, resumeHint)
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return interrupted(err, resumeHint)
+		}
+	}
+}
+
+// save writes the checkpoint atomically (temporary file, sync, rename).
+func (e *exporter) save(path string, cp *checkpoint) error {
+	cp.Saved = jsonTime(e.a.now())
+	b, err := json.MarshalIndent(cp, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("export: checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("export: checkpoint: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("export: checkpoint: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("export: checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("export: checkpoint: %w", err)
+	}
+	return nil
+}

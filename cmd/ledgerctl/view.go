@@ -1,0 +1,257 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// The JSON shapes below are ledgerctl's output contract (explain --json and
+// the export lines). Field names are snake_case; times are RFC 3339 UTC with
+// nanoseconds; optional fields are omitted when empty. A ledger row holds no
+// secret (no token, body or address), and neither do these views.
+
+// rowView is one ledger row with its history and the chain's verification.
+type rowView struct {
+	DedupeKey string `json:"dedupe_key"`
+	// IdempotencyKey is the key every transport attempt carried: the dedupe key.
+	IdempotencyKey  string      `json:"idempotency_key"`
+	Purpose         string      `json:"purpose"`
+	ChallengeID     string      `json:"challenge_id"`
+	Channel         string      `json:"channel"`
+	Workflow        string      `json:"workflow"`
+	WorkflowOrder   []string    `json:"workflow_order,omitempty"`
+	State           string      `json:"state"`
+	Version         int64       `json:"version"`
+	ContentHash     string      `json:"content_hash"`
+	DestinationRef  string      `json:"destination_ref"`
+	TemplateID      string      `json:"template_id"`
+	TemplateVersion string      `json:"template_version"`
+	PolicyVersion   string      `json:"policy_version"`
+	ExpiresAt       string      `json:"expires_at"`
+	CreatedAt       string      `json:"created_at"`
+	UpdatedAt       string      `json:"updated_at"`
+	LeaseUntil      string      `json:"lease_until,omitempty"`
+	NextCheckAt     string      `json:"next_check_at,omitempty"`
+	FirstAttemptAt  string      `json:"first_attempt_at,omitempty"`
+	RetainUntil     string      `json:"retain_until,omitempty"`
+	Attempts        int         `json:"attempts"`
+	AckID           string      `json:"ack_id,omitempty"`
+	Reason          string      `json:"reason,omitempty"`
+	Mismatches      int         `json:"content_mismatches"`
+	Chain           chainView   `json:"chain"`
+	History         []eventView `json:"history"`
+}
+
+// chainView says whether the row's hash chain verifies (ledger.Entry.Verify).
+type chainView struct {
+	Verified bool `json:"verified"`
+	Entries  int  `json:"entries"`
+	// BrokenAt is the index of the first history entry that fails (equal to
+	// entries when an entry is missing at the end).
+	BrokenAt *int   `json:"broken_at,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// eventView is one history entry.
+type eventView struct {
+	Index         int    `json:"index"`
+	ID            string `json:"id"`
+	Kind          string `json:"kind"`
+	From          string `json:"from"`
+	To            string `json:"to"`
+	At            string `json:"at"`
+	Worker        string `json:"worker"`
+	Reason        string `json:"reason,omitempty"`
+	PolicyVersion string `json:"policy_version"`
+	Attempt       int    `json:"attempt"`
+	AckID         string `json:"ack_id,omitempty"`
+	ContentHash   string `json:"content_hash,omitempty"`
+	PrevHash      string `json:"prev_hash,omitempty"`
+	Hash          string `json:"hash"`
+}
+
+func jsonTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// textTime is the fixed-width time of text output.
+func textTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+// verifyChain runs Entry.Verify and reads the index of the first failing
+// entry from its error ("... broken at entry N: ...").
+func verifyChain(e ledger.Entry) chainView {
+	cv := chainView{Entries: len(e.History)}
+	err := e.Verify()
+	if err == nil {
+		cv.Verified = true
+		return cv
+	}
+	cv.Error = err.Error()
+	if m := brokenAtRE.FindStringSubmatch(cv.Error); m != nil {
+		if i, err := strconv.Atoi(m[1]); err == nil {
+			cv.BrokenAt = &i
+		}
+	}
+	return cv
+}
+
+var brokenAtRE = regexp.MustCompile(`broken at entry (\d+)`)
+
+// brokenAt is the failing entry's index, or -1 if unknown.
+func (cv chainView) brokenAt() int {
+	if cv.BrokenAt == nil {
+		return -1
+	}
+	return *cv.BrokenAt
+}
+
+func newEventView(i int, ev ledger.Event) eventView {
+	return eventView{
+		Index: i, ID: ev.ID, Kind: string(ev.Kind), From: ev.From.String(), To: ev.To.String(),
+		At: jsonTime(ev.At), Worker: ev.Worker, Reason: ev.Reason, PolicyVersion: ev.PolicyVersion,
+		Attempt: ev.Attempt, AckID: ev.AckID, ContentHash: ev.ContentHash, PrevHash: ev.Prev, Hash: ev.Hash,
+	}
+}
+
+func newRowView(e ledger.Entry) rowView {
+	v := rowView{
+		DedupeKey: e.Key, IdempotencyKey: e.Key,
+		Purpose: string(e.Identity.Purpose), ChallengeID: e.Identity.ChallengeID, Channel: string(e.Identity.Channel),
+		Workflow: string(e.Workflow.Kind), State: e.State.String(), Version: e.Version,
+		ContentHash: e.ContentHash, DestinationRef: e.DestinationRef,
+		TemplateID: e.TemplateID, TemplateVersion: e.TemplateVersion, PolicyVersion: e.PolicyVersion,
+		ExpiresAt: jsonTime(e.ExpiresAt), CreatedAt: jsonTime(e.CreatedAt), UpdatedAt: jsonTime(e.UpdatedAt),
+		LeaseUntil: jsonTime(e.LeaseUntil), NextCheckAt: jsonTime(e.NextCheckAt), FirstAttemptAt: jsonTime(e.FirstAttemptAt),
+		RetainUntil: jsonTime(e.RetainUntil),
+		Attempts:    e.Attempts, AckID: e.AckID, Reason: e.Reason, Mismatches: e.Mismatches,
+		Chain:   verifyChain(e),
+		History: make([]eventView, len(e.History)),
+	}
+	for _, c := range e.Workflow.Order {
+		v.WorkflowOrder = append(v.WorkflowOrder, string(c))
+	}
+	for i, ev := range e.History {
+		v.History[i] = newEventView(i, ev)
+	}
+	return v
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printRow writes the readable timeline of one row.
+func printRow(w io.Writer, e ledger.Entry) {
+	v := newRowView(e)
+	fmt.Fprintf(w, "%s / %s  [%s]\n", e.Identity.ChallengeID, e.Identity.Channel, e.State)
+	wf := string(e.Workflow.Kind)
+	if len(v.WorkflowOrder) > 0 {
+		wf += " (" + strings.Join(v.WorkflowOrder, " then ") + ")"
+	}
+	fields := [][2]string{
+		{"dedupe key", e.Key + "  (the idempotency key of every attempt)"},
+		{"purpose", string(e.Identity.Purpose)},
+		{"workflow", wf},
+		{"state", fmt.Sprintf("%s (version %d)", e.State, e.Version)},
+		{"reason", orDash(e.Reason)},
+		{"content hash", e.ContentHash},
+		{"destination", orDash(e.DestinationRef) + "  (opaque reference)"},
+		{"template", e.TemplateID + " v" + e.TemplateVersion},
+		{"policy version", e.PolicyVersion},
+		{"attempts", fmt.Sprintf("%d", e.Attempts)},
+		{"ack id", orDash(e.AckID)},
+		{"expires", textTime(e.ExpiresAt)},
+		{"created", textTime(e.CreatedAt)},
+		{"updated", textTime(e.UpdatedAt)},
+	}
+	if !e.LeaseUntil.IsZero() {
+		fields = append(fields, [2]string{"lease until", textTime(e.LeaseUntil)})
+	}
+	if !e.NextCheckAt.IsZero() {
+		fields = append(fields, [2]string{"next check", textTime(e.NextCheckAt)})
+	}
+	if e.Mismatches > 0 {
+		fields = append(fields, [2]string{"content mismatches", fmt.Sprintf("%d (blocked)", e.Mismatches)})
+	}
+	fields = append(fields, [2]string{"retained until", textTime(e.RetainUntil)})
+	if v.Chain.Verified {
+		fields = append(fields, [2]string{"hash chain", fmt.Sprintf("verified (%d entries)", v.Chain.Entries)})
+	} else {
+		fields = append(fields, [2]string{"hash chain", "BROKEN: " + v.Chain.Error})
+	}
+	for _, f := range fields {
+		fmt.Fprintf(w, "  %-16s %s\n", f[0]+":", f[1])
+	}
+	fmt.Fprintf(w, "  history:\n")
+	for i, ev := range e.History {
+		mark := ""
+		if !v.Chain.Verified && v.Chain.brokenAt() == i {
+			mark = "  <-- chain broken here"
+		}
+		printEvent(w, "    ", i, ev, mark)
+	}
+}
+
+// printEvent writes one history entry as a small block.
+func printEvent(w io.Writer, indent string, i int, ev ledger.Event, mark string) {
+	move := ev.From.String() + " -> " + ev.To.String()
+	if ev.Kind != ledger.KindTransition {
+		move += "  (" + string(ev.Kind) + ")"
+	}
+	fmt.Fprintf(w, "%s[%d] %s  %s%s\n", indent, i, textTime(ev.At), move, mark)
+	pad := indent + "    "
+	fmt.Fprintf(w, "%sreason:  %s\n", pad, orDash(ev.Reason))
+	fmt.Fprintf(w, "%sworker:  %s   policy: %s   attempt: %d   ack id: %s\n", pad, orDash(ev.Worker), orDash(ev.PolicyVersion), ev.Attempt, orDash(ev.AckID))
+	fmt.Fprintf(w, "%scontent: %s\n", pad, orDash(ev.ContentHash))
+	fmt.Fprintf(w, "%sevent:   %s   hash: %s\n", pad, orDash(ev.ID), shortHash(ev.Hash))
+}
+
+func shortHash(h string) string {
+	if len(h) > 16 {
+		return h[:16] + "..."
+	}
+	return orDash(h)
+}
+
+// enteredState returns when e entered its current state: the time of the
+// last transition into it (UpdatedAt if the history does not say).
+func enteredState(e ledger.Entry) time.Time {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		if ev := e.History[i]; ev.Kind == ledger.KindTransition && ev.To == e.State {
+			return ev.At
+		}
+	}
+	return e.UpdatedAt
+}
+
+// age formats a duration for tables: whole seconds.
+func age(d time.Duration) string {
+	if d < 0 {
+		return "-" + age(-d)
+	}
+	return d.Truncate(time.Second).String()
+}

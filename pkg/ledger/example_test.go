@@ -1,0 +1,61 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/memstore"
+)
+
+// Claim an intent, then dispatch it: the claim records the row before any
+// side effect, dispatch sends once under the dedupe key, records the
+// transport's acknowledgement and purges the sealed content. A redelivery of
+// the intent and a duplicate dispatch change nothing.
+func Example() {
+	ctx := context.Background()
+	clock := ledgertest.NewClock()
+	content := &memstore.Content{}
+	transport := &ledgertest.Transport{}
+	svc := &ledger.Service{
+		Store:      &memstore.Store{},
+		Content:    content,
+		Opener:     ledgertest.PlainOpener{},
+		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: transport},
+		Clock:      clock.Now,
+		Policy:     ledger.DefaultPolicy(),
+	}
+
+	in, sealed := ledgertest.Intent(1, ledger.Email, clock.Now(), 10*time.Minute)
+	claim, err := svc.Claim(ctx, in, sealed, "claim/req-1")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("claim:", claim.Outcome, claim.Entry.State, "content stored:", content.Len())
+
+	sent, err := svc.Dispatch(ctx, claim.Entry.Key, "dispatch/req-1")
+	if err != nil {
+		panic(err)
+	}
+	e := sent.Entry
+	fmt.Println("dispatch:", sent.Outcome, "ack:", e.AckID, "attempts:", e.Attempts, "content stored:", content.Len())
+
+	again, _ := svc.Claim(ctx, in, sealed, "claim/req-2")
+	dup, _ := svc.Dispatch(ctx, claim.Entry.Key, "dispatch/req-2")
+	fmt.Println("redelivery:", again.Outcome, "duplicate dispatch:", dup.Outcome, "sends:", transport.Calls())
+
+	for _, ev := range e.History {
+		fmt.Printf("%s -> %s by %s: %s\n", ev.From, ev.To, ev.Worker, ev.Reason)
+	}
+	fmt.Println("history verifies:", e.Verify() == nil)
+	// Output:
+	// claim: claimed claimed content stored: 1
+	// dispatch: accepted ack: msg-1 attempts: 1 content stored: 0
+	// redelivery: duplicate duplicate dispatch: skipped sends: 1
+	// none -> claimed by claim/req-1: intent claimed
+	// claimed -> dispatching by dispatch/req-1: dispatch started
+	// dispatching -> accepted by dispatch/req-1: transport accepted
+	// history verifies: true
+}

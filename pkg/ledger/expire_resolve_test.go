@@ -1,0 +1,226 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+func TestExpireSweep(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	start := e.Clock.Now()
+	claimAt := func(i int, ch ledger.Channel, life time.Duration) ledger.Intent {
+		in, sealed := ledgertest.Intent(i, ch, start, life)
+		if r, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || r.Outcome != ledger.ClaimCreated {
+			t.Fatalf("claim %d: %s %v", i, r.Outcome, err)
+		}
+		return in
+	}
+	// Rows and what the sweep at start+5m must do with them.
+	expiredClaimed := claimAt(70, ledger.Email, time.Minute)
+	inMargin := claimAt(71, ledger.SMS, 5*time.Minute+20*time.Second)
+	live := claimAt(72, ledger.Email, 30*time.Minute)
+	accepted := claimAt(73, ledger.Email, 2*time.Minute)
+	mustDispatch(t, e, accepted.Key(), ledger.DispatchAccepted)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+	unknown := claimAt(74, ledger.Email, 2*time.Minute)
+	mustDispatch(t, e, unknown.Key(), ledger.DispatchUnknown)
+	quarantined := claimAt(75, ledger.Email, 2*time.Minute)
+	_ = e.Content.Delete(ctx, quarantined.Key())
+	mustDispatch(t, e, quarantined.Key(), ledger.DispatchQuarantined)
+	e.Transport.Script = nil
+	dispatching := e.stuckDispatching(t, 76, ledger.Email, ledgertest.Accept)
+
+	before := map[string]ledger.Entry{}
+	for _, in := range []ledger.Intent{expiredClaimed, inMargin, live, accepted, unknown, quarantined, dispatching} {
+		before[in.Key()] = e.get(t, in.Key())
+	}
+	calls := e.Transport.Calls()
+	e.Clock.Advance(5 * time.Minute)
+	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 100)
+	if err != nil || rep.Err() != nil {
+		t.Fatalf("sweep: %v %v", err, rep.Err())
+	}
+	if rep.Actions["claimed->expired"] != 2 || len(rep.Actions) != 1 {
+		t.Fatalf("actions %v", rep.Actions)
+	}
+
+	tests := []struct {
+		name    string
+		in      ledger.Intent
+		want    ledger.State
+		content bool
+	}{
+		{"claimed past expiry", expiredClaimed, ledger.Expired, false},
+		{"claimed inside the margin", inMargin, ledger.Expired, false},
+		{"claimed and live", live, ledger.Claimed, true},
+		{"accepted", accepted, ledger.Accepted, false},
+		{"unknown past expiry", unknown, ledger.Unknown, true},
+		{"quarantined", quarantined, ledger.Quarantined, false},
+		{"dispatching past expiry", dispatching, ledger.Dispatching, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := e.get(t, tt.in.Key())
+			if got.State != tt.want {
+				t.Fatalf("state %s, want %s", got.State, tt.want)
+			}
+			if e.hasContent(t, tt.in.Key()) != tt.content {
+				t.Fatalf("content kept = %v, want %v", !tt.content, tt.content)
+			}
+			b := before[tt.in.Key()]
+			if tt.want != ledger.Expired {
+				if got.Version != b.Version {
+					t.Fatalf("untouched row was written: v%d -> v%d", b.Version, got.Version)
+				}
+				return
+			}
+			last := got.Last()
+			if got.Version != b.Version+1 || last.From != ledger.Claimed || last.To != ledger.Expired ||
+				last.Worker != "expire/req-1" || got.Reason == "" || last.Reason != got.Reason {
+				t.Fatalf("expire event %+v", last)
+			}
+			checkHistory(t, got)
+		})
+	}
+	if e.Transport.Calls() != calls {
+		t.Fatal("expire sweep sent")
+	}
+	// A second sweep finds nothing more to do.
+	rep, err = e.Svc.ExpireSweep(ctx, "expire/req-2", 100)
+	if err != nil || rep.Actions["claimed->expired"] != 0 {
+		t.Fatalf("second sweep: %+v %v", rep, err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	ctx := context.Background()
+	const operator = ledger.Worker("operator:alice")
+	// Each prepare returns the key of a row in the named state.
+	prepare := map[ledger.State]func(t *testing.T, e *env) string{
+		ledger.Claimed: func(t *testing.T, e *env) string {
+			in, _, _ := e.claim(t, 80, ledger.Email, ledger.ClaimCreated)
+			return in.Key()
+		},
+		ledger.Dispatching: func(t *testing.T, e *env) string {
+			return e.stuckDispatching(t, 80, ledger.Email, ledgertest.Accept).Key()
+		},
+		ledger.Accepted: func(t *testing.T, e *env) string {
+			in, _, _ := e.claim(t, 80, ledger.Email, ledger.ClaimCreated)
+			mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+			return in.Key()
+		},
+		ledger.Unknown: func(t *testing.T, e *env) string {
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+			in, _, _ := e.claim(t, 80, ledger.Email, ledger.ClaimCreated)
+			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			return in.Key()
+		},
+		ledger.Quarantined: func(t *testing.T, e *env) string {
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+			in, _, _ := e.claim(t, 80, ledger.Email, ledger.ClaimCreated)
+			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			e.Clock.Advance(time.Minute)
+			reconcile(t, e)
+			return in.Key()
+		},
+	}
+	tests := []struct {
+		name     string
+		from     ledger.State
+		decision ledger.Decision
+		reason   string
+		evidence string
+		want     ledger.State // "" when an error is expected
+		wantErr  error
+		field    string // for *FieldError
+	}{
+		{"unknown accepted without evidence", ledger.Unknown, ledger.DecideAccepted, "provider says fine", "", "", ledger.ErrNoEvidence, ""},
+		{"unknown rejected without evidence", ledger.Unknown, ledger.DecideRejected, "probably bounced", "", "", ledger.ErrNoEvidence, ""},
+		{"quarantined accepted without evidence", ledger.Quarantined, ledger.DecideAccepted, "provider says fine", "", "", ledger.ErrNoEvidence, ""},
+		{"quarantined rejected without evidence", ledger.Quarantined, ledger.DecideRejected, "probably bounced", "", "", ledger.ErrNoEvidence, ""},
+		{"unknown accepted with evidence", ledger.Unknown, ledger.DecideAccepted, "found in provider console", "provider-msg-991", ledger.Accepted, nil, ""},
+		{"quarantined rejected with evidence", ledger.Quarantined, ledger.DecideRejected, "bounce in provider log", "bounce-77", ledger.Rejected, nil, ""},
+		{"unknown abandoned", ledger.Unknown, ledger.DecideAbandoned, "provider has no record either way", "", ledger.Abandoned, nil, ""},
+		{"quarantined abandoned, evidence ignored", ledger.Quarantined, ledger.DecideAbandoned, "gave up", "provider-msg-991", ledger.Abandoned, nil, ""},
+		{"claimed accepted", ledger.Claimed, ledger.DecideAccepted, "x", "provider-msg-1", "", ledger.ErrInvalidTransition, ""},
+		{"claimed abandoned", ledger.Claimed, ledger.DecideAbandoned, "x", "", "", ledger.ErrInvalidTransition, ""},
+		{"dispatching abandoned", ledger.Dispatching, ledger.DecideAbandoned, "x", "", "", ledger.ErrInvalidTransition, ""},
+		{"accepted rejected", ledger.Accepted, ledger.DecideRejected, "x", "bounce-1", "", ledger.ErrInvalidTransition, ""},
+		{"accepted abandoned", ledger.Accepted, ledger.DecideAbandoned, "x", "", "", ledger.ErrInvalidTransition, ""},
+		{"accepted accepted again", ledger.Accepted, ledger.DecideAccepted, "x", "provider-msg-2", "", ledger.ErrInvalidTransition, ""},
+		{"missing reason", ledger.Unknown, ledger.DecideAbandoned, "", "", "", ledger.ErrInvalidIntent, "reason"},
+		{"unknown decision", ledger.Unknown, "delivered", "x", "provider-msg-1", "", ledger.ErrInvalidIntent, "decision"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			key := prepare[tt.from](t, e)
+			before := e.get(t, key)
+			if before.State != tt.from {
+				t.Fatalf("prepared %s, want %s", before.State, tt.from)
+			}
+			e.Clock.Advance(time.Hour)
+			got, err := e.Svc.Resolve(ctx, key, tt.decision, tt.reason, tt.evidence, operator)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("want %v, got %v", tt.wantErr, err)
+				}
+				var te *ledger.TransitionError
+				if tt.wantErr == ledger.ErrInvalidTransition && (!errors.As(err, &te) || te.From != tt.from) {
+					t.Fatalf("want *TransitionError from %s, got %v", tt.from, err)
+				}
+				var fe *ledger.FieldError
+				if tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field) {
+					t.Fatalf("want *FieldError on %s, got %v", tt.field, err)
+				}
+				if after := e.get(t, key); after.Version != before.Version || after.State != before.State {
+					t.Fatalf("failed resolve wrote: %s v%d", after.State, after.Version)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored := e.get(t, key)
+			if got.State != tt.want || stored.State != tt.want || stored.Version != before.Version+1 {
+				t.Fatalf("resolved to %s/%s v%d", got.State, stored.State, stored.Version)
+			}
+			last := stored.Last()
+			if last.Worker != string(operator) || last.PolicyVersion != testPolicyVersion || last.From != tt.from || last.To != tt.want ||
+				!last.At.Equal(e.Clock.Now()) || last.Attempt != before.Attempts || last.Kind != ledger.KindTransition || last.ID == "" {
+				t.Fatalf("decision event %+v", last)
+			}
+			if !strings.Contains(last.Reason, tt.reason) || last.Reason != stored.Reason {
+				t.Fatalf("reason %q / %q", last.Reason, stored.Reason)
+			}
+			switch tt.want {
+			case ledger.Abandoned:
+				if !strings.HasPrefix(stored.Reason, "abandoned, outcome unknown") || stored.AckID != "" || last.AckID != "" {
+					t.Fatalf("abandoned reason %q ack %q", stored.Reason, stored.AckID)
+				}
+			default:
+				if stored.AckID != tt.evidence || last.AckID != tt.evidence || strings.Contains(stored.Reason, "outcome unknown:") {
+					t.Fatalf("evidence %q recorded as %q / %q, reason %q", tt.evidence, stored.AckID, last.AckID, stored.Reason)
+				}
+			}
+			if e.hasContent(t, key) {
+				t.Fatal("content kept after the decision closed the row")
+			}
+			checkHistory(t, stored)
+		})
+	}
+	t.Run("missing row", func(t *testing.T) {
+		e := newEnv(t)
+		_, err := e.Svc.Resolve(ctx, "00", ledger.DecideAbandoned, "x", "", operator)
+		if !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("want ErrNotFound, got %v", err)
+		}
+	})
+}

@@ -1,0 +1,310 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+var emailThenSMS = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
+
+func fallbackIntent(i int, ch ledger.Channel, now time.Time) (ledger.Intent, []byte) {
+	in, sealed := ledgertest.Intent(i, ch, now, ttl)
+	in.Workflow = ledger.Workflow{Kind: emailThenSMS.Kind, Order: append([]ledger.Channel(nil), emailThenSMS.Order...)}
+	return in, sealed
+}
+
+func TestFallbackGate(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		// email brings the email row of challenge 10 into a state; nil
+		// means no email intent arrived yet.
+		email     func(t *testing.T, e *env, key string)
+		wantEmail ledger.State
+		wantSMS   ledger.ClaimOutcome // "" means ErrFallbackPending
+	}{
+		{"email not claimed yet", nil, ledger.None, ""},
+		{"email claimed", func(*testing.T, *env, string) {}, ledger.Claimed, ""},
+		{"email dispatching", func(t *testing.T, e *env, key string) {
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.FailBeforeReach }
+			crashing := *e.Svc
+			crashing.Store = &crashStore{Store: e.Store}
+			_, _ = crashing.Dispatch(ctx, key, "dispatch/crash")
+		}, ledger.Dispatching, ""},
+		{"email unknown", func(t *testing.T, e *env, key string) {
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+			mustDispatch(t, e, key, ledger.DispatchUnknown)
+		}, ledger.Unknown, ""},
+		{"email quarantined", func(t *testing.T, e *env, key string) {
+			_ = e.Content.Delete(ctx, key)
+			mustDispatch(t, e, key, ledger.DispatchQuarantined)
+		}, ledger.Quarantined, ""},
+		{"email rejected", func(t *testing.T, e *env, key string) {
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Reject }
+			mustDispatch(t, e, key, ledger.DispatchRejected)
+		}, ledger.Rejected, ledger.ClaimCreated},
+		{"email quarantined then resolved rejected", func(t *testing.T, e *env, key string) {
+			_ = e.Content.Delete(ctx, key)
+			mustDispatch(t, e, key, ledger.DispatchQuarantined)
+			if _, err := e.Svc.Resolve(ctx, key, ledger.DecideRejected, "provider console shows bounce", "bounce-123", "operator:alice"); err != nil {
+				t.Fatal(err)
+			}
+		}, ledger.Rejected, ledger.ClaimCreated},
+		{"email accepted", func(t *testing.T, e *env, key string) {
+			mustDispatch(t, e, key, ledger.DispatchAccepted)
+		}, ledger.Accepted, ledger.ClaimSuppressed},
+		{"email abandoned", func(t *testing.T, e *env, key string) {
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+			mustDispatch(t, e, key, ledger.DispatchUnknown)
+			if _, err := e.Svc.Resolve(ctx, key, ledger.DecideAbandoned, "cannot tell", "", "operator:alice"); err != nil {
+				t.Fatal(err)
+			}
+		}, ledger.Abandoned, ledger.ClaimSuppressed},
+		{"email expired before dispatch", func(t *testing.T, e *env, key string) {
+			e.Clock.Advance(ttl - time.Minute) // inside the margin for email, but sms gets a fresh expiry below
+			mustDispatch(t, e, key, ledger.DispatchExpired)
+		}, ledger.Expired, ledger.ClaimSuppressed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.Svc.Policy.ExpiryMargin = 2 * time.Minute
+			emailIn, emailSealed := fallbackIntent(10, ledger.Email, e.Clock.Now())
+			if tt.email != nil {
+				res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email")
+				if err != nil || res.Outcome != ledger.ClaimCreated {
+					t.Fatalf("email claim: %s %v", res.Outcome, err)
+				}
+				tt.email(t, e, emailIn.Key())
+				if got := e.get(t, emailIn.Key()).State; got != tt.wantEmail {
+					t.Fatalf("email is %s, want %s", got, tt.wantEmail)
+				}
+			}
+			e.Transport.Script = nil
+			calls := e.Transport.Calls()
+			blobs := e.Content.Len()
+
+			smsIn, smsSealed := fallbackIntent(10, ledger.SMS, e.Clock.Now())
+			res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms")
+			if tt.wantSMS == "" {
+				if !errors.Is(err, ledger.ErrFallbackPending) {
+					t.Fatalf("want ErrFallbackPending, got %s %v", res.Outcome, err)
+				}
+				if _, err := e.Store.Get(ctx, smsIn.Key()); !errors.Is(err, ledger.ErrNotFound) {
+					t.Fatalf("pending sms wrote a row: %v", err)
+				}
+				if e.Content.Len() != blobs || e.hasContent(t, smsIn.Key()) {
+					t.Fatal("pending sms stored content")
+				}
+				if e.Transport.Calls() != calls {
+					t.Fatal("pending sms sent")
+				}
+				return
+			}
+			if err != nil || res.Outcome != tt.wantSMS {
+				t.Fatalf("sms claim: %s %v, want %s", res.Outcome, err, tt.wantSMS)
+			}
+			d, err := e.Svc.Dispatch(ctx, smsIn.Key(), "dispatch/sms")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sms := e.get(t, smsIn.Key())
+			mustVerify(t, sms)
+			switch tt.wantSMS {
+			case ledger.ClaimCreated:
+				if d.Outcome != ledger.DispatchAccepted || sms.State != ledger.Accepted || e.Transport.Recorded(smsIn.Key()) != 1 {
+					t.Fatalf("sms %s/%s recorded %d", d.Outcome, sms.State, e.Transport.Recorded(smsIn.Key()))
+				}
+			case ledger.ClaimSuppressed:
+				if d.Outcome != ledger.DispatchSkipped || sms.State != ledger.Suppressed || sms.Reason == "" {
+					t.Fatalf("sms %s/%s reason %q", d.Outcome, sms.State, sms.Reason)
+				}
+				if e.Transport.Calls() != calls || e.hasContent(t, smsIn.Key()) {
+					t.Fatalf("suppressed sms sent %d or stored content", e.Transport.Calls()-calls)
+				}
+			}
+		})
+	}
+}
+
+func mustDispatch(t *testing.T, e *env, key string, want ledger.DispatchOutcome) ledger.Entry {
+	t.Helper()
+	res, err := e.Svc.Dispatch(context.Background(), key, "dispatch/req-1")
+	if err != nil || res.Outcome != want {
+		t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, want)
+	}
+	return res.Entry
+}
+
+// Two consumers of each intent race over one fallback challenge, each
+// claiming and dispatching as the functions would (a pending fallback is
+// redelivered). Email is accepted, so exactly one message may reach the
+// provider, whatever the interleaving.
+func TestFallbackRace(t *testing.T) {
+	ctx := context.Background()
+	for round := range 50 {
+		e := newEnv(t)
+		emailIn, emailSealed := fallbackIntent(round, ledger.Email, e.Clock.Now())
+		smsIn, smsSealed := fallbackIntent(round, ledger.SMS, e.Clock.Now())
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		consume := func(in ledger.Intent, sealed []byte, w ledger.Worker) {
+			defer wg.Done()
+			for try := 0; ; try++ {
+				res, err := e.Svc.Claim(ctx, in, sealed, w)
+				if errors.Is(err, ledger.ErrFallbackPending) && try < 100000 {
+					runtime.Gosched() // the queue redelivers later
+					continue
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%s claim: %w", w, err)
+					return
+				}
+				if _, err := e.Svc.Dispatch(ctx, res.Entry.Key, w); err != nil {
+					errs <- fmt.Errorf("%s dispatch: %w", w, err)
+				}
+				return
+			}
+		}
+		for k := range 2 {
+			wg.Add(2)
+			go consume(smsIn, smsSealed, ledger.Worker(fmt.Sprint("sms/", k)))
+			go consume(emailIn, emailSealed, ledger.Worker(fmt.Sprint("email/", k)))
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		email, sms := e.get(t, emailIn.Key()), e.get(t, smsIn.Key())
+		total := e.Transport.Recorded(emailIn.Key()) + e.Transport.Recorded(smsIn.Key())
+		if total != 1 || e.Transport.Calls() != 1 || email.State != ledger.Accepted || sms.State != ledger.Suppressed {
+			t.Fatalf("round %d: recorded %d (calls %d), email %s, sms %s", round, total, e.Transport.Calls(), email.State, sms.State)
+		}
+		if e.Content.Len() != 0 {
+			t.Fatalf("round %d: %d blobs left", round, e.Content.Len())
+		}
+	}
+}
+
+// The same race when the provider rejects email: exactly one sms is sent.
+func TestFallbackRaceRejected(t *testing.T) {
+	ctx := context.Background()
+	for round := range 50 {
+		e := newEnv(t)
+		e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
+			if s.Channel == ledger.Email {
+				return ledgertest.Reject
+			}
+			return ledgertest.Accept
+		}
+		emailIn, emailSealed := fallbackIntent(round, ledger.Email, e.Clock.Now())
+		smsIn, smsSealed := fallbackIntent(round, ledger.SMS, e.Clock.Now())
+		var wg sync.WaitGroup
+		for k := range 2 {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "email")
+				if err == nil {
+					_, err = e.Svc.Dispatch(ctx, res.Entry.Key, "email")
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				for try := 0; try < 100000; try++ {
+					res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "sms")
+					if errors.Is(err, ledger.ErrFallbackPending) {
+						runtime.Gosched()
+						continue
+					}
+					if err == nil {
+						_, err = e.Svc.Dispatch(ctx, res.Entry.Key, ledger.Worker(fmt.Sprint("sms/", k)))
+					}
+					if err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				t.Error("sms never became active")
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		email, sms := e.get(t, emailIn.Key()), e.get(t, smsIn.Key())
+		if email.State != ledger.Rejected || sms.State != ledger.Accepted ||
+			e.Transport.Recorded(emailIn.Key()) != 0 || e.Transport.Recorded(smsIn.Key()) != 1 || e.Transport.Calls() != 2 {
+			t.Fatalf("round %d: email %s sms %s, recorded %d+%d, calls %d", round, email.State, sms.State,
+				e.Transport.Recorded(emailIn.Key()), e.Transport.Recorded(smsIn.Key()), e.Transport.Calls())
+		}
+	}
+}
+
+func TestDualWorkflowIndependentClaims(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		emailFirst bool
+		email      ledgertest.Behavior
+		wantEmail  ledger.State
+	}{
+		{"email accepted, email first", true, ledgertest.Accept, ledger.Accepted},
+		{"email accepted, sms first", false, ledgertest.Accept, ledger.Accepted},
+		{"email rejected", true, ledgertest.Reject, ledger.Rejected},
+		{"email unknown", true, ledgertest.AcceptThenDrop, ledger.Unknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
+				if s.Channel == ledger.Email {
+					return tt.email
+				}
+				return ledgertest.Accept
+			}
+			var keys []string
+			chans := []ledger.Channel{ledger.Email, ledger.SMS}
+			if !tt.emailFirst {
+				chans = []ledger.Channel{ledger.SMS, ledger.Email}
+			}
+			for _, ch := range chans {
+				in, sealed := ledgertest.Intent(20, ch, e.Clock.Now(), ttl)
+				in.Workflow = ledger.Workflow{Kind: ledger.Dual, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
+				res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
+				if err != nil || res.Outcome != ledger.ClaimCreated {
+					t.Fatalf("%s claim: %s %v", ch, res.Outcome, err)
+				}
+				keys = append(keys, in.Key())
+			}
+			for _, k := range keys {
+				if _, err := e.Svc.Dispatch(ctx, k, "dispatch/req-1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			email := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-000020", Channel: ledger.Email}.Key()
+			sms := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-000020", Channel: ledger.SMS}.Key()
+			if got := e.get(t, email).State; got != tt.wantEmail {
+				t.Fatalf("email %s, want %s", got, tt.wantEmail)
+			}
+			if got := e.get(t, sms).State; got != ledger.Accepted {
+				t.Fatalf("sms %s, want accepted", got)
+			}
+			if e.Transport.Recorded(sms) != 1 || e.Transport.Calls() != 2 {
+				t.Fatalf("sms recorded %d, calls %d", e.Transport.Recorded(sms), e.Transport.Calls())
+			}
+		})
+	}
+}

@@ -1,0 +1,308 @@
+package ledger_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+func reconcile(t *testing.T, e *env) ledger.SweepReport {
+	t.Helper()
+	rep, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 100)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if err := rep.Err(); err != nil {
+		t.Fatalf("reconcile rows: %v", err)
+	}
+	return rep
+}
+
+// checkHistory asserts the chain verifies, every transition is in the
+// hand-written table and every other event keeps the state.
+func checkHistory(t *testing.T, got ledger.Entry) {
+	t.Helper()
+	mustVerify(t, got)
+	for i, ev := range got.History {
+		if ev.Kind == ledger.KindTransition && !allowed[[2]ledger.State{ev.From, ev.To}] {
+			t.Fatalf("entry %d: forbidden transition %s -> %s", i, ev.From, ev.To)
+		}
+		if ev.Kind != ledger.KindTransition && ev.From != ev.To {
+			t.Fatalf("entry %d: %s event changed state %s -> %s", i, ev.Kind, ev.From, ev.To)
+		}
+		if i > 0 && ev.From != got.History[i-1].To {
+			t.Fatalf("entry %d starts in %s, previous ended in %s", i, ev.From, got.History[i-1].To)
+		}
+	}
+}
+
+func TestReconcileUnknownPolicy(t *testing.T) {
+	const (
+		A    = ledgertest.Accept
+		R    = ledgertest.Reject
+		Drop = ledgertest.AcceptThenDrop
+		Fail = ledgertest.FailBeforeReach
+	)
+	type step struct {
+		advance  time.Duration
+		behavior ledgertest.Behavior // of a send during this reconcile, if any
+	}
+	tests := []struct {
+		name     string
+		window   time.Duration
+		lookup   bool
+		dispatch ledgertest.Behavior
+		steps    []step
+		// want
+		state    ledger.State
+		sends    int
+		recorded int
+		attempts int
+		ackID    string
+		reason   string // substring of the row's reason
+	}{
+		{name: "window: same-key retry accepted with the original id", window: 24 * time.Hour, dispatch: Drop,
+			steps: []step{{time.Minute, A}}, state: ledger.Accepted, sends: 2, recorded: 1, attempts: 2, ackID: "msg-1", reason: "same-key retry"},
+		{name: "window: same-key retry refused", window: 24 * time.Hour, dispatch: Fail,
+			steps: []step{{time.Minute, R}}, state: ledger.Rejected, sends: 2, recorded: 0, attempts: 2, reason: "destination suppressed"},
+		{name: "window: retry unanswered stays unknown", window: 24 * time.Hour, dispatch: Drop,
+			steps: []step{{time.Minute, Drop}}, state: ledger.Unknown, sends: 2, recorded: 1, attempts: 2},
+		{name: "window: not due yet", window: 24 * time.Hour, dispatch: Drop,
+			steps: []step{{30 * time.Second, A}}, state: ledger.Unknown, sends: 1, recorded: 1, attempts: 1},
+		{name: "window: attempts bounded by MaxAttempts, then quarantined", window: 24 * time.Hour, dispatch: Drop,
+			steps: []step{{time.Minute, Drop}, {time.Minute, Drop}, {time.Minute, A}, {time.Minute, A}},
+			state: ledger.Quarantined, sends: 3, recorded: 1, attempts: 3, reason: "budget of 3 attempts"},
+		{name: "window: attempts bounded when nothing reaches the provider", window: 24 * time.Hour, dispatch: Fail,
+			steps: []step{{time.Minute, Fail}, {time.Minute, Fail}, {time.Minute, A}},
+			state: ledger.Quarantined, sends: 3, recorded: 0, attempts: 3, reason: "outcome unknown"},
+		{name: "window passed", window: 5 * time.Minute, dispatch: Drop,
+			steps: []step{{5 * time.Minute, A}}, state: ledger.Quarantined, sends: 1, recorded: 1, attempts: 1, reason: "window passed"},
+		{name: "challenge expired: no retry", window: 24 * time.Hour, dispatch: Drop,
+			steps: []step{{ttl, A}}, state: ledger.Quarantined, sends: 1, recorded: 1, attempts: 1, reason: "challenge expired"},
+		{name: "challenge inside the expiry margin: no retry", window: 24 * time.Hour, dispatch: Fail,
+			steps: []step{{ttl - 20*time.Second, A}}, state: ledger.Quarantined, sends: 1, recorded: 0, attempts: 1, reason: "challenge expired"},
+		{name: "lookup: found is accepted with the provider's id", lookup: true, dispatch: Drop,
+			steps: []step{{time.Minute, A}}, state: ledger.Accepted, sends: 1, recorded: 1, attempts: 1, ackID: "msg-1", reason: "lookup found"},
+		{name: "lookup: found even after the challenge expired", lookup: true, dispatch: Drop,
+			steps: []step{{time.Hour, A}}, state: ledger.Accepted, sends: 1, recorded: 1, attempts: 1, ackID: "msg-1"},
+		{name: "lookup: not found inside the settle period stays unknown", lookup: true, dispatch: Fail,
+			steps: []step{{time.Minute, A}, {time.Minute, A}}, state: ledger.Unknown, sends: 1, recorded: 0, attempts: 1},
+		{name: "lookup: not found after settling is quarantined", lookup: true, dispatch: Fail,
+			steps: []step{{time.Minute, A}, {4 * time.Minute, A}}, state: ledger.Quarantined, sends: 1, recorded: 0, attempts: 1, reason: "no idempotency key or lookup"},
+		{name: "lookup and window: not found after settling retries", lookup: true, window: 24 * time.Hour, dispatch: Fail,
+			steps: []step{{time.Minute, A}, {4 * time.Minute, A}}, state: ledger.Accepted, sends: 2, recorded: 1, attempts: 2, ackID: "msg-2"},
+		{name: "neither: quarantined, no send", dispatch: Drop,
+			steps: []step{{time.Minute, A}}, state: ledger.Quarantined, sends: 1, recorded: 1, attempts: 1, reason: "needs an operator decision"},
+		{name: "neither: a later sweep does not send either", dispatch: Fail,
+			steps: []step{{time.Minute, A}, {time.Hour, A}}, state: ledger.Quarantined, sends: 1, recorded: 0, attempts: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.Transport.Window, e.Transport.CanLookup = tt.window, tt.lookup
+			behavior := tt.dispatch
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return behavior }
+			in, _, _ := e.claim(t, 40, ledger.Email, ledger.ClaimCreated)
+			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+
+			for i, st := range tt.steps {
+				e.Clock.Advance(st.advance)
+				behavior = st.behavior
+				before := e.get(t, in.Key())
+				reconcile(t, e)
+				after := e.get(t, in.Key())
+				if before.State == ledger.Unknown && !before.NextCheckAt.After(e.Clock.Now()) && after.Version == before.Version {
+					t.Fatalf("step %d: a due unknown row was not looked at", i)
+				}
+				if before.NextCheckAt.After(e.Clock.Now()) && after.Version != before.Version {
+					t.Fatalf("step %d: a row not yet due was changed", i)
+				}
+			}
+
+			got := e.get(t, in.Key())
+			if got.State != tt.state || got.Attempts != tt.attempts || got.AckID != tt.ackID {
+				t.Fatalf("row %s attempts %d ack %q (reason %q), want %s %d %q", got.State, got.Attempts, got.AckID, got.Reason, tt.state, tt.attempts, tt.ackID)
+			}
+			if !strings.Contains(got.Reason, tt.reason) {
+				t.Fatalf("reason %q does not mention %q", got.Reason, tt.reason)
+			}
+			if len(e.Transport.Sent) != tt.sends || e.Transport.Recorded(in.Key()) != tt.recorded {
+				t.Fatalf("sends %d recorded %d, want %d %d", len(e.Transport.Sent), e.Transport.Recorded(in.Key()), tt.sends, tt.recorded)
+			}
+			for i, s := range e.Transport.Sent {
+				if s.IdempotencyKey != in.Key() || s.ContentHash != in.ContentHash || s.Attempt != i+1 {
+					t.Fatalf("send %d: key %s hash %s attempt %d", i, s.IdempotencyKey, s.ContentHash, s.Attempt)
+				}
+			}
+			if got.Attempts > e.Svc.Policy.MaxAttempts {
+				t.Fatalf("%d attempts exceed MaxAttempts %d", got.Attempts, e.Svc.Policy.MaxAttempts)
+			}
+			if want := got.State == ledger.Unknown; e.hasContent(t, in.Key()) != want {
+				t.Fatalf("content kept = %v in state %s", !want, got.State)
+			}
+			if got.State == ledger.Quarantined && (!strings.Contains(got.Reason, "outcome unknown") || !got.NextCheckAt.IsZero()) {
+				t.Fatalf("quarantine reason %q next check %v", got.Reason, got.NextCheckAt)
+			}
+			if got.State == ledger.Unknown && !got.NextCheckAt.After(e.Clock.Now()) {
+				t.Fatalf("unknown row's next check %v is not in the future", got.NextCheckAt)
+			}
+			checkHistory(t, got)
+			if got.State == ledger.Accepted || got.State == ledger.Rejected {
+				// Evidence: the entry that closed the row came from the
+				// transport, in a reconcile, not from an operator.
+				last := got.Last()
+				if last.From != ledger.Unknown || last.Worker != "reconcile/req-1" || last.AckID != tt.ackID {
+					t.Fatalf("closing event %+v", last)
+				}
+			}
+		})
+	}
+}
+
+func TestReconcileDispatchingPastLease(t *testing.T) {
+	tests := []struct {
+		name   string
+		window time.Duration
+		lookup bool
+		// the provider's side of the send the crashed worker made
+		provider ledgertest.Behavior
+		want     ledger.State
+		wantLast ledger.EventKind
+	}{
+		{"lookup, nothing recorded: waits for the settle period", 0, true, ledgertest.FailBeforeReach, ledger.Unknown, ledger.KindRetry},
+		{"lookup, provider recorded it", 0, true, ledgertest.Accept, ledger.Accepted, ledger.KindTransition},
+		{"window: same-key retry", 24 * time.Hour, false, ledgertest.Accept, ledger.Accepted, ledger.KindTransition},
+		{"neither: quarantined", 0, false, ledgertest.Accept, ledger.Quarantined, ledger.KindTransition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.Transport.Window, e.Transport.CanLookup = tt.window, tt.lookup
+			in := e.stuckDispatching(t, 41, ledger.SMS, tt.provider)
+			sends := len(e.Transport.Sent)
+
+			// Inside the lease nothing happens.
+			e.Clock.Advance(e.Svc.Policy.Lease - time.Second)
+			if rep := reconcile(t, e); rep.Seen != 0 {
+				t.Fatalf("saw %d rows inside the lease", rep.Seen)
+			}
+			if got := e.get(t, in.Key()); got.State != ledger.Dispatching || got.Version != 2 {
+				t.Fatalf("inside the lease: %s v%d", got.State, got.Version)
+			}
+
+			e.Clock.Advance(time.Second)
+			rep := reconcile(t, e)
+			if rep.Actions["dispatching->unknown"] != 1 {
+				t.Fatalf("actions %v", rep.Actions)
+			}
+			got := e.get(t, in.Key())
+			if got.State != tt.want || got.Last().Kind != tt.wantLast {
+				t.Fatalf("row %s last %s (%q), want %s %s", got.State, got.Last().Kind, got.Reason, tt.want, tt.wantLast)
+			}
+			lease := got.History[2]
+			if lease.From != ledger.Dispatching || lease.To != ledger.Unknown || !strings.Contains(lease.Reason, "lease expired") ||
+				lease.Worker != "reconcile/req-1" || !lease.At.Equal(e.Clock.Now()) {
+				t.Fatalf("lease event %+v", lease)
+			}
+			if !got.LeaseUntil.IsZero() {
+				t.Fatalf("lease not cleared: %v", got.LeaseUntil)
+			}
+			if tt.window == 0 && len(e.Transport.Sent) != sends {
+				t.Fatal("reconcile sent through a transport that honors no key")
+			}
+			if n := e.Transport.Recorded(in.Key()); n > 1 {
+				t.Fatalf("provider recorded %d messages", n)
+			}
+			checkHistory(t, got)
+		})
+	}
+}
+
+// The worker's acknowledgement is lost after the provider accepted, and the
+// transport honors no idempotency key: a retry would send a second message.
+// Reconcile must quarantine instead, and the provider keeps exactly one.
+func TestCrashAfterProviderAccepted(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, e *env) ledger.Intent
+	}{
+		{"ack lost, unknown recorded", func(t *testing.T, e *env) ledger.Intent {
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+			in, _, _ := e.claim(t, 42, ledger.Email, ledger.ClaimCreated)
+			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			return in
+		}},
+		{"worker died before recording anything", func(t *testing.T, e *env) ledger.Intent {
+			return e.stuckDispatching(t, 42, ledger.Email, ledgertest.Accept)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t)
+			in := tt.setup(t, e)
+			e.Transport.Script = nil // the provider would accept (and record) again
+			if e.Transport.Recorded(in.Key()) != 1 {
+				t.Fatalf("setup: recorded %d", e.Transport.Recorded(in.Key()))
+			}
+			for range 5 {
+				e.Clock.Advance(e.Svc.Policy.Lease)
+				reconcile(t, e)
+				// Redeliveries and duplicate stream records are harmless too.
+				sealed := ledgertest.Seal(ledgertest.Message(42, ledger.Email))
+				if r, err := e.Svc.Claim(ctx, in, sealed, "claim/redelivery"); err != nil || r.Outcome != ledger.ClaimDuplicate {
+					t.Fatalf("redelivery: %s %v", r.Outcome, err)
+				}
+				if r, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/dup"); err != nil || r.Outcome != ledger.DispatchSkipped {
+					t.Fatalf("dispatch: %s %v", r.Outcome, err)
+				}
+			}
+			got := e.get(t, in.Key())
+			if got.State != ledger.Quarantined || e.Transport.Recorded(in.Key()) != 1 || e.Transport.Calls() != 1 {
+				t.Fatalf("row %s, recorded %d, calls %d", got.State, e.Transport.Recorded(in.Key()), e.Transport.Calls())
+			}
+			if got.AckID != "" {
+				t.Fatalf("quarantined row claims ack %q", got.AckID)
+			}
+			if strings.Contains(historyPath(got), ">accepted") || strings.Contains(historyPath(got), ">rejected") {
+				t.Fatalf("unknown resolved without evidence: %s", historyPath(got))
+			}
+			checkHistory(t, got)
+		})
+	}
+}
+
+func TestReconcileLimitAndNoTransport(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+	var keys []string
+	for i := range 3 {
+		in, _, _ := e.claim(t, 50+i, ledger.Email, ledger.ClaimCreated)
+		mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+		keys = append(keys, in.Key())
+	}
+	e.Clock.Advance(time.Minute)
+	rep, err := e.Svc.Reconcile(ctx, "reconcile/req-1", 2)
+	if err != nil || rep.Seen != 2 || rep.Actions["unknown->quarantined"] != 2 {
+		t.Fatalf("limited sweep: %+v %v", rep, err)
+	}
+	delete(e.Svc.Transports, ledger.Email)
+	rep, err = e.Svc.Reconcile(ctx, "reconcile/req-2", 10)
+	if err != nil || rep.Seen != 1 || len(rep.Errors) != 1 || rep.Err() == nil {
+		t.Fatalf("sweep without transport: %+v %v", rep, err)
+	}
+	unknown := 0
+	for _, k := range keys {
+		if e.get(t, k).State == ledger.Unknown {
+			unknown++
+		}
+	}
+	if unknown != 1 {
+		t.Fatalf("%d rows left unknown, want 1", unknown)
+	}
+}

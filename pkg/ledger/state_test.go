@@ -1,0 +1,131 @@
+package ledger_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// allowed is DESIGN.md section 3 written out by hand, not derived from the
+// code: a change to the transition table must change this list too.
+var allowed = map[[2]ledger.State]bool{
+	{ledger.None, ledger.Claimed}:    true, // new intent
+	{ledger.None, ledger.Expired}:    true, // intent arrived expired
+	{ledger.None, ledger.Suppressed}: true, // fallback channel not needed
+
+	{ledger.Claimed, ledger.Dispatching}: true,
+	{ledger.Claimed, ledger.Expired}:     true, // expired before dispatch
+	{ledger.Claimed, ledger.Quarantined}: true, // sealed content unavailable
+
+	{ledger.Dispatching, ledger.Accepted}: true,
+	{ledger.Dispatching, ledger.Rejected}: true,
+	{ledger.Dispatching, ledger.Unknown}:  true, // timeout, crash, lease expired
+
+	{ledger.Unknown, ledger.Accepted}:    true, // lookup found / same-key retry / decision with evidence
+	{ledger.Unknown, ledger.Rejected}:    true, // same-key retry refused / decision with evidence
+	{ledger.Unknown, ledger.Quarantined}: true,
+	{ledger.Unknown, ledger.Abandoned}:   true,
+
+	{ledger.Quarantined, ledger.Accepted}:  true, // operator, with evidence
+	{ledger.Quarantined, ledger.Rejected}:  true, // operator, with evidence
+	{ledger.Quarantined, ledger.Abandoned}: true, // operator, outcome unknown
+}
+
+func allStates() []ledger.State {
+	return append([]ledger.State{ledger.None}, ledger.States...)
+}
+
+func TestStatesList(t *testing.T) {
+	want := []ledger.State{ledger.Claimed, ledger.Dispatching, ledger.Accepted, ledger.Rejected, ledger.Unknown,
+		ledger.Expired, ledger.Quarantined, ledger.Abandoned, ledger.Suppressed}
+	if fmt.Sprint(ledger.States) != fmt.Sprint(want) {
+		t.Fatalf("States = %v, want %v (update the matrix tests)", ledger.States, want)
+	}
+}
+
+func TestCanTransitionMatrix(t *testing.T) {
+	for _, from := range allStates() {
+		for _, to := range allStates() {
+			t.Run(from.String()+"->"+to.String(), func(t *testing.T) {
+				err := ledger.CanTransition(from, to)
+				if allowed[[2]ledger.State{from, to}] {
+					if err != nil {
+						t.Fatalf("want allowed, got %v", err)
+					}
+					return
+				}
+				var te *ledger.TransitionError
+				if !errors.As(err, &te) {
+					t.Fatalf("want *TransitionError, got %T %v", err, err)
+				}
+				if te.From != from || te.To != to {
+					t.Fatalf("TransitionError{%s, %s}, want {%s, %s}", te.From, te.To, from, to)
+				}
+				if !errors.Is(err, ledger.ErrInvalidTransition) {
+					t.Fatalf("%v does not unwrap to ErrInvalidTransition", err)
+				}
+				if want := fmt.Sprintf("ledger: invalid transition %s -> %s", from, to); err.Error() != want {
+					t.Fatalf("message %q, want %q", err.Error(), want)
+				}
+			})
+		}
+	}
+}
+
+func TestStatePredicates(t *testing.T) {
+	tests := []struct {
+		s              ledger.State
+		terminal, open bool
+		valid          bool
+	}{
+		{ledger.None, false, false, false},
+		{ledger.Claimed, false, true, true},
+		{ledger.Dispatching, false, true, true},
+		{ledger.Accepted, true, false, true},
+		{ledger.Rejected, true, false, true},
+		{ledger.Unknown, false, true, true},
+		{ledger.Expired, true, false, true},
+		{ledger.Quarantined, false, true, true},
+		{ledger.Abandoned, true, false, true},
+		{ledger.Suppressed, true, false, true},
+	}
+	if len(tests) != len(allStates()) {
+		t.Fatalf("table covers %d states, want %d", len(tests), len(allStates()))
+	}
+	for _, tt := range tests {
+		t.Run(tt.s.String(), func(t *testing.T) {
+			if got := tt.s.Terminal(); got != tt.terminal {
+				t.Errorf("Terminal() = %v, want %v", got, tt.terminal)
+			}
+			if got := tt.s.Open(); got != tt.open {
+				t.Errorf("Open() = %v, want %v", got, tt.open)
+			}
+			if got := tt.s.Valid(); got != tt.valid {
+				t.Errorf("Valid() = %v, want %v", got, tt.valid)
+			}
+			// A terminal state has no way out, an open one has one.
+			outs := 0
+			for _, to := range allStates() {
+				if allowed[[2]ledger.State{tt.s, to}] {
+					outs++
+				}
+			}
+			if tt.terminal && outs != 0 || tt.open && outs == 0 {
+				t.Errorf("terminal=%v open=%v but %d allowed exits", tt.terminal, tt.open, outs)
+			}
+			if tt.valid {
+				got, err := ledger.ParseState(string(tt.s))
+				if err != nil || got != tt.s {
+					t.Errorf("ParseState(%q) = %v, %v", tt.s, got, err)
+				}
+			} else if _, err := ledger.ParseState(string(tt.s)); err == nil {
+				t.Errorf("ParseState(%q) succeeded", tt.s)
+			}
+		})
+	}
+	if _, err := ledger.ParseState("delivered"); err == nil {
+		t.Error(`ParseState("delivered") succeeded`)
+	}
+}
