@@ -85,7 +85,7 @@ func TestReconcileRetryWithoutContent(t *testing.T) {
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.FailBeforeReach }
 	in, _, _ := e.claim(t, 96, ledger.SMS, ledger.ClaimCreated)
 	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
-	_ = e.Content.Delete(context.Background(), in.Key())
+	_ = e.Content.Delete(context.Background(), e.contentKey(in.Key()))
 	e.Clock.Advance(time.Minute)
 	reconcile(t, e)
 	got := e.get(t, in.Key())

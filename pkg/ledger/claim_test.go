@@ -22,7 +22,7 @@ func TestClaimNewIntent(t *testing.T) {
 	if want := ledgertest.Epoch.Add(e.Svc.Policy.Retention); !got.RetainUntil.Equal(want) {
 		t.Fatalf("retain until %v, want %v", got.RetainUntil, want)
 	}
-	stored, err := e.Content.Get(context.Background(), in.Key())
+	stored, err := e.Content.Get(context.Background(), e.contentKey(in.Key()))
 	if err != nil || string(stored) != string(sealed) {
 		t.Fatalf("content %q %v", stored, err)
 	}
@@ -204,7 +204,7 @@ func TestClaimContentMismatch(t *testing.T) {
 			if before.State == ledger.Claimed {
 				// The stored content is still the original, and dispatch
 				// sends the original once.
-				stored, _ := e.Content.Get(ctx, in.Key())
+				stored, _ := e.Content.Get(ctx, e.contentKey(in.Key()))
 				if string(stored) != string(sealed) {
 					t.Fatal("content overwritten by a mismatching intent")
 				}

@@ -89,7 +89,7 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 		return DispatchResult{}, false, err
 	}
 	c.NotExpiredBy = now.Add(s.Policy.ExpiryMargin)
-	e, err = s.Store.Apply(ctx, c)
+	e, err = s.write(ctx, c)
 	if err != nil {
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
 	}
@@ -145,7 +145,17 @@ func (s *Service) recordOutcome(ctx context.Context, e Entry, to State, out Disp
 			return res, err
 		}
 		fresh, gerr := s.Store.Get(ctx, e.Key)
-		if gerr != nil || fresh.State != e.State || fresh.Attempts != e.Attempts {
+		if gerr != nil || fresh.Attempts != e.Attempts {
+			return res, err
+		}
+		switch {
+		case fresh.State == e.State:
+		case e.State == Dispatching && (fresh.State == Unknown || fresh.State == Quarantined) && to != Unknown:
+			// The send outlived its lease and reconcile already marked the
+			// row unknown (or quarantined it); the provider's answer in hand
+			// is the evidence that resolves it.
+			reason += " (acknowledged after the lease expired)"
+		default:
 			return res, err
 		}
 		e = fresh
@@ -154,24 +164,51 @@ func (s *Service) recordOutcome(ctx context.Context, e Entry, to State, out Disp
 
 // apply writes c and purges sealed content when the row ends.
 func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (DispatchResult, error) {
-	e, err := s.Store.Apply(ctx, c)
+	e, err := s.write(ctx, c)
 	if err != nil {
 		return DispatchResult{}, fmt.Errorf("%s -> %s %s: %w", c.From, c.Next.State, c.Next.Key, err)
 	}
 	if e.State.Terminal() || e.State == Quarantined {
-		if err := s.purge(ctx, e.Key); err != nil {
+		if err := s.purge(ctx, e); err != nil {
 			return DispatchResult{Outcome: out, Entry: e}, err
 		}
 	}
 	return DispatchResult{Outcome: out, Entry: e}, nil
 }
 
-func (s *Service) purge(ctx context.Context, key string) error {
+// write applies c. If the store reports a conflict because our own write
+// already landed (a retried request whose first response was lost), the
+// row's history holds our event, and the write counts as done.
+func (s *Service) write(ctx context.Context, c Change) (Entry, error) {
+	e, err := s.Store.Apply(ctx, c)
+	if err == nil || !errors.Is(err, ErrConflict) {
+		return e, err
+	}
+	fresh, gerr := s.Store.Get(ctx, c.Next.Key)
+	if gerr != nil {
+		return Entry{}, err
+	}
+	for i := len(fresh.History) - 1; i >= 0; i-- {
+		if fresh.History[i].ID == c.Event.ID {
+			return fresh, nil
+		}
+	}
+	return Entry{}, err
+}
+
+// ContentKey is the content-store key of a row's sealed content: the dedupe
+// key and the content hash, so content offered with another hash can never
+// stand in for the row's own.
+func ContentKey(e Entry) string { return contentKey(e.Key, e.ContentHash) }
+
+func contentKey(key, hash string) string { return key + ":" + hash }
+
+func (s *Service) purge(ctx context.Context, e Entry) error {
 	if s.Content == nil {
 		return nil
 	}
-	if err := s.Content.Delete(ctx, key); err != nil {
-		return fmt.Errorf("purge content %s: %w", key, err)
+	if err := s.Content.Delete(ctx, ContentKey(e)); err != nil {
+		return fmt.Errorf("purge content %s: %w", e.Key, err)
 	}
 	return nil
 }
@@ -187,7 +224,7 @@ func (s *Service) expire(ctx context.Context, e Entry, w Worker, reason string, 
 // openContent fetches and opens the sealed message of e and checks it
 // against the recorded content hash.
 func (s *Service) openContent(ctx context.Context, e Entry) (Message, error) {
-	sealed, err := s.Content.Get(ctx, e.Key)
+	sealed, err := s.Content.Get(ctx, ContentKey(e))
 	if err != nil {
 		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
 	}

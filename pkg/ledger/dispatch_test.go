@@ -101,17 +101,17 @@ func TestDispatchContentProblems(t *testing.T) {
 		// content; otherwise the row is quarantined and the content purged.
 		wantErr bool
 	}{
-		{"content missing", func(e *env, key string) { _ = e.Content.Delete(ctx, key) }, false},
+		{"content missing", func(e *env, key string) { _ = e.Content.Delete(ctx, e.contentKey(key)) }, false},
 		{"content cannot be opened", func(e *env, key string) {
-			_ = e.Content.Delete(ctx, key)
-			_, _ = e.Content.Put(ctx, key, []byte("not a sealed message"), ledgertest.Epoch.Add(ttl))
+			_ = e.Content.Delete(ctx, e.contentKey(key))
+			_, _ = e.Content.Put(ctx, e.contentKey(key), []byte("not a sealed message"), ledgertest.Epoch.Add(ttl))
 		}, false},
 		{"opener refuses to authenticate", func(e *env, _ string) {
 			e.Svc.Opener = failingOpener{fmt.Errorf("kms: bad ciphertext: %w", ledger.ErrContentUnavailable)}
 		}, false},
 		{"opened content does not match the hash", func(e *env, key string) {
-			_ = e.Content.Delete(ctx, key)
-			_, _ = e.Content.Put(ctx, key, ledgertest.Seal(otherMessage), ledgertest.Epoch.Add(ttl))
+			_ = e.Content.Delete(ctx, e.contentKey(key))
+			_, _ = e.Content.Put(ctx, e.contentKey(key), ledgertest.Seal(otherMessage), ledgertest.Epoch.Add(ttl))
 		}, false},
 		{"opener unavailable (transient)", func(e *env, _ string) {
 			e.Svc.Opener = failingOpener{errors.New("kms: throttled")}

@@ -32,7 +32,7 @@ func TestExpireSweep(t *testing.T) {
 	unknown := claimAt(74, ledger.Email, 2*time.Minute)
 	mustDispatch(t, e, unknown.Key(), ledger.DispatchUnknown)
 	quarantined := claimAt(75, ledger.Email, 2*time.Minute)
-	_ = e.Content.Delete(ctx, quarantined.Key())
+	_ = e.Content.Delete(ctx, e.contentKey(quarantined.Key()))
 	mustDispatch(t, e, quarantined.Key(), ledger.DispatchQuarantined)
 	e.Transport.Script = nil
 	dispatching := e.stuckDispatching(t, 76, ledger.Email, ledgertest.Accept)

@@ -44,7 +44,7 @@ func TestFallbackGate(t *testing.T) {
 			mustDispatch(t, e, key, ledger.DispatchUnknown)
 		}, ledger.Unknown, ""},
 		{"email quarantined", func(t *testing.T, e *env, key string) {
-			_ = e.Content.Delete(ctx, key)
+			_ = e.Content.Delete(ctx, e.contentKey(key))
 			mustDispatch(t, e, key, ledger.DispatchQuarantined)
 		}, ledger.Quarantined, ""},
 		{"email rejected", func(t *testing.T, e *env, key string) {
@@ -52,7 +52,7 @@ func TestFallbackGate(t *testing.T) {
 			mustDispatch(t, e, key, ledger.DispatchRejected)
 		}, ledger.Rejected, ledger.ClaimCreated},
 		{"email quarantined then resolved rejected", func(t *testing.T, e *env, key string) {
-			_ = e.Content.Delete(ctx, key)
+			_ = e.Content.Delete(ctx, e.contentKey(key))
 			mustDispatch(t, e, key, ledger.DispatchQuarantined)
 			if _, err := e.Svc.Resolve(ctx, key, ledger.DecideRejected, "provider console shows bounce", "bounce-123", "operator:alice"); err != nil {
 				t.Fatal(err)

@@ -63,10 +63,19 @@ func (e *env) get(t *testing.T, key string) ledger.Entry {
 	return got
 }
 
+// contentKey returns the content-store key of the row with dedupe key key.
+func (e *env) contentKey(key string) string {
+	row, err := e.Store.Get(context.Background(), key)
+	if err != nil {
+		return key
+	}
+	return ledger.ContentKey(row)
+}
+
 // hasContent reports whether sealed content is stored for key.
 func (e *env) hasContent(t *testing.T, key string) bool {
 	t.Helper()
-	_, err := e.Content.Get(context.Background(), key)
+	_, err := e.Content.Get(context.Background(), e.contentKey(key))
 	switch {
 	case err == nil:
 		return true

@@ -48,7 +48,7 @@ func (s *Service) Reconcile(ctx context.Context, w Worker, limit int) (SweepRepo
 			n.Reason = "lease expired without a recorded outcome"
 		})
 		if err == nil {
-			_, err = s.Store.Apply(ctx, c)
+			_, err = s.write(ctx, c)
 		}
 		s.note(&rep, "dispatching->unknown", err)
 	}
@@ -119,7 +119,7 @@ func (s *Service) recheck(ctx context.Context, e Entry, w Worker, now time.Time)
 	c := s.record(e, KindRetry, Unknown, w, "reconcile: lookup found nothing yet; waiting for the settle period", func(n *Entry) {
 		n.NextCheckAt = now.Add(s.Policy.RecheckAfter)
 	})
-	_, err := s.Store.Apply(ctx, c)
+	_, err := s.write(ctx, c)
 	return err
 }
 
@@ -140,7 +140,7 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (s
 		n.NextCheckAt = now.Add(s.Policy.Lease)
 	})
 	c.NotExpiredBy = now.Add(s.Policy.ExpiryMargin)
-	e, err = s.Store.Apply(ctx, c)
+	e, err = s.write(ctx, c)
 	if err != nil {
 		return "", err
 	}
@@ -154,7 +154,7 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (s
 		c := s.record(e, KindRetry, Unknown, w, "reconcile: same-key retry got "+reason, func(n *Entry) {
 			n.NextCheckAt = s.now().Add(s.Policy.RecheckAfter)
 		})
-		_, err := s.Store.Apply(ctx, c)
+		_, err := s.write(ctx, c)
 		return "unknown (retry unanswered)", err
 	}
 	_, err = s.recordOutcome(ctx, e, to, out, "reconcile: same-key retry: "+reason, ackID, w)

@@ -195,22 +195,27 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	if to == Claimed {
 		// Content first: the stream record of the claim triggers dispatch,
 		// which must find the content. An existing blob is left alone.
-		if wrote, err = s.Content.Put(ctx, key, sealed, row.ExpiresAt); err != nil {
+		if wrote, err = s.Content.Put(ctx, contentKey(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {
 			return ClaimResult{}, fmt.Errorf("claim %s: store content: %w", key, err)
 		}
 	}
+	out := map[State]ClaimOutcome{Claimed: ClaimCreated, Expired: ClaimExpired, Suppressed: ClaimSuppressed}[to]
 	created, err := s.Store.Create(ctx, c.Next)
 	if errors.Is(err, ErrConflict) {
-		// Lost a race with a concurrent claim of the same identity.
-		if wrote && created.State.Terminal() {
-			_ = s.Content.Delete(ctx, key)
+		if len(created.History) > 0 && created.History[0].ID == c.Event.ID {
+			// Our own create landed; its response was lost and the request retried.
+			return ClaimResult{Outcome: out, Entry: created}, nil
+		}
+		// Lost a race with a concurrent claim of the same identity. Content
+		// we stored that the winning row will never read is purged now.
+		if wrote && (created.ContentHash != in.ContentHash || created.State.Terminal() || created.State == Quarantined) {
+			_ = s.Content.Delete(ctx, contentKey(key, in.ContentHash))
 		}
 		return s.existing(ctx, created, in, w)
 	}
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("claim %s: %w", key, err)
 	}
-	out := map[State]ClaimOutcome{Claimed: ClaimCreated, Expired: ClaimExpired, Suppressed: ClaimSuppressed}[to]
 	return ClaimResult{Outcome: out, Entry: created}, nil
 }
 
@@ -247,7 +252,7 @@ func (s *Service) existing(ctx context.Context, e Entry, in Intent, w Worker) (C
 		c.Event.ContentHash = in.ContentHash
 		c.Event = chain(e.Key, e.Last().Hash, c.Event)
 		c.Next.History[len(c.Next.History)-1] = c.Event
-		got, err := s.Store.Apply(ctx, c)
+		got, err := s.write(ctx, c)
 		if err == nil {
 			return ClaimResult{Outcome: ClaimMismatch, Entry: got}, nil
 		}

@@ -1,0 +1,17 @@
+// Command claim is the claim Lambda function of the reset-notification ledger.
+// See internal/handler.Claim for what it does and README.md for its settings.
+package main
+
+import (
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/wire"
+)
+
+func main() {
+	fn := wire.Boot(settings.Claim)
+	h := &handler.Claim{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics}
+	lambda.Start(h.Handle)
+}

@@ -1,0 +1,17 @@
+// Command dispatch is the dispatch Lambda function of the reset-notification ledger.
+// See internal/handler.Dispatch for what it does and README.md for its settings.
+package main
+
+import (
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/wire"
+)
+
+func main() {
+	fn := wire.Boot(settings.Dispatch)
+	h := &handler.Dispatch{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics}
+	lambda.Start(h.Handle)
+}

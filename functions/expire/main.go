@@ -1,0 +1,17 @@
+// Command expire is the expire Lambda function of the reset-notification ledger.
+// See internal/handler.Expire for what it does and README.md for its settings.
+package main
+
+import (
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/wire"
+)
+
+func main() {
+	fn := wire.Boot(settings.Expire)
+	h := &handler.Expire{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics, Limit: fn.Settings.SweepLimit}
+	lambda.Start(h.Handle)
+}

@@ -1,0 +1,400 @@
+package handler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/producer"
+)
+
+// syncBuffer collects log lines and EMF records from every handler.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// pipeline runs the real handlers against the emulator the way the event
+// sources would: SQS batches into claim, stream records (read back from the
+// table's stream, filtered like the event source) into dispatch.
+type pipeline struct {
+	t                         *testing.T
+	ctx                       context.Context
+	endpoint                  string
+	db                        *dynamodb.Client
+	streams                   *dynamodbstreams.Client
+	sqs                       *sqs.Client
+	queueURL, dlqURL          string
+	ledgerTable, contentTable string
+	streamARN                 string
+	iterators                 map[string]*string
+	out                       *syncBuffer
+	streamRaw                 []string
+	errs                      []string
+	claim                     *handler.Claim
+	dispatch                  *handler.Dispatch
+	reconcile                 *handler.Reconcile
+	expire                    *handler.Expire
+	producer                  *producer.Producer
+	sender                    string
+	base                      int
+}
+
+const maxReceives = 2
+
+func newPipeline(t *testing.T, extraEnv map[string]string) *pipeline {
+	t.Helper()
+	cfg := emulator.Config(t)
+	ctx := context.Background()
+	p := &pipeline{
+		t: t, ctx: ctx, endpoint: *cfg.BaseEndpoint, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
+		sqs: sqs.NewFromConfig(cfg), ledgerTable: emulator.UniqueName(t, "ledger"), contentTable: emulator.UniqueName(t, "content"),
+		iterators: map[string]*string{}, out: &syncBuffer{}, base: rand.IntN(1_000_000) * 10,
+	}
+	p.sender = "no-reply@" + emulator.UniqueName(t, "ledger") + ".example.test"
+	if err := dynamostore.CreateTables(ctx, p.db, p.ledgerTable, p.contentTable); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := p.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.ledgerTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.streamARN = *desc.Table.LatestStreamArn
+	key, err := kms.NewFromConfig(cfg).CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("pipeline test content key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sesv2.NewFromConfig(cfg).CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: &p.sender}); err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "intents-dlq"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.dlqURL = *dlq.QueueUrl
+	dlqAttrs, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName: aws.String(emulator.UniqueName(t, "intents")),
+		Attributes: map[string]string{
+			"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, dlqAttrs.Attributes["QueueArn"], maxReceives),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.queueURL = *q.QueueUrl
+
+	env := map[string]string{
+		"LEDGER_TABLE": p.ledgerTable, "CONTENT_TABLE": p.contentTable, "CONTENT_KEY_ARN": *key.KeyMetadata.Arn,
+		"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "webhook", "SES_FROM_ADDRESS": p.sender,
+		"WEBHOOK_URL": "http://127.0.0.1:1/unused", "WEBHOOK_KEY_WINDOW": "0s", "WEBHOOK_TIMEOUT": "2s",
+	}
+	for k, v := range extraEnv {
+		env[k] = v
+	}
+	log := func(role settings.Role) *ledger.Service {
+		s, err := settings.Load(role, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := wire.Service(cfg, s, role, &http.Client{Timeout: s.WebhookTimeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	logger := slogJSON(p.out)
+	em := &metrics.Emitter{W: p.out}
+	p.claim = &handler.Claim{Svc: log(settings.Claim), Log: logger, Metrics: em}
+	p.dispatch = &handler.Dispatch{Svc: log(settings.Dispatch), Log: logger, Metrics: em}
+	p.reconcile = &handler.Reconcile{Svc: log(settings.Reconcile), Log: logger, Metrics: em, Limit: 100}
+	p.expire = &handler.Expire{Svc: log(settings.Expire), Log: logger, Metrics: em, Limit: 100}
+	p.producer = &producer.Producer{
+		Queue: p.sqs, QueueURL: p.queueURL,
+		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.KeyMetadata.Arn},
+	}
+	return p
+}
+
+// notification returns a sample notification for challenge n of this run.
+func (p *pipeline) notification(n int, ch ledger.Channel, ttl time.Duration) producer.Notification {
+	i := p.base + n
+	m := ledgertest.Message(i, ch)
+	return producer.Notification{
+		ChallengeID: fmt.Sprintf("chal-%d", i), Channel: ch, Workflow: ledger.Workflow{Kind: ledger.Single},
+		DestinationRef: fmt.Sprintf("acct-%d:%s", i, ch), ExpiresAt: time.Now().Add(ttl),
+		TemplateID: "reset-" + string(ch), TemplateVersion: "3", PolicyVersion: "policy-1", Message: m,
+	}
+}
+
+func (p *pipeline) publish(n producer.Notification) {
+	p.t.Helper()
+	if _, err := p.producer.Publish(p.ctx, n); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *pipeline) publishRaw(body string) {
+	p.t.Helper()
+	if _, err := p.sqs.SendMessage(p.ctx, &sqs.SendMessageInput{QueueUrl: &p.queueURL, MessageBody: &body}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// pumpQueue delivers the queue to the claim handler in batches of up to 10
+// until it is empty, as the SQS event source would: successes are deleted,
+// reported failures become visible again at once.
+func (p *pipeline) pumpQueue() (failed int) {
+	p.t.Helper()
+	for rounds := 0; rounds < 50; rounds++ {
+		out, err := p.sqs.ReceiveMessage(p.ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: &p.queueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 30,
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return failed
+		}
+		var ev events.SQSEvent
+		for _, m := range out.Messages {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body, Attributes: m.Attributes})
+		}
+		resp, err := p.claim.Handle(p.ctx, ev)
+		if err != nil {
+			p.t.Fatalf("claim handler failed the whole batch: %v", err)
+		}
+		failedIDs := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			failedIDs[f.ItemIdentifier] = true
+		}
+		failed += len(failedIDs)
+		for _, m := range out.Messages {
+			if failedIDs[*m.MessageId] {
+				_, err = p.sqs.ChangeMessageVisibility(p.ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &p.queueURL, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+			} else {
+				_, err = p.sqs.DeleteMessage(p.ctx, &sqs.DeleteMessageInput{QueueUrl: &p.queueURL, ReceiptHandle: m.ReceiptHandle})
+			}
+			if err != nil {
+				p.t.Fatal(err)
+			}
+		}
+	}
+	p.t.Fatal("queue did not drain")
+	return failed
+}
+
+// readStream returns the new records of the ledger stream that pass the
+// dispatch event source's filter, as a Lambda event, and keeps every raw
+// record for the privacy sweep.
+func (p *pipeline) readStream() events.DynamoDBEvent {
+	p.t.Helper()
+	desc, err := p.streams.DescribeStream(p.ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &p.streamARN})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var ev events.DynamoDBEvent
+	for _, sh := range desc.StreamDescription.Shards {
+		it, ok := p.iterators[*sh.ShardId]
+		if !ok {
+			got, err := p.streams.GetShardIterator(p.ctx, &dynamodbstreams.GetShardIteratorInput{
+				StreamArn: &p.streamARN, ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
+			})
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			it = got.ShardIterator
+		}
+		for it != nil {
+			out, err := p.streams.GetRecords(p.ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			it = out.NextShardIterator
+			p.iterators[*sh.ShardId] = it
+			if len(out.Records) == 0 {
+				break
+			}
+			for _, r := range out.Records {
+				raw, _ := json.Marshal(r)
+				p.streamRaw = append(p.streamRaw, string(raw))
+				rec := events.DynamoDBEventRecord{
+					EventName: string(r.EventName), EventSource: "aws:dynamodb",
+					Change: events.DynamoDBStreamRecord{
+						Keys: attrs(r.Dynamodb.Keys), NewImage: attrs(r.Dynamodb.NewImage), OldImage: attrs(r.Dynamodb.OldImage),
+						SequenceNumber: *r.Dynamodb.SequenceNumber, StreamViewType: string(r.Dynamodb.StreamViewType),
+					},
+				}
+				// The event source's filter: new claims only.
+				if st, ok := rec.Change.NewImage["state"]; ok && rec.EventName == "INSERT" && st.String() == "claimed" {
+					ev.Records = append(ev.Records, rec)
+				}
+			}
+		}
+	}
+	return ev
+}
+
+// pumpStream delivers new claims to the dispatch handler.
+func (p *pipeline) pumpStream() int {
+	p.t.Helper()
+	ev := p.readStream()
+	if len(ev.Records) == 0 {
+		return 0
+	}
+	resp, err := p.dispatch.Handle(p.ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) > 0 {
+		p.t.Fatalf("dispatch: %v, failures %v", err, resp.BatchItemFailures)
+	}
+	return len(ev.Records)
+}
+
+func attrs(m map[string]streamtypes.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]events.DynamoDBAttributeValue, len(m))
+	for k, v := range m {
+		out[k] = attr(v)
+	}
+	return out
+}
+
+func attr(v streamtypes.AttributeValue) events.DynamoDBAttributeValue {
+	switch v := v.(type) {
+	case *streamtypes.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *streamtypes.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *streamtypes.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value)
+	case *streamtypes.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value)
+	case *streamtypes.AttributeValueMemberNULL:
+		return events.NewNullAttribute()
+	case *streamtypes.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, x := range v.Value {
+			l[i] = attr(x)
+		}
+		return events.NewListAttribute(l)
+	case *streamtypes.AttributeValueMemberM:
+		return events.NewMapAttribute(attrs(v.Value))
+	case *streamtypes.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value)
+	}
+	panic(fmt.Sprintf("unhandled attribute type %T", v))
+}
+
+// row reads the ledger row of a notification.
+func (p *pipeline) row(n producer.Notification) ledger.Entry {
+	p.t.Helper()
+	key := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: n.Channel}.Key()
+	e, err := dynamostore.New(p.db, p.ledgerTable, dynamostore.DefaultShards).Get(p.ctx, key)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return e
+}
+
+// sesMessages counts the emails the emulator captured for address to.
+func (p *pipeline) sesMessages(to string) int {
+	p.t.Helper()
+	resp, err := http.Get(p.endpoint + "/_ministack/ses/messages")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var got struct {
+		Messages map[string][]struct {
+			To any `json:"To"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil {
+		p.t.Fatalf("ses capture: %v", err)
+	}
+	n := 0
+	for _, msgs := range got.Messages {
+		for _, m := range msgs {
+			if strings.Contains(fmt.Sprint(m.To), to) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// dlqDepth counts messages in the dead-letter queue.
+func (p *pipeline) dlqDepth() int {
+	p.t.Helper()
+	out, err := p.sqs.GetQueueAttributes(p.ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: &p.dlqURL, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	return n
+}
+
+// scanLedger returns every ledger item as JSON, for the privacy sweep.
+func (p *pipeline) scanLedger() []string {
+	p.t.Helper()
+	var items []string
+	for _, table := range []string{p.ledgerTable} {
+		out, err := p.db.Scan(p.ctx, &dynamodb.ScanInput{TableName: &table})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			b, _ := json.Marshal(it)
+			items = append(items, string(b))
+		}
+	}
+	return items
+}

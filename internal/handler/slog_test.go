@@ -1,0 +1,10 @@
+package handler_test
+
+import (
+	"io"
+	"log/slog"
+)
+
+func slogJSON(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}

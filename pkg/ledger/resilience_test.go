@@ -1,0 +1,109 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// lostResponseStore applies every write and then reports a conflict, as a
+// store client does when a write's response is lost and its retry fails the
+// condition the first attempt already changed.
+type lostResponseStore struct {
+	ledger.Store
+	lose bool
+}
+
+func (s *lostResponseStore) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
+	got, err := s.Store.Create(ctx, e)
+	if err == nil && s.lose {
+		return got, fmt.Errorf("retried create: %w", ledger.ErrConflict)
+	}
+	return got, err
+}
+
+func (s *lostResponseStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
+	got, err := s.Store.Apply(ctx, c)
+	if err == nil && s.lose {
+		return ledger.Entry{}, fmt.Errorf("retried update: %w", ledger.ErrConflict)
+	}
+	return got, err
+}
+
+func TestWritesWhoseResponseWasLostStillCount(t *testing.T) {
+	e := newEnv(t)
+	lossy := &lostResponseStore{Store: e.Svc.Store, lose: true}
+	e.Svc.Store = lossy
+	ctx := context.Background()
+	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), ttl)
+	res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
+	if err != nil || res.Outcome != ledger.ClaimCreated {
+		t.Fatalf("claim: %s %v", res.Outcome, err)
+	}
+	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	if err != nil || d.Outcome != ledger.DispatchAccepted {
+		t.Fatalf("dispatch: %s %v", d.Outcome, err)
+	}
+	row := e.get(t, in.Key())
+	if row.State != ledger.Accepted || e.Transport.Recorded(in.Key()) != 1 || len(row.History) != 3 {
+		t.Fatalf("row %s, recorded %d, history %d", row.State, e.Transport.Recorded(in.Key()), len(row.History))
+	}
+	// A conflict that is not our own write still loses.
+	lossy.lose = false
+	if _, err := e.Svc.Resolve(ctx, in.Key(), ledger.DecideAbandoned, "test", "", "operator:t"); err == nil {
+		t.Fatal("resolving an accepted row must fail")
+	}
+}
+
+func TestContentOfferedWithAnotherHashNeverStandsInForTheRow(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	in, sealed := ledgertest.Intent(2, ledger.Email, e.Clock.Now(), ttl)
+	// A racing claim with other content stored its blob first.
+	other := ledgertest.Message(2, ledger.Email)
+	other.Body = "another rendering"
+	otherHash := ledger.ContentHash(in.TemplateID, in.TemplateVersion, other)
+	if _, err := e.Content.Put(ctx, in.Key()+":"+otherHash, ledgertest.Seal(other), in.ExpiresAt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	if err != nil || d.Outcome != ledger.DispatchAccepted {
+		t.Fatalf("dispatch: %s %v", d.Outcome, err)
+	}
+	if s := e.Transport.Sent; len(s) != 1 || s[0].ContentHash != in.ContentHash || s[0].Message.Body == other.Body {
+		t.Fatalf("sent %+v", s)
+	}
+}
+
+func TestAcknowledgementArrivingAfterTheLeaseResolvesUnknown(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	in, _, _ := e.claim(t, 3, ledger.SMS, ledger.ClaimCreated)
+	swept := false
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
+		// The provider is slow: the lease runs out and reconcile marks the
+		// row unknown while the request is still in flight.
+		e.Clock.Advance(e.Svc.Policy.Lease + time.Second)
+		rep, err := e.Svc.Reconcile(ctx, "reconcile/req-1", 10)
+		swept = err == nil && rep.Actions["dispatching->unknown"] == 1
+		return ledgertest.Accept
+	}
+	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	if err != nil || !swept {
+		t.Fatalf("dispatch: %v, swept %v", err, swept)
+	}
+	row := e.get(t, in.Key())
+	last := row.Last()
+	if row.State != ledger.Accepted || row.AckID == "" || (last.From != ledger.Unknown && last.From != ledger.Quarantined) || !strings.Contains(last.Reason, "after the lease expired") {
+		t.Fatalf("row %s ack %q last %s->%s %q (outcome %s)", row.State, row.AckID, last.From, last.To, last.Reason, d.Outcome)
+	}
+	mustVerify(t, row)
+}

@@ -1,0 +1,275 @@
+// Package sestransport sends reset notifications by email through Amazon SES
+// v2 (SendEmail) and implements ledger.Transport.
+//
+// SES has no idempotency token and no API to look a sent message up, so the
+// transport declares no capabilities: an unknown outcome is quarantined for
+// an operator decision (DESIGN.md section 6). For correlation every send
+// carries the dedupe key, the content hash and the attempt number as SES
+// message tags (EmailTags), which SES copies into the events it publishes to
+// the configuration set's event destinations; that is where an operator finds
+// evidence for a decision.
+//
+// Outcomes:
+//
+//	SendEmail returned a MessageId                -> ledger.Ack{ID: MessageId}
+//	MessageRejected, MailFromDomainNotVerifiedException,
+//	AccountSuspendedException, SendingPausedException,
+//	BadRequestException, NotFoundException        -> *ledger.Rejection ("<code>: <sanitized text>")
+//	anything else (TooManyRequestsException, LimitExceededException,
+//	InternalServiceErrorException, other 5xx, timeouts, cancelled or
+//	expired contexts, network errors, a reply without MessageId)
+//	                                              -> error wrapping ErrOutcomeUnknown
+//
+// No error text contains the address, subject or body.
+package sestransport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Tag names under which every send carries its correlation data.
+const (
+	TagIdempotencyKey = "idempotency_key"
+	TagContentHash    = "content_hash"
+	TagAttempt        = "attempt"
+)
+
+// ErrOutcomeUnknown is wrapped by every Send error that is not a rejection:
+// the provider may or may not have accepted the message.
+var ErrOutcomeUnknown = errors.New("sestransport: outcome unknown")
+
+// ErrInvalidConfig is wrapped by Config.Validate errors.
+var ErrInvalidConfig = errors.New("sestransport: invalid config")
+
+// Client is the part of the SES v2 API the transport uses; *sesv2.Client
+// implements it.
+type Client interface {
+	SendEmail(ctx context.Context, in *sesv2.SendEmailInput, optFns ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error)
+}
+
+// Config configures the transport. There are no defaults: the sender must be
+// named.
+type Config struct {
+	// FromEmailAddress is the sender, an address or domain identity verified
+	// in SES, optionally with a display name ("Example <no-reply@example.com>").
+	// Required.
+	FromEmailAddress string
+	// ConfigurationSetName is the SES configuration set to send with. Its
+	// event destinations receive the send, delivery and bounce events with
+	// the message tags; without one the tags only reach the account's default
+	// configuration set, if any. Optional.
+	ConfigurationSetName string
+}
+
+// Validate reports the first invalid field. Its errors wrap ErrInvalidConfig
+// and never echo the configured values.
+func (c Config) Validate() error {
+	from := strings.TrimSpace(c.FromEmailAddress)
+	switch {
+	case from == "":
+		return fmt.Errorf("%w: FromEmailAddress is required", ErrInvalidConfig)
+	case !strings.Contains(from, "@") || strings.ContainsAny(from, "\r\n"):
+		return fmt.Errorf("%w: FromEmailAddress is not an email address", ErrInvalidConfig)
+	}
+	if c.ConfigurationSetName != "" && (len(c.ConfigurationSetName) > 64 || !tagSafe(c.ConfigurationSetName)) {
+		return fmt.Errorf("%w: ConfigurationSetName must be 1-64 letters, digits, '_' or '-'", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Transport sends email through SES v2. It is safe for concurrent use.
+type Transport struct {
+	client Client
+	cfg    Config
+}
+
+// New returns a transport that sends through client. The client's own retry
+// policy is overridden per call: SES sends are never retried by the SDK.
+func New(client Client, cfg Config) (*Transport, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil SES client", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Transport{client: client, cfg: cfg}, nil
+}
+
+// Capabilities reports that SES honors no idempotency key and offers no
+// per-message lookup: SendEmail has no client token, and no SES API returns
+// a sent message by tag. Unknown outcomes need an operator decision.
+func (t *Transport) Capabilities() ledger.Capabilities { return ledger.Capabilities{} }
+
+// Send makes exactly one SendEmail call (the SDK retryer is disabled for it)
+// with a simple subject and text body. See the package documentation for
+// how its result maps to the three outcomes.
+func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error) {
+	if strings.TrimSpace(s.Message.To) == "" {
+		return ledger.Ack{}, &ledger.Rejection{Reason: "sestransport: message has no destination address"}
+	}
+	if !tagSafe(s.IdempotencyKey) || !tagSafe(s.ContentHash) {
+		return ledger.Ack{}, &ledger.Rejection{Reason: "sestransport: idempotency key or content hash is not a valid SES tag value"}
+	}
+	in := &sesv2.SendEmailInput{
+		FromEmailAddress: aws.String(t.cfg.FromEmailAddress),
+		Destination:      &types.Destination{ToAddresses: []string{s.Message.To}},
+		Content: &types.EmailContent{Simple: &types.Message{
+			Subject: &types.Content{Data: aws.String(s.Message.Subject), Charset: aws.String("UTF-8")},
+			Body:    &types.Body{Text: &types.Content{Data: aws.String(s.Message.Body), Charset: aws.String("UTF-8")}},
+		}},
+		EmailTags: []types.MessageTag{
+			{Name: aws.String(TagIdempotencyKey), Value: aws.String(s.IdempotencyKey)},
+			{Name: aws.String(TagContentHash), Value: aws.String(s.ContentHash)},
+			{Name: aws.String(TagAttempt), Value: aws.String(strconv.Itoa(s.Attempt))},
+		},
+	}
+	if t.cfg.ConfigurationSetName != "" {
+		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
+	}
+	out, err := t.client.SendEmail(ctx, in, noRetries)
+	if err != nil {
+		return ledger.Ack{}, classify(err, s.Message)
+	}
+	if out == nil || aws.ToString(out.MessageId) == "" {
+		return ledger.Ack{}, &unknownError{detail: "SendEmail succeeded without a MessageId"}
+	}
+	return ledger.Ack{ID: aws.ToString(out.MessageId)}, nil
+}
+
+// noRetries turns the SDK's automatic retries off for one call, so that
+// every attempt is one the ledger recorded (DESIGN.md invariant 3).
+func noRetries(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} }
+
+// rejectCodes are the SES error codes that definitely refuse the message.
+var rejectCodes = map[string]bool{
+	"MessageRejected":                    true,
+	"MailFromDomainNotVerifiedException": true,
+	"AccountSuspendedException":          true,
+	"SendingPausedException":             true,
+	"BadRequestException":                true,
+	"NotFoundException":                  true,
+}
+
+// classify maps a SendEmail error to a *ledger.Rejection or an unknown
+// outcome. Provider text is sanitized; the message's fields are redacted.
+func classify(err error, m ledger.Message) error {
+	reqID := requestID(err)
+	var apiErr interface {
+		ErrorCode() string
+		ErrorMessage() string
+	}
+	if errors.As(err, &apiErr) {
+		code := safeToken(apiErr.ErrorCode())
+		if rejectCodes[code] {
+			reason := code
+			if text := sanitize(apiErr.ErrorMessage(), m.To, m.Subject, m.Body); text != "" {
+				reason += ": " + text
+			}
+			return &ledger.Rejection{Reason: reason + reqID}
+		}
+		detail := code
+		if detail == "" {
+			detail = "unrecognised error code"
+		}
+		if st := httpStatus(err); st != 0 {
+			detail += fmt.Sprintf(" (HTTP %d)", st)
+		}
+		return &unknownError{detail: detail + reqID, cause: err}
+	}
+	return &unknownError{detail: failureClass(err) + reqID, cause: err}
+}
+
+// unknownError is an unknown outcome. Its text is built only from codes,
+// statuses and request ids; the cause stays reachable through errors.Is and
+// errors.As but is never printed.
+type unknownError struct {
+	detail string
+	cause  error
+}
+
+func (e *unknownError) Error() string { return ErrOutcomeUnknown.Error() + ": " + e.detail }
+
+// Unwrap returns ErrOutcomeUnknown and the underlying error.
+func (e *unknownError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrOutcomeUnknown}
+	}
+	return []error{ErrOutcomeUnknown, e.cause}
+}
+
+func failureClass(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout (context deadline exceeded)"
+	case errors.Is(err, context.Canceled):
+		return "context canceled"
+	}
+	var timeout interface{ Timeout() bool }
+	if errors.As(err, &timeout) && timeout.Timeout() {
+		return "timeout"
+	}
+	if st := httpStatus(err); st >= 200 && st < 300 {
+		return fmt.Sprintf("HTTP %d but the response could not be decoded", st)
+	} else if st != 0 {
+		return fmt.Sprintf("HTTP %d without a recognised error code", st)
+	}
+	return "transport error before a response"
+}
+
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// requestID returns " (request id X)" for errors that carry an AWS request
+// id, or "".
+func requestID(err error) string {
+	var re interface{ ServiceRequestID() string }
+	if errors.As(err, &re) {
+		if id := safeToken(re.ServiceRequestID()); id != "" {
+			return " (request id " + id + ")"
+		}
+	}
+	return ""
+}
+
+// safeToken keeps an identifier only if it is short and made of safe
+// characters.
+func safeToken(s string) string {
+	if len(s) == 0 || len(s) > 128 {
+		return ""
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)) {
+			return ""
+		}
+	}
+	return s
+}
+
+// tagSafe reports whether s is a valid SES tag name or value: 1-256 ASCII
+// letters, digits, '_' or '-'.
+func tagSafe(s string) bool {
+	if len(s) == 0 || len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}

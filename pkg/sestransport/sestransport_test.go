@@ -1,0 +1,398 @@
+package sestransport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+const (
+	testTo   = "player.one@example.org"
+	testBody = "Reset your password: https://game.example/reset?token=s3cr3t-t0ken-value"
+	testSubj = "Reset your password"
+)
+
+func testSend() ledger.Send {
+	id := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "ch-1", Channel: ledger.Email}
+	m := ledger.Message{To: testTo, Subject: testSubj, Body: testBody}
+	return ledger.Send{
+		IdempotencyKey: id.Key(),
+		ContentHash:    ledger.ContentHash("reset", "v1", m),
+		Channel:        ledger.Email,
+		Attempt:        1,
+		ExpiresAt:      time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
+		Message:        m,
+	}
+}
+
+// fakeClient records the input and the options a call would run with.
+type fakeClient struct {
+	in    *sesv2.SendEmailInput
+	opts  sesv2.Options
+	calls int
+	out   *sesv2.SendEmailOutput
+	err   error
+}
+
+func (f *fakeClient) SendEmail(_ context.Context, in *sesv2.SendEmailInput, optFns ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error) {
+	f.calls++
+	f.in = in
+	f.opts = sesv2.Options{Retryer: retry.NewStandard()}
+	for _, fn := range optFns {
+		fn(&f.opts)
+	}
+	return f.out, f.err
+}
+
+func newTransport(t *testing.T, c Client, cfg Config) *Transport {
+	t.Helper()
+	tr, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"minimal", Config{FromEmailAddress: "no-reply@example.com"}, true},
+		{"display name and config set", Config{FromEmailAddress: "Game <no-reply@example.com>", ConfigurationSetName: "reset-events_1"}, true},
+		{"missing from", Config{}, false},
+		{"from without at", Config{FromEmailAddress: "example.com"}, false},
+		{"header injection", Config{FromEmailAddress: "a@example.com\r\nBcc: x@example.com"}, false},
+		{"bad config set", Config{FromEmailAddress: "a@example.com", ConfigurationSetName: "has space"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if (err == nil) != tt.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
+			}
+			if err != nil && strings.Contains(err.Error(), "x@example.com") {
+				t.Fatalf("error echoes the configured value: %v", err)
+			}
+		})
+	}
+	if _, err := New(nil, Config{FromEmailAddress: "a@example.com"}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New(nil client) = %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	tr := newTransport(t, &fakeClient{}, Config{FromEmailAddress: "a@example.com"})
+	if got := tr.Capabilities(); got != (ledger.Capabilities{}) {
+		t.Fatalf("Capabilities() = %+v, want none", got)
+	}
+	if _, ok := any(tr).(ledger.Looker); ok {
+		t.Fatal("SES transport must not implement ledger.Looker: SES has no lookup")
+	}
+}
+
+func TestSendBuildsRequest(t *testing.T) {
+	for _, cs := range []string{"", "reset-events"} {
+		t.Run("configset="+cs, func(t *testing.T) {
+			fc := &fakeClient{out: &sesv2.SendEmailOutput{MessageId: aws.String("0100-abc")}}
+			tr := newTransport(t, fc, Config{FromEmailAddress: "Game <no-reply@example.com>", ConfigurationSetName: cs})
+			s := testSend()
+			ack, err := tr.Send(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ack.ID != "0100-abc" {
+				t.Fatalf("ack id = %q, want the MessageId", ack.ID)
+			}
+			in := fc.in
+			if got := aws.ToString(in.FromEmailAddress); got != "Game <no-reply@example.com>" {
+				t.Errorf("From = %q", got)
+			}
+			if got := in.Destination.ToAddresses; len(got) != 1 || got[0] != testTo || len(in.Destination.CcAddresses)+len(in.Destination.BccAddresses) != 0 {
+				t.Errorf("Destination = %+v", in.Destination)
+			}
+			simple := in.Content.Simple
+			if simple == nil || aws.ToString(simple.Subject.Data) != testSubj || aws.ToString(simple.Body.Text.Data) != testBody || simple.Body.Html != nil {
+				t.Errorf("Content = %+v", in.Content)
+			}
+			if got := aws.ToString(in.ConfigurationSetName); got != cs {
+				t.Errorf("ConfigurationSetName = %q, want %q", got, cs)
+			}
+			tags := map[string]string{}
+			for _, tg := range in.EmailTags {
+				name, value := aws.ToString(tg.Name), aws.ToString(tg.Value)
+				if !tagSafe(name) || !tagSafe(value) {
+					t.Errorf("tag %q=%q outside the SES tag charset", name, value)
+				}
+				tags[name] = value
+			}
+			want := map[string]string{"idempotency_key": s.IdempotencyKey, "content_hash": s.ContentHash, "attempt": "1"}
+			if fmt.Sprint(tags) != fmt.Sprint(want) {
+				t.Errorf("tags = %v, want %v", tags, want)
+			}
+			if _, ok := fc.opts.Retryer.(aws.NopRetryer); !ok {
+				t.Errorf("retryer = %T, want aws.NopRetryer (SDK retries must be off)", fc.opts.Retryer)
+			}
+		})
+	}
+}
+
+func TestSendRefusesLocallyWithoutCalling(t *testing.T) {
+	tests := map[string]func(*ledger.Send){
+		"no destination":  func(s *ledger.Send) { s.Message.To = " " },
+		"key not tagable": func(s *ledger.Send) { s.IdempotencyKey = "a:b" },
+		"empty hash":      func(s *ledger.Send) { s.ContentHash = "" },
+	}
+	for name, mutate := range tests {
+		t.Run(name, func(t *testing.T) {
+			fc := &fakeClient{}
+			tr := newTransport(t, fc, Config{FromEmailAddress: "a@example.com"})
+			s := testSend()
+			mutate(&s)
+			_, err := tr.Send(context.Background(), s)
+			var rej *ledger.Rejection
+			if !errors.As(err, &rej) {
+				t.Fatalf("err = %v, want *ledger.Rejection", err)
+			}
+			if fc.calls != 0 {
+				t.Fatalf("SendEmail called %d times, want 0", fc.calls)
+			}
+		})
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "dial tcp: i/o timeout talking to " + testTo }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func opErr(err error) error {
+	return &smithy.OperationError{ServiceID: "SESv2", OperationName: "SendEmail", Err: err}
+}
+
+func TestSendErrorMapping(t *testing.T) {
+	leaky := "Email address is not verified. The following identities failed the check in region EU-WEST-1: " + testTo +
+		" body was " + testBody + " subject " + testSubj + "\x1b[31m\n"
+	tests := []struct {
+		name       string
+		err        error
+		rejected   bool
+		wantPrefix string // of the rejection reason or the error text
+	}{
+		{"MessageRejected", &types.MessageRejected{Message: aws.String(leaky)}, true, "MessageRejected: Email address is not verified"},
+		{"MailFromDomainNotVerified", &types.MailFromDomainNotVerifiedException{Message: aws.String(leaky)}, true, "MailFromDomainNotVerifiedException"},
+		{"AccountSuspended", &types.AccountSuspendedException{Message: aws.String("suspended")}, true, "AccountSuspendedException: suspended"},
+		{"SendingPaused", &types.SendingPausedException{}, true, "SendingPausedException"},
+		{"BadRequest", &types.BadRequestException{Message: aws.String(leaky)}, true, "BadRequestException"},
+		{"NotFound", &types.NotFoundException{Message: aws.String("config set does not exist")}, true, "NotFoundException: config set does not exist"},
+		{"generic code MessageRejected", opErr(&smithy.GenericAPIError{Code: "MessageRejected", Message: leaky}), true, "MessageRejected"},
+		{"TooManyRequests", opErr(&types.TooManyRequestsException{Message: aws.String(leaky)}), false, "sestransport: outcome unknown: TooManyRequestsException"},
+		{"LimitExceeded", &types.LimitExceededException{Message: aws.String(leaky)}, false, "sestransport: outcome unknown: LimitExceededException"},
+		{"InternalServiceError", &types.InternalServiceErrorException{Message: aws.String(leaky)}, false, "sestransport: outcome unknown: InternalServiceErrorException"},
+		{"Throttling generic", &smithy.GenericAPIError{Code: "ThrottlingException", Message: leaky}, false, "sestransport: outcome unknown: ThrottlingException"},
+		{"context deadline", opErr(fmt.Errorf("send to %s: %w", testTo, context.DeadlineExceeded)), false, "sestransport: outcome unknown: timeout"},
+		{"context canceled", opErr(context.Canceled), false, "sestransport: outcome unknown: context canceled"},
+		{"net timeout", opErr(&net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}), false, "sestransport: outcome unknown: timeout"},
+		{"connection reset", opErr(errors.New("read tcp: connection reset by peer; to=" + testTo)), false, "sestransport: outcome unknown: transport error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := &fakeClient{err: tt.err}
+			tr := newTransport(t, fc, Config{FromEmailAddress: "a@example.com"})
+			_, err := tr.Send(context.Background(), testSend())
+			if err == nil {
+				t.Fatal("Send succeeded, want an error")
+			}
+			var rej *ledger.Rejection
+			isRej := errors.As(err, &rej)
+			if isRej != tt.rejected {
+				t.Fatalf("rejection = %v (%v), want %v", isRej, err, tt.rejected)
+			}
+			text := err.Error()
+			if isRej {
+				text = rej.Reason
+			} else if !errors.Is(err, ErrOutcomeUnknown) {
+				t.Fatalf("unknown outcome %v does not wrap ErrOutcomeUnknown", err)
+			}
+			if !strings.HasPrefix(text, tt.wantPrefix) {
+				t.Fatalf("text = %q, want prefix %q", text, tt.wantPrefix)
+			}
+			assertClean(t, err.Error())
+		})
+	}
+}
+
+// assertClean fails if s carries the address, subject, body, reset token or
+// control characters.
+func assertClean(t *testing.T, s string) {
+	t.Helper()
+	for _, secret := range []string{testTo, "player.one", testBody, "s3cr3t-t0ken-value", "game.example/reset", "\x1b", "\n"} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("error text %q leaks %q", s, secret)
+		}
+	}
+	if len(s) > 300 {
+		t.Fatalf("error text is %d bytes, want it short", len(s))
+	}
+}
+
+func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) {
+	fc := &fakeClient{out: &sesv2.SendEmailOutput{}}
+	tr := newTransport(t, fc, Config{FromEmailAddress: "a@example.com"})
+	if _, err := tr.Send(context.Background(), testSend()); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
+	}
+}
+
+// sdkClient is a real SES v2 client pointed at a local HTTP server, with the
+// SDK's default (retrying) retryer, so the tests below exercise the SDK's own
+// error decoding and prove the transport turns retries off.
+func sdkClient(url string) *sesv2.Client {
+	return sesv2.New(sesv2.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(url),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "SECRETTEST", ""),
+	})
+}
+
+func TestSendThroughSDK(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   int
+		errType  string
+		body     string
+		rejected bool
+		wantText string
+	}{
+		{"rejected", 400, "MessageRejected", `{"message":"Email address is not verified. The following identities failed the check in region US-EAST-1: ` + testTo + `"}`, true, "MessageRejected: Email address is not verified. The following identities failed the check in region US-EAST-1: [redacted] (request id req-123)"},
+		{"throttled", 429, "TooManyRequestsException", `{"message":"Maximum sending rate exceeded."}`, false, "sestransport: outcome unknown: TooManyRequestsException (HTTP 429) (request id req-123)"},
+		{"accepted but garbled", 200, "", `{"MessageId":`, false, "sestransport: outcome unknown: HTTP 200 but the response could not be decoded (request id req-123)"},
+		{"server error", 500, "InternalFailure", `{"message":"internal"}`, false, "sestransport: outcome unknown: InternalFailure (HTTP 500) (request id req-123)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var hits atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				w.Header().Set("X-Amzn-ErrorType", tt.errType)
+				w.Header().Set("X-Amzn-RequestId", "req-123")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				fmt.Fprint(w, tt.body)
+			}))
+			defer srv.Close()
+			tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
+			_, err := tr.Send(context.Background(), testSend())
+			var rej *ledger.Rejection
+			if errors.As(err, &rej) != tt.rejected {
+				t.Fatalf("err = %v, want rejected=%v", err, tt.rejected)
+			}
+			text := err.Error()
+			if rej != nil {
+				text = rej.Reason
+			}
+			if text != tt.wantText {
+				t.Fatalf("text = %q\nwant   %q", text, tt.wantText)
+			}
+			if n := hits.Load(); n != 1 {
+				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
+			}
+			assertClean(t, err.Error())
+		})
+	}
+
+	t.Run("timeout", func(t *testing.T) {
+		var hits atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client hanging up
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		}))
+		defer srv.Close()
+		tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := tr.Send(ctx, testSend())
+		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want an unknown outcome wrapping context.DeadlineExceeded", err)
+		}
+		if hits.Load() != 1 {
+			t.Fatalf("server saw %d requests, want 1", hits.Load())
+		}
+		assertClean(t, err.Error())
+	})
+}
+
+// TestSendWireFormat checks, through the SDK's own serializer, that the
+// request SES receives carries the tags, the configuration set and the
+// simple content.
+func TestSendWireFormat(t *testing.T) {
+	var body []byte
+	var path string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path = r.URL.Path
+		body, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"MessageId":"0100-wire"}`)
+	}))
+	defer srv.Close()
+	tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "no-reply@example.com", ConfigurationSetName: "reset-events"})
+	s := testSend()
+	ack, err := tr.Send(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.ID != "0100-wire" || path != "/v2/email/outbound-emails" {
+		t.Fatalf("ack %q, path %q", ack.ID, path)
+	}
+	var req struct {
+		FromEmailAddress     string
+		ConfigurationSetName string
+		Destination          struct{ ToAddresses []string }
+		Content              struct {
+			Simple struct {
+				Subject struct{ Data string }
+				Body    struct{ Text struct{ Data string } }
+			}
+		}
+		EmailTags []struct{ Name, Value string }
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	if req.FromEmailAddress != "no-reply@example.com" || req.ConfigurationSetName != "reset-events" ||
+		len(req.Destination.ToAddresses) != 1 || req.Destination.ToAddresses[0] != testTo ||
+		req.Content.Simple.Subject.Data != testSubj || req.Content.Simple.Body.Text.Data != testBody {
+		t.Fatalf("request = %+v", req)
+	}
+	want := fmt.Sprint([]struct{ Name, Value string }{{"idempotency_key", s.IdempotencyKey}, {"content_hash", s.ContentHash}, {"attempt", "1"}})
+	if got := fmt.Sprint(req.EmailTags); got != want {
+		t.Fatalf("EmailTags = %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,341 @@
+// Package smstransport sends reset notifications by SMS through AWS End User
+// Messaging SMS (pinpoint-sms-voice-v2 SendTextMessage) and implements
+// ledger.Transport.
+//
+// SendTextMessage has no client token and the service has no API that finds
+// a sent message by its Context, so the transport declares no capabilities:
+// an unknown outcome is quarantined for an operator decision (DESIGN.md
+// section 6). Every send is TRANSACTIONAL, carries the dedupe key and the
+// content hash in its Context map (which the service copies into the events
+// it publishes to the configuration set's event destinations) and has a
+// TimeToLive equal to the challenge's remaining lifetime, so the service
+// stops trying to hand the message off once the reset link is dead.
+//
+// Outcomes:
+//
+//	SendTextMessage returned a MessageId            -> ledger.Ack{ID: MessageId}
+//	less than Config.MinTimeToLive left (no call)   -> *ledger.Rejection
+//	ValidationException, AccessDeniedException,
+//	ResourceNotFoundException, ConflictException,
+//	ServiceQuotaExceededException                   -> *ledger.Rejection ("<code>/<reason>: <sanitized text>")
+//	anything else (ThrottlingException, InternalServerException, other 5xx,
+//	timeouts, cancelled or expired contexts, network errors, a reply
+//	without MessageId)                              -> error wrapping ErrOutcomeUnknown
+//
+// No error text contains the phone number or the message body.
+package smstransport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
+	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2/types"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Context keys under which every send carries its correlation data.
+const (
+	ContextIdempotencyKey = "idempotency_key"
+	ContextContentHash    = "content_hash"
+)
+
+// TimeToLive bounds of SendTextMessage (the service model's TimeToLive
+// shape: an integer number of seconds, 5 to 259200).
+const (
+	MinTimeToLive = 5 * time.Second
+	MaxTimeToLive = 259200 * time.Second
+)
+
+// DefaultMinTimeToLive is the default for Config.MinTimeToLive.
+const DefaultMinTimeToLive = MinTimeToLive
+
+// ErrOutcomeUnknown is wrapped by every Send error that is not a rejection:
+// the provider may or may not have accepted the message.
+var ErrOutcomeUnknown = errors.New("smstransport: outcome unknown")
+
+// ErrInvalidConfig is wrapped by Config.Validate errors.
+var ErrInvalidConfig = errors.New("smstransport: invalid config")
+
+// Client is the part of the pinpoint-sms-voice-v2 API the transport uses;
+// *pinpointsmsvoicev2.Client implements it.
+type Client interface {
+	SendTextMessage(ctx context.Context, in *pinpointsmsvoicev2.SendTextMessageInput, optFns ...func(*pinpointsmsvoicev2.Options)) (*pinpointsmsvoicev2.SendTextMessageOutput, error)
+}
+
+// Config configures the transport. The zero value is usable: the account's
+// default origination identity, no configuration set, a 5 s minimum TTL and
+// the system clock.
+type Config struct {
+	// OriginationIdentity is the phone number, sender id or pool (id or ARN)
+	// to send from. Optional: empty lets the service choose.
+	OriginationIdentity string
+	// ConfigurationSetName is the configuration set (name or ARN) whose event
+	// destinations receive the message events with their Context. Optional.
+	ConfigurationSetName string
+	// MinTimeToLive is the least remaining challenge lifetime worth sending
+	// with; below it Send refuses without calling the service. Default and
+	// lower bound 5 s (the API's minimum TimeToLive); at most 259200 s.
+	MinTimeToLive time.Duration
+	// Now is the clock the remaining lifetime is measured with. Default
+	// time.Now.
+	Now ledger.Clock
+}
+
+func (c Config) withDefaults() Config {
+	if c.MinTimeToLive == 0 {
+		c.MinTimeToLive = DefaultMinTimeToLive
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports the first invalid field, after applying defaults. Its
+// errors wrap ErrInvalidConfig and never echo the configured values.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if c.OriginationIdentity != "" && !identityLike(c.OriginationIdentity) {
+		return fmt.Errorf("%w: OriginationIdentity must be 1-256 of [A-Za-z0-9_:/+-]", ErrInvalidConfig)
+	}
+	if c.ConfigurationSetName != "" && !identityLike(c.ConfigurationSetName) {
+		return fmt.Errorf("%w: ConfigurationSetName must be 1-256 of [A-Za-z0-9_:/+-]", ErrInvalidConfig)
+	}
+	if c.MinTimeToLive < MinTimeToLive || c.MinTimeToLive > MaxTimeToLive {
+		return fmt.Errorf("%w: MinTimeToLive must be between %s and %s", ErrInvalidConfig, MinTimeToLive, MaxTimeToLive)
+	}
+	return nil
+}
+
+// Transport sends SMS through End User Messaging. It is safe for concurrent
+// use.
+type Transport struct {
+	client Client
+	cfg    Config
+}
+
+// New returns a transport that sends through client. The client's own retry
+// policy is overridden per call: sends are never retried by the SDK.
+func New(client Client, cfg Config) (*Transport, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil SMS client", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Transport{client: client, cfg: cfg.withDefaults()}, nil
+}
+
+// Capabilities reports that the service honors no idempotency key and offers
+// no lookup by Context: unknown outcomes need an operator decision.
+func (t *Transport) Capabilities() ledger.Capabilities { return ledger.Capabilities{} }
+
+// Send makes at most one SendTextMessage call (the SDK retryer is disabled
+// for it). See the package documentation for the outcome mapping.
+func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error) {
+	if strings.TrimSpace(s.Message.To) == "" {
+		return ledger.Ack{}, &ledger.Rejection{Reason: "smstransport: message has no destination number"}
+	}
+	ttl, err := t.timeToLive(s.ExpiresAt)
+	if err != nil {
+		return ledger.Ack{}, err
+	}
+	in := &pinpointsmsvoicev2.SendTextMessageInput{
+		DestinationPhoneNumber: aws.String(s.Message.To),
+		MessageBody:            aws.String(s.Message.Body),
+		MessageType:            types.MessageTypeTransactional,
+		TimeToLive:             aws.Int32(ttl),
+		Context: map[string]string{
+			ContextIdempotencyKey: s.IdempotencyKey,
+			ContextContentHash:    s.ContentHash,
+		},
+	}
+	if t.cfg.OriginationIdentity != "" {
+		in.OriginationIdentity = aws.String(t.cfg.OriginationIdentity)
+	}
+	if t.cfg.ConfigurationSetName != "" {
+		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
+	}
+	out, err := t.client.SendTextMessage(ctx, in, noRetries)
+	if err != nil {
+		return ledger.Ack{}, classify(err, s.Message)
+	}
+	if out == nil || aws.ToString(out.MessageId) == "" {
+		return ledger.Ack{}, &unknownError{detail: "SendTextMessage succeeded without a MessageId"}
+	}
+	return ledger.Ack{ID: aws.ToString(out.MessageId)}, nil
+}
+
+// timeToLive returns the whole seconds left until expiresAt, clamped to the
+// API's maximum, or a rejection if fewer than MinTimeToLive are left.
+func (t *Transport) timeToLive(expiresAt time.Time) (int32, error) {
+	left := expiresAt.Sub(t.cfg.Now()).Truncate(time.Second)
+	if left < t.cfg.MinTimeToLive {
+		return 0, &ledger.Rejection{Reason: fmt.Sprintf(
+			"smstransport: challenge expires before minimum TTL (%ds left, minimum %ds)",
+			max(int64(left/time.Second), 0), int64(t.cfg.MinTimeToLive/time.Second))}
+	}
+	return int32(min(left, MaxTimeToLive) / time.Second), nil
+}
+
+// noRetries turns the SDK's automatic retries off for one call, so that
+// every attempt is one the ledger recorded (DESIGN.md invariant 3).
+func noRetries(o *pinpointsmsvoicev2.Options) { o.Retryer = aws.NopRetryer{} }
+
+// rejectCodes are the error codes that definitely refuse the message: bad
+// input or destination (ValidationException), permissions or a disabled
+// account (AccessDeniedException), a missing origination identity or
+// configuration set (ResourceNotFoundException), an opted-out or unverified
+// destination (ConflictException) and a spend limit
+// (ServiceQuotaExceededException). None of them is sent.
+var rejectCodes = map[string]bool{
+	"ValidationException":           true,
+	"AccessDeniedException":         true,
+	"ResourceNotFoundException":     true,
+	"ConflictException":             true,
+	"ServiceQuotaExceededException": true,
+}
+
+// classify maps a SendTextMessage error to a *ledger.Rejection or an unknown
+// outcome. Provider text is sanitized; the number and body are redacted.
+func classify(err error, m ledger.Message) error {
+	reqID := requestID(err)
+	var apiErr interface {
+		ErrorCode() string
+		ErrorMessage() string
+	}
+	if errors.As(err, &apiErr) {
+		code := safeToken(apiErr.ErrorCode())
+		if rejectCodes[code] {
+			reason := code
+			if r := safeToken(serviceReason(err)); r != "" {
+				reason += "/" + r
+			}
+			if text := sanitize(apiErr.ErrorMessage(), m.To, m.Body); text != "" {
+				reason += ": " + text
+			}
+			return &ledger.Rejection{Reason: reason + reqID}
+		}
+		detail := code
+		if detail == "" {
+			detail = "unrecognised error code"
+		}
+		if st := httpStatus(err); st != 0 {
+			detail += fmt.Sprintf(" (HTTP %d)", st)
+		}
+		return &unknownError{detail: detail + reqID, cause: err}
+	}
+	return &unknownError{detail: failureClass(err) + reqID, cause: err}
+}
+
+// serviceReason returns the Reason enum of the typed exceptions that have one.
+func serviceReason(err error) string {
+	var (
+		v *types.ValidationException
+		a *types.AccessDeniedException
+		c *types.ConflictException
+		q *types.ServiceQuotaExceededException
+	)
+	switch {
+	case errors.As(err, &v):
+		return string(v.Reason)
+	case errors.As(err, &a):
+		return string(a.Reason)
+	case errors.As(err, &c):
+		return string(c.Reason)
+	case errors.As(err, &q):
+		return string(q.Reason)
+	}
+	return ""
+}
+
+// unknownError is an unknown outcome. Its text is built only from codes,
+// statuses and request ids; the cause stays reachable through errors.Is and
+// errors.As but is never printed.
+type unknownError struct {
+	detail string
+	cause  error
+}
+
+func (e *unknownError) Error() string { return ErrOutcomeUnknown.Error() + ": " + e.detail }
+
+// Unwrap returns ErrOutcomeUnknown and the underlying error.
+func (e *unknownError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrOutcomeUnknown}
+	}
+	return []error{ErrOutcomeUnknown, e.cause}
+}
+
+func failureClass(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout (context deadline exceeded)"
+	case errors.Is(err, context.Canceled):
+		return "context canceled"
+	}
+	var timeout interface{ Timeout() bool }
+	if errors.As(err, &timeout) && timeout.Timeout() {
+		return "timeout"
+	}
+	if st := httpStatus(err); st >= 200 && st < 300 {
+		return fmt.Sprintf("HTTP %d but the response could not be decoded", st)
+	} else if st != 0 {
+		return fmt.Sprintf("HTTP %d without a recognised error code", st)
+	}
+	return "transport error before a response"
+}
+
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// requestID returns " (request id X)" for errors that carry an AWS request
+// id, or "".
+func requestID(err error) string {
+	var re interface{ ServiceRequestID() string }
+	if errors.As(err, &re) {
+		if id := safeToken(re.ServiceRequestID()); id != "" {
+			return " (request id " + id + ")"
+		}
+	}
+	return ""
+}
+
+// safeToken keeps an identifier only if it is short and made of safe
+// characters.
+func safeToken(s string) string {
+	if len(s) == 0 || len(s) > 128 {
+		return ""
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)) {
+			return ""
+		}
+	}
+	return s
+}
+
+// identityLike matches the service's pattern for origination identities and
+// configuration set names or ARNs: 1-256 of [A-Za-z0-9_:/+-].
+func identityLike(s string) bool {
+	if len(s) == 0 || len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_:/+-", r)) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,308 @@
+package smstransport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
+	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+const (
+	testTo   = "+14155550123"
+	testBody = "Your reset code is 834211, or open https://game.example/r/s3cr3tT0ken"
+)
+
+var now = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func clock() time.Time { return now }
+
+func testSend(expiresIn time.Duration) ledger.Send {
+	id := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "ch-1", Channel: ledger.SMS}
+	m := ledger.Message{To: testTo, Body: testBody}
+	return ledger.Send{
+		IdempotencyKey: id.Key(),
+		ContentHash:    ledger.ContentHash("reset-sms", "v1", m),
+		Channel:        ledger.SMS,
+		Attempt:        2,
+		ExpiresAt:      now.Add(expiresIn),
+		Message:        m,
+	}
+}
+
+type fakeClient struct {
+	in    *pinpointsmsvoicev2.SendTextMessageInput
+	opts  pinpointsmsvoicev2.Options
+	calls int
+	out   *pinpointsmsvoicev2.SendTextMessageOutput
+	err   error
+}
+
+func (f *fakeClient) SendTextMessage(_ context.Context, in *pinpointsmsvoicev2.SendTextMessageInput, optFns ...func(*pinpointsmsvoicev2.Options)) (*pinpointsmsvoicev2.SendTextMessageOutput, error) {
+	f.calls++
+	f.in = in
+	f.opts = pinpointsmsvoicev2.Options{Retryer: retry.NewStandard()}
+	for _, fn := range optFns {
+		fn(&f.opts)
+	}
+	return f.out, f.err
+}
+
+func newTransport(t *testing.T, c Client, cfg Config) *Transport {
+	t.Helper()
+	if cfg.Now == nil {
+		cfg.Now = clock
+	}
+	tr, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"zero value", Config{}, true},
+		{"full", Config{OriginationIdentity: "arn:aws:sms-voice:eu-west-1:123456789012:pool/pool-abc", ConfigurationSetName: "reset-events", MinTimeToLive: time.Minute}, true},
+		{"phone number identity", Config{OriginationIdentity: "+14155550100"}, true},
+		{"bad identity", Config{OriginationIdentity: "has space"}, false},
+		{"bad config set", Config{ConfigurationSetName: "a;b"}, false},
+		{"min ttl below API minimum", Config{MinTimeToLive: time.Second}, false},
+		{"min ttl above API maximum", Config{MinTimeToLive: 73 * time.Hour}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if (err == nil) != tt.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("%v does not wrap ErrInvalidConfig", err)
+			}
+		})
+	}
+	if _, err := New(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New(nil) = %v", err)
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	tr := newTransport(t, &fakeClient{}, Config{})
+	if got := tr.Capabilities(); got != (ledger.Capabilities{}) {
+		t.Fatalf("Capabilities() = %+v, want none", got)
+	}
+	if _, ok := any(tr).(ledger.Looker); ok {
+		t.Fatal("SMS transport must not implement ledger.Looker")
+	}
+}
+
+func TestSendBuildsRequest(t *testing.T) {
+	fc := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String("msg-1")}}
+	tr := newTransport(t, fc, Config{OriginationIdentity: "pool-abc", ConfigurationSetName: "reset-events"})
+	s := testSend(10*time.Minute + 900*time.Millisecond)
+	ack, err := tr.Send(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.ID != "msg-1" {
+		t.Fatalf("ack = %q, want the MessageId", ack.ID)
+	}
+	in := fc.in
+	if aws.ToString(in.DestinationPhoneNumber) != testTo || aws.ToString(in.MessageBody) != testBody {
+		t.Errorf("destination/body not passed through: %+v", in)
+	}
+	if in.MessageType != types.MessageTypeTransactional {
+		t.Errorf("MessageType = %q", in.MessageType)
+	}
+	if aws.ToString(in.OriginationIdentity) != "pool-abc" || aws.ToString(in.ConfigurationSetName) != "reset-events" {
+		t.Errorf("origination/config set = %q/%q", aws.ToString(in.OriginationIdentity), aws.ToString(in.ConfigurationSetName))
+	}
+	want := map[string]string{"idempotency_key": s.IdempotencyKey, "content_hash": s.ContentHash}
+	if fmt.Sprint(in.Context) != fmt.Sprint(want) {
+		t.Errorf("Context = %v, want %v", in.Context, want)
+	}
+	if got := aws.ToInt32(in.TimeToLive); got != 600 {
+		t.Errorf("TimeToLive = %d, want 600 (whole seconds left, rounded down)", got)
+	}
+	if _, ok := fc.opts.Retryer.(aws.NopRetryer); !ok {
+		t.Errorf("retryer = %T, want aws.NopRetryer", fc.opts.Retryer)
+	}
+
+	// Optional fields stay unset when not configured.
+	fc2 := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String("m")}}
+	if _, err := newTransport(t, fc2, Config{}).Send(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if fc2.in.OriginationIdentity != nil || fc2.in.ConfigurationSetName != nil {
+		t.Errorf("unset config produced origination %v / config set %v", fc2.in.OriginationIdentity, fc2.in.ConfigurationSetName)
+	}
+}
+
+func TestTimeToLive(t *testing.T) {
+	tests := []struct {
+		name    string
+		left    time.Duration
+		min     time.Duration
+		wantTTL int32 // 0: rejected without a call
+	}{
+		{"exactly the API minimum", 5 * time.Second, 0, 5},
+		{"just under the minimum", 4999 * time.Millisecond, 0, 0},
+		{"already expired", -time.Minute, 0, 0},
+		{"configured minimum", 59 * time.Second, time.Minute, 0},
+		{"configured minimum met", time.Minute, time.Minute, 60},
+		{"ten minutes", 10 * time.Minute, 0, 600},
+		{"clamped to the API maximum", 100 * time.Hour, 0, 259200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String("m")}}
+			tr := newTransport(t, fc, Config{MinTimeToLive: tt.min})
+			_, err := tr.Send(context.Background(), testSend(tt.left))
+			if tt.wantTTL == 0 {
+				var rej *ledger.Rejection
+				if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "challenge expires before minimum TTL") {
+					t.Fatalf("err = %v, want a minimum-TTL rejection", err)
+				}
+				if fc.calls != 0 {
+					t.Fatalf("API called %d times, want 0", fc.calls)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := aws.ToInt32(fc.in.TimeToLive); got != tt.wantTTL {
+				t.Fatalf("TimeToLive = %d, want %d", got, tt.wantTTL)
+			}
+		})
+	}
+}
+
+func opErr(err error) error {
+	return &smithy.OperationError{ServiceID: "PinpointSMSVoiceV2", OperationName: "SendTextMessage", Err: err}
+}
+
+func TestSendErrorMapping(t *testing.T) {
+	leaky := "Destination phone number " + testTo + " (+1 415 555 0123) is invalid; body: " + testBody + "\r\n\x00"
+	tests := []struct {
+		name       string
+		err        error
+		rejected   bool
+		wantPrefix string
+	}{
+		{"validation", opErr(&types.ValidationException{Message: aws.String(leaky), Reason: types.ValidationExceptionReasonDestinationCountryBlocked}), true, "ValidationException/DESTINATION_COUNTRY_BLOCKED: Destination phone number [redacted]"},
+		{"access denied", &types.AccessDeniedException{Message: aws.String("account disabled"), Reason: types.AccessDeniedExceptionReasonAccountDisabled}, true, "AccessDeniedException/ACCOUNT_DISABLED: account disabled"},
+		{"resource not found", &types.ResourceNotFoundException{Message: aws.String("pool not found")}, true, "ResourceNotFoundException: pool not found"},
+		{"opted out", &types.ConflictException{Message: aws.String(leaky), Reason: types.ConflictExceptionReasonDestinationPhoneNumberOptedOut}, true, "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT"},
+		{"spend limit", &types.ServiceQuotaExceededException{Reason: types.ServiceQuotaExceededExceptionReasonMonthlySpendLimitReachedForText}, true, "ServiceQuotaExceededException/MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"},
+		{"throttling", opErr(&types.ThrottlingException{Message: aws.String(leaky)}), false, "smstransport: outcome unknown: ThrottlingException"},
+		{"internal", &types.InternalServerException{Message: aws.String(leaky)}, false, "smstransport: outcome unknown: InternalServerException"},
+		{"deadline", opErr(fmt.Errorf("post %s: %w", testTo, context.DeadlineExceeded)), false, "smstransport: outcome unknown: timeout"},
+		{"network", opErr(errors.New("write tcp: broken pipe " + testBody)), false, "smstransport: outcome unknown: transport error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := &fakeClient{err: tt.err}
+			tr := newTransport(t, fc, Config{})
+			_, err := tr.Send(context.Background(), testSend(10*time.Minute))
+			var rej *ledger.Rejection
+			if errors.As(err, &rej) != tt.rejected {
+				t.Fatalf("err = %v, want rejected=%v", err, tt.rejected)
+			}
+			text := err.Error()
+			if rej != nil {
+				text = rej.Reason
+			} else if !errors.Is(err, ErrOutcomeUnknown) {
+				t.Fatalf("%v does not wrap ErrOutcomeUnknown", err)
+			}
+			if !strings.HasPrefix(text, tt.wantPrefix) {
+				t.Fatalf("text = %q, want prefix %q", text, tt.wantPrefix)
+			}
+			assertClean(t, err.Error())
+		})
+	}
+}
+
+func assertClean(t *testing.T, s string) {
+	t.Helper()
+	for _, secret := range []string{testTo, "4155550123", "415 555 0123", testBody, "834211", "s3cr3tT0ken", "\r", "\n", "\x00"} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("error text %q leaks %q", s, secret)
+		}
+	}
+}
+
+func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) {
+	fc := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{}}
+	if _, err := newTransport(t, fc, Config{}).Send(context.Background(), testSend(time.Hour)); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
+	}
+}
+
+// TestSendThroughSDK runs the real client (awsJson1_0 protocol, default
+// retrying retryer) against a local server: it checks the SDK's error
+// decoding feeds the mapping and that the transport disables retries.
+func TestSendThroughSDK(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   int
+		body     string
+		rejected bool
+		want     string
+	}{
+		{"opted out", 400, `{"__type":"ConflictException","Message":"Number ` + testTo + ` opted out","Reason":"DESTINATION_PHONE_NUMBER_OPTED_OUT"}`, true, "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT: Number [redacted] opted out (request id rid-9)"},
+		{"throttled", 400, `{"__type":"ThrottlingException","Message":"slow down"}`, false, "smstransport: outcome unknown: ThrottlingException (HTTP 400) (request id rid-9)"},
+		{"internal", 500, `{"__type":"InternalServerException","Message":"oops"}`, false, "smstransport: outcome unknown: InternalServerException (HTTP 500) (request id rid-9)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var hits atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				w.Header().Set("X-Amzn-RequestId", "rid-9")
+				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+				w.WriteHeader(tt.status)
+				fmt.Fprint(w, tt.body)
+			}))
+			defer srv.Close()
+			client := pinpointsmsvoicev2.New(pinpointsmsvoicev2.Options{
+				Region:       "us-east-1",
+				BaseEndpoint: aws.String(srv.URL),
+				Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "SECRETTEST", ""),
+			})
+			_, err := newTransport(t, client, Config{}).Send(context.Background(), testSend(time.Hour))
+			var rej *ledger.Rejection
+			if errors.As(err, &rej) != tt.rejected {
+				t.Fatalf("err = %v, want rejected=%v", err, tt.rejected)
+			}
+			text := err.Error()
+			if rej != nil {
+				text = rej.Reason
+			}
+			if text != tt.want {
+				t.Fatalf("text = %q\nwant   %q", text, tt.want)
+			}
+			if hits.Load() != 1 {
+				t.Fatalf("server saw %d requests, want exactly 1", hits.Load())
+			}
+			assertClean(t, err.Error())
+		})
+	}
+}

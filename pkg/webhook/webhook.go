@@ -1,0 +1,444 @@
+// Package webhook sends reset notifications as an HTTPS POST to a configured
+// endpoint (an internal gateway, or a provider that honors idempotency keys)
+// and implements ledger.Transport and ledger.Looker.
+//
+// Every attempt is one POST of a JSON Payload to Config.URL with the headers
+//
+//	Idempotency-Key: <dedupe key>
+//	Content-Type: application/json
+//	Authorization: Bearer <Config.Token>   (if a token is configured)
+//
+// and no retries: neither this package nor net/http repeats the request (see
+// Transport.Send).
+//
+// Outcomes:
+//
+//	2xx with JSON {"id": "<non-empty>"}         -> ledger.Ack{ID: id}
+//	2xx without a usable id                     -> unknown (accepted, but no evidence to record)
+//	4xx except 408, 409, 425, 429               -> *ledger.Rejection ("HTTP <status>: <sanitized reason>")
+//	408, 409, 425, 429, 5xx, 1xx, 3xx           -> unknown
+//	timeout, connection reset or refused, EOF,
+//	cancelled context                           -> unknown
+//
+// Unknown outcomes wrap ErrOutcomeUnknown. No error text contains the
+// address, the message, the token or the URL.
+//
+// Capabilities follow the configuration: Config.KeyWindow is the window in
+// which the endpoint deduplicates by Idempotency-Key (the reconciler retries
+// an unknown send under the same key inside it), and Config.Lookup says the
+// endpoint answers GET <URL>/<idempotency key> with 200 {"id": ...} or 404.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Defaults applied by DefaultConfig (and, for Timeout, by New when zero).
+const (
+	DefaultTimeout   = 5 * time.Second
+	DefaultKeyWindow = 24 * time.Hour
+)
+
+// maxResponse caps how much of a response body is read.
+const maxResponse = 64 << 10
+
+// maxAckID caps the length of an acknowledgement id accepted from the
+// endpoint.
+const maxAckID = 256
+
+var (
+	// ErrOutcomeUnknown is wrapped by every Send error that is not a
+	// rejection: the endpoint may or may not have accepted the message.
+	ErrOutcomeUnknown = errors.New("webhook: outcome unknown")
+	// ErrInvalidConfig is wrapped by Config.Validate errors.
+	ErrInvalidConfig = errors.New("webhook: invalid config")
+	// ErrLookupUnsupported is returned by Lookup when Config.Lookup is off.
+	ErrLookupUnsupported = errors.New("webhook: endpoint does not support lookup")
+	// ErrLookupFailed is wrapped by Lookup errors other than
+	// ErrLookupUnsupported: the endpoint gave no usable answer.
+	ErrLookupFailed = errors.New("webhook: lookup failed")
+)
+
+// Doer sends an HTTP request; *http.Client implements it. Inject a client
+// with the transport (proxy, TLS) settings the deployment needs; this
+// package never uses http.DefaultClient.
+type Doer interface {
+	Do(req *http.Request) (*http.Response, error)
+}
+
+// Config configures the transport. Start from DefaultConfig: in a zero
+// Config, KeyWindow is 0, which claims that the endpoint honors no keys.
+type Config struct {
+	// URL is the endpoint that receives the POST. It must be https, except
+	// for a loopback host (localhost, 127.0.0.0/8, ::1) or when
+	// AllowInsecureHTTP is set. It must not carry user info or a fragment.
+	// Required.
+	URL string
+	// Token, if set, is sent as "Authorization: Bearer <Token>". It is never
+	// logged or put into an error.
+	Token string
+	// Timeout bounds one attempt, from sending the request to reading the
+	// response; reaching it is an unknown outcome. Default DefaultTimeout.
+	Timeout time.Duration
+	// KeyWindow is how long the endpoint deduplicates requests carrying the
+	// same Idempotency-Key. 0 means it does not; DefaultConfig sets
+	// DefaultKeyWindow. It becomes Capabilities().IdempotencyWindow, so do
+	// not claim more than the endpoint guarantees.
+	KeyWindow time.Duration
+	// Lookup says the endpoint answers GET <URL>/<idempotency key> with
+	// 200 {"id": "..."} for a message it recorded and 404 otherwise.
+	Lookup bool
+	// AllowInsecureHTTP permits a plain http URL to a non-loopback host, for
+	// local stacks only (e.g. an emulator reaching the host).
+	AllowInsecureHTTP bool
+}
+
+// DefaultConfig returns a Config for url with the default timeout and key
+// window and without lookup.
+func DefaultConfig(url string) Config {
+	return Config{URL: url, Timeout: DefaultTimeout, KeyWindow: DefaultKeyWindow}
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return c
+}
+
+// Validate reports the first invalid field, after applying defaults. Its
+// errors wrap ErrInvalidConfig and never echo the URL or the token.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if _, err := c.endpoint(); err != nil {
+		return err
+	}
+	for _, r := range c.Token {
+		if r > unicode.MaxASCII || !unicode.IsPrint(r) || r == ' ' {
+			return fmt.Errorf("%w: Token must be printable ASCII without spaces", ErrInvalidConfig)
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("%w: Timeout must be positive", ErrInvalidConfig)
+	}
+	if c.KeyWindow < 0 {
+		return fmt.Errorf("%w: KeyWindow must not be negative", ErrInvalidConfig)
+	}
+	return nil
+}
+
+func (c Config) endpoint() (*url.URL, error) {
+	if strings.TrimSpace(c.URL) == "" {
+		return nil, fmt.Errorf("%w: URL is required", ErrInvalidConfig)
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return nil, fmt.Errorf("%w: URL is not an absolute http(s) URL", ErrInvalidConfig)
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && (c.AllowInsecureHTTP || loopback(u.Hostname())):
+	case u.Scheme == "http":
+		return nil, fmt.Errorf("%w: URL must be https (plain http only for loopback hosts or with AllowInsecureHTTP)", ErrInvalidConfig)
+	default:
+		return nil, fmt.Errorf("%w: URL scheme must be https", ErrInvalidConfig)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%w: URL must not carry credentials; use Token", ErrInvalidConfig)
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		return nil, fmt.Errorf("%w: URL must not have a fragment", ErrInvalidConfig)
+	}
+	return u, nil
+}
+
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Payload is the JSON body of a send. The Provider decodes the same type.
+type Payload struct {
+	IdempotencyKey string    `json:"idempotency_key"`
+	ContentHash    string    `json:"content_hash"`
+	Channel        string    `json:"channel"`
+	Attempt        int       `json:"attempt"`
+	ExpiresAt      time.Time `json:"expires_at"`
+	To             string    `json:"to"`
+	Subject        string    `json:"subject,omitempty"`
+	Body           string    `json:"body"`
+}
+
+// Receipt is the JSON body of a successful send or lookup.
+type Receipt struct {
+	ID string `json:"id"`
+}
+
+// Transport posts messages to a webhook endpoint. It is safe for concurrent
+// use.
+type Transport struct {
+	client   Doer
+	cfg      Config
+	endpoint *url.URL
+}
+
+// New returns a transport that sends with client.
+func New(client Doer, cfg Config) (*Transport, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil HTTP client", ErrInvalidConfig)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	u, _ := cfg.endpoint()
+	return &Transport{client: client, cfg: cfg, endpoint: u}, nil
+}
+
+// Capabilities reports the configured key window and lookup support.
+func (t *Transport) Capabilities() ledger.Capabilities {
+	return ledger.Capabilities{IdempotencyWindow: t.cfg.KeyWindow, Lookup: t.cfg.Lookup}
+}
+
+// Send makes exactly one POST, bounded by Config.Timeout, and maps the
+// answer as the package documentation describes.
+//
+// The request is made non-replayable on purpose: net/http transparently
+// re-sends a request that carries an Idempotency-Key header when a reused
+// connection breaks before the response, which would be an attempt the
+// ledger never recorded. Without GetBody it re-sends only what it knows was
+// never written.
+func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error) {
+	body, err := json.Marshal(Payload{
+		IdempotencyKey: s.IdempotencyKey,
+		ContentHash:    s.ContentHash,
+		Channel:        string(s.Channel),
+		Attempt:        s.Attempt,
+		ExpiresAt:      s.ExpiresAt.UTC(),
+		To:             s.Message.To,
+		Subject:        s.Message.Subject,
+		Body:           s.Message.Body,
+	})
+	if err != nil {
+		// Nothing was sent. Marshalling strings and numbers does not fail.
+		return ledger.Ack{}, &ledger.Rejection{Reason: "webhook: cannot encode the message"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.endpoint.String(), bytes.NewReader(body))
+	if err != nil {
+		return ledger.Ack{}, &ledger.Rejection{Reason: "webhook: cannot build the request"}
+	}
+	req.GetBody = nil
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Idempotency-Key", s.IdempotencyKey)
+	t.authorize(req)
+
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return ledger.Ack{}, &unknownError{detail: t.failureClass(err), cause: err}
+	}
+	defer resp.Body.Close()
+	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	code := resp.StatusCode
+
+	switch {
+	case code >= 200 && code < 300:
+		if readErr != nil {
+			return ledger.Ack{}, &unknownError{detail: fmt.Sprintf("HTTP %d, then the body was lost (%s)", code, t.failureClass(readErr)), cause: readErr}
+		}
+		id, ok := receiptID(raw)
+		if !ok {
+			return ledger.Ack{}, &unknownError{detail: fmt.Sprintf("HTTP %d without a usable id", code)}
+		}
+		return ledger.Ack{ID: id}, nil
+	case code >= 400 && code < 500 && !retryableStatus(code):
+		reason := fmt.Sprintf("HTTP %d", code)
+		if text := sanitize(errorText(raw), t.secrets(s.Message)...); text != "" {
+			reason += ": " + text
+		}
+		return ledger.Ack{}, &ledger.Rejection{Reason: reason}
+	default:
+		return ledger.Ack{}, &unknownError{detail: fmt.Sprintf("HTTP %d", code)}
+	}
+}
+
+// retryableStatus lists the 4xx statuses that do not refuse the message:
+// a request timeout, a conflict (typically the same key still in flight),
+// too early, and rate limiting.
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return false
+}
+
+// Lookup asks the endpoint for the message it recorded under key: GET
+// <URL>/<key>, 200 {"id": ...} is found, 404 is not found. Anything else is
+// an error wrapping ErrLookupFailed. It returns ErrLookupUnsupported unless
+// Config.Lookup is set.
+func (t *Transport) Lookup(ctx context.Context, key string) (ledger.Ack, bool, error) {
+	if !t.cfg.Lookup {
+		return ledger.Ack{}, false, ErrLookupUnsupported
+	}
+	u := t.endpoint.JoinPath(url.PathEscape(key))
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return ledger.Ack{}, false, fmt.Errorf("%w: cannot build the request", ErrLookupFailed)
+	}
+	req.Header.Set("Accept", "application/json")
+	t.authorize(req)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return ledger.Ack{}, false, &lookupError{detail: t.failureClass(err), cause: err}
+	}
+	defer resp.Body.Close()
+	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	switch {
+	case resp.StatusCode == http.StatusOK && readErr == nil:
+		id, ok := receiptID(raw)
+		if !ok {
+			return ledger.Ack{}, false, &lookupError{detail: "HTTP 200 without a usable id"}
+		}
+		return ledger.Ack{ID: id}, true, nil
+	case resp.StatusCode == http.StatusNotFound:
+		return ledger.Ack{}, false, nil
+	case readErr != nil:
+		return ledger.Ack{}, false, &lookupError{detail: t.failureClass(readErr), cause: readErr}
+	default:
+		return ledger.Ack{}, false, &lookupError{detail: fmt.Sprintf("HTTP %d", resp.StatusCode)}
+	}
+}
+
+func (t *Transport) authorize(req *http.Request) {
+	if t.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+t.cfg.Token)
+	}
+}
+
+// secrets lists the strings no error may repeat: the message's fields (and
+// each line of the body, in case the endpoint echoes part of it) and the
+// token.
+func (t *Transport) secrets(m ledger.Message) []string {
+	out := []string{m.Body, m.To, t.cfg.Token}
+	for _, line := range strings.Split(m.Body, "\n") {
+		if line = strings.TrimSpace(line); len(line) >= 8 {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// failureClass names a transport failure without repeating its text, which
+// for net/http includes the URL.
+func (t *Transport) failureClass(err error) string {
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout (deadline exceeded)"
+	case errors.Is(err, context.Canceled):
+		return "context canceled"
+	case errors.As(err, &timeout) && timeout.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "connection reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before a complete response"
+	}
+	return "transport error"
+}
+
+// receiptID extracts a usable id from a JSON receipt.
+func receiptID(raw []byte) (string, bool) {
+	var r Receipt
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return "", false
+	}
+	if r.ID == "" || len(r.ID) > maxAckID {
+		return "", false
+	}
+	for _, c := range r.ID {
+		if !unicode.IsPrint(c) {
+			return "", false
+		}
+	}
+	return r.ID, true
+}
+
+// errorText picks the human-readable part of an error body: a JSON
+// "message", "error" (string or object with "message"), "detail", "title"
+// or "reason" field, else the raw text.
+func errorText(raw []byte) string {
+	var doc map[string]any
+	if json.Unmarshal(raw, &doc) == nil {
+		for _, k := range []string{"message", "error", "detail", "title", "reason"} {
+			switch v := doc[k].(type) {
+			case string:
+				return v
+			case map[string]any:
+				if m, ok := v["message"].(string); ok {
+					return m
+				}
+			}
+		}
+		return ""
+	}
+	return string(raw)
+}
+
+// unknownError is an unknown outcome. Its text carries only a status or a
+// failure class; the cause stays reachable through errors.Is and errors.As
+// but is never printed.
+type unknownError struct {
+	detail string
+	cause  error
+}
+
+func (e *unknownError) Error() string { return ErrOutcomeUnknown.Error() + ": " + e.detail }
+
+// Unwrap returns ErrOutcomeUnknown and the underlying error.
+func (e *unknownError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrOutcomeUnknown}
+	}
+	return []error{ErrOutcomeUnknown, e.cause}
+}
+
+// lookupError is a failed lookup, printed like unknownError.
+type lookupError struct {
+	detail string
+	cause  error
+}
+
+func (e *lookupError) Error() string { return ErrLookupFailed.Error() + ": " + e.detail }
+
+// Unwrap returns ErrLookupFailed and the underlying error.
+func (e *lookupError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrLookupFailed}
+	}
+	return []error{ErrLookupFailed, e.cause}
+}

@@ -1,0 +1,485 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+const (
+	testTo    = "player.one@example.org"
+	testBody  = "Hi!\nReset your password: https://game.example/reset?token=s3cr3t-t0ken-value\nIt expires in 10 minutes."
+	testToken = "tok_live_ABCDEF0123456789"
+)
+
+func testSend(challenge string) ledger.Send {
+	id := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: challenge, Channel: ledger.Email}
+	m := ledger.Message{To: testTo, Subject: "Reset your password", Body: testBody}
+	return ledger.Send{
+		IdempotencyKey: id.Key(),
+		ContentHash:    ledger.ContentHash("reset", "v1", m),
+		Channel:        ledger.Email,
+		Attempt:        1,
+		ExpiresAt:      time.Date(2030, 1, 1, 12, 10, 0, 0, time.UTC),
+		Message:        m,
+	}
+}
+
+// setup starts a Provider behind an httptest server and a transport for it.
+func setup(t *testing.T, pcfg ProviderConfig, mutate func(*Config)) (*Provider, *Transport, *httptest.Server) {
+	t.Helper()
+	p := NewProvider(pcfg)
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	cfg := DefaultConfig(srv.URL + "/v1/notify")
+	cfg.Token = pcfg.Token
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	tr, err := New(srv.Client(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, tr, srv
+}
+
+// assertClean fails if s repeats the address, the body (or a part of it),
+// the reset link or the bearer token.
+func assertClean(t *testing.T, s string) {
+	t.Helper()
+	for _, secret := range []string{testTo, "player.one", "s3cr3t-t0ken-value", "game.example", testToken, "ABCDEF0123456789", "expires in 10 minutes", "\n"} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("error text %q leaks %q", s, secret)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"https", DefaultConfig("https://notify.example.com/v1/send"), true},
+		{"loopback http", DefaultConfig("http://127.0.0.1:8080/send"), true},
+		{"localhost http", DefaultConfig("http://localhost:8080"), true},
+		{"ipv6 loopback http", DefaultConfig("http://[::1]:8080"), true},
+		{"remote http", DefaultConfig("http://notify.example.com/send"), false},
+		{"remote http allowed", Config{URL: "http://host.docker.internal:9000", AllowInsecureHTTP: true}, true},
+		{"missing url", Config{}, false},
+		{"relative url", DefaultConfig("/send"), false},
+		{"other scheme", DefaultConfig("ftp://notify.example.com"), false},
+		{"credentials in url", DefaultConfig("https://user:" + testToken + "@notify.example.com"), false},
+		{"fragment", DefaultConfig("https://notify.example.com/#x"), false},
+		{"token with newline", Config{URL: "https://notify.example.com", Token: "abc\r\nX-Evil: 1"}, false},
+		{"negative window", Config{URL: "https://notify.example.com", KeyWindow: -time.Second}, false},
+		{"negative timeout", Config{URL: "https://notify.example.com", Timeout: -time.Second}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if (err == nil) != tt.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrInvalidConfig) {
+					t.Fatalf("%v does not wrap ErrInvalidConfig", err)
+				}
+				assertClean(t, err.Error())
+			}
+		})
+	}
+	if _, err := New(nil, DefaultConfig("https://notify.example.com")); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New(nil) = %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want ledger.Capabilities
+	}{
+		{"defaults", DefaultConfig("https://n.example.com"), ledger.Capabilities{IdempotencyWindow: 24 * time.Hour}},
+		{"zero config honors no keys", Config{URL: "https://n.example.com"}, ledger.Capabilities{}},
+		{"lookup, no keys", Config{URL: "https://n.example.com", Lookup: true}, ledger.Capabilities{Lookup: true}},
+		{"short window", Config{URL: "https://n.example.com", KeyWindow: time.Hour, Lookup: true}, ledger.Capabilities{IdempotencyWindow: time.Hour, Lookup: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := New(http.DefaultClient, tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tr.Capabilities(); got != tt.want {
+				t.Fatalf("Capabilities() = %+v, want %+v", got, tt.want)
+			}
+			if tr.cfg.Timeout != DefaultTimeout {
+				t.Fatalf("Timeout = %s, want the default %s", tr.cfg.Timeout, DefaultTimeout)
+			}
+		})
+	}
+	var _ ledger.Transport = (*Transport)(nil)
+	var _ ledger.Looker = (*Transport)(nil)
+}
+
+func TestSendRequest(t *testing.T) {
+	var got *http.Request
+	var body []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		body, _ = io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, `{"id":"prov-1"}`)
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig(srv.URL + "/hooks/reset?tenant=game")
+	cfg.Token = testToken
+	tr, err := New(srv.Client(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testSend("ch-1")
+	ack, err := tr.Send(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.ID != "prov-1" {
+		t.Fatalf("ack = %q", ack.ID)
+	}
+	if got.Method != http.MethodPost || got.URL.Path != "/hooks/reset" || got.URL.Query().Get("tenant") != "game" {
+		t.Errorf("request line = %s %s", got.Method, got.URL)
+	}
+	for h, want := range map[string]string{
+		"Idempotency-Key": s.IdempotencyKey,
+		"Content-Type":    "application/json",
+		"Authorization":   "Bearer " + testToken,
+	} {
+		if v := got.Header.Get(h); v != want {
+			t.Errorf("header %s = %q, want %q", h, v, want)
+		}
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(body, &fields); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"idempotency_key": s.IdempotencyKey, "content_hash": s.ContentHash, "channel": "email",
+		"attempt": float64(1), "expires_at": "2030-01-01T12:10:00Z",
+		"to": testTo, "subject": "Reset your password", "body": testBody,
+	}
+	if len(fields) != len(want) {
+		t.Errorf("body has fields %v, want exactly %v", fields, want)
+	}
+	for k, v := range want {
+		if fields[k] != v {
+			t.Errorf("body %s = %v, want %v", k, fields[k], v)
+		}
+	}
+
+	// Without a token there is no Authorization header.
+	tr2, _ := New(srv.Client(), DefaultConfig(srv.URL))
+	if _, err := tr2.Send(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := got.Header["Authorization"]; ok {
+		t.Errorf("Authorization = %q without a token", v)
+	}
+}
+
+func TestSendResponseMapping(t *testing.T) {
+	echo := `{"error":{"message":"recipient ` + testTo + ` refused; body=` + strings.ReplaceAll(testBody, "\n", `\n`) + `; auth=` + testToken + `"}}`
+	tests := []struct {
+		name     string
+		step     Step
+		outcome  string // ack, rejected, unknown
+		wantText string // prefix of the rejection reason or error text
+	}{
+		{"accept", Step{Action: Accept}, "ack", ""},
+		{"reject 400 echoing secrets", Step{Action: Reject, Body: echo}, "rejected", "HTTP 400: recipient [redacted] refused; body= [redacted]"},
+		{"reject plain text", Step{Action: Respond, Status: 422, Body: "invalid \x1b[31mrecipient\x00\r\n"}, "rejected", "HTTP 422: invalid [31mrecipient"},
+		{"unauthorized", Step{Action: Respond, Status: 401}, "rejected", "HTTP 401: Unauthorized"},
+		{"forbidden", Step{Action: Respond, Status: 403, Body: `{"message":"sender blocked"}`}, "rejected", "HTTP 403: sender blocked"},
+		{"not found", Step{Action: Respond, Status: 404, Body: `{"detail":"no such route"}`}, "rejected", "HTTP 404: no such route"},
+		{"too large", Step{Action: Respond, Status: 413, Body: strings.Repeat("too large ", 100)}, "rejected", "HTTP 413: too large"},
+		{"request timeout 408", Step{Action: Respond, Status: 408}, "unknown", "webhook: outcome unknown: HTTP 408"},
+		{"conflict 409", Step{Action: Respond, Status: 409, Body: echo}, "unknown", "webhook: outcome unknown: HTTP 409"},
+		{"too early 425", Step{Action: Respond, Status: 425}, "unknown", "webhook: outcome unknown: HTTP 425"},
+		{"rate limited 429", Step{Action: Respond, Status: 429}, "unknown", "webhook: outcome unknown: HTTP 429"},
+		{"server error 500", Step{Action: Respond, Status: 500, Body: echo}, "unknown", "webhook: outcome unknown: HTTP 500"},
+		{"bad gateway 502", Step{Action: Respond, Status: 502}, "unknown", "webhook: outcome unknown: HTTP 502"},
+		{"unavailable 503", Step{Action: Unavailable}, "unknown", "webhook: outcome unknown: HTTP 503"},
+		{"redirect 307", Step{Action: Respond, Status: 307}, "unknown", "webhook: outcome unknown: HTTP 307"},
+		{"2xx without id", Step{Action: Respond, Status: 200, Body: `{"status":"ok"}`}, "unknown", "webhook: outcome unknown: HTTP 200 without a usable id"},
+		{"2xx not json", Step{Action: Respond, Status: 202, Body: "queued"}, "unknown", "webhook: outcome unknown: HTTP 202 without a usable id"},
+		{"accept then drop", Step{Action: AcceptThenDrop}, "unknown", "webhook: outcome unknown: connection closed before a complete response"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, tr, _ := setup(t, ProviderConfig{HonorKeys: true, Token: testToken}, nil)
+			p.Script(tt.step)
+			s := testSend("ch-" + tt.name)
+			ack, err := tr.Send(context.Background(), s)
+			var rej *ledger.Rejection
+			switch tt.outcome {
+			case "ack":
+				if err != nil {
+					t.Fatalf("err = %v, want an ack", err)
+				}
+				msgs := p.Messages()
+				if len(msgs) != 1 || ack.ID != msgs[0].ID || ack.ID == "" {
+					t.Fatalf("ack %q, provider recorded %+v", ack.ID, msgs)
+				}
+				return
+			case "rejected":
+				if !errors.As(err, &rej) {
+					t.Fatalf("err = %v, want *ledger.Rejection", err)
+				}
+				if !strings.HasPrefix(rej.Reason, tt.wantText) {
+					t.Fatalf("reason = %q, want prefix %q", rej.Reason, tt.wantText)
+				}
+				if len(rej.Reason) > 200 {
+					t.Fatalf("reason is %d bytes, want it capped", len(rej.Reason))
+				}
+			case "unknown":
+				if errors.As(err, &rej) || !errors.Is(err, ErrOutcomeUnknown) {
+					t.Fatalf("err = %v, want an unknown outcome", err)
+				}
+				if !strings.HasPrefix(err.Error(), tt.wantText) {
+					t.Fatalf("err = %q, want prefix %q", err, tt.wantText)
+				}
+			}
+			assertClean(t, err.Error())
+			if strings.Contains(err.Error(), "127.0.0.1") {
+				t.Fatalf("error %q repeats the URL", err)
+			}
+		})
+	}
+}
+
+func TestSendTimeoutIsUnknown(t *testing.T) {
+	p, tr, _ := setup(t, ProviderConfig{HonorKeys: true}, func(c *Config) { c.Timeout = 150 * time.Millisecond })
+	p.Script(Step{Action: Slow, Delay: 5 * time.Second})
+	s := testSend("slow")
+	start := time.Now()
+	_, err := tr.Send(context.Background(), s)
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want an unknown outcome caused by the deadline", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Send took %s, want it bounded by Config.Timeout", d)
+	}
+	if n := p.Recorded(s.IdempotencyKey); n != 1 {
+		t.Fatalf("provider recorded %d, want 1 (accepted, answer too slow)", n)
+	}
+	assertClean(t, err.Error())
+}
+
+func TestSendCallerCancelIsUnknown(t *testing.T) {
+	p, tr, _ := setup(t, ProviderConfig{}, nil)
+	p.Script(Step{Action: Slow, Delay: 5 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := tr.Send(ctx, testSend("cancel"))
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want an unknown outcome caused by cancellation", err)
+	}
+}
+
+func TestSendConnectionRefusedIsUnknown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	tr, err := New(&http.Client{}, DefaultConfig("http://"+addr+"/send"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tr.Send(context.Background(), testSend("refused"))
+	if !errors.Is(err, ErrOutcomeUnknown) || err.Error() != "webhook: outcome unknown: connection refused" {
+		t.Fatalf("err = %v, want unknown: connection refused", err)
+	}
+}
+
+// TestSameKeyRetryAfterDrop is the reconcile path for a key-honoring
+// endpoint: the first attempt is accepted but its answer is lost; the retry
+// under the same key inside the window gets the same id and no second
+// message.
+func TestSameKeyRetryAfterDrop(t *testing.T) {
+	p, tr, _ := setup(t, ProviderConfig{HonorKeys: true}, nil)
+	p.Script(Step{Action: AcceptThenDrop})
+	s := testSend("drop")
+	if _, err := tr.Send(context.Background(), s); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("first attempt: err = %v, want unknown", err)
+	}
+	if n := p.Recorded(s.IdempotencyKey); n != 1 {
+		t.Fatalf("after the drop the provider recorded %d, want 1", n)
+	}
+	s.Attempt = 2
+	ack, err := tr.Send(context.Background(), s)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	msgs := p.Messages()
+	if len(msgs) != 1 || ack.ID != msgs[0].ID {
+		t.Fatalf("retry ack %q, provider messages %+v: want the first message's id", ack.ID, msgs)
+	}
+	if n := p.Recorded(s.IdempotencyKey); n != 1 {
+		t.Fatalf("after the retry the provider recorded %d, want still 1", n)
+	}
+	if n := p.Received(s.IdempotencyKey); n != 2 {
+		t.Fatalf("provider received %d requests, want 2", n)
+	}
+}
+
+// TestNoTransparentRetryOnReusedConnection guards Send's non-replayable
+// request: net/http would otherwise re-send a POST carrying Idempotency-Key
+// when a kept-alive connection dies before the answer.
+func TestNoTransparentRetryOnReusedConnection(t *testing.T) {
+	p, tr, _ := setup(t, ProviderConfig{HonorKeys: false}, nil)
+	// Warm a keep-alive connection, then have the next request's answer lost.
+	if _, err := tr.Send(context.Background(), testSend("warm")); err != nil {
+		t.Fatal(err)
+	}
+	p.Script(Step{Action: AcceptThenDrop}, Step{Action: Accept})
+	s := testSend("reused")
+	if _, err := tr.Send(context.Background(), s); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("err = %v, want unknown", err)
+	}
+	if n := p.Received(s.IdempotencyKey); n != 1 {
+		t.Fatalf("provider received the POST %d times, want exactly 1 (no attempt the ledger did not record)", n)
+	}
+	if n := p.Recorded(s.IdempotencyKey); n != 1 {
+		t.Fatalf("provider recorded %d, want 1", n)
+	}
+}
+
+func TestProviderWithoutKeysRecordsEveryAttempt(t *testing.T) {
+	p, tr, _ := setup(t, ProviderConfig{HonorKeys: false}, nil)
+	s := testSend("twice")
+	a1, err1 := tr.Send(context.Background(), s)
+	a2, err2 := tr.Send(context.Background(), s)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if a1.ID == a2.ID || p.Recorded(s.IdempotencyKey) != 2 {
+		t.Fatalf("ids %q/%q, recorded %d: a provider that ignores keys records each attempt", a1.ID, a2.ID, p.Recorded(s.IdempotencyKey))
+	}
+}
+
+func TestProviderRejectsKeyReuseWithOtherContent(t *testing.T) {
+	p, tr, _ := setup(t, ProviderConfig{HonorKeys: true}, nil)
+	s := testSend("mismatch")
+	if _, err := tr.Send(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	s.ContentHash = strings.Repeat("0", 64)
+	_, err := tr.Send(context.Background(), s)
+	var rej *ledger.Rejection
+	if !errors.As(err, &rej) || !strings.HasPrefix(rej.Reason, "HTTP 422") {
+		t.Fatalf("err = %v, want a 422 rejection", err)
+	}
+	if p.Recorded(s.IdempotencyKey) != 1 {
+		t.Fatalf("recorded %d, want 1", p.Recorded(s.IdempotencyKey))
+	}
+}
+
+func TestProviderRequiresToken(t *testing.T) {
+	p, tr, _ := setup(t, ProviderConfig{Token: testToken}, func(c *Config) { c.Token = "wrong-token" })
+	s := testSend("auth")
+	_, err := tr.Send(context.Background(), s)
+	var rej *ledger.Rejection
+	if !errors.As(err, &rej) || !strings.HasPrefix(rej.Reason, "HTTP 401") {
+		t.Fatalf("err = %v, want a 401 rejection", err)
+	}
+	if strings.Contains(err.Error(), "wrong-token") {
+		t.Fatalf("error %q repeats the token", err)
+	}
+	if p.Received(s.IdempotencyKey) != 0 || p.Recorded(s.IdempotencyKey) != 0 {
+		t.Fatal("an unauthorized request reached the send path")
+	}
+}
+
+func TestLookup(t *testing.T) {
+	p, tr, srv := setup(t, ProviderConfig{HonorKeys: true, Token: testToken}, func(c *Config) { c.Lookup = true })
+	found := testSend("found")
+	p.Script(Step{Action: AcceptThenDrop})
+	if _, err := tr.Send(context.Background(), found); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("send: %v", err)
+	}
+	ack, ok, err := tr.Lookup(context.Background(), found.IdempotencyKey)
+	if err != nil || !ok || ack.ID != p.Messages()[0].ID {
+		t.Fatalf("Lookup(found) = %+v, %v, %v; want the recorded id %q", ack, ok, err, p.Messages()[0].ID)
+	}
+	ack, ok, err = tr.Lookup(context.Background(), testSend("never-sent").IdempotencyKey)
+	if err != nil || ok || ack.ID != "" {
+		t.Fatalf("Lookup(missing) = %+v, %v, %v; want not found", ack, ok, err)
+	}
+
+	// Lookup answers other than 200/404 are errors, not "not found".
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	trDown, _ := New(down.Client(), Config{URL: down.URL, Lookup: true})
+	if _, ok, err := trDown.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, ErrLookupFailed) || ok {
+		t.Fatalf("Lookup(503) = %v, %v; want ErrLookupFailed", ok, err)
+	}
+
+	// Lookup off: no request at all.
+	off, _ := New(srv.Client(), DefaultConfig(srv.URL))
+	if _, _, err := off.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, ErrLookupUnsupported) {
+		t.Fatalf("Lookup with Config.Lookup off = %v, want ErrLookupUnsupported", err)
+	}
+}
+
+func TestProviderMessagesEndpoint(t *testing.T) {
+	_, tr, srv := setup(t, ProviderConfig{HonorKeys: true}, nil)
+	s := testSend("listed")
+	ack, err := tr.Send(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Get(srv.URL + "/messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []RecordedMessage
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != ack.ID || got[0].IdempotencyKey != s.IdempotencyKey || got[0].ContentHash != s.ContentHash || got[0].Attempt != 1 || got[0].To != testTo {
+		t.Fatalf("GET /messages = %+v", got)
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain reason", "plain reason"},
+		{"mail to a.b@example.com failed", "mail to [redacted] failed"},
+		{"call +1 (415) 555-0123 now", "call [redacted] now"},
+		{"see https://x.example/r?t=abc", "see [redacted]"},
+		{"tok " + strings.Repeat("a", 50), "tok [redacted]"},
+		{"ctl\x00\x1b\r\nchars", "ctl chars"},
+		{strings.Repeat("x ", 200), strings.TrimSpace(strings.Repeat("x ", 60))[:maxReason-1] + "…"},
+	}
+	for _, tt := range tests {
+		if got := sanitize(tt.in); got != tt.want {
+			t.Errorf("sanitize(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := sanitize("secret=hunter2-pass ok", "hunter2-pass"); strings.Contains(got, "hunter2") {
+		t.Errorf("sanitize kept a listed secret: %q", got)
+	}
+}
