@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/producer"
+	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
 // syncBuffer collects log lines and EMF records from every handler.
@@ -78,11 +80,15 @@ type pipeline struct {
 	producer                  *producer.Producer
 	sender                    string
 	base                      int
+	provider                  *webhook.Provider
 }
 
 const maxReceives = 2
 
-func newPipeline(t *testing.T, extraEnv map[string]string) *pipeline {
+// newPipeline builds the tables, key, queues and handlers of one isolated
+// pipeline. SMS goes through the webhook transport to a local provider
+// configured by prov; extraEnv overrides function settings.
+func newPipeline(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfig) *pipeline {
 	t.Helper()
 	cfg := emulator.Config(t)
 	ctx := context.Background()
@@ -127,10 +133,18 @@ func newPipeline(t *testing.T, extraEnv map[string]string) *pipeline {
 	}
 	p.queueURL = *q.QueueUrl
 
+	var pc webhook.ProviderConfig
+	if len(prov) > 0 {
+		pc = prov[0]
+	}
+	p.provider = webhook.NewProvider(pc)
+	srv := httptest.NewServer(p.provider)
+	t.Cleanup(srv.Close)
+
 	env := map[string]string{
 		"LEDGER_TABLE": p.ledgerTable, "CONTENT_TABLE": p.contentTable, "CONTENT_KEY_ARN": *key.KeyMetadata.Arn,
 		"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "webhook", "SES_FROM_ADDRESS": p.sender,
-		"WEBHOOK_URL": "http://127.0.0.1:1/unused", "WEBHOOK_KEY_WINDOW": "0s", "WEBHOOK_TIMEOUT": "2s",
+		"WEBHOOK_URL": srv.URL + "/send", "WEBHOOK_KEY_WINDOW": "0s", "WEBHOOK_TIMEOUT": "2s",
 	}
 	for k, v := range extraEnv {
 		env[k] = v
@@ -188,8 +202,17 @@ func (p *pipeline) publishRaw(body string) {
 // until it is empty, as the SQS event source would: successes are deleted,
 // reported failures become visible again at once.
 func (p *pipeline) pumpQueue() (failed int) {
+	return p.pump(50)
+}
+
+// pumpQueueOnce delivers what the queue holds now, once.
+func (p *pipeline) pumpQueueOnce() (failed int) {
+	return p.pump(1)
+}
+
+func (p *pipeline) pump(maxRounds int) (failed int) {
 	p.t.Helper()
-	for rounds := 0; rounds < 50; rounds++ {
+	for rounds := 0; rounds < maxRounds; rounds++ {
 		out, err := p.sqs.ReceiveMessage(p.ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: &p.queueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 30,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
@@ -224,7 +247,9 @@ func (p *pipeline) pumpQueue() (failed int) {
 			}
 		}
 	}
-	p.t.Fatal("queue did not drain")
+	if maxRounds > 1 {
+		p.t.Fatal("queue did not drain")
+	}
 	return failed
 }
 
