@@ -37,6 +37,10 @@ integration:
 	LEDGER_REQUIRE_EMULATOR=1 go vet ./...
 	LEDGER_REQUIRE_EMULATOR=1 go test -race -count=1 ./...
 
+## bench: cost and speed figures against the emulator and in-process; writes BENCHMARKS.md
+bench: build
+	$(WITH_EMULATOR) env BENCH_REPORT=1 BENCH_DIST=$(CURDIR)/$(DIST) ARCH=$(ARCH) go test ./bench -run '^TestReport$$' -count=1 -v -timeout 30m
+
 emulator-start:
 	$(EMULATOR) install
 	$(EMULATOR) start

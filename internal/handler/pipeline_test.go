@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -81,6 +82,23 @@ type pipeline struct {
 	sender                    string
 	base                      int
 	provider                  *webhook.Provider
+	skewMu                    sync.Mutex
+	skew                      time.Duration
+}
+
+// now is the functions' clock: real time plus the skew advance adds, so
+// tests move past expiries and leases without sleeping.
+func (p *pipeline) now() time.Time {
+	p.skewMu.Lock()
+	defer p.skewMu.Unlock()
+	return time.Now().Add(p.skew)
+}
+
+// advance moves the functions' clock forward by d.
+func (p *pipeline) advance(d time.Duration) {
+	p.skewMu.Lock()
+	defer p.skewMu.Unlock()
+	p.skew += d
 }
 
 const maxReceives = 2
@@ -158,6 +176,7 @@ func newPipeline(t *testing.T, extraEnv map[string]string, prov ...webhook.Provi
 		if err != nil {
 			t.Fatal(err)
 		}
+		svc.Clock = p.now
 		return svc
 	}
 	logger := slogJSON(p.out)
@@ -408,18 +427,54 @@ func (p *pipeline) dlqDepth() int {
 }
 
 // scanLedger returns every ledger item as JSON, for the privacy sweep.
-func (p *pipeline) scanLedger() []string {
+func (p *pipeline) scanLedger() []string { return p.scanTable(p.ledgerTable) }
+
+// flatten writes every value of v as raw text (binary values as their raw
+// bytes, not base64), so a search finds plaintext wherever it is.
+func flatten(sb *strings.Builder, v ddbtypes.AttributeValue) {
+	switch v := v.(type) {
+	case *ddbtypes.AttributeValueMemberS:
+		sb.WriteString(v.Value)
+	case *ddbtypes.AttributeValueMemberN:
+		sb.WriteString(v.Value)
+	case *ddbtypes.AttributeValueMemberB:
+		sb.Write(v.Value)
+	case *ddbtypes.AttributeValueMemberSS:
+		sb.WriteString(strings.Join(v.Value, " "))
+	case *ddbtypes.AttributeValueMemberL:
+		for _, x := range v.Value {
+			flatten(sb, x)
+		}
+	case *ddbtypes.AttributeValueMemberM:
+		for k, x := range v.Value {
+			sb.WriteString(k + "=")
+			flatten(sb, x)
+		}
+	}
+	sb.WriteString(" ")
+}
+
+// scanTable returns every item of table as raw text.
+func (p *pipeline) scanTable(table string) []string {
 	p.t.Helper()
 	var items []string
-	for _, table := range []string{p.ledgerTable} {
-		out, err := p.db.Scan(p.ctx, &dynamodb.ScanInput{TableName: &table})
+	in := &dynamodb.ScanInput{TableName: &table}
+	for {
+		out, err := p.db.Scan(p.ctx, in)
 		if err != nil {
 			p.t.Fatal(err)
 		}
 		for _, it := range out.Items {
-			b, _ := json.Marshal(it)
-			items = append(items, string(b))
+			var sb strings.Builder
+			for k, v := range it {
+				sb.WriteString(k + "=")
+				flatten(&sb, v)
+			}
+			items = append(items, sb.String())
 		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return items
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
-	return items
 }

@@ -48,9 +48,9 @@ func TestEmailIsSentOnceAcrossRedeliveryAndDuplicateStreamRecords(t *testing.T) 
 func TestExpiredIntentsAreRecordedAndNeverSent(t *testing.T) {
 	p := newPipeline(t, map[string]string{"EXPIRY_MARGIN": "1s"})
 	late := p.notification(1, ledger.Email, 1500*time.Millisecond) // expires while it waits in the queue
-	waiting := p.notification(2, ledger.Email, 3*time.Second)      // claimed, then expires before dispatch
+	waiting := p.notification(2, ledger.Email, 30*time.Second)      // claimed, then expires before dispatch
 	p.publish(late)
-	time.Sleep(700 * time.Millisecond)
+	p.advance(700 * time.Millisecond)
 	p.pumpQueue()
 	if st := p.row(late).State; st != ledger.Expired {
 		t.Fatalf("late intent: %s", st)
@@ -60,7 +60,7 @@ func TestExpiredIntentsAreRecordedAndNeverSent(t *testing.T) {
 	if st := p.row(waiting).State; st != ledger.Claimed {
 		t.Fatalf("waiting intent: %s", st)
 	}
-	time.Sleep(2100 * time.Millisecond)
+	p.advance(30 * time.Second)
 	p.pumpStream()
 	for _, n := range []struct {
 		name string
@@ -78,10 +78,10 @@ func TestExpiredIntentsAreRecordedAndNeverSent(t *testing.T) {
 
 func TestExpireSweepClosesClaimsWhoseStreamRecordNeverArrived(t *testing.T) {
 	p := newPipeline(t, map[string]string{"EXPIRY_MARGIN": "1s"})
-	n := p.notification(1, ledger.SMS, 2*time.Second)
+	n := p.notification(1, ledger.SMS, 20*time.Second)
 	p.publish(n)
 	p.pumpQueue()
-	time.Sleep(1100 * time.Millisecond)
+	p.advance(20 * time.Second)
 	if err := p.expire.Handle(p.ctx, events.CloudWatchEvent{}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/producer"
 	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
@@ -41,7 +43,7 @@ func TestCrashAfterProviderAcceptedIsQuarantinedNeverResent(t *testing.T) {
 			t.Fatalf("%s: %s %q", n.name, n.row.State, n.row.Reason)
 		}
 	}
-	time.Sleep(1100 * time.Millisecond)
+	p.advance(1100 * time.Millisecond)
 	p.reconcileNow()
 	p.reconcileNow()
 	for _, n := range []ledger.Entry{p.row(dropped), p.row(slow)} {
@@ -71,7 +73,7 @@ func TestProviderHonoringKeysIsRetriedUnderTheSameKey(t *testing.T) {
 	if st := p.row(n).State; st != ledger.Unknown {
 		t.Fatalf("after the dropped answer: %s", st)
 	}
-	time.Sleep(5 * time.Millisecond)
+	p.advance(5 * time.Millisecond)
 	p.reconcileNow()
 	row := p.row(n)
 	if row.State != ledger.Accepted || row.Attempts != 2 || row.AckID == "" {
@@ -107,5 +109,43 @@ func TestFallbackRaceSendsOneMessage(t *testing.T) {
 	}
 	if st := p.row(sms).State; st != ledger.Suppressed {
 		t.Fatalf("sms row: %s", st)
+	}
+}
+
+// TestCanaryNeverLeavesTheEnvelope runs claim, dispatch, reconcile and
+// expire over accepted, unknown, expired, mismatched and poison intents that
+// all carry the canary token, then sweeps every place the system writes.
+func TestCanaryNeverLeavesTheEnvelope(t *testing.T) {
+	p := newPipeline(t, map[string]string{"EXPIRY_MARGIN": "1s", "RECHECK_AFTER": "1ms"})
+	email := p.notification(1, ledger.Email, 10*time.Minute)
+	sms := p.notification(2, ledger.SMS, 10*time.Minute)
+	expiring := p.notification(3, ledger.SMS, 20*time.Second)
+	p.provider.Script(webhook.Step{Action: webhook.AcceptThenDrop})
+	for _, n := range []producer.Notification{sms, email, expiring} {
+		p.publish(n)
+	}
+	changed := email
+	changed.Message.Body += " v2"
+	p.publish(changed)
+	p.publishRaw(`{"schema_version":1,"challenge_id":"` + ledgertest.Canary + `"}`)
+	p.pumpQueue()
+	p.advance(20 * time.Second)
+	p.pumpStream()
+	p.reconcileNow()
+	if err := p.expire.Handle(p.ctx, events.CloudWatchEvent{}); err != nil {
+		t.Fatal(err)
+	}
+	states := map[ledger.State]int{}
+	for _, n := range []producer.Notification{email, sms, expiring} {
+		states[p.row(n).State]++
+	}
+	if states[ledger.Accepted] != 1 || states[ledger.Quarantined] != 1 || states[ledger.Expired] != 1 {
+		t.Fatalf("states %v", states)
+	}
+	p.assertNoSecrets()
+	for _, item := range p.scanTable(p.contentTable) {
+		if strings.Contains(item, ledgertest.Canary) || strings.Contains(item, "example.test") {
+			t.Fatalf("plaintext in the content table: %.200s", item)
+		}
 	}
 }
