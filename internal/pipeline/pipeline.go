@@ -1,4 +1,11 @@
-package handler_test
+// Package pipeline runs the real Lambda handlers against the emulator the way
+// their event sources would, for tests: SQS batches into claim (partial batch
+// responses honored, redrive to a DLQ), ledger stream records read back from
+// the table's stream and filtered like the dispatch event source, scheduled
+// reconcile and expire runs, SES captured by the emulator and SMS through the
+// webhook transport to a local provider. Every pipeline has its own tables,
+// key and queues, and a clock tests can advance.
+package pipeline
 
 import (
 	"bytes"
@@ -39,87 +46,87 @@ import (
 	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
-// syncBuffer collects log lines and EMF records from every handler.
-type syncBuffer struct {
+// Buffer collects log lines and EMF records from every handler.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
-// pipeline runs the real handlers against the emulator the way the event
+// Pipeline runs the real handlers against the emulator the way the event
 // sources would: SQS batches into claim, stream records (read back from the
 // table's stream, filtered like the event source) into dispatch.
-type pipeline struct {
+type Pipeline struct {
 	t                         *testing.T
-	ctx                       context.Context
-	endpoint                  string
-	db                        *dynamodb.Client
+	Ctx                       context.Context
+	Endpoint                  string
+	DB                        *dynamodb.Client
 	streams                   *dynamodbstreams.Client
-	sqs                       *sqs.Client
-	queueURL, dlqURL          string
-	ledgerTable, contentTable string
+	SQS                       *sqs.Client
+	QueueURL, DLQURL          string
+	LedgerTable, ContentTable string
 	streamARN                 string
 	iterators                 map[string]*string
-	out                       *syncBuffer
-	streamRaw                 []string
+	Out                       *Buffer
+	StreamRaw                 []string
 	errs                      []string
-	claim                     *handler.Claim
-	dispatch                  *handler.Dispatch
-	reconcile                 *handler.Reconcile
-	expire                    *handler.Expire
-	producer                  *producer.Producer
+	Claim                     *handler.Claim
+	Dispatch                  *handler.Dispatch
+	Reconcile                 *handler.Reconcile
+	Expire                    *handler.Expire
+	Producer                  *producer.Producer
 	sender                    string
 	base                      int
-	provider                  *webhook.Provider
+	Provider                  *webhook.Provider
 	skewMu                    sync.Mutex
 	skew                      time.Duration
 }
 
-// now is the functions' clock: real time plus the skew advance adds, so
+// Now is the functions' clock: real time plus the skew advance adds, so
 // tests move past expiries and leases without sleeping.
-func (p *pipeline) now() time.Time {
+func (p *Pipeline) Now() time.Time {
 	p.skewMu.Lock()
 	defer p.skewMu.Unlock()
 	return time.Now().Add(p.skew)
 }
 
-// advance moves the functions' clock forward by d.
-func (p *pipeline) advance(d time.Duration) {
+// Advance moves the functions' clock forward by d.
+func (p *Pipeline) Advance(d time.Duration) {
 	p.skewMu.Lock()
 	defer p.skewMu.Unlock()
 	p.skew += d
 }
 
-const maxReceives = 2
+const MaxReceives = 2
 
-// newPipeline builds the tables, key, queues and handlers of one isolated
+// New builds the tables, key, queues and handlers of one isolated
 // pipeline. SMS goes through the webhook transport to a local provider
 // configured by prov; extraEnv overrides function settings.
-func newPipeline(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfig) *pipeline {
+func New(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfig) *Pipeline {
 	t.Helper()
 	cfg := emulator.Config(t)
 	ctx := context.Background()
-	p := &pipeline{
-		t: t, ctx: ctx, endpoint: *cfg.BaseEndpoint, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
-		sqs: sqs.NewFromConfig(cfg), ledgerTable: emulator.UniqueName(t, "ledger"), contentTable: emulator.UniqueName(t, "content"),
-		iterators: map[string]*string{}, out: &syncBuffer{}, base: rand.IntN(1_000_000) * 10,
+	p := &Pipeline{
+		t: t, Ctx: ctx, Endpoint: *cfg.BaseEndpoint, DB: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
+		SQS: sqs.NewFromConfig(cfg), LedgerTable: emulator.UniqueName(t, "ledger"), ContentTable: emulator.UniqueName(t, "content"),
+		iterators: map[string]*string{}, Out: &Buffer{}, base: rand.IntN(1_000_000) * 10,
 	}
 	p.sender = "no-reply@" + emulator.UniqueName(t, "ledger") + ".example.test"
-	if err := dynamostore.CreateTables(ctx, p.db, p.ledgerTable, p.contentTable); err != nil {
+	if err := dynamostore.CreateTables(ctx, p.DB, p.LedgerTable, p.ContentTable); err != nil {
 		t.Fatal(err)
 	}
-	desc, err := p.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.ledgerTable})
+	desc, err := p.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.LedgerTable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,36 +138,36 @@ func newPipeline(t *testing.T, extraEnv map[string]string, prov ...webhook.Provi
 	if _, err := sesv2.NewFromConfig(cfg).CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: &p.sender}); err != nil {
 		t.Fatal(err)
 	}
-	dlq, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "intents-dlq"))})
+	dlq, err := p.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "intents-dlq"))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.dlqURL = *dlq.QueueUrl
-	dlqAttrs, err := p.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	p.DLQURL = *dlq.QueueUrl
+	dlqAttrs, err := p.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
+	q, err := p.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName: aws.String(emulator.UniqueName(t, "intents")),
 		Attributes: map[string]string{
-			"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, dlqAttrs.Attributes["QueueArn"], maxReceives),
+			"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, dlqAttrs.Attributes["QueueArn"], MaxReceives),
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.queueURL = *q.QueueUrl
+	p.QueueURL = *q.QueueUrl
 
 	var pc webhook.ProviderConfig
 	if len(prov) > 0 {
 		pc = prov[0]
 	}
-	p.provider = webhook.NewProvider(pc)
-	srv := httptest.NewServer(p.provider)
+	p.Provider = webhook.NewProvider(pc)
+	srv := httptest.NewServer(p.Provider)
 	t.Cleanup(srv.Close)
 
 	env := map[string]string{
-		"LEDGER_TABLE": p.ledgerTable, "CONTENT_TABLE": p.contentTable, "CONTENT_KEY_ARN": *key.KeyMetadata.Arn,
+		"LEDGER_TABLE": p.LedgerTable, "CONTENT_TABLE": p.ContentTable, "CONTENT_KEY_ARN": *key.KeyMetadata.Arn,
 		"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "webhook", "SES_FROM_ADDRESS": p.sender,
 		"WEBHOOK_URL": srv.URL + "/send", "WEBHOOK_KEY_WINDOW": "0s", "WEBHOOK_TIMEOUT": "2s",
 	}
@@ -176,24 +183,24 @@ func newPipeline(t *testing.T, extraEnv map[string]string, prov ...webhook.Provi
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc.Clock = p.now
+		svc.Clock = p.Now
 		return svc
 	}
-	logger := slogJSON(p.out)
-	em := &metrics.Emitter{W: p.out}
-	p.claim = &handler.Claim{Svc: log(settings.Claim), Log: logger, Metrics: em}
-	p.dispatch = &handler.Dispatch{Svc: log(settings.Dispatch), Log: logger, Metrics: em}
-	p.reconcile = &handler.Reconcile{Svc: log(settings.Reconcile), Log: logger, Metrics: em, Limit: 100}
-	p.expire = &handler.Expire{Svc: log(settings.Expire), Log: logger, Metrics: em, Limit: 100}
-	p.producer = &producer.Producer{
-		Queue: p.sqs, QueueURL: p.queueURL,
+	logger := slogJSON(p.Out)
+	em := &metrics.Emitter{W: p.Out}
+	p.Claim = &handler.Claim{Svc: log(settings.Claim), Log: logger, Metrics: em}
+	p.Dispatch = &handler.Dispatch{Svc: log(settings.Dispatch), Log: logger, Metrics: em}
+	p.Reconcile = &handler.Reconcile{Svc: log(settings.Reconcile), Log: logger, Metrics: em, Limit: 100}
+	p.Expire = &handler.Expire{Svc: log(settings.Expire), Log: logger, Metrics: em, Limit: 100}
+	p.Producer = &producer.Producer{
+		Queue: p.SQS, QueueURL: p.QueueURL,
 		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.KeyMetadata.Arn},
 	}
 	return p
 }
 
 // notification returns a sample notification for challenge n of this run.
-func (p *pipeline) notification(n int, ch ledger.Channel, ttl time.Duration) producer.Notification {
+func (p *Pipeline) Notification(n int, ch ledger.Channel, ttl time.Duration) producer.Notification {
 	i := p.base + n
 	m := ledgertest.Message(i, ch)
 	return producer.Notification{
@@ -203,16 +210,16 @@ func (p *pipeline) notification(n int, ch ledger.Channel, ttl time.Duration) pro
 	}
 }
 
-func (p *pipeline) publish(n producer.Notification) {
+func (p *Pipeline) Publish(n producer.Notification) {
 	p.t.Helper()
-	if _, err := p.producer.Publish(p.ctx, n); err != nil {
+	if _, err := p.Producer.Publish(p.Ctx, n); err != nil {
 		p.t.Fatal(err)
 	}
 }
 
-func (p *pipeline) publishRaw(body string) {
+func (p *Pipeline) PublishRaw(body string) {
 	p.t.Helper()
-	if _, err := p.sqs.SendMessage(p.ctx, &sqs.SendMessageInput{QueueUrl: &p.queueURL, MessageBody: &body}); err != nil {
+	if _, err := p.SQS.SendMessage(p.Ctx, &sqs.SendMessageInput{QueueUrl: &p.QueueURL, MessageBody: &body}); err != nil {
 		p.t.Fatal(err)
 	}
 }
@@ -220,20 +227,20 @@ func (p *pipeline) publishRaw(body string) {
 // pumpQueue delivers the queue to the claim handler in batches of up to 10
 // until it is empty, as the SQS event source would: successes are deleted,
 // reported failures become visible again at once.
-func (p *pipeline) pumpQueue() (failed int) {
+func (p *Pipeline) PumpQueue() (failed int) {
 	return p.pump(50)
 }
 
 // pumpQueueOnce delivers what the queue holds now, once.
-func (p *pipeline) pumpQueueOnce() (failed int) {
+func (p *Pipeline) PumpQueueOnce() (failed int) {
 	return p.pump(1)
 }
 
-func (p *pipeline) pump(maxRounds int) (failed int) {
+func (p *Pipeline) pump(maxRounds int) (failed int) {
 	p.t.Helper()
 	for rounds := 0; rounds < maxRounds; rounds++ {
-		out, err := p.sqs.ReceiveMessage(p.ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: &p.queueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 30,
+		out, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: &p.QueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 30,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 		})
 		if err != nil {
@@ -246,7 +253,7 @@ func (p *pipeline) pump(maxRounds int) (failed int) {
 		for _, m := range out.Messages {
 			ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body, Attributes: m.Attributes})
 		}
-		resp, err := p.claim.Handle(p.ctx, ev)
+		resp, err := p.Claim.Handle(p.Ctx, ev)
 		if err != nil {
 			p.t.Fatalf("claim handler failed the whole batch: %v", err)
 		}
@@ -257,9 +264,9 @@ func (p *pipeline) pump(maxRounds int) (failed int) {
 		failed += len(failedIDs)
 		for _, m := range out.Messages {
 			if failedIDs[*m.MessageId] {
-				_, err = p.sqs.ChangeMessageVisibility(p.ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &p.queueURL, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+				_, err = p.SQS.ChangeMessageVisibility(p.Ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &p.QueueURL, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
 			} else {
-				_, err = p.sqs.DeleteMessage(p.ctx, &sqs.DeleteMessageInput{QueueUrl: &p.queueURL, ReceiptHandle: m.ReceiptHandle})
+				_, err = p.SQS.DeleteMessage(p.Ctx, &sqs.DeleteMessageInput{QueueUrl: &p.QueueURL, ReceiptHandle: m.ReceiptHandle})
 			}
 			if err != nil {
 				p.t.Fatal(err)
@@ -275,9 +282,9 @@ func (p *pipeline) pump(maxRounds int) (failed int) {
 // readStream returns the new records of the ledger stream that pass the
 // dispatch event source's filter, as a Lambda event, and keeps every raw
 // record for the privacy sweep.
-func (p *pipeline) readStream() events.DynamoDBEvent {
+func (p *Pipeline) ReadStream() events.DynamoDBEvent {
 	p.t.Helper()
-	desc, err := p.streams.DescribeStream(p.ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &p.streamARN})
+	desc, err := p.streams.DescribeStream(p.Ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &p.streamARN})
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -285,7 +292,7 @@ func (p *pipeline) readStream() events.DynamoDBEvent {
 	for _, sh := range desc.StreamDescription.Shards {
 		it, ok := p.iterators[*sh.ShardId]
 		if !ok {
-			got, err := p.streams.GetShardIterator(p.ctx, &dynamodbstreams.GetShardIteratorInput{
+			got, err := p.streams.GetShardIterator(p.Ctx, &dynamodbstreams.GetShardIteratorInput{
 				StreamArn: &p.streamARN, ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
 			})
 			if err != nil {
@@ -294,7 +301,7 @@ func (p *pipeline) readStream() events.DynamoDBEvent {
 			it = got.ShardIterator
 		}
 		for it != nil {
-			out, err := p.streams.GetRecords(p.ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+			out, err := p.streams.GetRecords(p.Ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
 			if err != nil {
 				p.t.Fatal(err)
 			}
@@ -305,7 +312,7 @@ func (p *pipeline) readStream() events.DynamoDBEvent {
 			}
 			for _, r := range out.Records {
 				raw, _ := json.Marshal(r)
-				p.streamRaw = append(p.streamRaw, string(raw))
+				p.StreamRaw = append(p.StreamRaw, string(raw))
 				rec := events.DynamoDBEventRecord{
 					EventName: string(r.EventName), EventSource: "aws:dynamodb",
 					Change: events.DynamoDBStreamRecord{
@@ -324,13 +331,13 @@ func (p *pipeline) readStream() events.DynamoDBEvent {
 }
 
 // pumpStream delivers new claims to the dispatch handler.
-func (p *pipeline) pumpStream() int {
+func (p *Pipeline) PumpStream() int {
 	p.t.Helper()
-	ev := p.readStream()
+	ev := p.ReadStream()
 	if len(ev.Records) == 0 {
 		return 0
 	}
-	resp, err := p.dispatch.Handle(p.ctx, ev)
+	resp, err := p.Dispatch.Handle(p.Ctx, ev)
 	if err != nil || len(resp.BatchItemFailures) > 0 {
 		p.t.Fatalf("dispatch: %v, failures %v", err, resp.BatchItemFailures)
 	}
@@ -375,10 +382,10 @@ func attr(v streamtypes.AttributeValue) events.DynamoDBAttributeValue {
 }
 
 // row reads the ledger row of a notification.
-func (p *pipeline) row(n producer.Notification) ledger.Entry {
+func (p *Pipeline) Row(n producer.Notification) ledger.Entry {
 	p.t.Helper()
 	key := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: n.Channel}.Key()
-	e, err := dynamostore.New(p.db, p.ledgerTable, dynamostore.DefaultShards).Get(p.ctx, key)
+	e, err := dynamostore.New(p.DB, p.LedgerTable, dynamostore.DefaultShards).Get(p.Ctx, key)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -386,9 +393,9 @@ func (p *pipeline) row(n producer.Notification) ledger.Entry {
 }
 
 // sesMessages counts the emails the emulator captured for address to.
-func (p *pipeline) sesMessages(to string) int {
+func (p *Pipeline) SESMessages(to string) int {
 	p.t.Helper()
-	resp, err := http.Get(p.endpoint + "/_ministack/ses/messages")
+	resp, err := http.Get(p.Endpoint + "/_ministack/ses/messages")
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -414,10 +421,10 @@ func (p *pipeline) sesMessages(to string) int {
 }
 
 // dlqDepth counts messages in the dead-letter queue.
-func (p *pipeline) dlqDepth() int {
+func (p *Pipeline) DLQDepth() int {
 	p.t.Helper()
-	out, err := p.sqs.GetQueueAttributes(p.ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: &p.dlqURL, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+	out, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: &p.DLQURL, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
 	})
 	if err != nil {
 		p.t.Fatal(err)
@@ -427,7 +434,7 @@ func (p *pipeline) dlqDepth() int {
 }
 
 // scanLedger returns every ledger item as JSON, for the privacy sweep.
-func (p *pipeline) scanLedger() []string { return p.scanTable(p.ledgerTable) }
+func (p *Pipeline) ScanLedger() []string { return p.ScanTable(p.LedgerTable) }
 
 // flatten writes every value of v as raw text (binary values as their raw
 // bytes, not base64), so a search finds plaintext wherever it is.
@@ -455,12 +462,12 @@ func flatten(sb *strings.Builder, v ddbtypes.AttributeValue) {
 }
 
 // scanTable returns every item of table as raw text.
-func (p *pipeline) scanTable(table string) []string {
+func (p *Pipeline) ScanTable(table string) []string {
 	p.t.Helper()
 	var items []string
 	in := &dynamodb.ScanInput{TableName: &table}
 	for {
-		out, err := p.db.Scan(p.ctx, in)
+		out, err := p.DB.Scan(p.Ctx, in)
 		if err != nil {
 			p.t.Fatal(err)
 		}
@@ -476,5 +483,43 @@ func (p *pipeline) scanTable(table string) []string {
 			return items
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// ReconcileNow runs one scheduled reconcile.
+func (p *Pipeline) ReconcileNow() {
+	p.t.Helper()
+	if err := p.Reconcile.Handle(p.Ctx, events.CloudWatchEvent{}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// AssertNoSecrets proves the canary token, body and address of every given
+// notification appear in no ledger item, stream record, log line, metric or
+// error string.
+func (p *Pipeline) AssertNoSecrets(ns ...any) {
+	p.t.Helper()
+	var haystacks []string
+	haystacks = append(haystacks, p.ScanLedger()...)
+	haystacks = append(haystacks, p.StreamRaw...)
+	haystacks = append(haystacks, p.Out.String())
+	if len(p.StreamRaw) == 0 {
+		p.t.Fatal("privacy sweep saw no stream records")
+	}
+	needles := []string{ledgertest.Canary, "@example.test", "+1555", "reset?token"}
+	for _, h := range haystacks {
+		for _, s := range needles {
+			if strings.Contains(h, s) {
+				p.t.Fatalf("secret %q leaked into: %.300s", s, h)
+			}
+		}
+	}
+}
+
+// ExpireNow runs one scheduled expire sweep.
+func (p *Pipeline) ExpireNow() {
+	p.t.Helper()
+	if err := p.Expire.Handle(p.Ctx, events.CloudWatchEvent{}); err != nil {
+		p.t.Fatal(err)
 	}
 }

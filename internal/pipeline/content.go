@@ -1,0 +1,8 @@
+package pipeline
+
+import "github.com/resetledger/resetledger/pkg/dynamostore"
+
+// Content returns the pipeline's sealed-content store.
+func (p *Pipeline) Content() *dynamostore.Content {
+	return dynamostore.NewContent(p.DB, p.ContentTable)
+}
