@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -52,9 +53,12 @@ func ContentTable(name string) *dynamodb.CreateTableInput {
 }
 
 // CreateTables creates both tables and turns on TTL on the ttl attribute.
+// A table that already exists is left as it is (a retried create whose first
+// attempt landed reports exactly that).
 func CreateTables(ctx context.Context, c TableClient, ledgerTable, contentTable string) error {
 	for _, in := range []*dynamodb.CreateTableInput{LedgerTable(ledgerTable), ContentTable(contentTable)} {
-		if _, err := c.CreateTable(ctx, in); err != nil {
+		var inUse *types.ResourceInUseException
+		if _, err := c.CreateTable(ctx, in); err != nil && !errors.As(err, &inUse) {
 			return fmt.Errorf("create table %s: %w", *in.TableName, err)
 		}
 		if _, err := c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
