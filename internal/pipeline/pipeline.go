@@ -32,6 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/handler"
@@ -108,20 +109,73 @@ func (p *Pipeline) Advance(d time.Duration) {
 	p.skew += d
 }
 
+// MaxReceives is the intents queue's maxReceiveCount unless
+// Options.MaxReceives says otherwise.
 const MaxReceives = 2
+
+// Options configures a pipeline built by NewWithOptions. The zero value is
+// what New builds.
+type Options struct {
+	// Env overrides function settings.
+	Env map[string]string
+	// Provider configures the local webhook provider.
+	Provider webhook.ProviderConfig
+	// FunctionAPIOptions are added to the SDK configuration of the four
+	// functions only (never to the harness's own clients), e.g. middleware
+	// that injects DynamoDB throttling or drops a transport's response.
+	FunctionAPIOptions []func(*middleware.Stack) error
+	// FunctionConfig, if set, edits the functions' SDK configuration (after
+	// FunctionAPIOptions are added), e.g. to shorten the retry backoff.
+	FunctionConfig func(*aws.Config)
+	// WrapProvider, if set, wraps the webhook provider's HTTP handler, e.g.
+	// to decide per idempotency key what the provider does.
+	WrapProvider func(http.Handler) http.Handler
+	// MaxReceives is the queue's maxReceiveCount; MaxReceives if zero.
+	MaxReceives int
+	// SweepLimit bounds the rows one reconcile or expire run handles per
+	// state; 100 if zero.
+	SweepLimit int
+}
 
 // New builds the tables, key, queues and handlers of one isolated
 // pipeline. SMS goes through the webhook transport to a local provider
 // configured by prov; extraEnv overrides function settings.
 func New(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfig) *Pipeline {
 	t.Helper()
+	o := Options{Env: extraEnv}
+	if len(prov) > 0 {
+		o.Provider = prov[0]
+	}
+	return NewWithOptions(t, o)
+}
+
+// NewWithOptions is New with the options of o.
+func NewWithOptions(t *testing.T, o Options) *Pipeline {
+	t.Helper()
+	if o.MaxReceives == 0 {
+		o.MaxReceives = MaxReceives
+	}
+	if o.SweepLimit == 0 {
+		o.SweepLimit = 100
+	}
+	extraEnv := o.Env
 	cfg := emulator.Config(t)
+	fnCfg := cfg.Copy()
+	fnCfg.APIOptions = append(append([]func(*middleware.Stack) error(nil), fnCfg.APIOptions...), o.FunctionAPIOptions...)
+	if o.FunctionConfig != nil {
+		o.FunctionConfig(&fnCfg)
+	}
 	ctx := context.Background()
 	p := &Pipeline{
 		t: t, Ctx: ctx, Endpoint: *cfg.BaseEndpoint, DB: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
 		SQS: sqs.NewFromConfig(cfg), LedgerTable: emulator.UniqueName(t, "ledger"), ContentTable: emulator.UniqueName(t, "content"),
 		iterators: map[string]*string{}, Out: &Buffer{}, base: rand.IntN(1_000_000) * 10,
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("function output:\n%s", p.Out.String())
+		}
+	})
 	p.sender = "no-reply@" + emulator.UniqueName(t, "ledger") + ".example.test"
 	if err := dynamostore.CreateTables(ctx, p.DB, p.LedgerTable, p.ContentTable); err != nil {
 		t.Fatal(err)
@@ -150,7 +204,7 @@ func New(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfi
 	q, err := p.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName: aws.String(emulator.UniqueName(t, "intents")),
 		Attributes: map[string]string{
-			"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, dlqAttrs.Attributes["QueueArn"], MaxReceives),
+			"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, dlqAttrs.Attributes["QueueArn"], o.MaxReceives),
 		},
 	})
 	if err != nil {
@@ -158,12 +212,12 @@ func New(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfi
 	}
 	p.QueueURL = *q.QueueUrl
 
-	var pc webhook.ProviderConfig
-	if len(prov) > 0 {
-		pc = prov[0]
+	p.Provider = webhook.NewProvider(o.Provider)
+	var h http.Handler = p.Provider
+	if o.WrapProvider != nil {
+		h = o.WrapProvider(h)
 	}
-	p.Provider = webhook.NewProvider(pc)
-	srv := httptest.NewServer(p.Provider)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
 	env := map[string]string{
@@ -179,7 +233,7 @@ func New(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfi
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc, err := wire.Service(cfg, s, role, &http.Client{Timeout: s.WebhookTimeout})
+		svc, err := wire.Service(fnCfg, s, role, &http.Client{Timeout: s.WebhookTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,8 +244,8 @@ func New(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfi
 	em := &metrics.Emitter{W: p.Out}
 	p.Claim = &handler.Claim{Svc: log(settings.Claim), Log: logger, Metrics: em}
 	p.Dispatch = &handler.Dispatch{Svc: log(settings.Dispatch), Log: logger, Metrics: em}
-	p.Reconcile = &handler.Reconcile{Svc: log(settings.Reconcile), Log: logger, Metrics: em, Limit: 100}
-	p.Expire = &handler.Expire{Svc: log(settings.Expire), Log: logger, Metrics: em, Limit: 100}
+	p.Reconcile = &handler.Reconcile{Svc: log(settings.Reconcile), Log: logger, Metrics: em, Limit: o.SweepLimit}
+	p.Expire = &handler.Expire{Svc: log(settings.Expire), Log: logger, Metrics: em, Limit: o.SweepLimit}
 	p.Producer = &producer.Producer{
 		Queue: p.SQS, QueueURL: p.QueueURL,
 		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.KeyMetadata.Arn},
@@ -419,6 +473,43 @@ func (p *Pipeline) SESMessages(to string) int {
 	}
 	return n
 }
+
+// SESMessage is one email the emulator captured.
+type SESMessage struct {
+	MessageID string   `json:"MessageId"`
+	Source    string   `json:"Source"`
+	To        []string `json:"To"`
+	// Timestamp is the emulator's wall clock at capture, in Unix seconds.
+	Timestamp float64 `json:"Timestamp"`
+}
+
+// SESCaptured returns every email the emulator captured from this
+// pipeline's sender, in one request.
+func (p *Pipeline) SESCaptured() ([]SESMessage, error) {
+	resp, err := http.Get(p.Endpoint + "/_ministack/ses/messages")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Messages map[string][]SESMessage `json:"messages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		return nil, fmt.Errorf("ses capture: %w", err)
+	}
+	var out []SESMessage
+	for _, msgs := range got.Messages {
+		for _, m := range msgs {
+			if m.Source == p.sender {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Sender is the SES sender address of this pipeline.
+func (p *Pipeline) Sender() string { return p.sender }
 
 // dlqDepth counts messages in the dead-letter queue.
 func (p *Pipeline) DLQDepth() int {
