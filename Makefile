@@ -12,7 +12,7 @@ EMULATOR   := localstack/ministack.sh
 # Runs a command with the emulator up; stops it afterwards only if it was started here.
 WITH_EMULATOR := localstack/with-emulator.sh
 
-.PHONY: all build test unit integration e2e run synth deploy bench gate emulator-start emulator-stop fuzz lint clean
+.PHONY: all build test unit integration e2e e2e-test deploy-local run synth deploy bench gate emulator-start emulator-stop fuzz lint clean
 
 all: build
 
@@ -24,9 +24,10 @@ $(DIST)/%/bootstrap: FORCE
 
 FORCE:
 
-## test: everything, against the emulator (started here if nothing listens on 4566)
-test:
-	$(WITH_EMULATOR) $(MAKE) --no-print-directory integration
+## test: everything, including end to end on a locally deployed stack, against the
+## emulator (started here if nothing listens on 4566)
+test: node_modules
+	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration
 
 ## unit: tests that need no emulator
 unit:
@@ -41,6 +42,20 @@ integration:
 bench: build
 	$(WITH_EMULATOR) env BENCH_REPORT=1 BENCH_DIST=$(CURDIR)/$(DIST) ARCH=$(ARCH) go test ./bench -run '^TestReport$$' -count=1 -v -timeout 30m
 
+## run: the whole stack on the local emulator, one sample email delivered; left running
+run: node_modules
+	localstack/run-local.sh
+
+## e2e: deploy the local stack (emulator started here if needed) and run the end-to-end test
+e2e: node_modules
+	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local e2e-test
+
+deploy-local: node_modules
+	localstack/deploy-local.sh
+
+e2e-test:
+	go test -count=1 -v -run TestEndToEnd ./e2e/
+
 emulator-start:
 	$(EMULATOR) install
 	$(EMULATOR) start
@@ -49,7 +64,7 @@ emulator-stop:
 	$(EMULATOR) stop
 
 synth: build node_modules
-	cd infra && npx cdk synth -c arch=$(if $(filter amd64,$(ARCH)),x86_64,arm64) --quiet
+	cd infra && npx cdk synth --quiet -c arch=$(if $(filter amd64,$(ARCH)),x86_64,arm64) -c sesFromAddress=no-reply@example.com
 
 deploy: node_modules
 	$(MAKE) build ARCH=arm64

@@ -84,6 +84,11 @@ type LedgerStackProps struct {
 	IntentRetention time.Duration
 	// MaxReceiveCount is how often an intent is received before it moves to the DLQ.
 	MaxReceiveCount int
+	// IntentVisibilityTimeout is the intent queue's visibility timeout: how long a received intent
+	// stays hidden, so the delay before a failed claim is retried. At least the claim function's
+	// timeout (SQS event sources require it); six times it by default, as AWS recommends. A local
+	// stage lowers it, with MaxReceiveCount, so poison intents reach the DLQ in about a minute.
+	IntentVisibilityTimeout time.Duration
 	// ReconcileRate and ExpireRate are the EventBridge schedule rates (whole minutes).
 	ReconcileRate time.Duration
 	ExpireRate    time.Duration
@@ -120,27 +125,28 @@ type LedgerStackProps struct {
 // DefaultLedgerStackProps returns the production defaults for a stage.
 func DefaultLedgerStackProps(stage string) *LedgerStackProps {
 	return &LedgerStackProps{
-		Prefix:               "resetledger-" + stage,
-		AssetDir:             filepath.Join("..", "dist"),
-		Architecture:         awslambda.Architecture_ARM_64(),
-		DeletionProtection:   true,
-		PointInTimeRecovery:  true,
-		IntentRetention:      time.Hour,
-		MaxReceiveCount:      5,
-		ReconcileRate:        time.Minute,
-		ExpireRate:           time.Minute,
-		LogRetentionDays:     30,
-		PolicyVersion:        "v1",
-		LeaseDuration:        2 * time.Minute,
-		ExpiryMargin:         30 * time.Second,
-		HistoryRetention:     9600 * time.Hour,
-		EmailTransport:       TransportSES,
-		SMSTransport:         TransportSMS,
-		WebhookKeyWindow:     24 * time.Hour,
-		WebhookTimeout:       5 * time.Second,
-		ReconcileMaxAttempts: 3,
-		SweepLimit:           500,
-		LogLevel:             "info",
+		Prefix:                  "resetledger-" + stage,
+		AssetDir:                filepath.Join("..", "dist"),
+		Architecture:            awslambda.Architecture_ARM_64(),
+		DeletionProtection:      true,
+		PointInTimeRecovery:     true,
+		IntentRetention:         time.Hour,
+		MaxReceiveCount:         5,
+		IntentVisibilityTimeout: 6 * functionTimeouts[FnClaim],
+		ReconcileRate:           time.Minute,
+		ExpireRate:              time.Minute,
+		LogRetentionDays:        30,
+		PolicyVersion:           "policy-1",
+		LeaseDuration:           2 * time.Minute,
+		ExpiryMargin:            30 * time.Second,
+		HistoryRetention:        9600 * time.Hour,
+		EmailTransport:          TransportSES,
+		SMSTransport:            TransportSMS,
+		WebhookKeyWindow:        24 * time.Hour,
+		WebhookTimeout:          5 * time.Second,
+		ReconcileMaxAttempts:    3,
+		SweepLimit:              500,
+		LogLevel:                "info",
 	}
 }
 
@@ -185,6 +191,9 @@ func (p *LedgerStackProps) Validate() error {
 	if p.MaxReceiveCount < 1 || p.MaxReceiveCount > 1000 {
 		bad("MaxReceiveCount %d: want 1..1000", p.MaxReceiveCount)
 	}
+	if v := p.IntentVisibilityTimeout; v < functionTimeouts[FnClaim] || v > 12*time.Hour || v%time.Second != 0 {
+		bad("IntentVisibilityTimeout %v: want whole seconds from the claim timeout %v to 12h", v, functionTimeouts[FnClaim])
+	}
 	for name, rate := range map[string]time.Duration{"ReconcileRate": p.ReconcileRate, "ExpireRate": p.ExpireRate} {
 		if rate < time.Minute || rate%time.Minute != 0 {
 			bad("%s %v: want whole minutes, at least 1m", name, rate)
@@ -198,12 +207,16 @@ func (p *LedgerStackProps) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"LeaseDuration": p.LeaseDuration, "ExpiryMargin": p.ExpiryMargin,
-		"HistoryRetention": p.HistoryRetention, "WebhookKeyWindow": p.WebhookKeyWindow,
-		"WebhookTimeout": p.WebhookTimeout,
+		"HistoryRetention": p.HistoryRetention, "WebhookTimeout": p.WebhookTimeout,
 	} {
 		if d <= 0 {
 			bad("%s %v: want > 0", name, d)
 		}
+	}
+	// Zero is honest for an endpoint that does not deduplicate by key: its
+	// unknown outcomes are quarantined instead of retried.
+	if p.WebhookKeyWindow < 0 {
+		bad("WebhookKeyWindow %v: want >= 0", p.WebhookKeyWindow)
 	}
 	if p.WebhookTimeout >= functionTimeouts[FnDispatch] {
 		bad("WebhookTimeout %v must be below the dispatch timeout %v", p.WebhookTimeout, functionTimeouts[FnDispatch])
@@ -344,7 +357,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		RetentionPeriod:   seconds(p.IntentRetention),
-		VisibilityTimeout: seconds(6 * functionTimeouts[FnClaim]),
+		VisibilityTimeout: seconds(p.IntentVisibilityTimeout),
 		DeadLetterQueue: &awssqs.DeadLetterQueue{
 			Queue:           intentDLQ,
 			MaxReceiveCount: jsii.Number(float64(p.MaxReceiveCount)),

@@ -318,6 +318,13 @@ func TestLocalStageSettings(t *testing.T) {
 		p.ReconcileRate, p.ExpireRate = 5*time.Minute, 2*time.Minute
 		p.LogRetentionDays = 7
 		p.SkipObservability = true
+		p.IntentVisibilityTimeout, p.MaxReceiveCount = 30*time.Second, 2
+	})
+	check(t, "fast redrive", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+			"VisibilityTimeout": 30,
+			"RedrivePolicy":     assertions.Match_ObjectLike(&map[string]any{"maxReceiveCount": 2}),
+		})
 	})
 	fn := s.function(t, FnDispatch)
 	if got := fmt.Sprint(fn["Architectures"]); got != "[x86_64]" {
@@ -767,6 +774,7 @@ func TestValidate(t *testing.T) {
 		{"webhook timeout too long", func(p *LedgerStackProps) { p.WebhookTimeout = time.Minute }, "WebhookTimeout"},
 		{"no architecture", func(p *LedgerStackProps) { p.Architecture = nil }, "Architecture"},
 		{"bad log level", func(p *LedgerStackProps) { p.LogLevel = "trace" }, "LogLevel"},
+		{"visibility below claim timeout", func(p *LedgerStackProps) { p.IntentVisibilityTimeout = 10 * time.Second }, "IntentVisibilityTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testProps(t)
@@ -797,7 +805,7 @@ func TestConfigFromContext(t *testing.T) {
 	cfg, err = configFromContext(from(map[string]any{
 		"stage": "local", "arch": "x86_64", "pitr": "false", "deletionProtection": false, "reconcileRate": "2m",
 		"maxReceiveCount": "7", "emailTransport": "webhook", "webhookUrl": "http://127.0.0.1:1/x", "observability": "false",
-		"nag": "false", "producerArns": "arn:a, arn:b", "leaseDuration": "90s",
+		"nag": "false", "producerArns": "arn:a, arn:b", "leaseDuration": "90s", "intentVisibilityTimeout": "30s",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -805,11 +813,13 @@ func TestConfigFromContext(t *testing.T) {
 	p := cfg.Props
 	if p.Prefix != "resetledger-local" || *p.Architecture.Name() != "x86_64" || p.PointInTimeRecovery || p.DeletionProtection ||
 		p.ReconcileRate != 2*time.Minute || p.MaxReceiveCount != 7 || p.EmailTransport != "webhook" || !p.SkipObservability ||
-		cfg.Nag || !slices.Equal(p.ProducerPrincipalArns, []string{"arn:a", "arn:b"}) || p.LeaseDuration != 90*time.Second {
+		cfg.Nag || !slices.Equal(p.ProducerPrincipalArns, []string{"arn:a", "arn:b"}) || p.LeaseDuration != 90*time.Second ||
+		p.IntentVisibilityTimeout != 30*time.Second {
 		t.Errorf("overrides = %+v", p)
 	}
 	for _, bad := range []map[string]any{
 		{"arch": "mips"}, {"pitr": "maybe"}, {"reconcileRate": "often"}, {"maxReceiveCount": "five"}, {"stage": "Prod_1"},
+		{"intentVisibilityTimeout": "soon"},
 	} {
 		if _, err := configFromContext(from(bad)); err == nil {
 			t.Errorf("context %v accepted", bad)

@@ -68,7 +68,8 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	}
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
-		c, terr := s.transition(e, Quarantined, w, "sealed content unavailable or failed verification; nothing sent", nil)
+		const reason = "sealed content unavailable or failed verification; nothing sent"
+		c, terr := s.transition(e, Quarantined, w, reason, func(n *Entry) { n.Reason = reason })
 		if terr != nil {
 			return DispatchResult{}, false, terr
 		}

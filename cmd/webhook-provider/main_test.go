@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/webhook"
+)
+
+// start runs the command on a free loopback port and returns its base URL.
+func start(t *testing.T, args ...string) (string, *bytes.Buffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	var logs bytes.Buffer
+	args = append([]string{"--addr", "127.0.0.1:0"}, args...)
+	go func() { done <- run(ctx, args, func(string) string { return "" }, &logs, ready) }()
+	select {
+	case addr := <-ready:
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run after shutdown: %v", err)
+			}
+		})
+		return "http://" + addr, &logs
+	case err := <-done:
+		cancel()
+		t.Fatalf("run: %v", err)
+	case <-time.After(5 * time.Second):
+		cancel()
+		t.Fatal("provider did not start")
+	}
+	return "", nil
+}
+
+func post(t *testing.T, base, key, body string) int {
+	t.Helper()
+	p, _ := json.Marshal(webhook.Payload{IdempotencyKey: key, ContentHash: "h", Channel: "sms", Attempt: 1, To: "+15550100", Body: body})
+	req, _ := http.NewRequest(http.MethodPost, base+"/send", bytes.NewReader(p))
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func messages(t *testing.T, base string) []webhook.RecordedMessage {
+	t.Helper()
+	resp, err := http.Get(base + "/messages")
+	if err != nil {
+		t.Fatalf("GET /messages: %v", err)
+	}
+	defer resp.Body.Close()
+	var got []webhook.RecordedMessage
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatalf("decode /messages: %v", err)
+	}
+	return got
+}
+
+func TestRecordsEveryPostByDefault(t *testing.T) {
+	base, logs := start(t)
+	for i := 0; i < 2; i++ {
+		if code := post(t, base, "k1", "secret-body"); code != http.StatusOK {
+			t.Fatalf("POST %d: status %d", i, code)
+		}
+	}
+	if got := messages(t, base); len(got) != 2 || got[0].IdempotencyKey != "k1" || got[0].ID == got[1].ID {
+		t.Errorf("messages = %+v, want two records under k1 with distinct ids", got)
+	}
+	if strings.Contains(logs.String(), "secret-body") || strings.Contains(logs.String(), "+15550100") {
+		t.Errorf("log holds message content: %s", logs)
+	}
+	if !strings.Contains(logs.String(), `"idempotency_key":"k1"`) {
+		t.Errorf("log lacks the idempotency key: %s", logs)
+	}
+}
+
+func TestKeyWindowDeduplicates(t *testing.T) {
+	base, _ := start(t, "--key-window", "24h")
+	post(t, base, "k1", "a")
+	post(t, base, "k1", "a")
+	if got := messages(t, base); len(got) != 1 {
+		t.Errorf("messages = %+v, want one record under k1", got)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"--key-window", "-1s"}, {"extra"}, {"--addr", "256.0.0.1:1"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, func(string) string { return "" }, &out, nil); err == nil {
+			t.Errorf("run(%q) succeeded", args)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+// Command devstack does the few emulator chores localstack/deploy-local.sh and
+// localstack/run-local.sh need and no other tool covers, with the AWS SDK's
+// default configuration (AWS_ENDPOINT_URL points it at the emulator):
+//
+//	devstack ses-identity IDENTITY...        create (verify) SES identities: addresses or domains
+//	devstack outputs-env [--outputs F]       print the stack outputs as the shell exports ledgerctl
+//	                                         reads (LEDGER_TABLE, CONTENT_TABLE, INTENT_QUEUE_URL, ...)
+//	devstack wait-row [--outputs F] [--timeout 60s] CHALLENGE CHANNEL
+//	                                         wait until the challenge's row on CHANNEL is terminal;
+//	                                         print its state (exit 1 on timeout)
+//	devstack emails [--endpoint URL] --to ADDRESS
+//	                                         print the messages the emulator's SES captured for ADDRESS
+//
+// It is a development tool for the local stack, not part of the ledger.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
+
+	"github.com/resetledger/resetledger/e2e"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+const usage = `usage: devstack ses-identity IDENTITY...
+       devstack outputs-env [--outputs FILE]
+       devstack wait-row [--outputs FILE] [--timeout 60s] CHALLENGE CHANNEL
+       devstack emails [--endpoint URL] --to ADDRESS`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "ses-identity":
+		err = sesIdentity(ctx, rest, stdout)
+	case "outputs-env":
+		err = outputsEnv(rest, stdout)
+	case "wait-row":
+		err = waitRow(ctx, rest, stdout)
+	case "emails":
+		err = emails(ctx, rest, stdout)
+	default:
+		err = errUsage
+	}
+	var exit exitCode
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, usage)
+		return 2
+	case errors.As(err, &exit):
+		return int(exit)
+	}
+	fmt.Fprintln(stderr, "devstack:", err)
+	return 1
+}
+
+var errUsage = errors.New("usage")
+
+// exitCode ends the command with that code and no message.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit %d", int(c)) }
+
+func awsConfig(ctx context.Context) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, errors.New("no AWS region: set AWS_REGION (eval \"$(localstack/ministack.sh env)\")")
+	}
+	return cfg, nil
+}
+
+func sesIdentity(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	cfg, err := awsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	client := sesv2.NewFromConfig(cfg)
+	for _, id := range args {
+		_, err := client.CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: aws.String(id)})
+		var exists *sestypes.AlreadyExistsException
+		switch {
+		case errors.As(err, &exists):
+			fmt.Fprintf(stdout, "SES identity %s already exists\n", id)
+		case err != nil:
+			return fmt.Errorf("create SES identity %s: %w", id, err)
+		default:
+			fmt.Fprintf(stdout, "SES identity %s created\n", id)
+		}
+	}
+	return nil
+}
+
+func outputsEnv(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("outputs-env", flag.ContinueOnError)
+	outputs := fs.String("outputs", filepath.Join(".run", "outputs.json"), "stack outputs `file`")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return errUsage
+	}
+	out, err := e2e.ReadOutputs(*outputs)
+	if err != nil {
+		return err
+	}
+	for _, kv := range [][2]string{
+		{"LEDGER_STACK", out.Stack}, {"LEDGER_TABLE", out.LedgerTable}, {"CONTENT_TABLE", out.ContentTable},
+		{"INTENT_QUEUE_URL", out.IntentQueueURL}, {"INTENT_DLQ_URL", out.IntentDLQURL}, {"CONTENT_KEY_ARN", out.ContentKeyARN},
+	} {
+		fmt.Fprintf(stdout, "export %s='%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", `'\''`))
+	}
+	return nil
+}
+
+func waitRow(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("wait-row", flag.ContinueOnError)
+	outputs := fs.String("outputs", filepath.Join(".run", "outputs.json"), "stack outputs `file`")
+	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 2 {
+		return errUsage
+	}
+	challenge, channel := fs.Arg(0), ledger.Channel(fs.Arg(1))
+	out, err := e2e.ReadOutputs(*outputs)
+	if err != nil {
+		return err
+	}
+	cfg, err := awsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	store := dynamostore.New(dynamodb.NewFromConfig(cfg), out.LedgerTable, dynamostore.DefaultShards)
+	key := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: challenge, Channel: channel}.Key()
+	var row ledger.Entry
+	err = e2e.Poll(ctx, *timeout, 250*time.Millisecond, func(ctx context.Context) (bool, string, error) {
+		e, err := store.Get(ctx, key)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return false, "no row yet", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		row = e
+		return e.State.Terminal(), "row is " + string(e.State), nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s/%s: %s", challenge, channel, row.State)
+	if row.AckID != "" {
+		fmt.Fprintf(stdout, " (ack %s)", row.AckID)
+	}
+	if row.Reason != "" {
+		fmt.Fprintf(stdout, ": %s", row.Reason)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+func emails(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("emails", flag.ContinueOnError)
+	endpoint := fs.String("endpoint", os.Getenv("AWS_ENDPOINT_URL"), "emulator `url` (env AWS_ENDPOINT_URL)")
+	to := fs.String("to", "", "recipient `address`")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *to == "" || *endpoint == "" {
+		return errUsage
+	}
+	all, err := e2e.CapturedEmails(ctx, &http.Client{Timeout: 10 * time.Second}, *endpoint)
+	if err != nil {
+		return err
+	}
+	msgs := e2e.EmailsTo(all, *to)
+	if len(msgs) == 0 {
+		fmt.Fprintf(stdout, "no captured email to %s\n", *to)
+		return exitCode(1)
+	}
+	for i, m := range msgs {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(stdout, "Message-Id: %s\nDate:       %s\nFrom:       %s\nTo:         %s\nSubject:    %s\n\n%s\n",
+			m.MessageID, m.Sent().Format(time.RFC3339), m.Source, strings.Join(m.To, ", "), m.Subject, m.BodyText)
+	}
+	return nil
+}

@@ -1,0 +1,491 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/producer"
+)
+
+const (
+	// sendTimeout bounds publish -> terminal row for an intent that is sent.
+	sendTimeout = 60 * time.Second
+	pollEvery   = 500 * time.Millisecond
+	// maxRedrive is the longest dead-letter path the test waits for
+	// (visibility timeout x maxReceiveCount); the production queue (3m x 5)
+	// would take 15 minutes.
+	maxRedrive = 150 * time.Second
+	// simulatorDomain is SES's mailbox simulator: any address there counts as
+	// verified even in the SES sandbox, and a label keeps it unique per run.
+	simulatorDomain = "simulator.amazonses.com"
+)
+
+// env is one deployed local stack and the clients to drive and observe it.
+type env struct {
+	out        Outputs
+	cfg        aws.Config
+	endpoint   string
+	web        *http.Client
+	queue      *sqs.Client
+	store      *dynamostore.Store
+	content    *dynamostore.Content
+	producer   *producer.Producer
+	provider   string // webhook provider base URL
+	visibility time.Duration
+	maxReceive int
+}
+
+// setup finds the deployed stack, or skips the test (fails it when
+// E2E_REQUIRED=1) when there is none.
+func setup(t *testing.T) *env {
+	t.Helper()
+	required := os.Getenv("E2E_REQUIRED") == "1"
+	unavailable := func(format string, a ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, a...) + "; deploy the local stack with localstack/deploy-local.sh (make run)"
+		if required {
+			t.Fatal(msg + " (E2E_REQUIRED=1)")
+		}
+		t.Skip(msg)
+	}
+	path := os.Getenv("E2E_OUTPUTS")
+	if path == "" {
+		path = filepath.Join("..", ".run", "outputs.json")
+	}
+	if _, err := os.Stat(path); err != nil {
+		unavailable("no stack outputs at %s", path)
+	}
+	out, err := ReadOutputs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint, ok := emulator.Endpoint()
+	if !ok {
+		unavailable("no emulator (AWS_ENDPOINT_URL unset, nothing on 127.0.0.1:4566) for stack %s", out.Stack)
+	}
+	e := &env{out: out, cfg: emulator.Config(t), endpoint: endpoint, web: &http.Client{Timeout: 10 * time.Second}}
+	e.queue = sqs.NewFromConfig(e.cfg)
+	db := dynamodb.NewFromConfig(e.cfg)
+	e.store = dynamostore.New(db, out.LedgerTable, dynamostore.DefaultShards)
+	e.content = dynamostore.NewContent(db, out.ContentTable)
+	e.producer = &producer.Producer{
+		Queue: e.queue, QueueURL: out.IntentQueueURL,
+		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(e.cfg), KeyID: out.ContentKeyARN},
+		Clock:  time.Now,
+	}
+
+	ctx := context.Background()
+	// The emulator keeps state in memory: outputs outlive a restart.
+	attrs, err := e.queue.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(out.IntentQueueURL),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout, sqstypes.QueueAttributeNameRedrivePolicy},
+	})
+	if err != nil {
+		unavailable("stack %s (outputs %s) is not in the emulator at %s, was it restarted? (%v)", out.Stack, path, endpoint, err)
+	}
+	vis, err := strconv.Atoi(attrs.Attributes[string(sqstypes.QueueAttributeNameVisibilityTimeout)])
+	if err != nil {
+		t.Fatalf("intent queue VisibilityTimeout %q: %v", attrs.Attributes["VisibilityTimeout"], err)
+	}
+	var redrive struct {
+		MaxReceiveCount json.Number `json:"maxReceiveCount"`
+	}
+	if err := json.Unmarshal([]byte(attrs.Attributes[string(sqstypes.QueueAttributeNameRedrivePolicy)]), &redrive); err != nil {
+		t.Fatalf("intent queue RedrivePolicy %q: %v", attrs.Attributes["RedrivePolicy"], err)
+	}
+	n, err := strconv.Atoi(strings.Trim(string(redrive.MaxReceiveCount), `"`))
+	if err != nil || n < 1 {
+		t.Fatalf("intent queue maxReceiveCount %q", redrive.MaxReceiveCount)
+	}
+	e.visibility, e.maxReceive = time.Duration(vis)*time.Second, n
+	if redriveTime := e.visibility * time.Duration(e.maxReceive); redriveTime > maxRedrive {
+		t.Fatalf("stack %s dead-letters after %d receives %v apart (%v): too slow for this test; deploy the local stage "+
+			"with -c intentVisibilityTimeout=30s -c maxReceiveCount=2 (localstack/deploy-local.sh does)", out.Stack, e.maxReceive, e.visibility, redriveTime)
+	}
+
+	e.provider = os.Getenv("E2E_WEBHOOK_PROVIDER")
+	if e.provider == "" {
+		e.provider = "http://127.0.0.1:4599"
+	}
+	if _, err := ProviderMessages(ctx, e.web, e.provider); err != nil {
+		t.Fatalf("the local webhook provider does not answer (%v); localstack/deploy-local.sh starts it (log in .run/)", err)
+	}
+	return e
+}
+
+// expectation is how many sends one logical message may cause.
+type expectation struct {
+	name    string
+	emailTo string // email: the unique recipient
+	smsKey  string // sms: the idempotency key
+	want    int
+}
+
+// results collects what the scenarios established.
+type results struct {
+	mu                            sync.Mutex
+	expect                        []expectation
+	expired, deadLettered, redone int
+}
+
+func (r *results) add(f func(r *results)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(r)
+}
+
+// TestEndToEnd publishes intents to the deployed stack and checks every
+// outcome: sent exactly once, redelivery harmless, expiry recorded without a
+// send, poison input dead-lettered with its reason logged.
+func TestEndToEnd(t *testing.T) {
+	e := setup(t)
+	run := emulator.UniqueName(t, "e2e")
+	start := time.Now()
+	t.Logf("stack %s, run %s, redrive %d x %v", e.out.Stack, run, e.maxReceive, e.visibility)
+
+	res := &results{}
+	t.Run("scenarios", func(t *testing.T) {
+		t.Run("email", func(t *testing.T) { t.Parallel(); e.sendOnce(t, run, ledger.Email, res) })
+		t.Run("sms", func(t *testing.T) { t.Parallel(); e.sendOnce(t, run, ledger.SMS, res) })
+		t.Run("expired", func(t *testing.T) { t.Parallel(); e.expired(t, run, res) })
+		t.Run("poison", func(t *testing.T) { t.Parallel(); e.poison(t, run, res) })
+	})
+
+	// Count sends last, after the slowest scenario: a late duplicate has had
+	// all that time to show up.
+	ctx := context.Background()
+	emails, err := CapturedEmails(ctx, e.web, e.endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := ProviderMessages(ctx, e.web, e.provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, duplicates := 0, 0
+	for _, x := range res.expect {
+		got := 0
+		if x.emailTo != "" {
+			got = len(EmailsTo(emails, x.emailTo))
+		} else {
+			for _, m := range msgs {
+				if m.IdempotencyKey == x.smsKey {
+					got++
+				}
+			}
+		}
+		sent += got
+		switch {
+		case got > x.want:
+			duplicates += got - x.want
+			t.Errorf("%s: %d sends, want %d (duplicate)", x.name, got, x.want)
+		case got < x.want:
+			t.Errorf("%s: %d sends, want %d (lost)", x.name, got, x.want)
+		}
+	}
+	summary := fmt.Sprintf("e2e: sent=%d duplicates=%d expired=%d dead-lettered=%d", sent, duplicates, res.expired, res.deadLettered)
+	fmt.Println(summary)
+	t.Logf("%s (redeliveries absorbed=%d, %v)", summary, res.redone, time.Since(start).Round(time.Second))
+}
+
+// notification is a single-channel reset notification with a fresh secret link.
+func notification(challenge string, ch ledger.Channel, to string, expires time.Time) producer.Notification {
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	n := producer.Notification{
+		ChallengeID: challenge, Channel: ch, Workflow: ledger.Workflow{Kind: ledger.Single},
+		DestinationRef: "e2e:" + challenge, ExpiresAt: expires.UTC().Truncate(time.Millisecond),
+		TemplateID: "reset-" + string(ch), TemplateVersion: "1", PolicyVersion: ledger.DefaultPolicy().Version,
+		Message: ledger.Message{
+			To: to, Subject: "Reset your password",
+			Body: "Reset your password: https://reset.invalid/r?token=" + hex.EncodeToString(tok[:]),
+		},
+	}
+	if ch == ledger.SMS {
+		n.Message.Subject = ""
+	}
+	return n
+}
+
+func key(n producer.Notification) string {
+	return ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: n.Channel}.Key()
+}
+
+func (e *env) publish(t *testing.T, n producer.Notification) string {
+	t.Helper()
+	id, err := e.producer.Publish(context.Background(), n)
+	if err != nil {
+		t.Fatalf("publish %s/%s: %v", n.ChallengeID, n.Channel, err)
+	}
+	return id
+}
+
+// terminal waits until the row of key is terminal; a row that is not is a loss.
+func (e *env) terminal(t *testing.T, key string, timeout time.Duration) ledger.Entry {
+	t.Helper()
+	var row ledger.Entry
+	err := Poll(context.Background(), timeout, pollEvery, func(ctx context.Context) (bool, string, error) {
+		got, err := e.store.Get(ctx, key)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return false, "no ledger row", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		row = got
+		return got.State.Terminal(), "row still " + string(got.State), nil
+	})
+	if err != nil {
+		t.Fatalf("row %s: %v (lost)", key, err)
+	}
+	return row
+}
+
+// claimLog waits for the claim function's log line msg about SQS message id
+// with the given fields, and returns every log line about that message.
+func (e *env) claimLog(t *testing.T, id, msg string, fields map[string]any, timeout time.Duration, since time.Time) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	err := Poll(context.Background(), timeout, pollEvery, func(ctx context.Context) (bool, string, error) {
+		events, err := FilterLogEvents(ctx, e.cfg, e.endpoint, LogGroup(e.out.ClaimFunction), `"`+id+`"`, since.Add(-time.Minute))
+		if err != nil {
+			return false, "", err
+		}
+		lines = lines[:0]
+		found := false
+		for _, ev := range events {
+			m := jsonLine(ev.Message)
+			if m == nil || m["sqs_message_id"] != id {
+				continue
+			}
+			lines = append(lines, m)
+			if m["msg"] == msg && matches(m, fields) {
+				found = true
+			}
+		}
+		return found, fmt.Sprintf("%d claim log lines about message %s, none %q %v", len(lines), id, msg, fields), nil
+	})
+	if err != nil {
+		t.Fatalf("claim function log (%s): %v", LogGroup(e.out.ClaimFunction), err)
+	}
+	return lines
+}
+
+// jsonLine decodes the JSON object in a log line (the runtime may prefix it).
+func jsonLine(s string) map[string]any {
+	i := strings.IndexByte(s, '{')
+	if i < 0 {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(s[i:]), &m) != nil {
+		return nil
+	}
+	return m
+}
+
+func matches(m map[string]any, fields map[string]any) bool {
+	for k, v := range fields {
+		if fmt.Sprint(m[k]) != fmt.Sprint(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// sendOnce: (a)/(b) an intent is sent exactly once through the channel's
+// transport and its row is accepted with the transport's id; (c) the same
+// notification published again is a no-op.
+func (e *env) sendOnce(t *testing.T, run string, ch ledger.Channel, res *results) {
+	ctx := context.Background()
+	challenge := run + "-" + string(ch)
+	to := "success+" + challenge + "@" + simulatorDomain
+	if ch == ledger.SMS {
+		d, _ := rand.Int(rand.Reader, big.NewInt(1e7))
+		to = fmt.Sprintf("+1555%07d", d.Int64())
+	}
+	n := notification(challenge, ch, to, time.Now().Add(10*time.Minute))
+	k := key(n)
+	x := expectation{name: string(ch) + " " + challenge, want: 1}
+	if ch == ledger.Email {
+		x.emailTo = to
+	} else {
+		x.smsKey = k
+	}
+	res.add(func(r *results) { r.expect = append(r.expect, x) })
+
+	published := time.Now()
+	first := e.publish(t, n)
+	row := e.terminal(t, k, sendTimeout)
+	t.Logf("%s: %s in %v (ack %s)", k[:12], row.State, time.Since(published).Round(time.Millisecond), row.AckID)
+	if row.State != ledger.Accepted {
+		t.Fatalf("row %s is %s (%s), want accepted", k, row.State, row.Reason)
+	}
+	if row.Attempts != 1 || row.AckID == "" || row.ContentHash != ledger.ContentHash(n.TemplateID, n.TemplateVersion, n.Message) {
+		t.Errorf("row: attempts %d, ack %q, hash %s; want 1 attempt, an ack id, the published content hash", row.Attempts, row.AckID, row.ContentHash)
+	}
+	if err := row.Verify(); err != nil {
+		t.Errorf("row history: %v", err)
+	}
+	if _, err := e.content.Get(ctx, k); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("sealed content of an accepted row: got %v, want it purged (not found)", err)
+	}
+
+	// The transport's own record of the send.
+	switch ch {
+	case ledger.Email:
+		all, err := CapturedEmails(ctx, e.web, e.endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := EmailsTo(all, to)
+		if len(got) != 1 {
+			t.Fatalf("SES captured %d messages to %s, want 1", len(got), to)
+		}
+		m := got[0]
+		if m.MessageID != row.AckID || m.Subject != n.Message.Subject || strings.TrimSpace(m.BodyText) != n.Message.Body {
+			t.Errorf("SES message %s %q %q; want ack %s, the published subject and body", m.MessageID, m.Subject, m.BodyText, row.AckID)
+		}
+	case ledger.SMS:
+		all, err := ProviderMessages(ctx, e.web, e.provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range all {
+			if m.IdempotencyKey != k {
+				continue
+			}
+			got = append(got, m.ID)
+			if m.ID != row.AckID || m.To != to || m.Body != n.Message.Body || m.ContentHash != row.ContentHash || m.Channel != "sms" {
+				t.Errorf("provider message %s to %s hash %s channel %s; want ack %s, the published address, body and hash", m.ID, m.To, m.ContentHash, m.Channel, row.AckID)
+			}
+		}
+		if len(got) != 1 {
+			t.Fatalf("webhook provider recorded %d messages under %s, want 1: %v", len(got), k, got)
+		}
+	}
+
+	// (c) Redelivery: the same notification again is a new SQS message, and
+	// the claim function reports it a duplicate of the existing row.
+	second := e.publish(t, n)
+	if second == first {
+		t.Fatalf("republished intent has the same SQS message id %s", first)
+	}
+	e.claimLog(t, second, "intent handled", map[string]any{"outcome": "duplicate"}, sendTimeout, published)
+	after, err := e.store.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != row.Version || after.State != ledger.Accepted {
+		t.Errorf("redelivery changed the row: version %d -> %d, state %s", row.Version, after.Version, after.State)
+	}
+	res.add(func(r *results) { r.redone++ })
+}
+
+// expired: (d) an intent that arrives within the expiry margin of its
+// challenge is recorded expired, keeps no content and sends nothing.
+func (e *env) expired(t *testing.T, run string, res *results) {
+	challenge := run + "-expired"
+	to := "success+" + challenge + "@" + simulatorDomain
+	// Two seconds ahead: the producer still publishes it, and the claim sees
+	// it inside the expiry margin (30 s by default).
+	n := notification(challenge, ledger.Email, to, time.Now().Add(2*time.Second))
+	k := key(n)
+	res.add(func(r *results) {
+		r.expect = append(r.expect, expectation{name: "expired " + challenge, emailTo: to, want: 0})
+	})
+	e.publish(t, n)
+	row := e.terminal(t, k, sendTimeout)
+	if row.State != ledger.Expired || row.Reason == "" || row.Attempts != 0 {
+		t.Fatalf("row %s: %s (%q), %d attempts; want expired with a reason, no attempt", k, row.State, row.Reason, row.Attempts)
+	}
+	t.Logf("%s: expired: %s", k[:12], row.Reason)
+	if _, err := e.content.Get(context.Background(), k); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("sealed content of an expired row: got %v, want none", err)
+	}
+	res.add(func(r *results) { r.expired++ })
+}
+
+// poison: (e) a malformed intent is reported failed on every receive and
+// ends in the DLQ after maxReceiveCount receives, its reason logged.
+func (e *env) poison(t *testing.T, run string, res *results) {
+	ctx := context.Background()
+	body := fmt.Sprintf(`{"e2e_run":%q,"note":"deliberately malformed intent"}`, run)
+	published := time.Now()
+	out, err := e.queue.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.out.IntentQueueURL), MessageBody: aws.String(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aws.ToString(out.MessageId)
+
+	// Find it in the DLQ (shared with concurrent runs: match by id, leave the rest).
+	timeout := e.visibility*time.Duration(e.maxReceive) + 60*time.Second
+	err = Poll(ctx, timeout, pollEvery, func(ctx context.Context) (bool, string, error) {
+		got, err := e.queue.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(e.out.IntentDLQURL), MaxNumberOfMessages: 10, VisibilityTimeout: 2, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			return false, "", err
+		}
+		for _, m := range got.Messages {
+			if aws.ToString(m.MessageId) == id || aws.ToString(m.Body) == body {
+				_, err := e.queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.out.IntentDLQURL), ReceiptHandle: m.ReceiptHandle})
+				return true, "", err
+			}
+		}
+		return false, "message " + id + " not in the DLQ", nil
+	})
+	if err != nil {
+		t.Fatalf("poison intent: %v (lost)", err)
+	}
+	t.Logf("poison intent %s dead-lettered after %v", id, time.Since(published).Round(time.Second))
+
+	lines := e.claimLog(t, id, "intent rejected", map[string]any{"receive_count": e.maxReceive}, 30*time.Second, published)
+	receives := map[int]bool{}
+	for _, l := range lines {
+		if l["msg"] != "intent rejected" {
+			t.Errorf("claim logged %q for the poison intent, want only rejections: %v", l["msg"], l)
+			continue
+		}
+		reason, _ := l["reason"].(string)
+		if reason == "" || l["will_dead_letter"] != true {
+			t.Errorf("rejection without a reason or will_dead_letter: %v", l)
+		}
+		if strings.Contains(reason, run) {
+			t.Errorf("rejection reason quotes the input: %q", reason)
+		}
+		c, _ := l["receive_count"].(float64)
+		receives[int(c)] = true
+	}
+	for i := 1; i <= e.maxReceive; i++ {
+		if !receives[i] {
+			t.Errorf("no rejection logged for receive %d of %d", i, e.maxReceive)
+		}
+	}
+	t.Logf("poison intent rejected %d times: %v", len(lines), lines[len(lines)-1]["reason"])
+	res.add(func(r *results) { r.deadLettered++ })
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs the whole ledger locally and delivers one sample password-reset email
+# through it (what `make run` does):
+#   1. the emulator: ministack on 127.0.0.1:4566 is installed and started unless
+#      something answers there already (or AWS_ENDPOINT_URL is set); it is left running
+#   2. localstack/deploy-local.sh: functions, webhook provider, cdk deploy, SES sender
+#   3. publishes one sample email intent with `ledgerctl send` (sealed with the
+#      stack's KMS key, as the account service's producer does)
+#   4. waits until its ledger row is terminal (accepted, normally)
+#   5. prints the email the emulator's SES captured and `ledgerctl explain`, the
+#      row's evidence trail
+# Everything stays up afterwards; the last lines say how to stop it.
+#
+# Environment: as deploy-local.sh, plus SAMPLE_TO (recipient of the sample email;
+# default an address at SES's mailbox simulator, accepted even in the SES sandbox).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MS="$ROOT/localstack/ministack.sh"
+RUN_DIR="$ROOT/.run"
+BIN_DIR="$RUN_DIR/bin"
+STAGE="${LEDGER_STAGE:-local}"
+PORT="${WEBHOOK_PROVIDER_PORT:-4599}"
+if [[ "$STAGE" == local ]]; then OUTPUTS="$RUN_DIR/outputs.json"; else OUTPUTS="$RUN_DIR/outputs-$STAGE.json"; fi
+T0=$SECONDS
+step() { printf '==> [%3ds] %s\n' $((SECONDS - T0)) "$*"; }
+
+if [[ -z "${AWS_ENDPOINT_URL:-}" ]]; then
+  if ! "$MS" status >/dev/null 2>&1; then
+    step "starting the emulator (ministack)"
+    "$MS" install
+    "$MS" start
+  fi
+  eval "$("$MS" env)"
+fi
+
+"$ROOT/localstack/deploy-local.sh"
+# shellcheck disable=SC1090
+source "$RUN_DIR/$STAGE.env"
+
+step "building ledgerctl"
+go build -C "$ROOT" -o "$BIN_DIR/" ./cmd/ledgerctl
+
+CHALLENGE="sample-$(date -u +%Y%m%dT%H%M%S)-$RANDOM"
+TO="${SAMPLE_TO:-success+$CHALLENGE@simulator.amazonses.com}"
+step "publishing a sample email intent for challenge $CHALLENGE"
+"$BIN_DIR/ledgerctl" send --challenge "$CHALLENGE" --channel email --to "$TO" --expires-in 15m
+
+step "waiting for its ledger row to be terminal"
+"$BIN_DIR/devstack" wait-row --outputs "$OUTPUTS" --timeout 60s "$CHALLENGE" email
+
+echo
+step "the email the emulator's SES captured"
+"$BIN_DIR/devstack" emails --to "$TO" | sed 's/^/    /'
+
+echo
+step "ledgerctl explain $CHALLENGE"
+"$BIN_DIR/ledgerctl" explain "$CHALLENGE"
+
+cat <<EOF
+
+The stack $LEDGER_STACK is running on $AWS_ENDPOINT_URL (done in $((SECONDS - T0))s).
+  Use it:     source .run/$STAGE.env; .run/bin/ledgerctl --help     (or go run ./cmd/ledgerctl ...)
+  Send more:  .run/bin/ledgerctl send --challenge <id> --channel email|sms --to <address>
+  End to end: go test -count=1 -v ./e2e/
+  SMS (webhook provider): curl -s http://127.0.0.1:$PORT/messages
+Stop:
+  kill "\$(cut -d' ' -f1 .run/webhook-provider-$PORT.pid)"     # the webhook provider
+  localstack/ministack.sh stop                                # the emulator (only if this script's ministack.sh started it)
+EOF
