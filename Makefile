@@ -56,6 +56,17 @@ deploy-local: node_modules
 e2e-test:
 	go test -count=1 -v -run TestEndToEnd ./e2e/
 
+## gate: release gate at full size (GATE_INTENTS, default 2000); ends with the accounting table
+gate:
+	$(WITH_EMULATOR) env GATE_INTENTS=$${GATE_INTENTS:-2000} LEDGER_REQUIRE_EMULATOR=1 go test ./gate -run '^TestGate$$' -count=1 -v -timeout 20m
+
+## fuzz: bounded fuzz runs of the intent decoder and the stream-record decoder
+FUZZTIME ?= 10s
+fuzz:
+	go test ./pkg/intent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
+	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKey$$' -fuzztime=$(FUZZTIME) -parallel=2
+	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKeyFields$$' -fuzztime=$(FUZZTIME) -parallel=2
+
 emulator-start:
 	$(EMULATOR) install
 	$(EMULATOR) start

@@ -77,17 +77,17 @@ func (st *Store) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, erro
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		if len(ccf.Item) > 0 {
-			old, derr := decode(ccf.Item)
-			if derr != nil {
-				return ledger.Entry{}, fmt.Errorf("create %s: %w", e.Key, derr)
-			}
-			return old, fmt.Errorf("create %s: %w", e.Key, ledger.ErrConflict)
+		old, derr := decode(ccf.Item)
+		if len(ccf.Item) == 0 {
+			// Endpoints that do not return the item: read it.
+			old, derr = st.Get(ctx, e.Key)
 		}
-		// Endpoints that do not return the item: read it.
-		old, gerr := st.Get(ctx, e.Key)
-		if gerr != nil {
-			return ledger.Entry{}, fmt.Errorf("create %s: read existing: %w", e.Key, gerr)
+		if derr != nil {
+			return ledger.Entry{}, fmt.Errorf("create %s: read existing: %w", e.Key, derr)
+		}
+		if len(e.History) > 0 && holdsEvent(old, e.History[0].ID) {
+			// Our own create, retried by the SDK after a lost response.
+			return old, nil
 		}
 		return old, fmt.Errorf("create %s: %w", e.Key, ledger.ErrConflict)
 	}
@@ -152,10 +152,17 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 		TableName: &st.table, Key: keyOf(c.Next.Key),
 		ConditionExpression: &cond, UpdateExpression: &update,
 		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
-		ReturnValues: types.ReturnValueAllNew,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		// The SDK retries a request whose response was lost; if the first
+		// attempt landed, the retry fails its condition against our own
+		// write. The stored history then already holds our event.
+		if cur, derr := decode(ccf.Item); derr == nil && holdsEvent(cur, c.Event.ID) {
+			return cur, nil
+		}
 		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, ledger.ErrConflict)
 	}
 	if err != nil {
@@ -166,6 +173,16 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 		return ledger.Entry{}, fmt.Errorf("apply %s: %w", c.Next.Key, err)
 	}
 	return e, nil
+}
+
+// holdsEvent reports whether e's history contains the event id.
+func holdsEvent(e ledger.Entry, id string) bool {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		if e.History[i].ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {

@@ -177,22 +177,16 @@ func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (Dis
 	return DispatchResult{Outcome: out, Entry: e}, nil
 }
 
-// write applies c. If the store reports a conflict because our own write
-// already landed (a retried request whose first response was lost), the
-// row's history holds our event, and the write counts as done.
+// write applies c. When the store reports a failure, the row is read back:
+// if its history holds our event, the write landed (its response was lost,
+// or a retry of it failed its own condition) and counts as done.
 func (s *Service) write(ctx context.Context, c Change) (Entry, error) {
 	e, err := s.Store.Apply(ctx, c)
-	if err == nil || !errors.Is(err, ErrConflict) {
-		return e, err
+	if err == nil {
+		return e, nil
 	}
-	fresh, gerr := s.Store.Get(ctx, c.Next.Key)
-	if gerr != nil {
-		return Entry{}, err
-	}
-	for i := len(fresh.History) - 1; i >= 0; i-- {
-		if fresh.History[i].ID == c.Event.ID {
-			return fresh, nil
-		}
+	if fresh, gerr := s.Store.Get(ctx, c.Next.Key); gerr == nil && fresh.holds(c.Event.ID) {
+		return fresh, nil
 	}
 	return Entry{}, err
 }

@@ -92,6 +92,16 @@ func (e Entry) Last() Event {
 	return e.History[len(e.History)-1]
 }
 
+// holds reports whether the history contains the event id.
+func (e Entry) holds(id string) bool {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		if e.History[i].ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // chain fills ev.Prev and ev.Hash so that ev follows prev in the history of key.
 func chain(key string, prev string, ev Event) Event {
 	ev.Prev = prev

@@ -11,7 +11,8 @@ import (
 type Store interface {
 	// Create writes e if no row with e.Key exists. If one exists it returns
 	// that row and an error wrapping ErrConflict, in one round trip where the
-	// database allows.
+	// database allows. A repeated create of the same entry (its first event
+	// already stored, as after a retry whose first attempt landed) succeeds.
 	Create(ctx context.Context, e Entry) (Entry, error)
 	// Get returns the row for key with a strongly consistent read, or an
 	// error wrapping ErrNotFound.
@@ -19,7 +20,8 @@ type Store interface {
 	// Apply writes c.Next over the row if the stored row still has state
 	// c.From and version c.Version (and, if c.NotExpiredBy is set, an expiry
 	// after it), appending c.Event to the history. It returns the stored row
-	// or an error wrapping ErrConflict.
+	// or an error wrapping ErrConflict. A change whose event the row already
+	// holds (a retry whose first attempt landed) returns the row, unchanged.
 	Apply(ctx context.Context, c Change) (Entry, error)
 	// ListOpen returns rows in the open state s whose OpenDue is not after
 	// dueBy (all open rows in s if dueBy is zero), oldest due first, at most

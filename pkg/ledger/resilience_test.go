@@ -17,12 +17,22 @@ import (
 type lostResponseStore struct {
 	ledger.Store
 	lose bool
+	// asError reports the lost response as a plain failure (retries
+	// exhausted) instead of a conflict.
+	asError bool
+}
+
+func (s *lostResponseStore) lost(what string) error {
+	if s.asError {
+		return fmt.Errorf("%s: internal server error after retries", what)
+	}
+	return fmt.Errorf("retried %s: %w", what, ledger.ErrConflict)
 }
 
 func (s *lostResponseStore) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
 	got, err := s.Store.Create(ctx, e)
 	if err == nil && s.lose {
-		return got, fmt.Errorf("retried create: %w", ledger.ErrConflict)
+		return got, s.lost("create")
 	}
 	return got, err
 }
@@ -30,14 +40,20 @@ func (s *lostResponseStore) Create(ctx context.Context, e ledger.Entry) (ledger.
 func (s *lostResponseStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
 	got, err := s.Store.Apply(ctx, c)
 	if err == nil && s.lose {
-		return ledger.Entry{}, fmt.Errorf("retried update: %w", ledger.ErrConflict)
+		return ledger.Entry{}, s.lost("update")
 	}
 	return got, err
 }
 
 func TestWritesWhoseResponseWasLostStillCount(t *testing.T) {
+	for _, asError := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reported as error=%v", asError), func(t *testing.T) { testLostResponses(t, asError) })
+	}
+}
+
+func testLostResponses(t *testing.T, asError bool) {
 	e := newEnv(t)
-	lossy := &lostResponseStore{Store: e.Svc.Store, lose: true}
+	lossy := &lostResponseStore{Store: e.Svc.Store, lose: true, asError: asError}
 	e.Svc.Store = lossy
 	ctx := context.Background()
 	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), ttl)

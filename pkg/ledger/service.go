@@ -201,8 +201,14 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	}
 	out := map[State]ClaimOutcome{Claimed: ClaimCreated, Expired: ClaimExpired, Suppressed: ClaimSuppressed}[to]
 	created, err := s.Store.Create(ctx, c.Next)
+	if err != nil && !errors.Is(err, ErrConflict) {
+		// The create may have landed before the failure was reported.
+		if fresh, gerr := s.Store.Get(ctx, key); gerr == nil && fresh.holds(c.Event.ID) {
+			return ClaimResult{Outcome: out, Entry: fresh}, nil
+		}
+	}
 	if errors.Is(err, ErrConflict) {
-		if len(created.History) > 0 && created.History[0].ID == c.Event.ID {
+		if created.holds(c.Event.ID) {
 			// Our own create landed; its response was lost and the request retried.
 			return ClaimResult{Outcome: out, Entry: created}, nil
 		}

@@ -84,6 +84,7 @@ func RunStoreContract(t *testing.T, newStore NewStore) {
 		}
 		again := first.Entry
 		again.ContentHash = "different"
+		again.History = []ledger.Event{{ID: "another-claim", Kind: ledger.KindTransition, To: ledger.Claimed, At: env.Clock.Now()}}
 		got, err := env.Store.Create(ctx, again)
 		if !errors.Is(err, ledger.ErrConflict) {
 			t.Fatalf("want conflict, got %v", err)
@@ -128,6 +129,37 @@ func RunStoreContract(t *testing.T, newStore NewStore) {
 		}
 		stored, _ := env.Store.Get(ctx, e.Key)
 		assertSameEntry(t, got, stored)
+	})
+
+	t.Run("a create or apply repeated after its first attempt landed succeeds once", func(t *testing.T) {
+		// What an SDK retry after a lost response looks like to the store.
+		env := NewEnv(newStore(t))
+		in, sealed := Intent(5, ledger.Email, env.Clock.Now(), 10*time.Minute)
+		res, err := env.Svc.Claim(ctx, in, sealed, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Store.Create(ctx, res.Entry); err != nil {
+			t.Fatalf("repeated create: %v", err)
+		}
+		e := res.Entry
+		ev := ledger.Event{ID: "ev-repeat", Kind: ledger.KindTransition, From: ledger.Claimed, To: ledger.Expired, At: env.Clock.Now()}
+		next := e
+		next.State, next.Version = ledger.Expired, e.Version+1
+		next.History = append(append([]ledger.Event(nil), e.History...), ev)
+		c := ledger.Change{From: ledger.Claimed, Version: e.Version, Next: next, Event: ev}
+		if _, err := env.Store.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		got, err := env.Store.Apply(ctx, c)
+		if err != nil || got.State != ledger.Expired || len(got.History) != 2 {
+			t.Fatalf("repeated apply: %v, state %s, history %d", err, got.State, len(got.History))
+		}
+		other := c
+		other.Event.ID = "ev-other"
+		if _, err := env.Store.Apply(ctx, other); !errors.Is(err, ledger.ErrConflict) {
+			t.Fatalf("a different change on the stale version must conflict: %v", err)
+		}
 	})
 
 	t.Run("history is append-only even if the caller drops entries", func(t *testing.T) {

@@ -35,6 +35,9 @@ func (s *Store) Create(_ context.Context, e ledger.Entry) (ledger.Entry, error) 
 		s.rows = map[string]ledger.Entry{}
 	}
 	if old, ok := s.rows[e.Key]; ok {
+		if len(e.History) > 0 && holdsEvent(old, e.History[0].ID) {
+			return clone(old), nil // the same create, repeated
+		}
 		return clone(old), fmt.Errorf("create %s: %w", e.Key, ledger.ErrConflict)
 	}
 	s.rows[e.Key] = clone(e)
@@ -59,6 +62,9 @@ func (s *Store) Apply(_ context.Context, c ledger.Change) (ledger.Entry, error) 
 	cur, ok := s.rows[c.Next.Key]
 	if !ok {
 		return ledger.Entry{}, fmt.Errorf("apply %s: %w", c.Next.Key, ledger.ErrNotFound)
+	}
+	if holdsEvent(cur, c.Event.ID) {
+		return clone(cur), nil // the same change, repeated
 	}
 	if cur.State != c.From || cur.Version != c.Version {
 		return ledger.Entry{}, fmt.Errorf("apply %s: %w", c.Next.Key, ledger.ErrConflict)
@@ -93,6 +99,15 @@ func (s *Store) ListOpen(_ context.Context, st ledger.State, dueBy time.Time, li
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+func holdsEvent(e ledger.Entry, id string) bool {
+	for _, ev := range e.History {
+		if ev.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Content is an in-memory ledger.ContentStore. The zero value is ready to use.

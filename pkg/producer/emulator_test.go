@@ -79,8 +79,13 @@ func TestEmulatorPublishReceiveOpen(t *testing.T) {
 				t.Fatalf("Decode: %v", err)
 			}
 			n, ok := sent[in.Channel]
-			if !ok || got[in.Channel] {
-				t.Fatalf("unexpected or repeated intent for %s", in.Channel)
+			if !ok {
+				t.Fatalf("unexpected intent for %s", in.Channel)
+			}
+			if got[in.Channel] {
+				// SQS is at-least-once: a send retried after a lost
+				// response is a second copy of the same intent.
+				continue
 			}
 			got[in.Channel] = true
 			for _, secret := range []string{ledgertest.Canary, n.Message.To, n.Message.Body} {

@@ -36,6 +36,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2/types"
 
+	"github.com/resetledger/resetledger/internal/outcome"
+	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -167,7 +169,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 		return ledger.Ack{}, classify(err, s.Message)
 	}
 	if out == nil || aws.ToString(out.MessageId) == "" {
-		return ledger.Ack{}, &unknownError{detail: "SendTextMessage succeeded without a MessageId"}
+		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, "SendTextMessage succeeded without a MessageId", nil)
 	}
 	return ledger.Ack{ID: aws.ToString(out.MessageId)}, nil
 }
@@ -205,33 +207,24 @@ var rejectCodes = map[string]bool{
 // classify maps a SendTextMessage error to a *ledger.Rejection or an unknown
 // outcome. Provider text is sanitized; the number and body are redacted.
 func classify(err error, m ledger.Message) error {
-	reqID := requestID(err)
 	var apiErr interface {
 		ErrorCode() string
 		ErrorMessage() string
 	}
 	if errors.As(err, &apiErr) {
-		code := safeToken(apiErr.ErrorCode())
+		code := outcome.SafeToken(apiErr.ErrorCode())
 		if rejectCodes[code] {
 			reason := code
-			if r := safeToken(serviceReason(err)); r != "" {
+			if r := outcome.SafeToken(serviceReason(err)); r != "" {
 				reason += "/" + r
 			}
-			if text := sanitize(apiErr.ErrorMessage(), m.To, m.Body); text != "" {
+			if text := redact.Text(apiErr.ErrorMessage(), m.To, m.Body); text != "" {
 				reason += ": " + text
 			}
-			return &ledger.Rejection{Reason: reason + reqID}
+			return &ledger.Rejection{Reason: reason + outcome.RequestID(err)}
 		}
-		detail := code
-		if detail == "" {
-			detail = "unrecognised error code"
-		}
-		if st := httpStatus(err); st != 0 {
-			detail += fmt.Sprintf(" (HTTP %d)", st)
-		}
-		return &unknownError{detail: detail + reqID, cause: err}
 	}
-	return &unknownError{detail: failureClass(err) + reqID, cause: err}
+	return outcome.FromSDK(ErrOutcomeUnknown, err)
 }
 
 // serviceReason returns the Reason enum of the typed exceptions that have one.
@@ -253,77 +246,6 @@ func serviceReason(err error) string {
 		return string(q.Reason)
 	}
 	return ""
-}
-
-// unknownError is an unknown outcome. Its text is built only from codes,
-// statuses and request ids; the cause stays reachable through errors.Is and
-// errors.As but is never printed.
-type unknownError struct {
-	detail string
-	cause  error
-}
-
-func (e *unknownError) Error() string { return ErrOutcomeUnknown.Error() + ": " + e.detail }
-
-// Unwrap returns ErrOutcomeUnknown and the underlying error.
-func (e *unknownError) Unwrap() []error {
-	if e.cause == nil {
-		return []error{ErrOutcomeUnknown}
-	}
-	return []error{ErrOutcomeUnknown, e.cause}
-}
-
-func failureClass(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout (context deadline exceeded)"
-	case errors.Is(err, context.Canceled):
-		return "context canceled"
-	}
-	var timeout interface{ Timeout() bool }
-	if errors.As(err, &timeout) && timeout.Timeout() {
-		return "timeout"
-	}
-	if st := httpStatus(err); st >= 200 && st < 300 {
-		return fmt.Sprintf("HTTP %d but the response could not be decoded", st)
-	} else if st != 0 {
-		return fmt.Sprintf("HTTP %d without a recognised error code", st)
-	}
-	return "transport error before a response"
-}
-
-func httpStatus(err error) int {
-	var re interface{ HTTPStatusCode() int }
-	if errors.As(err, &re) {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
-
-// requestID returns " (request id X)" for errors that carry an AWS request
-// id, or "".
-func requestID(err error) string {
-	var re interface{ ServiceRequestID() string }
-	if errors.As(err, &re) {
-		if id := safeToken(re.ServiceRequestID()); id != "" {
-			return " (request id " + id + ")"
-		}
-	}
-	return ""
-}
-
-// safeToken keeps an identifier only if it is short and made of safe
-// characters.
-func safeToken(s string) string {
-	if len(s) == 0 || len(s) > 128 {
-		return ""
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)) {
-			return ""
-		}
-	}
-	return s
 }
 
 // identityLike matches the service's pattern for origination identities and

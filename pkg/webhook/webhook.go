@@ -44,6 +44,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/resetledger/resetledger/internal/outcome"
+	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -254,7 +256,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return ledger.Ack{}, &unknownError{detail: t.failureClass(err), cause: err}
+		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, t.failureClass(err), err)
 	}
 	defer resp.Body.Close()
 	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
@@ -263,21 +265,21 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	switch {
 	case code >= 200 && code < 300:
 		if readErr != nil {
-			return ledger.Ack{}, &unknownError{detail: fmt.Sprintf("HTTP %d, then the body was lost (%s)", code, t.failureClass(readErr)), cause: readErr}
+			return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, fmt.Sprintf("HTTP %d, then the body was lost (%s)", code, t.failureClass(readErr)), readErr)
 		}
 		id, ok := receiptID(raw)
 		if !ok {
-			return ledger.Ack{}, &unknownError{detail: fmt.Sprintf("HTTP %d without a usable id", code)}
+			return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, fmt.Sprintf("HTTP %d without a usable id", code), nil)
 		}
 		return ledger.Ack{ID: id}, nil
 	case code >= 400 && code < 500 && !retryableStatus(code):
 		reason := fmt.Sprintf("HTTP %d", code)
-		if text := sanitize(errorText(raw), t.secrets(s.Message)...); text != "" {
+		if text := redact.Text(errorText(raw), t.secrets(s.Message)...); text != "" {
 			reason += ": " + text
 		}
 		return ledger.Ack{}, &ledger.Rejection{Reason: reason}
 	default:
-		return ledger.Ack{}, &unknownError{detail: fmt.Sprintf("HTTP %d", code)}
+		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, fmt.Sprintf("HTTP %d", code), nil)
 	}
 }
 
@@ -311,7 +313,7 @@ func (t *Transport) Lookup(ctx context.Context, key string) (ledger.Ack, bool, e
 	t.authorize(req)
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return ledger.Ack{}, false, &lookupError{detail: t.failureClass(err), cause: err}
+		return ledger.Ack{}, false, outcome.Unknown(ErrLookupFailed, t.failureClass(err), err)
 	}
 	defer resp.Body.Close()
 	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
@@ -319,15 +321,15 @@ func (t *Transport) Lookup(ctx context.Context, key string) (ledger.Ack, bool, e
 	case resp.StatusCode == http.StatusOK && readErr == nil:
 		id, ok := receiptID(raw)
 		if !ok {
-			return ledger.Ack{}, false, &lookupError{detail: "HTTP 200 without a usable id"}
+			return ledger.Ack{}, false, outcome.Unknown(ErrLookupFailed, "HTTP 200 without a usable id", nil)
 		}
 		return ledger.Ack{ID: id}, true, nil
 	case resp.StatusCode == http.StatusNotFound:
 		return ledger.Ack{}, false, nil
 	case readErr != nil:
-		return ledger.Ack{}, false, &lookupError{detail: t.failureClass(readErr), cause: readErr}
+		return ledger.Ack{}, false, outcome.Unknown(ErrLookupFailed, t.failureClass(readErr), readErr)
 	default:
-		return ledger.Ack{}, false, &lookupError{detail: fmt.Sprintf("HTTP %d", resp.StatusCode)}
+		return ledger.Ack{}, false, outcome.Unknown(ErrLookupFailed, fmt.Sprintf("HTTP %d", resp.StatusCode), nil)
 	}
 }
 
@@ -407,38 +409,4 @@ func errorText(raw []byte) string {
 		return ""
 	}
 	return string(raw)
-}
-
-// unknownError is an unknown outcome. Its text carries only a status or a
-// failure class; the cause stays reachable through errors.Is and errors.As
-// but is never printed.
-type unknownError struct {
-	detail string
-	cause  error
-}
-
-func (e *unknownError) Error() string { return ErrOutcomeUnknown.Error() + ": " + e.detail }
-
-// Unwrap returns ErrOutcomeUnknown and the underlying error.
-func (e *unknownError) Unwrap() []error {
-	if e.cause == nil {
-		return []error{ErrOutcomeUnknown}
-	}
-	return []error{ErrOutcomeUnknown, e.cause}
-}
-
-// lookupError is a failed lookup, printed like unknownError.
-type lookupError struct {
-	detail string
-	cause  error
-}
-
-func (e *lookupError) Error() string { return ErrLookupFailed.Error() + ": " + e.detail }
-
-// Unwrap returns ErrLookupFailed and the underlying error.
-func (e *lookupError) Unwrap() []error {
-	if e.cause == nil {
-		return []error{ErrLookupFailed}
-	}
-	return []error{ErrLookupFailed, e.cause}
 }

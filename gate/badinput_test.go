@@ -1,0 +1,415 @@
+package gate
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/intent"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/producer"
+)
+
+type intentCase struct {
+	Name         string         `json:"name"`
+	Raw          *string        `json:"raw"`
+	Set          map[string]any `json:"set"`
+	Delete       []string       `json:"delete"`
+	Truncate     int            `json:"truncate"`
+	Append       string         `json:"append"`
+	AppendInside string         `json:"append_inside"`
+	Special      string         `json:"special"`
+	Expect       struct {
+		Outcome, Field, Reason string
+	} `json:"expect"`
+}
+
+type streamCase struct {
+	Name   string          `json:"name"`
+	Record json.RawMessage `json:"record"`
+	Expect string          `json:"expect"`
+	Reason string          `json:"reason"`
+}
+
+func loadCases[T any](t *testing.T, path string) []T {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Cases []T }
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if len(doc.Cases) == 0 {
+		t.Fatalf("%s: no cases", path)
+	}
+	return doc.Cases
+}
+
+// expand replaces ${repeat:c:n} in s.
+func expand(s string, vars map[string]string) string {
+	for k, v := range vars {
+		s = strings.ReplaceAll(s, "${"+k+"}", v)
+	}
+	for {
+		i := strings.Index(s, "${repeat:")
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], "}")
+		parts := strings.SplitN(s[i+len("${repeat:"):i+j], ":", 2)
+		n, _ := strconv.Atoi(parts[1])
+		s = s[:i] + strings.Repeat(parts[0], n) + s[i+j+1:]
+	}
+}
+
+func expandAny(v any, vars map[string]string) any {
+	if s, ok := v.(string); ok {
+		return expand(s, vars)
+	}
+	return v
+}
+
+// setPath sets a dotted path in a decoded JSON document.
+func setPath(doc map[string]any, path string, v any) {
+	parts := strings.Split(path, ".")
+	m := doc
+	for _, p := range parts[:len(parts)-1] {
+		m = m[p].(map[string]any)
+	}
+	m[parts[len(parts)-1]] = v
+}
+
+// TestBadInput feeds every case of testdata/bad through the real handlers
+// (intents through SQS into claim, stream records into dispatch) and checks
+// that each gets a clear reason and none is dropped or half-applied.
+func TestBadInput(t *testing.T) {
+	p := pipeline.NewWithOptions(t, pipeline.Options{MaxReceives: 2})
+	ctx := p.Ctx
+	store := dynamostore.New(p.DB, p.LedgerTable, dynamostore.DefaultShards)
+	seal := func(n producer.Notification, key string) envelope.Envelope {
+		t.Helper()
+		env, err := p.Producer.Sealer.Seal(ctx, key, n.Message)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	valid := func(i int) (producer.Notification, ledger.Intent, envelope.Envelope) {
+		n := p.Notification(i, ledger.Email, 10*time.Minute)
+		in := ledger.Intent{
+			Identity: ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: n.Channel},
+			Workflow: n.Workflow, DestinationRef: n.DestinationRef, ExpiresAt: n.ExpiresAt,
+			TemplateID: n.TemplateID, TemplateVersion: n.TemplateVersion, PolicyVersion: n.PolicyVersion,
+			ContentHash: ledger.ContentHash(n.TemplateID, n.TemplateVersion, n.Message),
+		}
+		return n, in, seal(n, in.Key())
+	}
+	encode := func(in ledger.Intent, env envelope.Envelope) []byte {
+		b, err := intent.Encode(in, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	type sent struct {
+		c      intentCase
+		key    string
+		to     string
+		bodies []string
+		ids    []string
+	}
+	cases := loadCases[intentCase](t, "testdata/bad/intents.json")
+	var all []*sent
+	for i, c := range cases {
+		n, in, env := valid(100 + i)
+		s := &sent{c: c, key: in.Key(), to: n.Message.To}
+		var body []byte
+		switch c.Special {
+		case "hash_mismatch":
+			other := n
+			other.Message.Body += " (another rendering)"
+			in.ContentHash = ledger.ContentHash(n.TemplateID, n.TemplateVersion, other.Message)
+			body = encode(in, env)
+		case "tampered":
+			env.CT = bytes.Clone(env.CT)
+			env.CT[len(env.CT)/2] ^= 0x5a
+			body = encode(in, env)
+		case "other_key":
+			_, otherIn, _ := valid(900 + i)
+			body = encode(in, seal(n, otherIn.Key()))
+		case "changed_hash":
+			body = encode(in, env)
+			changed := n
+			changed.TemplateVersion = "4"
+			changed.Message.Body += " (reworded)"
+			in2 := in
+			in2.TemplateVersion = "4"
+			in2.ContentHash = ledger.ContentHash(changed.TemplateID, changed.TemplateVersion, changed.Message)
+			s.bodies = append(s.bodies, string(body))
+			body = encode(in2, seal(changed, in.Key()))
+		case "":
+			body = encode(in, env)
+			if c.Raw != nil {
+				body = []byte(*c.Raw)
+				break
+			}
+			var doc map[string]any
+			if err := json.Unmarshal(body, &doc); err != nil {
+				t.Fatal(err)
+			}
+			for path, v := range c.Set {
+				if arr, ok := v.([]any); ok {
+					setPath(doc, path, arr)
+					continue
+				}
+				setPath(doc, path, expandAny(v, nil))
+			}
+			for _, f := range c.Delete {
+				delete(doc, f)
+			}
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(doc); err != nil {
+				t.Fatal(err)
+			}
+			body = bytes.TrimSpace(buf.Bytes())
+			if c.Truncate > 0 {
+				body = body[:c.Truncate]
+			}
+			if c.AppendInside != "" {
+				body = append(body[:len(body)-1], []byte(c.AppendInside+"}")...)
+			}
+			body = append(body, []byte(c.Append)...)
+		default:
+			t.Fatalf("%s: unknown special %q", c.Name, c.Special)
+		}
+		s.bodies = append(s.bodies, string(body))
+		all = append(all, s)
+	}
+	for _, s := range all {
+		for i, b := range s.bodies {
+			out, err := p.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &p.QueueURL, MessageBody: &s.bodies[i]})
+			if err != nil {
+				t.Fatalf("%s: send: %v", s.c.Name, err)
+			}
+			s.ids = append(s.ids, *out.MessageId)
+			_ = b
+		}
+	}
+	for round := 0; round <= 2; round++ {
+		pumpQueueRound(t, p, 1)
+	}
+	if !queueEmpty(t, p) {
+		t.Fatal("intents queue did not drain")
+	}
+	for pumps := 0; pumps < 3; pumps++ {
+		p.PumpStream()
+	}
+	dlq := drainDLQ(t, p)
+	reasons := logReasons(p.Out.String())
+	captured, err := p.SESCaptured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	emails := map[string]int{}
+	for _, m := range captured {
+		for _, to := range m.To {
+			emails[to]++
+		}
+	}
+	contents := strings.Join(p.ScanTable(p.ContentTable), "\n")
+	inDLQ := func(body string) bool {
+		for _, m := range dlq {
+			if m.body == body {
+				return true
+			}
+		}
+		return false
+	}
+	wantDLQ := 0
+	for _, s := range all {
+		t.Run(s.c.Name, func(t *testing.T) {
+			row, rowErr := store.Get(ctx, s.key)
+			if strings.Contains(contents, s.key) {
+				t.Errorf("sealed content left in the content table")
+			}
+			switch s.c.Expect.Outcome {
+			case "dlq":
+				wantDLQ++
+				if !inDLQ(s.bodies[0]) {
+					t.Errorf("not in the DLQ")
+				}
+				reason := reasons[s.ids[0]]
+				if !strings.Contains(reason, s.c.Expect.Field) {
+					t.Errorf("logged reason %q does not name %q", reason, s.c.Expect.Field)
+				}
+				if rowErr == nil {
+					t.Errorf("a row was written for rejected input: %s", row.State)
+				}
+			case "expired", "quarantined":
+				if rowErr != nil {
+					t.Fatalf("no row: %v", rowErr)
+				}
+				if string(row.State) != s.c.Expect.Outcome || !strings.Contains(row.Reason, s.c.Expect.Reason) {
+					t.Errorf("row %s %q, want %s %q", row.State, row.Reason, s.c.Expect.Outcome, s.c.Expect.Reason)
+				}
+				if emails[s.to] != 0 {
+					t.Errorf("%d emails sent", emails[s.to])
+				}
+			case "mismatch":
+				if rowErr != nil {
+					t.Fatalf("no row: %v", rowErr)
+				}
+				found := false
+				for _, ev := range row.History {
+					found = found || ev.Kind == ledger.KindContentMismatch && strings.Contains(ev.Reason, s.c.Expect.Reason)
+				}
+				if row.State != ledger.Accepted || row.Mismatches != 1 || !found || emails[s.to] != 1 {
+					t.Errorf("row %s mismatches %d event %v emails %d", row.State, row.Mismatches, found, emails[s.to])
+				}
+			default:
+				t.Fatalf("unknown expected outcome %q", s.c.Expect.Outcome)
+			}
+			if rowErr == nil {
+				if err := row.Verify(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	if len(dlq) != wantDLQ {
+		t.Errorf("DLQ holds %d messages, want exactly the %d rejected ones", len(dlq), wantDLQ)
+	}
+	if rows := len(p.ScanLedger()); rows != len(all)-wantDLQ {
+		t.Errorf("ledger holds %d rows, want %d (one per accepted case)", rows, len(all)-wantDLQ)
+	}
+
+	// Stream records, each on its own and then all in one batch.
+	var acceptedKey string
+	for _, s := range all {
+		if s.c.Expect.Outcome == "mismatch" {
+			acceptedKey = s.key
+		}
+	}
+	missing := sha256.Sum256([]byte("no such row " + p.LedgerTable))
+	vars := map[string]string{
+		"missing_key": hex.EncodeToString(missing[:]), "upper_key": strings.ToUpper(hex.EncodeToString(missing[:])),
+		"accepted_key": acceptedKey,
+	}
+	scases := loadCases[streamCase](t, "testdata/bad/stream.json")
+	var batch []events.DynamoDBEventRecord
+	for i, c := range scases {
+		t.Run("stream/"+c.Name, func(t *testing.T) {
+			var rec events.DynamoDBEventRecord
+			if err := json.Unmarshal([]byte(expand(string(c.Record), vars)), &rec); err != nil {
+				t.Fatalf("corpus record: %v", err)
+			}
+			rec.Change.SequenceNumber = fmt.Sprintf("%021d", 1000+i)
+			batch = append(batch, rec)
+			before := len(p.Out.String())
+			beforeRows := versions(t, p)
+			sentBefore := len(captured)
+			resp, err := p.Dispatch.Handle(ctx, events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{rec}})
+			if err != nil {
+				t.Fatalf("the whole batch failed: %v", err)
+			}
+			logs := p.Out.String()[before:]
+			switch c.Expect {
+			case "failed":
+				if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != rec.Change.SequenceNumber {
+					t.Fatalf("failures %v, want the record's sequence number", resp.BatchItemFailures)
+				}
+				if !strings.Contains(logs, "unreadable stream record") || !strings.Contains(logs, c.Reason) || !strings.Contains(logs, rec.Change.SequenceNumber) {
+					t.Errorf("no clear reason logged: %s", logs)
+				}
+			case "ignored", "skipped", "duplicate":
+				if len(resp.BatchItemFailures) != 0 {
+					t.Fatalf("failures %v", resp.BatchItemFailures)
+				}
+				if c.Reason != "" && !strings.Contains(logs, c.Reason) {
+					t.Errorf("log does not say %q: %s", c.Reason, logs)
+				}
+			default:
+				t.Fatalf("unknown expectation %q", c.Expect)
+			}
+			if after := versions(t, p); after != beforeRows {
+				t.Errorf("the ledger changed")
+			}
+			now, err := p.SESCaptured()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(now) != sentBefore {
+				t.Errorf("%d emails sent", len(now)-sentBefore)
+			}
+		})
+	}
+	// In one batch the first unreadable record is the one reported, so the
+	// event source redelivers it and everything after it.
+	resp, err := p.Dispatch.Handle(ctx, events.DynamoDBEvent{Records: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range scases {
+		if c.Expect == "failed" {
+			if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != batch[i].Change.SequenceNumber {
+				t.Errorf("mixed batch: failures %v, want the first unreadable record %s", resp.BatchItemFailures, batch[i].Change.SequenceNumber)
+			}
+			break
+		}
+	}
+
+	p.AssertNoSecrets()
+	if strings.Contains(p.Out.String(), ledgertest.Canary) {
+		t.Error("a rejected body leaked into the logs")
+	}
+}
+
+// versions fingerprints the ledger: every row's key and version.
+func versions(t *testing.T, p *pipeline.Pipeline) string {
+	t.Helper()
+	var keys []string
+	in := &dynamodb.ScanInput{TableName: &p.LedgerTable, ConsistentRead: aws.Bool(true)}
+	for {
+		out, err := p.DB.Scan(p.Ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			pk, _ := it["pk"].(*ddbtypes.AttributeValueMemberS)
+			v, _ := it["version"].(*ddbtypes.AttributeValueMemberN)
+			if pk == nil || v == nil {
+				t.Fatalf("row without pk or version")
+			}
+			keys = append(keys, pk.Value+"@"+v.Value)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}

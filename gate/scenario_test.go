@@ -1,0 +1,840 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/intent"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/producer"
+)
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s: want a positive integer", name)
+	}
+	return n
+}
+
+// Scenario timing on the functions' clock. Normal challenges live an hour,
+// "expiring" ones five minutes; the clock jumps ten minutes before the first
+// delivery, so those expire while they wait in the queue.
+const (
+	liveTTL      = time.Hour
+	shortTTL     = 5 * time.Minute
+	queueWait    = 10 * time.Minute
+	expiryMargin = 30 * time.Second
+	lease        = 2 * time.Minute
+	webhookWait  = time.Second
+	maxReceives  = 5 // as infra/stack.go
+	streamTries  = 4 // first delivery plus the event source's retries
+	queueWorkers = 3
+	streamWorker = 4
+)
+
+// plan is one logical message (identity) of the scenario.
+type plan struct {
+	n         producer.Notification
+	key       string
+	challenge int
+	workflow  ledger.WorkflowKind
+	expiring  bool
+	fault     fault
+	redeliver string // "", "concurrent" or "late"
+	mismatch  bool
+	changed   producer.Notification
+}
+
+type poison struct {
+	kind, body, msgID string
+}
+
+type challenge struct {
+	workflow ledger.WorkflowKind
+	keys     []string // in workflow order
+}
+
+// TestGate runs the release-gate scenario: GATE_INTENTS intents (default
+// 200) through claim, dispatch, reconcile and expire with every fault of
+// RELIABILITY.md injected, then accounts for each one.
+func TestGate(t *testing.T) {
+	total := envInt(t, "GATE_INTENTS", 200)
+	seed := uint64(envInt(t, "GATE_SEED", 20260701))
+	ddbRate, _ := strconv.ParseFloat(os.Getenv("GATE_DDB_FAULT_RATE"), 64)
+	if ddbRate == 0 {
+		ddbRate = 0.05
+	}
+	started := time.Now()
+	inj := newInjector(seed, ddbRate, webhookWait+300*time.Millisecond)
+	p := pipeline.NewWithOptions(t, pipeline.Options{
+		Env: map[string]string{
+			"EXPIRY_MARGIN": expiryMargin.String(), "LEASE_DURATION": lease.String(), "RECHECK_AFTER": "1ms",
+			"WEBHOOK_TIMEOUT": webhookWait.String(), "WEBHOOK_KEY_WINDOW": "0s",
+		},
+		FunctionAPIOptions: inj.apiOptions(),
+		FunctionConfig: func(c *aws.Config) {
+			// The default retry policy (3 attempts, retry token bucket), with
+			// the backoff cut to 20 ms so the run does not sleep for minutes.
+			c.Logger = logging.Nop{} // the injected 500s leave unread bodies the SDK would warn about
+			c.Retryer = func() aws.Retryer {
+				return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = 20 * time.Millisecond })
+			}
+		},
+		WrapProvider: inj.provider,
+		MaxReceives:  maxReceives,
+		SweepLimit:   500,
+	})
+	inj.now = p.Now
+	rng := rand.New(rand.NewPCG(seed, 7))
+
+	// The plan: 2% poison, the rest over challenges of four workflows.
+	nPoison := max(3, total*2/100)
+	valid := total - nPoison
+	var plans []*plan
+	var challenges []challenge
+	fallbackOrder := []ledger.Channel{ledger.Email, ledger.SMS}
+	for c := 1; len(plans) < valid; c++ {
+		wf, chans := ledger.Single, []ledger.Channel{ledger.Email}
+		switch r := rng.IntN(8); {
+		case r == 0: // email only
+		case r == 1:
+			chans = []ledger.Channel{ledger.SMS}
+		case r < 5:
+			wf, chans = ledger.Dual, fallbackOrder
+		default:
+			wf, chans = ledger.Fallback, fallbackOrder
+		}
+		if valid-len(plans) < len(chans) {
+			wf, chans = ledger.Single, chans[:1]
+		}
+		expiring := rng.Float64() < 0.10
+		ch := challenge{workflow: wf}
+		for _, channel := range chans {
+			ttl := liveTTL
+			if expiring {
+				ttl = shortTTL
+			}
+			n := p.Notification(c, channel, ttl)
+			n.Workflow = ledger.Workflow{Kind: wf}
+			if wf == ledger.Fallback {
+				n.Workflow.Order = fallbackOrder
+			}
+			key := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: channel}.Key()
+			pl := &plan{n: n, key: key, challenge: c, workflow: wf, expiring: expiring}
+			switch r := rng.Float64(); {
+			case wf == ledger.Fallback && channel == ledger.Email && r < 0.35:
+				pl.fault = faultReject // so that some fallbacks move on to SMS
+			case r < 0.02:
+				pl.fault = faultReject
+			case r < 0.045:
+				pl.fault = faultAckLost
+			case r < 0.07:
+				if channel == ledger.SMS {
+					pl.fault = faultSlow
+				} else {
+					pl.fault = faultAckLost
+				}
+			case r < 0.12:
+				pl.fault = faultKill
+			}
+			switch r := rng.Float64(); {
+			case r < 0.15:
+				pl.redeliver = "concurrent"
+			case r < 0.30:
+				pl.redeliver = "late"
+			}
+			if rng.Float64() < 0.02 {
+				pl.mismatch = true
+				pl.changed = n
+				pl.changed.TemplateVersion = "4"
+				pl.changed.Message.Body += " (reworded)"
+			}
+			inj.transport[key] = pl.fault
+			plans = append(plans, pl)
+			ch.keys = append(ch.keys, key)
+		}
+		challenges = append(challenges, ch)
+	}
+	byKey := map[string]*plan{}
+	for _, pl := range plans {
+		byKey[pl.key] = pl
+	}
+	poisons := make([]*poison, nPoison)
+	for i := range poisons {
+		poisons[i] = poisonIntent(i, p)
+	}
+
+	// Publish: originals, concurrent redeliveries, mismatches and poison
+	// shuffled together; late redeliveries wait for round two.
+	type pub struct {
+		n   *producer.Notification
+		raw *poison
+	}
+	var first, late []pub
+	for _, pl := range plans {
+		first = append(first, pub{n: &pl.n})
+		switch pl.redeliver {
+		case "concurrent":
+			first = append(first, pub{n: &pl.n})
+		case "late":
+			late = append(late, pub{n: &pl.n})
+		}
+		if pl.mismatch {
+			first = append(first, pub{n: &pl.changed})
+		}
+	}
+	for _, ps := range poisons {
+		first = append(first, pub{raw: ps})
+	}
+	rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+	publish := func(batch []pub) {
+		var wg sync.WaitGroup
+		errs := make(chan error, len(batch))
+		work := make(chan pub)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for m := range work {
+					if m.raw != nil {
+						out, err := p.SQS.SendMessage(p.Ctx, &sqs.SendMessageInput{QueueUrl: &p.QueueURL, MessageBody: &m.raw.body})
+						if err != nil {
+							errs <- err
+							continue
+						}
+						m.raw.msgID = *out.MessageId
+						continue
+					}
+					if _, err := p.Producer.Publish(p.Ctx, *m.n); err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+		for _, m := range batch {
+			work <- m
+		}
+		close(work)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	publish(first)
+	published := len(first) + len(late)
+	tPublished := time.Since(started)
+
+	p.Advance(queueWait)
+	stream := &streamStats{}
+	rounds := 0
+	for rounds = 1; rounds <= maxReceives+3; rounds++ {
+		if rounds == 2 {
+			publish(late)
+		}
+		held := pumpQueueRound(t, p, queueWorkers)
+		pumpStreamRound(t, p, stream, rng)
+		if held == 0 && rounds >= 2 && queueEmpty(t, p) {
+			break
+		}
+	}
+	tDelivered := time.Since(started)
+
+	// Scheduled sweeps: past the lease, reconcile until nothing is due;
+	// then past every expiry, expire until nothing is claimed.
+	audit := dynamostore.New(p.DB, p.LedgerTable, dynamostore.DefaultShards)
+	sweepErrs := 0
+	p.Advance(lease + time.Second)
+	for i := 0; i < 20; i++ {
+		if err := p.Reconcile.Handle(p.Ctx, events.CloudWatchEvent{}); err != nil {
+			sweepErrs++
+		}
+		d, err1 := audit.ListOpen(p.Ctx, ledger.Dispatching, p.Now(), 1)
+		u, err2 := audit.ListOpen(p.Ctx, ledger.Unknown, p.Now(), 1)
+		if err1 != nil || err2 != nil {
+			t.Fatal(errors.Join(err1, err2))
+		}
+		if len(d)+len(u) == 0 {
+			break
+		}
+		p.Advance(time.Second)
+	}
+	p.Advance(2 * liveTTL)
+	for i := 0; i < 20; i++ {
+		if err := p.Expire.Handle(p.Ctx, events.CloudWatchEvent{}); err != nil {
+			sweepErrs++
+		}
+		c, err := audit.ListOpen(p.Ctx, ledger.Claimed, p.Now(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c) == 0 {
+			break
+		}
+	}
+	pumpStreamRound(t, p, stream, rng) // stream records of late claims, if any
+	tSwept := time.Since(started)
+
+	// Evidence: rows, the DLQ, provider records, emails captured.
+	rows := readRows(t, p, audit, plans)
+	dlq := drainDLQ(t, p)
+	reasons := logReasons(p.Out.String())
+	captured, err := p.SESCaptured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	emails := map[string]int{}
+	for _, m := range captured {
+		for _, to := range m.To {
+			emails[to]++
+		}
+	}
+	sendTimes := inj.sendTimes()
+
+	var failures []string
+	fail := func(format string, a ...any) { failures = append(failures, fmt.Sprintf(format, a...)) }
+	buckets := map[string]int{}
+	dlqByKey := map[string][]dlqMsg{}
+	dlqPoison := 0
+	for _, m := range dlq {
+		in, _, err := intent.Decode([]byte(m.body))
+		if err != nil {
+			dlqPoison++
+			continue
+		}
+		dlqByKey[in.Key()] = append(dlqByKey[in.Key()], m)
+	}
+	sent := func(pl *plan) int {
+		if pl.n.Channel == ledger.Email {
+			return emails[pl.n.Message.To]
+		}
+		return p.Provider.Recorded(pl.key)
+	}
+	totalSent, dupes, lateSends, fallbackStranded := 0, 0, 0, 0
+	for _, pl := range plans {
+		row, ok := rows[pl.key]
+		k := sent(pl)
+		totalSent += k
+		if k > 1 {
+			dupes++
+			fail("duplicate: %s/%s recorded %d times by the provider", pl.n.ChallengeID, pl.n.Channel, k)
+		}
+		if !ok {
+			ms := dlqByKey[pl.key]
+			if len(ms) == 0 {
+				fail("lost: %s/%s has no row and is not in the DLQ", pl.n.ChallengeID, pl.n.Channel)
+				buckets["LOST"]++
+				continue
+			}
+			reason := reasons[ms[0].id]
+			if reason == "" {
+				reason = "no reason logged"
+				fail("dead-lettered without a reason: %s/%s", pl.n.ChallengeID, pl.n.Channel)
+			}
+			buckets["dead-lettered: "+reasonClass(reason)]++
+			if pl.workflow == ledger.Fallback && pl.n.Channel == ledger.SMS && rows[byKey[pl.key].key].State == "" {
+				if prev := rows[ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: pl.n.ChallengeID, Channel: ledger.Email}.Key()]; prev.State == ledger.Rejected {
+					fallbackStranded++
+				}
+			}
+			if k != 0 {
+				fail("dead-lettered %s/%s was sent %d times", pl.n.ChallengeID, pl.n.Channel, k)
+			}
+			continue
+		}
+		if err := row.Verify(); err != nil {
+			fail("history: %v", err)
+		}
+		b := string(row.State)
+		switch row.State {
+		case ledger.Accepted:
+			if k != 1 {
+				fail("accepted %s/%s but the provider recorded %d", pl.n.ChallengeID, pl.n.Channel, k)
+			}
+			if row.AckID == "" {
+				fail("accepted %s/%s without an ack id", pl.n.ChallengeID, pl.n.Channel)
+			}
+			if strings.Contains(row.Reason, "after the lease") {
+				b += " (ack after lease)"
+			}
+		case ledger.Rejected, ledger.Expired, ledger.Suppressed:
+			if k != 0 {
+				fail("%s %s/%s was sent %d times", row.State, pl.n.ChallengeID, pl.n.Channel, k)
+			}
+			if row.State == ledger.Expired && strings.Contains(row.Reason, "never dispatched") {
+				b += " (claimed, never dispatched)"
+			} else if row.State == ledger.Expired && strings.Contains(row.Reason, "before dispatch") {
+				b += " (before dispatch)"
+			} else if row.State == ledger.Expired {
+				b += " (in the queue)"
+			}
+		case ledger.Unknown, ledger.Quarantined:
+			b += fmt.Sprintf(" (%d sent)", k)
+		default:
+			fail("unaccounted: %s/%s ended %s", pl.n.ChallengeID, pl.n.Channel, row.State)
+		}
+		buckets[b]++
+		if pl.expiring && k > 0 {
+			fail("expired challenge %s/%s was sent", pl.n.ChallengeID, pl.n.Channel)
+		}
+		for _, at := range sendTimes[pl.key] {
+			if !at.Before(row.ExpiresAt) {
+				lateSends++
+				fail("late send: %s/%s at %s, expires %s", pl.n.ChallengeID, pl.n.Channel, at.Format(time.RFC3339), row.ExpiresAt.Format(time.RFC3339))
+			}
+		}
+		for _, ev := range row.History {
+			if ev.To == ledger.Dispatching && !ev.At.Add(expiryMargin).Before(row.ExpiresAt) {
+				fail("dispatch of %s/%s began inside the expiry margin", pl.n.ChallengeID, pl.n.Channel)
+			}
+		}
+		if pl.mismatch && row.Mismatches == 0 && len(dlqByKey[pl.key]) == 0 {
+			fail("mismatch for %s/%s was not recorded", pl.n.ChallengeID, pl.n.Channel)
+		}
+		if pl.n.Channel == ledger.SMS && k > 0 {
+			for _, m := range p.Provider.Messages() {
+				if m.IdempotencyKey == pl.key && m.ContentHash != row.ContentHash {
+					fail("%s/%s sent content %s but the row records %s", pl.n.ChallengeID, pl.n.Channel, m.ContentHash, row.ContentHash)
+				}
+			}
+		}
+	}
+	fallbackBoth := 0
+	for _, c := range challenges {
+		if c.workflow != ledger.Fallback {
+			continue
+		}
+		n := 0
+		for _, k := range c.keys {
+			if sent(byKey[k]) > 0 {
+				n++
+			}
+		}
+		email, sms := rows[c.keys[0]], rows[c.keys[1]]
+		if n > 1 {
+			fallbackBoth++
+			fail("fallback %s sent on both channels", byKey[c.keys[0]].n.ChallengeID)
+		}
+		switch sms.State {
+		case "", ledger.Suppressed, ledger.Expired:
+		default:
+			if email.State == ledger.Rejected {
+				break
+			}
+
+			fail("fallback %s: SMS is %s while email is %s", byKey[c.keys[0]].n.ChallengeID, sms.State, email.State)
+		}
+	}
+	for _, ps := range poisons {
+		found := false
+		for _, m := range dlq {
+			if m.id == ps.msgID || m.body == ps.body {
+				found = true
+			}
+		}
+		if !found {
+			fail("poison %q is not in the DLQ", ps.kind)
+			buckets["LOST"]++
+			continue
+		}
+		if reasons[ps.msgID] == "" {
+			fail("poison %q dead-lettered without a logged reason", ps.kind)
+		}
+		buckets["poison dead-lettered: "+ps.kind]++
+	}
+
+	// Privacy sweep.
+	p.AssertNoSecrets()
+	leftover := map[string]int{}
+	for _, item := range p.ScanTable(p.ContentTable) {
+		if strings.Contains(item, ledgertest.Canary) || strings.Contains(item, "example.test") || strings.Contains(item, "reset?token") {
+			fail("plaintext in the content table: %.80s", item)
+		}
+		m := contentPK.FindStringSubmatch(item)
+		switch row, ok := rows[m[1]]; {
+		case m == nil:
+			leftover["unparsable"]++
+		case !ok:
+			leftover["no row"]++
+		case row.ContentHash != m[2]:
+			leftover["orphan (other content hash)"]++
+		default:
+			leftover[string(row.State)]++
+		}
+	}
+
+	// The table.
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nRELEASE GATE  %d intents (%d valid over %d challenges, %d poison), %d messages published, seed %d\n",
+		total, len(plans), len(challenges), nPoison, published, seed)
+	fmt.Fprintf(&sb, "injected plan: %s\n", planSummary(plans))
+	fmt.Fprintf(&sb, "injected faults (as they fired):\n%s", fmtCounts(inj))
+	fmt.Fprintf(&sb, "stream: %d batches, %d delivered twice concurrently, %d batch retries, %d records given up; queue rounds %d; sweep runs failed %d\n",
+		stream.batches, stream.doubled, stream.retries, stream.givenUp, rounds, sweepErrs)
+	fmt.Fprintf(&sb, "%-52s %6s\n", "bucket", "count")
+	var names []string
+	sum := 0
+	for k, v := range buckets {
+		names = append(names, k)
+		sum += v
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(&sb, "%-52s %6d\n", k, buckets[k])
+	}
+	fmt.Fprintf(&sb, "%-52s %6d   (intents %d)\n", "TOTAL", sum, total)
+	fmt.Fprintf(&sb, "provider-recorded messages %d (emails %d, SMS %d); DLQ holds %d (poison %d)\n",
+		totalSent, len(captured), len(p.Provider.Messages()), len(dlq), dlqPoison)
+	fmt.Fprintf(&sb, "duplicates %d, late sends %d, fallback on both channels %d, unaccounted %d, sealed blobs left (TTL-bound) %v\n",
+		dupes, lateSends, fallbackBoth, total-sum+buckets["LOST"], leftover)
+	fmt.Fprintf(&sb, "fallback SMS dead-lettered although email ended rejected (redrive needed): %d\n", fallbackStranded)
+	fmt.Fprintf(&sb, "timings: published %s, delivered %s, swept %s, total %s\n",
+		tPublished.Round(time.Millisecond), tDelivered.Round(time.Millisecond), tSwept.Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
+	fmt.Print(sb.String())
+	if sum != total {
+		fail("accounting: %d intents in buckets, %d published", sum, total)
+	}
+	if len(failures) > 0 {
+		if len(failures) > 40 {
+			failures = append(failures[:40], fmt.Sprintf("... and %d more", len(failures)-40))
+		}
+		t.Fatalf("release gate failed:\n%s", strings.Join(failures, "\n"))
+	}
+}
+
+var contentPK = regexp.MustCompile(`pk=([0-9a-f]{64}):([0-9a-f]{64}) `)
+
+func planSummary(plans []*plan) string {
+	c := map[string]int{}
+	for _, pl := range plans {
+		if pl.workflow == ledger.Single {
+			c["workflow single "+string(pl.n.Channel)]++
+		} else {
+			c["workflow "+string(pl.workflow)]++
+		}
+		if pl.expiring {
+			c["expire in queue"]++
+		}
+		if pl.fault != faultNone {
+			c[string(pl.fault)]++
+		}
+		if pl.redeliver != "" {
+			c["redelivered ("+pl.redeliver+")"]++
+		}
+		if pl.mismatch {
+			c["changed content hash"]++
+		}
+	}
+	var keys []string
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, c[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+var fallbackHeld = regexp.MustCompile(`(email|sms) (is \w+|has no claim yet)`)
+
+// reasonClass shortens a logged reason to a bucket name.
+func reasonClass(reason string) string {
+	if m := fallbackHeld.FindString(reason); m != "" {
+		return "fallback held (" + m + ")"
+	}
+	if strings.Contains(reason, "injected") {
+		return "store errors on every receive"
+	}
+	if len(reason) > 40 {
+		reason = reason[:40]
+	}
+	return reason
+}
+
+func poisonIntent(i int, p *pipeline.Pipeline) *poison {
+	switch i % 3 {
+	case 0:
+		return &poison{kind: "malformed JSON", body: fmt.Sprintf(`{"schema_version":1,"purpose":"password-reset","challenge_id":"poison-%d","channel":"email","token":"%s`, i, ledgertest.Canary)}
+	case 1:
+		return &poison{kind: "schema-invalid", body: fmt.Sprintf(`{"schema_version":1,"purpose":"password-reset","challenge_id":"poison-%d","channel":"fax","workflow":{"kind":"single"},"destination_ref":"%s"}`, i, ledgertest.Canary)}
+	}
+	return &poison{kind: "unknown version", body: fmt.Sprintf(`{"schema_version":2,"challenge_id":"poison-%d","body":"%s"}`, i, ledgertest.Canary)}
+}
+
+// pumpQueueRound delivers what the queue holds to the claim handler from
+// several goroutines at once, as concurrent Lambda pollers would. Failed
+// records stay invisible until the round ends (the visibility timeout),
+// then become visible again; it returns how many were held.
+func pumpQueueRound(t *testing.T, p *pipeline.Pipeline, workers int) int {
+	t.Helper()
+	var mu sync.Mutex
+	var held []string
+	var firstErr error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				out, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{
+					QueueUrl: &p.QueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 600,
+					MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+				})
+				if err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+				if len(out.Messages) == 0 {
+					return
+				}
+				var ev events.SQSEvent
+				for _, m := range out.Messages {
+					ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body, Attributes: m.Attributes})
+				}
+				resp, err := p.Claim.Handle(p.Ctx, ev)
+				if err != nil {
+					mu.Lock()
+					firstErr = fmt.Errorf("claim failed the whole batch: %w", err)
+					mu.Unlock()
+					return
+				}
+				failed := map[string]bool{}
+				for _, f := range resp.BatchItemFailures {
+					failed[f.ItemIdentifier] = true
+				}
+				var del []sqstypes.DeleteMessageBatchRequestEntry
+				for i, m := range out.Messages {
+					if failed[*m.MessageId] {
+						mu.Lock()
+						held = append(held, *m.ReceiptHandle)
+						mu.Unlock()
+						continue
+					}
+					del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+				}
+				if len(del) > 0 {
+					if _, err := p.SQS.DeleteMessageBatch(p.Ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &p.QueueURL, Entries: del}); err != nil {
+						mu.Lock()
+						firstErr = err
+						mu.Unlock()
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	for _, h := range held {
+		if _, err := p.SQS.ChangeMessageVisibility(p.Ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &p.QueueURL, ReceiptHandle: aws.String(h), VisibilityTimeout: 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return len(held)
+}
+
+func queueEmpty(t *testing.T, p *pipeline.Pipeline) bool {
+	t.Helper()
+	out, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{QueueUrl: &p.QueueURL, AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Attributes["ApproximateNumberOfMessages"] == "0" && out.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+}
+
+type streamStats struct {
+	mu                                 sync.Mutex
+	batches, doubled, retries, givenUp int
+}
+
+// pumpStreamRound delivers the new claims on the ledger stream to the
+// dispatch handler in batches of ten from several workers; a tenth of the
+// batches is delivered twice at once (duplicate invocations). A batch that
+// reports a failure is redelivered from the failed record on, up to
+// streamTries times, as the event source would; then it is given up (the
+// on-failure destination) and the expire sweep closes its rows.
+func pumpStreamRound(t *testing.T, p *pipeline.Pipeline, st *streamStats, rng *rand.Rand) {
+	t.Helper()
+	ev := p.ReadStream()
+	var batches [][]events.DynamoDBEventRecord
+	for i := 0; i < len(ev.Records); i += 10 {
+		batches = append(batches, ev.Records[i:min(i+10, len(ev.Records))])
+	}
+	double := make([]bool, len(batches))
+	for i := range double {
+		double[i] = rng.Float64() < 0.10
+	}
+	deliver := func(recs []events.DynamoDBEventRecord) {
+		for try := 1; len(recs) > 0; try++ {
+			resp, err := p.Dispatch.Handle(p.Ctx, events.DynamoDBEvent{Records: recs})
+			if err == nil && len(resp.BatchItemFailures) == 0 {
+				return
+			}
+			st.mu.Lock()
+			if try == streamTries {
+				st.givenUp += len(recs)
+				st.mu.Unlock()
+				return
+			}
+			st.retries++
+			st.mu.Unlock()
+			if err == nil {
+				seq := resp.BatchItemFailures[0].ItemIdentifier
+				for i, r := range recs {
+					if r.Change.SequenceNumber == seq {
+						recs = recs[i:]
+						break
+					}
+				}
+			}
+		}
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range streamWorker {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				st.mu.Lock()
+				st.batches++
+				st.mu.Unlock()
+				if !double[i] {
+					deliver(batches[i])
+					continue
+				}
+				st.mu.Lock()
+				st.doubled++
+				st.mu.Unlock()
+				var inner sync.WaitGroup
+				for range 2 {
+					inner.Add(1)
+					go func() { defer inner.Done(); deliver(batches[i]) }()
+				}
+				inner.Wait()
+			}
+		}()
+	}
+	for i := range batches {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
+
+func readRows(t *testing.T, p *pipeline.Pipeline, st *dynamostore.Store, plans []*plan) map[string]ledger.Entry {
+	t.Helper()
+	rows := map[string]ledger.Entry{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan string)
+	var firstErr error
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				e, err := st.Get(context.Background(), k)
+				mu.Lock()
+				switch {
+				case err == nil:
+					rows[k] = e
+				case !errors.Is(err, ledger.ErrNotFound):
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, pl := range plans {
+		work <- pl.key
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	return rows
+}
+
+type dlqMsg struct{ id, body string }
+
+func drainDLQ(t *testing.T, p *pipeline.Pipeline) []dlqMsg {
+	t.Helper()
+	var out []dlqMsg
+	for {
+		r, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{QueueUrl: &p.DLQURL, MaxNumberOfMessages: 10, VisibilityTimeout: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Messages) == 0 {
+			return out
+		}
+		for _, m := range r.Messages {
+			out = append(out, dlqMsg{id: *m.MessageId, body: *m.Body})
+		}
+	}
+}
+
+// logReasons maps each SQS message id to the last reason or error the claim
+// function logged for it.
+func logReasons(out string) map[string]string {
+	reasons := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, "sqs_message_id") {
+			continue
+		}
+		var rec struct {
+			ID     string `json:"sqs_message_id"`
+			Msg    string `json:"msg"`
+			Reason string `json:"reason"`
+			Error  string `json:"error"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.ID == "" {
+			continue
+		}
+		switch {
+		case rec.Reason != "":
+			reasons[rec.ID] = rec.Reason
+		case rec.Error != "":
+			reasons[rec.ID] = rec.Error
+		}
+	}
+	return reasons
+}
