@@ -128,7 +128,11 @@ func setup(t *testing.T) *env {
 
 	e.provider = os.Getenv("E2E_WEBHOOK_PROVIDER")
 	if e.provider == "" {
-		e.provider = "http://127.0.0.1:4599"
+		port := os.Getenv("WEBHOOK_PROVIDER_PORT") // as localstack/deploy-local.sh reads it
+		if port == "" {
+			port = "4599"
+		}
+		e.provider = "http://127.0.0.1:" + port
 	}
 	if _, err := ProviderMessages(ctx, e.web, e.provider); err != nil {
 		t.Fatalf("the local webhook provider does not answer (%v); localstack/deploy-local.sh starts it (log in .run/)", err)

@@ -134,6 +134,7 @@ func (s *Service) recordOutcome(ctx context.Context, e Entry, to State, out Disp
 			n.AckID = ackID
 			n.Reason = reason
 			n.LeaseUntil = timeZero
+			n.NextCheckAt = timeZero
 			if to == Unknown {
 				n.NextCheckAt = now.Add(s.Policy.RecheckAfter)
 			}

@@ -66,6 +66,7 @@ const (
 	KindTransition      EventKind = "transition"
 	KindContentMismatch EventKind = "content_mismatch"
 	KindRetry           EventKind = "retry"
+	KindRecheck         EventKind = "recheck"
 )
 
 // OpenDue is the sort key of the row in the open-row index: when a sweep

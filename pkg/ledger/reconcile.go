@@ -116,7 +116,7 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 
 // recheck moves the row's next look later without a state change.
 func (s *Service) recheck(ctx context.Context, e Entry, w Worker, now time.Time) error {
-	c := s.record(e, KindRetry, Unknown, w, "reconcile: lookup found nothing yet; waiting for the settle period", func(n *Entry) {
+	c := s.record(e, KindRecheck, Unknown, w, "reconcile: lookup found nothing yet; waiting for the settle period", func(n *Entry) {
 		n.NextCheckAt = now.Add(s.Policy.RecheckAfter)
 	})
 	_, err := s.write(ctx, c)
@@ -228,6 +228,15 @@ func (s *Service) Resolve(ctx context.Context, key string, d Decision, reason, e
 	if reason == "" {
 		return Entry{}, fmt.Errorf("resolve %s: %w", key, &FieldError{Field: "reason", Reason: "missing"})
 	}
+	// Operator text lands in the evidence trail: keep addresses and phone
+	// numbers out of it, as everywhere else.
+	if err := checkFreeText("reason", reason, true); err != nil {
+		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
+	}
+	// Provider ids are long and digit-heavy; only addresses are refused there.
+	if err := checkFreeText("evidence", evidence, false); err != nil {
+		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
+	}
 	e, err := s.Store.Get(ctx, key)
 	if err != nil {
 		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
@@ -255,4 +264,32 @@ func (s *Service) Resolve(ctx context.Context, key string, d Decision, reason, e
 		reason = "operator decision with transport evidence: " + reason
 	}
 	return s.decide(ctx, e, to, w, reason, evidence)
+}
+
+// checkFreeText refuses operator text that could carry personal data or
+// break a log line: an '@', a run of 7 or more digits (a phone number, when
+// phones is set), control characters, or more than 500 bytes.
+func checkFreeText(field, v string, phones bool) error {
+	if len(v) > 500 {
+		return fieldErr(field, "too long (500 bytes at most)")
+	}
+	digits := 0
+	for _, r := range v {
+		switch {
+		case r == '@':
+			return fieldErr(field, "must not contain an email address")
+		case r < 0x20 || r == 0x7f:
+			return fieldErr(field, "contains a control character")
+		case r >= '0' && r <= '9':
+			digits++
+			if phones && digits >= 7 {
+				return fieldErr(field, "must not contain a phone number (7 or more digits in a row)")
+			}
+		case r == ' ' || r == '-' || r == '(' || r == ')' || r == '.':
+			// separators inside a phone number keep the run going
+		default:
+			digits = 0
+		}
+	}
+	return nil
 }

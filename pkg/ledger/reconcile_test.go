@@ -173,7 +173,7 @@ func TestReconcileDispatchingPastLease(t *testing.T) {
 		want     ledger.State
 		wantLast ledger.EventKind
 	}{
-		{"lookup, nothing recorded: waits for the settle period", 0, true, ledgertest.FailBeforeReach, ledger.Unknown, ledger.KindRetry},
+		{"lookup, nothing recorded: waits for the settle period", 0, true, ledgertest.FailBeforeReach, ledger.Unknown, ledger.KindRecheck},
 		{"lookup, provider recorded it", 0, true, ledgertest.Accept, ledger.Accepted, ledger.KindTransition},
 		{"window: same-key retry", 24 * time.Hour, false, ledgertest.Accept, ledger.Accepted, ledger.KindTransition},
 		{"neither: quarantined", 0, false, ledgertest.Accept, ledger.Quarantined, ledger.KindTransition},

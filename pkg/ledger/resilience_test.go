@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -122,4 +123,31 @@ func TestAcknowledgementArrivingAfterTheLeaseResolvesUnknown(t *testing.T) {
 		t.Fatalf("row %s ack %q last %s->%s %q (outcome %s)", row.State, row.AckID, last.From, last.To, last.Reason, d.Outcome)
 	}
 	mustVerify(t, row)
+}
+
+func TestOperatorTextKeepsPersonalDataOut(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+	in, _, _ := e.claim(t, 4, ledger.Email, ledger.ClaimCreated)
+	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+	for _, tt := range []struct{ field, reason, evidence string }{
+		{"reason", "player jane@example.test asked", ""},
+		{"reason", "called +1 555 123 4567", ""},
+		{"reason", "line\nbreak", ""},
+		{"evidence", "provider ok", "to: jane@example.test"},
+	} {
+		d := ledger.DecideAbandoned
+		if tt.evidence != "" {
+			d = ledger.DecideAccepted
+		}
+		_, err := e.Svc.Resolve(ctx, in.Key(), d, tt.reason, tt.evidence, "operator:t")
+		var fe *ledger.FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field {
+			t.Fatalf("%q/%q: want a %s field error, got %v", tt.reason, tt.evidence, tt.field, err)
+		}
+	}
+	if _, err := e.Svc.Resolve(ctx, in.Key(), ledger.DecideAccepted, "provider dashboard shows delivery at 10:02", "ses-0100019a", "operator:t"); err != nil {
+		t.Fatal(err)
+	}
 }
