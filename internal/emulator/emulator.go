@@ -20,14 +20,12 @@ import (
 	"context"
 	"crypto/rand"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 )
@@ -85,11 +83,6 @@ func Config(t testing.TB) aws.Config {
 		// Never consult ~/.aws profiles on a developer machine.
 		config.WithSharedConfigFiles([]string{}),
 		config.WithSharedCredentialsFiles([]string{}),
-		// A fresh connection per request: the emulator closes idle
-		// connections without notice, and a request written to one that is
-		// closing is retried by the SDK, which turns a create or a
-		// conditional write that already landed into a spurious conflict.
-		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.DisableKeepAlives = true })),
 	)
 	if err != nil {
 		t.Fatalf("emulator: load AWS config for %s: %v", ep, err)
