@@ -1,7 +1,9 @@
 package dynamostore
 
 import (
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"strconv"
 	"time"
 
@@ -117,7 +119,7 @@ func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
 	}
 	hist := make([]types.AttributeValue, len(e.History))
 	for i, ev := range e.History {
-		hist[i] = event(ev)
+		hist[i] = event(ev, e.ContentHash)
 	}
 	m[attrHistory] = &types.AttributeValueMemberL{Value: hist}
 	for k, v := range st.mutable(e) {
@@ -128,11 +130,14 @@ func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
 	return m
 }
 
-// event encodes one history entry. Short attribute names keep the growing
-// history small; the item is what write capacity is charged on.
-func event(ev ledger.Event) types.AttributeValue {
+// event encodes one history entry. The row is charged write capacity on its
+// whole size, so entries are kept small: hex hashes and ids are stored as
+// raw bytes, the link to the previous entry is not stored (it is that
+// entry's hash; decode restores it), and the content hash only when it
+// differs from the row's.
+func event(ev ledger.Event, rowContentHash string) types.AttributeValue {
 	m := map[string]types.AttributeValue{
-		"id":   s(ev.ID),
+		"id":   compact(ev.ID),
 		"kind": s(string(ev.Kind)),
 		"from": s(ev.From.String()),
 		"to":   s(ev.To.String()),
@@ -140,14 +145,29 @@ func event(ev ledger.Event) types.AttributeValue {
 		"by":   s(ev.Worker),
 		"pv":   s(ev.PolicyVersion),
 		"n":    n(int64(ev.Attempt)),
-		"hash": s(ev.Hash),
+		"hash": compact(ev.Hash),
 	}
-	for k, v := range map[string]string{"why": ev.Reason, "ack": ev.AckID, "ch": ev.ContentHash, "prev": ev.Prev} {
-		if v != "" {
-			m[k] = s(v)
-		}
+	if ev.Reason != "" {
+		m["why"] = s(ev.Reason)
+	}
+	if ev.AckID != "" {
+		m["ack"] = s(ev.AckID)
+	}
+	if ev.ContentHash != rowContentHash {
+		m["ch"] = s(ev.ContentHash)
 	}
 	return &types.AttributeValueMemberM{Value: m}
+}
+
+// compact stores a lowercase hex string as its bytes (half the size) and
+// anything else as a string.
+func compact(v string) types.AttributeValue {
+	if len(v) > 0 && len(v)%2 == 0 && strings.ToLower(v) == v {
+		if b, err := hex.DecodeString(v); err == nil {
+			return &types.AttributeValueMemberB{Value: b}
+		}
+	}
+	return s(v)
 }
 
 // decoder reads attributes and keeps the first error.
@@ -166,6 +186,14 @@ func (d *decoder) str(name string) string {
 		d.fail(name, "not a string")
 		return ""
 	}
+}
+
+// hexOrStr reads what compact wrote.
+func (d *decoder) hexOrStr(name string) string {
+	if b, ok := d.m[name].(*types.AttributeValueMemberB); ok {
+		return hex.EncodeToString(b.Value)
+	}
+	return d.str(name)
 }
 
 func (d *decoder) num(name string) int64 {
@@ -262,11 +290,18 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 				continue
 			}
 			h := &decoder{m: mv.Value}
-			e.History = append(e.History, ledger.Event{
-				ID: h.str("id"), Kind: ledger.EventKind(h.str("kind")), From: h.state("from"), To: h.state("to"),
+			ev := ledger.Event{
+				ID: h.hexOrStr("id"), Kind: ledger.EventKind(h.str("kind")), From: h.state("from"), To: h.state("to"),
 				At: h.time("at"), Worker: h.str("by"), Reason: h.str("why"), PolicyVersion: h.str("pv"),
-				Attempt: int(h.num("n")), AckID: h.str("ack"), ContentHash: h.str("ch"), Prev: h.str("prev"), Hash: h.str("hash"),
-			})
+				Attempt: int(h.num("n")), AckID: h.str("ack"), ContentHash: h.str("ch"), Hash: h.hexOrStr("hash"),
+			}
+			if ev.ContentHash == "" {
+				ev.ContentHash = e.ContentHash
+			}
+			if k := len(e.History); k > 0 {
+				ev.Prev = e.History[k-1].Hash
+			}
+			e.History = append(e.History, ev)
 			if h.err != nil && d.err == nil {
 				d.err = fmt.Errorf("history: %w", h.err)
 			}

@@ -119,7 +119,7 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 	names := map[string]string{"#state": attrState, "#version": attrVersion, "#history": attrHistory}
 	values := map[string]types.AttributeValue{
 		":from": s(string(c.From)), ":v": n(c.Version),
-		":ev": &types.AttributeValueMemberL{Value: []types.AttributeValue{event(c.Event)}},
+		":ev": &types.AttributeValueMemberL{Value: []types.AttributeValue{event(c.Event, c.Next.ContentHash)}},
 	}
 	cond := "#state = :from AND #version = :v"
 	if !c.NotExpiredBy.IsZero() {
