@@ -47,7 +47,7 @@ const (
 	// IndexName is the sparse index of open rows.
 	IndexName = "open"
 
-	timeLayout = "2006-01-02T15:04:05.000000000Z"
+	timeLayout = "2006-01-02T15:04:05.000Z" // ledger.Precision
 )
 
 func fmtTime(t time.Time) string { return t.UTC().Format(timeLayout) }
