@@ -30,6 +30,15 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "stage parameters (-c key=value, default):")
+		keys := make([]string, 0, len(contextKeys))
+		for k := range contextKeys {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(os.Stderr, "  %-24s %s\n", k, contextKeys[k])
+		}
 		os.Exit(1) // the deferred jsii.Close is skipped; the jsii child process exits with us
 	}
 	if cfg.Nag {

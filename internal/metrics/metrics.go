@@ -17,13 +17,13 @@ const Namespace = "ResetLedger"
 
 // Metric names. Dimensions are noted beside each.
 const (
-	Transitions      = "Transitions"               // State, Channel: rows entering a state
-	ContentMismatch  = "ContentMismatch"           // none: blocked redeliveries with other content
-	RejectedIntents  = "RejectedIntents"           // Reason: intents refused at the boundary
-	OpenClaims       = "OpenClaims"                // State: open rows now
-	OldestOpenAge    = "OpenClaimOldestAgeSeconds" // State: age of the oldest open row
-	OpenClaimsByAge  = "OpenClaimsByAge"           // State, AgeBucket
-	SweepErrors      = "SweepErrors"               // Sweep
+	Transitions     = "Transitions"               // State, Channel: rows entering a state
+	ContentMismatch = "ContentMismatch"           // none: blocked redeliveries with other content
+	RejectedIntents = "RejectedIntents"           // Reason: intents refused at the boundary
+	OpenClaims      = "OpenClaims"                // State: open rows now
+	OldestOpenAge   = "OpenClaimOldestAgeSeconds" // State: age of the oldest open row
+	OpenClaimsByAge = "OpenClaimsByAge"           // State, AgeBucket
+	SweepErrors     = "SweepErrors"               // Sweep
 )
 
 // Emitter writes EMF records to W. It is safe for concurrent use.

@@ -81,7 +81,6 @@ type Pipeline struct {
 	iterators                 map[string]*string
 	Out                       *Buffer
 	StreamRaw                 []string
-	errs                      []string
 	Claim                     *handler.Claim
 	Dispatch                  *handler.Dispatch
 	Reconcile                 *handler.Reconcile
