@@ -3,8 +3,8 @@ package dynamostore
 import (
 	"encoding/hex"
 	"fmt"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
