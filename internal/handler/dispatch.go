@@ -3,12 +3,14 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -39,7 +41,7 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 		if !ok {
 			continue
 		}
-		if err := h.dispatch(ctx, key, worker); err != nil {
+		if err := h.dispatch(ctx, key, rec.Change.NewImage, worker); err != nil {
 			// Stream order matters: report the first failure; the records
 			// after it are redelivered with it.
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
@@ -49,9 +51,19 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 	return resp, nil
 }
 
-func (h *Dispatch) dispatch(ctx context.Context, key string, worker ledger.Worker) error {
-	res, err := h.Svc.Dispatch(ctx, key, worker)
+// dispatch starts from the record's new image when it decodes to the row
+// (saving a read), and from the key otherwise.
+func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker) error {
 	log := h.Log.With("dedupe_key", key)
+	var res ledger.DispatchResult
+	row, derr := dynamostore.DecodeItem(itemOf(image))
+	var err error
+	if derr == nil && row.Key == key {
+		res, err = h.Svc.DispatchRow(ctx, row, worker)
+	} else {
+		log.Debug("stream image not decodable; reading the row", "reason", fmt.Sprint(derr))
+		res, err = h.Svc.Dispatch(ctx, key, worker)
+	}
 	if res.Entry.Key != "" {
 		log = log.With("challenge_id", res.Entry.Identity.ChallengeID, "channel", string(res.Entry.Identity.Channel),
 			"content_hash", res.Entry.ContentHash, "attempt", res.Entry.Attempts)

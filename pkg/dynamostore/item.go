@@ -242,6 +242,11 @@ func (d *decoder) fail(name, why string) {
 	}
 }
 
+// DecodeItem reads a ledger item as the store wrote it, for callers that get
+// items from elsewhere (a stream record's image). It rejects items it cannot
+// read rather than returning a half-filled row.
+func DecodeItem(m map[string]types.AttributeValue) (ledger.Entry, error) { return decode(m) }
+
 // decode reads a ledger item. It rejects items it cannot read rather than
 // returning a half-filled row.
 func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {

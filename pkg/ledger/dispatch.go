@@ -35,10 +35,27 @@ type DispatchResult struct {
 // row is read again and the decision made afresh, so a lost race is a skip
 // and a write that kept the row claimed never costs the send.
 func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchResult, error) {
+	return s.dispatch(ctx, key, nil, w)
+}
+
+// DispatchRow is Dispatch starting from a row the caller already holds, such
+// as the new image of the stream record that announced the claim: it saves
+// the first read. The row may be stale; the conditional writes still decide,
+// and a stale row that loses one is read again like any lost race.
+func (s *Service) DispatchRow(ctx context.Context, row Entry, w Worker) (DispatchResult, error) {
+	return s.dispatch(ctx, row.Key, &row, w)
+}
+
+func (s *Service) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
 	for race := 1; ; race++ {
-		e, err := s.Store.Get(ctx, key)
-		if err != nil {
-			return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
+		var e Entry
+		if race == 1 && row != nil {
+			e = *row
+		} else {
+			var err error
+			if e, err = s.Store.Get(ctx, key); err != nil {
+				return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
+			}
 		}
 		res, sent, err := s.dispatchRow(ctx, e, w)
 		if sent || !errors.Is(err, ErrConflict) || race == maxRaces {

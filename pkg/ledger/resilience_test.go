@@ -151,3 +151,35 @@ func TestOperatorTextKeepsPersonalDataOut(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// countingStore counts reads.
+type countingStore struct {
+	ledger.Store
+	gets int
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) (ledger.Entry, error) {
+	s.gets++
+	return s.Store.Get(ctx, key)
+}
+
+func TestDispatchRowSavesTheReadAndToleratesAStaleRow(t *testing.T) {
+	e := newEnv(t)
+	counting := &countingStore{Store: e.Svc.Store}
+	e.Svc.Store = counting
+	ctx := context.Background()
+	_, _, claimed := e.claim(t, 5, ledger.Email, ledger.ClaimCreated)
+	counting.gets = 0
+	res, err := e.Svc.DispatchRow(ctx, claimed, "dispatch/req-1")
+	if err != nil || res.Outcome != ledger.DispatchAccepted || counting.gets != 0 {
+		t.Fatalf("fresh row: %s %v, %d reads", res.Outcome, err, counting.gets)
+	}
+	// The same stream record again: its image still says claimed.
+	res, err = e.Svc.DispatchRow(ctx, claimed, "dispatch/req-2")
+	if err != nil || res.Outcome != ledger.DispatchSkipped || res.Entry.State != ledger.Accepted {
+		t.Fatalf("stale row: %s %v (row %s)", res.Outcome, err, res.Entry.State)
+	}
+	if got := e.Transport.Recorded(claimed.Key); got != 1 {
+		t.Fatalf("provider recorded %d", got)
+	}
+}
