@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/intent"
@@ -25,12 +24,9 @@ type Claim struct {
 
 func (h *Claim) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
-	worker := ledger.Worker("claim")
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		worker = ledger.Worker("claim/" + lc.AwsRequestID)
-	}
+	worker, log := invocation(ctx, "claim", h.Log)
 	for _, rec := range ev.Records {
-		if err := h.claim(ctx, rec, worker); err != nil {
+		if err := h.claim(ctx, rec, worker, log); err != nil {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 		}
 	}
@@ -38,9 +34,9 @@ func (h *Claim) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 }
 
 // claim handles one record; a non-nil error means "report as failed".
-func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.Worker) error {
+func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.Worker, log *slog.Logger) error {
 	receives, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
-	log := h.Log.With("sqs_message_id", rec.MessageId, "receive_count", receives)
+	log = log.With("sqs_message_id", rec.MessageId, "receive_count", receives)
 	in, sealed, err := intent.Decode([]byte(rec.Body))
 	if err != nil {
 		// Poison input: never half-applied, never acknowledged. The queue's

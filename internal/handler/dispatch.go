@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
@@ -25,23 +24,20 @@ type Dispatch struct {
 
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var resp events.DynamoDBEventResponse
-	worker := ledger.Worker("dispatch")
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		worker = ledger.Worker("dispatch/" + lc.AwsRequestID)
-	}
+	worker, log := invocation(ctx, "dispatch", h.Log)
 	for _, rec := range ev.Records {
 		key, ok, err := claimedKey(rec)
 		if err != nil {
 			// A record we cannot read is not ours to drop silently: fail it so
 			// the event source retries, then sends it to the on-failure queue.
-			h.Log.Error("unreadable stream record", "sequence_number", rec.Change.SequenceNumber, "reason", err.Error())
+			log.Error("unreadable stream record", "sequence_number", rec.Change.SequenceNumber, "reason", err.Error())
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
 			return resp, nil
 		}
 		if !ok {
 			continue
 		}
-		if err := h.dispatch(ctx, key, rec.Change.NewImage, worker); err != nil {
+		if err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log); err != nil {
 			// Stream order matters: report the first failure; the records
 			// after it are redelivered with it.
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
@@ -53,8 +49,8 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 
 // dispatch starts from the record's new image when it decodes to the row
 // (saving a read), and from the key otherwise.
-func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker) error {
-	log := h.Log.With("dedupe_key", key)
+func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) error {
+	log = log.With("dedupe_key", key)
 	var res ledger.DispatchResult
 	row, derr := dynamostore.DecodeItem(itemOf(image))
 	var err error

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -20,19 +19,16 @@ type Expire struct {
 }
 
 func (h *Expire) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
-	worker := ledger.Worker("expire")
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		worker = ledger.Worker("expire/" + lc.AwsRequestID)
-	}
+	worker, log := invocation(ctx, "expire", h.Log)
 	rep, err := h.Svc.ExpireSweep(ctx, worker, h.Limit)
 	if err != nil {
 		return err
 	}
 	for _, e := range rep.Errors {
-		h.Log.Error("expire row failed", "error", e.Error())
+		log.Error("expire row failed", "error", e.Error())
 	}
 	_ = h.Metrics.Count(metrics.Transitions, map[string]string{"State": string(ledger.Expired), "Channel": "any"}, float64(rep.Actions["claimed->expired"]))
 	_ = h.Metrics.Count(metrics.SweepErrors, map[string]string{"Sweep": "expire"}, float64(len(rep.Errors)))
-	h.Log.Info("expire sweep", "seen", rep.Seen, "actions", rep.Actions)
+	log.Info("expire sweep", "seen", rep.Seen, "actions", rep.Actions)
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -21,20 +20,17 @@ type Reconcile struct {
 }
 
 func (h *Reconcile) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
-	worker := ledger.Worker("reconcile")
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		worker = ledger.Worker("reconcile/" + lc.AwsRequestID)
-	}
+	worker, log := invocation(ctx, "reconcile", h.Log)
 	rep, err := h.Svc.Reconcile(ctx, worker, h.Limit)
 	if err != nil {
 		return err
 	}
 	for _, e := range rep.Errors {
-		h.Log.Error("reconcile row failed", "error", e.Error())
+		log.Error("reconcile row failed", "error", e.Error())
 	}
 	_ = h.Metrics.Count(metrics.SweepErrors, map[string]string{"Sweep": "reconcile"}, float64(len(rep.Errors)))
-	h.Log.Info("reconcile sweep", "seen", rep.Seen, "actions", rep.Actions)
-	return publishStats(ctx, h.Svc, h.Metrics, h.Log)
+	log.Info("reconcile sweep", "seen", rep.Seen, "actions", rep.Actions)
+	return publishStats(ctx, h.Svc, h.Metrics, log)
 }
 
 // publishStats emits OpenClaims, OpenClaimOldestAgeSeconds and
