@@ -284,6 +284,35 @@ func (p *Pipeline) PumpQueue() (failed int) {
 	return p.pump(50)
 }
 
+// ReceiveVisibility is the visibility timeout of every receive, in seconds.
+// It is short so that messages whose receive response the emulator dropped
+// (the SDK retried the receive, so nobody holds them) come back quickly, as
+// they would after a Lambda poller's visibility timeout.
+const ReceiveVisibility = 10
+
+// WaitInFlight waits, up to a little more than ReceiveVisibility, while the
+// queue holds messages nobody is processing (in flight after a lost receive
+// response), and reports whether any became visible again.
+func (p *Pipeline) WaitInFlight() bool {
+	p.t.Helper()
+	deadline := time.Now().Add((ReceiveVisibility + 5) * time.Second)
+	for {
+		out, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{QueueUrl: &p.QueueURL, AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		}})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if out.Attributes["ApproximateNumberOfMessages"] != "0" {
+			return true
+		}
+		if out.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0" || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // pumpQueueOnce delivers what the queue holds now, once.
 func (p *Pipeline) PumpQueueOnce() (failed int) {
 	return p.pump(1)
@@ -293,13 +322,16 @@ func (p *Pipeline) pump(maxRounds int) (failed int) {
 	p.t.Helper()
 	for rounds := 0; rounds < maxRounds; rounds++ {
 		out, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: &p.QueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 30,
+			QueueUrl: &p.QueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: ReceiveVisibility,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 		})
 		if err != nil {
 			p.t.Fatal(err)
 		}
 		if len(out.Messages) == 0 {
+			if p.WaitInFlight() {
+				continue
+			}
 			return failed
 		}
 		var ev events.SQSEvent
