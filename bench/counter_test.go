@@ -40,8 +40,10 @@ func TestCounterAndMeter(t *testing.T) {
 	if len(got) != len(want) || got[Call{"PutItem", r.ledger}] != 2 || got[Call{"GetItem", r.ledger}] != 1 {
 		t.Fatalf("counts = %v, want %v", got, want)
 	}
-	if a := r.counter.Attempts(); a != 3 {
-		t.Errorf("Attempts = %d, want 3 (no retries)", a)
+	// At least one attempt per call; more only when the SDK retried a
+	// response the emulator dropped.
+	if a := r.counter.Attempts(); a < 3 {
+		t.Errorf("Attempts = %d, want at least 3", a)
 	}
 	if got.Total(Writes...) != 2 || got.Table(r.ledger) != 3 {
 		t.Errorf("Total(writes) = %d, Table = %d; want 2, 3", got.Total(Writes...), got.Table(r.ledger))

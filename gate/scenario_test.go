@@ -276,7 +276,7 @@ func TestGate(t *testing.T) {
 	tDelivered := time.Since(started)
 
 	// Scheduled sweeps: past the lease, reconcile until nothing is due;
-	// then past every expiry, expire until nothing is claimed.
+	// then past every expiry, expire until nothing is claimed or held.
 	audit := dynamostore.New(p.DB, p.LedgerTable, dynamostore.DefaultShards)
 	sweepErrs := 0
 	p.Advance(lease + time.Second)
@@ -299,11 +299,12 @@ func TestGate(t *testing.T) {
 		if err := p.Expire.Handle(p.Ctx, events.CloudWatchEvent{}); err != nil {
 			sweepErrs++
 		}
-		c, err := audit.ListOpen(p.Ctx, ledger.Claimed, p.Now(), 1)
-		if err != nil {
-			t.Fatal(err)
+		c, err1 := audit.ListOpen(p.Ctx, ledger.Claimed, p.Now(), 1)
+		h, err2 := audit.ListOpen(p.Ctx, ledger.Held, time.Time{}, 1)
+		if err1 != nil || err2 != nil {
+			t.Fatal(errors.Join(err1, err2))
 		}
-		if len(c) == 0 {
+		if len(c)+len(h) == 0 {
 			break
 		}
 	}
@@ -405,6 +406,14 @@ func TestGate(t *testing.T) {
 			}
 		case ledger.Unknown, ledger.Quarantined:
 			b += fmt.Sprintf(" (%d sent)", k)
+		case ledger.Held:
+			// Only while the earlier channel is open; the sweeps settle the rest.
+			if k != 0 {
+				fail("held %s/%s was sent %d times", pl.n.ChallengeID, pl.n.Channel, k)
+			}
+			if prev := rows[ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: pl.n.ChallengeID, Channel: ledger.Email}.Key()]; prev.State.Terminal() {
+				fail("%s/%s still held although email ended %s", pl.n.ChallengeID, pl.n.Channel, prev.State)
+			}
 		default:
 			fail("unaccounted: %s/%s ended %s", pl.n.ChallengeID, pl.n.Channel, row.State)
 		}
@@ -452,6 +461,10 @@ func TestGate(t *testing.T) {
 		}
 		switch sms.State {
 		case "", ledger.Suppressed, ledger.Expired:
+		case ledger.Held:
+			if email.State.Terminal() {
+				fail("fallback %s: SMS still held although email ended %s", byKey[c.keys[0]].n.ChallengeID, email.State)
+			}
 		default:
 			if email.State == ledger.Rejected {
 				break

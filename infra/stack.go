@@ -401,14 +401,24 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(1)),
 		ReportBatchItemFailures: jsii.Bool(true),
 		OnFailure:               awslambdaeventsources.NewSqsDlq(streamDLQ),
-		Filters: &[]*map[string]interface{}{awslambda.FilterCriteria_Filter(&map[string]interface{}{
-			"eventName": []string{"INSERT"},
-			"dynamodb": map[string]interface{}{
-				"NewImage": map[string]interface{}{
-					"state": map[string]interface{}{"S": []string{"claimed"}},
+		// A row becomes claimed by being inserted claimed, or (a held
+		// fallback channel whose earlier channel ended rejected) by moving
+		// from held to claimed. Nothing else starts a dispatch.
+		Filters: &[]*map[string]interface{}{
+			awslambda.FilterCriteria_Filter(&map[string]interface{}{
+				"eventName": []string{"INSERT"},
+				"dynamodb": map[string]interface{}{
+					"NewImage": map[string]interface{}{"state": map[string]interface{}{"S": []string{"claimed"}}},
 				},
-			},
-		})},
+			}),
+			awslambda.FilterCriteria_Filter(&map[string]interface{}{
+				"eventName": []string{"MODIFY"},
+				"dynamodb": map[string]interface{}{
+					"NewImage": map[string]interface{}{"state": map[string]interface{}{"S": []string{"claimed"}}},
+					"OldImage": map[string]interface{}{"state": map[string]interface{}{"S": []string{"held"}}},
+				},
+			}),
+		},
 	}))
 	p.schedule(stack, FnReconcile, reconcile, p.ReconcileRate)
 	p.schedule(stack, FnExpire, expire, p.ExpireRate)

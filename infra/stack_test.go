@@ -457,10 +457,14 @@ func TestEventSources(t *testing.T) {
 			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
 		})
 	})
-	pattern := `{"eventName":["INSERT"],"dynamodb":{"NewImage":{"state":{"S":["claimed"]}}}}`
-	var want any
-	if err := json.Unmarshal([]byte(pattern), &want); err != nil {
-		t.Fatal(err)
+	var inserted, fromHeld any
+	for pattern, dst := range map[string]*any{
+		`{"eventName":["INSERT"],"dynamodb":{"NewImage":{"state":{"S":["claimed"]}}}}`:                                     &inserted,
+		`{"eventName":["MODIFY"],"dynamodb":{"NewImage":{"state":{"S":["claimed"]}},"OldImage":{"state":{"S":["held"]}}}}`: &fromHeld,
+	} {
+		if err := json.Unmarshal([]byte(pattern), dst); err != nil {
+			t.Fatal(err)
+		}
 	}
 	check(t, "dispatch stream mapping", func() {
 		s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
@@ -471,7 +475,10 @@ func TestEventSources(t *testing.T) {
 			"MaximumRetryAttempts":       3,
 			"MaximumRecordAgeInSeconds":  3600,
 			"FunctionResponseTypes":      []any{"ReportBatchItemFailures"},
-			"FilterCriteria":             map[string]any{"Filters": []any{map[string]any{"Pattern": assertions.Match_SerializedJson(want)}}},
+			"FilterCriteria": map[string]any{"Filters": []any{
+				map[string]any{"Pattern": assertions.Match_SerializedJson(inserted)},
+				map[string]any{"Pattern": assertions.Match_SerializedJson(fromHeld)},
+			}},
 			"DestinationConfig": map[string]any{"OnFailure": map[string]any{
 				"Destination": map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::SQS::Queue", "StreamFailureDlq"), "Arn"}},
 			}},

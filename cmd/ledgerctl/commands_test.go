@@ -236,6 +236,7 @@ func TestStats(t *testing.T) {
 		fiveToFifteen int
 	}
 	want := map[string]row{
+		"held":        {0, 0, 0, 0},   // no fallback rows in this fixture
 		"claimed":     {1, 60, 1, 0},  // chal-7, created +12m
 		"dispatching": {2, 300, 1, 1}, // chal-6 (+12m), chal-5 (+8m)
 		"unknown":     {1, 360, 0, 1}, // chal-3 (+7m)

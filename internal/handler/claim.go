@@ -54,9 +54,6 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 	log = log.With("challenge_id", in.ChallengeID, "channel", string(in.Channel), "dedupe_key", in.Key(), "content_hash", in.ContentHash)
 	res, err := h.Svc.Claim(ctx, in, sealed, worker)
 	switch {
-	case errors.Is(err, ledger.ErrFallbackPending):
-		log.Info("fallback channel waits for its predecessor", "reason", err.Error())
-		return err
 	case errors.Is(err, ledger.ErrInvalidIntent):
 		log.Warn("intent rejected", "reason", err.Error(), "will_dead_letter", true)
 		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{"Reason": "validation"}, 1)
@@ -69,7 +66,7 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 	switch res.Outcome {
 	case ledger.ClaimMismatch:
 		_ = h.Metrics.Count(metrics.ContentMismatch, nil, 1)
-	case ledger.ClaimCreated, ledger.ClaimExpired, ledger.ClaimSuppressed:
+	case ledger.ClaimCreated, ledger.ClaimHeld, ledger.ClaimExpired, ledger.ClaimSuppressed:
 		_ = h.Metrics.Count(metrics.Transitions, map[string]string{"State": string(res.Entry.State), "Channel": string(in.Channel)}, 1)
 	}
 	return nil

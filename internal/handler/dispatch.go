@@ -79,11 +79,12 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 	return nil
 }
 
-// claimedKey returns the dedupe key of a record that inserted a claimed row,
-// ok=false for any other record (the event source's filter should already
-// have dropped those), and an error for a record that cannot be read.
+// claimedKey returns the dedupe key of a record that made a row claimed (an
+// INSERT of a claimed row, or a MODIFY that moved a held fallback row to
+// claimed), ok=false for any other record (the event source's filter should
+// already have dropped those), and an error for a record that cannot be read.
 func claimedKey(rec events.DynamoDBEventRecord) (string, bool, error) {
-	if rec.EventName != "INSERT" {
+	if rec.EventName != "INSERT" && rec.EventName != "MODIFY" {
 		return "", false, nil
 	}
 	pk, ok := rec.Change.Keys["pk"]
@@ -98,7 +99,16 @@ func claimedKey(rec events.DynamoDBEventRecord) (string, bool, error) {
 	if !ok || state.DataType() != events.DataTypeString {
 		return "", false, errors.New("record new image has no string state")
 	}
-	return key, state.String() == string(ledger.Claimed), nil
+	if state.String() != string(ledger.Claimed) {
+		return key, false, nil
+	}
+	if rec.EventName == "MODIFY" {
+		old, ok := rec.Change.OldImage["state"]
+		if !ok || old.DataType() != events.DataTypeString || old.String() != string(ledger.Held) {
+			return key, false, nil
+		}
+	}
+	return key, true, nil
 }
 
 func isDedupeKey(s string) bool {

@@ -22,13 +22,15 @@ const fuzzKey = "9f3ca652660e387eff507da6ae9e3bf1539e974aa5626c695584367c545d965
 
 // FuzzClaimedKey feeds arbitrary stream records, in the Lambda event JSON
 // form the runtime decodes, to the dispatch function's record decoder. It
-// must never panic, must only return a key for an INSERT of a claimed row
+// must never panic, must only return a key for a record that made a row
+// claimed (an INSERT of a claimed row, or a MODIFY from held to claimed)
 // whose pk is a dedupe key, and its errors must never quote the record.
 func FuzzClaimedKey(f *testing.F) {
 	for _, seed := range []string{
 		`{"eventName":"INSERT","dynamodb":{"Keys":{"pk":{"S":"` + fuzzKey + `"}},"NewImage":{"state":{"S":"claimed"}},"SequenceNumber":"1"}}`,
 		`{"eventName":"INSERT","dynamodb":{"Keys":{"pk":{"S":"` + fuzzKey + `"}},"NewImage":{"state":{"S":"expired"}}}}`,
 		`{"eventName":"MODIFY","dynamodb":{"Keys":{"pk":{"S":"` + fuzzKey + `"}},"NewImage":{"state":{"S":"claimed"}}}}`,
+		`{"eventName":"MODIFY","dynamodb":{"Keys":{"pk":{"S":"` + fuzzKey + `"}},"NewImage":{"state":{"S":"claimed"}},"OldImage":{"state":{"S":"held"}}}}`,
 		`{"eventName":"INSERT","dynamodb":{"Keys":{"pk":{"N":"1"}},"NewImage":{"state":{"S":"claimed"}}}}`,
 		`{"eventName":"INSERT","dynamodb":{"Keys":{"pk":{"S":"player1@example.test"}},"NewImage":{"state":{"S":"claimed"}}}}`,
 		`{"eventName":"INSERT","dynamodb":{"Keys":{"pk":{"S":"` + strings.ToUpper(fuzzKey) + `"}},"NewImage":{"state":{"BOOL":true}}}}`,
@@ -57,12 +59,14 @@ func FuzzClaimedKey(f *testing.F) {
 			return
 		}
 		if !ok {
-			if key != "" && rec.EventName != "INSERT" {
-				t.Fatalf("non-INSERT returned key %q", key)
+			if key != "" && rec.EventName != "INSERT" && rec.EventName != "MODIFY" {
+				t.Fatalf("%s record returned key %q", rec.EventName, key)
 			}
 			return
 		}
-		if rec.EventName != "INSERT" || !isDedupeKey(key) {
+		fromHeld := rec.EventName == "MODIFY" && rec.Change.OldImage["state"].DataType() == events.DataTypeString &&
+			rec.Change.OldImage["state"].String() == string(ledger.Held)
+		if (rec.EventName != "INSERT" && !fromHeld) || !isDedupeKey(key) {
 			t.Fatalf("accepted %q from a %s record", key, rec.EventName)
 		}
 		if pk := rec.Change.Keys["pk"]; pk.String() != key {
@@ -99,8 +103,8 @@ func FuzzClaimedKeyFields(f *testing.F) {
 		if err != nil && !fixedReasons[err.Error()] {
 			t.Fatalf("error is not one of the fixed reasons (it may quote the record): %v", err)
 		}
-		if name != "INSERT" && (err != nil || ok) {
-			t.Fatalf("non-INSERT: ok %v err %v", ok, err)
+		if name != "INSERT" && name != "MODIFY" && (err != nil || ok) {
+			t.Fatalf("%s record: ok %v err %v", name, ok, err)
 		}
 	})
 }
@@ -115,4 +119,30 @@ func attrOf(s string, typ uint8) events.DynamoDBAttributeValue {
 		return events.NewBooleanAttribute(s != "")
 	}
 	return events.NewNullAttribute()
+}
+
+func TestClaimedKeyAcceptsAHeldRowBecomingClaimed(t *testing.T) {
+	rec := func(name, from string) events.DynamoDBEventRecord {
+		r := events.DynamoDBEventRecord{EventName: name}
+		r.Change.Keys = map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(fuzzKey)}
+		r.Change.NewImage = map[string]events.DynamoDBAttributeValue{"state": events.NewStringAttribute("claimed")}
+		if from != "" {
+			r.Change.OldImage = map[string]events.DynamoDBAttributeValue{"state": events.NewStringAttribute(from)}
+		}
+		return r
+	}
+	for _, tt := range []struct {
+		name, from string
+		want       bool
+	}{
+		{"INSERT", "", true},
+		{"MODIFY", "held", true},
+		{"MODIFY", "claimed", false}, // a content-mismatch event on a claimed row
+		{"MODIFY", "", false},
+		{"REMOVE", "held", false},
+	} {
+		if _, ok, err := claimedKey(rec(tt.name, tt.from)); ok != tt.want || err != nil {
+			t.Errorf("%s from %q: ok %v err %v, want %v", tt.name, tt.from, ok, err, tt.want)
+		}
+	}
 }

@@ -90,14 +90,14 @@ func TestFallbackRaceSendsOneMessage(t *testing.T) {
 	p.Publish(sms)
 	p.Publish(email)
 	p.Publish(sms)
-	if failed := p.PumpQueueOnce(); failed < 2 {
-		t.Fatalf("%d records failed, want at least the 2 SMS intents held back", failed)
+	if failed := p.PumpQueue(); failed != 0 {
+		t.Fatalf("%d records failed; a waiting fallback is recorded held, not retried", failed)
 	}
-	// Deliver until everything settled: retried records come round again.
-	for i := 0; i < 3; i++ {
-		p.PumpStream()
-		p.PumpQueue()
+	if st := p.Row(sms).State; st != ledger.Held {
+		t.Fatalf("sms row before the email ended: %s", st)
 	}
+	p.PumpStream()
+	p.PumpStream()
 	if got := p.SESMessages(email.Message.To); got != 1 {
 		t.Fatalf("emails: %d", got)
 	}
@@ -107,6 +107,38 @@ func TestFallbackRaceSendsOneMessage(t *testing.T) {
 	if st := p.Row(sms).State; st != ledger.Suppressed {
 		t.Fatalf("sms row: %s", st)
 	}
+}
+
+// TestFallbackFollowsARejectionThroughTheStream: the email is refused, the
+// held SMS row becomes claimed in the same outcome write's aftermath, and
+// that MODIFY record reaches dispatch through the stream filter.
+func TestFallbackFollowsARejectionThroughTheStream(t *testing.T) {
+	p := pipeline.New(t, map[string]string{"EMAIL_TRANSPORT": "webhook"})
+	p.Provider.Script(webhook.Step{Action: webhook.Reject}) // the email
+	email := p.Notification(2, ledger.Email, 10*time.Minute)
+	sms := p.Notification(2, ledger.SMS, 10*time.Minute)
+	email.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
+	sms.Workflow = email.Workflow
+	p.Publish(sms)
+	p.Publish(email)
+	p.PumpQueue()
+	if n := p.PumpStream(); n != 1 {
+		t.Fatalf("first stream read: %d claimed records, want the email only", n)
+	}
+	if st := p.Row(email).State; st != ledger.Rejected {
+		t.Fatalf("email: %s", st)
+	}
+	if n := p.PumpStream(); n != 1 {
+		t.Fatalf("second stream read: %d claimed records, want the sms that left held", n)
+	}
+	row := p.Row(sms)
+	if row.State != ledger.Accepted || p.Provider.Recorded(row.Key) != 1 {
+		t.Fatalf("sms %s, provider recorded %d", row.State, p.Provider.Recorded(row.Key))
+	}
+	if row.History[1].From != ledger.Held || row.History[1].To != ledger.Claimed {
+		t.Fatalf("sms history: %+v", row.History[1])
+	}
+	p.AssertNoSecrets()
 }
 
 // TestCanaryNeverLeavesTheEnvelope runs claim, dispatch, reconcile and

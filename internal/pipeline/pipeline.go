@@ -405,8 +405,7 @@ func (p *Pipeline) ReadStream() events.DynamoDBEvent {
 						SequenceNumber: *r.Dynamodb.SequenceNumber, StreamViewType: string(r.Dynamodb.StreamViewType),
 					},
 				}
-				// The event source's filter: new claims only.
-				if st, ok := rec.Change.NewImage["state"]; ok && rec.EventName == "INSERT" && st.String() == "claimed" {
+				if passesDispatchFilter(rec) {
 					ev.Records = append(ev.Records, rec)
 				}
 			}
@@ -427,6 +426,20 @@ func (p *Pipeline) PumpStream() int {
 		p.t.Fatalf("dispatch: %v, failures %v", err, resp.BatchItemFailures)
 	}
 	return len(ev.Records)
+}
+
+// passesDispatchFilter is the dispatch event source's filter: a claimed
+// row was inserted, or a held fallback row became claimed.
+func passesDispatchFilter(rec events.DynamoDBEventRecord) bool {
+	st, ok := rec.Change.NewImage["state"]
+	if !ok || st.DataType() != events.DataTypeString || st.String() != "claimed" {
+		return false
+	}
+	if rec.EventName == "INSERT" {
+		return true
+	}
+	old, ok := rec.Change.OldImage["state"]
+	return rec.EventName == "MODIFY" && ok && old.DataType() == events.DataTypeString && old.String() == "held"
 }
 
 func attrs(m map[string]streamtypes.AttributeValue) map[string]events.DynamoDBAttributeValue {

@@ -192,6 +192,7 @@ func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (Dis
 			return DispatchResult{Outcome: out, Entry: e}, err
 		}
 	}
+	s.settleSuccessor(ctx, e, Worker(c.Event.Worker))
 	return DispatchResult{Outcome: out, Entry: e}, nil
 }
 

@@ -69,11 +69,27 @@ const (
 	KindRecheck         EventKind = "recheck"
 )
 
+// predecessor returns the identity of the fallback channel before this row's
+// channel, and false if there is none.
+func (e Entry) predecessor() (Identity, bool) {
+	if e.Workflow.Kind != Fallback {
+		return Identity{}, false
+	}
+	for i, c := range e.Workflow.Order {
+		if c == e.Identity.Channel && i > 0 {
+			id := e.Identity
+			id.Channel = e.Workflow.Order[i-1]
+			return id, true
+		}
+	}
+	return Identity{}, false
+}
+
 // OpenDue is the sort key of the row in the open-row index: when a sweep
 // should look at it. The zero time means the row is not open.
 func (e Entry) OpenDue() time.Time {
 	switch e.State {
-	case Claimed:
+	case Held, Claimed:
 		return e.ExpiresAt
 	case Dispatching:
 		return e.LeaseUntil

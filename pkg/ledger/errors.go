@@ -18,10 +18,6 @@ var (
 	// ErrInvalidIntent reports input that fails validation at the boundary.
 	// It is always wrapped in a *FieldError naming the field.
 	ErrInvalidIntent = errors.New("ledger: invalid intent")
-	// ErrFallbackPending reports that a fallback channel cannot be claimed yet
-	// because an earlier channel of the same challenge has not ended rejected.
-	// It is retryable: the intent should be redelivered later.
-	ErrFallbackPending = errors.New("ledger: fallback channel not yet active")
 	// ErrContentUnavailable reports sealed content that is missing, cannot be
 	// opened, or does not match the recorded content hash.
 	ErrContentUnavailable = errors.New("ledger: sealed content unavailable")

@@ -207,6 +207,30 @@ func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 		_, err := s.expire(ctx, e, w, "challenge expired while claimed; never dispatched", DispatchExpired)
 		s.note(&rep, "claimed->expired", err)
 	}
+	// Held fallback channels: settle those whose earlier channel ended (a
+	// missed settleSuccessor) and expire those whose challenge did.
+	held, err := s.Store.ListOpen(ctx, Held, time.Time{}, limit)
+	if err != nil {
+		return rep, fmt.Errorf("expire: list held: %w", err)
+	}
+	for _, h := range held {
+		rep.Seen++
+		p := Entry{State: Claimed}
+		if prev, ok := h.predecessor(); ok {
+			got, err := s.Store.Get(ctx, prev.Key())
+			switch {
+			case err == nil:
+				p = got
+			case !errors.Is(err, ErrNotFound):
+				s.note(&rep, "", err)
+				continue
+			}
+		}
+		to, err := s.settleHeld(ctx, h, p, w)
+		if to != Held || err != nil {
+			s.note(&rep, "held->"+string(to), err)
+		}
+	}
 	return rep, nil
 }
 

@@ -142,6 +142,7 @@ const (
 	ClaimCreated    ClaimOutcome = "claimed"    // new row, claimed
 	ClaimExpired    ClaimOutcome = "expired"    // new row, recorded expired: intent arrived too late
 	ClaimSuppressed ClaimOutcome = "suppressed" // new row, recorded suppressed: fallback not needed
+	ClaimHeld       ClaimOutcome = "held"       // new row, held until the earlier fallback channel ends
 	ClaimDuplicate  ClaimOutcome = "duplicate"  // row existed with the same content: no-op
 	ClaimMismatch   ClaimOutcome = "mismatch"   // row existed with other content: blocked and recorded
 )
@@ -154,9 +155,9 @@ type ClaimResult struct {
 
 // Claim records intent in as one logical message, before any side effect.
 // sealed is the sealed message; it is stored in the content store (never in
-// the ledger) when the claim is new and live. It returns an error wrapping
-// ErrInvalidIntent (nothing written), ErrFallbackPending (retry later), or a
-// store error.
+// the ledger) when the claim is new and live. A fallback channel whose
+// earlier channel has not ended is recorded held. It returns an error
+// wrapping ErrInvalidIntent (nothing written) or a store error.
 func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker) (ClaimResult, error) {
 	if err := in.Validate(); err != nil {
 		return ClaimResult{}, err
@@ -197,14 +198,14 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	}
 
 	wrote := false
-	if to == Claimed {
+	if to == Claimed || to == Held {
 		// Content first: the stream record of the claim triggers dispatch,
 		// which must find the content. An existing blob is left alone.
 		if wrote, err = s.Content.Put(ctx, contentKey(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {
 			return ClaimResult{}, fmt.Errorf("claim %s: store content: %w", key, err)
 		}
 	}
-	out := map[State]ClaimOutcome{Claimed: ClaimCreated, Expired: ClaimExpired, Suppressed: ClaimSuppressed}[to]
+	out := map[State]ClaimOutcome{Claimed: ClaimCreated, Held: ClaimHeld, Expired: ClaimExpired, Suppressed: ClaimSuppressed}[to]
 	created, err := s.Store.Create(ctx, c.Next)
 	if err != nil && !errors.Is(err, ErrConflict) {
 		// The create may have landed before the failure was reported.
@@ -232,14 +233,16 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 
 // fallbackGate decides the first state of a fallback channel whose
 // predecessor is prev. The predecessor's terminal state is immutable, so
-// reading it is safe: only rejected opens the next channel.
+// reading it is safe: only rejected opens the next channel. While the
+// predecessor is open or unclaimed, the channel is held; settleSuccessor (or
+// the expire sweep) moves it on when the predecessor ends.
 func (s *Service) fallbackGate(ctx context.Context, in Intent, prev Channel) (State, string, error) {
 	pid := in.Identity
 	pid.Channel = prev
 	p, err := s.Store.Get(ctx, pid.Key())
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return None, "", fmt.Errorf("claim %s: %s has no claim yet: %w", in.Key(), prev, ErrFallbackPending)
+		return Held, fmt.Sprintf("fallback: held until %s ends (not claimed yet)", prev), nil
 	case err != nil:
 		return None, "", fmt.Errorf("claim %s: read fallback predecessor: %w", in.Key(), err)
 	case p.State == Rejected:
@@ -247,8 +250,52 @@ func (s *Service) fallbackGate(ctx context.Context, in Intent, prev Channel) (St
 	case p.State.Terminal():
 		return Suppressed, fmt.Sprintf("fallback not needed: %s ended %s", prev, p.State), nil
 	default:
-		return None, "", fmt.Errorf("claim %s: %s is %s: %w", in.Key(), prev, p.State, ErrFallbackPending)
+		return Held, fmt.Sprintf("fallback: held until %s ends (now %s)", prev, p.State), nil
 	}
+}
+
+// settleSuccessor moves the held fallback channel after e, if any, now that
+// e has ended: to claimed if e ended rejected, to suppressed otherwise. It
+// is best effort; the expire sweep settles whatever it misses.
+func (s *Service) settleSuccessor(ctx context.Context, e Entry, w Worker) {
+	if e.Workflow.Kind != Fallback || !e.State.Terminal() {
+		return
+	}
+	for i, c := range e.Workflow.Order {
+		if c != e.Identity.Channel || i+1 >= len(e.Workflow.Order) {
+			continue
+		}
+		next := e.Identity
+		next.Channel = e.Workflow.Order[i+1]
+		if h, err := s.Store.Get(ctx, next.Key()); err == nil && h.State == Held {
+			_, _ = s.settleHeld(ctx, h, e, w)
+		}
+	}
+}
+
+// settleHeld moves the held row h given its predecessor p: expired if its
+// challenge expired, claimed if p ended rejected, suppressed if p ended
+// otherwise; left held while p is open. It reports the new state.
+func (s *Service) settleHeld(ctx context.Context, h, p Entry, w Worker) (State, error) {
+	to, reason := Held, ""
+	switch {
+	case s.expiredAt(h.ExpiresAt, s.now()):
+		to, reason = Expired, "challenge expired while held for the earlier fallback channel"
+	case p.State == Rejected:
+		to, reason = Claimed, fmt.Sprintf("fallback: %s ended rejected", p.Identity.Channel)
+	case p.State.Terminal():
+		to, reason = Suppressed, fmt.Sprintf("fallback not needed: %s ended %s", p.Identity.Channel, p.State)
+	default:
+		return Held, nil
+	}
+	c, err := s.transition(h, to, w, reason, func(n *Entry) { n.Reason = reason })
+	if err != nil {
+		return Held, err
+	}
+	if _, err := s.apply(ctx, c, ""); err != nil {
+		return Held, err
+	}
+	return to, nil
 }
 
 // existing handles an intent whose identity already has a row.

@@ -18,17 +18,23 @@ const (
 	// Abandoned closes an unknown or quarantined row without transport
 	// evidence: the outcome stays unknown, and the record says so.
 	Abandoned State = "abandoned"
+	// Held records a fallback channel whose earlier channel is still open
+	// (or not claimed yet). It sends nothing; it becomes claimed when the
+	// earlier channel ends rejected, suppressed when it ends otherwise, and
+	// expired when its challenge does.
+	Held State = "held"
 	// Suppressed records a fallback channel that was not needed because an
 	// earlier channel of the same challenge did not end rejected.
 	Suppressed State = "suppressed"
 )
 
 // States lists every real state, in lifecycle order.
-var States = []State{Claimed, Dispatching, Accepted, Rejected, Unknown, Expired, Quarantined, Abandoned, Suppressed}
+var States = []State{Held, Claimed, Dispatching, Accepted, Rejected, Unknown, Expired, Quarantined, Abandoned, Suppressed}
 
 // transitions is the one transition table. A pair not listed is forbidden.
 var transitions = map[State][]State{
-	None:        {Claimed, Expired, Suppressed},
+	None:        {Claimed, Held, Expired, Suppressed},
+	Held:        {Claimed, Suppressed, Expired},
 	Claimed:     {Dispatching, Expired, Quarantined},
 	Dispatching: {Accepted, Rejected, Unknown},
 	Unknown:     {Accepted, Rejected, Quarantined, Abandoned},
@@ -53,7 +59,7 @@ func (s State) Terminal() bool { return s != None && len(transitions[s]) == 0 }
 // that sweeps and operators can find them.
 func (s State) Open() bool {
 	switch s {
-	case Claimed, Dispatching, Unknown, Quarantined:
+	case Held, Claimed, Dispatching, Unknown, Quarantined:
 		return true
 	}
 	return false

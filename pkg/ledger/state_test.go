@@ -14,6 +14,11 @@ var allowed = map[[2]ledger.State]bool{
 	{ledger.None, ledger.Claimed}:    true, // new intent
 	{ledger.None, ledger.Expired}:    true, // intent arrived expired
 	{ledger.None, ledger.Suppressed}: true, // fallback channel not needed
+	{ledger.None, ledger.Held}:       true, // fallback channel waits for the earlier one
+
+	{ledger.Held, ledger.Claimed}:    true, // earlier channel ended rejected
+	{ledger.Held, ledger.Suppressed}: true, // earlier channel ended otherwise
+	{ledger.Held, ledger.Expired}:    true, // challenge expired while held
 
 	{ledger.Claimed, ledger.Dispatching}: true,
 	{ledger.Claimed, ledger.Expired}:     true, // expired before dispatch
@@ -38,7 +43,7 @@ func allStates() []ledger.State {
 }
 
 func TestStatesList(t *testing.T) {
-	want := []ledger.State{ledger.Claimed, ledger.Dispatching, ledger.Accepted, ledger.Rejected, ledger.Unknown,
+	want := []ledger.State{ledger.Held, ledger.Claimed, ledger.Dispatching, ledger.Accepted, ledger.Rejected, ledger.Unknown,
 		ledger.Expired, ledger.Quarantined, ledger.Abandoned, ledger.Suppressed}
 	if fmt.Sprint(ledger.States) != fmt.Sprint(want) {
 		t.Fatalf("States = %v, want %v (update the matrix tests)", ledger.States, want)
@@ -81,6 +86,7 @@ func TestStatePredicates(t *testing.T) {
 		valid          bool
 	}{
 		{ledger.None, false, false, false},
+		{ledger.Held, false, true, true},
 		{ledger.Claimed, false, true, true},
 		{ledger.Dispatching, false, true, true},
 		{ledger.Accepted, true, false, true},
