@@ -41,7 +41,7 @@ Exits 3 if no row has the key, 1 if the row is in no state to be resolved.`,
 			return err
 		}
 		key := strings.TrimSpace(pos[0])
-		if !isDedupeKey(key) {
+		if !ledger.IsDedupeKey(key) {
 			return usagef(c, "%q is not a dedupe key (64 lowercase hex characters; 'ledgerctl explain <challenge-id>' shows it)", key)
 		}
 		d := ledger.Decision(*decision)
@@ -100,17 +100,6 @@ Exits 3 if no row has the key, 1 if the row is in no state to be resolved.`,
 	},
 }
 
-func isDedupeKey(k string) bool {
-	if len(k) != 64 {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
 
 // callerARN returns the caller's identity from STS.
 func (a *app) callerARN(ctx context.Context) (string, error) {

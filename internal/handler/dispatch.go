@@ -92,7 +92,7 @@ func claimedKey(rec events.DynamoDBEventRecord) (string, bool, error) {
 		return "", false, errors.New("record has no string key pk")
 	}
 	key := pk.String()
-	if !isDedupeKey(key) {
+	if !ledger.IsDedupeKey(key) {
 		return "", false, errors.New("record key is not a dedupe key")
 	}
 	state, ok := rec.Change.NewImage["state"]
@@ -111,14 +111,3 @@ func claimedKey(rec events.DynamoDBEventRecord) (string, bool, error) {
 	return key, true, nil
 }
 
-func isDedupeKey(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}

@@ -66,7 +66,7 @@ func FuzzClaimedKey(f *testing.F) {
 		}
 		fromHeld := rec.EventName == "MODIFY" && rec.Change.OldImage["state"].DataType() == events.DataTypeString &&
 			rec.Change.OldImage["state"].String() == string(ledger.Held)
-		if (rec.EventName != "INSERT" && !fromHeld) || !isDedupeKey(key) {
+		if (rec.EventName != "INSERT" && !fromHeld) || !ledger.IsDedupeKey(key) {
 			t.Fatalf("accepted %q from a %s record", key, rec.EventName)
 		}
 		if pk := rec.Change.Keys["pk"]; pk.String() != key {
@@ -93,7 +93,7 @@ func FuzzClaimedKeyFields(f *testing.F) {
 			rec.Change.NewImage = map[string]events.DynamoDBAttributeValue{"state": attrOf(state, stateType)}
 		}
 		key, ok, err := claimedKey(rec)
-		want := name == "INSERT" && pkType%4 == 0 && isDedupeKey(pk) && hasImage && stateType%4 == 0 && state == string(ledger.Claimed)
+		want := name == "INSERT" && pkType%4 == 0 && ledger.IsDedupeKey(pk) && hasImage && stateType%4 == 0 && state == string(ledger.Claimed)
 		if ok != want {
 			t.Fatalf("ok = %v (err %v), want %v", ok, err, want)
 		}

@@ -85,7 +85,7 @@ func (st *Store) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, erro
 		if derr != nil {
 			return ledger.Entry{}, fmt.Errorf("create %s: read existing: %w", e.Key, derr)
 		}
-		if len(e.History) > 0 && holdsEvent(old, e.History[0].ID) {
+		if len(e.History) > 0 && old.Holds(e.History[0].ID) {
 			// Our own create, retried by the SDK after a lost response.
 			return old, nil
 		}
@@ -160,7 +160,7 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 		// The SDK retries a request whose response was lost; if the first
 		// attempt landed, the retry fails its condition against our own
 		// write. The stored history then already holds our event.
-		if cur, derr := decode(ccf.Item); derr == nil && holdsEvent(cur, c.Event.ID) {
+		if cur, derr := decode(ccf.Item); derr == nil && cur.Holds(c.Event.ID) {
 			return cur, nil
 		}
 		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, ledger.ErrConflict)
@@ -175,15 +175,6 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 	return e, nil
 }
 
-// holdsEvent reports whether e's history contains the event id.
-func holdsEvent(e ledger.Entry, id string) bool {
-	for i := len(e.History) - 1; i >= 0; i-- {
-		if e.History[i].ID == id {
-			return true
-		}
-	}
-	return false
-}
 
 func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
 	return func(yield func(K) bool) {

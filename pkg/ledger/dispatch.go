@@ -204,7 +204,7 @@ func (s *Service) write(ctx context.Context, c Change) (Entry, error) {
 	if err == nil {
 		return e, nil
 	}
-	if fresh, gerr := s.Store.Get(ctx, c.Next.Key); gerr == nil && fresh.holds(c.Event.ID) {
+	if fresh, gerr := s.Store.Get(ctx, c.Next.Key); gerr == nil && fresh.Holds(c.Event.ID) {
 		return fresh, nil
 	}
 	return Entry{}, err

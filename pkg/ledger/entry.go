@@ -69,21 +69,6 @@ const (
 	KindRecheck         EventKind = "recheck"
 )
 
-// predecessor returns the identity of the fallback channel before this row's
-// channel, and false if there is none.
-func (e Entry) predecessor() (Identity, bool) {
-	if e.Workflow.Kind != Fallback {
-		return Identity{}, false
-	}
-	for i, c := range e.Workflow.Order {
-		if c == e.Identity.Channel && i > 0 {
-			id := e.Identity
-			id.Channel = e.Workflow.Order[i-1]
-			return id, true
-		}
-	}
-	return Identity{}, false
-}
 
 // OpenDue is the sort key of the row in the open-row index: when a sweep
 // should look at it. The zero time means the row is not open.
@@ -109,8 +94,10 @@ func (e Entry) Last() Event {
 	return e.History[len(e.History)-1]
 }
 
-// holds reports whether the history contains the event id.
-func (e Entry) holds(id string) bool {
+// Holds reports whether the history contains the event id. A write whose
+// event the row already holds has landed (a retried request whose first
+// attempt succeeded).
+func (e Entry) Holds(id string) bool {
 	for i := len(e.History) - 1; i >= 0; i-- {
 		if e.History[i].ID == id {
 			return true

@@ -67,6 +67,7 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 	e := newEnv(t)
 	// A held sms whose email never arrives expires with its challenge.
 	lonely, lonelySealed := fallbackIntent(30, ledger.SMS, e.Clock.Now())
+	lonely.ExpiresAt = e.Clock.Now().Add(ttl / 2) // first in the held listing
 	if res, err := e.Svc.Claim(ctx, lonely, lonelySealed, "claim/sms"); err != nil || res.Outcome != ledger.ClaimHeld {
 		t.Fatalf("claim: %s %v", res.Outcome, err)
 	}
@@ -91,7 +92,8 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 		t.Fatalf("sms should still be held, is %s", st)
 	}
 
-	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 100)
+	// A limit of 1 must not let the waiting row hide the straggler.
+	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 1)
 	if err != nil || rep.Actions["held->claimed"] != 1 {
 		t.Fatalf("sweep: %v %v", rep.Actions, err)
 	}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"crypto/sha256"
+	"slices"
 	"encoding/hex"
 	"time"
 )
@@ -26,6 +27,20 @@ type Workflow struct {
 	Order []Channel // for Fallback: channel order, first is tried first
 }
 
+// neighbor returns the channel step places from c in a fallback order
+// (-1: the one that must end rejected before c; +1: the one c may open),
+// and false if there is none.
+func (w Workflow) neighbor(c Channel, step int) (Channel, bool) {
+	if w.Kind != Fallback {
+		return "", false
+	}
+	i := slices.Index(w.Order, c)
+	if i < 0 || i+step < 0 || i+step >= len(w.Order) {
+		return "", false
+	}
+	return w.Order[i+step], true
+}
+
 // Intent is a validated request to notify once on one channel.
 type Intent struct {
 	Identity
@@ -43,22 +58,20 @@ func (in Intent) Validate() error {
 	if err := in.Identity.Validate(); err != nil {
 		return err
 	}
+	seen := map[Channel]bool{}
+	for _, c := range in.Workflow.Order {
+		if !c.valid() || seen[c] {
+			return fieldErr("workflow.order", "unknown or repeated channel")
+		}
+		seen[c] = true
+	}
 	switch in.Workflow.Kind {
 	case Single, Dual:
 	case Fallback:
 		if len(in.Workflow.Order) < 2 || len(in.Workflow.Order) > len(Channels) {
 			return fieldErr("workflow.order", "fallback needs 2 distinct channels")
 		}
-		seen := map[Channel]bool{}
-		found := false
-		for _, c := range in.Workflow.Order {
-			if !c.valid() || seen[c] {
-				return fieldErr("workflow.order", "unknown or repeated channel")
-			}
-			seen[c] = true
-			found = found || c == in.Channel
-		}
-		if !found {
+		if !seen[in.Channel] {
 			return fieldErr("workflow.order", "does not contain the intent's channel")
 		}
 	default:
@@ -85,19 +98,10 @@ func (in Intent) Validate() error {
 	return nil
 }
 
-// predecessor returns the channel that must end rejected before in.Channel
-// may be claimed in a fallback workflow, and false if there is none.
-func (in Intent) predecessor() (Channel, bool) {
-	if in.Workflow.Kind != Fallback {
-		return "", false
-	}
-	for i, c := range in.Workflow.Order {
-		if c == in.Channel && i > 0 {
-			return in.Workflow.Order[i-1], true
-		}
-	}
-	return "", false
-}
+
+// IsDedupeKey reports whether s has the form of a dedupe key: 64 lowercase
+// hex characters (so does a content hash).
+func IsDedupeKey(s string) bool { return isHexSHA256(s) }
 
 func isHexSHA256(s string) bool {
 	if len(s) != 64 {

@@ -191,7 +191,8 @@ func (s *Service) decide(ctx context.Context, e Entry, to State, w Worker, reaso
 
 // ExpireSweep marks still-claimed rows whose challenge expired (for example
 // a stream record that never reached dispatch) as expired, and purges their
-// sealed content.
+// sealed content. It also settles held fallback rows: claimed or suppressed
+// once their earlier channel ended, expired with their challenge.
 func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepReport, error) {
 	var rep SweepReport
 	now := s.now()
@@ -208,19 +209,23 @@ func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 		s.note(&rep, "claimed->expired", err)
 	}
 	// Held fallback channels: settle those whose earlier channel ended (a
-	// missed settleSuccessor) and expire those whose challenge did.
-	held, err := s.Store.ListOpen(ctx, Held, time.Time{}, limit)
+	// missed settleSuccessor) and expire those whose challenge did. All of
+	// them are listed, not the first limit: rows still waiting would
+	// otherwise hide a straggler behind them on every tick.
+	held, err := s.Store.ListOpen(ctx, Held, time.Time{}, 0)
 	if err != nil {
 		return rep, fmt.Errorf("expire: list held: %w", err)
 	}
 	for _, h := range held {
 		rep.Seen++
-		p := Entry{State: Claimed}
-		if prev, ok := h.predecessor(); ok {
-			got, err := s.Store.Get(ctx, prev.Key())
+		p := None
+		if prev, ok := h.Workflow.neighbor(h.Identity.Channel, -1); ok {
+			id := h.Identity
+			id.Channel = prev
+			got, err := s.Store.Get(ctx, id.Key())
 			switch {
 			case err == nil:
-				p = got
+				p = got.State
 			case !errors.Is(err, ErrNotFound):
 				s.note(&rep, "", err)
 				continue

@@ -70,7 +70,10 @@ func testLostResponses(t *testing.T, asError bool) {
 	if row.State != ledger.Accepted || e.Transport.Recorded(in.Key()) != 1 || len(row.History) != 3 {
 		t.Fatalf("row %s, recorded %d, history %d", row.State, e.Transport.Recorded(in.Key()), len(row.History))
 	}
-	// A conflict that is not our own write still loses.
+	// The recognition of landed writes does not reopen an ended row: an
+	// operator decision on the accepted row is still refused. (A genuine
+	// conflict on a stale version is the store contract's "a different
+	// change on the stale version must conflict".)
 	lossy.lose = false
 	if _, err := e.Svc.Resolve(ctx, in.Key(), ledger.DecideAbandoned, "test", "", "operator:t"); err == nil {
 		t.Fatal("resolving an accepted row must fail")

@@ -186,7 +186,7 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	to, reason := Claimed, "intent claimed"
 	if s.expiredAt(row.ExpiresAt, now) {
 		to, reason = Expired, "challenge already expired when the intent arrived"
-	} else if prev, ok := in.predecessor(); ok {
+	} else if prev, ok := in.Workflow.neighbor(in.Channel, -1); ok {
 		to, reason, err = s.fallbackGate(ctx, in, prev)
 		if err != nil {
 			return ClaimResult{}, err
@@ -209,12 +209,12 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	created, err := s.Store.Create(ctx, c.Next)
 	if err != nil && !errors.Is(err, ErrConflict) {
 		// The create may have landed before the failure was reported.
-		if fresh, gerr := s.Store.Get(ctx, key); gerr == nil && fresh.holds(c.Event.ID) {
+		if fresh, gerr := s.Store.Get(ctx, key); gerr == nil && fresh.Holds(c.Event.ID) {
 			return ClaimResult{Outcome: out, Entry: fresh}, nil
 		}
 	}
 	if errors.Is(err, ErrConflict) {
-		if created.holds(c.Event.ID) {
+		if created.Holds(c.Event.ID) {
 			// Our own create landed; its response was lost and the request retried.
 			return ClaimResult{Outcome: out, Entry: created}, nil
 		}
@@ -233,59 +233,60 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 
 // fallbackGate decides the first state of a fallback channel whose
 // predecessor is prev. The predecessor's terminal state is immutable, so
-// reading it is safe: only rejected opens the next channel. While the
-// predecessor is open or unclaimed, the channel is held; settleSuccessor (or
-// the expire sweep) moves it on when the predecessor ends.
+// reading it is safe.
 func (s *Service) fallbackGate(ctx context.Context, in Intent, prev Channel) (State, string, error) {
 	pid := in.Identity
 	pid.Channel = prev
 	p, err := s.Store.Get(ctx, pid.Key())
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return Held, fmt.Sprintf("fallback: held until %s ends (not claimed yet)", prev), nil
-	case err != nil:
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return None, "", fmt.Errorf("claim %s: read fallback predecessor: %w", in.Key(), err)
-	case p.State == Rejected:
-		return Claimed, fmt.Sprintf("fallback: %s ended rejected", prev), nil
-	case p.State.Terminal():
-		return Suppressed, fmt.Sprintf("fallback not needed: %s ended %s", prev, p.State), nil
+	}
+	to, reason := heldNext(p.State, prev)
+	return to, reason, nil
+}
+
+// heldNext is the one fallback rule: given the state of the earlier channel
+// prev (None if it has no claim yet), the next channel is claimed if prev
+// ended rejected, suppressed if it ended otherwise, and held while it is
+// open or unclaimed.
+func heldNext(p State, prev Channel) (State, string) {
+	switch {
+	case p == Rejected:
+		return Claimed, fmt.Sprintf("fallback: %s ended rejected", prev)
+	case p.Terminal():
+		return Suppressed, fmt.Sprintf("fallback not needed: %s ended %s", prev, p)
+	case p == None:
+		return Held, fmt.Sprintf("fallback: held until %s ends (not claimed yet)", prev)
 	default:
-		return Held, fmt.Sprintf("fallback: held until %s ends (now %s)", prev, p.State), nil
+		return Held, fmt.Sprintf("fallback: held until %s ends (now %s)", prev, p)
 	}
 }
 
 // settleSuccessor moves the held fallback channel after e, if any, now that
-// e has ended: to claimed if e ended rejected, to suppressed otherwise. It
-// is best effort; the expire sweep settles whatever it misses.
+// e has ended. It is best effort; the expire sweep settles whatever it
+// misses.
 func (s *Service) settleSuccessor(ctx context.Context, e Entry, w Worker) {
-	if e.Workflow.Kind != Fallback || !e.State.Terminal() {
+	next, ok := e.Workflow.neighbor(e.Identity.Channel, +1)
+	if !ok || !e.State.Terminal() {
 		return
 	}
-	for i, c := range e.Workflow.Order {
-		if c != e.Identity.Channel || i+1 >= len(e.Workflow.Order) {
-			continue
-		}
-		next := e.Identity
-		next.Channel = e.Workflow.Order[i+1]
-		if h, err := s.Store.Get(ctx, next.Key()); err == nil && h.State == Held {
-			_, _ = s.settleHeld(ctx, h, e, w)
-		}
+	id := e.Identity
+	id.Channel = next
+	if h, err := s.Store.Get(ctx, id.Key()); err == nil && h.State == Held {
+		_, _ = s.settleHeld(ctx, h, e.State, w)
 	}
 }
 
-// settleHeld moves the held row h given its predecessor p: expired if its
-// challenge expired, claimed if p ended rejected, suppressed if p ended
-// otherwise; left held while p is open. It reports the new state.
-func (s *Service) settleHeld(ctx context.Context, h, p Entry, w Worker) (State, error) {
-	to, reason := Held, ""
-	switch {
-	case s.expiredAt(h.ExpiresAt, s.now()):
+// settleHeld moves the held row h given the state p of its predecessor:
+// expired if its challenge expired, else as heldNext says. It reports the
+// new state; Held means nothing was written.
+func (s *Service) settleHeld(ctx context.Context, h Entry, p State, w Worker) (State, error) {
+	prev, _ := h.Workflow.neighbor(h.Identity.Channel, -1)
+	to, reason := heldNext(p, prev)
+	if s.expiredAt(h.ExpiresAt, s.now()) {
 		to, reason = Expired, "challenge expired while held for the earlier fallback channel"
-	case p.State == Rejected:
-		to, reason = Claimed, fmt.Sprintf("fallback: %s ended rejected", p.Identity.Channel)
-	case p.State.Terminal():
-		to, reason = Suppressed, fmt.Sprintf("fallback not needed: %s ended %s", p.Identity.Channel, p.State)
-	default:
+	}
+	if to == Held {
 		return Held, nil
 	}
 	c, err := s.transition(h, to, w, reason, func(n *Entry) { n.Reason = reason })
@@ -300,7 +301,7 @@ func (s *Service) settleHeld(ctx context.Context, h, p Entry, w Worker) (State, 
 
 // existing handles an intent whose identity already has a row.
 func (s *Service) existing(ctx context.Context, e Entry, in Intent, w Worker) (ClaimResult, error) {
-	for attempt := 0; attempt < 5; attempt++ {
+	for attempt := 0; attempt < maxRaces; attempt++ {
 		if e.ContentHash == in.ContentHash {
 			return ClaimResult{Outcome: ClaimDuplicate, Entry: e}, nil
 		}

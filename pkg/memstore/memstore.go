@@ -1,5 +1,5 @@
 // Package memstore is an in-memory ledger.Store and ledger.ContentStore for
-// fast tests. It passes the same contract suite (package storetest) as the
+// fast tests. It passes the same contract suite (package ledgertest) as the
 // DynamoDB store. A mutex stands in for the database's conditional writes.
 package memstore
 
@@ -35,7 +35,7 @@ func (s *Store) Create(_ context.Context, e ledger.Entry) (ledger.Entry, error) 
 		s.rows = map[string]ledger.Entry{}
 	}
 	if old, ok := s.rows[e.Key]; ok {
-		if len(e.History) > 0 && holdsEvent(old, e.History[0].ID) {
+		if len(e.History) > 0 && old.Holds(e.History[0].ID) {
 			return clone(old), nil // the same create, repeated
 		}
 		return clone(old), fmt.Errorf("create %s: %w", e.Key, ledger.ErrConflict)
@@ -63,7 +63,7 @@ func (s *Store) Apply(_ context.Context, c ledger.Change) (ledger.Entry, error) 
 	if !ok {
 		return ledger.Entry{}, fmt.Errorf("apply %s: %w", c.Next.Key, ledger.ErrNotFound)
 	}
-	if holdsEvent(cur, c.Event.ID) {
+	if cur.Holds(c.Event.ID) {
 		return clone(cur), nil // the same change, repeated
 	}
 	if cur.State != c.From || cur.Version != c.Version {
@@ -101,14 +101,6 @@ func (s *Store) ListOpen(_ context.Context, st ledger.State, dueBy time.Time, li
 	return out, nil
 }
 
-func holdsEvent(e ledger.Entry, id string) bool {
-	for _, ev := range e.History {
-		if ev.ID == id {
-			return true
-		}
-	}
-	return false
-}
 
 // Content is an in-memory ledger.ContentStore. The zero value is ready to use.
 type Content struct {
