@@ -100,7 +100,6 @@ Exits 3 if no row has the key, 1 if the row is in no state to be resolved.`,
 	},
 }
 
-
 // callerARN returns the caller's identity from STS.
 func (a *app) callerARN(ctx context.Context) (string, error) {
 	cfg, err := a.awsConfig(ctx)

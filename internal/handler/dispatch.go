@@ -110,4 +110,3 @@ func claimedKey(rec events.DynamoDBEventRecord) (string, bool, error) {
 	}
 	return key, true, nil
 }
-

@@ -175,7 +175,6 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 	return e, nil
 }
 
-
 func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
 	return func(yield func(K) bool) {
 		for k := range m {

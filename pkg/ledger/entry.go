@@ -69,7 +69,6 @@ const (
 	KindRecheck         EventKind = "recheck"
 )
 
-
 // OpenDue is the sort key of the row in the open-row index: when a sweep
 // should look at it. The zero time means the row is not open.
 func (e Entry) OpenDue() time.Time {

@@ -2,8 +2,8 @@ package ledger
 
 import (
 	"crypto/sha256"
-	"slices"
 	"encoding/hex"
+	"slices"
 	"time"
 )
 
@@ -97,7 +97,6 @@ func (in Intent) Validate() error {
 	}
 	return nil
 }
-
 
 // IsDedupeKey reports whether s has the form of a dedupe key: 64 lowercase
 // hex characters (so does a content hash).

@@ -101,7 +101,6 @@ func (s *Store) ListOpen(_ context.Context, st ledger.State, dueBy time.Time, li
 	return out, nil
 }
 
-
 // Content is an in-memory ledger.ContentStore. The zero value is ready to use.
 type Content struct {
 	mu    sync.Mutex
