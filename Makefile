@@ -12,7 +12,7 @@ EMULATOR   := localstack/ministack.sh
 # Runs a command with the emulator up; stops it afterwards only if it was started here.
 WITH_EMULATOR := localstack/with-emulator.sh
 
-.PHONY: all build test unit integration e2e e2e-test deploy-local run synth deploy bench gate emulator-start emulator-stop fuzz lint clean
+.PHONY: all build test unit integration e2e e2e-test deploy-local run synth deploy bench gate emulator-start emulator-stop fuzz clean
 
 all: build
 

@@ -26,6 +26,9 @@ func TestReport(t *testing.T) {
 	if os.Getenv("BENCH_REPORT") != "1" {
 		t.Skip("set BENCH_REPORT=1 (make bench) to run the measurements and write BENCHMARKS.md")
 	}
+	// Without an emulator the emulator parts would skip and a partial
+	// table would overwrite BENCHMARKS.md: fail instead.
+	t.Setenv("LEDGER_REQUIRE_EMULATOR", "1")
 	rep := &Report{Command: reportCommand, Environment: environment()}
 	parts := []struct {
 		name string

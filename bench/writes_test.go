@@ -103,9 +103,6 @@ func writesReport(t *testing.T, rep *Report) {
 	discarded := 0
 	for i := 0; i < n+discarded; i++ {
 		in, sealed := sealedIntent(ctx, t, sealer, i, clk.Now(), 10*time.Minute)
-		if first.ChallengeID == "" {
-			first, firstSealed = in, sealed
-		}
 		var res ledger.DispatchResult
 		var claimed ledger.Entry
 		claim, err := r.try(func() error {
@@ -137,6 +134,9 @@ func writesReport(t *testing.T, rep *Report) {
 			}
 			t.Logf("message %d discarded: %v", i, err)
 			continue
+		}
+		if first.ChallengeID == "" { // the first message that was accepted
+			first, firstSealed = in, sealed
 		}
 		all := append(append([]Write(nil), claim.writes...), dispatch.writes...)
 		both := claim.counts

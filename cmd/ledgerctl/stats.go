@@ -15,7 +15,7 @@ var cmdStats = &command{
 	name:     "stats",
 	synopsis: "[--json]",
 	summary:  "count open claims by state and age bucket",
-	help: `Counts the open claims (claimed, dispatching, unknown, quarantined) by state
+	help: `Counts the open claims (held, claimed, dispatching, unknown, quarantined) by state
 and by age bucket (age since the claim was created), with the age of the
 oldest. It reads the sparse open-row index, so its cost follows the open
 rows, not the table.`,

@@ -2,10 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -92,8 +91,8 @@ func textTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05.000Z")
 }
 
-// verifyChain runs Entry.Verify and reads the index of the first failing
-// entry from its error ("... broken at entry N: ...").
+// verifyChain runs Entry.Verify and keeps the index of the first failing
+// entry.
 func verifyChain(e ledger.Entry) chainView {
 	cv := chainView{Entries: len(e.History)}
 	err := e.Verify()
@@ -102,15 +101,12 @@ func verifyChain(e ledger.Entry) chainView {
 		return cv
 	}
 	cv.Error = err.Error()
-	if m := brokenAtRE.FindStringSubmatch(cv.Error); m != nil {
-		if i, err := strconv.Atoi(m[1]); err == nil {
-			cv.BrokenAt = &i
-		}
+	var ce *ledger.ChainError
+	if errors.As(err, &ce) {
+		cv.BrokenAt = &ce.Index
 	}
 	return cv
 }
-
-var brokenAtRE = regexp.MustCompile(`broken at entry (\d+)`)
 
 // brokenAt is the failing entry's index, or -1 if unknown.
 func (cv chainView) brokenAt() int {

@@ -1,5 +1,6 @@
 // Package emulator points aws-sdk-go-v2 clients at a local AWS emulator
-// (ministack or LocalStack) for tests. It is imported only from _test.go files.
+// (ministack or LocalStack) for tests. Only test code imports it (test files
+// and internal/pipeline, the test harness).
 //
 // Endpoint selection, in order:
 //

@@ -63,11 +63,8 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 		return err
 	}
 	log.Info("intent handled", "outcome", string(res.Outcome), "state", string(res.Entry.State))
-	switch res.Outcome {
-	case ledger.ClaimMismatch:
+	if res.Outcome == ledger.ClaimMismatch {
 		_ = h.Metrics.Count(metrics.ContentMismatch, nil, 1)
-	case ledger.ClaimCreated, ledger.ClaimHeld, ledger.ClaimExpired, ledger.ClaimSuppressed:
-		_ = h.Metrics.Count(metrics.Transitions, map[string]string{"State": string(res.Entry.State), "Channel": string(in.Channel)}, 1)
 	}
 	return nil
 }

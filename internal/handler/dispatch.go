@@ -73,9 +73,6 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 		return err
 	}
 	log.Info("dispatch handled", "outcome", string(res.Outcome), "state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
-	if res.Outcome != ledger.DispatchSkipped {
-		_ = h.Metrics.Count(metrics.Transitions, map[string]string{"State": string(res.Entry.State), "Channel": string(res.Entry.Identity.Channel)}, 1)
-	}
 	return nil
 }
 

@@ -18,17 +18,10 @@ type Expire struct {
 	Limit   int
 }
 
+// Handle runs the sweep.
 func (h *Expire) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	worker, log := invocation(ctx, "expire", h.Log)
-	rep, err := h.Svc.ExpireSweep(ctx, worker, h.Limit)
-	if err != nil {
-		return err
-	}
-	for _, e := range rep.Errors {
-		log.Error("expire row failed", "error", e.Error())
-	}
-	_ = h.Metrics.Count(metrics.Transitions, map[string]string{"State": string(ledger.Expired), "Channel": "any"}, float64(rep.Actions["claimed->expired"]))
-	_ = h.Metrics.Count(metrics.SweepErrors, map[string]string{"Sweep": "expire"}, float64(len(rep.Errors)))
-	log.Info("expire sweep", "seen", rep.Seen, "actions", rep.Actions)
-	return nil
+	return sweep(ctx, "expire", h.Metrics, log, func() (ledger.SweepReport, error) {
+		return h.Svc.ExpireSweep(ctx, worker, h.Limit)
+	})
 }

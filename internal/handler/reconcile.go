@@ -19,18 +19,21 @@ type Reconcile struct {
 	Limit   int
 }
 
+// Handle runs the sweep, then publishes the open claims. A failure to
+// publish them is logged, not returned: the sweep itself succeeded, and a
+// retry of the invocation would only sweep again.
 func (h *Reconcile) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	worker, log := invocation(ctx, "reconcile", h.Log)
-	rep, err := h.Svc.Reconcile(ctx, worker, h.Limit)
+	err := sweep(ctx, "reconcile", h.Metrics, log, func() (ledger.SweepReport, error) {
+		return h.Svc.Reconcile(ctx, worker, h.Limit)
+	})
 	if err != nil {
 		return err
 	}
-	for _, e := range rep.Errors {
-		log.Error("reconcile row failed", "error", e.Error())
+	if err := publishStats(ctx, h.Svc, h.Metrics, log); err != nil {
+		log.Error("open-claim figures not published", "error", err.Error())
 	}
-	_ = h.Metrics.Count(metrics.SweepErrors, map[string]string{"Sweep": "reconcile"}, float64(len(rep.Errors)))
-	log.Info("reconcile sweep", "seen", rep.Seen, "actions", rep.Actions)
-	return publishStats(ctx, h.Svc, h.Metrics, log)
+	return nil
 }
 
 // publishStats emits OpenClaims, OpenClaimOldestAgeSeconds and

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/resetledger/resetledger/internal/pipeline"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
@@ -43,7 +41,7 @@ func TestEmailIsSentOnceAcrossRedeliveryAndDuplicateStreamRecords(t *testing.T) 
 	if _, err := p.Content().Get(p.Ctx, ledger.ContentKey(row)); err == nil {
 		t.Fatal("sealed content survived the terminal state")
 	}
-	p.AssertNoSecrets(n)
+	p.AssertNoSecrets()
 }
 
 func TestExpiredIntentsAreRecordedAndNeverSent(t *testing.T) {
@@ -83,9 +81,7 @@ func TestExpireSweepClosesClaimsWhoseStreamRecordNeverArrived(t *testing.T) {
 	p.Publish(n)
 	p.PumpQueue()
 	p.Advance(20 * time.Second)
-	if err := p.Expire.Handle(p.Ctx, events.CloudWatchEvent{}); err != nil {
-		t.Fatal(err)
-	}
+	p.ExpireNow()
 	row := p.Row(n)
 	if row.State != ledger.Expired {
 		t.Fatalf("row %s", row.State)

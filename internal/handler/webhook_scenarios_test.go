@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/resetledger/resetledger/internal/pipeline"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
@@ -49,6 +47,12 @@ func TestCrashAfterProviderAcceptedIsQuarantinedNeverResent(t *testing.T) {
 		}
 		if err := n.Verify(); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// Transitions are counted wherever they are made, reconcile included.
+	for _, st := range []string{"claimed", "dispatching", "unknown", "quarantined"} {
+		if c := strings.Count(p.Out.String(), `"Channel":"sms","State":"`+st+`","Transitions":1`); c != 2 {
+			t.Fatalf("Transitions to %s counted %d times, want 2", st, c)
 		}
 	}
 	if !strings.Contains(p.Out.String(), `"OpenClaims":2`) || !strings.Contains(p.Out.String(), `"State":"quarantined"`) {
@@ -161,9 +165,7 @@ func TestCanaryNeverLeavesTheEnvelope(t *testing.T) {
 	p.Advance(20 * time.Second)
 	p.PumpStream()
 	p.ReconcileNow()
-	if err := p.Expire.Handle(p.Ctx, events.CloudWatchEvent{}); err != nil {
-		t.Fatal(err)
-	}
+	p.ExpireNow()
 	states := map[ledger.State]int{}
 	for _, n := range []producer.Notification{email, sms, expiring} {
 		states[p.Row(n).State]++

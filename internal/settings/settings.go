@@ -87,6 +87,14 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 		}
 		return d
 	}
+	boolean := func(name string) bool {
+		v := str(name, "false", false)
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad(name, "want true or false")
+		}
+		return b
+	}
 	integer := func(name string, def int) int {
 		v := str(name, "", false)
 		if v == "" {
@@ -123,7 +131,7 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 		WebhookURL:          str("WEBHOOK_URL", "", false),
 		WebhookKeyWindow:    dur("WEBHOOK_KEY_WINDOW", 24*time.Hour),
 		WebhookTimeout:      dur("WEBHOOK_TIMEOUT", 5*time.Second),
-		WebhookLookup:       str("WEBHOOK_LOOKUP", "false", false) == "true",
+		WebhookLookup:       boolean("WEBHOOK_LOOKUP"),
 		SweepLimit:          integer("SWEEP_LIMIT", 500),
 	}
 	if err := s.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info", false))); err != nil {

@@ -11,11 +11,12 @@ func env(m map[string]string) func(string) string { return func(k string) string
 func TestLoadNamesEveryBadVariable(t *testing.T) {
 	_, err := Load(Dispatch, env(map[string]string{
 		"EMAIL_TRANSPORT": "webhook", "SMS_TRANSPORT": "pigeon", "LEASE_DURATION": "soon", "WEBHOOK_KEY_WINDOW": "-1s",
+		"WEBHOOK_LOOKUP": "yes please",
 	}))
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, name := range []string{"LEDGER_TABLE", "CONTENT_TABLE", "CONTENT_KEY_ARN", "WEBHOOK_URL", "SMS_TRANSPORT", "LEASE_DURATION", "WEBHOOK_KEY_WINDOW"} {
+	for _, name := range []string{"LEDGER_TABLE", "CONTENT_TABLE", "CONTENT_KEY_ARN", "WEBHOOK_URL", "SMS_TRANSPORT", "LEASE_DURATION", "WEBHOOK_KEY_WINDOW", "WEBHOOK_LOOKUP"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not name %s: %v", name, err)
 		}

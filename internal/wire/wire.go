@@ -54,23 +54,28 @@ func Boot(role settings.Role) Function {
 		log.Error("aws configuration failed", "error", err.Error())
 		os.Exit(2)
 	}
-	svc, err := Service(cfg, s, role, &http.Client{Timeout: s.WebhookTimeout})
+	em := &metrics.Emitter{W: os.Stdout}
+	svc, err := Service(cfg, s, role, em)
 	if err != nil {
 		log.Error("wiring failed", "error", err.Error())
 		os.Exit(2)
 	}
-	return Function{Settings: s, Log: log, Metrics: &metrics.Emitter{W: os.Stdout}, Service: svc}
+	return Function{Settings: s, Log: log, Metrics: em, Service: svc}
 }
 
-// Service builds the ledger service for role from cfg and s. httpClient is
-// used by the webhook transport.
-func Service(cfg aws.Config, s settings.Settings, role settings.Role, httpClient *http.Client) (*ledger.Service, error) {
+// Service builds the ledger service for role from cfg and s. Every state
+// change it stores is counted on em as the Transitions metric (by state and
+// channel), whichever use case made it.
+func Service(cfg aws.Config, s settings.Settings, role settings.Role, em *metrics.Emitter) (*ledger.Service, error) {
 	db := dynamodb.NewFromConfig(cfg)
 	svc := &ledger.Service{
 		Store:   dynamostore.New(db, s.LedgerTable, dynamostore.DefaultShards),
 		Content: dynamostore.NewContent(db, s.ContentTable),
 		Clock:   time.Now,
 		Policy:  s.Policy,
+		OnTransition: func(e ledger.Entry) {
+			_ = em.Count(metrics.Transitions, map[string]string{"State": string(e.State), "Channel": string(e.Identity.Channel)}, 1)
+		},
 	}
 	if role != settings.Dispatch && role != settings.Reconcile {
 		return svc, nil
@@ -78,7 +83,7 @@ func Service(cfg aws.Config, s settings.Settings, role settings.Role, httpClient
 	svc.Opener = &envelope.Opener{KMS: kms.NewFromConfig(cfg), KeyARN: s.ContentKeyARN}
 	svc.Transports = map[ledger.Channel]ledger.Transport{}
 	for ch, kind := range s.Transports {
-		tr, err := transport(cfg, s, kind, httpClient)
+		tr, err := transport(cfg, s, kind)
 		if err != nil {
 			return nil, fmt.Errorf("%s transport %s: %w", ch, kind, err)
 		}
@@ -87,18 +92,19 @@ func Service(cfg aws.Config, s settings.Settings, role settings.Role, httpClient
 	return svc, nil
 }
 
-// transport builds one channel's transport. SDK retries are off for send
-// clients, so every attempt is one the ledger records (DESIGN.md invariant 3).
-func transport(cfg aws.Config, s settings.Settings, kind string, httpClient *http.Client) (ledger.Transport, error) {
+// transport builds one channel's transport. The transports turn SDK retries
+// off on every send and bound each webhook request with its own timeout, so
+// every attempt is one the ledger records.
+func transport(cfg aws.Config, s settings.Settings, kind string) (ledger.Transport, error) {
 	switch kind {
 	case "ses":
-		client := sesv2.NewFromConfig(cfg, func(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} })
+		client := sesv2.NewFromConfig(cfg)
 		return sestransport.New(client, sestransport.Config{FromEmailAddress: s.SESFrom, ConfigurationSetName: s.SESConfigurationSet})
 	case "sms":
-		client := pinpointsmsvoicev2.NewFromConfig(cfg, func(o *pinpointsmsvoicev2.Options) { o.Retryer = aws.NopRetryer{} })
+		client := pinpointsmsvoicev2.NewFromConfig(cfg)
 		return smstransport.New(client, smstransport.Config{OriginationIdentity: s.SMSOrigination})
 	case "webhook":
-		return webhook.New(httpClient, webhook.Config{URL: s.WebhookURL, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup})
+		return webhook.New(&http.Client{}, webhook.Config{URL: s.WebhookURL, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup})
 	}
 	return nil, fmt.Errorf("unknown transport %q", kind)
 }

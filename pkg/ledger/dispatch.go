@@ -201,13 +201,15 @@ func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (Dis
 // or a retry of it failed its own condition) and counts as done.
 func (s *Service) write(ctx context.Context, c Change) (Entry, error) {
 	e, err := s.Store.Apply(ctx, c)
-	if err == nil {
-		return e, nil
+	if err != nil {
+		fresh, gerr := s.Store.Get(ctx, c.Next.Key)
+		if gerr != nil || !fresh.Holds(c.Event.ID) {
+			return Entry{}, err
+		}
+		e = fresh
 	}
-	if fresh, gerr := s.Store.Get(ctx, c.Next.Key); gerr == nil && fresh.Holds(c.Event.ID) {
-		return fresh, nil
-	}
-	return Entry{}, err
+	s.transitioned(c.From, c.Next)
+	return e, nil
 }
 
 // ContentKey is the content-store key of a row's sealed content: the dedupe

@@ -132,21 +132,36 @@ func eventHash(key string, ev Event) string {
 // so trailing entries cannot be cut off unnoticed. It returns an error
 // naming the first entry that was edited, reordered or removed.
 func (e Entry) Verify() error {
+	broken := func(i int64, format string, a ...any) error {
+		return &ChainError{Key: e.Key, Index: int(i), Detail: fmt.Sprintf(format, a...)}
+	}
 	prev := ""
 	for i, ev := range e.History {
 		if ev.Prev != prev {
-			return fmt.Errorf("ledger: history of %s broken at entry %d: link does not match previous entry (removed or reordered)", e.Key, i)
+			return broken(int64(i), "link does not match previous entry (removed or reordered)")
 		}
 		if eventHash(e.Key, ev) != ev.Hash {
-			return fmt.Errorf("ledger: history of %s broken at entry %d: content does not match its hash (edited)", e.Key, i)
+			return broken(int64(i), "content does not match its hash (edited)")
 		}
 		prev = ev.Hash
 	}
 	if n := int64(len(e.History)); n != e.Version {
-		return fmt.Errorf("ledger: history of %s broken at entry %d: %d entries but the row is at version %d (entry removed or added)", e.Key, min(n, e.Version), n, e.Version)
+		return broken(min(n, e.Version), "%d entries but the row is at version %d (entry removed or added)", n, e.Version)
 	}
 	if n := len(e.History); n > 0 && e.History[n-1].To != e.State {
-		return fmt.Errorf("ledger: history of %s broken at entry %d: it ends in %s but the row is %s (entry removed or row edited)", e.Key, n-1, e.History[n-1].To, e.State)
+		return broken(int64(n-1), "it ends in %s but the row is %s (entry removed or row edited)", e.History[n-1].To, e.State)
 	}
 	return nil
+}
+
+// ChainError is Verify's report: the first history entry whose chain is
+// broken, and how.
+type ChainError struct {
+	Key    string
+	Index  int
+	Detail string
+}
+
+func (c *ChainError) Error() string {
+	return fmt.Sprintf("ledger: history of %s broken at entry %d: %s", c.Key, c.Index, c.Detail)
 }

@@ -61,7 +61,7 @@ type Opener interface {
 }
 
 // Capabilities declares what a transport can do; the reconcile policy for
-// unknown outcomes follows from it (DESIGN.md section 6).
+// unknown outcomes follows from it (README, "Transports and the reconcile policy").
 type Capabilities struct {
 	// IdempotencyWindow is how long the provider deduplicates sends under
 	// the same idempotency key; zero means it does not.

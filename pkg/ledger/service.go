@@ -79,6 +79,16 @@ type Service struct {
 	Policy     Policy
 	// NewID returns a unique event id; random 128-bit hex if nil.
 	NewID func() string
+	// OnTransition, if set, is called once for every stored state change
+	// (a new row included), wherever it was made: the one place metrics
+	// of transitions are counted.
+	OnTransition func(e Entry)
+}
+
+func (s *Service) transitioned(from State, e Entry) {
+	if s.OnTransition != nil && from != e.State {
+		s.OnTransition(e)
+	}
 }
 
 // Precision is the resolution of every time the ledger records. Millisecond
@@ -210,14 +220,14 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	if err != nil && !errors.Is(err, ErrConflict) {
 		// The create may have landed before the failure was reported.
 		if fresh, gerr := s.Store.Get(ctx, key); gerr == nil && fresh.Holds(c.Event.ID) {
-			return ClaimResult{Outcome: out, Entry: fresh}, nil
+			created, err = fresh, nil
 		}
 	}
+	if errors.Is(err, ErrConflict) && created.Holds(c.Event.ID) {
+		// Our own create landed; its response was lost and the request retried.
+		err = nil
+	}
 	if errors.Is(err, ErrConflict) {
-		if created.Holds(c.Event.ID) {
-			// Our own create landed; its response was lost and the request retried.
-			return ClaimResult{Outcome: out, Entry: created}, nil
-		}
 		// Lost a race with a concurrent claim of the same identity. Content
 		// we stored that the winning row will never read is purged now.
 		if wrote && (created.ContentHash != in.ContentHash || created.State.Terminal() || created.State == Quarantined) {
@@ -228,6 +238,7 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("claim %s: %w", key, err)
 	}
+	s.transitioned(None, created)
 	return ClaimResult{Outcome: out, Entry: created}, nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// allowed is DESIGN.md section 3 written out by hand, not derived from the
+// allowed is the README's state diagram written out by hand, not derived from the
 // code: a change to the transition table must change this list too.
 var allowed = map[[2]ledger.State]bool{
 	{ledger.None, ledger.Claimed}:    true, // new intent

@@ -4,8 +4,8 @@
 //
 // SendTextMessage has no client token and the service has no API that finds
 // a sent message by its Context, so the transport declares no capabilities:
-// an unknown outcome is quarantined for an operator decision (DESIGN.md
-// section 6). Every send is TRANSACTIONAL, carries the dedupe key and the
+// an unknown outcome is quarantined for an operator decision (README,
+// "Transports and the reconcile policy"). Every send is TRANSACTIONAL, carries the dedupe key and the
 // content hash in its Context map (which the service copies into the events
 // it publishes to the configuration set's event destinations) and has a
 // TimeToLive equal to the challenge's remaining lifetime, so the service
@@ -187,7 +187,7 @@ func (t *Transport) timeToLive(expiresAt time.Time) (int32, error) {
 }
 
 // noRetries turns the SDK's automatic retries off for one call, so that
-// every attempt is one the ledger recorded (DESIGN.md invariant 3).
+// every attempt is one the ledger recorded (README, "What it promises").
 func noRetries(o *pinpointsmsvoicev2.Options) { o.Retryer = aws.NopRetryer{} }
 
 // rejectCodes are the error codes that definitely refuse the message: bad
