@@ -818,19 +818,36 @@ type dlqMsg struct{ id, body string }
 
 func drainDLQ(t *testing.T, p *pipeline.Pipeline) []dlqMsg {
 	t.Helper()
-	var out []dlqMsg
-	for {
-		r, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{QueueUrl: &p.DLQURL, MaxNumberOfMessages: 10, VisibilityTimeout: 600})
+	// Count first (the DLQ no longer changes), then receive with a short
+	// visibility until every message was seen: a receive whose response the
+	// emulator dropped leaves its messages in flight until they reappear.
+	attrs, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{QueueUrl: &p.DLQURL, AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible, _ := strconv.Atoi(attrs.Attributes["ApproximateNumberOfMessages"])
+	inFlight, _ := strconv.Atoi(attrs.Attributes["ApproximateNumberOfMessagesNotVisible"])
+	seen := map[string]dlqMsg{}
+	deadline := time.Now().Add(3 * pipeline.ReceiveVisibility * time.Second)
+	for len(seen) < visible+inFlight && time.Now().Before(deadline) {
+		r, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{QueueUrl: &p.DLQURL, MaxNumberOfMessages: 10, VisibilityTimeout: pipeline.ReceiveVisibility})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(r.Messages) == 0 {
-			return out
+			time.Sleep(500 * time.Millisecond)
 		}
 		for _, m := range r.Messages {
-			out = append(out, dlqMsg{id: *m.MessageId, body: *m.Body})
+			seen[*m.MessageId] = dlqMsg{id: *m.MessageId, body: *m.Body}
 		}
 	}
+	out := make([]dlqMsg, 0, len(seen))
+	for _, m := range seen {
+		out = append(out, m)
+	}
+	return out
 }
 
 // logReasons maps each SQS message id to the last reason or error the claim
