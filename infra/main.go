@@ -83,6 +83,7 @@ var contextKeys = map[string]string{
 	"webhookKeyWindow":        "24h; 0 for an endpoint that does not honor Idempotency-Key",
 	"webhookTimeout":          "5s",
 	"webhookLookup":           "false; true if the webhook answers GET <url>/<key>",
+	"logAwsCalls":             "false; true logs every AWS call with its IAM action (the local stack's permission check)",
 	"reconcileMaxAttempts":    "3",
 	"sweepLimit":              "500",
 	"logLevel":                "info",
@@ -160,6 +161,7 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 	bools := map[string]*bool{
 		"deletionProtection": &p.DeletionProtection, "pitr": &p.PointInTimeRecovery,
 		"observability": &observability, "nag": &cfg.Nag, "webhookLookup": &p.WebhookLookup,
+		"logAwsCalls": &p.LogAWSCalls,
 	}
 	for key, dst := range bools {
 		if s, ok := str(key); ok {

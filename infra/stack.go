@@ -120,6 +120,9 @@ type LedgerStackProps struct {
 	AlarmTopicArn string
 	// SkipObservability leaves out the alarms and the dashboard (for emulators lacking them).
 	SkipObservability bool
+	// LogAWSCalls makes every function log each AWS call it makes with its IAM action and
+	// resource (LEDGER_AWSCALL_LOG), for the local stack's permission check. Off on AWS.
+	LogAWSCalls bool
 }
 
 // DefaultLedgerStackProps returns the production defaults for a stage.
@@ -386,10 +389,15 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	claim, dispatch, reconcile, expire := fns[FnClaim], fns[FnDispatch], fns[FnReconcile], fns[FnExpire]
 
 	// Triggers.
-	claim.AddEventSource(awslambdaeventsources.NewSqsEventSource(intentQueue, &awslambdaeventsources.SqsEventSourceProps{
+	// The mapping is declared directly rather than through SqsEventSource, whose binding also
+	// grants sqs:ChangeMessageVisibility and sqs:GetQueueUrl, which Lambda's poller never calls;
+	// the three actions it does call are granted below.
+	awslambda.NewEventSourceMapping(stack, jsii.String("ClaimIntentQueueSource"), &awslambda.EventSourceMappingProps{
+		Target:                  claim,
+		EventSourceArn:          intentQueue.QueueArn(),
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
-	}))
+	})
 	// TRIM_HORIZON, not LATEST: a mapping created, re-created or re-enabled after claims were
 	// written must still dispatch them. Old records are harmless: dispatch's conditional
 	// claimed->dispatching write (with the expiry check) decides, and MaxRecordAge bounds the tail.
@@ -400,7 +408,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		RetryAttempts:           jsii.Number(3),
 		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(1)),
 		ReportBatchItemFailures: jsii.Bool(true),
-		OnFailure:               awslambdaeventsources.NewSqsDlq(streamDLQ),
+		OnFailure:               &sendOnlyDLQ{queue: streamDLQ},
 		// A row becomes claimed by being inserted claimed, or (a held
 		// fallback channel whose earlier channel ended rejected) by moving
 		// from held to claimed. Nothing else starts a dispatch.
@@ -446,6 +454,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		}))
 	}
 
+	allow(claim, []*string{intentQueue.QueueArn()}, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 	allow(claim, []*string{ledgerArn}, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
 	allow(claim, []*string{contentArn}, "dynamodb:PutItem")
 
@@ -453,21 +462,24 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	allow(dispatch, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
 
 	allow(reconcile, []*string{openIndexArn}, "dynamodb:Query")
-	allow(reconcile, []*string{ledgerArn}, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	// Sweeps list the open index's keys, then read the rows in batches (Store.ListOpen).
+	allow(reconcile, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
 	allow(reconcile, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
 
 	allow(expire, []*string{openIndexArn}, "dynamodb:Query")
-	allow(expire, []*string{ledgerArn}, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	allow(expire, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
 	allow(expire, []*string{contentArn}, "dynamodb:DeleteItem")
 
 	// Content key: the senders decrypt; a key-policy deny makes that exclusive within the account.
+	// Only dispatch sends through SES and SMS: reconcile retries only through a transport that
+	// honors an idempotency key (the webhook), which needs no AWS permission.
 	senders := []awslambda.Function{dispatch, reconcile}
 	senderRoles := []*string{}
 	for _, fn := range senders {
 		contentKey.GrantDecrypt(fn)
 		senderRoles = append(senderRoles, fn.Role().RoleArn())
-		p.grantSend(stack, fn)
 	}
+	p.grantSend(stack, dispatch)
 	contentKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("OnlySendersDecrypt"),
 		Effect:     awsiam.Effect_DENY,
@@ -522,6 +534,9 @@ func (p *LedgerStackProps) environment(ledger, content awsdynamodb.Table, conten
 		"EXPIRY_MARGIN":     compactDuration(p.ExpiryMargin),
 		"HISTORY_RETENTION": compactDuration(p.HistoryRetention),
 		"LOG_LEVEL":         p.LogLevel,
+	}
+	if p.LogAWSCalls {
+		common["LEDGER_AWSCALL_LOG"] = "true"
 	}
 	sweeping := map[string]string{"SWEEP_LIMIT": strconv.Itoa(p.SweepLimit)}
 	sending := map[string]string{
@@ -591,6 +606,19 @@ func (p *LedgerStackProps) function(stack awscdk.Stack, name string, env map[str
 		props.RetryAttempts = jsii.Number(0)
 	}
 	return awslambda.NewFunction(stack, jsii.String(id+"Function"), props)
+}
+
+// sendOnlyDLQ is a stream mapping's on-failure destination that grants the function only
+// sqs:SendMessage, the one call Lambda makes to it (CDK's SqsDlq also grants
+// GetQueueAttributes and GetQueueUrl).
+type sendOnlyDLQ struct{ queue awssqs.IQueue }
+
+func (d *sendOnlyDLQ) Bind(_ awslambda.IEventSourceMapping, target awslambda.IFunction) *awslambda.DlqDestinationConfig {
+	target.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("sqs:SendMessage"),
+		Resources: jsii.Strings(*d.queue.QueueArn()),
+	}))
+	return &awslambda.DlqDestinationConfig{Destination: d.queue.QueueArn()}
 }
 
 // schedule invokes fn at a fixed rate.

@@ -519,21 +519,21 @@ func TestLeastPrivilege(t *testing.T) {
 		"Claim": join(tableKey, logs("Claim"),
 			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:PutItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
 				"dynamodb:PutItem on ContentTable",
-				"sqs:ChangeMessageVisibility on IntentQueue", "sqs:DeleteMessage on IntentQueue",
-				"sqs:GetQueueAttributes on IntentQueue", "sqs:GetQueueUrl on IntentQueue", "sqs:ReceiveMessage on IntentQueue"}),
+				"sqs:DeleteMessage on IntentQueue", "sqs:GetQueueAttributes on IntentQueue", "sqs:ReceiveMessage on IntentQueue"}),
 		"Dispatch": join(tableKey, logs("Dispatch"), send,
 			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
 				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable",
 				"dynamodb:DescribeStream on LedgerTable.StreamArn", "dynamodb:GetRecords on LedgerTable.StreamArn",
 				"dynamodb:GetShardIterator on LedgerTable.StreamArn", "dynamodb:ListStreams on *",
 				"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", // the stream binding's key grant
-				"sqs:GetQueueAttributes on StreamFailureDlq", "sqs:GetQueueUrl on StreamFailureDlq", "sqs:SendMessage on StreamFailureDlq"}),
-		"Reconcile": join(tableKey, logs("Reconcile"), send,
-			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
+				"sqs:SendMessage on StreamFailureDlq"}),
+		"Reconcile": join(tableKey, logs("Reconcile"),
+			[]string{"kms:Decrypt on ContentKey", "dynamodb:BatchGetItem on LedgerTable",
+				"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
 				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable"}),
 		"Expire": join(tableKey, logs("Expire"),
-			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
-				"dynamodb:DeleteItem on ContentTable"}),
+			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:BatchGetItem on LedgerTable",
+				"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),
 	}
 	got := synth(t, nil).grants(t)
 	for role, w := range want {
@@ -563,14 +563,19 @@ func TestSendPermissionConditions(t *testing.T) {
 		})
 	})
 	grants := s.grants(t)
-	for _, role := range []string{"Dispatch", "Reconcile"} {
-		for _, want := range []string{
-			"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:identity/mail.example.com",
-			"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:configuration-set/reset",
-		} {
-			if !slices.Contains(grants[role], want) {
-				t.Errorf("%s lacks %s: %q", role, want, grants[role])
-			}
+	for _, want := range []string{
+		"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:identity/mail.example.com",
+		"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:configuration-set/reset",
+	} {
+		if !slices.Contains(grants["Dispatch"], want) {
+			t.Errorf("Dispatch lacks %s: %q", want, grants["Dispatch"])
+		}
+	}
+	// Reconcile retries only through transports that honor an idempotency key
+	// (the webhook): it must not be able to send through SES or SMS.
+	for _, g := range grants["Reconcile"] {
+		if strings.HasPrefix(g, "ses:") || strings.HasPrefix(g, "sms-voice:") {
+			t.Errorf("Reconcile may send: %s", g)
 		}
 	}
 	check(t, "sms scoped to the origination identity", func() {

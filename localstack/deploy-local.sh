@@ -135,6 +135,8 @@ CONTEXT=(
   -c webhookKeyWindow=0s
   # Poison intents reach the DLQ after 2 receives 30 s apart instead of 5 x 3 min.
   -c intentVisibilityTimeout=30s -c maxReceiveCount=2
+  # Every function logs its AWS calls; the end-to-end test checks them against the roles.
+  -c logAwsCalls=true
   "$@"
 )
 inputs_hash="$(

@@ -36,6 +36,9 @@ const DefaultEndpoint = "http://127.0.0.1:4566"
 
 const defaultAddr = "127.0.0.1:4566"
 
+// Account is the account id the emulators use for the static test credentials.
+const Account = "000000000000"
+
 const startHint = "no AWS emulator: AWS_ENDPOINT_URL is unset and nothing listens on " + defaultAddr +
 	"; start one with `make emulator-start` (localstack/ministack.sh install && localstack/ministack.sh start)" +
 	" or set AWS_ENDPOINT_URL"

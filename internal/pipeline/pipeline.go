@@ -34,6 +34,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/metrics"
@@ -91,6 +92,9 @@ type Pipeline struct {
 	Provider                  *webhook.Provider
 	skewMu                    sync.Mutex
 	skew                      time.Duration
+	// Calls records the AWS calls the four functions make (internal/awscall),
+	// written for infra's IAM coverage test when LEDGER_AWSCALL_DIR is set.
+	Calls *awscall.Recorder
 }
 
 // Now is the functions' clock: real time plus the skew advance adds, so
@@ -168,7 +172,7 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	p := &Pipeline{
 		t: t, Ctx: ctx, Endpoint: *cfg.BaseEndpoint, DB: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
 		SQS: sqs.NewFromConfig(cfg), LedgerTable: emulator.UniqueName(t, "ledger"), ContentTable: emulator.UniqueName(t, "content"),
-		iterators: map[string]*string{}, Out: &Buffer{}, base: rand.IntN(1_000_000) * 10,
+		iterators: map[string]*string{}, Out: &Buffer{}, base: rand.IntN(1_000_000) * 10, Calls: &awscall.Recorder{},
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -234,13 +238,16 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc, err := wire.Service(fnCfg, s, role, em)
+		roleCfg := fnCfg.Copy()
+		roleCfg.APIOptions = append(slices.Clone(roleCfg.APIOptions), awscall.Middleware(string(role), emulator.Account, p.Calls.Sink()))
+		svc, err := wire.Service(roleCfg, s, role, em)
 		if err != nil {
 			t.Fatal(err)
 		}
 		svc.Clock = p.Now
 		return svc
 	}
+	p.recordCalls(cfg.Region, *key.KeyMetadata.KeyId)
 	p.Claim = &handler.Claim{Svc: log(settings.Claim), Log: logger, Metrics: em}
 	p.Dispatch = &handler.Dispatch{Svc: log(settings.Dispatch), Log: logger, Metrics: em}
 	p.Reconcile = &handler.Reconcile{Svc: log(settings.Reconcile), Log: logger, Metrics: em, Limit: o.SweepLimit}
@@ -250,6 +257,23 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.KeyMetadata.Arn},
 	}
 	return p
+}
+
+// recordCalls writes the functions' AWS calls when the test ends, with the
+// binding of this pipeline's tables, key and sender to the template's names.
+func (p *Pipeline) recordCalls(region, keyID string) {
+	_, domain, _ := strings.Cut(p.sender, "@")
+	binding := map[string]string{
+		p.LedgerTable: "LedgerTable", p.ContentTable: "ContentTable", keyID: "ContentKey",
+		p.sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
+	}
+	name := emulator.UniqueName(p.t, strings.ReplaceAll(p.t.Name(), "/", "-"))
+	p.t.Cleanup(func() {
+		rec := awscall.Recording{Source: p.t.Name(), Region: region, Account: emulator.Account, Binding: binding, Calls: p.Calls.Calls()}
+		if err := awscall.WriteRecording(name, rec); err != nil {
+			p.t.Errorf("record AWS calls: %v", err)
+		}
+	})
 }
 
 // Notification returns a sample notification for challenge n of this run.

@@ -58,6 +58,10 @@ type Settings struct {
 	// SweepLimit bounds the rows one sweep handles per state (SWEEP_LIMIT, default 500).
 	SweepLimit int
 	LogLevel   slog.Level // LOG_LEVEL (debug|info|warn|error, default info)
+	// LogAWSCalls writes one log line per AWS call with its IAM action and
+	// resource (LEDGER_AWSCALL_LOG, default false): the local stack turns it
+	// on so the end-to-end test can check the deployed roles' permissions.
+	LogAWSCalls bool
 }
 
 // Load reads the settings for role through getenv (os.Getenv in main).
@@ -133,6 +137,7 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 		WebhookTimeout:      dur("WEBHOOK_TIMEOUT", 5*time.Second),
 		WebhookLookup:       boolean("WEBHOOK_LOOKUP"),
 		SweepLimit:          integer("SWEEP_LIMIT", 500),
+		LogAWSCalls:         boolean("LEDGER_AWSCALL_LOG"),
 	}
 	if err := s.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info", false))); err != nil {
 		bad("LOG_LEVEL", "want debug, info, warn or error")

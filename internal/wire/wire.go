@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
+	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
@@ -53,6 +54,9 @@ func Boot(role settings.Role) Function {
 	if err != nil {
 		log.Error("aws configuration failed", "error", err.Error())
 		os.Exit(2)
+	}
+	if s.LogAWSCalls {
+		cfg.APIOptions = append(cfg.APIOptions, awscall.Middleware(string(role), "", awscall.LogSink(log)))
 	}
 	em := &metrics.Emitter{W: os.Stdout}
 	svc, err := Service(cfg, s, role, em)

@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/internal/awscall"
+	"github.com/resetledger/resetledger/internal/emulator"
+)
+
+// TestEndToEndAWSCalls reads back the AWS calls the deployed functions logged
+// (the local stage sets LEDGER_AWSCALL_LOG) during this and earlier runs on
+// the stack, and writes them as a recording for infra's TestIAMCoverage,
+// with the binding of the stack's physical names to the template's.
+//
+// It runs after TestEndToEnd (file order), so the calls of that run are in.
+func TestEndToEndAWSCalls(t *testing.T) {
+	e := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rec := &awscall.Recorder{}
+	perFunction := map[string]int{}
+	for role, fn := range map[string]string{
+		"claim": e.out.ClaimFunction, "dispatch": e.out.DispatchFunction,
+		"reconcile": e.out.ReconcileFunction, "expire": e.out.ExpireFunction,
+	} {
+		if fn == "" {
+			continue
+		}
+		events, err := FilterLogEvents(ctx, e.cfg, e.endpoint, LogGroup(fn), `"`+awscall.LogMessage+`"`, time.Now().Add(-24*time.Hour))
+		if err != nil {
+			t.Fatalf("%s logs: %v", role, err)
+		}
+		for _, ev := range events {
+			var line struct {
+				Msg  string       `json:"msg"`
+				Call awscall.Call `json:"aws_call"`
+			}
+			if json.Unmarshal([]byte(strings.TrimSpace(ev.Message)), &line) != nil || line.Msg != awscall.LogMessage {
+				continue
+			}
+			if line.Call.Function != role {
+				t.Errorf("function %s logged a call as %q", fn, line.Call.Function)
+			}
+			rec.Add(line.Call)
+			perFunction[role]++
+		}
+	}
+	// Claim and dispatch run for every message TestEndToEnd sent: a stack
+	// deployed without call logging, or logs that stopped arriving, would
+	// otherwise leave the deployed roles unchecked.
+	for _, role := range []string{"claim", "dispatch"} {
+		if perFunction[role] == 0 {
+			t.Errorf("no AWS calls logged by the deployed %s function: is the stack deployed with -c logAwsCalls=true?", role)
+		}
+	}
+	t.Logf("AWS calls logged: %v (%d distinct)", perFunction, len(rec.Calls()))
+
+	keyID := e.out.ContentKeyARN[strings.LastIndex(e.out.ContentKeyARN, "/")+1:]
+	sender := sesSender()
+	_, domain, _ := strings.Cut(sender, "@")
+	err := awscall.WriteRecording("deployed-"+e.out.Stack, awscall.Recording{
+		Source: "deployed stack " + e.out.Stack, Region: e.cfg.Region, Account: emulator.Account,
+		Binding: map[string]string{
+			e.out.LedgerTable: "LedgerTable", e.out.ContentTable: "ContentTable", keyID: "ContentKey",
+			sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
+		},
+		Calls: rec.Calls(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sesSender is the local stage's SES from address: SES_FROM_ADDRESS, as
+// localstack/deploy-local.sh reads it, with the same default.
+func sesSender() string {
+	if v := strings.TrimSpace(os.Getenv("SES_FROM_ADDRESS")); v != "" {
+		return v
+	}
+	return "no-reply@ledger.example.test"
+}

@@ -1,0 +1,395 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/resetledger/resetledger/internal/awscall"
+	"github.com/resetledger/resetledger/internal/iampolicy"
+)
+
+// iamCheckEnv turns TestIAMCoverage on; `make test` sets it after the
+// pipeline tests, the gate and the end-to-end run have written their
+// recordings to LEDGER_AWSCALL_DIR.
+const iamCheckEnv = "LEDGER_IAM_CHECK"
+
+// The SES sender the recordings are bound to (see awscall.SESFromAddress).
+const iamFromAddress = "no-reply@ledger.example.test"
+
+// TestIAMCoverage evaluates every AWS call the functions made in the recorded
+// runs against the function's role and the key policies of the synthesized
+// template, for the production configuration and the local one. A call that
+// is not allowed fails with the function, action and resource; so does a
+// granted action no run exercised, unless unexercisedGrants says why.
+func TestIAMCoverage(t *testing.T) {
+	if os.Getenv(iamCheckEnv) != "1" {
+		t.Skipf("set %s=1 and %s to the recordings of a test run (make test does)", iamCheckEnv, awscall.DirEnv)
+	}
+	dir := os.Getenv(awscall.DirEnv)
+	if dir == "" {
+		t.Fatalf("%s is not set", awscall.DirEnv)
+	}
+	recs, err := awscall.ReadRecordings(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecordingsComplete(t, recs)
+
+	stages := []struct {
+		name   string
+		mutate func(*LedgerStackProps)
+	}{
+		{"production", func(p *LedgerStackProps) { p.SESFromAddress = iamFromAddress }},
+		{"local", func(p *LedgerStackProps) {
+			p.SESFromAddress = iamFromAddress
+			p.SMSTransport, p.WebhookURL, p.WebhookKeyWindow = TransportWebhook, "http://127.0.0.1:4599/send", 0
+			p.DeletionProtection, p.PointInTimeRecovery, p.LogAWSCalls = false, false, true
+		}},
+	}
+	justified := map[string]bool{}
+	for _, st := range stages {
+		t.Run(st.name, func(t *testing.T) {
+			var props *LedgerStackProps
+			s := synth(t, func(p *LedgerStackProps) { st.mutate(p); props = p })
+			raw, err := json.Marshal(s.json)
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems, ok := checkPermissions(t, raw, props, recs)
+			for _, p := range problems {
+				t.Error(p)
+			}
+			for k := range ok {
+				justified[k] = true
+			}
+		})
+	}
+	for _, g := range unexercisedGrants {
+		if !justified[g.Function+" "+g.Action] {
+			t.Errorf("unexercisedGrants lists %s %s, but no stage grants it without a recorded call: remove the entry", g.Function, g.Action)
+		}
+	}
+}
+
+// checkRecordingsComplete fails when the recordings cannot support the
+// check: none at all, none from the deployed stack, or a function with no
+// recorded call.
+func checkRecordingsComplete(t *testing.T, recs []awscall.Recording) {
+	t.Helper()
+	calls, deployed := map[string]int{}, false
+	for _, r := range recs {
+		deployed = deployed || strings.HasPrefix(r.Source, "deployed ")
+		for _, c := range r.Calls {
+			calls[c.Function] += c.Count
+		}
+	}
+	if !deployed {
+		t.Errorf("no recording from the deployed stack (e2e TestEndToEndAWSCalls)")
+	}
+	for _, fn := range FunctionNames {
+		if calls[fn] == 0 {
+			t.Errorf("no recorded AWS call of the %s function", fn)
+		}
+	}
+	t.Logf("%d recordings; calls per function: %v", len(recs), calls)
+}
+
+// request is one authorization request of a function: recorded, or made by
+// AWS with the function's role (platform).
+type request struct {
+	action, resource string
+	ctx              map[string]string
+	source           string
+}
+
+// checkPermissions evaluates the recordings against one synthesized template
+// and returns every problem (a call not allowed, a grant not exercised nor
+// justified) and the "<Function> <action>" grants it found unexercised and
+// justified.
+func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, recs []awscall.Recording) (problems []string, justifiedGrants map[string]bool) {
+	t.Helper()
+	stacks := map[iampolicy.Pseudo]*iampolicy.Stack{}
+	load := func(ps iampolicy.Pseudo) *iampolicy.Stack {
+		if s, ok := stacks[ps]; ok {
+			return s
+		}
+		s, err := iampolicy.LoadTemplate(template, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stacks[ps] = s
+		return s
+	}
+	type key struct {
+		ps iampolicy.Pseudo
+		fn string
+	}
+	byFunction := map[key][]request{}
+	for _, rec := range recs {
+		ps := iampolicy.Pseudo{Region: rec.Region, Account: rec.Account}
+		load(ps)
+		rewrite := binder(rec.Binding, props)
+		for _, c := range rec.Calls {
+			ctx := map[string]string{}
+			for k, v := range c.Context {
+				ctx[k] = rewrite(v)
+			}
+			k := key{ps, c.Function}
+			byFunction[k] = append(byFunction[k], request{action: c.Action, resource: rewrite(c.Resource), ctx: ctx, source: rec.Source})
+		}
+	}
+
+	justified := map[string]bool{}
+	failures := map[string]bool{}
+	for k, reqs := range byFunction {
+		s := stacks[k.ps]
+		fn, ok := s.Functions[props.Prefix+"-"+k.fn]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("recorded calls of function %q, which the template does not define", k.fn))
+			continue
+		}
+		reqs = append(reqs, platformRequests(s, fn, reqs)...)
+		for _, r := range reqs {
+			d, err := s.Decide(fn.RoleARN, r.action, r.resource, r.ctx)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %s on %s: %v", k.fn, r.action, r.resource, err))
+				continue
+			}
+			if !d.Allowed {
+				msg := fmt.Sprintf("%s function: %s on %s is not allowed: %s (from %s)", k.fn, r.action, r.resource, d.Reason, r.source)
+				if !failures[msg] {
+					failures[msg] = true
+					problems = append(problems, msg)
+				}
+			}
+		}
+		for _, g := range unexercised(s, fn, reqs) {
+			name := ConstructName(fn.RoleARN)
+			if why := justification(name, g.action); why != "" {
+				justified[name+" "+g.action] = true
+				t.Logf("%s: %s on %s granted without a recorded call: %s", k.fn, g.action, g.resource, why)
+				continue
+			}
+			problems = append(problems, fmt.Sprintf("%s function: %s on %s is granted (%s) but no recorded run makes that call: "+
+				"remove the grant, or say in infra/permissions.go why it is needed", k.fn, g.action, g.resource, g.source))
+		}
+	}
+	sort.Strings(problems)
+	return problems, justified
+}
+
+// ConstructName returns the role's construct name without its "Role"
+// suffix (arn:...:role/DispatchRole -> Dispatch).
+func ConstructName(roleARN string) string {
+	name := roleARN[strings.LastIndex(roleARN, "/")+1:]
+	return strings.TrimSuffix(iampolicy.ConstructName(name), "Role")
+}
+
+func justification(function, action string) string {
+	for _, g := range unexercisedGrants {
+		if g.Function == function && g.Action == action {
+			return g.Why
+		}
+	}
+	return ""
+}
+
+// binder returns a function that rewrites a recorded value from the run's
+// physical names to the template's: longest names first, so an address is
+// replaced before its domain.
+func binder(binding map[string]string, props *LedgerStackProps) func(string) string {
+	var pairs []string
+	phys := make([]string, 0, len(binding))
+	for k := range binding {
+		phys = append(phys, k)
+	}
+	sort.Slice(phys, func(i, j int) bool { return len(phys[i]) > len(phys[j]) })
+	for _, k := range phys {
+		v := binding[k]
+		switch v {
+		case awscall.SESFromAddress:
+			v = props.SESFromAddress
+		case awscall.SESIdentity:
+			v = props.sesIdentity()
+		}
+		pairs = append(pairs, k, v)
+	}
+	r := strings.NewReplacer(pairs...)
+	return r.Replace
+}
+
+// platformRequests are the requests AWS makes with fn's role on its behalf,
+// from the template: Lambda writing its logs and polling its event sources
+// (and sending to their on-failure destinations), and DynamoDB using a table's
+// customer managed key for the function's reads and writes (and the stream's).
+func platformRequests(s *iampolicy.Stack, fn *iampolicy.Function, recorded []request) []request {
+	var out []request
+	add := func(action, resource string, ctx map[string]string, why string) {
+		out = append(out, request{action: action, resource: resource, ctx: ctx, source: "platform: " + why})
+	}
+	if fn.LogGroupARN != "" {
+		stream := strings.TrimSuffix(fn.LogGroupARN, "*") + "log-stream:2026/01/01/[$LATEST]0"
+		add("logs:CreateLogStream", stream, nil, "Lambda writes the function's logs")
+		add("logs:PutLogEvents", stream, nil, "Lambda writes the function's logs")
+	}
+	viaDynamoDB := map[string]string{"kms:ViaService": "dynamodb." + s.Pseudo.Region + ".amazonaws.com", "kms:CallerAccount": s.Pseudo.Account}
+	tableKey := func(tableARN string, write bool, why string) {
+		tb, ok := s.Tables[tableARN]
+		if !ok || tb.KeyARN == "" {
+			return
+		}
+		add("kms:Decrypt", tb.KeyARN, viaDynamoDB, why)
+		add("kms:DescribeKey", tb.KeyARN, viaDynamoDB, why)
+		if write {
+			add("kms:Encrypt", tb.KeyARN, viaDynamoDB, why)
+			add("kms:GenerateDataKey", tb.KeyARN, viaDynamoDB, why)
+		}
+	}
+	for _, src := range fn.Sources {
+		switch {
+		case strings.Contains(src.SourceARN, ":sqs:"):
+			for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"} {
+				add(a, src.SourceARN, nil, "the SQS event source mapping polls the queue")
+			}
+		case strings.Contains(src.SourceARN, "/stream/"):
+			for _, a := range []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"} {
+				add(a, src.SourceARN, nil, "the DynamoDB stream event source mapping reads the stream")
+			}
+			add("dynamodb:ListStreams", "*", nil, "the DynamoDB stream event source mapping lists streams")
+			tableKey(src.SourceARN[:strings.Index(src.SourceARN, "/stream/")], false, "stream records are encrypted with the table key")
+		}
+		if src.OnFailureARN != "" {
+			add("sqs:SendMessage", src.OnFailureARN, nil, "the event source mapping sends failed batches to its on-failure destination")
+		}
+	}
+	for _, r := range recorded {
+		if !strings.HasPrefix(r.action, "dynamodb:") {
+			continue
+		}
+		table, _, _ := strings.Cut(r.resource, "/index/")
+		write := map[string]bool{"dynamodb:PutItem": true, "dynamodb:UpdateItem": true, "dynamodb:DeleteItem": true, "dynamodb:BatchWriteItem": true}[r.action]
+		tableKey(table, write, "DynamoDB uses the table's customer managed key with the caller's permissions")
+	}
+	return dedupe(out)
+}
+
+func dedupe(reqs []request) []request {
+	seen := map[string]bool{}
+	var out []request
+	for _, r := range reqs {
+		k := r.action + "|" + r.resource
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, r)
+	}
+	return out
+}
+
+type grant struct{ action, resource, source string }
+
+// unexercised lists the (action, resource) pairs fn's identity policies allow
+// that no request of fn used.
+func unexercised(s *iampolicy.Stack, fn *iampolicy.Function, reqs []request) []grant {
+	var out []grant
+	for _, pol := range s.Roles[fn.RoleARN].Policies {
+		for i, st := range pol.Statements {
+			if st.Effect != iampolicy.Allow {
+				continue
+			}
+			src := fmt.Sprintf("%s statement %d", pol.Source, i)
+			if len(st.NotAction) > 0 || len(st.NotResource) > 0 {
+				out = append(out, grant{"NotAction/NotResource", "*", src})
+				continue
+			}
+			for _, a := range st.Action {
+				for _, res := range st.Resource {
+					used := false
+					for _, r := range reqs {
+						if iampolicy.Glob(strings.ToLower(a), strings.ToLower(r.action)) && iampolicy.ArnLike(res, r.resource) {
+							used = true
+							break
+						}
+					}
+					if !used {
+						out = append(out, grant{a, res, src})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestIAMCheckerCatchesDenials runs the checker on hand-made recordings
+// against the production template: calls the roles allow pass, and each
+// kind of call a reviewer worries about is reported with function, action
+// and resource.
+func TestIAMCheckerCatchesDenials(t *testing.T) {
+	var props *LedgerStackProps
+	s := synth(t, func(p *LedgerStackProps) { p.SESFromAddress = iamFromAddress; props = p })
+	raw, err := json.Marshal(s.json)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const table = "arn:aws:dynamodb:us-east-1:000000000000:table/"
+	const key = "arn:aws:kms:us-east-1:000000000000:key/"
+	rec := func(calls ...awscall.Call) []awscall.Recording {
+		out := awscall.Recording{Source: "test", Region: "us-east-1", Account: "000000000000",
+			Binding: map[string]string{"ledger-x": "LedgerTable", "content-x": "ContentTable", "k-123": "ContentKey",
+				"sender@run.test": awscall.SESFromAddress, "run.test": awscall.SESIdentity}}
+		for _, c := range calls {
+			out.Calls = append(out.Calls, awscall.Counted{Call: c, Count: 1})
+		}
+		return []awscall.Recording{out}
+	}
+	denied := []struct {
+		name string
+		call awscall.Call
+		want string
+	}{
+		{"claim decrypting content (key policy deny, no grant)", awscall.Call{Function: "claim", Action: "kms:Decrypt", Resource: key + "k-123",
+			Context: map[string]string{"kms:EncryptionContext:purpose": "x"}}, "claim function: kms:Decrypt on " + key + "ContentKey is not allowed"},
+		{"dispatch sending from another address", awscall.Call{Function: "dispatch", Action: "ses:SendEmail",
+			Resource: "arn:aws:ses:us-east-1:000000000000:identity/run.test", Context: map[string]string{"ses:FromAddress": "ceo@run.test"}},
+			"dispatch function: ses:SendEmail"},
+		{"expire reading sealed content", awscall.Call{Function: "expire", Action: "dynamodb:GetItem", Resource: table + "content-x"},
+			"expire function: dynamodb:GetItem on " + table + "ContentTable is not allowed"},
+		{"reconcile querying the table instead of the index", awscall.Call{Function: "reconcile", Action: "dynamodb:Query", Resource: table + "ledger-x"},
+			"reconcile function: dynamodb:Query on " + table + "LedgerTable is not allowed"},
+		{"a call nobody mapped", awscall.Call{Function: "dispatch", Action: "unmapped:STS:GetCallerIdentity", Resource: "*"},
+			"dispatch function: unmapped:STS:GetCallerIdentity"},
+	}
+	for _, tc := range denied {
+		t.Run(tc.name, func(t *testing.T) {
+			problems, _ := checkPermissions(t, raw, props, rec(tc.call))
+			found := false
+			for _, p := range problems {
+				found = found || strings.HasPrefix(p, tc.want)
+			}
+			if !found {
+				t.Errorf("no problem starting %q in %q", tc.want, problems)
+			}
+		})
+	}
+	t.Run("allowed calls pass", func(t *testing.T) {
+		problems, _ := checkPermissions(t, raw, props, rec(
+			awscall.Call{Function: "reconcile", Action: "dynamodb:BatchGetItem", Resource: table + "ledger-x"},
+			awscall.Call{Function: "reconcile", Action: "dynamodb:Query", Resource: table + "ledger-x/index/open"},
+			awscall.Call{Function: "dispatch", Action: "kms:Decrypt", Resource: key + "k-123",
+				Context: map[string]string{"kms:EncryptionContext:purpose": "x"}},
+			awscall.Call{Function: "dispatch", Action: "ses:SendEmail", Resource: "arn:aws:ses:us-east-1:000000000000:identity/run.test",
+				Context: map[string]string{"ses:FromAddress": "sender@run.test"}},
+		))
+		for _, p := range problems {
+			if strings.Contains(p, "is not allowed") {
+				t.Error(p)
+			}
+		}
+	})
+}

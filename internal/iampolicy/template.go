@@ -1,0 +1,481 @@
+package iampolicy
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Pseudo holds the values of the pseudo parameters a template is resolved
+// with (the partition is always aws, the URL suffix amazonaws.com).
+type Pseudo struct {
+	Region  string
+	Account string
+}
+
+// Stack is a CloudFormation template resolved to plain values: each
+// resource's physical name is its construct id (the logical id without
+// CDK's 8-character hash), unless the template names it explicitly.
+type Stack struct {
+	Pseudo    Pseudo
+	Roles     map[string]*Role     // by role ARN
+	Functions map[string]*Function // by function name
+	// ResourcePolicies are the KMS key policies and SQS queue policies, by resource ARN.
+	ResourcePolicies map[string]*Policy
+	// KMSKeys lists the ARNs of the template's KMS keys.
+	KMSKeys map[string]bool
+	// Tables maps a DynamoDB table ARN to its encryption key ARN ("" for an
+	// AWS owned key) and stream ARN.
+	Tables map[string]Table
+
+	resources map[string]resource
+}
+
+// Role is an IAM role and the identity policies attached to it.
+type Role struct {
+	ARN      string
+	Policies []Policy
+}
+
+// Function is a Lambda function with what the platform does with its role.
+type Function struct {
+	Name        string
+	RoleARN     string
+	LogGroupARN string
+	// Sources are its event source mappings.
+	Sources []EventSource
+}
+
+// EventSource is one event source mapping.
+type EventSource struct {
+	SourceARN    string // SQS queue or DynamoDB stream
+	OnFailureARN string // on-failure destination, if any
+}
+
+// Table is a DynamoDB table.
+type Table struct {
+	KeyARN    string
+	StreamARN string
+}
+
+type resource struct {
+	Type       string         `json:"Type"`
+	Properties map[string]any `json:"Properties"`
+}
+
+var cdkHash = regexp.MustCompile(`[0-9A-F]{8}$`)
+
+// ConstructName is the name a resource gets when the template does not name
+// it: its logical id without CDK's hash suffix (LedgerTable0A1B2C3D ->
+// LedgerTable). Test harnesses bind their own physical names to these.
+func ConstructName(logicalID string) string {
+	if len(logicalID) > 8 && cdkHash.MatchString(logicalID) {
+		return logicalID[:len(logicalID)-8]
+	}
+	return logicalID
+}
+
+// LoadTemplate resolves a synthesized template.
+func LoadTemplate(raw []byte, pseudo Pseudo) (*Stack, error) {
+	var t struct {
+		Resources map[string]resource `json:"Resources"`
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, fmt.Errorf("iampolicy: template: %w", err)
+	}
+	s := &Stack{
+		Pseudo: pseudo, Roles: map[string]*Role{}, Functions: map[string]*Function{},
+		ResourcePolicies: map[string]*Policy{}, KMSKeys: map[string]bool{}, Tables: map[string]Table{},
+		resources: t.Resources,
+	}
+	ids := make([]string, 0, len(t.Resources))
+	for id := range t.Resources {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if err := s.load(id, t.Resources[id]); err != nil {
+			return nil, fmt.Errorf("iampolicy: %s: %w", id, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Stack) load(id string, r resource) error {
+	prop := func(name string) (any, error) { return s.resolve(r.Properties[name]) }
+	str := func(name string) (string, error) {
+		v, err := prop(name)
+		if err != nil {
+			return "", err
+		}
+		out, _ := v.(string)
+		return out, nil
+	}
+	switch r.Type {
+	case "AWS::IAM::Role":
+		arn, _ := s.attr(id, "Arn")
+		role := s.role(arn)
+		if v, ok := r.Properties["ManagedPolicyArns"]; ok && v != nil {
+			return fmt.Errorf("%w: managed policies on a role cannot be evaluated", ErrUnsupported)
+		}
+		pols, err := prop("Policies")
+		if err != nil {
+			return err
+		}
+		list, _ := pols.([]any)
+		for i, p := range list {
+			pm, _ := p.(map[string]any)
+			pol, err := ParsePolicy(fmt.Sprintf("%s inline policy %d", id, i), pm["PolicyDocument"])
+			if err != nil {
+				return err
+			}
+			role.Policies = append(role.Policies, pol)
+		}
+	case "AWS::IAM::Policy":
+		doc, err := prop("PolicyDocument")
+		if err != nil {
+			return err
+		}
+		pol, err := ParsePolicy(id, doc)
+		if err != nil {
+			return err
+		}
+		roles, err := prop("Roles")
+		if err != nil {
+			return err
+		}
+		names, err := strings1(roles)
+		if err != nil {
+			return fmt.Errorf("Roles: %w", err)
+		}
+		for _, name := range names {
+			role := s.role("arn:aws:iam::" + s.Pseudo.Account + ":role/" + name)
+			role.Policies = append(role.Policies, pol)
+		}
+	case "AWS::KMS::Key":
+		arn, _ := s.attr(id, "Arn")
+		s.KMSKeys[arn] = true
+		doc, err := prop("KeyPolicy")
+		if err != nil {
+			return err
+		}
+		pol, err := ParsePolicy(id+" key policy", doc)
+		if err != nil {
+			return err
+		}
+		s.ResourcePolicies[arn] = &pol
+	case "AWS::SQS::QueuePolicy":
+		doc, err := prop("PolicyDocument")
+		if err != nil {
+			return err
+		}
+		pol, err := ParsePolicy(id, doc)
+		if err != nil {
+			return err
+		}
+		qs, _ := r.Properties["Queues"].([]any)
+		for _, q := range qs {
+			ref, _ := q.(map[string]any)["Ref"].(string)
+			arn, err := s.attr(ref, "Arn")
+			if err != nil {
+				return fmt.Errorf("Queues: %w", err)
+			}
+			p := pol
+			s.ResourcePolicies[arn] = &p
+		}
+	case "AWS::DynamoDB::Table":
+		arn, _ := s.attr(id, "Arn")
+		stream, _ := s.attr(id, "StreamArn")
+		key := ""
+		if sse, _ := r.Properties["SSESpecification"].(map[string]any); sse != nil {
+			v, err := s.resolve(sse["KMSMasterKeyId"])
+			if err != nil {
+				return err
+			}
+			key, _ = v.(string)
+		}
+		s.Tables[arn] = Table{KeyARN: key, StreamARN: stream}
+	case "AWS::Lambda::Function":
+		name, err := s.ref(id)
+		if err != nil {
+			return err
+		}
+		fn := s.function(name)
+		if fn.RoleARN, err = str("Role"); err != nil {
+			return err
+		}
+		if lc, _ := r.Properties["LoggingConfig"].(map[string]any); lc != nil {
+			v, err := s.resolve(lc["LogGroup"])
+			if err != nil {
+				return err
+			}
+			group, _ := v.(string)
+			fn.LogGroupARN = "arn:aws:logs:" + s.Pseudo.Region + ":" + s.Pseudo.Account + ":log-group:" + group + ":*"
+		}
+	case "AWS::Lambda::EventSourceMapping":
+		name, err := str("FunctionName")
+		if err != nil {
+			return err
+		}
+		src, err := str("EventSourceArn")
+		if err != nil {
+			return err
+		}
+		es := EventSource{SourceARN: src}
+		if dc, _ := r.Properties["DestinationConfig"].(map[string]any); dc != nil {
+			of, _ := dc["OnFailure"].(map[string]any)
+			v, err := s.resolve(of["Destination"])
+			if err != nil {
+				return err
+			}
+			es.OnFailureARN, _ = v.(string)
+		}
+		fn := s.function(name)
+		fn.Sources = append(fn.Sources, es)
+	}
+	return nil
+}
+
+func (s *Stack) role(arn string) *Role {
+	if r, ok := s.Roles[arn]; ok {
+		return r
+	}
+	r := &Role{ARN: arn}
+	s.Roles[arn] = r
+	return r
+}
+
+func (s *Stack) function(name string) *Function {
+	if f, ok := s.Functions[name]; ok {
+		return f
+	}
+	f := &Function{Name: name}
+	s.Functions[name] = f
+	return f
+}
+
+// name is a resource's physical name: the template's explicit name property,
+// or its construct name.
+func (s *Stack) name(id string) (string, error) {
+	r, ok := s.resources[id]
+	if !ok {
+		return "", fmt.Errorf("no resource %q", id)
+	}
+	prop := map[string]string{
+		"AWS::DynamoDB::Table": "TableName", "AWS::SQS::Queue": "QueueName", "AWS::Lambda::Function": "FunctionName",
+		"AWS::Logs::LogGroup": "LogGroupName", "AWS::IAM::Role": "RoleName", "AWS::SNS::Topic": "TopicName",
+	}[r.Type]
+	if prop != "" {
+		if v, ok := r.Properties[prop].(string); ok && v != "" {
+			return v, nil
+		}
+	}
+	return ConstructName(id), nil
+}
+
+func (s *Stack) ref(id string) (string, error) {
+	switch id {
+	case "AWS::Region":
+		return s.Pseudo.Region, nil
+	case "AWS::AccountId":
+		return s.Pseudo.Account, nil
+	case "AWS::Partition":
+		return "aws", nil
+	case "AWS::URLSuffix":
+		return "amazonaws.com", nil
+	}
+	r, ok := s.resources[id]
+	if !ok {
+		return "", fmt.Errorf("Ref to unknown resource %q", id)
+	}
+	name, err := s.name(id)
+	if err != nil {
+		return "", err
+	}
+	switch r.Type {
+	case "AWS::SQS::Queue":
+		return "https://sqs." + s.Pseudo.Region + ".amazonaws.com/" + s.Pseudo.Account + "/" + name, nil
+	case "AWS::SNS::Topic":
+		return s.attr(id, "Arn")
+	}
+	return name, nil
+}
+
+func (s *Stack) attr(id, attr string) (string, error) {
+	r, ok := s.resources[id]
+	if !ok {
+		return "", fmt.Errorf("GetAtt of unknown resource %q", id)
+	}
+	name, err := s.name(id)
+	if err != nil {
+		return "", err
+	}
+	region, account := s.Pseudo.Region, s.Pseudo.Account
+	switch r.Type + "." + attr {
+	case "AWS::DynamoDB::Table.Arn":
+		return "arn:aws:dynamodb:" + region + ":" + account + ":table/" + name, nil
+	case "AWS::DynamoDB::Table.StreamArn":
+		return "arn:aws:dynamodb:" + region + ":" + account + ":table/" + name + "/stream/latest", nil
+	case "AWS::SQS::Queue.Arn":
+		return "arn:aws:sqs:" + region + ":" + account + ":" + name, nil
+	case "AWS::SQS::Queue.QueueName":
+		return name, nil
+	case "AWS::KMS::Key.Arn":
+		return "arn:aws:kms:" + region + ":" + account + ":key/" + name, nil
+	case "AWS::IAM::Role.Arn":
+		return "arn:aws:iam::" + account + ":role/" + name, nil
+	case "AWS::Lambda::Function.Arn":
+		return "arn:aws:lambda:" + region + ":" + account + ":function:" + name, nil
+	case "AWS::Logs::LogGroup.Arn":
+		return "arn:aws:logs:" + region + ":" + account + ":log-group:" + name + ":*", nil
+	case "AWS::SNS::Topic.Arn":
+		return "arn:aws:sns:" + region + ":" + account + ":" + name, nil
+	}
+	return "", fmt.Errorf("%w: Fn::GetAtt %s.%s (%s)", ErrUnsupported, id, attr, r.Type)
+}
+
+var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)
+
+// resolve replaces the intrinsic functions in v.
+func (s *Stack) resolve(v any) (any, error) {
+	switch t := v.(type) {
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			r, err := s.resolve(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	case map[string]any:
+		if len(t) == 1 {
+			for k, arg := range t {
+				if k == "Ref" || strings.HasPrefix(k, "Fn::") {
+					return s.intrinsic(k, arg)
+				}
+			}
+		}
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			r, err := s.resolve(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+func (s *Stack) intrinsic(fn string, arg any) (any, error) {
+	switch fn {
+	case "Ref":
+		id, _ := arg.(string)
+		return s.ref(id)
+	case "Fn::GetAtt":
+		parts, _ := arg.([]any)
+		if len(parts) != 2 {
+			return nil, fmt.Errorf("Fn::GetAtt %v", arg)
+		}
+		id, _ := parts[0].(string)
+		at, _ := parts[1].(string)
+		return s.attr(id, at)
+	case "Fn::Join":
+		parts, _ := arg.([]any)
+		if len(parts) != 2 {
+			return nil, fmt.Errorf("Fn::Join %v", arg)
+		}
+		sep, _ := parts[0].(string)
+		list, err := s.resolve(parts[1])
+		if err != nil {
+			return nil, err
+		}
+		strs, err := strings1(list)
+		if err != nil {
+			return nil, fmt.Errorf("Fn::Join: %w", err)
+		}
+		return strings.Join(strs, sep), nil
+	case "Fn::Sub":
+		tmpl, vars := "", map[string]any{}
+		switch a := arg.(type) {
+		case string:
+			tmpl = a
+		case []any:
+			tmpl, _ = a[0].(string)
+			if len(a) > 1 {
+				vars, _ = a[1].(map[string]any)
+			}
+		}
+		var firstErr error
+		out := subVar.ReplaceAllStringFunc(tmpl, func(m string) string {
+			name := m[2 : len(m)-1]
+			var v any
+			var err error
+			if raw, ok := vars[name]; ok {
+				v, err = s.resolve(raw)
+			} else if id, at, ok := strings.Cut(name, "."); ok {
+				v, err = s.attr(id, at)
+			} else {
+				v, err = s.ref(name)
+			}
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			str, _ := v.(string)
+			return str
+		})
+		return out, firstErr
+	case "Fn::Select":
+		a, _ := arg.([]any)
+		if len(a) != 2 {
+			return nil, fmt.Errorf("Fn::Select %v", arg)
+		}
+		idx, _ := a[0].(float64)
+		list, err := s.resolve(a[1])
+		if err != nil {
+			return nil, err
+		}
+		l, _ := list.([]any)
+		if int(idx) >= len(l) {
+			return nil, fmt.Errorf("Fn::Select index %v of %d", idx, len(l))
+		}
+		return l[int(idx)], nil
+	case "Fn::Split":
+		a, _ := arg.([]any)
+		if len(a) != 2 {
+			return nil, fmt.Errorf("Fn::Split %v", arg)
+		}
+		sep, _ := a[0].(string)
+		v, err := s.resolve(a[1])
+		if err != nil {
+			return nil, err
+		}
+		str, _ := v.(string)
+		var out []any
+		for _, p := range strings.Split(str, sep) {
+			out = append(out, p)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrUnsupported, fn)
+}
+
+// Decide evaluates one request of the function's role: its identity
+// policies, and the resource's policy when the template defines one.
+func (s *Stack) Decide(roleARN, action, resourceARN string, ctx map[string]string) (Decision, error) {
+	role, ok := s.Roles[roleARN]
+	if !ok {
+		return Decision{}, fmt.Errorf("iampolicy: no role %s in the template", roleARN)
+	}
+	full := map[string]string{"aws:SecureTransport": "true"}
+	for k, v := range ctx {
+		full[k] = v
+	}
+	req := Request{Principal: roleARN, Account: s.Pseudo.Account, Action: action, Resource: resourceARN, Context: full}
+	return Evaluate(req, role.Policies, s.ResourcePolicies[resourceARN], s.KMSKeys[resourceARN])
+}
