@@ -12,7 +12,7 @@ EMULATOR   := localstack/ministack.sh
 # Runs a command with the emulator up; stops it afterwards only if it was started here.
 WITH_EMULATOR := localstack/with-emulator.sh
 
-.PHONY: all build test unit integration e2e e2e-test deploy-local run synth deploy bench gate emulator-start emulator-stop fuzz clean
+.PHONY: all build test unit integration iam-coverage e2e e2e-test deploy-local run synth deploy bench gate emulator-start emulator-stop fuzz clean
 
 all: build
 
@@ -27,7 +27,7 @@ FORCE:
 ## test: everything, including end to end on a locally deployed stack, against the
 ## emulator (started here if nothing listens on 4566)
 test: node_modules
-	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration
+	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration iam-coverage
 
 ## unit: tests that need no emulator
 unit:
@@ -37,9 +37,18 @@ unit:
 # One package at a time: the emulator is a single process, and under the load
 # of parallel packages it drops responses (the SDK's retries of them are
 # handled by the ledger, but they make test timing noisy).
+# The pipeline tests, the gate and the end-to-end test record every AWS call
+# the functions make into AWSCALLS; iam-coverage then checks them against the
+# roles and key policies of the synthesized template (infra/iam_test.go).
+AWSCALLS := $(CURDIR)/.run/awscalls
 integration:
+	rm -rf $(AWSCALLS)
 	LEDGER_REQUIRE_EMULATOR=1 go vet ./...
-	LEDGER_REQUIRE_EMULATOR=1 go test -race -count=1 -p 1 ./...
+	LEDGER_REQUIRE_EMULATOR=1 LEDGER_AWSCALL_DIR=$(AWSCALLS) go test -race -count=1 -p 1 ./...
+
+## iam-coverage: every recorded AWS call allowed by its function's role, every grant exercised or justified
+iam-coverage:
+	LEDGER_IAM_CHECK=1 LEDGER_AWSCALL_DIR=$(AWSCALLS) go test -count=1 -run '^TestIAMCoverage$$' -v ./infra/ | grep -v '^!!'; test $${PIPESTATUS[0]} -eq 0
 
 ## bench: cost and speed figures against the emulator and in-process; writes BENCHMARKS.md
 bench: build

@@ -22,13 +22,13 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/smithy-go/middleware"
 )
 
