@@ -14,17 +14,17 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// EMF metric names the alarms read (internal/metrics writes them; infra does not import it, so
-// the names are repeated here and pinned by the template tests).
+// The EMF metrics the alarms read are internal/metrics' names, written by the functions.
 const (
-	metricOpenClaims      = "OpenClaims"                // State
-	metricOldestOpenAge   = "OpenClaimOldestAgeSeconds" // State
-	metricSweepErrors     = "SweepErrors"               // Sweep
-	metricSweepHeartbeat  = "SweepHeartbeat"            // Sweep
-	metricContentMismatch = "ContentMismatch"
+	metricOpenClaims      = metrics.OpenClaims      // State
+	metricOldestOpenAge   = metrics.OldestOpenAge   // State
+	metricSweepErrors     = metrics.SweepErrors     // Sweep
+	metricSweepHeartbeat  = metrics.SweepHeartbeat  // Sweep
+	metricContentMismatch = metrics.ContentMismatch // no dimension
 )
 
 // alarmPeriod is the period of the alarms on AWS metrics (Lambda, SQS) and on event counts.

@@ -23,6 +23,8 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/resetledger/resetledger/internal/metrics"
 )
 
 // Function names, as built by the Makefile into <AssetDir>/<name>/bootstrap.
@@ -46,7 +48,7 @@ const (
 // Names shared with the functions' code: the sparse open-claims index and the EMF metrics.
 const (
 	OpenIndexName   = "open"
-	MetricNamespace = "ResetLedger"
+	MetricNamespace = metrics.Namespace
 )
 
 // Fixed timeouts of the event-driven functions; the sweeps' is LedgerStackProps.SweepTimeout.

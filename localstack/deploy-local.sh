@@ -142,8 +142,8 @@ CONTEXT=(
 inputs_hash="$(
   cd "$ROOT" && {
     printf '%s\n' "${CONTEXT[@]}"
-    # infra imports pkg/ledger: its open states shape the alarms and the dashboard.
-    sha256sum infra/*.go pkg/ledger/*.go infra/cdk.json go.mod go.sum package-lock.json dist/*/bootstrap
+    # infra imports pkg/ledger (its open states shape the alarms and the dashboard) and internal/metrics.
+    sha256sum infra/*.go pkg/ledger/*.go internal/metrics/*.go infra/cdk.json go.mod go.sum package-lock.json dist/*/bootstrap
   } | sha256sum | cut -d' ' -f1
 )"
 if [[ -f "$CDK_OUT/manifest.json" && "$(cat "$CDK_OUT/.inputs-hash" 2>/dev/null)" == "$inputs_hash" ]]; then
