@@ -66,8 +66,10 @@ var contextKeys = map[string]string{
 	"intentRetention":         "1h",
 	"maxReceiveCount":         "5",
 	"intentVisibilityTimeout": "3m (6 x the claim timeout); at least 30s; the retry delay of a failed claim",
+	"claimMaxConcurrency":     "10; 2..1000, claim instances the intent queue's event source runs at once",
 	"reconcileRate":           "1m",
 	"expireRate":              "1m",
+	"sweepTimeout":            "50s; reconcile and expire timeout, below both rates",
 	"logRetentionDays":        "30",
 	"policyVersion":           "policy-1",
 	"leaseDuration":           "2m",
@@ -88,7 +90,10 @@ var contextKeys = map[string]string{
 	"sweepLimit":              "500",
 	"logLevel":                "info",
 	"producerArns":            "none; comma-separated principal ARNs allowed to send intents and encrypt content",
-	"alarmTopicArn":           "none; SNS topic for alarm and OK actions",
+	"alarmTopicArn":           "none; SNS topic for alarm and OK actions; required unless stage=dev or requireAlarmTopic=false",
+	"requireAlarmTopic":       "true except for stage dev; false lets a throw-away stage (the local emulator's) deploy alarms without a topic",
+	"maxChallengeLifetime":    "15m; longest reset challenge producers issue (bounds the held/claimed age alarms)",
+	"dispatchLagLimit":        "1m; dispatch stream IteratorAge alarm threshold",
 	"observability":           "true; false leaves out alarms and the dashboard",
 	"nag":                     "true; false skips the cdk-nag AwsSolutions checks",
 }
@@ -131,6 +136,8 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 		"reconcileRate": &p.ReconcileRate, "expireRate": &p.ExpireRate,
 		"leaseDuration": &p.LeaseDuration, "expiryMargin": &p.ExpiryMargin, "historyRetention": &p.HistoryRetention,
 		"webhookKeyWindow": &p.WebhookKeyWindow, "webhookTimeout": &p.WebhookTimeout,
+		"sweepTimeout": &p.SweepTimeout, "maxChallengeLifetime": &p.MaxChallengeLifetime,
+		"dispatchLagLimit": &p.DispatchLagLimit,
 	}
 	for key, dst := range durs {
 		if s, ok := str(key); ok {
@@ -145,6 +152,7 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 	ints := map[string]*int{
 		"maxReceiveCount": &p.MaxReceiveCount, "logRetentionDays": &p.LogRetentionDays,
 		"reconcileMaxAttempts": &p.ReconcileMaxAttempts, "sweepLimit": &p.SweepLimit,
+		"claimMaxConcurrency": &p.ClaimMaxConcurrency,
 	}
 	for key, dst := range ints {
 		if s, ok := str(key); ok {
@@ -161,7 +169,8 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 	bools := map[string]*bool{
 		"deletionProtection": &p.DeletionProtection, "pitr": &p.PointInTimeRecovery,
 		"observability": &observability, "nag": &cfg.Nag, "webhookLookup": &p.WebhookLookup,
-		"logAwsCalls": &p.LogAWSCalls,
+		"logAwsCalls":       &p.LogAWSCalls,
+		"requireAlarmTopic": &p.RequireAlarmTopic,
 	}
 	for key, dst := range bools {
 		if s, ok := str(key); ok {

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
@@ -21,11 +19,12 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/resetledger/resetledger/internal/metrics"
 )
 
 // Function names, as built by the Makefile into <AssetDir>/<name>/bootstrap.
@@ -49,16 +48,18 @@ const (
 // Names shared with the functions' code: the sparse open-claims index and the EMF metrics.
 const (
 	OpenIndexName   = "open"
-	MetricNamespace = "ResetLedger"
+	MetricNamespace = metrics.Namespace
 )
 
-// Fixed function settings from the issue's contract.
+// Fixed timeouts of the event-driven functions; the sweeps' is LedgerStackProps.SweepTimeout.
 var functionTimeouts = map[string]time.Duration{
-	FnClaim:     30 * time.Second,
-	FnDispatch:  60 * time.Second,
-	FnReconcile: 120 * time.Second,
-	FnExpire:    120 * time.Second,
+	FnClaim:    30 * time.Second,
+	FnDispatch: 60 * time.Second,
 }
+
+// dispatchMaxRecordAge is how old a stream record dispatch still takes (older ones go to the
+// stream-failure DLQ).
+const dispatchMaxRecordAge = time.Hour
 
 const functionMemoryMB = 256
 
@@ -89,9 +90,17 @@ type LedgerStackProps struct {
 	// timeout (SQS event sources require it); six times it by default, as AWS recommends. A local
 	// stage lowers it, with MaxReceiveCount, so poison intents reach the DLQ in about a minute.
 	IntentVisibilityTimeout time.Duration
+	// ClaimMaxConcurrency caps the claim function instances the intent queue's event source runs
+	// at once (2..1000, AWS's bounds), so a surge of intents cannot take the account's concurrency
+	// or throttle the ledger table; intents beyond it wait in the queue.
+	ClaimMaxConcurrency int
 	// ReconcileRate and ExpireRate are the EventBridge schedule rates (whole minutes).
 	ReconcileRate time.Duration
 	ExpireRate    time.Duration
+	// SweepTimeout is the reconcile and expire functions' timeout, below both rates so a sweep
+	// ends before the next is scheduled. Each sweep function also has a reserved concurrency of
+	// 1, so two sweeps of one kind never overlap even when a schedule tick arrives late.
+	SweepTimeout time.Duration
 	// LogRetentionDays for every function's log group; must be a CloudWatch Logs value.
 	LogRetentionDays int
 
@@ -116,8 +125,18 @@ type LedgerStackProps struct {
 
 	// ProducerPrincipalArns may send intents and encrypt content (the account service's roles).
 	ProducerPrincipalArns []string
-	// AlarmTopicArn, if set, receives alarm and OK notifications.
+	// AlarmTopicArn is the SNS topic that receives alarm and OK notifications (the on-call
+	// team's topic; the stack does not own it).
 	AlarmTopicArn string
+	// RequireAlarmTopic makes Validate refuse a stage without AlarmTopicArn, or one that skips
+	// observability: alarms that notify no one are silent failures. On for every stage but dev.
+	RequireAlarmTopic bool
+	// MaxChallengeLifetime is the longest reset challenge producers issue (expires_at minus
+	// issue time). A held or claimed row older than it plus two expire sweeps raises an alarm.
+	MaxChallengeLifetime time.Duration
+	// DispatchLagLimit is how far dispatch may fall behind the ledger stream (IteratorAge) before
+	// it alarms; below the stream's one-hour record age limit, and well below a challenge's life.
+	DispatchLagLimit time.Duration
 	// SkipObservability leaves out the alarms and the dashboard (for emulators lacking them).
 	SkipObservability bool
 	// LogAWSCalls makes every function log each AWS call it makes with its IAM action and
@@ -136,8 +155,10 @@ func DefaultLedgerStackProps(stage string) *LedgerStackProps {
 		IntentRetention:         time.Hour,
 		MaxReceiveCount:         5,
 		IntentVisibilityTimeout: 6 * functionTimeouts[FnClaim],
+		ClaimMaxConcurrency:     10,
 		ReconcileRate:           time.Minute,
 		ExpireRate:              time.Minute,
+		SweepTimeout:            50 * time.Second,
 		LogRetentionDays:        30,
 		PolicyVersion:           "policy-1",
 		LeaseDuration:           2 * time.Minute,
@@ -150,6 +171,9 @@ func DefaultLedgerStackProps(stage string) *LedgerStackProps {
 		ReconcileMaxAttempts:    3,
 		SweepLimit:              500,
 		LogLevel:                "info",
+		RequireAlarmTopic:       stage != "dev",
+		MaxChallengeLifetime:    15 * time.Minute,
+		DispatchLagLimit:        time.Minute,
 	}
 }
 
@@ -197,10 +221,45 @@ func (p *LedgerStackProps) Validate() error {
 	if v := p.IntentVisibilityTimeout; v < functionTimeouts[FnClaim] || v > 12*time.Hour || v%time.Second != 0 {
 		bad("IntentVisibilityTimeout %v: want whole seconds from the claim timeout %v to 12h", v, functionTimeouts[FnClaim])
 	}
-	for name, rate := range map[string]time.Duration{"ReconcileRate": p.ReconcileRate, "ExpireRate": p.ExpireRate} {
-		if rate < time.Minute || rate%time.Minute != 0 {
-			bad("%s %v: want whole minutes, at least 1m", name, rate)
+	if p.ClaimMaxConcurrency < 2 || p.ClaimMaxConcurrency > 1000 {
+		bad("ClaimMaxConcurrency %d: want 2..1000", p.ClaimMaxConcurrency)
+	}
+	if p.SweepTimeout < 10*time.Second || p.SweepTimeout%time.Second != 0 {
+		bad("SweepTimeout %v: want whole seconds, at least 10s", p.SweepTimeout)
+	}
+	for _, r := range []struct {
+		name string
+		rate time.Duration
+	}{{"ReconcileRate", p.ReconcileRate}, {"ExpireRate", p.ExpireRate}} {
+		if r.rate < time.Minute || r.rate%time.Minute != 0 {
+			bad("%s %v: want whole minutes, at least 1m", r.name, r.rate)
 		}
+		if p.SweepTimeout >= r.rate {
+			bad("SweepTimeout %v must be below %s %v, or sweeps overlap", p.SweepTimeout, r.name, r.rate)
+		}
+	}
+	if p.RequireAlarmTopic {
+		if p.AlarmTopicArn == "" {
+			bad("AlarmTopicArn is empty: this stage's alarms would notify no one (pass alarmTopicArn=<SNS topic ARN>)")
+		}
+		if p.SkipObservability {
+			bad("SkipObservability is set on a stage that requires alarms (RequireAlarmTopic)")
+		}
+	}
+	if a := p.AlarmTopicArn; a != "" {
+		if parts := strings.Split(a, ":"); len(parts) != 6 || parts[0] != "arn" || parts[2] != "sns" || parts[5] == "" {
+			bad("AlarmTopicArn %q: want arn:<partition>:sns:<region>:<account>:<topic>", a)
+		}
+	}
+	if p.MaxChallengeLifetime <= 0 {
+		bad("MaxChallengeLifetime %v: want > 0", p.MaxChallengeLifetime)
+	}
+	if p.DispatchLagLimit <= 0 || p.DispatchLagLimit >= dispatchMaxRecordAge {
+		bad("DispatchLagLimit %v: want > 0 and below the stream record age limit %v", p.DispatchLagLimit, dispatchMaxRecordAge)
+	}
+	if 2*p.IntentVisibilityTimeout >= p.IntentRetention {
+		bad("IntentVisibilityTimeout %v: the intent age alarm (two visibility timeouts) must fire before IntentRetention %v drops intents",
+			p.IntentVisibilityTimeout, p.IntentRetention)
 	}
 	if _, ok := retentionDays[p.LogRetentionDays]; !ok {
 		bad("LogRetentionDays %d is not a CloudWatch Logs retention value", p.LogRetentionDays)
@@ -329,11 +388,13 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		TimeToLiveAttribute: jsii.String("ttl"),
 		Encryption:          awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
 		EncryptionKey:       ledgerKey,
-		DeletionProtection:  jsii.Bool(p.DeletionProtection),
+		// Sealed content lives minutes and holds reset secrets; it is not evidence (the ledger is).
+		// It goes with the stack (and with a replacement), so no deletion protection, which would
+		// make that delete fail; retaining it instead would keep secrets in an orphaned table.
+		DeletionProtection: jsii.Bool(false),
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(false),
 		},
-		// Sealed content lives minutes; nothing in it is worth keeping after the stack is gone.
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
 	cdknag.NagSuppressions_AddResourceSuppressions(content, &[]*cdknag.NagPackSuppression{{
@@ -397,6 +458,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		EventSourceArn:          intentQueue.QueueArn(),
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(float64(p.ClaimMaxConcurrency)),
 	})
 	// TRIM_HORIZON, not LATEST: a mapping created, re-created or re-enabled after claims were
 	// written must still dispatch them. Old records are harmless: dispatch's conditional
@@ -406,7 +468,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		BatchSize:               jsii.Number(10),
 		BisectBatchOnError:      jsii.Bool(true),
 		RetryAttempts:           jsii.Number(3),
-		MaxRecordAge:            awscdk.Duration_Hours(jsii.Number(1)),
+		MaxRecordAge:            seconds(dispatchMaxRecordAge),
 		ReportBatchItemFailures: jsii.Bool(true),
 		OnFailure:               &sendOnlyDLQ{queue: streamDLQ},
 		// A row becomes claimed by being inserted claimed, or (a held
@@ -505,7 +567,10 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	}}, jsii.Bool(true))
 
 	if !p.SkipObservability {
-		p.observability(stack, intentDLQ, streamDLQ)
+		err := p.observability(stack, observed{fns: fns, intentQueue: intentQueue, intentDLQ: intentDLQ, streamDLQ: streamDLQ})
+		if err != nil {
+			return nil, err
+		}
 	}
 
 	out := func(id string, v *string, desc string) {
@@ -596,14 +661,18 @@ func (p *LedgerStackProps) function(stack awscdk.Stack, name string, env map[str
 		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(p.AssetDir, name)), nil),
 		Architecture: p.Architecture,
 		MemorySize:   jsii.Number(functionMemoryMB),
-		Timeout:      seconds(functionTimeouts[name]),
+		Timeout:      seconds(p.timeout(name)),
 		Environment:  &env,
 		LogGroup:     logs,
 		Role:         role,
 	}
-	if name == FnReconcile || name == FnExpire {
+	if rate, ok := p.sweepRate(name); ok {
 		// A failed sweep is not retried asynchronously: the next scheduled tick is the retry.
 		props.RetryAttempts = jsii.Number(0)
+		// One sweep of a kind at a time; a tick throttled by a running sweep is dropped once the
+		// next tick is due instead of queueing up behind it.
+		props.ReservedConcurrentExecutions = jsii.Number(1)
+		props.MaxEventAge = seconds(rate)
 	}
 	return awslambda.NewFunction(stack, jsii.String(id+"Function"), props)
 }
@@ -619,6 +688,25 @@ func (d *sendOnlyDLQ) Bind(_ awslambda.IEventSourceMapping, target awslambda.IFu
 		Resources: jsii.Strings(*d.queue.QueueArn()),
 	}))
 	return &awslambda.DlqDestinationConfig{Destination: d.queue.QueueArn()}
+}
+
+// timeout returns a function's timeout.
+func (p *LedgerStackProps) timeout(name string) time.Duration {
+	if _, ok := p.sweepRate(name); ok {
+		return p.SweepTimeout
+	}
+	return functionTimeouts[name]
+}
+
+// sweepRate returns a scheduled sweep function's rate; ok is false for the other functions.
+func (p *LedgerStackProps) sweepRate(name string) (rate time.Duration, ok bool) {
+	switch name {
+	case FnReconcile:
+		return p.ReconcileRate, true
+	case FnExpire:
+		return p.ExpireRate, true
+	}
+	return 0, false
 }
 
 // schedule invokes fn at a fixed rate.
@@ -676,81 +764,6 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) 
 			Resources: jsii.Strings(resource),
 		}))
 	}
-}
-
-// observability defines the alarms and the dashboard over the EMF metrics and the DLQs.
-func (p *LedgerStackProps) observability(stack awscdk.Stack, intentDLQ, streamDLQ awssqs.Queue) {
-	period := awscdk.Duration_Minutes(jsii.Number(5))
-	claims := func(metric, state, stat string) awscloudwatch.Metric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:     jsii.String(MetricNamespace),
-			MetricName:    jsii.String(metric),
-			DimensionsMap: &map[string]*string{"State": jsii.String(state)},
-			Statistic:     jsii.String(stat),
-			Period:        period,
-		})
-	}
-	var topic awssns.ITopic
-	if p.AlarmTopicArn != "" {
-		topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
-	}
-	alarm := func(id, desc string, metric awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator) {
-		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmName:          jsii.String(p.Prefix + "-" + id),
-			AlarmDescription:   jsii.String(desc),
-			Metric:             metric,
-			Threshold:          jsii.Number(threshold),
-			ComparisonOperator: op,
-			EvaluationPeriods:  jsii.Number(1),
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		})
-		if topic != nil {
-			a.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
-			a.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
-		}
-	}
-	gte := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
-	gt := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
-
-	// A dispatching row older than its lease plus two sweeps means reconcile is not keeping up.
-	ageLimit := p.LeaseDuration + 2*p.ReconcileRate
-	alarm("OldestDispatchingAge",
-		fmt.Sprintf("A claim has been dispatching for more than %v (lease %v + two reconcile sweeps).", ageLimit, p.LeaseDuration),
-		claims("OpenClaimOldestAgeSeconds", "dispatching", "Maximum"), ageLimit.Seconds(), gt)
-	// "unknown + quarantined >= 1" as two plain alarms: for non-negative counts it fires exactly when
-	// either does, and it needs no metric math (which the local emulator's CloudFormation rejects).
-	alarm("UnknownClaims", "Claims in state unknown: the transport outcome is uncertain and awaits reconciliation.",
-		claims("OpenClaims", "unknown", "Maximum"), 1, gte)
-	alarm("QuarantinedClaims", "Claims in state quarantined: the policy cannot resolve them; an operator must record a decision.",
-		claims("OpenClaims", "quarantined", "Maximum"), 1, gte)
-	alarm("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
-		intentDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}), 1, gte)
-	alarm("StreamFailureDlqDepth", "Dispatch gave up on stream records; claims may sit in claimed until expire runs.",
-		streamDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}), 1, gte)
-	alarm("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
-		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(MetricNamespace), MetricName: jsii.String("ContentMismatch"),
-			Statistic: jsii.String("Sum"), Period: period,
-		}), 0, gt)
-
-	states := []string{"claimed", "dispatching", "unknown", "quarantined"}
-	var counts, ages []awscloudwatch.IMetric
-	for _, s := range states {
-		label := &awscloudwatch.MetricOptions{Label: jsii.String(s)}
-		counts = append(counts, claims("OpenClaims", s, "Maximum").With(label))
-		ages = append(ages, claims("OpenClaimOldestAgeSeconds", s, "Maximum").With(label))
-	}
-	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
-		DashboardName: jsii.String(p.Prefix),
-		Widgets: &[]*[]awscloudwatch.IWidget{{
-			awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-				Title: jsii.String("Open claims by state"), Left: &counts, Width: jsii.Number(12),
-			}),
-			awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-				Title: jsii.String("Oldest open claim age (s) by state"), Left: &ages, Width: jsii.Number(12),
-			}),
-		}},
-	})
 }
 
 func seconds(d time.Duration) awscdk.Duration {

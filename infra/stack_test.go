@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // stubAssets writes <dir>/<fn>/bootstrap for every function, so tests need no prior build.
@@ -40,8 +42,11 @@ func testProps(t *testing.T) *LedgerStackProps {
 	p := DefaultLedgerStackProps("test")
 	p.AssetDir = stubAssets(t)
 	p.SESFromAddress = "no-reply@mail.example.com"
+	p.AlarmTopicArn = testTopic
 	return p
 }
+
+const testTopic = "arn:aws:sns:us-east-1:111122223333:oncall"
 
 // cdkContext returns the feature flags from cdk.json, so tests synthesize what `cdk synth` does.
 func cdkContext(t *testing.T) map[string]interface{} {
@@ -221,7 +226,8 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Events::Rule":               2,
 		"AWS::Logs::LogGroup":             4,
 		"AWS::IAM::Role":                  4,
-		"AWS::CloudWatch::Alarm":          6,
+		"AWS::CloudWatch::Alarm":          23, // TestAlarmsAndDashboard names each one
+		"AWS::SNS::Topic":                 0,  // the alarm topic is the on-call team's, imported
 		"AWS::CloudWatch::Dashboard":      1,
 		"Custom::LogRetention":            0, // explicit log groups, no retention custom resource
 		"AWS::Lambda::LayerVersion":       0,
@@ -243,8 +249,8 @@ func TestFunctions(t *testing.T) {
 	}{
 		{FnClaim, 30, common},
 		{FnDispatch, 60, sending},
-		{FnReconcile, 120, append(slices.Clone(sending), "SWEEP_LIMIT")},
-		{FnExpire, 120, append(slices.Clone(common), "SWEEP_LIMIT")},
+		{FnReconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT")},
+		{FnExpire, 50, append(slices.Clone(common), "SWEEP_LIMIT")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fn := s.function(t, tc.name)
@@ -317,7 +323,7 @@ func TestLocalStageSettings(t *testing.T) {
 		p.DeletionProtection, p.PointInTimeRecovery = false, false
 		p.ReconcileRate, p.ExpireRate = 5*time.Minute, 2*time.Minute
 		p.LogRetentionDays = 7
-		p.SkipObservability = true
+		p.SkipObservability, p.RequireAlarmTopic, p.AlarmTopicArn = true, false, ""
 		p.IntentVisibilityTimeout, p.MaxReceiveCount = 30*time.Second, 2
 	})
 	check(t, "fast redrive", func() {
@@ -455,6 +461,7 @@ func TestEventSources(t *testing.T) {
 			"EventSourceArn":        map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::SQS::Queue", "IntentQueue"), "Arn"}},
 			"BatchSize":             10,
 			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+			"ScalingConfig":         map[string]any{"MaximumConcurrency": 10},
 		})
 	})
 	var inserted, fromHeld any
@@ -501,6 +508,72 @@ func TestEventSources(t *testing.T) {
 				"FunctionName": map[string]any{"Ref": fn}, "MaximumRetryAttempts": 0,
 			})
 		})
+	}
+}
+
+// TestSweepsCannotOverlap: a sweep times out before its next tick, one runs at a time, and a
+// tick throttled by a running sweep is dropped when the next one is due.
+func TestSweepsCannotOverlap(t *testing.T) {
+	for _, rates := range [][2]time.Duration{{time.Minute, time.Minute}, {5 * time.Minute, 2 * time.Minute}} {
+		s := synth(t, func(p *LedgerStackProps) { p.ReconcileRate, p.ExpireRate = rates[0], rates[1] })
+		for i, name := range []string{FnReconcile, FnExpire} {
+			fn := s.function(t, name)
+			if fn["Timeout"] != 50.0 || fn["Timeout"].(float64) >= rates[i].Seconds() {
+				t.Errorf("%s timeout %v, want 50 (below the %v rate)", name, fn["Timeout"], rates[i])
+			}
+			if fn["ReservedConcurrentExecutions"] != 1.0 {
+				t.Errorf("%s reserved concurrency = %v, want 1", name, fn["ReservedConcurrentExecutions"])
+			}
+			id := s.logicalID(t, "AWS::Lambda::Function", title(name)+"Function")
+			check(t, name+" event age", func() {
+				s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), map[string]any{
+					"FunctionName": map[string]any{"Ref": id}, "MaximumRetryAttempts": 0,
+					"MaximumEventAgeInSeconds": rates[i].Seconds(),
+				})
+			})
+		}
+		for _, name := range []string{FnClaim, FnDispatch} {
+			if v, ok := s.function(t, name)["ReservedConcurrentExecutions"]; ok {
+				t.Errorf("%s reserves concurrency %v", name, v)
+			}
+		}
+	}
+}
+
+// TestRemovalPolicyMatchesDeletionProtection: a resource CloudFormation may not delete is
+// retained (else a stack delete or a replacement fails on it), with and without protection.
+func TestRemovalPolicyMatchesDeletionProtection(t *testing.T) {
+	for _, protect := range []bool{true, false} {
+		s := synth(t, func(p *LedgerStackProps) { p.DeletionProtection, p.PointInTimeRecovery = protect, protect })
+		want := map[bool]string{true: "Retain", false: "Delete"}[protect]
+		content := s.logicalID(t, "AWS::DynamoDB::Table", "ContentTable")
+		for id, r := range s.json["Resources"].(map[string]any) {
+			res := r.(map[string]any)
+			if props(res)["DeletionProtectionEnabled"] == true && (res["DeletionPolicy"] != "Retain" || res["UpdateReplacePolicy"] != "Retain") {
+				t.Errorf("protect=%v: %s is deletion-protected with DeletionPolicy %v, UpdateReplacePolicy %v",
+					protect, id, res["DeletionPolicy"], res["UpdateReplacePolicy"])
+			}
+			switch res["Type"] {
+			case "AWS::DynamoDB::Table", "AWS::KMS::Key", "AWS::SQS::Queue", "AWS::Logs::LogGroup":
+			default:
+				continue
+			}
+			w := want
+			if id == content { // secrets for minutes, not evidence: never retained, never protected
+				w = "Delete"
+				if props(res)["DeletionProtectionEnabled"] != false {
+					t.Errorf("protect=%v: content table deletion protection = %v", protect, props(res)["DeletionProtectionEnabled"])
+				}
+			}
+			if res["DeletionPolicy"] != w || res["UpdateReplacePolicy"] != w {
+				t.Errorf("protect=%v: %s DeletionPolicy %v, UpdateReplacePolicy %v, want %s",
+					protect, id, res["DeletionPolicy"], res["UpdateReplacePolicy"], w)
+			}
+		}
+		ledgerTable := props(s.resources("AWS::DynamoDB::Table")[s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable")])
+		if ledgerTable["DeletionProtectionEnabled"] != protect {
+			t.Errorf("protect=%v: ledger table deletion protection = %v", protect, ledgerTable["DeletionProtectionEnabled"])
+		}
 	}
 }
 
@@ -639,60 +712,242 @@ func TestContentKeyDecryptIsExclusive(t *testing.T) {
 	})
 }
 
-func TestAlarmsAndDashboard(t *testing.T) {
-	s := synth(t, func(p *LedgerStackProps) { p.AlarmTopicArn = "arn:aws:sns:us-east-1:111122223333:oncall" })
+// alarmsByName returns the template's alarms by name without the stage prefix.
+func (s *synthesized) alarmsByName() map[string]map[string]any {
 	alarms := map[string]map[string]any{}
 	for _, a := range s.resources("AWS::CloudWatch::Alarm") {
-		alarms[props(a)["AlarmName"].(string)] = props(a)
+		alarms[strings.TrimPrefix(props(a)["AlarmName"].(string), "resetledger-test-")] = props(a)
 	}
-	dims := func(state string) []any { return []any{map[string]any{"Name": "State", "Value": state}} }
-	for name, want := range map[string]map[string]any{
-		"OldestDispatchingAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": dims("dispatching"),
-			"Statistic": "Maximum", "Threshold": 240.0, "ComparisonOperator": "GreaterThanThreshold"},
-		"UnknownClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": dims("unknown"),
-			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold"},
-		"QuarantinedClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": dims("quarantined"),
-			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold"},
-		"ContentMismatch": {"Namespace": "ResetLedger", "MetricName": "ContentMismatch", "Statistic": "Sum",
-			"Threshold": 0.0, "ComparisonOperator": "GreaterThanThreshold"},
+	return alarms
+}
+
+func TestAlarmsAndDashboard(t *testing.T) {
+	s := synth(t, nil)
+	alarms := s.alarmsByName()
+	state := func(st string) []any { return []any{map[string]any{"Name": "State", "Value": st}} }
+	sweep := func(name string) []any { return []any{map[string]any{"Name": "Sweep", "Value": name}} }
+	fnDim := func(name string) []any {
+		return []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": s.logicalID(t, "AWS::Lambda::Function", title(name)+"Function")}}}
+	}
+	const gte, gt, lt = "GreaterThanOrEqualToThreshold", "GreaterThanThreshold", "LessThanThreshold"
+	want := map[string]map[string]any{
+		// Open states (defaults: lease 2m, rates 1m, longest challenge 15m).
+		"OldestHeldAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("held"),
+			"Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
+		"OldestClaimedAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("claimed"),
+			"Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
+		"OldestDispatchingAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("dispatching"),
+			"Statistic": "Maximum", "Threshold": 240.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
+		"UnknownClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": state("unknown"),
+			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "missing"},
+		"QuarantinedClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": state("quarantined"),
+			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "missing"},
+		"OpenClaimFiguresMissing": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": state("held"),
+			"Statistic": "SampleCount", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": lt, "TreatMissingData": "breaching"},
+		// Sweeps.
+		"ReconcileHeartbeat": {"Namespace": "ResetLedger", "MetricName": "SweepHeartbeat", "Dimensions": sweep("reconcile"),
+			"Statistic": "SampleCount", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": lt, "TreatMissingData": "breaching"},
+		"ExpireHeartbeat": {"Namespace": "ResetLedger", "MetricName": "SweepHeartbeat", "Dimensions": sweep("expire"),
+			"Statistic": "SampleCount", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": lt, "TreatMissingData": "breaching"},
+		"ReconcileSweepErrors": {"Namespace": "ResetLedger", "MetricName": "SweepErrors", "Dimensions": sweep("reconcile"),
+			"Statistic": "Sum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
+		"ExpireSweepErrors": {"Namespace": "ResetLedger", "MetricName": "SweepErrors", "Dimensions": sweep("expire"),
+			"Statistic": "Sum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
+		// Triggers and queues.
+		"DispatchIteratorAge": {"Namespace": "AWS/Lambda", "MetricName": "IteratorAge", "Dimensions": fnDim(FnDispatch),
+			"Statistic": "Maximum", "Threshold": 60000.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
+		"IntentQueueOldestAge": {"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
+			"Statistic": "Maximum", "Threshold": 360.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
 		"IntentDlqDepth": {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
-			"Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold"},
+			"Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
 		"StreamFailureDlqDepth": {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
-			"Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold"},
-	} {
-		a, ok := alarms["resetledger-test-"+name]
+			"Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
+		"ContentMismatch": {"Namespace": "ResetLedger", "MetricName": "ContentMismatch", "Statistic": "Sum",
+			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
+	}
+	for _, name := range FunctionNames {
+		for _, m := range []string{"Errors", "Throttles"} {
+			want[title(name)+m] = map[string]any{"Namespace": "AWS/Lambda", "MetricName": m, "Dimensions": fnDim(name),
+				"Statistic": "Sum", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
+		}
+	}
+	for name, w := range want {
+		a, ok := alarms[name]
 		if !ok {
 			t.Errorf("no alarm %s", name)
 			continue
 		}
-		for k, v := range want {
+		for k, v := range w {
 			if b1, b2 := mustJSON(a[k]), mustJSON(v); b1 != b2 {
 				t.Errorf("%s.%s = %s, want %s", name, k, b1, b2)
 			}
 		}
-		if label(list(a["AlarmActions"])[0]) != "arn:aws:sns:us-east-1:111122223333:oncall" || a["TreatMissingData"] != "notBreaching" {
-			t.Errorf("%s actions/missing data = %v/%v", name, a["AlarmActions"], a["TreatMissingData"])
+		if a["EvaluationPeriods"] != 1.0 {
+			t.Errorf("%s evaluation periods = %v", name, a["EvaluationPeriods"])
+		}
+		for _, actions := range []string{"AlarmActions", "OKActions"} {
+			if got := list(a[actions]); len(got) != 1 || label(got[0]) != testTopic {
+				t.Errorf("%s %s = %v, want the alarm topic", name, actions, a[actions])
+			}
+		}
+		if desc, _ := a["AlarmDescription"].(string); !strings.Contains(desc, "Runbook") || !strings.Contains(desc, name) {
+			t.Errorf("%s description does not point at its runbook row: %q", name, desc)
 		}
 	}
 	for name, a := range alarms {
+		if _, ok := want[name]; !ok {
+			t.Errorf("alarm %s is not pinned by this test", name)
+		}
 		if _, ok := a["Metrics"]; ok {
 			t.Errorf("%s uses metric math, which the local emulator's CloudFormation rejects", name)
 		}
 	}
-	dlqAlarm := alarms["resetledger-test-StreamFailureDlqDepth"]
-	if got := label(list(dlqAlarm["Dimensions"])[0].(map[string]any)["Value"]); got != "StreamFailureDlq.QueueName" {
-		t.Errorf("stream DLQ alarm watches %s", got)
+	queueOf := func(name string) string {
+		return label(list(alarms[name]["Dimensions"])[0].(map[string]any)["Value"])
 	}
+	for alarm, queue := range map[string]string{"StreamFailureDlqDepth": "StreamFailureDlq.QueueName",
+		"IntentDlqDepth": "IntentDlq.QueueName", "IntentQueueOldestAge": "IntentQueue.QueueName"} {
+		if got := queueOf(alarm); got != queue {
+			t.Errorf("%s watches %s, want %s", alarm, got, queue)
+		}
+	}
+	body := s.dashboardBody()
+	for _, want := range []string{
+		`["AWS/Lambda","IteratorAge","FunctionName","`, `["AWS/SQS","ApproximateAgeOfOldestMessage","QueueName","`,
+		`["ResetLedger","SweepHeartbeat","Sweep","reconcile"`, `["ResetLedger","SweepErrors","Sweep","expire"`,
+		`"type":"alarm"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks %s", want)
+		}
+	}
+	for _, name := range FunctionNames {
+		for _, m := range []string{"Errors", "Throttles"} {
+			if want := fmt.Sprintf(`["AWS/Lambda","%s","FunctionName","%sFunction`, m, title(name)); !strings.Contains(body, want) {
+				t.Errorf("dashboard lacks %s", want)
+			}
+		}
+	}
+}
+
+func (s *synthesized) dashboardBody() string {
 	var body string
 	for _, d := range s.resources("AWS::CloudWatch::Dashboard") {
 		body = label(props(d)["DashboardBody"])
 	}
-	for _, metric := range []string{"OpenClaims", "OpenClaimOldestAgeSeconds"} {
-		for _, state := range []string{"claimed", "dispatching", "unknown", "quarantined"} {
-			want := fmt.Sprintf(`["ResetLedger","%s","State","%s"`, metric, state)
-			if !strings.Contains(body, want) {
-				t.Errorf("dashboard lacks %s", want)
+	return body
+}
+
+// TestEveryOpenStateIsWatched: every open state of the domain has its count and age series on the
+// dashboard and an alarm on one of them, so a new open state cannot be left out.
+func TestEveryOpenStateIsWatched(t *testing.T) {
+	s := synth(t, nil)
+	body := s.dashboardBody()
+	watched := map[string]string{}
+	for name, a := range s.alarmsByName() {
+		if a["Namespace"] != "ResetLedger" || (a["MetricName"] != "OpenClaims" && a["MetricName"] != "OpenClaimOldestAgeSeconds") ||
+			a["Statistic"] != "Maximum" {
+			continue
+		}
+		for _, d := range list(a["Dimensions"]) {
+			if d := d.(map[string]any); d["Name"] == "State" {
+				watched[d["Value"].(string)] = name
 			}
+		}
+	}
+	var open int
+	for _, st := range ledger.States {
+		if !st.Open() {
+			if name, ok := watched[string(st)]; ok {
+				t.Errorf("closed state %s has alarm %s", st, name)
+			}
+			continue
+		}
+		open++
+		for _, metric := range []string{"OpenClaims", "OpenClaimOldestAgeSeconds"} {
+			if want := fmt.Sprintf(`["ResetLedger","%s","State","%s"`, metric, st); !strings.Contains(body, want) {
+				t.Errorf("open state %s: dashboard lacks %s", st, want)
+			}
+		}
+		if _, ok := watched[string(st)]; !ok {
+			t.Errorf("open state %s has no alarm", st)
+		}
+	}
+	if open < 5 {
+		t.Errorf("ledger.States has %d open states, want at least held, claimed, dispatching, unknown, quarantined", open)
+	}
+}
+
+// TestAlarmThresholdsFollowProps: the age bounds move with the lease, the rates and the longest
+// challenge; the sweep alarms' periods cover two runs of a slow schedule.
+func TestAlarmThresholdsFollowProps(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) {
+		p.LeaseDuration, p.ReconcileRate, p.ExpireRate = 5*time.Minute, 10*time.Minute, 3*time.Minute
+		p.MaxChallengeLifetime, p.DispatchLagLimit, p.IntentVisibilityTimeout = 30*time.Minute, 20*time.Second, 90*time.Second
+	})
+	alarms := s.alarmsByName()
+	for name, want := range map[string][2]float64{ // threshold, period
+		"OldestDispatchingAge":    {(5 + 2*10) * 60, 1200},
+		"OldestClaimedAge":        {(30 + 2*3) * 60, 1200},
+		"OldestHeldAge":           {(30 + 2*3) * 60, 1200},
+		"OpenClaimFiguresMissing": {1, 1200},
+		"ReconcileHeartbeat":      {1, 1200},
+		"ExpireHeartbeat":         {1, 360},
+		"DispatchIteratorAge":     {20000, 300},
+		"IntentQueueOldestAge":    {180, 300},
+	} {
+		if got := [2]any{alarms[name]["Threshold"], alarms[name]["Period"]}; got != [2]any{want[0], want[1]} {
+			t.Errorf("%s threshold, period = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestRunbookCoversEveryAlarm: every alarm has a row in the README's runbook table.
+func TestRunbookCoversEveryAlarm(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, runbook, ok := strings.Cut(string(raw), "### Alarms and what to do")
+	if !ok {
+		t.Fatal("README.md has no \"### Alarms and what to do\" section")
+	}
+	runbook, _, _ = strings.Cut(runbook, "\n#")
+	rows := map[string]bool{}
+	for _, line := range strings.Split(runbook, "\n") {
+		if cells := strings.Split(line, "|"); len(cells) >= 5 && strings.TrimSpace(cells[2]) != "" && strings.TrimSpace(cells[3]) != "" {
+			for _, name := range regexp.MustCompile("`([A-Za-z]+)`").FindAllStringSubmatch(cells[1], -1) {
+				rows[name[1]] = true
+			}
+		}
+	}
+	alarms := synth(t, nil).alarmsByName()
+	for name := range alarms {
+		if !rows[name] {
+			t.Errorf("alarm %s has no runbook row (| `%s` | means | do |) in README.md", name, name)
+		}
+	}
+	for name := range rows {
+		if _, ok := alarms[name]; !ok {
+			t.Errorf("runbook row %s names no alarm", name)
+		}
+	}
+}
+
+// TestAlarmTopicRequired: a stage that requires an alarm topic refuses to synthesize without one.
+func TestAlarmTopicRequired(t *testing.T) {
+	ctx := cdkContext(t)
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+	p := testProps(t)
+	p.AlarmTopicArn = ""
+	if _, err := NewLedgerStack(app, "NoTopic", p); err == nil || !strings.Contains(err.Error(), "AlarmTopicArn") {
+		t.Errorf("NewLedgerStack without a topic = %v, want an error naming AlarmTopicArn", err)
+	}
+	// Opting out (the emulator's stage) deploys the alarms without actions.
+	s := synth(t, func(p *LedgerStackProps) { p.AlarmTopicArn, p.RequireAlarmTopic = "", false })
+	for name, a := range s.alarmsByName() {
+		if _, ok := a["AlarmActions"]; ok {
+			t.Errorf("%s has actions without a topic: %v", name, a["AlarmActions"])
 		}
 	}
 }
@@ -787,6 +1042,21 @@ func TestValidate(t *testing.T) {
 		{"no architecture", func(p *LedgerStackProps) { p.Architecture = nil }, "Architecture"},
 		{"bad log level", func(p *LedgerStackProps) { p.LogLevel = "trace" }, "LogLevel"},
 		{"visibility below claim timeout", func(p *LedgerStackProps) { p.IntentVisibilityTimeout = 10 * time.Second }, "IntentVisibilityTimeout"},
+		{"intent age alarm after retention", func(p *LedgerStackProps) {
+			p.IntentVisibilityTimeout, p.IntentRetention = 20*time.Minute, 30*time.Minute
+		}, "IntentVisibilityTimeout"},
+		{"sweep timeout at the reconcile rate", func(p *LedgerStackProps) { p.SweepTimeout = time.Minute }, "SweepTimeout"},
+		{"sweep timeout above the expire rate", func(p *LedgerStackProps) {
+			p.ReconcileRate, p.SweepTimeout = 5*time.Minute, 90*time.Second
+		}, "below ExpireRate"},
+		{"tiny sweep timeout", func(p *LedgerStackProps) { p.SweepTimeout = time.Second }, "SweepTimeout"},
+		{"claim concurrency 1", func(p *LedgerStackProps) { p.ClaimMaxConcurrency = 1 }, "ClaimMaxConcurrency"},
+		{"claim concurrency 1001", func(p *LedgerStackProps) { p.ClaimMaxConcurrency = 1001 }, "ClaimMaxConcurrency"},
+		{"no alarm topic", func(p *LedgerStackProps) { p.AlarmTopicArn = "" }, "AlarmTopicArn"},
+		{"required alarms skipped", func(p *LedgerStackProps) { p.SkipObservability = true }, "SkipObservability"},
+		{"topic is not an SNS ARN", func(p *LedgerStackProps) { p.AlarmTopicArn = "arn:aws:sqs:us-east-1:111122223333:q" }, "AlarmTopicArn"},
+		{"no challenge lifetime", func(p *LedgerStackProps) { p.MaxChallengeLifetime = 0 }, "MaxChallengeLifetime"},
+		{"lag limit past the record age", func(p *LedgerStackProps) { p.DispatchLagLimit = 2 * time.Hour }, "DispatchLagLimit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testProps(t)
@@ -829,8 +1099,38 @@ func TestConfigFromContext(t *testing.T) {
 		p.IntentVisibilityTimeout != 30*time.Second {
 		t.Errorf("overrides = %+v", p)
 	}
+	// Every stage but dev must name the topic its alarms notify; a throw-away stage may opt out.
+	assets := stubAssets(t)
+	for _, tc := range []struct {
+		ctx     map[string]any
+		wantErr bool
+	}{
+		{map[string]any{"stage": "prod"}, true},
+		{map[string]any{"stage": "prod", "alarmTopicArn": testTopic}, false},
+		{map[string]any{"stage": "dev"}, false},
+		{map[string]any{"stage": "local", "requireAlarmTopic": "false"}, false},
+		{map[string]any{"stage": "dev", "requireAlarmTopic": "true"}, true},
+	} {
+		tc.ctx["assetDir"], tc.ctx["sesFromAddress"] = assets, "no-reply@mail.example.com"
+		cfg, err := configFromContext(from(tc.ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Props.Validate(); (err != nil) != tc.wantErr || err != nil && !strings.Contains(err.Error(), "AlarmTopicArn") {
+			t.Errorf("context %v: Validate() = %v, want error %v", tc.ctx, err, tc.wantErr)
+		}
+	}
+	cfg, err = configFromContext(from(map[string]any{"claimMaxConcurrency": "25", "sweepTimeout": "40s",
+		"maxChallengeLifetime": "10m", "dispatchLagLimit": "30s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Props; p.ClaimMaxConcurrency != 25 || p.SweepTimeout != 40*time.Second || p.MaxChallengeLifetime != 10*time.Minute ||
+		p.DispatchLagLimit != 30*time.Second {
+		t.Errorf("observability overrides = %+v", p)
+	}
 	for _, bad := range []map[string]any{
-		{"arch": "mips"}, {"pitr": "maybe"}, {"reconcileRate": "often"}, {"maxReceiveCount": "five"}, {"stage": "Prod_1"},
+		{"arch": "mips"}, {"requireAlarmTopic": "perhaps"}, {"sweepTimeout": "soon"}, {"claimMaxConcurrency": "many"}, {"pitr": "maybe"}, {"reconcileRate": "often"}, {"maxReceiveCount": "five"}, {"stage": "Prod_1"},
 		{"intentVisibilityTimeout": "soon"},
 	} {
 		if _, err := configFromContext(from(bad)); err == nil {

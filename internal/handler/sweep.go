@@ -8,10 +8,13 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// sweep runs one scheduled sweep and reports it: every per-row failure
-// logged, their count as SweepErrors, and a summary line. Transitions are
-// counted by the service itself.
+// sweep runs one scheduled sweep and reports it: a SweepHeartbeat before
+// anything else (so a run that fails or times out still proves the schedule
+// fires), every per-row failure logged, their count as SweepErrors, and a
+// summary line. Transitions are counted by the service itself.
 func sweep(ctx context.Context, name string, m *metrics.Emitter, log *slog.Logger, run func() (ledger.SweepReport, error)) error {
+	dims := map[string]string{"Sweep": name}
+	_ = m.Count(metrics.SweepHeartbeat, dims, 1)
 	rep, err := run()
 	if err != nil {
 		return err
@@ -19,7 +22,7 @@ func sweep(ctx context.Context, name string, m *metrics.Emitter, log *slog.Logge
 	for _, e := range rep.Errors {
 		log.Error(name+" row failed", "error", e.Error())
 	}
-	_ = m.Count(metrics.SweepErrors, map[string]string{"Sweep": name}, float64(len(rep.Errors)))
+	_ = m.Count(metrics.SweepErrors, dims, float64(len(rep.Errors)))
 	log.Info(name+" sweep", "seen", rep.Seen, "actions", rep.Actions)
 	return nil
 }

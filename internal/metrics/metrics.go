@@ -23,7 +23,10 @@ const (
 	OpenClaims      = "OpenClaims"                // State: open rows now
 	OldestOpenAge   = "OpenClaimOldestAgeSeconds" // State: age of the oldest open row
 	OpenClaimsByAge = "OpenClaimsByAge"           // State, AgeBucket
-	SweepErrors     = "SweepErrors"               // Sweep
+	SweepErrors     = "SweepErrors"               // Sweep: rows one sweep failed on
+	// SweepHeartbeat is 1 at the start of every sweep run, failed or not:
+	// its absence means the schedule, the function or its start-up is broken.
+	SweepHeartbeat = "SweepHeartbeat" // Sweep
 )
 
 // Emitter writes EMF records to W. It is safe for concurrent use.

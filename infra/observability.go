@@ -1,0 +1,265 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// The EMF metrics the alarms read are internal/metrics' names, written by the functions.
+const (
+	metricOpenClaims      = metrics.OpenClaims      // State
+	metricOldestOpenAge   = metrics.OldestOpenAge   // State
+	metricSweepErrors     = metrics.SweepErrors     // Sweep
+	metricSweepHeartbeat  = metrics.SweepHeartbeat  // Sweep
+	metricContentMismatch = metrics.ContentMismatch // no dimension
+)
+
+// alarmPeriod is the period of the alarms on AWS metrics (Lambda, SQS) and on event counts.
+const alarmPeriod = 5 * time.Minute
+
+// sweepPeriod is the period of alarms on figures a sweep publishes once per run at rate: at
+// least two runs per period, so one late schedule tick is not missing data.
+func sweepPeriod(rate time.Duration) time.Duration { return max(alarmPeriod, 2*rate) }
+
+// openStateAlarm is the alarm kept on one open state's figures.
+type openStateAlarm struct {
+	ID          string
+	Description string
+	Metric      string // metricOpenClaims or metricOldestOpenAge
+	Threshold   float64
+	Operator    awscloudwatch.ComparisonOperator
+}
+
+// openStateAlarms returns one alarm per open state of the domain (ledger.States with Open()), with
+// thresholds derived from the props. An open state without a rule here is an error, so a new
+// state cannot reach a stack without an alarm and a dashboard series.
+func (p *LedgerStackProps) openStateAlarms() (map[ledger.State]openStateAlarm, error) {
+	out := map[ledger.State]openStateAlarm{}
+	title := func(s ledger.State) string { return strings.ToUpper(string(s)[:1]) + string(s)[1:] }
+	age := func(s ledger.State, limit time.Duration, why string) openStateAlarm {
+		return openStateAlarm{
+			ID:          "Oldest" + title(s) + "Age",
+			Description: fmt.Sprintf("A claim has been %s for more than %v (%s).", s, limit, why),
+			Metric:      metricOldestOpenAge, Threshold: limit.Seconds(),
+			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+		}
+	}
+	count := func(s ledger.State, why string) openStateAlarm {
+		return openStateAlarm{
+			ID: title(s) + "Claims", Description: fmt.Sprintf("Claims in state %s: %s", s, why),
+			Metric: metricOpenClaims, Threshold: 1,
+			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		}
+	}
+	// Held and claimed rows end by their challenge's expiry at the latest: the expire sweep
+	// closes them on its first run after it.
+	expireBound := p.MaxChallengeLifetime + 2*p.ExpireRate
+	for _, s := range ledger.States {
+		if !s.Open() {
+			continue
+		}
+		switch s {
+		case ledger.Held, ledger.Claimed:
+			out[s] = age(s, expireBound, fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
+				"the expire sweep is not closing expired rows", p.MaxChallengeLifetime))
+		case ledger.Dispatching:
+			out[s] = age(s, p.LeaseDuration+2*p.ReconcileRate, fmt.Sprintf("lease %v plus two reconcile sweeps): "+
+				"reconcile is not moving rows past their lease", p.LeaseDuration))
+		case ledger.Unknown:
+			out[s] = count(s, "the transport outcome is uncertain and awaits reconciliation.")
+		case ledger.Quarantined:
+			out[s] = count(s, "the policy cannot resolve them; an operator must record a decision.")
+		default:
+			return nil, fmt.Errorf("infra: open state %q has no alarm rule: add one in openStateAlarms", s)
+		}
+	}
+	return out, nil
+}
+
+// observed is what the alarms and the dashboard watch.
+type observed struct {
+	fns                               map[string]awslambda.Function
+	intentQueue, intentDLQ, streamDLQ awssqs.Queue
+}
+
+// observability defines the alarms and the dashboard. Every alarm is a plain single-metric alarm
+// (the local emulator's CloudFormation rejects metric math). Missing data is treated by what its
+// absence means: for activity counts (errors, throttles, queue depth) it means no activity
+// (not breaching); for the sweep heartbeats and the open-claim figures it means the sweep did not
+// run or could not look (breaching); the per-state alarms keep their state ("missing") instead of
+// reporting OK without figures, and OpenClaimFiguresMissing reports the gap.
+func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
+	stateAlarms, err := p.openStateAlarms()
+	if err != nil {
+		return err
+	}
+	period := seconds(alarmPeriod)
+	statsPeriod := seconds(sweepPeriod(p.ReconcileRate))
+	emf := func(name string, dims map[string]*string, stat string, per awscdk.Duration) awscloudwatch.Metric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(MetricNamespace), MetricName: jsii.String(name),
+			DimensionsMap: &dims, Statistic: jsii.String(stat), Period: per,
+		})
+	}
+	stateMetric := func(name string, s ledger.State, stat string) awscloudwatch.Metric {
+		return emf(name, map[string]*string{"State": jsii.String(string(s))}, stat, statsPeriod)
+	}
+	sweepMetric := func(name, sweep, stat string) awscloudwatch.Metric {
+		rate := map[string]time.Duration{FnReconcile: p.ReconcileRate, FnExpire: p.ExpireRate}[sweep]
+		return emf(name, map[string]*string{"Sweep": jsii.String(sweep)}, stat, seconds(sweepPeriod(rate)))
+	}
+
+	var topic awssns.ITopic
+	if p.AlarmTopicArn != "" {
+		topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
+	}
+	var alarms []interfacesawscloudwatch.IAlarmRef
+	alarm := func(id, desc string, metric awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
+		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmName:          jsii.String(p.Prefix + "-" + id),
+			AlarmDescription:   jsii.String(desc + " Runbook: README.md, Alarms and what to do, " + id + "."),
+			Metric:             metric,
+			Threshold:          jsii.Number(threshold),
+			ComparisonOperator: op,
+			EvaluationPeriods:  jsii.Number(1),
+			TreatMissingData:   missing,
+		})
+		if topic != nil {
+			a.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
+			a.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
+		}
+		alarms = append(alarms, a)
+	}
+	gte := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+	gt := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
+	lt := awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
+	quiet := awscloudwatch.TreatMissingData_NOT_BREACHING
+	breaching := awscloudwatch.TreatMissingData_BREACHING
+	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period}
+	maximum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}
+
+	// Functions: any error or throttle. Claim and dispatch report per-record failures in their
+	// batch responses, so an Errors datapoint is a whole batch (or a crash or timeout).
+	for _, name := range FunctionNames {
+		fn, id := o.fns[name], title(name)
+		alarm(id+"Errors", fmt.Sprintf("The %s function failed (error, crash or timeout).", name),
+			fn.MetricErrors(sum), 1, gte, quiet)
+		alarm(id+"Throttles", fmt.Sprintf("The %s function was throttled.", name),
+			fn.MetricThrottles(sum), 1, gte, quiet)
+	}
+	alarm("DispatchIteratorAge", fmt.Sprintf("Dispatch is more than %v behind the ledger stream: new claims wait "+
+		"while their challenges run out.", p.DispatchLagLimit),
+		o.fns[FnDispatch].Metric(jsii.String("IteratorAge"), maximum), float64(p.DispatchLagLimit.Milliseconds()), gt, quiet)
+	intentAge := 2 * p.IntentVisibilityTimeout
+	alarm("IntentQueueOldestAge", fmt.Sprintf("An intent has waited more than %v (two visibility timeouts) in the "+
+		"intent queue: claims keep failing or the claim function cannot keep up.", intentAge),
+		o.intentQueue.MetricApproximateAgeOfOldestMessage(maximum), intentAge.Seconds(), gt, quiet)
+
+	// Sweeps: a heartbeat per run (missing = breaching) and the rows a run failed on.
+	for _, name := range []string{FnReconcile, FnExpire} {
+		id := title(name)
+		alarm(id+"Heartbeat", fmt.Sprintf("No %s sweep started in the alarm period: its schedule, function or "+
+			"start-up is broken.", name), sweepMetric(metricSweepHeartbeat, name, "SampleCount"), 1, lt, breaching)
+		alarm(id+"SweepErrors", fmt.Sprintf("The %s sweep failed on rows (each is logged as \"%s row failed\").", name, name),
+			sweepMetric(metricSweepErrors, name, "Sum"), 1, gte, quiet)
+	}
+
+	// Open claims, generated from the domain's open states.
+	var figuresState ledger.State
+	for _, s := range ledger.States {
+		a, ok := stateAlarms[s]
+		if !ok {
+			continue
+		}
+		if figuresState == ledger.None {
+			figuresState = s
+		}
+		alarm(a.ID, a.Description+" Needs the open-claim figures reconcile publishes.",
+			stateMetric(a.Metric, s, "Maximum"), a.Threshold, a.Operator, awscloudwatch.TreatMissingData_MISSING)
+	}
+	// Reconcile publishes every open state's figures together after each sweep, or none.
+	alarm("OpenClaimFiguresMissing", "Reconcile published no open-claim figures in the alarm period: the state "+
+		"alarms are blind (reconcile fails, or its stats query does).",
+		stateMetric(metricOpenClaims, figuresState, "SampleCount"), 1, lt, breaching)
+
+	alarm("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
+		o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
+	alarm("StreamFailureDlqDepth", "Dispatch gave up on stream records; claims may sit in claimed until expire runs.",
+		o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
+	alarm("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
+		emf(metricContentMismatch, nil, "Sum", period), 0, gt, quiet)
+
+	p.dashboard(stack, o, stateMetric, sweepMetric, alarms)
+	return nil
+}
+
+// dashboard shows every open state's count and oldest age, the functions, the queues and the
+// sweeps, and the state of every alarm.
+func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
+	stateMetric func(string, ledger.State, string) awscloudwatch.Metric,
+	sweepMetric func(string, string, string) awscloudwatch.Metric, alarms []interfacesawscloudwatch.IAlarmRef) {
+	labelled := func(m awscloudwatch.Metric, label string) awscloudwatch.IMetric {
+		return m.With(&awscloudwatch.MetricOptions{Label: jsii.String(label)})
+	}
+	var counts, ages []awscloudwatch.IMetric
+	for _, s := range ledger.States {
+		if s.Open() {
+			counts = append(counts, labelled(stateMetric(metricOpenClaims, s, "Maximum"), string(s)))
+			ages = append(ages, labelled(stateMetric(metricOldestOpenAge, s, "Maximum"), string(s)))
+		}
+	}
+	period := seconds(alarmPeriod)
+	var errs, throttles []awscloudwatch.IMetric
+	for _, name := range FunctionNames {
+		sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period, Label: jsii.String(name)}
+		errs = append(errs, o.fns[name].MetricErrors(sum))
+		throttles = append(throttles, o.fns[name].MetricThrottles(sum))
+	}
+	var heartbeats, sweepErrs []awscloudwatch.IMetric
+	for _, name := range []string{FnReconcile, FnExpire} {
+		heartbeats = append(heartbeats, labelled(sweepMetric(metricSweepHeartbeat, name, "SampleCount"), name))
+		sweepErrs = append(sweepErrs, labelled(sweepMetric(metricSweepErrors, name, "Sum"), name))
+	}
+	maximum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}
+	graph := func(title string, left []awscloudwatch.IMetric, width float64) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(title), Left: &left, Width: jsii.Number(width),
+		})
+	}
+	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(p.Prefix),
+		Widgets: &[]*[]awscloudwatch.IWidget{
+			{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+				Title: jsii.String("Alarms"), Alarms: &alarms, Width: jsii.Number(24),
+				SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
+			})},
+			{graph("Open claims by state", counts, 12), graph("Oldest open claim age (s) by state", ages, 12)},
+			{graph("Function errors", errs, 12), graph("Function throttles", throttles, 12)},
+			{
+				graph("Dispatch stream lag (ms)", []awscloudwatch.IMetric{o.fns[FnDispatch].Metric(jsii.String("IteratorAge"), maximum)}, 8),
+				graph("Oldest intent in the queue (s)", []awscloudwatch.IMetric{o.intentQueue.MetricApproximateAgeOfOldestMessage(maximum)}, 8),
+				graph("DLQ depth", []awscloudwatch.IMetric{
+					labelled(o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "intent DLQ"),
+					labelled(o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "stream failure DLQ"),
+				}, 8),
+			},
+			{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)},
+		},
+	})
+}
+
+// title capitalizes a function name for construct ids: "claim" -> "Claim".
+func title(name string) string { return strings.ToUpper(name[:1]) + name[1:] }
