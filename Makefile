@@ -12,7 +12,7 @@ EMULATOR   := localstack/ministack.sh
 # Runs a command with the emulator up; stops it afterwards only if it was started here.
 WITH_EMULATOR := localstack/with-emulator.sh
 
-.PHONY: all build test unit integration iam-coverage e2e e2e-test deploy-local run synth deploy bench gate emulator-start emulator-stop fuzz clean
+.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench gate emulator-start emulator-stop fuzz clean
 
 all: build
 
@@ -24,9 +24,9 @@ $(DIST)/%/bootstrap: FORCE
 
 FORCE:
 
-## test: everything, including end to end on a locally deployed stack, against the
-## emulator (started here if nothing listens on 4566)
-test: node_modules
+## test: the template linters, then everything, including end to end on a locally deployed
+## stack, against the emulator (started here if nothing listens on 4566)
+test: node_modules lint-template
 	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration iam-coverage
 
 ## unit: tests that need no emulator
@@ -88,6 +88,20 @@ emulator-stop:
 
 synth: build node_modules
 	cd infra && npx cdk synth --quiet -c arch=$(if $(filter amd64,$(ARCH)),x86_64,arm64) -c sesFromAddress=no-reply@example.com
+
+## lint-template: cfn-lint (with the cfn-lint-serverless rules) and checkov on the template that
+## ships: arm64 functions (built into their own folder), SES email, a non-local stage. Fails on
+## any finding; suppressions, each with its reason, are in infra/linters.go.
+LINT_DIR   := $(DIST)/lint
+LINT_STAGE := prod
+lint-template: node_modules
+	lint/template.sh install
+	$(MAKE) --no-print-directory build ARCH=arm64 DIST=$(LINT_DIR)/arm64
+	rm -rf $(LINT_DIR)/cdk.out
+	cd infra && npx cdk synth --quiet -o ../$(LINT_DIR)/cdk.out -c stage=$(LINT_STAGE) -c arch=arm64 \
+		-c assetDir=../$(LINT_DIR)/arm64 -c sesFromAddress=no-reply@example.com \
+		-c alarmTopicArn=arn:aws:sns:us-east-1:111122223333:oncall
+	lint/template.sh run $(LINT_DIR)/cdk.out/resetledger-$(LINT_STAGE).template.json
 
 deploy: node_modules
 	$(MAKE) build ARCH=arm64

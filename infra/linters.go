@@ -1,0 +1,159 @@
+package main
+
+import (
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// External template linters (lint/template.sh, run by `make lint-template`): cfn-lint with the
+// cfn-lint-serverless rules, and checkov. A finding that does not apply to this design is
+// suppressed here, on the resource, with its reason, so the synthesized template says why:
+//
+//	checkov:  Metadata.checkov.skip = [{id: CKV_..., comment: reason}]   (read by checkov)
+//	cfn-lint: Metadata.cfn-lint.config.ignore_checks = [rule id, ...]     (read by cfn-lint)
+//	          Metadata.cfn-lint-reasons = {rule id: reason}                (for readers and tests;
+//	          cfn-lint's own config has no reason field)
+//
+// Everything else is fixed in the stack, not here.
+
+// linterSkip is one suppressed check and why it does not apply.
+type linterSkip struct {
+	check  string // a checkov id (CKV_...) or a cfn-lint rule id
+	reason string
+}
+
+// anyOwner keys the suppressions that apply to every resource of a type.
+const anyOwner = "*"
+
+// linterSkips lists the suppressions by CloudFormation type and then by owner: the id of the
+// construct directly under the stack that the resource belongs to (e.g. "ClaimFunction" for the
+// function and its SQS event source mapping), or anyOwner.
+var linterSkips = map[string]map[string][]linterSkip{
+	"AWS::SQS::Queue": {
+		anyOwner: {{"CKV_AWS_27", "Encrypted at rest with SQS-managed SSE (SqsManagedSseEnabled: true), which this " +
+			"check does not recognise (it only accepts KmsMasterKeyId). A customer-managed key would add a KMS grant " +
+			"for every producer and consumer for no gain in what is exposed: reset secrets never reach a queue in " +
+			"clear (the link, body and address travel sealed under the content key); the queues hold opaque ids, " +
+			"hashes and stream-record metadata. TLS is enforced by the queue policy."}},
+		"IntentDlq": {{"ES6000", "This queue is the intent queue's dead-letter queue (its redrive target), so it is " +
+			"the end of the line: a redrive policy on it would only move poison intents to yet another queue. It " +
+			"keeps them 14 days for inspection and redrive by an operator."}},
+		"StreamFailureDlq": {{"ES6000", "This queue is the dispatch stream mapping's on-failure destination, a " +
+			"dead-letter queue itself: nothing consumes it, so a redrive policy would never apply. It keeps the " +
+			"failed batches' metadata 14 days; the expire sweep settles the claims they point at."}},
+	},
+	"AWS::DynamoDB::Table": {
+		"ContentTable": {{"CKV_AWS_28", "The content table holds sealed secret-bearing messages for minutes (TTL at " +
+			"challenge expiry, purged at every terminal state); point-in-time backups would keep reset secrets for " +
+			"35 days, which the design forbids. The ledger table has PITR."}},
+	},
+	"AWS::Logs::LogGroup": {
+		anyOwner: {{"CKV_AWS_158", "CloudWatch Logs encrypts these log groups at rest with its own key. A customer-" +
+			"managed key would protect nothing more: the functions log opaque challenge ids and content hashes, " +
+			"never a token, body or address (the canary test checks every log line), and the key would need a " +
+			"logs service grant in its key policy."}},
+	},
+	"AWS::Lambda::Function": {
+		anyOwner: {
+			{"CKV_AWS_117", "The functions reach only AWS public service endpoints (DynamoDB, KMS, SES, End User " +
+				"Messaging) and optionally an https webhook; they have no private resource to reach. A VPC would add " +
+				"NAT or interface endpoints and ENI cold starts without narrowing what the roles may do."},
+			{"CKV_AWS_173", "The environment holds no secret, only table names, the content key ARN, transport " +
+				"names, the from address and tuning values; Lambda encrypts it at rest with its service key. A " +
+				"customer-managed key would add a KMS decrypt grant to every role for nothing confidential."},
+			{"WS1000", "Deferred, not rejected: active tracing needs xray:PutTraceSegments and " +
+				"xray:PutTelemetryRecords on * in every execution role (Lambda refuses the setting without them), " +
+				"so it is to be turned on together with that grant. The functions are not instrumented with the " +
+				"X-Ray SDK, so until then Lambda's metrics, the EMF metrics and the JSON logs (with request ids) " +
+				"show what Lambda's own trace segments would."},
+			{"W3005", "CDK's Function construct emits DependsOn on its role and the role's default policy; the " +
+				"role dependency is redundant with the GetAtt, harmless, and not under this stack's control."},
+		},
+		"ClaimFunction": {
+			{"CKV_AWS_116", "Invoked only by its SQS event source mapping (synchronously), never asynchronously, so " +
+				"a function DLQ would never receive anything. Failed intents go to the intent queue's redrive DLQ " +
+				"after maxReceiveCount receives."},
+			{"CKV_AWS_115", "Reserved concurrency on an SQS-triggered function throttles the pollers, and throttled " +
+				"receives count toward maxReceiveCount, sending valid intents to the DLQ. Concurrency is bounded by " +
+				"the event source (and, if ever needed, its MaximumConcurrency), not by a reservation."},
+		},
+		"DispatchFunction": {
+			{"CKV_AWS_116", "Invoked only by the ledger stream's event source mapping, never asynchronously, so a " +
+				"function DLQ would never receive anything. Records it gives up on go to the mapping's on-failure " +
+				"destination, the stream-failure DLQ."},
+			{"CKV_AWS_115", "Concurrency is bounded by the stream: one concurrent batch per shard " +
+				"(parallelization factor 1). A reservation would only take capacity from the account pool."},
+		},
+		"ReconcileFunction": {
+			{"CKV_AWS_116", "Invoked only by its once-a-minute schedule, with async retries off: the next tick is " +
+				"the retry. A DLQ would collect schedule events that carry no data; a failing sweep shows in the " +
+				"function's Errors metric and in the open-claim age alarm."},
+		},
+		"ExpireFunction": {
+			{"CKV_AWS_116", "Invoked only by its once-a-minute schedule, with async retries off: the next tick is " +
+				"the retry. A DLQ would collect schedule events that carry no data; a failing sweep shows in the " +
+				"function's Errors metric."},
+		},
+	},
+	"AWS::Lambda::EventSourceMapping": {
+		"ClaimIntentQueueSource": {{"ES1001", "An SQS event source mapping does not support an on-failure destination (only " +
+			"stream and Kafka sources do). The intent queue's redrive policy is its failure destination."}},
+	},
+	"AWS::Events::Rule": {
+		"ReconcileSchedule": {{"ES4000", "A schedule target's event carries no data and the next tick, one minute " +
+			"later, is the retry; a target DLQ would hold empty tick events. Missed sweeps show as open claims " +
+			"aging past their lease (alarmed)."}},
+		"ExpireSchedule": {{"ES4000", "A schedule target's event carries no data and the next tick, one minute " +
+			"later, is the retry; a target DLQ would hold empty tick events."}},
+	},
+	"AWS::Lambda::Permission": {
+		"ReconcileSchedule": {{"ES1007", "The sweep's asynchronous invoke config sets retries to 0 on purpose: " +
+			"the next scheduled tick is the retry, and an on-failure destination would record only that a " +
+			"data-free tick failed, which the function's Errors metric already counts."}},
+		"ExpireSchedule": {{"ES1007", "The sweep's asynchronous invoke config sets retries to 0 on purpose: " +
+			"the next scheduled tick is the retry, and an on-failure destination would record only that a " +
+			"data-free tick failed, which the function's Errors metric already counts."}},
+	},
+}
+
+// suppressLinterFindings adds the linterSkips metadata to the stack's resources. Call it once,
+// after every resource is defined.
+func suppressLinterFindings(stack awscdk.Stack) {
+	prefix := *stack.Node().Path() + "/"
+	for _, c := range *stack.Node().FindAll(constructs.ConstructOrder_PREORDER) {
+		if !*awscdk.CfnResource_IsCfnResource(c) {
+			continue
+		}
+		res := c.(awscdk.CfnResource)
+		byOwner := linterSkips[*res.CfnResourceType()]
+		owner, _, _ := strings.Cut(strings.TrimPrefix(*res.Node().Path(), prefix), "/")
+		skips := slices.Concat(byOwner[anyOwner], byOwner[owner])
+		if len(skips) == 0 {
+			continue
+		}
+		var checkov []map[string]string
+		var cfnLint []string
+		reasons := map[string]string{}
+		for _, s := range skips {
+			if strings.HasPrefix(s.check, "CKV_") {
+				checkov = append(checkov, map[string]string{"id": s.check, "comment": s.reason})
+			} else {
+				cfnLint = append(cfnLint, s.check)
+				reasons[s.check] = s.reason
+			}
+		}
+		if len(checkov) > 0 {
+			res.AddMetadata(jsii.String("checkov"), map[string]any{"skip": checkov})
+		}
+		if len(cfnLint) > 0 {
+			sort.Strings(cfnLint)
+			res.AddMetadata(jsii.String("cfn-lint"), map[string]any{"config": map[string]any{"ignore_checks": cfnLint}})
+			res.AddMetadata(jsii.String("cfn-lint-reasons"), reasons)
+		}
+	}
+}
