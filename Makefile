@@ -25,7 +25,7 @@ $(DIST)/%/bootstrap: FORCE
 FORCE:
 
 ## test: the template linters, then everything, including end to end on a locally deployed
-## stack, against the emulator (started here if nothing listens on 4566)
+## stack, against the emulator (started here if nothing listens on $MINISTACK_PORT, default 4566)
 test: node_modules lint-template
 	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration iam-coverage
 

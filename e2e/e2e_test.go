@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,6 +39,10 @@ const (
 	// (visibility timeout x maxReceiveCount); the production queue (3m x 5)
 	// would take 15 minutes.
 	maxRedrive = 150 * time.Second
+	// redriveSlack is added to the dead-letter path before the test decides
+	// that a good intent was not dead-lettered: the event source moves a
+	// message on its first poll after the last allowed receive expired.
+	redriveSlack = 10 * time.Second
 	// simulatorDomain is SES's mailbox simulator: any address there counts as
 	// verified even in the SES sandbox, and a label keeps it unique per run.
 	simulatorDomain = "simulator.amazonses.com"
@@ -126,13 +131,30 @@ func setup(t *testing.T) *env {
 			"with -c intentVisibilityTimeout=30s -c maxReceiveCount=2 (localstack/deploy-local.sh does)", out.Stack, e.maxReceive, e.visibility, redriveTime)
 	}
 
+	// The provider is the one the deployed dispatch function sends to. A
+	// provider named by E2E_WEBHOOK_PROVIDER or WEBHOOK_PROVIDER_PORT (as
+	// localstack/deploy-local.sh reads it) must be that one: counting
+	// another stack's provider would find no sends, or someone else's.
+	vars, err := FunctionEnvironment(ctx, e.cfg, endpoint, out.DispatchFunction)
+	if err != nil {
+		t.Fatalf("dispatch function of stack %s: %v", out.Stack, err)
+	}
+	deployed := ""
+	if u, err := url.Parse(vars["WEBHOOK_URL"]); err == nil && u.Host != "" {
+		deployed = u.Scheme + "://" + u.Host
+	}
 	e.provider = os.Getenv("E2E_WEBHOOK_PROVIDER")
-	if e.provider == "" {
-		port := os.Getenv("WEBHOOK_PROVIDER_PORT") // as localstack/deploy-local.sh reads it
-		if port == "" {
-			port = "4599"
-		}
+	if port := os.Getenv("WEBHOOK_PROVIDER_PORT"); e.provider == "" && port != "" {
 		e.provider = "http://127.0.0.1:" + port
+	}
+	switch {
+	case e.provider == "" && deployed == "":
+		e.provider = "http://127.0.0.1:4599"
+	case e.provider == "":
+		e.provider = deployed
+	case deployed != "" && strings.TrimRight(e.provider, "/") != deployed:
+		t.Fatalf("stack %s sends webhooks to %s, but E2E_WEBHOOK_PROVIDER/WEBHOOK_PROVIDER_PORT name %s; "+
+			"set them as for localstack/deploy-local.sh, or unset them", out.Stack, deployed, e.provider)
 	}
 	if _, err := ProviderMessages(ctx, e.web, e.provider); err != nil {
 		t.Fatalf("the local webhook provider does not answer (%v); localstack/deploy-local.sh starts it (log in .run/)", err)
@@ -148,11 +170,24 @@ type expectation struct {
 	want    int
 }
 
+// sentIntent is one intent the scenarios sent to the intent queue.
+type sentIntent struct {
+	name, id string
+}
+
 // results collects what the scenarios established.
 type results struct {
 	mu                            sync.Mutex
 	expect                        []expectation
 	expired, deadLettered, redone int
+	// good are the intents the claim function must accept on their first
+	// receive (delete from the queue): new, redelivered, expired, mismatched.
+	good     []sentIntent
+	lastGood time.Time
+	// poison are the malformed intents: id and body.
+	poison map[string]string
+	// mismatched are the keys of rows offered other content exactly once.
+	mismatched []string
 }
 
 func (r *results) add(f func(r *results)) {
@@ -162,21 +197,48 @@ func (r *results) add(f func(r *results)) {
 }
 
 // TestEndToEnd publishes intents to the deployed stack and checks every
-// outcome: sent exactly once, redelivery harmless, expiry recorded without a
-// send, poison input dead-lettered with its reason logged.
+// outcome: sent exactly once, redelivery harmless, other content blocked and
+// recorded once, expiry recorded without a send, poison input dead-lettered
+// with its reason logged. After the run it checks what the event source did
+// with the good intents: each claimed once on its first receive and deleted
+// (none in the DLQ), and that the emulator logged no error of its own.
 func TestEndToEnd(t *testing.T) {
 	e := setup(t)
+	emulatorLog := e.markEmulatorLog(t)
 	run := emulator.UniqueName(t, "e2e")
 	start := time.Now()
 	t.Logf("stack %s, run %s, redrive %d x %v", e.out.Stack, run, e.maxReceive, e.visibility)
 
-	res := &results{}
+	res := &results{poison: map[string]string{}}
 	t.Run("scenarios", func(t *testing.T) {
 		t.Run("email", func(t *testing.T) { t.Parallel(); e.sendOnce(t, run, ledger.Email, res) })
 		t.Run("sms", func(t *testing.T) { t.Parallel(); e.sendOnce(t, run, ledger.SMS, res) })
 		t.Run("expired", func(t *testing.T) { t.Parallel(); e.expired(t, run, res) })
 		t.Run("poison", func(t *testing.T) { t.Parallel(); e.poison(t, run, res) })
 	})
+
+	// A good intent the event source failed to delete is received again
+	// after the visibility timeout and dead-lettered after the redrive
+	// count: wait until the last one published would have been.
+	if wait := time.Until(res.lastGood.Add(e.visibility*time.Duration(e.maxReceive) + redriveSlack)); wait > 0 {
+		t.Logf("waiting %v: a good intent that is not deleted would reach the DLQ by then", wait.Round(time.Second))
+		time.Sleep(wait)
+	}
+	claimedOnce := e.claimedOnce(t, res, start)
+	dlqGood := e.deadLetters(t, run, res)
+	e.mismatchedOnce(t, res)
+	if emulatorLog != nil {
+		problems, err := emulatorLog.Problems()
+		if err != nil {
+			t.Errorf("emulator log: %v", err)
+		}
+		if len(problems) > 0 {
+			// The first in full; the rest are usually the same one again.
+			t.Errorf("the emulator logged %d errors of its own (tracebacks, NoneType) during the run (%s); the first:\n%s",
+				len(problems), emulatorLog.Path, problems[0])
+		}
+		t.Logf("emulator log %s: %d tracebacks or NoneType errors during the run", emulatorLog.Path, len(problems))
+	}
 
 	// Count sends last, after the slowest scenario: a late duplicate has had
 	// all that time to show up.
@@ -210,7 +272,8 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("%s: %d sends, want %d (lost)", x.name, got, x.want)
 		}
 	}
-	summary := fmt.Sprintf("e2e: sent=%d duplicates=%d expired=%d dead-lettered=%d", sent, duplicates, res.expired, res.deadLettered)
+	summary := fmt.Sprintf("e2e: sent=%d duplicates=%d expired=%d dead-lettered=%d claimed-once=%d/%d good-dead-lettered=%d",
+		sent, duplicates, res.expired, res.deadLettered, claimedOnce, len(res.good), dlqGood)
 	fmt.Println(summary)
 	t.Logf("%s (redeliveries absorbed=%d, %v)", summary, res.redone, time.Since(start).Round(time.Second))
 }
@@ -238,12 +301,18 @@ func key(n producer.Notification) string {
 	return ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: n.Channel}.Key()
 }
 
-func (e *env) publish(t *testing.T, n producer.Notification) string {
+// publish sends n to the intent queue and records it as a good intent
+// (one the claim function must accept on its first receive) named name.
+func (e *env) publish(t *testing.T, n producer.Notification, name string, res *results) string {
 	t.Helper()
 	id, err := e.producer.Publish(context.Background(), n)
 	if err != nil {
 		t.Fatalf("publish %s/%s: %v", n.ChallengeID, n.Channel, err)
 	}
+	res.add(func(r *results) {
+		r.good = append(r.good, sentIntent{name: name, id: id})
+		r.lastGood = time.Now()
+	})
 	return id
 }
 
@@ -342,7 +411,7 @@ func (e *env) sendOnce(t *testing.T, run string, ch ledger.Channel, res *results
 	res.add(func(r *results) { r.expect = append(r.expect, x) })
 
 	published := time.Now()
-	first := e.publish(t, n)
+	first := e.publish(t, n, x.name+" (first)", res)
 	row := e.terminal(t, k, sendTimeout)
 	t.Logf("%s: %s in %v (ack %s)", k[:12], row.State, time.Since(published).Round(time.Millisecond), row.AckID)
 	if row.State != ledger.Accepted {
@@ -395,7 +464,7 @@ func (e *env) sendOnce(t *testing.T, run string, ch ledger.Channel, res *results
 
 	// (c) Redelivery: the same notification again is a new SQS message, and
 	// the claim function reports it a duplicate of the existing row.
-	second := e.publish(t, n)
+	second := e.publish(t, n, x.name+" (redelivery)", res)
 	if second == first {
 		t.Fatalf("republished intent has the same SQS message id %s", first)
 	}
@@ -408,6 +477,14 @@ func (e *env) sendOnce(t *testing.T, run string, ch ledger.Channel, res *results
 		t.Errorf("redelivery changed the row: version %d -> %d, state %s", row.Version, after.Version, after.State)
 	}
 	res.add(func(r *results) { r.redone++ })
+
+	// (f) The same identity with other content is blocked and recorded
+	// once: no send, no overwrite (the send count above still wants 1).
+	other := n
+	other.Message.Body += " (re-rendered)"
+	third := e.publish(t, other, x.name+" (other content)", res)
+	e.claimLog(t, third, "intent handled", map[string]any{"outcome": "mismatch"}, sendTimeout, published)
+	res.add(func(r *results) { r.mismatched = append(r.mismatched, k) })
 }
 
 // expired: (d) an intent that arrives within the expiry margin of its
@@ -422,7 +499,7 @@ func (e *env) expired(t *testing.T, run string, res *results) {
 	res.add(func(r *results) {
 		r.expect = append(r.expect, expectation{name: "expired " + challenge, emailTo: to, want: 0})
 	})
-	e.publish(t, n)
+	e.publish(t, n, "expired "+challenge, res)
 	row := e.terminal(t, k, sendTimeout)
 	if row.State != ledger.Expired || row.Reason == "" || row.Attempts != 0 {
 		t.Fatalf("row %s: %s (%q), %d attempts; want expired with a reason, no attempt", k, row.State, row.Reason, row.Attempts)
@@ -445,6 +522,7 @@ func (e *env) poison(t *testing.T, run string, res *results) {
 		t.Fatal(err)
 	}
 	id := aws.ToString(out.MessageId)
+	res.add(func(r *results) { r.poison[id] = body })
 
 	// Find it in the DLQ (shared with concurrent runs: match by id, leave the rest).
 	timeout := e.visibility*time.Duration(e.maxReceive) + 60*time.Second
@@ -492,4 +570,188 @@ func (e *env) poison(t *testing.T, run string, res *results) {
 	}
 	t.Logf("poison intent rejected %d times: %v", len(lines), lines[len(lines)-1]["reason"])
 	res.add(func(r *results) { r.deadLettered++ })
+}
+
+// markEmulatorLog records the size of the log of the ministack serving the
+// stack (localstack/ministack.sh writes .run/ministack-<port>.log; set
+// E2E_EMULATOR_LOG for another path), so the test can read what the run
+// appended. It returns nil when there is no such log to read: the endpoint
+// is not a ministack this checkout started (LocalStack logs in its
+// container). Under E2E_REQUIRED=1 a ministack without its log fails.
+func (e *env) markEmulatorLog(t *testing.T) *EmulatorLog {
+	t.Helper()
+	path, explicit := os.Getenv("E2E_EMULATOR_LOG"), true
+	if path == "" {
+		explicit = false
+		p, err := EmulatorLogPath("..", e.endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path = p
+	}
+	mark, err := MarkEmulatorLog(path)
+	if err == nil {
+		return &mark
+	}
+	isMinistack := getJSON(context.Background(), e.web, strings.TrimRight(e.endpoint, "/")+"/_ministack/health", &map[string]any{}) == nil
+	if explicit || (isMinistack && os.Getenv("E2E_REQUIRED") == "1") {
+		t.Fatalf("emulator log: %v; the test reads what ministack logs during the run (started by localstack/ministack.sh "+
+			"with MINISTACK_PORT set to the endpoint's port, or name its log with E2E_EMULATOR_LOG)", err)
+	}
+	t.Logf("emulator log not checked: %v", err)
+	return nil
+}
+
+// claimedOnce checks that the claim function handled every good intent
+// exactly once, on its first receive: one "intent handled" line with
+// receive_count 1 and no other line about its message id. A second line
+// means the event source did not delete the message after the claim
+// function succeeded. It returns how many were claimed once.
+func (e *env) claimedOnce(t *testing.T, res *results, since time.Time) int {
+	t.Helper()
+	ctx := context.Background()
+	group := LogGroup(e.out.ClaimFunction)
+	lines := map[string][]map[string]any{}
+	// Every good intent's line was waited for by its scenario; the poll only
+	// covers the log's ingestion lag for the last ones.
+	err := Poll(ctx, 30*time.Second, pollEvery, func(ctx context.Context) (bool, string, error) {
+		missing := 0
+		for _, g := range res.good {
+			evs, err := FilterLogEvents(ctx, e.cfg, e.endpoint, group, `"`+g.id+`"`, since.Add(-time.Minute))
+			if err != nil {
+				return false, "", err
+			}
+			lines[g.id] = nil
+			for _, ev := range evs {
+				if m := jsonLine(ev.Message); m != nil && m["sqs_message_id"] == g.id {
+					lines[g.id] = append(lines[g.id], m)
+				}
+			}
+			if len(lines[g.id]) == 0 {
+				missing++
+			}
+		}
+		return missing == 0, fmt.Sprintf("%d of %d good intents have no claim log line", missing, len(res.good)), nil
+	})
+	if err != nil {
+		t.Errorf("claim function log (%s): %v", group, err)
+	}
+	once := 0
+	for _, g := range res.good {
+		got := lines[g.id]
+		if len(got) == 1 && got[0]["msg"] == "intent handled" && matches(got[0], map[string]any{"receive_count": 1}) {
+			once++
+			continue
+		}
+		var seen []string
+		for _, l := range got {
+			seen = append(seen, fmt.Sprintf("%v (receive %v, outcome %v)", l["msg"], l["receive_count"], l["outcome"]))
+		}
+		t.Errorf("%s (message %s): claim logged %v; want exactly one \"intent handled\" on receive 1", g.name, g.id, seen)
+	}
+	return once
+}
+
+// deadLetters checks the intent DLQ after the run: the poison scenario took
+// out the one poison intent it sent, so no message of this run may be left,
+// and above all no good intent. Messages of other runs are only counted. It
+// returns how many good intents it found there.
+func (e *env) deadLetters(t *testing.T, run string, res *results) int {
+	t.Helper()
+	msgs, err := e.drainView(e.out.IntentDLQURL)
+	if err != nil {
+		t.Errorf("intent DLQ: %v", err)
+	}
+	goodIDs := map[string]string{}
+	for _, g := range res.good {
+		goodIDs[g.id] = g.name
+	}
+	good, others := 0, 0
+	for _, m := range msgs {
+		id, body := aws.ToString(m.MessageId), aws.ToString(m.Body)
+		poisonBody, isPoison := res.poison[id]
+		for pid, b := range res.poison {
+			if b == body {
+				poisonBody, isPoison, id = b, true, pid
+			}
+		}
+		switch {
+		case isPoison:
+			t.Errorf("poison intent %s is in the intent DLQ again after the scenario took it out (%d bytes)", id, len(poisonBody))
+		case goodIDs[id] != "":
+			good++
+			t.Errorf("%s (message %s) was dead-lettered: the claim function handled it, the event source did not delete it", goodIDs[id], id)
+		case strings.Contains(body, run):
+			good++
+			t.Errorf("a good intent of this run (message %s) was dead-lettered", id)
+		default:
+			others++
+		}
+	}
+	if len(res.poison) != res.deadLettered {
+		t.Errorf("%d poison intents sent, %d found in the intent DLQ", len(res.poison), res.deadLettered)
+	}
+	t.Logf("intent DLQ after the run: %d good intents of this run, %d messages of other runs", good, others)
+	return good
+}
+
+// drainView lists every message on queue without removing any: it counts
+// first, then receives with a short visibility until every message was seen
+// (a receive whose response the emulator dropped leaves its messages in
+// flight until they reappear).
+func (e *env) drainView(queue string) ([]sqstypes.Message, error) {
+	ctx := context.Background()
+	attrs, err := e.queue.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queue), AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	visible, _ := strconv.Atoi(attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ := strconv.Atoi(attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	seen := map[string]sqstypes.Message{}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(seen) < visible+inFlight && time.Now().Before(deadline) {
+		got, err := e.queue.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(queue), MaxNumberOfMessages: 10, VisibilityTimeout: 2, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range got.Messages {
+			seen[aws.ToString(m.MessageId)] = m
+		}
+	}
+	out := make([]sqstypes.Message, 0, len(seen))
+	for _, m := range seen {
+		out = append(out, m)
+	}
+	if len(out) < visible+inFlight {
+		return out, fmt.Errorf("saw %d of the %d messages it holds within 15s", len(out), visible+inFlight)
+	}
+	return out, nil
+}
+
+// mismatchedOnce checks that every row offered other content once recorded
+// exactly one content_mismatch event: a second one means the mismatching
+// intent was received and handled again.
+func (e *env) mismatchedOnce(t *testing.T, res *results) {
+	t.Helper()
+	for _, k := range res.mismatched {
+		row, err := e.store.Get(context.Background(), k)
+		if err != nil {
+			t.Errorf("row %s: %v", k, err)
+			continue
+		}
+		events := 0
+		for _, ev := range row.History {
+			if ev.Kind == ledger.KindContentMismatch {
+				events++
+			}
+		}
+		if events != 1 || row.Mismatches != 1 || row.State != ledger.Accepted {
+			t.Errorf("row %s offered other content once: %d content_mismatch events, mismatch count %d, state %s; want 1, 1, accepted",
+				k, events, row.Mismatches, row.State)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -48,21 +49,9 @@ func FilterLogEvents(ctx context.Context, cfg aws.Config, endpoint, group, patte
 		}
 		req.Header.Set("Content-Type", "application/x-amz-json-1.1")
 		req.Header.Set("X-Amz-Target", "Logs_20140328.FilterLogEvents")
-		sum := sha256.Sum256(body)
-		if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "logs", cfg.Region, time.Now()); err != nil {
-			return nil, fmt.Errorf("logs: sign: %w", err)
-		}
-		resp, err := http.DefaultClient.Do(req)
+		raw, err := signedDo(ctx, creds, cfg.Region, "logs", req, body)
 		if err != nil {
-			return nil, fmt.Errorf("logs: FilterLogEvents: %w", err)
-		}
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-		resp.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("logs: FilterLogEvents: %w", err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("logs: FilterLogEvents %s: %s: %.300s", group, resp.Status, raw)
+			return nil, fmt.Errorf("logs: FilterLogEvents %s: %w", group, err)
 		}
 		var out struct {
 			Events    []LogEvent `json:"events"`
@@ -78,4 +67,54 @@ func FilterLogEvents(ctx context.Context, cfg aws.Config, endpoint, group, patte
 		next = out.NextToken
 	}
 	return events, nil
+}
+
+// FunctionEnvironment returns the environment variables of a deployed
+// function (Lambda GetFunctionConfiguration, one signed REST call made by
+// hand like FilterLogEvents).
+func FunctionEnvironment(ctx context.Context, cfg aws.Config, endpoint, function string) (map[string]string, error) {
+	creds, err := cfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: credentials: %w", err)
+	}
+	u := strings.TrimRight(endpoint, "/") + "/2015-03-31/functions/" + url.PathEscape(function) + "/configuration"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := signedDo(ctx, creds, cfg.Region, "lambda", req, nil)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: GetFunctionConfiguration %s: %w", function, err)
+	}
+	var out struct {
+		Environment struct {
+			Variables map[string]string `json:"Variables"`
+		} `json:"Environment"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("lambda: GetFunctionConfiguration %s: %w", function, err)
+	}
+	return out.Environment.Variables, nil
+}
+
+// signedDo signs req (SigV4, body as its payload) for service, sends it and
+// returns the body of a 200 response.
+func signedDo(ctx context.Context, creds aws.Credentials, region, service string, req *http.Request, body []byte) ([]byte, error) {
+	sum := sha256.Sum256(body)
+	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), service, region, time.Now()); err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %.300s", resp.Status, raw)
+	}
+	return raw, nil
 }

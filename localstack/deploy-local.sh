@@ -3,7 +3,7 @@
 #
 # Usage: localstack/deploy-local.sh [-c key=value ...]
 #
-# With the emulator up (AWS_ENDPOINT_URL, or ministack answering on 127.0.0.1:4566):
+# With the emulator up (AWS_ENDPOINT_URL, or ministack answering on 127.0.0.1:${MINISTACK_PORT:-4566}):
 #   1. builds the four functions for the host architecture (make build)
 #   2. builds and starts the local webhook provider (cmd/webhook-provider) in the
 #      background on 127.0.0.1:$WEBHOOK_PROVIDER_PORT: the emulator has no SMS
@@ -21,12 +21,12 @@
 #   LEDGER_STAGE           stage name (default local): stack resetledger-<stage>
 #   WEBHOOK_PROVIDER_PORT  local webhook provider port (default 4599)
 #   SES_FROM_ADDRESS       SES sender (default no-reply@ledger.example.test)
-#   AWS_ENDPOINT_URL       emulator endpoint (default: ministack on 127.0.0.1:4566)
+#   AWS_ENDPOINT_URL       emulator endpoint (default: ministack on 127.0.0.1:${MINISTACK_PORT:-4566})
 #
 # Files (.run/): outputs.json (outputs-<stage>.json for other stages), <stage>.env,
 # cdk.out-<stage>/, webhook-provider-<port>.pid/.log, bin/, deploy-<stage>.log.
-# Stop the provider: kill "$(cat .run/webhook-provider-4599.pid)"; the emulator:
-# localstack/ministack.sh stop.
+# Stop the provider: kill "$(cut -d' ' -f1 .run/webhook-provider-<port>.pid)"; the emulator:
+# localstack/ministack.sh stop (with the same MINISTACK_PORT).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -64,7 +64,7 @@ mkdir -p "$RUN_DIR" "$BIN_DIR"
 # Emulator.
 if [[ -z "${AWS_ENDPOINT_URL:-}" ]]; then
   "$MS" status >/dev/null 2>&1 ||
-    die "no emulator on 127.0.0.1:4566; start one with: localstack/ministack.sh install && localstack/ministack.sh start (or run localstack/run-local.sh)"
+    die "no emulator on 127.0.0.1:${MINISTACK_PORT:-4566}; start one with: localstack/ministack.sh install && localstack/ministack.sh start (or run localstack/run-local.sh)"
   eval "$("$MS" env)"
 fi
 export AWS_REGION="${AWS_REGION:-us-east-1}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole ledger locally and delivers one sample password-reset email
 # through it (what `make run` does):
-#   1. the emulator: ministack on 127.0.0.1:4566 is installed and started unless
+#   1. the emulator: ministack on 127.0.0.1:${MINISTACK_PORT:-4566} is installed and started unless
 #      something answers there already (or AWS_ENDPOINT_URL is set); it is left running
 #   2. localstack/deploy-local.sh: functions, webhook provider, cdk deploy, SES sender
 #   3. publishes one sample email intent with `ledgerctl send` (sealed with the

@@ -5,8 +5,9 @@
 // Endpoint selection, in order:
 //
 //  1. AWS_ENDPOINT_URL, if set, is used as is.
-//  2. Otherwise, if something accepts TCP connections on 127.0.0.1:4566,
-//     http://127.0.0.1:4566 is used.
+//  2. Otherwise, if something accepts TCP connections on 127.0.0.1:<port>,
+//     http://127.0.0.1:<port> is used; the port is MINISTACK_PORT (as
+//     localstack/ministack.sh reads it), default 4566.
 //  3. Otherwise the test is skipped, or fails when CI is non-empty or
 //     LEDGER_REQUIRE_EMULATOR=1, with a message saying how to start one
 //     (make emulator-start, i.e. localstack/ministack.sh install && start).
@@ -31,17 +32,27 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
-// DefaultEndpoint is where ministack.sh and the LocalStack compose file listen.
+// DefaultEndpoint is where ministack.sh (without MINISTACK_PORT) and the
+// LocalStack compose file listen.
 const DefaultEndpoint = "http://127.0.0.1:4566"
 
-const defaultAddr = "127.0.0.1:4566"
+// localAddr is where localstack/ministack.sh starts ministack: port
+// MINISTACK_PORT, default 4566.
+func localAddr() string {
+	if port := strings.TrimSpace(os.Getenv("MINISTACK_PORT")); port != "" {
+		return "127.0.0.1:" + port
+	}
+	return "127.0.0.1:4566"
+}
 
 // Account is the account id the emulators use for the static test credentials.
 const Account = "000000000000"
 
-const startHint = "no AWS emulator: AWS_ENDPOINT_URL is unset and nothing listens on " + defaultAddr +
-	"; start one with `make emulator-start` (localstack/ministack.sh install && localstack/ministack.sh start)" +
-	" or set AWS_ENDPOINT_URL"
+func startHint() string {
+	return "no AWS emulator: AWS_ENDPOINT_URL is unset and nothing listens on " + localAddr() +
+		"; start one with `make emulator-start` (localstack/ministack.sh install && localstack/ministack.sh start)" +
+		" or set AWS_ENDPOINT_URL"
+}
 
 // Endpoint reports the emulator endpoint to use and whether one is available,
 // following the package rules without touching a testing.TB.
@@ -49,12 +60,13 @@ func Endpoint() (string, bool) {
 	if ep := strings.TrimSpace(os.Getenv("AWS_ENDPOINT_URL")); ep != "" {
 		return ep, true
 	}
-	conn, err := net.DialTimeout("tcp", defaultAddr, 500*time.Millisecond)
+	addr := localAddr()
+	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
 	if err != nil {
 		return "", false
 	}
 	_ = conn.Close()
-	return DefaultEndpoint, true
+	return "http://" + addr, true
 }
 
 // Required reports whether a missing emulator must fail the test instead of
@@ -70,9 +82,9 @@ func Config(t testing.TB) aws.Config {
 	ep, ok := Endpoint()
 	if !ok {
 		if Required() {
-			t.Fatal(startHint)
+			t.Fatal(startHint())
 		}
-		t.Skip(startHint)
+		t.Skip(startHint())
 	}
 	region := os.Getenv("AWS_REGION")
 	if region == "" {

@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -64,5 +65,25 @@ func TestEndpointPrefersAWSEndpointURL(t *testing.T) {
 	}
 	if cfg.Region == "" {
 		t.Fatal("Config Region is empty")
+	}
+}
+
+// Without AWS_ENDPOINT_URL the emulator is looked for where
+// localstack/ministack.sh starts it: MINISTACK_PORT, not always 4566.
+func TestEndpointFollowsMinistackPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("MINISTACK_PORT", port)
+	if ep, ok := Endpoint(); !ok || ep != "http://127.0.0.1:"+port {
+		t.Fatalf("Endpoint() = %q, %v; want http://127.0.0.1:%s", ep, ok, port)
+	}
+	ln.Close()
+	if ep, ok := Endpoint(); ok {
+		t.Fatalf("nothing listens on MINISTACK_PORT %s: Endpoint() = %q, want none", port, ep)
 	}
 }

@@ -23,7 +23,10 @@ type Claim struct {
 }
 
 func (h *Claim) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var resp events.SQSEventResponse
+	// An empty list, never nil: nil encodes as "batchItemFailures":null,
+	// which AWS reads as no failures but some event sources (the local
+	// emulator among them) fail on, leaving the whole batch undeleted.
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	worker, log := invocation(ctx, "claim", h.Log)
 	for _, rec := range ev.Records {
 		if err := h.claim(ctx, rec, worker, log); err != nil {

@@ -23,7 +23,8 @@ type Dispatch struct {
 }
 
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	var resp events.DynamoDBEventResponse
+	// An empty list, never nil (see Claim.Handle).
+	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	worker, log := invocation(ctx, "dispatch", h.Log)
 	for _, rec := range ev.Records {
 		key, ok, err := claimedKey(rec)
