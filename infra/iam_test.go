@@ -59,11 +59,11 @@ func TestIAMCoverage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			problems, _ := checkPermissions(t, raw, props, recs)
+			problems, grants := checkPermissions(t, raw, props, recs)
 			for _, p := range problems {
 				t.Error(p)
 			}
-			for k := range grantedActions(t, raw) {
+			for k := range grants {
 				granted[k] = true
 			}
 		})
@@ -110,9 +110,8 @@ type request struct {
 
 // checkPermissions evaluates the recordings against one synthesized template
 // and returns every problem (a call not allowed, a grant not exercised nor
-// justified) and the "<Function> <action>" grants it found unexercised and
-// justified.
-func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, recs []awscall.Recording) (problems []string, justifiedGrants map[string]bool) {
+// justified) and every "<Function> <action>" the roles allow.
+func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, recs []awscall.Recording) (problems []string, granted map[string]bool) {
 	t.Helper()
 	stacks := map[iampolicy.Pseudo]*iampolicy.Stack{}
 	load := func(ps iampolicy.Pseudo) *iampolicy.Stack {
@@ -145,7 +144,7 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 		}
 	}
 
-	justified := map[string]bool{}
+	granted = map[string]bool{}
 	failures := map[string]bool{}
 	for k, reqs := range byFunction {
 		s := stacks[k.ps]
@@ -170,9 +169,8 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 			}
 		}
 		for _, g := range unexercised(s, fn, reqs) {
-			name := ConstructName(fn.RoleARN)
+			name := roleOwner(fn.RoleARN)
 			if why := justification(name, g.action); why != "" {
-				justified[name+" "+g.action] = true
 				t.Logf("%s: %s on %s granted without a recorded call: %s", k.fn, g.action, g.resource, why)
 				continue
 			}
@@ -180,42 +178,32 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 				"remove the grant, or say in infra/permissions.go why it is needed", k.fn, g.action, g.resource, g.source))
 		}
 	}
-	sort.Strings(problems)
-	return problems, justified
-}
-
-// ConstructName returns the role's construct name without its "Role"
-// suffix (arn:...:role/DispatchRole -> Dispatch).
-func ConstructName(roleARN string) string {
-	name := roleARN[strings.LastIndex(roleARN, "/")+1:]
-	return strings.TrimSuffix(iampolicy.ConstructName(name), "Role")
-}
-
-// grantedActions lists "<Function> <action>" for every action the functions'
-// roles allow in the template.
-func grantedActions(t *testing.T, template []byte) map[string]bool {
-	t.Helper()
-	s, err := iampolicy.LoadTemplate(template, iampolicy.Pseudo{Region: "us-east-1", Account: "000000000000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, fn := range s.Functions {
-		role, ok := s.Roles[fn.RoleARN]
-		if !ok {
-			continue
-		}
-		for _, pol := range role.Policies {
-			for _, st := range pol.Statements {
-				for _, a := range st.Action {
+	for _, s := range stacks {
+		for _, fn := range s.Functions {
+			role, ok := s.Roles[fn.RoleARN]
+			if !ok {
+				continue
+			}
+			for _, pol := range role.Policies {
+				for _, st := range pol.Statements {
 					if st.Effect == iampolicy.Allow {
-						out[ConstructName(fn.RoleARN)+" "+a] = true
+						for _, a := range st.Action {
+							granted[roleOwner(fn.RoleARN)+" "+a] = true
+						}
 					}
 				}
 			}
 		}
 	}
-	return out
+	sort.Strings(problems)
+	return problems, granted
+}
+
+// roleOwner names the function a role belongs to: the role's construct
+// name without its "Role" suffix (arn:...:role/DispatchRole -> Dispatch).
+func roleOwner(roleARN string) string {
+	name := roleARN[strings.LastIndex(roleARN, "/")+1:]
+	return strings.TrimSuffix(iampolicy.ConstructName(name), "Role")
 }
 
 func justification(function, action string) string {

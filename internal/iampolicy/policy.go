@@ -97,38 +97,24 @@ func Evaluate(req Request, identity []Policy, resource *Policy, isKMSKey bool) (
 	req.Context = ctx
 	var identityAllow, resourceAllowsPrincipal, resourceDelegates string
 	for _, p := range identity {
-		for i, st := range p.Statements {
-			ok, err := st.matches(req, false)
-			if err != nil {
-				return Decision{}, fmt.Errorf("%s statement %d: %w", p.Source, i, err)
-			}
-			if !ok {
-				continue
-			}
-			where := fmt.Sprintf("%s statement %s", p.Source, st.name(i))
-			if st.Effect == Deny {
-				return Decision{Reason: "explicit deny in " + where}, nil
-			}
-			identityAllow = where
+		deny, allows, err := p.scan(req, false)
+		if err != nil || deny != "" {
+			return Decision{Reason: deny}, err
+		}
+		for _, st := range allows {
+			identityAllow = st.where
 		}
 	}
 	if resource != nil {
-		for i, st := range resource.Statements {
-			ok, err := st.matches(req, true)
-			if err != nil {
-				return Decision{}, fmt.Errorf("%s statement %d: %w", resource.Source, i, err)
-			}
-			if !ok {
-				continue
-			}
-			where := fmt.Sprintf("%s statement %s", resource.Source, st.name(i))
-			if st.Effect == Deny {
-				return Decision{Reason: "explicit deny in " + where}, nil
-			}
+		deny, allows, err := resource.scan(req, true)
+		if err != nil || deny != "" {
+			return Decision{Reason: deny}, err
+		}
+		for _, st := range allows {
 			if st.Principal.namesDirectly(req.Principal) {
-				resourceAllowsPrincipal = where
+				resourceAllowsPrincipal = st.where
 			} else {
-				resourceDelegates = where
+				resourceDelegates = st.where
 			}
 		}
 	}
@@ -145,6 +131,32 @@ func Evaluate(req Request, identity []Policy, resource *Policy, isKMSKey bool) (
 		return Decision{Allowed: true, Reason: "allowed by " + identityAllow}, nil
 	}
 	return Decision{Reason: "no statement allows it (implicit deny)"}, nil
+}
+
+// matched is a statement that applies to a request, with where it is.
+type matched struct {
+	Statement
+	where string
+}
+
+// scan returns the first Deny statement of p that applies to req (as
+// "explicit deny in ..."), or else every applying Allow statement.
+func (p Policy) scan(req Request, resourcePolicy bool) (deny string, allows []matched, err error) {
+	for i, st := range p.Statements {
+		ok, err := st.matches(req, resourcePolicy)
+		if err != nil {
+			return "", nil, fmt.Errorf("%s statement %d: %w", p.Source, i, err)
+		}
+		if !ok {
+			continue
+		}
+		where := fmt.Sprintf("%s statement %s", p.Source, st.name(i))
+		if st.Effect == Deny {
+			return "explicit deny in " + where, nil, nil
+		}
+		allows = append(allows, matched{st, where})
+	}
+	return "", allows, nil
 }
 
 func (st Statement) name(i int) string {

@@ -105,6 +105,13 @@ func LoadTemplate(raw []byte, pseudo Pseudo) (*Stack, error) {
 
 func (s *Stack) load(id string, r resource) error {
 	prop := func(name string) (any, error) { return s.resolve(r.Properties[name]) }
+	policy := func(name, source string) (Policy, error) {
+		doc, err := prop(name)
+		if err != nil {
+			return Policy{}, err
+		}
+		return ParsePolicy(source, doc)
+	}
 	str := func(name string) (string, error) {
 		v, err := prop(name)
 		if err != nil {
@@ -134,11 +141,7 @@ func (s *Stack) load(id string, r resource) error {
 			role.Policies = append(role.Policies, pol)
 		}
 	case "AWS::IAM::Policy":
-		doc, err := prop("PolicyDocument")
-		if err != nil {
-			return err
-		}
-		pol, err := ParsePolicy(id, doc)
+		pol, err := policy("PolicyDocument", id)
 		if err != nil {
 			return err
 		}
@@ -157,21 +160,13 @@ func (s *Stack) load(id string, r resource) error {
 	case "AWS::KMS::Key":
 		arn, _ := s.attr(id, "Arn")
 		s.KMSKeys[arn] = true
-		doc, err := prop("KeyPolicy")
-		if err != nil {
-			return err
-		}
-		pol, err := ParsePolicy(id+" key policy", doc)
+		pol, err := policy("KeyPolicy", id+" key policy")
 		if err != nil {
 			return err
 		}
 		s.ResourcePolicies[arn] = &pol
 	case "AWS::SQS::QueuePolicy":
-		doc, err := prop("PolicyDocument")
-		if err != nil {
-			return err
-		}
-		pol, err := ParsePolicy(id, doc)
+		pol, err := policy("PolicyDocument", id)
 		if err != nil {
 			return err
 		}
@@ -239,21 +234,20 @@ func (s *Stack) load(id string, r resource) error {
 }
 
 func (s *Stack) role(arn string) *Role {
-	if r, ok := s.Roles[arn]; ok {
-		return r
-	}
-	r := &Role{ARN: arn}
-	s.Roles[arn] = r
-	return r
+	return getOrAdd(s.Roles, arn, func() *Role { return &Role{ARN: arn} })
 }
 
 func (s *Stack) function(name string) *Function {
-	if f, ok := s.Functions[name]; ok {
-		return f
+	return getOrAdd(s.Functions, name, func() *Function { return &Function{Name: name} })
+}
+
+func getOrAdd[V any](m map[string]*V, k string, create func() *V) *V {
+	if v, ok := m[k]; ok {
+		return v
 	}
-	f := &Function{Name: name}
-	s.Functions[name] = f
-	return f
+	v := create()
+	m[k] = v
+	return v
 }
 
 // name is a resource's physical name: the template's explicit name property,
