@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. Adapters and use cases wrap them with context; callers
@@ -67,3 +68,23 @@ type Rejection struct {
 }
 
 func (r *Rejection) Error() string { return "transport rejected: " + r.Reason }
+
+// NotSent is a provider's proof that it did not take the message for now
+// (throttling, a rate or daily quota, a paused account): not a rejection,
+// because a later attempt may succeed, and not an unknown outcome, because
+// the provider answered. A transport returns it (possibly wrapped) only when
+// the response proves the message was not accepted.
+type NotSent struct {
+	// Code is the provider's error code or HTTP status ("TooManyRequestsException",
+	// "HTTP 429"), safe to log.
+	Code string
+	// RetryAfter is how long the provider asked the caller to wait, or zero.
+	RetryAfter time.Duration
+}
+
+func (n *NotSent) Error() string {
+	if n.RetryAfter > 0 {
+		return fmt.Sprintf("transport did not take the message: %s (retry after %s)", n.Code, n.RetryAfter)
+	}
+	return "transport did not take the message: " + n.Code
+}
