@@ -27,6 +27,27 @@ const (
 	// SweepHeartbeat is 1 at the start of every sweep run, failed or not:
 	// its absence means the schedule, the function or its start-up is broken.
 	SweepHeartbeat = "SweepHeartbeat" // Sweep
+
+	// NotSent counts provider answers that proved a message was not taken
+	// for now (throttling, quotas, a paused account); each is retried.
+	NotSent = "NotSent" // Channel, Code
+	// Retries counts transport attempts after the first one of a row.
+	Retries = "Retries" // Channel
+	// BudgetWait is how long dispatch waited in-process for a send-rate
+	// budget slot, in milliseconds, one value per send that waited.
+	BudgetWait = "BudgetWaitMilliseconds" // Channel
+	// BudgetDeferrals counts rows deferred because the budget had no slot
+	// within BUDGET_MAX_WAIT: they wait in the dispatch queue instead.
+	BudgetDeferrals = "BudgetDeferrals" // Channel
+	// ExpiredUnsent counts rows that were claimed and ended expired without
+	// any send the provider took: the player never got the message.
+	ExpiredUnsent = "ExpiredUnsent" // Channel
+	// Redriven counts due rows that reconcile handed back to dispatch
+	// because no dispatch had picked them up in time.
+	Redriven = "Redriven" // State
+	// WakeFailures counts deferred rows whose wake-up message could not be
+	// queued; reconcile's re-drive picks them up instead.
+	WakeFailures = "WakeFailures" // none
 )
 
 // Emitter writes EMF records to W. It is safe for concurrent use.
