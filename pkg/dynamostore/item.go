@@ -35,6 +35,9 @@ const (
 	attrLeaseUntil      = "lease_until"
 	attrNextCheckAt     = "next_check_at"
 	attrFirstAttemptAt  = "first_attempt_at"
+	attrNextAttemptAt   = "next_attempt_at"
+	attrSlotAt          = "slot_at"
+	attrNotSentCode     = "not_sent_code"
 	attrAttempts        = "attempts"
 	attrAckID           = "ack_id"
 	attrReason          = "reason"
@@ -84,6 +87,9 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	optTime(attrLeaseUntil, e.LeaseUntil)
 	optTime(attrNextCheckAt, e.NextCheckAt)
 	optTime(attrFirstAttemptAt, e.FirstAttemptAt)
+	optTime(attrNextAttemptAt, e.NextAttemptAt)
+	optTime(attrSlotAt, e.SlotAt)
+	optStr(attrNotSentCode, e.NotSentCode)
 	optStr(attrAckID, e.AckID)
 	optStr(attrReason, e.Reason)
 	m[attrOpenPK], m[attrOpenDue] = nil, nil
@@ -155,6 +161,12 @@ func event(ev ledger.Event, rowContentHash string) types.AttributeValue {
 	}
 	if ev.ContentHash != rowContentHash {
 		m["ch"] = s(ev.ContentHash)
+	}
+	if ev.Code != "" {
+		m["code"] = s(ev.Code)
+	}
+	if !ev.NextAttemptAt.IsZero() {
+		m["next"] = s(fmtTime(ev.NextAttemptAt))
 	}
 	return &types.AttributeValueMemberM{Value: m}
 }
@@ -270,6 +282,9 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 		LeaseUntil:      d.time(attrLeaseUntil),
 		NextCheckAt:     d.time(attrNextCheckAt),
 		FirstAttemptAt:  d.time(attrFirstAttemptAt),
+		NextAttemptAt:   d.time(attrNextAttemptAt),
+		SlotAt:          d.time(attrSlotAt),
+		NotSentCode:     d.str(attrNotSentCode),
 		Attempts:        int(d.num(attrAttempts)),
 		AckID:           d.str(attrAckID),
 		Reason:          d.str(attrReason),
@@ -299,6 +314,7 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 				ID: h.hexOrStr("id"), Kind: ledger.EventKind(h.str("kind")), From: h.state("from"), To: h.state("to"),
 				At: h.time("at"), Worker: h.str("by"), Reason: h.str("why"), PolicyVersion: h.str("pv"),
 				Attempt: int(h.num("n")), AckID: h.str("ack"), ContentHash: h.str("ch"), Hash: h.hexOrStr("hash"),
+				Code: h.str("code"), NextAttemptAt: h.time("next"),
 			}
 			if ev.ContentHash == "" {
 				ev.ContentHash = e.ContentHash

@@ -42,3 +42,15 @@ func TestContentStore(t *testing.T) {
 		return dynamostore.NewContent(client, table)
 	})
 }
+
+func TestBudgetContract(t *testing.T) {
+	ledgertest.RunBudgetContract(t, func(t *testing.T, rates map[ledger.Channel]float64) ledger.Budget {
+		client := dynamodb.NewFromConfig(emulator.Config(t))
+		name := emulator.UniqueName(t, "budget")
+		if _, err := client.CreateTable(context.Background(), dynamostore.BudgetTable(name)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name}) })
+		return dynamostore.NewBudget(client, name, rates)
+	})
+}

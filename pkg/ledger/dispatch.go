@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 )
 
 // DispatchOutcome says what Dispatch did.
@@ -11,29 +13,53 @@ type DispatchOutcome string
 
 // Dispatch outcomes.
 const (
-	DispatchSkipped     DispatchOutcome = "skipped"     // row not claimed (duplicate delivery, or another worker won)
-	DispatchExpired     DispatchOutcome = "expired"     // challenge expired before dispatch: nothing sent
+	DispatchSkipped     DispatchOutcome = "skipped"     // row not due for dispatch (duplicate delivery, or another worker won)
+	DispatchExpired     DispatchOutcome = "expired"     // challenge expired (or would before a send could start): nothing sent
 	DispatchQuarantined DispatchOutcome = "quarantined" // content unavailable: nothing sent
 	DispatchAccepted    DispatchOutcome = "accepted"
 	DispatchRejected    DispatchOutcome = "rejected"
 	DispatchUnknown     DispatchOutcome = "unknown"
+	// DispatchDeferred: nothing sent; the provider did not take the message
+	// for now, or the budget's next slot is later than Policy.BudgetWait.
+	// The row is deferred and its wake-up scheduled.
+	DispatchDeferred DispatchOutcome = "deferred"
+	// DispatchNotDue: a deferred row was handed to dispatch before its
+	// next attempt was due; its wake-up was scheduled again.
+	DispatchNotDue DispatchOutcome = "not_due"
 )
+
+// BudgetCode is the NotSentCode of a row waiting for the send-rate budget
+// rather than for a provider.
+const BudgetCode = "send_rate_budget"
+
+// NotSentReason is the reason of a row that ended expired because every
+// attempt before the deadline was refused for now (code is the provider's
+// last code, or BudgetCode).
+func NotSentReason(code string) string { return "not sent before the challenge expired: " + code }
 
 // DispatchResult is the row after Dispatch and what happened.
 type DispatchResult struct {
 	Outcome DispatchOutcome
 	Entry   Entry
+	// BudgetWait is how long this dispatch waited in-process for its
+	// send-rate budget slot.
+	BudgetWait time.Duration
+	// NotSent is the provider's answer when it did not take the message.
+	NotSent *NotSent
+	// ScheduleErr is set when the row was deferred but its wake-up could not
+	// be scheduled; reconcile's re-drive finds it instead.
+	ScheduleErr error
 }
 
-// Dispatch sends the claimed message for key at most once. Duplicate calls
-// are harmless: only the caller that wins the conditional move
-// claimed -> dispatching sends. The move also requires the challenge to be
-// unexpired (minus the margin) in the database's condition.
+// Dispatch sends the message of a claimed, or due deferred, row at most
+// once per attempt. Duplicate calls are harmless: only the caller that wins
+// the conditional move to dispatching sends. The move also requires the
+// challenge to be unexpired (minus the margin) in the database's condition.
 //
 // A conditional write before the send that loses (another worker moved the
 // row, or a content-mismatch event bumped its version) is not an error: the
 // row is read again and the decision made afresh, so a lost race is a skip
-// and a write that kept the row claimed never costs the send.
+// and a write that kept the row due never costs the send.
 func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchResult, error) {
 	return s.dispatch(ctx, key, nil, w)
 }
@@ -71,12 +97,19 @@ const maxRaces = 5
 // dispatchRow makes the dispatch decision for the row e as read. sent reports
 // whether the transport was called; a conflict before that is safe to retry.
 func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ DispatchResult, sent bool, _ error) {
-	if e.State != Claimed {
+	now := s.now()
+	switch {
+	case e.State == Claimed:
+	case e.State == Deferred && now.Add(s.Policy.BudgetWait).Before(e.NextAttemptAt):
+		res := DispatchResult{Outcome: DispatchNotDue, Entry: e}
+		res.ScheduleErr = s.schedule(ctx, e)
+		return res, false, nil
+	case e.State == Deferred:
+	default:
 		return DispatchResult{Outcome: DispatchSkipped, Entry: e}, false, nil
 	}
-	now := s.now()
 	if s.expiredAt(e.ExpiresAt, now) {
-		res, err := s.expire(ctx, e, w, "challenge expired before dispatch", DispatchExpired)
+		res, err := s.expire(ctx, e, w, expiryReason(e), DispatchExpired)
 		return res, false, err
 	}
 	tr, ok := s.Transports[e.Identity.Channel]
@@ -86,7 +119,7 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		const reason = "sealed content unavailable or failed verification; nothing sent"
-		c, terr := s.transition(e, Quarantined, w, reason, func(n *Entry) { n.Reason = reason })
+		c, terr := s.transition(e, Quarantined, w, reason, func(n *Entry) { s.clearDeferral(n); n.Reason = reason })
 		if terr != nil {
 			return DispatchResult{}, false, terr
 		}
@@ -97,10 +130,26 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %w", e.Key, err)
 	}
 
-	c, err := s.transition(e, Dispatching, w, "dispatch started", func(n *Entry) {
-		n.Attempts = 1
-		n.FirstAttemptAt = now
+	at, deferred, err := s.slot(ctx, e, w, now)
+	if deferred.Outcome != "" || err != nil {
+		return deferred, false, err
+	}
+	waited := time.Duration(0)
+	if d := at.Sub(now); d > 0 {
+		if err := s.sleep(ctx, d); err != nil {
+			return DispatchResult{}, false, fmt.Errorf("dispatch %s: waiting for the send-rate budget: %w", e.Key, err)
+		}
+		waited = d
+		now = s.now()
+	}
+
+	c, err := s.transition(e, Dispatching, w, dispatchReason(e), func(n *Entry) {
+		n.Attempts++
+		if n.FirstAttemptAt.IsZero() {
+			n.FirstAttemptAt = now
+		}
 		n.LeaseUntil = now.Add(s.Policy.Lease)
+		s.clearDeferral(n)
 		n.Reason = ""
 	})
 	if err != nil {
@@ -112,7 +161,143 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
 	}
 	res, err := s.send(ctx, e, tr, msg, w)
+	res.BudgetWait = waited
 	return res, true, err
+}
+
+func dispatchReason(e Entry) string {
+	if e.State == Deferred {
+		return "retry after not sent: " + e.NotSentCode
+	}
+	return "dispatch started"
+}
+
+// expiryReason says why a row that never reached the provider expired.
+func expiryReason(e Entry) string {
+	if e.State == Deferred && e.NotSentCode != "" {
+		return NotSentReason(e.NotSentCode)
+	}
+	return "challenge expired before dispatch"
+}
+
+func (s *Service) clearDeferral(n *Entry) {
+	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
+}
+
+// slotGrace is how late a deferred row may wake and still use the send time
+// it booked; later than that it books a new one, so a late wake-up can
+// never bunch sends above the budget.
+const slotGrace = time.Second
+
+// slot returns the send time of the attempt about to start from row e: the
+// one a deferred row holds, or a new booking in the budget. When the
+// booking is further away than Policy.BudgetWait the row is deferred to it
+// instead (deferred.Outcome is set); when no send time is left before the
+// deadline the row ends expired.
+func (s *Service) slot(ctx context.Context, e Entry, w Worker, now time.Time) (at time.Time, deferred DispatchResult, err error) {
+	if e.State == Deferred && !e.SlotAt.IsZero() && !now.After(e.SlotAt.Add(slotGrace)) {
+		return e.SlotAt, DispatchResult{}, nil
+	}
+	earliest := now
+	if e.State == Deferred && e.NextAttemptAt.After(now) {
+		earliest = e.NextAttemptAt // the provider's wait, not shortened by BudgetWait
+	}
+	if s.Budget == nil {
+		return earliest, DispatchResult{}, nil
+	}
+	// The last send time the move to dispatching still accepts.
+	deadline := e.ExpiresAt.Add(-s.Policy.ExpiryMargin - Precision)
+	at, err = s.Budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
+	if errors.Is(err, ErrNoBudget) {
+		res, err := s.expire(ctx, e, w, NotSentReason(BudgetCode), DispatchExpired)
+		return time.Time{}, res, err
+	}
+	if err != nil {
+		return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: send-rate budget: %w", e.Key, err)
+	}
+	if at.Sub(now) <= s.Policy.BudgetWait {
+		return at, DispatchResult{}, nil
+	}
+	reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
+	res, err := s.deferTo(ctx, e, w, reason, BudgetCode, at, true)
+	return time.Time{}, res, err
+}
+
+// deferTo records that the row waits until at (holding that budget slot
+// if booked) and schedules its wake-up. From claimed, dispatching or
+// unknown it is a transition; a deferred row records a deferral event.
+func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (DispatchResult, error) {
+	at = at.Truncate(Precision) // as stored
+	mut := func(n *Entry) {
+		n.NextAttemptAt = at
+		n.SlotAt = timeZero
+		if booked {
+			n.SlotAt = at
+		}
+		n.NotSentCode = code
+		n.LeaseUntil, n.NextCheckAt = timeZero, timeZero
+		n.Reason = reason
+	}
+	var c Change
+	if e.State == Deferred {
+		c = s.record(e, KindDeferral, Deferred, w, reason, mut)
+	} else {
+		var err error
+		if c, err = s.transition(e, Deferred, w, reason, mut); err != nil {
+			return DispatchResult{}, err
+		}
+	}
+	c.Event.Code, c.Event.NextAttemptAt = code, at
+	c.Event = chain(e.Key, e.Last().Hash, c.Event)
+	c.Next.History[len(c.Next.History)-1] = c.Event
+	got, err := s.write(ctx, c)
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
+	}
+	return DispatchResult{Outcome: DispatchDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+}
+
+// schedule asks for the deferred row e to be dispatched at its next
+// attempt time.
+func (s *Service) schedule(ctx context.Context, e Entry) error {
+	if s.Scheduler == nil {
+		return nil
+	}
+	if err := s.Scheduler.Schedule(ctx, e.Key, e.NextAttemptAt); err != nil {
+		return fmt.Errorf("schedule %s: %w", e.Key, err)
+	}
+	return nil
+}
+
+func (s *Service) sleep(ctx context.Context, d time.Duration) error {
+	if s.Sleep != nil {
+		return s.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// backoff is the wait before attempt n+1 after attempt n was not sent:
+// RetryBase * 2^(n-1) capped at RetryMax, the upper half of it random, or
+// the provider's Retry-After if that is longer.
+func (s *Service) backoff(n int, retryAfter time.Duration) time.Duration {
+	d := s.Policy.RetryBase
+	for i := 1; i < n && d < s.Policy.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.Policy.RetryMax)
+	j := rand.Float64
+	if s.Jitter != nil {
+		j = s.Jitter
+	}
+	d = d/2 + time.Duration(j()*float64(d/2))
+	return max(d, retryAfter).Truncate(Precision)
 }
 
 // send makes one transport attempt for the dispatching row e and records
@@ -122,12 +307,53 @@ func (s *Service) send(ctx context.Context, e Entry, tr Transport, msg Message, 
 		IdempotencyKey: e.Key, ContentHash: e.ContentHash, Channel: e.Identity.Channel,
 		Attempt: e.Attempts, ExpiresAt: e.ExpiresAt, Message: msg,
 	})
+	var ns *NotSent
+	if errors.As(err, &ns) {
+		return s.notSent(ctx, e, ns, w)
+	}
 	to, out, reason, ackID := outcomeOf(ack, err)
 	return s.recordOutcome(ctx, e, to, out, reason, ackID, w)
 }
 
+// notSent records a provider's proof that attempt e.Attempts was not taken:
+// the row is deferred to its next attempt, or ends expired when that would
+// start after the deadline (expiry minus the margin).
+func (s *Service) notSent(ctx context.Context, e Entry, ns *NotSent, w Worker) (DispatchResult, error) {
+	code := ns.Code
+	if code == "" {
+		code = "unspecified"
+	}
+	for race := 1; ; race++ {
+		now := s.now()
+		next := now.Add(s.backoff(e.Attempts, ns.RetryAfter))
+		var res DispatchResult
+		var err error
+		if s.expiredAt(e.ExpiresAt, next) && e.State == Dispatching {
+			// Unknown (reconcile got there first) cannot end expired
+			// directly; it is deferred, and its wake-up expires it.
+			res, err = s.expire(ctx, e, w, NotSentReason(code), DispatchExpired)
+		} else {
+			reason := fmt.Sprintf("transport did not take the message: %s; attempt %d; next attempt at %s", code, e.Attempts, next.UTC().Format(time.RFC3339Nano))
+			res, err = s.deferTo(ctx, e, w, reason, code, next, false)
+		}
+		res.NotSent = ns
+		if !errors.Is(err, ErrConflict) || race == maxRaces {
+			return res, err
+		}
+		// As in recordOutcome: a concurrent write that kept the attempt
+		// (a content-mismatch event, or reconcile marking the row unknown
+		// after its lease) does not lose the answer in hand.
+		fresh, gerr := s.Store.Get(ctx, e.Key)
+		if gerr != nil || fresh.Attempts != e.Attempts || (fresh.State != e.State && fresh.State != Unknown) {
+			return res, err
+		}
+		e = fresh
+	}
+}
+
 // outcomeOf maps a transport result to the three outcomes. Only an ack is
 // accepted and only a *Rejection is rejected; everything else is unknown.
+// (A *NotSent never gets here: see send.)
 func outcomeOf(ack Ack, err error) (State, DispatchOutcome, string, string) {
 	var rej *Rejection
 	switch {
@@ -230,7 +456,10 @@ func (s *Service) purge(ctx context.Context, e Entry) error {
 }
 
 func (s *Service) expire(ctx context.Context, e Entry, w Worker, reason string, out DispatchOutcome) (DispatchResult, error) {
-	c, err := s.transition(e, Expired, w, reason, func(n *Entry) { n.Reason = reason })
+	c, err := s.transition(e, Expired, w, reason, func(n *Entry) {
+		n.LeaseUntil, n.NextCheckAt, n.NextAttemptAt, n.SlotAt = timeZero, timeZero, timeZero, timeZero
+		n.Reason = reason
+	})
 	if err != nil {
 		return DispatchResult{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"strconv"
 	"time"
 )
@@ -28,6 +29,15 @@ type Entry struct {
 	LeaseUntil time.Time
 	// NextCheckAt is when reconcile next looks at an unknown row.
 	NextCheckAt time.Time
+	// NextAttemptAt is when the next attempt of a deferred row is due.
+	NextAttemptAt time.Time
+	// SlotAt is the send time a deferred row holds in the send-rate budget,
+	// or zero if it holds none (a provider deferral books a new one).
+	SlotAt time.Time
+	// NotSentCode is the provider code of the latest answer that proved the
+	// message was not taken ("TooManyRequestsException", "HTTP 429"), or
+	// BudgetCode while the row waits for the send-rate budget.
+	NotSentCode string
 	// FirstAttemptAt is when the first transport attempt began; the
 	// idempotency window of a transport is measured from it.
 	FirstAttemptAt time.Time
@@ -52,6 +62,10 @@ type Event struct {
 	Attempt       int
 	AckID         string
 	ContentHash   string // the content hash this event concerns
+	// Code is the provider code of a not-sent answer ("" otherwise).
+	Code string
+	// NextAttemptAt is when the next attempt is due after a deferral.
+	NextAttemptAt time.Time
 	// Prev is the Hash of the previous entry ("" for the first); Hash chains
 	// this entry to Prev and to the row's key. See Verify.
 	Prev string
@@ -67,6 +81,9 @@ const (
 	KindContentMismatch EventKind = "content_mismatch"
 	KindRetry           EventKind = "retry"
 	KindRecheck         EventKind = "recheck"
+	// KindDeferral moves a deferred row's next attempt without a state
+	// change (the budget or the provider asked it to wait longer).
+	KindDeferral EventKind = "deferral"
 )
 
 // OpenDue is the sort key of the row in the open-row index: when a sweep
@@ -77,6 +94,8 @@ func (e Entry) OpenDue() time.Time {
 		return e.ExpiresAt
 	case Dispatching:
 		return e.LeaseUntil
+	case Deferred:
+		return e.NextAttemptAt
 	case Unknown:
 		return e.NextCheckAt
 	case Quarantined:
@@ -119,11 +138,22 @@ func eventHash(key string, ev Event) string {
 		ev.At.UTC().Format(time.RFC3339Nano), ev.Worker, ev.Reason, ev.PolicyVersion,
 		strconv.Itoa(ev.Attempt), ev.AckID, ev.ContentHash,
 	} {
-		h.Write([]byte(strconv.Itoa(len(f))))
-		h.Write([]byte{':'})
-		h.Write([]byte(f))
+		field(h, f)
+	}
+	// Fields added after the first version are hashed only when set, so
+	// entries written before them keep their hashes.
+	if ev.Code != "" || !ev.NextAttemptAt.IsZero() {
+		field(h, ev.Code)
+		field(h, ev.NextAttemptAt.UTC().Format(time.RFC3339Nano))
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// field writes f length-prefixed, so no two field lists hash alike.
+func field(h hash.Hash, f string) {
+	h.Write([]byte(strconv.Itoa(len(f))))
+	h.Write([]byte{':'})
+	h.Write([]byte(f))
 }
 
 // Verify checks the history of e: every entry's hash, every link to its

@@ -27,6 +27,9 @@ var (
 	ErrNoEvidence = errors.New("ledger: decision requires transport evidence")
 	// ErrNoTransport reports a channel with no configured transport.
 	ErrNoTransport = errors.New("ledger: no transport for channel")
+	// ErrNoBudget reports that the send-rate budget has no free send time
+	// before the deadline asked for.
+	ErrNoBudget = errors.New("ledger: no send-rate budget before the deadline")
 )
 
 // FieldError names the input field that failed validation. It unwraps to

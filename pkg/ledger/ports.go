@@ -107,3 +107,30 @@ type Looker interface {
 // Clock returns the current time. The worker's clock is the authority on
 // expiry; Policy.ExpiryMargin covers skew.
 type Clock func() time.Time
+
+// Budget books send times per channel so that sends from every dispatch
+// instance together stay within a send rate (the provider's quota).
+// Implementations keep the booking in shared storage with conditional
+// writes: no in-process state decides.
+type Budget interface {
+	// Reserve books one send on ch at the earliest free time not before
+	// now and returns it. If that time would be after notAfter it books
+	// nothing and returns an error wrapping ErrNoBudget. A channel without
+	// a budget always gets now.
+	Reserve(ctx context.Context, ch Channel, now, notAfter time.Time) (time.Time, error)
+}
+
+// Scheduler hands a row back to dispatch at a time: the wake-up of a
+// deferred row, or reconcile's re-drive of a due row that no dispatch
+// picked up. Delivery may be late or repeated, never early by more than
+// the wait dispatch absorbs in-process (Policy.BudgetWait): the dispatch
+// decision is the conditional write, as for stream records.
+type Scheduler interface {
+	Schedule(ctx context.Context, key string, at time.Time) error
+}
+
+// Interval is the spacing of sends at rate sends per second, at least one
+// microsecond (the resolution budgets store).
+func Interval(rate float64) time.Duration {
+	return max(time.Duration(float64(time.Second)/rate), time.Microsecond)
+}

@@ -29,6 +29,16 @@ type Policy struct {
 	SettlePeriod time.Duration
 	// RecheckAfter is how long reconcile waits between looks at an unknown row.
 	RecheckAfter time.Duration
+	// RetryBase and RetryMax shape the backoff after a not-sent answer:
+	// attempt n waits RetryBase * 2^(n-1), at most RetryMax, with jitter
+	// (half of it random), or the provider's Retry-After if that is longer.
+	RetryBase, RetryMax time.Duration
+	// BudgetWait is the longest dispatch waits in-process for a send-rate
+	// budget slot; a later slot defers the row to it instead.
+	BudgetWait time.Duration
+	// RedriveAfter is how long past due a claimed or deferred row may wait
+	// for a dispatch before reconcile hands it back to dispatch.
+	RedriveAfter time.Duration
 }
 
 // DefaultPolicy returns the policy used when a field is left zero.
@@ -41,6 +51,10 @@ func DefaultPolicy() Policy {
 		MaxAttempts:  3,
 		SettlePeriod: 5 * time.Minute,
 		RecheckAfter: time.Minute,
+		RetryBase:    2 * time.Second,
+		RetryMax:     time.Minute,
+		BudgetWait:   2 * time.Second,
+		RedriveAfter: 20 * time.Second,
 	}
 }
 
@@ -59,6 +73,12 @@ func (p Policy) Validate() error {
 		return errors.New("ledger: max attempts must be at least 1")
 	case p.RecheckAfter <= 0:
 		return errors.New("ledger: recheck interval must be positive")
+	case p.RetryBase <= 0 || p.RetryMax < p.RetryBase:
+		return errors.New("ledger: retry backoff base must be positive and at most the maximum")
+	case p.BudgetWait < 0:
+		return errors.New("ledger: budget wait must not be negative")
+	case p.RedriveAfter <= 0:
+		return errors.New("ledger: re-drive delay must be positive")
 	}
 	return nil
 }
@@ -75,8 +95,17 @@ type Service struct {
 	Content    ContentStore
 	Opener     Opener
 	Transports map[Channel]Transport
-	Clock      Clock
-	Policy     Policy
+	// Budget, if set, paces sends per channel; Scheduler hands deferred
+	// and re-driven rows back to dispatch. Both belong to the dispatch
+	// path; reconcile needs only the Scheduler.
+	Budget    Budget
+	Scheduler Scheduler
+	// Sleep waits for d or until ctx ends; a timer if nil.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Jitter returns a number in [0, 1) for backoff jitter; math/rand if nil.
+	Jitter func() float64
+	Clock  Clock
+	Policy Policy
 	// NewID returns a unique event id; random 128-bit hex if nil.
 	NewID func() string
 	// OnTransition, if set, is called once for every stored state change

@@ -10,6 +10,12 @@ const (
 	None        State = ""
 	Claimed     State = "claimed"
 	Dispatching State = "dispatching"
+	// Deferred records a message the provider proved it did not take for
+	// now (throttling, a quota, a paused account), or one the send-rate
+	// budget could not fit in soon: nothing was sent, and another attempt
+	// under the same key is due at the row's NextAttemptAt, while the
+	// challenge lasts.
+	Deferred    State = "deferred"
 	Accepted    State = "accepted"
 	Rejected    State = "rejected"
 	Unknown     State = "unknown"
@@ -29,15 +35,16 @@ const (
 )
 
 // States lists every real state, in lifecycle order.
-var States = []State{Held, Claimed, Dispatching, Accepted, Rejected, Unknown, Expired, Quarantined, Abandoned, Suppressed}
+var States = []State{Held, Claimed, Dispatching, Deferred, Accepted, Rejected, Unknown, Expired, Quarantined, Abandoned, Suppressed}
 
 // transitions is the one transition table. A pair not listed is forbidden.
 var transitions = map[State][]State{
 	None:        {Claimed, Held, Expired, Suppressed},
 	Held:        {Claimed, Suppressed, Expired},
-	Claimed:     {Dispatching, Expired, Quarantined},
-	Dispatching: {Accepted, Rejected, Unknown},
-	Unknown:     {Accepted, Rejected, Quarantined, Abandoned},
+	Claimed:     {Dispatching, Deferred, Expired, Quarantined},
+	Dispatching: {Accepted, Rejected, Unknown, Deferred, Expired},
+	Deferred:    {Dispatching, Expired, Quarantined},
+	Unknown:     {Accepted, Rejected, Quarantined, Abandoned, Deferred},
 	Quarantined: {Accepted, Rejected, Abandoned},
 }
 
@@ -59,7 +66,7 @@ func (s State) Terminal() bool { return s != None && len(transitions[s]) == 0 }
 // that sweeps and operators can find them.
 func (s State) Open() bool {
 	switch s {
-	case Held, Claimed, Dispatching, Unknown, Quarantined:
+	case Held, Claimed, Dispatching, Deferred, Unknown, Quarantined:
 		return true
 	}
 	return false

@@ -21,17 +21,25 @@ var allowed = map[[2]ledger.State]bool{
 	{ledger.Held, ledger.Expired}:    true, // challenge expired while held
 
 	{ledger.Claimed, ledger.Dispatching}: true,
+	{ledger.Claimed, ledger.Deferred}:    true, // send-rate budget: slot booked later than the in-process wait
 	{ledger.Claimed, ledger.Expired}:     true, // expired before dispatch
 	{ledger.Claimed, ledger.Quarantined}: true, // sealed content unavailable
 
 	{ledger.Dispatching, ledger.Accepted}: true,
 	{ledger.Dispatching, ledger.Rejected}: true,
 	{ledger.Dispatching, ledger.Unknown}:  true, // timeout, crash, lease expired
+	{ledger.Dispatching, ledger.Deferred}: true, // provider did not take it for now
+	{ledger.Dispatching, ledger.Expired}:  true, // not sent, and no attempt fits before expiry
+
+	{ledger.Deferred, ledger.Dispatching}: true, // next attempt, same key
+	{ledger.Deferred, ledger.Expired}:     true, // not sent before the challenge expired
+	{ledger.Deferred, ledger.Quarantined}: true, // sealed content unavailable at the retry
 
 	{ledger.Unknown, ledger.Accepted}:    true, // lookup found / same-key retry / decision with evidence
 	{ledger.Unknown, ledger.Rejected}:    true, // same-key retry refused / decision with evidence
 	{ledger.Unknown, ledger.Quarantined}: true,
 	{ledger.Unknown, ledger.Abandoned}:   true,
+	{ledger.Unknown, ledger.Deferred}:    true, // the not-sent answer arrived after the lease expired
 
 	{ledger.Quarantined, ledger.Accepted}:  true, // operator, with evidence
 	{ledger.Quarantined, ledger.Rejected}:  true, // operator, with evidence
@@ -43,7 +51,7 @@ func allStates() []ledger.State {
 }
 
 func TestStatesList(t *testing.T) {
-	want := []ledger.State{ledger.Held, ledger.Claimed, ledger.Dispatching, ledger.Accepted, ledger.Rejected, ledger.Unknown,
+	want := []ledger.State{ledger.Held, ledger.Claimed, ledger.Dispatching, ledger.Deferred, ledger.Accepted, ledger.Rejected, ledger.Unknown,
 		ledger.Expired, ledger.Quarantined, ledger.Abandoned, ledger.Suppressed}
 	if fmt.Sprint(ledger.States) != fmt.Sprint(want) {
 		t.Fatalf("States = %v, want %v (update the matrix tests)", ledger.States, want)
@@ -89,6 +97,7 @@ func TestStatePredicates(t *testing.T) {
 		{ledger.Held, false, true, true},
 		{ledger.Claimed, false, true, true},
 		{ledger.Dispatching, false, true, true},
+		{ledger.Deferred, false, true, true},
 		{ledger.Accepted, true, false, true},
 		{ledger.Rejected, true, false, true},
 		{ledger.Unknown, false, true, true},

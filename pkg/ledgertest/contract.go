@@ -131,6 +131,53 @@ func RunStoreContract(t *testing.T, newStore NewStore) {
 		assertSameEntry(t, got, stored)
 	})
 
+	t.Run("a not-sent answer defers the row, and the deferral round-trips", func(t *testing.T) {
+		env := NewEnv(newStore(t))
+		env.Transport.Script = func(s ledger.Send) Behavior {
+			if s.Attempt == 1 {
+				return Throttle
+			}
+			return Accept
+		}
+		env.Transport.RetryAfter = 7 * time.Second
+		in, sealed := Intent(13, ledger.Email, env.Clock.Now(), 10*time.Minute)
+		if _, err := env.Svc.Claim(ctx, in, sealed, w); err != nil {
+			t.Fatal(err)
+		}
+		res, err := env.Svc.Dispatch(ctx, in.Key(), w)
+		if err != nil || res.Outcome != ledger.DispatchDeferred {
+			t.Fatalf("dispatch: %s, %v; want deferred", res.Outcome, err)
+		}
+		stored, err := env.Store.Get(ctx, in.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertSameEntry(t, res.Entry, stored)
+		if err := stored.Verify(); err != nil {
+			t.Fatal(err)
+		}
+		ev := stored.Last()
+		if stored.State != ledger.Deferred || stored.NotSentCode != ThrottleCode || ev.Code != ThrottleCode ||
+			!ev.NextAttemptAt.Equal(stored.NextAttemptAt) || stored.NextAttemptAt.Before(env.Clock.Now().Add(7*time.Second)) {
+			t.Fatalf("deferral not recorded: state %s code %q event %+v next %s", stored.State, stored.NotSentCode, ev, stored.NextAttemptAt)
+		}
+		due, err := env.Store.ListOpen(ctx, ledger.Deferred, stored.NextAttemptAt, 10)
+		if err != nil || len(due) != 1 || due[0].Key != in.Key() {
+			t.Fatalf("deferred row not listed when due: %v, %v", due, err)
+		}
+		if early, _ := env.Store.ListOpen(ctx, ledger.Deferred, env.Clock.Now(), 10); len(early) != 0 {
+			t.Fatalf("deferred row listed before it is due")
+		}
+		env.Clock.Advance(stored.NextAttemptAt.Sub(env.Clock.Now()))
+		res, err = env.Svc.Dispatch(ctx, in.Key(), w)
+		if err != nil || res.Outcome != ledger.DispatchAccepted || res.Entry.Attempts != 2 {
+			t.Fatalf("retry: %s attempt %d, %v; want accepted at attempt 2", res.Outcome, res.Entry.Attempts, err)
+		}
+		if got := env.Transport.Recorded(in.Key()); got != 1 {
+			t.Fatalf("provider recorded %d messages", got)
+		}
+	})
+
 	t.Run("a create or apply repeated after its first attempt landed succeeds once", func(t *testing.T) {
 		// What an SDK retry after a lost response looks like to the store.
 		env := NewEnv(newStore(t))
@@ -408,6 +455,7 @@ func assertSameEntry(t *testing.T, want, got ledger.Entry) {
 		!want.FirstAttemptAt.Equal(got.FirstAttemptAt) || !want.RetainUntil.Equal(got.RetainUntil) ||
 		want.Attempts != got.Attempts || want.AckID != got.AckID || want.Reason != got.Reason ||
 		want.Mismatches != got.Mismatches || want.Workflow.Kind != got.Workflow.Kind ||
+		!want.NextAttemptAt.Equal(got.NextAttemptAt) || !want.SlotAt.Equal(got.SlotAt) || want.NotSentCode != got.NotSentCode ||
 		fmt.Sprint(want.Workflow.Order) != fmt.Sprint(got.Workflow.Order) || len(want.History) != len(got.History) {
 		t.Fatalf("entry did not round-trip:\nwant %+v\ngot  %+v", want, got)
 	}
@@ -415,7 +463,8 @@ func assertSameEntry(t *testing.T, want, got ledger.Entry) {
 		a, b := want.History[i], got.History[i]
 		if a.ID != b.ID || a.Kind != b.Kind || a.From != b.From || a.To != b.To || !a.At.Equal(b.At) || a.Worker != b.Worker ||
 			a.Reason != b.Reason || a.PolicyVersion != b.PolicyVersion || a.Attempt != b.Attempt || a.AckID != b.AckID ||
-			a.ContentHash != b.ContentHash || a.Prev != b.Prev || a.Hash != b.Hash {
+			a.ContentHash != b.ContentHash || a.Prev != b.Prev || a.Hash != b.Hash ||
+			a.Code != b.Code || !a.NextAttemptAt.Equal(b.NextAttemptAt) {
 			t.Fatalf("history entry %d did not round-trip:\nwant %+v\ngot  %+v", i, a, b)
 		}
 	}

@@ -101,7 +101,11 @@ const (
 	Reject                          // provider refuses
 	AcceptThenDrop                  // provider records, acknowledgement lost
 	FailBeforeReach                 // request never reaches the provider
+	Throttle                        // provider proves it did not take the message (*ledger.NotSent)
 )
+
+// ThrottleCode is the code of Throttle's *ledger.NotSent.
+const ThrottleCode = "TooManyRequestsException"
 
 // Transport is a scriptable transport that counts what the provider
 // recorded per idempotency key. It honors idempotency keys for Window when
@@ -109,6 +113,8 @@ const (
 type Transport struct {
 	Window    time.Duration
 	CanLookup bool
+	// RetryAfter is what a Throttle answer asks the caller to wait.
+	RetryAfter time.Duration
 	// Script returns the behavior of each call; Accept if nil.
 	Script func(s ledger.Send) Behavior
 
@@ -142,6 +148,8 @@ func (t *Transport) Send(_ context.Context, s ledger.Send) (ledger.Ack, error) {
 		return ledger.Ack{}, &ledger.Rejection{Reason: "destination suppressed"}
 	case FailBeforeReach:
 		return ledger.Ack{}, fmt.Errorf("dial provider: connection refused")
+	case Throttle:
+		return ledger.Ack{}, fmt.Errorf("send: %w", &ledger.NotSent{Code: ThrottleCode, RetryAfter: t.RetryAfter})
 	}
 	if id, ok := t.acks[s.IdempotencyKey]; ok && t.Window > 0 {
 		if b == AcceptThenDrop {

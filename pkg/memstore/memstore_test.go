@@ -15,3 +15,9 @@ func TestContract(t *testing.T) {
 func TestContentContract(t *testing.T) {
 	ledgertest.RunContentContract(t, func(*testing.T) ledger.ContentStore { return &memstore.Content{} })
 }
+
+func TestBudgetContract(t *testing.T) {
+	ledgertest.RunBudgetContract(t, func(_ *testing.T, rates map[ledger.Channel]float64) ledger.Budget {
+		return &memstore.Budget{Rates: rates}
+	})
+}
