@@ -1,0 +1,312 @@
+package ledger_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/memstore"
+)
+
+// scheduler records what the service asked to be dispatched when.
+type scheduler struct {
+	mu  sync.Mutex
+	got map[string][]time.Time
+}
+
+func (s *scheduler) Schedule(_ context.Context, key string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.got == nil {
+		s.got = map[string][]time.Time{}
+	}
+	s.got[key] = append(s.got[key], at)
+	return nil
+}
+
+func (s *scheduler) last(key string) (time.Time, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.got[key]
+	if len(g) == 0 {
+		return time.Time{}, 0
+	}
+	return g[len(g)-1], len(g)
+}
+
+// pacedEnv is newEnv with a scheduler, a jitter that tests can set, and a
+// Sleep that advances the test clock instead of waiting.
+func pacedEnv(t *testing.T) (*env, *scheduler) {
+	e := newEnv(t)
+	sch := &scheduler{}
+	e.Svc.Scheduler = sch
+	e.Svc.Jitter = func() float64 { return 0.5 }
+	e.Svc.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
+	return e, sch
+}
+
+// sendTimes records the clock at each transport call.
+func sendTimes(e *env, behavior func(ledger.Send) ledgertest.Behavior) *[]time.Time {
+	var at []time.Time
+	e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
+		at = append(at, e.Clock.Now())
+		return behavior(s)
+	}
+	return &at
+}
+
+func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
+	ctx := context.Background()
+	e, sch := pacedEnv(t)
+	e.Svc.Policy.BudgetWait = 0 // every early hand-back is refused, none waited out
+	sendTimes(e, func(s ledger.Send) ledgertest.Behavior {
+		if s.Attempt <= 3 {
+			return ledgertest.Throttle
+		}
+		return ledgertest.Accept
+	})
+	in, _, _ := e.claim(t, 1, ledger.Email, ledger.ClaimCreated)
+	base := e.Svc.Policy.RetryBase
+	for attempt := 1; attempt <= 3; attempt++ {
+		res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+		if err != nil || res.Outcome != ledger.DispatchDeferred {
+			t.Fatalf("attempt %d: %s, %v; want deferred", attempt, res.Outcome, err)
+		}
+		row := res.Entry
+		ev := row.Last()
+		// Jitter 0.5 puts the wait at three quarters of base * 2^(n-1).
+		wantWait := (base << (attempt - 1)) * 3 / 4
+		if row.State != ledger.Deferred || ev.Code != ledgertest.ThrottleCode || ev.Attempt != attempt ||
+			!ev.NextAttemptAt.Equal(e.Clock.Now().Add(wantWait)) || !row.NextAttemptAt.Equal(ev.NextAttemptAt) {
+			t.Fatalf("attempt %d: state %s, event %+v; want deferred with code, attempt and next attempt %s later", attempt, row.State, ev, wantWait)
+		}
+		if at, _ := sch.last(in.Key()); !at.Equal(row.NextAttemptAt) {
+			t.Fatalf("attempt %d: wake-up scheduled at %s, want %s", attempt, at, row.NextAttemptAt)
+		}
+		// Handed back early: nothing is sent, the wake-up is scheduled again.
+		early, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-2")
+		if err != nil || early.Outcome != ledger.DispatchNotDue {
+			t.Fatalf("attempt %d handed back early: %s, %v; want not_due", attempt, early.Outcome, err)
+		}
+		e.Clock.Advance(row.NextAttemptAt.Sub(e.Clock.Now()))
+	}
+	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-3")
+	if err != nil || res.Outcome != ledger.DispatchAccepted || res.Entry.Attempts != 4 {
+		t.Fatalf("fourth attempt: %s attempt %d, %v", res.Outcome, res.Entry.Attempts, err)
+	}
+	for i, s := range e.Transport.Sent {
+		if s.IdempotencyKey != in.Key() || s.ContentHash != in.ContentHash || s.Attempt != i+1 {
+			t.Fatalf("send %d: key %s hash %s attempt %d; want the row's key and hash, attempt %d", i, s.IdempotencyKey, s.ContentHash, s.Attempt, i+1)
+		}
+	}
+	if n := e.Transport.Calls(); n != 4 {
+		t.Fatalf("%d transport calls, want 4", n)
+	}
+	mustVerify(t, res.Entry)
+	for _, ev := range res.Entry.History {
+		if ev.To == ledger.Unknown || ev.To == ledger.Quarantined {
+			t.Fatalf("a not-sent answer was recorded as %s: %+v", ev.To, ev)
+		}
+	}
+}
+
+func TestNotSentHonorsRetryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{"longer than the backoff wins", 45 * time.Second, 45 * time.Second},
+		{"shorter than the backoff is not a shortcut", 100 * time.Millisecond, 1500 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _ := pacedEnv(t)
+			e.Transport.RetryAfter = tt.retryAfter
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+			in, _, _ := e.claim(t, 2, ledger.SMS, ledger.ClaimCreated)
+			res, err := e.Svc.Dispatch(context.Background(), in.Key(), "dispatch/req-1")
+			if err != nil || res.Outcome != ledger.DispatchDeferred {
+				t.Fatalf("%s, %v", res.Outcome, err)
+			}
+			if got := res.Entry.NextAttemptAt.Sub(e.Clock.Now()); got != tt.want {
+				t.Fatalf("next attempt in %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNotSentUntilExpiryEndsExpiredWithTheCode(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	e.Svc.Jitter = func() float64 { return 0.99 }
+	starts := sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle })
+	in, _, _ := e.claim(t, 3, ledger.Email, ledger.ClaimCreated)
+	deadline := in.ExpiresAt.Add(-e.Svc.Policy.ExpiryMargin)
+	var res ledger.DispatchResult
+	for i := 0; i < 100; i++ {
+		var err error
+		if res, err = e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != ledger.DispatchDeferred {
+			break
+		}
+		e.Clock.Advance(res.Entry.NextAttemptAt.Sub(e.Clock.Now()))
+	}
+	row := res.Entry
+	if row.State != ledger.Expired || row.Reason != "not sent before the challenge expired: "+ledgertest.ThrottleCode {
+		t.Fatalf("ended %s (%q), want expired with the not-sent reason", row.State, row.Reason)
+	}
+	if len(*starts) < 5 {
+		t.Fatalf("only %d attempts in a %s challenge", len(*starts), ttl)
+	}
+	for i, at := range *starts {
+		if !at.Before(deadline) {
+			t.Fatalf("attempt %d started at %s, after expiry minus the margin (%s)", i+1, at, deadline)
+		}
+	}
+	if e.hasContent(t, in.Key()) {
+		t.Fatal("sealed content kept after the row ended")
+	}
+	mustVerify(t, row)
+}
+
+func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
+	ctx := context.Background()
+	e, sch := pacedEnv(t)
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 2}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = time.Second
+	starts := sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Accept })
+	t0 := e.Clock.Now()
+	// Another dispatch instance booked the next 1.5 s of the budget.
+	for range 3 {
+		if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _, _ := e.claim(t, 10, ledger.Email, ledger.ClaimCreated)
+	b, _, _ := e.claim(t, 11, ledger.Email, ledger.ClaimCreated)
+	c, _, _ := e.claim(t, 12, ledger.Email, ledger.ClaimCreated)
+	for i, k := range []string{a.Key(), b.Key()} {
+		res, err := e.Svc.Dispatch(ctx, k, "dispatch/req-1")
+		if err != nil || res.Outcome != ledger.DispatchDeferred {
+			t.Fatalf("row %d: %s, %v; want deferred (slot beyond the 1 s wait)", i, res.Outcome, err)
+		}
+		want := t0.Add(time.Duration(3+i) * 500 * time.Millisecond)
+		if res.Entry.NotSentCode != ledger.BudgetCode || !res.Entry.SlotAt.Equal(want) || !res.Entry.NextAttemptAt.Equal(want) {
+			t.Fatalf("row %d deferral: code %q slot %s next %s; want the budget code and slot %s", i, res.Entry.NotSentCode, res.Entry.SlotAt, res.Entry.NextAttemptAt, want)
+		}
+		if at, _ := sch.last(k); !at.Equal(want) {
+			t.Fatalf("row %d wake-up at %s, want the booked slot %s", i, at, want)
+		}
+	}
+	if len(*starts) != 0 {
+		t.Fatal("a deferred row was sent")
+	}
+	// a wakes at its slot; b wakes at the same moment and waits the half
+	// second to its own; c, claimed later, books the next slot and waits.
+	e.Clock.Advance(1500 * time.Millisecond)
+	for _, k := range []string{a.Key(), b.Key(), c.Key()} {
+		res, err := e.Svc.Dispatch(ctx, k, "dispatch/req-2")
+		if err != nil || res.Outcome != ledger.DispatchAccepted {
+			t.Fatalf("%s, %v", res.Outcome, err)
+		}
+	}
+	for i, at := range *starts {
+		if want := t0.Add(time.Duration(3+i) * 500 * time.Millisecond); !at.Equal(want) {
+			t.Fatalf("send %d at +%s, want its slot +%s", i, at.Sub(t0), want.Sub(t0))
+		}
+	}
+}
+
+func TestLateWakeUpBooksANewSlot(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Policy.BudgetWait = 0
+	in1, _, _ := e.claim(t, 20, ledger.Email, ledger.ClaimCreated)
+	in2, _, _ := e.claim(t, 21, ledger.Email, ledger.ClaimCreated)
+	if res, _ := e.Svc.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.DispatchAccepted {
+		t.Fatalf("first: %s", res.Outcome)
+	}
+	res, err := e.Svc.Dispatch(ctx, in2.Key(), "d")
+	if err != nil || res.Outcome != ledger.DispatchDeferred {
+		t.Fatalf("second: %s, %v", res.Outcome, err)
+	}
+	slot := res.Entry.SlotAt
+	// Woken 30 s late: the old slot is gone; it books a new one (now).
+	e.Clock.Advance(slot.Sub(e.Clock.Now()) + 30*time.Second)
+	res, err = e.Svc.Dispatch(ctx, in2.Key(), "d")
+	if err != nil || res.Outcome != ledger.DispatchAccepted {
+		t.Fatalf("late wake-up: %s, %v", res.Outcome, err)
+	}
+	// The budget knows about that send: the next booking is a second later.
+	at, err := e.Svc.Budget.Reserve(ctx, ledger.Email, e.Clock.Now(), e.Clock.Now().Add(time.Hour))
+	if err != nil || !at.Equal(e.Clock.Now().Add(time.Second)) {
+		t.Fatalf("next booking %s, %v; want one interval after the late send", at, err)
+	}
+}
+
+func TestBudgetFullUntilExpiryEndsExpired(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.SMS: 1.0 / 3600}}
+	in1, _, _ := e.claim(t, 30, ledger.SMS, ledger.ClaimCreated)
+	in2, _, _ := e.claim(t, 31, ledger.SMS, ledger.ClaimCreated)
+	if res, _ := e.Svc.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.DispatchAccepted {
+		t.Fatalf("first: %s", res.Outcome)
+	}
+	res, err := e.Svc.Dispatch(ctx, in2.Key(), "d")
+	if err != nil || res.Entry.State != ledger.Expired || res.Entry.Reason != ledger.NotSentReason(ledger.BudgetCode) {
+		t.Fatalf("no slot before expiry: %s %q, %v; want expired, not sent", res.Entry.State, res.Entry.Reason, err)
+	}
+	if e.Transport.Recorded(in2.Key()) != 0 {
+		t.Fatal("sent without a budget slot")
+	}
+}
+
+func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
+	ctx := context.Background()
+	e, sch := pacedEnv(t)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+	after := e.Svc.Policy.RedriveAfter
+
+	lost, _, _ := e.claim(t, 40, ledger.Email, ledger.ClaimCreated) // its stream record is lost
+	wake, _, _ := e.claim(t, 41, ledger.Email, ledger.ClaimCreated) // deferred; its wake-up is lost
+	res, err := e.Svc.Dispatch(ctx, wake.Key(), "d")
+	if err != nil || res.Outcome != ledger.DispatchDeferred {
+		t.Fatalf("%s, %v", res.Outcome, err)
+	}
+	_, wakes := sch.last(wake.Key())
+	e.Clock.Advance(res.Entry.NextAttemptAt.Sub(e.Clock.Now()) + after)
+	fresh, _, _ := e.claim(t, 42, ledger.Email, ledger.ClaimCreated) // just claimed: its stream record is on its way
+	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := sch.last(lost.Key()); n != 1 {
+		t.Errorf("claimed row not picked up for %s: re-driven %d times, want 1", after, n)
+	}
+	if _, n := sch.last(wake.Key()); n != wakes+1 {
+		t.Errorf("deferred row %s past due: re-driven %d times, want 1", after, n-wakes)
+	}
+	if _, n := sch.last(fresh.Key()); n != 0 {
+		t.Errorf("a row claimed just now was re-driven")
+	}
+	// A moment earlier, the deferred row was not yet late.
+	e2, sch2 := pacedEnv(t)
+	e2.Transport.Script = e.Transport.Script
+	w2, _, _ := e2.claim(t, 43, ledger.Email, ledger.ClaimCreated)
+	res, _ = e2.Svc.Dispatch(ctx, w2.Key(), "d")
+	e2.Clock.Advance(res.Entry.NextAttemptAt.Sub(e2.Clock.Now()) + after - time.Second)
+	_, before := sch2.last(w2.Key())
+	if _, err := e2.Svc.Redrive(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := sch2.last(w2.Key()); n != before {
+		t.Errorf("deferred row re-driven before it was %s late", after)
+	}
+}
