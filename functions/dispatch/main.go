@@ -13,5 +13,5 @@ import (
 func main() {
 	fn := wire.Boot(settings.Dispatch)
 	h := &handler.Dispatch{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics}
-	lambda.Start(h.Handle)
+	lambda.Start(h.Invoke)
 }

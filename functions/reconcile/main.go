@@ -3,6 +3,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/resetledger/resetledger/internal/handler"
@@ -12,6 +14,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Reconcile)
-	h := &handler.Reconcile{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics, Limit: fn.Settings.SweepLimit}
+	h := &handler.Reconcile{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics, Limit: fn.Settings.SweepLimit, RedriveEvery: 30 * time.Second}
 	lambda.Start(h.Handle)
 }

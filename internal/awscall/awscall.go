@@ -168,6 +168,10 @@ func Map(service, operation string, input any, region, account string) []Call {
 		}
 		return out
 
+	// GetAccount has no resource ARN: IAM authorizes it on "*".
+	case *sesv2.GetAccountInput:
+		return one("ses:GetAccount", "*", nil)
+
 	// End User Messaging SMS: the origination identity when it is an ARN;
 	// otherwise AWS picks one of the account's, which an account-wide
 	// resource pattern covers.

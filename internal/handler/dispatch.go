@@ -2,20 +2,25 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/outcome"
+	"github.com/resetledger/resetledger/pkg/dispatchqueue"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Dispatch dispatches newly claimed rows from the ledger table's stream.
-// Duplicate records and duplicate invocations are harmless: the conditional
-// claimed -> dispatching write in the ledger decides who sends.
+// Dispatch dispatches newly claimed rows from the ledger table's stream, and
+// the rows the dispatch queue hands back (wake-ups of deferred rows and
+// reconcile's re-drives). Duplicate records, messages and invocations are
+// harmless: the conditional write to dispatching decides who sends.
 type Dispatch struct {
 	Svc     *ledger.Service
 	Log     *slog.Logger
@@ -48,19 +53,72 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 	return resp, nil
 }
 
+// HandleQueue dispatches the rows named by dispatch queue messages. A
+// message that is not one (it names no dedupe key) is reported failed, so
+// that it ends in the queue's DLQ as evidence rather than being dropped.
+func (h *Dispatch) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	// An empty list, never nil (see Claim.Handle).
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	worker, log := invocation(ctx, "dispatch", h.Log)
+	for _, m := range ev.Records {
+		key, err := dispatchqueue.Parse(m.Body)
+		if err == nil {
+			err = h.dispatch(ctx, key, nil, worker, log.With("source", "queue"))
+		} else {
+			log.Error("unreadable dispatch queue message; kept for the DLQ", "message_id", m.MessageId, "reason", err.Error())
+		}
+		if err != nil {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// Invoke routes one invocation by its event source: DynamoDB stream
+// records to Handle, SQS messages to HandleQueue. The function has both
+// event sources; anything else is refused whole.
+func (h *Dispatch) Invoke(ctx context.Context, raw json.RawMessage) (any, error) {
+	var probe struct {
+		Records []struct {
+			EventSource string `json:"eventSource"`
+		} `json:"Records"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil || len(probe.Records) == 0 {
+		return nil, errors.New("dispatch: event is neither a stream batch nor a queue batch")
+	}
+	switch src := probe.Records[0].EventSource; src {
+	case "aws:dynamodb":
+		var ev events.DynamoDBEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return nil, fmt.Errorf("dispatch: stream batch: %w", err)
+		}
+		return h.Handle(ctx, ev)
+	case "aws:sqs":
+		var ev events.SQSEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return nil, fmt.Errorf("dispatch: queue batch: %w", err)
+		}
+		return h.HandleQueue(ctx, ev)
+	default:
+		return nil, fmt.Errorf("dispatch: unexpected event source %q", outcomeSafe(src))
+	}
+}
+
 // dispatch starts from the record's new image when it decodes to the row
 // (saving a read), and from the key otherwise.
 func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) error {
 	log = log.With("dedupe_key", key)
 	var res ledger.DispatchResult
-	row, derr := dynamostore.DecodeItem(itemOf(image))
 	var err error
-	if derr == nil && row.Key == key {
+	if row, derr := dynamostore.DecodeItem(itemOf(image)); image != nil && derr == nil && row.Key == key {
 		res, err = h.Svc.DispatchRow(ctx, row, worker)
 	} else {
-		log.Debug("stream image not decodable; reading the row", "reason", fmt.Sprint(derr))
+		if image != nil {
+			log.Debug("stream image not decodable; reading the row", "reason", fmt.Sprint(derr))
+		}
 		res, err = h.Svc.Dispatch(ctx, key, worker)
 	}
+	h.observe(res, log)
 	if res.Entry.Key != "" {
 		log = log.With("challenge_id", res.Entry.Identity.ChallengeID, "channel", string(res.Entry.Identity.Channel),
 			"content_hash", res.Entry.ContentHash, "attempt", res.Entry.Attempts)
@@ -75,6 +133,35 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 	}
 	log.Info("dispatch handled", "outcome", string(res.Outcome), "state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
 	return nil
+}
+
+// observe counts what operations watch during a surge: not-sent answers by
+// channel and code, waits for the send-rate budget, rows deferred to it,
+// and wake-ups that could not be scheduled.
+func (h *Dispatch) observe(res ledger.DispatchResult, log *slog.Logger) {
+	ch := map[string]string{"Channel": string(res.Entry.Identity.Channel)}
+	if res.NotSent != nil {
+		_ = h.Metrics.Count(metrics.NotSent, map[string]string{"Channel": ch["Channel"], "Code": outcomeSafe(res.NotSent.Code)}, 1)
+	}
+	if res.BudgetWait > 0 {
+		_ = h.Metrics.Emit(ch, "Milliseconds", map[string]float64{metrics.BudgetWait: float64(res.BudgetWait.Milliseconds())})
+	}
+	if res.Outcome == ledger.DispatchDeferred && res.NotSent == nil {
+		_ = h.Metrics.Count(metrics.BudgetDeferrals, ch, 1)
+	}
+	if res.ScheduleErr != nil {
+		_ = h.Metrics.Count(metrics.WakeFailures, nil, 1)
+		log.Warn("wake-up not scheduled; reconcile will re-drive the row", "error", res.ScheduleErr.Error())
+	}
+}
+
+// outcomeSafe keeps a provider code or event source fit for a log line or a
+// metric dimension.
+func outcomeSafe(s string) string {
+	if v := outcome.SafeToken(strings.ReplaceAll(s, " ", "_")); v != "" {
+		return v
+	}
+	return "unrecognised"
 }
 
 // claimedKey returns the dedupe key of a record that made a row claimed (an

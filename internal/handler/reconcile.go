@@ -3,6 +3,8 @@ package handler
 import (
 	"context"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -17,12 +19,22 @@ type Reconcile struct {
 	Log     *slog.Logger
 	Metrics *metrics.Emitter
 	Limit   int
+	// RedriveEvery, if set, repeats the re-drive pass within one invocation
+	// every RedriveEvery while the invocation has time left: the schedule
+	// fires once a minute, and a second pass halfway bounds how long a due
+	// row waits past REDRIVE_AFTER to half the schedule period.
+	RedriveEvery time.Duration
 }
 
-// Handle runs the sweep, then publishes the open claims. A failure to
-// publish them is logged, not returned: the sweep itself succeeded, and a
-// retry of the invocation would only sweep again.
+// redriveReserve is the time a repeated re-drive pass needs before the
+// invocation's deadline.
+const redriveReserve = 10 * time.Second
+
+// Handle runs the sweep and the re-drive pass, then publishes the open
+// claims. A failure to publish them is logged, not returned: the sweep
+// itself succeeded, and a retry of the invocation would only sweep again.
 func (h *Reconcile) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
+	start := time.Now()
 	worker, log := invocation(ctx, "reconcile", h.Log)
 	err := sweep(ctx, "reconcile", h.Metrics, log, func() (ledger.SweepReport, error) {
 		return h.Svc.Reconcile(ctx, worker, h.Limit)
@@ -30,9 +42,49 @@ func (h *Reconcile) Handle(ctx context.Context, _ events.CloudWatchEvent) error 
 	if err != nil {
 		return err
 	}
+	if err := h.redrive(ctx, log); err != nil {
+		return err
+	}
 	if err := publishStats(ctx, h.Svc, h.Metrics, log); err != nil {
 		log.Error("open-claim figures not published", "error", err.Error())
 	}
+	for next := start.Add(h.RedriveEvery); h.RedriveEvery > 0; next = next.Add(h.RedriveEvery) {
+		if dl, ok := ctx.Deadline(); !ok || dl.Sub(next) < redriveReserve {
+			return nil
+		}
+		select {
+		case <-time.After(time.Until(next)):
+		case <-ctx.Done():
+			return nil
+		}
+		if err := h.redrive(ctx, log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// redrive hands due rows no dispatch picked up back to dispatch and counts
+// them by state.
+func (h *Reconcile) redrive(ctx context.Context, log *slog.Logger) error {
+	rep, err := h.Svc.Redrive(ctx, h.Limit)
+	if err != nil {
+		return err
+	}
+	for _, e := range rep.Errors {
+		log.Error("re-drive failed", "error", e.Error())
+	}
+	for action, n := range rep.Actions {
+		if st, ok := strings.CutSuffix(action, "->redriven"); ok {
+			_ = h.Metrics.Count(metrics.Redriven, map[string]string{"State": st}, float64(n))
+		}
+	}
+	if len(rep.Actions) > 0 || len(rep.Errors) > 0 {
+		log.Warn("re-drive: due rows handed back to dispatch", "seen", rep.Seen, "actions", rep.Actions)
+	}
+	// A failed hand-back is a wake-up that did not happen: the row is
+	// listed again on the next pass.
+	_ = h.Metrics.Count(metrics.WakeFailures, nil, float64(len(rep.Errors)))
 	return nil
 }
 

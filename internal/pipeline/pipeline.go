@@ -70,28 +70,35 @@ func (b *Buffer) String() string {
 // sources would: SQS batches into claim, stream records (read back from the
 // table's stream, filtered like the event source) into dispatch.
 type Pipeline struct {
-	t                         *testing.T
-	Ctx                       context.Context
-	Endpoint                  string
-	DB                        *dynamodb.Client
-	streams                   *dynamodbstreams.Client
-	SQS                       *sqs.Client
-	QueueURL, DLQURL          string
+	t                *testing.T
+	Ctx              context.Context
+	Endpoint         string
+	DB               *dynamodb.Client
+	streams          *dynamodbstreams.Client
+	SQS              *sqs.Client
+	QueueURL, DLQURL string
+	// DispatchQueueURL is the queue that hands deferred and re-driven rows
+	// back to dispatch.
+	DispatchQueueURL          string
 	LedgerTable, ContentTable string
-	streamARN                 string
-	iterators                 map[string]*string
-	Out                       *Buffer
-	StreamRaw                 []string
-	Claim                     *handler.Claim
-	Dispatch                  *handler.Dispatch
-	Reconcile                 *handler.Reconcile
-	Expire                    *handler.Expire
-	Producer                  *producer.Producer
-	sender                    string
-	base                      int
-	Provider                  *webhook.Provider
-	skewMu                    sync.Mutex
-	skew                      time.Duration
+	BudgetTable               string
+	dropStream                func(events.DynamoDBEventRecord) bool
+	// Dropped counts the stream records DropStream made the pipeline lose.
+	Dropped   int
+	streamARN string
+	iterators map[string]*string
+	Out       *Buffer
+	StreamRaw []string
+	Claim     *handler.Claim
+	Dispatch  *handler.Dispatch
+	Reconcile *handler.Reconcile
+	Expire    *handler.Expire
+	Producer  *producer.Producer
+	sender    string
+	base      int
+	Provider  *webhook.Provider
+	skewMu    sync.Mutex
+	skew      time.Duration
 	// Calls records the AWS calls the four functions make (internal/awscall),
 	// written for infra's IAM coverage test when LEDGER_AWSCALL_DIR is set.
 	Calls *awscall.Recorder
@@ -138,6 +145,10 @@ type Options struct {
 	// SweepLimit bounds the rows one reconcile or expire run handles per
 	// state; 100 if zero.
 	SweepLimit int
+	// DropStream, if set, loses every dispatch-bound stream record it
+	// returns true for, as a given-up or lost trigger would: the record is
+	// read from the stream and never delivered.
+	DropStream func(events.DynamoDBEventRecord) bool
 }
 
 // New builds the tables, key, queues and handlers of one isolated
@@ -172,6 +183,7 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	p := &Pipeline{
 		t: t, Ctx: ctx, Endpoint: *cfg.BaseEndpoint, DB: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
 		SQS: sqs.NewFromConfig(cfg), LedgerTable: emulator.UniqueName(t, "ledger"), ContentTable: emulator.UniqueName(t, "content"),
+		BudgetTable: emulator.UniqueName(t, "budget"), dropStream: o.DropStream,
 		iterators: map[string]*string{}, Out: &Buffer{}, base: rand.IntN(1_000_000) * 10, Calls: &awscall.Recorder{},
 	}
 	t.Cleanup(func() {
@@ -181,6 +193,9 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	})
 	p.sender = "no-reply@" + emulator.UniqueName(t, "ledger") + ".example.test"
 	if err := dynamostore.CreateTables(ctx, p.DB, p.LedgerTable, p.ContentTable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DB.CreateTable(ctx, dynamostore.BudgetTable(p.BudgetTable)); err != nil {
 		t.Fatal(err)
 	}
 	desc, err := p.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.LedgerTable})
@@ -214,6 +229,11 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 		t.Fatal(err)
 	}
 	p.QueueURL = *q.QueueUrl
+	dq, err := p.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "dispatch"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.DispatchQueueURL = *dq.QueueUrl
 
 	p.Provider = webhook.NewProvider(o.Provider)
 	var h http.Handler = p.Provider
@@ -227,6 +247,7 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 		"LEDGER_TABLE": p.LedgerTable, "CONTENT_TABLE": p.ContentTable, "CONTENT_KEY_ARN": *key.KeyMetadata.Arn,
 		"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "webhook", "SES_FROM_ADDRESS": p.sender,
 		"WEBHOOK_URL": srv.URL + "/send", "WEBHOOK_KEY_WINDOW": "0s", "WEBHOOK_TIMEOUT": "2s",
+		"BUDGET_TABLE": p.BudgetTable, "DISPATCH_QUEUE_URL": p.DispatchQueueURL,
 	}
 	for k, v := range extraEnv {
 		env[k] = v
@@ -266,6 +287,7 @@ func (p *Pipeline) recordCalls(region, keyID string) {
 	binding := map[string]string{
 		p.LedgerTable: "LedgerTable", p.ContentTable: "ContentTable", keyID: "ContentKey",
 		p.sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
+		p.BudgetTable: "BudgetTable", p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: "DispatchQueue",
 	}
 	name := emulator.UniqueName(p.t, strings.ReplaceAll(p.t.Name(), "/", "-"))
 	p.t.Cleanup(func() {
@@ -424,9 +446,14 @@ func (p *Pipeline) ReadStream() events.DynamoDBEvent {
 						SequenceNumber: *r.Dynamodb.SequenceNumber, StreamViewType: string(r.Dynamodb.StreamViewType),
 					},
 				}
-				if passesDispatchFilter(rec) {
-					ev.Records = append(ev.Records, rec)
+				if !passesDispatchFilter(rec) {
+					continue
 				}
+				if p.dropStream != nil && p.dropStream(rec) {
+					p.Dropped++
+					continue
+				}
+				ev.Records = append(ev.Records, rec)
 			}
 		}
 	}
@@ -445,6 +472,40 @@ func (p *Pipeline) PumpStream() int {
 		p.t.Fatalf("dispatch: %v, failures %v", err, resp.BatchItemFailures)
 	}
 	return len(ev.Records)
+}
+
+// PumpDispatchQueue delivers the dispatch queue's visible messages (due
+// wake-ups and re-drives; delayed ones stay hidden until their time) to
+// dispatch in batches of up to 10, as its SQS event source would, until none
+// is visible. It returns how many messages were handled.
+func (p *Pipeline) PumpDispatchQueue() int {
+	p.t.Helper()
+	handled := 0
+	for {
+		out, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: &p.DispatchQueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: ReceiveVisibility,
+		})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return handled
+		}
+		var ev events.SQSEvent
+		for _, m := range out.Messages {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body, EventSource: "aws:sqs"})
+		}
+		resp, err := p.Dispatch.HandleQueue(p.Ctx, ev)
+		if err != nil || len(resp.BatchItemFailures) > 0 {
+			p.t.Fatalf("dispatch (queue): %v, failures %v", err, resp.BatchItemFailures)
+		}
+		for _, m := range out.Messages {
+			if _, err := p.SQS.DeleteMessage(p.Ctx, &sqs.DeleteMessageInput{QueueUrl: &p.DispatchQueueURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
+				p.t.Fatal(err)
+			}
+		}
+		handled += len(out.Messages)
+	}
 }
 
 // passesDispatchFilter is the dispatch event source's filter: a claimed

@@ -55,6 +55,16 @@ type Settings struct {
 	// WebhookTimeout bounds one webhook request; a timeout is an unknown
 	// outcome (WEBHOOK_TIMEOUT, default 5s).
 	WebhookTimeout time.Duration
+	// BudgetTable holds the send-rate budget (BUDGET_TABLE; required for dispatch).
+	BudgetTable string
+	// SendRates is the send-rate budget per channel in sends per second
+	// (SEND_RATE_EMAIL, SEND_RATE_SMS). Zero means unset: with SES, email
+	// takes the account's MaxSendRate at start; otherwise the channel is
+	// not paced.
+	SendRates map[ledger.Channel]float64
+	// DispatchQueueURL is the queue that hands deferred and re-driven rows
+	// back to dispatch (DISPATCH_QUEUE_URL; required for dispatch and reconcile).
+	DispatchQueueURL string
 	// SweepLimit bounds the rows one sweep handles per state (SWEEP_LIMIT, default 500).
 	SweepLimit int
 	LogLevel   slog.Level // LOG_LEVEL (debug|info|warn|error, default info)
@@ -99,6 +109,18 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 		}
 		return b
 	}
+	rate := func(name string) float64 {
+		v := str(name, "", false)
+		if v == "" {
+			return 0
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) || f > 1e6 {
+			bad(name, "want a positive number of sends per second")
+			return 0
+		}
+		return f
+	}
 	integer := func(name string, def int) int {
 		v := str(name, "", false)
 		if v == "" {
@@ -124,6 +146,10 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 			MaxAttempts:  integer("RECONCILE_MAX_ATTEMPTS", def.MaxAttempts),
 			SettlePeriod: dur("LOOKUP_SETTLE_PERIOD", def.SettlePeriod),
 			RecheckAfter: dur("RECHECK_AFTER", def.RecheckAfter),
+			RetryBase:    dur("RETRY_BACKOFF_BASE", def.RetryBase),
+			RetryMax:     dur("RETRY_BACKOFF_MAX", def.RetryMax),
+			BudgetWait:   dur("BUDGET_MAX_WAIT", def.BudgetWait),
+			RedriveAfter: dur("REDRIVE_AFTER", def.RedriveAfter),
 		},
 		Transports: map[ledger.Channel]string{
 			ledger.Email: str("EMAIL_TRANSPORT", "ses", false),
@@ -136,6 +162,7 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 		WebhookKeyWindow:    dur("WEBHOOK_KEY_WINDOW", 24*time.Hour),
 		WebhookTimeout:      dur("WEBHOOK_TIMEOUT", 5*time.Second),
 		WebhookLookup:       boolean("WEBHOOK_LOOKUP"),
+		SendRates:           map[ledger.Channel]float64{ledger.Email: rate("SEND_RATE_EMAIL"), ledger.SMS: rate("SEND_RATE_SMS")},
 		SweepLimit:          integer("SWEEP_LIMIT", 500),
 		LogAWSCalls:         boolean("LEDGER_AWSCALL_LOG"),
 	}
@@ -144,6 +171,17 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 	}
 	if err := s.Policy.Validate(); err != nil {
 		bad("policy", err.Error())
+	}
+	if role.sends() {
+		s.DispatchQueueURL = str("DISPATCH_QUEUE_URL", "", true)
+	}
+	if role == Dispatch {
+		s.BudgetTable = str("BUDGET_TABLE", "", true)
+		// Wake-ups travel with whole-second SQS delays and may arrive up to
+		// a second early; dispatch waits that second out in-process.
+		if s.Policy.BudgetWait < time.Second {
+			bad("BUDGET_MAX_WAIT", "must be at least 1s (wake-up delays are whole seconds)")
+		}
 	}
 	if role.sends() {
 		s.ContentKeyARN = str("CONTENT_KEY_ARN", "", true)

@@ -36,9 +36,31 @@ func TestLoadDefaultsAndRoles(t *testing.T) {
 		t.Fatalf("dispatch with ses needs a sender: %v", err)
 	}
 	base["CONTENT_KEY_ARN"], base["SES_FROM_ADDRESS"], base["LEASE_DURATION"] = "arn:k", "no-reply@example.test", "90s"
+	if _, err := Load(Dispatch, env(base)); err == nil || !strings.Contains(err.Error(), "BUDGET_TABLE") || !strings.Contains(err.Error(), "DISPATCH_QUEUE_URL") {
+		t.Fatalf("dispatch needs its budget table and queue: %v", err)
+	}
+	base["BUDGET_TABLE"], base["DISPATCH_QUEUE_URL"] = "b", "https://sqs.example.test/q"
 	s, err = Load(Dispatch, env(base))
 	if err != nil || s.Policy.Lease != 90*time.Second {
 		t.Fatalf("dispatch: %v %v", s.Policy.Lease, err)
+	}
+	if s.Policy.RetryBase != 2*time.Second || s.Policy.RetryMax != time.Minute || s.Policy.BudgetWait != 2*time.Second ||
+		s.Policy.RedriveAfter != 20*time.Second || s.SendRates["email"] != 0 || s.SendRates["sms"] != 0 {
+		t.Fatalf("liveness defaults: %+v rates %v", s.Policy, s.SendRates)
+	}
+	for name, v := range map[string]string{"SEND_RATE_EMAIL": "0", "SEND_RATE_SMS": "fast", "BUDGET_MAX_WAIT": "500ms"} {
+		bad := map[string]string{}
+		for k, x := range base {
+			bad[k] = x
+		}
+		bad[name] = v
+		if _, err := Load(Dispatch, env(bad)); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%s accepted: %v", name, v, err)
+		}
+	}
+	base["SEND_RATE_EMAIL"], base["SEND_RATE_SMS"] = "14", "0.5"
+	if s, err = Load(Dispatch, env(base)); err != nil || s.SendRates["email"] != 14 || s.SendRates["sms"] != 0.5 {
+		t.Fatalf("rates: %v, %v", s.SendRates, err)
 	}
 	base["EMAIL_TRANSPORT"], base["WEBHOOK_URL"] = "webhook", "http://203.0.113.9/send"
 	if _, err := Load(Dispatch, env(base)); err == nil || !strings.Contains(err.Error(), "https") {

@@ -5,8 +5,10 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"time"
@@ -17,10 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/dispatchqueue"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -73,16 +77,23 @@ func Boot(role settings.Role) Function {
 func Service(cfg aws.Config, s settings.Settings, role settings.Role, em *metrics.Emitter) (*ledger.Service, error) {
 	db := dynamodb.NewFromConfig(cfg)
 	svc := &ledger.Service{
-		Store:   dynamostore.New(db, s.LedgerTable, dynamostore.DefaultShards),
-		Content: dynamostore.NewContent(db, s.ContentTable),
-		Clock:   time.Now,
-		Policy:  s.Policy,
-		OnTransition: func(e ledger.Entry) {
-			_ = em.Count(metrics.Transitions, map[string]string{"State": string(e.State), "Channel": string(e.Identity.Channel)}, 1)
-		},
+		Store:        dynamostore.New(db, s.LedgerTable, dynamostore.DefaultShards),
+		Content:      dynamostore.NewContent(db, s.ContentTable),
+		Clock:        time.Now,
+		Policy:       s.Policy,
+		OnTransition: func(e ledger.Entry) { countTransition(em, e) },
 	}
 	if role != settings.Dispatch && role != settings.Reconcile {
 		return svc, nil
+	}
+	// Delays are measured on the service's clock (a test may set it later).
+	svc.Scheduler = dispatchqueue.New(sqs.NewFromConfig(cfg), s.DispatchQueueURL, func() time.Time { return svc.Clock() })
+	if role == settings.Dispatch {
+		rates, err := sendRates(cfg, s)
+		if err != nil {
+			return nil, err
+		}
+		svc.Budget = dynamostore.NewBudget(db, s.BudgetTable, rates)
 	}
 	svc.Opener = &envelope.Opener{KMS: kms.NewFromConfig(cfg), KeyARN: s.ContentKeyARN}
 	svc.Transports = map[ledger.Channel]ledger.Transport{}
@@ -94,6 +105,39 @@ func Service(cfg aws.Config, s settings.Settings, role settings.Role, em *metric
 		svc.Transports[ch] = tr
 	}
 	return svc, nil
+}
+
+// countTransition counts every stored state change by state and channel,
+// and the two changes operations watch most: a retry after a not-sent
+// answer, and a claimed message that expired without a send.
+func countTransition(em *metrics.Emitter, e ledger.Entry) {
+	ch := map[string]string{"Channel": string(e.Identity.Channel)}
+	_ = em.Count(metrics.Transitions, map[string]string{"State": string(e.State), "Channel": string(e.Identity.Channel)}, 1)
+	switch from := e.Last().From; {
+	case e.State == ledger.Dispatching && from == ledger.Deferred:
+		_ = em.Count(metrics.Retries, ch, 1)
+	case e.State == ledger.Expired && from != ledger.None:
+		_ = em.Count(metrics.ExpiredUnsent, ch, 1)
+	}
+}
+
+// sendRates returns the send-rate budget per channel: the configured rate,
+// or for email through SES without one, the account's MaxSendRate.
+func sendRates(cfg aws.Config, s settings.Settings) (map[ledger.Channel]float64, error) {
+	rates := maps.Clone(s.SendRates)
+	if rates[ledger.Email] == 0 && s.Transports[ledger.Email] == "ses" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		acct, err := sesv2.NewFromConfig(cfg).GetAccount(ctx, &sesv2.GetAccountInput{})
+		if err != nil {
+			return nil, fmt.Errorf("email send rate from SES GetAccount (set SEND_RATE_EMAIL to skip it): %w", err)
+		}
+		if acct.SendQuota == nil || acct.SendQuota.MaxSendRate <= 0 {
+			return nil, errors.New("email send rate: SES GetAccount reports no MaxSendRate (set SEND_RATE_EMAIL)")
+		}
+		rates[ledger.Email] = acct.SendQuota.MaxSendRate
+	}
+	return rates, nil
 }
 
 // transport builds one channel's transport. The transports turn SDK retries

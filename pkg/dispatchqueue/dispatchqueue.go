@@ -1,0 +1,100 @@
+// Package dispatchqueue hands ledger rows back to the dispatch function
+// through an Amazon SQS queue, and implements ledger.Scheduler.
+//
+// A message carries one dedupe key and nothing else ({"key": "<key>"}): no
+// address, token or content, so the queue holds nothing secret. A row due
+// later is sent with an SQS delay (whole seconds, at most 15 minutes), so
+// it arrives at most a second before it is due; dispatch waits that out
+// (Policy.BudgetWait is at least a second). A row due more than 15 minutes
+// ahead arrives early and is scheduled again. Delivery is at least once:
+// dispatch's conditional write decides, as for stream records.
+package dispatchqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// MaxDelay is the longest delay SQS gives one message.
+const MaxDelay = 900 * time.Second
+
+// ErrBadMessage is wrapped by Parse errors.
+var ErrBadMessage = errors.New("dispatchqueue: bad message")
+
+// Client is the part of the SQS API the queue uses.
+type Client interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// Queue is the SQS ledger.Scheduler.
+type Queue struct {
+	client Client
+	url    string
+	now    func() time.Time
+}
+
+var _ ledger.Scheduler = (*Queue)(nil)
+
+// New returns a Queue that sends to url; now is the clock delays are
+// measured from.
+func New(client Client, url string, now func() time.Time) *Queue {
+	return &Queue{client: client, url: url, now: now}
+}
+
+// message is the wire form.
+type message struct {
+	Key string `json:"key"`
+}
+
+// Delay is the whole-second SQS delay for a row due at at, from now: never
+// after at, at most MaxDelay.
+func Delay(at, now time.Time) int32 {
+	d := at.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	return int32(min(d, MaxDelay) / time.Second)
+}
+
+// Schedule implements ledger.Scheduler.
+func (q *Queue) Schedule(ctx context.Context, key string, at time.Time) error {
+	if !ledger.IsDedupeKey(key) {
+		return fmt.Errorf("dispatchqueue: refusing to schedule a value that is not a dedupe key")
+	}
+	body, err := json.Marshal(message{Key: key})
+	if err != nil {
+		return fmt.Errorf("dispatchqueue: %w", err)
+	}
+	b := string(body)
+	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &b, DelaySeconds: Delay(at, q.now())}); err != nil {
+		return fmt.Errorf("dispatchqueue: send: %w", err)
+	}
+	return nil
+}
+
+// Parse returns the dedupe key a message body carries. Anything else, an
+// unknown field included, is an error wrapping ErrBadMessage that does not
+// repeat the body.
+func Parse(body string) (string, error) {
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	var m message
+	if err := dec.Decode(&m); err != nil {
+		return "", fmt.Errorf("%w: not a {\"key\": ...} object", ErrBadMessage)
+	}
+	if dec.More() {
+		return "", fmt.Errorf("%w: trailing data", ErrBadMessage)
+	}
+	if !ledger.IsDedupeKey(m.Key) {
+		return "", fmt.Errorf("%w: key is not a dedupe key", ErrBadMessage)
+	}
+	return m.Key, nil
+}
