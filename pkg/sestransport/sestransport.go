@@ -35,7 +35,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/resetledger/resetledger/internal/outcome"
-	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -140,7 +139,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	}
 	out, err := t.client.SendEmail(ctx, in, noRetries)
 	if err != nil {
-		return ledger.Ack{}, classify(err, s.Message)
+		return ledger.Ack{}, classifier.Classify(err, s.Message.To, s.Message.Subject, s.Message.Body)
 	}
 	if out == nil || aws.ToString(out.MessageId) == "" {
 		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, "SendEmail succeeded without a MessageId", nil)
@@ -152,34 +151,18 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 // every attempt is one the ledger recorded (README, "What it promises").
 func noRetries(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} }
 
-// rejectCodes are the SES error codes that definitely refuse the message.
-var rejectCodes = map[string]bool{
-	"MessageRejected":                    true,
-	"MailFromDomainNotVerifiedException": true,
-	"AccountSuspendedException":          true,
-	"SendingPausedException":             true,
-	"BadRequestException":                true,
-	"NotFoundException":                  true,
-}
-
-// classify maps a SendEmail error to a *ledger.Rejection or an unknown
-// outcome. Provider text is sanitized; the message's fields are redacted.
-func classify(err error, m ledger.Message) error {
-	var apiErr interface {
-		ErrorCode() string
-		ErrorMessage() string
-	}
-	if errors.As(err, &apiErr) {
-		code := outcome.SafeToken(apiErr.ErrorCode())
-		if rejectCodes[code] {
-			reason := code
-			if text := redact.Text(apiErr.ErrorMessage(), m.To, m.Subject, m.Body); text != "" {
-				reason += ": " + text
-			}
-			return &ledger.Rejection{Reason: reason + outcome.RequestID(err)}
-		}
-	}
-	return outcome.FromSDK(ErrOutcomeUnknown, err)
+// classifier maps SendEmail errors: the codes below definitely refuse the
+// message; every other error is an unknown outcome.
+var classifier = outcome.Classifier{
+	Unknown: ErrOutcomeUnknown,
+	Codes: outcome.Codes{
+		"MessageRejected":                    outcome.Rejected,
+		"MailFromDomainNotVerifiedException": outcome.Rejected,
+		"AccountSuspendedException":          outcome.Rejected,
+		"SendingPausedException":             outcome.Rejected,
+		"BadRequestException":                outcome.Rejected,
+		"NotFoundException":                  outcome.Rejected,
+	},
 }
 
 // tagSafe reports whether s is a valid SES tag name or value: 1-256 ASCII

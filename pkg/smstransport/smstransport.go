@@ -37,7 +37,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2/types"
 
 	"github.com/resetledger/resetledger/internal/outcome"
-	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -166,7 +165,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	}
 	out, err := t.client.SendTextMessage(ctx, in, noRetries)
 	if err != nil {
-		return ledger.Ack{}, classify(err, s.Message)
+		return ledger.Ack{}, classifier.Classify(err, s.Message.To, s.Message.Body)
 	}
 	if out == nil || aws.ToString(out.MessageId) == "" {
 		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, "SendTextMessage succeeded without a MessageId", nil)
@@ -190,41 +189,23 @@ func (t *Transport) timeToLive(expiresAt time.Time) (int32, error) {
 // every attempt is one the ledger recorded (README, "What it promises").
 func noRetries(o *pinpointsmsvoicev2.Options) { o.Retryer = aws.NopRetryer{} }
 
-// rejectCodes are the error codes that definitely refuse the message: bad
-// input or destination (ValidationException), permissions or a disabled
-// account (AccessDeniedException), a missing origination identity or
-// configuration set (ResourceNotFoundException), an opted-out or unverified
-// destination (ConflictException) and a spend limit
-// (ServiceQuotaExceededException). None of them is sent.
-var rejectCodes = map[string]bool{
-	"ValidationException":           true,
-	"AccessDeniedException":         true,
-	"ResourceNotFoundException":     true,
-	"ConflictException":             true,
-	"ServiceQuotaExceededException": true,
-}
-
-// classify maps a SendTextMessage error to a *ledger.Rejection or an unknown
-// outcome. Provider text is sanitized; the number and body are redacted.
-func classify(err error, m ledger.Message) error {
-	var apiErr interface {
-		ErrorCode() string
-		ErrorMessage() string
-	}
-	if errors.As(err, &apiErr) {
-		code := outcome.SafeToken(apiErr.ErrorCode())
-		if rejectCodes[code] {
-			reason := code
-			if r := outcome.SafeToken(serviceReason(err)); r != "" {
-				reason += "/" + r
-			}
-			if text := redact.Text(apiErr.ErrorMessage(), m.To, m.Body); text != "" {
-				reason += ": " + text
-			}
-			return &ledger.Rejection{Reason: reason + outcome.RequestID(err)}
-		}
-	}
-	return outcome.FromSDK(ErrOutcomeUnknown, err)
+// classifier maps SendTextMessage errors. The codes below definitely refuse
+// the message: bad input or destination (ValidationException), permissions
+// or a disabled account (AccessDeniedException), a missing origination
+// identity or configuration set (ResourceNotFoundException), an opted-out or
+// unverified destination (ConflictException) and a spend limit
+// (ServiceQuotaExceededException). None of them is sent. Every other error is
+// an unknown outcome. Rejection reasons carry the exception's Reason enum.
+var classifier = outcome.Classifier{
+	Unknown: ErrOutcomeUnknown,
+	Codes: outcome.Codes{
+		"ValidationException":           outcome.Rejected,
+		"AccessDeniedException":         outcome.Rejected,
+		"ResourceNotFoundException":     outcome.Rejected,
+		"ConflictException":             outcome.Rejected,
+		"ServiceQuotaExceededException": outcome.Rejected,
+	},
+	Reason: serviceReason,
 }
 
 // serviceReason returns the Reason enum of the typed exceptions that have one.
