@@ -13,12 +13,22 @@
 //
 //	SendEmail returned a MessageId                -> ledger.Ack{ID: MessageId}
 //	MessageRejected, MailFromDomainNotVerifiedException,
-//	AccountSuspendedException, SendingPausedException,
-//	BadRequestException, NotFoundException        -> *ledger.Rejection ("<code>: <sanitized text>")
-//	anything else (TooManyRequestsException, LimitExceededException,
-//	InternalServiceErrorException, other 5xx, timeouts, cancelled or
-//	expired contexts, network errors, a reply without MessageId)
-//	                                              -> error wrapping ErrOutcomeUnknown
+//	AccountSuspendedException, BadRequestException,
+//	NotFoundException                             -> *ledger.Rejection ("<code>: <sanitized text>")
+//	TooManyRequestsException (sending rate),
+//	LimitExceededException (daily quota),
+//	SendingPausedException (sending paused for
+//	the account or configuration set)             -> *ledger.NotSent{Code: "<code>"}
+//	anything else (InternalServiceErrorException, other codes, other 4xx
+//	and 5xx, timeouts, cancelled or expired contexts, network errors, a
+//	reply without MessageId)                      -> error wrapping ErrOutcomeUnknown
+//
+// SES documents no retry hint on its throttling errors, and the SDK exposes
+// none: its retryer reads only the x-amz-retry-after header (milliseconds),
+// and only when it retries, which Send turns off. Send reads that header
+// itself, so NotSent.RetryAfter is its value (capped at
+// outcome.MaxRetryAfter) if SES ever sends it and 0 otherwise; with 0 the
+// ledger falls back to its own backoff.
 //
 // No error text contains the address, subject or body.
 package sestransport
@@ -45,8 +55,9 @@ const (
 	TagAttempt        = "attempt"
 )
 
-// ErrOutcomeUnknown is wrapped by every Send error that is not a rejection:
-// the provider may or may not have accepted the message.
+// ErrOutcomeUnknown is wrapped by every Send error that is neither a
+// rejection nor a *ledger.NotSent: the provider may or may not have accepted
+// the message.
 var ErrOutcomeUnknown = errors.New("sestransport: outcome unknown")
 
 // ErrInvalidConfig is wrapped by Config.Validate errors.
@@ -113,7 +124,7 @@ func (t *Transport) Capabilities() ledger.Capabilities { return ledger.Capabilit
 
 // Send makes exactly one SendEmail call (the SDK retryer is disabled for it)
 // with a simple subject and text body. See the package documentation for
-// how its result maps to the three outcomes.
+// how its result maps to the outcomes.
 func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error) {
 	if strings.TrimSpace(s.Message.To) == "" {
 		return ledger.Ack{}, &ledger.Rejection{Reason: "sestransport: message has no destination address"}
@@ -151,17 +162,21 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 // every attempt is one the ledger recorded (README, "What it promises").
 func noRetries(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} }
 
-// classifier maps SendEmail errors: the codes below definitely refuse the
-// message; every other error is an unknown outcome.
+// classifier maps SendEmail errors (see the package documentation). A
+// paused account or configuration set is not a refusal of this message:
+// sending resumes when it is re-enabled, so it is NotSent like the rate and
+// daily quota.
 var classifier = outcome.Classifier{
 	Unknown: ErrOutcomeUnknown,
 	Codes: outcome.Codes{
 		"MessageRejected":                    outcome.Rejected,
 		"MailFromDomainNotVerifiedException": outcome.Rejected,
 		"AccountSuspendedException":          outcome.Rejected,
-		"SendingPausedException":             outcome.Rejected,
 		"BadRequestException":                outcome.Rejected,
 		"NotFoundException":                  outcome.Rejected,
+		"TooManyRequestsException":           outcome.NotSent,
+		"LimitExceededException":             outcome.NotSent,
+		"SendingPausedException":             outcome.NotSent,
 	},
 }
 
