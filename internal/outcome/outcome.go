@@ -1,5 +1,5 @@
-// Package outcome classifies transport failures as unknown outcomes without
-// printing their causes.
+// Package outcome turns transport failures into the errors the ledger reads,
+// without printing their causes.
 //
 // A transport that cannot tell whether the provider accepted a message
 // returns an error built with Unknown. Its text is built only from codes,
@@ -7,6 +7,11 @@
 // HTTPStatus, RequestID and SafeToken), because the underlying error of an
 // SDK or net/http call may repeat the destination, the body or the URL. The
 // underlying error stays reachable through errors.Is and errors.As.
+//
+// The AWS transports share one Classifier: each gives it a table of the
+// provider's error codes that prove a rejection (*ledger.Rejection) or that
+// the message was not taken for now (*ledger.NotSent); every other error is
+// an unknown outcome.
 package outcome
 
 import (

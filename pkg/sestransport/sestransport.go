@@ -13,12 +13,22 @@
 //
 //	SendEmail returned a MessageId                -> ledger.Ack{ID: MessageId}
 //	MessageRejected, MailFromDomainNotVerifiedException,
-//	AccountSuspendedException, SendingPausedException,
-//	BadRequestException, NotFoundException        -> *ledger.Rejection ("<code>: <sanitized text>")
-//	anything else (TooManyRequestsException, LimitExceededException,
-//	InternalServiceErrorException, other 5xx, timeouts, cancelled or
-//	expired contexts, network errors, a reply without MessageId)
-//	                                              -> error wrapping ErrOutcomeUnknown
+//	AccountSuspendedException, BadRequestException,
+//	NotFoundException                             -> *ledger.Rejection ("<code>: <sanitized text>")
+//	TooManyRequestsException (sending rate),
+//	LimitExceededException (daily quota),
+//	SendingPausedException (sending paused for
+//	the account or configuration set)             -> *ledger.NotSent{Code: "<code>"}
+//	anything else (InternalServiceErrorException, other codes, other 4xx
+//	and 5xx, timeouts, cancelled or expired contexts, network errors, a
+//	reply without MessageId)                      -> error wrapping ErrOutcomeUnknown
+//
+// SES documents no retry hint on its throttling errors, and the SDK exposes
+// none: its retryer reads only the x-amz-retry-after header (milliseconds),
+// and only when it retries, which Send turns off. Send reads that header
+// itself, so NotSent.RetryAfter is its value (capped at
+// outcome.MaxRetryAfter) if SES ever sends it and 0 otherwise; with 0 the
+// ledger falls back to its own backoff.
 //
 // No error text contains the address, subject or body.
 package sestransport
@@ -35,7 +45,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/resetledger/resetledger/internal/outcome"
-	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -46,8 +55,9 @@ const (
 	TagAttempt        = "attempt"
 )
 
-// ErrOutcomeUnknown is wrapped by every Send error that is not a rejection:
-// the provider may or may not have accepted the message.
+// ErrOutcomeUnknown is wrapped by every Send error that is neither a
+// rejection nor a *ledger.NotSent: the provider may or may not have accepted
+// the message.
 var ErrOutcomeUnknown = errors.New("sestransport: outcome unknown")
 
 // ErrInvalidConfig is wrapped by Config.Validate errors.
@@ -114,7 +124,7 @@ func (t *Transport) Capabilities() ledger.Capabilities { return ledger.Capabilit
 
 // Send makes exactly one SendEmail call (the SDK retryer is disabled for it)
 // with a simple subject and text body. See the package documentation for
-// how its result maps to the three outcomes.
+// how its result maps to the outcomes.
 func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error) {
 	if strings.TrimSpace(s.Message.To) == "" {
 		return ledger.Ack{}, &ledger.Rejection{Reason: "sestransport: message has no destination address"}
@@ -140,7 +150,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	}
 	out, err := t.client.SendEmail(ctx, in, noRetries)
 	if err != nil {
-		return ledger.Ack{}, classify(err, s.Message)
+		return ledger.Ack{}, classifier.Classify(err, s.Message.To, s.Message.Subject, s.Message.Body)
 	}
 	if out == nil || aws.ToString(out.MessageId) == "" {
 		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, "SendEmail succeeded without a MessageId", nil)
@@ -152,34 +162,22 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 // every attempt is one the ledger recorded (README, "What it promises").
 func noRetries(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} }
 
-// rejectCodes are the SES error codes that definitely refuse the message.
-var rejectCodes = map[string]bool{
-	"MessageRejected":                    true,
-	"MailFromDomainNotVerifiedException": true,
-	"AccountSuspendedException":          true,
-	"SendingPausedException":             true,
-	"BadRequestException":                true,
-	"NotFoundException":                  true,
-}
-
-// classify maps a SendEmail error to a *ledger.Rejection or an unknown
-// outcome. Provider text is sanitized; the message's fields are redacted.
-func classify(err error, m ledger.Message) error {
-	var apiErr interface {
-		ErrorCode() string
-		ErrorMessage() string
-	}
-	if errors.As(err, &apiErr) {
-		code := outcome.SafeToken(apiErr.ErrorCode())
-		if rejectCodes[code] {
-			reason := code
-			if text := redact.Text(apiErr.ErrorMessage(), m.To, m.Subject, m.Body); text != "" {
-				reason += ": " + text
-			}
-			return &ledger.Rejection{Reason: reason + outcome.RequestID(err)}
-		}
-	}
-	return outcome.FromSDK(ErrOutcomeUnknown, err)
+// classifier maps SendEmail errors (see the package documentation). A
+// paused account or configuration set is not a refusal of this message:
+// sending resumes when it is re-enabled, so it is NotSent like the rate and
+// daily quota.
+var classifier = outcome.Classifier{
+	Unknown: ErrOutcomeUnknown,
+	Codes: outcome.Codes{
+		"MessageRejected":                    outcome.Rejected,
+		"MailFromDomainNotVerifiedException": outcome.Rejected,
+		"AccountSuspendedException":          outcome.Rejected,
+		"BadRequestException":                outcome.Rejected,
+		"NotFoundException":                  outcome.Rejected,
+		"TooManyRequestsException":           outcome.NotSent,
+		"LimitExceededException":             outcome.NotSent,
+		"SendingPausedException":             outcome.NotSent,
+	},
 }
 
 // tagSafe reports whether s is a valid SES tag name or value: 1-256 ASCII

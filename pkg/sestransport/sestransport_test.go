@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -199,24 +200,25 @@ func TestSendErrorMapping(t *testing.T) {
 	tests := []struct {
 		name       string
 		err        error
-		rejected   bool
-		wantPrefix string // of the rejection reason or the error text
+		class      string // rejected, notsent, unknown
+		wantPrefix string // of the rejection reason, the NotSent code or the error text
 	}{
-		{"MessageRejected", &types.MessageRejected{Message: aws.String(leaky)}, true, "MessageRejected: Email address is not verified"},
-		{"MailFromDomainNotVerified", &types.MailFromDomainNotVerifiedException{Message: aws.String(leaky)}, true, "MailFromDomainNotVerifiedException"},
-		{"AccountSuspended", &types.AccountSuspendedException{Message: aws.String("suspended")}, true, "AccountSuspendedException: suspended"},
-		{"SendingPaused", &types.SendingPausedException{}, true, "SendingPausedException"},
-		{"BadRequest", &types.BadRequestException{Message: aws.String(leaky)}, true, "BadRequestException"},
-		{"NotFound", &types.NotFoundException{Message: aws.String("config set does not exist")}, true, "NotFoundException: config set does not exist"},
-		{"generic code MessageRejected", opErr(&smithy.GenericAPIError{Code: "MessageRejected", Message: leaky}), true, "MessageRejected"},
-		{"TooManyRequests", opErr(&types.TooManyRequestsException{Message: aws.String(leaky)}), false, "sestransport: outcome unknown: TooManyRequestsException"},
-		{"LimitExceeded", &types.LimitExceededException{Message: aws.String(leaky)}, false, "sestransport: outcome unknown: LimitExceededException"},
-		{"InternalServiceError", &types.InternalServiceErrorException{Message: aws.String(leaky)}, false, "sestransport: outcome unknown: InternalServiceErrorException"},
-		{"Throttling generic", &smithy.GenericAPIError{Code: "ThrottlingException", Message: leaky}, false, "sestransport: outcome unknown: ThrottlingException"},
-		{"context deadline", opErr(fmt.Errorf("send to %s: %w", testTo, context.DeadlineExceeded)), false, "sestransport: outcome unknown: timeout"},
-		{"context canceled", opErr(context.Canceled), false, "sestransport: outcome unknown: context canceled"},
-		{"net timeout", opErr(&net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}), false, "sestransport: outcome unknown: timeout"},
-		{"connection reset", opErr(errors.New("read tcp: connection reset by peer; to=" + testTo)), false, "sestransport: outcome unknown: transport error"},
+		{"MessageRejected", &types.MessageRejected{Message: aws.String(leaky)}, "rejected", "MessageRejected: Email address is not verified"},
+		{"MailFromDomainNotVerified", &types.MailFromDomainNotVerifiedException{Message: aws.String(leaky)}, "rejected", "MailFromDomainNotVerifiedException"},
+		{"AccountSuspended", &types.AccountSuspendedException{Message: aws.String("suspended")}, "rejected", "AccountSuspendedException: suspended"},
+		{"BadRequest", &types.BadRequestException{Message: aws.String(leaky)}, "rejected", "BadRequestException"},
+		{"NotFound", &types.NotFoundException{Message: aws.String("config set does not exist")}, "rejected", "NotFoundException: config set does not exist"},
+		{"generic code MessageRejected", opErr(&smithy.GenericAPIError{Code: "MessageRejected", Message: leaky}), "rejected", "MessageRejected"},
+		{"TooManyRequests", opErr(&types.TooManyRequestsException{Message: aws.String(leaky)}), "notsent", "TooManyRequestsException"},
+		{"LimitExceeded", &types.LimitExceededException{Message: aws.String(leaky)}, "notsent", "LimitExceededException"},
+		{"SendingPaused", &types.SendingPausedException{Message: aws.String(leaky)}, "notsent", "SendingPausedException"},
+		{"generic code TooManyRequests", opErr(&smithy.GenericAPIError{Code: "TooManyRequestsException", Message: leaky}), "notsent", "TooManyRequestsException"},
+		{"InternalServiceError", &types.InternalServiceErrorException{Message: aws.String(leaky)}, "unknown", "sestransport: outcome unknown: InternalServiceErrorException"},
+		{"Throttling generic", &smithy.GenericAPIError{Code: "ThrottlingException", Message: leaky}, "unknown", "sestransport: outcome unknown: ThrottlingException"},
+		{"context deadline", opErr(fmt.Errorf("send to %s: %w", testTo, context.DeadlineExceeded)), "unknown", "sestransport: outcome unknown: timeout"},
+		{"context canceled", opErr(context.Canceled), "unknown", "sestransport: outcome unknown: context canceled"},
+		{"net timeout", opErr(&net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}), "unknown", "sestransport: outcome unknown: timeout"},
+		{"connection reset", opErr(errors.New("read tcp: connection reset by peer; to=" + testTo)), "unknown", "sestransport: outcome unknown: transport error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,16 +228,9 @@ func TestSendErrorMapping(t *testing.T) {
 			if err == nil {
 				t.Fatal("Send succeeded, want an error")
 			}
-			var rej *ledger.Rejection
-			isRej := errors.As(err, &rej)
-			if isRej != tt.rejected {
-				t.Fatalf("rejection = %v (%v), want %v", isRej, err, tt.rejected)
-			}
-			text := err.Error()
-			if isRej {
-				text = rej.Reason
-			} else if !errors.Is(err, ErrOutcomeUnknown) {
-				t.Fatalf("unknown outcome %v does not wrap ErrOutcomeUnknown", err)
+			class, text := classOf(t, err)
+			if class != tt.class {
+				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
 			}
 			if !strings.HasPrefix(text, tt.wantPrefix) {
 				t.Fatalf("text = %q, want prefix %q", text, tt.wantPrefix)
@@ -243,6 +238,31 @@ func TestSendErrorMapping(t *testing.T) {
 			assertClean(t, err.Error())
 		})
 	}
+}
+
+// classOf names the outcome class of a Send error and returns its text: the
+// rejection reason, the NotSent code or the error text. It fails if an
+// unknown outcome does not wrap ErrOutcomeUnknown or a rejection or NotSent
+// does.
+func classOf(t *testing.T, err error) (class, text string) {
+	t.Helper()
+	var rej *ledger.Rejection
+	var ns *ledger.NotSent
+	switch {
+	case errors.As(err, &rej):
+		class, text = "rejected", rej.Reason
+	case errors.As(err, &ns):
+		class, text = "notsent", ns.Code
+	default:
+		if !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("unknown outcome %v does not wrap ErrOutcomeUnknown", err)
+		}
+		return "unknown", err.Error()
+	}
+	if errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("%s outcome %v wraps ErrOutcomeUnknown", class, err)
+	}
+	return class, text
 }
 
 // assertClean fails if s carries the address, subject, body, reset token or
@@ -279,18 +299,35 @@ func sdkClient(url string) *sesv2.Client {
 }
 
 func TestSendThroughSDK(t *testing.T) {
+	leaky := `{"message":"Maximum sending rate exceeded for ` + testTo + `: ` + testBody + `"}`
 	tests := []struct {
-		name     string
-		status   int
-		errType  string
-		body     string
-		rejected bool
-		wantText string
+		name      string
+		status    int
+		errType   string
+		header    map[string]string // more response headers
+		body      string
+		class     string // rejected, notsent, unknown
+		wantText  string // rejection reason, NotSent code, or error text
+		wantAfter time.Duration
 	}{
-		{"rejected", 400, "MessageRejected", `{"message":"Email address is not verified. The following identities failed the check in region US-EAST-1: ` + testTo + `"}`, true, "MessageRejected: Email address is not verified. The following identities failed the check in region US-EAST-1: [redacted] (request id req-123)"},
-		{"throttled", 429, "TooManyRequestsException", `{"message":"Maximum sending rate exceeded."}`, false, "sestransport: outcome unknown: TooManyRequestsException (HTTP 429) (request id req-123)"},
-		{"accepted but garbled", 200, "", `{"MessageId":`, false, "sestransport: outcome unknown: HTTP 200 but the response could not be decoded (request id req-123)"},
-		{"server error", 500, "InternalFailure", `{"message":"internal"}`, false, "sestransport: outcome unknown: InternalFailure (HTTP 500) (request id req-123)"},
+		{"rejected", 400, "MessageRejected", nil, `{"message":"Email address is not verified. The following identities failed the check in region US-EAST-1: ` + testTo + `"}`, "rejected", "MessageRejected: Email address is not verified. The following identities failed the check in region US-EAST-1: [redacted] (request id req-123)", 0},
+		{"MailFromDomainNotVerifiedException", 400, "MailFromDomainNotVerifiedException", nil, `{"message":"MAIL FROM domain not verified"}`, "rejected", "MailFromDomainNotVerifiedException: MAIL FROM domain not verified (request id req-123)", 0},
+		{"AccountSuspendedException", 400, "AccountSuspendedException", nil, `{"message":"account suspended"}`, "rejected", "AccountSuspendedException: account suspended (request id req-123)", 0},
+		{"BadRequestException", 400, "BadRequestException", nil, `{"message":"bad ` + testTo + `"}`, "rejected", "BadRequestException: bad [redacted] (request id req-123)", 0},
+		{"NotFoundException", 404, "NotFoundException", nil, `{"message":"configuration set does not exist"}`, "rejected", "NotFoundException: configuration set does not exist (request id req-123)", 0},
+		{"throttled", 429, "TooManyRequestsException", nil, leaky, "notsent", "TooManyRequestsException", 0},
+		{"throttled with x-amz-retry-after", 429, "TooManyRequestsException", map[string]string{"X-Amz-Retry-After": "1200"}, leaky, "notsent", "TooManyRequestsException", 1200 * time.Millisecond},
+		{"throttled with garbage x-amz-retry-after", 429, "TooManyRequestsException", map[string]string{"X-Amz-Retry-After": "later"}, leaky, "notsent", "TooManyRequestsException", 0},
+		{"throttled with an absurd x-amz-retry-after", 429, "TooManyRequestsException", map[string]string{"X-Amz-Retry-After": "604800000"}, leaky, "notsent", "TooManyRequestsException", time.Hour},
+		{"throttled with standard Retry-After (not read)", 429, "TooManyRequestsException", map[string]string{"Retry-After": "30"}, leaky, "notsent", "TooManyRequestsException", 0},
+		{"daily quota", 400, "LimitExceededException", nil, `{"message":"Daily message quota exceeded."}`, "notsent", "LimitExceededException", 0},
+		{"sending paused", 400, "SendingPausedException", nil, `{"message":"Sending is paused for this account."}`, "notsent", "SendingPausedException", 0},
+		{"accepted but garbled", 200, "", nil, `{"MessageId":`, "unknown", "sestransport: outcome unknown: HTTP 200 but the response could not be decoded (request id req-123)", 0},
+		{"accepted without MessageId", 200, "", nil, `{}`, "unknown", "sestransport: outcome unknown: SendEmail succeeded without a MessageId", 0},
+		{"InternalServiceErrorException", 500, "InternalServiceErrorException", nil, `{"message":"internal"}`, "unknown", "sestransport: outcome unknown: InternalServiceErrorException (HTTP 500) (request id req-123)", 0},
+		{"server error", 500, "InternalFailure", nil, `{"message":"internal"}`, "unknown", "sestransport: outcome unknown: InternalFailure (HTTP 500) (request id req-123)", 0},
+		{"bad gateway without a code", 502, "", nil, `<html>bad gateway</html>`, "unknown", "sestransport: outcome unknown: HTTP 502 without a recognised error code (request id req-123)", 0},
+		{"unavailable without a code", 503, "", nil, `{"message":"unavailable"}`, "unknown", "sestransport: outcome unknown: UnknownError (HTTP 503) (request id req-123)", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -300,22 +337,63 @@ func TestSendThroughSDK(t *testing.T) {
 				w.Header().Set("X-Amzn-ErrorType", tt.errType)
 				w.Header().Set("X-Amzn-RequestId", "req-123")
 				w.Header().Set("Content-Type", "application/json")
+				for k, v := range tt.header {
+					w.Header().Set(k, v)
+				}
 				w.WriteHeader(tt.status)
 				fmt.Fprint(w, tt.body)
 			}))
 			defer srv.Close()
 			tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
 			_, err := tr.Send(context.Background(), testSend())
-			var rej *ledger.Rejection
-			if errors.As(err, &rej) != tt.rejected {
-				t.Fatalf("err = %v, want rejected=%v", err, tt.rejected)
-			}
-			text := err.Error()
-			if rej != nil {
-				text = rej.Reason
+			class, text := classOf(t, err)
+			if class != tt.class {
+				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
 			}
 			if text != tt.wantText {
 				t.Fatalf("text = %q\nwant   %q", text, tt.wantText)
+			}
+			var ns *ledger.NotSent
+			if errors.As(err, &ns) && ns.RetryAfter != tt.wantAfter {
+				t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, tt.wantAfter)
+			}
+			if n := hits.Load(); n != 1 {
+				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
+			}
+			assertClean(t, err.Error())
+		})
+	}
+
+	// Answers that end before they are complete are unknown outcomes.
+	incomplete := []struct {
+		name  string
+		serve http.HandlerFunc
+		want  string
+	}{
+		{"connection reset after the request was written", resetConnection, "sestransport: outcome unknown: transport error before a response"},
+		{"503 with a truncated body", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("X-Amzn-ErrorType", "ServiceUnavailable")
+			truncate(w, 503, `{"message":"Service unavailable, try again later"}`)
+		}, "sestransport: outcome unknown: HTTP 503 without a recognised error code (request id req-123)"},
+		{"429 with a truncated body", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
+			truncate(w, 429, `{"message":"Maximum sending rate exceeded."}`)
+		}, "sestransport: outcome unknown: HTTP 429 without a recognised error code (request id req-123)"},
+	}
+	for _, tt := range incomplete {
+		t.Run(tt.name, func(t *testing.T) {
+			var hits atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				tt.serve(w, r)
+			}))
+			defer srv.Close()
+			tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
+			_, err := tr.Send(context.Background(), testSend())
+			if class, text := classOf(t, err); class != "unknown" || text != tt.want {
+				t.Fatalf("%s %q, want unknown %q", class, text, tt.want)
 			}
 			if n := hits.Load(); n != 1 {
 				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
@@ -395,4 +473,35 @@ func TestSendWireFormat(t *testing.T) {
 	if got := fmt.Sprint(req.EmailTags); got != want {
 		t.Fatalf("EmailTags = %s, want %s", got, want)
 	}
+}
+
+// resetConnection reads the whole request, then resets the connection
+// (RST, not FIN) without answering: the request reached the server and the
+// client cannot know what became of it.
+func resetConnection(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// truncate answers status with headers that promise body (Content-Length),
+// writes only half of it and closes the connection.
+func truncate(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("X-Amzn-RequestId", "req-123")
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body[:len(body)/2])
+	w.(http.Flusher).Flush()
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	_ = conn.Close()
 }

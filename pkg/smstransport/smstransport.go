@@ -16,11 +16,22 @@
 //	SendTextMessage returned a MessageId            -> ledger.Ack{ID: MessageId}
 //	less than Config.MinTimeToLive left (no call)   -> *ledger.Rejection
 //	ValidationException, AccessDeniedException,
-//	ResourceNotFoundException, ConflictException,
-//	ServiceQuotaExceededException                   -> *ledger.Rejection ("<code>/<reason>: <sanitized text>")
-//	anything else (ThrottlingException, InternalServerException, other 5xx,
-//	timeouts, cancelled or expired contexts, network errors, a reply
-//	without MessageId)                              -> error wrapping ErrOutcomeUnknown
+//	ResourceNotFoundException, ConflictException    -> *ledger.Rejection ("<code>/<reason>: <sanitized text>")
+//	ThrottlingException,
+//	ServiceQuotaExceededException (a monthly spend
+//	limit or a daily quota)                         -> *ledger.NotSent{Code: "<code>[/<reason>]"}
+//	anything else (InternalServerException, other codes, 5xx, timeouts,
+//	cancelled or expired contexts, network errors, a reply without
+//	MessageId)                                      -> error wrapping ErrOutcomeUnknown
+//
+// <reason> is the exception's Reason enum where it has one
+// (DESTINATION_PHONE_NUMBER_OPTED_OUT, MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT).
+// The service documents no retry hint on these errors, and the SDK exposes
+// none: its retryer reads only the x-amz-retry-after header (milliseconds),
+// and only when it retries, which Send turns off. Send reads that header
+// itself, so NotSent.RetryAfter is its value (capped at
+// outcome.MaxRetryAfter) if the service ever sends it and 0 otherwise; with
+// 0 the ledger falls back to its own backoff.
 //
 // No error text contains the phone number or the message body.
 package smstransport
@@ -37,7 +48,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2/types"
 
 	"github.com/resetledger/resetledger/internal/outcome"
-	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -57,8 +67,9 @@ const (
 // DefaultMinTimeToLive is the default for Config.MinTimeToLive.
 const DefaultMinTimeToLive = MinTimeToLive
 
-// ErrOutcomeUnknown is wrapped by every Send error that is not a rejection:
-// the provider may or may not have accepted the message.
+// ErrOutcomeUnknown is wrapped by every Send error that is neither a
+// rejection nor a *ledger.NotSent: the provider may or may not have accepted
+// the message.
 var ErrOutcomeUnknown = errors.New("smstransport: outcome unknown")
 
 // ErrInvalidConfig is wrapped by Config.Validate errors.
@@ -166,7 +177,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	}
 	out, err := t.client.SendTextMessage(ctx, in, noRetries)
 	if err != nil {
-		return ledger.Ack{}, classify(err, s.Message)
+		return ledger.Ack{}, classifier.Classify(err, s.Message.To, s.Message.Body)
 	}
 	if out == nil || aws.ToString(out.MessageId) == "" {
 		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, "SendTextMessage succeeded without a MessageId", nil)
@@ -190,41 +201,26 @@ func (t *Transport) timeToLive(expiresAt time.Time) (int32, error) {
 // every attempt is one the ledger recorded (README, "What it promises").
 func noRetries(o *pinpointsmsvoicev2.Options) { o.Retryer = aws.NopRetryer{} }
 
-// rejectCodes are the error codes that definitely refuse the message: bad
-// input or destination (ValidationException), permissions or a disabled
-// account (AccessDeniedException), a missing origination identity or
-// configuration set (ResourceNotFoundException), an opted-out or unverified
-// destination (ConflictException) and a spend limit
-// (ServiceQuotaExceededException). None of them is sent.
-var rejectCodes = map[string]bool{
-	"ValidationException":           true,
-	"AccessDeniedException":         true,
-	"ResourceNotFoundException":     true,
-	"ConflictException":             true,
-	"ServiceQuotaExceededException": true,
-}
-
-// classify maps a SendTextMessage error to a *ledger.Rejection or an unknown
-// outcome. Provider text is sanitized; the number and body are redacted.
-func classify(err error, m ledger.Message) error {
-	var apiErr interface {
-		ErrorCode() string
-		ErrorMessage() string
-	}
-	if errors.As(err, &apiErr) {
-		code := outcome.SafeToken(apiErr.ErrorCode())
-		if rejectCodes[code] {
-			reason := code
-			if r := outcome.SafeToken(serviceReason(err)); r != "" {
-				reason += "/" + r
-			}
-			if text := redact.Text(apiErr.ErrorMessage(), m.To, m.Body); text != "" {
-				reason += ": " + text
-			}
-			return &ledger.Rejection{Reason: reason + outcome.RequestID(err)}
-		}
-	}
-	return outcome.FromSDK(ErrOutcomeUnknown, err)
+// classifier maps SendTextMessage errors (see the package documentation).
+// The rejections definitely refuse this message: bad input or destination
+// (ValidationException), permissions or a disabled account
+// (AccessDeniedException), a missing origination identity or configuration
+// set (ResourceNotFoundException), an opted-out or unverified destination
+// (ConflictException). Throttling and a spend limit or quota
+// (ServiceQuotaExceededException) only say "not now": a later attempt, after
+// the rate drops, the day or month turns or the limit is raised, may be
+// sent. None of them is sent.
+var classifier = outcome.Classifier{
+	Unknown: ErrOutcomeUnknown,
+	Codes: outcome.Codes{
+		"ValidationException":           outcome.Rejected,
+		"AccessDeniedException":         outcome.Rejected,
+		"ResourceNotFoundException":     outcome.Rejected,
+		"ConflictException":             outcome.Rejected,
+		"ThrottlingException":           outcome.NotSent,
+		"ServiceQuotaExceededException": outcome.NotSent,
+	},
+	Reason: serviceReason,
 }
 
 // serviceReason returns the Reason enum of the typed exceptions that have one.

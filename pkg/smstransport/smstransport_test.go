@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,33 +207,28 @@ func TestSendErrorMapping(t *testing.T) {
 	tests := []struct {
 		name       string
 		err        error
-		rejected   bool
-		wantPrefix string
+		class      string // rejected, notsent, unknown
+		wantPrefix string // of the rejection reason, the NotSent code or the error text
 	}{
-		{"validation", opErr(&types.ValidationException{Message: aws.String(leaky), Reason: types.ValidationExceptionReasonDestinationCountryBlocked}), true, "ValidationException/DESTINATION_COUNTRY_BLOCKED: Destination phone number [redacted]"},
-		{"access denied", &types.AccessDeniedException{Message: aws.String("account disabled"), Reason: types.AccessDeniedExceptionReasonAccountDisabled}, true, "AccessDeniedException/ACCOUNT_DISABLED: account disabled"},
-		{"resource not found", &types.ResourceNotFoundException{Message: aws.String("pool not found")}, true, "ResourceNotFoundException: pool not found"},
-		{"opted out", &types.ConflictException{Message: aws.String(leaky), Reason: types.ConflictExceptionReasonDestinationPhoneNumberOptedOut}, true, "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT"},
-		{"spend limit", &types.ServiceQuotaExceededException{Reason: types.ServiceQuotaExceededExceptionReasonMonthlySpendLimitReachedForText}, true, "ServiceQuotaExceededException/MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"},
-		{"throttling", opErr(&types.ThrottlingException{Message: aws.String(leaky)}), false, "smstransport: outcome unknown: ThrottlingException"},
-		{"internal", &types.InternalServerException{Message: aws.String(leaky)}, false, "smstransport: outcome unknown: InternalServerException"},
-		{"deadline", opErr(fmt.Errorf("post %s: %w", testTo, context.DeadlineExceeded)), false, "smstransport: outcome unknown: timeout"},
-		{"network", opErr(errors.New("write tcp: broken pipe " + testBody)), false, "smstransport: outcome unknown: transport error"},
+		{"validation", opErr(&types.ValidationException{Message: aws.String(leaky), Reason: types.ValidationExceptionReasonDestinationCountryBlocked}), "rejected", "ValidationException/DESTINATION_COUNTRY_BLOCKED: Destination phone number [redacted]"},
+		{"access denied", &types.AccessDeniedException{Message: aws.String("account disabled"), Reason: types.AccessDeniedExceptionReasonAccountDisabled}, "rejected", "AccessDeniedException/ACCOUNT_DISABLED: account disabled"},
+		{"resource not found", &types.ResourceNotFoundException{Message: aws.String("pool not found")}, "rejected", "ResourceNotFoundException: pool not found"},
+		{"opted out", &types.ConflictException{Message: aws.String(leaky), Reason: types.ConflictExceptionReasonDestinationPhoneNumberOptedOut}, "rejected", "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT"},
+		{"spend limit", &types.ServiceQuotaExceededException{Message: aws.String(leaky), Reason: types.ServiceQuotaExceededExceptionReasonMonthlySpendLimitReachedForText}, "notsent", "ServiceQuotaExceededException/MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"},
+		{"quota without a reason", opErr(&types.ServiceQuotaExceededException{Message: aws.String(leaky)}), "notsent", "ServiceQuotaExceededException"},
+		{"throttling", opErr(&types.ThrottlingException{Message: aws.String(leaky)}), "notsent", "ThrottlingException"},
+		{"internal", &types.InternalServerException{Message: aws.String(leaky)}, "unknown", "smstransport: outcome unknown: InternalServerException"},
+		{"deadline", opErr(fmt.Errorf("post %s: %w", testTo, context.DeadlineExceeded)), "unknown", "smstransport: outcome unknown: timeout"},
+		{"network", opErr(errors.New("write tcp: broken pipe " + testBody)), "unknown", "smstransport: outcome unknown: transport error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fc := &fakeClient{err: tt.err}
 			tr := newTransport(t, fc, Config{})
 			_, err := tr.Send(context.Background(), testSend(10*time.Minute))
-			var rej *ledger.Rejection
-			if errors.As(err, &rej) != tt.rejected {
-				t.Fatalf("err = %v, want rejected=%v", err, tt.rejected)
-			}
-			text := err.Error()
-			if rej != nil {
-				text = rej.Reason
-			} else if !errors.Is(err, ErrOutcomeUnknown) {
-				t.Fatalf("%v does not wrap ErrOutcomeUnknown", err)
+			class, text := classOf(t, err)
+			if class != tt.class {
+				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
 			}
 			if !strings.HasPrefix(text, tt.wantPrefix) {
 				t.Fatalf("text = %q, want prefix %q", text, tt.wantPrefix)
@@ -238,6 +236,33 @@ func TestSendErrorMapping(t *testing.T) {
 			assertClean(t, err.Error())
 		})
 	}
+}
+
+// classOf names the outcome class of a Send error and returns its text: the
+// rejection reason, the NotSent code or the error text. It fails if an
+// unknown outcome does not wrap ErrOutcomeUnknown or a rejection or NotSent
+// does.
+func classOf(t *testing.T, err error) (class, text string) {
+	t.Helper()
+	var rej *ledger.Rejection
+	var ns *ledger.NotSent
+	switch {
+	case err == nil:
+		t.Fatal("Send succeeded, want an error")
+	case errors.As(err, &rej):
+		class, text = "rejected", rej.Reason
+	case errors.As(err, &ns):
+		class, text = "notsent", ns.Code
+	default:
+		if !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("unknown outcome %v does not wrap ErrOutcomeUnknown", err)
+		}
+		return "unknown", err.Error()
+	}
+	if errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("%s outcome %v wraps ErrOutcomeUnknown", class, err)
+	}
+	return class, text
 }
 
 func assertClean(t *testing.T, s string) {
@@ -256,20 +281,45 @@ func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) {
 	}
 }
 
+// sdkClient is a real End User Messaging SMS client pointed at a local
+// HTTP server, with the SDK's default (retrying) retryer.
+func sdkClient(url string) *pinpointsmsvoicev2.Client {
+	return pinpointsmsvoicev2.New(pinpointsmsvoicev2.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(url),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "SECRETTEST", ""),
+	})
+}
+
 // TestSendThroughSDK runs the real client (awsJson1_0 protocol, default
 // retrying retryer) against a local server: it checks the SDK's error
 // decoding feeds the mapping and that the transport disables retries.
 func TestSendThroughSDK(t *testing.T) {
+	leaky := `"Message":"Number ` + testTo + ` blocked: ` + testBody + `"`
 	tests := []struct {
-		name     string
-		status   int
-		body     string
-		rejected bool
-		want     string
+		name      string
+		status    int
+		header    map[string]string // more response headers
+		body      string
+		class     string // rejected, notsent, unknown
+		want      string // rejection reason, NotSent code, or error text
+		wantAfter time.Duration
 	}{
-		{"opted out", 400, `{"__type":"ConflictException","Message":"Number ` + testTo + ` opted out","Reason":"DESTINATION_PHONE_NUMBER_OPTED_OUT"}`, true, "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT: Number [redacted] opted out (request id rid-9)"},
-		{"throttled", 400, `{"__type":"ThrottlingException","Message":"slow down"}`, false, "smstransport: outcome unknown: ThrottlingException (HTTP 400) (request id rid-9)"},
-		{"internal", 500, `{"__type":"InternalServerException","Message":"oops"}`, false, "smstransport: outcome unknown: InternalServerException (HTTP 500) (request id rid-9)"},
+		{"opted out", 400, nil, `{"__type":"ConflictException","Message":"Number ` + testTo + ` opted out","Reason":"DESTINATION_PHONE_NUMBER_OPTED_OUT"}`, "rejected", "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT: Number [redacted] opted out (request id rid-9)", 0},
+		{"ValidationException", 400, nil, `{"__type":"com.amazonaws.pinpointsmsvoicev2#ValidationException","Message":"invalid number ` + testTo + `","Reason":"INVALID_PARAMETER"}`, "rejected", "ValidationException/INVALID_PARAMETER: invalid number [redacted] (request id rid-9)", 0},
+		{"AccessDeniedException", 400, nil, `{"__type":"AccessDeniedException","Message":"account disabled","Reason":"ACCOUNT_DISABLED"}`, "rejected", "AccessDeniedException/ACCOUNT_DISABLED: account disabled (request id rid-9)", 0},
+		{"ResourceNotFoundException", 400, nil, `{"__type":"ResourceNotFoundException","Message":"pool not found"}`, "rejected", "ResourceNotFoundException: pool not found (request id rid-9)", 0},
+		{"throttled", 400, nil, `{"__type":"ThrottlingException",` + leaky + `}`, "notsent", "ThrottlingException", 0},
+		{"throttled, code in X-Amzn-ErrorType", 400, map[string]string{"X-Amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/coral/com.amazonaws.pinpointsmsvoicev2/"}, `{` + leaky + `}`, "notsent", "ThrottlingException", 0},
+		{"throttled with x-amz-retry-after", 400, map[string]string{"X-Amz-Retry-After": "750"}, `{"__type":"ThrottlingException",` + leaky + `}`, "notsent", "ThrottlingException", 750 * time.Millisecond},
+		{"throttled with negative x-amz-retry-after", 400, map[string]string{"X-Amz-Retry-After": "-750"}, `{"__type":"ThrottlingException",` + leaky + `}`, "notsent", "ThrottlingException", 0},
+		{"spend limit", 400, nil, `{"__type":"ServiceQuotaExceededException",` + leaky + `,"Reason":"MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"}`, "notsent", "ServiceQuotaExceededException/MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT", 0},
+		{"daily destination limit", 400, nil, `{"__type":"ServiceQuotaExceededException",` + leaky + `,"Reason":"DAILY_DESTINATION_CALL_LIMIT"}`, "notsent", "ServiceQuotaExceededException/DAILY_DESTINATION_CALL_LIMIT", 0},
+		{"internal", 500, nil, `{"__type":"InternalServerException","Message":"oops"}`, "unknown", "smstransport: outcome unknown: InternalServerException (HTTP 500) (request id rid-9)", 0},
+		{"bad gateway without a code", 502, nil, `<html>bad gateway</html>`, "unknown", "smstransport: outcome unknown: HTTP 502 without a recognised error code (request id rid-9)", 0},
+		{"unavailable without a code", 503, nil, `{"Message":"unavailable"}`, "unknown", "smstransport: outcome unknown: UnknownError (HTTP 503) (request id rid-9)", 0},
+		{"accepted without MessageId", 200, nil, `{}`, "unknown", "smstransport: outcome unknown: SendTextMessage succeeded without a MessageId", 0},
+		{"accepted but garbled", 200, nil, `{"MessageId":`, "unknown", "smstransport: outcome unknown: HTTP 200 but the response could not be decoded (request id rid-9)", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,26 +328,24 @@ func TestSendThroughSDK(t *testing.T) {
 				hits.Add(1)
 				w.Header().Set("X-Amzn-RequestId", "rid-9")
 				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+				for k, v := range tt.header {
+					w.Header().Set(k, v)
+				}
 				w.WriteHeader(tt.status)
 				fmt.Fprint(w, tt.body)
 			}))
 			defer srv.Close()
-			client := pinpointsmsvoicev2.New(pinpointsmsvoicev2.Options{
-				Region:       "us-east-1",
-				BaseEndpoint: aws.String(srv.URL),
-				Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "SECRETTEST", ""),
-			})
-			_, err := newTransport(t, client, Config{}).Send(context.Background(), testSend(time.Hour))
-			var rej *ledger.Rejection
-			if errors.As(err, &rej) != tt.rejected {
-				t.Fatalf("err = %v, want rejected=%v", err, tt.rejected)
-			}
-			text := err.Error()
-			if rej != nil {
-				text = rej.Reason
+			_, err := newTransport(t, sdkClient(srv.URL), Config{}).Send(context.Background(), testSend(time.Hour))
+			class, text := classOf(t, err)
+			if class != tt.class {
+				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
 			}
 			if text != tt.want {
 				t.Fatalf("text = %q\nwant   %q", text, tt.want)
+			}
+			var ns *ledger.NotSent
+			if errors.As(err, &ns) && ns.RetryAfter != tt.wantAfter {
+				t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, tt.wantAfter)
 			}
 			if hits.Load() != 1 {
 				t.Fatalf("server saw %d requests, want exactly 1", hits.Load())
@@ -305,4 +353,84 @@ func TestSendThroughSDK(t *testing.T) {
 			assertClean(t, err.Error())
 		})
 	}
+
+	// Answers that end before they are complete are unknown outcomes.
+	incomplete := []struct {
+		name  string
+		serve http.HandlerFunc
+		ctx   time.Duration // a deadline for the call, if set
+		want  string
+	}{
+		{"connection reset after the request was written", resetConnection, 0, "smstransport: outcome unknown: transport error before a response"},
+		{"503 with a truncated body", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			truncate(w, 503, `{"__type":"ServiceUnavailableException","Message":"try again later"}`)
+		}, 0, "smstransport: outcome unknown: HTTP 503 without a recognised error code (request id rid-9)"},
+		{"throttling with a truncated body", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			truncate(w, 400, `{"__type":"ThrottlingException","Message":"slow down, please"}`)
+		}, 0, "smstransport: outcome unknown: HTTP 400 without a recognised error code (request id rid-9)"},
+		{"timeout", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client hanging up
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		}, 200 * time.Millisecond, "smstransport: outcome unknown: timeout (context deadline exceeded)"},
+	}
+	for _, tt := range incomplete {
+		t.Run(tt.name, func(t *testing.T) {
+			var hits atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				tt.serve(w, r)
+			}))
+			defer srv.Close()
+			ctx := context.Background()
+			if tt.ctx > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.ctx)
+				defer cancel()
+			}
+			_, err := newTransport(t, sdkClient(srv.URL), Config{}).Send(ctx, testSend(time.Hour))
+			if class, text := classOf(t, err); class != "unknown" || text != tt.want {
+				t.Fatalf("%s %q, want unknown %q", class, text, tt.want)
+			}
+			if n := hits.Load(); n != 1 {
+				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
+			}
+			assertClean(t, err.Error())
+		})
+	}
+}
+
+// resetConnection reads the whole request, then resets the connection
+// (RST, not FIN) without answering: the request reached the server and the
+// client cannot know what became of it.
+func resetConnection(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// truncate answers status with headers that promise body (Content-Length),
+// writes only half of it and closes the connection.
+func truncate(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("X-Amzn-RequestId", "rid-9")
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body[:len(body)/2])
+	w.(http.Flusher).Flush()
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	_ = conn.Close()
 }

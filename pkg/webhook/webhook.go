@@ -15,10 +15,24 @@
 //
 //	2xx with JSON {"id": "<non-empty>"}         -> ledger.Ack{ID: id}
 //	2xx without a usable id                     -> unknown (accepted, but no evidence to record)
+//	429 or 503, body read to its end            -> *ledger.NotSent{Code: "HTTP 429" or "HTTP 503", RetryAfter: from Retry-After}
 //	4xx except 408, 409, 425, 429               -> *ledger.Rejection ("HTTP <status>: <sanitized reason>")
-//	408, 409, 425, 429, 5xx, 1xx, 3xx           -> unknown
+//	408, 409, 425, 5xx other than 503, 1xx, 3xx,
+//	429 or 503 whose body was cut off           -> unknown
 //	timeout, connection reset or refused, EOF,
 //	cancelled context                           -> unknown
+//
+// A 429 or 503 is proof that the message was not taken only if the whole
+// answer arrived; one that breaks off is read like a lost connection. A 503
+// is taken as the endpoint (or its load balancer) refusing to handle the
+// request: an endpoint behind a proxy that answers 503 after forwarding the
+// request (some service meshes do on an upstream reset) breaks that reading.
+//
+// Retry-After on a 429 or 503 is read in both forms: delay-seconds, or an
+// HTTP-date measured from the answer's Date header (from Config.Now if the
+// answer has no valid one). An absent, unparseable or negative value, or a
+// date already past, gives RetryAfter 0 (the caller falls back to its own
+// backoff); a wait longer than outcome.MaxRetryAfter (1 h) is cut to it.
 //
 // Unknown outcomes wrap ErrOutcomeUnknown. No error text contains the
 // address, the message, the token or the URL.
@@ -39,6 +53,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -63,8 +78,9 @@ const maxResponse = 64 << 10
 const maxAckID = 256
 
 var (
-	// ErrOutcomeUnknown is wrapped by every Send error that is not a
-	// rejection: the endpoint may or may not have accepted the message.
+	// ErrOutcomeUnknown is wrapped by every Send error that is neither a
+	// rejection nor a *ledger.NotSent: the endpoint may or may not have
+	// accepted the message.
 	ErrOutcomeUnknown = errors.New("webhook: outcome unknown")
 	// ErrInvalidConfig is wrapped by Config.Validate errors.
 	ErrInvalidConfig = errors.New("webhook: invalid config")
@@ -107,6 +123,9 @@ type Config struct {
 	// AllowInsecureHTTP permits a plain http URL to a non-loopback host, for
 	// local stacks only (e.g. an emulator reaching the host).
 	AllowInsecureHTTP bool
+	// Now is the clock an HTTP-date in Retry-After is measured from when the
+	// answer carries no Date header. Default time.Now.
+	Now ledger.Clock
 }
 
 // DefaultConfig returns a Config for url with the default timeout and key
@@ -118,6 +137,9 @@ func DefaultConfig(url string) Config {
 func (c Config) withDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -259,7 +281,10 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, t.failureClass(err), err)
 	}
 	defer resp.Body.Close()
-	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	// One byte past the cap tells a body that ended from one that goes on.
+	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	complete := readErr == nil && len(raw) <= maxResponse
+	raw = raw[:min(len(raw), maxResponse)]
 	code := resp.StatusCode
 
 	switch {
@@ -272,7 +297,15 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 			return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, fmt.Sprintf("HTTP %d without a usable id", code), nil)
 		}
 		return ledger.Ack{ID: id}, nil
-	case code >= 400 && code < 500 && !retryableStatus(code):
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		switch {
+		case readErr != nil:
+			return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, fmt.Sprintf("HTTP %d, then the body was lost (%s)", code, t.failureClass(readErr)), readErr)
+		case !complete:
+			return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, fmt.Sprintf("HTTP %d with a body over %d bytes, not read to its end", code, maxResponse), nil)
+		}
+		return ledger.Ack{}, outcome.NotSentFor(fmt.Sprintf("HTTP %d", code), t.retryAfter(resp.Header))
+	case code >= 400 && code < 500 && !unsettledStatus(code):
 		reason := fmt.Sprintf("HTTP %d", code)
 		if text := redact.Text(errorText(raw), t.secrets(s.Message)...); text != "" {
 			reason += ": " + text
@@ -283,15 +316,44 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	}
 }
 
-// retryableStatus lists the 4xx statuses that do not refuse the message:
-// a request timeout, a conflict (typically the same key still in flight),
-// too early, and rate limiting.
-func retryableStatus(code int) bool {
+// unsettledStatus lists the 4xx statuses other than 429 that neither refuse
+// the message nor prove it was not taken: a request timeout, a conflict
+// (typically the same key still in flight) and too early.
+func unsettledStatus(code int) bool {
 	switch code {
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly:
 		return true
 	}
 	return false
+}
+
+// retryAfter returns the wait the Retry-After header of h asks for (RFC
+// 9110, section 10.2.3): delay-seconds, or an HTTP-date measured from the
+// answer's Date header, or from Config.Now without a valid one. An absent or
+// unparseable value gives 0 and a date in the past a negative wait, which
+// outcome.NotSentFor clamps to 0 (as it cuts long waits to
+// outcome.MaxRetryAfter).
+func (t *Transport) retryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if strings.Trim(v, "0123456789") == "" {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || secs > int64(outcome.MaxRetryAfter/time.Second) {
+			return outcome.MaxRetryAfter // err can only be an overflow
+		}
+		return time.Duration(secs) * time.Second
+	}
+	when, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	now, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		now = t.cfg.Now()
+	}
+	return when.Sub(now)
 }
 
 // Lookup asks the endpoint for the message it recorded under key: GET

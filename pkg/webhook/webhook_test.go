@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,8 +202,8 @@ func TestSendResponseMapping(t *testing.T) {
 	tests := []struct {
 		name     string
 		step     Step
-		outcome  string // ack, rejected, unknown
-		wantText string // prefix of the rejection reason or error text
+		outcome  string // ack, rejected, notsent, unknown
+		wantText string // prefix of the rejection reason, NotSent code or error text
 	}{
 		{"accept", Step{Action: Accept}, "ack", ""},
 		{"reject 400 echoing secrets", Step{Action: Reject, Body: echo}, "rejected", "HTTP 400: recipient [redacted] refused; body= [redacted]"},
@@ -213,10 +215,10 @@ func TestSendResponseMapping(t *testing.T) {
 		{"request timeout 408", Step{Action: Respond, Status: 408}, "unknown", "webhook: outcome unknown: HTTP 408"},
 		{"conflict 409", Step{Action: Respond, Status: 409, Body: echo}, "unknown", "webhook: outcome unknown: HTTP 409"},
 		{"too early 425", Step{Action: Respond, Status: 425}, "unknown", "webhook: outcome unknown: HTTP 425"},
-		{"rate limited 429", Step{Action: Respond, Status: 429}, "unknown", "webhook: outcome unknown: HTTP 429"},
+		{"rate limited 429", Step{Action: Respond, Status: 429, Body: echo}, "notsent", "HTTP 429"},
 		{"server error 500", Step{Action: Respond, Status: 500, Body: echo}, "unknown", "webhook: outcome unknown: HTTP 500"},
 		{"bad gateway 502", Step{Action: Respond, Status: 502}, "unknown", "webhook: outcome unknown: HTTP 502"},
-		{"unavailable 503", Step{Action: Unavailable}, "unknown", "webhook: outcome unknown: HTTP 503"},
+		{"unavailable 503", Step{Action: Unavailable}, "notsent", "HTTP 503"},
 		{"redirect 307", Step{Action: Respond, Status: 307}, "unknown", "webhook: outcome unknown: HTTP 307"},
 		{"2xx without id", Step{Action: Respond, Status: 200, Body: `{"status":"ok"}`}, "unknown", "webhook: outcome unknown: HTTP 200 without a usable id"},
 		{"2xx not json", Step{Action: Respond, Status: 202, Body: "queued"}, "unknown", "webhook: outcome unknown: HTTP 202 without a usable id"},
@@ -249,8 +251,20 @@ func TestSendResponseMapping(t *testing.T) {
 				if len(rej.Reason) > 200 {
 					t.Fatalf("reason is %d bytes, want it capped", len(rej.Reason))
 				}
+			case "notsent":
+				var ns *ledger.NotSent
+				if !errors.As(err, &ns) || errors.Is(err, ErrOutcomeUnknown) {
+					t.Fatalf("err = %v, want *ledger.NotSent only", err)
+				}
+				if ns.Code != tt.wantText || ns.RetryAfter != 0 {
+					t.Fatalf("NotSent = %+v, want code %q without a wait", ns, tt.wantText)
+				}
+				if n := p.Recorded(s.IdempotencyKey); n != 0 {
+					t.Fatalf("provider recorded %d, want 0", n)
+				}
 			case "unknown":
-				if errors.As(err, &rej) || !errors.Is(err, ErrOutcomeUnknown) {
+				var ns *ledger.NotSent
+				if errors.As(err, &rej) || errors.As(err, &ns) || !errors.Is(err, ErrOutcomeUnknown) {
 					t.Fatalf("err = %v, want an unknown outcome", err)
 				}
 				if !strings.HasPrefix(err.Error(), tt.wantText) {
@@ -462,4 +476,175 @@ func TestProviderMessagesEndpoint(t *testing.T) {
 	if len(got) != 1 || got[0].ID != ack.ID || got[0].IdempotencyKey != s.IdempotencyKey || got[0].ContentHash != s.ContentHash || got[0].Attempt != 1 || got[0].To != testTo {
 		t.Fatalf("GET /messages = %+v", got)
 	}
+}
+
+// TestSendNotSent runs each answer through real net/http: complete 429 and
+// 503 answers are *ledger.NotSent with the wait their Retry-After asks for;
+// answers that break off, time out, or carry another 5xx stay unknown. The
+// server sees exactly one request per Send.
+func TestSendNotSent(t *testing.T) {
+	clock := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	date := clock.Add(-time.Hour) // the answer's Date, deliberately not the transport's clock
+	httpDate := func(t time.Time) string { return t.Format(http.TimeFormat) }
+	echo := `{"message":"slow down for ` + testTo + `: ` + strings.ReplaceAll(testBody, "\n", `\n`) + `"}`
+
+	// answer writes status with Retry-After retry (if set) and the Date
+	// header date (none if empty), then body.
+	answer := func(status int, retry, date, body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if retry != "" {
+				w.Header().Set("Retry-After", retry)
+			}
+			if date == "" {
+				w.Header()["Date"] = nil // net/http adds none then
+			} else {
+				w.Header().Set("Date", date)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, body)
+		}
+	}
+	notSent := []struct {
+		name  string
+		serve http.HandlerFunc
+		code  string
+		after time.Duration
+	}{
+		{"429 without Retry-After", answer(429, "", httpDate(date), echo), "HTTP 429", 0},
+		{"429 delta-seconds", answer(429, "120", httpDate(date), echo), "HTTP 429", 2 * time.Minute},
+		{"429 delta-seconds zero", answer(429, "0", httpDate(date), echo), "HTTP 429", 0},
+		{"429 delta-seconds with spaces", answer(429, " 7 ", httpDate(date), echo), "HTTP 429", 7 * time.Second},
+		{"429 HTTP-date from the Date header", answer(429, httpDate(date.Add(90*time.Second)), httpDate(date), echo), "HTTP 429", 90 * time.Second},
+		{"429 HTTP-date without a Date header uses the clock", answer(429, httpDate(clock.Add(45*time.Second)), "", echo), "HTTP 429", 45 * time.Second},
+		{"429 HTTP-date with a garbled Date header uses the clock", answer(429, httpDate(clock.Add(45*time.Second)), "yesterday", echo), "HTTP 429", 45 * time.Second},
+		{"429 HTTP-date in asctime form", answer(429, date.Add(time.Minute).Format(time.ANSIC), httpDate(date), echo), "HTTP 429", time.Minute},
+		{"429 HTTP-date in the past", answer(429, httpDate(date.Add(-time.Minute)), httpDate(date), echo), "HTTP 429", 0},
+		{"429 garbage", answer(429, "soon", httpDate(date), echo), "HTTP 429", 0},
+		{"429 negative", answer(429, "-30", httpDate(date), echo), "HTTP 429", 0},
+		{"429 fraction", answer(429, "1.5", httpDate(date), echo), "HTTP 429", 0},
+		{"429 a day is cut to an hour", answer(429, "86400", httpDate(date), echo), "HTTP 429", time.Hour},
+		{"429 overflow is cut to an hour", answer(429, "99999999999999999999999", httpDate(date), echo), "HTTP 429", time.Hour},
+		{"429 far HTTP-date is cut to an hour", answer(429, "Fri, 31 Dec 9999 23:59:59 GMT", httpDate(date), echo), "HTTP 429", time.Hour},
+		{"503 without Retry-After", answer(503, "", httpDate(date), echo), "HTTP 503", 0},
+		{"503 with an empty body", answer(503, "", httpDate(date), ""), "HTTP 503", 0},
+		{"503 delta-seconds", answer(503, "30", httpDate(date), echo), "HTTP 503", 30 * time.Second},
+		{"503 HTTP-date", answer(503, httpDate(date.Add(5*time.Minute)), httpDate(date), echo), "HTTP 503", 5 * time.Minute},
+		{"503 HTTP-date without a Date header", answer(503, httpDate(clock.Add(10*time.Second)), "", echo), "HTTP 503", 10 * time.Second},
+		{"503 garbage", answer(503, "tomorrow-ish", httpDate(date), echo), "HTTP 503", 0},
+	}
+	unknown := []struct {
+		name  string
+		serve http.HandlerFunc
+		want  string
+	}{
+		{"500", answer(500, "30", httpDate(date), echo), "webhook: outcome unknown: HTTP 500"},
+		{"502", answer(502, "30", httpDate(date), echo), "webhook: outcome unknown: HTTP 502"},
+		{"504", answer(504, "30", httpDate(date), echo), "webhook: outcome unknown: HTTP 504"},
+		{"408", answer(408, "30", httpDate(date), echo), "webhook: outcome unknown: HTTP 408"},
+		{"409", answer(409, "30", httpDate(date), echo), "webhook: outcome unknown: HTTP 409"},
+		{"425", answer(425, "30", httpDate(date), echo), "webhook: outcome unknown: HTTP 425"},
+		{"503 with a truncated body", truncated(503), "webhook: outcome unknown: HTTP 503, then the body was lost (connection closed before a complete response)"},
+		{"429 with a truncated body", truncated(429), "webhook: outcome unknown: HTTP 429, then the body was lost (connection closed before a complete response)"},
+		{"503 with a body over the cap", answer(503, "30", httpDate(date), strings.Repeat("x", maxResponse+1)), "webhook: outcome unknown: HTTP 503 with a body over 65536 bytes, not read to its end"},
+		{"connection reset after the request was written", resetConnection, "webhook: outcome unknown: connection reset"},
+		{"timeout", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		}, "webhook: outcome unknown: timeout (deadline exceeded)"},
+	}
+
+	send := func(t *testing.T, serve http.HandlerFunc) error {
+		t.Helper()
+		var hits atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			serve(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		cfg := DefaultConfig(srv.URL + "/v1/notify")
+		cfg.Token = testToken
+		cfg.Timeout = 300 * time.Millisecond
+		cfg.Now = func() time.Time { return clock }
+		tr, err := New(srv.Client(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tr.Send(context.Background(), testSend("ch-notsent"))
+		if err == nil {
+			t.Fatal("Send succeeded, want an error")
+		}
+		if n := hits.Load(); n != 1 {
+			t.Fatalf("server saw %d requests, want exactly 1", n)
+		}
+		assertClean(t, err.Error())
+		if strings.Contains(err.Error(), "127.0.0.1") {
+			t.Fatalf("error %q repeats the URL", err)
+		}
+		return err
+	}
+	for _, tt := range notSent {
+		t.Run(tt.name, func(t *testing.T) {
+			err := send(t, tt.serve)
+			var ns *ledger.NotSent
+			var rej *ledger.Rejection
+			if !errors.As(err, &ns) || errors.As(err, &rej) || errors.Is(err, ErrOutcomeUnknown) {
+				t.Fatalf("err = %v, want *ledger.NotSent only", err)
+			}
+			if ns.Code != tt.code || ns.RetryAfter != tt.after {
+				t.Fatalf("NotSent = {%q, %s}, want {%q, %s}", ns.Code, ns.RetryAfter, tt.code, tt.after)
+			}
+		})
+	}
+	for _, tt := range unknown {
+		t.Run(tt.name, func(t *testing.T) {
+			err := send(t, tt.serve)
+			var ns *ledger.NotSent
+			var rej *ledger.Rejection
+			if errors.As(err, &ns) || errors.As(err, &rej) || !errors.Is(err, ErrOutcomeUnknown) {
+				t.Fatalf("err = %v, want an unknown outcome", err)
+			}
+			if err.Error() != tt.want {
+				t.Fatalf("err = %q\nwant  %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// truncated answers status with a Content-Length its body does not reach,
+// then closes the connection.
+func truncated(status int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		body := `{"message":"temporarily unavailable, try again later"}`
+		w.Header().Set("Retry-After", "30")
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		_ = conn.Close()
+	}
+}
+
+// resetConnection reads the whole request, then resets the connection
+// (RST, not FIN) without answering.
+func resetConnection(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
 }
