@@ -310,3 +310,24 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 		t.Errorf("deferred row re-driven before it was %s late", after)
 	}
 }
+
+func TestExpireSweepClosesDeferredRowsThatRanOutOfTime(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+	in, _, _ := e.claim(t, 50, ledger.SMS, ledger.ClaimCreated)
+	res, err := e.Svc.Dispatch(ctx, in.Key(), "d")
+	if err != nil || res.Outcome != ledger.DispatchDeferred {
+		t.Fatalf("%s, %v", res.Outcome, err)
+	}
+	// Its wake-up and every re-drive are lost; the challenge runs out.
+	e.Clock.Advance(ttl)
+	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 100)
+	if err != nil || rep.Actions["deferred->expired"] != 1 {
+		t.Fatalf("sweep: %+v, %v", rep, err)
+	}
+	row := e.get(t, in.Key())
+	if row.State != ledger.Expired || row.Reason != ledger.NotSentReason(ledgertest.ThrottleCode) || e.hasContent(t, in.Key()) {
+		t.Fatalf("row %s %q (content kept: %v)", row.State, row.Reason, e.hasContent(t, in.Key()))
+	}
+}

@@ -190,7 +190,8 @@ func (s *Service) decide(ctx context.Context, e Entry, to State, w Worker, reaso
 }
 
 // ExpireSweep marks still-claimed rows whose challenge expired (for example
-// a stream record that never reached dispatch) as expired, and purges their
+// a stream record that never reached dispatch), and deferred rows whose
+// challenge ran out before their next attempt, as expired, and purges their
 // sealed content. It also settles held fallback rows: claimed or suppressed
 // once their earlier channel ended, expired with their challenge.
 func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepReport, error) {
@@ -207,6 +208,20 @@ func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 		}
 		_, err := s.expire(ctx, e, w, "challenge expired while claimed; never dispatched", DispatchExpired)
 		s.note(&rep, "claimed->expired", err)
+	}
+	// Deferred rows whose challenge ran out while they waited (a lost
+	// wake-up and a missed re-drive): they were never sent.
+	deferred, err := s.Store.ListOpen(ctx, Deferred, now, limit)
+	if err != nil {
+		return rep, fmt.Errorf("expire: list deferred: %w", err)
+	}
+	for _, e := range deferred {
+		rep.Seen++
+		if !s.expiredAt(e.ExpiresAt, now) {
+			continue
+		}
+		_, err := s.expire(ctx, e, w, expiryReason(e), DispatchExpired)
+		s.note(&rep, "deferred->expired", err)
 	}
 	// Held fallback channels: settle those whose earlier channel ended (a
 	// missed settleSuccessor) and expire those whose challenge did. All of
