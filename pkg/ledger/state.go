@@ -63,14 +63,9 @@ func CanTransition(from, to State) error {
 func (s State) Terminal() bool { return s != None && len(transitions[s]) == 0 }
 
 // Open reports whether rows in state s are kept in the open-row index, so
-// that sweeps and operators can find them.
-func (s State) Open() bool {
-	switch s {
-	case Held, Claimed, Dispatching, Deferred, Unknown, Quarantined:
-		return true
-	}
-	return false
-}
+// that sweeps and operators can find them: every real state some
+// transition leaves.
+func (s State) Open() bool { return s.Valid() && !s.Terminal() }
 
 // Valid reports whether s is one of States.
 func (s State) Valid() bool {
