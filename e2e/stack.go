@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/webhook"
+	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
 // Outputs are the stack outputs of one deployed stage.
@@ -137,8 +137,8 @@ func EmailsTo(all []Email, to string) []Email {
 
 // ProviderMessages lists every message the local webhook provider recorded
 // (GET <base>/messages), oldest first.
-func ProviderMessages(ctx context.Context, client *http.Client, base string) ([]webhook.RecordedMessage, error) {
-	var msgs []webhook.RecordedMessage
+func ProviderMessages(ctx context.Context, client *http.Client, base string) ([]webhooktest.RecordedMessage, error) {
+	var msgs []webhooktest.RecordedMessage
 	if err := getJSON(ctx, client, base+"/messages", &msgs); err != nil {
 		return nil, fmt.Errorf("webhook provider: %w", err)
 	}

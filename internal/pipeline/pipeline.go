@@ -45,7 +45,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/producer"
-	"github.com/resetledger/resetledger/pkg/webhook"
+	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
 // Buffer collects log lines and EMF records from every handler.
@@ -96,7 +96,7 @@ type Pipeline struct {
 	Producer  *producer.Producer
 	sender    string
 	base      int
-	Provider  *webhook.Provider
+	Provider  *webhooktest.Provider
 	skewMu    sync.Mutex
 	skew      time.Duration
 	// Calls records the AWS calls the four functions make (internal/awscall),
@@ -129,7 +129,7 @@ type Options struct {
 	// Env overrides function settings.
 	Env map[string]string
 	// Provider configures the local webhook provider.
-	Provider webhook.ProviderConfig
+	Provider webhooktest.ProviderConfig
 	// FunctionAPIOptions are added to the SDK configuration of the four
 	// functions only (never to the harness's own clients), e.g. middleware
 	// that injects DynamoDB throttling or drops a transport's response.
@@ -154,7 +154,7 @@ type Options struct {
 // New builds the tables, key, queues and handlers of one isolated
 // pipeline. SMS goes through the webhook transport to a local provider
 // configured by prov; extraEnv overrides function settings.
-func New(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfig) *Pipeline {
+func New(t *testing.T, extraEnv map[string]string, prov ...webhooktest.ProviderConfig) *Pipeline {
 	t.Helper()
 	o := Options{Env: extraEnv}
 	if len(prov) > 0 {
@@ -235,7 +235,7 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	}
 	p.DispatchQueueURL = *dq.QueueUrl
 
-	p.Provider = webhook.NewProvider(o.Provider)
+	p.Provider = webhooktest.NewProvider(o.Provider)
 	var h http.Handler = p.Provider
 	if o.WrapProvider != nil {
 		h = o.WrapProvider(h)
