@@ -93,6 +93,7 @@ func (p *LedgerStackProps) openStateAlarms() (map[ledger.State]openStateAlarm, e
 type observed struct {
 	fns                               map[string]awslambda.Function
 	intentQueue, intentDLQ, streamDLQ awssqs.Queue
+	dispatchQueue, dispatchDLQ        awssqs.Queue
 }
 
 // observability defines the alarms and the dashboard. Every alarm is a plain single-metric alarm
