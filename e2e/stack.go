@@ -38,6 +38,9 @@ type Outputs struct {
 	LedgerTable         string `json:"LedgerTableName"`
 	ContentTable        string `json:"ContentTableName"`
 	ContentKeyARN       string `json:"ContentKeyArn"`
+	BudgetTable         string `json:"BudgetTableName"`
+	DispatchQueueURL    string `json:"DispatchQueueUrl"`
+	DispatchQueueDLQURL string `json:"DispatchQueueDlqUrl"`
 	ClaimFunction       string `json:"ClaimFunctionName"`
 	DispatchFunction    string `json:"DispatchFunctionName"`
 	ReconcileFunction   string `json:"ReconcileFunctionName"`

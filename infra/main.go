@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -37,7 +38,7 @@ func main() {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(os.Stderr, "  %-24s %s\n", k, contextKeys[k])
+			fmt.Fprintf(os.Stderr, "  %-28s %s\n", k, contextKeys[k])
 		}
 		os.Exit(1) // the deferred jsii.Close is skipped; the jsii child process exits with us
 	}
@@ -96,6 +97,15 @@ var contextKeys = map[string]string{
 	"dispatchLagLimit":        "1m; dispatch stream IteratorAge alarm threshold",
 	"observability":           "true; false leaves out alarms and the dashboard",
 	"nag":                     "true; false skips the cdk-nag AwsSolutions checks",
+
+	// Dispatch under provider throttling.
+	"sendRateEmail":               "none; email sends per second (SEND_RATE_EMAIL); unset: SES's MaxSendRate (ses:GetAccount), no budget for a webhook",
+	"sendRateSms":                 "none; SMS sends per second (SEND_RATE_SMS); unset: no budget",
+	"budgetMaxWait":               "2s; longest in-process wait for a send-rate slot before the row is deferred to the dispatch queue",
+	"retryBackoffBase":            "2s; first backoff after a not-sent answer (exponential, with jitter)",
+	"retryBackoffMax":             "1m; longest backoff after a not-sent answer; at most 15m (SQS's longest delay)",
+	"redriveAfter":                "20s; how long past due a row waits before reconcile re-drives it through the dispatch queue",
+	"dispatchQueueMaxConcurrency": "5; 2..1000, dispatch instances the dispatch queue's event source runs at once",
 }
 
 // configFromContext builds a stage's configuration from context values read through get.
@@ -137,7 +147,8 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 		"leaseDuration": &p.LeaseDuration, "expiryMargin": &p.ExpiryMargin, "historyRetention": &p.HistoryRetention,
 		"webhookKeyWindow": &p.WebhookKeyWindow, "webhookTimeout": &p.WebhookTimeout,
 		"sweepTimeout": &p.SweepTimeout, "maxChallengeLifetime": &p.MaxChallengeLifetime,
-		"dispatchLagLimit": &p.DispatchLagLimit,
+		"dispatchLagLimit": &p.DispatchLagLimit, "budgetMaxWait": &p.BudgetMaxWait,
+		"retryBackoffBase": &p.RetryBackoffBase, "retryBackoffMax": &p.RetryBackoffMax, "redriveAfter": &p.RedriveAfter,
 	}
 	for key, dst := range durs {
 		if s, ok := str(key); ok {
@@ -152,7 +163,7 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 	ints := map[string]*int{
 		"maxReceiveCount": &p.MaxReceiveCount, "logRetentionDays": &p.LogRetentionDays,
 		"reconcileMaxAttempts": &p.ReconcileMaxAttempts, "sweepLimit": &p.SweepLimit,
-		"claimMaxConcurrency": &p.ClaimMaxConcurrency,
+		"claimMaxConcurrency": &p.ClaimMaxConcurrency, "dispatchQueueMaxConcurrency": &p.DispatchQueueMaxConcurrency,
 	}
 	for key, dst := range ints {
 		if s, ok := str(key); ok {
@@ -162,6 +173,21 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 				continue
 			}
 			*dst = n
+		}
+	}
+	// Rates: given means a positive number (leave the key out for no configured rate).
+	rates := map[string]*float64{"sendRateEmail": &p.SendRateEmail, "sendRateSms": &p.SendRateSMS}
+	for key, dst := range rates {
+		if s, ok := str(key); ok {
+			r, err := strconv.ParseFloat(s, 64)
+			if err == nil && !(r > 0 && !math.IsInf(r, 0)) {
+				err = fmt.Errorf("%q: want sends per second > 0", s)
+			}
+			if err != nil {
+				fail(key, err)
+				continue
+			}
+			*dst = r
 		}
 	}
 	cfg := &appConfig{Stage: stage, Props: p, Nag: true}

@@ -25,7 +25,19 @@ const (
 	metricSweepErrors     = metrics.SweepErrors     // Sweep
 	metricSweepHeartbeat  = metrics.SweepHeartbeat  // Sweep
 	metricContentMismatch = metrics.ContentMismatch // no dimension
+	metricNotSent         = metrics.NotSent         // Channel, Code
+	metricRetries         = metrics.Retries         // Channel
+	metricBudgetWait      = metrics.BudgetWait      // Channel
+	metricBudgetDeferrals = metrics.BudgetDeferrals // Channel
+	metricExpiredUnsent   = metrics.ExpiredUnsent   // Channel
+	metricRedriven        = metrics.Redriven        // State
+	metricWakeFailures    = metrics.WakeFailures    // no dimension
 )
+
+// deferred is the open state of a row whose next send is due at its next_attempt_at: the
+// provider did not take the message, or the send-rate budget had no slot soon. Its alarm rule is
+// here before pkg/ledger has the state (ledger.Deferred), so the stack is ready when it does.
+const deferred ledger.State = "deferred"
 
 // alarmPeriod is the period of the alarms on AWS metrics (Lambda, SQS) and on event counts.
 const alarmPeriod = 5 * time.Minute
@@ -44,10 +56,27 @@ type openStateAlarm struct {
 }
 
 // openStateAlarms returns one alarm per open state of the domain (ledger.States with Open()), with
-// thresholds derived from the props. An open state without a rule here is an error, so a new
-// state cannot reach a stack without an alarm and a dashboard series.
+// thresholds derived from the props. An open state without a rule in openStateRules is an error,
+// so a new state cannot reach a stack without an alarm and a dashboard series.
 func (p *LedgerStackProps) openStateAlarms() (map[ledger.State]openStateAlarm, error) {
+	rules := p.openStateRules()
 	out := map[ledger.State]openStateAlarm{}
+	for _, s := range ledger.States {
+		if !s.Open() {
+			continue
+		}
+		a, ok := rules[s]
+		if !ok {
+			return nil, fmt.Errorf("infra: open state %q has no alarm rule: add one in openStateRules", s)
+		}
+		out[s] = a
+	}
+	return out, nil
+}
+
+// openStateRules is the alarm rule of every open state the stack knows, whether or not the
+// domain has it yet.
+func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 	title := func(s ledger.State) string { return strings.ToUpper(string(s)[:1]) + string(s)[1:] }
 	age := func(s ledger.State, limit time.Duration, why string) openStateAlarm {
 		return openStateAlarm{
@@ -64,35 +93,30 @@ func (p *LedgerStackProps) openStateAlarms() (map[ledger.State]openStateAlarm, e
 			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 		}
 	}
-	// Held and claimed rows end by their challenge's expiry at the latest: the expire sweep
-	// closes them on its first run after it.
+	// Held, claimed and deferred rows end by their challenge's expiry at the latest: the expire
+	// sweep closes them on its first run after it. A deferred row older than that was neither
+	// sent (by its wake-up or a re-drive) nor expired; how many rows are deferred is no alarm: a
+	// surge defers rows by design (the dashboard shows it).
 	expireBound := p.MaxChallengeLifetime + 2*p.ExpireRate
-	for _, s := range ledger.States {
-		if !s.Open() {
-			continue
-		}
-		switch s {
-		case ledger.Held, ledger.Claimed:
-			out[s] = age(s, expireBound, fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
-				"the expire sweep is not closing expired rows", p.MaxChallengeLifetime))
-		case ledger.Dispatching:
-			out[s] = age(s, p.LeaseDuration+2*p.ReconcileRate, fmt.Sprintf("lease %v plus two reconcile sweeps): "+
-				"reconcile is not moving rows past their lease", p.LeaseDuration))
-		case ledger.Unknown:
-			out[s] = count(s, "the transport outcome is uncertain and awaits reconciliation.")
-		case ledger.Quarantined:
-			out[s] = count(s, "the policy cannot resolve them; an operator must record a decision.")
-		default:
-			return nil, fmt.Errorf("infra: open state %q has no alarm rule: add one in openStateAlarms", s)
-		}
+	expiring := fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
+		"the expire sweep is not closing expired rows", p.MaxChallengeLifetime)
+	return map[ledger.State]openStateAlarm{
+		ledger.Held:    age(ledger.Held, expireBound, expiring),
+		ledger.Claimed: age(ledger.Claimed, expireBound, expiring),
+		deferred: age(deferred, expireBound, fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
+			"no wake-up or re-drive sent it and the expire sweep is not closing it", p.MaxChallengeLifetime)),
+		ledger.Dispatching: age(ledger.Dispatching, p.LeaseDuration+2*p.ReconcileRate, fmt.Sprintf("lease %v plus "+
+			"two reconcile sweeps): reconcile is not moving rows past their lease", p.LeaseDuration)),
+		ledger.Unknown:     count(ledger.Unknown, "the transport outcome is uncertain and awaits reconciliation."),
+		ledger.Quarantined: count(ledger.Quarantined, "the policy cannot resolve them; an operator must record a decision."),
 	}
-	return out, nil
 }
 
 // observed is what the alarms and the dashboard watch.
 type observed struct {
 	fns                               map[string]awslambda.Function
 	intentQueue, intentDLQ, streamDLQ awssqs.Queue
+	dispatchQueue, dispatchDLQ        awssqs.Queue
 }
 
 // observability defines the alarms and the dashboard. Every alarm is a plain single-metric alarm
@@ -197,17 +221,50 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 
 	alarm("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
 		o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
-	alarm("StreamFailureDlqDepth", "Dispatch gave up on stream records; claims may sit in claimed until expire runs.",
+	alarm("StreamFailureDlqDepth", fmt.Sprintf("Dispatch gave up on stream records (evidence to inspect): reconcile "+
+		"re-drives the claimed rows they name once they are %v past due.", p.RedriveAfter),
 		o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
 	alarm("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
 		emf(metricContentMismatch, nil, "Sum", period), 0, gt, quiet)
+
+	// Liveness under provider throttling. A not-sent answer is retried and a budget deferral
+	// waits in the dispatch queue by design, so neither pages (the dashboard shows them during a
+	// surge); what pages is the outcome: a claimed message that expired unsent, and a dispatch
+	// queue that is not drained. One alarm per channel: the emulator's CloudFormation rejects
+	// the metric math that would sum them.
+	for _, ch := range ledger.Channels {
+		alarm("ExpiredUnsent"+title(string(ch)), fmt.Sprintf("A claimed %s message expired without any send the "+
+			"provider took: the player never got it.", ch), emf(metricExpiredUnsent, channelDim(ch), "Sum", period), 0, gt, quiet)
+	}
+	alarm("DispatchQueueDlqDepth", "Dispatch-queue messages dispatch kept failing on moved to the DLQ (evidence to inspect: "+
+		"reconcile re-drives the rows they name).",
+		o.dispatchDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
+	queueAge := p.dispatchQueueAgeLimit()
+	alarm("DispatchQueueOldestAge", fmt.Sprintf("A message has waited more than %v in the dispatch queue (the longest "+
+		"wake-up delay, %v, plus two re-drive periods): dispatch is not draining the queue.", queueAge, maxWakeDelay),
+		o.dispatchQueue.MetricApproximateAgeOfOldestMessage(maximum), queueAge.Seconds(), gt, quiet)
 
 	p.dashboard(stack, o, stateMetric, sweepMetric, alarms)
 	return nil
 }
 
+// dispatchQueueAgeLimit is the DispatchQueueOldestAge threshold. A wake-up legitimately waits
+// its delay, up to maxWakeDelay, and is then received within seconds (the mapping long-polls).
+// Reconcile re-drives a due row RedriveAfter past due, through the same queue; a message still
+// there two re-drive periods after the longest delay means dispatch is not consuming the queue
+// (mapping disabled, function failing or throttled, or MaximumConcurrency too low for the
+// backlog), and re-drives cannot help.
+func (p *LedgerStackProps) dispatchQueueAgeLimit() time.Duration {
+	return maxWakeDelay + 2*p.RedriveAfter
+}
+
+// channelDim is the Channel dimension of the per-channel EMF metrics.
+func channelDim(ch ledger.Channel) map[string]*string {
+	return map[string]*string{"Channel": jsii.String(string(ch))}
+}
+
 // dashboard shows every open state's count and oldest age, the functions, the queues and the
-// sweeps, and the state of every alarm.
+// sweeps, dispatch under provider throttling, and the state of every alarm.
 func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 	stateMetric func(string, ledger.State, string) awscloudwatch.Metric,
 	sweepMetric func(string, string, string) awscloudwatch.Metric, alarms []interfacesawscloudwatch.IAlarmRef) {
@@ -239,6 +296,47 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 			Title: jsii.String(title), Left: &left, Width: jsii.Number(width),
 		})
 	}
+
+	// Liveness under provider throttling: what the provider refused, what dispatch retried,
+	// waited for and deferred, what expired unsent, and what reconcile handed back.
+	emf := func(name string, dims map[string]*string, stat, label string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(MetricNamespace), MetricName: jsii.String(name), DimensionsMap: &dims,
+			Statistic: jsii.String(stat), Period: period, Label: jsii.String(label),
+		})
+	}
+	perChannel := func(name string, stats ...string) []awscloudwatch.IMetric {
+		var out []awscloudwatch.IMetric
+		for _, ch := range ledger.Channels {
+			for _, stat := range stats {
+				label := string(ch)
+				if len(stats) > 1 {
+					label += " " + stat
+				}
+				out = append(out, emf(name, channelDim(ch), stat, label))
+			}
+		}
+		return out
+	}
+	// The provider's codes are open-ended, so the not-sent series come from a search (allowed on
+	// a dashboard, unlike in an alarm).
+	notSent := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,Channel,Code} MetricName="%s"', 'Sum', %d)`,
+			MetricNamespace, metricNotSent, int(alarmPeriod.Seconds()))),
+		Label: jsii.String(""), Period: period, UsingMetrics: &map[string]awscloudwatch.IMetric{},
+	})
+	var redriven []awscloudwatch.IMetric
+	for _, s := range ledger.States {
+		if s.Open() {
+			redriven = append(redriven, emf(metricRedriven, map[string]*string{"State": jsii.String(string(s))}, "Sum", "re-driven from "+string(s)))
+		}
+	}
+	redriven = append(redriven, emf(metricWakeFailures, nil, "Sum", "wake-ups not queued"))
+	queueDepth := []awscloudwatch.IMetric{
+		labelled(o.dispatchQueue.MetricApproximateNumberOfMessagesVisible(maximum), "visible"),
+		labelled(o.dispatchQueue.MetricApproximateNumberOfMessagesDelayed(maximum), "delayed (wake-ups)"),
+		labelled(o.dispatchQueue.MetricApproximateNumberOfMessagesNotVisible(maximum), "in flight"),
+	}
 	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(p.Prefix),
 		Widgets: &[]*[]awscloudwatch.IWidget{
@@ -254,8 +352,18 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 				graph("DLQ depth", []awscloudwatch.IMetric{
 					labelled(o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "intent DLQ"),
 					labelled(o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "stream failure DLQ"),
+					labelled(o.dispatchDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "dispatch queue DLQ"),
 				}, 8),
 			},
+			{graph("Not sent by channel and code (provider refused for now)", []awscloudwatch.IMetric{notSent}, 12),
+				graph("Retries by channel", perChannel(metricRetries, "Sum"), 12)},
+			{graph("Budget wait (ms) by channel", perChannel(metricBudgetWait, "p99", "Maximum"), 8),
+				graph("Budget deferrals by channel", perChannel(metricBudgetDeferrals, "Sum"), 8),
+				graph("Expired unsent by channel", perChannel(metricExpiredUnsent, "Sum"), 8)},
+			{graph("Re-drives by state, wake-ups not queued", redriven, 8),
+				graph("Dispatch queue depth", queueDepth, 8),
+				graph("Oldest message in the dispatch queue (s)", []awscloudwatch.IMetric{
+					o.dispatchQueue.MetricApproximateAgeOfOldestMessage(maximum)}, 8)},
 			{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)},
 		},
 	})

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -60,6 +61,25 @@ var functionTimeouts = map[string]time.Duration{
 // dispatchMaxRecordAge is how old a stream record dispatch still takes (older ones go to the
 // stream-failure DLQ).
 const dispatchMaxRecordAge = time.Hour
+
+// The dispatch queue carries {"key": "<dedupe key>"} messages that hand a row back to dispatch: a
+// deferred row's wake-up (sent by dispatch with a delay of up to maxWakeDelay, SQS's limit) and
+// reconcile's re-drives of due rows no dispatch picked up.
+const (
+	// maxWakeDelay is SQS's longest per-message delay: how long a wake-up legitimately waits.
+	maxWakeDelay = 15 * time.Minute
+	// dispatchQueueMaxReceiveCount is how often a message is received before it moves to the
+	// dispatch queue's DLQ. A row whose message is lost is not lost: reconcile re-drives it.
+	dispatchQueueMaxReceiveCount = 5
+	// dispatchQueueRetention outlasts the longest delay plus every receive's visibility timeout
+	// (15 min + 5 x 6 min), so a message reaches the DLQ rather than silently expiring.
+	dispatchQueueRetention = time.Hour
+)
+
+// dispatchQueueVisibility is the dispatch queue's visibility timeout: six times the dispatch
+// timeout, as AWS recommends for an SQS event source (room for the poller's retries of a
+// throttled invocation).
+var dispatchQueueVisibility = 6 * functionTimeouts[FnDispatch]
 
 const functionMemoryMB = 256
 
@@ -123,6 +143,28 @@ type LedgerStackProps struct {
 	SweepLimit             int // rows one reconcile/expire sweep handles per state
 	LogLevel               string
 
+	// Liveness under provider throttling (dispatch's send-rate budget, retries and wake-ups).
+	//
+	// SendRateEmail and SendRateSMS are the channels' send-rate budgets in sends per second
+	// (SEND_RATE_EMAIL, SEND_RATE_SMS); 0 leaves the variable unset: dispatch then reads an SES
+	// account's MaxSendRate at cold start (ses:GetAccount), and a webhook or SMS channel has no
+	// budget.
+	SendRateEmail float64
+	SendRateSMS   float64
+	// BudgetMaxWait is the longest dispatch waits in-process for a budget slot before it defers
+	// the row to the dispatch queue (BUDGET_MAX_WAIT).
+	BudgetMaxWait time.Duration
+	// RetryBackoffBase and RetryBackoffMax bound dispatch's exponential backoff, with jitter,
+	// after a not-sent answer (RETRY_BACKOFF_BASE, RETRY_BACKOFF_MAX).
+	RetryBackoffBase time.Duration
+	RetryBackoffMax  time.Duration
+	// RedriveAfter is how long past due a row may wait before reconcile hands it back to
+	// dispatch through the dispatch queue (REDRIVE_AFTER).
+	RedriveAfter time.Duration
+	// DispatchQueueMaxConcurrency caps the dispatch instances the dispatch queue's event source
+	// runs at once (2..1000), so a wave of wake-ups cannot take the account's concurrency.
+	DispatchQueueMaxConcurrency int
+
 	// ProducerPrincipalArns may send intents and encrypt content (the account service's roles).
 	ProducerPrincipalArns []string
 	// AlarmTopicArn is the SNS topic that receives alarm and OK notifications (the on-call
@@ -174,6 +216,12 @@ func DefaultLedgerStackProps(stage string) *LedgerStackProps {
 		RequireAlarmTopic:       stage != "dev",
 		MaxChallengeLifetime:    15 * time.Minute,
 		DispatchLagLimit:        time.Minute,
+
+		BudgetMaxWait:               2 * time.Second,
+		RetryBackoffBase:            2 * time.Second,
+		RetryBackoffMax:             time.Minute,
+		RedriveAfter:                20 * time.Second,
+		DispatchQueueMaxConcurrency: 5,
 	}
 }
 
@@ -221,8 +269,12 @@ func (p *LedgerStackProps) Validate() error {
 	if v := p.IntentVisibilityTimeout; v < functionTimeouts[FnClaim] || v > 12*time.Hour || v%time.Second != 0 {
 		bad("IntentVisibilityTimeout %v: want whole seconds from the claim timeout %v to 12h", v, functionTimeouts[FnClaim])
 	}
-	if p.ClaimMaxConcurrency < 2 || p.ClaimMaxConcurrency > 1000 {
-		bad("ClaimMaxConcurrency %d: want 2..1000", p.ClaimMaxConcurrency)
+	for name, n := range map[string]int{
+		"ClaimMaxConcurrency": p.ClaimMaxConcurrency, "DispatchQueueMaxConcurrency": p.DispatchQueueMaxConcurrency,
+	} {
+		if n < 2 || n > 1000 {
+			bad("%s %d: want 2..1000", name, n)
+		}
 	}
 	if p.SweepTimeout < 10*time.Second || p.SweepTimeout%time.Second != 0 {
 		bad("SweepTimeout %v: want whole seconds, at least 10s", p.SweepTimeout)
@@ -270,10 +322,28 @@ func (p *LedgerStackProps) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"LeaseDuration": p.LeaseDuration, "ExpiryMargin": p.ExpiryMargin,
 		"HistoryRetention": p.HistoryRetention, "WebhookTimeout": p.WebhookTimeout,
+		"BudgetMaxWait": p.BudgetMaxWait, "RetryBackoffBase": p.RetryBackoffBase,
+		"RetryBackoffMax": p.RetryBackoffMax, "RedriveAfter": p.RedriveAfter,
 	} {
 		if d <= 0 {
 			bad("%s %v: want > 0", name, d)
 		}
+	}
+	for name, r := range map[string]float64{"SendRateEmail": p.SendRateEmail, "SendRateSMS": p.SendRateSMS} {
+		if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			bad("%s %v: want sends per second > 0, or 0 for no configured rate", name, r)
+		}
+	}
+	// Waiting for a slot holds a dispatch invocation; it must end well inside the timeout.
+	if p.BudgetMaxWait >= functionTimeouts[FnDispatch]/2 {
+		bad("BudgetMaxWait %v: want below half the dispatch timeout %v", p.BudgetMaxWait, functionTimeouts[FnDispatch])
+	}
+	if p.RetryBackoffMax < p.RetryBackoffBase {
+		bad("RetryBackoffMax %v: want at least RetryBackoffBase %v", p.RetryBackoffMax, p.RetryBackoffBase)
+	}
+	// A retry is scheduled as a delayed dispatch-queue message: SQS delays at most 15 minutes.
+	if p.RetryBackoffMax > maxWakeDelay {
+		bad("RetryBackoffMax %v: want at most %v (the longest SQS message delay)", p.RetryBackoffMax, maxWakeDelay)
 	}
 	// Zero is honest for an endpoint that does not deduplicate by key: its
 	// unknown outcomes are quarantined instead of retried.
@@ -346,10 +416,10 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	stack := awscdk.NewStack(scope, jsii.String(id), &p.StackProps)
 	removal := p.removalPolicy()
 
-	// Keys. The ledger key encrypts both tables at rest; the content key seals the secret-bearing
+	// Keys. The ledger key encrypts every table at rest; the content key seals the secret-bearing
 	// envelope, which the producer encrypts and only dispatch and reconcile may decrypt.
 	ledgerKey := awskms.NewKey(stack, jsii.String("LedgerKey"), &awskms.KeyProps{
-		Description:       jsii.String(p.Prefix + " ledger and content tables at rest"),
+		Description:       jsii.String(p.Prefix + " ledger, content and budget tables at rest"),
 		EnableKeyRotation: jsii.Bool(true),
 		RemovalPolicy:     removal,
 		PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
@@ -403,6 +473,27 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 			"expiry, purged at every terminal state); point-in-time backups would keep reset secrets for 35 days, " +
 			"which the design forbids."),
 	}}, jsii.Bool(true))
+	// The send-rate budget: one item per channel holding its GCRA theoretical arrival time. It is
+	// derived state, not evidence: losing it only empties the budget (the provider's own limit
+	// still answers not-sent, which dispatch retries), so no backups and no protection, like the
+	// content table.
+	budget := awsdynamodb.NewTable(stack, jsii.String("BudgetTable"), &awsdynamodb.TableProps{
+		PartitionKey:       &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:        awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		Encryption:         awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
+		EncryptionKey:      ledgerKey,
+		DeletionProtection: jsii.Bool(false),
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(false),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	cdknag.NagSuppressions_AddResourceSuppressions(budget, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-DDB3"),
+		Reason: jsii.String("The budget table holds one send-rate timestamp per channel, rewritten on every send; " +
+			"a restore would bring back a stale timestamp, and losing it only empties the budget (the provider's " +
+			"own limit still answers not-sent, which dispatch retries). It holds no evidence; the ledger table has PITR."),
+	}}, jsii.Bool(true))
 	if !p.PointInTimeRecovery {
 		cdknag.NagSuppressions_AddResourceSuppressions(ledger, &[]*cdknag.NagPackSuppression{{
 			Id:     jsii.String("AwsSolutions-DDB3"),
@@ -441,8 +532,30 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 			"and is alarmed on depth."),
 	}}, jsii.Bool(true))
 
+	// The dispatch queue hands rows back to dispatch: deferred rows' wake-ups (delayed messages
+	// dispatch sends itself) and reconcile's re-drives of due rows no dispatch picked up. A
+	// message is a dedupe key only; dispatch's conditional writes decide, so a duplicate or late
+	// message is harmless.
+	dispatchDLQ := awssqs.NewQueue(stack, jsii.String("DispatchQueueDlq"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:   removal,
+	})
+	dispatchQueue := awssqs.NewQueue(stack, jsii.String("DispatchQueue"), &awssqs.QueueProps{
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		RetentionPeriod:   seconds(dispatchQueueRetention),
+		VisibilityTimeout: seconds(dispatchQueueVisibility),
+		DeadLetterQueue: &awssqs.DeadLetterQueue{
+			Queue:           dispatchDLQ,
+			MaxReceiveCount: jsii.Number(dispatchQueueMaxReceiveCount),
+		},
+		RemovalPolicy: removal,
+	})
+
 	// Functions.
-	env := p.environment(ledger, content, contentKey)
+	env := p.environment(refs{ledger: ledger, content: content, budget: budget, contentKey: contentKey, dispatchQueue: dispatchQueue})
 	fns := map[string]awslambda.Function{}
 	for _, name := range FunctionNames {
 		fns[name] = p.function(stack, name, env[name])
@@ -459,6 +572,14 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
 		MaxConcurrency:          jsii.Number(float64(p.ClaimMaxConcurrency)),
+	})
+	// Dispatch's second trigger, declared like claim's for the same reason.
+	awslambda.NewEventSourceMapping(stack, jsii.String("DispatchQueueSource"), &awslambda.EventSourceMappingProps{
+		Target:                  dispatch,
+		EventSourceArn:          dispatchQueue.QueueArn(),
+		BatchSize:               jsii.Number(10),
+		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(float64(p.DispatchQueueMaxConcurrency)),
 	})
 	// TRIM_HORIZON, not LATEST: a mapping created, re-created or re-enabled after claims were
 	// written must still dispatch them. Old records are harmless: dispatch's conditional
@@ -522,11 +643,17 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 
 	allow(dispatch, []*string{ledgerArn}, "dynamodb:GetItem", "dynamodb:UpdateItem")
 	allow(dispatch, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
+	allow(dispatch, []*string{budget.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	// The mapping's poller, and dispatch re-scheduling a row (a deferred row's wake-up).
+	allow(dispatch, []*string{dispatchQueue.QueueArn()}, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+		"sqs:SendMessage")
 
 	allow(reconcile, []*string{openIndexArn}, "dynamodb:Query")
 	// Sweeps list the open index's keys, then read the rows in batches (Store.ListOpen).
 	allow(reconcile, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
 	allow(reconcile, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
+	// Re-drives: due rows no dispatch picked up within RedriveAfter go back to dispatch.
+	allow(reconcile, []*string{dispatchQueue.QueueArn()}, "sqs:SendMessage")
 
 	allow(expire, []*string{openIndexArn}, "dynamodb:Query")
 	allow(expire, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
@@ -558,16 +685,20 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		intentQueue.GrantSendMessages(producer)
 	}
 
-	// Suppressions for the grants CDK's event-source bindings make.
+	// Actions without resource-level permissions, granted on *.
+	wildcard := "dynamodb:ListStreams supports no resource-level permission, so the stream binding " +
+		"(Table.grantStreamRead) grants it on *; every other stream action is scoped to this table's stream ARN."
+	if p.readsSESSendRate() {
+		wildcard += " ses:GetAccount (SES v2) has no resource ARN either: dispatch reads the account's MaxSendRate " +
+			"as the email send-rate budget at cold start, because no sendRateEmail is configured."
+	}
 	cdknag.NagSuppressions_AddResourceSuppressions(dispatch.Role(), &[]*cdknag.NagPackSuppression{{
-		Id: jsii.String("AwsSolutions-IAM5"),
-		Reason: jsii.String("dynamodb:ListStreams supports no resource-level permission, so the stream binding " +
-			"(Table.grantStreamRead) grants it on *; every other stream action is scoped to this table's stream ARN."),
-		AppliesTo: &[]interface{}{"Resource::*"},
+		Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String(wildcard), AppliesTo: &[]interface{}{"Resource::*"},
 	}}, jsii.Bool(true))
 
 	if !p.SkipObservability {
-		err := p.observability(stack, observed{fns: fns, intentQueue: intentQueue, intentDLQ: intentDLQ, streamDLQ: streamDLQ})
+		err := p.observability(stack, observed{fns: fns, intentQueue: intentQueue, intentDLQ: intentDLQ, streamDLQ: streamDLQ,
+			dispatchQueue: dispatchQueue, dispatchDLQ: dispatchDLQ})
 		if err != nil {
 			return nil, err
 		}
@@ -580,8 +711,11 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	out("IntentQueueArn", intentQueue.QueueArn(), "Intent queue ARN (for producer IAM policies)")
 	out("IntentDlqUrl", intentDLQ.QueueUrl(), "Poison and repeatedly failing intents")
 	out("StreamFailureDlqUrl", streamDLQ.QueueUrl(), "Stream batches dispatch gave up on (metadata only)")
+	out("DispatchQueueUrl", dispatchQueue.QueueUrl(), "Wake-ups and re-drives of rows for dispatch")
+	out("DispatchQueueDlqUrl", dispatchDLQ.QueueUrl(), "Dispatch-queue messages dispatch kept failing on")
 	out("LedgerTableName", ledger.TableName(), "Delivery-claim ledger")
 	out("ContentTableName", content.TableName(), "Sealed content store")
+	out("BudgetTableName", budget.TableName(), "Send-rate budget per channel")
 	out("ContentKeyArn", contentKey.KeyArn(), "Producers encrypt notification content with this key")
 	for _, name := range FunctionNames {
 		out(strings.ToUpper(name[:1])+name[1:]+"FunctionName", fns[name].FunctionName(), name+" function")
@@ -590,11 +724,19 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	return stack, nil
 }
 
-// environment returns each function's environment variables.
-func (p *LedgerStackProps) environment(ledger, content awsdynamodb.Table, contentKey awskms.Key) map[string]map[string]*string {
+// refs are the resources the functions' environment names.
+type refs struct {
+	ledger, content, budget awsdynamodb.Table
+	contentKey              awskms.Key
+	dispatchQueue           awssqs.Queue
+}
+
+// environment returns each function's environment variables. A setting with a default is always
+// set; an optional one whose absence means something (no configured send rate) is left out.
+func (p *LedgerStackProps) environment(r refs) map[string]map[string]*string {
 	common := map[string]string{
-		"LEDGER_TABLE":      *ledger.TableName(),
-		"CONTENT_TABLE":     *content.TableName(),
+		"LEDGER_TABLE":      *r.ledger.TableName(),
+		"CONTENT_TABLE":     *r.content.TableName(),
 		"POLICY_VERSION":    p.PolicyVersion,
 		"LEASE_DURATION":    compactDuration(p.LeaseDuration),
 		"EXPIRY_MARGIN":     compactDuration(p.ExpiryMargin),
@@ -606,7 +748,7 @@ func (p *LedgerStackProps) environment(ledger, content awsdynamodb.Table, conten
 	}
 	sweeping := map[string]string{"SWEEP_LIMIT": strconv.Itoa(p.SweepLimit)}
 	sending := map[string]string{
-		"CONTENT_KEY_ARN":          *contentKey.KeyArn(),
+		"CONTENT_KEY_ARN":          *r.contentKey.KeyArn(),
 		"EMAIL_TRANSPORT":          p.EmailTransport,
 		"SMS_TRANSPORT":            p.SMSTransport,
 		"SES_FROM_ADDRESS":         p.SESFromAddress,
@@ -619,6 +761,20 @@ func (p *LedgerStackProps) environment(ledger, content awsdynamodb.Table, conten
 	}
 	if p.WebhookLookup {
 		sending["WEBHOOK_LOOKUP"] = "true"
+	}
+	queueURL := *r.dispatchQueue.QueueUrl()
+	dispatching := map[string]string{
+		"BUDGET_TABLE":       *r.budget.TableName(),
+		"DISPATCH_QUEUE_URL": queueURL,
+		"SEND_RATE_EMAIL":    rate(p.SendRateEmail),
+		"SEND_RATE_SMS":      rate(p.SendRateSMS),
+		"BUDGET_MAX_WAIT":    compactDuration(p.BudgetMaxWait),
+		"RETRY_BACKOFF_BASE": compactDuration(p.RetryBackoffBase),
+		"RETRY_BACKOFF_MAX":  compactDuration(p.RetryBackoffMax),
+	}
+	redriving := map[string]string{
+		"DISPATCH_QUEUE_URL": queueURL,
+		"REDRIVE_AFTER":      compactDuration(p.RedriveAfter),
 	}
 	env := map[string]map[string]*string{}
 	for _, name := range FunctionNames {
@@ -636,6 +792,12 @@ func (p *LedgerStackProps) environment(ledger, content awsdynamodb.Table, conten
 		}
 		if name == FnReconcile || name == FnExpire {
 			add(sweeping)
+		}
+		switch name {
+		case FnDispatch:
+			add(dispatching)
+		case FnReconcile:
+			add(redriving)
 		}
 		env[name] = m
 	}
@@ -723,6 +885,20 @@ func (p *LedgerStackProps) schedule(stack awscdk.Stack, name string, fn awslambd
 	})
 }
 
+// rate formats a send rate for the environment: "" (left out) for 0, no configured rate.
+func rate(perSecond float64) string {
+	if perSecond == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(perSecond, 'f', -1, 64)
+}
+
+// readsSESSendRate reports whether dispatch reads the email budget from the SES account
+// (ses:GetAccount's MaxSendRate): email goes through SES and no sendRateEmail is configured.
+func (p *LedgerStackProps) readsSESSendRate() bool {
+	return p.EmailTransport == TransportSES && p.SendRateEmail == 0
+}
+
 // grantSend lets fn call the configured transports: SES v2 SendEmail scoped to the sending
 // identity (and configuration set) and from address, and End User Messaging SendTextMessage.
 func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) {
@@ -744,6 +920,13 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) 
 				"StringEquals": map[string]interface{}{"ses:FromAddress": p.SESFromAddress},
 			},
 		}))
+		if p.readsSESSendRate() {
+			// SES v2 GetAccount has no resource ARN: it is allowed on * or not at all.
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:   jsii.Strings("ses:GetAccount"),
+				Resources: jsii.Strings("*"),
+			}))
+		}
 	}
 	if p.SMSTransport == TransportSMS {
 		resource := p.SMSOriginationIdentity
