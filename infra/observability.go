@@ -34,11 +34,6 @@ const (
 	metricWakeFailures    = metrics.WakeFailures    // no dimension
 )
 
-// deferred is the open state of a row whose next send is due at its next_attempt_at: the
-// provider did not take the message, or the send-rate budget had no slot soon. Its alarm rule is
-// here before pkg/ledger has the state (ledger.Deferred), so the stack is ready when it does.
-const deferred ledger.State = "deferred"
-
 // alarmPeriod is the period of the alarms on AWS metrics (Lambda, SQS) and on event counts.
 const alarmPeriod = 5 * time.Minute
 
@@ -103,7 +98,7 @@ func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 	return map[ledger.State]openStateAlarm{
 		ledger.Held:    age(ledger.Held, expireBound, expiring),
 		ledger.Claimed: age(ledger.Claimed, expireBound, expiring),
-		deferred: age(deferred, expireBound, fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
+		ledger.Deferred: age(ledger.Deferred, expireBound, fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
 			"no wake-up or re-drive sent it and the expire sweep is not closing it", p.MaxChallengeLifetime)),
 		ledger.Dispatching: age(ledger.Dispatching, p.LeaseDuration+2*p.ReconcileRate, fmt.Sprintf("lease %v plus "+
 			"two reconcile sweeps): reconcile is not moving rows past their lease", p.LeaseDuration)),

@@ -918,12 +918,9 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			"Dimensions": []any{map[string]any{"Name": "Channel", "Value": ch}}, "Statistic": "Sum", "Period": 300.0,
 			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
 	}
-	// The deferred state's alarm exists once the domain has the state (ledger.Deferred).
-	if slices.Contains(ledger.States, deferred) {
-		want["OldestDeferredAge"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds",
-			"Dimensions": state("deferred"), "Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt,
-			"TreatMissingData": "missing"}
-	}
+	want["OldestDeferredAge"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds",
+		"Dimensions": state("deferred"), "Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt,
+		"TreatMissingData": "missing"}
 	for _, name := range FunctionNames {
 		for _, m := range []string{"Errors", "Throttles"} {
 			want[title(name)+m] = map[string]any{"Namespace": "AWS/Lambda", "MetricName": m, "Dimensions": fnDim(name),
@@ -1120,19 +1117,18 @@ func TestRunbookCoversEveryAlarm(t *testing.T) {
 	}
 }
 
-// TestOpenStateRules: every open state the domain has, and the deferred state it is getting, has
-// an alarm rule; a deferred row is bounded like a claimed one, by the longest challenge plus two
+// TestOpenStateRules: every open state the domain has has an alarm rule; a deferred row is bounded like a claimed one, by the longest challenge plus two
 // expire sweeps, not counted (a surge defers rows by design).
 func TestOpenStateRules(t *testing.T) {
 	p := testProps(t)
 	p.MaxChallengeLifetime, p.ExpireRate = 20*time.Minute, 2*time.Minute
 	rules := p.openStateRules()
-	for _, st := range append(slices.Clone(ledger.States), deferred) {
-		if _, ok := rules[st]; st.Open() != ok && st != deferred {
+	for _, st := range ledger.States {
+		if _, ok := rules[st]; st.Open() != ok {
 			t.Errorf("state %s (open %v) has rule %v", st, st.Open(), ok)
 		}
 	}
-	d, ok := rules[deferred]
+	d, ok := rules[ledger.Deferred]
 	if !ok || d.ID != "OldestDeferredAge" || d.Metric != "OpenClaimOldestAgeSeconds" || d.Threshold != (20+2*2)*60 ||
 		d.Operator != awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD {
 		t.Errorf("deferred rule = %+v, ok %v", d, ok)
