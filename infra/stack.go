@@ -25,7 +25,9 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
 )
 
 // Function names, as built by the Makefile into <AssetDir>/<name>/bootstrap.
@@ -48,7 +50,7 @@ const (
 
 // Names shared with the functions' code: the sparse open-claims index and the EMF metrics.
 const (
-	OpenIndexName   = "open"
+	OpenIndexName   = dynamostore.IndexName
 	MetricNamespace = metrics.Namespace
 )
 
@@ -434,10 +436,10 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 
 	// Tables.
 	ledger := awsdynamodb.NewTable(stack, jsii.String("LedgerTable"), &awsdynamodb.TableProps{
-		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrPK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		Stream:              awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
-		TimeToLiveAttribute: jsii.String("ttl"),
+		TimeToLiveAttribute: jsii.String(dynamostore.AttrTTL),
 		Encryption:          awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
 		EncryptionKey:       ledgerKey,
 		DeletionProtection:  jsii.Bool(p.DeletionProtection),
@@ -448,14 +450,14 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	})
 	ledger.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:      jsii.String(OpenIndexName),
-		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String("open_pk"), Type: awsdynamodb.AttributeType_STRING},
-		SortKey:        &awsdynamodb.Attribute{Name: jsii.String("open_due"), Type: awsdynamodb.AttributeType_STRING},
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrOpenPK), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrOpenDue), Type: awsdynamodb.AttributeType_STRING},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
 	content := awsdynamodb.NewTable(stack, jsii.String("ContentTable"), &awsdynamodb.TableProps{
-		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrPK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		TimeToLiveAttribute: jsii.String("ttl"),
+		TimeToLiveAttribute: jsii.String(dynamostore.AttrTTL),
 		Encryption:          awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
 		EncryptionKey:       ledgerKey,
 		// Sealed content lives minutes and holds reset secrets; it is not evidence (the ledger is).
@@ -478,7 +480,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	// still answers not-sent, which dispatch retries), so no backups and no protection, like the
 	// content table.
 	budget := awsdynamodb.NewTable(stack, jsii.String("BudgetTable"), &awsdynamodb.TableProps{
-		PartitionKey:       &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
+		PartitionKey:       &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrPK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:        awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		Encryption:         awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
 		EncryptionKey:      ledgerKey,
@@ -592,24 +594,9 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		MaxRecordAge:            seconds(dispatchMaxRecordAge),
 		ReportBatchItemFailures: jsii.Bool(true),
 		OnFailure:               &sendOnlyDLQ{queue: streamDLQ},
-		// A row becomes claimed by being inserted claimed, or (a held
-		// fallback channel whose earlier channel ended rejected) by moving
-		// from held to claimed. Nothing else starts a dispatch.
-		Filters: &[]*map[string]interface{}{
-			awslambda.FilterCriteria_Filter(&map[string]interface{}{
-				"eventName": []string{"INSERT"},
-				"dynamodb": map[string]interface{}{
-					"NewImage": map[string]interface{}{"state": map[string]interface{}{"S": []string{"claimed"}}},
-				},
-			}),
-			awslambda.FilterCriteria_Filter(&map[string]interface{}{
-				"eventName": []string{"MODIFY"},
-				"dynamodb": map[string]interface{}{
-					"NewImage": map[string]interface{}{"state": map[string]interface{}{"S": []string{"claimed"}}},
-					"OldImage": map[string]interface{}{"state": map[string]interface{}{"S": []string{"held"}}},
-				},
-			}),
-		},
+		// Only the changes ledger.TriggersDispatch names start a dispatch (a row inserted claimed, a
+		// held fallback row released); the patterns are generated from that rule.
+		Filters: dispatchFilters(),
 	}))
 	p.schedule(stack, FnReconcile, reconcile, p.ReconcileRate)
 	p.schedule(stack, FnExpire, expire, p.ExpireRate)
@@ -722,6 +709,16 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	}
 	suppressLinterFindings(stack) // cfn-lint and checkov findings that do not apply, with reasons (linters.go)
 	return stack, nil
+}
+
+// dispatchFilters is the dispatch stream event source's FilterCriteria: handler.DispatchFilter's
+// patterns, generated from the dispatch trigger rule.
+func dispatchFilters() *[]*map[string]interface{} {
+	var filters []*map[string]interface{}
+	for _, pattern := range handler.DispatchFilter() {
+		filters = append(filters, awslambda.FilterCriteria_Filter(&pattern))
+	}
+	return &filters
 }
 
 // refs are the resources the functions' environment names.

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/iampolicy"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -1394,5 +1395,33 @@ func TestCDKJSON(t *testing.T) {
 	}
 	if cfg["app"] != "go run ." {
 		t.Errorf("app = %v", cfg["app"])
+	}
+}
+
+// TestDispatchFilterIsGenerated: the stream mapping's filter patterns are exactly the ones
+// handler.DispatchFilter generates from the trigger rule (internal/pipeline's
+// TestDispatchTriggerAgrees evaluates them over every state change).
+func TestDispatchFilterIsGenerated(t *testing.T) {
+	s := synth(t, nil)
+	var got []string
+	for _, m := range s.resources("AWS::Lambda::EventSourceMapping") {
+		if fc, ok := props(m)["FilterCriteria"].(map[string]any); ok {
+			for _, f := range list(fc["Filters"]) {
+				got = append(got, f.(map[string]any)["Pattern"].(string))
+			}
+		}
+	}
+	var want []string
+	for _, p := range handler.DispatchFilter() {
+		want = append(want, mustJSON(p))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("stream filters %q, want %q", got, want)
+	}
+	for i := range want {
+		var g, w any
+		if json.Unmarshal([]byte(got[i]), &g) != nil || json.Unmarshal([]byte(want[i]), &w) != nil || mustJSON(g) != mustJSON(w) {
+			t.Errorf("filter %d = %s, want %s", i, got[i], want[i])
+		}
 	}
 }

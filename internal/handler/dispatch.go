@@ -32,7 +32,7 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	worker, log := invocation(ctx, "dispatch", h.Log)
 	for _, rec := range ev.Records {
-		key, ok, err := claimedKey(rec)
+		key, ok, err := DispatchKey(rec)
 		if err != nil {
 			// A record we cannot read is not ours to drop silently: fail it so
 			// the event source retries, then sends it to the on-failure queue.
@@ -162,36 +162,4 @@ func outcomeSafe(s string) string {
 		return v
 	}
 	return "unrecognised"
-}
-
-// claimedKey returns the dedupe key of a record that made a row claimed (an
-// INSERT of a claimed row, or a MODIFY that moved a held fallback row to
-// claimed), ok=false for any other record (the event source's filter should
-// already have dropped those), and an error for a record that cannot be read.
-func claimedKey(rec events.DynamoDBEventRecord) (string, bool, error) {
-	if rec.EventName != "INSERT" && rec.EventName != "MODIFY" {
-		return "", false, nil
-	}
-	pk, ok := rec.Change.Keys["pk"]
-	if !ok || pk.DataType() != events.DataTypeString {
-		return "", false, errors.New("record has no string key pk")
-	}
-	key := pk.String()
-	if !ledger.IsDedupeKey(key) {
-		return "", false, errors.New("record key is not a dedupe key")
-	}
-	state, ok := rec.Change.NewImage["state"]
-	if !ok || state.DataType() != events.DataTypeString {
-		return "", false, errors.New("record new image has no string state")
-	}
-	if state.String() != string(ledger.Claimed) {
-		return key, false, nil
-	}
-	if rec.EventName == "MODIFY" {
-		old, ok := rec.Change.OldImage["state"]
-		if !ok || old.DataType() != events.DataTypeString || old.String() != string(ledger.Held) {
-			return key, false, nil
-		}
-	}
-	return key, true, nil
 }

@@ -508,18 +508,12 @@ func (p *Pipeline) PumpDispatchQueue() int {
 	}
 }
 
-// passesDispatchFilter is the dispatch event source's filter: a claimed
-// Row was inserted, or a held fallback row became claimed.
+// passesDispatchFilter stands in for the dispatch event source's filter: it
+// lets through the records whose change ledger.TriggersDispatch says starts
+// a dispatch, the rule the filter is generated from (handler.DispatchFilter).
 func passesDispatchFilter(rec events.DynamoDBEventRecord) bool {
-	st, ok := rec.Change.NewImage["state"]
-	if !ok || st.DataType() != events.DataTypeString || st.String() != "claimed" {
-		return false
-	}
-	if rec.EventName == "INSERT" {
-		return true
-	}
-	old, ok := rec.Change.OldImage["state"]
-	return rec.EventName == "MODIFY" && ok && old.DataType() == events.DataTypeString && old.String() == "held"
+	from, to, ok := handler.StreamChange(rec)
+	return ok && ledger.TriggersDispatch(from, to)
 }
 
 func attrs(m map[string]streamtypes.AttributeValue) map[string]events.DynamoDBAttributeValue {

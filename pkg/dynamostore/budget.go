@@ -63,7 +63,7 @@ func NewBudget(client Client, table string, rates map[ledger.Channel]float64) *B
 func BudgetTable(name string) *dynamodb.CreateTableInput { return ContentTable(name) }
 
 func budgetKey(ch ledger.Channel) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: s("rate#" + string(ch))}
+	return map[string]types.AttributeValue{AttrPK: s("rate#" + string(ch))}
 }
 
 func micros(t time.Time) types.AttributeValue { return n(t.UnixMicro()) }

@@ -85,7 +85,7 @@ func (sc *Scanner) Page(ctx context.Context, startKey string, f ScanFilter, fn f
 		e, err := decode(it)
 		if err != nil {
 			key := "?"
-			if v, ok := it[attrPK].(*types.AttributeValueMemberS); ok {
+			if v, ok := it[AttrPK].(*types.AttributeValueMemberS); ok {
 				key = v.Value
 			}
 			return "", fmt.Errorf("scan %s: row %s: %w", sc.table, key, err)
@@ -97,9 +97,9 @@ func (sc *Scanner) Page(ctx context.Context, startKey string, f ScanFilter, fn f
 	if len(out.LastEvaluatedKey) == 0 {
 		return "", nil
 	}
-	v, ok := out.LastEvaluatedKey[attrPK].(*types.AttributeValueMemberS)
+	v, ok := out.LastEvaluatedKey[AttrPK].(*types.AttributeValueMemberS)
 	if !ok || v.Value == "" {
-		return "", fmt.Errorf("scan %s: last evaluated key has no string %s", sc.table, attrPK)
+		return "", fmt.Errorf("scan %s: last evaluated key has no string %s", sc.table, AttrPK)
 	}
 	return v.Value, nil
 }

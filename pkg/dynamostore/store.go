@@ -63,7 +63,7 @@ func (st *Store) openPK(state ledger.State, key string) string {
 }
 
 func keyOf(key string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: s(key)}
+	return map[string]types.AttributeValue{AttrPK: s(key)}
 }
 
 // Create implements ledger.Store.
@@ -72,7 +72,7 @@ func (st *Store) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, erro
 		TableName:                           &st.table,
 		Item:                                st.item(e),
 		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
+		ExpressionAttributeNames:            map[string]string{"#pk": AttrPK},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
@@ -116,7 +116,7 @@ func (st *Store) Get(ctx context.Context, key string) (ledger.Entry, error) {
 // Apply implements ledger.Store: one conditional UpdateItem that sets the
 // mutable attributes and appends c.Event to the stored history.
 func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
-	names := map[string]string{"#state": attrState, "#version": attrVersion, "#history": attrHistory}
+	names := map[string]string{"#state": AttrState, "#version": attrVersion, "#history": attrHistory}
 	values := map[string]types.AttributeValue{
 		":from": s(string(c.From)), ":v": n(c.Version),
 		":ev": &types.AttributeValueMemberL{Value: []types.AttributeValue{event(c.Event, c.Next.ContentHash)}},
@@ -132,8 +132,8 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 	attrs := st.mutable(c.Next)
 	for _, name := range slices.Sorted(mapKeys(attrs)) {
 		ref := "#" + name
-		if name == attrState || name == attrVersion {
-			ref = map[string]string{attrState: "#state", attrVersion: "#version"}[name]
+		if name == AttrState || name == attrVersion {
+			ref = map[string]string{AttrState: "#state", attrVersion: "#version"}[name]
 		} else {
 			names[ref] = name
 		}
@@ -219,11 +219,11 @@ func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Ti
 
 func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, limit int) ([]string, error) {
 	cond := "#p = :p"
-	names := map[string]string{"#p": attrOpenPK}
+	names := map[string]string{"#p": AttrOpenPK}
 	values := map[string]types.AttributeValue{":p": s(pk)}
 	if !dueBy.IsZero() {
 		cond += " AND #d <= :d"
-		names["#d"] = attrOpenDue
+		names["#d"] = AttrOpenDue
 		values[":d"] = s(fmtTime(dueBy))
 	}
 	in := &dynamodb.QueryInput{
@@ -240,7 +240,7 @@ func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, lim
 			return nil, fmt.Errorf("query %s: %w", pk, err)
 		}
 		for _, it := range out.Items {
-			if v, ok := it[attrPK].(*types.AttributeValueMemberS); ok {
+			if v, ok := it[AttrPK].(*types.AttributeValueMemberS); ok {
 				keys = append(keys, v.Value)
 			}
 		}
