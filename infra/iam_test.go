@@ -10,6 +10,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/iampolicy"
+	"github.com/resetledger/resetledger/internal/settings"
 )
 
 // iamCheckEnv turns TestIAMCoverage on; `make test` sets it after the
@@ -46,7 +47,7 @@ func TestIAMCoverage(t *testing.T) {
 		{"production", func(p *LedgerStackProps) { p.SESFromAddress = iamFromAddress }},
 		{"local", func(p *LedgerStackProps) {
 			p.SESFromAddress = iamFromAddress
-			p.SMSTransport, p.WebhookURL, p.WebhookKeyWindow = TransportWebhook, "http://127.0.0.1:4599/send", 0
+			p.SMSTransport, p.WebhookURL, p.WebhookKeyWindow = settings.TransportWebhook, "http://127.0.0.1:4599/send", 0
 			p.DeletionProtection, p.PointInTimeRecovery, p.LogAWSCalls = false, false, true
 		}},
 	}
@@ -92,8 +93,8 @@ func checkRecordingsComplete(t *testing.T, recs []awscall.Recording) {
 	if !deployed {
 		t.Errorf("no recording from the deployed stack (e2e TestEndToEndAWSCalls)")
 	}
-	for _, fn := range FunctionNames {
-		if calls[fn] == 0 {
+	for _, fn := range settings.Functions {
+		if calls[string(fn)] == 0 {
 			t.Errorf("no recorded AWS call of the %s function", fn)
 		}
 	}

@@ -15,23 +15,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
-)
-
-// The EMF metrics the alarms read are internal/metrics' names, written by the functions.
-const (
-	metricOpenClaims      = metrics.OpenClaims      // State
-	metricOldestOpenAge   = metrics.OldestOpenAge   // State
-	metricSweepErrors     = metrics.SweepErrors     // Sweep
-	metricSweepHeartbeat  = metrics.SweepHeartbeat  // Sweep
-	metricContentMismatch = metrics.ContentMismatch // no dimension
-	metricNotSent         = metrics.NotSent         // Channel, Code
-	metricRetries         = metrics.Retries         // Channel
-	metricBudgetWait      = metrics.BudgetWait      // Channel
-	metricBudgetDeferrals = metrics.BudgetDeferrals // Channel
-	metricExpiredUnsent   = metrics.ExpiredUnsent   // Channel
-	metricRedriven        = metrics.Redriven        // State
-	metricWakeFailures    = metrics.WakeFailures    // no dimension
 )
 
 // alarmPeriod is the period of the alarms on AWS metrics (Lambda, SQS) and on event counts.
@@ -45,7 +30,7 @@ func sweepPeriod(rate time.Duration) time.Duration { return max(alarmPeriod, 2*r
 type openStateAlarm struct {
 	ID          string
 	Description string
-	Metric      string // metricOpenClaims or metricOldestOpenAge
+	Metric      string // metrics.OpenClaims or metrics.OldestOpenAge
 	Threshold   float64
 	Operator    awscloudwatch.ComparisonOperator
 }
@@ -77,14 +62,14 @@ func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 		return openStateAlarm{
 			ID:          "Oldest" + title(s) + "Age",
 			Description: fmt.Sprintf("A claim has been %s for more than %v (%s).", s, limit, why),
-			Metric:      metricOldestOpenAge, Threshold: limit.Seconds(),
+			Metric:      metrics.OldestOpenAge, Threshold: limit.Seconds(),
 			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 		}
 	}
 	count := func(s ledger.State, why string) openStateAlarm {
 		return openStateAlarm{
 			ID: title(s) + "Claims", Description: fmt.Sprintf("Claims in state %s: %s", s, why),
-			Metric: metricOpenClaims, Threshold: 1,
+			Metric: metrics.OpenClaims, Threshold: 1,
 			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 		}
 	}
@@ -109,7 +94,7 @@ func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 
 // observed is what the alarms and the dashboard watch.
 type observed struct {
-	fns                               map[string]awslambda.Function
+	fns                               map[settings.Role]awslambda.Function
 	intentQueue, intentDLQ, streamDLQ awssqs.Queue
 	dispatchQueue, dispatchDLQ        awssqs.Queue
 }
@@ -129,16 +114,16 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	statsPeriod := seconds(sweepPeriod(p.ReconcileRate))
 	emf := func(name string, dims map[string]*string, stat string, per awscdk.Duration) awscloudwatch.Metric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(MetricNamespace), MetricName: jsii.String(name),
+			Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
 			DimensionsMap: &dims, Statistic: jsii.String(stat), Period: per,
 		})
 	}
 	stateMetric := func(name string, s ledger.State, stat string) awscloudwatch.Metric {
-		return emf(name, map[string]*string{"State": jsii.String(string(s))}, stat, statsPeriod)
+		return emf(name, map[string]*string{metrics.DimState: jsii.String(string(s))}, stat, statsPeriod)
 	}
-	sweepMetric := func(name, sweep, stat string) awscloudwatch.Metric {
-		rate := map[string]time.Duration{FnReconcile: p.ReconcileRate, FnExpire: p.ExpireRate}[sweep]
-		return emf(name, map[string]*string{"Sweep": jsii.String(sweep)}, stat, seconds(sweepPeriod(rate)))
+	sweepMetric := func(name string, sweep settings.Role, stat string) awscloudwatch.Metric {
+		rate := map[settings.Role]time.Duration{settings.Reconcile: p.ReconcileRate, settings.Expire: p.ExpireRate}[sweep]
+		return emf(name, map[string]*string{metrics.DimSweep: jsii.String(string(sweep))}, stat, seconds(sweepPeriod(rate)))
 	}
 
 	var topic awssns.ITopic
@@ -172,7 +157,7 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 
 	// Functions: any error or throttle. Claim and dispatch report per-record failures in their
 	// batch responses, so an Errors datapoint is a whole batch (or a crash or timeout).
-	for _, name := range FunctionNames {
+	for _, name := range settings.Functions {
 		fn, id := o.fns[name], title(name)
 		alarm(id+"Errors", fmt.Sprintf("The %s function failed (error, crash or timeout).", name),
 			fn.MetricErrors(sum), 1, gte, quiet)
@@ -181,19 +166,19 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	}
 	alarm("DispatchIteratorAge", fmt.Sprintf("Dispatch is more than %v behind the ledger stream: new claims wait "+
 		"while their challenges run out.", p.DispatchLagLimit),
-		o.fns[FnDispatch].Metric(jsii.String("IteratorAge"), maximum), float64(p.DispatchLagLimit.Milliseconds()), gt, quiet)
+		o.fns[settings.Dispatch].Metric(jsii.String("IteratorAge"), maximum), float64(p.DispatchLagLimit.Milliseconds()), gt, quiet)
 	intentAge := 2 * p.IntentVisibilityTimeout
 	alarm("IntentQueueOldestAge", fmt.Sprintf("An intent has waited more than %v (two visibility timeouts) in the "+
 		"intent queue: claims keep failing or the claim function cannot keep up.", intentAge),
 		o.intentQueue.MetricApproximateAgeOfOldestMessage(maximum), intentAge.Seconds(), gt, quiet)
 
 	// Sweeps: a heartbeat per run (missing = breaching) and the rows a run failed on.
-	for _, name := range []string{FnReconcile, FnExpire} {
+	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
 		id := title(name)
 		alarm(id+"Heartbeat", fmt.Sprintf("No %s sweep started in the alarm period: its schedule, function or "+
-			"start-up is broken.", name), sweepMetric(metricSweepHeartbeat, name, "SampleCount"), 1, lt, breaching)
+			"start-up is broken.", name), sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), 1, lt, breaching)
 		alarm(id+"SweepErrors", fmt.Sprintf("The %s sweep failed on rows (each is logged as \"%s row failed\").", name, name),
-			sweepMetric(metricSweepErrors, name, "Sum"), 1, gte, quiet)
+			sweepMetric(metrics.SweepErrors, name, "Sum"), 1, gte, quiet)
 	}
 
 	// Open claims, generated from the domain's open states.
@@ -212,7 +197,7 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	// Reconcile publishes every open state's figures together after each sweep, or none.
 	alarm("OpenClaimFiguresMissing", "Reconcile published no open-claim figures in the alarm period: the state "+
 		"alarms are blind (reconcile fails, or its stats query does).",
-		stateMetric(metricOpenClaims, figuresState, "SampleCount"), 1, lt, breaching)
+		stateMetric(metrics.OpenClaims, figuresState, "SampleCount"), 1, lt, breaching)
 
 	alarm("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
 		o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
@@ -220,7 +205,7 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 		"re-drives the claimed rows they name once they are %v past due.", p.RedriveAfter),
 		o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
 	alarm("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
-		emf(metricContentMismatch, nil, "Sum", period), 0, gt, quiet)
+		emf(metrics.ContentMismatch, nil, "Sum", period), 0, gt, quiet)
 
 	// Liveness under provider throttling. A not-sent answer is retried and a budget deferral
 	// waits in the dispatch queue by design, so neither pages (the dashboard shows them during a
@@ -229,7 +214,7 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	// the metric math that would sum them.
 	for _, ch := range ledger.Channels {
 		alarm("ExpiredUnsent"+title(string(ch)), fmt.Sprintf("A claimed %s message expired without any send the "+
-			"provider took: the player never got it.", ch), emf(metricExpiredUnsent, channelDim(ch), "Sum", period), 0, gt, quiet)
+			"provider took: the player never got it.", ch), emf(metrics.ExpiredUnsent, channelDim(ch), "Sum", period), 0, gt, quiet)
 	}
 	alarm("DispatchQueueDlqDepth", "Dispatch-queue messages dispatch kept failing on moved to the DLQ (evidence to inspect: "+
 		"reconcile re-drives the rows they name).",
@@ -255,35 +240,35 @@ func (p *LedgerStackProps) dispatchQueueAgeLimit() time.Duration {
 
 // channelDim is the Channel dimension of the per-channel EMF metrics.
 func channelDim(ch ledger.Channel) map[string]*string {
-	return map[string]*string{"Channel": jsii.String(string(ch))}
+	return map[string]*string{metrics.DimChannel: jsii.String(string(ch))}
 }
 
 // dashboard shows every open state's count and oldest age, the functions, the queues and the
 // sweeps, dispatch under provider throttling, and the state of every alarm.
 func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 	stateMetric func(string, ledger.State, string) awscloudwatch.Metric,
-	sweepMetric func(string, string, string) awscloudwatch.Metric, alarms []interfacesawscloudwatch.IAlarmRef) {
+	sweepMetric func(string, settings.Role, string) awscloudwatch.Metric, alarms []interfacesawscloudwatch.IAlarmRef) {
 	labelled := func(m awscloudwatch.Metric, label string) awscloudwatch.IMetric {
 		return m.With(&awscloudwatch.MetricOptions{Label: jsii.String(label)})
 	}
 	var counts, ages []awscloudwatch.IMetric
 	for _, s := range ledger.States {
 		if s.Open() {
-			counts = append(counts, labelled(stateMetric(metricOpenClaims, s, "Maximum"), string(s)))
-			ages = append(ages, labelled(stateMetric(metricOldestOpenAge, s, "Maximum"), string(s)))
+			counts = append(counts, labelled(stateMetric(metrics.OpenClaims, s, "Maximum"), string(s)))
+			ages = append(ages, labelled(stateMetric(metrics.OldestOpenAge, s, "Maximum"), string(s)))
 		}
 	}
 	period := seconds(alarmPeriod)
 	var errs, throttles []awscloudwatch.IMetric
-	for _, name := range FunctionNames {
-		sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period, Label: jsii.String(name)}
+	for _, name := range settings.Functions {
+		sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period, Label: jsii.String(string(name))}
 		errs = append(errs, o.fns[name].MetricErrors(sum))
 		throttles = append(throttles, o.fns[name].MetricThrottles(sum))
 	}
 	var heartbeats, sweepErrs []awscloudwatch.IMetric
-	for _, name := range []string{FnReconcile, FnExpire} {
-		heartbeats = append(heartbeats, labelled(sweepMetric(metricSweepHeartbeat, name, "SampleCount"), name))
-		sweepErrs = append(sweepErrs, labelled(sweepMetric(metricSweepErrors, name, "Sum"), name))
+	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
+		heartbeats = append(heartbeats, labelled(sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), string(name)))
+		sweepErrs = append(sweepErrs, labelled(sweepMetric(metrics.SweepErrors, name, "Sum"), string(name)))
 	}
 	maximum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}
 	graph := func(title string, left []awscloudwatch.IMetric, width float64) awscloudwatch.IWidget {
@@ -296,7 +281,7 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 	// waited for and deferred, what expired unsent, and what reconcile handed back.
 	emf := func(name string, dims map[string]*string, stat, label string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(MetricNamespace), MetricName: jsii.String(name), DimensionsMap: &dims,
+			Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name), DimensionsMap: &dims,
 			Statistic: jsii.String(stat), Period: period, Label: jsii.String(label),
 		})
 	}
@@ -316,17 +301,17 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 	// The provider's codes are open-ended, so the not-sent series come from a search (allowed on
 	// a dashboard, unlike in an alarm).
 	notSent := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,Channel,Code} MetricName="%s"', 'Sum', %d)`,
-			MetricNamespace, metricNotSent, int(alarmPeriod.Seconds()))),
+		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s} MetricName="%s"', 'Sum', %d)`,
+			metrics.Namespace, metrics.DimChannel, metrics.DimCode, metrics.NotSent, int(alarmPeriod.Seconds()))),
 		Label: jsii.String(""), Period: period, UsingMetrics: &map[string]awscloudwatch.IMetric{},
 	})
 	var redriven []awscloudwatch.IMetric
 	for _, s := range ledger.States {
 		if s.Open() {
-			redriven = append(redriven, emf(metricRedriven, map[string]*string{"State": jsii.String(string(s))}, "Sum", "re-driven from "+string(s)))
+			redriven = append(redriven, emf(metrics.Redriven, map[string]*string{metrics.DimState: jsii.String(string(s))}, "Sum", "re-driven from "+string(s)))
 		}
 	}
-	redriven = append(redriven, emf(metricWakeFailures, nil, "Sum", "wake-ups not queued"))
+	redriven = append(redriven, emf(metrics.WakeFailures, nil, "Sum", "wake-ups not queued"))
 	queueDepth := []awscloudwatch.IMetric{
 		labelled(o.dispatchQueue.MetricApproximateNumberOfMessagesVisible(maximum), "visible"),
 		labelled(o.dispatchQueue.MetricApproximateNumberOfMessagesDelayed(maximum), "delayed (wake-ups)"),
@@ -342,7 +327,7 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 			{graph("Open claims by state", counts, 12), graph("Oldest open claim age (s) by state", ages, 12)},
 			{graph("Function errors", errs, 12), graph("Function throttles", throttles, 12)},
 			{
-				graph("Dispatch stream lag (ms)", []awscloudwatch.IMetric{o.fns[FnDispatch].Metric(jsii.String("IteratorAge"), maximum)}, 8),
+				graph("Dispatch stream lag (ms)", []awscloudwatch.IMetric{o.fns[settings.Dispatch].Metric(jsii.String("IteratorAge"), maximum)}, 8),
 				graph("Oldest intent in the queue (s)", []awscloudwatch.IMetric{o.intentQueue.MetricApproximateAgeOfOldestMessage(maximum)}, 8),
 				graph("DLQ depth", []awscloudwatch.IMetric{
 					labelled(o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "intent DLQ"),
@@ -351,10 +336,10 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 				}, 8),
 			},
 			{graph("Not sent by channel and code (provider refused for now)", []awscloudwatch.IMetric{notSent}, 12),
-				graph("Retries by channel", perChannel(metricRetries, "Sum"), 12)},
-			{graph("Budget wait (ms) by channel", perChannel(metricBudgetWait, "p99", "Maximum"), 8),
-				graph("Budget deferrals by channel", perChannel(metricBudgetDeferrals, "Sum"), 8),
-				graph("Expired unsent by channel", perChannel(metricExpiredUnsent, "Sum"), 8)},
+				graph("Retries by channel", perChannel(metrics.Retries, "Sum"), 12)},
+			{graph("Budget wait (ms) by channel", perChannel(metrics.BudgetWait, "p99", "Maximum"), 8),
+				graph("Budget deferrals by channel", perChannel(metrics.BudgetDeferrals, "Sum"), 8),
+				graph("Expired unsent by channel", perChannel(metrics.ExpiredUnsent, "Sum"), 8)},
 			{graph("Re-drives by state, wake-ups not queued", redriven, 8),
 				graph("Dispatch queue depth", queueDepth, 8),
 				graph("Oldest message in the dispatch queue (s)", []awscloudwatch.IMetric{
@@ -365,4 +350,4 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 }
 
 // title capitalizes a function name for construct ids: "claim" -> "Claim".
-func title(name string) string { return strings.ToUpper(name[:1]) + name[1:] }
+func title[S ~string](name S) string { return strings.ToUpper(string(name[:1])) + string(name[1:]) }

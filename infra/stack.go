@@ -25,39 +25,19 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/handler"
-	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 )
 
-// Function names, as built by the Makefile into <AssetDir>/<name>/bootstrap.
-const (
-	FnClaim     = "claim"
-	FnDispatch  = "dispatch"
-	FnReconcile = "reconcile"
-	FnExpire    = "expire"
-)
-
-// FunctionNames lists the four functions in a stable order.
-var FunctionNames = []string{FnClaim, FnDispatch, FnReconcile, FnExpire}
-
-// Transport names accepted per channel (the EMAIL_TRANSPORT / SMS_TRANSPORT values).
-const (
-	TransportSES     = "ses"
-	TransportSMS     = "sms"
-	TransportWebhook = "webhook"
-)
-
-// Names shared with the functions' code: the sparse open-claims index and the EMF metrics.
-const (
-	OpenIndexName   = dynamostore.IndexName
-	MetricNamespace = metrics.Namespace
-)
+// The index the sweeps query, as the store names it.
+const openIndexName = dynamostore.IndexName
 
 // Fixed timeouts of the event-driven functions; the sweeps' is LedgerStackProps.SweepTimeout.
-var functionTimeouts = map[string]time.Duration{
-	FnClaim:    30 * time.Second,
-	FnDispatch: 60 * time.Second,
+var functionTimeouts = map[settings.Role]time.Duration{
+	settings.Claim:    30 * time.Second,
+	settings.Dispatch: 60 * time.Second,
 }
 
 // dispatchMaxRecordAge is how old a stream record dispatch still takes (older ones go to the
@@ -81,7 +61,7 @@ const (
 // dispatchQueueVisibility is the dispatch queue's visibility timeout: six times the dispatch
 // timeout, as AWS recommends for an SQS event source (room for the poller's retries of a
 // throttled invocation).
-var dispatchQueueVisibility = 6 * functionTimeouts[FnDispatch]
+var dispatchQueueVisibility = 6 * functionTimeouts[settings.Dispatch]
 
 const functionMemoryMB = 256
 
@@ -198,7 +178,7 @@ func DefaultLedgerStackProps(stage string) *LedgerStackProps {
 		PointInTimeRecovery:     true,
 		IntentRetention:         time.Hour,
 		MaxReceiveCount:         5,
-		IntentVisibilityTimeout: 6 * functionTimeouts[FnClaim],
+		IntentVisibilityTimeout: 6 * functionTimeouts[settings.Claim],
 		ClaimMaxConcurrency:     10,
 		ReconcileRate:           time.Minute,
 		ExpireRate:              time.Minute,
@@ -208,8 +188,8 @@ func DefaultLedgerStackProps(stage string) *LedgerStackProps {
 		LeaseDuration:           2 * time.Minute,
 		ExpiryMargin:            30 * time.Second,
 		HistoryRetention:        9600 * time.Hour,
-		EmailTransport:          TransportSES,
-		SMSTransport:            TransportSMS,
+		EmailTransport:          settings.TransportSES,
+		SMSTransport:            settings.TransportSMS,
 		WebhookKeyWindow:        24 * time.Hour,
 		WebhookTimeout:          5 * time.Second,
 		ReconcileMaxAttempts:    3,
@@ -255,8 +235,8 @@ func (p *LedgerStackProps) Validate() error {
 	if p.AssetDir == "" {
 		bad("AssetDir is empty")
 	} else {
-		for _, name := range FunctionNames {
-			f := filepath.Join(p.AssetDir, name, "bootstrap")
+		for _, name := range settings.Functions {
+			f := filepath.Join(p.AssetDir, string(name), "bootstrap")
 			if st, err := os.Stat(f); err != nil || st.IsDir() {
 				bad("missing %s: build the functions first (make build)", f)
 			}
@@ -268,8 +248,8 @@ func (p *LedgerStackProps) Validate() error {
 	if p.MaxReceiveCount < 1 || p.MaxReceiveCount > 1000 {
 		bad("MaxReceiveCount %d: want 1..1000", p.MaxReceiveCount)
 	}
-	if v := p.IntentVisibilityTimeout; v < functionTimeouts[FnClaim] || v > 12*time.Hour || v%time.Second != 0 {
-		bad("IntentVisibilityTimeout %v: want whole seconds from the claim timeout %v to 12h", v, functionTimeouts[FnClaim])
+	if v := p.IntentVisibilityTimeout; v < functionTimeouts[settings.Claim] || v > 12*time.Hour || v%time.Second != 0 {
+		bad("IntentVisibilityTimeout %v: want whole seconds from the claim timeout %v to 12h", v, functionTimeouts[settings.Claim])
 	}
 	for name, n := range map[string]int{
 		"ClaimMaxConcurrency": p.ClaimMaxConcurrency, "DispatchQueueMaxConcurrency": p.DispatchQueueMaxConcurrency,
@@ -337,8 +317,8 @@ func (p *LedgerStackProps) Validate() error {
 		}
 	}
 	// Waiting for a slot holds a dispatch invocation; it must end well inside the timeout.
-	if p.BudgetMaxWait >= functionTimeouts[FnDispatch]/2 {
-		bad("BudgetMaxWait %v: want below half the dispatch timeout %v", p.BudgetMaxWait, functionTimeouts[FnDispatch])
+	if p.BudgetMaxWait >= functionTimeouts[settings.Dispatch]/2 {
+		bad("BudgetMaxWait %v: want below half the dispatch timeout %v", p.BudgetMaxWait, functionTimeouts[settings.Dispatch])
 	}
 	if p.RetryBackoffMax < p.RetryBackoffBase {
 		bad("RetryBackoffMax %v: want at least RetryBackoffBase %v", p.RetryBackoffMax, p.RetryBackoffBase)
@@ -352,8 +332,8 @@ func (p *LedgerStackProps) Validate() error {
 	if p.WebhookKeyWindow < 0 {
 		bad("WebhookKeyWindow %v: want >= 0", p.WebhookKeyWindow)
 	}
-	if p.WebhookTimeout >= functionTimeouts[FnDispatch] {
-		bad("WebhookTimeout %v must be below the dispatch timeout %v", p.WebhookTimeout, functionTimeouts[FnDispatch])
+	if p.WebhookTimeout >= functionTimeouts[settings.Dispatch] {
+		bad("WebhookTimeout %v must be below the dispatch timeout %v", p.WebhookTimeout, functionTimeouts[settings.Dispatch])
 	}
 	if p.ReconcileMaxAttempts < 1 {
 		bad("ReconcileMaxAttempts %d: want >= 1", p.ReconcileMaxAttempts)
@@ -367,20 +347,20 @@ func (p *LedgerStackProps) Validate() error {
 		bad("LogLevel %q: want debug, info, warn or error", p.LogLevel)
 	}
 	switch p.EmailTransport {
-	case TransportSES:
+	case settings.TransportSES:
 		if !strings.Contains(p.SESFromAddress, "@") {
 			bad("EmailTransport ses needs SESFromAddress (got %q)", p.SESFromAddress)
 		}
-	case TransportWebhook:
+	case settings.TransportWebhook:
 	default:
 		bad("EmailTransport %q: want ses or webhook", p.EmailTransport)
 	}
 	switch p.SMSTransport {
-	case TransportSMS, TransportWebhook:
+	case settings.TransportSMS, settings.TransportWebhook:
 	default:
 		bad("SMSTransport %q: want sms or webhook", p.SMSTransport)
 	}
-	if p.EmailTransport == TransportWebhook || p.SMSTransport == TransportWebhook {
+	if p.EmailTransport == settings.TransportWebhook || p.SMSTransport == settings.TransportWebhook {
 		u, err := url.Parse(p.WebhookURL)
 		loopback := err == nil && u.Scheme == "http" && (u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost")
 		if err != nil || u.Host == "" || (u.Scheme != "https" && !loopback) {
@@ -426,7 +406,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		RemovalPolicy:     removal,
 		PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
 	})
-	contentKey := awskms.NewKey(stack, jsii.String("ContentKey"), &awskms.KeyProps{
+	contentKey := awskms.NewKey(stack, jsii.String(awscall.ContentKey), &awskms.KeyProps{
 		Description:       jsii.String(p.Prefix + " sealed reset-notification content (producer encrypts, dispatch decrypts)"),
 		Alias:             jsii.String("alias/" + p.Prefix + "-content"),
 		EnableKeyRotation: jsii.Bool(true),
@@ -435,7 +415,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	})
 
 	// Tables.
-	ledger := awsdynamodb.NewTable(stack, jsii.String("LedgerTable"), &awsdynamodb.TableProps{
+	ledger := awsdynamodb.NewTable(stack, jsii.String(awscall.LedgerTable), &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrPK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		Stream:              awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
@@ -449,12 +429,12 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		RemovalPolicy: removal,
 	})
 	ledger.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:      jsii.String(OpenIndexName),
+		IndexName:      jsii.String(openIndexName),
 		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrOpenPK), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrOpenDue), Type: awsdynamodb.AttributeType_STRING},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
-	content := awsdynamodb.NewTable(stack, jsii.String("ContentTable"), &awsdynamodb.TableProps{
+	content := awsdynamodb.NewTable(stack, jsii.String(awscall.ContentTable), &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrPK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		TimeToLiveAttribute: jsii.String(dynamostore.AttrTTL),
@@ -479,7 +459,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	// derived state, not evidence: losing it only empties the budget (the provider's own limit
 	// still answers not-sent, which dispatch retries), so no backups and no protection, like the
 	// content table.
-	budget := awsdynamodb.NewTable(stack, jsii.String("BudgetTable"), &awsdynamodb.TableProps{
+	budget := awsdynamodb.NewTable(stack, jsii.String(awscall.BudgetTable), &awsdynamodb.TableProps{
 		PartitionKey:       &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrPK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:        awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		Encryption:         awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
@@ -544,7 +524,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
 		RemovalPolicy:   removal,
 	})
-	dispatchQueue := awssqs.NewQueue(stack, jsii.String("DispatchQueue"), &awssqs.QueueProps{
+	dispatchQueue := awssqs.NewQueue(stack, jsii.String(awscall.DispatchQueue), &awssqs.QueueProps{
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		RetentionPeriod:   seconds(dispatchQueueRetention),
@@ -558,11 +538,11 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 
 	// Functions.
 	env := p.environment(refs{ledger: ledger, content: content, budget: budget, contentKey: contentKey, dispatchQueue: dispatchQueue})
-	fns := map[string]awslambda.Function{}
-	for _, name := range FunctionNames {
+	fns := map[settings.Role]awslambda.Function{}
+	for _, name := range settings.Functions {
 		fns[name] = p.function(stack, name, env[name])
 	}
-	claim, dispatch, reconcile, expire := fns[FnClaim], fns[FnDispatch], fns[FnReconcile], fns[FnExpire]
+	claim, dispatch, reconcile, expire := fns[settings.Claim], fns[settings.Dispatch], fns[settings.Reconcile], fns[settings.Expire]
 
 	// Triggers.
 	// The mapping is declared directly rather than through SqsEventSource, whose binding also
@@ -598,13 +578,13 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		// held fallback row released); the patterns are generated from that rule.
 		Filters: dispatchFilters(),
 	}))
-	p.schedule(stack, FnReconcile, reconcile, p.ReconcileRate)
-	p.schedule(stack, FnExpire, expire, p.ExpireRate)
+	p.schedule(stack, settings.Reconcile, reconcile, p.ReconcileRate)
+	p.schedule(stack, settings.Expire, expire, p.ExpireRate)
 
 	// Permissions beyond what the event sources grant (SQS consume for claim; stream read, the
 	// stream's key and the on-failure queue for dispatch).
 	ledgerArn, contentArn := ledger.TableArn(), content.TableArn()
-	openIndexArn := awscdk.Fn_Join(jsii.String(""), &[]*string{ledgerArn, jsii.String("/index/" + OpenIndexName)})
+	openIndexArn := awscdk.Fn_Join(jsii.String(""), &[]*string{ledgerArn, jsii.String("/index/" + openIndexName)})
 	allow := func(fn awslambda.Function, resources []*string, actions ...string) {
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings(actions...),
@@ -612,7 +592,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		}))
 	}
 	// DynamoDB calls KMS on the caller's behalf for tables under a customer-managed key.
-	for _, name := range FunctionNames {
+	for _, name := range settings.Functions {
 		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"),
 			Resources: jsii.Strings(*ledgerKey.KeyArn()),
@@ -704,8 +684,8 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	out("ContentTableName", content.TableName(), "Sealed content store")
 	out("BudgetTableName", budget.TableName(), "Send-rate budget per channel")
 	out("ContentKeyArn", contentKey.KeyArn(), "Producers encrypt notification content with this key")
-	for _, name := range FunctionNames {
-		out(strings.ToUpper(name[:1])+name[1:]+"FunctionName", fns[name].FunctionName(), name+" function")
+	for _, name := range settings.Functions {
+		out(title(name)+"FunctionName", fns[name].FunctionName(), string(name)+" function")
 	}
 	suppressLinterFindings(stack) // cfn-lint and checkov findings that do not apply, with reasons (linters.go)
 	return stack, nil
@@ -730,7 +710,7 @@ type refs struct {
 
 // environment returns each function's environment variables. A setting with a default is always
 // set; an optional one whose absence means something (no configured send rate) is left out.
-func (p *LedgerStackProps) environment(r refs) map[string]map[string]*string {
+func (p *LedgerStackProps) environment(r refs) map[settings.Role]map[string]*string {
 	common := map[string]string{
 		"LEDGER_TABLE":      *r.ledger.TableName(),
 		"CONTENT_TABLE":     *r.content.TableName(),
@@ -773,8 +753,8 @@ func (p *LedgerStackProps) environment(r refs) map[string]map[string]*string {
 		"DISPATCH_QUEUE_URL": queueURL,
 		"REDRIVE_AFTER":      compactDuration(p.RedriveAfter),
 	}
-	env := map[string]map[string]*string{}
-	for _, name := range FunctionNames {
+	env := map[settings.Role]map[string]*string{}
+	for _, name := range settings.Functions {
 		m := map[string]*string{}
 		add := func(vars map[string]string) {
 			for k, v := range vars {
@@ -784,16 +764,16 @@ func (p *LedgerStackProps) environment(r refs) map[string]map[string]*string {
 			}
 		}
 		add(common)
-		if name == FnDispatch || name == FnReconcile {
+		if name == settings.Dispatch || name == settings.Reconcile {
 			add(sending)
 		}
-		if name == FnReconcile || name == FnExpire {
+		if name == settings.Reconcile || name == settings.Expire {
 			add(sweeping)
 		}
 		switch name {
-		case FnDispatch:
+		case settings.Dispatch:
 			add(dispatching)
-		case FnReconcile:
+		case settings.Reconcile:
 			add(redriving)
 		}
 		env[name] = m
@@ -802,23 +782,23 @@ func (p *LedgerStackProps) environment(r refs) map[string]map[string]*string {
 }
 
 // function defines one Lambda function with its own role and log group (no managed policies).
-func (p *LedgerStackProps) function(stack awscdk.Stack, name string, env map[string]*string) awslambda.Function {
-	id := strings.ToUpper(name[:1]) + name[1:]
+func (p *LedgerStackProps) function(stack awscdk.Stack, name settings.Role, env map[string]*string) awslambda.Function {
+	id := title(name)
 	logs := awslogs.NewLogGroup(stack, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
-		LogGroupName:  jsii.String("/aws/lambda/" + p.Prefix + "-" + name),
+		LogGroupName:  jsii.String("/aws/lambda/" + p.Prefix + "-" + string(name)),
 		Retention:     retentionDays[p.LogRetentionDays],
 		RemovalPolicy: p.removalPolicy(),
 	})
 	role := awsiam.NewRole(stack, jsii.String(id+"Role"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
-		Description: jsii.String(p.Prefix + " " + name + " function"),
+		Description: jsii.String(p.Prefix + " " + string(name) + " function"),
 	})
 	logs.GrantWrite(role)
 	props := &awslambda.FunctionProps{
-		FunctionName: jsii.String(p.Prefix + "-" + name),
+		FunctionName: jsii.String(p.Prefix + "-" + string(name)),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Handler:      jsii.String("bootstrap"),
-		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(p.AssetDir, name)), nil),
+		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(p.AssetDir, string(name))), nil),
 		Architecture: p.Architecture,
 		MemorySize:   jsii.Number(functionMemoryMB),
 		Timeout:      seconds(p.timeout(name)),
@@ -851,7 +831,7 @@ func (d *sendOnlyDLQ) Bind(_ awslambda.IEventSourceMapping, target awslambda.IFu
 }
 
 // timeout returns a function's timeout.
-func (p *LedgerStackProps) timeout(name string) time.Duration {
+func (p *LedgerStackProps) timeout(name settings.Role) time.Duration {
 	if _, ok := p.sweepRate(name); ok {
 		return p.SweepTimeout
 	}
@@ -859,21 +839,21 @@ func (p *LedgerStackProps) timeout(name string) time.Duration {
 }
 
 // sweepRate returns a scheduled sweep function's rate; ok is false for the other functions.
-func (p *LedgerStackProps) sweepRate(name string) (rate time.Duration, ok bool) {
+func (p *LedgerStackProps) sweepRate(name settings.Role) (rate time.Duration, ok bool) {
 	switch name {
-	case FnReconcile:
+	case settings.Reconcile:
 		return p.ReconcileRate, true
-	case FnExpire:
+	case settings.Expire:
 		return p.ExpireRate, true
 	}
 	return 0, false
 }
 
 // schedule invokes fn at a fixed rate.
-func (p *LedgerStackProps) schedule(stack awscdk.Stack, name string, fn awslambda.Function, rate time.Duration) {
-	id := strings.ToUpper(name[:1]) + name[1:]
+func (p *LedgerStackProps) schedule(stack awscdk.Stack, name settings.Role, fn awslambda.Function, rate time.Duration) {
+	id := title(name)
 	awsevents.NewRule(stack, jsii.String(id+"Schedule"), &awsevents.RuleProps{
-		Description: jsii.String(p.Prefix + " " + name + " sweep"),
+		Description: jsii.String(p.Prefix + " " + string(name) + " sweep"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(rate.Minutes()))),
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
 			RetryAttempts: jsii.Number(0),
@@ -893,13 +873,13 @@ func rate(perSecond float64) string {
 // readsSESSendRate reports whether dispatch reads the email budget from the SES account
 // (ses:GetAccount's MaxSendRate): email goes through SES and no sendRateEmail is configured.
 func (p *LedgerStackProps) readsSESSendRate() bool {
-	return p.EmailTransport == TransportSES && p.SendRateEmail == 0
+	return p.EmailTransport == settings.TransportSES && p.SendRateEmail == 0
 }
 
 // grantSend lets fn call the configured transports: SES v2 SendEmail scoped to the sending
 // identity (and configuration set) and from address, and End User Messaging SendTextMessage.
 func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) {
-	if p.EmailTransport == TransportSES {
+	if p.EmailTransport == settings.TransportSES {
 		resources := []*string{awscdk.Arn_Format(&awscdk.ArnComponents{
 			Service: jsii.String("ses"), Resource: jsii.String("identity"),
 			ResourceName: jsii.String(p.sesIdentity()), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
@@ -925,7 +905,7 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) 
 			}))
 		}
 	}
-	if p.SMSTransport == TransportSMS {
+	if p.SMSTransport == settings.TransportSMS {
 		resource := p.SMSOriginationIdentity
 		if !strings.HasPrefix(resource, "arn:") {
 			resource = *awscdk.Arn_Format(&awscdk.ArnComponents{

@@ -22,6 +22,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/iampolicy"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -29,12 +30,12 @@ import (
 func stubAssets(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, name := range FunctionNames {
-		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+	for _, name := range settings.Functions {
+		if err := os.MkdirAll(filepath.Join(dir, string(name)), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		stub := []byte("#!/bin/sh\necho stub " + name + "\n") // distinct content, distinct assets
-		if err := os.WriteFile(filepath.Join(dir, name, "bootstrap"), stub, 0o755); err != nil {
+		stub := []byte("#!/bin/sh\necho stub " + string(name) + "\n") // distinct content, distinct assets
+		if err := os.WriteFile(filepath.Join(dir, string(name), "bootstrap"), stub, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,10 +161,10 @@ func (s *synthesized) constructID(t *testing.T, typ, name string) string {
 	return ids[0]
 }
 
-func (s *synthesized) function(t *testing.T, name string) map[string]any {
+func (s *synthesized) function(t *testing.T, name settings.Role) map[string]any {
 	t.Helper()
 	for _, r := range s.resources("AWS::Lambda::Function") {
-		if props(r)["FunctionName"] == "resetledger-test-"+name {
+		if props(r)["FunctionName"] == "resetledger-test-"+string(name) {
 			return props(r)
 		}
 	}
@@ -275,18 +276,18 @@ func TestFunctions(t *testing.T) {
 	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
 		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "RECONCILE_MAX_ATTEMPTS")
 	for _, tc := range []struct {
-		name    string
+		name    settings.Role
 		timeout float64
 		env     []string
 	}{
-		{FnClaim, 30, common},
+		{settings.Claim, 30, common},
 		// No SEND_RATE_*: unset means SES's own rate for email and no budget for SMS.
-		{FnDispatch, 60, append(slices.Clone(sending), "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",
+		{settings.Dispatch, 60, append(slices.Clone(sending), "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",
 			"RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX")},
-		{FnReconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER")},
-		{FnExpire, 50, append(slices.Clone(common), "SWEEP_LIMIT")},
+		{settings.Reconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER")},
+		{settings.Expire, 50, append(slices.Clone(common), "SWEEP_LIMIT")},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(string(tc.name), func(t *testing.T) {
 			fn := s.function(t, tc.name)
 			if fn["Runtime"] != "provided.al2023" || fn["Handler"] != "bootstrap" {
 				t.Errorf("runtime/handler = %v/%v, want provided.al2023/bootstrap", fn["Runtime"], fn["Handler"])
@@ -297,7 +298,7 @@ func TestFunctions(t *testing.T) {
 			if fn["MemorySize"] != 256.0 || fn["Timeout"] != tc.timeout {
 				t.Errorf("memory/timeout = %v/%v, want 256/%v", fn["MemorySize"], fn["Timeout"], tc.timeout)
 			}
-			if got := label(fn["LoggingConfig"].(map[string]any)["LogGroup"]); got != strings.ToUpper(tc.name[:1])+tc.name[1:]+"Logs" {
+			if got := label(fn["LoggingConfig"].(map[string]any)["LogGroup"]); got != title(tc.name)+"Logs" {
 				t.Errorf("log group = %s", got)
 			}
 			vars := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
@@ -361,7 +362,7 @@ func TestFunctions(t *testing.T) {
 func TestLocalStageSettings(t *testing.T) {
 	s := synth(t, func(p *LedgerStackProps) {
 		p.Architecture = awslambda.Architecture_X86_64()
-		p.EmailTransport, p.SMSTransport = TransportWebhook, TransportWebhook
+		p.EmailTransport, p.SMSTransport = settings.TransportWebhook, settings.TransportWebhook
 		p.WebhookURL = "http://127.0.0.1:9999/send"
 		p.WebhookLookup = true
 		p.SESFromAddress = ""
@@ -378,7 +379,7 @@ func TestLocalStageSettings(t *testing.T) {
 			"RedrivePolicy":     assertions.Match_ObjectLike(&map[string]any{"maxReceiveCount": 2}),
 		})
 	})
-	fn := s.function(t, FnDispatch)
+	fn := s.function(t, settings.Dispatch)
 	if got := fmt.Sprint(fn["Architectures"]); got != "[x86_64]" {
 		t.Errorf("architectures = %s, want [x86_64]", got)
 	}
@@ -605,7 +606,7 @@ func TestEventSources(t *testing.T) {
 func TestSweepsCannotOverlap(t *testing.T) {
 	for _, rates := range [][2]time.Duration{{time.Minute, time.Minute}, {5 * time.Minute, 2 * time.Minute}} {
 		s := synth(t, func(p *LedgerStackProps) { p.ReconcileRate, p.ExpireRate = rates[0], rates[1] })
-		for i, name := range []string{FnReconcile, FnExpire} {
+		for i, name := range []settings.Role{settings.Reconcile, settings.Expire} {
 			fn := s.function(t, name)
 			if fn["Timeout"] != 50.0 || fn["Timeout"].(float64) >= rates[i].Seconds() {
 				t.Errorf("%s timeout %v, want 50 (below the %v rate)", name, fn["Timeout"], rates[i])
@@ -614,14 +615,14 @@ func TestSweepsCannotOverlap(t *testing.T) {
 				t.Errorf("%s reserved concurrency = %v, want 1", name, fn["ReservedConcurrentExecutions"])
 			}
 			id := s.logicalID(t, "AWS::Lambda::Function", title(name)+"Function")
-			check(t, name+" event age", func() {
+			check(t, string(name)+" event age", func() {
 				s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), map[string]any{
 					"FunctionName": map[string]any{"Ref": id}, "MaximumRetryAttempts": 0,
 					"MaximumEventAgeInSeconds": rates[i].Seconds(),
 				})
 			})
 		}
-		for _, name := range []string{FnClaim, FnDispatch} {
+		for _, name := range []settings.Role{settings.Claim, settings.Dispatch} {
 			if v, ok := s.function(t, name)["ReservedConcurrentExecutions"]; ok {
 				t.Errorf("%s reserves concurrency %v", name, v)
 			}
@@ -778,16 +779,16 @@ func TestSendRates(t *testing.T) {
 		{"defaults", nil, nil, nil, true, true},
 		{"both configured", func(p *LedgerStackProps) { p.SendRateEmail, p.SendRateSMS = 12.5, 1 }, "12.5", "1", false, false},
 		{"webhook email", func(p *LedgerStackProps) {
-			p.EmailTransport, p.WebhookURL, p.SESFromAddress = TransportWebhook, "https://gw.example.com/send", ""
+			p.EmailTransport, p.WebhookURL, p.SESFromAddress = settings.TransportWebhook, "https://gw.example.com/send", ""
 		}, nil, nil, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := synth(t, tc.mutate)
-			vars := s.function(t, FnDispatch)["Environment"].(map[string]any)["Variables"].(map[string]any)
+			vars := s.function(t, settings.Dispatch)["Environment"].(map[string]any)["Variables"].(map[string]any)
 			if vars["SEND_RATE_EMAIL"] != tc.email || vars["SEND_RATE_SMS"] != tc.sms {
 				t.Errorf("SEND_RATE_EMAIL, SEND_RATE_SMS = %v, %v; want %v, %v", vars["SEND_RATE_EMAIL"], vars["SEND_RATE_SMS"], tc.email, tc.sms)
 			}
-			for _, name := range []string{FnClaim, FnReconcile, FnExpire} {
+			for _, name := range []settings.Role{settings.Claim, settings.Reconcile, settings.Expire} {
 				for k := range s.function(t, name)["Environment"].(map[string]any)["Variables"].(map[string]any) {
 					if strings.HasPrefix(k, "SEND_RATE_") || strings.HasPrefix(k, "BUDGET_") || strings.HasPrefix(k, "RETRY_BACKOFF_") {
 						t.Errorf("%s gets dispatch's %s", name, k)
@@ -869,7 +870,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	alarms := s.alarmsByName()
 	state := func(st string) []any { return []any{map[string]any{"Name": "State", "Value": st}} }
 	sweep := func(name string) []any { return []any{map[string]any{"Name": "Sweep", "Value": name}} }
-	fnDim := func(name string) []any {
+	fnDim := func(name settings.Role) []any {
 		return []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": s.logicalID(t, "AWS::Lambda::Function", title(name)+"Function")}}}
 	}
 	const gte, gt, lt = "GreaterThanOrEqualToThreshold", "GreaterThanThreshold", "LessThanThreshold"
@@ -897,7 +898,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 		"ExpireSweepErrors": {"Namespace": "ResetLedger", "MetricName": "SweepErrors", "Dimensions": sweep("expire"),
 			"Statistic": "Sum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
 		// Triggers and queues.
-		"DispatchIteratorAge": {"Namespace": "AWS/Lambda", "MetricName": "IteratorAge", "Dimensions": fnDim(FnDispatch),
+		"DispatchIteratorAge": {"Namespace": "AWS/Lambda", "MetricName": "IteratorAge", "Dimensions": fnDim(settings.Dispatch),
 			"Statistic": "Maximum", "Threshold": 60000.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
 		"IntentQueueOldestAge": {"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
 			"Statistic": "Maximum", "Threshold": 360.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
@@ -922,7 +923,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	want["OldestDeferredAge"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds",
 		"Dimensions": state("deferred"), "Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt,
 		"TreatMissingData": "missing"}
-	for _, name := range FunctionNames {
+	for _, name := range settings.Functions {
 		for _, m := range []string{"Errors", "Throttles"} {
 			want[title(name)+m] = map[string]any{"Namespace": "AWS/Lambda", "MetricName": m, "Dimensions": fnDim(name),
 				"Statistic": "Sum", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
@@ -979,7 +980,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			t.Errorf("dashboard lacks %s", want)
 		}
 	}
-	for _, name := range FunctionNames {
+	for _, name := range settings.Functions {
 		for _, m := range []string{"Errors", "Throttles"} {
 			if want := fmt.Sprintf(`["AWS/Lambda","%s","FunctionName","%sFunction`, m, title(name)); !strings.Contains(body, want) {
 				t.Errorf("dashboard lacks %s", want)
@@ -1233,11 +1234,11 @@ func TestValidate(t *testing.T) {
 		mutate func(*LedgerStackProps)
 		want   string
 	}{
-		{"missing bootstrap", func(p *LedgerStackProps) { os.Remove(filepath.Join(p.AssetDir, FnExpire, "bootstrap")) }, "expire/bootstrap"},
+		{"missing bootstrap", func(p *LedgerStackProps) { os.Remove(filepath.Join(p.AssetDir, string(settings.Expire), "bootstrap")) }, "expire/bootstrap"},
 		{"ses without from address", func(p *LedgerStackProps) { p.SESFromAddress = "" }, "SESFromAddress"},
-		{"webhook without url", func(p *LedgerStackProps) { p.SMSTransport = TransportWebhook }, "WebhookURL"},
+		{"webhook without url", func(p *LedgerStackProps) { p.SMSTransport = settings.TransportWebhook }, "WebhookURL"},
 		{"plain http webhook off loopback", func(p *LedgerStackProps) {
-			p.SMSTransport, p.WebhookURL = TransportWebhook, "http://gateway.internal/send"
+			p.SMSTransport, p.WebhookURL = settings.TransportWebhook, "http://gateway.internal/send"
 		}, "WebhookURL"},
 		{"zero sweep limit", func(p *LedgerStackProps) { p.SweepLimit = 0 }, "SweepLimit"},
 		{"unknown transport", func(p *LedgerStackProps) { p.EmailTransport = "smtp" }, "EmailTransport"},

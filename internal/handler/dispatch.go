@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dispatchqueue"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -30,7 +31,7 @@ type Dispatch struct {
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	// An empty list, never nil (see Claim.Handle).
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
-	worker, log := invocation(ctx, "dispatch", h.Log)
+	worker, log := invocation(ctx, settings.Dispatch, h.Log)
 	for _, rec := range ev.Records {
 		key, ok, err := DispatchKey(rec)
 		if err != nil {
@@ -59,7 +60,7 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 func (h *Dispatch) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	// An empty list, never nil (see Claim.Handle).
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	worker, log := invocation(ctx, "dispatch", h.Log)
+	worker, log := invocation(ctx, settings.Dispatch, h.Log)
 	for _, m := range ev.Records {
 		key, err := dispatchqueue.Parse(m.Body)
 		if err == nil {
@@ -139,9 +140,9 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 // channel and code, waits for the send-rate budget, rows deferred to it,
 // and wake-ups that could not be scheduled.
 func (h *Dispatch) observe(res ledger.DispatchResult, log *slog.Logger) {
-	ch := map[string]string{"Channel": string(res.Entry.Identity.Channel)}
+	ch := map[string]string{metrics.DimChannel: string(res.Entry.Identity.Channel)}
 	if res.NotSent != nil {
-		_ = h.Metrics.Count(metrics.NotSent, map[string]string{"Channel": ch["Channel"], "Code": outcomeSafe(res.NotSent.Code)}, 1)
+		_ = h.Metrics.Count(metrics.NotSent, map[string]string{metrics.DimChannel: ch[metrics.DimChannel], metrics.DimCode: outcomeSafe(res.NotSent.Code)}, 1)
 	}
 	if res.BudgetWait > 0 {
 		_ = h.Metrics.Emit(ch, "Milliseconds", map[string]float64{metrics.BudgetWait: float64(res.BudgetWait.Milliseconds())})

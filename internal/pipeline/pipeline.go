@@ -285,9 +285,9 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 func (p *Pipeline) recordCalls(region, keyID string) {
 	_, domain, _ := strings.Cut(p.sender, "@")
 	binding := map[string]string{
-		p.LedgerTable: "LedgerTable", p.ContentTable: "ContentTable", keyID: "ContentKey",
+		p.LedgerTable: awscall.LedgerTable, p.ContentTable: awscall.ContentTable, keyID: awscall.ContentKey,
 		p.sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
-		p.BudgetTable: "BudgetTable", p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: "DispatchQueue",
+		p.BudgetTable: awscall.BudgetTable, p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: awscall.DispatchQueue,
 	}
 	name := emulator.UniqueName(p.t, strings.ReplaceAll(p.t.Name(), "/", "-"))
 	p.t.Cleanup(func() {

@@ -25,6 +25,17 @@ const (
 	Operator  Role = "operator"
 )
 
+// Functions lists the four Lambda functions, each built from functions/<role>
+// into <dist>/<role>/bootstrap and named <stack prefix>-<role>.
+var Functions = []Role{Claim, Dispatch, Reconcile, Expire}
+
+// Transport names, the values of EMAIL_TRANSPORT and SMS_TRANSPORT.
+const (
+	TransportSES     = "ses"     // email through SES v2
+	TransportSMS     = "sms"     // SMS through End User Messaging SMS
+	TransportWebhook = "webhook" // either channel through an HTTPS webhook
+)
+
 // sends reports whether the role sends through transports.
 func (r Role) sends() bool { return r == Dispatch || r == Reconcile }
 
@@ -152,8 +163,8 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 			RedriveAfter: dur("REDRIVE_AFTER", def.RedriveAfter),
 		},
 		Transports: map[ledger.Channel]string{
-			ledger.Email: str("EMAIL_TRANSPORT", "ses", false),
-			ledger.SMS:   str("SMS_TRANSPORT", "sms", false),
+			ledger.Email: str("EMAIL_TRANSPORT", TransportSES, false),
+			ledger.SMS:   str("SMS_TRANSPORT", TransportSMS, false),
 		},
 		SESFrom:             str("SES_FROM_ADDRESS", "", false),
 		SESConfigurationSet: str("SES_CONFIGURATION_SET", "", false),
@@ -190,17 +201,17 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 		}
 		for ch, name := range map[ledger.Channel]string{ledger.Email: "EMAIL_TRANSPORT", ledger.SMS: "SMS_TRANSPORT"} {
 			switch t := s.Transports[ch]; {
-			case t == "webhook":
+			case t == TransportWebhook:
 				if s.WebhookURL == "" {
 					bad("WEBHOOK_URL", "required when "+name+"=webhook")
 				} else if !strings.HasPrefix(s.WebhookURL, "https://") && !strings.HasPrefix(s.WebhookURL, "http://127.0.0.1") && !strings.HasPrefix(s.WebhookURL, "http://localhost") {
 					bad("WEBHOOK_URL", "must be https (plain http only on loopback)")
 				}
-			case t == "ses" && ch == ledger.Email:
+			case t == TransportSES && ch == ledger.Email:
 				if s.SESFrom == "" {
 					bad("SES_FROM_ADDRESS", "required when EMAIL_TRANSPORT=ses")
 				}
-			case t == "sms" && ch == ledger.SMS:
+			case t == TransportSMS && ch == ledger.SMS:
 			default:
 				bad(name, "unknown transport (email: ses|webhook, sms: sms|webhook)")
 			}
