@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -172,7 +173,6 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	if o.SweepLimit == 0 {
 		o.SweepLimit = 100
 	}
-	extraEnv := o.Env
 	cfg := emulator.Config(t)
 	fnCfg := cfg.Copy()
 	fnCfg.APIOptions = append(append([]func(*middleware.Stack) error(nil), fnCfg.APIOptions...), o.FunctionAPIOptions...)
@@ -243,18 +243,18 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
-	env := map[string]string{
-		"LEDGER_TABLE": p.LedgerTable, "CONTENT_TABLE": p.ContentTable, "CONTENT_KEY_ARN": *key.KeyMetadata.Arn,
-		"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "webhook", "SES_FROM_ADDRESS": p.sender,
-		"WEBHOOK_URL": srv.URL + "/send", "WEBHOOK_KEY_WINDOW": "0s", "WEBHOOK_TIMEOUT": "2s",
-		"BUDGET_TABLE": p.BudgetTable, "DISPATCH_QUEUE_URL": p.DispatchQueueURL,
-	}
-	for k, v := range extraEnv {
-		env[k] = v
-	}
+	// The functions' settings as the local stack deploys them: email through SES, SMS through the
+	// webhook to the local provider, which honors no Idempotency-Key.
+	fs := settings.Defaults()
+	fs.LedgerTable, fs.ContentTable, fs.ContentKeyARN = p.LedgerTable, p.ContentTable, *key.KeyMetadata.Arn
+	fs.BudgetTable, fs.DispatchQueueURL = p.BudgetTable, p.DispatchQueueURL
+	fs.Transports[ledger.SMS], fs.SESFrom = settings.TransportWebhook, p.sender
+	fs.WebhookURL, fs.WebhookKeyWindow, fs.WebhookTimeout = srv.URL+"/send", 0, 2*time.Second
 	logger := slogJSON(p.Out)
 	em := &metrics.Emitter{W: p.Out}
 	log := func(role settings.Role) *ledger.Service {
+		env := fs.Environ(role)
+		maps.Copy(env, o.Env)
 		s, err := settings.Load(role, func(k string) string { return env[k] })
 		if err != nil {
 			t.Fatal(err)
