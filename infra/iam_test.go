@@ -11,6 +11,7 @@ import (
 	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/iampolicy"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // iamCheckEnv turns TestIAMCoverage on; `make test` sets it after the
@@ -44,11 +45,12 @@ func TestIAMCoverage(t *testing.T) {
 		name   string
 		mutate func(*LedgerStackProps)
 	}{
-		{"production", func(p *LedgerStackProps) { p.SESFromAddress = iamFromAddress }},
+		{"production", func(p *LedgerStackProps) { p.Functions.SESFrom = iamFromAddress }},
 		{"local", func(p *LedgerStackProps) {
-			p.SESFromAddress = iamFromAddress
-			p.SMSTransport, p.WebhookURL, p.WebhookKeyWindow = settings.TransportWebhook, "http://127.0.0.1:4599/send", 0
-			p.DeletionProtection, p.PointInTimeRecovery, p.LogAWSCalls = false, false, true
+			p.Functions.SESFrom = iamFromAddress
+			p.Functions.Transports[ledger.SMS], p.Functions.WebhookURL, p.Functions.WebhookKeyWindow =
+				settings.TransportWebhook, "http://127.0.0.1:4599/send", 0
+			p.DeletionProtection, p.PointInTimeRecovery, p.Functions.LogAWSCalls = false, false, true
 		}},
 	}
 	granted := map[string]bool{}
@@ -230,7 +232,7 @@ func binder(binding map[string]string, props *LedgerStackProps) func(string) str
 		v := binding[k]
 		switch v {
 		case awscall.SESFromAddress:
-			v = props.SESFromAddress
+			v = props.Functions.SESFrom
 		case awscall.SESIdentity:
 			v = props.sesIdentity()
 		}
@@ -350,7 +352,7 @@ func unexercised(s *iampolicy.Stack, fn *iampolicy.Function, reqs []request) []g
 // and resource.
 func TestIAMCheckerCatchesDenials(t *testing.T) {
 	var props *LedgerStackProps
-	s := synth(t, func(p *LedgerStackProps) { p.SESFromAddress = iamFromAddress; props = p })
+	s := synth(t, func(p *LedgerStackProps) { p.Functions.SESFrom = iamFromAddress; props = p })
 	raw, err := json.Marshal(s.json)
 	if err != nil {
 		t.Fatal(err)

@@ -85,8 +85,8 @@ func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 		ledger.Claimed: age(ledger.Claimed, expireBound, expiring),
 		ledger.Deferred: age(ledger.Deferred, expireBound, fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
 			"no wake-up or re-drive sent it and the expire sweep is not closing it", p.MaxChallengeLifetime)),
-		ledger.Dispatching: age(ledger.Dispatching, p.LeaseDuration+2*p.ReconcileRate, fmt.Sprintf("lease %v plus "+
-			"two reconcile sweeps): reconcile is not moving rows past their lease", p.LeaseDuration)),
+		ledger.Dispatching: age(ledger.Dispatching, p.Functions.Policy.Lease+2*p.ReconcileRate, fmt.Sprintf("lease %v plus "+
+			"two reconcile sweeps): reconcile is not moving rows past their lease", p.Functions.Policy.Lease)),
 		ledger.Unknown:     count(ledger.Unknown, "the transport outcome is uncertain and awaits reconciliation."),
 		ledger.Quarantined: count(ledger.Quarantined, "the policy cannot resolve them; an operator must record a decision."),
 	}
@@ -202,7 +202,7 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	alarm("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
 		o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
 	alarm("StreamFailureDlqDepth", fmt.Sprintf("Dispatch gave up on stream records (evidence to inspect): reconcile "+
-		"re-drives the claimed rows they name once they are %v past due.", p.RedriveAfter),
+		"re-drives the claimed rows they name once they are %v past due.", p.Functions.Policy.RedriveAfter),
 		o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
 	alarm("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
 		emf(metrics.ContentMismatch, nil, "Sum", period), 0, gt, quiet)
@@ -235,7 +235,7 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 // (mapping disabled, function failing or throttled, or MaximumConcurrency too low for the
 // backlog), and re-drives cannot help.
 func (p *LedgerStackProps) dispatchQueueAgeLimit() time.Duration {
-	return maxWakeDelay + 2*p.RedriveAfter
+	return maxWakeDelay + 2*p.Functions.Policy.RedriveAfter
 }
 
 // channelDim is the Channel dimension of the per-channel EMF metrics.

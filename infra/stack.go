@@ -3,11 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
-	"net/url"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,9 +22,9 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/resetledger/resetledger/internal/awscall"
-	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // The index the sweeps query, as the store names it.
@@ -64,326 +60,6 @@ const (
 var dispatchQueueVisibility = 6 * functionTimeouts[settings.Dispatch]
 
 const functionMemoryMB = 256
-
-// LedgerStackProps configures one stage of the ledger. Start from DefaultLedgerStackProps and
-// override; NewLedgerStack validates every field and applies no hidden defaults.
-type LedgerStackProps struct {
-	awscdk.StackProps
-
-	// Prefix names the stage's functions, alarms and dashboard, e.g. "resetledger-dev".
-	Prefix string
-	// AssetDir holds <name>/bootstrap for each function (the Makefile's dist folder).
-	AssetDir string
-	// Architecture of the bootstrap binaries: arm64 on AWS, the host's for a local emulator.
-	Architecture awslambda.Architecture
-
-	// DeletionProtection turns on table deletion protection and retains tables, keys and
-	// log groups when the stack is deleted. Off for throw-away stages.
-	DeletionProtection bool
-	// PointInTimeRecovery enables PITR on the ledger table (never on the content table).
-	PointInTimeRecovery bool
-
-	// IntentRetention is the intent queue's message retention (short: intents expire fast).
-	IntentRetention time.Duration
-	// MaxReceiveCount is how often an intent is received before it moves to the DLQ.
-	MaxReceiveCount int
-	// IntentVisibilityTimeout is the intent queue's visibility timeout: how long a received intent
-	// stays hidden, so the delay before a failed claim is retried. At least the claim function's
-	// timeout (SQS event sources require it); six times it by default, as AWS recommends. A local
-	// stage lowers it, with MaxReceiveCount, so poison intents reach the DLQ in about a minute.
-	IntentVisibilityTimeout time.Duration
-	// ClaimMaxConcurrency caps the claim function instances the intent queue's event source runs
-	// at once (2..1000, AWS's bounds), so a surge of intents cannot take the account's concurrency
-	// or throttle the ledger table; intents beyond it wait in the queue.
-	ClaimMaxConcurrency int
-	// ReconcileRate and ExpireRate are the EventBridge schedule rates (whole minutes).
-	ReconcileRate time.Duration
-	ExpireRate    time.Duration
-	// SweepTimeout is the reconcile and expire functions' timeout, below both rates so a sweep
-	// ends before the next is scheduled. Each sweep function also has a reserved concurrency of
-	// 1, so two sweeps of one kind never overlap even when a schedule tick arrives late.
-	SweepTimeout time.Duration
-	// LogRetentionDays for every function's log group; must be a CloudWatch Logs value.
-	LogRetentionDays int
-
-	// Function configuration, passed as environment variables.
-	PolicyVersion          string
-	LeaseDuration          time.Duration
-	ExpiryMargin           time.Duration
-	HistoryRetention       time.Duration
-	EmailTransport         string // "ses" or "webhook"
-	SMSTransport           string // "sms" or "webhook"
-	SESFromAddress         string // required when EmailTransport is "ses"
-	SESIdentity            string // SES identity that authorises the sender; defaults to the from address's domain
-	SESConfigurationSet    string // optional
-	SMSOriginationIdentity string // optional; an ARN scopes sms-voice:SendTextMessage to it
-	WebhookURL             string // required when a transport is "webhook"
-	WebhookKeyWindow       time.Duration
-	WebhookTimeout         time.Duration
-	WebhookLookup          bool // the webhook answers GET <url>/<key> (lookup-based reconciliation)
-	ReconcileMaxAttempts   int
-	SweepLimit             int // rows one reconcile/expire sweep handles per state
-	LogLevel               string
-
-	// Liveness under provider throttling (dispatch's send-rate budget, retries and wake-ups).
-	//
-	// SendRateEmail and SendRateSMS are the channels' send-rate budgets in sends per second
-	// (SEND_RATE_EMAIL, SEND_RATE_SMS); 0 leaves the variable unset: dispatch then reads an SES
-	// account's MaxSendRate at cold start (ses:GetAccount), and a webhook or SMS channel has no
-	// budget.
-	SendRateEmail float64
-	SendRateSMS   float64
-	// BudgetMaxWait is the longest dispatch waits in-process for a budget slot before it defers
-	// the row to the dispatch queue (BUDGET_MAX_WAIT).
-	BudgetMaxWait time.Duration
-	// RetryBackoffBase and RetryBackoffMax bound dispatch's exponential backoff, with jitter,
-	// after a not-sent answer (RETRY_BACKOFF_BASE, RETRY_BACKOFF_MAX).
-	RetryBackoffBase time.Duration
-	RetryBackoffMax  time.Duration
-	// RedriveAfter is how long past due a row may wait before reconcile hands it back to
-	// dispatch through the dispatch queue (REDRIVE_AFTER).
-	RedriveAfter time.Duration
-	// DispatchQueueMaxConcurrency caps the dispatch instances the dispatch queue's event source
-	// runs at once (2..1000), so a wave of wake-ups cannot take the account's concurrency.
-	DispatchQueueMaxConcurrency int
-
-	// ProducerPrincipalArns may send intents and encrypt content (the account service's roles).
-	ProducerPrincipalArns []string
-	// AlarmTopicArn is the SNS topic that receives alarm and OK notifications (the on-call
-	// team's topic; the stack does not own it).
-	AlarmTopicArn string
-	// RequireAlarmTopic makes Validate refuse a stage without AlarmTopicArn, or one that skips
-	// observability: alarms that notify no one are silent failures. On for every stage but dev.
-	RequireAlarmTopic bool
-	// MaxChallengeLifetime is the longest reset challenge producers issue (expires_at minus
-	// issue time). A held or claimed row older than it plus two expire sweeps raises an alarm.
-	MaxChallengeLifetime time.Duration
-	// DispatchLagLimit is how far dispatch may fall behind the ledger stream (IteratorAge) before
-	// it alarms; below the stream's one-hour record age limit, and well below a challenge's life.
-	DispatchLagLimit time.Duration
-	// SkipObservability leaves out the alarms and the dashboard (for emulators lacking them).
-	SkipObservability bool
-	// LogAWSCalls makes every function log each AWS call it makes with its IAM action and
-	// resource (LEDGER_AWSCALL_LOG), for the local stack's permission check. Off on AWS.
-	LogAWSCalls bool
-}
-
-// DefaultLedgerStackProps returns the production defaults for a stage.
-func DefaultLedgerStackProps(stage string) *LedgerStackProps {
-	return &LedgerStackProps{
-		Prefix:                  "resetledger-" + stage,
-		AssetDir:                filepath.Join("..", "dist"),
-		Architecture:            awslambda.Architecture_ARM_64(),
-		DeletionProtection:      true,
-		PointInTimeRecovery:     true,
-		IntentRetention:         time.Hour,
-		MaxReceiveCount:         5,
-		IntentVisibilityTimeout: 6 * functionTimeouts[settings.Claim],
-		ClaimMaxConcurrency:     10,
-		ReconcileRate:           time.Minute,
-		ExpireRate:              time.Minute,
-		SweepTimeout:            50 * time.Second,
-		LogRetentionDays:        30,
-		PolicyVersion:           "policy-1",
-		LeaseDuration:           2 * time.Minute,
-		ExpiryMargin:            30 * time.Second,
-		HistoryRetention:        9600 * time.Hour,
-		EmailTransport:          settings.TransportSES,
-		SMSTransport:            settings.TransportSMS,
-		WebhookKeyWindow:        24 * time.Hour,
-		WebhookTimeout:          5 * time.Second,
-		ReconcileMaxAttempts:    3,
-		SweepLimit:              500,
-		LogLevel:                "info",
-		RequireAlarmTopic:       stage != "dev",
-		MaxChallengeLifetime:    15 * time.Minute,
-		DispatchLagLimit:        time.Minute,
-
-		BudgetMaxWait:               2 * time.Second,
-		RetryBackoffBase:            2 * time.Second,
-		RetryBackoffMax:             time.Minute,
-		RedriveAfter:                20 * time.Second,
-		DispatchQueueMaxConcurrency: 5,
-	}
-}
-
-var retentionDays = map[int]awslogs.RetentionDays{
-	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS,
-	5: awslogs.RetentionDays_FIVE_DAYS, 7: awslogs.RetentionDays_ONE_WEEK,
-	14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
-	60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS,
-	120: awslogs.RetentionDays_FOUR_MONTHS, 150: awslogs.RetentionDays_FIVE_MONTHS,
-	180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
-	400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS,
-	731: awslogs.RetentionDays_TWO_YEARS, 1096: awslogs.RetentionDays_THREE_YEARS,
-	1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
-	2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS,
-	3288: awslogs.RetentionDays_NINE_YEARS, 3653: awslogs.RetentionDays_TEN_YEARS,
-}
-
-// Validate reports every invalid field at once.
-func (p *LedgerStackProps) Validate() error {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-
-	if p.Prefix == "" {
-		bad("Prefix is empty")
-	}
-	if p.Architecture == nil {
-		bad("Architecture is not set")
-	}
-	if p.AssetDir == "" {
-		bad("AssetDir is empty")
-	} else {
-		for _, name := range settings.Functions {
-			f := filepath.Join(p.AssetDir, string(name), "bootstrap")
-			if st, err := os.Stat(f); err != nil || st.IsDir() {
-				bad("missing %s: build the functions first (make build)", f)
-			}
-		}
-	}
-	if p.IntentRetention < time.Minute || p.IntentRetention > 14*24*time.Hour {
-		bad("IntentRetention %v: want 1m..14d", p.IntentRetention)
-	}
-	if p.MaxReceiveCount < 1 || p.MaxReceiveCount > 1000 {
-		bad("MaxReceiveCount %d: want 1..1000", p.MaxReceiveCount)
-	}
-	if v := p.IntentVisibilityTimeout; v < functionTimeouts[settings.Claim] || v > 12*time.Hour || v%time.Second != 0 {
-		bad("IntentVisibilityTimeout %v: want whole seconds from the claim timeout %v to 12h", v, functionTimeouts[settings.Claim])
-	}
-	for name, n := range map[string]int{
-		"ClaimMaxConcurrency": p.ClaimMaxConcurrency, "DispatchQueueMaxConcurrency": p.DispatchQueueMaxConcurrency,
-	} {
-		if n < 2 || n > 1000 {
-			bad("%s %d: want 2..1000", name, n)
-		}
-	}
-	if p.SweepTimeout < 10*time.Second || p.SweepTimeout%time.Second != 0 {
-		bad("SweepTimeout %v: want whole seconds, at least 10s", p.SweepTimeout)
-	}
-	for _, r := range []struct {
-		name string
-		rate time.Duration
-	}{{"ReconcileRate", p.ReconcileRate}, {"ExpireRate", p.ExpireRate}} {
-		if r.rate < time.Minute || r.rate%time.Minute != 0 {
-			bad("%s %v: want whole minutes, at least 1m", r.name, r.rate)
-		}
-		if p.SweepTimeout >= r.rate {
-			bad("SweepTimeout %v must be below %s %v, or sweeps overlap", p.SweepTimeout, r.name, r.rate)
-		}
-	}
-	if p.RequireAlarmTopic {
-		if p.AlarmTopicArn == "" {
-			bad("AlarmTopicArn is empty: this stage's alarms would notify no one (pass alarmTopicArn=<SNS topic ARN>)")
-		}
-		if p.SkipObservability {
-			bad("SkipObservability is set on a stage that requires alarms (RequireAlarmTopic)")
-		}
-	}
-	if a := p.AlarmTopicArn; a != "" {
-		if parts := strings.Split(a, ":"); len(parts) != 6 || parts[0] != "arn" || parts[2] != "sns" || parts[5] == "" {
-			bad("AlarmTopicArn %q: want arn:<partition>:sns:<region>:<account>:<topic>", a)
-		}
-	}
-	if p.MaxChallengeLifetime <= 0 {
-		bad("MaxChallengeLifetime %v: want > 0", p.MaxChallengeLifetime)
-	}
-	if p.DispatchLagLimit <= 0 || p.DispatchLagLimit >= dispatchMaxRecordAge {
-		bad("DispatchLagLimit %v: want > 0 and below the stream record age limit %v", p.DispatchLagLimit, dispatchMaxRecordAge)
-	}
-	if 2*p.IntentVisibilityTimeout >= p.IntentRetention {
-		bad("IntentVisibilityTimeout %v: the intent age alarm (two visibility timeouts) must fire before IntentRetention %v drops intents",
-			p.IntentVisibilityTimeout, p.IntentRetention)
-	}
-	if _, ok := retentionDays[p.LogRetentionDays]; !ok {
-		bad("LogRetentionDays %d is not a CloudWatch Logs retention value", p.LogRetentionDays)
-	}
-	if p.PolicyVersion == "" {
-		bad("PolicyVersion is empty")
-	}
-	for name, d := range map[string]time.Duration{
-		"LeaseDuration": p.LeaseDuration, "ExpiryMargin": p.ExpiryMargin,
-		"HistoryRetention": p.HistoryRetention, "WebhookTimeout": p.WebhookTimeout,
-		"BudgetMaxWait": p.BudgetMaxWait, "RetryBackoffBase": p.RetryBackoffBase,
-		"RetryBackoffMax": p.RetryBackoffMax, "RedriveAfter": p.RedriveAfter,
-	} {
-		if d <= 0 {
-			bad("%s %v: want > 0", name, d)
-		}
-	}
-	for name, r := range map[string]float64{"SendRateEmail": p.SendRateEmail, "SendRateSMS": p.SendRateSMS} {
-		if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
-			bad("%s %v: want sends per second > 0, or 0 for no configured rate", name, r)
-		}
-	}
-	// Waiting for a slot holds a dispatch invocation; it must end well inside the timeout.
-	if p.BudgetMaxWait >= functionTimeouts[settings.Dispatch]/2 {
-		bad("BudgetMaxWait %v: want below half the dispatch timeout %v", p.BudgetMaxWait, functionTimeouts[settings.Dispatch])
-	}
-	if p.RetryBackoffMax < p.RetryBackoffBase {
-		bad("RetryBackoffMax %v: want at least RetryBackoffBase %v", p.RetryBackoffMax, p.RetryBackoffBase)
-	}
-	// A retry is scheduled as a delayed dispatch-queue message: SQS delays at most 15 minutes.
-	if p.RetryBackoffMax > maxWakeDelay {
-		bad("RetryBackoffMax %v: want at most %v (the longest SQS message delay)", p.RetryBackoffMax, maxWakeDelay)
-	}
-	// Zero is honest for an endpoint that does not deduplicate by key: its
-	// unknown outcomes are quarantined instead of retried.
-	if p.WebhookKeyWindow < 0 {
-		bad("WebhookKeyWindow %v: want >= 0", p.WebhookKeyWindow)
-	}
-	if p.WebhookTimeout >= functionTimeouts[settings.Dispatch] {
-		bad("WebhookTimeout %v must be below the dispatch timeout %v", p.WebhookTimeout, functionTimeouts[settings.Dispatch])
-	}
-	if p.ReconcileMaxAttempts < 1 {
-		bad("ReconcileMaxAttempts %d: want >= 1", p.ReconcileMaxAttempts)
-	}
-	if p.SweepLimit < 1 {
-		bad("SweepLimit %d: want >= 1", p.SweepLimit)
-	}
-	switch p.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("LogLevel %q: want debug, info, warn or error", p.LogLevel)
-	}
-	switch p.EmailTransport {
-	case settings.TransportSES:
-		if !strings.Contains(p.SESFromAddress, "@") {
-			bad("EmailTransport ses needs SESFromAddress (got %q)", p.SESFromAddress)
-		}
-	case settings.TransportWebhook:
-	default:
-		bad("EmailTransport %q: want ses or webhook", p.EmailTransport)
-	}
-	switch p.SMSTransport {
-	case settings.TransportSMS, settings.TransportWebhook:
-	default:
-		bad("SMSTransport %q: want sms or webhook", p.SMSTransport)
-	}
-	if p.EmailTransport == settings.TransportWebhook || p.SMSTransport == settings.TransportWebhook {
-		u, err := url.Parse(p.WebhookURL)
-		loopback := err == nil && u.Scheme == "http" && (u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost")
-		if err != nil || u.Host == "" || (u.Scheme != "https" && !loopback) {
-			bad("a webhook transport needs WebhookURL https://host/... (plain http only on loopback), got %q", p.WebhookURL)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (p *LedgerStackProps) sesIdentity() string {
-	if p.SESIdentity != "" {
-		return p.SESIdentity
-	}
-	_, domain, _ := strings.Cut(p.SESFromAddress, "@")
-	return domain
-}
-
-func (p *LedgerStackProps) removalPolicy() awscdk.RemovalPolicy {
-	if p.DeletionProtection {
-		return awscdk.RemovalPolicy_RETAIN
-	}
-	return awscdk.RemovalPolicy_DESTROY
-}
 
 // NewLedgerStack defines the whole ledger for one stage: keys, tables, queues, the four functions
 // with their triggers and least-privilege policies, alarms, dashboard and outputs.
@@ -691,11 +367,11 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	return stack, nil
 }
 
-// dispatchFilters is the dispatch stream event source's FilterCriteria: handler.DispatchFilter's
+// dispatchFilters is the dispatch stream event source's FilterCriteria: dynamostore.DispatchFilter's
 // patterns, generated from the dispatch trigger rule.
 func dispatchFilters() *[]*map[string]interface{} {
 	var filters []*map[string]interface{}
-	for _, pattern := range handler.DispatchFilter() {
+	for _, pattern := range dynamostore.DispatchFilter() {
 		filters = append(filters, awslambda.FilterCriteria_Filter(&pattern))
 	}
 	return &filters
@@ -708,75 +384,18 @@ type refs struct {
 	dispatchQueue           awssqs.Queue
 }
 
-// environment returns each function's environment variables. A setting with a default is always
-// set; an optional one whose absence means something (no configured send rate) is left out.
+// environment returns each function's environment: the variables the functions' settings give
+// it (settings.Settings.Environ), with the stack's tables, content key and dispatch queue.
 func (p *LedgerStackProps) environment(r refs) map[settings.Role]map[string]*string {
-	common := map[string]string{
-		"LEDGER_TABLE":      *r.ledger.TableName(),
-		"CONTENT_TABLE":     *r.content.TableName(),
-		"POLICY_VERSION":    p.PolicyVersion,
-		"LEASE_DURATION":    compactDuration(p.LeaseDuration),
-		"EXPIRY_MARGIN":     compactDuration(p.ExpiryMargin),
-		"HISTORY_RETENTION": compactDuration(p.HistoryRetention),
-		"LOG_LEVEL":         p.LogLevel,
-	}
-	if p.LogAWSCalls {
-		common["LEDGER_AWSCALL_LOG"] = "true"
-	}
-	sweeping := map[string]string{"SWEEP_LIMIT": strconv.Itoa(p.SweepLimit)}
-	sending := map[string]string{
-		"CONTENT_KEY_ARN":          *r.contentKey.KeyArn(),
-		"EMAIL_TRANSPORT":          p.EmailTransport,
-		"SMS_TRANSPORT":            p.SMSTransport,
-		"SES_FROM_ADDRESS":         p.SESFromAddress,
-		"SES_CONFIGURATION_SET":    p.SESConfigurationSet,
-		"SMS_ORIGINATION_IDENTITY": p.SMSOriginationIdentity,
-		"WEBHOOK_URL":              p.WebhookURL,
-		"WEBHOOK_KEY_WINDOW":       compactDuration(p.WebhookKeyWindow),
-		"WEBHOOK_TIMEOUT":          compactDuration(p.WebhookTimeout),
-		"RECONCILE_MAX_ATTEMPTS":   strconv.Itoa(p.ReconcileMaxAttempts),
-	}
-	if p.WebhookLookup {
-		sending["WEBHOOK_LOOKUP"] = "true"
-	}
-	queueURL := *r.dispatchQueue.QueueUrl()
-	dispatching := map[string]string{
-		"BUDGET_TABLE":       *r.budget.TableName(),
-		"DISPATCH_QUEUE_URL": queueURL,
-		"SEND_RATE_EMAIL":    rate(p.SendRateEmail),
-		"SEND_RATE_SMS":      rate(p.SendRateSMS),
-		"BUDGET_MAX_WAIT":    compactDuration(p.BudgetMaxWait),
-		"RETRY_BACKOFF_BASE": compactDuration(p.RetryBackoffBase),
-		"RETRY_BACKOFF_MAX":  compactDuration(p.RetryBackoffMax),
-	}
-	redriving := map[string]string{
-		"DISPATCH_QUEUE_URL": queueURL,
-		"REDRIVE_AFTER":      compactDuration(p.RedriveAfter),
-	}
+	fs := p.Functions
+	fs.LedgerTable, fs.ContentTable, fs.BudgetTable = *r.ledger.TableName(), *r.content.TableName(), *r.budget.TableName()
+	fs.ContentKeyARN, fs.DispatchQueueURL = *r.contentKey.KeyArn(), *r.dispatchQueue.QueueUrl()
 	env := map[settings.Role]map[string]*string{}
 	for _, name := range settings.Functions {
-		m := map[string]*string{}
-		add := func(vars map[string]string) {
-			for k, v := range vars {
-				if v != "" { // optional settings are absent rather than empty
-					m[k] = jsii.String(v)
-				}
-			}
+		env[name] = map[string]*string{}
+		for k, v := range fs.Environ(name) {
+			env[name][k] = jsii.String(v)
 		}
-		add(common)
-		if name == settings.Dispatch || name == settings.Reconcile {
-			add(sending)
-		}
-		if name == settings.Reconcile || name == settings.Expire {
-			add(sweeping)
-		}
-		switch name {
-		case settings.Dispatch:
-			add(dispatching)
-		case settings.Reconcile:
-			add(redriving)
-		}
-		env[name] = m
 	}
 	return env
 }
@@ -862,39 +481,25 @@ func (p *LedgerStackProps) schedule(stack awscdk.Stack, name settings.Role, fn a
 	})
 }
 
-// rate formats a send rate for the environment: "" (left out) for 0, no configured rate.
-func rate(perSecond float64) string {
-	if perSecond == 0 {
-		return ""
-	}
-	return strconv.FormatFloat(perSecond, 'f', -1, 64)
-}
-
-// readsSESSendRate reports whether dispatch reads the email budget from the SES account
-// (ses:GetAccount's MaxSendRate): email goes through SES and no sendRateEmail is configured.
-func (p *LedgerStackProps) readsSESSendRate() bool {
-	return p.EmailTransport == settings.TransportSES && p.SendRateEmail == 0
-}
-
 // grantSend lets fn call the configured transports: SES v2 SendEmail scoped to the sending
 // identity (and configuration set) and from address, and End User Messaging SendTextMessage.
 func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) {
-	if p.EmailTransport == settings.TransportSES {
+	if p.Functions.Transports[ledger.Email] == settings.TransportSES {
 		resources := []*string{awscdk.Arn_Format(&awscdk.ArnComponents{
 			Service: jsii.String("ses"), Resource: jsii.String("identity"),
 			ResourceName: jsii.String(p.sesIdentity()), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 		}, stack)}
-		if p.SESConfigurationSet != "" {
+		if p.Functions.SESConfigurationSet != "" {
 			resources = append(resources, awscdk.Arn_Format(&awscdk.ArnComponents{
 				Service: jsii.String("ses"), Resource: jsii.String("configuration-set"),
-				ResourceName: jsii.String(p.SESConfigurationSet), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+				ResourceName: jsii.String(p.Functions.SESConfigurationSet), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 			}, stack))
 		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("ses:SendEmail"),
 			Resources: &resources,
 			Conditions: &map[string]interface{}{
-				"StringEquals": map[string]interface{}{"ses:FromAddress": p.SESFromAddress},
+				"StringEquals": map[string]interface{}{"ses:FromAddress": p.Functions.SESFrom},
 			},
 		}))
 		if p.readsSESSendRate() {
@@ -905,8 +510,8 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) 
 			}))
 		}
 	}
-	if p.SMSTransport == settings.TransportSMS {
-		resource := p.SMSOriginationIdentity
+	if p.Functions.Transports[ledger.SMS] == settings.TransportSMS {
+		resource := p.Functions.SMSOrigination
 		if !strings.HasPrefix(resource, "arn:") {
 			resource = *awscdk.Arn_Format(&awscdk.ArnComponents{
 				Service: jsii.String("sms-voice"), Resource: jsii.String("*"),
@@ -929,16 +534,4 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) 
 
 func seconds(d time.Duration) awscdk.Duration {
 	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
-}
-
-// compactDuration formats d as time.ParseDuration reads it, without zero units: 2m, 30s, 9600h.
-func compactDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -20,9 +20,9 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/iampolicy"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -46,7 +46,7 @@ func stubAssets(t *testing.T) string {
 func testProps(t *testing.T) *LedgerStackProps {
 	p := DefaultLedgerStackProps("test")
 	p.AssetDir = stubAssets(t)
-	p.SESFromAddress = "no-reply@mail.example.com"
+	p.Functions.SESFrom = "no-reply@mail.example.com"
 	p.AlarmTopicArn = testTopic
 	return p
 }
@@ -362,11 +362,11 @@ func TestFunctions(t *testing.T) {
 func TestLocalStageSettings(t *testing.T) {
 	s := synth(t, func(p *LedgerStackProps) {
 		p.Architecture = awslambda.Architecture_X86_64()
-		p.EmailTransport, p.SMSTransport = settings.TransportWebhook, settings.TransportWebhook
-		p.WebhookURL = "http://127.0.0.1:9999/send"
-		p.WebhookLookup = true
-		p.SESFromAddress = ""
-		p.SESConfigurationSet = "cs"
+		p.Functions.Transports[ledger.Email], p.Functions.Transports[ledger.SMS] = settings.TransportWebhook, settings.TransportWebhook
+		p.Functions.WebhookURL = "http://127.0.0.1:9999/send"
+		p.Functions.WebhookLookup = true
+		p.Functions.SESFrom = ""
+		p.Functions.SESConfigurationSet = "cs"
 		p.DeletionProtection, p.PointInTimeRecovery = false, false
 		p.ReconcileRate, p.ExpireRate = 5*time.Minute, 2*time.Minute
 		p.LogRetentionDays = 7
@@ -721,8 +721,8 @@ func join(parts ...[]string) []string { return slices.Concat(parts...) }
 
 func TestSendPermissionConditions(t *testing.T) {
 	s := synth(t, func(p *LedgerStackProps) {
-		p.SESConfigurationSet = "reset"
-		p.SMSOriginationIdentity = "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc"
+		p.Functions.SESConfigurationSet = "reset"
+		p.Functions.SMSOrigination = "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc"
 	})
 	check(t, "ses scoped to the from address", func() {
 		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
@@ -777,9 +777,11 @@ func TestSendRates(t *testing.T) {
 		nagSuppression bool
 	}{
 		{"defaults", nil, nil, nil, true, true},
-		{"both configured", func(p *LedgerStackProps) { p.SendRateEmail, p.SendRateSMS = 12.5, 1 }, "12.5", "1", false, false},
+		{"both configured", func(p *LedgerStackProps) {
+			p.Functions.SendRates[ledger.Email], p.Functions.SendRates[ledger.SMS] = 12.5, 1
+		}, "12.5", "1", false, false},
 		{"webhook email", func(p *LedgerStackProps) {
-			p.EmailTransport, p.WebhookURL, p.SESFromAddress = settings.TransportWebhook, "https://gw.example.com/send", ""
+			p.Functions.Transports[ledger.Email], p.Functions.WebhookURL, p.Functions.SESFrom = settings.TransportWebhook, "https://gw.example.com/send", ""
 		}, nil, nil, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1062,7 +1064,7 @@ func TestEveryOpenStateIsWatched(t *testing.T) {
 // challenge; the sweep alarms' periods cover two runs of a slow schedule.
 func TestAlarmThresholdsFollowProps(t *testing.T) {
 	s := synth(t, func(p *LedgerStackProps) {
-		p.LeaseDuration, p.ReconcileRate, p.ExpireRate = 5*time.Minute, 10*time.Minute, 3*time.Minute
+		p.Functions.Policy.Lease, p.ReconcileRate, p.ExpireRate = 5*time.Minute, 10*time.Minute, 3*time.Minute
 		p.MaxChallengeLifetime, p.DispatchLagLimit, p.IntentVisibilityTimeout = 30*time.Minute, 20*time.Second, 90*time.Second
 	})
 	alarms := s.alarmsByName()
@@ -1084,19 +1086,11 @@ func TestAlarmThresholdsFollowProps(t *testing.T) {
 
 // TestRunbookCoversEveryAlarm: every alarm has a row in the README's runbook table.
 func TestRunbookCoversEveryAlarm(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, runbook, ok := strings.Cut(string(raw), "### Alarms and what to do")
-	if !ok {
-		t.Fatal("README.md has no \"### Alarms and what to do\" section")
-	}
-	runbook, _, _ = strings.Cut(runbook, "\n#")
+	runbook := readmeSection(t, "### Alarms and what to do")
 	rows := map[string]bool{}
-	for _, line := range strings.Split(runbook, "\n") {
-		if cells := strings.Split(line, "|"); len(cells) >= 5 && strings.TrimSpace(cells[2]) != "" && strings.TrimSpace(cells[3]) != "" {
-			for _, name := range regexp.MustCompile("`([A-Za-z]+)`").FindAllStringSubmatch(cells[1], -1) {
+	for _, cells := range tableRows(runbook, regexp.MustCompile("`")) {
+		if len(cells) >= 3 && cells[1] != "" && cells[2] != "" {
+			for _, name := range regexp.MustCompile("`([A-Za-z]+)`").FindAllStringSubmatch(cells[0], -1) {
 				rows[name[1]] = true
 			}
 		}
@@ -1235,19 +1229,18 @@ func TestValidate(t *testing.T) {
 		want   string
 	}{
 		{"missing bootstrap", func(p *LedgerStackProps) { os.Remove(filepath.Join(p.AssetDir, string(settings.Expire), "bootstrap")) }, "expire/bootstrap"},
-		{"ses without from address", func(p *LedgerStackProps) { p.SESFromAddress = "" }, "SESFromAddress"},
-		{"webhook without url", func(p *LedgerStackProps) { p.SMSTransport = settings.TransportWebhook }, "WebhookURL"},
+		{"ses without from address", func(p *LedgerStackProps) { p.Functions.SESFrom = "" }, "SES_FROM_ADDRESS"},
+		{"webhook without url", func(p *LedgerStackProps) { p.Functions.Transports[ledger.SMS] = settings.TransportWebhook }, "WEBHOOK_URL"},
 		{"plain http webhook off loopback", func(p *LedgerStackProps) {
-			p.SMSTransport, p.WebhookURL = settings.TransportWebhook, "http://gateway.internal/send"
-		}, "WebhookURL"},
-		{"zero sweep limit", func(p *LedgerStackProps) { p.SweepLimit = 0 }, "SweepLimit"},
-		{"unknown transport", func(p *LedgerStackProps) { p.EmailTransport = "smtp" }, "EmailTransport"},
+			p.Functions.Transports[ledger.SMS], p.Functions.WebhookURL = settings.TransportWebhook, "http://gateway.internal/send"
+		}, "WEBHOOK_URL"},
+		{"zero sweep limit", func(p *LedgerStackProps) { p.Functions.SweepLimit = 0 }, "SWEEP_LIMIT"},
+		{"unknown transport", func(p *LedgerStackProps) { p.Functions.Transports[ledger.Email] = "smtp" }, "EMAIL_TRANSPORT"},
 		{"sub-minute rate", func(p *LedgerStackProps) { p.ReconcileRate = 30 * time.Second }, "ReconcileRate"},
 		{"odd log retention", func(p *LedgerStackProps) { p.LogRetentionDays = 31 }, "LogRetentionDays"},
-		{"zero lease", func(p *LedgerStackProps) { p.LeaseDuration = 0 }, "LeaseDuration"},
-		{"webhook timeout too long", func(p *LedgerStackProps) { p.WebhookTimeout = time.Minute }, "WebhookTimeout"},
+		{"zero lease", func(p *LedgerStackProps) { p.Functions.Policy.Lease = 0 }, "LEASE_DURATION"},
+		{"webhook timeout too long", func(p *LedgerStackProps) { p.Functions.WebhookTimeout = time.Minute }, "WEBHOOK_TIMEOUT"},
 		{"no architecture", func(p *LedgerStackProps) { p.Architecture = nil }, "Architecture"},
-		{"bad log level", func(p *LedgerStackProps) { p.LogLevel = "trace" }, "LogLevel"},
 		{"visibility below claim timeout", func(p *LedgerStackProps) { p.IntentVisibilityTimeout = 10 * time.Second }, "IntentVisibilityTimeout"},
 		{"intent age alarm after retention", func(p *LedgerStackProps) {
 			p.IntentVisibilityTimeout, p.IntentRetention = 20*time.Minute, 30*time.Minute
@@ -1264,14 +1257,16 @@ func TestValidate(t *testing.T) {
 		{"topic is not an SNS ARN", func(p *LedgerStackProps) { p.AlarmTopicArn = "arn:aws:sqs:us-east-1:111122223333:q" }, "AlarmTopicArn"},
 		{"no challenge lifetime", func(p *LedgerStackProps) { p.MaxChallengeLifetime = 0 }, "MaxChallengeLifetime"},
 		{"lag limit past the record age", func(p *LedgerStackProps) { p.DispatchLagLimit = 2 * time.Hour }, "DispatchLagLimit"},
-		{"negative email rate", func(p *LedgerStackProps) { p.SendRateEmail = -1 }, "SendRateEmail"},
-		{"infinite sms rate", func(p *LedgerStackProps) { p.SendRateSMS = math.Inf(1) }, "SendRateSMS"},
-		{"zero budget wait", func(p *LedgerStackProps) { p.BudgetMaxWait = 0 }, "BudgetMaxWait"},
-		{"budget wait near the dispatch timeout", func(p *LedgerStackProps) { p.BudgetMaxWait = 45 * time.Second }, "BudgetMaxWait"},
-		{"zero backoff base", func(p *LedgerStackProps) { p.RetryBackoffBase = 0 }, "RetryBackoffBase"},
-		{"backoff max below base", func(p *LedgerStackProps) { p.RetryBackoffBase, p.RetryBackoffMax = time.Minute, time.Second }, "RetryBackoffMax"},
-		{"backoff past the SQS delay limit", func(p *LedgerStackProps) { p.RetryBackoffMax = 20 * time.Minute }, "RetryBackoffMax"},
-		{"zero redrive", func(p *LedgerStackProps) { p.RedriveAfter = 0 }, "RedriveAfter"},
+		{"negative email rate", func(p *LedgerStackProps) { p.Functions.SendRates[ledger.Email] = -1 }, "SEND_RATE_EMAIL"},
+		{"infinite sms rate", func(p *LedgerStackProps) { p.Functions.SendRates[ledger.SMS] = math.Inf(1) }, "SEND_RATE_SMS"},
+		{"zero budget wait", func(p *LedgerStackProps) { p.Functions.Policy.BudgetWait = 0 }, "BUDGET_MAX_WAIT"},
+		{"budget wait near the dispatch timeout", func(p *LedgerStackProps) { p.Functions.Policy.BudgetWait = 45 * time.Second }, "BUDGET_MAX_WAIT"},
+		{"zero backoff base", func(p *LedgerStackProps) { p.Functions.Policy.RetryBase = 0 }, "RETRY_BACKOFF_BASE"},
+		{"backoff max below base", func(p *LedgerStackProps) {
+			p.Functions.Policy.RetryBase, p.Functions.Policy.RetryMax = time.Minute, time.Second
+		}, "RETRY_BACKOFF_MAX"},
+		{"backoff past the SQS delay limit", func(p *LedgerStackProps) { p.Functions.Policy.RetryMax = 20 * time.Minute }, "RETRY_BACKOFF_MAX"},
+		{"zero redrive", func(p *LedgerStackProps) { p.Functions.Policy.RedriveAfter = 0 }, "REDRIVE_AFTER"},
 		{"dispatch queue concurrency 1", func(p *LedgerStackProps) { p.DispatchQueueMaxConcurrency = 1 }, "DispatchQueueMaxConcurrency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1310,8 +1305,8 @@ func TestConfigFromContext(t *testing.T) {
 	}
 	p := cfg.Props
 	if p.Prefix != "resetledger-local" || *p.Architecture.Name() != "x86_64" || p.PointInTimeRecovery || p.DeletionProtection ||
-		p.ReconcileRate != 2*time.Minute || p.MaxReceiveCount != 7 || p.EmailTransport != "webhook" || !p.SkipObservability ||
-		cfg.Nag || !slices.Equal(p.ProducerPrincipalArns, []string{"arn:a", "arn:b"}) || p.LeaseDuration != 90*time.Second ||
+		p.ReconcileRate != 2*time.Minute || p.MaxReceiveCount != 7 || p.Functions.Transports[ledger.Email] != "webhook" || !p.SkipObservability ||
+		cfg.Nag || !slices.Equal(p.ProducerPrincipalArns, []string{"arn:a", "arn:b"}) || p.Functions.Policy.Lease != 90*time.Second ||
 		p.IntentVisibilityTimeout != 30*time.Second {
 		t.Errorf("overrides = %+v", p)
 	}
@@ -1350,37 +1345,23 @@ func TestConfigFromContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := cfg.Props; p.SendRateEmail != 12.5 || p.SendRateSMS != 1 || p.BudgetMaxWait != 500*time.Millisecond ||
-		p.RetryBackoffBase != time.Second || p.RetryBackoffMax != 30*time.Second || p.RedriveAfter != 45*time.Second ||
+	if p := cfg.Props; p.Functions.SendRates[ledger.Email] != 12.5 || p.Functions.SendRates[ledger.SMS] != 1 ||
+		p.Functions.Policy.BudgetWait != 500*time.Millisecond || p.Functions.Policy.RetryBase != time.Second ||
+		p.Functions.Policy.RetryMax != 30*time.Second || p.Functions.Policy.RedriveAfter != 45*time.Second ||
 		p.DispatchQueueMaxConcurrency != 8 {
 		t.Errorf("liveness overrides = %+v", p)
 	}
-	if p := DefaultLedgerStackProps("x"); p.SendRateEmail != 0 || p.SendRateSMS != 0 {
-		t.Errorf("default send rates = %v, %v; want unset", p.SendRateEmail, p.SendRateSMS)
+	if p := DefaultLedgerStackProps("x"); p.Functions.SendRates[ledger.Email] != 0 || p.Functions.SendRates[ledger.SMS] != 0 {
+		t.Errorf("default send rates = %v; want unset", p.Functions.SendRates)
 	}
 	for _, bad := range []map[string]any{
 		{"sendRateEmail": "0"}, {"sendRateSms": "-3"}, {"sendRateEmail": "fast"}, {"sendRateSms": "+Inf"}, {"sendRateEmail": "NaN"},
 		{"budgetMaxWait": "2"}, {"redriveAfter": "soon"}, {"dispatchQueueMaxConcurrency": "lots"},
 		{"arch": "mips"}, {"requireAlarmTopic": "perhaps"}, {"sweepTimeout": "soon"}, {"claimMaxConcurrency": "many"}, {"pitr": "maybe"}, {"reconcileRate": "often"}, {"maxReceiveCount": "five"}, {"stage": "Prod_1"},
-		{"intentVisibilityTimeout": "soon"},
+		{"intentVisibilityTimeout": "soon"}, {"logLevel": "trace"},
 	} {
 		if _, err := configFromContext(from(bad)); err == nil {
 			t.Errorf("context %v accepted", bad)
-		}
-	}
-}
-
-func TestCompactDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		2 * time.Minute: "2m", 30 * time.Second: "30s", 9600 * time.Hour: "9600h", 24 * time.Hour: "24h",
-		90 * time.Minute: "1h30m", 1500 * time.Millisecond: "1.5s", 61 * time.Second: "1m1s",
-	} {
-		got := compactDuration(d)
-		if got != want {
-			t.Errorf("compactDuration(%v) = %q, want %q", d, got, want)
-		}
-		if back, err := time.ParseDuration(got); err != nil || back != d {
-			t.Errorf("ParseDuration(%q) = %v, %v", got, back, err)
 		}
 	}
 }
@@ -1400,7 +1381,7 @@ func TestCDKJSON(t *testing.T) {
 }
 
 // TestDispatchFilterIsGenerated: the stream mapping's filter patterns are exactly the ones
-// handler.DispatchFilter generates from the trigger rule (internal/pipeline's
+// dynamostore.DispatchFilter generates from the trigger rule (internal/pipeline's
 // TestDispatchTriggerAgrees evaluates them over every state change).
 func TestDispatchFilterIsGenerated(t *testing.T) {
 	s := synth(t, nil)
@@ -1413,7 +1394,7 @@ func TestDispatchFilterIsGenerated(t *testing.T) {
 		}
 	}
 	var want []string
-	for _, p := range handler.DispatchFilter() {
+	for _, p := range dynamostore.DispatchFilter() {
 		want = append(want, mustJSON(p))
 	}
 	if len(got) != len(want) {

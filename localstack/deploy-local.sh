@@ -144,8 +144,10 @@ CONTEXT=(
 inputs_hash="$(
   cd "$ROOT" && {
     printf '%s\n' "${CONTEXT[@]}"
-    # infra imports pkg/ledger (its open states shape the alarms and the dashboard) and internal/metrics.
-    sha256sum infra/*.go pkg/ledger/*.go internal/metrics/*.go infra/cdk.json go.mod go.sum package-lock.json dist/*/bootstrap
+    # infra and every package of this module it imports: the domain's states and trigger rule, the
+    # settings' declarations, the store's attribute names and the metric names shape the template.
+    sha256sum $(go list -deps -f '{{if and .Module .Module.Main}}{{range .GoFiles}}{{$.Dir}}/{{.}} {{end}}{{end}}' ./infra) \
+      infra/cdk.json go.mod go.sum package-lock.json dist/*/bootstrap
   } | sha256sum | cut -d' ' -f1
 )"
 if [[ -f "$CDK_OUT/manifest.json" && "$(cat "$CDK_OUT/.inputs-hash" 2>/dev/null)" == "$inputs_hash" ]]; then

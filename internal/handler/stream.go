@@ -11,10 +11,11 @@ import (
 
 // What a ledger stream record means to dispatch. One rule decides which
 // changes start a dispatch, ledger.TriggersDispatch; the dispatch stream
-// event source filters with DispatchFilter, the dispatch function reads each
-// record with DispatchKey, and the test pipeline delivers what StreamChange
-// and the rule let through. All three read the state where the store writes
-// it, dynamostore.AttrState.
+// event source filters with the patterns dynamostore.DispatchFilter
+// generates from it, the dispatch function reads each record with
+// DispatchKey, and the test pipeline delivers what StreamChange and the rule
+// let through. All three read the state where the store writes it,
+// dynamostore.AttrState.
 
 const (
 	insert = string(events.DynamoDBOperationTypeInsert)
@@ -73,46 +74,4 @@ func DispatchKey(rec events.DynamoDBEventRecord) (key string, trigger bool, err 
 	}
 	from, to, ok := StreamChange(rec)
 	return key, ok && ledger.TriggersDispatch(from, to), nil
-}
-
-// DispatchFilter returns the filter patterns of the dispatch function's
-// ledger stream event source (Lambda event filtering, matched against the
-// record as JSON), generated from ledger.TriggersDispatch: one pattern for
-// the states a row may be inserted in, and one per state a row may move to,
-// listing the states it may move from. A record matches if any pattern does.
-func DispatchFilter() []map[string]interface{} {
-	var inserted []string
-	var movedTo []ledger.State
-	movedFrom := map[ledger.State][]string{}
-	for _, from := range append([]ledger.State{ledger.None}, ledger.States...) {
-		for _, to := range ledger.States {
-			switch {
-			case !ledger.TriggersDispatch(from, to):
-			case from == ledger.None:
-				inserted = append(inserted, string(to))
-			default:
-				if movedFrom[to] == nil {
-					movedTo = append(movedTo, to)
-				}
-				movedFrom[to] = append(movedFrom[to], string(from))
-			}
-		}
-	}
-	state := func(states []string) map[string]interface{} {
-		return map[string]interface{}{dynamostore.AttrState: map[string]interface{}{"S": states}}
-	}
-	var patterns []map[string]interface{}
-	if len(inserted) > 0 {
-		patterns = append(patterns, map[string]interface{}{
-			"eventName": []string{insert},
-			"dynamodb":  map[string]interface{}{"NewImage": state(inserted)},
-		})
-	}
-	for _, to := range movedTo {
-		patterns = append(patterns, map[string]interface{}{
-			"eventName": []string{modify},
-			"dynamodb":  map[string]interface{}{"NewImage": state([]string{string(to)}), "OldImage": state(movedFrom[to])},
-		})
-	}
-	return patterns
 }

@@ -15,10 +15,10 @@ import (
 // TestDispatchTriggerAgrees walks every state change the ledger can store (each allowed
 // transition of the table, each write that keeps the state, each TTL delete), builds the stream
 // record DynamoDB emits for it, and checks that the stream event source's filter (the patterns
-// handler.DispatchFilter generates, evaluated here as Lambda evaluates them), the dispatch
+// dynamostore.DispatchFilter generates, evaluated here as Lambda evaluates them), the dispatch
 // function's decision and this harness's filter agree, and agree with ledger.TriggersDispatch.
 func TestDispatchTriggerAgrees(t *testing.T) {
-	raw, err := json.Marshal(handler.DispatchFilter())
+	raw, err := json.Marshal(dynamostore.DispatchFilter())
 	if err != nil {
 		t.Fatal(err)
 	}

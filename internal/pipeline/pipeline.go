@@ -510,7 +510,7 @@ func (p *Pipeline) PumpDispatchQueue() int {
 
 // passesDispatchFilter stands in for the dispatch event source's filter: it
 // lets through the records whose change ledger.TriggersDispatch says starts
-// a dispatch, the rule the filter is generated from (handler.DispatchFilter).
+// a dispatch, the rule the filter is generated from (dynamostore.DispatchFilter).
 func passesDispatchFilter(rec events.DynamoDBEventRecord) bool {
 	from, to, ok := handler.StreamChange(rec)
 	return ok && ledger.TriggersDispatch(from, to)
