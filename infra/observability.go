@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
@@ -94,9 +93,9 @@ func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 
 // observed is what the alarms and the dashboard watch.
 type observed struct {
-	fns                               map[settings.Role]awslambda.Function
-	intentQueue, intentDLQ, streamDLQ awssqs.Queue
-	dispatchQueue, dispatchDLQ        awssqs.Queue
+	fns      map[settings.Role]awslambda.Function
+	intake   intake
+	dispatch dispatchQueues
 }
 
 // observability defines the alarms and the dashboard. Every alarm is a plain single-metric alarm
@@ -170,7 +169,7 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	intentAge := 2 * p.IntentVisibilityTimeout
 	alarm("IntentQueueOldestAge", fmt.Sprintf("An intent has waited more than %v (two visibility timeouts) in the "+
 		"intent queue: claims keep failing or the claim function cannot keep up.", intentAge),
-		o.intentQueue.MetricApproximateAgeOfOldestMessage(maximum), intentAge.Seconds(), gt, quiet)
+		o.intake.queue.MetricApproximateAgeOfOldestMessage(maximum), intentAge.Seconds(), gt, quiet)
 
 	// Sweeps: a heartbeat per run (missing = breaching) and the rows a run failed on.
 	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
@@ -200,10 +199,10 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 		stateMetric(metrics.OpenClaims, figuresState, "SampleCount"), 1, lt, breaching)
 
 	alarm("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
-		o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
+		o.intake.dlq.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
 	alarm("StreamFailureDlqDepth", fmt.Sprintf("Dispatch gave up on stream records (evidence to inspect): reconcile "+
 		"re-drives the claimed rows they name once they are %v past due.", p.Functions.Policy.RedriveAfter),
-		o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
+		o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
 	alarm("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
 		emf(metrics.ContentMismatch, nil, "Sum", period), 0, gt, quiet)
 
@@ -218,11 +217,11 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	}
 	alarm("DispatchQueueDlqDepth", "Dispatch-queue messages dispatch kept failing on moved to the DLQ (evidence to inspect: "+
 		"reconcile re-drives the rows they name).",
-		o.dispatchDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
+		o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
 	queueAge := p.dispatchQueueAgeLimit()
 	alarm("DispatchQueueOldestAge", fmt.Sprintf("A message has waited more than %v in the dispatch queue (the longest "+
 		"wake-up delay, %v, plus two re-drive periods): dispatch is not draining the queue.", queueAge, maxWakeDelay),
-		o.dispatchQueue.MetricApproximateAgeOfOldestMessage(maximum), queueAge.Seconds(), gt, quiet)
+		o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maximum), queueAge.Seconds(), gt, quiet)
 
 	p.dashboard(stack, o, stateMetric, sweepMetric, alarms)
 	return nil
@@ -313,9 +312,9 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 	}
 	redriven = append(redriven, emf(metrics.WakeFailures, nil, "Sum", "wake-ups not queued"))
 	queueDepth := []awscloudwatch.IMetric{
-		labelled(o.dispatchQueue.MetricApproximateNumberOfMessagesVisible(maximum), "visible"),
-		labelled(o.dispatchQueue.MetricApproximateNumberOfMessagesDelayed(maximum), "delayed (wake-ups)"),
-		labelled(o.dispatchQueue.MetricApproximateNumberOfMessagesNotVisible(maximum), "in flight"),
+		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesVisible(maximum), "visible"),
+		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesDelayed(maximum), "delayed (wake-ups)"),
+		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesNotVisible(maximum), "in flight"),
 	}
 	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(p.Prefix),
@@ -328,11 +327,11 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 			{graph("Function errors", errs, 12), graph("Function throttles", throttles, 12)},
 			{
 				graph("Dispatch stream lag (ms)", []awscloudwatch.IMetric{o.fns[settings.Dispatch].Metric(jsii.String("IteratorAge"), maximum)}, 8),
-				graph("Oldest intent in the queue (s)", []awscloudwatch.IMetric{o.intentQueue.MetricApproximateAgeOfOldestMessage(maximum)}, 8),
+				graph("Oldest intent in the queue (s)", []awscloudwatch.IMetric{o.intake.queue.MetricApproximateAgeOfOldestMessage(maximum)}, 8),
 				graph("DLQ depth", []awscloudwatch.IMetric{
-					labelled(o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "intent DLQ"),
-					labelled(o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "stream failure DLQ"),
-					labelled(o.dispatchDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "dispatch queue DLQ"),
+					labelled(o.intake.dlq.MetricApproximateNumberOfMessagesVisible(maximum), "intent DLQ"),
+					labelled(o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "stream failure DLQ"),
+					labelled(o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maximum), "dispatch queue DLQ"),
 				}, 8),
 			},
 			{graph("Not sent by channel and code (provider refused for now)", []awscloudwatch.IMetric{notSent}, 12),
@@ -343,11 +342,8 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 			{graph("Re-drives by state, wake-ups not queued", redriven, 8),
 				graph("Dispatch queue depth", queueDepth, 8),
 				graph("Oldest message in the dispatch queue (s)", []awscloudwatch.IMetric{
-					o.dispatchQueue.MetricApproximateAgeOfOldestMessage(maximum)}, 8)},
+					o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maximum)}, 8)},
 			{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)},
 		},
 	})
 }
-
-// title capitalizes a function name for construct ids: "claim" -> "Claim".
-func title[S ~string](name S) string { return strings.ToUpper(string(name[:1])) + string(name[1:]) }

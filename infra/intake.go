@@ -1,0 +1,51 @@
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// intake is where intents arrive: the queue producers send to, which the claim function consumes,
+// and its DLQ for poison and repeatedly failing intents. Queues use SQS-managed SSE, so producers
+// send without KMS permissions; every queue denies non-TLS access.
+type intake struct {
+	queue, dlq awssqs.Queue
+}
+
+// intake defines the intent queue and its DLQ.
+func (p *LedgerStackProps) intake(stack awscdk.Stack) intake {
+	dlq := awssqs.NewQueue(stack, jsii.String("IntentDlq"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:   p.removalPolicy(),
+	})
+	queue := awssqs.NewQueue(stack, jsii.String("IntentQueue"), &awssqs.QueueProps{
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		RetentionPeriod:   seconds(p.IntentRetention),
+		VisibilityTimeout: seconds(p.IntentVisibilityTimeout),
+		DeadLetterQueue: &awssqs.DeadLetterQueue{
+			Queue:           dlq,
+			MaxReceiveCount: jsii.Number(float64(p.MaxReceiveCount)),
+		},
+		RemovalPolicy: p.removalPolicy(),
+	})
+	return intake{queue: queue, dlq: dlq}
+}
+
+// claimTrigger makes the intent queue claim's event source. The mapping is declared directly
+// rather than through SqsEventSource, whose binding also grants sqs:ChangeMessageVisibility and
+// sqs:GetQueueUrl, which Lambda's poller never calls; the three actions it does call are granted
+// with the rest of claim's permissions.
+func (p *LedgerStackProps) claimTrigger(stack awscdk.Stack, claim awslambda.Function, in intake) {
+	awslambda.NewEventSourceMapping(stack, jsii.String("ClaimIntentQueueSource"), &awslambda.EventSourceMappingProps{
+		Target:                  claim,
+		EventSourceArn:          in.queue.QueueArn(),
+		BatchSize:               jsii.Number(10),
+		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(float64(p.ClaimMaxConcurrency)),
+	})
+}
