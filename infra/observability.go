@@ -109,78 +109,98 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	if err != nil {
 		return err
 	}
-	period := seconds(alarmPeriod)
-	statsPeriod := seconds(sweepPeriod(p.ReconcileRate))
-	emf := func(name string, dims map[string]*string, stat string, per awscdk.Duration) awscloudwatch.Metric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
-			DimensionsMap: &dims, Statistic: jsii.String(stat), Period: per,
-		})
-	}
-	stateMetric := func(name string, s ledger.State, stat string) awscloudwatch.Metric {
-		return emf(name, map[string]*string{metrics.DimState: jsii.String(string(s))}, stat, statsPeriod)
-	}
-	sweepMetric := func(name string, sweep settings.Role, stat string) awscloudwatch.Metric {
-		rate := map[settings.Role]time.Duration{settings.Reconcile: p.ReconcileRate, settings.Expire: p.ExpireRate}[sweep]
-		return emf(name, map[string]*string{metrics.DimSweep: jsii.String(string(sweep))}, stat, seconds(sweepPeriod(rate)))
-	}
-
-	var topic awssns.ITopic
+	w := &alarms{p: p, stack: stack}
 	if p.AlarmTopicArn != "" {
-		topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
+		w.topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
 	}
-	var alarms []interfacesawscloudwatch.IAlarmRef
-	alarm := func(id, desc string, metric awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
-		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmName:          jsii.String(p.Prefix + "-" + id),
-			AlarmDescription:   jsii.String(desc + " Runbook: README.md, Alarms and what to do, " + id + "."),
-			Metric:             metric,
-			Threshold:          jsii.Number(threshold),
-			ComparisonOperator: op,
-			EvaluationPeriods:  jsii.Number(1),
-			TreatMissingData:   missing,
-		})
-		if topic != nil {
-			a.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
-			a.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
-		}
-		alarms = append(alarms, a)
-	}
-	gte := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
-	gt := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
-	lt := awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
-	quiet := awscloudwatch.TreatMissingData_NOT_BREACHING
-	breaching := awscloudwatch.TreatMissingData_BREACHING
-	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period}
-	maximum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}
+	w.functions(o)
+	w.sweeps()
+	w.openStates(stateAlarms)
+	w.queues(o)
+	w.liveness(o)
+	p.dashboard(stack, o, w.made)
+	return nil
+}
 
-	// Functions: any error or throttle. Claim and dispatch report per-record failures in their
-	// batch responses, so an Errors datapoint is a whole batch (or a crash or timeout).
+// alarms makes the stack's alarms, each notifying topic (if any), and keeps them for the
+// dashboard in the order they were made.
+type alarms struct {
+	p     *LedgerStackProps
+	stack awscdk.Stack
+	topic awssns.ITopic
+	made  []interfacesawscloudwatch.IAlarmRef
+}
+
+// Comparisons, missing-data treatments and statistics the alarms use.
+var (
+	gte       = awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+	gt        = awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
+	lt        = awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
+	quiet     = awscloudwatch.TreatMissingData_NOT_BREACHING
+	breaching = awscloudwatch.TreatMissingData_BREACHING
+)
+
+func sumOver5m() *awscloudwatch.MetricOptions {
+	return &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: seconds(alarmPeriod)}
+}
+
+func maxOver5m() *awscloudwatch.MetricOptions {
+	return &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: seconds(alarmPeriod)}
+}
+
+// add makes one alarm whose description points at its runbook row.
+func (w *alarms) add(id, desc string, metric awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
+	a := awscloudwatch.NewAlarm(w.stack, jsii.String(id), &awscloudwatch.AlarmProps{
+		AlarmName:          jsii.String(w.p.Prefix + "-" + id),
+		AlarmDescription:   jsii.String(desc + " Runbook: README.md, Alarms and what to do, " + id + "."),
+		Metric:             metric,
+		Threshold:          jsii.Number(threshold),
+		ComparisonOperator: op,
+		EvaluationPeriods:  jsii.Number(1),
+		TreatMissingData:   missing,
+	})
+	if w.topic != nil {
+		a.AddAlarmAction(awscloudwatchactions.NewSnsAction(w.topic))
+		a.AddOkAction(awscloudwatchactions.NewSnsAction(w.topic))
+	}
+	w.made = append(w.made, a)
+}
+
+// functions: any error or throttle of a function; dispatch behind its stream; intents waiting.
+// Claim and dispatch report per-record failures in their batch responses, so an Errors datapoint
+// is a whole batch (or a crash or timeout).
+func (w *alarms) functions(o observed) {
+	p := w.p
 	for _, name := range settings.Functions {
 		fn, id := o.fns[name], title(name)
-		alarm(id+"Errors", fmt.Sprintf("The %s function failed (error, crash or timeout).", name),
-			fn.MetricErrors(sum), 1, gte, quiet)
-		alarm(id+"Throttles", fmt.Sprintf("The %s function was throttled.", name),
-			fn.MetricThrottles(sum), 1, gte, quiet)
+		w.add(id+"Errors", fmt.Sprintf("The %s function failed (error, crash or timeout).", name),
+			fn.MetricErrors(sumOver5m()), 1, gte, quiet)
+		w.add(id+"Throttles", fmt.Sprintf("The %s function was throttled.", name),
+			fn.MetricThrottles(sumOver5m()), 1, gte, quiet)
 	}
-	alarm("DispatchIteratorAge", fmt.Sprintf("Dispatch is more than %v behind the ledger stream: new claims wait "+
+	w.add("DispatchIteratorAge", fmt.Sprintf("Dispatch is more than %v behind the ledger stream: new claims wait "+
 		"while their challenges run out.", p.DispatchLagLimit),
-		o.fns[settings.Dispatch].Metric(jsii.String("IteratorAge"), maximum), float64(p.DispatchLagLimit.Milliseconds()), gt, quiet)
+		o.fns[settings.Dispatch].Metric(jsii.String("IteratorAge"), maxOver5m()), float64(p.DispatchLagLimit.Milliseconds()), gt, quiet)
 	intentAge := 2 * p.IntentVisibilityTimeout
-	alarm("IntentQueueOldestAge", fmt.Sprintf("An intent has waited more than %v (two visibility timeouts) in the "+
+	w.add("IntentQueueOldestAge", fmt.Sprintf("An intent has waited more than %v (two visibility timeouts) in the "+
 		"intent queue: claims keep failing or the claim function cannot keep up.", intentAge),
-		o.intake.queue.MetricApproximateAgeOfOldestMessage(maximum), intentAge.Seconds(), gt, quiet)
+		o.intake.queue.MetricApproximateAgeOfOldestMessage(maxOver5m()), intentAge.Seconds(), gt, quiet)
+}
 
-	// Sweeps: a heartbeat per run (missing = breaching) and the rows a run failed on.
+// sweeps: a heartbeat per run (missing = breaching) and the rows a run failed on.
+func (w *alarms) sweeps() {
 	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
 		id := title(name)
-		alarm(id+"Heartbeat", fmt.Sprintf("No %s sweep started in the alarm period: its schedule, function or "+
-			"start-up is broken.", name), sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), 1, lt, breaching)
-		alarm(id+"SweepErrors", fmt.Sprintf("The %s sweep failed on rows (each is logged as \"%s row failed\").", name, name),
-			sweepMetric(metrics.SweepErrors, name, "Sum"), 1, gte, quiet)
+		w.add(id+"Heartbeat", fmt.Sprintf("No %s sweep started in the alarm period: its schedule, function or "+
+			"start-up is broken.", name), w.p.sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), 1, lt, breaching)
+		w.add(id+"SweepErrors", fmt.Sprintf("The %s sweep failed on rows (each is logged as \"%s row failed\").", name, name),
+			w.p.sweepMetric(metrics.SweepErrors, name, "Sum"), 1, gte, quiet)
 	}
+}
 
-	// Open claims, generated from the domain's open states.
+// openStates: one alarm per open state of the domain, in lifecycle order, and one on the figures
+// they need.
+func (w *alarms) openStates(stateAlarms map[ledger.State]openStateAlarm) {
 	var figuresState ledger.State
 	for _, s := range ledger.States {
 		a, ok := stateAlarms[s]
@@ -190,41 +210,63 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 		if figuresState == ledger.None {
 			figuresState = s
 		}
-		alarm(a.ID, a.Description+" Needs the open-claim figures reconcile publishes.",
-			stateMetric(a.Metric, s, "Maximum"), a.Threshold, a.Operator, awscloudwatch.TreatMissingData_MISSING)
+		w.add(a.ID, a.Description+" Needs the open-claim figures reconcile publishes.",
+			w.p.stateMetric(a.Metric, s, "Maximum"), a.Threshold, a.Operator, awscloudwatch.TreatMissingData_MISSING)
 	}
 	// Reconcile publishes every open state's figures together after each sweep, or none.
-	alarm("OpenClaimFiguresMissing", "Reconcile published no open-claim figures in the alarm period: the state "+
+	w.add("OpenClaimFiguresMissing", "Reconcile published no open-claim figures in the alarm period: the state "+
 		"alarms are blind (reconcile fails, or its stats query does).",
-		stateMetric(metrics.OpenClaims, figuresState, "SampleCount"), 1, lt, breaching)
+		w.p.stateMetric(metrics.OpenClaims, figuresState, "SampleCount"), 1, lt, breaching)
+}
 
-	alarm("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
-		o.intake.dlq.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
-	alarm("StreamFailureDlqDepth", fmt.Sprintf("Dispatch gave up on stream records (evidence to inspect): reconcile "+
-		"re-drives the claimed rows they name once they are %v past due.", p.Functions.Policy.RedriveAfter),
-		o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
-	alarm("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
-		emf(metrics.ContentMismatch, nil, "Sum", period), 0, gt, quiet)
+// queues: what reached a DLQ, and blocked content mismatches.
+func (w *alarms) queues(o observed) {
+	w.add("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
+		o.intake.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
+	w.add("StreamFailureDlqDepth", fmt.Sprintf("Dispatch gave up on stream records (evidence to inspect): reconcile "+
+		"re-drives the claimed rows they name once they are %v past due.", w.p.Functions.Policy.RedriveAfter),
+		o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
+	w.add("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
+		emf(metrics.ContentMismatch, nil, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+}
 
-	// Liveness under provider throttling. A not-sent answer is retried and a budget deferral
-	// waits in the dispatch queue by design, so neither pages (the dashboard shows them during a
-	// surge); what pages is the outcome: a claimed message that expired unsent, and a dispatch
-	// queue that is not drained. One alarm per channel: the emulator's CloudFormation rejects
-	// the metric math that would sum them.
+// liveness under provider throttling. A not-sent answer is retried and a budget deferral waits in
+// the dispatch queue by design, so neither pages (the dashboard shows them during a surge); what
+// pages is the outcome: a claimed message that expired unsent, and a dispatch queue that is not
+// drained. One alarm per channel: the emulator's CloudFormation rejects the metric math that
+// would sum them.
+func (w *alarms) liveness(o observed) {
 	for _, ch := range ledger.Channels {
-		alarm("ExpiredUnsent"+title(string(ch)), fmt.Sprintf("A claimed %s message expired without any send the "+
-			"provider took: the player never got it.", ch), emf(metrics.ExpiredUnsent, channelDim(ch), "Sum", period), 0, gt, quiet)
+		w.add("ExpiredUnsent"+title(string(ch)), fmt.Sprintf("A claimed %s message expired without any send the "+
+			"provider took: the player never got it.", ch),
+			emf(metrics.ExpiredUnsent, channelDim(ch), "Sum", seconds(alarmPeriod)), 0, gt, quiet)
 	}
-	alarm("DispatchQueueDlqDepth", "Dispatch-queue messages dispatch kept failing on moved to the DLQ (evidence to inspect: "+
+	w.add("DispatchQueueDlqDepth", "Dispatch-queue messages dispatch kept failing on moved to the DLQ (evidence to inspect: "+
 		"reconcile re-drives the rows they name).",
-		o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
-	queueAge := p.dispatchQueueAgeLimit()
-	alarm("DispatchQueueOldestAge", fmt.Sprintf("A message has waited more than %v in the dispatch queue (the longest "+
+		o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
+	queueAge := w.p.dispatchQueueAgeLimit()
+	w.add("DispatchQueueOldestAge", fmt.Sprintf("A message has waited more than %v in the dispatch queue (the longest "+
 		"wake-up delay, %v, plus two re-drive periods): dispatch is not draining the queue.", queueAge, maxWakeDelay),
-		o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maximum), queueAge.Seconds(), gt, quiet)
+		o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maxOver5m()), queueAge.Seconds(), gt, quiet)
+}
 
-	p.dashboard(stack, o, stateMetric, sweepMetric, alarms)
-	return nil
+// emf is one of the functions' EMF metrics.
+func emf(name string, dims map[string]*string, stat string, period awscdk.Duration) awscloudwatch.Metric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
+		DimensionsMap: &dims, Statistic: jsii.String(stat), Period: period,
+	})
+}
+
+// stateMetric is an open-claim figure of state s, which reconcile publishes once per run.
+func (p *LedgerStackProps) stateMetric(name string, s ledger.State, stat string) awscloudwatch.Metric {
+	return emf(name, map[string]*string{metrics.DimState: jsii.String(string(s))}, stat, seconds(sweepPeriod(p.ReconcileRate)))
+}
+
+// sweepMetric is a figure a sweep publishes once per run.
+func (p *LedgerStackProps) sweepMetric(name string, sweep settings.Role, stat string) awscloudwatch.Metric {
+	rate, _ := p.sweepRate(sweep)
+	return emf(name, map[string]*string{metrics.DimSweep: jsii.String(string(sweep))}, stat, seconds(sweepPeriod(rate)))
 }
 
 // dispatchQueueAgeLimit is the DispatchQueueOldestAge threshold. A wake-up legitimately waits
@@ -242,48 +284,56 @@ func channelDim(ch ledger.Channel) map[string]*string {
 	return map[string]*string{metrics.DimChannel: jsii.String(string(ch))}
 }
 
-// dashboard shows every open state's count and oldest age, the functions, the queues and the
-// sweeps, dispatch under provider throttling, and the state of every alarm.
-func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
-	stateMetric func(string, ledger.State, string) awscloudwatch.Metric,
-	sweepMetric func(string, settings.Role, string) awscloudwatch.Metric, alarms []interfacesawscloudwatch.IAlarmRef) {
-	labelled := func(m awscloudwatch.Metric, label string) awscloudwatch.IMetric {
-		return m.With(&awscloudwatch.MetricOptions{Label: jsii.String(label)})
-	}
+// dashboard shows the state of every alarm, every open state's count and oldest age, the
+// functions, the triggers and the DLQs, dispatch under provider throttling, and the sweeps.
+func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed, alarms []interfacesawscloudwatch.IAlarmRef) {
 	var counts, ages []awscloudwatch.IMetric
 	for _, s := range ledger.States {
 		if s.Open() {
-			counts = append(counts, labelled(stateMetric(metrics.OpenClaims, s, "Maximum"), string(s)))
-			ages = append(ages, labelled(stateMetric(metrics.OldestOpenAge, s, "Maximum"), string(s)))
+			counts = append(counts, labelled(p.stateMetric(metrics.OpenClaims, s, "Maximum"), string(s)))
+			ages = append(ages, labelled(p.stateMetric(metrics.OldestOpenAge, s, "Maximum"), string(s)))
 		}
 	}
-	period := seconds(alarmPeriod)
 	var errs, throttles []awscloudwatch.IMetric
 	for _, name := range settings.Functions {
-		sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period, Label: jsii.String(string(name))}
+		sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: seconds(alarmPeriod), Label: jsii.String(string(name))}
 		errs = append(errs, o.fns[name].MetricErrors(sum))
 		throttles = append(throttles, o.fns[name].MetricThrottles(sum))
 	}
 	var heartbeats, sweepErrs []awscloudwatch.IMetric
 	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
-		heartbeats = append(heartbeats, labelled(sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), string(name)))
-		sweepErrs = append(sweepErrs, labelled(sweepMetric(metrics.SweepErrors, name, "Sum"), string(name)))
+		heartbeats = append(heartbeats, labelled(p.sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), string(name)))
+		sweepErrs = append(sweepErrs, labelled(p.sweepMetric(metrics.SweepErrors, name, "Sum"), string(name)))
 	}
-	maximum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}
-	graph := func(title string, left []awscloudwatch.IMetric, width float64) awscloudwatch.IWidget {
-		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-			Title: jsii.String(title), Left: &left, Width: jsii.Number(width),
-		})
+	rows := []*[]awscloudwatch.IWidget{
+		{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+			Title: jsii.String("Alarms"), Alarms: &alarms, Width: jsii.Number(24),
+			SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
+		})},
+		{graph("Open claims by state", counts, 12), graph("Oldest open claim age (s) by state", ages, 12)},
+		{graph("Function errors", errs, 12), graph("Function throttles", throttles, 12)},
+		{
+			graph("Dispatch stream lag (ms)", []awscloudwatch.IMetric{o.fns[settings.Dispatch].Metric(jsii.String("IteratorAge"), maxOver5m())}, 8),
+			graph("Oldest intent in the queue (s)", []awscloudwatch.IMetric{o.intake.queue.MetricApproximateAgeOfOldestMessage(maxOver5m())}, 8),
+			graph("DLQ depth", []awscloudwatch.IMetric{
+				labelled(o.intake.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "intent DLQ"),
+				labelled(o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "stream failure DLQ"),
+				labelled(o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "dispatch queue DLQ"),
+			}, 8),
+		},
 	}
+	rows = append(rows, livenessWidgets(o)...)
+	rows = append(rows, &[]awscloudwatch.IWidget{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)})
+	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(p.Prefix),
+		Widgets:       &rows,
+	})
+}
 
-	// Liveness under provider throttling: what the provider refused, what dispatch retried,
-	// waited for and deferred, what expired unsent, and what reconcile handed back.
-	emf := func(name string, dims map[string]*string, stat, label string) awscloudwatch.IMetric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name), DimensionsMap: &dims,
-			Statistic: jsii.String(stat), Period: period, Label: jsii.String(label),
-		})
-	}
+// livenessWidgets show dispatch under provider throttling: what the provider refused, what
+// dispatch retried, waited for and deferred, what expired unsent, and what reconcile handed back.
+func livenessWidgets(o observed) []*[]awscloudwatch.IWidget {
+	period := seconds(alarmPeriod)
 	perChannel := func(name string, stats ...string) []awscloudwatch.IMetric {
 		var out []awscloudwatch.IMetric
 		for _, ch := range ledger.Channels {
@@ -292,7 +342,7 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 				if len(stats) > 1 {
 					label += " " + stat
 				}
-				out = append(out, emf(name, channelDim(ch), stat, label))
+				out = append(out, labelled(emf(name, channelDim(ch), stat, period), label))
 			}
 		}
 		return out
@@ -307,43 +357,35 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
 	var redriven []awscloudwatch.IMetric
 	for _, s := range ledger.States {
 		if s.Open() {
-			redriven = append(redriven, emf(metrics.Redriven, map[string]*string{metrics.DimState: jsii.String(string(s))}, "Sum", "re-driven from "+string(s)))
+			redriven = append(redriven, labelled(emf(metrics.Redriven, map[string]*string{metrics.DimState: jsii.String(string(s))}, "Sum", period),
+				"re-driven from "+string(s)))
 		}
 	}
-	redriven = append(redriven, emf(metrics.WakeFailures, nil, "Sum", "wake-ups not queued"))
+	redriven = append(redriven, labelled(emf(metrics.WakeFailures, nil, "Sum", period), "wake-ups not queued"))
 	queueDepth := []awscloudwatch.IMetric{
-		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesVisible(maximum), "visible"),
-		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesDelayed(maximum), "delayed (wake-ups)"),
-		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesNotVisible(maximum), "in flight"),
+		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "visible"),
+		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesDelayed(maxOver5m()), "delayed (wake-ups)"),
+		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesNotVisible(maxOver5m()), "in flight"),
 	}
-	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
-		DashboardName: jsii.String(p.Prefix),
-		Widgets: &[]*[]awscloudwatch.IWidget{
-			{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
-				Title: jsii.String("Alarms"), Alarms: &alarms, Width: jsii.Number(24),
-				SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
-			})},
-			{graph("Open claims by state", counts, 12), graph("Oldest open claim age (s) by state", ages, 12)},
-			{graph("Function errors", errs, 12), graph("Function throttles", throttles, 12)},
-			{
-				graph("Dispatch stream lag (ms)", []awscloudwatch.IMetric{o.fns[settings.Dispatch].Metric(jsii.String("IteratorAge"), maximum)}, 8),
-				graph("Oldest intent in the queue (s)", []awscloudwatch.IMetric{o.intake.queue.MetricApproximateAgeOfOldestMessage(maximum)}, 8),
-				graph("DLQ depth", []awscloudwatch.IMetric{
-					labelled(o.intake.dlq.MetricApproximateNumberOfMessagesVisible(maximum), "intent DLQ"),
-					labelled(o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "stream failure DLQ"),
-					labelled(o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maximum), "dispatch queue DLQ"),
-				}, 8),
-			},
-			{graph("Not sent by channel and code (provider refused for now)", []awscloudwatch.IMetric{notSent}, 12),
-				graph("Retries by channel", perChannel(metrics.Retries, "Sum"), 12)},
-			{graph("Budget wait (ms) by channel", perChannel(metrics.BudgetWait, "p99", "Maximum"), 8),
-				graph("Budget deferrals by channel", perChannel(metrics.BudgetDeferrals, "Sum"), 8),
-				graph("Expired unsent by channel", perChannel(metrics.ExpiredUnsent, "Sum"), 8)},
-			{graph("Re-drives by state, wake-ups not queued", redriven, 8),
-				graph("Dispatch queue depth", queueDepth, 8),
-				graph("Oldest message in the dispatch queue (s)", []awscloudwatch.IMetric{
-					o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maximum)}, 8)},
-			{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)},
-		},
+	return []*[]awscloudwatch.IWidget{
+		{graph("Not sent by channel and code (provider refused for now)", []awscloudwatch.IMetric{notSent}, 12),
+			graph("Retries by channel", perChannel(metrics.Retries, "Sum"), 12)},
+		{graph("Budget wait (ms) by channel", perChannel(metrics.BudgetWait, "p99", "Maximum"), 8),
+			graph("Budget deferrals by channel", perChannel(metrics.BudgetDeferrals, "Sum"), 8),
+			graph("Expired unsent by channel", perChannel(metrics.ExpiredUnsent, "Sum"), 8)},
+		{graph("Re-drives by state, wake-ups not queued", redriven, 8),
+			graph("Dispatch queue depth", queueDepth, 8),
+			graph("Oldest message in the dispatch queue (s)", []awscloudwatch.IMetric{
+				o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maxOver5m())}, 8)},
+	}
+}
+
+func labelled(m awscloudwatch.Metric, label string) awscloudwatch.IMetric {
+	return m.With(&awscloudwatch.MetricOptions{Label: jsii.String(label)})
+}
+
+func graph(title string, left []awscloudwatch.IMetric, width float64) awscloudwatch.IWidget {
+	return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+		Title: jsii.String(title), Left: &left, Width: jsii.Number(width),
 	})
 }
