@@ -35,7 +35,7 @@ func newRig(t testing.TB, prefix string) *rig {
 	r := &rig{cfg: cfg, counter: &Counter{}}
 	r.db = dynamodb.NewFromConfig(cfg, r.counter.Option)
 	r.raw = dynamodb.NewFromConfig(cfg)
-	r.meter = &Meter{Client: r.db, Raw: r.raw, IndexHash: "open_pk", IndexRange: "open_due"}
+	r.meter = &Meter{Client: r.db, Raw: r.raw, IndexHash: dynamostore.AttrOpenPK, IndexRange: dynamostore.AttrOpenDue}
 	r.ledger = emulator.UniqueName(t, prefix+"-ledger")
 	r.content = emulator.UniqueName(t, prefix+"-content")
 	ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/resetledger/resetledger/e2e"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -199,4 +201,20 @@ func TestQueuesAreTLSOnly(t *testing.T) {
 			})})},
 		}, jsii.Number(5))
 	})
+}
+
+// TestOutputsAreWhatTheEndToEndTestReads: every output e2e.Outputs reads from a deployed stage
+// (by its JSON name) is one the stack defines.
+func TestOutputsAreWhatTheEndToEndTestReads(t *testing.T) {
+	outputs := synth(t, nil).json["Outputs"].(map[string]any)
+	typ := reflect.TypeOf(e2e.Outputs{})
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if name == "" {
+			continue
+		}
+		if _, ok := outputs[name]; !ok {
+			t.Errorf("e2e.Outputs.%s reads output %s, which the stack does not define", typ.Field(i).Name, name)
+		}
+	}
 }
