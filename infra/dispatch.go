@@ -81,17 +81,10 @@ func (p *LedgerStackProps) dispatchQueues(stack awscdk.Stack) dispatchQueues {
 	return q
 }
 
-// dispatchTriggers makes dispatch's two event sources: the dispatch queue, declared like claim's
-// for the same reason, and the ledger table's stream, filtered to the changes that start a
-// dispatch.
+// dispatchTriggers makes dispatch's two event sources: the dispatch queue, and the ledger
+// table's stream, filtered to the changes that start a dispatch.
 func (p *LedgerStackProps) dispatchTriggers(stack awscdk.Stack, dispatch awslambda.Function, ledger awsdynamodb.Table, q dispatchQueues) {
-	awslambda.NewEventSourceMapping(stack, jsii.String("DispatchQueueSource"), &awslambda.EventSourceMappingProps{
-		Target:                  dispatch,
-		EventSourceArn:          q.queue.QueueArn(),
-		BatchSize:               jsii.Number(10),
-		ReportBatchItemFailures: jsii.Bool(true),
-		MaxConcurrency:          jsii.Number(float64(p.DispatchQueueMaxConcurrency)),
-	})
+	queueTrigger(stack, "DispatchQueueSource", dispatch, q.queue, p.DispatchQueueMaxConcurrency)
 	// TRIM_HORIZON, not LATEST: a mapping created, re-created or re-enabled after claims were
 	// written must still dispatch them. Old records are harmless: dispatch's conditional
 	// claimed->dispatching write (with the expiry check) decides, and MaxRecordAge bounds the tail.

@@ -36,16 +36,22 @@ func (p *LedgerStackProps) intake(stack awscdk.Stack) intake {
 	return intake{queue: queue, dlq: dlq}
 }
 
-// claimTrigger makes the intent queue claim's event source. The mapping is declared directly
-// rather than through SqsEventSource, whose binding also grants sqs:ChangeMessageVisibility and
-// sqs:GetQueueUrl, which Lambda's poller never calls; the three actions it does call are granted
-// with the rest of claim's permissions.
+// claimTrigger makes the intent queue claim's event source.
 func (p *LedgerStackProps) claimTrigger(stack awscdk.Stack, claim awslambda.Function, in intake) {
-	awslambda.NewEventSourceMapping(stack, jsii.String("ClaimIntentQueueSource"), &awslambda.EventSourceMappingProps{
-		Target:                  claim,
-		EventSourceArn:          in.queue.QueueArn(),
+	queueTrigger(stack, "ClaimIntentQueueSource", claim, in.queue, p.ClaimMaxConcurrency)
+}
+
+// queueTrigger makes queue fn's event source: batches of up to 10, failures reported per
+// message, at most maxConcurrency instances at once. The mapping is declared directly rather than
+// through SqsEventSource, whose binding also grants sqs:ChangeMessageVisibility and
+// sqs:GetQueueUrl, which Lambda's poller never calls; the three actions it does call are granted
+// with the rest of fn's permissions.
+func queueTrigger(stack awscdk.Stack, id string, fn awslambda.Function, queue awssqs.Queue, maxConcurrency int) {
+	awslambda.NewEventSourceMapping(stack, jsii.String(id), &awslambda.EventSourceMappingProps{
+		Target:                  fn,
+		EventSourceArn:          queue.QueueArn(),
 		BatchSize:               jsii.Number(10),
 		ReportBatchItemFailures: jsii.Bool(true),
-		MaxConcurrency:          jsii.Number(float64(p.ClaimMaxConcurrency)),
+		MaxConcurrency:          jsii.Number(float64(maxConcurrency)),
 	})
 }

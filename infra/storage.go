@@ -78,15 +78,34 @@ func (p *LedgerStackProps) ledgerTable(stack awscdk.Stack, key awskms.Key) awsdy
 	return ledger
 }
 
-// contentTable holds sealed content for minutes. It lives minutes and holds reset secrets; it is
-// not evidence (the ledger is). It goes with the stack (and with a replacement), so no deletion
-// protection, which would make that delete fail; retaining it instead would keep secrets in an
-// orphaned table.
+// contentTable holds sealed content for minutes, expiring by TTL at the challenge's expiry.
 func (p *LedgerStackProps) contentTable(stack awscdk.Stack, key awskms.Key) awsdynamodb.Table {
-	content := awsdynamodb.NewTable(stack, jsii.String(awscall.ContentTable), &awsdynamodb.TableProps{
+	return derivedTable(stack, awscall.ContentTable, key, jsii.String(dynamostore.AttrTTL),
+		"The content table holds sealed secret-bearing messages for minutes (TTL at challenge "+
+			"expiry, purged at every terminal state); point-in-time backups would keep reset secrets for 35 days, "+
+			"which the design forbids.")
+}
+
+// budgetTable is the send-rate budget: one item per channel holding its GCRA theoretical arrival
+// time, rewritten on every send.
+func (p *LedgerStackProps) budgetTable(stack awscdk.Stack, key awskms.Key) awsdynamodb.Table {
+	return derivedTable(stack, awscall.BudgetTable, key, nil,
+		"The budget table holds one send-rate timestamp per channel, rewritten on every send; "+
+			"a restore would bring back a stale timestamp, and losing it only empties the budget (the provider's "+
+			"own limit still answers not-sent, which dispatch retries). It holds no evidence; the ledger table has PITR.")
+}
+
+// derivedTable is a table that holds no evidence (the ledger does): sealed content that lives
+// minutes and holds reset secrets, or the budget, whose loss only empties it (the provider's own
+// limit still answers not-sent, which dispatch retries). It goes with the stack, and with a
+// replacement: no deletion protection, which would make that delete fail (retaining the content
+// table instead would keep secrets in an orphaned table), and no point-in-time backups, for the
+// reason why gives cdk-nag.
+func derivedTable(stack awscdk.Stack, id string, key awskms.Key, ttl *string, why string) awsdynamodb.Table {
+	table := awsdynamodb.NewTable(stack, jsii.String(id), &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrPK), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		TimeToLiveAttribute: jsii.String(dynamostore.AttrTTL),
+		TimeToLiveAttribute: ttl,
 		Encryption:          awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
 		EncryptionKey:       key,
 		DeletionProtection:  jsii.Bool(false),
@@ -95,36 +114,8 @@ func (p *LedgerStackProps) contentTable(stack awscdk.Stack, key awskms.Key) awsd
 		},
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
-	cdknag.NagSuppressions_AddResourceSuppressions(content, &[]*cdknag.NagPackSuppression{{
-		Id: jsii.String("AwsSolutions-DDB3"),
-		Reason: jsii.String("The content table holds sealed secret-bearing messages for minutes (TTL at challenge " +
-			"expiry, purged at every terminal state); point-in-time backups would keep reset secrets for 35 days, " +
-			"which the design forbids."),
+	cdknag.NagSuppressions_AddResourceSuppressions(table, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-DDB3"), Reason: jsii.String(why),
 	}}, jsii.Bool(true))
-	return content
-}
-
-// budgetTable is the send-rate budget: one item per channel holding its GCRA theoretical arrival
-// time. It is derived state, not evidence: losing it only empties the budget (the provider's own
-// limit still answers not-sent, which dispatch retries), so no backups and no protection, like
-// the content table.
-func (p *LedgerStackProps) budgetTable(stack awscdk.Stack, key awskms.Key) awsdynamodb.Table {
-	budget := awsdynamodb.NewTable(stack, jsii.String(awscall.BudgetTable), &awsdynamodb.TableProps{
-		PartitionKey:       &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrPK), Type: awsdynamodb.AttributeType_STRING},
-		BillingMode:        awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		Encryption:         awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
-		EncryptionKey:      key,
-		DeletionProtection: jsii.Bool(false),
-		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
-			PointInTimeRecoveryEnabled: jsii.Bool(false),
-		},
-		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-	})
-	cdknag.NagSuppressions_AddResourceSuppressions(budget, &[]*cdknag.NagPackSuppression{{
-		Id: jsii.String("AwsSolutions-DDB3"),
-		Reason: jsii.String("The budget table holds one send-rate timestamp per channel, rewritten on every send; " +
-			"a restore would bring back a stale timestamp, and losing it only empties the budget (the provider's " +
-			"own limit still answers not-sent, which dispatch retries). It holds no evidence; the ledger table has PITR."),
-	}}, jsii.Bool(true))
-	return budget
+	return table
 }
