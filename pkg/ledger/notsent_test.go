@@ -331,3 +331,28 @@ func TestExpireSweepClosesDeferredRowsThatRanOutOfTime(t *testing.T) {
 		t.Fatalf("row %s %q (content kept: %v)", row.State, row.Reason, e.hasContent(t, in.Key()))
 	}
 }
+
+func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {
+	e, sch := pacedEnv(t)
+	sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Accept })
+	in, _, _ := e.claim(t, 60, ledger.Email, ledger.ClaimCreated)
+	// The function's timeout is 5 s away: a send could be cut off mid-call,
+	// leaving the row dispatching and then unknown. It is handed off instead.
+	ctx, cancel := context.WithTimeout(context.Background(), ledger.SendReserve/2)
+	defer cancel()
+	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	if err != nil || res.Outcome != ledger.DispatchDeferred || res.Entry.NotSentCode != ledger.HandOffCode {
+		t.Fatalf("near the deadline: %s (%q), %v; want deferred, handed off", res.Outcome, res.Entry.NotSentCode, err)
+	}
+	if e.Transport.Calls() != 0 {
+		t.Fatal("a send started with less than SendReserve left")
+	}
+	if at, n := sch.last(in.Key()); n != 1 || !at.Equal(e.Clock.Now()) {
+		t.Fatalf("wake-up at %s (%d scheduled), want now", at, n)
+	}
+	// The next invocation, with time to spare, sends it.
+	res, err = e.Svc.Dispatch(context.Background(), in.Key(), "dispatch/req-2")
+	if err != nil || res.Outcome != ledger.DispatchAccepted || res.Entry.Attempts != 1 {
+		t.Fatalf("next invocation: %s attempt %d, %v", res.Outcome, res.Entry.Attempts, err)
+	}
+}
