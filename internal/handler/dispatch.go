@@ -43,7 +43,7 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 		if !ok {
 			continue
 		}
-		if err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log); err != nil {
+		if _, err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log); err != nil {
 			// Stream order matters: report the first failure; the records
 			// after it are redelivered with it.
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
@@ -63,7 +63,13 @@ func (h *Dispatch) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.
 	for _, m := range ev.Records {
 		key, err := dispatchqueue.Parse(m.Body)
 		if err == nil {
-			err = h.dispatch(ctx, key, nil, worker, log.With("source", "queue"))
+			var res ledger.DispatchResult
+			res, err = h.dispatch(ctx, key, nil, worker, log.With("source", "queue"))
+			if err == nil {
+				// A wake-up that came early (a delay longer than SQS allows)
+				// goes back on the queue; failing to is a retry of this one.
+				err = h.Svc.RescheduleNotDue(ctx, res)
+			}
 		} else {
 			log.Error("unreadable dispatch queue message; kept for the DLQ", "message_id", m.MessageId, "reason", err.Error())
 		}
@@ -106,7 +112,7 @@ func (h *Dispatch) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 
 // dispatch starts from the record's new image when it decodes to the row
 // (saving a read), and from the key otherwise.
-func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) error {
+func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) (ledger.DispatchResult, error) {
 	log = log.With("dedupe_key", key)
 	var res ledger.DispatchResult
 	var err error
@@ -125,14 +131,14 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 	}
 	if err != nil {
 		if errors.Is(err, ledger.ErrNotFound) {
-			log.Warn("stream record for a row that no longer exists; skipped")
-			return nil
+			log.Warn("record or message for a row that no longer exists; skipped")
+			return res, nil
 		}
 		log.Error("dispatch failed; will retry", "error", err.Error())
-		return err
+		return res, err
 	}
 	log.Info("dispatch handled", "outcome", string(res.Outcome), "state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
-	return nil
+	return res, nil
 }
 
 // observe counts what operations watch during a surge: not-sent answers by

@@ -137,6 +137,15 @@ func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code s
 	return DispatchResult{Outcome: DispatchDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
 }
 
+// RescheduleNotDue schedules the wake-up of a deferred row again after a
+// wake-up delivered it before it was due (res.Outcome DispatchNotDue).
+func (s *Service) RescheduleNotDue(ctx context.Context, res DispatchResult) error {
+	if res.Outcome != DispatchNotDue {
+		return nil
+	}
+	return s.schedule(ctx, res.Entry)
+}
+
 // schedule asks for the deferred row e to be dispatched at its next
 // attempt time.
 func (s *Service) schedule(ctx context.Context, e Entry) error {

@@ -86,10 +86,21 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 		if at, _ := sch.last(in.Key()); !at.Equal(row.NextAttemptAt) {
 			t.Fatalf("attempt %d: wake-up scheduled at %s, want %s", attempt, at, row.NextAttemptAt)
 		}
-		// Handed back early: nothing is sent, the wake-up is scheduled again.
+		// Handed back early: nothing is sent or written; only a wake-up that
+		// came early is scheduled again.
+		_, wakes := sch.last(in.Key())
 		early, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-2")
-		if err != nil || early.Outcome != ledger.DispatchNotDue {
-			t.Fatalf("attempt %d handed back early: %s, %v; want not_due", attempt, early.Outcome, err)
+		if err != nil || early.Outcome != ledger.DispatchNotDue || early.Entry.Version != row.Version {
+			t.Fatalf("attempt %d handed back early: %s v%d, %v; want not_due, nothing written", attempt, early.Outcome, early.Entry.Version, err)
+		}
+		if _, n := sch.last(in.Key()); n != wakes {
+			t.Fatalf("a not-due delivery scheduled another wake-up")
+		}
+		if err := e.Svc.RescheduleNotDue(ctx, early); err != nil {
+			t.Fatal(err)
+		}
+		if at, n := sch.last(in.Key()); n != wakes+1 || !at.Equal(row.NextAttemptAt) {
+			t.Fatalf("rescheduled at %s (%d wake-ups), want %s", at, n-wakes, row.NextAttemptAt)
 		}
 		e.Clock.Advance(row.NextAttemptAt.Sub(e.Clock.Now()))
 	}
