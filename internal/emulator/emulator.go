@@ -30,6 +30,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/resetledger/resetledger/pkg/charclass"
 )
 
 // DefaultEndpoint is where ministack.sh (without MINISTACK_PORT) and the
@@ -119,6 +121,10 @@ const SuffixLen = 10
 // queue needs room for ".fifo".
 const maxNameLen = 80 - len(".fifo")
 
+// queueNameChars is the alphabet of SQS queue names (a subset of DynamoDB's
+// table-name alphabet).
+var queueNameChars = charclass.AlnumPlus("-_")
+
 // UniqueName returns prefix + "-" + a 10-character random suffix
 // (lower-case letters and digits), valid as a DynamoDB table name and an SQS
 // queue name, unique per call. Characters of prefix not allowed in SQS queue
@@ -129,10 +135,9 @@ func UniqueName(t testing.TB, prefix string) string {
 	t.Helper()
 	var b strings.Builder
 	for _, r := range prefix {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+		if queueNameChars.Has(r) {
 			b.WriteRune(r)
-		default:
+		} else {
 			b.WriteByte('-')
 		}
 	}
