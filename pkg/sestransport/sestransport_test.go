@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome/outcometest"
 )
 
 const (
@@ -240,40 +239,18 @@ func TestSendErrorMapping(t *testing.T) {
 	}
 }
 
-// classOf names the outcome class of a Send error and returns its text: the
-// rejection reason, the NotSent code or the error text. It fails if an
-// unknown outcome does not wrap ErrOutcomeUnknown or a rejection or NotSent
-// does.
+// classOf names the outcome class of a Send error and returns its text (see
+// outcometest.Class).
 func classOf(t *testing.T, err error) (class, text string) {
 	t.Helper()
-	var rej *ledger.Rejection
-	var ns *ledger.NotSent
-	switch {
-	case errors.As(err, &rej):
-		class, text = "rejected", rej.Reason
-	case errors.As(err, &ns):
-		class, text = "notsent", ns.Code
-	default:
-		if !errors.Is(err, ErrOutcomeUnknown) {
-			t.Fatalf("unknown outcome %v does not wrap ErrOutcomeUnknown", err)
-		}
-		return "unknown", err.Error()
-	}
-	if errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("%s outcome %v wraps ErrOutcomeUnknown", class, err)
-	}
-	return class, text
+	return outcometest.Class(t, err, ErrOutcomeUnknown)
 }
 
 // assertClean fails if s carries the address, subject, body, reset token or
-// control characters.
+// control characters, or is long.
 func assertClean(t *testing.T, s string) {
 	t.Helper()
-	for _, secret := range []string{testTo, "player.one", testBody, "s3cr3t-t0ken-value", "game.example/reset", "\x1b", "\n"} {
-		if strings.Contains(s, secret) {
-			t.Fatalf("error text %q leaks %q", s, secret)
-		}
-	}
+	outcometest.AssertClean(t, s, testTo, "player.one", testBody, "s3cr3t-t0ken-value", "game.example/reset", "\x1b", "\n")
 	if len(s) > 300 {
 		t.Fatalf("error text is %d bytes, want it short", len(s))
 	}
@@ -331,21 +308,15 @@ func TestSendThroughSDK(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var hits atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
+			err := sendOnce(context.Background(), t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("X-Amzn-ErrorType", tt.errType)
-				w.Header().Set("X-Amzn-RequestId", "req-123")
-				w.Header().Set("Content-Type", "application/json")
+				setHeaders(w)
 				for k, v := range tt.header {
 					w.Header().Set(k, v)
 				}
 				w.WriteHeader(tt.status)
 				fmt.Fprint(w, tt.body)
-			}))
-			defer srv.Close()
-			tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
-			_, err := tr.Send(context.Background(), testSend())
+			})
 			class, text := classOf(t, err)
 			if class != tt.class {
 				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
@@ -357,9 +328,6 @@ func TestSendThroughSDK(t *testing.T) {
 			if errors.As(err, &ns) && ns.RetryAfter != tt.wantAfter {
 				t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, tt.wantAfter)
 			}
-			if n := hits.Load(); n != 1 {
-				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
-			}
 			assertClean(t, err.Error())
 		})
 	}
@@ -370,61 +338,60 @@ func TestSendThroughSDK(t *testing.T) {
 		serve http.HandlerFunc
 		want  string
 	}{
-		{"connection reset after the request was written", resetConnection, "sestransport: outcome unknown: transport error before a response"},
-		{"503 with a truncated body", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("X-Amzn-ErrorType", "ServiceUnavailable")
-			truncate(w, 503, `{"message":"Service unavailable, try again later"}`)
-		}, "sestransport: outcome unknown: HTTP 503 without a recognised error code (request id req-123)"},
-		{"429 with a truncated body", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
-			truncate(w, 429, `{"message":"Maximum sending rate exceeded."}`)
-		}, "sestransport: outcome unknown: HTTP 429 without a recognised error code (request id req-123)"},
+		{"connection reset after the request was written", outcometest.ResetConnection, "sestransport: outcome unknown: transport error before a response"},
+		{"503 with a truncated body", truncated(503, "ServiceUnavailable", `{"message":"Service unavailable, try again later"}`),
+			"sestransport: outcome unknown: HTTP 503 without a recognised error code (request id req-123)"},
+		{"429 with a truncated body", truncated(429, "TooManyRequestsException", `{"message":"Maximum sending rate exceeded."}`),
+			"sestransport: outcome unknown: HTTP 429 without a recognised error code (request id req-123)"},
 	}
 	for _, tt := range incomplete {
 		t.Run(tt.name, func(t *testing.T) {
-			var hits atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
-				tt.serve(w, r)
-			}))
-			defer srv.Close()
-			tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
-			_, err := tr.Send(context.Background(), testSend())
+			err := sendOnce(context.Background(), t, tt.serve)
 			if class, text := classOf(t, err); class != "unknown" || text != tt.want {
 				t.Fatalf("%s %q, want unknown %q", class, text, tt.want)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
 			}
 			assertClean(t, err.Error())
 		})
 	}
 
 	t.Run("timeout", func(t *testing.T) {
-		var hits atomic.Int32
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hits.Add(1)
-			_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client hanging up
-			select {
-			case <-r.Context().Done():
-			case <-time.After(10 * time.Second):
-			}
-		}))
-		defer srv.Close()
-		tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		_, err := tr.Send(ctx, testSend())
+		err := sendOnce(ctx, t, outcometest.Hang(10*time.Second))
 		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want an unknown outcome wrapping context.DeadlineExceeded", err)
 		}
-		if hits.Load() != 1 {
-			t.Fatalf("server saw %d requests, want 1", hits.Load())
-		}
 		assertClean(t, err.Error())
 	})
+}
+
+// sendOnce sends testSend through the real SDK client to a server that
+// answers with serve, and checks that the server saw exactly one request:
+// the SDK's default retryer is on, so this proves the transport turns it off.
+func sendOnce(ctx context.Context, t *testing.T, serve http.HandlerFunc) error {
+	t.Helper()
+	return outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
+		tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
+		_, err := tr.Send(ctx, testSend())
+		return err
+	})
+}
+
+// setHeaders sets the request id and content type of an SES answer.
+func setHeaders(w http.ResponseWriter) {
+	w.Header().Set("X-Amzn-RequestId", "req-123")
+	w.Header().Set("Content-Type", "application/json")
+}
+
+// truncated answers status with the error type errType and a body that
+// breaks off halfway (see outcometest.Truncate).
+func truncated(status int, errType, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Amzn-ErrorType", errType)
+		setHeaders(w)
+		outcometest.Truncate(w, status, body)
+	}
 }
 
 // TestSendWireFormat checks, through the SDK's own serializer, that the
@@ -473,35 +440,4 @@ func TestSendWireFormat(t *testing.T) {
 	if got := fmt.Sprint(req.EmailTags); got != want {
 		t.Fatalf("EmailTags = %s, want %s", got, want)
 	}
-}
-
-// resetConnection reads the whole request, then resets the connection
-// (RST, not FIN) without answering: the request reached the server and the
-// client cannot know what became of it.
-func resetConnection(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
-}
-
-// truncate answers status with headers that promise body (Content-Length),
-// writes only half of it and closes the connection.
-func truncate(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("X-Amzn-RequestId", "req-123")
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, body[:len(body)/2])
-	w.(http.Flusher).Flush()
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	_ = conn.Close()
 }

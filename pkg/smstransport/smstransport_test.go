@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome/outcometest"
 )
 
 const (
@@ -238,40 +236,18 @@ func TestSendErrorMapping(t *testing.T) {
 	}
 }
 
-// classOf names the outcome class of a Send error and returns its text: the
-// rejection reason, the NotSent code or the error text. It fails if an
-// unknown outcome does not wrap ErrOutcomeUnknown or a rejection or NotSent
-// does.
+// classOf names the outcome class of a Send error and returns its text (see
+// outcometest.Class).
 func classOf(t *testing.T, err error) (class, text string) {
 	t.Helper()
-	var rej *ledger.Rejection
-	var ns *ledger.NotSent
-	switch {
-	case err == nil:
-		t.Fatal("Send succeeded, want an error")
-	case errors.As(err, &rej):
-		class, text = "rejected", rej.Reason
-	case errors.As(err, &ns):
-		class, text = "notsent", ns.Code
-	default:
-		if !errors.Is(err, ErrOutcomeUnknown) {
-			t.Fatalf("unknown outcome %v does not wrap ErrOutcomeUnknown", err)
-		}
-		return "unknown", err.Error()
-	}
-	if errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("%s outcome %v wraps ErrOutcomeUnknown", class, err)
-	}
-	return class, text
+	return outcometest.Class(t, err, ErrOutcomeUnknown)
 }
 
+// assertClean fails if s carries the number (in any spelling), the body, the
+// code in it, the link's token or control characters.
 func assertClean(t *testing.T, s string) {
 	t.Helper()
-	for _, secret := range []string{testTo, "4155550123", "415 555 0123", testBody, "834211", "s3cr3tT0ken", "\r", "\n", "\x00"} {
-		if strings.Contains(s, secret) {
-			t.Fatalf("error text %q leaks %q", s, secret)
-		}
-	}
+	outcometest.AssertClean(t, s, testTo, "4155550123", "415 555 0123", testBody, "834211", "s3cr3tT0ken", "\r", "\n", "\x00")
 }
 
 func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) {
@@ -323,19 +299,14 @@ func TestSendThroughSDK(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var hits atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
-				w.Header().Set("X-Amzn-RequestId", "rid-9")
-				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			err := sendOnce(context.Background(), t, func(w http.ResponseWriter, r *http.Request) {
+				setHeaders(w)
 				for k, v := range tt.header {
 					w.Header().Set(k, v)
 				}
 				w.WriteHeader(tt.status)
 				fmt.Fprint(w, tt.body)
-			}))
-			defer srv.Close()
-			_, err := newTransport(t, sdkClient(srv.URL), Config{}).Send(context.Background(), testSend(time.Hour))
+			})
 			class, text := classOf(t, err)
 			if class != tt.class {
 				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
@@ -346,9 +317,6 @@ func TestSendThroughSDK(t *testing.T) {
 			var ns *ledger.NotSent
 			if errors.As(err, &ns) && ns.RetryAfter != tt.wantAfter {
 				t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, tt.wantAfter)
-			}
-			if hits.Load() != 1 {
-				t.Fatalf("server saw %d requests, want exactly 1", hits.Load())
 			}
 			assertClean(t, err.Error())
 		})
@@ -361,76 +329,53 @@ func TestSendThroughSDK(t *testing.T) {
 		ctx   time.Duration // a deadline for the call, if set
 		want  string
 	}{
-		{"connection reset after the request was written", resetConnection, 0, "smstransport: outcome unknown: transport error before a response"},
-		{"503 with a truncated body", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			truncate(w, 503, `{"__type":"ServiceUnavailableException","Message":"try again later"}`)
-		}, 0, "smstransport: outcome unknown: HTTP 503 without a recognised error code (request id rid-9)"},
-		{"throttling with a truncated body", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			truncate(w, 400, `{"__type":"ThrottlingException","Message":"slow down, please"}`)
-		}, 0, "smstransport: outcome unknown: HTTP 400 without a recognised error code (request id rid-9)"},
-		{"timeout", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client hanging up
-			select {
-			case <-r.Context().Done():
-			case <-time.After(10 * time.Second):
-			}
-		}, 200 * time.Millisecond, "smstransport: outcome unknown: timeout (context deadline exceeded)"},
+		{"connection reset after the request was written", outcometest.ResetConnection, 0, "smstransport: outcome unknown: transport error before a response"},
+		{"503 with a truncated body", truncated(503, `{"__type":"ServiceUnavailableException","Message":"try again later"}`),
+			0, "smstransport: outcome unknown: HTTP 503 without a recognised error code (request id rid-9)"},
+		{"throttling with a truncated body", truncated(400, `{"__type":"ThrottlingException","Message":"slow down, please"}`),
+			0, "smstransport: outcome unknown: HTTP 400 without a recognised error code (request id rid-9)"},
+		{"timeout", outcometest.Hang(10 * time.Second), 200 * time.Millisecond, "smstransport: outcome unknown: timeout (context deadline exceeded)"},
 	}
 	for _, tt := range incomplete {
 		t.Run(tt.name, func(t *testing.T) {
-			var hits atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
-				tt.serve(w, r)
-			}))
-			defer srv.Close()
 			ctx := context.Background()
 			if tt.ctx > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, tt.ctx)
 				defer cancel()
 			}
-			_, err := newTransport(t, sdkClient(srv.URL), Config{}).Send(ctx, testSend(time.Hour))
+			err := sendOnce(ctx, t, tt.serve)
 			if class, text := classOf(t, err); class != "unknown" || text != tt.want {
 				t.Fatalf("%s %q, want unknown %q", class, text, tt.want)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
 			}
 			assertClean(t, err.Error())
 		})
 	}
 }
 
-// resetConnection reads the whole request, then resets the connection
-// (RST, not FIN) without answering: the request reached the server and the
-// client cannot know what became of it.
-func resetConnection(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
+// sendOnce sends testSend through the real SDK client to a server that
+// answers with serve, and checks that the server saw exactly one request:
+// the SDK's default retryer is on, so this proves the transport turns it off.
+func sendOnce(ctx context.Context, t *testing.T, serve http.HandlerFunc) error {
+	t.Helper()
+	return outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
+		_, err := newTransport(t, sdkClient(srv.URL), Config{}).Send(ctx, testSend(time.Hour))
+		return err
+	})
 }
 
-// truncate answers status with headers that promise body (Content-Length),
-// writes only half of it and closes the connection.
-func truncate(w http.ResponseWriter, status int, body string) {
+// setHeaders sets the request id and content type of an End User Messaging answer.
+func setHeaders(w http.ResponseWriter) {
 	w.Header().Set("X-Amzn-RequestId", "rid-9")
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, body[:len(body)/2])
-	w.(http.Flusher).Flush()
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
+}
+
+// truncated answers status with a body that breaks off halfway (see
+// outcometest.Truncate).
+func truncated(status int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		setHeaders(w)
+		outcometest.Truncate(w, status, body)
 	}
-	_ = conn.Close()
 }
