@@ -45,21 +45,18 @@ func testSend() ledger.Send {
 
 // fakeClient records the input and the options a call would run with.
 type fakeClient struct {
-	in    *sesv2.SendEmailInput
-	opts  sesv2.Options
-	calls int
-	out   *sesv2.SendEmailOutput
-	err   error
+	outcometest.Fake[sesv2.SendEmailInput, sesv2.SendEmailOutput, sesv2.Options]
 }
 
 func (f *fakeClient) SendEmail(_ context.Context, in *sesv2.SendEmailInput, optFns ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error) {
-	f.calls++
-	f.in = in
-	f.opts = sesv2.Options{Retryer: retry.NewStandard()}
-	for _, fn := range optFns {
-		fn(&f.opts)
-	}
-	return f.out, f.err
+	return f.Call(in, sesv2.Options{Retryer: retry.NewStandard()}, optFns)
+}
+
+// answering returns a fake client whose call returns out, err.
+func answering(out *sesv2.SendEmailOutput, err error) *fakeClient {
+	f := &fakeClient{}
+	f.Out, f.Err = out, err
+	return f
 }
 
 func newTransport(t *testing.T, c Client, cfg Config) *Transport {
@@ -87,12 +84,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
-			}
+			outcometest.CheckConfigErr(t, err, tt.ok, ErrInvalidConfig)
 			if err != nil && strings.Contains(err.Error(), "x@example.com") {
 				t.Fatalf("error echoes the configured value: %v", err)
 			}
@@ -116,7 +108,7 @@ func TestCapabilities(t *testing.T) {
 func TestSendBuildsRequest(t *testing.T) {
 	for _, cs := range []string{"", "reset-events"} {
 		t.Run("configset="+cs, func(t *testing.T) {
-			fc := &fakeClient{out: &sesv2.SendEmailOutput{MessageId: aws.String("0100-abc")}}
+			fc := answering(&sesv2.SendEmailOutput{MessageId: aws.String("0100-abc")}, nil)
 			tr := newTransport(t, fc, Config{FromEmailAddress: "Game <no-reply@example.com>", ConfigurationSetName: cs})
 			s := testSend()
 			ack, err := tr.Send(context.Background(), s)
@@ -126,7 +118,7 @@ func TestSendBuildsRequest(t *testing.T) {
 			if ack.ID != "0100-abc" {
 				t.Fatalf("ack id = %q, want the MessageId", ack.ID)
 			}
-			in := fc.in
+			in := fc.In
 			if got := aws.ToString(in.FromEmailAddress); got != "Game <no-reply@example.com>" {
 				t.Errorf("From = %q", got)
 			}
@@ -152,8 +144,8 @@ func TestSendBuildsRequest(t *testing.T) {
 			if fmt.Sprint(tags) != fmt.Sprint(want) {
 				t.Errorf("tags = %v, want %v", tags, want)
 			}
-			if _, ok := fc.opts.Retryer.(aws.NopRetryer); !ok {
-				t.Errorf("retryer = %T, want aws.NopRetryer (SDK retries must be off)", fc.opts.Retryer)
+			if _, ok := fc.Opts.Retryer.(aws.NopRetryer); !ok {
+				t.Errorf("retryer = %T, want aws.NopRetryer (SDK retries must be off)", fc.Opts.Retryer)
 			}
 		})
 	}
@@ -176,8 +168,8 @@ func TestSendRefusesLocallyWithoutCalling(t *testing.T) {
 			if !errors.As(err, &rej) {
 				t.Fatalf("err = %v, want *ledger.Rejection", err)
 			}
-			if fc.calls != 0 {
-				t.Fatalf("SendEmail called %d times, want 0", fc.calls)
+			if fc.Calls != 0 {
+				t.Fatalf("SendEmail called %d times, want 0", fc.Calls)
 			}
 		})
 	}
@@ -221,29 +213,12 @@ func TestSendErrorMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fc := &fakeClient{err: tt.err}
-			tr := newTransport(t, fc, Config{FromEmailAddress: "a@example.com"})
+			tr := newTransport(t, answering(nil, tt.err), Config{FromEmailAddress: "a@example.com"})
 			_, err := tr.Send(context.Background(), testSend())
-			if err == nil {
-				t.Fatal("Send succeeded, want an error")
-			}
-			class, text := classOf(t, err)
-			if class != tt.class {
-				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
-			}
-			if !strings.HasPrefix(text, tt.wantPrefix) {
-				t.Fatalf("text = %q, want prefix %q", text, tt.wantPrefix)
-			}
+			outcometest.Want{Class: tt.class, Text: tt.wantPrefix, Prefix: true}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
-}
-
-// classOf names the outcome class of a Send error and returns its text (see
-// outcometest.Class).
-func classOf(t *testing.T, err error) (class, text string) {
-	t.Helper()
-	return outcometest.Class(t, err, ErrOutcomeUnknown)
 }
 
 // assertClean fails if s carries the address, subject, body, reset token or
@@ -257,8 +232,7 @@ func assertClean(t *testing.T, s string) {
 }
 
 func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) {
-	fc := &fakeClient{out: &sesv2.SendEmailOutput{}}
-	tr := newTransport(t, fc, Config{FromEmailAddress: "a@example.com"})
+	tr := newTransport(t, answering(&sesv2.SendEmailOutput{}, nil), Config{FromEmailAddress: "a@example.com"})
 	if _, err := tr.Send(context.Background(), testSend()); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
 	}
@@ -317,17 +291,7 @@ func TestSendThroughSDK(t *testing.T) {
 				w.WriteHeader(tt.status)
 				fmt.Fprint(w, tt.body)
 			})
-			class, text := classOf(t, err)
-			if class != tt.class {
-				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
-			}
-			if text != tt.wantText {
-				t.Fatalf("text = %q\nwant   %q", text, tt.wantText)
-			}
-			var ns *ledger.NotSent
-			if errors.As(err, &ns) && ns.RetryAfter != tt.wantAfter {
-				t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, tt.wantAfter)
-			}
+			outcometest.Want{Class: tt.class, Text: tt.wantText, RetryAfter: tt.wantAfter}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
@@ -347,9 +311,7 @@ func TestSendThroughSDK(t *testing.T) {
 	for _, tt := range incomplete {
 		t.Run(tt.name, func(t *testing.T) {
 			err := sendOnce(context.Background(), t, tt.serve)
-			if class, text := classOf(t, err); class != "unknown" || text != tt.want {
-				t.Fatalf("%s %q, want unknown %q", class, text, tt.want)
-			}
+			outcometest.Want{Class: "unknown", Text: tt.want}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}

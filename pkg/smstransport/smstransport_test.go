@@ -44,22 +44,25 @@ func testSend(expiresIn time.Duration) ledger.Send {
 	}
 }
 
+// fakeClient records the input and the options a call would run with.
 type fakeClient struct {
-	in    *pinpointsmsvoicev2.SendTextMessageInput
-	opts  pinpointsmsvoicev2.Options
-	calls int
-	out   *pinpointsmsvoicev2.SendTextMessageOutput
-	err   error
+	outcometest.Fake[pinpointsmsvoicev2.SendTextMessageInput, pinpointsmsvoicev2.SendTextMessageOutput, pinpointsmsvoicev2.Options]
 }
 
 func (f *fakeClient) SendTextMessage(_ context.Context, in *pinpointsmsvoicev2.SendTextMessageInput, optFns ...func(*pinpointsmsvoicev2.Options)) (*pinpointsmsvoicev2.SendTextMessageOutput, error) {
-	f.calls++
-	f.in = in
-	f.opts = pinpointsmsvoicev2.Options{Retryer: retry.NewStandard()}
-	for _, fn := range optFns {
-		fn(&f.opts)
-	}
-	return f.out, f.err
+	return f.Call(in, pinpointsmsvoicev2.Options{Retryer: retry.NewStandard()}, optFns)
+}
+
+// answering returns a fake client whose call returns out, err.
+func answering(out *pinpointsmsvoicev2.SendTextMessageOutput, err error) *fakeClient {
+	f := &fakeClient{}
+	f.Out, f.Err = out, err
+	return f
+}
+
+// accepting returns a fake client whose call is accepted with message id id.
+func accepting(id string) *fakeClient {
+	return answering(&pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String(id)}, nil)
 }
 
 func newTransport(t *testing.T, c Client, cfg Config) *Transport {
@@ -90,13 +93,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("%v does not wrap ErrInvalidConfig", err)
-			}
+			outcometest.CheckConfigErr(t, tt.cfg.Validate(), tt.ok, ErrInvalidConfig)
 		})
 	}
 	if _, err := New(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
@@ -115,7 +112,7 @@ func TestCapabilities(t *testing.T) {
 }
 
 func TestSendBuildsRequest(t *testing.T) {
-	fc := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String("msg-1")}}
+	fc := accepting("msg-1")
 	tr := newTransport(t, fc, Config{OriginationIdentity: "pool-abc", ConfigurationSetName: "reset-events"})
 	s := testSend(10*time.Minute + 900*time.Millisecond)
 	ack, err := tr.Send(context.Background(), s)
@@ -125,7 +122,7 @@ func TestSendBuildsRequest(t *testing.T) {
 	if ack.ID != "msg-1" {
 		t.Fatalf("ack = %q, want the MessageId", ack.ID)
 	}
-	in := fc.in
+	in := fc.In
 	if aws.ToString(in.DestinationPhoneNumber) != testTo || aws.ToString(in.MessageBody) != testBody {
 		t.Errorf("destination/body not passed through: %+v", in)
 	}
@@ -142,17 +139,17 @@ func TestSendBuildsRequest(t *testing.T) {
 	if got := aws.ToInt32(in.TimeToLive); got != 600 {
 		t.Errorf("TimeToLive = %d, want 600 (whole seconds left, rounded down)", got)
 	}
-	if _, ok := fc.opts.Retryer.(aws.NopRetryer); !ok {
-		t.Errorf("retryer = %T, want aws.NopRetryer", fc.opts.Retryer)
+	if _, ok := fc.Opts.Retryer.(aws.NopRetryer); !ok {
+		t.Errorf("retryer = %T, want aws.NopRetryer", fc.Opts.Retryer)
 	}
 
 	// Optional fields stay unset when not configured.
-	fc2 := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String("m")}}
+	fc2 := accepting("m")
 	if _, err := newTransport(t, fc2, Config{}).Send(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	if fc2.in.OriginationIdentity != nil || fc2.in.ConfigurationSetName != nil {
-		t.Errorf("unset config produced origination %v / config set %v", fc2.in.OriginationIdentity, fc2.in.ConfigurationSetName)
+	if fc2.In.OriginationIdentity != nil || fc2.In.ConfigurationSetName != nil {
+		t.Errorf("unset config produced origination %v / config set %v", fc2.In.OriginationIdentity, fc2.In.ConfigurationSetName)
 	}
 }
 
@@ -173,7 +170,7 @@ func TestTimeToLive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fc := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String("m")}}
+			fc := accepting("m")
 			tr := newTransport(t, fc, Config{MinTimeToLive: tt.min})
 			_, err := tr.Send(context.Background(), testSend(tt.left))
 			if tt.wantTTL == 0 {
@@ -181,15 +178,15 @@ func TestTimeToLive(t *testing.T) {
 				if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "challenge expires before minimum TTL") {
 					t.Fatalf("err = %v, want a minimum-TTL rejection", err)
 				}
-				if fc.calls != 0 {
-					t.Fatalf("API called %d times, want 0", fc.calls)
+				if fc.Calls != 0 {
+					t.Fatalf("API called %d times, want 0", fc.Calls)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := aws.ToInt32(fc.in.TimeToLive); got != tt.wantTTL {
+			if got := aws.ToInt32(fc.In.TimeToLive); got != tt.wantTTL {
 				t.Fatalf("TimeToLive = %d, want %d", got, tt.wantTTL)
 			}
 		})
@@ -221,26 +218,11 @@ func TestSendErrorMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fc := &fakeClient{err: tt.err}
-			tr := newTransport(t, fc, Config{})
-			_, err := tr.Send(context.Background(), testSend(10*time.Minute))
-			class, text := classOf(t, err)
-			if class != tt.class {
-				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
-			}
-			if !strings.HasPrefix(text, tt.wantPrefix) {
-				t.Fatalf("text = %q, want prefix %q", text, tt.wantPrefix)
-			}
+			_, err := newTransport(t, answering(nil, tt.err), Config{}).Send(context.Background(), testSend(10*time.Minute))
+			outcometest.Want{Class: tt.class, Text: tt.wantPrefix, Prefix: true}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
-}
-
-// classOf names the outcome class of a Send error and returns its text (see
-// outcometest.Class).
-func classOf(t *testing.T, err error) (class, text string) {
-	t.Helper()
-	return outcometest.Class(t, err, ErrOutcomeUnknown)
 }
 
 // assertClean fails if s carries the number (in any spelling), the body, the
@@ -251,7 +233,7 @@ func assertClean(t *testing.T, s string) {
 }
 
 func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) {
-	fc := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{}}
+	fc := answering(&pinpointsmsvoicev2.SendTextMessageOutput{}, nil)
 	if _, err := newTransport(t, fc, Config{}).Send(context.Background(), testSend(time.Hour)); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
 	}
@@ -307,17 +289,7 @@ func TestSendThroughSDK(t *testing.T) {
 				w.WriteHeader(tt.status)
 				fmt.Fprint(w, tt.body)
 			})
-			class, text := classOf(t, err)
-			if class != tt.class {
-				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
-			}
-			if text != tt.want {
-				t.Fatalf("text = %q\nwant   %q", text, tt.want)
-			}
-			var ns *ledger.NotSent
-			if errors.As(err, &ns) && ns.RetryAfter != tt.wantAfter {
-				t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, tt.wantAfter)
-			}
+			outcometest.Want{Class: tt.class, Text: tt.want, RetryAfter: tt.wantAfter}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
@@ -345,9 +317,7 @@ func TestSendThroughSDK(t *testing.T) {
 				defer cancel()
 			}
 			err := sendOnce(ctx, t, tt.serve)
-			if class, text := classOf(t, err); class != "unknown" || text != tt.want {
-				t.Fatalf("%s %q, want unknown %q", class, text, tt.want)
-			}
+			outcometest.Want{Class: "unknown", Text: tt.want}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}

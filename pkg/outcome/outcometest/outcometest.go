@@ -124,3 +124,73 @@ func AssertClean(t testing.TB, s string, secrets ...string) {
 		}
 	}
 }
+
+// Want is the outcome a send should end in.
+type Want struct {
+	// Class is "rejected", "notsent" or "unknown" (see Class).
+	Class string
+	// Text is the rejection reason, the NotSent code or the error text.
+	Text string
+	// Prefix says Text need only begin the text.
+	Prefix bool
+	// RetryAfter is the wait a NotSent asks for.
+	RetryAfter time.Duration
+}
+
+// Check fails the test unless err is the outcome w describes; unknown is the
+// transport's sentinel for unknown outcomes.
+func (w Want) Check(t testing.TB, err, unknown error) {
+	t.Helper()
+	class, text := Class(t, err, unknown)
+	if class != w.Class {
+		t.Fatalf("class = %s (%v), want %s", class, err, w.Class)
+	}
+	if w.Prefix && !strings.HasPrefix(text, w.Text) {
+		t.Fatalf("text = %q, want prefix %q", text, w.Text)
+	}
+	if !w.Prefix && text != w.Text {
+		t.Fatalf("text = %q\nwant   %q", text, w.Text)
+	}
+	var ns *ledger.NotSent
+	if errors.As(err, &ns) && ns.RetryAfter != w.RetryAfter {
+		t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, w.RetryAfter)
+	}
+}
+
+// CheckConfigErr fails the test unless err, a Config.Validate result, is
+// nil when ok and wraps invalid (the package's invalid-config sentinel)
+// when not.
+func CheckConfigErr(t testing.TB, err error, ok bool, invalid error) {
+	t.Helper()
+	if (err == nil) != ok {
+		t.Fatalf("Validate() = %v, want ok=%v", err, ok)
+	}
+	if err != nil && !errors.Is(err, invalid) {
+		t.Fatalf("error %v does not wrap %v", err, invalid)
+	}
+}
+
+// Fake is a fake AWS SDK send operation for a transport's unit tests: it
+// records the input and the options a call would run with, and returns Out
+// and Err. A package's fake client embeds it and implements its one method
+// with Call.
+type Fake[In, Out, Opts any] struct {
+	In    *In
+	Opts  Opts
+	Calls int
+	Out   *Out
+	Err   error
+}
+
+// Call records one call with input in and the options base with optFns
+// applied (base stands for the client's own options, e.g. its default
+// retryer), and returns f.Out and f.Err.
+func (f *Fake[In, Out, Opts]) Call(in *In, base Opts, optFns []func(*Opts)) (*Out, error) {
+	f.Calls++
+	f.In = in
+	f.Opts = base
+	for _, fn := range optFns {
+		fn(&f.Opts)
+	}
+	return f.Out, f.Err
+}
