@@ -22,6 +22,7 @@ type Claim struct {
 	Metrics *metrics.Emitter
 }
 
+// Handle claims each record of one SQS batch and reports the ones to retry.
 func (h *Claim) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	worker, log := invocation(ctx, "claim", h.Log)
 	return sqsBatch(ev.Records, func(rec events.SQSMessage) error {

@@ -27,6 +27,8 @@ type Dispatch struct {
 	Metrics *metrics.Emitter
 }
 
+// Handle dispatches the claimed rows of one batch of stream records, in
+// order, and reports the first record that failed.
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	worker, log := invocation(ctx, "dispatch", h.Log)
 	for _, rec := range ev.Records {
