@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/envelope"
 )
@@ -40,7 +41,7 @@ func throughputReport(t *testing.T, rep *Report) {
 	for i := 0; i < throughputMsgs; i += 10 {
 		var ev events.SQSEvent
 		for j := i; j < i+10; j++ {
-			_, _, body := wireIntent(t, sealer, j, now)
+			_, _, body := handlertest.WireIntent(t, sealer, j, now)
 			ev.Records = append(ev.Records, sqsRecord(j, body))
 		}
 		batches = append(batches, ev)
