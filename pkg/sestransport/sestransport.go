@@ -150,13 +150,11 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
 	}
 	out, err := t.client.SendEmail(ctx, in, noRetries)
-	if err != nil {
-		return ledger.Ack{}, classifier.Classify(err, s.Message.To, s.Message.Subject, s.Message.Body)
+	var id string
+	if out != nil {
+		id = aws.ToString(out.MessageId)
 	}
-	if out == nil || aws.ToString(out.MessageId) == "" {
-		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, "SendEmail succeeded without a MessageId", nil)
-	}
-	return ledger.Ack{ID: aws.ToString(out.MessageId)}, nil
+	return classifier.Ack("SendEmail", id, err, s.Message.To, s.Message.Subject, s.Message.Body)
 }
 
 // noRetries turns the SDK's automatic retries off for one call, so that

@@ -177,13 +177,11 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
 	}
 	out, err := t.client.SendTextMessage(ctx, in, noRetries)
-	if err != nil {
-		return ledger.Ack{}, classifier.Classify(err, s.Message.To, s.Message.Body)
+	var id string
+	if out != nil {
+		id = aws.ToString(out.MessageId)
 	}
-	if out == nil || aws.ToString(out.MessageId) == "" {
-		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, "SendTextMessage succeeded without a MessageId", nil)
-	}
-	return ledger.Ack{ID: aws.ToString(out.MessageId)}, nil
+	return classifier.Ack("SendTextMessage", id, err, s.Message.To, s.Message.Body)
 }
 
 // timeToLive returns the whole seconds left until expiresAt, clamped to the
