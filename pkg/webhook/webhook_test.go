@@ -86,13 +86,8 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
+			outcometest.CheckConfigErr(t, err, tt.ok, webhook.ErrInvalidConfig)
 			if err != nil {
-				if !errors.Is(err, webhook.ErrInvalidConfig) {
-					t.Fatalf("%v does not wrap ErrInvalidConfig", err)
-				}
 				assertClean(t, err.Error())
 			}
 		})
