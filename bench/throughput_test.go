@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/metrics"
@@ -35,7 +36,7 @@ func throughputReport(t *testing.T, rep *Report) {
 	ctx := context.Background()
 	r := newRig(t, "bench-tput")
 	kc := kms.NewFromConfig(r.cfg)
-	sealer := &envelope.Sealer{KMS: kc, KeyID: newKMSKey(t, kc)}
+	sealer := &envelope.Sealer{KMS: kc, KeyID: emulator.KMSKey(t, kc, "bench")}
 	now := time.Now()
 	batches := make([]events.SQSEvent, 0, throughputMsgs/10)
 	for i := 0; i < throughputMsgs; i += 10 {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
@@ -83,7 +84,7 @@ func sealedIntent(ctx context.Context, t testing.TB, sealer *envelope.Sealer, i 
 func writesReport(t *testing.T, rep *Report) {
 	r := newRig(t, "bench-writes")
 	kc := kms.NewFromConfig(r.cfg)
-	arn := newKMSKey(t, kc)
+	arn := emulator.KMSKey(t, kc, "bench")
 	clk := newClock()
 	b := &writesBench{
 		t: t, ctx: context.Background(), r: r, clk: clk,
@@ -104,7 +105,7 @@ type writesBench struct {
 	ctx    context.Context
 	r      *rig
 	sealer *envelope.Sealer
-	clk    *clock
+	clk    *ledgertest.Clock
 	svc    *ledger.Service
 }
 

@@ -30,6 +30,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/pkg/charclass"
 )
@@ -156,4 +159,39 @@ func UniqueName(t testing.TB, prefix string) string {
 		buf[i] = suffixAlphabet[int(c)%len(suffixAlphabet)]
 	}
 	return p + "-" + string(buf)
+}
+
+// KMSKey creates a symmetric encryption key in the emulator, described by a
+// UniqueName from prefix, schedules its deletion when the test ends, and
+// returns its ARN.
+func KMSKey(t testing.TB, client *kms.Client, prefix string) string {
+	t.Helper()
+	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
+		Description: aws.String(UniqueName(t, prefix)),
+		KeySpec:     kmstypes.KeySpecSymmetricDefault,
+		KeyUsage:    kmstypes.KeyUsageTypeEncryptDecrypt,
+	})
+	if err != nil {
+		t.Fatalf("emulator: CreateKey: %v", err)
+	}
+	arn := aws.ToString(out.KeyMetadata.Arn)
+	t.Cleanup(func() {
+		_, _ = client.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
+	})
+	return arn
+}
+
+// Queue creates an SQS queue in the emulator named by UniqueName from
+// prefix, deletes it when the test ends, and returns its URL.
+func Queue(t testing.TB, client *sqs.Client, prefix string) string {
+	t.Helper()
+	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(UniqueName(t, prefix))})
+	if err != nil {
+		t.Fatalf("emulator: CreateQueue: %v", err)
+	}
+	url := aws.ToString(out.QueueUrl)
+	t.Cleanup(func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+	})
+	return url
 }
