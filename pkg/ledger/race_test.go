@@ -59,6 +59,19 @@ func TestDispatchInterleavings(t *testing.T) {
 			}
 		}
 	}
+	// mismatchFirst is a hook in which other claims in again with changed
+	// content: a content-mismatch event on the row.
+	mismatchFirst := func(t *testing.T, other *ledger.Service, in ledger.Intent) func() {
+		return func() {
+			m := ledgertest.Message(60, ledger.Email)
+			m.Body = "tampered"
+			bad := in
+			bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
+			if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.ClaimMismatch {
+				t.Errorf("mismatch claim: %s %v", r.Outcome, err)
+			}
+		}
+	}
 	tests := []struct {
 		name string
 		// wire installs the interleaving on svc (the worker under test);
@@ -83,28 +96,12 @@ func TestDispatchInterleavings(t *testing.T) {
 			svc.Store = &hookStore{Store: e.Store, beforeBegin: dispatchFirst(t, other, in.Key())}
 		}, ledger.DispatchSkipped, ledger.Accepted, 1},
 		{"a content-mismatch event landed between read and write", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
-			svc.Store = &hookStore{Store: e.Store, beforeBegin: func() {
-				m := ledgertest.Message(60, ledger.Email)
-				m.Body = "tampered"
-				bad := in
-				bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-				if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.ClaimMismatch {
-					t.Errorf("mismatch claim: %s %v", r.Outcome, err)
-				}
-			}}
+			svc.Store = &hookStore{Store: e.Store, beforeBegin: mismatchFirst(t, other, in)}
 		}, ledger.DispatchAccepted, ledger.Accepted, 1},
 		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
 			var once sync.Once
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
-				once.Do(func() {
-					m := ledgertest.Message(60, ledger.Email)
-					m.Body = "tampered"
-					bad := in
-					bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-					if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.ClaimMismatch {
-						t.Errorf("mismatch claim: %s %v", r.Outcome, err)
-					}
-				})
+				once.Do(mismatchFirst(t, other, in))
 				return ledgertest.Accept
 			}
 		}, ledger.DispatchAccepted, ledger.Accepted, 1},
