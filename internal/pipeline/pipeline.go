@@ -195,7 +195,7 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	if err := dynamostore.CreateTables(ctx, p.DB, p.LedgerTable, p.ContentTable); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DB.CreateTable(ctx, dynamostore.BudgetTable(p.BudgetTable)); err != nil {
+	if err := dynamostore.CreateBudgetTable(ctx, p.DB, p.BudgetTable); err != nil {
 		t.Fatal(err)
 	}
 	desc, err := p.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.LedgerTable})
