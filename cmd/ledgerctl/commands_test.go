@@ -639,22 +639,8 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	kmsClient, sqsClient := kms.NewFromConfig(f.cfg), sqs.NewFromConfig(f.cfg)
-	key, err := kmsClient.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(emulator.UniqueName(t, "ledgerctl-send"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arn := aws.ToString(key.KeyMetadata.Arn)
-	t.Cleanup(func() {
-		_, _ = kmsClient.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
-	})
-	q, err := sqsClient.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "ledgerctl-intents"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := aws.ToString(q.QueueUrl)
-	t.Cleanup(func() {
-		_, _ = sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
-	})
+	arn := emulator.KMSKey(t, kmsClient, "ledgerctl-send")
+	url := emulator.Queue(t, sqsClient, "ledgerctl-intents")
 
 	f.clock = ledgertest.NewClock()
 	realNow := time.Now().UTC()

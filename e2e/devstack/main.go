@@ -163,18 +163,7 @@ func waitRow(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	store := dynamostore.New(dynamodb.NewFromConfig(cfg), out.LedgerTable, dynamostore.DefaultShards)
 	key := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: challenge, Channel: channel}.Key()
-	var row ledger.Entry
-	err = e2e.Poll(ctx, *timeout, 250*time.Millisecond, func(ctx context.Context) (bool, string, error) {
-		e, err := store.Get(ctx, key)
-		if errors.Is(err, ledger.ErrNotFound) {
-			return false, "no row yet", nil
-		}
-		if err != nil {
-			return false, "", err
-		}
-		row = e
-		return e.State.Terminal(), "row is " + string(e.State), nil
-	})
+	row, err := e2e.WaitTerminal(ctx, store, key, *timeout, 250*time.Millisecond)
 	if err != nil {
 		return err
 	}

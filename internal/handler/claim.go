@@ -23,18 +23,27 @@ type Claim struct {
 	Metrics *metrics.Emitter
 }
 
+// Handle claims each record of one SQS batch and reports the ones to retry.
 func (h *Claim) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	// An empty list, never nil: nil encodes as "batchItemFailures":null,
-	// which AWS reads as no failures but some event sources (the local
-	// emulator among them) fail on, leaving the whole batch undeleted.
-	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	worker, log := invocation(ctx, settings.Claim, h.Log)
-	for _, rec := range ev.Records {
-		if err := h.claim(ctx, rec, worker, log); err != nil {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+	return sqsBatch(ev.Records, func(rec events.SQSMessage) error {
+		return h.claim(ctx, rec, worker, log)
+	}), nil
+}
+
+// sqsBatch handles each message with one and reports the messages it fails
+// by message id. The failure list is empty, never nil: nil encodes as
+// "batchItemFailures":null, which AWS reads as no failures but some event
+// sources (the local emulator among them) fail on, leaving the whole batch
+// undeleted.
+func sqsBatch(records []events.SQSMessage, one func(events.SQSMessage) error) events.SQSEventResponse {
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	for _, m := range records {
+		if err := one(m); err != nil {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
 		}
 	}
-	return resp, nil
+	return resp
 }
 
 // claim handles one record; a non-nil error means "report as failed".

@@ -28,9 +28,9 @@ type Dispatch struct {
 	Metrics *metrics.Emitter
 }
 
+// Handle dispatches the claimed rows of one batch of stream records, in
+// order, and reports the first record that failed.
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	// An empty list, never nil (see Claim.Handle).
-	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	worker, log := invocation(ctx, settings.Dispatch, h.Log)
 	for _, rec := range ev.Records {
 		key, ok, err := DispatchKey(rec)
@@ -38,41 +38,46 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 			// A record we cannot read is not ours to drop silently: fail it so
 			// the event source retries, then sends it to the on-failure queue.
 			log.Error("unreadable stream record", "sequence_number", rec.Change.SequenceNumber, "reason", err.Error())
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
-			return resp, nil
+			return streamFailedAt(rec), nil
 		}
 		if !ok {
 			continue
 		}
-		if err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log); err != nil {
+		if _, err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log); err != nil {
 			// Stream order matters: report the first failure; the records
 			// after it are redelivered with it.
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
-			return resp, nil
+			return streamFailedAt(rec), nil
 		}
 	}
-	return resp, nil
+	// An empty list, never nil (see sqsBatch).
+	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}, nil
+}
+
+// streamFailedAt reports rec, by its sequence number, as the batch's first
+// failed record.
+func streamFailedAt(rec events.DynamoDBEventRecord) events.DynamoDBEventResponse {
+	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: rec.Change.SequenceNumber}}}
 }
 
 // HandleQueue dispatches the rows named by dispatch queue messages. A
 // message that is not one (it names no dedupe key) is reported failed, so
 // that it ends in the queue's DLQ as evidence rather than being dropped.
 func (h *Dispatch) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	// An empty list, never nil (see Claim.Handle).
-	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	worker, log := invocation(ctx, settings.Dispatch, h.Log)
-	for _, m := range ev.Records {
+	return sqsBatch(ev.Records, func(m events.SQSMessage) error {
 		key, err := dispatchqueue.Parse(m.Body)
-		if err == nil {
-			err = h.dispatch(ctx, key, nil, worker, log.With("source", "queue"))
-		} else {
-			log.Error("unreadable dispatch queue message; kept for the DLQ", "message_id", m.MessageId, "reason", err.Error())
-		}
 		if err != nil {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+			log.Error("unreadable dispatch queue message; kept for the DLQ", "message_id", m.MessageId, "reason", err.Error())
+			return err
 		}
-	}
-	return resp, nil
+		res, err := h.dispatch(ctx, key, nil, worker, log.With("source", "queue"))
+		if err != nil {
+			return err
+		}
+		// A wake-up that came early (a delay longer than SQS allows) goes
+		// back on the queue; failing to is a retry of this one.
+		return h.Svc.RescheduleNotDue(ctx, res)
+	}), nil
 }
 
 // Invoke routes one invocation by its event source: DynamoDB stream
@@ -107,7 +112,7 @@ func (h *Dispatch) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 
 // dispatch starts from the record's new image when it decodes to the row
 // (saving a read), and from the key otherwise.
-func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) error {
+func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) (ledger.DispatchResult, error) {
 	log = log.With("dedupe_key", key)
 	var res ledger.DispatchResult
 	var err error
@@ -126,14 +131,14 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 	}
 	if err != nil {
 		if errors.Is(err, ledger.ErrNotFound) {
-			log.Warn("stream record for a row that no longer exists; skipped")
-			return nil
+			log.Warn("record or message for a row that no longer exists; skipped")
+			return res, nil
 		}
 		log.Error("dispatch failed; will retry", "error", err.Error())
-		return err
+		return res, err
 	}
 	log.Info("dispatch handled", "outcome", string(res.Outcome), "state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
-	return nil
+	return res, nil
 }
 
 // observe counts what operations watch during a surge: not-sent answers by

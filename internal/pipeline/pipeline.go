@@ -219,7 +219,7 @@ func (p *Pipeline) createTables() {
 	if err := dynamostore.CreateTables(p.Ctx, p.DB, p.LedgerTable, p.ContentTable); err != nil {
 		p.t.Fatal(err)
 	}
-	if _, err := p.DB.CreateTable(p.Ctx, dynamostore.BudgetTable(p.BudgetTable)); err != nil {
+	if err := dynamostore.CreateBudgetTable(p.Ctx, p.DB, p.BudgetTable); err != nil {
 		p.t.Fatal(err)
 	}
 	desc, err := p.DB.DescribeTable(p.Ctx, &dynamodb.DescribeTableInput{TableName: &p.LedgerTable})

@@ -37,38 +37,70 @@ func (s *Service) clearDeferral(n *Entry) {
 // never bunch sends above the budget.
 const slotGrace = time.Second
 
+// SendReserve is the time an invocation must have left to start a send: a
+// transport call that the function's timeout cuts off would leave the row
+// dispatching, then unknown. With less left, the row is handed to the
+// dispatch queue instead.
+const SendReserve = 10 * time.Second
+
+// HandOffCode is the NotSentCode of a row handed to the dispatch queue
+// because its invocation had no time left to send it.
+const HandOffCode = "invocation_deadline"
+
 // slot returns the send time of the attempt about to start from row e: the
-// one a deferred row holds, or a new booking in the budget. When the
-// booking is further away than Policy.BudgetWait the row is deferred to it
-// instead (deferred.Outcome is set); when no send time is left before the
-// deadline the row ends expired.
+// one a deferred row holds, or a new booking in the budget. When the send
+// time is further away than this dispatch may wait (Policy.BudgetWait, and
+// never past the invocation's deadline minus SendReserve) the row is
+// deferred to it instead (deferred.Outcome is set); when no send time is
+// left before the challenge's deadline the row ends expired.
 func (s *Service) slot(ctx context.Context, e Entry, w Worker, now time.Time) (at time.Time, deferred DispatchResult, err error) {
-	if e.State == Deferred && !e.SlotAt.IsZero() && !now.After(e.SlotAt.Add(slotGrace)) {
-		return e.SlotAt, DispatchResult{}, nil
+	booked, code := true, BudgetCode
+	switch {
+	case e.State == Deferred && !e.SlotAt.IsZero() && !now.After(e.SlotAt.Add(slotGrace)):
+		at = e.SlotAt
+	case s.Budget == nil:
+		at, booked, code = now, false, HandOffCode
+		if e.State == Deferred && e.NextAttemptAt.After(now) {
+			at, code = e.NextAttemptAt, e.NotSentCode // the provider's wait
+		}
+	default:
+		earliest := now
+		if e.State == Deferred && e.NextAttemptAt.After(now) {
+			earliest = e.NextAttemptAt // the provider's wait, not shortened by BudgetWait
+		}
+		// The last send time the move to dispatching still accepts.
+		deadline := e.ExpiresAt.Add(-s.Policy.ExpiryMargin - Precision)
+		at, err = s.Budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
+		if errors.Is(err, ErrNoBudget) {
+			res, err := s.expire(ctx, e, w, NotSentReason(BudgetCode), DispatchExpired)
+			return time.Time{}, res, err
+		}
+		if err != nil {
+			return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: send-rate budget: %w", e.Key, err)
+		}
 	}
-	earliest := now
-	if e.State == Deferred && e.NextAttemptAt.After(now) {
-		earliest = e.NextAttemptAt // the provider's wait, not shortened by BudgetWait
-	}
-	if s.Budget == nil {
-		return earliest, DispatchResult{}, nil
-	}
-	// The last send time the move to dispatching still accepts.
-	deadline := e.ExpiresAt.Add(-s.Policy.ExpiryMargin - Precision)
-	at, err = s.Budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
-	if errors.Is(err, ErrNoBudget) {
-		res, err := s.expire(ctx, e, w, NotSentReason(BudgetCode), DispatchExpired)
-		return time.Time{}, res, err
-	}
-	if err != nil {
-		return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: send-rate budget: %w", e.Key, err)
-	}
-	if at.Sub(now) <= s.Policy.BudgetWait {
+	if at.Sub(now) <= s.maxWait(ctx) {
 		return at, DispatchResult{}, nil
 	}
 	reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
-	res, err := s.deferTo(ctx, e, w, reason, BudgetCode, at, true)
+	if code == HandOffCode {
+		reason = "no time left in this invocation to send; handed to the dispatch queue"
+	} else if !booked || code != BudgetCode {
+		reason = fmt.Sprintf("waiting until %s as the provider asked (%s)", at.UTC().Format(time.RFC3339Nano), code)
+	}
+	res, err := s.deferTo(ctx, e, w, reason, code, at, booked)
 	return time.Time{}, res, err
+}
+
+// maxWait is how long this dispatch may wait in-process before a send:
+// Policy.BudgetWait, less if the invocation would not have SendReserve
+// left after it (negative when it has not even that).
+func (s *Service) maxWait(ctx context.Context) time.Duration {
+	wait := s.Policy.BudgetWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-SendReserve)
+	}
+	return wait
 }
 
 // deferTo records that the row waits until at (holding that budget slot
@@ -103,6 +135,15 @@ func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code s
 		return DispatchResult{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
 	}
 	return DispatchResult{Outcome: DispatchDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+}
+
+// RescheduleNotDue schedules the wake-up of a deferred row again after a
+// wake-up delivered it before it was due (res.Outcome DispatchNotDue).
+func (s *Service) RescheduleNotDue(ctx context.Context, res DispatchResult) error {
+	if res.Outcome != DispatchNotDue {
+		return nil
+	}
+	return s.schedule(ctx, res.Entry)
 }
 
 // schedule asks for the deferred row e to be dispatched at its next

@@ -23,7 +23,9 @@ const (
 	// The row is deferred and its wake-up scheduled.
 	DispatchDeferred DispatchOutcome = "deferred"
 	// DispatchNotDue: a deferred row was handed to dispatch before its
-	// next attempt was due; its wake-up was scheduled again.
+	// next attempt was due. Nothing was written: its wake-up is already
+	// scheduled, unless this delivery was that wake-up, arriving early (a
+	// delay longer than the queue allows); RescheduleNotDue covers that.
 	DispatchNotDue DispatchOutcome = "not_due"
 )
 
@@ -88,9 +90,7 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	switch {
 	case e.State == Claimed:
 	case e.State == Deferred && now.Add(s.Policy.BudgetWait).Before(e.NextAttemptAt):
-		res := DispatchResult{Outcome: DispatchNotDue, Entry: e}
-		res.ScheduleErr = s.schedule(ctx, e)
-		return res, false, nil
+		return DispatchResult{Outcome: DispatchNotDue, Entry: e}, false, nil
 	case e.State == Deferred:
 	default:
 		return DispatchResult{Outcome: DispatchSkipped, Entry: e}, false, nil

@@ -88,6 +88,20 @@ func (c Classifier) Classify(err error, secrets ...string) error {
 	return FromSDK(c.Unknown, err)
 }
 
+// Ack maps the result of one AWS SDK send call: a non-nil err through
+// Classify (with secrets), otherwise the provider's message id, where an
+// empty id is an unknown outcome ("<op> succeeded without a MessageId"): the
+// call returned, but nothing identifies what the provider took.
+func (c Classifier) Ack(op, messageID string, err error, secrets ...string) (ledger.Ack, error) {
+	if err != nil {
+		return ledger.Ack{}, c.Classify(err, secrets...)
+	}
+	if messageID == "" {
+		return ledger.Ack{}, Unknown(c.Unknown, op+" succeeded without a MessageId", nil)
+	}
+	return ledger.Ack{ID: messageID}, nil
+}
+
 // NotSentFor returns a *ledger.NotSent for code that asks to wait
 // retryAfter, clamped to [0, MaxRetryAfter].
 func NotSentFor(code string, retryAfter time.Duration) *ledger.NotSent {

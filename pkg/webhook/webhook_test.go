@@ -8,13 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome/outcometest"
 	"github.com/resetledger/resetledger/pkg/webhook"
 	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
@@ -60,11 +59,7 @@ func setup(t *testing.T, pcfg webhooktest.ProviderConfig, mutate func(*webhook.C
 // the reset link or the bearer token.
 func assertClean(t *testing.T, s string) {
 	t.Helper()
-	for _, secret := range []string{testTo, "player.one", "s3cr3t-t0ken-value", "game.example", testToken, "ABCDEF0123456789", "expires in 10 minutes", "\n"} {
-		if strings.Contains(s, secret) {
-			t.Fatalf("error text %q leaks %q", s, secret)
-		}
-	}
+	outcometest.AssertClean(t, s, testTo, "player.one", "s3cr3t-t0ken-value", "game.example", testToken, "ABCDEF0123456789", "expires in 10 minutes", "\n")
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -91,13 +86,8 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
+			outcometest.CheckConfigErr(t, err, tt.ok, webhook.ErrInvalidConfig)
 			if err != nil {
-				if !errors.Is(err, webhook.ErrInvalidConfig) {
-					t.Fatalf("%v does not wrap ErrInvalidConfig", err)
-				}
 				assertClean(t, err.Error())
 			}
 		})
@@ -550,38 +540,26 @@ func TestSendNotSent(t *testing.T) {
 		{"503 with a truncated body", truncated(503), "webhook: outcome unknown: HTTP 503, then the body was lost (connection closed before a complete response)"},
 		{"429 with a truncated body", truncated(429), "webhook: outcome unknown: HTTP 429, then the body was lost (connection closed before a complete response)"},
 		{"503 with a body over the cap", answer(503, "30", httpDate(date), strings.Repeat("x", webhook.MaxResponse+1)), "webhook: outcome unknown: HTTP 503 with a body over 65536 bytes, not read to its end"},
-		{"connection reset after the request was written", resetConnection, "webhook: outcome unknown: connection reset"},
-		{"timeout", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			select {
-			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
-			}
-		}, "webhook: outcome unknown: timeout (deadline exceeded)"},
+		{"connection reset after the request was written", outcometest.ResetConnection, "webhook: outcome unknown: connection reset"},
+		{"timeout", outcometest.Hang(5 * time.Second), "webhook: outcome unknown: timeout (deadline exceeded)"},
 	}
 
 	send := func(t *testing.T, serve http.HandlerFunc) error {
 		t.Helper()
-		var hits atomic.Int32
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hits.Add(1)
-			serve(w, r)
-		}))
-		t.Cleanup(srv.Close)
-		cfg := webhook.DefaultConfig(srv.URL + "/v1/notify")
-		cfg.Token = testToken
-		cfg.Timeout = 300 * time.Millisecond
-		cfg.Now = func() time.Time { return clock }
-		tr, err := webhook.New(srv.Client(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = tr.Send(context.Background(), testSend("ch-notsent"))
+		err := outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
+			cfg := webhook.DefaultConfig(srv.URL + "/v1/notify")
+			cfg.Token = testToken
+			cfg.Timeout = 300 * time.Millisecond
+			cfg.Now = func() time.Time { return clock }
+			tr, err := webhook.New(srv.Client(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = tr.Send(context.Background(), testSend("ch-notsent"))
+			return err
+		})
 		if err == nil {
 			t.Fatal("Send succeeded, want an error")
-		}
-		if n := hits.Load(); n != 1 {
-			t.Fatalf("server saw %d requests, want exactly 1", n)
 		}
 		assertClean(t, err.Error())
 		if strings.Contains(err.Error(), "127.0.0.1") {
@@ -622,31 +600,8 @@ func TestSendNotSent(t *testing.T) {
 func truncated(status int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		body := `{"message":"temporarily unavailable, try again later"}`
 		w.Header().Set("Retry-After", "30")
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, body[:len(body)/2])
-		w.(http.Flusher).Flush()
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			panic(err)
-		}
-		_ = conn.Close()
+		outcometest.Truncate(w, status, `{"message":"temporarily unavailable, try again later"}`)
 	}
-}
-
-// resetConnection reads the whole request, then resets the connection
-// (RST, not FIN) without answering.
-func resetConnection(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
 }
