@@ -124,3 +124,23 @@ func (d *sendOnlyDLQ) Bind(_ awslambda.IEventSourceMapping, target awslambda.IFu
 	}))
 	return &awslambda.DlqDestinationConfig{Destination: d.queue.QueueArn()}
 }
+
+// validateDispatch checks what dispatch needs of the props: its waits inside its timeout, its
+// retries within SQS's longest delay, its lag alarm below the stream's record age limit.
+func (p *LedgerStackProps) validateDispatch(bad func(string, ...any)) {
+	fs, timeout := p.Functions, functionTimeouts[settings.Dispatch]
+	// Waiting for a slot holds a dispatch invocation; it must end well inside the timeout.
+	if fs.Policy.BudgetWait >= timeout/2 {
+		bad("%s %v: want below half the dispatch timeout %v", varName(settings.BudgetMaxWait), fs.Policy.BudgetWait, timeout)
+	}
+	// A retry is scheduled as a delayed dispatch-queue message: SQS delays at most 15 minutes.
+	if fs.Policy.RetryMax > maxWakeDelay {
+		bad("%s %v: want at most %v (the longest SQS message delay)", varName(settings.RetryBackoffMax), fs.Policy.RetryMax, maxWakeDelay)
+	}
+	if fs.WebhookTimeout >= timeout {
+		bad("%s %v must be below the dispatch timeout %v", varName(settings.WebhookTimeout), fs.WebhookTimeout, timeout)
+	}
+	if p.DispatchLagLimit <= 0 || p.DispatchLagLimit >= dispatchMaxRecordAge {
+		bad("DispatchLagLimit %v: want > 0 and below the stream record age limit %v", p.DispatchLagLimit, dispatchMaxRecordAge)
+	}
+}

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"time"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/resetledger/resetledger/internal/settings"
 )
 
 // intake is where intents arrive: the queue producers send to, which the claim function consumes,
@@ -54,4 +58,28 @@ func queueTrigger(stack awscdk.Stack, id string, fn awslambda.Function, queue aw
 		ReportBatchItemFailures: jsii.Bool(true),
 		MaxConcurrency:          jsii.Number(float64(maxConcurrency)),
 	})
+}
+
+// validateIntake checks what the intent queue needs of the props.
+func (p *LedgerStackProps) validateIntake(bad func(string, ...any)) {
+	if p.IntentRetention < time.Minute || p.IntentRetention > 14*24*time.Hour {
+		bad("IntentRetention %v: want 1m..14d", p.IntentRetention)
+	}
+	if p.MaxReceiveCount < 1 || p.MaxReceiveCount > 1000 {
+		bad("MaxReceiveCount %d: want 1..1000", p.MaxReceiveCount)
+	}
+	if v := p.IntentVisibilityTimeout; v < functionTimeouts[settings.Claim] || v > 12*time.Hour || v%time.Second != 0 {
+		bad("IntentVisibilityTimeout %v: want whole seconds from the claim timeout %v to 12h", v, functionTimeouts[settings.Claim])
+	}
+	if 2*p.IntentVisibilityTimeout >= p.IntentRetention {
+		bad("IntentVisibilityTimeout %v: the intent age alarm (two visibility timeouts) must fire before IntentRetention %v drops intents",
+			p.IntentVisibilityTimeout, p.IntentRetention)
+	}
+	for name, n := range map[string]int{
+		"ClaimMaxConcurrency": p.ClaimMaxConcurrency, "DispatchQueueMaxConcurrency": p.DispatchQueueMaxConcurrency,
+	} {
+		if n < 2 || n > 1000 {
+			bad("%s %d: want 2..1000", name, n)
+		}
+	}
 }

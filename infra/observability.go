@@ -389,3 +389,27 @@ func graph(title string, left []awscloudwatch.IMetric, width float64) awscloudwa
 		Title: jsii.String(title), Left: &left, Width: jsii.Number(width),
 	})
 }
+
+// validateObservability checks that the alarms notify someone where they must, and what they
+// and the log groups need of the props.
+func (p *LedgerStackProps) validateObservability(bad func(string, ...any)) {
+	if p.RequireAlarmTopic {
+		if p.AlarmTopicArn == "" {
+			bad("AlarmTopicArn is empty: this stage's alarms would notify no one (pass alarmTopicArn=<SNS topic ARN>)")
+		}
+		if p.SkipObservability {
+			bad("SkipObservability is set on a stage that requires alarms (RequireAlarmTopic)")
+		}
+	}
+	if a := p.AlarmTopicArn; a != "" {
+		if parts := strings.Split(a, ":"); len(parts) != 6 || parts[0] != "arn" || parts[2] != "sns" || parts[5] == "" {
+			bad("AlarmTopicArn %q: want arn:<partition>:sns:<region>:<account>:<topic>", a)
+		}
+	}
+	if p.MaxChallengeLifetime <= 0 {
+		bad("MaxChallengeLifetime %v: want > 0", p.MaxChallengeLifetime)
+	}
+	if _, ok := retentionDays[p.LogRetentionDays]; !ok {
+		bad("LogRetentionDays %d is not a CloudWatch Logs retention value", p.LogRetentionDays)
+	}
+}

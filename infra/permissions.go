@@ -154,6 +154,22 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) 
 	}
 }
 
+// sesIdentity is the SES identity that authorises the sender: SESIdentity, or the from
+// address's domain.
+func (p *LedgerStackProps) sesIdentity() string {
+	if p.SESIdentity != "" {
+		return p.SESIdentity
+	}
+	_, domain, _ := strings.Cut(p.Functions.SESFrom, "@")
+	return domain
+}
+
+// readsSESSendRate reports whether dispatch reads the email budget from the SES account
+// (ses:GetAccount's MaxSendRate): email goes through SES and no sendRateEmail is configured.
+func (p *LedgerStackProps) readsSESSendRate() bool {
+	return p.Functions.Transports[ledger.Email] == settings.TransportSES && p.Functions.SendRates[ledger.Email] == 0
+}
+
 // suppressWildcards records why dispatch holds actions without resource-level permissions, granted on *.
 func (p *LedgerStackProps) suppressWildcards(dispatch awslambda.Function) {
 	wildcard := "dynamodb:ListStreams supports no resource-level permission, so the stream binding " +

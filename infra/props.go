@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -13,7 +12,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // LedgerStackProps configures one stage of the ledger. Start from DefaultLedgerStackProps and
@@ -142,86 +140,6 @@ func contextName(pr settings.Problem) string {
 	return varName(pr.Var) + ": " + pr.Why
 }
 
-func (p *LedgerStackProps) validateIntake(bad func(string, ...any)) {
-	if p.IntentRetention < time.Minute || p.IntentRetention > 14*24*time.Hour {
-		bad("IntentRetention %v: want 1m..14d", p.IntentRetention)
-	}
-	if p.MaxReceiveCount < 1 || p.MaxReceiveCount > 1000 {
-		bad("MaxReceiveCount %d: want 1..1000", p.MaxReceiveCount)
-	}
-	if v := p.IntentVisibilityTimeout; v < functionTimeouts[settings.Claim] || v > 12*time.Hour || v%time.Second != 0 {
-		bad("IntentVisibilityTimeout %v: want whole seconds from the claim timeout %v to 12h", v, functionTimeouts[settings.Claim])
-	}
-	if 2*p.IntentVisibilityTimeout >= p.IntentRetention {
-		bad("IntentVisibilityTimeout %v: the intent age alarm (two visibility timeouts) must fire before IntentRetention %v drops intents",
-			p.IntentVisibilityTimeout, p.IntentRetention)
-	}
-	for name, n := range map[string]int{
-		"ClaimMaxConcurrency": p.ClaimMaxConcurrency, "DispatchQueueMaxConcurrency": p.DispatchQueueMaxConcurrency,
-	} {
-		if n < 2 || n > 1000 {
-			bad("%s %d: want 2..1000", name, n)
-		}
-	}
-}
-
-func (p *LedgerStackProps) validateDispatch(bad func(string, ...any)) {
-	fs, timeout := p.Functions, functionTimeouts[settings.Dispatch]
-	// Waiting for a slot holds a dispatch invocation; it must end well inside the timeout.
-	if fs.Policy.BudgetWait >= timeout/2 {
-		bad("%s %v: want below half the dispatch timeout %v", varName(settings.BudgetMaxWait), fs.Policy.BudgetWait, timeout)
-	}
-	// A retry is scheduled as a delayed dispatch-queue message: SQS delays at most 15 minutes.
-	if fs.Policy.RetryMax > maxWakeDelay {
-		bad("%s %v: want at most %v (the longest SQS message delay)", varName(settings.RetryBackoffMax), fs.Policy.RetryMax, maxWakeDelay)
-	}
-	if fs.WebhookTimeout >= timeout {
-		bad("%s %v must be below the dispatch timeout %v", varName(settings.WebhookTimeout), fs.WebhookTimeout, timeout)
-	}
-	if p.DispatchLagLimit <= 0 || p.DispatchLagLimit >= dispatchMaxRecordAge {
-		bad("DispatchLagLimit %v: want > 0 and below the stream record age limit %v", p.DispatchLagLimit, dispatchMaxRecordAge)
-	}
-}
-
-func (p *LedgerStackProps) validateSweeps(bad func(string, ...any)) {
-	if p.SweepTimeout < 10*time.Second || p.SweepTimeout%time.Second != 0 {
-		bad("SweepTimeout %v: want whole seconds, at least 10s", p.SweepTimeout)
-	}
-	for _, r := range []struct {
-		name string
-		rate time.Duration
-	}{{"ReconcileRate", p.ReconcileRate}, {"ExpireRate", p.ExpireRate}} {
-		if r.rate < time.Minute || r.rate%time.Minute != 0 {
-			bad("%s %v: want whole minutes, at least 1m", r.name, r.rate)
-		}
-		if p.SweepTimeout >= r.rate {
-			bad("SweepTimeout %v must be below %s %v, or sweeps overlap", p.SweepTimeout, r.name, r.rate)
-		}
-	}
-}
-
-func (p *LedgerStackProps) validateObservability(bad func(string, ...any)) {
-	if p.RequireAlarmTopic {
-		if p.AlarmTopicArn == "" {
-			bad("AlarmTopicArn is empty: this stage's alarms would notify no one (pass alarmTopicArn=<SNS topic ARN>)")
-		}
-		if p.SkipObservability {
-			bad("SkipObservability is set on a stage that requires alarms (RequireAlarmTopic)")
-		}
-	}
-	if a := p.AlarmTopicArn; a != "" {
-		if parts := strings.Split(a, ":"); len(parts) != 6 || parts[0] != "arn" || parts[2] != "sns" || parts[5] == "" {
-			bad("AlarmTopicArn %q: want arn:<partition>:sns:<region>:<account>:<topic>", a)
-		}
-	}
-	if p.MaxChallengeLifetime <= 0 {
-		bad("MaxChallengeLifetime %v: want > 0", p.MaxChallengeLifetime)
-	}
-	if _, ok := retentionDays[p.LogRetentionDays]; !ok {
-		bad("LogRetentionDays %d is not a CloudWatch Logs retention value", p.LogRetentionDays)
-	}
-}
-
 var retentionDays = map[int]awslogs.RetentionDays{
 	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS,
 	5: awslogs.RetentionDays_FIVE_DAYS, 7: awslogs.RetentionDays_ONE_WEEK,
@@ -234,20 +152,6 @@ var retentionDays = map[int]awslogs.RetentionDays{
 	1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
 	2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS,
 	3288: awslogs.RetentionDays_NINE_YEARS, 3653: awslogs.RetentionDays_TEN_YEARS,
-}
-
-func (p *LedgerStackProps) sesIdentity() string {
-	if p.SESIdentity != "" {
-		return p.SESIdentity
-	}
-	_, domain, _ := strings.Cut(p.Functions.SESFrom, "@")
-	return domain
-}
-
-// readsSESSendRate reports whether dispatch reads the email budget from the SES account
-// (ses:GetAccount's MaxSendRate): email goes through SES and no sendRateEmail is configured.
-func (p *LedgerStackProps) readsSESSendRate() bool {
-	return p.Functions.Transports[ledger.Email] == settings.TransportSES && p.Functions.SendRates[ledger.Email] == 0
 }
 
 func (p *LedgerStackProps) removalPolicy() awscdk.RemovalPolicy {

@@ -48,3 +48,21 @@ func (p *LedgerStackProps) schedule(stack awscdk.Stack, name settings.Role, fn a
 		})},
 	})
 }
+
+// validateSweeps checks that the schedules are whole minutes and a sweep ends before the next.
+func (p *LedgerStackProps) validateSweeps(bad func(string, ...any)) {
+	if p.SweepTimeout < 10*time.Second || p.SweepTimeout%time.Second != 0 {
+		bad("SweepTimeout %v: want whole seconds, at least 10s", p.SweepTimeout)
+	}
+	for _, r := range []struct {
+		name string
+		rate time.Duration
+	}{{"ReconcileRate", p.ReconcileRate}, {"ExpireRate", p.ExpireRate}} {
+		if r.rate < time.Minute || r.rate%time.Minute != 0 {
+			bad("%s %v: want whole minutes, at least 1m", r.name, r.rate)
+		}
+		if p.SweepTimeout >= r.rate {
+			bad("SweepTimeout %v must be below %s %v, or sweeps overlap", p.SweepTimeout, r.name, r.rate)
+		}
+	}
+}
