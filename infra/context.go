@@ -133,6 +133,9 @@ var arnList = settings.Kind[[]string]{
 	Format: func(l []string) string { return strings.Join(l, ",") },
 }
 
+// DefaultLedgerStackProps returns the production defaults for a stage: every declared default.
+func DefaultLedgerStackProps(stage string) *LedgerStackProps { return defaultConfig(stage).Props }
+
 // defaultConfig is a stage's configuration before context: every declared default.
 func defaultConfig(stage string) *appConfig {
 	c := &appConfig{Stage: stage, Props: &LedgerStackProps{Prefix: "resetledger-" + stage, Functions: settings.Defaults()}}

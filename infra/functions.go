@@ -2,13 +2,13 @@ package main
 
 import (
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/resetledger/resetledger/internal/settings"
@@ -24,8 +24,8 @@ const functionMemoryMB = 256
 
 // functions defines the four functions (settings.Functions), each with the environment its
 // settings give it and the stack's tables, content key and dispatch queue.
-func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, q dispatchQueues) map[settings.Role]awslambda.Function {
-	env := p.environment(st, q)
+func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, dispatchQueue awssqs.Queue) map[settings.Role]awslambda.Function {
+	env := p.environment(st, dispatchQueue)
 	fns := map[settings.Role]awslambda.Function{}
 	for _, name := range settings.Functions {
 		fns[name] = p.function(stack, name, env[name])
@@ -35,10 +35,10 @@ func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, q dispatchQ
 
 // environment returns each function's environment: the variables the functions' settings give
 // it (settings.Settings.Environ), with the stack's tables, content key and dispatch queue.
-func (p *LedgerStackProps) environment(st storage, q dispatchQueues) map[settings.Role]map[string]*string {
+func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue) map[settings.Role]map[string]*string {
 	fs := p.Functions
 	fs.LedgerTable, fs.ContentTable, fs.BudgetTable = *st.ledger.TableName(), *st.content.TableName(), *st.budget.TableName()
-	fs.ContentKeyARN, fs.DispatchQueueURL = *st.contentKey.KeyArn(), *q.queue.QueueUrl()
+	fs.ContentKeyARN, fs.DispatchQueueURL = *st.contentKey.KeyArn(), *dispatchQueue.QueueUrl()
 	env := map[settings.Role]map[string]*string{}
 	for _, name := range settings.Functions {
 		env[name] = map[string]*string{}
@@ -92,10 +92,3 @@ func (p *LedgerStackProps) timeout(name settings.Role) time.Duration {
 	}
 	return functionTimeouts[name]
 }
-
-func seconds(d time.Duration) awscdk.Duration {
-	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
-}
-
-// title capitalizes a name for construct ids: "claim" -> "Claim".
-func title[S ~string](name S) string { return strings.ToUpper(string(name[:1])) + string(name[1:]) }

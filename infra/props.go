@@ -1,15 +1,13 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
 
 	"github.com/resetledger/resetledger/internal/settings"
 )
@@ -85,45 +83,6 @@ type LedgerStackProps struct {
 	SkipObservability bool
 }
 
-// DefaultLedgerStackProps returns the production defaults for a stage: every declared default.
-func DefaultLedgerStackProps(stage string) *LedgerStackProps { return defaultConfig(stage).Props }
-
-// Validate reports every invalid field at once: the functions' settings as the functions would
-// check them at start, then what each part of the stack needs of its fields.
-func (p *LedgerStackProps) Validate() error {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-
-	if p.Prefix == "" {
-		bad("Prefix is empty")
-	}
-	if p.Architecture == nil {
-		bad("Architecture is not set")
-	}
-	if p.AssetDir == "" {
-		bad("AssetDir is empty")
-	} else {
-		for _, name := range settings.Functions {
-			f := filepath.Join(p.AssetDir, string(name), "bootstrap")
-			if st, err := os.Stat(f); err != nil || st.IsDir() {
-				bad("missing %s: build the functions first (make build)", f)
-			}
-		}
-	}
-	for _, pr := range p.Functions.Check(settings.Functions...) {
-		bad("%s", contextName(pr))
-	}
-	// The stack asks for a margin for the workers' clock skew even though the domain takes 0.
-	if m := p.Functions.Policy.ExpiryMargin; m <= 0 {
-		bad("%s %v: want > 0", varName(settings.ExpiryMargin), m)
-	}
-	p.validateIntake(bad)
-	p.validateDispatch(bad)
-	p.validateSweeps(bad)
-	p.validateObservability(bad)
-	return errors.Join(errs...)
-}
-
 // varName names a function setting for a stack user: its context key and its variable.
 func varName(v *settings.Var) string {
 	if v.Context == "" {
@@ -160,3 +119,11 @@ func (p *LedgerStackProps) removalPolicy() awscdk.RemovalPolicy {
 	}
 	return awscdk.RemovalPolicy_DESTROY
 }
+
+// seconds is d as a CDK duration.
+func seconds(d time.Duration) awscdk.Duration {
+	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
+}
+
+// title capitalizes a name for construct ids: "claim" -> "Claim".
+func title[S ~string](name S) string { return strings.ToUpper(string(name[:1])) + string(name[1:]) }

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -30,7 +32,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	st := p.storage(stack)
 	in := p.intake(stack)
 	q := p.dispatchQueues(stack)
-	fns := p.functions(stack, st, q)
+	fns := p.functions(stack, st, q.queue)
 	p.claimTrigger(stack, fns[settings.Claim], in)
 	p.dispatchTriggers(stack, fns[settings.Dispatch], st.ledger, q)
 	p.sweeps(stack, fns)
@@ -43,6 +45,42 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	outputs(stack, fns, st, in, q)
 	suppressLinterFindings(stack) // cfn-lint and checkov findings that do not apply, with reasons (linters.go)
 	return stack, nil
+}
+
+// Validate reports every invalid field at once: the functions' settings as the functions would
+// check them at start, then what each part of the stack needs of its fields.
+func (p *LedgerStackProps) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+
+	if p.Prefix == "" {
+		bad("Prefix is empty")
+	}
+	if p.Architecture == nil {
+		bad("Architecture is not set")
+	}
+	if p.AssetDir == "" {
+		bad("AssetDir is empty")
+	} else {
+		for _, name := range settings.Functions {
+			f := filepath.Join(p.AssetDir, string(name), "bootstrap")
+			if st, err := os.Stat(f); err != nil || st.IsDir() {
+				bad("missing %s: build the functions first (make build)", f)
+			}
+		}
+	}
+	for _, pr := range p.Functions.Check(settings.Functions...) {
+		bad("%s", contextName(pr))
+	}
+	// The stack asks for a margin for the workers' clock skew even though the domain takes 0.
+	if m := p.Functions.Policy.ExpiryMargin; m <= 0 {
+		bad("%s %v: want > 0", varName(settings.ExpiryMargin), m)
+	}
+	p.validateIntake(bad)
+	p.validateDispatch(bad)
+	p.validateSweeps(bad)
+	p.validateObservability(bad)
+	return errors.Join(errs...)
 }
 
 // outputs are what producers, operators (ledgerctl) and the end-to-end test read from a deployed
