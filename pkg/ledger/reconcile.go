@@ -125,7 +125,6 @@ func (s *Service) recheck(ctx context.Context, e Entry, w Worker, now time.Time)
 // recorded (and the next look pushed past the lease) before the send, so a
 // crash during the retry leaves an unknown row with an honest attempt count.
 func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (string, error) {
-	now := s.now()
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry impossible: sealed content unavailable; outcome unknown")
@@ -133,6 +132,7 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (s
 	if err != nil {
 		return "", err
 	}
+	now := s.now() // after the content read: the write's expiry condition uses the clock of the write
 	c := s.record(e, KindRetry, Unknown, w, "reconcile: same-key retry inside the transport's idempotency window", func(n *Entry) {
 		n.Attempts++
 		n.NextCheckAt = now.Add(s.Policy.Lease)
