@@ -104,8 +104,12 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 			return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry not allowed: challenge expired; outcome unknown")
 		case e.Attempts >= s.Policy.MaxAttempts:
 			return "unknown->quarantined", s.quarantine(ctx, e, w, fmt.Sprintf("same-key retry budget of %d attempts spent; outcome unknown", s.Policy.MaxAttempts))
-		case !now.Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
-			return "unknown->quarantined", s.quarantine(ctx, e, w, "transport idempotency window passed; outcome unknown")
+		case !now.Add(s.Policy.Lease + s.Policy.ExpiryMargin).Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
+			// The retry must reach the provider before it forgets the key:
+			// an attempt may take up to its lease (the next look is pushed
+			// past it), and the margin covers skew between the clock that
+			// recorded the first attempt, this one and the provider's.
+			return "unknown->quarantined", s.quarantine(ctx, e, w, "transport idempotency window passed, or would before a retry could finish within its lease; outcome unknown")
 		}
 		return s.retry(ctx, e, tr, w)
 	}
