@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"pgregory.net/rapid"
@@ -141,8 +142,12 @@ func RunSeed(seed uint64, cfg Config) Result {
 	if cfg.ShrinkTime == 0 {
 		cfg.ShrinkTime = 30 * time.Second
 	}
+	checks := "1"
+	if testing.Short() {
+		checks = "5" // rapid runs a fifth of its checks under -short
+	}
 	for name, v := range map[string]string{
-		"rapid.seed": strconv.FormatUint(seed, 10), "rapid.checks": "1", "rapid.nofailfile": "true",
+		"rapid.seed": strconv.FormatUint(seed, 10), "rapid.checks": checks, "rapid.nofailfile": "true",
 		"rapid.shrinktime": cfg.ShrinkTime.String(),
 	} {
 		if err := flag.Set(name, v); err != nil {
@@ -169,6 +174,9 @@ func RunSeed(seed uint64, cfg Config) Result {
 	}
 	tb := &quietTB{}
 	rapid.Check(tb, prop)
+	if res.Schedules == 0 {
+		panic("sim: rapid ran no schedule for seed " + strconv.FormatUint(seed, 10))
+	}
 	if tb.failed {
 		res.Violation = last
 		if last == nil {
