@@ -231,6 +231,7 @@ func (s *sim) checkSend(f sendFact) {
 	}
 	if f.res.reached && !f.at.Before(f.expiresAt) {
 		s.stats.LateArrivals++
+		s.stats.MaxLateness = max(s.stats.MaxLateness, f.at.Sub(f.expiresAt))
 	}
 	margin := s.w.policy.ExpiryMargin
 	if !f.auth.Add(margin).Before(f.expiresAt) {

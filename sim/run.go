@@ -54,6 +54,8 @@ type Stats struct {
 	Sends        int // transport calls
 	Recorded     int // messages providers took
 	LateArrivals int // sends that reached the provider at or after expires_at (see RELIABILITY.md)
+	// MaxLateness is how long after expires_at the latest of them arrived.
+	MaxLateness  time.Duration
 	GivenUp      int // stream records given up after their retries
 	DeadLettered int // dispatch queue messages dead-lettered
 }
@@ -63,6 +65,7 @@ func (st *Stats) add(o Stats) {
 	st.Sends += o.Sends
 	st.Recorded += o.Recorded
 	st.LateArrivals += o.LateArrivals
+	st.MaxLateness = max(st.MaxLateness, o.MaxLateness)
 	st.GivenUp += o.GivenUp
 	st.DeadLettered += o.DeadLettered
 	for _, m := range []struct{ dst, src *map[string]int }{{&st.Faults, &o.Faults}, {&st.Answers, &o.Answers}} {

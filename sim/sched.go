@@ -466,8 +466,10 @@ func (s *sim) resume(inv *invocation) {
 			r.fault = fs[s.c.pick(len(fs), "fault kind")]
 		}
 		if r.fault == slowCall {
-			s.stats.Faults[r.fault.String()]++
-			r.fault, slow = noFault, s.slow(inv, c.key)
+			if slow = s.slow(inv, c.key); slow != "" {
+				s.stats.Faults[r.fault.String()]++
+			}
+			r.fault = noFault
 		}
 		if c.op == opSend && (r.fault == noFault || r.fault == crashAfter) && s.c.coin(2, "provider answer") {
 			r.behavior = behavior(1 + s.c.pick(int(numBehaviors)-1, "answer"))
@@ -651,8 +653,17 @@ func (s *sim) slow(inv *invocation, key string) string {
 	if what := s.jumpTo(ds); what != "" {
 		return "slow call, returns at " + what
 	}
-	return "slow call"
+	// No deadline of the row within reach: the call just takes a while.
+	if s.now.Add(slowLatency).Before(inv.deadline) {
+		s.now = s.now.Add(slowLatency)
+		return "slow call, returns " + slowLatency.String() + " later"
+	}
+	return ""
 }
+
+// slowLatency is how long a slow call takes when no deadline of its row is
+// within the invocation's timeout.
+const slowLatency = 2 * time.Second
 
 // shutdown ends every invocation still parked.
 func (s *sim) shutdown() {

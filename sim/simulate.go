@@ -110,8 +110,8 @@ func Simulate(opts Options, out io.Writer) Summary {
 	fmt.Fprintf(out, "  faults injected: %s\n", sortedStats(st.Faults))
 	fmt.Fprintf(out, "  provider answers: %s\n", sortedStats(st.Answers))
 	fmt.Fprintf(out, "  messages ended: %s\n", sortedStats(st.Final))
-	fmt.Fprintf(out, "  sends %d, messages the providers took %d, sends that reached the provider at or after expires_at %d; stream records given up %d, dispatch messages dead-lettered %d\n",
-		st.Sends, st.Recorded, st.LateArrivals, st.GivenUp, st.DeadLettered)
+	fmt.Fprintf(out, "  sends %d, messages the providers took %d; sends that reached the provider at or after expires_at %d (latest %s after it); stream records given up %d, dispatch messages dead-lettered %d\n",
+		st.Sends, st.Recorded, st.LateArrivals, st.MaxLateness, st.GivenUp, st.DeadLettered)
 	fmt.Fprintf(out, "  schedule digest %016x\n", sum.Digest)
 
 	if len(opts.Mutants) > 0 {
