@@ -10,7 +10,7 @@
 //	simulate [-seeds N] [-first S] [-mutant-seeds N] [-shrink D] [-v]
 //	simulate -seed S [-mutant NAME]    print one seed's whole run
 //
-// Defaults come from SIMULATE_SEEDS (2000), SIMULATE_FIRST_SEED (1),
+// Defaults come from SIMULATE_SEEDS (20000), SIMULATE_FIRST_SEED (1),
 // SIMULATE_MUTANT_SEEDS (300) and SIMULATE_SHRINK (30s). The exit code is
 // 1 when the protocol violated an invariant or a mutant was not caught.
 package main
@@ -29,7 +29,7 @@ import (
 func main() {
 	// The property-testing library reads testing's flags.
 	testing.Init()
-	seeds := flag.Int("seeds", envInt("SIMULATE_SEEDS", 2000), "protocol runs")
+	seeds := flag.Int("seeds", envInt("SIMULATE_SEEDS", 20000), "protocol runs")
 	first := flag.Uint64("first", uint64(envInt("SIMULATE_FIRST_SEED", 1)), "first seed")
 	mutantSeeds := flag.Int("mutant-seeds", envInt("SIMULATE_MUTANT_SEEDS", 300), "seeds each mutant may take to be caught (0: no mutants)")
 	shrink := flag.Duration("shrink", envDuration("SIMULATE_SHRINK", 30*time.Second), "time to minimize each failing run")
