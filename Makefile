@@ -12,7 +12,7 @@ EMULATOR   := localstack/ministack.sh
 # Runs a command with the emulator up; stops it afterwards only if it was started here.
 WITH_EMULATOR := localstack/with-emulator.sh
 
-.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench gate emulator-start emulator-stop fuzz clean
+.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench gate simulate emulator-start emulator-stop fuzz clean
 
 all: build
 
@@ -71,6 +71,13 @@ e2e-test:
 ## gate: release gate at full size (GATE_INTENTS, default 2000); ends with the accounting table
 gate:
 	$(WITH_EMULATOR) env GATE_INTENTS=$${GATE_INTENTS:-2000} LEDGER_REQUIRE_EMULATOR=1 go test ./gate -run '^TestGate$$' -count=1 -v -timeout 20m
+
+## simulate: deterministic simulation of the protocol, no emulator needed (see RELIABILITY.md): the
+## protocol over SIMULATE_SEEDS seeds (default 20000), then each mutant until a seed catches it
+## (SIMULATE_MUTANT_SEEDS, default 300); ends with "simulate: seeds=S steps=N violations=V mutants_caught=C/M".
+## `go test ./sim` (so `make unit` and `make test`) runs a bounded 300 seeds.
+simulate:
+	go run ./cmd/simulate -seeds $${SIMULATE_SEEDS:-20000}
 
 ## fuzz: bounded fuzz runs of the intent decoder and the stream-record decoder
 FUZZTIME ?= 10s

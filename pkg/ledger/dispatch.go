@@ -127,8 +127,11 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 			return DispatchResult{}, false, fmt.Errorf("dispatch %s: waiting for the send-rate budget: %w", e.Key, err)
 		}
 		waited = d
-		now = s.now()
 	}
+	// The content read, decryption and budget booking above took time: the
+	// write that starts the attempt is conditioned on the clock as it reads
+	// now, not as it read before them.
+	now = s.now()
 
 	c, err := s.transition(e, Dispatching, w, dispatchReason(e), func(n *Entry) {
 		n.Attempts++
