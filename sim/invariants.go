@@ -22,6 +22,11 @@ const (
 	// dispatching, or reconcile's same-key retry) at or after expires_at
 	// minus the margin, by the clock of the worker that sent it.
 	invLateSend = "late-send"
+	// No attempt starts (its authorizing write lands) when the writing
+	// worker's clock says the challenge is past expires_at minus the margin:
+	// the write's own condition must refuse it (DESIGN invariant 4), whether
+	// or not a later check would stop the send.
+	invLateAttempt = "late-attempt"
 	// unknown (and quarantined) is left only with transport evidence (an ack
 	// the provider issued for the key, a refusal, a not-sent answer), to
 	// quarantined by policy, or by an operator's decision.
@@ -48,7 +53,7 @@ const (
 )
 
 // Invariants lists the invariants checked after every step.
-var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invUnknownExit, invAcceptedNoAck, invFallback,
+var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invUnknownExit, invAcceptedNoAck, invFallback,
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic}
 
 type violation struct {

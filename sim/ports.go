@@ -116,7 +116,12 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 	w := writeFact{inv: inv, before: before, existed: existed, after: after}
 	s.facts.writes = append(s.facts.writes, w)
 	if after.Attempts > before.Attempts {
-		inv.auth[key] = inv.issuedAt()
+		auth := inv.issuedAt()
+		inv.auth[key] = auth
+		if margin := s.w.policy.ExpiryMargin; !auth.Add(margin).Before(after.ExpiresAt) {
+			s.fail(invLateAttempt, fmt.Sprintf("%s started attempt %d of %s at %s by its clock; expires_at − margin is %s",
+				inv, after.Attempts, s.label(key), s.rel(auth), s.rel(after.ExpiresAt.Add(-margin))), key)
+		}
 	}
 	// The stream filter of dispatch: a new claimed row, or held → claimed.
 	if after.State == ledger.Claimed && (!existed || before.State == ledger.Held) {

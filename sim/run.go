@@ -200,6 +200,8 @@ func failOn(t *rapid.T, v *violation) {
 		t.Fatal(v.String())
 	case invLateSend:
 		t.Fatal(v.String())
+	case invLateAttempt:
+		t.Fatal(v.String())
 	case invUnknownExit:
 		t.Fatal(v.String())
 	case invAcceptedNoAck:

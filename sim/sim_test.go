@@ -54,7 +54,7 @@ func TestMutantsAreCaught(t *testing.T) {
 		// on: its history entry links to a stale one, a terminal row moves
 		// back, or the message is sent twice.
 		sim.DispatchNoStateCondition:  {"hash-chain", "illegal-transition", "duplicate-send", "send-outside-key-window"},
-		sim.DispatchNoExpiryCondition: {"late-send"},
+		sim.DispatchNoExpiryCondition: {"late-attempt", "late-send"},
 		sim.ClaimIgnoresExistingRow:   {"hash-chain", "illegal-transition", "duplicate-send", "send-outside-key-window"},
 		sim.ReconcileUnknownToClaimed: {"unknown-exit", "illegal-transition", "duplicate-send"},
 		sim.FallbackNoWait:            {"fallback-two-channels"},

@@ -150,6 +150,13 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	if err != nil {
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
 	}
+	// The write's answer can come back late (a slow or retried request, a
+	// paused worker): the send starts only if the challenge still counts as
+	// unexpired now. Nothing was sent; the row says so.
+	if s.expiredAt(e.ExpiresAt, s.now()) {
+		res, err := s.expire(ctx, e, w, "challenge expired before the send started; nothing sent", DispatchExpired)
+		return res, true, err
+	}
 	res, err := s.send(ctx, e, tr, msg, w)
 	res.BudgetWait = waited
 	return res, true, err
