@@ -21,6 +21,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/cdklabs/cdk-nag-go/cdknag/v2 v2.38.2
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -127,8 +127,11 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 			return DispatchResult{}, false, fmt.Errorf("dispatch %s: waiting for the send-rate budget: %w", e.Key, err)
 		}
 		waited = d
-		now = s.now()
 	}
+	// The content read, decryption and budget booking above took time: the
+	// write that starts the attempt is conditioned on the clock as it reads
+	// now, not as it read before them.
+	now = s.now()
 
 	c, err := s.transition(e, Dispatching, w, dispatchReason(e), func(n *Entry) {
 		n.Attempts++
@@ -146,6 +149,13 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	e, err = s.write(ctx, c)
 	if err != nil {
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
+	}
+	// The write's answer can come back late (a slow or retried request, a
+	// paused worker): the send starts only if the challenge still counts as
+	// unexpired now. Nothing was sent; the row says so.
+	if s.expiredAt(e.ExpiresAt, s.now()) {
+		res, err := s.expire(ctx, e, w, "challenge expired before the send started; nothing sent", DispatchExpired)
+		return res, true, err
 	}
 	res, err := s.send(ctx, e, tr, msg, w)
 	res.BudgetWait = waited

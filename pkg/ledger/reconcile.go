@@ -104,8 +104,12 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 			return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry not allowed: challenge expired; outcome unknown")
 		case e.Attempts >= s.Policy.MaxAttempts:
 			return "unknown->quarantined", s.quarantine(ctx, e, w, fmt.Sprintf("same-key retry budget of %d attempts spent; outcome unknown", s.Policy.MaxAttempts))
-		case !now.Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
-			return "unknown->quarantined", s.quarantine(ctx, e, w, "transport idempotency window passed; outcome unknown")
+		case !now.Add(s.Policy.Lease + s.Policy.ExpiryMargin).Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
+			// The retry must reach the provider before it forgets the key:
+			// an attempt may take up to its lease (the next look is pushed
+			// past it), and the margin covers skew between the clock that
+			// recorded the first attempt, this one and the provider's.
+			return "unknown->quarantined", s.quarantine(ctx, e, w, "transport idempotency window passed, or would before a retry could finish within its lease; outcome unknown")
 		}
 		return s.retry(ctx, e, tr, w)
 	}
@@ -125,7 +129,6 @@ func (s *Service) recheck(ctx context.Context, e Entry, w Worker, now time.Time)
 // recorded (and the next look pushed past the lease) before the send, so a
 // crash during the retry leaves an unknown row with an honest attempt count.
 func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (string, error) {
-	now := s.now()
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry impossible: sealed content unavailable; outcome unknown")
@@ -133,6 +136,7 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (s
 	if err != nil {
 		return "", err
 	}
+	now := s.now() // after the content read: the write's expiry condition uses the clock of the write
 	c := s.record(e, KindRetry, Unknown, w, "reconcile: same-key retry inside the transport's idempotency window", func(n *Entry) {
 		n.Attempts++
 		n.NextCheckAt = now.Add(s.Policy.Lease)
