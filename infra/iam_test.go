@@ -173,7 +173,7 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 		}
 		for _, g := range unexercised(s, fn, reqs) {
 			name := roleOwner(fn.RoleARN)
-			if why := justification(name, g.action); why != "" {
+			if why := justification(name, g.action, g.resource); why != "" {
 				t.Logf("%s: %s on %s granted without a recorded call: %s", k.fn, g.action, g.resource, why)
 				continue
 			}
@@ -209,9 +209,9 @@ func roleOwner(roleARN string) string {
 	return strings.TrimSuffix(iampolicy.ConstructName(name), "Role")
 }
 
-func justification(function, action string) string {
+func justification(function, action, resource string) string {
 	for _, g := range unexercisedGrants {
-		if g.Function == function && g.Action == action {
+		if g.Function == function && g.Action == action && strings.Contains(resource, g.Resource) {
 			return g.Why
 		}
 	}
