@@ -68,6 +68,12 @@ func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchR
 // as the new image of the stream record that announced the claim: it saves
 // the first read. The row may be stale; the conditional writes still decide,
 // and a stale row that loses one is read again like any lost race.
+//
+// With a send-rate budget the row is read anyway: the slot is booked before
+// the conditional write, and a booking is not undone when the write loses.
+// A stale claimed row (the stream record arrived after a re-drive or a
+// wake-up had already moved the row on) would book a slot that nobody
+// sends in, and every such slot is send capacity lost for good.
 func (s *Service) DispatchRow(ctx context.Context, row Entry, w Worker) (DispatchResult, error) {
 	return s.dispatch(ctx, row.Key, &row, w)
 }
@@ -75,7 +81,7 @@ func (s *Service) DispatchRow(ctx context.Context, row Entry, w Worker) (Dispatc
 func (s *Service) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
 	for race := 1; ; race++ {
 		var e Entry
-		if race == 1 && row != nil {
+		if race == 1 && row != nil && s.Budget == nil {
 			e = *row
 		} else {
 			var err error

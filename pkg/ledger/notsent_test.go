@@ -310,3 +310,44 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 		t.Errorf("deferred row re-driven before it was %s late", after)
 	}
 }
+
+// TestStaleImageBooksNoSlot: a stream record's image can be stale by the
+// time it is delivered (reconcile re-drove the claimed row while the stream
+// lagged, and dispatch already deferred it to a booked slot). Dispatching
+// from that image must not book a second send slot for the row: the
+// conditional write would lose after the booking, and the slot would stay
+// booked with nobody to send in it, send capacity lost for good.
+func TestStaleImageBooksNoSlot(t *testing.T) {
+	ctx := context.Background()
+	e, sch := pacedEnv(t)
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = 0
+	t0 := e.Clock.Now()
+	// Another instance holds the slot at t0: the row's own booking is later.
+	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	in, _, image := e.claim(t, 40, ledger.Email, ledger.ClaimCreated)
+	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/redrive")
+	if err != nil || res.Outcome != ledger.DispatchDeferred || !res.Entry.SlotAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("re-driven dispatch: %s (slot %s), %v; want deferred to t0+1s", res.Outcome, res.Entry.SlotAt, err)
+	}
+	_, wakeUps := sch.last(in.Key())
+
+	// The stream record of the claim arrives now, with the claimed image.
+	res, err = e.Svc.DispatchRow(ctx, image, "dispatch/stream")
+	if err != nil || res.Outcome != ledger.DispatchNotDue || res.Entry.State != ledger.Deferred {
+		t.Fatalf("stale image: %s %s, %v; want not due, still deferred", res.Outcome, res.Entry.State, err)
+	}
+	if _, n := sch.last(in.Key()); n > wakeUps+1 {
+		t.Fatalf("%d wake-ups scheduled for one stale delivery", n-wakeUps)
+	}
+	// Nothing else was booked: the next free slot follows the row's own.
+	if at, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil || !at.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("next free slot %s, %v; want t0+2s (the stale delivery booked one for nothing)", at.Sub(t0), err)
+	}
+	if e.Transport.Recorded(in.Key()) != 0 {
+		t.Fatal("sent before its slot")
+	}
+}
