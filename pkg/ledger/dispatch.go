@@ -142,6 +142,20 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	}
 	waited := time.Duration(0)
 	if d := at.Sub(now); d > 0 {
+		// Hold the slot on the row before waiting for it. The booking is
+		// made before any conditional write and is not undone when one
+		// loses; while this dispatch waits, another delivery of the same
+		// row (a re-drive, a duplicate wake-up, the stream record) would
+		// otherwise find it still claimed and book a slot of its own, and
+		// one of the two slots would go unused. Held, the row is deferred
+		// to this slot: the other delivery waits for the same slot and
+		// loses the move to dispatching, booking nothing.
+		if e.State != Deferred || !e.SlotAt.Equal(at) {
+			reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
+			if e, err = s.deferral(ctx, e, w, reason, BudgetCode, at, true); err != nil {
+				return DispatchResult{}, false, err
+			}
+		}
 		if err := s.sleep(ctx, d); err != nil {
 			return DispatchResult{}, false, fmt.Errorf("dispatch %s: waiting for the send-rate budget: %w", e.Key, err)
 		}
@@ -233,6 +247,15 @@ func (s *Service) slot(ctx context.Context, e Entry, w Worker, now time.Time) (a
 // if booked) and schedules its wake-up. From claimed, dispatching or
 // unknown it is a transition; a deferred row records a deferral event.
 func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (DispatchResult, error) {
+	got, err := s.deferral(ctx, e, w, reason, code, at, booked)
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	return DispatchResult{Outcome: DispatchDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+}
+
+// deferral writes what deferTo records, without scheduling the wake-up.
+func (s *Service) deferral(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (Entry, error) {
 	at = at.Truncate(Precision) // as stored
 	mut := func(n *Entry) {
 		n.NextAttemptAt = at
@@ -250,7 +273,7 @@ func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code s
 	} else {
 		var err error
 		if c, err = s.transition(e, Deferred, w, reason, mut); err != nil {
-			return DispatchResult{}, err
+			return Entry{}, err
 		}
 	}
 	c.Event.Code, c.Event.NextAttemptAt = code, at
@@ -258,9 +281,9 @@ func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code s
 	c.Next.History[len(c.Next.History)-1] = c.Event
 	got, err := s.write(ctx, c)
 	if err != nil {
-		return DispatchResult{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
+		return Entry{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
 	}
-	return DispatchResult{Outcome: DispatchDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+	return got, nil
 }
 
 // schedule asks for the deferred row e to be dispatched at its next

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -350,4 +351,49 @@ func TestStaleImageBooksNoSlot(t *testing.T) {
 	if e.Transport.Recorded(in.Key()) != 0 {
 		t.Fatal("sent before its slot")
 	}
+}
+
+// TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot: while one dispatch
+// waits in-process for its booked slot, a second delivery of the same row
+// arrives (a re-drive and the stream record, or two copies of a wake-up).
+// It must wait for the same slot, not book another: a slot booked by the
+// delivery that then loses the move to dispatching is never sent in.
+func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = 2 * time.Second
+	t0 := e.Clock.Now()
+	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	in, _, _ := e.claim(t, 50, ledger.Email, ledger.ClaimCreated)
+	var second ledger.DispatchResult
+	var secondErr error
+	nested := false
+	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
+		if !nested {
+			nested = true
+			second, secondErr = e.Svc.Dispatch(ctx, in.Key(), "dispatch/redrive")
+		}
+		e.Clock.Advance(d)
+		return nil
+	}
+	first, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/stream")
+	if err != nil || secondErr != nil {
+		t.Fatalf("dispatch: %v / %v", err, secondErr)
+	}
+	outcomes := []ledger.DispatchOutcome{first.Outcome, second.Outcome}
+	if e.Transport.Recorded(in.Key()) != 1 || !(slices.Contains(outcomes, ledger.DispatchAccepted) && slices.Contains(outcomes, ledger.DispatchSkipped)) {
+		t.Fatalf("outcomes %v, %d sends; want one accepted send and one skip", outcomes, e.Transport.Recorded(in.Key()))
+	}
+	if at, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil || !at.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("next free slot t0+%s, %v; want t0+2s (the second delivery booked a slot for nothing)", at.Sub(t0), err)
+	}
+	row := e.get(t, in.Key())
+	if row.State != ledger.Accepted || row.Attempts != 1 {
+		t.Fatalf("row %s after %d attempts", row.State, row.Attempts)
+	}
+	mustVerify(t, row)
 }
