@@ -13,7 +13,8 @@ EMULATOR   := localstack/ministack.sh
 # Runs a command with the emulator up; stops it afterwards only if it was started here.
 WITH_EMULATOR := localstack/with-emulator.sh
 
-.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench gate surge surge-check emulator-start emulator-stop fuzz clean
+.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench gate simulate surge surge-check emulator-start emulator-stop fuzz clean \
+	node-producer node-producer-deps node-producer-emulator vectors
 
 all: build
 
@@ -27,11 +28,11 @@ FORCE:
 
 ## test: the template linters, then everything, including end to end on a locally deployed
 ## stack, against the emulator (started here if nothing listens on $MINISTACK_PORT, default 4566)
-test: node_modules lint-template
-	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration iam-coverage surge-check
+test: node_modules node-producer lint-template
+	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration node-producer-emulator iam-coverage surge-check
 
 ## unit: tests that need no emulator
-unit:
+unit: node-producer
 	go vet ./...
 	go test -race ./...
 
@@ -59,15 +60,16 @@ bench: build
 run: node_modules
 	localstack/run-local.sh
 
-## e2e: deploy the local stack (emulator started here if needed) and run the end-to-end test
-e2e: node_modules
+## e2e: deploy the local stack (emulator started here if needed) and run the end-to-end tests
+## (the Go producer's and the Node.js producer's)
+e2e: node_modules node-producer
 	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local e2e-test
 
 deploy-local: node_modules
 	localstack/deploy-local.sh
 
 e2e-test:
-	go test -count=1 -v -run TestEndToEnd ./e2e/
+	go test -count=1 -v -run 'TestEndToEnd|TestNodeProducer' ./e2e/
 
 ## gate: release gate at full size (GATE_INTENTS, default 2000); ends with the accounting table
 gate:
@@ -91,6 +93,13 @@ surge-check:
 	@SURGE_INTENTS=1000 LEDGER_REQUIRE_EMULATOR=1 go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 15m > .run/surge-check.out 2>&1; \
 	status=$$?; if [ $$status -ne 0 ]; then cat .run/surge-check.out; fi; \
 	grep '^surge: intents=' .run/surge-check.out | tail -n 1; exit $$status
+
+## simulate: deterministic simulation of the protocol, no emulator needed (see RELIABILITY.md): the
+## protocol over SIMULATE_SEEDS seeds (default 20000), then each mutant until a seed catches it
+## (SIMULATE_MUTANT_SEEDS, default 300); ends with "simulate: seeds=S steps=N violations=V mutants_caught=C/M".
+## `go test ./sim` (so `make unit` and `make test`) runs a bounded 300 seeds.
+simulate:
+	go run ./cmd/simulate -seeds $${SIMULATE_SEEDS:-20000}
 
 ## fuzz: bounded fuzz runs of the intent decoder and the stream-record decoder
 FUZZTIME ?= 10s
@@ -126,6 +135,32 @@ lint-template: node_modules
 deploy: node_modules
 	$(MAKE) build ARCH=arm64
 	cd infra && npx cdk deploy -c arch=arm64
+
+## node-producer: the Node.js producer (producers/node): npm ci from its lockfile, build (dist/),
+## unit tests against testdata/vectors; no emulator
+NODE_PRODUCER := producers/node
+node-producer: node-producer-deps
+	cd $(NODE_PRODUCER) && npm test --silent
+
+## node-producer-emulator: its tests against KMS and SQS on the emulator (run by `make test`)
+node-producer-emulator: node-producer-deps
+	cd $(NODE_PRODUCER) && LEDGER_REQUIRE_EMULATOR=1 npm run --silent test:emulator
+
+node-producer-deps: $(NODE_PRODUCER)/node_modules
+
+# Its dependencies, pinned in its own package-lock.json (apart from the CDK CLI's); the go.mod
+# keeps `go ... ./...` out of them, as for the root node_modules below.
+$(NODE_PRODUCER)/node_modules: $(NODE_PRODUCER)/package-lock.json
+	cd $(NODE_PRODUCER) && npm ci --no-audit --no-fund --loglevel=error
+	@printf 'module ignored/producers/node/node_modules\n' > $@/go.mod
+	@touch $@
+
+## vectors: rewrite testdata/vectors from the Go implementation (after a deliberate change of a
+## layout; review the diff), then check the Node.js producer against them
+vectors:
+	VECTORS_UPDATE=1 go test -count=1 -run Vectors ./pkg/envelope ./pkg/producer ./cmd/ledgerctl
+	go test -count=1 -run Vectors ./pkg/envelope ./pkg/producer ./cmd/ledgerctl
+	$(MAKE) --no-print-directory node-producer
 
 # The CDK CLI is pinned in package.json/package-lock.json. The go.mod dropped
 # into node_modules keeps `go ... ./...` from walking into npm's Go templates.

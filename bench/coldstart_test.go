@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/resetledger/resetledger/internal/handler/handlertest"
 )
 
 var functions = []string{"claim", "dispatch", "reconcile", "expire"}
@@ -142,7 +144,7 @@ func timeToNext(bootstrap, fn string) (time.Duration, error) {
 		"AWS_REGION=us-east-1", "AWS_DEFAULT_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_SESSION_TOKEN=test",
 		"LEDGER_TABLE=bench-ledger", "CONTENT_TABLE=bench-content",
-		"CONTENT_KEY_ARN=" + fakeKeyARN, "SES_FROM_ADDRESS=no-reply@example.test",
+		"CONTENT_KEY_ARN=" + handlertest.KeyARN, "SES_FROM_ADDRESS=no-reply@example.test",
 	}
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,15 +9,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/metrics"
-	"github.com/resetledger/resetledger/pkg/envelope"
-	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
@@ -26,31 +21,12 @@ import (
 // with real envelopes (AES-256-GCM, the wire JSON) whose data key comes from
 // an in-process stand-in for KMS: they measure the code, not the network.
 
-const fakeKeyARN = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-
-// fakeKMS hands out one fixed data key, with an encrypted blob of the size
-// AWS KMS returns for AES-256 data keys.
-type fakeKMS struct{}
-
-var (
-	fakeDataKey = bytes.Repeat([]byte{7}, 32)
-	fakeEDK     = bytes.Repeat([]byte{9}, 184)
-)
-
-func (fakeKMS) GenerateDataKey(context.Context, *kms.GenerateDataKeyInput, ...func(*kms.Options)) (*kms.GenerateDataKeyOutput, error) {
-	return &kms.GenerateDataKeyOutput{Plaintext: bytes.Clone(fakeDataKey), CiphertextBlob: fakeEDK, KeyId: aws.String(fakeKeyARN)}, nil
-}
-
-func (fakeKMS) Decrypt(context.Context, *kms.DecryptInput, ...func(*kms.Options)) (*kms.DecryptOutput, error) {
-	return &kms.DecryptOutput{Plaintext: bytes.Clone(fakeDataKey), KeyId: aws.String(fakeKeyARN)}, nil
-}
-
 // inProcessService is a service on the memory stores with the envelope
 // opener and an accepting transport.
 func inProcessService() *ledger.Service {
 	return &ledger.Service{
 		Store: &memstore.Store{}, Content: &memstore.Content{},
-		Opener:     &envelope.Opener{KMS: fakeKMS{}, KeyARN: fakeKeyARN},
+		Opener:     handlertest.Opener(),
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: ackTransport{}, ledger.SMS: ackTransport{}},
 		Clock:      time.Now, Policy: ledger.DefaultPolicy(),
 	}
@@ -58,42 +34,15 @@ func inProcessService() *ledger.Service {
 
 func quietLog() *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)) }
 
-// wireIntent returns intent i as the claim function receives it: the
-// intent, its sealed content and the SQS body.
-func wireIntent(tb testing.TB, sealer *envelope.Sealer, i int, now time.Time) (ledger.Intent, []byte, string) {
-	tb.Helper()
-	in, _ := ledgertest.Intent(i, ledger.Email, now, time.Hour)
-	env, err := sealer.Seal(context.Background(), in.Key(), ledgertest.Message(i, ledger.Email))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	body, err := intent.Encode(in, env)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sealed, err := env.Marshal()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return in, sealed, string(body)
-}
-
+// sqsRecord is intent body i's first delivery, with a message id of the
+// shape SQS gives.
 func sqsRecord(i int, body string) events.SQSMessage {
-	return events.SQSMessage{
-		MessageId: fmt.Sprintf("0c5e3f4a-%04x-4b1d-9e2f-%012x", i&0xffff, i), Body: body,
-		Attributes: map[string]string{"ApproximateReceiveCount": "1"}, EventSource: "aws:sqs",
-	}
+	return handlertest.SQSMessage(fmt.Sprintf("0c5e3f4a-%04x-4b1d-9e2f-%012x", i&0xffff, i), body)
 }
 
+// streamRecord is the stream record of row key's claim, number i.
 func streamRecord(i int, key string) events.DynamoDBEvent {
-	return events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{{
-		EventName: "INSERT", EventSource: "aws:dynamodb",
-		Change: events.DynamoDBStreamRecord{
-			Keys:           map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(key)},
-			NewImage:       map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(key), "state": events.NewStringAttribute("claimed")},
-			SequenceNumber: fmt.Sprintf("%021d", i), StreamViewType: "NEW_AND_OLD_IMAGES",
-		},
-	}}}
+	return events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{handlertest.StreamRecord(fmt.Sprintf("%021d", i), "INSERT", "claimed", key)}}
 }
 
 const benchChunk = 1024
@@ -102,26 +51,15 @@ const benchChunk = 1024
 // per call (decode, validate, read, store content, conditional create, log).
 func BenchmarkClaim(b *testing.B) {
 	ctx := context.Background()
-	sealer := &envelope.Sealer{KMS: fakeKMS{}, KeyID: fakeKeyARN}
+	sealer := handlertest.Sealer()
 	h := &handler.Claim{Svc: inProcessService(), Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}
-	evs := make([]events.SQSEvent, benchChunk)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if i%benchChunk == 0 {
-			b.StopTimer()
-			now := time.Now()
-			for j := range min(benchChunk, b.N-i) {
-				_, _, body := wireIntent(b, sealer, i+j, now)
-				evs[j] = events.SQSEvent{Records: []events.SQSMessage{sqsRecord(i+j, body)}}
-			}
-			b.StartTimer()
-		}
-		resp, err := h.Handle(ctx, evs[i%benchChunk])
-		if err != nil || len(resp.BatchItemFailures) > 0 {
-			b.Fatalf("claim %d: %v %v", i, err, resp.BatchItemFailures)
-		}
-	}
+	benchChunked(b, func(i int, now time.Time) events.SQSEvent {
+		_, _, body := handlertest.WireIntent(b, sealer, i, now)
+		return events.SQSEvent{Records: []events.SQSMessage{sqsRecord(i, body)}}
+	}, func(ev events.SQSEvent) ([]events.SQSBatchItemFailure, error) {
+		resp, err := h.Handle(ctx, ev)
+		return resp.BatchItemFailures, err
+	})
 }
 
 // BenchmarkDispatch is the dispatch handler's cost per claimed row: one
@@ -129,10 +67,27 @@ func BenchmarkClaim(b *testing.B) {
 // move to dispatching, send, record the outcome, purge, log).
 func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
-	sealer := &envelope.Sealer{KMS: fakeKMS{}, KeyID: fakeKeyARN}
+	sealer := handlertest.Sealer()
 	svc := inProcessService()
 	h := &handler.Dispatch{Svc: svc, Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}
-	evs := make([]events.DynamoDBEvent, benchChunk)
+	benchChunked(b, func(i int, now time.Time) events.DynamoDBEvent {
+		in, sealed, _ := handlertest.WireIntent(b, sealer, i, now)
+		if _, err := svc.Claim(ctx, in, sealed, claimWorker); err != nil {
+			b.Fatal(err)
+		}
+		return streamRecord(i, in.Key())
+	}, func(ev events.DynamoDBEvent) ([]events.DynamoDBBatchItemFailure, error) {
+		resp, err := h.Handle(ctx, ev)
+		return resp.BatchItemFailures, err
+	})
+}
+
+// benchChunked runs handle b.N times, on events that prepare builds
+// benchChunk at a time with the timer stopped (prepare(i, now) is the event
+// of iteration i). handle returns the batch's failures, which must be
+// empty, and its error.
+func benchChunked[E any, F any](b *testing.B, prepare func(i int, now time.Time) E, handle func(E) ([]F, error)) {
+	evs := make([]E, benchChunk)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -140,17 +95,13 @@ func BenchmarkDispatch(b *testing.B) {
 			b.StopTimer()
 			now := time.Now()
 			for j := range min(benchChunk, b.N-i) {
-				in, sealed, _ := wireIntent(b, sealer, i+j, now)
-				if _, err := svc.Claim(ctx, in, sealed, claimWorker); err != nil {
-					b.Fatal(err)
-				}
-				evs[j] = streamRecord(i+j, in.Key())
+				evs[j] = prepare(i+j, now)
 			}
 			b.StartTimer()
 		}
-		resp, err := h.Handle(ctx, evs[i%benchChunk])
-		if err != nil || len(resp.BatchItemFailures) > 0 {
-			b.Fatalf("dispatch %d: %v %v", i, err, resp.BatchItemFailures)
+		failures, err := handle(evs[i%benchChunk])
+		if err != nil || len(failures) > 0 {
+			b.Fatalf("event %d: %v %v", i, err, failures)
 		}
 	}
 }
@@ -160,9 +111,9 @@ func BenchmarkDispatch(b *testing.B) {
 // records accepted.
 func TestInProcessHandlers(t *testing.T) {
 	ctx := context.Background()
-	sealer := &envelope.Sealer{KMS: fakeKMS{}, KeyID: fakeKeyARN}
+	sealer := handlertest.Sealer()
 	svc := inProcessService()
-	in, _, body := wireIntent(t, sealer, 1, time.Now())
+	in, _, body := handlertest.WireIntent(t, sealer, 1, time.Now())
 	claim := &handler.Claim{Svc: svc, Log: quietLog()}
 	if resp, err := claim.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{sqsRecord(1, body)}}); err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("claim: %v %v", err, resp)

@@ -90,7 +90,7 @@ func (m *Meter) measure(ctx context.Context, op, table string, key map[string]ty
 			// A moved entry is a delete of the old one and a put of the new.
 			for _, it := range []map[string]types.AttributeValue{before, after} {
 				if _, in := indexKey(it, m.IndexHash, m.IndexRange); in {
-					w.IndexUnits += WriteUnits(IndexEntrySize(it, "pk", m.IndexHash, m.IndexRange))
+					w.IndexUnits += WriteUnits(IndexEntrySize(it, dynamostore.AttrPK, m.IndexHash, m.IndexRange))
 				}
 			}
 		}
@@ -109,7 +109,7 @@ func sizeOf(item map[string]types.AttributeValue) int {
 }
 
 func pkOf(item map[string]types.AttributeValue) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": item["pk"]}
+	return map[string]types.AttributeValue{dynamostore.AttrPK: item[dynamostore.AttrPK]}
 }
 
 // PutItem implements dynamostore.Client.

@@ -2,18 +2,16 @@ package bench
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
-	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // rig is a pair of fresh ledger and content tables on the emulator, a
@@ -35,7 +33,7 @@ func newRig(t testing.TB, prefix string) *rig {
 	r := &rig{cfg: cfg, counter: &Counter{}}
 	r.db = dynamodb.NewFromConfig(cfg, r.counter.Option)
 	r.raw = dynamodb.NewFromConfig(cfg)
-	r.meter = &Meter{Client: r.db, Raw: r.raw, IndexHash: "open_pk", IndexRange: "open_due"}
+	r.meter = &Meter{Client: r.db, Raw: r.raw, IndexHash: dynamostore.AttrOpenPK, IndexRange: dynamostore.AttrOpenDue}
 	r.ledger = emulator.UniqueName(t, prefix+"-ledger")
 	r.content = emulator.UniqueName(t, prefix+"-content")
 	ctx := context.Background()
@@ -63,7 +61,7 @@ func (r *rig) labels() map[string]string {
 
 // service returns a ledger service on the rig's tables through client
 // (r.db, or r.meter to size writes).
-func (r *rig) service(client dynamostore.Client, clk *clock, opener ledger.Opener, tr ledger.Transport) *ledger.Service {
+func (r *rig) service(client dynamostore.Client, clk *ledgertest.Clock, opener ledger.Opener, tr ledger.Transport) *ledger.Service {
 	return &ledger.Service{
 		Store:      dynamostore.New(client, r.ledger, dynamostore.DefaultShards),
 		Content:    dynamostore.NewContent(client, r.content),
@@ -74,43 +72,10 @@ func (r *rig) service(client dynamostore.Client, clk *clock, opener ledger.Opene
 	}
 }
 
-// newKMSKey creates a symmetric key in the emulator and returns its ARN.
-func newKMSKey(t testing.TB, client *kms.Client) string {
-	t.Helper()
-	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
-		Description: aws.String(emulator.UniqueName(t, "bench")),
-		KeySpec:     kmstypes.KeySpecSymmetricDefault,
-		KeyUsage:    kmstypes.KeyUsageTypeEncryptDecrypt,
-	})
-	if err != nil {
-		t.Fatalf("CreateKey: %v", err)
-	}
-	arn := aws.ToString(out.KeyMetadata.Arn)
-	t.Cleanup(func() {
-		_, _ = client.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
-	})
-	return arn
-}
-
-// clock is a manual clock that starts at the wall clock, so TTLs the
+// newClock is a manual clock that starts at the wall clock, so TTLs the
 // emulator may enforce stay in the future.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Millisecond)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newClock() *ledgertest.Clock {
+	return ledgertest.NewClockAt(time.Now().UTC().Truncate(time.Millisecond))
 }
 
 // ackTransport accepts every send, like a provider that answers at once.

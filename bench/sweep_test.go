@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // sweepRun is one measured sweep.
@@ -34,7 +35,7 @@ func sweepReport(t *testing.T, rep *Report) {
 	ctx := context.Background()
 	r := newRig(t, "bench-sweep")
 	t0 := time.Now().UTC().Add(-time.Hour) // leases and expiries long past
-	svc := r.service(r.db, &clock{}, nil, ackTransport{})
+	svc := r.service(r.db, ledgertest.NewClockAt(time.Time{}), nil, ackTransport{})
 	svc.Clock = time.Now
 	next := 0 // next challenge number
 	seed := func(kind rowKind, n int) {

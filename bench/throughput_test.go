@@ -16,7 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/envelope"
 )
@@ -34,13 +36,13 @@ func throughputReport(t *testing.T, rep *Report) {
 	ctx := context.Background()
 	r := newRig(t, "bench-tput")
 	kc := kms.NewFromConfig(r.cfg)
-	sealer := &envelope.Sealer{KMS: kc, KeyID: newKMSKey(t, kc)}
+	sealer := &envelope.Sealer{KMS: kc, KeyID: emulator.KMSKey(t, kc, "bench")}
 	now := time.Now()
 	batches := make([]events.SQSEvent, 0, throughputMsgs/10)
 	for i := 0; i < throughputMsgs; i += 10 {
 		var ev events.SQSEvent
 		for j := i; j < i+10; j++ {
-			_, _, body := wireIntent(t, sealer, j, now)
+			_, _, body := handlertest.WireIntent(t, sealer, j, now)
 			ev.Records = append(ev.Records, sqsRecord(j, body))
 		}
 		batches = append(batches, ev)

@@ -319,18 +319,7 @@ func (e *env) publish(t *testing.T, n producer.Notification, name string, res *r
 // terminal waits until the row of key is terminal; a row that is not is a loss.
 func (e *env) terminal(t *testing.T, key string, timeout time.Duration) ledger.Entry {
 	t.Helper()
-	var row ledger.Entry
-	err := Poll(context.Background(), timeout, pollEvery, func(ctx context.Context) (bool, string, error) {
-		got, err := e.store.Get(ctx, key)
-		if errors.Is(err, ledger.ErrNotFound) {
-			return false, "no ledger row", nil
-		}
-		if err != nil {
-			return false, "", err
-		}
-		row = got
-		return got.State.Terminal(), "row still " + string(got.State), nil
-	})
+	row, err := WaitTerminal(context.Background(), e.store, key, timeout, pollEvery)
 	if err != nil {
 		t.Fatalf("row %s: %v (lost)", key, err)
 	}

@@ -63,13 +63,21 @@ func TestEndToEndAWSCalls(t *testing.T) {
 	keyID := e.out.ContentKeyARN[strings.LastIndex(e.out.ContentKeyARN, "/")+1:]
 	sender := sesSender()
 	_, domain, _ := strings.Cut(sender, "@")
+	binding := map[string]string{
+		e.out.LedgerTable: awscall.LedgerTable, e.out.ContentTable: awscall.ContentTable, keyID: awscall.ContentKey,
+		sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
+	}
+	// A stack deployed before the budget table and the dispatch queue has no such outputs (an
+	// empty name must not be bound: it would match everywhere).
+	if e.out.BudgetTable != "" {
+		binding[e.out.BudgetTable] = awscall.BudgetTable
+	}
+	if u := e.out.DispatchQueueURL; u != "" {
+		binding[u[strings.LastIndex(u, "/")+1:]] = awscall.DispatchQueue
+	}
 	err := awscall.WriteRecording("deployed-"+e.out.Stack, awscall.Recording{
 		Source: "deployed stack " + e.out.Stack, Region: e.cfg.Region, Account: emulator.Account,
-		Binding: map[string]string{
-			e.out.LedgerTable: "LedgerTable", e.out.ContentTable: "ContentTable", keyID: "ContentKey",
-			sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
-		},
-		Calls: rec.Calls(),
+		Binding: binding, Calls: rec.Calls(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@
 // when E2E_REQUIRED=1.
 //
 // This file holds what the test and the devstack helper command share: the
-// outputs, and readers for what the emulator's SES and the local webhook
-// provider captured.
+// outputs, readers for what the emulator's SES and the local webhook
+// provider captured, and the wait for a row to be terminal.
 package e2e
 
 import (
@@ -26,7 +26,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/webhook"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
 // Outputs are the stack outputs of one deployed stage.
@@ -38,6 +39,9 @@ type Outputs struct {
 	LedgerTable         string `json:"LedgerTableName"`
 	ContentTable        string `json:"ContentTableName"`
 	ContentKeyARN       string `json:"ContentKeyArn"`
+	BudgetTable         string `json:"BudgetTableName"`
+	DispatchQueueURL    string `json:"DispatchQueueUrl"`
+	DispatchQueueDLQURL string `json:"DispatchQueueDlqUrl"`
 	ClaimFunction       string `json:"ClaimFunctionName"`
 	DispatchFunction    string `json:"DispatchFunctionName"`
 	ReconcileFunction   string `json:"ReconcileFunctionName"`
@@ -137,8 +141,8 @@ func EmailsTo(all []Email, to string) []Email {
 
 // ProviderMessages lists every message the local webhook provider recorded
 // (GET <base>/messages), oldest first.
-func ProviderMessages(ctx context.Context, client *http.Client, base string) ([]webhook.RecordedMessage, error) {
-	var msgs []webhook.RecordedMessage
+func ProviderMessages(ctx context.Context, client *http.Client, base string) ([]webhooktest.RecordedMessage, error) {
+	var msgs []webhooktest.RecordedMessage
 	if err := getJSON(ctx, client, base+"/messages", &msgs); err != nil {
 		return nil, fmt.Errorf("webhook provider: %w", err)
 	}
@@ -189,4 +193,28 @@ func Poll(ctx context.Context, timeout, interval time.Duration, check func(ctx c
 		case <-time.After(interval):
 		}
 	}
+}
+
+// RowReader reads ledger rows (a dynamostore.Store does).
+type RowReader interface {
+	Get(ctx context.Context, key string) (ledger.Entry, error)
+}
+
+// WaitTerminal polls the row of key every interval until it is terminal and
+// returns it; ErrTimeout after timeout says whether there was a row at all
+// and the state it was last seen in.
+func WaitTerminal(ctx context.Context, rows RowReader, key string, timeout, interval time.Duration) (ledger.Entry, error) {
+	var row ledger.Entry
+	err := Poll(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
+		e, err := rows.Get(ctx, key)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return false, "no ledger row yet", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		row = e
+		return e.State.Terminal(), "row still " + string(e.State), nil
+	})
+	return row, err
 }

@@ -45,12 +45,20 @@ var linterSkips = map[string]map[string][]linterSkip{
 			"keeps them 14 days for inspection and redrive by an operator."}},
 		"StreamFailureDlq": {{"ES6000", "This queue is the dispatch stream mapping's on-failure destination, a " +
 			"dead-letter queue itself: nothing consumes it, so a redrive policy would never apply. It keeps the " +
-			"failed batches' metadata 14 days; the expire sweep settles the claims they point at."}},
+			"failed batches' metadata 14 days as evidence; reconcile re-drives the claims they point at once they " +
+			"are past due."}},
+		"DispatchQueueDlq": {{"ES6000", "This queue is the dispatch queue's dead-letter queue (its redrive target), " +
+			"so it is the end of the line: a redrive policy on it would only move the messages to yet another queue. " +
+			"It keeps them 14 days as evidence; the rows they name are re-driven by reconcile, not lost."}},
 	},
 	"AWS::DynamoDB::Table": {
 		"ContentTable": {{"CKV_AWS_28", "The content table holds sealed secret-bearing messages for minutes (TTL at " +
 			"challenge expiry, purged at every terminal state); point-in-time backups would keep reset secrets for " +
 			"35 days, which the design forbids. The ledger table has PITR."}},
+		"BudgetTable": {{"CKV_AWS_28", "The budget table holds one send-rate timestamp per channel, rewritten on " +
+			"every send: a restore would bring back a stale one, and losing it only empties the budget (the " +
+			"provider's own limit still answers not-sent, which dispatch retries). No evidence lives there; the " +
+			"ledger table has PITR."}},
 	},
 	"AWS::Logs::LogGroup": {
 		anyOwner: {{"CKV_AWS_158", "CloudWatch Logs encrypts these log groups at rest with its own key. A customer-" +
@@ -83,11 +91,14 @@ var linterSkips = map[string]map[string][]linterSkip{
 				"the event source (and, if ever needed, its MaximumConcurrency), not by a reservation."},
 		},
 		"DispatchFunction": {
-			{"CKV_AWS_116", "Invoked only by the ledger stream's event source mapping, never asynchronously, so a " +
-				"function DLQ would never receive anything. Records it gives up on go to the mapping's on-failure " +
-				"destination, the stream-failure DLQ."},
-			{"CKV_AWS_115", "Concurrency is bounded by the stream: one concurrent batch per shard " +
-				"(parallelization factor 1). A reservation would only take capacity from the account pool."},
+			{"CKV_AWS_116", "Invoked only by its two event source mappings (the ledger stream and the dispatch " +
+				"queue), never asynchronously, so a function DLQ would never receive anything. Stream records it " +
+				"gives up on go to the stream mapping's on-failure destination, the stream-failure DLQ; queue " +
+				"messages to the dispatch queue's redrive DLQ."},
+			{"CKV_AWS_115", "Concurrency is bounded by its sources: one concurrent batch per stream shard " +
+				"(parallelization factor 1) and the dispatch queue mapping's MaximumConcurrency. A reservation " +
+				"would only take capacity from the account pool, and on an SQS-triggered function it throttles the " +
+				"pollers, whose throttled receives count toward maxReceiveCount."},
 		},
 		"ReconcileFunction": {
 			{"CKV_AWS_116", "Invoked only by its once-a-minute schedule, with async retries off: the next tick is " +
@@ -103,6 +114,8 @@ var linterSkips = map[string]map[string][]linterSkip{
 	"AWS::Lambda::EventSourceMapping": {
 		"ClaimIntentQueueSource": {{"ES1001", "An SQS event source mapping does not support an on-failure destination (only " +
 			"stream and Kafka sources do). The intent queue's redrive policy is its failure destination."}},
+		"DispatchQueueSource": {{"ES1001", "An SQS event source mapping does not support an on-failure destination (only " +
+			"stream and Kafka sources do). The dispatch queue's redrive policy is its failure destination."}},
 	},
 	"AWS::Events::Rule": {
 		"ReconcileSchedule": {{"ES4000", "A schedule target's event carries no data and the next tick, one minute " +

@@ -10,21 +10,12 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
-)
-
-// The EMF metrics the alarms read are internal/metrics' names, written by the functions.
-const (
-	metricOpenClaims      = metrics.OpenClaims      // State
-	metricOldestOpenAge   = metrics.OldestOpenAge   // State
-	metricSweepErrors     = metrics.SweepErrors     // Sweep
-	metricSweepHeartbeat  = metrics.SweepHeartbeat  // Sweep
-	metricContentMismatch = metrics.ContentMismatch // no dimension
 )
 
 // alarmPeriod is the period of the alarms on AWS metrics (Lambda, SQS) and on event counts.
@@ -38,61 +29,73 @@ func sweepPeriod(rate time.Duration) time.Duration { return max(alarmPeriod, 2*r
 type openStateAlarm struct {
 	ID          string
 	Description string
-	Metric      string // metricOpenClaims or metricOldestOpenAge
+	Metric      string // metrics.OpenClaims or metrics.OldestOpenAge
 	Threshold   float64
 	Operator    awscloudwatch.ComparisonOperator
 }
 
 // openStateAlarms returns one alarm per open state of the domain (ledger.States with Open()), with
-// thresholds derived from the props. An open state without a rule here is an error, so a new
-// state cannot reach a stack without an alarm and a dashboard series.
+// thresholds derived from the props. An open state without a rule in openStateRules is an error,
+// so a new state cannot reach a stack without an alarm and a dashboard series.
 func (p *LedgerStackProps) openStateAlarms() (map[ledger.State]openStateAlarm, error) {
+	rules := p.openStateRules()
 	out := map[ledger.State]openStateAlarm{}
+	for _, s := range ledger.States {
+		if !s.Open() {
+			continue
+		}
+		a, ok := rules[s]
+		if !ok {
+			return nil, fmt.Errorf("infra: open state %q has no alarm rule: add one in openStateRules", s)
+		}
+		out[s] = a
+	}
+	return out, nil
+}
+
+// openStateRules is the alarm rule of every open state the stack knows, whether or not the
+// domain has it yet.
+func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 	title := func(s ledger.State) string { return strings.ToUpper(string(s)[:1]) + string(s)[1:] }
 	age := func(s ledger.State, limit time.Duration, why string) openStateAlarm {
 		return openStateAlarm{
 			ID:          "Oldest" + title(s) + "Age",
 			Description: fmt.Sprintf("A claim has been %s for more than %v (%s).", s, limit, why),
-			Metric:      metricOldestOpenAge, Threshold: limit.Seconds(),
+			Metric:      metrics.OldestOpenAge, Threshold: limit.Seconds(),
 			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 		}
 	}
 	count := func(s ledger.State, why string) openStateAlarm {
 		return openStateAlarm{
 			ID: title(s) + "Claims", Description: fmt.Sprintf("Claims in state %s: %s", s, why),
-			Metric: metricOpenClaims, Threshold: 1,
+			Metric: metrics.OpenClaims, Threshold: 1,
 			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 		}
 	}
-	// Held and claimed rows end by their challenge's expiry at the latest: the expire sweep
-	// closes them on its first run after it.
+	// Held, claimed and deferred rows end by their challenge's expiry at the latest: the expire
+	// sweep closes them on its first run after it. A deferred row older than that was neither
+	// sent (by its wake-up or a re-drive) nor expired; how many rows are deferred is no alarm: a
+	// surge defers rows by design (the dashboard shows it).
 	expireBound := p.MaxChallengeLifetime + 2*p.ExpireRate
-	for _, s := range ledger.States {
-		if !s.Open() {
-			continue
-		}
-		switch s {
-		case ledger.Held, ledger.Claimed:
-			out[s] = age(s, expireBound, fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
-				"the expire sweep is not closing expired rows", p.MaxChallengeLifetime))
-		case ledger.Dispatching:
-			out[s] = age(s, p.LeaseDuration+2*p.ReconcileRate, fmt.Sprintf("lease %v plus two reconcile sweeps): "+
-				"reconcile is not moving rows past their lease", p.LeaseDuration))
-		case ledger.Unknown:
-			out[s] = count(s, "the transport outcome is uncertain and awaits reconciliation.")
-		case ledger.Quarantined:
-			out[s] = count(s, "the policy cannot resolve them; an operator must record a decision.")
-		default:
-			return nil, fmt.Errorf("infra: open state %q has no alarm rule: add one in openStateAlarms", s)
-		}
+	expiring := fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
+		"the expire sweep is not closing expired rows", p.MaxChallengeLifetime)
+	return map[ledger.State]openStateAlarm{
+		ledger.Held:    age(ledger.Held, expireBound, expiring),
+		ledger.Claimed: age(ledger.Claimed, expireBound, expiring),
+		ledger.Deferred: age(ledger.Deferred, expireBound, fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
+			"no wake-up or re-drive sent it and the expire sweep is not closing it", p.MaxChallengeLifetime)),
+		ledger.Dispatching: age(ledger.Dispatching, p.Functions.Policy.Lease+2*p.ReconcileRate, fmt.Sprintf("lease %v plus "+
+			"two reconcile sweeps): reconcile is not moving rows past their lease", p.Functions.Policy.Lease)),
+		ledger.Unknown:     count(ledger.Unknown, "the transport outcome is uncertain and awaits reconciliation."),
+		ledger.Quarantined: count(ledger.Quarantined, "the policy cannot resolve them; an operator must record a decision."),
 	}
-	return out, nil
 }
 
 // observed is what the alarms and the dashboard watch.
 type observed struct {
-	fns                               map[string]awslambda.Function
-	intentQueue, intentDLQ, streamDLQ awssqs.Queue
+	fns      map[settings.Role]awslambda.Function
+	intake   intake
+	dispatch dispatchQueues
 }
 
 // observability defines the alarms and the dashboard. Every alarm is a plain single-metric alarm
@@ -106,78 +109,98 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	if err != nil {
 		return err
 	}
-	period := seconds(alarmPeriod)
-	statsPeriod := seconds(sweepPeriod(p.ReconcileRate))
-	emf := func(name string, dims map[string]*string, stat string, per awscdk.Duration) awscloudwatch.Metric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(MetricNamespace), MetricName: jsii.String(name),
-			DimensionsMap: &dims, Statistic: jsii.String(stat), Period: per,
-		})
-	}
-	stateMetric := func(name string, s ledger.State, stat string) awscloudwatch.Metric {
-		return emf(name, map[string]*string{"State": jsii.String(string(s))}, stat, statsPeriod)
-	}
-	sweepMetric := func(name, sweep, stat string) awscloudwatch.Metric {
-		rate := map[string]time.Duration{FnReconcile: p.ReconcileRate, FnExpire: p.ExpireRate}[sweep]
-		return emf(name, map[string]*string{"Sweep": jsii.String(sweep)}, stat, seconds(sweepPeriod(rate)))
-	}
-
-	var topic awssns.ITopic
+	w := &alarms{p: p, stack: stack}
 	if p.AlarmTopicArn != "" {
-		topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
+		w.topic = awssns.Topic_FromTopicArn(stack, jsii.String("AlarmTopic"), jsii.String(p.AlarmTopicArn))
 	}
-	var alarms []interfacesawscloudwatch.IAlarmRef
-	alarm := func(id, desc string, metric awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
-		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmName:          jsii.String(p.Prefix + "-" + id),
-			AlarmDescription:   jsii.String(desc + " Runbook: README.md, Alarms and what to do, " + id + "."),
-			Metric:             metric,
-			Threshold:          jsii.Number(threshold),
-			ComparisonOperator: op,
-			EvaluationPeriods:  jsii.Number(1),
-			TreatMissingData:   missing,
-		})
-		if topic != nil {
-			a.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
-			a.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
-		}
-		alarms = append(alarms, a)
-	}
-	gte := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
-	gt := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
-	lt := awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
-	quiet := awscloudwatch.TreatMissingData_NOT_BREACHING
-	breaching := awscloudwatch.TreatMissingData_BREACHING
-	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period}
-	maximum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}
+	w.functions(o)
+	w.sweeps()
+	w.openStates(stateAlarms)
+	w.queues(o)
+	w.liveness(o)
+	p.dashboard(stack, o, w.made)
+	return nil
+}
 
-	// Functions: any error or throttle. Claim and dispatch report per-record failures in their
-	// batch responses, so an Errors datapoint is a whole batch (or a crash or timeout).
-	for _, name := range FunctionNames {
+// alarms makes the stack's alarms, each notifying topic (if any), and keeps them for the
+// dashboard in the order they were made.
+type alarms struct {
+	p     *LedgerStackProps
+	stack awscdk.Stack
+	topic awssns.ITopic
+	made  []interfacesawscloudwatch.IAlarmRef
+}
+
+// Comparisons, missing-data treatments and statistics the alarms use.
+var (
+	gte       = awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+	gt        = awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
+	lt        = awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
+	quiet     = awscloudwatch.TreatMissingData_NOT_BREACHING
+	breaching = awscloudwatch.TreatMissingData_BREACHING
+)
+
+func sumOver5m() *awscloudwatch.MetricOptions {
+	return &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: seconds(alarmPeriod)}
+}
+
+func maxOver5m() *awscloudwatch.MetricOptions {
+	return &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: seconds(alarmPeriod)}
+}
+
+// add makes one alarm whose description points at its runbook row.
+func (w *alarms) add(id, desc string, metric awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
+	a := awscloudwatch.NewAlarm(w.stack, jsii.String(id), &awscloudwatch.AlarmProps{
+		AlarmName:          jsii.String(w.p.Prefix + "-" + id),
+		AlarmDescription:   jsii.String(desc + " Runbook: README.md, Alarms and what to do, " + id + "."),
+		Metric:             metric,
+		Threshold:          jsii.Number(threshold),
+		ComparisonOperator: op,
+		EvaluationPeriods:  jsii.Number(1),
+		TreatMissingData:   missing,
+	})
+	if w.topic != nil {
+		a.AddAlarmAction(awscloudwatchactions.NewSnsAction(w.topic))
+		a.AddOkAction(awscloudwatchactions.NewSnsAction(w.topic))
+	}
+	w.made = append(w.made, a)
+}
+
+// functions: any error or throttle of a function; dispatch behind its stream; intents waiting.
+// Claim and dispatch report per-record failures in their batch responses, so an Errors datapoint
+// is a whole batch (or a crash or timeout).
+func (w *alarms) functions(o observed) {
+	p := w.p
+	for _, name := range settings.Functions {
 		fn, id := o.fns[name], title(name)
-		alarm(id+"Errors", fmt.Sprintf("The %s function failed (error, crash or timeout).", name),
-			fn.MetricErrors(sum), 1, gte, quiet)
-		alarm(id+"Throttles", fmt.Sprintf("The %s function was throttled.", name),
-			fn.MetricThrottles(sum), 1, gte, quiet)
+		w.add(id+"Errors", fmt.Sprintf("The %s function failed (error, crash or timeout).", name),
+			fn.MetricErrors(sumOver5m()), 1, gte, quiet)
+		w.add(id+"Throttles", fmt.Sprintf("The %s function was throttled.", name),
+			fn.MetricThrottles(sumOver5m()), 1, gte, quiet)
 	}
-	alarm("DispatchIteratorAge", fmt.Sprintf("Dispatch is more than %v behind the ledger stream: new claims wait "+
+	w.add("DispatchIteratorAge", fmt.Sprintf("Dispatch is more than %v behind the ledger stream: new claims wait "+
 		"while their challenges run out.", p.DispatchLagLimit),
-		o.fns[FnDispatch].Metric(jsii.String("IteratorAge"), maximum), float64(p.DispatchLagLimit.Milliseconds()), gt, quiet)
+		o.fns[settings.Dispatch].Metric(jsii.String("IteratorAge"), maxOver5m()), float64(p.DispatchLagLimit.Milliseconds()), gt, quiet)
 	intentAge := 2 * p.IntentVisibilityTimeout
-	alarm("IntentQueueOldestAge", fmt.Sprintf("An intent has waited more than %v (two visibility timeouts) in the "+
+	w.add("IntentQueueOldestAge", fmt.Sprintf("An intent has waited more than %v (two visibility timeouts) in the "+
 		"intent queue: claims keep failing or the claim function cannot keep up.", intentAge),
-		o.intentQueue.MetricApproximateAgeOfOldestMessage(maximum), intentAge.Seconds(), gt, quiet)
+		o.intake.queue.MetricApproximateAgeOfOldestMessage(maxOver5m()), intentAge.Seconds(), gt, quiet)
+}
 
-	// Sweeps: a heartbeat per run (missing = breaching) and the rows a run failed on.
-	for _, name := range []string{FnReconcile, FnExpire} {
+// sweeps: a heartbeat per run (missing = breaching) and the rows a run failed on.
+func (w *alarms) sweeps() {
+	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
 		id := title(name)
-		alarm(id+"Heartbeat", fmt.Sprintf("No %s sweep started in the alarm period: its schedule, function or "+
-			"start-up is broken.", name), sweepMetric(metricSweepHeartbeat, name, "SampleCount"), 1, lt, breaching)
-		alarm(id+"SweepErrors", fmt.Sprintf("The %s sweep failed on rows (each is logged as \"%s row failed\").", name, name),
-			sweepMetric(metricSweepErrors, name, "Sum"), 1, gte, quiet)
+		w.add(id+"Heartbeat", fmt.Sprintf("No %s sweep started in the alarm period: its schedule, function or "+
+			"start-up is broken.", name), w.p.sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), 1, lt, breaching)
+		w.add(id+"SweepErrors", fmt.Sprintf("The %s sweep failed on rows (each is logged as \"%s row failed\").", name, name),
+			w.p.sweepMetric(metrics.SweepErrors, name, "Sum"), 1, gte, quiet)
 	}
+}
 
-	// Open claims, generated from the domain's open states.
+// openStates: one alarm per open state of the domain, in lifecycle order, and one on the figures
+// they need.
+func (w *alarms) openStates(stateAlarms map[ledger.State]openStateAlarm) {
 	var figuresState ledger.State
 	for _, s := range ledger.States {
 		a, ok := stateAlarms[s]
@@ -187,79 +210,206 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 		if figuresState == ledger.None {
 			figuresState = s
 		}
-		alarm(a.ID, a.Description+" Needs the open-claim figures reconcile publishes.",
-			stateMetric(a.Metric, s, "Maximum"), a.Threshold, a.Operator, awscloudwatch.TreatMissingData_MISSING)
+		w.add(a.ID, a.Description+" Needs the open-claim figures reconcile publishes.",
+			w.p.stateMetric(a.Metric, s, "Maximum"), a.Threshold, a.Operator, awscloudwatch.TreatMissingData_MISSING)
 	}
 	// Reconcile publishes every open state's figures together after each sweep, or none.
-	alarm("OpenClaimFiguresMissing", "Reconcile published no open-claim figures in the alarm period: the state "+
+	w.add("OpenClaimFiguresMissing", "Reconcile published no open-claim figures in the alarm period: the state "+
 		"alarms are blind (reconcile fails, or its stats query does).",
-		stateMetric(metricOpenClaims, figuresState, "SampleCount"), 1, lt, breaching)
-
-	alarm("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
-		o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
-	alarm("StreamFailureDlqDepth", "Dispatch gave up on stream records; claims may sit in claimed until expire runs.",
-		o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), 1, gte, quiet)
-	alarm("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
-		emf(metricContentMismatch, nil, "Sum", period), 0, gt, quiet)
-
-	p.dashboard(stack, o, stateMetric, sweepMetric, alarms)
-	return nil
+		w.p.stateMetric(metrics.OpenClaims, figuresState, "SampleCount"), 1, lt, breaching)
 }
 
-// dashboard shows every open state's count and oldest age, the functions, the queues and the
-// sweeps, and the state of every alarm.
-func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed,
-	stateMetric func(string, ledger.State, string) awscloudwatch.Metric,
-	sweepMetric func(string, string, string) awscloudwatch.Metric, alarms []interfacesawscloudwatch.IAlarmRef) {
-	labelled := func(m awscloudwatch.Metric, label string) awscloudwatch.IMetric {
-		return m.With(&awscloudwatch.MetricOptions{Label: jsii.String(label)})
+// queues: what reached a DLQ, and blocked content mismatches.
+func (w *alarms) queues(o observed) {
+	w.add("IntentDlqDepth", "Intents moved to the DLQ (poison input or repeated claim failures).",
+		o.intake.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
+	w.add("StreamFailureDlqDepth", fmt.Sprintf("Dispatch gave up on stream records (evidence to inspect): reconcile "+
+		"re-drives the claimed rows they name once they are %v past due.", w.p.Functions.Policy.RedriveAfter),
+		o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
+	w.add("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
+		emf(metrics.ContentMismatch, nil, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+}
+
+// liveness under provider throttling. A not-sent answer is retried and a budget deferral waits in
+// the dispatch queue by design, so neither pages (the dashboard shows them during a surge); what
+// pages is the outcome: a claimed message that expired unsent, and a dispatch queue that is not
+// drained. One alarm per channel: the emulator's CloudFormation rejects the metric math that
+// would sum them.
+func (w *alarms) liveness(o observed) {
+	for _, ch := range ledger.Channels {
+		w.add("ExpiredUnsent"+title(string(ch)), fmt.Sprintf("A claimed %s message expired without any send the "+
+			"provider took: the player never got it.", ch),
+			emf(metrics.ExpiredUnsent, channelDim(ch), "Sum", seconds(alarmPeriod)), 0, gt, quiet)
 	}
+	w.add("DispatchQueueDlqDepth", "Dispatch-queue messages dispatch kept failing on moved to the DLQ (evidence to inspect: "+
+		"reconcile re-drives the rows they name).",
+		o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
+	queueAge := w.p.dispatchQueueAgeLimit()
+	w.add("DispatchQueueOldestAge", fmt.Sprintf("A message has waited more than %v in the dispatch queue (the longest "+
+		"wake-up delay, %v, plus two re-drive periods): dispatch is not draining the queue.", queueAge, maxWakeDelay),
+		o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maxOver5m()), queueAge.Seconds(), gt, quiet)
+}
+
+// emf is one of the functions' EMF metrics.
+func emf(name string, dims map[string]*string, stat string, period awscdk.Duration) awscloudwatch.Metric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
+		DimensionsMap: &dims, Statistic: jsii.String(stat), Period: period,
+	})
+}
+
+// stateMetric is an open-claim figure of state s, which reconcile publishes once per run.
+func (p *LedgerStackProps) stateMetric(name string, s ledger.State, stat string) awscloudwatch.Metric {
+	return emf(name, map[string]*string{metrics.DimState: jsii.String(string(s))}, stat, seconds(sweepPeriod(p.ReconcileRate)))
+}
+
+// sweepMetric is a figure a sweep publishes once per run.
+func (p *LedgerStackProps) sweepMetric(name string, sweep settings.Role, stat string) awscloudwatch.Metric {
+	rate, _ := p.sweepRate(sweep)
+	return emf(name, map[string]*string{metrics.DimSweep: jsii.String(string(sweep))}, stat, seconds(sweepPeriod(rate)))
+}
+
+// dispatchQueueAgeLimit is the DispatchQueueOldestAge threshold. A wake-up legitimately waits
+// its delay, up to maxWakeDelay, and is then received within seconds (the mapping long-polls).
+// Reconcile re-drives a due row RedriveAfter past due, through the same queue; a message still
+// there two re-drive periods after the longest delay means dispatch is not consuming the queue
+// (mapping disabled, function failing or throttled, or MaximumConcurrency too low for the
+// backlog), and re-drives cannot help.
+func (p *LedgerStackProps) dispatchQueueAgeLimit() time.Duration {
+	return maxWakeDelay + 2*p.Functions.Policy.RedriveAfter
+}
+
+// channelDim is the Channel dimension of the per-channel EMF metrics.
+func channelDim(ch ledger.Channel) map[string]*string {
+	return map[string]*string{metrics.DimChannel: jsii.String(string(ch))}
+}
+
+// dashboard shows the state of every alarm, every open state's count and oldest age, the
+// functions, the triggers and the DLQs, dispatch under provider throttling, and the sweeps.
+func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed, alarms []interfacesawscloudwatch.IAlarmRef) {
 	var counts, ages []awscloudwatch.IMetric
 	for _, s := range ledger.States {
 		if s.Open() {
-			counts = append(counts, labelled(stateMetric(metricOpenClaims, s, "Maximum"), string(s)))
-			ages = append(ages, labelled(stateMetric(metricOldestOpenAge, s, "Maximum"), string(s)))
+			counts = append(counts, labelled(p.stateMetric(metrics.OpenClaims, s, "Maximum"), string(s)))
+			ages = append(ages, labelled(p.stateMetric(metrics.OldestOpenAge, s, "Maximum"), string(s)))
 		}
 	}
-	period := seconds(alarmPeriod)
 	var errs, throttles []awscloudwatch.IMetric
-	for _, name := range FunctionNames {
-		sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period, Label: jsii.String(name)}
+	for _, name := range settings.Functions {
+		sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: seconds(alarmPeriod), Label: jsii.String(string(name))}
 		errs = append(errs, o.fns[name].MetricErrors(sum))
 		throttles = append(throttles, o.fns[name].MetricThrottles(sum))
 	}
 	var heartbeats, sweepErrs []awscloudwatch.IMetric
-	for _, name := range []string{FnReconcile, FnExpire} {
-		heartbeats = append(heartbeats, labelled(sweepMetric(metricSweepHeartbeat, name, "SampleCount"), name))
-		sweepErrs = append(sweepErrs, labelled(sweepMetric(metricSweepErrors, name, "Sum"), name))
+	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
+		heartbeats = append(heartbeats, labelled(p.sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), string(name)))
+		sweepErrs = append(sweepErrs, labelled(p.sweepMetric(metrics.SweepErrors, name, "Sum"), string(name)))
 	}
-	maximum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}
-	graph := func(title string, left []awscloudwatch.IMetric, width float64) awscloudwatch.IWidget {
-		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-			Title: jsii.String(title), Left: &left, Width: jsii.Number(width),
-		})
+	rows := []*[]awscloudwatch.IWidget{
+		{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+			Title: jsii.String("Alarms"), Alarms: &alarms, Width: jsii.Number(24),
+			SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
+		})},
+		{graph("Open claims by state", counts, 12), graph("Oldest open claim age (s) by state", ages, 12)},
+		{graph("Function errors", errs, 12), graph("Function throttles", throttles, 12)},
+		{
+			graph("Dispatch stream lag (ms)", []awscloudwatch.IMetric{o.fns[settings.Dispatch].Metric(jsii.String("IteratorAge"), maxOver5m())}, 8),
+			graph("Oldest intent in the queue (s)", []awscloudwatch.IMetric{o.intake.queue.MetricApproximateAgeOfOldestMessage(maxOver5m())}, 8),
+			graph("DLQ depth", []awscloudwatch.IMetric{
+				labelled(o.intake.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "intent DLQ"),
+				labelled(o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "stream failure DLQ"),
+				labelled(o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "dispatch queue DLQ"),
+			}, 8),
+		},
 	}
+	rows = append(rows, livenessWidgets(o)...)
+	rows = append(rows, &[]awscloudwatch.IWidget{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)})
 	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(p.Prefix),
-		Widgets: &[]*[]awscloudwatch.IWidget{
-			{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
-				Title: jsii.String("Alarms"), Alarms: &alarms, Width: jsii.Number(24),
-				SortBy: awscloudwatch.AlarmStatusWidgetSortBy_STATE_UPDATED_TIMESTAMP,
-			})},
-			{graph("Open claims by state", counts, 12), graph("Oldest open claim age (s) by state", ages, 12)},
-			{graph("Function errors", errs, 12), graph("Function throttles", throttles, 12)},
-			{
-				graph("Dispatch stream lag (ms)", []awscloudwatch.IMetric{o.fns[FnDispatch].Metric(jsii.String("IteratorAge"), maximum)}, 8),
-				graph("Oldest intent in the queue (s)", []awscloudwatch.IMetric{o.intentQueue.MetricApproximateAgeOfOldestMessage(maximum)}, 8),
-				graph("DLQ depth", []awscloudwatch.IMetric{
-					labelled(o.intentDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "intent DLQ"),
-					labelled(o.streamDLQ.MetricApproximateNumberOfMessagesVisible(maximum), "stream failure DLQ"),
-				}, 8),
-			},
-			{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)},
-		},
+		Widgets:       &rows,
 	})
 }
 
-// title capitalizes a function name for construct ids: "claim" -> "Claim".
-func title(name string) string { return strings.ToUpper(name[:1]) + name[1:] }
+// livenessWidgets show dispatch under provider throttling: what the provider refused, what
+// dispatch retried, waited for and deferred, what expired unsent, and what reconcile handed back.
+func livenessWidgets(o observed) []*[]awscloudwatch.IWidget {
+	period := seconds(alarmPeriod)
+	perChannel := func(name string, stats ...string) []awscloudwatch.IMetric {
+		var out []awscloudwatch.IMetric
+		for _, ch := range ledger.Channels {
+			for _, stat := range stats {
+				label := string(ch)
+				if len(stats) > 1 {
+					label += " " + stat
+				}
+				out = append(out, labelled(emf(name, channelDim(ch), stat, period), label))
+			}
+		}
+		return out
+	}
+	// The provider's codes are open-ended, so the not-sent series come from a search (allowed on
+	// a dashboard, unlike in an alarm).
+	notSent := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s} MetricName="%s"', 'Sum', %d)`,
+			metrics.Namespace, metrics.DimChannel, metrics.DimCode, metrics.NotSent, int(alarmPeriod.Seconds()))),
+		Label: jsii.String(""), Period: period, UsingMetrics: &map[string]awscloudwatch.IMetric{},
+	})
+	var redriven []awscloudwatch.IMetric
+	for _, s := range ledger.States {
+		if s.Open() {
+			redriven = append(redriven, labelled(emf(metrics.Redriven, map[string]*string{metrics.DimState: jsii.String(string(s))}, "Sum", period),
+				"re-driven from "+string(s)))
+		}
+	}
+	redriven = append(redriven, labelled(emf(metrics.WakeFailures, nil, "Sum", period), "wake-ups not queued"))
+	queueDepth := []awscloudwatch.IMetric{
+		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "visible"),
+		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesDelayed(maxOver5m()), "delayed (wake-ups)"),
+		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesNotVisible(maxOver5m()), "in flight"),
+	}
+	return []*[]awscloudwatch.IWidget{
+		{graph("Not sent by channel and code (provider refused for now)", []awscloudwatch.IMetric{notSent}, 12),
+			graph("Retries by channel", perChannel(metrics.Retries, "Sum"), 12)},
+		{graph("Budget wait (ms) by channel", perChannel(metrics.BudgetWait, "p99", "Maximum"), 8),
+			graph("Budget deferrals by channel", perChannel(metrics.BudgetDeferrals, "Sum"), 8),
+			graph("Expired unsent by channel", perChannel(metrics.ExpiredUnsent, "Sum"), 8)},
+		{graph("Re-drives by state, wake-ups not queued", redriven, 8),
+			graph("Dispatch queue depth", queueDepth, 8),
+			graph("Oldest message in the dispatch queue (s)", []awscloudwatch.IMetric{
+				o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maxOver5m())}, 8)},
+	}
+}
+
+func labelled(m awscloudwatch.Metric, label string) awscloudwatch.IMetric {
+	return m.With(&awscloudwatch.MetricOptions{Label: jsii.String(label)})
+}
+
+func graph(title string, left []awscloudwatch.IMetric, width float64) awscloudwatch.IWidget {
+	return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+		Title: jsii.String(title), Left: &left, Width: jsii.Number(width),
+	})
+}
+
+// validateObservability checks that the alarms notify someone where they must, and what they
+// and the log groups need of the props.
+func (p *LedgerStackProps) validateObservability(bad func(string, ...any)) {
+	if p.RequireAlarmTopic {
+		if p.AlarmTopicArn == "" {
+			bad("AlarmTopicArn is empty: this stage's alarms would notify no one (pass alarmTopicArn=<SNS topic ARN>)")
+		}
+		if p.SkipObservability {
+			bad("SkipObservability is set on a stage that requires alarms (RequireAlarmTopic)")
+		}
+	}
+	if a := p.AlarmTopicArn; a != "" {
+		if parts := strings.Split(a, ":"); len(parts) != 6 || parts[0] != "arn" || parts[2] != "sns" || parts[5] == "" {
+			bad("AlarmTopicArn %q: want arn:<partition>:sns:<region>:<account>:<topic>", a)
+		}
+	}
+	if p.MaxChallengeLifetime <= 0 {
+		bad("MaxChallengeLifetime %v: want > 0", p.MaxChallengeLifetime)
+	}
+	if _, ok := retentionDays[p.LogRetentionDays]; !ok {
+		bad("LogRetentionDays %d is not a CloudWatch Logs retention value", p.LogRetentionDays)
+	}
+}

@@ -1,5 +1,191 @@
 package main
 
+import (
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Each function holds exactly the permissions its real calls need (no managed policies): what
+// its event sources grant (stream read, the stream's key and the on-failure queue for dispatch),
+// and what grant adds. TestLeastPrivilege pins every grant; TestIAMCoverage (iam_test.go) checks
+// them against the calls recorded runs made.
+
+// grant gives the functions their permissions beyond their event sources', producers theirs, and
+// makes decrypting content exclusive to the senders.
+func (p *LedgerStackProps) grant(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues) {
+	// DynamoDB calls KMS on the caller's behalf for tables under a customer-managed key.
+	for _, name := range settings.Functions {
+		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"),
+			Resources: jsii.Strings(*st.ledgerKey.KeyArn()),
+			Conditions: &map[string]interface{}{
+				"StringEquals": map[string]interface{}{
+					"kms:ViaService": awscdk.Fn_Sub(jsii.String("dynamodb.${AWS::Region}.${AWS::URLSuffix}"), nil),
+				},
+			},
+		}))
+	}
+	grantCalls(fns, st, in, q)
+	p.grantSenders(stack, fns, st.contentKey, in)
+	p.suppressWildcards(fns[settings.Dispatch])
+}
+
+// grantCalls allows each function the DynamoDB and SQS calls it makes.
+func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues) {
+	ledgerArn, contentArn := st.ledger.TableArn(), st.content.TableArn()
+	openIndexArn := awscdk.Fn_Join(jsii.String(""), &[]*string{ledgerArn, jsii.String("/index/" + dynamostore.IndexName)})
+	allow := func(name settings.Role, resources []*string, actions ...string) {
+		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings(actions...),
+			Resources: &resources,
+		}))
+	}
+	// Claim's mapping is declared without CDK's binding: its poller's three calls are granted here.
+	allow(settings.Claim, []*string{in.queue.QueueArn()}, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+	allow(settings.Claim, []*string{ledgerArn}, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
+	// DeleteItem: a claim that stored content and then lost the race to a concurrent claim of the
+	// same identity with other content (or one that already ended) purges the blob no row will read.
+	allow(settings.Claim, []*string{contentArn}, "dynamodb:PutItem", "dynamodb:DeleteItem")
+
+	allow(settings.Dispatch, []*string{ledgerArn}, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	allow(settings.Dispatch, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
+	allow(settings.Dispatch, []*string{st.budget.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	// The mapping's poller, and dispatch re-scheduling a row (a deferred row's wake-up).
+	allow(settings.Dispatch, []*string{q.queue.QueueArn()}, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+		"sqs:SendMessage")
+
+	allow(settings.Reconcile, []*string{openIndexArn}, "dynamodb:Query")
+	// Sweeps list the open index's keys, then read the rows in batches (Store.ListOpen).
+	allow(settings.Reconcile, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
+	allow(settings.Reconcile, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
+	// Re-drives: due rows no dispatch picked up within RedriveAfter go back to dispatch.
+	allow(settings.Reconcile, []*string{q.queue.QueueArn()}, "sqs:SendMessage")
+
+	allow(settings.Expire, []*string{openIndexArn}, "dynamodb:Query")
+	allow(settings.Expire, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
+	allow(settings.Expire, []*string{contentArn}, "dynamodb:DeleteItem")
+}
+
+// grantSenders lets the senders decrypt content, and dispatch send through the configured
+// transports; a key-policy deny makes decrypting exclusive to them within the account. Only
+// dispatch sends through SES and SMS: reconcile retries only through a transport that honors an
+// idempotency key (the webhook), which needs no AWS permission. Producers may encrypt content
+// and send intents.
+func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, contentKey awskms.Key, in intake) {
+	senderRoles := []*string{}
+	for _, name := range []settings.Role{settings.Dispatch, settings.Reconcile} {
+		contentKey.GrantDecrypt(fns[name])
+		senderRoles = append(senderRoles, fns[name].Role().RoleArn())
+	}
+	p.grantSend(stack, fns[settings.Dispatch])
+	contentKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlySendersDecrypt"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("kms:Decrypt"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]interface{}{
+			"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": senderRoles},
+		},
+	}), jsii.Bool(false))
+	for _, arn := range p.ProducerPrincipalArns {
+		producer := awsiam.NewArnPrincipal(jsii.String(arn))
+		// Both producers (Go and Node.js) seal with a data key from GenerateDataKey; neither calls Encrypt.
+		contentKey.Grant(producer, jsii.String("kms:GenerateDataKey"))
+		in.queue.GrantSendMessages(producer)
+	}
+}
+
+// grantSend lets fn call the configured transports: SES v2 SendEmail scoped to the sending
+// identity (and configuration set) and from address, and End User Messaging SendTextMessage.
+func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) {
+	if p.Functions.Transports[ledger.Email] == settings.TransportSES {
+		resources := []*string{awscdk.Arn_Format(&awscdk.ArnComponents{
+			Service: jsii.String("ses"), Resource: jsii.String("identity"),
+			ResourceName: jsii.String(p.sesIdentity()), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+		}, stack)}
+		if p.Functions.SESConfigurationSet != "" {
+			resources = append(resources, awscdk.Arn_Format(&awscdk.ArnComponents{
+				Service: jsii.String("ses"), Resource: jsii.String("configuration-set"),
+				ResourceName: jsii.String(p.Functions.SESConfigurationSet), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+			}, stack))
+		}
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("ses:SendEmail"),
+			Resources: &resources,
+			Conditions: &map[string]interface{}{
+				"StringEquals": map[string]interface{}{"ses:FromAddress": p.Functions.SESFrom},
+			},
+		}))
+		if p.readsSESSendRate() {
+			// SES v2 GetAccount has no resource ARN: it is allowed on * or not at all.
+			fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions:   jsii.Strings("ses:GetAccount"),
+				Resources: jsii.Strings("*"),
+			}))
+		}
+	}
+	if p.Functions.Transports[ledger.SMS] == settings.TransportSMS {
+		resource := p.Functions.SMSOrigination
+		if !strings.HasPrefix(resource, "arn:") {
+			resource = *awscdk.Arn_Format(&awscdk.ArnComponents{
+				Service: jsii.String("sms-voice"), Resource: jsii.String("*"),
+				ArnFormat: awscdk.ArnFormat_NO_RESOURCE_NAME,
+			}, stack)
+			cdknag.NagSuppressions_AddResourceSuppressions(fn.Role(), &[]*cdknag.NagPackSuppression{{
+				Id: jsii.String("AwsSolutions-IAM5"),
+				Reason: jsii.String("No origination-identity ARN is configured for this stage, so End User Messaging " +
+					"picks the sender and sms-voice:SendTextMessage is scoped to this account and region only. " +
+					"Pass smsOriginationIdentity=<phone-number/pool ARN> to scope it to one identity."),
+				AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:sms-voice:<AWS::Region>:<AWS::AccountId>:*"},
+			}}, jsii.Bool(true))
+		}
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings("sms-voice:SendTextMessage"),
+			Resources: jsii.Strings(resource),
+		}))
+	}
+}
+
+// sesIdentity is the SES identity that authorises the sender: SESIdentity, or the from
+// address's domain.
+func (p *LedgerStackProps) sesIdentity() string {
+	if p.SESIdentity != "" {
+		return p.SESIdentity
+	}
+	_, domain, _ := strings.Cut(p.Functions.SESFrom, "@")
+	return domain
+}
+
+// readsSESSendRate reports whether dispatch reads the email budget from the SES account
+// (ses:GetAccount's MaxSendRate): email goes through SES and no sendRateEmail is configured.
+func (p *LedgerStackProps) readsSESSendRate() bool {
+	return p.Functions.Transports[ledger.Email] == settings.TransportSES && p.Functions.SendRates[ledger.Email] == 0
+}
+
+// suppressWildcards records why dispatch holds actions without resource-level permissions, granted on *.
+func (p *LedgerStackProps) suppressWildcards(dispatch awslambda.Function) {
+	wildcard := "dynamodb:ListStreams supports no resource-level permission, so the stream binding " +
+		"(Table.grantStreamRead) grants it on *; every other stream action is scoped to this table's stream ARN."
+	if p.readsSESSendRate() {
+		wildcard += " ses:GetAccount (SES v2) has no resource ARN either: dispatch reads the account's MaxSendRate " +
+			"as the email send-rate budget at cold start, because no sendRateEmail is configured."
+	}
+	cdknag.NagSuppressions_AddResourceSuppressions(dispatch.Role(), &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String(wildcard), AppliesTo: &[]interface{}{"Resource::*"},
+	}}, jsii.Bool(true))
+}
+
 // A granted permission that no recorded run exercises fails TestIAMCoverage
 // (iam_test.go) unless it is listed here with the reason it is granted
 // anyway. The recorded runs are the pipeline tests and the release gate
@@ -10,17 +196,24 @@ package main
 var unexercisedGrants = []struct {
 	Function string // construct name prefix of the role: Claim, Dispatch, Reconcile, Expire
 	Action   string // the granted action, as written in the policy
+	// Resource, if set, limits the entry to grants whose resource names this construct
+	// (e.g. BudgetTable), so it excuses nothing else the function holds with that action.
+	Resource string
 	Why      string
 }{
-	{"Dispatch", "sms-voice:SendTextMessage",
+	{"Claim", "dynamodb:DeleteItem", "ContentTable",
+		"The purge of content a claim stored for an identity whose concurrent claim won with other content or had " +
+			"already ended (ledger.Service.Claim). Only two claims of one identity racing reach it; the release gate's " +
+			"redeliveries do at random, and pkg/ledger's race tests pin the behaviour."},
+	{"Dispatch", "sms-voice:SendTextMessage", "",
 		"The emulator has no End User Messaging SMS service, so no run sends through it; the SMS adapter's own tests " +
 			"drive the real SDK against a local HTTP server. Granted on the configured origination identity, or on " +
 			"this account's sms-voice resources when none is configured."},
-	{"Reconcile", "dynamodb:GetItem",
+	{"Reconcile", "dynamodb:GetItem", "",
 		"Read-back after a conditional write failed or lost its response (ledger.Service.write recognizes its own " +
 			"landed write) and the lookup of a held fallback channel when a row ends (settleSuccessor). Both run only " +
 			"under faults or in fallback workflows that end during a sweep; the full-size release gate (make gate) reaches them."},
-	{"Expire", "dynamodb:GetItem",
+	{"Expire", "dynamodb:GetItem", "",
 		"Read-back after a conditional write failed or lost its response (ledger.Service.write) and the lookup of a " +
 			"held fallback channel when an expired row ends (settleSuccessor); reached under faults and by the full-size gate."},
 }

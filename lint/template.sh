@@ -13,40 +13,22 @@
 #   PYTHON   interpreter used to create the venv (default python3)
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=localstack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../localstack/lib.sh"
 VENV="$ROOT/.venv/lint"
 REQS="$ROOT/lint/requirements.txt"
 
-die() { echo "template.sh: $*" >&2; exit 1; }
-
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
-}
-
 cmd_install() {
-  local py="${PYTHON:-python3}"
-  command -v "$py" >/dev/null || die "$py not found (set PYTHON=...)"
-  if [[ ! -x "$VENV/bin/python" ]]; then
-    echo "creating venv $VENV"
-    mkdir -p "$(dirname "$VENV")"
-    "$py" -m venv "$VENV"
-  fi
-  # Skip pip entirely when the pinned set is already installed exactly.
-  local want
-  want="$(grep -E '^[A-Za-z0-9_.-]+==' "$REQS" | sed 's/ .*//' | tr 'A-Z_.' 'a-z--' | sort)"
-  if [[ "$("$VENV/bin/python" -m pip freeze --all 2>/dev/null | tr 'A-Z_.' 'a-z--' | sort | comm -13 - <(echo "$want"))" == "" ]]; then
+  venv_create "$VENV"
+  if venv_current "$VENV" "$REQS"; then
     echo "template linters already installed in $VENV"
     return 0
   fi
-  # Wheels only first (fast, no compiler); fall back to sdists where a platform has no wheel.
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --require-hashes --only-binary=:all: -r "$REQS" 2>/dev/null \
-  || "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --require-hashes -r "$REQS"
+  venv_install "$VENV" "$REQS"
   echo "installed cfn-lint $(version cfn-lint), cfn-lint-serverless $(version cfn-lint-serverless), checkov $(version checkov) in $VENV"
 }
 
-version() { "$VENV/bin/python" -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p'; }
+version() { pip_version "$VENV" "$1"; }
 
 cmd_run() {
   local template="${1:-}"

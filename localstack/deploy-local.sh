@@ -29,25 +29,18 @@
 # localstack/ministack.sh stop (with the same MINISTACK_PORT).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MS="$ROOT/localstack/ministack.sh"
-RUN_DIR="$ROOT/.run"
+# shellcheck source=localstack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BIN_DIR="$RUN_DIR/bin"
 STAGE="${LEDGER_STAGE:-local}"
 STACK="resetledger-$STAGE"
 PORT="${WEBHOOK_PROVIDER_PORT:-4599}"
 SES_FROM="${SES_FROM_ADDRESS:-no-reply@ledger.example.test}"
-if [[ "$STAGE" == local ]]; then OUTPUTS="$RUN_DIR/outputs.json"; else OUTPUTS="$RUN_DIR/outputs-$STAGE.json"; fi
+OUTPUTS="$(outputs_file "$STAGE")"
 CDK_OUT="$RUN_DIR/cdk.out-$STAGE"
 PROVIDER_PID="$RUN_DIR/webhook-provider-$PORT.pid"
 PROVIDER_LOG="$RUN_DIR/webhook-provider-$PORT.log"
 DEPLOY_LOG="$RUN_DIR/deploy-$STAGE.log"
-
-die() { echo "deploy-local.sh: $*" >&2; exit 1; }
-T0=$SECONDS
-step() { printf '==> [%3ds] %s\n' $((SECONDS - T0)) "$*"; }
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # Runs "$@" with its output in the deploy log; shows the log's tail if it fails.
 logged() {
@@ -62,13 +55,8 @@ mkdir -p "$RUN_DIR" "$BIN_DIR"
 : >"$DEPLOY_LOG"
 
 # Emulator.
-if [[ -z "${AWS_ENDPOINT_URL:-}" ]]; then
-  "$MS" status >/dev/null 2>&1 ||
-    die "no emulator on 127.0.0.1:${MINISTACK_PORT:-4566}; start one with: localstack/ministack.sh install && localstack/ministack.sh start (or run localstack/run-local.sh)"
-  eval "$("$MS" env)"
-fi
-export AWS_REGION="${AWS_REGION:-us-east-1}"
-export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+use_emulator require
+default_credentials
 export AWS_DEFAULT_REGION="$AWS_REGION"
 # The emulator's account for the static test credentials.
 ACCOUNT="${LOCAL_ACCOUNT_ID:-000000000000}"
@@ -92,14 +80,13 @@ provider_sum="$(sha256sum "$BIN_DIR/webhook-provider" | cut -d' ' -f1)"
 running_pid=""
 if [[ -f "$PROVIDER_PID" ]]; then
   read -r pid sum <"$PROVIDER_PID" || true
-  if [[ "${pid:-}" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null &&
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q webhook-provider; then
+  if pid_is "${pid:-}" webhook-provider; then
     if [[ "${sum:-}" == "$provider_sum" ]]; then
       running_pid="$pid"
     else
       step "webhook provider binary changed; restarting it (pid $pid)"
       kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      wait_exit "$pid" 50
     fi
   fi
 fi
@@ -144,8 +131,10 @@ CONTEXT=(
 inputs_hash="$(
   cd "$ROOT" && {
     printf '%s\n' "${CONTEXT[@]}"
-    # infra imports pkg/ledger (its open states shape the alarms and the dashboard) and internal/metrics.
-    sha256sum infra/*.go pkg/ledger/*.go internal/metrics/*.go infra/cdk.json go.mod go.sum package-lock.json dist/*/bootstrap
+    # infra and every package of this module it imports: the domain's states and trigger rule, the
+    # settings' declarations, the store's attribute names and the metric names shape the template.
+    sha256sum $(go list -deps -f '{{if and .Module .Module.Main}}{{range .GoFiles}}{{$.Dir}}/{{.}} {{end}}{{end}}' ./infra) \
+      infra/cdk.json go.mod go.sum package-lock.json dist/*/bootstrap
   } | sha256sum | cut -d' ' -f1
 )"
 if [[ -f "$CDK_OUT/manifest.json" && "$(cat "$CDK_OUT/.inputs-hash" 2>/dev/null)" == "$inputs_hash" ]]; then

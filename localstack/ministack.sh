@@ -25,10 +25,10 @@
 #        <repo>/.run/ministack-<port>.tmp/ (ministack's TMPDIR: Lambda code cache, its own pid file).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=localstack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV="$ROOT/.venv/ministack"
 REQS="$ROOT/localstack/requirements.txt"
-RUN_DIR="$ROOT/.run"
 PORT="${MINISTACK_PORT:-4566}"
 HOST="127.0.0.1"
 PID_FILE="$RUN_DIR/ministack-$PORT.pid"
@@ -36,17 +36,6 @@ LOG_FILE="$RUN_DIR/ministack-$PORT.log"
 TMP_DIR="$RUN_DIR/ministack-$PORT.tmp"
 HEALTH_URL="http://$HOST:$PORT/_ministack/health"
 TIMEOUT="${MINISTACK_START_TIMEOUT:-60}"
-
-die() { echo "ministack.sh: $*" >&2; exit 1; }
-
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
-}
-
-# True if something accepts TCP connections on HOST:PORT (no curl needed).
-port_open() {
-  (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null
-}
 
 # True if the health endpoint answers 200 with ministack's JSON.
 healthy() {
@@ -65,39 +54,22 @@ owned_pid() {
   [[ -f "$PID_FILE" ]] || return 1
   local pid
   pid="$(cat "$PID_FILE" 2>/dev/null || true)"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  # Guard against pid reuse: the process must be our venv's ministack.
-  if [[ -r "/proc/$pid/cmdline" ]]; then
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "ministack" || return 1
-  fi
+  pid_is "$pid" ministack || return 1
   echo "$pid"
 }
 
 cmd_install() {
-  local py="${PYTHON:-python3}"
-  command -v "$py" >/dev/null || die "$py not found (set PYTHON=...)"
-  if [[ ! -x "$VENV/bin/python" ]]; then
-    echo "creating venv $VENV"
-    mkdir -p "$(dirname "$VENV")"
-    "$py" -m venv "$VENV"
-  fi
-  # Skip pip entirely when the pinned set is already installed exactly.
-  local want
-  want="$(grep -E '^[A-Za-z0-9_.-]+==' "$REQS" | sed 's/ .*//' | tr 'A-Z_' 'a-z-' | sort)"
-  if [[ "$("$VENV/bin/python" -m pip freeze --all 2>/dev/null | tr 'A-Z_' 'a-z-' | sort | comm -13 - <(echo "$want"))" == "" ]]; then
-    echo "ministack $("$VENV/bin/python" -m pip show ministack 2>/dev/null | sed -n 's/^Version: //p') already installed in $VENV"
+  venv_create "$VENV"
+  if venv_current "$VENV" "$REQS"; then
+    echo "ministack $(pip_version "$VENV" ministack) already installed in $VENV"
     return 0
   fi
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --require-hashes --only-binary=:all: -r "$REQS" 2>/dev/null \
-  || "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --require-hashes -r "$REQS"
-  echo "installed ministack $("$VENV/bin/python" -m pip show ministack | sed -n 's/^Version: //p') in $VENV"
+  venv_install "$VENV" "$REQS"
+  echo "installed ministack $(pip_version "$VENV" ministack) in $VENV"
 }
 
 cmd_start() {
-  if port_open; then
+  if port_open "$PORT" "$HOST"; then
     if pid="$(owned_pid)"; then
       echo "ministack already running on $HOST:$PORT (pid $pid, started by this script)"
     else
@@ -154,7 +126,7 @@ cmd_stop() {
   local pid
   if ! pid="$(owned_pid)"; then
     rm -f "$PID_FILE"
-    if port_open; then
+    if port_open "$PORT" "$HOST"; then
       echo "$HOST:$PORT is served by a process this script did not start; leaving it alone"
     else
       echo "ministack is not running on $HOST:$PORT"
@@ -163,18 +135,11 @@ cmd_stop() {
   fi
   # Signal the process group (ministack + its Lambda bootstrap subprocesses).
   kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  wait_exit "$pid" 100
   if kill -0 "$pid" 2>/dev/null; then
     echo "ministack (pid $pid) ignored SIGTERM for 10s; sending SIGKILL" >&2
     kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
+    wait_exit "$pid" 50
   fi
   rm -f "$PID_FILE"
   echo "ministack (pid $pid) on $HOST:$PORT stopped"
@@ -183,7 +148,7 @@ cmd_stop() {
 cmd_status() {
   local pid="" owner="not started by this script"
   if pid="$(owned_pid)"; then owner="pid $pid, started by this script"; fi
-  if port_open; then
+  if port_open "$PORT" "$HOST"; then
     if [[ -x "$VENV/bin/python" ]] && healthy; then
       echo "ministack healthy on http://$HOST:$PORT ($owner)"
     else

@@ -15,24 +15,14 @@
 # default an address at SES's mailbox simulator, accepted even in the SES sandbox).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MS="$ROOT/localstack/ministack.sh"
-RUN_DIR="$ROOT/.run"
+# shellcheck source=localstack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BIN_DIR="$RUN_DIR/bin"
 STAGE="${LEDGER_STAGE:-local}"
 PORT="${WEBHOOK_PROVIDER_PORT:-4599}"
-if [[ "$STAGE" == local ]]; then OUTPUTS="$RUN_DIR/outputs.json"; else OUTPUTS="$RUN_DIR/outputs-$STAGE.json"; fi
-T0=$SECONDS
-step() { printf '==> [%3ds] %s\n' $((SECONDS - T0)) "$*"; }
+OUTPUTS="$(outputs_file "$STAGE")"
 
-if [[ -z "${AWS_ENDPOINT_URL:-}" ]]; then
-  if ! "$MS" status >/dev/null 2>&1; then
-    step "starting the emulator (ministack)"
-    "$MS" install
-    "$MS" start
-  fi
-  eval "$("$MS" env)"
-fi
+use_emulator start "starting the emulator (ministack)"
 
 "$ROOT/localstack/deploy-local.sh"
 # shellcheck disable=SC1090

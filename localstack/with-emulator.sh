@@ -5,19 +5,10 @@
 # something already listens there, and stopped afterwards only if it was
 # started here.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MS="$ROOT/localstack/ministack.sh"
+# shellcheck source=localstack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-if [[ -z "${AWS_ENDPOINT_URL:-}" ]]; then
-  started=0
-  if ! "$MS" status >/dev/null 2>&1; then
-    "$MS" install
-    "$MS" start
-    started=1
-  fi
-  if [[ $started == 1 ]]; then trap '"$MS" stop' EXIT; fi
-  eval "$("$MS" env)"
-fi
-export AWS_REGION="${AWS_REGION:-us-east-1}"
-export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+use_emulator start
+if [[ $EMULATOR_STARTED == 1 ]]; then trap '"$MS" stop' EXIT; fi
+default_credentials
 "$@"

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -49,11 +50,11 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 	return &app{
 		stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now,
 		isTerminal: isTerminal,
-		table:      strings.TrimSpace(getenv("LEDGER_TABLE")),
+		table:      strings.TrimSpace(getenv(settings.LedgerTable.Env)),
 		// The content table is optional: resolve purges any sealed content
 		// left for a row it closes when it is set.
-		contentTable:  strings.TrimSpace(getenv("CONTENT_TABLE")),
-		policyVersion: strings.TrimSpace(getenv("POLICY_VERSION")),
+		contentTable:  strings.TrimSpace(getenv(settings.ContentTable.Env)),
+		policyVersion: strings.TrimSpace(getenv(settings.PolicyVersion.Env)),
 	}
 }
 
@@ -147,7 +148,7 @@ func (a *app) awsConfig(ctx context.Context) (aws.Config, error) {
 // db returns the DynamoDB client; it requires the ledger table to be set.
 func (a *app) db(ctx context.Context) (*dynamodb.Client, error) {
 	if a.table == "" {
-		return nil, &usageError{err: errors.New("no ledger table: set --table or LEDGER_TABLE")}
+		return nil, &usageError{err: errors.New("no ledger table: set --table or " + settings.LedgerTable.Env)}
 	}
 	if a.dynamo != nil {
 		return a.dynamo, nil
@@ -177,25 +178,24 @@ func (a *app) scanner(ctx context.Context) (*dynamostore.Scanner, error) {
 }
 
 // service builds the ledger service for the operator's use cases. The
-// policy is the default one, with the version from --policy-version /
-// POLICY_VERSION and the retention from HISTORY_RETENTION, as the functions
-// read them.
+// policy is the functions' default one, with the version from
+// --policy-version / POLICY_VERSION and the retention from
+// HISTORY_RETENTION, read as the functions read them.
 func (a *app) service(ctx context.Context) (*ledger.Service, error) {
 	st, err := a.store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p := ledger.DefaultPolicy()
+	s := settings.Defaults()
 	if a.policyVersion != "" {
-		p.Version = a.policyVersion
+		s.Policy.Version = a.policyVersion
 	}
-	if v := strings.TrimSpace(a.getenv("HISTORY_RETENTION")); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return nil, &usageError{err: errors.New("HISTORY_RETENTION: want a positive Go duration such as 9600h")}
+	if v := strings.TrimSpace(a.getenv(settings.HistoryRetention.Env)); v != "" {
+		if err := settings.HistoryRetention.Set(&s, v); err != nil {
+			return nil, &usageError{err: fmt.Errorf("%s: %w", settings.HistoryRetention.Env, err)}
 		}
-		p.Retention = d
 	}
+	p := s.Policy
 	if err := p.Validate(); err != nil {
 		return nil, &usageError{err: err}
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/resetledger/resetledger/internal/settings"
 )
 
 // explainAWS turns the AWS errors an operator can act on into a sentence
@@ -25,10 +27,10 @@ func (a *app) explainAWS(err error) error {
 
 	var rnf *types.ResourceNotFoundException
 	if errors.As(err, &rnf) {
-		table, flagName := a.table, "--table / LEDGER_TABLE"
+		table, flagName := a.table, "--table / "+settings.LedgerTable.Env
 		if op != nil && op.Operation() == "DeleteItem" {
 			// The ledger store never deletes; only the content purge does.
-			table, flagName = a.contentTable, "--content-table / CONTENT_TABLE"
+			table, flagName = a.contentTable, "--content-table / "+settings.ContentTable.Env
 		}
 		return fmt.Errorf("table %s not found in region %s (check %s and AWS_REGION)", table, region, flagName)
 	}

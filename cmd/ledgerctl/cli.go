@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/resetledger/resetledger/internal/settings"
 )
 
 // command is one ledgerctl subcommand.
@@ -39,11 +41,12 @@ var globalFlagNames = map[string]bool{"table": true, "content-table": true, "pol
 
 // addGlobalFlags declares the global flags on fs, bound to a's settings.
 func (a *app) addGlobalFlags(fs *flag.FlagSet) {
-	fs.StringVar(&a.table, "table", a.table, "ledger `table` name (env LEDGER_TABLE)")
+	fs.StringVar(&a.table, "table", a.table, "ledger `table` name (env "+settings.LedgerTable.Env+")")
 	fs.StringVar(&a.contentTable, "content-table", a.contentTable,
-		"sealed-content `table` name (env CONTENT_TABLE); resolve purges a closed row's leftover content from it")
+		"sealed-content `table` name (env "+settings.ContentTable.Env+"); resolve purges a closed row's leftover content from it")
 	fs.StringVar(&a.policyVersion, "policy-version", a.policyVersion,
-		"policy `version` recorded in history entries written by ledgerctl (env POLICY_VERSION, default policy-1)")
+		"policy `version` recorded in history entries written by ledgerctl (env "+settings.PolicyVersion.Env+
+			", default "+settings.PolicyVersion.Default+")")
 }
 
 func (a *app) flagSet(name string) *flag.FlagSet {

@@ -34,6 +34,7 @@ type scenario struct {
 	stuckDispatching           string // challenge 5, past its lease
 	freshDispatching           string // challenge 6, inside its lease
 	claimed                    string // challenge 7
+	deferred                   string // challenge 8, throttled once
 }
 
 // populate writes one row per interesting state through ledger.Service and
@@ -77,6 +78,10 @@ func populate(f *fixture) scenario {
 	s.freshDispatching = f.claim(6, ledger.Email, ledger.Single)
 	f.crashDispatch(s.freshDispatching)
 	s.claimed = f.claim(7, ledger.Email, ledger.Single)
+	s.deferred = f.claim(8, ledger.SMS, ledger.Single)
+	if out := f.dispatch(s.deferred, ledgertest.Throttle); out != ledger.DispatchDeferred {
+		f.t.Fatalf("dispatch chal-8: %s", out)
+	}
 	f.clock.Advance(time.Minute)
 	return s
 }
@@ -110,6 +115,41 @@ func TestExplainText(t *testing.T) {
 	}
 	if email.AckID == "" || sms.State != ledger.Rejected {
 		t.Fatalf("fixture rows are not as expected: email ack %q, sms %s", email.AckID, sms.State)
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}
+
+func TestExplainShowsAttempts(t *testing.T) {
+	f := newFixture(t)
+	s := populate(f)
+	row := f.get(s.deferred)
+	out, errOut, code := f.run("explain", chal(8))
+	wantCode(t, code, exitOK, out, errOut)
+	for _, want := range []string{
+		"chal-000008 / sms  [deferred]",
+		"next attempt:    " + textTime(row.NextAttemptAt),
+		"not sent because: " + ledgertest.ThrottleCode,
+		"attempts:",
+		"#1  2026-11-30 09:12:00.000Z  -> deferred  not sent: " + ledgertest.ThrottleCode + "  next attempt " + textTime(row.NextAttemptAt),
+		"dispatching -> deferred",
+		"not sent: " + ledgertest.ThrottleCode + "   next attempt: " + textTime(row.NextAttemptAt),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain output lacks %q", want)
+		}
+	}
+	out, errOut, code = f.run("explain", "--json", chal(8))
+	wantCode(t, code, exitOK, out, errOut)
+	var got struct {
+		Rows []rowView `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Rows) != 1 {
+		t.Fatalf("explain --json: %v\n%s", err, out)
+	}
+	if log := got.Rows[0].AttemptLog; len(log) != 1 || log[0].Result != "deferred" || log[0].Code != ledgertest.ThrottleCode || log[0].NextAttemptAt == "" {
+		t.Errorf("attempt log %+v", log)
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
@@ -241,6 +281,7 @@ func TestStats(t *testing.T) {
 		"dispatching": {2, 300, 1, 1}, // chal-6 (+12m), chal-5 (+8m)
 		"unknown":     {1, 360, 0, 1}, // chal-3 (+7m)
 		"quarantined": {1, 720, 0, 1}, // chal-4 (+1m)
+		"deferred":    {1, 60, 1, 0},  // chal-8, throttled at +12m
 	}
 	if len(got.States) != len(want) {
 		t.Fatalf("stats has %d states, want %d:\n%s", len(got.States), len(want), out)
@@ -354,7 +395,7 @@ func TestVerifyDetectsEditedHistory(t *testing.T) {
 	}
 	out, errOut, code = f.run("verify", "--all")
 	wantCode(t, code, exitOK, out, errOut)
-	if !strings.Contains(out, "ok: 7 rows") {
+	if !strings.Contains(out, "ok: 8 rows") {
 		t.Errorf("verify --all output = %q", out)
 	}
 
@@ -376,7 +417,7 @@ func TestVerifyDetectsEditedHistory(t *testing.T) {
 
 	out, errOut, code = f.run("verify", "--all")
 	wantCode(t, code, exitFailure, out, errOut)
-	if !strings.Contains(errOut, "1 of 7 rows") || !strings.Contains(out, s.acceptedEmail) {
+	if !strings.Contains(errOut, "1 of 8 rows") || !strings.Contains(out, s.acceptedEmail) {
 		t.Errorf("verify --all: stdout %q stderr %q", out, errOut)
 	}
 
@@ -598,22 +639,8 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	kmsClient, sqsClient := kms.NewFromConfig(f.cfg), sqs.NewFromConfig(f.cfg)
-	key, err := kmsClient.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(emulator.UniqueName(t, "ledgerctl-send"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arn := aws.ToString(key.KeyMetadata.Arn)
-	t.Cleanup(func() {
-		_, _ = kmsClient.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
-	})
-	q, err := sqsClient.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "ledgerctl-intents"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := aws.ToString(q.QueueUrl)
-	t.Cleanup(func() {
-		_, _ = sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
-	})
+	arn := emulator.KMSKey(t, kmsClient, "ledgerctl-send")
+	url := emulator.Queue(t, sqsClient, "ledgerctl-intents")
 
 	f.clock = ledgertest.NewClock()
 	realNow := time.Now().UTC()

@@ -183,72 +183,119 @@ func (e *exporter) toWriter(ctx context.Context, win window, w io.Writer) error 
 // toFile runs or resumes an export to path with a checkpoint beside it.
 func (e *exporter) toFile(ctx context.Context, c *command, path string, resume bool, win window, sinceSet, untilSet bool) error {
 	cpPath := path + ".checkpoint"
-	var cp checkpoint
-	var f *os.File
+	var (
+		f    *os.File
+		cp   checkpoint
+		done bool
+		err  error
+	)
 	if resume {
-		b, err := os.ReadFile(cpPath)
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("export: nothing to resume: no checkpoint at %s (run without --resume to start)", cpPath)
-		}
-		if err != nil {
-			return fmt.Errorf("export: read checkpoint: %w", err)
-		}
-		if err := json.Unmarshal(b, &cp); err != nil || cp.Format != checkpointFormat {
-			return fmt.Errorf("export: %s is not a ledgerctl export checkpoint", cpPath)
-		}
-		saved := window{}
-		if saved.since, err = time.Parse(time.RFC3339Nano, cp.Since); err == nil {
-			saved.until, err = time.Parse(time.RFC3339Nano, cp.Until)
-		}
-		if err != nil {
-			return fmt.Errorf("export: checkpoint %s has a bad window", cpPath)
-		}
-		switch {
-		case cp.Table != e.a.table:
-			return usagef(c, "the checkpoint is for table %s, not %s", cp.Table, e.a.table)
-		case sinceSet && !saved.since.Equal(win.since), untilSet && !saved.until.Equal(win.until):
-			return usagef(c, "the checkpoint is for the window [%s, %s); resume with the same --since and --until or none", cp.Since, cp.Until)
-		}
-		win = saved
-		if cp.Done {
-			fmt.Fprintf(e.a.stderr, "export: already complete: %d rows in %s\n", cp.Rows, path)
-			return nil
-		}
-		if f, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
-			return fmt.Errorf("export: open %s to resume: %w", path, err)
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		if fi.Size() < cp.Offset {
-			return fmt.Errorf("export: %s is shorter (%d bytes) than its checkpoint says (%d); start again without --resume", path, fi.Size(), cp.Offset)
-		}
-		// Drop whatever an interrupted page left after the last checkpoint.
-		if err := f.Truncate(cp.Offset); err != nil {
-			return fmt.Errorf("export: truncate %s: %w", path, err)
-		}
-		if _, err := f.Seek(cp.Offset, io.SeekStart); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		e.rows, e.pages = cp.Rows, cp.Pages
-		fmt.Fprintf(e.a.stderr, "export: resuming after %d rows (%d pages)\n", cp.Rows, cp.Pages)
+		f, cp, win, done, err = e.resumeFile(c, path, cpPath, win, sinceSet, untilSet)
 	} else {
-		if !win.until.After(win.since) {
-			return usagef(c, "--until must be after --since")
-		}
-		var err error
-		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		defer f.Close()
-		cp = checkpoint{Format: checkpointFormat, Table: e.a.table, Since: jsonTime(win.since), Until: jsonTime(win.until)}
-		if err := e.save(cpPath, &cp); err != nil {
-			return err
-		}
+		f, cp, err = e.startFile(c, path, cpPath, win)
 	}
+	if err != nil || done {
+		return err
+	}
+	defer f.Close()
+	return e.pagesToFile(ctx, f, path, cpPath, cp, win)
+}
 
+// readCheckpoint reads the checkpoint at cpPath and the window it records.
+func readCheckpoint(cpPath string) (checkpoint, window, error) {
+	var cp checkpoint
+	b, err := os.ReadFile(cpPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cp, window{}, fmt.Errorf("export: nothing to resume: no checkpoint at %s (run without --resume to start)", cpPath)
+	}
+	if err != nil {
+		return cp, window{}, fmt.Errorf("export: read checkpoint: %w", err)
+	}
+	if err := json.Unmarshal(b, &cp); err != nil || cp.Format != checkpointFormat {
+		return cp, window{}, fmt.Errorf("export: %s is not a ledgerctl export checkpoint", cpPath)
+	}
+	saved := window{}
+	if saved.since, err = time.Parse(time.RFC3339Nano, cp.Since); err == nil {
+		saved.until, err = time.Parse(time.RFC3339Nano, cp.Until)
+	}
+	if err != nil {
+		return cp, window{}, fmt.Errorf("export: checkpoint %s has a bad window", cpPath)
+	}
+	return cp, saved, nil
+}
+
+// resumeFile opens path to continue the export its checkpoint describes:
+// the checkpoint must be for this table and, where --since or --until is
+// given, for that window; the file is cut back to the last complete page.
+// done reports an export that is already complete (nothing is opened).
+func (e *exporter) resumeFile(c *command, path, cpPath string, win window, sinceSet, untilSet bool) (f *os.File, cp checkpoint, saved window, done bool, err error) {
+	cp, saved, err = readCheckpoint(cpPath)
+	if err != nil {
+		return nil, cp, saved, false, err
+	}
+	switch {
+	case cp.Table != e.a.table:
+		return nil, cp, saved, false, usagef(c, "the checkpoint is for table %s, not %s", cp.Table, e.a.table)
+	case sinceSet && !saved.since.Equal(win.since), untilSet && !saved.until.Equal(win.until):
+		return nil, cp, saved, false, usagef(c, "the checkpoint is for the window [%s, %s); resume with the same --since and --until or none", cp.Since, cp.Until)
+	}
+	if cp.Done {
+		fmt.Fprintf(e.a.stderr, "export: already complete: %d rows in %s\n", cp.Rows, path)
+		return nil, cp, saved, true, nil
+	}
+	if f, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
+		return nil, cp, saved, false, fmt.Errorf("export: open %s to resume: %w", path, err)
+	}
+	if err := cutToCheckpoint(f, path, cp.Offset); err != nil {
+		f.Close()
+		return nil, cp, saved, false, err
+	}
+	e.rows, e.pages = cp.Rows, cp.Pages
+	fmt.Fprintf(e.a.stderr, "export: resuming after %d rows (%d pages)\n", cp.Rows, cp.Pages)
+	return f, cp, saved, false, nil
+}
+
+// cutToCheckpoint drops whatever an interrupted page left in f after
+// offset, the end of the last complete page, and positions f there.
+func cutToCheckpoint(f *os.File, path string, offset int64) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if fi.Size() < offset {
+		return fmt.Errorf("export: %s is shorter (%d bytes) than its checkpoint says (%d); start again without --resume", path, fi.Size(), offset)
+	}
+	if err := f.Truncate(offset); err != nil {
+		return fmt.Errorf("export: truncate %s: %w", path, err)
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	return nil
+}
+
+// startFile creates (or empties) path for a new export of win and saves
+// its first checkpoint.
+func (e *exporter) startFile(c *command, path, cpPath string, win window) (*os.File, checkpoint, error) {
+	if !win.until.After(win.since) {
+		return nil, checkpoint{}, usagef(c, "--until must be after --since")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return nil, checkpoint{}, fmt.Errorf("export: %w", err)
+	}
+	cp := checkpoint{Format: checkpointFormat, Table: e.a.table, Since: jsonTime(win.since), Until: jsonTime(win.until)}
+	if err := e.save(cpPath, &cp); err != nil {
+		f.Close()
+		return nil, cp, err
+	}
+	return f, cp, nil
+}
+
+// pagesToFile writes the export's pages to f from cp.NextKey on, syncing
+// each page and then saving the checkpoint after it, until the scan is
+// complete; an interruption says how to resume.
+func (e *exporter) pagesToFile(ctx context.Context, f *os.File, path, cpPath string, cp checkpoint, win window) error {
 	resumeHint := fmt.Sprintf("%d rows saved; continue with: ledgerctl export --out %s --resume", cp.Rows, path)
 	for {
 		var buf bytes.Buffer

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
@@ -42,7 +43,8 @@ Prints the SQS message id and the dedupe key; follow the row with
 		templateID := fs.String("template-id", "", "template `id` (default reset-<channel>)")
 		templateVersion := fs.String("template-version", "1", "template `version`")
 		queueURL := fs.String("queue-url", strings.TrimSpace(a.getenv("INTENT_QUEUE_URL")), "intents queue `url` (env INTENT_QUEUE_URL)")
-		keyARN := fs.String("key-arn", strings.TrimSpace(a.getenv("CONTENT_KEY_ARN")), "KMS key `arn` that seals content (env CONTENT_KEY_ARN)")
+		keyARN := fs.String("key-arn", strings.TrimSpace(a.getenv(settings.ContentKeyARN.Env)),
+			"KMS key `arn` that seals content (env "+settings.ContentKeyARN.Env+")")
 		if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}

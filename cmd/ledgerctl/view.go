@@ -20,32 +20,71 @@ import (
 type rowView struct {
 	DedupeKey string `json:"dedupe_key"`
 	// IdempotencyKey is the key every transport attempt carried: the dedupe key.
-	IdempotencyKey  string      `json:"idempotency_key"`
-	Purpose         string      `json:"purpose"`
-	ChallengeID     string      `json:"challenge_id"`
-	Channel         string      `json:"channel"`
-	Workflow        string      `json:"workflow"`
-	WorkflowOrder   []string    `json:"workflow_order,omitempty"`
-	State           string      `json:"state"`
-	Version         int64       `json:"version"`
-	ContentHash     string      `json:"content_hash"`
-	DestinationRef  string      `json:"destination_ref"`
-	TemplateID      string      `json:"template_id"`
-	TemplateVersion string      `json:"template_version"`
-	PolicyVersion   string      `json:"policy_version"`
-	ExpiresAt       string      `json:"expires_at"`
-	CreatedAt       string      `json:"created_at"`
-	UpdatedAt       string      `json:"updated_at"`
-	LeaseUntil      string      `json:"lease_until,omitempty"`
-	NextCheckAt     string      `json:"next_check_at,omitempty"`
-	FirstAttemptAt  string      `json:"first_attempt_at,omitempty"`
-	RetainUntil     string      `json:"retain_until,omitempty"`
-	Attempts        int         `json:"attempts"`
-	AckID           string      `json:"ack_id,omitempty"`
-	Reason          string      `json:"reason,omitempty"`
-	Mismatches      int         `json:"content_mismatches"`
-	Chain           chainView   `json:"chain"`
-	History         []eventView `json:"history"`
+	IdempotencyKey  string    `json:"idempotency_key"`
+	Purpose         string    `json:"purpose"`
+	ChallengeID     string    `json:"challenge_id"`
+	Channel         string    `json:"channel"`
+	Workflow        string    `json:"workflow"`
+	WorkflowOrder   []string  `json:"workflow_order,omitempty"`
+	State           string    `json:"state"`
+	Version         int64     `json:"version"`
+	ContentHash     string    `json:"content_hash"`
+	DestinationRef  string    `json:"destination_ref"`
+	TemplateID      string    `json:"template_id"`
+	TemplateVersion string    `json:"template_version"`
+	PolicyVersion   string    `json:"policy_version"`
+	ExpiresAt       string    `json:"expires_at"`
+	CreatedAt       string    `json:"created_at"`
+	UpdatedAt       string    `json:"updated_at"`
+	LeaseUntil      string    `json:"lease_until,omitempty"`
+	NextCheckAt     string    `json:"next_check_at,omitempty"`
+	FirstAttemptAt  string    `json:"first_attempt_at,omitempty"`
+	NextAttemptAt   string    `json:"next_attempt_at,omitempty"`
+	SlotAt          string    `json:"budget_slot_at,omitempty"`
+	NotSentCode     string    `json:"not_sent_code,omitempty"`
+	RetainUntil     string    `json:"retain_until,omitempty"`
+	Attempts        int       `json:"attempts"`
+	AckID           string    `json:"ack_id,omitempty"`
+	Reason          string    `json:"reason,omitempty"`
+	Mismatches      int       `json:"content_mismatches"`
+	Chain           chainView `json:"chain"`
+	// AttemptLog is one line per transport attempt, read from the history.
+	AttemptLog []attemptView `json:"attempt_log"`
+	History    []eventView   `json:"history"`
+}
+
+// attemptView is one transport attempt: when it started and what the
+// provider's answer made of the row.
+type attemptView struct {
+	Attempt   int    `json:"attempt"`
+	StartedAt string `json:"started_at"`
+	// Result is the state the answer moved the row to ("" while in flight).
+	Result        string `json:"result,omitempty"`
+	Code          string `json:"not_sent_code,omitempty"`
+	NextAttemptAt string `json:"next_attempt_at,omitempty"`
+	AckID         string `json:"ack_id,omitempty"`
+	By            string `json:"worker"`
+}
+
+// attemptLog reads the attempts from a history: each move to dispatching
+// (and each same-key retry by reconcile) starts one; the next event of the
+// same attempt that is not a side note (a content mismatch, a recheck)
+// records what became of it.
+func attemptLog(h []ledger.Event) []attemptView {
+	var out []attemptView
+	for _, ev := range h {
+		starts := ev.To == ledger.Dispatching && ev.Kind == ledger.KindTransition ||
+			ev.Kind == ledger.KindRetry && (len(out) == 0 || ev.Attempt > out[len(out)-1].Attempt)
+		switch {
+		case starts:
+			out = append(out, attemptView{Attempt: ev.Attempt, StartedAt: jsonTime(ev.At), By: ev.Worker})
+		case len(out) > 0 && out[len(out)-1].Result == "" && ev.Attempt == out[len(out)-1].Attempt &&
+			ev.Kind != ledger.KindContentMismatch && ev.Kind != ledger.KindRecheck:
+			a := &out[len(out)-1]
+			a.Result, a.Code, a.NextAttemptAt, a.AckID = ev.To.String(), ev.Code, jsonTime(ev.NextAttemptAt), ev.AckID
+		}
+	}
+	return out
 }
 
 // chainView says whether the row's hash chain verifies (ledger.Entry.Verify).
@@ -71,6 +110,8 @@ type eventView struct {
 	PolicyVersion string `json:"policy_version"`
 	Attempt       int    `json:"attempt"`
 	AckID         string `json:"ack_id,omitempty"`
+	Code          string `json:"not_sent_code,omitempty"`
+	NextAttemptAt string `json:"next_attempt_at,omitempty"`
 	ContentHash   string `json:"content_hash,omitempty"`
 	PrevHash      string `json:"prev_hash,omitempty"`
 	Hash          string `json:"hash"`
@@ -84,6 +125,15 @@ func jsonTime(t time.Time) string {
 }
 
 // textTime is the fixed-width time of text output.
+// textTimeOf prints a jsonTime value the way textTime prints a time.
+func textTimeOf(v string) string {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return v
+	}
+	return textTime(t)
+}
+
 func textTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -120,7 +170,8 @@ func newEventView(i int, ev ledger.Event) eventView {
 	return eventView{
 		Index: i, ID: ev.ID, Kind: string(ev.Kind), From: ev.From.String(), To: ev.To.String(),
 		At: jsonTime(ev.At), Worker: ev.Worker, Reason: ev.Reason, PolicyVersion: ev.PolicyVersion,
-		Attempt: ev.Attempt, AckID: ev.AckID, ContentHash: ev.ContentHash, PrevHash: ev.Prev, Hash: ev.Hash,
+		Attempt: ev.Attempt, AckID: ev.AckID, Code: ev.Code, NextAttemptAt: jsonTime(ev.NextAttemptAt),
+		ContentHash: ev.ContentHash, PrevHash: ev.Prev, Hash: ev.Hash,
 	}
 }
 
@@ -133,8 +184,9 @@ func newRowView(e ledger.Entry) rowView {
 		TemplateID: e.TemplateID, TemplateVersion: e.TemplateVersion, PolicyVersion: e.PolicyVersion,
 		ExpiresAt: jsonTime(e.ExpiresAt), CreatedAt: jsonTime(e.CreatedAt), UpdatedAt: jsonTime(e.UpdatedAt),
 		LeaseUntil: jsonTime(e.LeaseUntil), NextCheckAt: jsonTime(e.NextCheckAt), FirstAttemptAt: jsonTime(e.FirstAttemptAt),
-		RetainUntil: jsonTime(e.RetainUntil),
-		Attempts:    e.Attempts, AckID: e.AckID, Reason: e.Reason, Mismatches: e.Mismatches,
+		RetainUntil: jsonTime(e.RetainUntil), NextAttemptAt: jsonTime(e.NextAttemptAt), SlotAt: jsonTime(e.SlotAt),
+		NotSentCode: e.NotSentCode, AttemptLog: attemptLog(e.History),
+		Attempts: e.Attempts, AckID: e.AckID, Reason: e.Reason, Mismatches: e.Mismatches,
 		Chain:   verifyChain(e),
 		History: make([]eventView, len(e.History)),
 	}
@@ -190,6 +242,13 @@ func printRow(w io.Writer, e ledger.Entry) {
 	if !e.NextCheckAt.IsZero() {
 		fields = append(fields, [2]string{"next check", textTime(e.NextCheckAt)})
 	}
+	if !e.NextAttemptAt.IsZero() {
+		next := textTime(e.NextAttemptAt)
+		if !e.SlotAt.IsZero() {
+			next += "  (send-rate budget slot booked)"
+		}
+		fields = append(fields, [2]string{"next attempt", next}, [2]string{"not sent because", orDash(e.NotSentCode)})
+	}
 	if e.Mismatches > 0 {
 		fields = append(fields, [2]string{"content mismatches", fmt.Sprintf("%d (blocked)", e.Mismatches)})
 	}
@@ -201,6 +260,22 @@ func printRow(w io.Writer, e ledger.Entry) {
 	}
 	for _, f := range fields {
 		fmt.Fprintf(w, "  %-16s %s\n", f[0]+":", f[1])
+	}
+	if len(v.AttemptLog) > 0 {
+		fmt.Fprintf(w, "  attempts:\n")
+		for _, a := range v.AttemptLog {
+			line := fmt.Sprintf("    #%d  %s  -> %s", a.Attempt, textTimeOf(a.StartedAt), orDash(a.Result))
+			if a.Code != "" {
+				line += "  not sent: " + a.Code
+			}
+			if a.NextAttemptAt != "" {
+				line += "  next attempt " + textTimeOf(a.NextAttemptAt)
+			}
+			if a.AckID != "" {
+				line += "  ack " + a.AckID
+			}
+			fmt.Fprintln(w, line+"  by "+orDash(a.By))
+		}
 	}
 	fmt.Fprintf(w, "  history:\n")
 	for i, ev := range e.History {
@@ -222,6 +297,9 @@ func printEvent(w io.Writer, indent string, i int, ev ledger.Event, mark string)
 	pad := indent + "    "
 	fmt.Fprintf(w, "%sreason:  %s\n", pad, orDash(ev.Reason))
 	fmt.Fprintf(w, "%sworker:  %s   policy: %s   attempt: %d   ack id: %s\n", pad, orDash(ev.Worker), orDash(ev.PolicyVersion), ev.Attempt, orDash(ev.AckID))
+	if ev.Code != "" || !ev.NextAttemptAt.IsZero() {
+		fmt.Fprintf(w, "%snot sent: %s   next attempt: %s\n", pad, orDash(ev.Code), textTime(ev.NextAttemptAt))
+	}
 	fmt.Fprintf(w, "%scontent: %s\n", pad, orDash(ev.ContentHash))
 	fmt.Fprintf(w, "%sevent:   %s   hash: %s\n", pad, orDash(ev.ID), shortHash(ev.Hash))
 }

@@ -1,11 +1,11 @@
-// Command webhook-provider serves webhook.Provider, the test stand-in for an
+// Command webhook-provider serves webhooktest.Provider, the test stand-in for an
 // external webhook provider, for local runs of the whole stack: ministack has
 // no SMS service, so the local stage sends SMS through the webhook transport
 // to this process.
 //
 //	webhook-provider [--addr 127.0.0.1:4599] [--key-window 0]
 //
-// Routes (see webhook.Provider):
+// Routes (see webhooktest.Provider):
 //
 //	POST /send           accept one message (records it, answers {"id": ...})
 //	GET  /messages       JSON list of the recorded messages, oldest first
@@ -34,7 +34,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/webhook"
+	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
 // DefaultPort is the port the local stage's webhookUrl points at.
@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	provider := webhook.NewProvider(webhook.ProviderConfig{HonorKeys: *keyWindow > 0})
+	provider := webhooktest.NewProvider(webhooktest.ProviderConfig{HonorKeys: *keyWindow > 0})
 	srv := &http.Server{
 		Handler:           logged(log, provider),
 		ReadHeaderTimeout: 5 * time.Second,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/webhook"
+	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
 // start runs the command on a free loopback port and returns its base URL.
@@ -54,14 +55,14 @@ func post(t *testing.T, base, key, body string) int {
 	return resp.StatusCode
 }
 
-func messages(t *testing.T, base string) []webhook.RecordedMessage {
+func messages(t *testing.T, base string) []webhooktest.RecordedMessage {
 	t.Helper()
 	resp, err := http.Get(base + "/messages")
 	if err != nil {
 		t.Fatalf("GET /messages: %v", err)
 	}
 	defer resp.Body.Close()
-	var got []webhook.RecordedMessage
+	var got []webhooktest.RecordedMessage
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 		t.Fatalf("decode /messages: %v", err)
 	}

@@ -35,6 +35,7 @@ import (
 	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/resetledger/resetledger/e2e"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -136,8 +137,8 @@ func outputsEnv(args []string, stdout io.Writer) error {
 		return err
 	}
 	for _, kv := range [][2]string{
-		{"LEDGER_STACK", out.Stack}, {"LEDGER_TABLE", out.LedgerTable}, {"CONTENT_TABLE", out.ContentTable},
-		{"INTENT_QUEUE_URL", out.IntentQueueURL}, {"INTENT_DLQ_URL", out.IntentDLQURL}, {"CONTENT_KEY_ARN", out.ContentKeyARN},
+		{"LEDGER_STACK", out.Stack}, {settings.LedgerTable.Env, out.LedgerTable}, {settings.ContentTable.Env, out.ContentTable},
+		{"INTENT_QUEUE_URL", out.IntentQueueURL}, {"INTENT_DLQ_URL", out.IntentDLQURL}, {settings.ContentKeyARN.Env, out.ContentKeyARN},
 	} {
 		fmt.Fprintf(stdout, "export %s='%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", `'\''`))
 	}
@@ -162,18 +163,7 @@ func waitRow(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	store := dynamostore.New(dynamodb.NewFromConfig(cfg), out.LedgerTable, dynamostore.DefaultShards)
 	key := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: challenge, Channel: channel}.Key()
-	var row ledger.Entry
-	err = e2e.Poll(ctx, *timeout, 250*time.Millisecond, func(ctx context.Context) (bool, string, error) {
-		e, err := store.Get(ctx, key)
-		if errors.Is(err, ledger.ErrNotFound) {
-			return false, "no row yet", nil
-		}
-		if err != nil {
-			return false, "", err
-		}
-		row = e
-		return e.State.Terminal(), "row is " + string(e.State), nil
-	})
+	row, err := e2e.WaitTerminal(ctx, store, key, *timeout, 250*time.Millisecond)
 	if err != nil {
 		return err
 	}

@@ -85,76 +85,107 @@ func Middleware(function, account string, sink Sink) func(*middleware.Stack) err
 
 // Map turns one SDK call into the IAM requests AWS authorizes for it.
 func Map(service, operation string, input any, region, account string) []Call {
-	base := Call{Operation: service + "." + operation}
-	one := func(action, resource string, ctx map[string]string) []Call {
-		c := base
-		c.Action, c.Resource, c.Context = action, resource, ctx
-		return []Call{c}
-	}
-	table := func(name string) string {
-		if strings.HasPrefix(name, "arn:") {
-			return name
+	m := mapper{base: Call{Operation: service + "." + operation}, region: region, account: account}
+	for _, byService := range []func(any) ([]Call, bool){m.dynamoDBCalls, m.kmsCalls, m.sesCalls, m.smsCalls, m.sqsCalls} {
+		if calls, ok := byService(input); ok {
+			return calls
 		}
-		return "arn:aws:dynamodb:" + region + ":" + account + ":table/" + name
 	}
+	return m.one("unmapped:"+service+":"+operation, "*", nil)
+}
+
+// mapper maps the calls of one operation in one region and account; each
+// per-service method reports whether input is a call of its service.
+type mapper struct {
+	base            Call
+	region, account string
+}
+
+func (m mapper) one(action, resource string, ctx map[string]string) []Call {
+	c := m.base
+	c.Action, c.Resource, c.Context = action, resource, ctx
+	return []Call{c}
+}
+
+func (m mapper) table(name string) string {
+	if strings.HasPrefix(name, "arn:") {
+		return name
+	}
+	return "arn:aws:dynamodb:" + m.region + ":" + m.account + ":table/" + name
+}
+
+// dynamoDBCalls: the action is the operation; the resource the table, or the
+// index a Query or Scan names.
+func (m mapper) dynamoDBCalls(input any) ([]Call, bool) {
 	switch in := input.(type) {
-	// DynamoDB: the action is the operation; the resource the table, or the
-	// index a Query or Scan names.
 	case *dynamodb.PutItemInput:
-		return one("dynamodb:PutItem", table(deref(in.TableName)), nil)
+		return m.one("dynamodb:PutItem", m.table(deref(in.TableName)), nil), true
 	case *dynamodb.GetItemInput:
-		return one("dynamodb:GetItem", table(deref(in.TableName)), nil)
+		return m.one("dynamodb:GetItem", m.table(deref(in.TableName)), nil), true
 	case *dynamodb.UpdateItemInput:
-		return one("dynamodb:UpdateItem", table(deref(in.TableName)), nil)
+		return m.one("dynamodb:UpdateItem", m.table(deref(in.TableName)), nil), true
 	case *dynamodb.DeleteItemInput:
-		return one("dynamodb:DeleteItem", table(deref(in.TableName)), nil)
+		return m.one("dynamodb:DeleteItem", m.table(deref(in.TableName)), nil), true
 	case *dynamodb.QueryInput:
-		return one("dynamodb:Query", index(table(deref(in.TableName)), deref(in.IndexName)), nil)
+		return m.one("dynamodb:Query", index(m.table(deref(in.TableName)), deref(in.IndexName)), nil), true
 	case *dynamodb.ScanInput:
-		return one("dynamodb:Scan", index(table(deref(in.TableName)), deref(in.IndexName)), nil)
+		return m.one("dynamodb:Scan", index(m.table(deref(in.TableName)), deref(in.IndexName)), nil), true
 	case *dynamodb.DescribeTableInput:
-		return one("dynamodb:DescribeTable", table(deref(in.TableName)), nil)
+		return m.one("dynamodb:DescribeTable", m.table(deref(in.TableName)), nil), true
 	case *dynamodb.BatchGetItemInput:
-		var out []Call
-		for _, name := range sortedKeys(in.RequestItems) {
-			out = append(out, one("dynamodb:BatchGetItem", table(name), nil)...)
-		}
-		return out
+		return m.perTable("dynamodb:BatchGetItem", sortedKeys(in.RequestItems)), true
 	case *dynamodb.BatchWriteItemInput:
-		var out []Call
-		for _, name := range sortedKeys(in.RequestItems) {
-			out = append(out, one("dynamodb:BatchWriteItem", table(name), nil)...)
-		}
-		return out
+		return m.perTable("dynamodb:BatchWriteItem", sortedKeys(in.RequestItems)), true
 	case *dynamodb.TransactWriteItemsInput:
 		// Each item is authorized as its own single-item action.
 		var out []Call
 		for _, it := range in.TransactItems {
 			switch {
 			case it.Put != nil:
-				out = append(out, one("dynamodb:PutItem", table(deref(it.Put.TableName)), nil)...)
+				out = append(out, m.one("dynamodb:PutItem", m.table(deref(it.Put.TableName)), nil)...)
 			case it.Update != nil:
-				out = append(out, one("dynamodb:UpdateItem", table(deref(it.Update.TableName)), nil)...)
+				out = append(out, m.one("dynamodb:UpdateItem", m.table(deref(it.Update.TableName)), nil)...)
 			case it.Delete != nil:
-				out = append(out, one("dynamodb:DeleteItem", table(deref(it.Delete.TableName)), nil)...)
+				out = append(out, m.one("dynamodb:DeleteItem", m.table(deref(it.Delete.TableName)), nil)...)
 			case it.ConditionCheck != nil:
-				out = append(out, one("dynamodb:ConditionCheckItem", table(deref(it.ConditionCheck.TableName)), nil)...)
+				out = append(out, m.one("dynamodb:ConditionCheckItem", m.table(deref(it.ConditionCheck.TableName)), nil)...)
 			}
 		}
-		return out
+		return out, true
+	}
+	return nil, false
+}
 
-	// KMS: the key, with the encryption context as condition keys.
+// perTable is one call of action on each of the named tables.
+func (m mapper) perTable(action string, names []string) []Call {
+	var out []Call
+	for _, name := range names {
+		out = append(out, m.one(action, m.table(name), nil)...)
+	}
+	return out
+}
+
+// kmsCalls: the key, with the encryption context as condition keys.
+func (m mapper) kmsCalls(input any) ([]Call, bool) {
+	switch in := input.(type) {
 	case *kms.DecryptInput:
-		return one("kms:Decrypt", key(deref(in.KeyId), region, account), kmsContext(in.EncryptionContext, account))
+		return m.one("kms:Decrypt", key(deref(in.KeyId), m.region, m.account), kmsContext(in.EncryptionContext, m.account)), true
 	case *kms.GenerateDataKeyInput:
-		return one("kms:GenerateDataKey", key(deref(in.KeyId), region, account), kmsContext(in.EncryptionContext, account))
+		return m.one("kms:GenerateDataKey", key(deref(in.KeyId), m.region, m.account), kmsContext(in.EncryptionContext, m.account)), true
 	case *kms.EncryptInput:
-		return one("kms:Encrypt", key(deref(in.KeyId), region, account), kmsContext(in.EncryptionContext, account))
+		return m.one("kms:Encrypt", key(deref(in.KeyId), m.region, m.account), kmsContext(in.EncryptionContext, m.account)), true
 	case *kms.DescribeKeyInput:
-		return one("kms:DescribeKey", key(deref(in.KeyId), region, account), kmsContext(nil, account))
+		return m.one("kms:DescribeKey", key(deref(in.KeyId), m.region, m.account), kmsContext(nil, m.account)), true
+	}
+	return nil, false
+}
 
-	// SES v2: the sending identity (the from address's domain) and the
-	// configuration set, each with the from address as ses:FromAddress.
+// sesCalls: SendEmail is authorized on the sending identity (the from address's
+// domain) and the configuration set, each with the from address as
+// ses:FromAddress; GetAccount has no resource ARN, so IAM authorizes it on
+// "*".
+func (m mapper) sesCalls(input any) ([]Call, bool) {
+	switch in := input.(type) {
 	case *sesv2.SendEmailInput:
 		from := deref(in.FromEmailAddress)
 		if a, err := mail.ParseAddress(from); err == nil {
@@ -162,40 +193,48 @@ func Map(service, operation string, input any, region, account string) []Call {
 		}
 		_, domain, _ := strings.Cut(from, "@")
 		ctx := map[string]string{"ses:FromAddress": from}
-		out := one("ses:SendEmail", "arn:aws:ses:"+region+":"+account+":identity/"+domain, ctx)
+		out := m.one("ses:SendEmail", "arn:aws:ses:"+m.region+":"+m.account+":identity/"+domain, ctx)
 		if cs := deref(in.ConfigurationSetName); cs != "" {
-			out = append(out, one("ses:SendEmail", "arn:aws:ses:"+region+":"+account+":configuration-set/"+cs, ctx)...)
+			out = append(out, m.one("ses:SendEmail", "arn:aws:ses:"+m.region+":"+m.account+":configuration-set/"+cs, ctx)...)
 		}
-		return out
-
-	// GetAccount has no resource ARN: IAM authorizes it on "*".
+		return out, true
 	case *sesv2.GetAccountInput:
-		return one("ses:GetAccount", "*", nil)
-
-	// End User Messaging SMS: the origination identity when it is an ARN;
-	// otherwise AWS picks one of the account's, which an account-wide
-	// resource pattern covers.
-	case *pinpointsmsvoicev2.SendTextMessageInput:
-		res := deref(in.OriginationIdentity)
-		if !strings.HasPrefix(res, "arn:") {
-			if res == "" {
-				res = "default"
-			}
-			res = "arn:aws:sms-voice:" + region + ":" + account + ":" + res
-		}
-		return one("sms-voice:SendTextMessage", res, nil)
-
-	// SQS: the queue named by its URL.
-	case *sqs.SendMessageInput:
-		return one("sqs:SendMessage", queue(deref(in.QueueUrl), region), nil)
-	case *sqs.SendMessageBatchInput:
-		return one("sqs:SendMessage", queue(deref(in.QueueUrl), region), nil)
-	case *sqs.ReceiveMessageInput:
-		return one("sqs:ReceiveMessage", queue(deref(in.QueueUrl), region), nil)
-	case *sqs.DeleteMessageInput:
-		return one("sqs:DeleteMessage", queue(deref(in.QueueUrl), region), nil)
+		return m.one("ses:GetAccount", "*", nil), true
 	}
-	return one("unmapped:"+service+":"+operation, "*", nil)
+	return nil, false
+}
+
+// smsCalls: End User Messaging SMS authorizes the origination identity when it
+// is an ARN; otherwise AWS picks one of the account's, which an
+// account-wide resource pattern covers.
+func (m mapper) smsCalls(input any) ([]Call, bool) {
+	in, ok := input.(*pinpointsmsvoicev2.SendTextMessageInput)
+	if !ok {
+		return nil, false
+	}
+	res := deref(in.OriginationIdentity)
+	if !strings.HasPrefix(res, "arn:") {
+		if res == "" {
+			res = "default"
+		}
+		res = "arn:aws:sms-voice:" + m.region + ":" + m.account + ":" + res
+	}
+	return m.one("sms-voice:SendTextMessage", res, nil), true
+}
+
+// sqsCalls: the queue named by its URL.
+func (m mapper) sqsCalls(input any) ([]Call, bool) {
+	switch in := input.(type) {
+	case *sqs.SendMessageInput:
+		return m.one("sqs:SendMessage", queue(deref(in.QueueUrl), m.region), nil), true
+	case *sqs.SendMessageBatchInput:
+		return m.one("sqs:SendMessage", queue(deref(in.QueueUrl), m.region), nil), true
+	case *sqs.ReceiveMessageInput:
+		return m.one("sqs:ReceiveMessage", queue(deref(in.QueueUrl), m.region), nil), true
+	case *sqs.DeleteMessageInput:
+		return m.one("sqs:DeleteMessage", queue(deref(in.QueueUrl), m.region), nil), true
+	}
+	return nil, false
 }
 
 func index(tableARN, name string) string {

@@ -42,6 +42,17 @@ const (
 	SESIdentity    = "${SESIdentity}"
 )
 
+// Construct names of the stack's resources the functions call by name: the
+// stack defines them under these names, and the harnesses bind the physical
+// names of their own tables, key and queue to them.
+const (
+	LedgerTable   = "LedgerTable"
+	ContentTable  = "ContentTable"
+	BudgetTable   = "BudgetTable"
+	ContentKey    = "ContentKey"
+	DispatchQueue = "DispatchQueue"
+)
+
 // Counted is a distinct call and how often it was made.
 type Counted struct {
 	Call

@@ -30,6 +30,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/resetledger/resetledger/pkg/charclass"
 )
 
 // DefaultEndpoint is where ministack.sh (without MINISTACK_PORT) and the
@@ -119,6 +124,10 @@ const SuffixLen = 10
 // queue needs room for ".fifo".
 const maxNameLen = 80 - len(".fifo")
 
+// queueNameChars is the alphabet of SQS queue names (a subset of DynamoDB's
+// table-name alphabet).
+var queueNameChars = charclass.AlnumPlus("-_")
+
 // UniqueName returns prefix + "-" + a 10-character random suffix
 // (lower-case letters and digits), valid as a DynamoDB table name and an SQS
 // queue name, unique per call. Characters of prefix not allowed in SQS queue
@@ -129,10 +138,9 @@ func UniqueName(t testing.TB, prefix string) string {
 	t.Helper()
 	var b strings.Builder
 	for _, r := range prefix {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+		if queueNameChars.Has(r) {
 			b.WriteRune(r)
-		default:
+		} else {
 			b.WriteByte('-')
 		}
 	}
@@ -151,4 +159,39 @@ func UniqueName(t testing.TB, prefix string) string {
 		buf[i] = suffixAlphabet[int(c)%len(suffixAlphabet)]
 	}
 	return p + "-" + string(buf)
+}
+
+// KMSKey creates a symmetric encryption key in the emulator, described by a
+// UniqueName from prefix, schedules its deletion when the test ends, and
+// returns its ARN.
+func KMSKey(t testing.TB, client *kms.Client, prefix string) string {
+	t.Helper()
+	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
+		Description: aws.String(UniqueName(t, prefix)),
+		KeySpec:     kmstypes.KeySpecSymmetricDefault,
+		KeyUsage:    kmstypes.KeyUsageTypeEncryptDecrypt,
+	})
+	if err != nil {
+		t.Fatalf("emulator: CreateKey: %v", err)
+	}
+	arn := aws.ToString(out.KeyMetadata.Arn)
+	t.Cleanup(func() {
+		_, _ = client.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
+	})
+	return arn
+}
+
+// Queue creates an SQS queue in the emulator named by UniqueName from
+// prefix, deletes it when the test ends, and returns its URL.
+func Queue(t testing.TB, client *sqs.Client, prefix string) string {
+	t.Helper()
+	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(UniqueName(t, prefix))})
+	if err != nil {
+		t.Fatalf("emulator: CreateQueue: %v", err)
+	}
+	url := aws.ToString(out.QueueUrl)
+	t.Cleanup(func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+	})
+	return url
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -22,18 +23,27 @@ type Claim struct {
 	Metrics *metrics.Emitter
 }
 
+// Handle claims each record of one SQS batch and reports the ones to retry.
 func (h *Claim) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	// An empty list, never nil: nil encodes as "batchItemFailures":null,
-	// which AWS reads as no failures but some event sources (the local
-	// emulator among them) fail on, leaving the whole batch undeleted.
+	worker, log := invocation(ctx, settings.Claim, h.Log)
+	return sqsBatch(ev.Records, func(rec events.SQSMessage) error {
+		return h.claim(ctx, rec, worker, log)
+	}), nil
+}
+
+// sqsBatch handles each message with one and reports the messages it fails
+// by message id. The failure list is empty, never nil: nil encodes as
+// "batchItemFailures":null, which AWS reads as no failures but some event
+// sources (the local emulator among them) fail on, leaving the whole batch
+// undeleted.
+func sqsBatch(records []events.SQSMessage, one func(events.SQSMessage) error) events.SQSEventResponse {
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	worker, log := invocation(ctx, "claim", h.Log)
-	for _, rec := range ev.Records {
-		if err := h.claim(ctx, rec, worker, log); err != nil {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+	for _, m := range records {
+		if err := one(m); err != nil {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
 		}
 	}
-	return resp, nil
+	return resp
 }
 
 // claim handles one record; a non-nil error means "report as failed".
@@ -51,7 +61,7 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 		if errors.As(err, &fe) {
 			reason = fe.Field
 		}
-		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{"Reason": reason}, 1)
+		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{metrics.DimReason: reason}, 1)
 		return err
 	}
 	log = log.With("challenge_id", in.ChallengeID, "channel", string(in.Channel), "dedupe_key", in.Key(), "content_hash", in.ContentHash)
@@ -59,7 +69,7 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 	switch {
 	case errors.Is(err, ledger.ErrInvalidIntent):
 		log.Warn("intent rejected", "reason", err.Error(), "will_dead_letter", true)
-		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{"Reason": "validation"}, 1)
+		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{metrics.DimReason: "validation"}, 1)
 		return err
 	case err != nil:
 		log.Error("claim failed; will retry", "error", err.Error())

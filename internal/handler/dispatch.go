@@ -11,10 +11,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/metrics"
-	"github.com/resetledger/resetledger/internal/outcome"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dispatchqueue"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome"
 )
 
 // Dispatch dispatches newly claimed rows from the ledger table's stream, and
@@ -27,51 +28,56 @@ type Dispatch struct {
 	Metrics *metrics.Emitter
 }
 
+// Handle dispatches the claimed rows of one batch of stream records, in
+// order, and reports the first record that failed.
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	// An empty list, never nil (see Claim.Handle).
-	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
-	worker, log := invocation(ctx, "dispatch", h.Log)
+	worker, log := invocation(ctx, settings.Dispatch, h.Log)
 	for _, rec := range ev.Records {
-		key, ok, err := claimedKey(rec)
+		key, ok, err := DispatchKey(rec)
 		if err != nil {
 			// A record we cannot read is not ours to drop silently: fail it so
 			// the event source retries, then sends it to the on-failure queue.
 			log.Error("unreadable stream record", "sequence_number", rec.Change.SequenceNumber, "reason", err.Error())
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
-			return resp, nil
+			return streamFailedAt(rec), nil
 		}
 		if !ok {
 			continue
 		}
-		if err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log); err != nil {
+		if _, err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log); err != nil {
 			// Stream order matters: report the first failure; the records
 			// after it are redelivered with it.
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
-			return resp, nil
+			return streamFailedAt(rec), nil
 		}
 	}
-	return resp, nil
+	// An empty list, never nil (see sqsBatch).
+	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}, nil
+}
+
+// streamFailedAt reports rec, by its sequence number, as the batch's first
+// failed record.
+func streamFailedAt(rec events.DynamoDBEventRecord) events.DynamoDBEventResponse {
+	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: rec.Change.SequenceNumber}}}
 }
 
 // HandleQueue dispatches the rows named by dispatch queue messages. A
 // message that is not one (it names no dedupe key) is reported failed, so
 // that it ends in the queue's DLQ as evidence rather than being dropped.
 func (h *Dispatch) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	// An empty list, never nil (see Claim.Handle).
-	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	worker, log := invocation(ctx, "dispatch", h.Log)
-	for _, m := range ev.Records {
+	worker, log := invocation(ctx, settings.Dispatch, h.Log)
+	return sqsBatch(ev.Records, func(m events.SQSMessage) error {
 		key, err := dispatchqueue.Parse(m.Body)
-		if err == nil {
-			err = h.dispatch(ctx, key, nil, worker, log.With("source", "queue"))
-		} else {
-			log.Error("unreadable dispatch queue message; kept for the DLQ", "message_id", m.MessageId, "reason", err.Error())
-		}
 		if err != nil {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+			log.Error("unreadable dispatch queue message; kept for the DLQ", "message_id", m.MessageId, "reason", err.Error())
+			return err
 		}
-	}
-	return resp, nil
+		res, err := h.dispatch(ctx, key, nil, worker, log.With("source", "queue"))
+		if err != nil {
+			return err
+		}
+		// A wake-up that came early (a delay longer than SQS allows) goes
+		// back on the queue; failing to is a retry of this one.
+		return h.Svc.RescheduleNotDue(ctx, res)
+	}), nil
 }
 
 // Invoke routes one invocation by its event source: DynamoDB stream
@@ -106,7 +112,7 @@ func (h *Dispatch) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 
 // dispatch starts from the record's new image when it decodes to the row
 // (saving a read), and from the key otherwise.
-func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) error {
+func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) (ledger.DispatchResult, error) {
 	log = log.With("dedupe_key", key)
 	var res ledger.DispatchResult
 	var err error
@@ -125,23 +131,23 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 	}
 	if err != nil {
 		if errors.Is(err, ledger.ErrNotFound) {
-			log.Warn("stream record for a row that no longer exists; skipped")
-			return nil
+			log.Warn("record or message for a row that no longer exists; skipped")
+			return res, nil
 		}
 		log.Error("dispatch failed; will retry", "error", err.Error())
-		return err
+		return res, err
 	}
 	log.Info("dispatch handled", "outcome", string(res.Outcome), "state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
-	return nil
+	return res, nil
 }
 
 // observe counts what operations watch during a surge: not-sent answers by
 // channel and code, waits for the send-rate budget, rows deferred to it,
 // and wake-ups that could not be scheduled.
 func (h *Dispatch) observe(res ledger.DispatchResult, log *slog.Logger) {
-	ch := map[string]string{"Channel": string(res.Entry.Identity.Channel)}
+	ch := map[string]string{metrics.DimChannel: string(res.Entry.Identity.Channel)}
 	if res.NotSent != nil {
-		_ = h.Metrics.Count(metrics.NotSent, map[string]string{"Channel": ch["Channel"], "Code": outcomeSafe(res.NotSent.Code)}, 1)
+		_ = h.Metrics.Count(metrics.NotSent, map[string]string{metrics.DimChannel: ch[metrics.DimChannel], metrics.DimCode: outcomeSafe(res.NotSent.Code)}, 1)
 	}
 	if res.BudgetWait > 0 {
 		_ = h.Metrics.Emit(ch, "Milliseconds", map[string]float64{metrics.BudgetWait: float64(res.BudgetWait.Milliseconds())})
@@ -162,36 +168,4 @@ func outcomeSafe(s string) string {
 		return v
 	}
 	return "unrecognised"
-}
-
-// claimedKey returns the dedupe key of a record that made a row claimed (an
-// INSERT of a claimed row, or a MODIFY that moved a held fallback row to
-// claimed), ok=false for any other record (the event source's filter should
-// already have dropped those), and an error for a record that cannot be read.
-func claimedKey(rec events.DynamoDBEventRecord) (string, bool, error) {
-	if rec.EventName != "INSERT" && rec.EventName != "MODIFY" {
-		return "", false, nil
-	}
-	pk, ok := rec.Change.Keys["pk"]
-	if !ok || pk.DataType() != events.DataTypeString {
-		return "", false, errors.New("record has no string key pk")
-	}
-	key := pk.String()
-	if !ledger.IsDedupeKey(key) {
-		return "", false, errors.New("record key is not a dedupe key")
-	}
-	state, ok := rec.Change.NewImage["state"]
-	if !ok || state.DataType() != events.DataTypeString {
-		return "", false, errors.New("record new image has no string state")
-	}
-	if state.String() != string(ledger.Claimed) {
-		return key, false, nil
-	}
-	if rec.EventName == "MODIFY" {
-		old, ok := rec.Change.OldImage["state"]
-		if !ok || old.DataType() != events.DataTypeString || old.String() != string(ledger.Held) {
-			return key, false, nil
-		}
-	}
-	return key, true, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// fixedReasons are the only error texts claimedKey may return: none quotes
+// fixedReasons are the only error texts DispatchKey may return: none quotes
 // the record, which could carry anything.
 var fixedReasons = map[string]bool{
 	"record has no string key pk":          true,
@@ -48,7 +48,7 @@ func FuzzClaimedKey(f *testing.F) {
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			return // the runtime rejects an event it cannot decode before the handler
 		}
-		key, ok, err := claimedKey(rec)
+		key, ok, err := DispatchKey(rec)
 		if err != nil {
 			if ok || key != "" {
 				t.Fatalf("error %v with key %q ok %v", err, key, ok)
@@ -92,7 +92,7 @@ func FuzzClaimedKeyFields(f *testing.F) {
 		if hasImage {
 			rec.Change.NewImage = map[string]events.DynamoDBAttributeValue{"state": attrOf(state, stateType)}
 		}
-		key, ok, err := claimedKey(rec)
+		key, ok, err := DispatchKey(rec)
 		want := name == "INSERT" && pkType%4 == 0 && ledger.IsDedupeKey(pk) && hasImage && stateType%4 == 0 && state == string(ledger.Claimed)
 		if ok != want {
 			t.Fatalf("ok = %v (err %v), want %v", ok, err, want)
@@ -141,7 +141,7 @@ func TestClaimedKeyAcceptsAHeldRowBecomingClaimed(t *testing.T) {
 		{"MODIFY", "", false},
 		{"REMOVE", "held", false},
 	} {
-		if _, ok, err := claimedKey(rec(tt.name, tt.from)); ok != tt.want || err != nil {
+		if _, ok, err := DispatchKey(rec(tt.name, tt.from)); ok != tt.want || err != nil {
 			t.Errorf("%s from %q: ok %v err %v, want %v", tt.name, tt.from, ok, err, tt.want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -20,8 +21,8 @@ type Expire struct {
 
 // Handle runs the sweep.
 func (h *Expire) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
-	worker, log := invocation(ctx, "expire", h.Log)
-	return sweep(ctx, "expire", h.Metrics, log, func() (ledger.SweepReport, error) {
+	worker, log := invocation(ctx, settings.Expire, h.Log)
+	return sweep(ctx, settings.Expire, h.Metrics, log, func() (ledger.SweepReport, error) {
 		return h.Svc.ExpireSweep(ctx, worker, h.Limit)
 	})
 }

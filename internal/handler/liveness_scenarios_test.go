@@ -176,3 +176,29 @@ func TestThrottledProvidersEndInASendNotInQuarantine(t *testing.T) {
 	}
 	p.AssertNoSecrets()
 }
+
+// TestNoBudgetSlotBeforeExpiryEndsExpiredNotSent: with the SMS budget
+// booked beyond a challenge's deadline, the message is not sent and its row
+// says why, at once, instead of waiting to expire.
+func TestNoBudgetSlotBeforeExpiryEndsExpiredNotSent(t *testing.T) {
+	p := pipeline.NewWithOptions(t, pipeline.Options{Env: map[string]string{"SEND_RATE_SMS": "0.01", "EXPIRY_MARGIN": "1s"}})
+	first := p.Notification(1, ledger.SMS, 30*time.Second)
+	second := p.Notification(2, ledger.SMS, 30*time.Second)
+	p.Publish(first)
+	p.Publish(second)
+	p.PumpQueue()
+	p.PumpStream()
+	if row := p.Row(first); row.State != ledger.Accepted {
+		t.Fatalf("first SMS: %s (%q); want accepted at once", row.State, row.Reason)
+	}
+	row := p.Row(second)
+	if row.State != ledger.Expired || row.Reason != ledger.NotSentReason(ledger.BudgetCode) || row.Attempts != 0 {
+		t.Fatalf("second SMS: %s (%q) after %d attempts; want expired, not sent for the budget", row.State, row.Reason, row.Attempts)
+	}
+	if got := p.Provider.Recorded(key(second)); got != 0 {
+		t.Fatalf("provider recorded %d messages for the second SMS", got)
+	}
+	if !strings.Contains(p.Out.String(), `"ExpiredUnsent"`) {
+		t.Fatal("no ExpiredUnsent metric emitted")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -35,8 +36,8 @@ const redriveReserve = 10 * time.Second
 // itself succeeded, and a retry of the invocation would only sweep again.
 func (h *Reconcile) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	start := time.Now()
-	worker, log := invocation(ctx, "reconcile", h.Log)
-	err := sweep(ctx, "reconcile", h.Metrics, log, func() (ledger.SweepReport, error) {
+	worker, log := invocation(ctx, settings.Reconcile, h.Log)
+	err := sweep(ctx, settings.Reconcile, h.Metrics, log, func() (ledger.SweepReport, error) {
 		return h.Svc.Reconcile(ctx, worker, h.Limit)
 	})
 	if err != nil {
@@ -76,7 +77,7 @@ func (h *Reconcile) redrive(ctx context.Context, log *slog.Logger) error {
 	}
 	for action, n := range rep.Actions {
 		if st, ok := strings.CutSuffix(action, "->redriven"); ok {
-			_ = h.Metrics.Count(metrics.Redriven, map[string]string{"State": st}, float64(n))
+			_ = h.Metrics.Count(metrics.Redriven, map[string]string{metrics.DimState: st}, float64(n))
 		}
 	}
 	if len(rep.Actions) > 0 || len(rep.Errors) > 0 {
@@ -96,11 +97,11 @@ func publishStats(ctx context.Context, svc *ledger.Service, m *metrics.Emitter, 
 		return err
 	}
 	for st, ss := range stats {
-		dims := map[string]string{"State": string(st)}
+		dims := map[string]string{metrics.DimState: string(st)}
 		_ = m.Count(metrics.OpenClaims, dims, float64(ss.Count))
 		_ = m.Emit(dims, "Seconds", map[string]float64{metrics.OldestOpenAge: ss.Oldest.Seconds()})
 		for bucket, n := range ss.ByAge {
-			_ = m.Count(metrics.OpenClaimsByAge, map[string]string{"State": string(st), "AgeBucket": bucket}, float64(n))
+			_ = m.Count(metrics.OpenClaimsByAge, map[string]string{metrics.DimState: string(st), metrics.DimAgeBucket: bucket}, float64(n))
 		}
 		log.Info("open claims", "state", string(st), "count", ss.Count, "oldest_seconds", int(ss.Oldest.Seconds()), "by_age", ss.ByAge)
 	}

@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,12 +9,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/metrics"
-	"github.com/resetledger/resetledger/pkg/envelope"
-	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/memstore"
@@ -26,17 +22,6 @@ import (
 // 1.5.33 iterates batchItemFailures without a null check, fails on null and
 // then deletes nothing, so every good message is received again and, after
 // the redrive count, dead-lettered.
-
-const testKeyARN = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-
-// dataKeyKMS hands out one fixed data key: enough to seal, no network.
-type dataKeyKMS struct{}
-
-func (dataKeyKMS) GenerateDataKey(context.Context, *kms.GenerateDataKeyInput, ...func(*kms.Options)) (*kms.GenerateDataKeyOutput, error) {
-	return &kms.GenerateDataKeyOutput{
-		Plaintext: bytes.Repeat([]byte{7}, 32), CiphertextBlob: bytes.Repeat([]byte{9}, 184), KeyId: aws.String(testKeyARN),
-	}, nil
-}
 
 func memService(now time.Time) (*ledger.Service, *ledgertest.Transport) {
 	tr := &ledgertest.Transport{}
@@ -52,20 +37,8 @@ func quiet() *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)
 // sqsBody is challenge i's intent as the producer publishes it.
 func sqsBody(t *testing.T, i int, now time.Time) string {
 	t.Helper()
-	in, _ := ledgertest.Intent(i, ledger.Email, now, time.Hour)
-	env, err := (&envelope.Sealer{KMS: dataKeyKMS{}, KeyID: testKeyARN}).Seal(context.Background(), in.Key(), ledgertest.Message(i, ledger.Email))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := intent.Encode(in, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(body)
-}
-
-func sqsMessage(id, body string) events.SQSMessage {
-	return events.SQSMessage{MessageId: id, Body: body, EventSource: "aws:sqs", Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
+	_, _, body := handlertest.WireIntent(t, handlertest.Sealer(), i, now)
+	return body
 }
 
 func encode(t *testing.T, v any) string {
@@ -87,8 +60,8 @@ func TestClaimResponseEncoding(t *testing.T) {
 	}{
 		{"empty batch", nil, `{"batchItemFailures":[]}`},
 		// a new claim, a redelivery of it (duplicate) and another new claim
-		{"all success", []events.SQSMessage{sqsMessage("m-1", good), sqsMessage("m-2", good), sqsMessage("m-3", other)}, `{"batchItemFailures":[]}`},
-		{"one poison", []events.SQSMessage{sqsMessage("m-1", good), sqsMessage("m-bad", `{"note":"not an intent"}`)},
+		{"all success", []events.SQSMessage{handlertest.SQSMessage("m-1", good), handlertest.SQSMessage("m-2", good), handlertest.SQSMessage("m-3", other)}, `{"batchItemFailures":[]}`},
+		{"one poison", []events.SQSMessage{handlertest.SQSMessage("m-1", good), handlertest.SQSMessage("m-bad", `{"note":"not an intent"}`)},
 			`{"batchItemFailures":[{"itemIdentifier":"m-bad"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,13 +86,7 @@ func TestDispatchResponseEncoding(t *testing.T) {
 	if _, err := svc.Claim(ctx, in, sealed, "claim/test"); err != nil {
 		t.Fatal(err)
 	}
-	record := func(seq, name, state, key string) events.DynamoDBEventRecord {
-		return events.DynamoDBEventRecord{EventName: name, EventSource: "aws:dynamodb", Change: events.DynamoDBStreamRecord{
-			Keys:           map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(key)},
-			NewImage:       map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(key), "state": events.NewStringAttribute(state)},
-			SequenceNumber: seq, StreamViewType: "NEW_AND_OLD_IMAGES",
-		}}
-	}
+	record := handlertest.StreamRecord
 	h := &Dispatch{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}
 	for _, tc := range []struct {
 		name    string

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -12,17 +13,17 @@ import (
 // anything else (so a run that fails or times out still proves the schedule
 // fires), every per-row failure logged, their count as SweepErrors, and a
 // summary line. Transitions are counted by the service itself.
-func sweep(ctx context.Context, name string, m *metrics.Emitter, log *slog.Logger, run func() (ledger.SweepReport, error)) error {
-	dims := map[string]string{"Sweep": name}
+func sweep(ctx context.Context, name settings.Role, m *metrics.Emitter, log *slog.Logger, run func() (ledger.SweepReport, error)) error {
+	dims := map[string]string{metrics.DimSweep: string(name)}
 	_ = m.Count(metrics.SweepHeartbeat, dims, 1)
 	rep, err := run()
 	if err != nil {
 		return err
 	}
 	for _, e := range rep.Errors {
-		log.Error(name+" row failed", "error", e.Error())
+		log.Error(string(name)+" row failed", "error", e.Error())
 	}
 	_ = m.Count(metrics.SweepErrors, dims, float64(len(rep.Errors)))
-	log.Info(name+" sweep", "seen", rep.Seen, "actions", rep.Actions)
+	log.Info(string(name)+" sweep", "seen", rep.Seen, "actions", rep.Actions)
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/producer"
-	"github.com/resetledger/resetledger/pkg/webhook"
+	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
 func TestCrashAfterProviderAcceptedIsQuarantinedNeverResent(t *testing.T) {
@@ -20,7 +20,7 @@ func TestCrashAfterProviderAcceptedIsQuarantinedNeverResent(t *testing.T) {
 	slow := p.Notification(2, ledger.SMS, 10*time.Minute)
 	// Accepted, then the connection dropped; accepted, then held past the
 	// function's timeout (the runtime would end the process here).
-	p.Provider.Script(webhook.Step{Action: webhook.AcceptThenDrop}, webhook.Step{Action: webhook.Slow, Delay: 3 * time.Second})
+	p.Provider.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop}, webhooktest.Step{Action: webhooktest.Slow, Delay: 3 * time.Second})
 	p.Publish(dropped)
 	p.PumpQueue()
 	p.PumpStream()
@@ -62,9 +62,9 @@ func TestCrashAfterProviderAcceptedIsQuarantinedNeverResent(t *testing.T) {
 }
 
 func TestProviderHonoringKeysIsRetriedUnderTheSameKey(t *testing.T) {
-	p := pipeline.New(t, map[string]string{"WEBHOOK_KEY_WINDOW": "1h", "RECHECK_AFTER": "1ms"}, webhook.ProviderConfig{HonorKeys: true})
+	p := pipeline.New(t, map[string]string{"WEBHOOK_KEY_WINDOW": "1h", "RECHECK_AFTER": "1ms"}, webhooktest.ProviderConfig{HonorKeys: true})
 	n := p.Notification(1, ledger.SMS, 10*time.Minute)
-	p.Provider.Script(webhook.Step{Action: webhook.AcceptThenDrop})
+	p.Provider.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop})
 	p.Publish(n)
 	p.PumpQueue()
 	p.PumpStream()
@@ -118,7 +118,7 @@ func TestFallbackRaceSendsOneMessage(t *testing.T) {
 // that MODIFY record reaches dispatch through the stream filter.
 func TestFallbackFollowsARejectionThroughTheStream(t *testing.T) {
 	p := pipeline.New(t, map[string]string{"EMAIL_TRANSPORT": "webhook"})
-	p.Provider.Script(webhook.Step{Action: webhook.Reject}) // the email
+	p.Provider.Script(webhooktest.Step{Action: webhooktest.Reject}) // the email
 	email := p.Notification(2, ledger.Email, 10*time.Minute)
 	sms := p.Notification(2, ledger.SMS, 10*time.Minute)
 	email.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
@@ -153,7 +153,7 @@ func TestCanaryNeverLeavesTheEnvelope(t *testing.T) {
 	email := p.Notification(1, ledger.Email, 10*time.Minute)
 	sms := p.Notification(2, ledger.SMS, 10*time.Minute)
 	expiring := p.Notification(3, ledger.SMS, 20*time.Second)
-	p.Provider.Script(webhook.Step{Action: webhook.AcceptThenDrop})
+	p.Provider.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop})
 	for _, n := range []producer.Notification{sms, email, expiring} {
 		p.Publish(n)
 	}

@@ -103,133 +103,179 @@ func LoadTemplate(raw []byte, pseudo Pseudo) (*Stack, error) {
 	return s, nil
 }
 
+// load reads one resource of the template into the stack: roles and their
+// policies, key and queue policies, tables, functions and their event
+// sources. Other resource types hold nothing the evaluation needs.
 func (s *Stack) load(id string, r resource) error {
-	prop := func(name string) (any, error) { return s.resolve(r.Properties[name]) }
-	policy := func(name, source string) (Policy, error) {
-		doc, err := prop(name)
-		if err != nil {
-			return Policy{}, err
-		}
-		return ParsePolicy(source, doc)
+	loaders := map[string]func(string, resource) error{
+		"AWS::IAM::Role":                  s.loadRole,
+		"AWS::IAM::Policy":                s.loadPolicy,
+		"AWS::KMS::Key":                   s.loadKey,
+		"AWS::SQS::QueuePolicy":           s.loadQueuePolicy,
+		"AWS::DynamoDB::Table":            s.loadTable,
+		"AWS::Lambda::Function":           s.loadFunction,
+		"AWS::Lambda::EventSourceMapping": s.loadEventSource,
 	}
-	str := func(name string) (string, error) {
-		v, err := prop(name)
-		if err != nil {
-			return "", err
-		}
-		out, _ := v.(string)
-		return out, nil
+	if load, ok := loaders[r.Type]; ok {
+		return load(id, r)
 	}
-	switch r.Type {
-	case "AWS::IAM::Role":
-		arn, _ := s.attr(id, "Arn")
-		role := s.role(arn)
-		if v, ok := r.Properties["ManagedPolicyArns"]; ok && v != nil {
-			return fmt.Errorf("%w: managed policies on a role cannot be evaluated", ErrUnsupported)
-		}
-		pols, err := prop("Policies")
-		if err != nil {
-			return err
-		}
-		list, _ := pols.([]any)
-		for i, p := range list {
-			pm, _ := p.(map[string]any)
-			pol, err := ParsePolicy(fmt.Sprintf("%s inline policy %d", id, i), pm["PolicyDocument"])
-			if err != nil {
-				return err
-			}
-			role.Policies = append(role.Policies, pol)
-		}
-	case "AWS::IAM::Policy":
-		pol, err := policy("PolicyDocument", id)
-		if err != nil {
-			return err
-		}
-		roles, err := prop("Roles")
-		if err != nil {
-			return err
-		}
-		names, err := strings1(roles)
-		if err != nil {
-			return fmt.Errorf("Roles: %w", err)
-		}
-		for _, name := range names {
-			role := s.role("arn:aws:iam::" + s.Pseudo.Account + ":role/" + name)
-			role.Policies = append(role.Policies, pol)
-		}
-	case "AWS::KMS::Key":
-		arn, _ := s.attr(id, "Arn")
-		s.KMSKeys[arn] = true
-		pol, err := policy("KeyPolicy", id+" key policy")
-		if err != nil {
-			return err
-		}
-		s.ResourcePolicies[arn] = &pol
-	case "AWS::SQS::QueuePolicy":
-		pol, err := policy("PolicyDocument", id)
-		if err != nil {
-			return err
-		}
-		qs, _ := r.Properties["Queues"].([]any)
-		for _, q := range qs {
-			ref, _ := q.(map[string]any)["Ref"].(string)
-			arn, err := s.attr(ref, "Arn")
-			if err != nil {
-				return fmt.Errorf("Queues: %w", err)
-			}
-			p := pol
-			s.ResourcePolicies[arn] = &p
-		}
-	case "AWS::DynamoDB::Table":
-		arn, _ := s.attr(id, "Arn")
-		stream, _ := s.attr(id, "StreamArn")
-		key := ""
-		if sse, _ := r.Properties["SSESpecification"].(map[string]any); sse != nil {
-			v, err := s.resolve(sse["KMSMasterKeyId"])
-			if err != nil {
-				return err
-			}
-			key, _ = v.(string)
-		}
-		s.Tables[arn] = Table{KeyARN: key, StreamARN: stream}
-	case "AWS::Lambda::Function":
-		name, err := s.ref(id)
-		if err != nil {
-			return err
-		}
-		fn := s.function(name)
-		if fn.RoleARN, err = str("Role"); err != nil {
-			return err
-		}
-		if lc, _ := r.Properties["LoggingConfig"].(map[string]any); lc != nil {
-			v, err := s.resolve(lc["LogGroup"])
-			if err != nil {
-				return err
-			}
-			group, _ := v.(string)
-			fn.LogGroupARN = "arn:aws:logs:" + s.Pseudo.Region + ":" + s.Pseudo.Account + ":log-group:" + group + ":*"
-		}
-	case "AWS::Lambda::EventSourceMapping":
-		name, err := str("FunctionName")
-		if err != nil {
-			return err
-		}
-		src, err := str("EventSourceArn")
-		if err != nil {
-			return err
-		}
-		es := EventSource{SourceARN: src}
-		if dc, _ := r.Properties["DestinationConfig"].(map[string]any); dc != nil {
-			of, _ := dc["OnFailure"].(map[string]any)
-			v, err := s.resolve(of["Destination"])
-			if err != nil {
-				return err
-			}
-			es.OnFailureARN, _ = v.(string)
-		}
-		fn := s.function(name)
-		fn.Sources = append(fn.Sources, es)
+	return nil
+}
+
+// prop is r's property name with its intrinsic functions resolved.
+func (s *Stack) prop(r resource, name string) (any, error) { return s.resolve(r.Properties[name]) }
+
+// policyProp parses r's property name as a policy document.
+func (s *Stack) policyProp(r resource, name, source string) (Policy, error) {
+	doc, err := s.prop(r, name)
+	if err != nil {
+		return Policy{}, err
 	}
+	return ParsePolicy(source, doc)
+}
+
+// stringProp is r's property name resolved, or "" if it is not a string.
+func (s *Stack) stringProp(r resource, name string) (string, error) {
+	v, err := s.prop(r, name)
+	if err != nil {
+		return "", err
+	}
+	out, _ := v.(string)
+	return out, nil
+}
+
+// resolvedString is v resolved, or "" if it is not a string.
+func (s *Stack) resolvedString(v any) (string, error) {
+	r, err := s.resolve(v)
+	if err != nil {
+		return "", err
+	}
+	out, _ := r.(string)
+	return out, nil
+}
+
+func (s *Stack) loadRole(id string, r resource) error {
+	arn, _ := s.attr(id, "Arn")
+	role := s.role(arn)
+	if v, ok := r.Properties["ManagedPolicyArns"]; ok && v != nil {
+		return fmt.Errorf("%w: managed policies on a role cannot be evaluated", ErrUnsupported)
+	}
+	pols, err := s.prop(r, "Policies")
+	if err != nil {
+		return err
+	}
+	list, _ := pols.([]any)
+	for i, p := range list {
+		pm, _ := p.(map[string]any)
+		pol, err := ParsePolicy(fmt.Sprintf("%s inline policy %d", id, i), pm["PolicyDocument"])
+		if err != nil {
+			return err
+		}
+		role.Policies = append(role.Policies, pol)
+	}
+	return nil
+}
+
+func (s *Stack) loadPolicy(id string, r resource) error {
+	pol, err := s.policyProp(r, "PolicyDocument", id)
+	if err != nil {
+		return err
+	}
+	roles, err := s.prop(r, "Roles")
+	if err != nil {
+		return err
+	}
+	names, err := strings1(roles)
+	if err != nil {
+		return fmt.Errorf("Roles: %w", err)
+	}
+	for _, name := range names {
+		role := s.role("arn:aws:iam::" + s.Pseudo.Account + ":role/" + name)
+		role.Policies = append(role.Policies, pol)
+	}
+	return nil
+}
+
+func (s *Stack) loadKey(id string, r resource) error {
+	arn, _ := s.attr(id, "Arn")
+	s.KMSKeys[arn] = true
+	pol, err := s.policyProp(r, "KeyPolicy", id+" key policy")
+	if err != nil {
+		return err
+	}
+	s.ResourcePolicies[arn] = &pol
+	return nil
+}
+
+func (s *Stack) loadQueuePolicy(id string, r resource) error {
+	pol, err := s.policyProp(r, "PolicyDocument", id)
+	if err != nil {
+		return err
+	}
+	qs, _ := r.Properties["Queues"].([]any)
+	for _, q := range qs {
+		ref, _ := q.(map[string]any)["Ref"].(string)
+		arn, err := s.attr(ref, "Arn")
+		if err != nil {
+			return fmt.Errorf("Queues: %w", err)
+		}
+		p := pol
+		s.ResourcePolicies[arn] = &p
+	}
+	return nil
+}
+
+func (s *Stack) loadTable(id string, r resource) error {
+	arn, _ := s.attr(id, "Arn")
+	stream, _ := s.attr(id, "StreamArn")
+	key := ""
+	if sse, _ := r.Properties["SSESpecification"].(map[string]any); sse != nil {
+		var err error
+		if key, err = s.resolvedString(sse["KMSMasterKeyId"]); err != nil {
+			return err
+		}
+	}
+	s.Tables[arn] = Table{KeyARN: key, StreamARN: stream}
+	return nil
+}
+
+func (s *Stack) loadFunction(id string, r resource) error {
+	name, err := s.ref(id)
+	if err != nil {
+		return err
+	}
+	fn := s.function(name)
+	if fn.RoleARN, err = s.stringProp(r, "Role"); err != nil {
+		return err
+	}
+	if lc, _ := r.Properties["LoggingConfig"].(map[string]any); lc != nil {
+		group, err := s.resolvedString(lc["LogGroup"])
+		if err != nil {
+			return err
+		}
+		fn.LogGroupARN = "arn:aws:logs:" + s.Pseudo.Region + ":" + s.Pseudo.Account + ":log-group:" + group + ":*"
+	}
+	return nil
+}
+
+func (s *Stack) loadEventSource(_ string, r resource) error {
+	name, err := s.stringProp(r, "FunctionName")
+	if err != nil {
+		return err
+	}
+	src, err := s.stringProp(r, "EventSourceArn")
+	if err != nil {
+		return err
+	}
+	es := EventSource{SourceARN: src}
+	if dc, _ := r.Properties["DestinationConfig"].(map[string]any); dc != nil {
+		of, _ := dc["OnFailure"].(map[string]any)
+		if es.OnFailureARN, err = s.resolvedString(of["Destination"]); err != nil {
+			return err
+		}
+	}
+	fn := s.function(name)
+	fn.Sources = append(fn.Sources, es)
 	return nil
 }
 
@@ -366,97 +412,129 @@ func (s *Stack) resolve(v any) (any, error) {
 	return v, nil
 }
 
+// intrinsic evaluates one intrinsic function of the template (Ref and the
+// Fn:: functions the CDK emits for this stack).
 func (s *Stack) intrinsic(fn string, arg any) (any, error) {
 	switch fn {
 	case "Ref":
 		id, _ := arg.(string)
 		return s.ref(id)
 	case "Fn::GetAtt":
-		parts, _ := arg.([]any)
-		if len(parts) != 2 {
-			return nil, fmt.Errorf("Fn::GetAtt %v", arg)
-		}
-		id, _ := parts[0].(string)
-		at, _ := parts[1].(string)
-		return s.attr(id, at)
+		return s.fnGetAtt(arg)
 	case "Fn::Join":
-		parts, _ := arg.([]any)
-		if len(parts) != 2 {
-			return nil, fmt.Errorf("Fn::Join %v", arg)
-		}
-		sep, _ := parts[0].(string)
-		list, err := s.resolve(parts[1])
-		if err != nil {
-			return nil, err
-		}
-		strs, err := strings1(list)
-		if err != nil {
-			return nil, fmt.Errorf("Fn::Join: %w", err)
-		}
-		return strings.Join(strs, sep), nil
+		return s.fnJoin(arg)
 	case "Fn::Sub":
-		tmpl, vars := "", map[string]any{}
-		switch a := arg.(type) {
-		case string:
-			tmpl = a
-		case []any:
-			tmpl, _ = a[0].(string)
-			if len(a) > 1 {
-				vars, _ = a[1].(map[string]any)
-			}
-		}
-		var firstErr error
-		out := subVar.ReplaceAllStringFunc(tmpl, func(m string) string {
-			name := m[2 : len(m)-1]
-			var v any
-			var err error
-			if raw, ok := vars[name]; ok {
-				v, err = s.resolve(raw)
-			} else if id, at, ok := strings.Cut(name, "."); ok {
-				v, err = s.attr(id, at)
-			} else {
-				v, err = s.ref(name)
-			}
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			str, _ := v.(string)
-			return str
-		})
-		return out, firstErr
+		return s.fnSub(arg)
 	case "Fn::Select":
-		a, _ := arg.([]any)
-		if len(a) != 2 {
-			return nil, fmt.Errorf("Fn::Select %v", arg)
-		}
-		idx, _ := a[0].(float64)
-		list, err := s.resolve(a[1])
-		if err != nil {
-			return nil, err
-		}
-		l, _ := list.([]any)
-		if int(idx) >= len(l) {
-			return nil, fmt.Errorf("Fn::Select index %v of %d", idx, len(l))
-		}
-		return l[int(idx)], nil
+		return s.fnSelect(arg)
 	case "Fn::Split":
-		a, _ := arg.([]any)
-		if len(a) != 2 {
-			return nil, fmt.Errorf("Fn::Split %v", arg)
-		}
-		sep, _ := a[0].(string)
-		v, err := s.resolve(a[1])
-		if err != nil {
-			return nil, err
-		}
-		str, _ := v.(string)
-		var out []any
-		for _, p := range strings.Split(str, sep) {
-			out = append(out, p)
-		}
-		return out, nil
+		return s.fnSplit(arg)
 	}
 	return nil, fmt.Errorf("%w: %s", ErrUnsupported, fn)
+}
+
+// pair returns the two arguments of fn, which take exactly two.
+func pair(fn string, arg any) ([]any, error) {
+	parts, _ := arg.([]any)
+	if len(parts) != 2 {
+		return nil, fmt.Errorf("%s %v", fn, arg)
+	}
+	return parts, nil
+}
+
+func (s *Stack) fnGetAtt(arg any) (any, error) {
+	parts, err := pair("Fn::GetAtt", arg)
+	if err != nil {
+		return nil, err
+	}
+	id, _ := parts[0].(string)
+	at, _ := parts[1].(string)
+	return s.attr(id, at)
+}
+
+func (s *Stack) fnJoin(arg any) (any, error) {
+	parts, err := pair("Fn::Join", arg)
+	if err != nil {
+		return nil, err
+	}
+	sep, _ := parts[0].(string)
+	list, err := s.resolve(parts[1])
+	if err != nil {
+		return nil, err
+	}
+	strs, err := strings1(list)
+	if err != nil {
+		return nil, fmt.Errorf("Fn::Join: %w", err)
+	}
+	return strings.Join(strs, sep), nil
+}
+
+// fnSub substitutes ${name} from the variables given, then
+// ${resource.attribute}, then ${resource or pseudo parameter}.
+func (s *Stack) fnSub(arg any) (any, error) {
+	tmpl, vars := "", map[string]any{}
+	switch a := arg.(type) {
+	case string:
+		tmpl = a
+	case []any:
+		tmpl, _ = a[0].(string)
+		if len(a) > 1 {
+			vars, _ = a[1].(map[string]any)
+		}
+	}
+	var firstErr error
+	out := subVar.ReplaceAllStringFunc(tmpl, func(m string) string {
+		name := m[2 : len(m)-1]
+		var v any
+		var err error
+		if raw, ok := vars[name]; ok {
+			v, err = s.resolve(raw)
+		} else if id, at, ok := strings.Cut(name, "."); ok {
+			v, err = s.attr(id, at)
+		} else {
+			v, err = s.ref(name)
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		str, _ := v.(string)
+		return str
+	})
+	return out, firstErr
+}
+
+func (s *Stack) fnSelect(arg any) (any, error) {
+	a, err := pair("Fn::Select", arg)
+	if err != nil {
+		return nil, err
+	}
+	idx, _ := a[0].(float64)
+	list, err := s.resolve(a[1])
+	if err != nil {
+		return nil, err
+	}
+	l, _ := list.([]any)
+	if int(idx) >= len(l) {
+		return nil, fmt.Errorf("Fn::Select index %v of %d", idx, len(l))
+	}
+	return l[int(idx)], nil
+}
+
+func (s *Stack) fnSplit(arg any) (any, error) {
+	a, err := pair("Fn::Split", arg)
+	if err != nil {
+		return nil, err
+	}
+	sep, _ := a[0].(string)
+	str, err := s.resolvedString(a[1])
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	for _, p := range strings.Split(str, sep) {
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // Decide evaluates one request of the function's role: its identity

@@ -50,6 +50,16 @@ const (
 	WakeFailures = "WakeFailures" // none
 )
 
+// Dimension names of the metrics above.
+const (
+	DimState     = "State"     // a ledger.State
+	DimChannel   = "Channel"   // a ledger.Channel
+	DimCode      = "Code"      // a provider's not-sent code
+	DimSweep     = "Sweep"     // the sweeping function: reconcile or expire
+	DimReason    = "Reason"    // why an intent was refused
+	DimAgeBucket = "AgeBucket" // an age range of open rows
+)
+
 // Emitter writes EMF records to W. It is safe for concurrent use.
 type Emitter struct {
 	mu  sync.Mutex

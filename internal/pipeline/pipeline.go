@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -45,7 +47,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/producer"
-	"github.com/resetledger/resetledger/pkg/webhook"
+	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
 // Buffer collects log lines and EMF records from every handler.
@@ -97,7 +99,7 @@ type Pipeline struct {
 	Producer  *producer.Producer
 	sender    string
 	base      int
-	Provider  *webhook.Provider
+	Provider  *webhooktest.Provider
 	skewMu    sync.Mutex
 	skew      time.Duration
 	// Calls records the AWS calls the four functions make (internal/awscall),
@@ -130,7 +132,7 @@ type Options struct {
 	// Env overrides function settings.
 	Env map[string]string
 	// Provider configures the local webhook provider.
-	Provider webhook.ProviderConfig
+	Provider webhooktest.ProviderConfig
 	// FunctionAPIOptions are added to the SDK configuration of the four
 	// functions only (never to the harness's own clients), e.g. middleware
 	// that injects DynamoDB throttling or drops a transport's response.
@@ -162,7 +164,7 @@ type Options struct {
 // New builds the tables, key, queues and handlers of one isolated
 // pipeline. SMS goes through the webhook transport to a local provider
 // configured by prov; extraEnv overrides function settings.
-func New(t *testing.T, extraEnv map[string]string, prov ...webhook.ProviderConfig) *Pipeline {
+func New(t *testing.T, extraEnv map[string]string, prov ...webhooktest.ProviderConfig) *Pipeline {
 	t.Helper()
 	o := Options{Env: extraEnv}
 	if len(prov) > 0 {
@@ -180,17 +182,11 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	if o.SweepLimit == 0 {
 		o.SweepLimit = 100
 	}
-	extraEnv := o.Env
 	cfg := emulator.Config(t)
-	fnCfg := cfg.Copy()
-	fnCfg.APIOptions = append(append([]func(*middleware.Stack) error(nil), fnCfg.APIOptions...), o.FunctionAPIOptions...)
-	if o.FunctionConfig != nil {
-		o.FunctionConfig(&fnCfg)
-	}
-	ctx := context.Background()
 	p := &Pipeline{
-		t: t, Ctx: ctx, Endpoint: *cfg.BaseEndpoint, DB: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
-		SQS: sqs.NewFromConfig(cfg), LedgerTable: emulator.UniqueName(t, "ledger"), ContentTable: emulator.UniqueName(t, "content"),
+		t: t, Ctx: context.Background(), Endpoint: *cfg.BaseEndpoint, DB: dynamodb.NewFromConfig(cfg),
+		streams: dynamodbstreams.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg),
+		LedgerTable: emulator.UniqueName(t, "ledger"), ContentTable: emulator.UniqueName(t, "content"),
 		BudgetTable: emulator.UniqueName(t, "budget"), dropStream: o.DropStream, skipStreamRaw: o.SkipStreamRaw,
 		iterators: map[string]*string{}, Out: &Buffer{}, base: rand.IntN(1_000_000) * 10, Calls: &awscall.Recorder{},
 	}
@@ -205,50 +201,10 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 		t.Logf("function output:\n%s", out)
 	})
 	p.sender = "no-reply@" + emulator.UniqueName(t, "ledger") + ".example.test"
-	if err := dynamostore.CreateTables(ctx, p.DB, p.LedgerTable, p.ContentTable); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.DB.CreateTable(ctx, dynamostore.BudgetTable(p.BudgetTable)); err != nil {
-		t.Fatal(err)
-	}
-	desc, err := p.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.LedgerTable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.streamARN = *desc.Table.LatestStreamArn
-	key, err := kms.NewFromConfig(cfg).CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("pipeline test content key")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sesv2.NewFromConfig(cfg).CreateEmailIdentity(ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: &p.sender}); err != nil {
-		t.Fatal(err)
-	}
-	dlq, err := p.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "intents-dlq"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.DLQURL = *dlq.QueueUrl
-	dlqAttrs, err := p.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := p.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName: aws.String(emulator.UniqueName(t, "intents")),
-		Attributes: map[string]string{
-			"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, dlqAttrs.Attributes["QueueArn"], o.MaxReceives),
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.QueueURL = *q.QueueUrl
-	dq, err := p.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "dispatch"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.DispatchQueueURL = *dq.QueueUrl
-
-	p.Provider = webhook.NewProvider(o.Provider)
+	p.createTables()
+	key := p.createKeyAndSender(cfg)
+	p.createQueues(o.MaxReceives)
+	p.Provider = webhooktest.NewProvider(o.Provider)
 	var h http.Handler = p.Provider
 	if o.WrapProvider != nil {
 		h = o.WrapProvider(h)
@@ -256,41 +212,105 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
-	env := map[string]string{
-		"LEDGER_TABLE": p.LedgerTable, "CONTENT_TABLE": p.ContentTable, "CONTENT_KEY_ARN": *key.KeyMetadata.Arn,
-		"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "webhook", "SES_FROM_ADDRESS": p.sender,
-		"WEBHOOK_URL": srv.URL + "/send", "WEBHOOK_KEY_WINDOW": "0s", "WEBHOOK_TIMEOUT": "2s",
-		"BUDGET_TABLE": p.BudgetTable, "DISPATCH_QUEUE_URL": p.DispatchQueueURL,
+	fnCfg := cfg.Copy()
+	fnCfg.APIOptions = append(append([]func(*middleware.Stack) error(nil), fnCfg.APIOptions...), o.FunctionAPIOptions...)
+	if o.FunctionConfig != nil {
+		o.FunctionConfig(&fnCfg)
 	}
-	for k, v := range extraEnv {
-		env[k] = v
+	p.recordCalls(cfg.Region, *key.KeyId)
+	p.startFunctions(fnCfg, o, *key.Arn, srv.URL+"/send")
+	p.Producer = &producer.Producer{
+		Queue: p.SQS, QueueURL: p.QueueURL,
+		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.Arn},
 	}
+	return p
+}
+
+// createTables creates the ledger, content and budget tables and notes the ledger's stream.
+func (p *Pipeline) createTables() {
+	p.t.Helper()
+	if err := dynamostore.CreateTables(p.Ctx, p.DB, p.LedgerTable, p.ContentTable); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := dynamostore.CreateBudgetTable(p.Ctx, p.DB, p.BudgetTable); err != nil {
+		p.t.Fatal(err)
+	}
+	desc, err := p.DB.DescribeTable(p.Ctx, &dynamodb.DescribeTableInput{TableName: &p.LedgerTable})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.streamARN = *desc.Table.LatestStreamArn
+}
+
+// createKeyAndSender creates the content key and the SES sender identity.
+func (p *Pipeline) createKeyAndSender(cfg aws.Config) *kmstypes.KeyMetadata {
+	p.t.Helper()
+	key, err := kms.NewFromConfig(cfg).CreateKey(p.Ctx, &kms.CreateKeyInput{Description: aws.String("pipeline test content key")})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := sesv2.NewFromConfig(cfg).CreateEmailIdentity(p.Ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: &p.sender}); err != nil {
+		p.t.Fatal(err)
+	}
+	return key.KeyMetadata
+}
+
+// createQueues creates the intent queue, whose DLQ takes a message after maxReceives
+// receives, and the dispatch queue.
+func (p *Pipeline) createQueues(maxReceives int) {
+	p.t.Helper()
+	create := func(name string, attrs map[string]string) string {
+		q, err := p.SQS.CreateQueue(p.Ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(p.t, name)), Attributes: attrs})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		return *q.QueueUrl
+	}
+	p.DLQURL = create("intents-dlq", nil)
+	dlqAttrs, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{QueueUrl: &p.DLQURL,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.QueueURL = create("intents", map[string]string{
+		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, dlqAttrs.Attributes["QueueArn"], maxReceives),
+	})
+	p.DispatchQueueURL = create("dispatch", nil)
+}
+
+// startFunctions builds the four handlers as their mains would, each with the environment the
+// local stack deploys it with (Settings.Environ) and o.Env on top: email through SES, SMS
+// through the webhook at webhookURL, which honors no Idempotency-Key. Their AWS calls are
+// recorded and their clock is the pipeline's.
+func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, webhookURL string) {
+	p.t.Helper()
+	fs := settings.Defaults()
+	fs.LedgerTable, fs.ContentTable, fs.ContentKeyARN = p.LedgerTable, p.ContentTable, keyARN
+	fs.BudgetTable, fs.DispatchQueueURL = p.BudgetTable, p.DispatchQueueURL
+	fs.Transports[ledger.SMS], fs.SESFrom = settings.TransportWebhook, p.sender
+	fs.WebhookURL, fs.WebhookKeyWindow, fs.WebhookTimeout = webhookURL, 0, 2*time.Second
 	logger := slogJSON(p.Out)
 	em := &metrics.Emitter{W: p.Out}
-	log := func(role settings.Role) *ledger.Service {
+	service := func(role settings.Role) *ledger.Service {
+		env := fs.Environ(role)
+		maps.Copy(env, o.Env)
 		s, err := settings.Load(role, func(k string) string { return env[k] })
 		if err != nil {
-			t.Fatal(err)
+			p.t.Fatal(err)
 		}
 		roleCfg := fnCfg.Copy()
 		roleCfg.APIOptions = append(slices.Clone(roleCfg.APIOptions), awscall.Middleware(string(role), emulator.Account, p.Calls.Sink()))
 		svc, err := wire.Service(roleCfg, s, role, em)
 		if err != nil {
-			t.Fatal(err)
+			p.t.Fatal(err)
 		}
 		svc.Clock = p.Now
 		return svc
 	}
-	p.recordCalls(cfg.Region, *key.KeyMetadata.KeyId)
-	p.Claim = &handler.Claim{Svc: log(settings.Claim), Log: logger, Metrics: em}
-	p.Dispatch = &handler.Dispatch{Svc: log(settings.Dispatch), Log: logger, Metrics: em}
-	p.Reconcile = &handler.Reconcile{Svc: log(settings.Reconcile), Log: logger, Metrics: em, Limit: o.SweepLimit}
-	p.Expire = &handler.Expire{Svc: log(settings.Expire), Log: logger, Metrics: em, Limit: o.SweepLimit}
-	p.Producer = &producer.Producer{
-		Queue: p.SQS, QueueURL: p.QueueURL,
-		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.KeyMetadata.Arn},
-	}
-	return p
+	p.Claim = &handler.Claim{Svc: service(settings.Claim), Log: logger, Metrics: em}
+	p.Dispatch = &handler.Dispatch{Svc: service(settings.Dispatch), Log: logger, Metrics: em}
+	p.Reconcile = &handler.Reconcile{Svc: service(settings.Reconcile), Log: logger, Metrics: em, Limit: o.SweepLimit}
+	p.Expire = &handler.Expire{Svc: service(settings.Expire), Log: logger, Metrics: em, Limit: o.SweepLimit}
 }
 
 // recordCalls writes the functions' AWS calls when the test ends, with the
@@ -298,9 +318,9 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 func (p *Pipeline) recordCalls(region, keyID string) {
 	_, domain, _ := strings.Cut(p.sender, "@")
 	binding := map[string]string{
-		p.LedgerTable: "LedgerTable", p.ContentTable: "ContentTable", keyID: "ContentKey",
+		p.LedgerTable: awscall.LedgerTable, p.ContentTable: awscall.ContentTable, keyID: awscall.ContentKey,
 		p.sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
-		p.BudgetTable: "BudgetTable", p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: "DispatchQueue",
+		p.BudgetTable: awscall.BudgetTable, p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: awscall.DispatchQueue,
 	}
 	name := emulator.UniqueName(p.t, strings.ReplaceAll(p.t.Name(), "/", "-"))
 	p.t.Cleanup(func() {
@@ -535,18 +555,12 @@ func (p *Pipeline) PumpDispatchQueue() int {
 	}
 }
 
-// passesDispatchFilter is the dispatch event source's filter: a claimed
-// Row was inserted, or a held fallback row became claimed.
+// passesDispatchFilter stands in for the dispatch event source's filter: it
+// lets through the records whose change ledger.TriggersDispatch says starts
+// a dispatch, the rule the filter is generated from (dynamostore.DispatchFilter).
 func passesDispatchFilter(rec events.DynamoDBEventRecord) bool {
-	st, ok := rec.Change.NewImage["state"]
-	if !ok || st.DataType() != events.DataTypeString || st.String() != "claimed" {
-		return false
-	}
-	if rec.EventName == "INSERT" {
-		return true
-	}
-	old, ok := rec.Change.OldImage["state"]
-	return rec.EventName == "MODIFY" && ok && old.DataType() == events.DataTypeString && old.String() == "held"
+	from, to, ok := handler.StreamChange(rec)
+	return ok && ledger.TriggersDispatch(from, to)
 }
 
 func attrs(m map[string]streamtypes.AttributeValue) map[string]events.DynamoDBAttributeValue {

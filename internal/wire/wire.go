@@ -111,8 +111,8 @@ func Service(cfg aws.Config, s settings.Settings, role settings.Role, em *metric
 // and the two changes operations watch most: a retry after a not-sent
 // answer, and a claimed message that expired without a send.
 func countTransition(em *metrics.Emitter, e ledger.Entry) {
-	ch := map[string]string{"Channel": string(e.Identity.Channel)}
-	_ = em.Count(metrics.Transitions, map[string]string{"State": string(e.State), "Channel": string(e.Identity.Channel)}, 1)
+	ch := map[string]string{metrics.DimChannel: string(e.Identity.Channel)}
+	_ = em.Count(metrics.Transitions, map[string]string{metrics.DimState: string(e.State), metrics.DimChannel: string(e.Identity.Channel)}, 1)
 	switch from := e.Last().From; {
 	case e.State == ledger.Dispatching && e.Attempts > 1:
 		// Not every move from deferred: a row deferred for the send-rate
@@ -127,7 +127,7 @@ func countTransition(em *metrics.Emitter, e ledger.Entry) {
 // or for email through SES without one, the account's MaxSendRate.
 func sendRates(cfg aws.Config, s settings.Settings) (map[ledger.Channel]float64, error) {
 	rates := maps.Clone(s.SendRates)
-	if rates[ledger.Email] == 0 && s.Transports[ledger.Email] == "ses" {
+	if rates[ledger.Email] == 0 && s.Transports[ledger.Email] == settings.TransportSES {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		acct, err := sesv2.NewFromConfig(cfg).GetAccount(ctx, &sesv2.GetAccountInput{})
@@ -147,13 +147,13 @@ func sendRates(cfg aws.Config, s settings.Settings) (map[ledger.Channel]float64,
 // every attempt is one the ledger records.
 func transport(cfg aws.Config, s settings.Settings, kind string) (ledger.Transport, error) {
 	switch kind {
-	case "ses":
+	case settings.TransportSES:
 		client := sesv2.NewFromConfig(cfg)
 		return sestransport.New(client, sestransport.Config{FromEmailAddress: s.SESFrom, ConfigurationSetName: s.SESConfigurationSet})
-	case "sms":
+	case settings.TransportSMS:
 		client := pinpointsmsvoicev2.NewFromConfig(cfg)
 		return smstransport.New(client, smstransport.Config{OriginationIdentity: s.SMSOrigination})
-	case "webhook":
+	case settings.TransportWebhook:
 		return webhook.New(&http.Client{}, webhook.Config{URL: s.WebhookURL, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup})
 	}
 	return nil, fmt.Errorf("unknown transport %q", kind)

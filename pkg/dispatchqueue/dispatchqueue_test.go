@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -52,11 +51,8 @@ func TestParse(t *testing.T) {
 func TestScheduleOnSQS(t *testing.T) {
 	ctx := context.Background()
 	client := sqs.NewFromConfig(emulator.Config(t))
-	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "dispatch"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue := dispatchqueue.New(client, *q.QueueUrl, time.Now)
+	url := emulator.Queue(t, client, "dispatch")
+	queue := dispatchqueue.New(client, url, time.Now)
 	now := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-now", Channel: ledger.Email}.Key()
 	later := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-later", Channel: ledger.SMS}.Key()
 	if err := queue.Schedule(ctx, now, time.Now()); err != nil {
@@ -68,7 +64,7 @@ func TestScheduleOnSQS(t *testing.T) {
 	if err := queue.Schedule(ctx, "not-a-key", time.Now()); err == nil {
 		t.Fatal("scheduled a value that is not a dedupe key")
 	}
-	out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+	out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +74,7 @@ func TestScheduleOnSQS(t *testing.T) {
 	if got, err := dispatchqueue.Parse(*out.Messages[0].Body); err != nil || got != now {
 		t.Fatalf("received %q, %v", got, err)
 	}
-	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl,
+	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url,
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
 	if err != nil {
 		t.Fatal(err)

@@ -62,8 +62,18 @@ func NewBudget(client Client, table string, rates map[ledger.Channel]float64) *B
 // BudgetTable returns the budget table definition: key pk, no stream.
 func BudgetTable(name string) *dynamodb.CreateTableInput { return ContentTable(name) }
 
+// CreateBudgetTable creates the budget table; one that already exists (a
+// retried create whose first attempt landed) is left as it is.
+func CreateBudgetTable(ctx context.Context, c TableClient, name string) error {
+	var inUse *types.ResourceInUseException
+	if _, err := c.CreateTable(ctx, BudgetTable(name)); err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", name, err)
+	}
+	return nil
+}
+
 func budgetKey(ch ledger.Channel) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: s("rate#" + string(ch))}
+	return map[string]types.AttributeValue{AttrPK: s("rate#" + string(ch))}
 }
 
 func micros(t time.Time) types.AttributeValue { return n(t.UnixMicro()) }

@@ -31,12 +31,12 @@ func (c *Content) Put(ctx context.Context, key string, sealed []byte, expiresAt 
 	_, err := c.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &c.table,
 		Item: map[string]types.AttributeValue{
-			attrPK:   s(key),
+			AttrPK:   s(key),
 			"sealed": &types.AttributeValueMemberB{Value: sealed},
-			attrTTL:  n(expiresAt.Unix()),
+			AttrTTL:  n(expiresAt.Unix()),
 		},
 		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
+		ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {

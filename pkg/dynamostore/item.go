@@ -12,17 +12,34 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Attribute names of a ledger item. Times are UTC strings in timeLayout,
-// whose fixed width makes string order equal time order, so conditions and
-// the index sort key compare them directly.
+// Attribute and index names other components depend on: the stack defines the
+// tables and the index with them, and the ledger stream's filter and the
+// dispatch function read a change's state from AttrState in its images.
 const (
-	attrPK              = "pk"
+	// AttrPK is the partition key of the ledger, content and budget tables.
+	AttrPK = "pk"
+	// AttrState is a ledger row's current state (a ledger.State).
+	AttrState = "state"
+	// AttrTTL is the expiry (Unix seconds) DynamoDB's TTL deletes a row at.
+	AttrTTL = "ttl"
+	// AttrOpenPK and AttrOpenDue are the keys of the sparse open-row index:
+	// only rows in an open state carry them.
+	AttrOpenPK  = "open_pk"
+	AttrOpenDue = "open_due"
+
+	// IndexName is the sparse index of open rows.
+	IndexName = "open"
+)
+
+// The other attribute names of a ledger item. Times are UTC strings in
+// timeLayout, whose fixed width makes string order equal time order, so
+// conditions and the index sort key compare them directly.
+const (
 	attrPurpose         = "purpose"
 	attrChallenge       = "challenge_id"
 	attrChannel         = "channel"
 	attrWorkflow        = "workflow"
 	attrOrder           = "workflow_order"
-	attrState           = "state"
 	attrVersion         = "version"
 	attrContentHash     = "content_hash"
 	attrDestinationRef  = "destination_ref"
@@ -42,13 +59,7 @@ const (
 	attrAckID           = "ack_id"
 	attrReason          = "reason"
 	attrMismatches      = "mismatches"
-	attrTTL             = "ttl"
 	attrHistory         = "history"
-	attrOpenPK          = "open_pk"
-	attrOpenDue         = "open_due"
-
-	// IndexName is the sparse index of open rows.
-	IndexName = "open"
 
 	timeLayout = "2006-01-02T15:04:05.000Z" // ledger.Precision
 )
@@ -65,12 +76,12 @@ func n(v int64) types.AttributeValue {
 // the attribute is removed.
 func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	m := map[string]types.AttributeValue{
-		attrState:      s(string(e.State)),
+		AttrState:      s(string(e.State)),
 		attrVersion:    n(e.Version),
 		attrUpdatedAt:  s(fmtTime(e.UpdatedAt)),
 		attrAttempts:   n(int64(e.Attempts)),
 		attrMismatches: n(int64(e.Mismatches)),
-		attrTTL:        n(e.RetainUntil.Unix()),
+		AttrTTL:        n(e.RetainUntil.Unix()),
 	}
 	optTime := func(name string, t time.Time) {
 		m[name] = nil
@@ -92,10 +103,10 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	optStr(attrNotSentCode, e.NotSentCode)
 	optStr(attrAckID, e.AckID)
 	optStr(attrReason, e.Reason)
-	m[attrOpenPK], m[attrOpenDue] = nil, nil
+	m[AttrOpenPK], m[AttrOpenDue] = nil, nil
 	if e.State.Open() {
-		m[attrOpenPK] = s(st.openPK(e.State, e.Key))
-		m[attrOpenDue] = s(fmtTime(e.OpenDue()))
+		m[AttrOpenPK] = s(st.openPK(e.State, e.Key))
+		m[AttrOpenDue] = s(fmtTime(e.OpenDue()))
 	}
 	return m
 }
@@ -103,7 +114,7 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 // item encodes a whole row for PutItem.
 func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
 	m := map[string]types.AttributeValue{
-		attrPK:              s(e.Key),
+		AttrPK:              s(e.Key),
 		attrPurpose:         s(string(e.Identity.Purpose)),
 		attrChallenge:       s(e.Identity.ChallengeID),
 		attrChannel:         s(string(e.Identity.Channel)),
@@ -264,12 +275,12 @@ func DecodeItem(m map[string]types.AttributeValue) (ledger.Entry, error) { retur
 func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 	d := &decoder{m: m}
 	e := ledger.Entry{
-		Key: d.str(attrPK),
+		Key: d.str(AttrPK),
 		Identity: ledger.Identity{
 			Purpose: ledger.Purpose(d.str(attrPurpose)), ChallengeID: d.str(attrChallenge), Channel: ledger.Channel(d.str(attrChannel)),
 		},
 		Workflow:        ledger.Workflow{Kind: ledger.WorkflowKind(d.str(attrWorkflow))},
-		State:           d.state(attrState),
+		State:           d.state(AttrState),
 		Version:         d.num(attrVersion),
 		ContentHash:     d.str(attrContentHash),
 		DestinationRef:  d.str(attrDestinationRef),
@@ -290,7 +301,7 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 		Reason:          d.str(attrReason),
 		Mismatches:      int(d.num(attrMismatches)),
 	}
-	if ttl := d.num(attrTTL); ttl != 0 {
+	if ttl := d.num(AttrTTL); ttl != 0 {
 		e.RetainUntil = time.Unix(ttl, 0).UTC()
 	}
 	if l, ok := m[attrOrder].(*types.AttributeValueMemberL); ok {
@@ -329,7 +340,7 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 		}
 	}
 	if e.Key == "" {
-		d.fail(attrPK, "missing")
+		d.fail(AttrPK, "missing")
 	}
 	if d.err != nil {
 		return ledger.Entry{}, d.err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -42,6 +43,22 @@ type ScanFilter struct {
 	PageSize int32
 }
 
+// condition is the filter on updated_at, and false for the zero window.
+func (f ScanFilter) condition() (expression.ConditionBuilder, bool) {
+	updated := expression.Name(attrUpdatedAt)
+	since := updated.GreaterThanEqual(expression.Value(s(fmtTime(f.UpdatedSince))))
+	until := updated.LessThan(expression.Value(s(fmtTime(f.UpdatedUntil))))
+	switch {
+	case !f.UpdatedSince.IsZero() && !f.UpdatedUntil.IsZero():
+		return since.And(until), true
+	case !f.UpdatedSince.IsZero():
+		return since, true
+	case !f.UpdatedUntil.IsZero():
+		return until, true
+	}
+	return expression.ConditionBuilder{}, false
+}
+
 // Page reads one page of the table, starting after startKey ("" for the
 // first page), and calls fn for every row on it that matches f, in the
 // order DynamoDB returns them. The filter runs in DynamoDB (a
@@ -59,23 +76,12 @@ func (sc *Scanner) Page(ctx context.Context, startKey string, f ScanFilter, fn f
 	if startKey != "" {
 		in.ExclusiveStartKey = keyOf(startKey)
 	}
-	var cond string
-	values := map[string]types.AttributeValue{}
-	if !f.UpdatedSince.IsZero() {
-		cond = "#u >= :since"
-		values[":since"] = s(fmtTime(f.UpdatedSince))
-	}
-	if !f.UpdatedUntil.IsZero() {
-		if cond != "" {
-			cond += " AND "
+	if cond, ok := f.condition(); ok {
+		expr, err := expression.NewBuilder().WithFilter(cond).Build()
+		if err != nil {
+			return "", fmt.Errorf("scan %s: %w", sc.table, err)
 		}
-		cond += "#u < :until"
-		values[":until"] = s(fmtTime(f.UpdatedUntil))
-	}
-	if cond != "" {
-		in.FilterExpression = &cond
-		in.ExpressionAttributeNames = map[string]string{"#u": attrUpdatedAt}
-		in.ExpressionAttributeValues = values
+		in.FilterExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = expr.Filter(), expr.Names(), expr.Values()
 	}
 	out, err := sc.client.Scan(ctx, in)
 	if err != nil {
@@ -85,7 +91,7 @@ func (sc *Scanner) Page(ctx context.Context, startKey string, f ScanFilter, fn f
 		e, err := decode(it)
 		if err != nil {
 			key := "?"
-			if v, ok := it[attrPK].(*types.AttributeValueMemberS); ok {
+			if v, ok := it[AttrPK].(*types.AttributeValueMemberS); ok {
 				key = v.Value
 			}
 			return "", fmt.Errorf("scan %s: row %s: %w", sc.table, key, err)
@@ -97,9 +103,9 @@ func (sc *Scanner) Page(ctx context.Context, startKey string, f ScanFilter, fn f
 	if len(out.LastEvaluatedKey) == 0 {
 		return "", nil
 	}
-	v, ok := out.LastEvaluatedKey[attrPK].(*types.AttributeValueMemberS)
+	v, ok := out.LastEvaluatedKey[AttrPK].(*types.AttributeValueMemberS)
 	if !ok || v.Value == "" {
-		return "", fmt.Errorf("scan %s: last evaluated key has no string %s", sc.table, attrPK)
+		return "", fmt.Errorf("scan %s: last evaluated key has no string %s", sc.table, AttrPK)
 	}
 	return v.Value, nil
 }

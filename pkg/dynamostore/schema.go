@@ -25,16 +25,16 @@ func LedgerTable(name string) *dynamodb.CreateTableInput {
 		TableName:   &name,
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrPK), AttributeType: str},
-			{AttributeName: aws.String(attrOpenPK), AttributeType: str},
-			{AttributeName: aws.String(attrOpenDue), AttributeType: str},
+			{AttributeName: aws.String(AttrPK), AttributeType: str},
+			{AttributeName: aws.String(AttrOpenPK), AttributeType: str},
+			{AttributeName: aws.String(AttrOpenDue), AttributeType: str},
 		},
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}},
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(AttrPK), KeyType: types.KeyTypeHash}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
 			IndexName: aws.String(IndexName),
 			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrOpenPK), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(attrOpenDue), KeyType: types.KeyTypeRange},
+				{AttributeName: aws.String(AttrOpenPK), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(AttrOpenDue), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		}},
@@ -47,8 +47,8 @@ func ContentTable(name string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName:            &name,
 		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(AttrPK), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(AttrPK), KeyType: types.KeyTypeHash}},
 	}
 }
 
@@ -63,7 +63,7 @@ func CreateTables(ctx context.Context, c TableClient, ledgerTable, contentTable 
 		}
 		if _, err := c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 			TableName:               in.TableName,
-			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attrTTL), Enabled: aws.Bool(true)},
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(AttrTTL), Enabled: aws.Bool(true)},
 		}); err != nil {
 			return fmt.Errorf("enable ttl on %s: %w", *in.TableName, err)
 		}

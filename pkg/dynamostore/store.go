@@ -13,11 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -63,7 +64,7 @@ func (st *Store) openPK(state ledger.State, key string) string {
 }
 
 func keyOf(key string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: s(key)}
+	return map[string]types.AttributeValue{AttrPK: s(key)}
 }
 
 // Create implements ledger.Store.
@@ -72,7 +73,7 @@ func (st *Store) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, erro
 		TableName:                           &st.table,
 		Item:                                st.item(e),
 		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
+		ExpressionAttributeNames:            map[string]string{"#pk": AttrPK},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
@@ -116,42 +117,14 @@ func (st *Store) Get(ctx context.Context, key string) (ledger.Entry, error) {
 // Apply implements ledger.Store: one conditional UpdateItem that sets the
 // mutable attributes and appends c.Event to the stored history.
 func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
-	names := map[string]string{"#state": attrState, "#version": attrVersion, "#history": attrHistory}
-	values := map[string]types.AttributeValue{
-		":from": s(string(c.From)), ":v": n(c.Version),
-		":ev": &types.AttributeValueMemberL{Value: []types.AttributeValue{event(c.Event, c.Next.ContentHash)}},
-	}
-	cond := "#state = :from AND #version = :v"
-	if !c.NotExpiredBy.IsZero() {
-		names["#exp"] = attrExpiresAt
-		values[":cutoff"] = s(fmtTime(c.NotExpiredBy))
-		cond += " AND #exp > :cutoff"
-	}
-	sets := []string{"#history = list_append(#history, :ev)"}
-	var removes []string
-	attrs := st.mutable(c.Next)
-	for _, name := range slices.Sorted(mapKeys(attrs)) {
-		ref := "#" + name
-		if name == attrState || name == attrVersion {
-			ref = map[string]string{attrState: "#state", attrVersion: "#version"}[name]
-		} else {
-			names[ref] = name
-		}
-		if attrs[name] == nil {
-			removes = append(removes, ref)
-			continue
-		}
-		values[":"+name] = attrs[name]
-		sets = append(sets, ref+" = :"+name)
-	}
-	update := "SET " + strings.Join(sets, ", ")
-	if len(removes) > 0 {
-		update += " REMOVE " + strings.Join(removes, ", ")
+	expr, err := st.applyExpression(c)
+	if err != nil {
+		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, err)
 	}
 	out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &st.table, Key: keyOf(c.Next.Key),
-		ConditionExpression: &cond, UpdateExpression: &update,
-		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -175,14 +148,29 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 	return e, nil
 }
 
-func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
+// applyExpression is c as a compare-and-set: the condition that the row is
+// still in c.From at c.Version (and, with c.NotExpiredBy, expires after
+// it), and the update that appends c.Event to the history, sets every
+// mutable attribute c.Next has and removes the ones it leaves empty. The
+// expression builder composes the optional clause and names every
+// attribute and value.
+func (st *Store) applyExpression(c ledger.Change) (expression.Expression, error) {
+	cond := expression.Name(AttrState).Equal(expression.Value(s(string(c.From)))).
+		And(expression.Name(attrVersion).Equal(expression.Value(n(c.Version))))
+	if !c.NotExpiredBy.IsZero() {
+		cond = cond.And(expression.Name(attrExpiresAt).GreaterThan(expression.Value(s(fmtTime(c.NotExpiredBy)))))
+	}
+	appended := &types.AttributeValueMemberL{Value: []types.AttributeValue{event(c.Event, c.Next.ContentHash)}}
+	update := expression.Set(expression.Name(attrHistory), expression.ListAppend(expression.Name(attrHistory), expression.Value(appended)))
+	attrs := st.mutable(c.Next)
+	for _, name := range slices.Sorted(maps.Keys(attrs)) {
+		if attrs[name] == nil {
+			update = update.Remove(expression.Name(name))
+		} else {
+			update = update.Set(expression.Name(name), expression.Value(attrs[name]))
 		}
 	}
+	return expression.NewBuilder().WithCondition(cond).WithUpdate(update).Build()
 }
 
 // ListOpen implements ledger.Store. It queries each shard of the sparse
@@ -218,17 +206,17 @@ func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Ti
 }
 
 func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, limit int) ([]string, error) {
-	cond := "#p = :p"
-	names := map[string]string{"#p": attrOpenPK}
-	values := map[string]types.AttributeValue{":p": s(pk)}
+	key := expression.Key(AttrOpenPK).Equal(expression.Value(s(pk)))
 	if !dueBy.IsZero() {
-		cond += " AND #d <= :d"
-		names["#d"] = attrOpenDue
-		values[":d"] = s(fmtTime(dueBy))
+		key = key.And(expression.Key(AttrOpenDue).LessThanEqual(expression.Value(s(fmtTime(dueBy)))))
+	}
+	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", pk, err)
 	}
 	in := &dynamodb.QueryInput{
-		TableName: &st.table, IndexName: aws.String(IndexName), KeyConditionExpression: &cond,
-		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		TableName: &st.table, IndexName: aws.String(IndexName), KeyConditionExpression: expr.KeyCondition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}
 	if limit > 0 {
 		in.Limit = aws.Int32(int32(min(limit, 1000)))
@@ -240,7 +228,7 @@ func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, lim
 			return nil, fmt.Errorf("query %s: %w", pk, err)
 		}
 		for _, it := range out.Items {
-			if v, ok := it[attrPK].(*types.AttributeValueMemberS); ok {
+			if v, ok := it[AttrPK].(*types.AttributeValueMemberS); ok {
 				keys = append(keys, v.Value)
 			}
 		}

@@ -47,7 +47,7 @@ func TestBudgetContract(t *testing.T) {
 	ledgertest.RunBudgetContract(t, func(t *testing.T, rates map[ledger.Channel]float64) ledger.Budget {
 		client := dynamodb.NewFromConfig(emulator.Config(t))
 		name := emulator.UniqueName(t, "budget")
-		if _, err := client.CreateTable(context.Background(), dynamostore.BudgetTable(name)); err != nil {
+		if err := dynamostore.CreateBudgetTable(context.Background(), client, name); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name}) })

@@ -17,32 +17,11 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
-// newEmulatorKey creates a symmetric KMS key in the emulator and returns its
-// ARN.
-func newEmulatorKey(t *testing.T, client *kms.Client) string {
-	t.Helper()
-	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
-		Description: aws.String(emulator.UniqueName(t, "envelope-test")),
-		KeySpec:     types.KeySpecSymmetricDefault,
-		KeyUsage:    types.KeyUsageTypeEncryptDecrypt,
-	})
-	if err != nil {
-		t.Fatalf("CreateKey: %v", err)
-	}
-	arn := aws.ToString(out.KeyMetadata.Arn)
-	t.Cleanup(func() {
-		_, _ = client.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{
-			KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7),
-		})
-	})
-	return arn
-}
-
 func TestEmulatorSealOpen(t *testing.T) {
 	client := kms.NewFromConfig(emulator.Config(t))
 	ctx := context.Background()
-	arn := newEmulatorKey(t, client)
-	otherARN := newEmulatorKey(t, client)
+	arn := emulator.KMSKey(t, client, "envelope-test")
+	otherARN := emulator.KMSKey(t, client, "envelope-test")
 
 	s := &envelope.Sealer{KMS: client, KeyID: arn}
 	o := &envelope.Opener{KMS: client, KeyARN: arn}

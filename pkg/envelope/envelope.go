@@ -26,6 +26,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/resetledger/resetledger/pkg/charclass"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -94,17 +95,14 @@ func checkKeyID(s string) error {
 	if len(s) > maxKeyIDLen {
 		return bad("kms_key_id", "too long")
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
-			c == ':', c == '/', c == '_', c == '-', c == '.':
-		default:
-			return bad("kms_key_id", "contains a character outside [A-Za-z0-9:/_.-]")
-		}
+	if !keyIDChars.All(s) {
+		return bad("kms_key_id", "contains a character outside "+keyIDChars.String())
 	}
 	return nil
 }
+
+// keyIDChars is the alphabet of key ids, key ARNs, alias names and alias ARNs.
+var keyIDChars = charclass.AlnumPlus(":/_.-")
 
 // fields lists the envelope's JSON fields in wire order.
 var fields = []string{"v", "alg", "kms_key_id", "edk", "nonce", "ct"}

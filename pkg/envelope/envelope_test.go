@@ -373,6 +373,17 @@ func TestSealErrors(t *testing.T) {
 	if err != nil {
 		assertNoLeak(t, err, m)
 	}
+
+	// Content encoding/json would have to alter cannot match its hash once
+	// opened: refused before KMS is asked for a key.
+	f := newFakeKMS(t)
+	bad := m
+	bad.Body += "\xff"
+	if _, err := (&envelope.Sealer{KMS: f, KeyID: fakeARN}).Seal(context.Background(), keyA, bad); err == nil || len(f.handed) != 0 {
+		t.Errorf("Seal of a body that is not UTF-8: %v, %d data keys generated; want an error and none", err, len(f.handed))
+	} else {
+		assertNoLeak(t, err, bad)
+	}
 }
 
 func TestParse(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -45,9 +46,9 @@ func (s *Sealer) Seal(ctx context.Context, key string, m ledger.Message) (Envelo
 	if key == "" {
 		return Envelope{}, errors.New("envelope: seal: empty dedupe key")
 	}
-	pt, err := json.Marshal(m)
+	pt, err := Plaintext(m)
 	if err != nil {
-		return Envelope{}, fmt.Errorf("envelope: seal %s: encode message: %w", key, err)
+		return Envelope{}, fmt.Errorf("envelope: seal %s: %w", key, err)
 	}
 	defer clear(pt)
 
@@ -63,10 +64,6 @@ func (s *Sealer) Seal(ctx context.Context, key string, m ledger.Message) (Envelo
 	if len(out.Plaintext) != 32 || len(out.CiphertextBlob) == 0 {
 		return Envelope{}, fmt.Errorf("envelope: seal %s: KMS returned a malformed data key", key)
 	}
-	gcm, err := newGCM(out.Plaintext)
-	if err != nil {
-		return Envelope{}, fmt.Errorf("envelope: seal %s: %w", key, err)
-	}
 	nonce := make([]byte, nonceSize)
 	if _, err := rand.Read(nonce); err != nil {
 		return Envelope{}, fmt.Errorf("envelope: seal %s: nonce: %w", key, err)
@@ -75,16 +72,59 @@ func (s *Sealer) Seal(ctx context.Context, key string, m ledger.Message) (Envelo
 	if keyID == "" {
 		keyID = s.KeyID
 	}
+	e, err := sealWith(key, pt, dataKey{plain: out.Plaintext, encrypted: out.CiphertextBlob, keyID: keyID}, nonce)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("envelope: seal %s: %w", key, err)
+	}
+	return e, nil
+}
+
+// Plaintext returns the bytes Seal encrypts for m: the JSON object
+// {"to":...,"subject":...,"body":...} in that order, "subject" left out when
+// empty, encoded as encoding/json does (which also writes <, >, &, U+2028
+// and U+2029 as \u escapes). docs/intent-v1.md specifies it for other
+// languages. A field that is not valid UTF-8 is an error: encoding/json
+// would replace its bad bytes, and the opened message would no longer match
+// the content hash computed over the original.
+func Plaintext(m ledger.Message) ([]byte, error) {
+	for _, f := range []struct{ name, v string }{{"to", m.To}, {"subject", m.Subject}, {"body", m.Body}} {
+		if !utf8.ValidString(f.v) {
+			return nil, fmt.Errorf("message %s is not valid UTF-8", f.name)
+		}
+	}
+	pt, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode message: %w", err)
+	}
+	return pt, nil
+}
+
+// dataKey is a data key as GenerateDataKey returns it.
+type dataKey struct {
+	plain     []byte // the AES-256 key
+	encrypted []byte // CiphertextBlob: the key encrypted under the KMS key
+	keyID     string // KeyId: the ARN of the KMS key that encrypted it
+}
+
+// sealWith encrypts the plaintext pt for the dedupe key key with data key k
+// and nonce. Seal calls it with a fresh data key and a random nonce; the
+// cross-language test vectors call it with fixed ones. A data key must never
+// seal twice.
+func sealWith(key string, pt []byte, k dataKey, nonce []byte) (Envelope, error) {
+	gcm, err := newGCM(k.plain)
+	if err != nil {
+		return Envelope{}, err
+	}
 	e := Envelope{
 		V:        Version,
 		Alg:      Algorithm,
-		KMSKeyID: keyID,
-		EDK:      out.CiphertextBlob,
+		KMSKeyID: k.keyID,
+		EDK:      k.encrypted,
 		Nonce:    nonce,
 		CT:       gcm.Seal(nil, nonce, pt, []byte(key)),
 	}
 	if err := e.Validate(); err != nil {
-		return Envelope{}, fmt.Errorf("envelope: seal %s: %w", key, err)
+		return Envelope{}, err
 	}
 	return e, nil
 }

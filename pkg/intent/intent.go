@@ -81,51 +81,13 @@ func RequiredFields() []string {
 // sealed content as the canonical JSON of its envelope, ready for a
 // ledger.ContentStore and an envelope.Opener.
 func Decode(body []byte) (ledger.Intent, []byte, error) {
-	if len(body) > MaxBodySize {
-		return ledger.Intent{}, nil, bad("body", fmt.Sprintf("larger than %d bytes", MaxBodySize))
-	}
-	if err := checkStructure(body); err != nil {
+	raw, err := decodeObject(body)
+	if err != nil {
 		return ledger.Intent{}, nil, err
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return ledger.Intent{}, nil, bad("body", "malformed JSON")
-	}
-
-	var version json.Number
-	if err := field(raw, "schema_version", &version, "want an integer"); err != nil {
+	w, err := decodeFields(raw)
+	if err != nil {
 		return ledger.Intent{}, nil, err
-	}
-	if version.String() != "1" {
-		return ledger.Intent{}, nil, fmt.Errorf("%w: %w", ErrUnsupportedVersion,
-			bad("schema_version", "unsupported version (want 1)"))
-	}
-
-	var w wire
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{
-		{"purpose", &w.Purpose}, {"challenge_id", &w.ChallengeID}, {"channel", &w.Channel},
-	} {
-		if err := field(raw, f.name, f.dst, "want a string"); err != nil {
-			return ledger.Intent{}, nil, err
-		}
-	}
-	if err := decodeWorkflow(raw, &w.Workflow); err != nil {
-		return ledger.Intent{}, nil, err
-	}
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{
-		{"destination_ref", &w.DestinationRef}, {"expires_at", &w.ExpiresAt},
-		{"template_id", &w.TemplateID}, {"template_version", &w.TemplateVersion},
-		{"policy_version", &w.PolicyVersion}, {"content_hash", &w.ContentHash},
-	} {
-		if err := field(raw, f.name, f.dst, "want a string"); err != nil {
-			return ledger.Intent{}, nil, err
-		}
 	}
 	expires, err := time.Parse(time.RFC3339, w.ExpiresAt)
 	if err != nil {
@@ -139,7 +101,77 @@ func Decode(body []byte) (ledger.Intent, []byte, error) {
 	if err != nil {
 		return ledger.Intent{}, nil, prefix("sealed_content", err)
 	}
+	in := w.intent(expires)
+	if err := validate(in); err != nil {
+		return ledger.Intent{}, nil, err
+	}
+	sealed, err := json.Marshal(env)
+	if err != nil {
+		return ledger.Intent{}, nil, fmt.Errorf("intent: re-encode sealed content: %w", err)
+	}
+	return in, sealed, nil
+}
 
+// decodeObject checks the body's size and structure (see checkStructure)
+// and its schema version, and returns its top-level fields undecoded.
+func decodeObject(body []byte) (map[string]json.RawMessage, error) {
+	if len(body) > MaxBodySize {
+		return nil, bad("body", fmt.Sprintf("larger than %d bytes", MaxBodySize))
+	}
+	if err := checkStructure(body); err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, bad("body", "malformed JSON")
+	}
+	var version json.Number
+	if err := field(raw, "schema_version", &version, "want an integer"); err != nil {
+		return nil, err
+	}
+	if version.String() != "1" {
+		return nil, fmt.Errorf("%w: %w", ErrUnsupportedVersion,
+			bad("schema_version", "unsupported version (want 1)"))
+	}
+	return raw, nil
+}
+
+// decodeFields decodes the string fields and the workflow, in wire order,
+// so that the first bad field is the one reported.
+func decodeFields(raw map[string]json.RawMessage) (wire, error) {
+	var w wire
+	if err := decodeStrings(raw, stringField{"purpose", &w.Purpose},
+		stringField{"challenge_id", &w.ChallengeID}, stringField{"channel", &w.Channel}); err != nil {
+		return w, err
+	}
+	if err := decodeWorkflow(raw, &w.Workflow); err != nil {
+		return w, err
+	}
+	err := decodeStrings(raw, stringField{"destination_ref", &w.DestinationRef}, stringField{"expires_at", &w.ExpiresAt},
+		stringField{"template_id", &w.TemplateID}, stringField{"template_version", &w.TemplateVersion},
+		stringField{"policy_version", &w.PolicyVersion}, stringField{"content_hash", &w.ContentHash})
+	return w, err
+}
+
+// stringField is a top-level string field and where it decodes to.
+type stringField struct {
+	name string
+	dst  *string
+}
+
+// decodeStrings decodes fields in order and returns the first error.
+func decodeStrings(raw map[string]json.RawMessage, fields ...stringField) error {
+	for _, f := range fields {
+		if err := field(raw, f.name, f.dst, "want a string"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// intent converts the decoded wire fields to a ledger.Intent (not yet
+// validated) with the parsed expiry.
+func (w wire) intent(expires time.Time) ledger.Intent {
 	in := ledger.Intent{
 		Identity: ledger.Identity{
 			Purpose:     ledger.Purpose(w.Purpose),
@@ -157,14 +189,7 @@ func Decode(body []byte) (ledger.Intent, []byte, error) {
 	for _, c := range w.Workflow.Order {
 		in.Workflow.Order = append(in.Workflow.Order, ledger.Channel(c))
 	}
-	if err := validate(in); err != nil {
-		return ledger.Intent{}, nil, err
-	}
-	sealed, err := json.Marshal(env)
-	if err != nil {
-		return ledger.Intent{}, nil, fmt.Errorf("intent: re-encode sealed content: %w", err)
-	}
-	return in, sealed, nil
+	return in
 }
 
 // Encode returns the wire form of in with its sealed content. It validates
@@ -196,22 +221,13 @@ func Encode(in ledger.Intent, sealed envelope.Envelope) ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// validate is ledger.Intent.Validate plus the checks only the wire needs:
-// every workflow.order entry is a known channel, listed once, whatever the
-// kind, and the expiry is a time RFC 3339 can carry.
+// validate is ledger.Intent.Validate (which also checks that every
+// workflow.order entry is a known channel, listed once, whatever the kind)
+// plus the check only the wire needs: the expiry is a time RFC 3339 can
+// carry.
 func validate(in ledger.Intent) error {
 	if err := in.Validate(); err != nil {
 		return err
-	}
-	if len(in.Workflow.Order) > len(ledger.Channels) {
-		return bad("workflow.order", "too many channels")
-	}
-	seen := map[ledger.Channel]bool{}
-	for _, c := range in.Workflow.Order {
-		if (c != ledger.Email && c != ledger.SMS) || seen[c] {
-			return bad("workflow.order", "unknown or repeated channel")
-		}
-		seen[c] = true
 	}
 	if y := in.ExpiresAt.UTC().Year(); y < 1 || y > 9999 {
 		return bad("expires_at", "year outside 0001..9999")

@@ -3,6 +3,8 @@ package ledger
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
+	"github.com/resetledger/resetledger/pkg/charclass"
 )
 
 // Purpose is why a notification is sent. Only password resets are supported.
@@ -55,10 +57,13 @@ func (id Identity) Validate() error {
 	return nil
 }
 
+// opaqueChars is the alphabet of opaque identifiers. It keeps control
+// characters out of logs and keeps raw email addresses (no '@') and phone
+// numbers (no '+') out of fields that are meant to be references.
+var opaqueChars = charclass.AlnumPlus("._:-")
+
 // checkOpaque validates an opaque identifier: 1..max characters from
-// [A-Za-z0-9._:-]. The narrow alphabet keeps control characters out of logs
-// and keeps raw email addresses (no '@') and phone numbers (no '+') out of
-// fields that are meant to be references.
+// opaqueChars.
 func checkOpaque(field, v string, max int) error {
 	if v == "" {
 		return fieldErr(field, "missing")
@@ -66,13 +71,8 @@ func checkOpaque(field, v string, max int) error {
 	if len(v) > max {
 		return fieldErr(field, "too long")
 	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
-		default:
-			return fieldErr(field, "contains a character outside [A-Za-z0-9._:-]")
-		}
+	if !opaqueChars.All(v) {
+		return fieldErr(field, "contains a character outside "+opaqueChars.String())
 	}
 	return nil
 }

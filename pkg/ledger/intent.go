@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"slices"
 	"time"
+
+	"github.com/resetledger/resetledger/pkg/charclass"
 )
 
 // WorkflowKind says how the channels of one challenge relate.
@@ -102,18 +104,9 @@ func (in Intent) Validate() error {
 // hex characters (so does a content hash).
 func IsDedupeKey(s string) bool { return isHexSHA256(s) }
 
-func isHexSHA256(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+var lowerHex = charclass.Of("0123456789abcdef")
+
+func isHexSHA256(s string) bool { return len(s) == 64 && lowerHex.All(s) }
 
 // Message is the secret-bearing content of a notification: the real
 // destination and the rendered text with the reset link. It exists only in

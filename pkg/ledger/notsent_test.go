@@ -87,10 +87,21 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 		if at, _ := sch.last(in.Key()); !at.Equal(row.NextAttemptAt) {
 			t.Fatalf("attempt %d: wake-up scheduled at %s, want %s", attempt, at, row.NextAttemptAt)
 		}
-		// Handed back early: nothing is sent, the wake-up is scheduled again.
+		// Handed back early: nothing is sent or written; only a wake-up that
+		// came early is scheduled again.
+		_, wakes := sch.last(in.Key())
 		early, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-2")
-		if err != nil || early.Outcome != ledger.DispatchNotDue {
-			t.Fatalf("attempt %d handed back early: %s, %v; want not_due", attempt, early.Outcome, err)
+		if err != nil || early.Outcome != ledger.DispatchNotDue || early.Entry.Version != row.Version {
+			t.Fatalf("attempt %d handed back early: %s v%d, %v; want not_due, nothing written", attempt, early.Outcome, early.Entry.Version, err)
+		}
+		if _, n := sch.last(in.Key()); n != wakes {
+			t.Fatalf("a not-due delivery scheduled another wake-up")
+		}
+		if err := e.Svc.RescheduleNotDue(ctx, early); err != nil {
+			t.Fatal(err)
+		}
+		if at, n := sch.last(in.Key()); n != wakes+1 || !at.Equal(row.NextAttemptAt) {
+			t.Fatalf("rescheduled at %s (%d wake-ups), want %s", at, n-wakes, row.NextAttemptAt)
 		}
 		e.Clock.Advance(row.NextAttemptAt.Sub(e.Clock.Now()))
 	}
@@ -396,4 +407,50 @@ func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 		t.Fatalf("row %s after %d attempts", row.State, row.Attempts)
 	}
 	mustVerify(t, row)
+}
+
+func TestExpireSweepClosesDeferredRowsThatRanOutOfTime(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+	in, _, _ := e.claim(t, 50, ledger.SMS, ledger.ClaimCreated)
+	res, err := e.Svc.Dispatch(ctx, in.Key(), "d")
+	if err != nil || res.Outcome != ledger.DispatchDeferred {
+		t.Fatalf("%s, %v", res.Outcome, err)
+	}
+	// Its wake-up and every re-drive are lost; the challenge runs out.
+	e.Clock.Advance(ttl)
+	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 100)
+	if err != nil || rep.Actions["deferred->expired"] != 1 {
+		t.Fatalf("sweep: %+v, %v", rep, err)
+	}
+	row := e.get(t, in.Key())
+	if row.State != ledger.Expired || row.Reason != ledger.NotSentReason(ledgertest.ThrottleCode) || e.hasContent(t, in.Key()) {
+		t.Fatalf("row %s %q (content kept: %v)", row.State, row.Reason, e.hasContent(t, in.Key()))
+	}
+}
+
+func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {
+	e, sch := pacedEnv(t)
+	sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Accept })
+	in, _, _ := e.claim(t, 60, ledger.Email, ledger.ClaimCreated)
+	// The function's timeout is 5 s away: a send could be cut off mid-call,
+	// leaving the row dispatching and then unknown. It is handed off instead.
+	ctx, cancel := context.WithTimeout(context.Background(), ledger.SendReserve/2)
+	defer cancel()
+	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	if err != nil || res.Outcome != ledger.DispatchDeferred || res.Entry.NotSentCode != ledger.HandOffCode {
+		t.Fatalf("near the deadline: %s (%q), %v; want deferred, handed off", res.Outcome, res.Entry.NotSentCode, err)
+	}
+	if e.Transport.Calls() != 0 {
+		t.Fatal("a send started with less than SendReserve left")
+	}
+	if at, n := sch.last(in.Key()); n != 1 || !at.Equal(e.Clock.Now()) {
+		t.Fatalf("wake-up at %s (%d scheduled), want now", at, n)
+	}
+	// The next invocation, with time to spare, sends it.
+	res, err = e.Svc.Dispatch(context.Background(), in.Key(), "dispatch/req-2")
+	if err != nil || res.Outcome != ledger.DispatchAccepted || res.Entry.Attempts != 1 {
+		t.Fatalf("next invocation: %s attempt %d, %v", res.Outcome, res.Entry.Attempts, err)
+	}
 }

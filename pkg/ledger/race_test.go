@@ -51,6 +51,27 @@ func (c *hookContent) Get(ctx context.Context, key string) ([]byte, error) {
 // not change the state (a content-mismatch event) must not cost the send.
 func TestDispatchInterleavings(t *testing.T) {
 	ctx := context.Background()
+	// dispatchFirst is a hook in which other dispatches key to accepted.
+	dispatchFirst := func(t *testing.T, other *ledger.Service, key string) func() {
+		return func() {
+			if r, err := other.Dispatch(ctx, key, "dispatch/other"); err != nil || r.Outcome != ledger.DispatchAccepted {
+				t.Errorf("other dispatch: %s %v", r.Outcome, err)
+			}
+		}
+	}
+	// mismatchFirst is a hook in which other claims in again with changed
+	// content: a content-mismatch event on the row.
+	mismatchFirst := func(t *testing.T, other *ledger.Service, in ledger.Intent) func() {
+		return func() {
+			m := ledgertest.Message(60, ledger.Email)
+			m.Body = "tampered"
+			bad := in
+			bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
+			if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.ClaimMismatch {
+				t.Errorf("mismatch claim: %s %v", r.Outcome, err)
+			}
+		}
+	}
 	tests := []struct {
 		name string
 		// wire installs the interleaving on svc (the worker under test);
@@ -61,11 +82,7 @@ func TestDispatchInterleavings(t *testing.T) {
 		wantCalls int
 	}{
 		{"another worker dispatched and purged the content first", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
-			svc.Content = &hookContent{ContentStore: e.Content, beforeGet: func() {
-				if r, err := other.Dispatch(ctx, in.Key(), "dispatch/other"); err != nil || r.Outcome != ledger.DispatchAccepted {
-					t.Errorf("other dispatch: %s %v", r.Outcome, err)
-				}
-			}}
+			svc.Content = &hookContent{ContentStore: e.Content, beforeGet: dispatchFirst(t, other, in.Key())}
 		}, ledger.DispatchSkipped, ledger.Accepted, 1},
 		{"another worker expired the row first", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
 			e.Clock.Advance(time.Hour)
@@ -76,35 +93,15 @@ func TestDispatchInterleavings(t *testing.T) {
 			}}
 		}, ledger.DispatchSkipped, ledger.Expired, 0},
 		{"another worker won the move to dispatching", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
-			svc.Store = &hookStore{Store: e.Store, beforeBegin: func() {
-				if r, err := other.Dispatch(ctx, in.Key(), "dispatch/other"); err != nil || r.Outcome != ledger.DispatchAccepted {
-					t.Errorf("other dispatch: %s %v", r.Outcome, err)
-				}
-			}}
+			svc.Store = &hookStore{Store: e.Store, beforeBegin: dispatchFirst(t, other, in.Key())}
 		}, ledger.DispatchSkipped, ledger.Accepted, 1},
 		{"a content-mismatch event landed between read and write", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
-			svc.Store = &hookStore{Store: e.Store, beforeBegin: func() {
-				m := ledgertest.Message(60, ledger.Email)
-				m.Body = "tampered"
-				bad := in
-				bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-				if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.ClaimMismatch {
-					t.Errorf("mismatch claim: %s %v", r.Outcome, err)
-				}
-			}}
+			svc.Store = &hookStore{Store: e.Store, beforeBegin: mismatchFirst(t, other, in)}
 		}, ledger.DispatchAccepted, ledger.Accepted, 1},
 		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
 			var once sync.Once
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
-				once.Do(func() {
-					m := ledgertest.Message(60, ledger.Email)
-					m.Body = "tampered"
-					bad := in
-					bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-					if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.ClaimMismatch {
-						t.Errorf("mismatch claim: %s %v", r.Outcome, err)
-					}
-				})
+				once.Do(mismatchFirst(t, other, in))
 				return ledgertest.Accept
 			}
 		}, ledger.DispatchAccepted, ledger.Accepted, 1},

@@ -81,6 +81,13 @@ func TestReconcileUnknownPolicy(t *testing.T) {
 			state: ledger.Quarantined, sends: 3, recorded: 0, attempts: 3, reason: "outcome unknown"},
 		{name: "window passed", window: 5 * time.Minute, dispatch: Drop,
 			steps: []step{{5 * time.Minute, A}}, state: ledger.Quarantined, sends: 1, recorded: 1, attempts: 1, reason: "window passed"},
+		// A retry may take its lease to reach the provider, and clocks are
+		// skewed by up to the margin: none starts unless both fit in the
+		// window (found by the simulator, sim/).
+		{name: "window: no retry that could not finish within its lease before the window ends", window: 5 * time.Minute, dispatch: Drop,
+			steps: []step{{3 * time.Minute, A}}, state: ledger.Quarantined, sends: 1, recorded: 1, attempts: 1, reason: "window passed"},
+		{name: "window: a retry that finishes within its lease before the window ends", window: 5 * time.Minute, dispatch: Drop,
+			steps: []step{{2*time.Minute + 29*time.Second, A}}, state: ledger.Accepted, sends: 2, recorded: 1, attempts: 2, ackID: "msg-1", reason: "same-key retry"},
 		{name: "challenge expired: no retry", window: 24 * time.Hour, dispatch: Drop,
 			steps: []step{{ttl, A}}, state: ledger.Quarantined, sends: 1, recorded: 1, attempts: 1, reason: "challenge expired"},
 		{name: "challenge inside the expiry margin: no retry", window: 24 * time.Hour, dispatch: Fail,

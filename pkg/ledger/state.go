@@ -59,18 +59,24 @@ func CanTransition(from, to State) error {
 	return &TransitionError{From: from, To: to}
 }
 
+// TriggersDispatch reports whether a stored change of a row from state from
+// to state to must start a dispatch: the row became claimed, by being
+// inserted claimed (from None) or by a held fallback row moving to claimed.
+// Nothing else starts one: a row that is already claimed, deferred or
+// unknown is handed back to dispatch by its wake-up or by reconcile, not by
+// its change. The ledger stream's filter, the dispatch function and the test
+// pipeline all decide with this one rule.
+func TriggersDispatch(from, to State) bool {
+	return to == Claimed && CanTransition(from, to) == nil
+}
+
 // Terminal reports whether no transition leaves s.
 func (s State) Terminal() bool { return s != None && len(transitions[s]) == 0 }
 
 // Open reports whether rows in state s are kept in the open-row index, so
-// that sweeps and operators can find them.
-func (s State) Open() bool {
-	switch s {
-	case Held, Claimed, Dispatching, Deferred, Unknown, Quarantined:
-		return true
-	}
-	return false
-}
+// that sweeps and operators can find them: every real state some
+// transition leaves.
+func (s State) Open() bool { return s.Valid() && !s.Terminal() }
 
 // Valid reports whether s is one of States.
 func (s State) Valid() bool {

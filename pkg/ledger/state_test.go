@@ -144,3 +144,19 @@ func TestStatePredicates(t *testing.T) {
 		t.Error(`ParseState("delivered") succeeded`)
 	}
 }
+
+// TestTriggersDispatch: exactly the two ways a row becomes claimed start a dispatch; every other
+// allowed transition, and every write that changes no state, does not.
+func TestTriggersDispatch(t *testing.T) {
+	want := map[[2]ledger.State]bool{
+		{ledger.None, ledger.Claimed}: true, // inserted claimed
+		{ledger.Held, ledger.Claimed}: true, // held fallback channel released
+	}
+	for _, from := range allStates() {
+		for _, to := range allStates() {
+			if got := ledger.TriggersDispatch(from, to); got != want[[2]ledger.State{from, to}] {
+				t.Errorf("TriggersDispatch(%s, %s) = %v", from, to, got)
+			}
+		}
+	}
+}

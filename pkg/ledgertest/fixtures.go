@@ -25,7 +25,10 @@ type Clock struct {
 }
 
 // NewClock returns a clock at Epoch.
-func NewClock() *Clock { return &Clock{now: Epoch} }
+func NewClock() *Clock { return NewClockAt(Epoch) }
+
+// NewClockAt returns a clock at t.
+func NewClockAt(t time.Time) *Clock { return &Clock{now: t} }
 
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {

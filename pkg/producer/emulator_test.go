@@ -23,22 +23,8 @@ func TestEmulatorPublishReceiveOpen(t *testing.T) {
 	ctx := context.Background()
 	kmsClient, sqsClient := kms.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 
-	key, err := kmsClient.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(emulator.UniqueName(t, "producer-test"))})
-	if err != nil {
-		t.Fatalf("CreateKey: %v", err)
-	}
-	arn := aws.ToString(key.KeyMetadata.Arn)
-	t.Cleanup(func() {
-		_, _ = kmsClient.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
-	})
-	queue, err := sqsClient.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(t, "intents"))})
-	if err != nil {
-		t.Fatalf("CreateQueue: %v", err)
-	}
-	queueURL := aws.ToString(queue.QueueUrl)
-	t.Cleanup(func() {
-		_, _ = sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(queueURL)})
-	})
+	arn := emulator.KMSKey(t, kmsClient, "producer-test")
+	queueURL := emulator.Queue(t, sqsClient, "intents")
 
 	p := &producer.Producer{
 		Queue:    sqsClient,

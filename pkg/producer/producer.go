@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -65,9 +66,11 @@ type Notification struct {
 
 // Publish validates n, seals its message under the intent's dedupe key and
 // sends the intent to the queue. It returns the SQS message id. Invalid
-// input is a *ledger.FieldError (errors.Is ledger.ErrInvalidIntent); an
-// expired challenge is ErrExpired; KMS and SQS failures are wrapped and may
-// be retried (a duplicate intent is harmless: the ledger deduplicates).
+// input is a *ledger.FieldError (errors.Is ledger.ErrInvalidIntent) and an
+// expired challenge is ErrExpired, both before any AWS call; only a sealed
+// intent within a few hundred bytes of the queue's limit is refused after
+// KMS answered. KMS and SQS failures are wrapped and may be retried (a
+// duplicate intent is harmless: the ledger deduplicates).
 func (p *Producer) Publish(ctx context.Context, n Notification) (string, error) {
 	if p.Queue == nil || p.QueueURL == "" || p.Sealer == nil {
 		return "", errors.New("producer: needs a queue client, a queue URL and a sealer")
@@ -89,16 +92,8 @@ func (p *Producer) Publish(ctx context.Context, n Notification) (string, error) 
 	if err := in.Validate(); err != nil {
 		return "", err
 	}
-	switch {
-	case n.Message.To == "":
-		return "", &ledger.FieldError{Field: "message.to", Reason: "missing"}
-	case n.Message.Body == "":
-		return "", &ledger.FieldError{Field: "message.body", Reason: "missing"}
-	}
-	// Base64 of the sealed JSON grows the message by a third: anything past
-	// three quarters of the body limit cannot fit. Refuse before calling KMS.
-	if len(n.Message.To)+len(n.Message.Subject)+len(n.Message.Body) > intent.MaxBodySize*3/4 {
-		return "", tooLarge()
+	if err := checkMessage(in, n.Message); err != nil {
+		return "", err
 	}
 	now := time.Now
 	if p.Clock != nil {
@@ -127,6 +122,58 @@ func (p *Producer) Publish(ctx context.Context, n Notification) (string, error) 
 		return "", fmt.Errorf("publish %s/%s: send: %w", in.ChallengeID, in.Channel, err)
 	}
 	return aws.ToString(out.MessageId), nil
+}
+
+// checkMessage refuses a message the consumer could not use, before any
+// AWS call: a missing address or body, a field that is not valid UTF-8, or
+// one too large for the sealed intent to fit the queue even with the
+// smallest data key and key id KMS could return.
+func checkMessage(in ledger.Intent, m ledger.Message) error {
+	for _, f := range []struct{ name, v string }{{"to", m.To}, {"subject", m.Subject}, {"body", m.Body}} {
+		switch {
+		case f.v == "" && f.name != "subject":
+			return &ledger.FieldError{Field: "message." + f.name, Reason: "missing"}
+		case !utf8.ValidString(f.v):
+			return &ledger.FieldError{Field: "message." + f.name, Reason: "not valid UTF-8"}
+		}
+	}
+	// The sealed JSON is at least as long as the fields, and base64 makes
+	// it longer: past the limit here, it cannot fit.
+	if len(m.To)+len(m.Subject)+len(m.Body) > intent.MaxBodySize {
+		return tooLarge()
+	}
+	size, err := sealedSizeAtLeast(in, m)
+	if err != nil {
+		return err
+	}
+	if size > intent.MaxBodySize {
+		return tooLarge()
+	}
+	return nil
+}
+
+// sealedSizeAtLeast is the size of the intent with m sealed under a
+// one-byte data key ciphertext and a one-character key id: a lower bound
+// of the real size, which only the KMS answer settles.
+func sealedSizeAtLeast(in ledger.Intent, m ledger.Message) (int, error) {
+	pt, err := envelope.Plaintext(m)
+	if err != nil {
+		return 0, err
+	}
+	n := len(pt)
+	clear(pt)
+	if n+16 > envelope.MaxCiphertext {
+		return intent.MaxBodySize + 1, nil
+	}
+	smallest := envelope.Envelope{
+		V: envelope.Version, Alg: envelope.Algorithm, KMSKeyID: "k",
+		EDK: []byte{0}, Nonce: make([]byte, 12), CT: make([]byte, n+16),
+	}
+	body, err := intent.Encode(in, smallest)
+	if err != nil {
+		return 0, err
+	}
+	return len(body), nil
 }
 
 func tooLarge() error {

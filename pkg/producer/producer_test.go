@@ -90,21 +90,29 @@ func TestPublishRefuses(t *testing.T) {
 		name  string
 		edit  func(n *producer.Notification)
 		field string // "" means ErrExpired
+		// edk is the size of the data key ciphertext the sealer returns.
+		edk int
 	}{
-		{"raw address as destination ref", func(n *producer.Notification) { n.DestinationRef = n.Message.To }, "destination_ref"},
-		{"unknown channel", func(n *producer.Notification) { n.Channel = "push" }, "channel"},
-		{"control character in challenge id", func(n *producer.Notification) { n.ChallengeID = "chal\n" + ledgertest.Canary }, "challenge_id"},
-		{"fallback without order", func(n *producer.Notification) { n.Workflow = ledger.Workflow{Kind: ledger.Fallback} }, "workflow.order"},
-		{"no expiry", func(n *producer.Notification) { n.ExpiresAt = time.Time{} }, "expires_at"},
-		{"no address", func(n *producer.Notification) { n.Message.To = "" }, "message.to"},
-		{"no body", func(n *producer.Notification) { n.Message.Body = "" }, "message.body"},
-		{"message too large to seal", func(n *producer.Notification) { n.Message.Body = strings.Repeat("x", intent.MaxBodySize) }, "message"},
-		{"sealed intent too large", func(n *producer.Notification) { n.Message.Body = strings.Repeat("x", intent.MaxBodySize*3/4-200) }, "message"},
-		{"already expired", func(n *producer.Notification) { n.ExpiresAt = ledgertest.Epoch }, ""},
+		{"raw address as destination ref", func(n *producer.Notification) { n.DestinationRef = n.Message.To }, "destination_ref", 0},
+		{"unknown channel", func(n *producer.Notification) { n.Channel = "push" }, "channel", 0},
+		{"control character in challenge id", func(n *producer.Notification) { n.ChallengeID = "chal\n" + ledgertest.Canary }, "challenge_id", 0},
+		{"fallback without order", func(n *producer.Notification) { n.Workflow = ledger.Workflow{Kind: ledger.Fallback} }, "workflow.order", 0},
+		{"no expiry", func(n *producer.Notification) { n.ExpiresAt = time.Time{} }, "expires_at", 0},
+		{"no address", func(n *producer.Notification) { n.Message.To = "" }, "message.to", 0},
+		{"no body", func(n *producer.Notification) { n.Message.Body = "" }, "message.body", 0},
+		{"message too large to seal", func(n *producer.Notification) { n.Message.Body = strings.Repeat("x", intent.MaxBodySize) }, "message", 0},
+		{"sealed intent too large", func(n *producer.Notification) { n.Message.Body = strings.Repeat("x", intent.MaxBodySize*3/4-200) }, "message", 0},
+		{"sealed intent too large once KMS answered", func(n *producer.Notification) { n.Message.Body = strings.Repeat("x", 48000) }, "message", 6000},
+		{"escapes make the sealed intent too large", func(n *producer.Notification) { n.Message.Body = strings.Repeat("<", intent.MaxBodySize/4) }, "message", 0},
+		{"address not UTF-8", func(n *producer.Notification) { n.Message.To = "player\xff@example.com" }, "message.to", 0},
+		{"subject not UTF-8", func(n *producer.Notification) { n.Message.Subject = "Reset \xc3" }, "message.subject", 0},
+		{"body not UTF-8", func(n *producer.Notification) { n.Message.Body += "\xed\xa0\x80" }, "message.body", 0},
+		{"expiry past year 9999", func(n *producer.Notification) { n.ExpiresAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "expires_at", 0},
+		{"already expired", func(n *producer.Notification) { n.ExpiresAt = ledgertest.Epoch }, "", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			q, s := &fakeQueue{}, &bigSealer{}
+			q, s := &fakeQueue{}, &bigSealer{edk: tc.edk}
 			p := &producer.Producer{Queue: q, QueueURL: "https://queue.test/intents", Sealer: s, Clock: clock}
 			n := notification(2, ledger.Email)
 			tc.edit(&n)
@@ -122,6 +130,12 @@ func TestPublishRefuses(t *testing.T) {
 			if len(q.bodies) != 0 {
 				t.Error("a refused notification was sent")
 			}
+			switch {
+			case s.calls != 0 && tc.edk == 0:
+				t.Errorf("sealed %d times: a refusal that needs no KMS answer must come before the KMS call", s.calls)
+			case s.calls != 1 && tc.edk != 0:
+				t.Errorf("sealed %d times, want once: only the KMS answer shows this one is too large", s.calls)
+			}
 			if strings.Contains(err.Error(), ledgertest.Canary) || strings.Contains(err.Error(), "@") {
 				t.Errorf("error leaks content: %v", err)
 			}
@@ -129,12 +143,14 @@ func TestPublishRefuses(t *testing.T) {
 	}
 }
 
-// bigSealer's ciphertext grows with the body, as real sealing does.
-type bigSealer struct{}
+// bigSealer's ciphertext grows with the body, as real sealing does. It
+// counts its calls (each one is a KMS call in the real sealer).
+type bigSealer struct{ edk, calls int }
 
-func (bigSealer) Seal(_ context.Context, _ string, m ledger.Message) (envelope.Envelope, error) {
+func (s *bigSealer) Seal(_ context.Context, _ string, m ledger.Message) (envelope.Envelope, error) {
+	s.calls++
 	return envelope.Envelope{
 		V: envelope.Version, Alg: envelope.Algorithm, KMSKeyID: "alias/test",
-		EDK: []byte("edk"), Nonce: make([]byte, 12), CT: bytes.Repeat([]byte{1}, len(m.Body)+16),
+		EDK: bytes.Repeat([]byte{2}, max(s.edk, 3)), Nonce: make([]byte, 12), CT: bytes.Repeat([]byte{1}, len(m.Body)+16),
 	}, nil
 }

@@ -47,8 +47,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
-	"github.com/resetledger/resetledger/internal/outcome"
+	"github.com/resetledger/resetledger/pkg/charclass"
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome"
 )
 
 // Tag names under which every send carries its correlation data.
@@ -152,13 +153,11 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
 	}
 	out, err := t.client.SendEmail(ctx, in, noRetries, ownBody)
-	if err != nil {
-		return ledger.Ack{}, classifier.Classify(err, s.Message.To, s.Message.Subject, s.Message.Body)
+	var id string
+	if out != nil {
+		id = aws.ToString(out.MessageId)
 	}
-	if out == nil || aws.ToString(out.MessageId) == "" {
-		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, "SendEmail succeeded without a MessageId", nil)
-	}
-	return ledger.Ack{ID: aws.ToString(out.MessageId)}, nil
+	return classifier.Ack("SendEmail", id, err, s.Message.To, s.Message.Subject, s.Message.Body)
 }
 
 // noRetries turns the SDK's automatic retries off for one call, so that
@@ -221,16 +220,9 @@ var classifier = outcome.Classifier{
 	},
 }
 
+// tagChars is the alphabet of SES tag names and values.
+var tagChars = charclass.AlnumPlus("_-")
+
 // tagSafe reports whether s is a valid SES tag name or value: 1-256 ASCII
 // letters, digits, '_' or '-'.
-func tagSafe(s string) bool {
-	if len(s) == 0 || len(s) > 256 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
+func tagSafe(s string) bool { return tagChars.Fits(s, 256) }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome/outcometest"
 )
 
 const (
@@ -46,21 +46,18 @@ func testSend() ledger.Send {
 
 // fakeClient records the input and the options a call would run with.
 type fakeClient struct {
-	in    *sesv2.SendEmailInput
-	opts  sesv2.Options
-	calls int
-	out   *sesv2.SendEmailOutput
-	err   error
+	outcometest.Fake[sesv2.SendEmailInput, sesv2.SendEmailOutput, sesv2.Options]
 }
 
 func (f *fakeClient) SendEmail(_ context.Context, in *sesv2.SendEmailInput, optFns ...func(*sesv2.Options)) (*sesv2.SendEmailOutput, error) {
-	f.calls++
-	f.in = in
-	f.opts = sesv2.Options{Retryer: retry.NewStandard()}
-	for _, fn := range optFns {
-		fn(&f.opts)
-	}
-	return f.out, f.err
+	return f.Call(in, sesv2.Options{Retryer: retry.NewStandard()}, optFns)
+}
+
+// answering returns a fake client whose call returns out, err.
+func answering(out *sesv2.SendEmailOutput, err error) *fakeClient {
+	f := &fakeClient{}
+	f.Out, f.Err = out, err
+	return f
 }
 
 func newTransport(t *testing.T, c Client, cfg Config) *Transport {
@@ -88,12 +85,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
-			}
+			outcometest.CheckConfigErr(t, err, tt.ok, ErrInvalidConfig)
 			if err != nil && strings.Contains(err.Error(), "x@example.com") {
 				t.Fatalf("error echoes the configured value: %v", err)
 			}
@@ -117,7 +109,7 @@ func TestCapabilities(t *testing.T) {
 func TestSendBuildsRequest(t *testing.T) {
 	for _, cs := range []string{"", "reset-events"} {
 		t.Run("configset="+cs, func(t *testing.T) {
-			fc := &fakeClient{out: &sesv2.SendEmailOutput{MessageId: aws.String("0100-abc")}}
+			fc := answering(&sesv2.SendEmailOutput{MessageId: aws.String("0100-abc")}, nil)
 			tr := newTransport(t, fc, Config{FromEmailAddress: "Game <no-reply@example.com>", ConfigurationSetName: cs})
 			s := testSend()
 			ack, err := tr.Send(context.Background(), s)
@@ -127,7 +119,7 @@ func TestSendBuildsRequest(t *testing.T) {
 			if ack.ID != "0100-abc" {
 				t.Fatalf("ack id = %q, want the MessageId", ack.ID)
 			}
-			in := fc.in
+			in := fc.In
 			if got := aws.ToString(in.FromEmailAddress); got != "Game <no-reply@example.com>" {
 				t.Errorf("From = %q", got)
 			}
@@ -153,8 +145,8 @@ func TestSendBuildsRequest(t *testing.T) {
 			if fmt.Sprint(tags) != fmt.Sprint(want) {
 				t.Errorf("tags = %v, want %v", tags, want)
 			}
-			if _, ok := fc.opts.Retryer.(aws.NopRetryer); !ok {
-				t.Errorf("retryer = %T, want aws.NopRetryer (SDK retries must be off)", fc.opts.Retryer)
+			if _, ok := fc.Opts.Retryer.(aws.NopRetryer); !ok {
+				t.Errorf("retryer = %T, want aws.NopRetryer (SDK retries must be off)", fc.Opts.Retryer)
 			}
 		})
 	}
@@ -177,8 +169,8 @@ func TestSendRefusesLocallyWithoutCalling(t *testing.T) {
 			if !errors.As(err, &rej) {
 				t.Fatalf("err = %v, want *ledger.Rejection", err)
 			}
-			if fc.calls != 0 {
-				t.Fatalf("SendEmail called %d times, want 0", fc.calls)
+			if fc.Calls != 0 {
+				t.Fatalf("SendEmail called %d times, want 0", fc.Calls)
 			}
 		})
 	}
@@ -222,66 +214,26 @@ func TestSendErrorMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fc := &fakeClient{err: tt.err}
-			tr := newTransport(t, fc, Config{FromEmailAddress: "a@example.com"})
+			tr := newTransport(t, answering(nil, tt.err), Config{FromEmailAddress: "a@example.com"})
 			_, err := tr.Send(context.Background(), testSend())
-			if err == nil {
-				t.Fatal("Send succeeded, want an error")
-			}
-			class, text := classOf(t, err)
-			if class != tt.class {
-				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
-			}
-			if !strings.HasPrefix(text, tt.wantPrefix) {
-				t.Fatalf("text = %q, want prefix %q", text, tt.wantPrefix)
-			}
+			outcometest.Want{Class: tt.class, Text: tt.wantPrefix, Prefix: true}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
 }
 
-// classOf names the outcome class of a Send error and returns its text: the
-// rejection reason, the NotSent code or the error text. It fails if an
-// unknown outcome does not wrap ErrOutcomeUnknown or a rejection or NotSent
-// does.
-func classOf(t *testing.T, err error) (class, text string) {
-	t.Helper()
-	var rej *ledger.Rejection
-	var ns *ledger.NotSent
-	switch {
-	case errors.As(err, &rej):
-		class, text = "rejected", rej.Reason
-	case errors.As(err, &ns):
-		class, text = "notsent", ns.Code
-	default:
-		if !errors.Is(err, ErrOutcomeUnknown) {
-			t.Fatalf("unknown outcome %v does not wrap ErrOutcomeUnknown", err)
-		}
-		return "unknown", err.Error()
-	}
-	if errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("%s outcome %v wraps ErrOutcomeUnknown", class, err)
-	}
-	return class, text
-}
-
 // assertClean fails if s carries the address, subject, body, reset token or
-// control characters.
+// control characters, or is long.
 func assertClean(t *testing.T, s string) {
 	t.Helper()
-	for _, secret := range []string{testTo, "player.one", testBody, "s3cr3t-t0ken-value", "game.example/reset", "\x1b", "\n"} {
-		if strings.Contains(s, secret) {
-			t.Fatalf("error text %q leaks %q", s, secret)
-		}
-	}
+	outcometest.AssertClean(t, s, testTo, "player.one", testBody, "s3cr3t-t0ken-value", "game.example/reset", "\x1b", "\n")
 	if len(s) > 300 {
 		t.Fatalf("error text is %d bytes, want it short", len(s))
 	}
 }
 
 func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) {
-	fc := &fakeClient{out: &sesv2.SendEmailOutput{}}
-	tr := newTransport(t, fc, Config{FromEmailAddress: "a@example.com"})
+	tr := newTransport(t, answering(&sesv2.SendEmailOutput{}, nil), Config{FromEmailAddress: "a@example.com"})
 	if _, err := tr.Send(context.Background(), testSend()); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
 	}
@@ -331,35 +283,16 @@ func TestSendThroughSDK(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var hits atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
+			err := sendOnce(context.Background(), t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("X-Amzn-ErrorType", tt.errType)
-				w.Header().Set("X-Amzn-RequestId", "req-123")
-				w.Header().Set("Content-Type", "application/json")
+				setHeaders(w)
 				for k, v := range tt.header {
 					w.Header().Set(k, v)
 				}
 				w.WriteHeader(tt.status)
 				fmt.Fprint(w, tt.body)
-			}))
-			defer srv.Close()
-			tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
-			_, err := tr.Send(context.Background(), testSend())
-			class, text := classOf(t, err)
-			if class != tt.class {
-				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
-			}
-			if text != tt.wantText {
-				t.Fatalf("text = %q\nwant   %q", text, tt.wantText)
-			}
-			var ns *ledger.NotSent
-			if errors.As(err, &ns) && ns.RetryAfter != tt.wantAfter {
-				t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, tt.wantAfter)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
-			}
+			})
+			outcometest.Want{Class: tt.class, Text: tt.wantText, RetryAfter: tt.wantAfter}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
@@ -370,61 +303,58 @@ func TestSendThroughSDK(t *testing.T) {
 		serve http.HandlerFunc
 		want  string
 	}{
-		{"connection reset after the request was written", resetConnection, "sestransport: outcome unknown: transport error before a response"},
-		{"503 with a truncated body", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("X-Amzn-ErrorType", "ServiceUnavailable")
-			truncate(w, 503, `{"message":"Service unavailable, try again later"}`)
-		}, "sestransport: outcome unknown: HTTP 503 without a recognised error code (request id req-123)"},
-		{"429 with a truncated body", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("X-Amzn-ErrorType", "TooManyRequestsException")
-			truncate(w, 429, `{"message":"Maximum sending rate exceeded."}`)
-		}, "sestransport: outcome unknown: HTTP 429 without a recognised error code (request id req-123)"},
+		{"connection reset after the request was written", outcometest.ResetConnection, "sestransport: outcome unknown: transport error before a response"},
+		{"503 with a truncated body", truncated(503, "ServiceUnavailable", `{"message":"Service unavailable, try again later"}`),
+			"sestransport: outcome unknown: HTTP 503 without a recognised error code (request id req-123)"},
+		{"429 with a truncated body", truncated(429, "TooManyRequestsException", `{"message":"Maximum sending rate exceeded."}`),
+			"sestransport: outcome unknown: HTTP 429 without a recognised error code (request id req-123)"},
 	}
 	for _, tt := range incomplete {
 		t.Run(tt.name, func(t *testing.T) {
-			var hits atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
-				tt.serve(w, r)
-			}))
-			defer srv.Close()
-			tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
-			_, err := tr.Send(context.Background(), testSend())
-			if class, text := classOf(t, err); class != "unknown" || text != tt.want {
-				t.Fatalf("%s %q, want unknown %q", class, text, tt.want)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
-			}
+			err := sendOnce(context.Background(), t, tt.serve)
+			outcometest.Want{Class: "unknown", Text: tt.want}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
 
 	t.Run("timeout", func(t *testing.T) {
-		var hits atomic.Int32
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hits.Add(1)
-			_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client hanging up
-			select {
-			case <-r.Context().Done():
-			case <-time.After(10 * time.Second):
-			}
-		}))
-		defer srv.Close()
-		tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		_, err := tr.Send(ctx, testSend())
+		err := sendOnce(ctx, t, outcometest.Hang(10*time.Second))
 		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want an unknown outcome wrapping context.DeadlineExceeded", err)
 		}
-		if hits.Load() != 1 {
-			t.Fatalf("server saw %d requests, want 1", hits.Load())
-		}
 		assertClean(t, err.Error())
 	})
+}
+
+// sendOnce sends testSend through the real SDK client to a server that
+// answers with serve, and checks that the server saw exactly one request:
+// the SDK's default retryer is on, so this proves the transport turns it off.
+func sendOnce(ctx context.Context, t *testing.T, serve http.HandlerFunc) error {
+	t.Helper()
+	return outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
+		tr := newTransport(t, sdkClient(srv.URL), Config{FromEmailAddress: "a@example.com"})
+		_, err := tr.Send(ctx, testSend())
+		return err
+	})
+}
+
+// setHeaders sets the request id and content type of an SES answer.
+func setHeaders(w http.ResponseWriter) {
+	w.Header().Set("X-Amzn-RequestId", "req-123")
+	w.Header().Set("Content-Type", "application/json")
+}
+
+// truncated answers status with the error type errType and a body that
+// breaks off halfway (see outcometest.Truncate).
+func truncated(status int, errType, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Amzn-ErrorType", errType)
+		setHeaders(w)
+		outcometest.Truncate(w, status, body)
+	}
 }
 
 // TestSendWireFormat checks, through the SDK's own serializer, that the
@@ -473,37 +403,6 @@ func TestSendWireFormat(t *testing.T) {
 	if got := fmt.Sprint(req.EmailTags); got != want {
 		t.Fatalf("EmailTags = %s, want %s", got, want)
 	}
-}
-
-// resetConnection reads the whole request, then resets the connection
-// (RST, not FIN) without answering: the request reached the server and the
-// client cannot know what became of it.
-func resetConnection(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
-}
-
-// truncate answers status with headers that promise body (Content-Length),
-// writes only half of it and closes the connection.
-func truncate(w http.ResponseWriter, status int, body string) {
-	w.Header().Set("X-Amzn-RequestId", "req-123")
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, body[:len(body)/2])
-	w.(http.Flusher).Flush()
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	_ = conn.Close()
 }
 
 // pausingConn pauses after every write, as a write goroutine of a busy

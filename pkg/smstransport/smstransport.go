@@ -47,8 +47,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2/types"
 
-	"github.com/resetledger/resetledger/internal/outcome"
+	"github.com/resetledger/resetledger/pkg/charclass"
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome"
 )
 
 // Context keys under which every send carries its correlation data.
@@ -115,10 +116,10 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if c.OriginationIdentity != "" && !identityLike(c.OriginationIdentity) {
-		return fmt.Errorf("%w: OriginationIdentity must be 1-256 of [A-Za-z0-9_:/+-]", ErrInvalidConfig)
+		return fmt.Errorf("%w: OriginationIdentity must be 1-256 of %s", ErrInvalidConfig, identityChars)
 	}
 	if c.ConfigurationSetName != "" && !identityLike(c.ConfigurationSetName) {
-		return fmt.Errorf("%w: ConfigurationSetName must be 1-256 of [A-Za-z0-9_:/+-]", ErrInvalidConfig)
+		return fmt.Errorf("%w: ConfigurationSetName must be 1-256 of %s", ErrInvalidConfig, identityChars)
 	}
 	if c.MinTimeToLive < MinTimeToLive || c.MinTimeToLive > MaxTimeToLive {
 		return fmt.Errorf("%w: MinTimeToLive must be between %s and %s", ErrInvalidConfig, MinTimeToLive, MaxTimeToLive)
@@ -176,13 +177,11 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
 	}
 	out, err := t.client.SendTextMessage(ctx, in, noRetries)
-	if err != nil {
-		return ledger.Ack{}, classifier.Classify(err, s.Message.To, s.Message.Body)
+	var id string
+	if out != nil {
+		id = aws.ToString(out.MessageId)
 	}
-	if out == nil || aws.ToString(out.MessageId) == "" {
-		return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, "SendTextMessage succeeded without a MessageId", nil)
-	}
-	return ledger.Ack{ID: aws.ToString(out.MessageId)}, nil
+	return classifier.Ack("SendTextMessage", id, err, s.Message.To, s.Message.Body)
 }
 
 // timeToLive returns the whole seconds left until expiresAt, clamped to the
@@ -244,16 +243,10 @@ func serviceReason(err error) string {
 	return ""
 }
 
+// identityChars is the service's alphabet for origination identities and
+// configuration set names or ARNs.
+var identityChars = charclass.AlnumPlus("_:/+-")
+
 // identityLike matches the service's pattern for origination identities and
-// configuration set names or ARNs: 1-256 of [A-Za-z0-9_:/+-].
-func identityLike(s string) bool {
-	if len(s) == 0 || len(s) > 256 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_:/+-", r)) {
-			return false
-		}
-	}
-	return true
-}
+// configuration set names or ARNs: 1-256 of identityChars.
+func identityLike(s string) bool { return identityChars.Fits(s, 256) }

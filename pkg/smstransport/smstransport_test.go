@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome/outcometest"
 )
 
 const (
@@ -46,22 +44,25 @@ func testSend(expiresIn time.Duration) ledger.Send {
 	}
 }
 
+// fakeClient records the input and the options a call would run with.
 type fakeClient struct {
-	in    *pinpointsmsvoicev2.SendTextMessageInput
-	opts  pinpointsmsvoicev2.Options
-	calls int
-	out   *pinpointsmsvoicev2.SendTextMessageOutput
-	err   error
+	outcometest.Fake[pinpointsmsvoicev2.SendTextMessageInput, pinpointsmsvoicev2.SendTextMessageOutput, pinpointsmsvoicev2.Options]
 }
 
 func (f *fakeClient) SendTextMessage(_ context.Context, in *pinpointsmsvoicev2.SendTextMessageInput, optFns ...func(*pinpointsmsvoicev2.Options)) (*pinpointsmsvoicev2.SendTextMessageOutput, error) {
-	f.calls++
-	f.in = in
-	f.opts = pinpointsmsvoicev2.Options{Retryer: retry.NewStandard()}
-	for _, fn := range optFns {
-		fn(&f.opts)
-	}
-	return f.out, f.err
+	return f.Call(in, pinpointsmsvoicev2.Options{Retryer: retry.NewStandard()}, optFns)
+}
+
+// answering returns a fake client whose call returns out, err.
+func answering(out *pinpointsmsvoicev2.SendTextMessageOutput, err error) *fakeClient {
+	f := &fakeClient{}
+	f.Out, f.Err = out, err
+	return f
+}
+
+// accepting returns a fake client whose call is accepted with message id id.
+func accepting(id string) *fakeClient {
+	return answering(&pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String(id)}, nil)
 }
 
 func newTransport(t *testing.T, c Client, cfg Config) *Transport {
@@ -92,13 +93,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("%v does not wrap ErrInvalidConfig", err)
-			}
+			outcometest.CheckConfigErr(t, tt.cfg.Validate(), tt.ok, ErrInvalidConfig)
 		})
 	}
 	if _, err := New(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
@@ -117,7 +112,7 @@ func TestCapabilities(t *testing.T) {
 }
 
 func TestSendBuildsRequest(t *testing.T) {
-	fc := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String("msg-1")}}
+	fc := accepting("msg-1")
 	tr := newTransport(t, fc, Config{OriginationIdentity: "pool-abc", ConfigurationSetName: "reset-events"})
 	s := testSend(10*time.Minute + 900*time.Millisecond)
 	ack, err := tr.Send(context.Background(), s)
@@ -127,7 +122,7 @@ func TestSendBuildsRequest(t *testing.T) {
 	if ack.ID != "msg-1" {
 		t.Fatalf("ack = %q, want the MessageId", ack.ID)
 	}
-	in := fc.in
+	in := fc.In
 	if aws.ToString(in.DestinationPhoneNumber) != testTo || aws.ToString(in.MessageBody) != testBody {
 		t.Errorf("destination/body not passed through: %+v", in)
 	}
@@ -144,17 +139,17 @@ func TestSendBuildsRequest(t *testing.T) {
 	if got := aws.ToInt32(in.TimeToLive); got != 600 {
 		t.Errorf("TimeToLive = %d, want 600 (whole seconds left, rounded down)", got)
 	}
-	if _, ok := fc.opts.Retryer.(aws.NopRetryer); !ok {
-		t.Errorf("retryer = %T, want aws.NopRetryer", fc.opts.Retryer)
+	if _, ok := fc.Opts.Retryer.(aws.NopRetryer); !ok {
+		t.Errorf("retryer = %T, want aws.NopRetryer", fc.Opts.Retryer)
 	}
 
 	// Optional fields stay unset when not configured.
-	fc2 := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String("m")}}
+	fc2 := accepting("m")
 	if _, err := newTransport(t, fc2, Config{}).Send(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	if fc2.in.OriginationIdentity != nil || fc2.in.ConfigurationSetName != nil {
-		t.Errorf("unset config produced origination %v / config set %v", fc2.in.OriginationIdentity, fc2.in.ConfigurationSetName)
+	if fc2.In.OriginationIdentity != nil || fc2.In.ConfigurationSetName != nil {
+		t.Errorf("unset config produced origination %v / config set %v", fc2.In.OriginationIdentity, fc2.In.ConfigurationSetName)
 	}
 }
 
@@ -175,7 +170,7 @@ func TestTimeToLive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fc := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String("m")}}
+			fc := accepting("m")
 			tr := newTransport(t, fc, Config{MinTimeToLive: tt.min})
 			_, err := tr.Send(context.Background(), testSend(tt.left))
 			if tt.wantTTL == 0 {
@@ -183,15 +178,15 @@ func TestTimeToLive(t *testing.T) {
 				if !errors.As(err, &rej) || !strings.Contains(rej.Reason, "challenge expires before minimum TTL") {
 					t.Fatalf("err = %v, want a minimum-TTL rejection", err)
 				}
-				if fc.calls != 0 {
-					t.Fatalf("API called %d times, want 0", fc.calls)
+				if fc.Calls != 0 {
+					t.Fatalf("API called %d times, want 0", fc.Calls)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := aws.ToInt32(fc.in.TimeToLive); got != tt.wantTTL {
+			if got := aws.ToInt32(fc.In.TimeToLive); got != tt.wantTTL {
 				t.Fatalf("TimeToLive = %d, want %d", got, tt.wantTTL)
 			}
 		})
@@ -223,59 +218,22 @@ func TestSendErrorMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fc := &fakeClient{err: tt.err}
-			tr := newTransport(t, fc, Config{})
-			_, err := tr.Send(context.Background(), testSend(10*time.Minute))
-			class, text := classOf(t, err)
-			if class != tt.class {
-				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
-			}
-			if !strings.HasPrefix(text, tt.wantPrefix) {
-				t.Fatalf("text = %q, want prefix %q", text, tt.wantPrefix)
-			}
+			_, err := newTransport(t, answering(nil, tt.err), Config{}).Send(context.Background(), testSend(10*time.Minute))
+			outcometest.Want{Class: tt.class, Text: tt.wantPrefix, Prefix: true}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
 }
 
-// classOf names the outcome class of a Send error and returns its text: the
-// rejection reason, the NotSent code or the error text. It fails if an
-// unknown outcome does not wrap ErrOutcomeUnknown or a rejection or NotSent
-// does.
-func classOf(t *testing.T, err error) (class, text string) {
-	t.Helper()
-	var rej *ledger.Rejection
-	var ns *ledger.NotSent
-	switch {
-	case err == nil:
-		t.Fatal("Send succeeded, want an error")
-	case errors.As(err, &rej):
-		class, text = "rejected", rej.Reason
-	case errors.As(err, &ns):
-		class, text = "notsent", ns.Code
-	default:
-		if !errors.Is(err, ErrOutcomeUnknown) {
-			t.Fatalf("unknown outcome %v does not wrap ErrOutcomeUnknown", err)
-		}
-		return "unknown", err.Error()
-	}
-	if errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("%s outcome %v wraps ErrOutcomeUnknown", class, err)
-	}
-	return class, text
-}
-
+// assertClean fails if s carries the number (in any spelling), the body, the
+// code in it, the link's token or control characters.
 func assertClean(t *testing.T, s string) {
 	t.Helper()
-	for _, secret := range []string{testTo, "4155550123", "415 555 0123", testBody, "834211", "s3cr3tT0ken", "\r", "\n", "\x00"} {
-		if strings.Contains(s, secret) {
-			t.Fatalf("error text %q leaks %q", s, secret)
-		}
-	}
+	outcometest.AssertClean(t, s, testTo, "4155550123", "415 555 0123", testBody, "834211", "s3cr3tT0ken", "\r", "\n", "\x00")
 }
 
 func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) {
-	fc := &fakeClient{out: &pinpointsmsvoicev2.SendTextMessageOutput{}}
+	fc := answering(&pinpointsmsvoicev2.SendTextMessageOutput{}, nil)
 	if _, err := newTransport(t, fc, Config{}).Send(context.Background(), testSend(time.Hour)); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
 	}
@@ -323,33 +281,15 @@ func TestSendThroughSDK(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var hits atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
-				w.Header().Set("X-Amzn-RequestId", "rid-9")
-				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			err := sendOnce(context.Background(), t, func(w http.ResponseWriter, r *http.Request) {
+				setHeaders(w)
 				for k, v := range tt.header {
 					w.Header().Set(k, v)
 				}
 				w.WriteHeader(tt.status)
 				fmt.Fprint(w, tt.body)
-			}))
-			defer srv.Close()
-			_, err := newTransport(t, sdkClient(srv.URL), Config{}).Send(context.Background(), testSend(time.Hour))
-			class, text := classOf(t, err)
-			if class != tt.class {
-				t.Fatalf("class = %s (%v), want %s", class, err, tt.class)
-			}
-			if text != tt.want {
-				t.Fatalf("text = %q\nwant   %q", text, tt.want)
-			}
-			var ns *ledger.NotSent
-			if errors.As(err, &ns) && ns.RetryAfter != tt.wantAfter {
-				t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, tt.wantAfter)
-			}
-			if hits.Load() != 1 {
-				t.Fatalf("server saw %d requests, want exactly 1", hits.Load())
-			}
+			})
+			outcometest.Want{Class: tt.class, Text: tt.want, RetryAfter: tt.wantAfter}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
@@ -361,76 +301,51 @@ func TestSendThroughSDK(t *testing.T) {
 		ctx   time.Duration // a deadline for the call, if set
 		want  string
 	}{
-		{"connection reset after the request was written", resetConnection, 0, "smstransport: outcome unknown: transport error before a response"},
-		{"503 with a truncated body", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			truncate(w, 503, `{"__type":"ServiceUnavailableException","Message":"try again later"}`)
-		}, 0, "smstransport: outcome unknown: HTTP 503 without a recognised error code (request id rid-9)"},
-		{"throttling with a truncated body", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			truncate(w, 400, `{"__type":"ThrottlingException","Message":"slow down, please"}`)
-		}, 0, "smstransport: outcome unknown: HTTP 400 without a recognised error code (request id rid-9)"},
-		{"timeout", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client hanging up
-			select {
-			case <-r.Context().Done():
-			case <-time.After(10 * time.Second):
-			}
-		}, 200 * time.Millisecond, "smstransport: outcome unknown: timeout (context deadline exceeded)"},
+		{"connection reset after the request was written", outcometest.ResetConnection, 0, "smstransport: outcome unknown: transport error before a response"},
+		{"503 with a truncated body", truncated(503, `{"__type":"ServiceUnavailableException","Message":"try again later"}`),
+			0, "smstransport: outcome unknown: HTTP 503 without a recognised error code (request id rid-9)"},
+		{"throttling with a truncated body", truncated(400, `{"__type":"ThrottlingException","Message":"slow down, please"}`),
+			0, "smstransport: outcome unknown: HTTP 400 without a recognised error code (request id rid-9)"},
+		{"timeout", outcometest.Hang(10 * time.Second), 200 * time.Millisecond, "smstransport: outcome unknown: timeout (context deadline exceeded)"},
 	}
 	for _, tt := range incomplete {
 		t.Run(tt.name, func(t *testing.T) {
-			var hits atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
-				tt.serve(w, r)
-			}))
-			defer srv.Close()
 			ctx := context.Background()
 			if tt.ctx > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, tt.ctx)
 				defer cancel()
 			}
-			_, err := newTransport(t, sdkClient(srv.URL), Config{}).Send(ctx, testSend(time.Hour))
-			if class, text := classOf(t, err); class != "unknown" || text != tt.want {
-				t.Fatalf("%s %q, want unknown %q", class, text, tt.want)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Fatalf("server saw %d requests, want exactly 1 (no SDK retries)", n)
-			}
+			err := sendOnce(ctx, t, tt.serve)
+			outcometest.Want{Class: "unknown", Text: tt.want}.Check(t, err, ErrOutcomeUnknown)
 			assertClean(t, err.Error())
 		})
 	}
 }
 
-// resetConnection reads the whole request, then resets the connection
-// (RST, not FIN) without answering: the request reached the server and the
-// client cannot know what became of it.
-func resetConnection(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
+// sendOnce sends testSend through the real SDK client to a server that
+// answers with serve, and checks that the server saw exactly one request:
+// the SDK's default retryer is on, so this proves the transport turns it off.
+func sendOnce(ctx context.Context, t *testing.T, serve http.HandlerFunc) error {
+	t.Helper()
+	return outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
+		_, err := newTransport(t, sdkClient(srv.URL), Config{}).Send(ctx, testSend(time.Hour))
+		return err
+	})
 }
 
-// truncate answers status with headers that promise body (Content-Length),
-// writes only half of it and closes the connection.
-func truncate(w http.ResponseWriter, status int, body string) {
+// setHeaders sets the request id and content type of an End User Messaging answer.
+func setHeaders(w http.ResponseWriter) {
 	w.Header().Set("X-Amzn-RequestId", "rid-9")
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, body[:len(body)/2])
-	w.(http.Flusher).Flush()
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
+}
+
+// truncated answers status with a body that breaks off halfway (see
+// outcometest.Truncate).
+func truncated(status int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		setHeaders(w)
+		outcometest.Truncate(w, status, body)
 	}
-	_ = conn.Close()
 }

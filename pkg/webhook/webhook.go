@@ -59,9 +59,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/resetledger/resetledger/internal/outcome"
-	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome"
+	"github.com/resetledger/resetledger/pkg/redact"
 )
 
 // Defaults applied by DefaultConfig (and, for Timeout, by New when zero).

@@ -1,4 +1,4 @@
-package webhook
+package webhook_test
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/outcome/outcometest"
+	"github.com/resetledger/resetledger/pkg/webhook"
+	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
 const (
@@ -36,18 +37,18 @@ func testSend(challenge string) ledger.Send {
 	}
 }
 
-// setup starts a Provider behind an httptest server and a transport for it.
-func setup(t *testing.T, pcfg ProviderConfig, mutate func(*Config)) (*Provider, *Transport, *httptest.Server) {
+// setup starts a webhooktest.Provider behind an httptest server and a transport for it.
+func setup(t *testing.T, pcfg webhooktest.ProviderConfig, mutate func(*webhook.Config)) (*webhooktest.Provider, *webhook.Transport, *httptest.Server) {
 	t.Helper()
-	p := NewProvider(pcfg)
+	p := webhooktest.NewProvider(pcfg)
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
-	cfg := DefaultConfig(srv.URL + "/v1/notify")
+	cfg := webhook.DefaultConfig(srv.URL + "/v1/notify")
 	cfg.Token = pcfg.Token
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	tr, err := New(srv.Client(), cfg)
+	tr, err := webhook.New(srv.Client(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,49 +59,40 @@ func setup(t *testing.T, pcfg ProviderConfig, mutate func(*Config)) (*Provider, 
 // the reset link or the bearer token.
 func assertClean(t *testing.T, s string) {
 	t.Helper()
-	for _, secret := range []string{testTo, "player.one", "s3cr3t-t0ken-value", "game.example", testToken, "ABCDEF0123456789", "expires in 10 minutes", "\n"} {
-		if strings.Contains(s, secret) {
-			t.Fatalf("error text %q leaks %q", s, secret)
-		}
-	}
+	outcometest.AssertClean(t, s, testTo, "player.one", "s3cr3t-t0ken-value", "game.example", testToken, "ABCDEF0123456789", "expires in 10 minutes", "\n")
 }
 
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  Config
+		cfg  webhook.Config
 		ok   bool
 	}{
-		{"https", DefaultConfig("https://notify.example.com/v1/send"), true},
-		{"loopback http", DefaultConfig("http://127.0.0.1:8080/send"), true},
-		{"localhost http", DefaultConfig("http://localhost:8080"), true},
-		{"ipv6 loopback http", DefaultConfig("http://[::1]:8080"), true},
-		{"remote http", DefaultConfig("http://notify.example.com/send"), false},
-		{"remote http allowed", Config{URL: "http://host.docker.internal:9000", AllowInsecureHTTP: true}, true},
-		{"missing url", Config{}, false},
-		{"relative url", DefaultConfig("/send"), false},
-		{"other scheme", DefaultConfig("ftp://notify.example.com"), false},
-		{"credentials in url", DefaultConfig("https://user:" + testToken + "@notify.example.com"), false},
-		{"fragment", DefaultConfig("https://notify.example.com/#x"), false},
-		{"token with newline", Config{URL: "https://notify.example.com", Token: "abc\r\nX-Evil: 1"}, false},
-		{"negative window", Config{URL: "https://notify.example.com", KeyWindow: -time.Second}, false},
-		{"negative timeout", Config{URL: "https://notify.example.com", Timeout: -time.Second}, false},
+		{"https", webhook.DefaultConfig("https://notify.example.com/v1/send"), true},
+		{"loopback http", webhook.DefaultConfig("http://127.0.0.1:8080/send"), true},
+		{"localhost http", webhook.DefaultConfig("http://localhost:8080"), true},
+		{"ipv6 loopback http", webhook.DefaultConfig("http://[::1]:8080"), true},
+		{"remote http", webhook.DefaultConfig("http://notify.example.com/send"), false},
+		{"remote http allowed", webhook.Config{URL: "http://host.docker.internal:9000", AllowInsecureHTTP: true}, true},
+		{"missing url", webhook.Config{}, false},
+		{"relative url", webhook.DefaultConfig("/send"), false},
+		{"other scheme", webhook.DefaultConfig("ftp://notify.example.com"), false},
+		{"credentials in url", webhook.DefaultConfig("https://user:" + testToken + "@notify.example.com"), false},
+		{"fragment", webhook.DefaultConfig("https://notify.example.com/#x"), false},
+		{"token with newline", webhook.Config{URL: "https://notify.example.com", Token: "abc\r\nX-Evil: 1"}, false},
+		{"negative window", webhook.Config{URL: "https://notify.example.com", KeyWindow: -time.Second}, false},
+		{"negative timeout", webhook.Config{URL: "https://notify.example.com", Timeout: -time.Second}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
-			}
+			outcometest.CheckConfigErr(t, err, tt.ok, webhook.ErrInvalidConfig)
 			if err != nil {
-				if !errors.Is(err, ErrInvalidConfig) {
-					t.Fatalf("%v does not wrap ErrInvalidConfig", err)
-				}
 				assertClean(t, err.Error())
 			}
 		})
 	}
-	if _, err := New(nil, DefaultConfig("https://notify.example.com")); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := webhook.New(nil, webhook.DefaultConfig("https://notify.example.com")); !errors.Is(err, webhook.ErrInvalidConfig) {
 		t.Fatalf("New(nil) = %v, want ErrInvalidConfig", err)
 	}
 }
@@ -108,30 +100,30 @@ func TestConfigValidate(t *testing.T) {
 func TestCapabilities(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  Config
+		cfg  webhook.Config
 		want ledger.Capabilities
 	}{
-		{"defaults", DefaultConfig("https://n.example.com"), ledger.Capabilities{IdempotencyWindow: 24 * time.Hour}},
-		{"zero config honors no keys", Config{URL: "https://n.example.com"}, ledger.Capabilities{}},
-		{"lookup, no keys", Config{URL: "https://n.example.com", Lookup: true}, ledger.Capabilities{Lookup: true}},
-		{"short window", Config{URL: "https://n.example.com", KeyWindow: time.Hour, Lookup: true}, ledger.Capabilities{IdempotencyWindow: time.Hour, Lookup: true}},
+		{"defaults", webhook.DefaultConfig("https://n.example.com"), ledger.Capabilities{IdempotencyWindow: 24 * time.Hour}},
+		{"zero config honors no keys", webhook.Config{URL: "https://n.example.com"}, ledger.Capabilities{}},
+		{"lookup, no keys", webhook.Config{URL: "https://n.example.com", Lookup: true}, ledger.Capabilities{Lookup: true}},
+		{"short window", webhook.Config{URL: "https://n.example.com", KeyWindow: time.Hour, Lookup: true}, ledger.Capabilities{IdempotencyWindow: time.Hour, Lookup: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr, err := New(http.DefaultClient, tt.cfg)
+			tr, err := webhook.New(http.DefaultClient, tt.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := tr.Capabilities(); got != tt.want {
 				t.Fatalf("Capabilities() = %+v, want %+v", got, tt.want)
 			}
-			if tr.cfg.Timeout != DefaultTimeout {
-				t.Fatalf("Timeout = %s, want the default %s", tr.cfg.Timeout, DefaultTimeout)
+			if webhook.TimeoutOf(tr) != webhook.DefaultTimeout {
+				t.Fatalf("Timeout = %s, want the default %s", webhook.TimeoutOf(tr), webhook.DefaultTimeout)
 			}
 		})
 	}
-	var _ ledger.Transport = (*Transport)(nil)
-	var _ ledger.Looker = (*Transport)(nil)
+	var _ ledger.Transport = (*webhook.Transport)(nil)
+	var _ ledger.Looker = (*webhook.Transport)(nil)
 }
 
 func TestSendRequest(t *testing.T) {
@@ -143,9 +135,9 @@ func TestSendRequest(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"prov-1"}`)
 	}))
 	defer srv.Close()
-	cfg := DefaultConfig(srv.URL + "/hooks/reset?tenant=game")
+	cfg := webhook.DefaultConfig(srv.URL + "/hooks/reset?tenant=game")
 	cfg.Token = testToken
-	tr, err := New(srv.Client(), cfg)
+	tr, err := webhook.New(srv.Client(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +180,7 @@ func TestSendRequest(t *testing.T) {
 	}
 
 	// Without a token there is no Authorization header.
-	tr2, _ := New(srv.Client(), DefaultConfig(srv.URL))
+	tr2, _ := webhook.New(srv.Client(), webhook.DefaultConfig(srv.URL))
 	if _, err := tr2.Send(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -201,32 +193,32 @@ func TestSendResponseMapping(t *testing.T) {
 	echo := `{"error":{"message":"recipient ` + testTo + ` refused; body=` + strings.ReplaceAll(testBody, "\n", `\n`) + `; auth=` + testToken + `"}}`
 	tests := []struct {
 		name     string
-		step     Step
+		step     webhooktest.Step
 		outcome  string // ack, rejected, notsent, unknown
 		wantText string // prefix of the rejection reason, NotSent code or error text
 	}{
-		{"accept", Step{Action: Accept}, "ack", ""},
-		{"reject 400 echoing secrets", Step{Action: Reject, Body: echo}, "rejected", "HTTP 400: recipient [redacted] refused; body= [redacted]"},
-		{"reject plain text", Step{Action: Respond, Status: 422, Body: "invalid \x1b[31mrecipient\x00\r\n"}, "rejected", "HTTP 422: invalid [31mrecipient"},
-		{"unauthorized", Step{Action: Respond, Status: 401}, "rejected", "HTTP 401: Unauthorized"},
-		{"forbidden", Step{Action: Respond, Status: 403, Body: `{"message":"sender blocked"}`}, "rejected", "HTTP 403: sender blocked"},
-		{"not found", Step{Action: Respond, Status: 404, Body: `{"detail":"no such route"}`}, "rejected", "HTTP 404: no such route"},
-		{"too large", Step{Action: Respond, Status: 413, Body: strings.Repeat("too large ", 100)}, "rejected", "HTTP 413: too large"},
-		{"request timeout 408", Step{Action: Respond, Status: 408}, "unknown", "webhook: outcome unknown: HTTP 408"},
-		{"conflict 409", Step{Action: Respond, Status: 409, Body: echo}, "unknown", "webhook: outcome unknown: HTTP 409"},
-		{"too early 425", Step{Action: Respond, Status: 425}, "unknown", "webhook: outcome unknown: HTTP 425"},
-		{"rate limited 429", Step{Action: Respond, Status: 429, Body: echo}, "notsent", "HTTP 429"},
-		{"server error 500", Step{Action: Respond, Status: 500, Body: echo}, "unknown", "webhook: outcome unknown: HTTP 500"},
-		{"bad gateway 502", Step{Action: Respond, Status: 502}, "unknown", "webhook: outcome unknown: HTTP 502"},
-		{"unavailable 503", Step{Action: Unavailable}, "notsent", "HTTP 503"},
-		{"redirect 307", Step{Action: Respond, Status: 307}, "unknown", "webhook: outcome unknown: HTTP 307"},
-		{"2xx without id", Step{Action: Respond, Status: 200, Body: `{"status":"ok"}`}, "unknown", "webhook: outcome unknown: HTTP 200 without a usable id"},
-		{"2xx not json", Step{Action: Respond, Status: 202, Body: "queued"}, "unknown", "webhook: outcome unknown: HTTP 202 without a usable id"},
-		{"accept then drop", Step{Action: AcceptThenDrop}, "unknown", "webhook: outcome unknown: connection closed before a complete response"},
+		{"accept", webhooktest.Step{Action: webhooktest.Accept}, "ack", ""},
+		{"reject 400 echoing secrets", webhooktest.Step{Action: webhooktest.Reject, Body: echo}, "rejected", "HTTP 400: recipient [redacted] refused; body= [redacted]"},
+		{"reject plain text", webhooktest.Step{Action: webhooktest.Respond, Status: 422, Body: "invalid \x1b[31mrecipient\x00\r\n"}, "rejected", "HTTP 422: invalid [31mrecipient"},
+		{"unauthorized", webhooktest.Step{Action: webhooktest.Respond, Status: 401}, "rejected", "HTTP 401: Unauthorized"},
+		{"forbidden", webhooktest.Step{Action: webhooktest.Respond, Status: 403, Body: `{"message":"sender blocked"}`}, "rejected", "HTTP 403: sender blocked"},
+		{"not found", webhooktest.Step{Action: webhooktest.Respond, Status: 404, Body: `{"detail":"no such route"}`}, "rejected", "HTTP 404: no such route"},
+		{"too large", webhooktest.Step{Action: webhooktest.Respond, Status: 413, Body: strings.Repeat("too large ", 100)}, "rejected", "HTTP 413: too large"},
+		{"request timeout 408", webhooktest.Step{Action: webhooktest.Respond, Status: 408}, "unknown", "webhook: outcome unknown: HTTP 408"},
+		{"conflict 409", webhooktest.Step{Action: webhooktest.Respond, Status: 409, Body: echo}, "unknown", "webhook: outcome unknown: HTTP 409"},
+		{"too early 425", webhooktest.Step{Action: webhooktest.Respond, Status: 425}, "unknown", "webhook: outcome unknown: HTTP 425"},
+		{"rate limited 429", webhooktest.Step{Action: webhooktest.Respond, Status: 429, Body: echo}, "notsent", "HTTP 429"},
+		{"server error 500", webhooktest.Step{Action: webhooktest.Respond, Status: 500, Body: echo}, "unknown", "webhook: outcome unknown: HTTP 500"},
+		{"bad gateway 502", webhooktest.Step{Action: webhooktest.Respond, Status: 502}, "unknown", "webhook: outcome unknown: HTTP 502"},
+		{"unavailable 503", webhooktest.Step{Action: webhooktest.Unavailable}, "notsent", "HTTP 503"},
+		{"redirect 307", webhooktest.Step{Action: webhooktest.Respond, Status: 307}, "unknown", "webhook: outcome unknown: HTTP 307"},
+		{"2xx without id", webhooktest.Step{Action: webhooktest.Respond, Status: 200, Body: `{"status":"ok"}`}, "unknown", "webhook: outcome unknown: HTTP 200 without a usable id"},
+		{"2xx not json", webhooktest.Step{Action: webhooktest.Respond, Status: 202, Body: "queued"}, "unknown", "webhook: outcome unknown: HTTP 202 without a usable id"},
+		{"accept then drop", webhooktest.Step{Action: webhooktest.AcceptThenDrop}, "unknown", "webhook: outcome unknown: connection closed before a complete response"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, tr, _ := setup(t, ProviderConfig{HonorKeys: true, Token: testToken}, nil)
+			p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true, Token: testToken}, nil)
 			p.Script(tt.step)
 			s := testSend("ch-" + tt.name)
 			ack, err := tr.Send(context.Background(), s)
@@ -253,7 +245,7 @@ func TestSendResponseMapping(t *testing.T) {
 				}
 			case "notsent":
 				var ns *ledger.NotSent
-				if !errors.As(err, &ns) || errors.Is(err, ErrOutcomeUnknown) {
+				if !errors.As(err, &ns) || errors.Is(err, webhook.ErrOutcomeUnknown) {
 					t.Fatalf("err = %v, want *ledger.NotSent only", err)
 				}
 				if ns.Code != tt.wantText || ns.RetryAfter != 0 {
@@ -264,7 +256,7 @@ func TestSendResponseMapping(t *testing.T) {
 				}
 			case "unknown":
 				var ns *ledger.NotSent
-				if errors.As(err, &rej) || errors.As(err, &ns) || !errors.Is(err, ErrOutcomeUnknown) {
+				if errors.As(err, &rej) || errors.As(err, &ns) || !errors.Is(err, webhook.ErrOutcomeUnknown) {
 					t.Fatalf("err = %v, want an unknown outcome", err)
 				}
 				if !strings.HasPrefix(err.Error(), tt.wantText) {
@@ -280,16 +272,16 @@ func TestSendResponseMapping(t *testing.T) {
 }
 
 func TestSendTimeoutIsUnknown(t *testing.T) {
-	p, tr, _ := setup(t, ProviderConfig{HonorKeys: true}, func(c *Config) { c.Timeout = 150 * time.Millisecond })
-	p.Script(Step{Action: Slow, Delay: 5 * time.Second})
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, func(c *webhook.Config) { c.Timeout = 150 * time.Millisecond })
+	p.Script(webhooktest.Step{Action: webhooktest.Slow, Delay: 5 * time.Second})
 	s := testSend("slow")
 	start := time.Now()
 	_, err := tr.Send(context.Background(), s)
-	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, webhook.ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want an unknown outcome caused by the deadline", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("Send took %s, want it bounded by Config.Timeout", d)
+		t.Fatalf("Send took %s, want it bounded by webhook.Config.Timeout", d)
 	}
 	if n := p.Recorded(s.IdempotencyKey); n != 1 {
 		t.Fatalf("provider recorded %d, want 1 (accepted, answer too slow)", n)
@@ -298,12 +290,12 @@ func TestSendTimeoutIsUnknown(t *testing.T) {
 }
 
 func TestSendCallerCancelIsUnknown(t *testing.T) {
-	p, tr, _ := setup(t, ProviderConfig{}, nil)
-	p.Script(Step{Action: Slow, Delay: 5 * time.Second})
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{}, nil)
+	p.Script(webhooktest.Step{Action: webhooktest.Slow, Delay: 5 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	_, err := tr.Send(ctx, testSend("cancel"))
-	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, webhook.ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want an unknown outcome caused by cancellation", err)
 	}
 }
@@ -315,12 +307,12 @@ func TestSendConnectionRefusedIsUnknown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	tr, err := New(&http.Client{}, DefaultConfig("http://"+addr+"/send"))
+	tr, err := webhook.New(&http.Client{}, webhook.DefaultConfig("http://"+addr+"/send"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = tr.Send(context.Background(), testSend("refused"))
-	if !errors.Is(err, ErrOutcomeUnknown) || err.Error() != "webhook: outcome unknown: connection refused" {
+	if !errors.Is(err, webhook.ErrOutcomeUnknown) || err.Error() != "webhook: outcome unknown: connection refused" {
 		t.Fatalf("err = %v, want unknown: connection refused", err)
 	}
 }
@@ -330,10 +322,10 @@ func TestSendConnectionRefusedIsUnknown(t *testing.T) {
 // under the same key inside the window gets the same id and no second
 // message.
 func TestSameKeyRetryAfterDrop(t *testing.T) {
-	p, tr, _ := setup(t, ProviderConfig{HonorKeys: true}, nil)
-	p.Script(Step{Action: AcceptThenDrop})
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, nil)
+	p.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop})
 	s := testSend("drop")
-	if _, err := tr.Send(context.Background(), s); !errors.Is(err, ErrOutcomeUnknown) {
+	if _, err := tr.Send(context.Background(), s); !errors.Is(err, webhook.ErrOutcomeUnknown) {
 		t.Fatalf("first attempt: err = %v, want unknown", err)
 	}
 	if n := p.Recorded(s.IdempotencyKey); n != 1 {
@@ -356,18 +348,18 @@ func TestSameKeyRetryAfterDrop(t *testing.T) {
 	}
 }
 
-// TestNoTransparentRetryOnReusedConnection guards Send's non-replayable
+// TestNoTransparentRetryOnReusedConnection guards webhook.Send's non-replayable
 // request: net/http would otherwise re-send a POST carrying Idempotency-Key
 // when a kept-alive connection dies before the answer.
 func TestNoTransparentRetryOnReusedConnection(t *testing.T) {
-	p, tr, _ := setup(t, ProviderConfig{HonorKeys: false}, nil)
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: false}, nil)
 	// Warm a keep-alive connection, then have the next request's answer lost.
 	if _, err := tr.Send(context.Background(), testSend("warm")); err != nil {
 		t.Fatal(err)
 	}
-	p.Script(Step{Action: AcceptThenDrop}, Step{Action: Accept})
+	p.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop}, webhooktest.Step{Action: webhooktest.Accept})
 	s := testSend("reused")
-	if _, err := tr.Send(context.Background(), s); !errors.Is(err, ErrOutcomeUnknown) {
+	if _, err := tr.Send(context.Background(), s); !errors.Is(err, webhook.ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want unknown", err)
 	}
 	if n := p.Received(s.IdempotencyKey); n != 1 {
@@ -379,7 +371,7 @@ func TestNoTransparentRetryOnReusedConnection(t *testing.T) {
 }
 
 func TestProviderWithoutKeysRecordsEveryAttempt(t *testing.T) {
-	p, tr, _ := setup(t, ProviderConfig{HonorKeys: false}, nil)
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: false}, nil)
 	s := testSend("twice")
 	a1, err1 := tr.Send(context.Background(), s)
 	a2, err2 := tr.Send(context.Background(), s)
@@ -392,7 +384,7 @@ func TestProviderWithoutKeysRecordsEveryAttempt(t *testing.T) {
 }
 
 func TestProviderRejectsKeyReuseWithOtherContent(t *testing.T) {
-	p, tr, _ := setup(t, ProviderConfig{HonorKeys: true}, nil)
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, nil)
 	s := testSend("mismatch")
 	if _, err := tr.Send(context.Background(), s); err != nil {
 		t.Fatal(err)
@@ -409,7 +401,7 @@ func TestProviderRejectsKeyReuseWithOtherContent(t *testing.T) {
 }
 
 func TestProviderRequiresToken(t *testing.T) {
-	p, tr, _ := setup(t, ProviderConfig{Token: testToken}, func(c *Config) { c.Token = "wrong-token" })
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{Token: testToken}, func(c *webhook.Config) { c.Token = "wrong-token" })
 	s := testSend("auth")
 	_, err := tr.Send(context.Background(), s)
 	var rej *ledger.Rejection
@@ -425,10 +417,10 @@ func TestProviderRequiresToken(t *testing.T) {
 }
 
 func TestLookup(t *testing.T) {
-	p, tr, srv := setup(t, ProviderConfig{HonorKeys: true, Token: testToken}, func(c *Config) { c.Lookup = true })
+	p, tr, srv := setup(t, webhooktest.ProviderConfig{HonorKeys: true, Token: testToken}, func(c *webhook.Config) { c.Lookup = true })
 	found := testSend("found")
-	p.Script(Step{Action: AcceptThenDrop})
-	if _, err := tr.Send(context.Background(), found); !errors.Is(err, ErrOutcomeUnknown) {
+	p.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop})
+	if _, err := tr.Send(context.Background(), found); !errors.Is(err, webhook.ErrOutcomeUnknown) {
 		t.Fatalf("send: %v", err)
 	}
 	ack, ok, err := tr.Lookup(context.Background(), found.IdempotencyKey)
@@ -440,25 +432,25 @@ func TestLookup(t *testing.T) {
 		t.Fatalf("Lookup(missing) = %+v, %v, %v; want not found", ack, ok, err)
 	}
 
-	// Lookup answers other than 200/404 are errors, not "not found".
+	// webhook.Lookup answers other than 200/404 are errors, not "not found".
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer down.Close()
-	trDown, _ := New(down.Client(), Config{URL: down.URL, Lookup: true})
-	if _, ok, err := trDown.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, ErrLookupFailed) || ok {
+	trDown, _ := webhook.New(down.Client(), webhook.Config{URL: down.URL, Lookup: true})
+	if _, ok, err := trDown.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, webhook.ErrLookupFailed) || ok {
 		t.Fatalf("Lookup(503) = %v, %v; want ErrLookupFailed", ok, err)
 	}
 
-	// Lookup off: no request at all.
-	off, _ := New(srv.Client(), DefaultConfig(srv.URL))
-	if _, _, err := off.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, ErrLookupUnsupported) {
-		t.Fatalf("Lookup with Config.Lookup off = %v, want ErrLookupUnsupported", err)
+	// webhook.Lookup off: no request at all.
+	off, _ := webhook.New(srv.Client(), webhook.DefaultConfig(srv.URL))
+	if _, _, err := off.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, webhook.ErrLookupUnsupported) {
+		t.Fatalf("Lookup with webhook.Config.Lookup off = %v, want ErrLookupUnsupported", err)
 	}
 }
 
 func TestProviderMessagesEndpoint(t *testing.T) {
-	_, tr, srv := setup(t, ProviderConfig{HonorKeys: true}, nil)
+	_, tr, srv := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, nil)
 	s := testSend("listed")
 	ack, err := tr.Send(context.Background(), s)
 	if err != nil {
@@ -469,7 +461,7 @@ func TestProviderMessagesEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var got []RecordedMessage
+	var got []webhooktest.RecordedMessage
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +473,7 @@ func TestProviderMessagesEndpoint(t *testing.T) {
 // TestSendNotSent runs each answer through real net/http: complete 429 and
 // 503 answers are *ledger.NotSent with the wait their Retry-After asks for;
 // answers that break off, time out, or carry another 5xx stay unknown. The
-// server sees exactly one request per Send.
+// server sees exactly one request per webhook.Send.
 func TestSendNotSent(t *testing.T) {
 	clock := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	date := clock.Add(-time.Hour) // the answer's Date, deliberately not the transport's clock
@@ -547,39 +539,27 @@ func TestSendNotSent(t *testing.T) {
 		{"425", answer(425, "30", httpDate(date), echo), "webhook: outcome unknown: HTTP 425"},
 		{"503 with a truncated body", truncated(503), "webhook: outcome unknown: HTTP 503, then the body was lost (connection closed before a complete response)"},
 		{"429 with a truncated body", truncated(429), "webhook: outcome unknown: HTTP 429, then the body was lost (connection closed before a complete response)"},
-		{"503 with a body over the cap", answer(503, "30", httpDate(date), strings.Repeat("x", maxResponse+1)), "webhook: outcome unknown: HTTP 503 with a body over 65536 bytes, not read to its end"},
-		{"connection reset after the request was written", resetConnection, "webhook: outcome unknown: connection reset"},
-		{"timeout", func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			select {
-			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
-			}
-		}, "webhook: outcome unknown: timeout (deadline exceeded)"},
+		{"503 with a body over the cap", answer(503, "30", httpDate(date), strings.Repeat("x", webhook.MaxResponse+1)), "webhook: outcome unknown: HTTP 503 with a body over 65536 bytes, not read to its end"},
+		{"connection reset after the request was written", outcometest.ResetConnection, "webhook: outcome unknown: connection reset"},
+		{"timeout", outcometest.Hang(5 * time.Second), "webhook: outcome unknown: timeout (deadline exceeded)"},
 	}
 
 	send := func(t *testing.T, serve http.HandlerFunc) error {
 		t.Helper()
-		var hits atomic.Int32
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hits.Add(1)
-			serve(w, r)
-		}))
-		t.Cleanup(srv.Close)
-		cfg := DefaultConfig(srv.URL + "/v1/notify")
-		cfg.Token = testToken
-		cfg.Timeout = 300 * time.Millisecond
-		cfg.Now = func() time.Time { return clock }
-		tr, err := New(srv.Client(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = tr.Send(context.Background(), testSend("ch-notsent"))
+		err := outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
+			cfg := webhook.DefaultConfig(srv.URL + "/v1/notify")
+			cfg.Token = testToken
+			cfg.Timeout = 300 * time.Millisecond
+			cfg.Now = func() time.Time { return clock }
+			tr, err := webhook.New(srv.Client(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = tr.Send(context.Background(), testSend("ch-notsent"))
+			return err
+		})
 		if err == nil {
 			t.Fatal("Send succeeded, want an error")
-		}
-		if n := hits.Load(); n != 1 {
-			t.Fatalf("server saw %d requests, want exactly 1", n)
 		}
 		assertClean(t, err.Error())
 		if strings.Contains(err.Error(), "127.0.0.1") {
@@ -592,7 +572,7 @@ func TestSendNotSent(t *testing.T) {
 			err := send(t, tt.serve)
 			var ns *ledger.NotSent
 			var rej *ledger.Rejection
-			if !errors.As(err, &ns) || errors.As(err, &rej) || errors.Is(err, ErrOutcomeUnknown) {
+			if !errors.As(err, &ns) || errors.As(err, &rej) || errors.Is(err, webhook.ErrOutcomeUnknown) {
 				t.Fatalf("err = %v, want *ledger.NotSent only", err)
 			}
 			if ns.Code != tt.code || ns.RetryAfter != tt.after {
@@ -605,7 +585,7 @@ func TestSendNotSent(t *testing.T) {
 			err := send(t, tt.serve)
 			var ns *ledger.NotSent
 			var rej *ledger.Rejection
-			if errors.As(err, &ns) || errors.As(err, &rej) || !errors.Is(err, ErrOutcomeUnknown) {
+			if errors.As(err, &ns) || errors.As(err, &rej) || !errors.Is(err, webhook.ErrOutcomeUnknown) {
 				t.Fatalf("err = %v, want an unknown outcome", err)
 			}
 			if err.Error() != tt.want {
@@ -620,31 +600,8 @@ func TestSendNotSent(t *testing.T) {
 func truncated(status int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		body := `{"message":"temporarily unavailable, try again later"}`
 		w.Header().Set("Retry-After", "30")
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, body[:len(body)/2])
-		w.(http.Flusher).Flush()
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			panic(err)
-		}
-		_ = conn.Close()
+		outcometest.Truncate(w, status, `{"message":"temporarily unavailable, try again later"}`)
 	}
-}
-
-// resetConnection reads the whole request, then resets the connection
-// (RST, not FIN) without answering.
-func resetConnection(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
 }

@@ -18,7 +18,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/resetledger/resetledger/pkg/charclass"
 )
 
 // Unknown returns an error whose text is sentinel.Error() + ": " + detail and
@@ -115,16 +116,14 @@ func RequestID(err error) string {
 	return ""
 }
 
+// tokenChars is the alphabet of SafeToken.
+var tokenChars = charclass.AlnumPlus("-_.:")
+
 // SafeToken returns s if it is an identifier safe to print: 1 to 128 ASCII
 // letters, digits, '-', '_', '.' or ':'. Otherwise it returns "".
 func SafeToken(s string) string {
-	if len(s) == 0 || len(s) > 128 {
+	if !tokenChars.Fits(s, 128) {
 		return ""
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)) {
-			return ""
-		}
 	}
 	return s
 }

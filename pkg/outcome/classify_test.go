@@ -164,3 +164,19 @@ func TestNotSentFor(t *testing.T) {
 		}
 	}
 }
+
+func TestAck(t *testing.T) {
+	ack, err := testClassifier.Ack("Send", "msg-1", nil, secret)
+	if err != nil || ack.ID != "msg-1" {
+		t.Fatalf("accepted: %+v, %v", ack, err)
+	}
+	ack, err = testClassifier.Ack("Send", "", nil, secret)
+	if !errors.Is(err, errTest) || err.Error() != errTest.Error()+": Send succeeded without a MessageId" || ack.ID != "" {
+		t.Fatalf("no message id: %+v, %v; want an unknown outcome", ack, err)
+	}
+	var rej *ledger.Rejection
+	ack, err = testClassifier.Ack("Send", "ignored", &reasonErr{code: "Refused", msg: "no thanks for " + secret}, secret)
+	if !errors.As(err, &rej) || strings.Contains(rej.Reason, secret) || ack.ID != "" {
+		t.Fatalf("refused: %+v, %v; want the classified rejection without the secret", ack, err)
+	}
+}

@@ -1,6 +1,12 @@
-package webhook
+// Package webhooktest is a local HTTP provider for tests of the webhook
+// transport: it records what it receives per Idempotency-Key, can honor keys,
+// and follows a script of answers (accept, reject, drop, slow, any status).
+// It is test support, like net/http/httptest; nothing in production uses it.
+package webhooktest
 
 import (
+	"github.com/resetledger/resetledger/pkg/webhook"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -58,7 +64,7 @@ type ProviderConfig struct {
 // RecordedMessage is a message the Provider accepted.
 type RecordedMessage struct {
 	ID string `json:"id"`
-	Payload
+	webhook.Payload
 	ReceivedAt time.Time `json:"received_at"`
 }
 
@@ -149,11 +155,11 @@ func (p *Provider) lookup(w http.ResponseWriter, key string) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
 		return
 	}
-	writeJSON(w, http.StatusOK, Receipt{ID: id})
+	writeJSON(w, http.StatusOK, webhook.Receipt{ID: id})
 }
 
 func (p *Provider) send(w http.ResponseWriter, r *http.Request) {
-	var msg Payload
+	var msg webhook.Payload
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	if err := dec.Decode(&msg); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body is not a JSON payload"})
@@ -201,7 +207,7 @@ func (p *Provider) send(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, Receipt{ID: id})
+		writeJSON(w, http.StatusOK, webhook.Receipt{ID: id})
 	default:
 		respond(w, http.StatusInternalServerError, "", "unknown scripted action")
 	}
@@ -209,7 +215,7 @@ func (p *Provider) send(w http.ResponseWriter, r *http.Request) {
 
 // record stores msg and returns its id, or the first id for its key if keys
 // are honored. It returns 422 for a known key with different content.
-func (p *Provider) record(msg Payload) (string, int) {
+func (p *Provider) record(msg webhook.Payload) (string, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if i, ok := p.byKey[msg.IdempotencyKey]; ok && p.cfg.HonorKeys {

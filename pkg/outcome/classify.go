@@ -7,8 +7,8 @@ import (
 
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/redact"
 )
 
 // Class is what a provider's error code proves about one send.
@@ -86,6 +86,20 @@ func (c Classifier) Classify(err error, secrets ...string) error {
 		return NotSentFor(code, RetryAfterMillis(err))
 	}
 	return FromSDK(c.Unknown, err)
+}
+
+// Ack maps the result of one AWS SDK send call: a non-nil err through
+// Classify (with secrets), otherwise the provider's message id, where an
+// empty id is an unknown outcome ("<op> succeeded without a MessageId"): the
+// call returned, but nothing identifies what the provider took.
+func (c Classifier) Ack(op, messageID string, err error, secrets ...string) (ledger.Ack, error) {
+	if err != nil {
+		return ledger.Ack{}, c.Classify(err, secrets...)
+	}
+	if messageID == "" {
+		return ledger.Ack{}, Unknown(c.Unknown, op+" succeeded without a MessageId", nil)
+	}
+	return ledger.Ack{ID: messageID}, nil
 }
 
 // NotSentFor returns a *ledger.NotSent for code that asks to wait

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/resetledger/resetledger/pkg/dynamostore"
+)
+
+// TestDispatchQueues: the dispatch queue hides a received message for six dispatch timeouts and
+// dead-letters it after five receives, long before its retention would drop it; the stream
+// failure DLQ and the dispatch queue's DLQ keep what they hold 14 days.
+func TestDispatchQueues(t *testing.T) {
+	s := synth(t, nil)
+	dispatchDLQ := s.constructID(t, "AWS::SQS::Queue", "DispatchQueueDlq")
+	check(t, "dispatch queue", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
+			"MessageRetentionPeriod": 3600,
+			"VisibilityTimeout":      360, // 6 x dispatch's 60 s
+			"SqsManagedSseEnabled":   true,
+			"DelaySeconds":           assertions.Match_Absent(), // wake-ups carry their own delay
+			"RedrivePolicy": map[string]any{
+				"deadLetterTargetArn": map[string]any{"Fn::GetAtt": []any{dispatchDLQ, "Arn"}},
+				"maxReceiveCount":     5,
+			},
+		})
+	})
+	// A message outlives its longest delay and every receive before the DLQ: it is dead-lettered,
+	// never dropped by retention.
+	if maxWakeDelay+dispatchQueueMaxReceiveCount*dispatchQueueVisibility >= dispatchQueueRetention {
+		t.Errorf("dispatch queue retention %v does not outlast a %v delay plus %d receives of %v",
+			dispatchQueueRetention, maxWakeDelay, dispatchQueueMaxReceiveCount, dispatchQueueVisibility)
+	}
+	retainsTwoWeeks(t, s, s.logicalID(t, "AWS::SQS::Queue", "StreamFailureDlq"), dispatchDLQ)
+}
+
+func TestDispatchEventSources(t *testing.T) {
+	s := synth(t, nil)
+	dispatchFn := s.logicalID(t, "AWS::Lambda::Function", "DispatchFunction")
+	check(t, "dispatch queue mapping", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+			"FunctionName":          map[string]any{"Ref": dispatchFn},
+			"EventSourceArn":        map[string]any{"Fn::GetAtt": []any{s.constructID(t, "AWS::SQS::Queue", "DispatchQueue"), "Arn"}},
+			"BatchSize":             10,
+			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+			"ScalingConfig":         map[string]any{"MaximumConcurrency": 5},
+		})
+	})
+	var inserted, fromHeld any
+	for pattern, dst := range map[string]*any{
+		`{"eventName":["INSERT"],"dynamodb":{"NewImage":{"state":{"S":["claimed"]}}}}`:                                     &inserted,
+		`{"eventName":["MODIFY"],"dynamodb":{"NewImage":{"state":{"S":["claimed"]}},"OldImage":{"state":{"S":["held"]}}}}`: &fromHeld,
+	} {
+		if err := json.Unmarshal([]byte(pattern), dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(t, "dispatch stream mapping", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
+			"FunctionName":               map[string]any{"Ref": dispatchFn},
+			"EventSourceArn":             map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable"), "StreamArn"}},
+			"StartingPosition":           "TRIM_HORIZON",
+			"BisectBatchOnFunctionError": true,
+			"MaximumRetryAttempts":       3,
+			"MaximumRecordAgeInSeconds":  3600,
+			"FunctionResponseTypes":      []any{"ReportBatchItemFailures"},
+			"FilterCriteria": map[string]any{"Filters": []any{
+				map[string]any{"Pattern": assertions.Match_SerializedJson(inserted)},
+				map[string]any{"Pattern": assertions.Match_SerializedJson(fromHeld)},
+			}},
+			"DestinationConfig": map[string]any{"OnFailure": map[string]any{
+				"Destination": map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::SQS::Queue", "StreamFailureDlq"), "Arn"}},
+			}},
+		})
+	})
+}
+
+// TestDispatchFilterIsGenerated: the stream mapping's filter patterns are exactly the ones
+// dynamostore.DispatchFilter generates from the trigger rule (internal/pipeline's
+// TestDispatchTriggerAgrees evaluates them over every state change).
+func TestDispatchFilterIsGenerated(t *testing.T) {
+	s := synth(t, nil)
+	var got []string
+	for _, m := range s.resources("AWS::Lambda::EventSourceMapping") {
+		if fc, ok := props(m)["FilterCriteria"].(map[string]any); ok {
+			for _, f := range list(fc["Filters"]) {
+				got = append(got, f.(map[string]any)["Pattern"].(string))
+			}
+		}
+	}
+	var want []string
+	for _, p := range dynamostore.DispatchFilter() {
+		want = append(want, mustJSON(p))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("stream filters %q, want %q", got, want)
+	}
+	for i := range want {
+		var g, w any
+		if json.Unmarshal([]byte(got[i]), &g) != nil || json.Unmarshal([]byte(want[i]), &w) != nil || mustJSON(g) != mustJSON(w) {
+			t.Errorf("filter %d = %s, want %s", i, got[i], want[i])
+		}
+	}
+}

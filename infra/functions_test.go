@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/resetledger/resetledger/internal/settings"
+)
+
+func TestFunctions(t *testing.T) {
+	s := synth(t, nil)
+	common := []string{"LEDGER_TABLE", "CONTENT_TABLE", "POLICY_VERSION", "LEASE_DURATION", "EXPIRY_MARGIN",
+		"HISTORY_RETENTION", "LOG_LEVEL"}
+	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
+		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "RECONCILE_MAX_ATTEMPTS")
+	for _, tc := range []struct {
+		name    settings.Role
+		timeout float64
+		env     []string
+	}{
+		{settings.Claim, 30, common},
+		// No SEND_RATE_*: unset means SES's own rate for email and no budget for SMS.
+		{settings.Dispatch, 60, append(slices.Clone(sending), "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",
+			"RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX")},
+		{settings.Reconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER")},
+		{settings.Expire, 50, append(slices.Clone(common), "SWEEP_LIMIT")},
+	} {
+		t.Run(string(tc.name), func(t *testing.T) {
+			fn := s.function(t, tc.name)
+			if fn["Runtime"] != "provided.al2023" || fn["Handler"] != "bootstrap" {
+				t.Errorf("runtime/handler = %v/%v, want provided.al2023/bootstrap", fn["Runtime"], fn["Handler"])
+			}
+			if got := fmt.Sprint(fn["Architectures"]); got != "[arm64]" {
+				t.Errorf("architectures = %s, want [arm64]", got)
+			}
+			if fn["MemorySize"] != 256.0 || fn["Timeout"] != tc.timeout {
+				t.Errorf("memory/timeout = %v/%v, want 256/%v", fn["MemorySize"], fn["Timeout"], tc.timeout)
+			}
+			if got := label(fn["LoggingConfig"].(map[string]any)["LogGroup"]); got != title(tc.name)+"Logs" {
+				t.Errorf("log group = %s", got)
+			}
+			vars := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+			var keys []string
+			for k := range vars {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			want := slices.Sorted(slices.Values(tc.env))
+			if !slices.Equal(keys, want) {
+				t.Errorf("env keys = %v, want %v", keys, want)
+			}
+			if label(vars["LEDGER_TABLE"]) != "LedgerTable" || label(vars["CONTENT_TABLE"]) != "ContentTable" {
+				t.Errorf("tables = %v / %v", vars["LEDGER_TABLE"], vars["CONTENT_TABLE"])
+			}
+			if k, ok := vars["CONTENT_KEY_ARN"]; ok && label(k) != "ContentKey" {
+				t.Errorf("CONTENT_KEY_ARN = %v, want the content key", k)
+			}
+			if l, ok := vars["SWEEP_LIMIT"]; ok && l != "500" {
+				t.Errorf("SWEEP_LIMIT = %v", l)
+			}
+			if v, ok := vars["BUDGET_TABLE"]; ok && label(v) != "BudgetTable" {
+				t.Errorf("BUDGET_TABLE = %v, want the budget table", v)
+			}
+			if v, ok := vars["DISPATCH_QUEUE_URL"]; ok && label(v) != "DispatchQueue" {
+				t.Errorf("DISPATCH_QUEUE_URL = %v, want the dispatch queue's URL", v)
+			}
+			for k, v := range map[string]string{"BUDGET_MAX_WAIT": "2s", "RETRY_BACKOFF_BASE": "2s", "RETRY_BACKOFF_MAX": "1m",
+				"REDRIVE_AFTER": "20s"} {
+				if got, ok := vars[k]; ok && got != v {
+					t.Errorf("%s = %v, want %s", k, got, v)
+				}
+			}
+			for k, v := range map[string]string{"LEASE_DURATION": "2m", "EXPIRY_MARGIN": "30s", "HISTORY_RETENTION": "9600h", "LOG_LEVEL": "info"} {
+				if vars[k] != v {
+					t.Errorf("%s = %v, want %s", k, vars[k], v)
+				}
+			}
+			if slices.Contains(tc.env, "WEBHOOK_TIMEOUT") {
+				for k, v := range map[string]string{"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "sms", "SES_FROM_ADDRESS": "no-reply@mail.example.com",
+					"WEBHOOK_KEY_WINDOW": "24h", "WEBHOOK_TIMEOUT": "5s", "RECONCILE_MAX_ATTEMPTS": "3"} {
+					if vars[k] != v {
+						t.Errorf("%s = %v, want %s", k, vars[k], v)
+					}
+				}
+			}
+		})
+	}
+	for id, lg := range s.resources("AWS::Logs::LogGroup") {
+		if props(lg)["RetentionInDays"] != 30.0 {
+			t.Errorf("%s retention = %v, want 30", id, props(lg)["RetentionInDays"])
+		}
+	}
+	for id, role := range s.resources("AWS::IAM::Role") {
+		if _, ok := props(role)["ManagedPolicyArns"]; ok {
+			t.Errorf("%s has managed policies: %v", id, props(role)["ManagedPolicyArns"])
+		}
+	}
+}

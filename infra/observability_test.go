@@ -1,0 +1,321 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// openStates counts the domain's open states: one alarm each.
+func openStates() int {
+	n := 0
+	for _, s := range ledger.States {
+		if s.Open() {
+			n++
+		}
+	}
+	return n
+}
+
+// alarmsByName returns the template's alarms by name without the stage prefix.
+func (s *synthesized) alarmsByName() map[string]map[string]any {
+	alarms := map[string]map[string]any{}
+	for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+		alarms[strings.TrimPrefix(props(a)["AlarmName"].(string), "resetledger-test-")] = props(a)
+	}
+	return alarms
+}
+
+func TestAlarmsAndDashboard(t *testing.T) {
+	s := synth(t, nil)
+	alarms := s.alarmsByName()
+	state := func(st string) []any { return []any{map[string]any{"Name": "State", "Value": st}} }
+	sweep := func(name string) []any { return []any{map[string]any{"Name": "Sweep", "Value": name}} }
+	fnDim := func(name settings.Role) []any {
+		return []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": s.logicalID(t, "AWS::Lambda::Function", title(name)+"Function")}}}
+	}
+	const gte, gt, lt = "GreaterThanOrEqualToThreshold", "GreaterThanThreshold", "LessThanThreshold"
+	want := map[string]map[string]any{
+		// Open states (defaults: lease 2m, rates 1m, longest challenge 15m).
+		"OldestHeldAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("held"),
+			"Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
+		"OldestClaimedAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("claimed"),
+			"Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
+		"OldestDispatchingAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("dispatching"),
+			"Statistic": "Maximum", "Threshold": 240.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
+		"UnknownClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": state("unknown"),
+			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "missing"},
+		"QuarantinedClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": state("quarantined"),
+			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "missing"},
+		"OpenClaimFiguresMissing": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": state("held"),
+			"Statistic": "SampleCount", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": lt, "TreatMissingData": "breaching"},
+		// Sweeps.
+		"ReconcileHeartbeat": {"Namespace": "ResetLedger", "MetricName": "SweepHeartbeat", "Dimensions": sweep("reconcile"),
+			"Statistic": "SampleCount", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": lt, "TreatMissingData": "breaching"},
+		"ExpireHeartbeat": {"Namespace": "ResetLedger", "MetricName": "SweepHeartbeat", "Dimensions": sweep("expire"),
+			"Statistic": "SampleCount", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": lt, "TreatMissingData": "breaching"},
+		"ReconcileSweepErrors": {"Namespace": "ResetLedger", "MetricName": "SweepErrors", "Dimensions": sweep("reconcile"),
+			"Statistic": "Sum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
+		"ExpireSweepErrors": {"Namespace": "ResetLedger", "MetricName": "SweepErrors", "Dimensions": sweep("expire"),
+			"Statistic": "Sum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
+		// Triggers and queues.
+		"DispatchIteratorAge": {"Namespace": "AWS/Lambda", "MetricName": "IteratorAge", "Dimensions": fnDim(settings.Dispatch),
+			"Statistic": "Maximum", "Threshold": 60000.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
+		"IntentQueueOldestAge": {"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
+			"Statistic": "Maximum", "Threshold": 360.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
+		"IntentDlqDepth": {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+			"Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
+		"StreamFailureDlqDepth": {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+			"Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
+		"ContentMismatch": {"Namespace": "ResetLedger", "MetricName": "ContentMismatch", "Statistic": "Sum",
+			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
+		// Liveness under provider throttling.
+		"DispatchQueueDlqDepth": {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
+		"DispatchQueueOldestAge": {"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
+			"Statistic": "Maximum", "Period": 300.0, "Threshold": 940.0, // 15 min delay + 2 x 20 s re-drive
+			"ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
+	}
+	for _, ch := range []string{"email", "sms"} {
+		want["ExpiredUnsent"+title(ch)] = map[string]any{"Namespace": "ResetLedger", "MetricName": "ExpiredUnsent",
+			"Dimensions": []any{map[string]any{"Name": "Channel", "Value": ch}}, "Statistic": "Sum", "Period": 300.0,
+			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
+	}
+	want["OldestDeferredAge"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds",
+		"Dimensions": state("deferred"), "Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt,
+		"TreatMissingData": "missing"}
+	for _, name := range settings.Functions {
+		for _, m := range []string{"Errors", "Throttles"} {
+			want[title(name)+m] = map[string]any{"Namespace": "AWS/Lambda", "MetricName": m, "Dimensions": fnDim(name),
+				"Statistic": "Sum", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
+		}
+	}
+	for name, w := range want {
+		a, ok := alarms[name]
+		if !ok {
+			t.Errorf("no alarm %s", name)
+			continue
+		}
+		for k, v := range w {
+			if b1, b2 := mustJSON(a[k]), mustJSON(v); b1 != b2 {
+				t.Errorf("%s.%s = %s, want %s", name, k, b1, b2)
+			}
+		}
+		if a["EvaluationPeriods"] != 1.0 {
+			t.Errorf("%s evaluation periods = %v", name, a["EvaluationPeriods"])
+		}
+		for _, actions := range []string{"AlarmActions", "OKActions"} {
+			if got := list(a[actions]); len(got) != 1 || label(got[0]) != testTopic {
+				t.Errorf("%s %s = %v, want the alarm topic", name, actions, a[actions])
+			}
+		}
+		if desc, _ := a["AlarmDescription"].(string); !strings.Contains(desc, "Runbook") || !strings.Contains(desc, name) {
+			t.Errorf("%s description does not point at its runbook row: %q", name, desc)
+		}
+	}
+	for name, a := range alarms {
+		if _, ok := want[name]; !ok {
+			t.Errorf("alarm %s is not pinned by this test", name)
+		}
+		if _, ok := a["Metrics"]; ok {
+			t.Errorf("%s uses metric math, which the local emulator's CloudFormation rejects", name)
+		}
+	}
+	queueOf := func(name string) string {
+		return label(list(alarms[name]["Dimensions"])[0].(map[string]any)["Value"])
+	}
+	for alarm, queue := range map[string]string{"StreamFailureDlqDepth": "StreamFailureDlq.QueueName",
+		"IntentDlqDepth": "IntentDlq.QueueName", "IntentQueueOldestAge": "IntentQueue.QueueName",
+		"DispatchQueueDlqDepth": "DispatchQueueDlq.QueueName", "DispatchQueueOldestAge": "DispatchQueue.QueueName"} {
+		if got := queueOf(alarm); got != queue {
+			t.Errorf("%s watches %s, want %s", alarm, got, queue)
+		}
+	}
+	body := s.dashboardBody()
+	for _, want := range []string{
+		`["AWS/Lambda","IteratorAge","FunctionName","`, `["AWS/SQS","ApproximateAgeOfOldestMessage","QueueName","`,
+		`["ResetLedger","SweepHeartbeat","Sweep","reconcile"`, `["ResetLedger","SweepErrors","Sweep","expire"`,
+		`"type":"alarm"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks %s", want)
+		}
+	}
+	for _, name := range settings.Functions {
+		for _, m := range []string{"Errors", "Throttles"} {
+			if want := fmt.Sprintf(`["AWS/Lambda","%s","FunctionName","%sFunction`, m, title(name)); !strings.Contains(body, want) {
+				t.Errorf("dashboard lacks %s", want)
+			}
+		}
+	}
+	// Dispatch under provider throttling.
+	for _, want := range []string{
+		`SEARCH('{ResetLedger,Channel,Code} MetricName=\"NotSent\"', 'Sum', 300)`,
+		`["ResetLedger","Redriven","State","claimed"`, `["ResetLedger","WakeFailures"`,
+		`"title":"Dispatch queue depth"`, `["AWS/SQS","ApproximateNumberOfMessagesDelayed","QueueName","`,
+		`"label":"dispatch queue DLQ"`, `"title":"Oldest message in the dispatch queue (s)"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks %s", want)
+		}
+	}
+	for _, ch := range []string{"email", "sms"} {
+		for _, m := range []string{"Retries", "BudgetWaitMilliseconds", "BudgetDeferrals", "ExpiredUnsent"} {
+			if want := fmt.Sprintf(`["ResetLedger","%s","Channel","%s"`, m, ch); !strings.Contains(body, want) {
+				t.Errorf("dashboard lacks %s", want)
+			}
+		}
+		if want := fmt.Sprintf(`["ResetLedger","BudgetWaitMilliseconds","Channel","%s",{"label":"%s p99","stat":"p99"}]`, ch, ch); !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks %s", want)
+		}
+	}
+}
+
+func (s *synthesized) dashboardBody() string {
+	var body string
+	for _, d := range s.resources("AWS::CloudWatch::Dashboard") {
+		body = label(props(d)["DashboardBody"])
+	}
+	return body
+}
+
+// TestEveryOpenStateIsWatched: every open state of the domain has its count and age series on the
+// dashboard and an alarm on one of them, so a new open state cannot be left out.
+func TestEveryOpenStateIsWatched(t *testing.T) {
+	s := synth(t, nil)
+	body := s.dashboardBody()
+	watched := map[string]string{}
+	for name, a := range s.alarmsByName() {
+		if a["Namespace"] != "ResetLedger" || (a["MetricName"] != "OpenClaims" && a["MetricName"] != "OpenClaimOldestAgeSeconds") ||
+			a["Statistic"] != "Maximum" {
+			continue
+		}
+		for _, d := range list(a["Dimensions"]) {
+			if d := d.(map[string]any); d["Name"] == "State" {
+				watched[d["Value"].(string)] = name
+			}
+		}
+	}
+	var open int
+	for _, st := range ledger.States {
+		if !st.Open() {
+			if name, ok := watched[string(st)]; ok {
+				t.Errorf("closed state %s has alarm %s", st, name)
+			}
+			continue
+		}
+		open++
+		for _, metric := range []string{"OpenClaims", "OpenClaimOldestAgeSeconds"} {
+			if want := fmt.Sprintf(`["ResetLedger","%s","State","%s"`, metric, st); !strings.Contains(body, want) {
+				t.Errorf("open state %s: dashboard lacks %s", st, want)
+			}
+		}
+		if _, ok := watched[string(st)]; !ok {
+			t.Errorf("open state %s has no alarm", st)
+		}
+	}
+	if open < 5 {
+		t.Errorf("ledger.States has %d open states, want at least held, claimed, dispatching, unknown, quarantined", open)
+	}
+}
+
+// TestAlarmThresholdsFollowProps: the age bounds move with the lease, the rates and the longest
+// challenge; the sweep alarms' periods cover two runs of a slow schedule.
+func TestAlarmThresholdsFollowProps(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) {
+		p.Functions.Policy.Lease, p.ReconcileRate, p.ExpireRate = 5*time.Minute, 10*time.Minute, 3*time.Minute
+		p.MaxChallengeLifetime, p.DispatchLagLimit, p.IntentVisibilityTimeout = 30*time.Minute, 20*time.Second, 90*time.Second
+	})
+	alarms := s.alarmsByName()
+	for name, want := range map[string][2]float64{ // threshold, period
+		"OldestDispatchingAge":    {(5 + 2*10) * 60, 1200},
+		"OldestClaimedAge":        {(30 + 2*3) * 60, 1200},
+		"OldestHeldAge":           {(30 + 2*3) * 60, 1200},
+		"OpenClaimFiguresMissing": {1, 1200},
+		"ReconcileHeartbeat":      {1, 1200},
+		"ExpireHeartbeat":         {1, 360},
+		"DispatchIteratorAge":     {20000, 300},
+		"IntentQueueOldestAge":    {180, 300},
+	} {
+		if got := [2]any{alarms[name]["Threshold"], alarms[name]["Period"]}; got != [2]any{want[0], want[1]} {
+			t.Errorf("%s threshold, period = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestRunbookCoversEveryAlarm: every alarm has a row in the README's runbook table.
+func TestRunbookCoversEveryAlarm(t *testing.T) {
+	runbook := readmeSection(t, "### Alarms and what to do")
+	rows := map[string]bool{}
+	for _, cells := range tableRows(runbook, regexp.MustCompile("`")) {
+		if len(cells) >= 3 && cells[1] != "" && cells[2] != "" {
+			for _, name := range regexp.MustCompile("`([A-Za-z]+)`").FindAllStringSubmatch(cells[0], -1) {
+				rows[name[1]] = true
+			}
+		}
+	}
+	alarms := synth(t, nil).alarmsByName()
+	for name := range alarms {
+		if !rows[name] {
+			t.Errorf("alarm %s has no runbook row (| `%s` | means | do |) in README.md", name, name)
+		}
+	}
+	// A row may also name an open-state alarm whose state the domain does not have yet.
+	ruled := map[string]bool{}
+	for _, a := range testProps(t).openStateRules() {
+		ruled[a.ID] = true
+	}
+	for name := range rows {
+		if _, ok := alarms[name]; !ok && !ruled[name] {
+			t.Errorf("runbook row %s names no alarm", name)
+		}
+	}
+}
+
+// TestOpenStateRules: every open state the domain has has an alarm rule; a deferred row is bounded like a claimed one, by the longest challenge plus two
+// expire sweeps, not counted (a surge defers rows by design).
+func TestOpenStateRules(t *testing.T) {
+	p := testProps(t)
+	p.MaxChallengeLifetime, p.ExpireRate = 20*time.Minute, 2*time.Minute
+	rules := p.openStateRules()
+	for _, st := range ledger.States {
+		if _, ok := rules[st]; st.Open() != ok {
+			t.Errorf("state %s (open %v) has rule %v", st, st.Open(), ok)
+		}
+	}
+	d, ok := rules[ledger.Deferred]
+	if !ok || d.ID != "OldestDeferredAge" || d.Metric != "OpenClaimOldestAgeSeconds" || d.Threshold != (20+2*2)*60 ||
+		d.Operator != awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD {
+		t.Errorf("deferred rule = %+v, ok %v", d, ok)
+	}
+	if _, err := p.openStateAlarms(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestAlarmTopicRequired: a stage that requires an alarm topic refuses to synthesize without one.
+func TestAlarmTopicRequired(t *testing.T) {
+	ctx := cdkContext(t)
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+	p := testProps(t)
+	p.AlarmTopicArn = ""
+	if _, err := NewLedgerStack(app, "NoTopic", p); err == nil || !strings.Contains(err.Error(), "AlarmTopicArn") {
+		t.Errorf("NewLedgerStack without a topic = %v, want an error naming AlarmTopicArn", err)
+	}
+	// Opting out (the emulator's stage) deploys the alarms without actions.
+	s := synth(t, func(p *LedgerStackProps) { p.AlarmTopicArn, p.RequireAlarmTopic = "", false })
+	for name, a := range s.alarmsByName() {
+		if _, ok := a["AlarmActions"]; ok {
+			t.Errorf("%s has actions without a topic: %v", name, a["AlarmActions"])
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// TestLeastPrivilege pins every permission each role gets: a new or widened grant fails here.
+func TestLeastPrivilege(t *testing.T) {
+	tableKey := []string{"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", "kms:Encrypt on LedgerKey", "kms:GenerateDataKey on LedgerKey"}
+	logs := func(fn string) []string {
+		return []string{"logs:CreateLogStream on " + fn + "Logs", "logs:PutLogEvents on " + fn + "Logs"}
+	}
+	send := []string{
+		"kms:Decrypt on ContentKey",
+		"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:identity/mail.example.com",
+		"sms-voice:SendTextMessage on arn:AWS::Partition:sms-voice:AWS::Region:AWS::AccountId:*",
+		"ses:GetAccount on *", // no sendRateEmail: the email budget is the SES account's MaxSendRate
+	}
+	want := map[string][]string{
+		"Claim": join(tableKey, logs("Claim"),
+			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:PutItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
+				"dynamodb:PutItem on ContentTable", "dynamodb:DeleteItem on ContentTable",
+				"sqs:DeleteMessage on IntentQueue", "sqs:GetQueueAttributes on IntentQueue", "sqs:ReceiveMessage on IntentQueue"}),
+		"Dispatch": join(tableKey, logs("Dispatch"), send,
+			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
+				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable",
+				"dynamodb:DescribeStream on LedgerTable.StreamArn", "dynamodb:GetRecords on LedgerTable.StreamArn",
+				"dynamodb:GetShardIterator on LedgerTable.StreamArn", "dynamodb:ListStreams on *",
+				"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", // the stream binding's key grant
+				"sqs:SendMessage on StreamFailureDlq",
+				"dynamodb:GetItem on BudgetTable", "dynamodb:UpdateItem on BudgetTable",
+				"sqs:DeleteMessage on DispatchQueue", "sqs:GetQueueAttributes on DispatchQueue", "sqs:ReceiveMessage on DispatchQueue",
+				"sqs:SendMessage on DispatchQueue"}),
+		"Reconcile": join(tableKey, logs("Reconcile"),
+			[]string{"kms:Decrypt on ContentKey", "dynamodb:BatchGetItem on LedgerTable",
+				"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
+				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable", "sqs:SendMessage on DispatchQueue"}),
+		"Expire": join(tableKey, logs("Expire"),
+			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:BatchGetItem on LedgerTable",
+				"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),
+	}
+	got := synth(t, nil).grants(t)
+	for role, w := range want {
+		sort.Strings(w)
+		if !slices.Equal(got[role], w) {
+			t.Errorf("%s grants:\n got  %q\n want %q", role, got[role], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("roles with policies = %d, want %d", len(got), len(want))
+	}
+}
+
+func TestSendPermissionConditions(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) {
+		p.Functions.SESConfigurationSet = "reset"
+		p.Functions.SMSOrigination = "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc"
+	})
+	check(t, "ses scoped to the from address", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Action":    "ses:SendEmail",
+				"Condition": map[string]any{"StringEquals": map[string]any{"ses:FromAddress": "no-reply@mail.example.com"}},
+			})})},
+		})
+	})
+	grants := s.grants(t)
+	for _, want := range []string{
+		"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:identity/mail.example.com",
+		"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:configuration-set/reset",
+	} {
+		if !slices.Contains(grants["Dispatch"], want) {
+			t.Errorf("Dispatch lacks %s: %q", want, grants["Dispatch"])
+		}
+	}
+	// Reconcile retries only through transports that honor an idempotency key
+	// (the webhook): it must not be able to send through SES or SMS.
+	for _, g := range grants["Reconcile"] {
+		if strings.HasPrefix(g, "ses:") || strings.HasPrefix(g, "sms-voice:") {
+			t.Errorf("Reconcile may send: %s", g)
+		}
+	}
+	check(t, "sms scoped to the origination identity", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Action": "sms-voice:SendTextMessage", "Resource": "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc",
+			})})},
+		})
+	})
+	check(t, "table key use only through DynamoDB", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Action":    assertions.Match_ArrayWith(&[]any{"kms:Encrypt"}),
+				"Condition": map[string]any{"StringEquals": map[string]any{"kms:ViaService": assertions.Match_AnyValue()}},
+			})})},
+		})
+	})
+	noNagErrors(t, s)
+}
+
+// TestSendRates: a configured rate reaches dispatch's environment; ses:GetAccount is granted only
+// when dispatch must read the email rate from the SES account (SES email, no sendRateEmail).
+func TestSendRates(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		mutate         func(*LedgerStackProps)
+		email, sms     any // nil: the variable is absent
+		readsSESRate   bool
+		nagSuppression bool
+	}{
+		{"defaults", nil, nil, nil, true, true},
+		{"both configured", func(p *LedgerStackProps) {
+			p.Functions.SendRates[ledger.Email], p.Functions.SendRates[ledger.SMS] = 12.5, 1
+		}, "12.5", "1", false, false},
+		{"webhook email", func(p *LedgerStackProps) {
+			p.Functions.Transports[ledger.Email], p.Functions.WebhookURL, p.Functions.SESFrom = settings.TransportWebhook, "https://gw.example.com/send", ""
+		}, nil, nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := synth(t, tc.mutate)
+			vars := s.function(t, settings.Dispatch)["Environment"].(map[string]any)["Variables"].(map[string]any)
+			if vars["SEND_RATE_EMAIL"] != tc.email || vars["SEND_RATE_SMS"] != tc.sms {
+				t.Errorf("SEND_RATE_EMAIL, SEND_RATE_SMS = %v, %v; want %v, %v", vars["SEND_RATE_EMAIL"], vars["SEND_RATE_SMS"], tc.email, tc.sms)
+			}
+			for _, name := range []settings.Role{settings.Claim, settings.Reconcile, settings.Expire} {
+				for k := range s.function(t, name)["Environment"].(map[string]any)["Variables"].(map[string]any) {
+					if strings.HasPrefix(k, "SEND_RATE_") || strings.HasPrefix(k, "BUDGET_") || strings.HasPrefix(k, "RETRY_BACKOFF_") {
+						t.Errorf("%s gets dispatch's %s", name, k)
+					}
+				}
+			}
+			grants := s.grants(t)
+			if got := slices.Contains(grants["Dispatch"], "ses:GetAccount on *"); got != tc.readsSESRate {
+				t.Errorf("dispatch ses:GetAccount = %v, want %v", got, tc.readsSESRate)
+			}
+			for role, g := range grants {
+				if role != "Dispatch" && slices.ContainsFunc(g, func(g string) bool { return strings.HasPrefix(g, "ses:GetAccount") }) {
+					t.Errorf("%s may call ses:GetAccount", role)
+				}
+			}
+			role := s.resources("AWS::IAM::Role")[s.logicalID(t, "AWS::IAM::Role", "DispatchRole")]
+			if got := strings.Contains(mustJSON(role["Metadata"]), "ses:GetAccount"); got != tc.nagSuppression {
+				t.Errorf("dispatch role's IAM5 reason names ses:GetAccount: %v, want %v", got, tc.nagSuppression)
+			}
+			noNagErrors(t, s)
+		})
+	}
+}
+
+func TestContentKeyDecryptIsExclusive(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) {
+		p.ProducerPrincipalArns = []string{"arn:aws:iam::111122223333:role/account-service"}
+	})
+	key := props(s.resources("AWS::KMS::Key")[s.logicalID(t, "AWS::KMS::Key", "ContentKey")])
+	var deny map[string]any
+	var producer []string
+	for _, st := range list(key["KeyPolicy"].(map[string]any)["Statement"]) {
+		stmt := st.(map[string]any)
+		if stmt["Effect"] == "Deny" {
+			deny = stmt
+		}
+		if fmt.Sprint(stmt["Principal"]) == "map[AWS:arn:aws:iam::111122223333:role/account-service]" {
+			for _, a := range list(stmt["Action"]) {
+				producer = append(producer, a.(string))
+			}
+		}
+	}
+	if deny == nil || deny["Action"] != "kms:Decrypt" {
+		t.Fatalf("content key has no Deny on kms:Decrypt: %v", key["KeyPolicy"])
+	}
+	var exempt []string
+	for _, r := range list(deny["Condition"].(map[string]any)["ArnNotEquals"].(map[string]any)["aws:PrincipalArn"]) {
+		exempt = append(exempt, label(r))
+	}
+	sort.Strings(exempt)
+	if !slices.Equal(exempt, []string{"DispatchRole", "ReconcileRole"}) {
+		t.Errorf("decrypt exempt = %v, want the dispatch and reconcile roles", exempt)
+	}
+	sort.Strings(producer)
+	if !slices.Equal(producer, []string{"kms:GenerateDataKey"}) {
+		t.Errorf("producer key actions = %v, want GenerateDataKey only", producer)
+	}
+	check(t, "producer may send intents", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Effect": "Allow", "Principal": map[string]any{"AWS": "arn:aws:iam::111122223333:role/account-service"},
+				"Action": assertions.Match_ArrayWith(&[]any{"sqs:SendMessage"}),
+			})})},
+		})
+	})
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+func TestTables(t *testing.T) {
+	s := synth(t, nil)
+	keyRef := map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::KMS::Key", "LedgerKey"), "Arn"}}
+	check(t, "ledger table", func() {
+		s.template.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"DeletionPolicy": "Retain",
+			"Properties": map[string]any{
+				"KeySchema":                        []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}},
+				"BillingMode":                      "PAY_PER_REQUEST",
+				"StreamSpecification":              map[string]any{"StreamViewType": "NEW_AND_OLD_IMAGES"},
+				"TimeToLiveSpecification":          map[string]any{"AttributeName": "ttl", "Enabled": true},
+				"DeletionProtectionEnabled":        true,
+				"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+				"SSESpecification":                 map[string]any{"SSEEnabled": true, "SSEType": "KMS", "KMSMasterKeyId": keyRef},
+				"GlobalSecondaryIndexes": []any{map[string]any{
+					"IndexName": "open",
+					"KeySchema": []any{
+						map[string]any{"AttributeName": "open_pk", "KeyType": "HASH"},
+						map[string]any{"AttributeName": "open_due", "KeyType": "RANGE"},
+					},
+					"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
+				}},
+			},
+		})
+	})
+	check(t, "content table", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"KeySchema":                        []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}},
+			"TimeToLiveSpecification":          map[string]any{"AttributeName": "ttl", "Enabled": true},
+			"StreamSpecification":              assertions.Match_Absent(),
+			"GlobalSecondaryIndexes":           assertions.Match_Absent(),
+			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": false},
+			"SSESpecification":                 map[string]any{"SSEEnabled": true, "SSEType": "KMS", "KMSMasterKeyId": keyRef},
+		})
+	})
+	check(t, "budget table", func() {
+		s.template.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"DeletionPolicy": "Delete",
+			"Properties": map[string]any{
+				"KeySchema":                        []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}},
+				"BillingMode":                      "PAY_PER_REQUEST",
+				"StreamSpecification":              assertions.Match_Absent(),
+				"TimeToLiveSpecification":          assertions.Match_Absent(),
+				"GlobalSecondaryIndexes":           assertions.Match_Absent(),
+				"DeletionProtectionEnabled":        false,
+				"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": false},
+				"SSESpecification":                 map[string]any{"SSEEnabled": true, "SSEType": "KMS", "KMSMasterKeyId": keyRef},
+			},
+		})
+	})
+	check(t, "attribute types", func() {
+		s.template.AllResourcesProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"AttributeDefinitions": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"AttributeName": "pk", "AttributeType": "S"})}),
+		})
+	})
+	check(t, "keys rotate", func() {
+		s.template.AllResourcesProperties(jsii.String("AWS::KMS::Key"), map[string]any{"EnableKeyRotation": true})
+	})
+}

@@ -1,0 +1,104 @@
+package settings
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// A Problem is one setting the functions would refuse, and why.
+type Problem struct {
+	Var *Var // nil for a problem of the policy as a whole
+	Why string
+}
+
+func (p Problem) Error() string {
+	if p.Var == nil {
+		return "policy: " + p.Why
+	}
+	return p.Var.Env + ": " + p.Why
+}
+
+// Check reports every value of s that a function of roles would refuse at
+// start: a value out of its variable's range, and what a role needs
+// together (a transport's address or URL, a wait dispatch can keep). It
+// does not report required variables that are unset: Load does, and the
+// stack sets those from its resources. The stack checks its functions'
+// settings with it before it defines anything.
+func (s Settings) Check(roles ...Role) []Problem {
+	var problems []Problem
+	add := func(v *Var, why string) {
+		for _, p := range problems {
+			if p.Var == v && p.Why == why {
+				return
+			}
+		}
+		problems = append(problems, Problem{v, why})
+	}
+	for _, v := range Vars {
+		if err := v.field.check(&s); err != nil {
+			add(v, err.Error())
+		}
+	}
+	if s.Policy.RetryMax < s.Policy.RetryBase {
+		add(RetryBackoffMax, "must be at least "+RetryBackoffBase.Env)
+	}
+	for _, role := range roles {
+		s.checkRole(role, add)
+	}
+	if len(problems) == 0 {
+		if err := s.Policy.Validate(); err != nil {
+			add(nil, err.Error())
+		}
+	}
+	return problems
+}
+
+// checkRole reports what role needs of settings together.
+func (s Settings) checkRole(role Role, add func(*Var, string)) {
+	if role == Dispatch && s.Policy.BudgetWait < time.Second {
+		// Wake-ups travel with whole-second SQS delays and may arrive up to
+		// a second early; dispatch waits that second out in-process.
+		add(BudgetMaxWait, "must be at least 1s (wake-up delays are whole seconds)")
+	}
+	if !role.sends() {
+		return
+	}
+	if s.WebhookTimeout <= 0 {
+		add(WebhookTimeout, "must be positive")
+	}
+	for _, t := range []struct {
+		v  *Var
+		ch ledger.Channel
+	}{{EmailTransport, ledger.Email}, {SMSTransport, ledger.SMS}} {
+		switch kind := s.Transports[t.ch]; {
+		case kind == TransportWebhook:
+			if s.WebhookURL == "" {
+				add(WebhookURL, "required when "+t.v.Env+"="+TransportWebhook)
+			} else if !webhookURL(s.WebhookURL) {
+				add(WebhookURL, "must be https (plain http only on loopback)")
+			}
+		case kind == TransportSES && t.ch == ledger.Email:
+			if s.SESFrom == "" {
+				add(SESFromAddress, "required when "+t.v.Env+"="+TransportSES)
+			} else if !strings.Contains(s.SESFrom, "@") {
+				add(SESFromAddress, "must be an email address")
+			}
+		case kind == TransportSMS && t.ch == ledger.SMS:
+		default:
+			add(t.v, "unknown transport (email: ses|webhook, sms: sms|webhook)")
+		}
+	}
+}
+
+// webhookURL accepts an https URL with a host, and plain http on loopback.
+func webhookURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	loopback := u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost"
+	return u.Scheme == "https" || u.Scheme == "http" && loopback
+}

@@ -1,0 +1,201 @@
+package settings
+
+import (
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// A Var declares one setting, once: its environment variable, the CDK context
+// key that sets it at deploy time, its default, how its text parses into
+// Settings, and the functions that read it. Everything else follows from the
+// declarations in Vars: Load, Settings.Environ (the environment the stack and
+// the test pipeline give each function), the stack's context keys, ledgerctl's
+// variables, and the README's configuration table, which a test holds
+// against them.
+type Var struct {
+	Env string
+	// Context is the CDK context key the stack reads the value from ("" if
+	// the stack does not set it from context).
+	Context string
+	// Resource says which of its resources the stack sets the value from
+	// (a table's name, the key's ARN, the queue's URL); "" for the others.
+	Resource string
+	// Default is the value when the variable is unset, as the variable
+	// spells it; "" for none (optional, or Required).
+	Default string
+	// Required makes the functions in Roles refuse to start without it.
+	Required bool
+	// Roles are the functions that read it; the stack sets it in the
+	// environment of each of them (if it sets it at all).
+	Roles []Role
+	// Doc says what it is, in a line.
+	Doc string
+
+	field field
+}
+
+// Reads reports whether role reads v.
+func (v *Var) Reads(role Role) bool { return slices.Contains(v.Roles, role) }
+
+// Deployed reports whether the stack sets v: from context or from a resource.
+func (v *Var) Deployed() bool { return v.Context != "" || v.Resource != "" }
+
+// Set parses text into the field of s that v fills. The error says what v
+// wants, without quoting text.
+func (v *Var) Set(s *Settings, text string) error { return v.field.set(s, text) }
+
+// Text returns the value of v in s as the variable spells it; "" means unset.
+func (v *Var) Text(s Settings) string { return v.field.text(&s) }
+
+var (
+	senders  = []Role{Dispatch, Reconcile}
+	sweepers = []Role{Reconcile, Expire}
+	policy   = ledger.DefaultPolicy()
+)
+
+// The declarations. The policy's defaults are the domain's (ledger.DefaultPolicy).
+var (
+	LedgerTable = &Var{Env: "LEDGER_TABLE", Resource: "the ledger table's name", Required: true,
+		Roles: append(slices.Clone(Functions), Operator), Doc: "the ledger table",
+		field: at(Text, func(s *Settings) *string { return &s.LedgerTable })}
+	ContentTable = &Var{Env: "CONTENT_TABLE", Resource: "the content table's name", Required: true,
+		Roles: append(slices.Clone(Functions), Operator), Doc: "the sealed-content table",
+		field: at(Text, func(s *Settings) *string { return &s.ContentTable })}
+	ContentKeyARN = &Var{Env: "CONTENT_KEY_ARN", Resource: "the content key's ARN", Required: true,
+		Roles: append(slices.Clone(senders), Operator), Doc: "the KMS key that seals content (ledgerctl send seals with it)",
+		field: at(Text, func(s *Settings) *string { return &s.ContentKeyARN })}
+	BudgetTable = &Var{Env: "BUDGET_TABLE", Resource: "the budget table's name", Required: true, Roles: []Role{Dispatch},
+		Doc:   "the send-rate budget table",
+		field: at(Text, func(s *Settings) *string { return &s.BudgetTable })}
+	DispatchQueueURL = &Var{Env: "DISPATCH_QUEUE_URL", Resource: "the dispatch queue's URL", Required: true, Roles: senders,
+		Doc:   "the queue that hands deferred and re-driven rows back to dispatch",
+		field: at(Text, func(s *Settings) *string { return &s.DispatchQueueURL })}
+
+	PolicyVersion = &Var{Env: "POLICY_VERSION", Context: "policyVersion", Default: policy.Version,
+		Roles: append(slices.Clone(Functions), Operator), Doc: "recorded in every history entry",
+		field: at(Text, func(s *Settings) *string { return &s.Policy.Version })}
+	LeaseDuration = &Var{Env: "LEASE_DURATION", Context: "leaseDuration", Default: FormatDuration(policy.Lease),
+		Roles: Functions, Doc: "dispatching rows older than this are swept to unknown",
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.Lease })}
+	ExpiryMargin = &Var{Env: "EXPIRY_MARGIN", Context: "expiryMargin", Default: FormatDuration(policy.ExpiryMargin),
+		Roles: Functions, Doc: "subtracted from every challenge expiry before a send",
+		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.ExpiryMargin })}
+	HistoryRetention = &Var{Env: "HISTORY_RETENTION", Context: "historyRetention", Default: FormatDuration(policy.Retention),
+		Roles: append(slices.Clone(Functions), Operator), Doc: "row TTL after its last write",
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.Retention })}
+	ReconcileMaxAttempts = &Var{Env: "RECONCILE_MAX_ATTEMPTS", Context: "reconcileMaxAttempts",
+		Default: strconv.Itoa(policy.MaxAttempts), Roles: senders, Doc: "attempts per row, first included",
+		field: at(Count, func(s *Settings) *int { return &s.Policy.MaxAttempts })}
+	LookupSettlePeriod = &Var{Env: "LOOKUP_SETTLE_PERIOD", Default: FormatDuration(policy.SettlePeriod),
+		Roles: []Role{Reconcile}, Doc: "how long a lookup-capable transport is given to show a send",
+		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.SettlePeriod })}
+	RecheckAfter = &Var{Env: "RECHECK_AFTER", Default: FormatDuration(policy.RecheckAfter),
+		Roles: senders, Doc: "how long reconcile waits between looks at an unknown row",
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RecheckAfter })}
+
+	EmailTransport = &Var{Env: "EMAIL_TRANSPORT", Context: "emailTransport", Default: TransportSES, Roles: senders,
+		Doc:   "ses or webhook",
+		field: per(Text, transports, ledger.Email)}
+	SMSTransport = &Var{Env: "SMS_TRANSPORT", Context: "smsTransport", Default: TransportSMS, Roles: senders,
+		Doc:   "sms or webhook",
+		field: per(Text, transports, ledger.SMS)}
+	SESFromAddress = &Var{Env: "SES_FROM_ADDRESS", Context: "sesFromAddress", Roles: senders,
+		Doc:   "the sender address; required with EMAIL_TRANSPORT=ses",
+		field: at(Text, func(s *Settings) *string { return &s.SESFrom })}
+	SESConfigurationSet = &Var{Env: "SES_CONFIGURATION_SET", Context: "sesConfigurationSet", Roles: senders,
+		Doc:   "routes SES events (optional)",
+		field: at(Text, func(s *Settings) *string { return &s.SESConfigurationSet })}
+	SMSOriginationIdentity = &Var{Env: "SMS_ORIGINATION_IDENTITY", Context: "smsOriginationIdentity", Roles: senders,
+		Doc:   "the SMS origination identity (optional; an ARN scopes the send permission)",
+		field: at(Text, func(s *Settings) *string { return &s.SMSOrigination })}
+	WebhookURL = &Var{Env: "WEBHOOK_URL", Context: "webhookUrl", Roles: senders,
+		Doc:   "the webhook endpoint, https (plain http only on loopback); required with a webhook transport",
+		field: at(Text, func(s *Settings) *string { return &s.WebhookURL })}
+	WebhookKeyWindow = &Var{Env: "WEBHOOK_KEY_WINDOW", Context: "webhookKeyWindow", Default: "24h", Roles: senders,
+		Doc:   "how long the webhook honors Idempotency-Key; 0 for an endpoint that does not",
+		field: at(Duration, func(s *Settings) *time.Duration { return &s.WebhookKeyWindow })}
+	WebhookTimeout = &Var{Env: "WEBHOOK_TIMEOUT", Context: "webhookTimeout", Default: "5s", Roles: senders,
+		Doc:   "bounds one webhook request; a timeout is an unknown outcome",
+		field: at(Duration, func(s *Settings) *time.Duration { return &s.WebhookTimeout })}
+	WebhookLookup = &Var{Env: "WEBHOOK_LOOKUP", Context: "webhookLookup", Default: "false", Roles: senders,
+		Doc:   "true if the webhook answers GET <url>/<key>",
+		field: at(Flag, func(s *Settings) *bool { return &s.WebhookLookup })}
+
+	SweepLimit = &Var{Env: "SWEEP_LIMIT", Context: "sweepLimit", Default: "500", Roles: sweepers,
+		Doc:   "rows one sweep handles per state",
+		field: at(Count, func(s *Settings) *int { return &s.SweepLimit })}
+
+	SendRateEmail = &Var{Env: "SEND_RATE_EMAIL", Context: "sendRateEmail", Roles: []Role{Dispatch},
+		Doc:   "email sends per second; unset: SES's MaxSendRate (ses:GetAccount), no budget for a webhook",
+		field: per(Rate, sendRates, ledger.Email)}
+	SendRateSMS = &Var{Env: "SEND_RATE_SMS", Context: "sendRateSms", Roles: []Role{Dispatch},
+		Doc:   "SMS sends per second; unset: no budget",
+		field: per(Rate, sendRates, ledger.SMS)}
+	BudgetMaxWait = &Var{Env: "BUDGET_MAX_WAIT", Context: "budgetMaxWait", Default: FormatDuration(policy.BudgetWait),
+		Roles: []Role{Dispatch}, Doc: "longest in-process wait for a send-rate slot before the row is deferred",
+		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.BudgetWait })}
+	RetryBackoffBase = &Var{Env: "RETRY_BACKOFF_BASE", Context: "retryBackoffBase", Default: FormatDuration(policy.RetryBase),
+		Roles: []Role{Dispatch}, Doc: "first backoff after a not-sent answer (exponential, with jitter)",
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RetryBase })}
+	RetryBackoffMax = &Var{Env: "RETRY_BACKOFF_MAX", Context: "retryBackoffMax", Default: FormatDuration(policy.RetryMax),
+		Roles: []Role{Dispatch}, Doc: "longest backoff after a not-sent answer",
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RetryMax })}
+	RedriveAfter = &Var{Env: "REDRIVE_AFTER", Context: "redriveAfter", Default: FormatDuration(policy.RedriveAfter),
+		Roles: []Role{Reconcile}, Doc: "how long past due a row waits before reconcile re-drives it",
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RedriveAfter })}
+
+	LogLevel = &Var{Env: "LOG_LEVEL", Context: "logLevel", Default: "info", Roles: Functions,
+		Doc:   "debug, info, warn or error",
+		field: at(Level, func(s *Settings) *slog.Level { return &s.LogLevel })}
+	LogAWSCalls = &Var{Env: "LEDGER_AWSCALL_LOG", Context: "logAwsCalls", Default: "false", Roles: Functions,
+		Doc:   "true logs every AWS call with its IAM action (the local stack's permission check)",
+		field: at(Flag, func(s *Settings) *bool { return &s.LogAWSCalls })}
+)
+
+// Vars lists every declaration, in the README's order.
+var Vars = []*Var{
+	LedgerTable, ContentTable, ContentKeyARN, BudgetTable, DispatchQueueURL,
+	PolicyVersion, LeaseDuration, ExpiryMargin, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, RecheckAfter,
+	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSOriginationIdentity,
+	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
+	SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
+	LogLevel, LogAWSCalls,
+}
+
+func transports(s *Settings) map[ledger.Channel]string { return s.Transports }
+func sendRates(s *Settings) map[ledger.Channel]float64 { return s.SendRates }
+
+// Defaults returns the settings with every declared default and nothing else.
+func Defaults() Settings {
+	s := Settings{Transports: map[ledger.Channel]string{}, SendRates: map[ledger.Channel]float64{}}
+	for _, v := range Vars {
+		if v.Default == "" {
+			continue
+		}
+		if err := v.Set(&s, v.Default); err != nil {
+			panic("settings: the declared default of " + v.Env + " does not parse: " + err.Error())
+		}
+	}
+	return s
+}
+
+// Environ returns the environment the stack gives the function role: every
+// variable role reads that the stack sets (Deployed), with its value in s
+// as text. A setting whose text is "" (optional and unset, a false flag, no
+// rate) is left out, so the function sees its default.
+func (s Settings) Environ(role Role) map[string]string {
+	env := map[string]string{}
+	for _, v := range Vars {
+		if !v.Reads(role) || !v.Deployed() {
+			continue
+		}
+		if text := v.Text(s); text != "" {
+			env[v.Env] = text
+		}
+	}
+	return env
+}

@@ -1,0 +1,85 @@
+package settings
+
+import (
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// TestDeclarations: one declaration per variable and per context key, each with a default that
+// parses, at least one function that reads it, and a doc line; the policy's defaults are the
+// domain's.
+func TestDeclarations(t *testing.T) {
+	envs, keys := map[string]bool{}, map[string]bool{}
+	for _, v := range Vars {
+		if v.Env == "" || envs[v.Env] {
+			t.Errorf("variable %q is empty or declared twice", v.Env)
+		}
+		envs[v.Env] = true
+		if v.Context != "" && keys[v.Context] {
+			t.Errorf("context key %q is declared twice", v.Context)
+		}
+		keys[v.Context] = true
+		if len(v.Roles) == 0 || v.Doc == "" {
+			t.Errorf("%s: roles %v, doc %q", v.Env, v.Roles, v.Doc)
+		}
+		if v.Required && v.Default != "" {
+			t.Errorf("%s is required and has default %q", v.Env, v.Default)
+		}
+		if v.Context != "" && v.Resource != "" {
+			t.Errorf("%s is set both from context and from a resource", v.Env)
+		}
+	}
+	if got, want := Defaults().Policy, ledger.DefaultPolicy(); got != want {
+		t.Errorf("default policy = %+v, want the domain's %+v", got, want)
+	}
+}
+
+// TestEnvironLoadsBack: what Environ writes for a function, Load reads back into the same
+// settings, for settings away from every default.
+func TestEnvironLoadsBack(t *testing.T) {
+	s := Defaults()
+	s.LedgerTable, s.ContentTable, s.ContentKeyARN, s.BudgetTable = "ledger-x", "content-x", "arn:key", "budget-x"
+	s.DispatchQueueURL = "https://sqs.example.test/q"
+	s.Policy = ledger.Policy{Version: "policy-7", Lease: 90 * time.Second, ExpiryMargin: 0, Retention: 100 * time.Hour,
+		MaxAttempts: 5, SettlePeriod: 5 * time.Minute, RecheckAfter: time.Minute, RetryBase: time.Second,
+		RetryMax: 90 * time.Second, BudgetWait: 1500 * time.Millisecond, RedriveAfter: 45 * time.Second}
+	s.Transports[ledger.Email], s.Transports[ledger.SMS] = TransportWebhook, TransportWebhook
+	s.SESFrom, s.SESConfigurationSet, s.SMSOrigination = "no-reply@example.test", "cs", "arn:pool"
+	s.WebhookURL, s.WebhookKeyWindow, s.WebhookTimeout, s.WebhookLookup = "https://gw.example.test/send", 0, 3*time.Second, true
+	s.SendRates[ledger.Email], s.SendRates[ledger.SMS] = 12.5, 0
+	s.SweepLimit, s.LogLevel, s.LogAWSCalls = 7, -4, true
+	for _, role := range Functions {
+		env := s.Environ(role)
+		got, err := Load(role, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+		for _, v := range Vars {
+			if v.Reads(role) && v.Deployed() && v.Text(got) != v.Text(s) {
+				t.Errorf("%s %s = %q, want %q", role, v.Env, v.Text(got), v.Text(s))
+			}
+		}
+		if keys := slices.Sorted(maps.Keys(env)); slices.Contains(keys, "SEND_RATE_SMS") || slices.Contains(keys, "RECHECK_AFTER") {
+			t.Errorf("%s environment sets an unset rate or a variable the stack leaves at its default: %v", role, keys)
+		}
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		2 * time.Minute: "2m", 30 * time.Second: "30s", 9600 * time.Hour: "9600h", 24 * time.Hour: "24h",
+		90 * time.Minute: "1h30m", 1500 * time.Millisecond: "1.5s", 61 * time.Second: "1m1s",
+	} {
+		got := FormatDuration(d)
+		if got != want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+		if back, err := time.ParseDuration(got); err != nil || back != d {
+			t.Errorf("ParseDuration(%q) = %v, %v", got, back, err)
+		}
+	}
+}

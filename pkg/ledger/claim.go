@@ -1,0 +1,126 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ClaimOutcome says what Claim did.
+type ClaimOutcome string
+
+// Claim outcomes.
+const (
+	ClaimCreated    ClaimOutcome = "claimed"    // new row, claimed
+	ClaimExpired    ClaimOutcome = "expired"    // new row, recorded expired: intent arrived too late
+	ClaimSuppressed ClaimOutcome = "suppressed" // new row, recorded suppressed: fallback not needed
+	ClaimHeld       ClaimOutcome = "held"       // new row, held until the earlier fallback channel ends
+	ClaimDuplicate  ClaimOutcome = "duplicate"  // row existed with the same content: no-op
+	ClaimMismatch   ClaimOutcome = "mismatch"   // row existed with other content: blocked and recorded
+)
+
+// ClaimResult is the row after Claim and what happened.
+type ClaimResult struct {
+	Outcome ClaimOutcome
+	Entry   Entry
+}
+
+// Claim records intent in as one logical message, before any side effect.
+// sealed is the sealed message; it is stored in the content store (never in
+// the ledger) when the claim is new and live. A fallback channel whose
+// earlier channel has not ended is recorded held. It returns an error
+// wrapping ErrInvalidIntent (nothing written) or a store error.
+func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker) (ClaimResult, error) {
+	if err := in.Validate(); err != nil {
+		return ClaimResult{}, err
+	}
+	if len(sealed) == 0 {
+		return ClaimResult{}, fieldErr("sealed_content", "missing")
+	}
+	now := s.now()
+	key := in.Key()
+	row := Entry{
+		Key: key, Identity: in.Identity, Workflow: in.Workflow, ContentHash: in.ContentHash,
+		DestinationRef: in.DestinationRef, TemplateID: in.TemplateID, TemplateVersion: in.TemplateVersion,
+		PolicyVersion: in.PolicyVersion, ExpiresAt: in.ExpiresAt.UTC().Truncate(Precision), CreatedAt: now,
+	}
+
+	// An existing identity wins over everything else: redeliveries are
+	// no-ops whatever the clock says now.
+	existing, err := s.Store.Get(ctx, key)
+	switch {
+	case err == nil:
+		return s.existing(ctx, existing, in, w)
+	case !errors.Is(err, ErrNotFound):
+		return ClaimResult{}, fmt.Errorf("claim %s: %w", key, err)
+	}
+
+	to, reason := Expired, "challenge already expired when the intent arrived"
+	if !s.expiredAt(row.ExpiresAt, now) {
+		if to, reason, err = s.fallbackGate(ctx, in); err != nil {
+			return ClaimResult{}, err
+		}
+	}
+	c, err := s.transition(row, to, w, reason, func(e *Entry) { e.Reason = reason })
+	if err != nil {
+		return ClaimResult{}, err
+	}
+
+	wrote := false
+	if to == Claimed || to == Held {
+		// Content first: the stream record of the claim triggers dispatch,
+		// which must find the content. An existing blob is left alone.
+		if wrote, err = s.Content.Put(ctx, contentKey(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {
+			return ClaimResult{}, fmt.Errorf("claim %s: store content: %w", key, err)
+		}
+	}
+	out := map[State]ClaimOutcome{Claimed: ClaimCreated, Held: ClaimHeld, Expired: ClaimExpired, Suppressed: ClaimSuppressed}[to]
+	created, err := s.Store.Create(ctx, c.Next)
+	if err != nil && !errors.Is(err, ErrConflict) {
+		// The create may have landed before the failure was reported.
+		if fresh, gerr := s.Store.Get(ctx, key); gerr == nil && fresh.Holds(c.Event.ID) {
+			created, err = fresh, nil
+		}
+	}
+	if errors.Is(err, ErrConflict) && created.Holds(c.Event.ID) {
+		// Our own create landed; its response was lost and the request retried.
+		err = nil
+	}
+	if errors.Is(err, ErrConflict) {
+		// Lost a race with a concurrent claim of the same identity. Content
+		// we stored that the winning row will never read is purged now.
+		if wrote && (created.ContentHash != in.ContentHash || created.State.Terminal() || created.State == Quarantined) {
+			_ = s.Content.Delete(ctx, contentKey(key, in.ContentHash))
+		}
+		return s.existing(ctx, created, in, w)
+	}
+	if err != nil {
+		return ClaimResult{}, fmt.Errorf("claim %s: %w", key, err)
+	}
+	s.transitioned(None, created)
+	return ClaimResult{Outcome: out, Entry: created}, nil
+}
+
+// existing handles an intent whose identity already has a row.
+func (s *Service) existing(ctx context.Context, e Entry, in Intent, w Worker) (ClaimResult, error) {
+	var res ClaimResult
+	err := s.onConflict(ctx, e, func(e Entry) error {
+		if e.ContentHash == in.ContentHash {
+			res = ClaimResult{Outcome: ClaimDuplicate, Entry: e}
+			return nil
+		}
+		reason := "content hash " + in.ContentHash + " differs from recorded " + e.ContentHash + "; blocked"
+		c := s.record(e, KindContentMismatch, e.State, w, reason, func(n *Entry) { n.Mismatches++ })
+		// The event records the offered hash; the row keeps its own.
+		c.Event.ContentHash = in.ContentHash
+		c.Event = chain(e.Key, e.Last().Hash, c.Event)
+		c.Next.History[len(c.Next.History)-1] = c.Event
+		got, err := s.write(ctx, c)
+		res = ClaimResult{Outcome: ClaimMismatch, Entry: got}
+		return err
+	}, func(Entry) bool { return true })
+	if err != nil {
+		return ClaimResult{}, fmt.Errorf("claim %s: record mismatch: %w", e.Key, err)
+	}
+	return res, nil
+}

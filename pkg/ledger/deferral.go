@@ -1,0 +1,230 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Not sent, and waiting: the send-rate budget, deferrals, wake-ups and
+// backoff.
+
+// BudgetCode is the NotSentCode of a row waiting for the send-rate budget
+// rather than for a provider.
+const BudgetCode = "send_rate_budget"
+
+// NotSentReason is the reason of a row that ended expired because every
+// attempt before the deadline was refused for now (code is the provider's
+// last code, or BudgetCode).
+func NotSentReason(code string) string { return "not sent before the challenge expired: " + code }
+
+// expiryReason says why a row that never reached the provider expired.
+func expiryReason(e Entry) string {
+	if e.State == Deferred && e.NotSentCode != "" {
+		return NotSentReason(e.NotSentCode)
+	}
+	return "challenge expired before dispatch"
+}
+
+func (s *Service) clearDeferral(n *Entry) {
+	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
+}
+
+// slotGrace is how late a deferred row may wake and still use the send time
+// it booked; later than that it books a new one, so a late wake-up can
+// never bunch sends above the budget.
+const slotGrace = time.Second
+
+// SendReserve is the time an invocation must have left to start a send: a
+// transport call that the function's timeout cuts off would leave the row
+// dispatching, then unknown. With less left, the row is handed to the
+// dispatch queue instead.
+const SendReserve = 10 * time.Second
+
+// HandOffCode is the NotSentCode of a row handed to the dispatch queue
+// because its invocation had no time left to send it.
+const HandOffCode = "invocation_deadline"
+
+// slot returns the send time of the attempt about to start from row e: the
+// one a deferred row holds, or a new booking in the budget. When the send
+// time is further away than this dispatch may wait (Policy.BudgetWait, and
+// never past the invocation's deadline minus SendReserve) the row is
+// deferred to it instead (deferred.Outcome is set); when no send time is
+// left before the challenge's deadline the row ends expired.
+func (s *Service) slot(ctx context.Context, e Entry, w Worker, now time.Time) (at time.Time, deferred DispatchResult, err error) {
+	booked, code := true, BudgetCode
+	switch {
+	case e.State == Deferred && !e.SlotAt.IsZero() && !now.After(e.SlotAt.Add(slotGrace)):
+		at = e.SlotAt
+	case s.Budget == nil:
+		at, booked, code = now, false, HandOffCode
+		if e.State == Deferred && e.NextAttemptAt.After(now) {
+			at, code = e.NextAttemptAt, e.NotSentCode // the provider's wait
+		}
+	default:
+		earliest := now
+		if e.State == Deferred && e.NextAttemptAt.After(now) {
+			earliest = e.NextAttemptAt // the provider's wait, not shortened by BudgetWait
+		}
+		// The last send time the move to dispatching still accepts.
+		deadline := e.ExpiresAt.Add(-s.Policy.ExpiryMargin - Precision)
+		at, err = s.Budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
+		if errors.Is(err, ErrNoBudget) {
+			res, err := s.expire(ctx, e, w, NotSentReason(BudgetCode), DispatchExpired)
+			return time.Time{}, res, err
+		}
+		if err != nil {
+			return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: send-rate budget: %w", e.Key, err)
+		}
+	}
+	if at.Sub(now) <= s.maxWait(ctx) {
+		return at, DispatchResult{}, nil
+	}
+	reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
+	if code == HandOffCode {
+		reason = "no time left in this invocation to send; handed to the dispatch queue"
+	} else if !booked || code != BudgetCode {
+		reason = fmt.Sprintf("waiting until %s as the provider asked (%s)", at.UTC().Format(time.RFC3339Nano), code)
+	}
+	res, err := s.deferTo(ctx, e, w, reason, code, at, booked)
+	return time.Time{}, res, err
+}
+
+// maxWait is how long this dispatch may wait in-process before a send:
+// Policy.BudgetWait, less if the invocation would not have SendReserve
+// left after it (negative when it has not even that).
+func (s *Service) maxWait(ctx context.Context) time.Duration {
+	wait := s.Policy.BudgetWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-SendReserve)
+	}
+	return wait
+}
+
+// deferTo records that the row waits until at (holding that budget slot
+// if booked) and schedules its wake-up. From claimed, dispatching or
+// unknown it is a transition; a deferred row records a deferral event.
+func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (DispatchResult, error) {
+	got, err := s.deferral(ctx, e, w, reason, code, at, booked)
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	return DispatchResult{Outcome: DispatchDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+}
+
+// deferral writes what deferTo records, without scheduling the wake-up.
+func (s *Service) deferral(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (Entry, error) {
+	at = at.Truncate(Precision) // as stored
+	mut := func(n *Entry) {
+		n.NextAttemptAt = at
+		n.SlotAt = timeZero
+		if booked {
+			n.SlotAt = at
+		}
+		n.NotSentCode = code
+		n.LeaseUntil, n.NextCheckAt = timeZero, timeZero
+		n.Reason = reason
+	}
+	var c Change
+	if e.State == Deferred {
+		c = s.record(e, KindDeferral, Deferred, w, reason, mut)
+	} else {
+		var err error
+		if c, err = s.transition(e, Deferred, w, reason, mut); err != nil {
+			return Entry{}, err
+		}
+	}
+	c.Event.Code, c.Event.NextAttemptAt = code, at
+	c.Event = chain(e.Key, e.Last().Hash, c.Event)
+	c.Next.History[len(c.Next.History)-1] = c.Event
+	got, err := s.write(ctx, c)
+	if err != nil {
+		return Entry{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
+	}
+	return got, nil
+}
+
+// RescheduleNotDue schedules the wake-up of a deferred row again after a
+// wake-up delivered it before it was due (res.Outcome DispatchNotDue).
+func (s *Service) RescheduleNotDue(ctx context.Context, res DispatchResult) error {
+	if res.Outcome != DispatchNotDue {
+		return nil
+	}
+	return s.schedule(ctx, res.Entry)
+}
+
+// schedule asks for the deferred row e to be dispatched at its next
+// attempt time.
+func (s *Service) schedule(ctx context.Context, e Entry) error {
+	if s.Scheduler == nil {
+		return nil
+	}
+	if err := s.Scheduler.Schedule(ctx, e.Key, e.NextAttemptAt); err != nil {
+		return fmt.Errorf("schedule %s: %w", e.Key, err)
+	}
+	return nil
+}
+
+func (s *Service) sleep(ctx context.Context, d time.Duration) error {
+	if s.Sleep != nil {
+		return s.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// backoff is the wait before attempt n+1 after attempt n was not sent:
+// RetryBase * 2^(n-1) capped at RetryMax, the upper half of it random, or
+// the provider's Retry-After if that is longer.
+func (s *Service) backoff(n int, retryAfter time.Duration) time.Duration {
+	d := s.Policy.RetryBase
+	for i := 1; i < n && d < s.Policy.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.Policy.RetryMax)
+	j := rand.Float64
+	if s.Jitter != nil {
+		j = s.Jitter
+	}
+	d = d/2 + time.Duration(j()*float64(d/2))
+	return max(d, retryAfter).Truncate(Precision)
+}
+
+// notSent records a provider's proof that attempt e.Attempts was not taken:
+// the row is deferred to its next attempt, or ends expired when that would
+// start after the deadline (expiry minus the margin).
+func (s *Service) notSent(ctx context.Context, e Entry, ns *NotSent, w Worker) (DispatchResult, error) {
+	code := ns.Code
+	if code == "" {
+		code = "unspecified"
+	}
+	from := e
+	var res DispatchResult
+	err := s.onConflict(ctx, e, func(e Entry) (err error) {
+		next := s.now().Add(s.backoff(e.Attempts, ns.RetryAfter))
+		if s.expiredAt(e.ExpiresAt, next) && e.State == Dispatching {
+			// Unknown (reconcile got there first) cannot end expired
+			// directly; it is deferred, and its wake-up expires it.
+			res, err = s.expire(ctx, e, w, NotSentReason(code), DispatchExpired)
+		} else {
+			reason := fmt.Sprintf("transport did not take the message: %s; attempt %d; next attempt at %s", code, e.Attempts, next.UTC().Format(time.RFC3339Nano))
+			res, err = s.deferTo(ctx, e, w, reason, code, next, false)
+		}
+		return err
+	}, func(fresh Entry) bool {
+		// As in recordOutcome: a concurrent write that kept the attempt (a
+		// content-mismatch event, or reconcile marking the row unknown
+		// after its lease) does not lose the answer in hand.
+		return fresh.Attempts == from.Attempts && (fresh.State == from.State || fresh.State == Unknown)
+	})
+	res.NotSent = ns
+	return res, err
+}

@@ -1,0 +1,129 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// The one write path: every use case builds a compare-and-set change with
+// transition or record and stores it with write or apply.
+
+// transition builds the compare-and-set change that moves e to state to,
+// after the mutations in mut, and appends the history event.
+func (s *Service) transition(e Entry, to State, w Worker, reason string, mut func(*Entry)) (Change, error) {
+	if err := CanTransition(e.State, to); err != nil {
+		return Change{}, err
+	}
+	return s.record(e, KindTransition, to, w, reason, mut), nil
+}
+
+// record builds a change that appends an event of kind k and moves the row to
+// state to (which may equal its current state for non-transition events).
+func (s *Service) record(e Entry, k EventKind, to State, w Worker, reason string, mut func(*Entry)) Change {
+	now := s.now()
+	next := e
+	next.History = append([]Event(nil), e.History...)
+	next.State = to
+	next.Version = e.Version + 1
+	next.UpdatedAt = now
+	next.RetainUntil = now.Add(s.Policy.Retention)
+	if mut != nil {
+		mut(&next)
+	}
+	ev := Event{
+		ID: s.newID(), Kind: k, From: e.State, To: to, At: now, Worker: string(w), Reason: reason,
+		PolicyVersion: s.Policy.Version, Attempt: next.Attempts, AckID: next.AckID, ContentHash: next.ContentHash,
+	}
+	ev = chain(e.Key, e.Last().Hash, ev)
+	next.History = append(next.History, ev)
+	return Change{From: e.State, Version: e.Version, Next: next, Event: ev}
+}
+
+// write applies c. When the store reports a failure, the row is read back:
+// if its history holds our event, the write landed (its response was lost,
+// or a retry of it failed its own condition) and counts as done.
+func (s *Service) write(ctx context.Context, c Change) (Entry, error) {
+	e, err := s.Store.Apply(ctx, c)
+	if err != nil {
+		fresh, gerr := s.Store.Get(ctx, c.Next.Key)
+		if gerr != nil || !fresh.Holds(c.Event.ID) {
+			return Entry{}, err
+		}
+		e = fresh
+	}
+	s.transitioned(c.From, c.Next)
+	return e, nil
+}
+
+// apply writes c and purges sealed content when the row ends.
+func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (DispatchResult, error) {
+	e, err := s.write(ctx, c)
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("%s -> %s %s: %w", c.From, c.Next.State, c.Next.Key, err)
+	}
+	if e.State.Terminal() || e.State == Quarantined {
+		if err := s.purge(ctx, e); err != nil {
+			return DispatchResult{Outcome: out, Entry: e}, err
+		}
+	}
+	s.settleSuccessor(ctx, e, Worker(c.Event.Worker))
+	return DispatchResult{Outcome: out, Entry: e}, nil
+}
+
+// maxRaces bounds how often a use case re-reads a row after losing a
+// conditional write to a concurrent one.
+const maxRaces = 5
+
+// onConflict runs try on the row e. When try loses a compare-and-set to a
+// concurrent write (an error wrapping ErrConflict), the row is read again
+// and, if again accepts the fresh row, try runs on it; at most maxRaces
+// times in all. It returns try's last error. The one read-decide-write loop
+// of the use cases.
+func (s *Service) onConflict(ctx context.Context, e Entry, try func(Entry) error, again func(fresh Entry) bool) error {
+	for race := 1; ; race++ {
+		err := try(e)
+		if !errors.Is(err, ErrConflict) || race == maxRaces {
+			return err
+		}
+		fresh, gerr := s.Store.Get(ctx, e.Key)
+		if gerr != nil || !again(fresh) {
+			return err
+		}
+		e = fresh
+	}
+}
+
+// ContentKey is the content-store key of a row's sealed content: the dedupe
+// key and the content hash, so content offered with another hash can never
+// stand in for the row's own.
+func ContentKey(e Entry) string { return contentKey(e.Key, e.ContentHash) }
+
+func contentKey(key, hash string) string { return key + ":" + hash }
+
+func (s *Service) purge(ctx context.Context, e Entry) error {
+	if s.Content == nil {
+		return nil
+	}
+	if err := s.Content.Delete(ctx, ContentKey(e)); err != nil {
+		return fmt.Errorf("purge content %s: %w", e.Key, err)
+	}
+	return nil
+}
+
+// openContent fetches and opens the sealed message of e and checks it
+// against the recorded content hash.
+func (s *Service) openContent(ctx context.Context, e Entry) (Message, error) {
+	sealed, err := s.Content.Get(ctx, ContentKey(e))
+	if err != nil {
+		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
+	}
+	m, err := s.Opener.Open(ctx, e.Key, sealed)
+	if err != nil {
+		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
+	}
+	if ContentHash(e.TemplateID, e.TemplateVersion, m) != e.ContentHash {
+		return Message{}, fmt.Errorf("content %s: opened content does not match recorded hash: %w", e.Key, ErrContentUnavailable)
+	}
+	return m, nil
+}

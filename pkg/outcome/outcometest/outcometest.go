@@ -1,0 +1,196 @@
+// Package outcometest is what the transport tests share, as net/http/httptest
+// is for HTTP handlers: HTTP answers that end in the ways a provider's answer
+// can be lost, a server that counts the requests one send makes, and checks
+// that a send error names one outcome and repeats no secret.
+//
+// It is imported only by tests.
+package outcometest
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// ResetConnection reads the whole request, then resets the connection (RST,
+// not FIN) without answering: the request reached the server and the client
+// cannot know what became of it.
+func ResetConnection(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// Truncate answers status, with the headers already set on w and a
+// Content-Length that promises body, writes only half of body and closes the
+// connection.
+func Truncate(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body[:len(body)/2])
+	w.(http.Flusher).Flush()
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	_ = conn.Close()
+}
+
+// Hang returns a handler that reads the request (which lets the server
+// notice the client hanging up) and then answers nothing until the client
+// gives up or max has passed.
+func Hang(max time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(max):
+		}
+	}
+}
+
+// SendOnce serves every request with serve on a test server (closed when
+// the test ends), calls send with that server, and fails the test unless
+// the server saw exactly one request: a transport sends each attempt once,
+// with no retry of its own or of its SDK, so that every attempt is one the
+// ledger recorded. It returns send's error.
+func SendOnce(t testing.TB, serve http.HandlerFunc, send func(*httptest.Server) error) error {
+	t.Helper()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		serve(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	err := send(srv)
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("server saw %d requests, want exactly 1 (no retries)", n)
+	}
+	return err
+}
+
+// Class names the outcome of a send error and returns its text:
+//
+//	*ledger.Rejection      -> "rejected", its Reason
+//	*ledger.NotSent        -> "notsent", its Code
+//	an error wrapping unknown -> "unknown", err.Error()
+//
+// It fails the test for a nil error, for an error that is none of these,
+// and for a rejection or NotSent that also wraps unknown.
+func Class(t testing.TB, err, unknown error) (class, text string) {
+	t.Helper()
+	var rej *ledger.Rejection
+	var ns *ledger.NotSent
+	switch {
+	case err == nil:
+		t.Fatal("Send succeeded, want an error")
+	case errors.As(err, &rej):
+		class, text = "rejected", rej.Reason
+	case errors.As(err, &ns):
+		class, text = "notsent", ns.Code
+	default:
+		if !errors.Is(err, unknown) {
+			t.Fatalf("unknown outcome %v does not wrap %v", err, unknown)
+		}
+		return "unknown", err.Error()
+	}
+	if errors.Is(err, unknown) {
+		t.Fatalf("%s outcome %v wraps %v", class, err, unknown)
+	}
+	return class, text
+}
+
+// AssertClean fails the test if s contains any of secrets.
+func AssertClean(t testing.TB, s string, secrets ...string) {
+	t.Helper()
+	for _, secret := range secrets {
+		if strings.Contains(s, secret) {
+			t.Fatalf("error text %q leaks %q", s, secret)
+		}
+	}
+}
+
+// Want is the outcome a send should end in.
+type Want struct {
+	// Class is "rejected", "notsent" or "unknown" (see Class).
+	Class string
+	// Text is the rejection reason, the NotSent code or the error text.
+	Text string
+	// Prefix says Text need only begin the text.
+	Prefix bool
+	// RetryAfter is the wait a NotSent asks for.
+	RetryAfter time.Duration
+}
+
+// Check fails the test unless err is the outcome w describes; unknown is the
+// transport's sentinel for unknown outcomes.
+func (w Want) Check(t testing.TB, err, unknown error) {
+	t.Helper()
+	class, text := Class(t, err, unknown)
+	if class != w.Class {
+		t.Fatalf("class = %s (%v), want %s", class, err, w.Class)
+	}
+	if w.Prefix && !strings.HasPrefix(text, w.Text) {
+		t.Fatalf("text = %q, want prefix %q", text, w.Text)
+	}
+	if !w.Prefix && text != w.Text {
+		t.Fatalf("text = %q\nwant   %q", text, w.Text)
+	}
+	var ns *ledger.NotSent
+	if errors.As(err, &ns) && ns.RetryAfter != w.RetryAfter {
+		t.Fatalf("RetryAfter = %s, want %s", ns.RetryAfter, w.RetryAfter)
+	}
+}
+
+// CheckConfigErr fails the test unless err, a Config.Validate result, is
+// nil when ok and wraps invalid (the package's invalid-config sentinel)
+// when not.
+func CheckConfigErr(t testing.TB, err error, ok bool, invalid error) {
+	t.Helper()
+	if (err == nil) != ok {
+		t.Fatalf("Validate() = %v, want ok=%v", err, ok)
+	}
+	if err != nil && !errors.Is(err, invalid) {
+		t.Fatalf("error %v does not wrap %v", err, invalid)
+	}
+}
+
+// Fake is a fake AWS SDK send operation for a transport's unit tests: it
+// records the input and the options a call would run with, and returns Out
+// and Err. A package's fake client embeds it and implements its one method
+// with Call.
+type Fake[In, Out, Opts any] struct {
+	In    *In
+	Opts  Opts
+	Calls int
+	Out   *Out
+	Err   error
+}
+
+// Call records one call with input in and the options base with optFns
+// applied (base stands for the client's own options, e.g. its default
+// retryer), and returns f.Out and f.Err.
+func (f *Fake[In, Out, Opts]) Call(in *In, base Opts, optFns []func(*Opts)) (*Out, error) {
+	f.Calls++
+	f.In = in
+	f.Opts = base
+	for _, fn := range optFns {
+		fn(&f.Opts)
+	}
+	return f.Out, f.Err
+}

@@ -1,0 +1,150 @@
+/**
+ * Sealing: a fresh AES-256 data key from KMS GenerateDataKey for every
+ * message, AES-256-GCM over the canonical plaintext with the dedupe key as
+ * AAD, and only the KMS-encrypted copy of the data key kept.
+ *
+ * @module
+ */
+import { createCipheriv, randomBytes } from 'node:crypto';
+
+import { GenerateDataKeyCommand, type KMSClient } from '@aws-sdk/client-kms';
+
+import { ProducerError } from './errors.js';
+import { MAX_CIPHERTEXT, type Envelope, type Message } from './intent.js';
+
+/** The "purpose" entry of the KMS encryption context. */
+export const ENCRYPTION_CONTEXT_PURPOSE = 'password-reset-notification';
+
+const NONCE_SIZE = 12;
+const MAX_EDK = 6144;
+const MAX_KEY_ID = 2048;
+const KEY_ID = /^[A-Za-z0-9:/_.-]+$/;
+
+/**
+ * The KMS encryption context of a data key for the logical message with
+ * dedupe key `key`. The consumer decrypts under the same context.
+ */
+export function encryptionContext(key: string): Record<string, string> {
+  return { purpose: ENCRYPTION_CONTEXT_PURPOSE, dedupe_key: key };
+}
+
+/** The GCM additional authenticated data: the ASCII bytes of the hex dedupe key. */
+export function aad(key: string): Buffer {
+  return Buffer.from(key, 'ascii');
+}
+
+const GO_ESCAPES: Record<string, string> = {
+  '<': '\\u003c',
+  '>': '\\u003e',
+  '&': '\\u0026',
+  '\u2028': '\\u2028',
+  '\u2029': '\\u2029',
+};
+
+/**
+ * The canonical plaintext of a message: the UTF-8 bytes of the JSON object
+ * `{"to":...,"subject":...,"body":...}` in that order, `subject` left out
+ * when empty, strings escaped as JSON.stringify does and, in addition, `<`,
+ * `>`, `&`, U+2028 and U+2029 as `\u003c`, `\u003e`, `\u0026`, `\u2028`,
+ * `\u2029` (what the Go producer writes). The caller should zero the buffer
+ * after use.
+ */
+export function canonicalPlaintext(m: Message): Buffer {
+  const obj: Record<string, string> = { to: m.to };
+  if (m.subject !== undefined && m.subject !== '') {
+    obj['subject'] = m.subject;
+  }
+  obj['body'] = m.body;
+  const json = JSON.stringify(obj).replace(/[<>&\u2028\u2029]/g, (c) => GO_ESCAPES[c] ?? c);
+  return Buffer.from(json, 'utf8');
+}
+
+/** A data key as GenerateDataKey returns it. */
+export interface DataKey {
+  /** The 32-byte AES key. Zeroed by {@link seal} after use. */
+  plaintext: Uint8Array;
+  /** CiphertextBlob: the data key encrypted under the KMS key. */
+  ciphertextBlob: Uint8Array;
+  /** KeyId: the ARN of the KMS key. */
+  keyId: string;
+}
+
+/** Thrown when KMS answers with something that cannot be a data key. */
+class MalformedDataKeyError extends ProducerError {
+  constructor(detail: string) {
+    super('ERR_MALFORMED_DATA_KEY', `resetledger: KMS returned a malformed data key: ${detail}`);
+  }
+}
+
+/**
+ * Seals plaintext `pt` for dedupe key `key` with a given data key and nonce.
+ * {@link seal} calls it with a fresh data key and a random nonce; the test
+ * vectors call it with fixed ones. A data key must never seal twice.
+ */
+export function sealWith(key: string, pt: Uint8Array, dataKey: DataKey, nonce: Uint8Array): Envelope {
+  if (dataKey.plaintext.length !== 32) {
+    throw new MalformedDataKeyError('want 32 bytes');
+  }
+  if (dataKey.ciphertextBlob.length === 0 || dataKey.ciphertextBlob.length > MAX_EDK) {
+    throw new MalformedDataKeyError('ciphertext blob missing or too long');
+  }
+  if (dataKey.keyId.length > MAX_KEY_ID || !KEY_ID.test(dataKey.keyId)) {
+    throw new MalformedDataKeyError('key id missing, too long or with a character outside [A-Za-z0-9:/_.-]');
+  }
+  if (nonce.length !== NONCE_SIZE) {
+    throw new RangeError('nonce: want 12 bytes');
+  }
+  const cipher = createCipheriv('aes-256-gcm', dataKey.plaintext, nonce);
+  cipher.setAAD(aad(key));
+  const ct = Buffer.concat([cipher.update(pt), cipher.final(), cipher.getAuthTag()]);
+  if (ct.length > MAX_CIPHERTEXT) {
+    throw new RangeError('ciphertext too long');
+  }
+  return {
+    v: 1,
+    alg: 'AES-256-GCM',
+    kms_key_id: dataKey.keyId,
+    edk: Buffer.from(dataKey.ciphertextBlob).toString('base64'),
+    nonce: Buffer.from(nonce).toString('base64'),
+    ct: ct.toString('base64'),
+  };
+}
+
+/** The KMS call {@link seal} makes; a KMSClient is one. */
+export type DataKeyClient = Pick<KMSClient, 'send'>;
+
+/** Options of {@link seal}. */
+export interface SealOptions {
+  /** Aborts the GenerateDataKey call. */
+  abortSignal?: AbortSignal;
+}
+
+/**
+ * Seals message `m` for the logical message with dedupe key `key` under a
+ * fresh data key of KMS key `keyId` (an ARN, key id or alias; the envelope
+ * records the ARN KMS returns). The plaintext data key and the plaintext
+ * are zeroed before it returns. Validate the message first
+ * ({@link validateMessage}): this function trusts it.
+ */
+export async function seal(kms: DataKeyClient, keyId: string, key: string, m: Message, opts: SealOptions = {}): Promise<Envelope> {
+  const pt = canonicalPlaintext(m);
+  try {
+    const out = await kms.send(
+      new GenerateDataKeyCommand({ KeyId: keyId, KeySpec: 'AES_256', EncryptionContext: encryptionContext(key) }),
+      opts.abortSignal === undefined ? {} : { abortSignal: opts.abortSignal },
+    );
+    const plain = out.Plaintext ?? new Uint8Array();
+    try {
+      return sealWith(
+        key,
+        pt,
+        { plaintext: plain, ciphertextBlob: out.CiphertextBlob ?? new Uint8Array(), keyId: out.KeyId || keyId },
+        randomBytes(NONCE_SIZE),
+      );
+    } finally {
+      plain.fill(0);
+    }
+  } finally {
+    pt.fill(0);
+  }
+}

@@ -1,0 +1,40 @@
+/**
+ * @resetledger/producer: what an account service written for Node.js uses
+ * to publish password-reset notification intents to a resetledger stack.
+ *
+ * ```ts
+ * import { Producer } from '@resetledger/producer';
+ *
+ * const producer = new Producer({ queueUrl: process.env.INTENT_QUEUE_URL!, keyId: process.env.CONTENT_KEY_ARN! });
+ * const { dedupeKey, messageId } = await producer.publish({
+ *   challengeId: challenge.id, channel: 'email', workflow: { kind: 'single' },
+ *   destinationRef: `acct-${account.id}:email`, expiresAt: challenge.expiresAt,
+ *   templateId: 'reset-email', templateVersion: '3', policyVersion: 'policy-1',
+ *   message: { to: account.email, subject, body },
+ * });
+ * ```
+ *
+ * The specification is docs/intent-v1.md in the resetledger repository.
+ *
+ * @packageDocumentation
+ */
+export { Producer, validate, isRetryable } from './producer.js';
+export type { ProducerOptions, PublishOptions, PublishResult, QueueClient, Validated } from './producer.js';
+export { seal, canonicalPlaintext, encryptionContext, aad, ENCRYPTION_CONTEXT_PURPOSE } from './envelope.js';
+export type { DataKeyClient, SealOptions } from './envelope.js';
+export {
+  dedupeKey,
+  contentHash,
+  encodeIntent,
+  formatTime,
+  validateIntentFields,
+  validateMessage,
+  CHANNELS,
+  PURPOSE,
+  SCHEMA_VERSION,
+  MAX_BODY_SIZE,
+  MAX_CIPHERTEXT,
+} from './intent.js';
+export type { Channel, Envelope, Message, Notification, Workflow, WorkflowKind } from './intent.js';
+export { ProducerError, IntentError, ExpiredError, PublishError } from './errors.js';
+export type { PublishStage } from './errors.js';

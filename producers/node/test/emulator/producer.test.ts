@@ -1,0 +1,149 @@
+// The producer against an AWS emulator (KMS and SQS): what it sends is an
+// intent whose sealed content KMS opens under the documented encryption
+// context. Needs AWS_ENDPOINT_URL (or ministack on 127.0.0.1:$MINISTACK_PORT,
+// default 4566); skipped without one unless LEDGER_REQUIRE_EMULATOR=1 or CI.
+import assert from 'node:assert/strict';
+import { createDecipheriv, randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+
+import { CreateKeyCommand, DecryptCommand, KMSClient, ScheduleKeyDeletionCommand } from '@aws-sdk/client-kms';
+import { CreateQueueCommand, DeleteQueueCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import {
+  canonicalPlaintext,
+  contentHash,
+  dedupeKey,
+  encryptionContext,
+  Producer,
+  PublishError,
+  type Envelope,
+  type Notification,
+} from '@resetledger/producer';
+
+const required = process.env['LEDGER_REQUIRE_EMULATOR'] === '1' || process.env['CI'] !== undefined;
+const endpoint = process.env['AWS_ENDPOINT_URL'] ?? `http://127.0.0.1:${process.env['MINISTACK_PORT'] ?? '4566'}`;
+
+async function reachable(): Promise<boolean> {
+  try {
+    const res = await fetch(new URL('/_ministack/health', endpoint), { signal: AbortSignal.timeout(2000) });
+    return res.status < 500 || process.env['AWS_ENDPOINT_URL'] !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+const up = await reachable();
+if (!up && required) {
+  throw new Error(`no AWS emulator at ${endpoint} (LEDGER_REQUIRE_EMULATOR=1 or CI): start one with localstack/ministack.sh start`);
+}
+
+// The clients the producer makes read the same environment an account
+// service's would.
+process.env['AWS_ENDPOINT_URL'] = endpoint;
+process.env['AWS_REGION'] ??= 'us-east-1';
+process.env['AWS_ACCESS_KEY_ID'] ??= 'test';
+process.env['AWS_SECRET_ACCESS_KEY'] ??= 'test';
+
+describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${endpoint}` }, () => {
+  const kms = new KMSClient({});
+  const sqs = new SQSClient({});
+  const run = `node-producer-${randomBytes(4).toString('hex')}`;
+  let keyArn = '';
+  let queueUrl = '';
+
+  before(async () => {
+    const key = await kms.send(new CreateKeyCommand({ Description: `${run} content key` }));
+    keyArn = key.KeyMetadata?.Arn ?? '';
+    const q = await sqs.send(new CreateQueueCommand({ QueueName: run }));
+    queueUrl = q.QueueUrl ?? '';
+    assert.ok(keyArn && queueUrl);
+  });
+
+  after(async () => {
+    await sqs.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => undefined);
+    await kms.send(new ScheduleKeyDeletionCommand({ KeyId: keyArn, PendingWindowInDays: 7 })).catch(() => undefined);
+    kms.destroy();
+    sqs.destroy();
+  });
+
+  function notification(challengeId: string, channel: 'email' | 'sms', workflow: Notification['workflow']): Notification {
+    const token = randomBytes(16).toString('hex');
+    return {
+      challengeId, channel, workflow,
+      destinationRef: `acct-7:${channel}`,
+      expiresAt: new Date(Date.now() + 10 * 60_000),
+      templateId: `reset-${channel}`, templateVersion: '1', policyVersion: 'policy-1',
+      message: channel === 'email'
+        ? { to: 'player7@example.com', subject: 'Reset your password', body: `Reset: https://game.example.com/r?token=${token}` }
+        : { to: '+15555550107', body: `Reset: https://game.example.com/r/${token}` },
+    };
+  }
+
+  async function receiveAll(want: number, waitMs = 15_000): Promise<string[]> {
+    const bodies: string[] = [];
+    const deadline = Date.now() + waitMs;
+    while (bodies.length < want && Date.now() < deadline) {
+      const out = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }));
+      for (const m of out.Messages ?? []) bodies.push(m.Body ?? '');
+    }
+    return bodies;
+  }
+
+  test('publishes intents whose content KMS and AES-GCM open under the dedupe key', async () => {
+    const producer = new Producer({ queueUrl, keyId: keyArn });
+    const notifications = [
+      notification(`${run}-1`, 'email', { kind: 'single' }),
+      notification(`${run}-2`, 'email', { kind: 'fallback', order: ['email', 'sms'] }),
+      notification(`${run}-2`, 'sms', { kind: 'fallback', order: ['email', 'sms'] }),
+    ];
+    const results = [];
+    for (const n of notifications) {
+      results.push(await producer.publish(n));
+    }
+    const bodies = await receiveAll(notifications.length);
+    assert.equal(bodies.length, notifications.length);
+
+    for (const [i, n] of notifications.entries()) {
+      const key = dedupeKey(n.challengeId, n.channel);
+      assert.equal(results[i]?.dedupeKey, key);
+      assert.ok(results[i]?.messageId);
+      const body = bodies.find((b) => (JSON.parse(b) as { challenge_id: string; channel: string }).challenge_id === n.challengeId &&
+        (JSON.parse(b) as { channel: string }).channel === n.channel);
+      assert.ok(body, `no message for ${n.challengeId}/${n.channel}`);
+      for (const secret of [n.message.to, n.message.body]) {
+        assert.ok(!body.includes(secret), 'the body holds the address or the link in clear');
+      }
+      const intent = JSON.parse(body) as { content_hash: string; sealed_content: Envelope; workflow: unknown };
+      assert.equal(intent.content_hash, contentHash(n.templateId, n.templateVersion, n.message));
+      assert.deepEqual(intent.workflow, n.workflow);
+      const env = intent.sealed_content;
+      assert.equal(env.kms_key_id, keyArn, 'kms_key_id is the KeyId GenerateDataKey returned');
+
+      const dk = await kms.send(new DecryptCommand({
+        CiphertextBlob: Buffer.from(env.edk, 'base64'), KeyId: keyArn, EncryptionContext: encryptionContext(key),
+      }));
+      const ct = Buffer.from(env.ct, 'base64');
+      const d = createDecipheriv('aes-256-gcm', dk.Plaintext ?? new Uint8Array(), Buffer.from(env.nonce, 'base64'));
+      d.setAAD(Buffer.from(key, 'ascii'));
+      d.setAuthTag(ct.subarray(ct.length - 16));
+      const pt = Buffer.concat([d.update(ct.subarray(0, ct.length - 16)), d.final()]);
+      assert.deepEqual(pt, canonicalPlaintext(n.message));
+    }
+  });
+
+  test('a KMS failure sends nothing', async () => {
+    const producer = new Producer({ queueUrl, keyId: 'arn:aws:kms:us-east-1:000000000000:key/00000000-0000-0000-0000-000000000000' });
+    await assert.rejects(producer.publish(notification(`${run}-3`, 'email', { kind: 'single' })), (err: unknown) => {
+      assert.ok(err instanceof PublishError && err.stage === 'seal', String(err));
+      return true;
+    });
+    assert.equal((await receiveAll(1, 3_000)).length, 0);
+  });
+
+  test('a missing queue is a send failure, not retried', async () => {
+    const producer = new Producer({ queueUrl: `${queueUrl}-missing`, keyId: keyArn });
+    await assert.rejects(producer.publish(notification(`${run}-4`, 'sms', { kind: 'single' })), (err: unknown) => {
+      assert.ok(err instanceof PublishError && err.stage === 'send' && err.attempts === 1, String(err));
+      return true;
+    });
+  });
+});

@@ -1,0 +1,155 @@
+// The package against the cross-language vectors of testdata/vectors, which
+// the Go tests generate from the Go implementation and check.
+import assert from 'node:assert/strict';
+import { createDecipheriv, createHash } from 'node:crypto';
+import { describe, test } from 'node:test';
+
+import {
+  aad,
+  canonicalPlaintext,
+  contentHash,
+  dedupeKey,
+  encodeIntent,
+  encryptionContext,
+  ExpiredError,
+  IntentError,
+  Producer,
+  validate,
+  type Envelope,
+} from '@resetledger/producer';
+
+import { sealWith } from '../../dist/envelope.js';
+import { FakeKMS, FakeSQS, loadVectors, notification, type VectorNotification } from './fixtures.js';
+
+interface IntentVector {
+  name: string;
+  notification: VectorNotification;
+  dedupe_key_preimage: string;
+  dedupe_key: string;
+  content_hash_preimage_hex: string;
+  content_hash: string;
+  plaintext: string;
+  plaintext_hex: string;
+  encryption_context: Record<string, string>;
+  aad_hex: string;
+  generate_data_key: { KeyId: string; Plaintext_hex: string; CiphertextBlob_base64: string };
+  nonce_hex: string;
+  sealed_content: Envelope;
+  body: string;
+}
+
+interface InvalidVector {
+  name: string;
+  notification: VectorNotification;
+  want: { error: 'invalid_intent' | 'expired'; field?: string; reason?: string };
+}
+
+const intents = loadVectors<{ vectors: IntentVector[] }>('intents.json').vectors;
+const invalid = loadVectors<{ now: string; vectors: InvalidVector[] }>('invalid.json');
+
+const sha256 = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
+
+describe('intents.json', () => {
+  test('has vectors', () => assert.ok(intents.length >= 8));
+  for (const v of intents) {
+    describe(v.name, () => {
+      const n = notification(v.notification);
+      const dataKey = {
+        plaintext: Buffer.from(v.generate_data_key.Plaintext_hex, 'hex'),
+        blob: Buffer.from(v.generate_data_key.CiphertextBlob_base64, 'base64'),
+        keyId: v.generate_data_key.KeyId,
+      };
+
+      test('dedupe key', () => {
+        assert.equal(sha256(v.dedupe_key_preimage), v.dedupe_key);
+        assert.equal(dedupeKey(n.challengeId, n.channel), v.dedupe_key);
+      });
+
+      test('content hash', () => {
+        assert.equal(sha256(Buffer.from(v.content_hash_preimage_hex, 'hex')), v.content_hash);
+        assert.equal(contentHash(n.templateId, n.templateVersion, n.message), v.content_hash);
+      });
+
+      test('validate returns the key and hash', () => {
+        const now = new Date(n.expiresAt.getTime() - 60_000);
+        assert.deepEqual(validate(n, now), { dedupeKey: v.dedupe_key, contentHash: v.content_hash });
+      });
+
+      test('canonical plaintext, AAD, encryption context', () => {
+        const pt = canonicalPlaintext(n.message);
+        assert.equal(pt.toString('hex'), v.plaintext_hex);
+        assert.equal(pt.toString('utf8'), v.plaintext);
+        assert.equal(aad(v.dedupe_key).toString('hex'), v.aad_hex);
+        assert.deepEqual(encryptionContext(v.dedupe_key), v.encryption_context);
+      });
+
+      test('envelope with the fixed data key and nonce', () => {
+        const env = sealWith(
+          v.dedupe_key,
+          canonicalPlaintext(n.message),
+          { plaintext: dataKey.plaintext, ciphertextBlob: dataKey.blob, keyId: dataKey.keyId },
+          Buffer.from(v.nonce_hex, 'hex'),
+        );
+        assert.deepEqual(env, v.sealed_content);
+        // And it opens with node:crypto alone.
+        const ct = Buffer.from(v.sealed_content.ct, 'base64');
+        const d = createDecipheriv('aes-256-gcm', dataKey.plaintext, Buffer.from(v.sealed_content.nonce, 'base64'));
+        d.setAAD(Buffer.from(v.dedupe_key, 'ascii'));
+        d.setAuthTag(ct.subarray(ct.length - 16));
+        assert.equal(Buffer.concat([d.update(ct.subarray(0, ct.length - 16)), d.final()]).toString('utf8'), v.plaintext);
+      });
+
+      test('intent body', () => {
+        assert.equal(encodeIntent(n, v.content_hash, v.sealed_content), v.body);
+      });
+
+      test('publish: one data key, the same body up to the random nonce', async () => {
+        const kms = new FakeKMS(dataKey);
+        const sqs = new FakeSQS();
+        const p = new Producer({
+          queueUrl: 'https://sqs.test/intents', keyId: 'alias/reset-content', kms: kms.client(), sqs: sqs.client(),
+          clock: () => new Date(n.expiresAt.getTime() - 60_000),
+        });
+        const res = await p.publish(n);
+        assert.deepEqual(res, { dedupeKey: v.dedupe_key, contentHash: v.content_hash, messageId: 'msg-1', attempts: 1 });
+        assert.deepEqual(kms.inputs, [{ KeyId: 'alias/reset-content', KeySpec: 'AES_256', EncryptionContext: v.encryption_context }]);
+        assert.deepEqual(sqs.queueUrls, ['https://sqs.test/intents']);
+        const sent = JSON.parse(sqs.bodies[0] ?? '') as { sealed_content: Envelope };
+        const want = JSON.parse(v.body) as { sealed_content: Envelope };
+        assert.notEqual(sent.sealed_content.nonce, want.sealed_content.nonce, 'the nonce is random');
+        const nonce = Buffer.from(sent.sealed_content.nonce, 'base64');
+        const reSealed = sealWith(v.dedupe_key, canonicalPlaintext(n.message),
+          { plaintext: dataKey.plaintext, ciphertextBlob: dataKey.blob, keyId: dataKey.keyId }, nonce);
+        assert.deepEqual(sent.sealed_content, reSealed);
+        assert.equal(sqs.bodies[0], encodeIntent(n, v.content_hash, reSealed));
+        assert.ok(kms.handed.every((k) => k.every((b) => b === 0)), 'the plaintext data key is zeroed');
+      });
+    });
+  }
+});
+
+describe('invalid.json', () => {
+  const now = new Date(invalid.now);
+  test('has vectors', () => assert.ok(invalid.vectors.length >= 20));
+  for (const v of invalid.vectors) {
+    test(v.name, async () => {
+      const kms = new FakeKMS({ plaintext: new Uint8Array(32), blob: new Uint8Array(1), keyId: 'k' });
+      const sqs = new FakeSQS();
+      const p = new Producer({ queueUrl: 'https://sqs.test/intents', keyId: 'k', kms: kms.client(), sqs: sqs.client(), clock: () => now });
+      const n = notification(v.notification);
+      await assert.rejects(p.publish(n), (err: unknown) => {
+        if (v.want.error === 'expired') {
+          assert.ok(err instanceof ExpiredError, `want ExpiredError, got ${String(err)}`);
+          assert.equal(err.code, 'ERR_CHALLENGE_EXPIRED');
+        } else {
+          assert.ok(err instanceof IntentError, `want IntentError, got ${String(err)}`);
+          assert.equal(err.code, 'ERR_INVALID_INTENT');
+          assert.deepEqual({ field: err.field, reason: err.reason }, { field: v.want.field, reason: v.want.reason });
+        }
+        return true;
+      });
+      assert.equal(kms.calls + sqs.bodies.length, 0, 'no AWS call before a refusal');
+      assert.throws(() => p.validate(n));
+    });
+  }
+});

@@ -1,0 +1,30 @@
+// Package sim is a deterministic simulator of the ledger protocol.
+//
+// From a seed it builds a small world: challenges with single, dual and
+// fallback workflows, a transport per channel with one of the three
+// capabilities (no key and no lookup, a key honored for a window, lookup),
+// an optional send-rate budget, and concurrent invocations of every
+// function: claim (fed by an intent queue with redeliveries and changed
+// content), dispatch (fed by the ledger stream and the dispatch queue),
+// reconcile and expire (fed by schedules), and an operator who resolves
+// quarantined rows. The invocations run the real use cases of pkg/ledger
+// over the in-memory store, each in its own goroutine, but only one of them
+// runs at a time: every port call (store, content, opener, transport,
+// lookup, budget, scheduler, sleep) parks the invocation until the
+// scheduler lets exactly one invocation take its next step. Between any two
+// steps the scheduler may inject a fault: a crash before or after the call,
+// a failed call, a write that lands but whose response is lost, a dropped or
+// duplicated trigger, a provider that refuses, throttles, loses the
+// acknowledgement or answers late, and clock jumps past leases and
+// expiries. Invocations also die when they outlive their function timeout.
+//
+// Every choice (the world, which invocation steps, which fault) is drawn
+// from pgregory.net/rapid, so the same seed gives the same run byte for
+// byte, and a failing run is minimized by rapid's shrinker. After every
+// step the invariants in invariants.go are checked; after the fault phase
+// the schedule turns fair and fault-free and every message must reach a
+// terminal state within a bound (liveness).
+//
+// Mutants (mutants.go) weaken the protocol the way a reviewer would fear;
+// the simulator must catch each of them.
+package sim

@@ -1,0 +1,158 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// service is the ledger service one invocation runs: the real use cases
+// over ports that park at every call.
+func (s *sim) service(inv *invocation) *ledger.Service {
+	svc := &ledger.Service{
+		Store:      &storePort{inv},
+		Content:    &contentPort{inv},
+		Opener:     &openerPort{inv},
+		Transports: map[ledger.Channel]ledger.Transport{},
+		Scheduler:  &schedulerPort{inv},
+		Sleep:      inv.sleep,
+		Jitter:     s.jitter.Float64,
+		Clock:      inv.clock,
+		Policy:     s.w.policy,
+		NewID:      s.newID,
+	}
+	for _, ch := range ledger.Channels {
+		svc.Transports[ch] = &transportPort{inv: inv, p: s.providers[ch]}
+	}
+	if s.budget != nil {
+		svc.Budget = &budgetPort{inv}
+	}
+	return svc
+}
+
+// body is what the invocation does, as the function's handler would, and
+// the log line the handler would write.
+func (s *sim) body(inv *invocation, svc *ledger.Service) func(ctx context.Context) (string, error) {
+	t := inv.trig
+	switch inv.fn {
+	case fnClaim:
+		return func(ctx context.Context) (string, error) {
+			res, err := svc.Claim(ctx, t.msg.intent, t.msg.sealed, inv.worker)
+			return logLine(inv, err, "challenge_id", t.msg.intent.ChallengeID, "channel", string(t.msg.intent.Channel),
+				"content_hash", t.msg.intent.ContentHash, "outcome", string(res.Outcome), "state", string(res.Entry.State),
+				"reason", res.Entry.Reason), err
+		}
+	case fnDispatch:
+		return func(ctx context.Context) (string, error) {
+			var res ledger.DispatchResult
+			var err error
+			if t.image != nil {
+				res, err = svc.DispatchRow(ctx, *t.image, inv.worker)
+			} else {
+				res, err = svc.Dispatch(ctx, t.key, inv.worker)
+			}
+			line := logLine(inv, err, "dedupe_key", t.key, "source", t.source, "outcome", string(res.Outcome),
+				"state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
+			if errors.Is(err, ledger.ErrNotFound) {
+				return line, nil // the handler skips a record for a row that does not exist
+			}
+			return line, err
+		}
+	case fnReconcile:
+		return func(ctx context.Context) (string, error) {
+			rep, err := svc.Reconcile(ctx, inv.worker, sweepLimit)
+			if err == nil {
+				var red ledger.SweepReport
+				red, err = svc.Redrive(ctx, sweepLimit)
+				rep.Errors = append(rep.Errors, red.Errors...)
+				for a, n := range red.Actions {
+					if rep.Actions == nil {
+						rep.Actions = map[string]int{}
+					}
+					rep.Actions[a] += n
+				}
+			}
+			return sweepLine(inv, rep, err), err
+		}
+	case fnExpire:
+		return func(ctx context.Context) (string, error) {
+			rep, err := svc.ExpireSweep(ctx, inv.worker, sweepLimit)
+			return sweepLine(inv, rep, err), err
+		}
+	default:
+		return func(ctx context.Context) (string, error) { return s.operate(ctx, inv, svc) }
+	}
+}
+
+// operate is the operator's round: every quarantined row is resolved with
+// the provider's records as evidence (its message events, or the webhook
+// provider's log): accepted with the provider's id when it took the
+// message, abandoned when it has no record of it. The operator never
+// decides rejected.
+func (s *sim) operate(ctx context.Context, inv *invocation, svc *ledger.Service) (string, error) {
+	rows, err := svc.Store.ListOpen(ctx, ledger.Quarantined, time.Time{}, 0)
+	if err != nil {
+		return logLine(inv, err), err
+	}
+	var errs []error
+	decided := 0
+	for _, e := range rows {
+		var rerr error
+		if rs := s.providers[e.Identity.Channel].msgs[e.Key]; len(rs) > 0 {
+			_, rerr = svc.Resolve(ctx, e.Key, ledger.DecideAccepted, "provider records the message under our key", rs[0].ack, inv.worker)
+		} else {
+			_, rerr = svc.Resolve(ctx, e.Key, ledger.DecideAbandoned, "provider has no record of the message", "", inv.worker)
+		}
+		if rerr != nil {
+			errs = append(errs, rerr)
+		} else {
+			decided++
+		}
+	}
+	err = errors.Join(errs...)
+	return logLine(inv, err, "quarantined", fmt.Sprint(len(rows)), "decided", fmt.Sprint(decided)), err
+}
+
+// logLine renders one JSON log line the way the handlers write them.
+func logLine(inv *invocation, err error, kv ...string) string {
+	var b bytes.Buffer
+	h := slog.NewJSONHandler(&b, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})
+	args := []any{"function", inv.fn.String(), "worker", string(inv.worker)}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			args = append(args, kv[i], kv[i+1])
+		}
+	}
+	level, msg := slog.LevelInfo, "handled"
+	if err != nil {
+		level, msg = slog.LevelError, "failed; will retry"
+		args = append(args, "error", err.Error())
+	}
+	slog.New(h).Log(context.Background(), level, msg, args...)
+	return strings.TrimSpace(b.String())
+}
+
+func sweepLine(inv *invocation, rep ledger.SweepReport, err error) string {
+	acts := make([]string, 0, len(rep.Actions))
+	for a, n := range rep.Actions {
+		acts = append(acts, fmt.Sprintf("%s=%d", a, n))
+	}
+	sort.Strings(acts)
+	kv := []string{"seen", fmt.Sprint(rep.Seen), "actions", strings.Join(acts, ",")}
+	if rerr := rep.Err(); rerr != nil {
+		kv = append(kv, "row_errors", rerr.Error())
+	}
+	return logLine(inv, err, kv...)
+}

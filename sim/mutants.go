@@ -1,0 +1,145 @@
+package sim
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"strconv"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Mutant is a weakened protocol the simulator must catch. The protocol code
+// in pkg/ledger is never changed: each mutant is a fault in the store the
+// use cases see, shaped like the bug a reviewer would worry about.
+type Mutant string
+
+// The mutants. Protocol is the real protocol.
+const (
+	Protocol Mutant = ""
+	// DispatchNoStateCondition: the move to dispatching is written without
+	// its condition on the row's state and version.
+	DispatchNoStateCondition Mutant = "dispatch-no-state-condition"
+	// DispatchNoExpiryCondition: the move to dispatching is written without
+	// its condition on the challenge's expiry.
+	DispatchNoExpiryCondition Mutant = "dispatch-no-expiry-condition"
+	// ClaimIgnoresExistingRow: a claim does not see the identity's row and
+	// writes its new claim over it unconditionally.
+	ClaimIgnoresExistingRow Mutant = "claim-ignores-existing-row"
+	// ReconcileUnknownToClaimed: where the reconcile policy quarantines an
+	// unknown row, it moves it back to claimed for another attempt.
+	ReconcileUnknownToClaimed Mutant = "reconcile-unknown-to-claimed"
+	// FallbackNoWait: a fallback channel is claimed at once instead of
+	// being held until the earlier channel ended rejected.
+	FallbackNoWait Mutant = "fallback-no-wait"
+)
+
+// Mutants lists every mutant.
+var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, ClaimIgnoresExistingRow, ReconcileUnknownToClaimed, FallbackNoWait}
+
+// ParseMutant returns the mutant named s.
+func ParseMutant(s string) (Mutant, error) {
+	for _, m := range Mutants {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return Protocol, fmt.Errorf("sim: unknown mutant %q", s)
+}
+
+func (m Mutant) String() string {
+	if m == Protocol {
+		return "protocol"
+	}
+	return string(m)
+}
+
+// get is the store read of an invocation.
+func (s *sim) get(ctx context.Context, inv *invocation, key string) (ledger.Entry, error) {
+	if inv.fn == fnClaim {
+		own := inv.trig.msg.intent.Key()
+		switch {
+		case s.mutant == ClaimIgnoresExistingRow && key == own:
+			return ledger.Entry{}, fmt.Errorf("get %s: %w", key, ledger.ErrNotFound)
+		case s.mutant == FallbackNoWait && key != own:
+			// The fallback gate's read of the earlier channel: it always
+			// looks as if that channel had ended rejected.
+			e, err := s.store.Get(ctx, key)
+			if err != nil {
+				e = ledger.Entry{Key: key}
+			}
+			e.State = ledger.Rejected
+			return e, nil
+		}
+	}
+	return s.store.Get(ctx, key)
+}
+
+// create is the store create of an invocation.
+func (s *sim) create(ctx context.Context, inv *invocation, e ledger.Entry) (ledger.Entry, error) {
+	if s.mutant == ClaimIgnoresExistingRow && inv.fn == fnClaim {
+		if cur, err := s.store.Get(ctx, e.Key); err == nil && !cur.Holds(e.Last().ID) {
+			// An unconditional write of the new claim over the row: its
+			// attributes replace the row's, its event is appended.
+			return s.store.Apply(ctx, ledger.Change{From: cur.State, Version: cur.Version, Next: e, Event: e.Last()})
+		}
+	}
+	return s.store.Create(ctx, e)
+}
+
+// apply is the store compare-and-set of an invocation.
+func (s *sim) apply(ctx context.Context, inv *invocation, c ledger.Change) (ledger.Entry, error) {
+	switch {
+	case s.mutant == DispatchNoStateCondition && c.Next.State == ledger.Dispatching:
+		if cur, err := s.store.Get(ctx, c.Next.Key); err == nil {
+			c.From, c.Version = cur.State, cur.Version
+		}
+	case s.mutant == DispatchNoExpiryCondition && c.Next.State == ledger.Dispatching:
+		c.NotExpiredBy = time.Time{}
+	case s.mutant == ReconcileUnknownToClaimed && inv.fn == fnReconcile && c.From == ledger.Unknown && c.Next.State == ledger.Quarantined:
+		c = reclaim(c)
+	}
+	return s.store.Apply(ctx, c)
+}
+
+// reclaim turns reconcile's quarantine of an unknown row into a move back
+// to claimed, with a well-formed history entry (so that the simulator
+// catches the behaviour, not a broken hash chain).
+func reclaim(c ledger.Change) ledger.Change {
+	const reason = "reconcile: outcome unknown; claimed again for another attempt"
+	n := c.Next
+	n.State, n.Reason, n.NextCheckAt = ledger.Claimed, reason, time.Time{}
+	ev := c.Event
+	ev.To, ev.Reason = ledger.Claimed, reason
+	ev.Hash = eventHash(n.Key, ev)
+	n.History = append(n.History[:len(n.History)-1:len(n.History)-1], ev)
+	c.Next, c.Event = n, ev
+	return c
+}
+
+// eventHash is ledger's history hash (entry.go, eventHash), which the
+// package does not export; TestEventHashMatchesLedger keeps the two equal.
+func eventHash(key string, ev ledger.Event) string {
+	h := sha256.New()
+	for _, f := range []string{
+		"ledger-event-v1", key, ev.Prev, ev.ID, string(ev.Kind), string(ev.From), string(ev.To),
+		ev.At.UTC().Format(time.RFC3339Nano), ev.Worker, ev.Reason, ev.PolicyVersion,
+		strconv.Itoa(ev.Attempt), ev.AckID, ev.ContentHash,
+	} {
+		field(h, f)
+	}
+	if ev.Code != "" || !ev.NextAttemptAt.IsZero() {
+		field(h, ev.Code)
+		field(h, ev.NextAttemptAt.UTC().Format(time.RFC3339Nano))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func field(h hash.Hash, f string) {
+	h.Write([]byte(strconv.Itoa(len(f))))
+	h.Write([]byte{':'})
+	h.Write([]byte(f))
+}

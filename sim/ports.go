@@ -1,0 +1,273 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// The ports of one invocation. Each call parks the invocation (yield), then
+// takes effect on the shared in-memory store, content store, budget,
+// dispatch queue or provider, with the fault the scheduler drew.
+
+// errInjected is the cause of every failure the scheduler injects. It is
+// not ledger.ErrConflict or ledger.ErrNotFound: the caller cannot tell what
+// happened.
+var errInjected = errors.New("injected failure")
+
+func injected(what, key string) error { return fmt.Errorf("%s %s: %w", what, key, errInjected) }
+
+func lost(what, key string) error {
+	return fmt.Errorf("%s %s: response lost after the request took effect: %w", what, key, errInjected)
+}
+
+type storePort struct{ inv *invocation }
+
+func (p *storePort) Get(ctx context.Context, key string) (ledger.Entry, error) {
+	r := p.inv.yield(&call{op: opGet, key: key})
+	if r.fault == failCall {
+		return ledger.Entry{}, injected("get", key)
+	}
+	return p.inv.sim.get(ctx, p.inv, key)
+}
+
+func (p *storePort) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
+	s, inv := p.inv.sim, p.inv
+	r := inv.yield(&call{op: opCreate, key: e.Key, detail: "→" + e.State.String()})
+	if r.fault == failCall {
+		return ledger.Entry{}, injected("create", e.Key)
+	}
+	before, existed := s.peek(e.Key)
+	got, err := s.create(ctx, inv, e)
+	s.wrote(inv, before, existed, e.Key, e.Last().ID)
+	switch r.fault {
+	case lostResponse:
+		return ledger.Entry{}, lost("create", e.Key)
+	case crashAfter:
+		inv.crash()
+	}
+	return got, err
+}
+
+func (p *storePort) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
+	s, inv := p.inv.sim, p.inv
+	detail := c.From.String() + "→" + c.Next.State.String()
+	if c.Event.Kind != ledger.KindTransition {
+		detail += " (" + string(c.Event.Kind) + ")"
+	}
+	if c.Next.Attempts != 0 && c.Next.State == ledger.Dispatching || c.Event.Kind == ledger.KindRetry {
+		detail += fmt.Sprintf(" attempt %d", c.Next.Attempts)
+	}
+	r := inv.yield(&call{op: opApply, key: c.Next.Key, detail: detail})
+	if r.fault == failCall {
+		return ledger.Entry{}, injected("apply", c.Next.Key)
+	}
+	before, existed := s.peek(c.Next.Key)
+	got, err := s.apply(ctx, inv, c)
+	s.wrote(inv, before, existed, c.Next.Key, c.Event.ID)
+	switch r.fault {
+	case lostResponse:
+		return ledger.Entry{}, lost("apply", c.Next.Key)
+	case crashAfter:
+		inv.crash()
+	}
+	return got, err
+}
+
+// ListOpen returns the rows in a deterministic order: oldest due first,
+// then by key (the in-memory store breaks ties in map order).
+func (p *storePort) ListOpen(ctx context.Context, st ledger.State, dueBy time.Time, limit int) ([]ledger.Entry, error) {
+	r := p.inv.yield(&call{op: opListOpen, detail: st.String()})
+	if r.fault == failCall {
+		return nil, injected("list open", st.String())
+	}
+	rows, err := p.inv.sim.store.ListOpen(ctx, st, dueBy, 0)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(rows, func(a, b ledger.Entry) int {
+		if c := a.OpenDue().Compare(b.OpenDue()); c != 0 {
+			return c
+		}
+		if a.Key < b.Key {
+			return -1
+		}
+		return 1
+	})
+	if limit > 0 && len(rows) > limit {
+		rows = rows[:limit]
+	}
+	return rows, nil
+}
+
+// wrote records a write that landed in this call (the row now holds
+// eventID and did not before) for the invariant checks, the stream, and the
+// authorization of a send.
+func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eventID string) {
+	after, ok := s.peek(key)
+	if !ok || !after.Holds(eventID) || existed && before.Holds(eventID) {
+		return
+	}
+	w := writeFact{inv: inv, before: before, existed: existed, after: after}
+	s.facts.writes = append(s.facts.writes, w)
+	if after.Attempts > before.Attempts {
+		auth := inv.issuedAt()
+		inv.auth[key] = auth
+		if margin := s.w.policy.ExpiryMargin; !auth.Add(margin).Before(after.ExpiresAt) {
+			s.fail(invLateAttempt, fmt.Sprintf("%s started attempt %d of %s at %s by its clock; expires_at − margin is %s",
+				inv, after.Attempts, s.label(key), s.rel(auth), s.rel(after.ExpiresAt.Add(-margin))), key)
+		}
+	}
+	// The stream filter of dispatch: the changes the trigger rule names (a new claimed row, or
+	// held → claimed).
+	from := ledger.None
+	if existed {
+		from = before.State
+	}
+	if ledger.TriggersDispatch(from, after.State) {
+		img := after
+		s.emit(&trigger{fn: fnDispatch, source: "stream", key: key, image: &img, due: s.now})
+	}
+}
+
+type contentPort struct{ inv *invocation }
+
+func (p *contentPort) Put(ctx context.Context, key string, sealed []byte, expiresAt time.Time) (bool, error) {
+	r := p.inv.yield(&call{op: opContentPut, key: rowKey(key)})
+	if r.fault == failCall {
+		return false, injected("put content", rowKey(key))
+	}
+	ok, err := p.inv.sim.content.Put(ctx, key, sealed, expiresAt)
+	switch r.fault {
+	case lostResponse:
+		return false, lost("put content", rowKey(key))
+	case crashAfter:
+		p.inv.crash()
+	}
+	return ok, err
+}
+
+func (p *contentPort) Get(ctx context.Context, key string) ([]byte, error) {
+	r := p.inv.yield(&call{op: opContentGet, key: rowKey(key)})
+	if r.fault == failCall {
+		return nil, injected("get content", rowKey(key))
+	}
+	return p.inv.sim.content.Get(ctx, key)
+}
+
+func (p *contentPort) Delete(ctx context.Context, key string) error {
+	r := p.inv.yield(&call{op: opContentDelete, key: rowKey(key)})
+	if r.fault == failCall {
+		return injected("delete content", rowKey(key))
+	}
+	err := p.inv.sim.content.Delete(ctx, key)
+	switch r.fault {
+	case lostResponse:
+		return lost("delete content", rowKey(key))
+	case crashAfter:
+		p.inv.crash()
+	}
+	return err
+}
+
+// rowKey is the dedupe key of a content key (dedupe key ":" content hash).
+func rowKey(contentKey string) string {
+	if len(contentKey) > 64 {
+		return contentKey[:64]
+	}
+	return contentKey
+}
+
+type openerPort struct{ inv *invocation }
+
+func (p *openerPort) Open(ctx context.Context, key string, sealed []byte) (ledger.Message, error) {
+	r := p.inv.yield(&call{op: opOpen, key: key})
+	if r.fault == failCall {
+		return ledger.Message{}, injected("decrypt", key)
+	}
+	return ledgertest.PlainOpener{}.Open(ctx, key, sealed)
+}
+
+type budgetPort struct{ inv *invocation }
+
+func (p *budgetPort) Reserve(ctx context.Context, ch ledger.Channel, now, notAfter time.Time) (time.Time, error) {
+	r := p.inv.yield(&call{op: opReserve, detail: string(ch)})
+	if r.fault == failCall {
+		return time.Time{}, injected("reserve", string(ch))
+	}
+	at, err := p.inv.sim.budget.Reserve(ctx, ch, now, notAfter)
+	switch r.fault {
+	case lostResponse:
+		return time.Time{}, lost("reserve", string(ch))
+	case crashAfter:
+		p.inv.crash()
+	}
+	return at, err
+}
+
+// schedulerPort is the dispatch queue: a message delivered at the asked
+// time (SQS delays are whole seconds up to 15 minutes; a later wake-up is
+// delivered early and dispatch schedules it again).
+type schedulerPort struct{ inv *invocation }
+
+func (p *schedulerPort) Schedule(ctx context.Context, key string, at time.Time) error {
+	s, inv := p.inv.sim, p.inv
+	r := inv.yield(&call{op: opSchedule, key: key, detail: "at " + s.rel(at)})
+	if r.fault == failCall {
+		return injected("schedule", key)
+	}
+	d := max(at.Sub(inv.clock()), 0).Truncate(time.Second)
+	due := s.now.Add(min(d, maxQueueDelay))
+	s.emit(&trigger{fn: fnDispatch, source: "queue", key: key, due: due})
+	switch r.fault {
+	case lostResponse:
+		return lost("schedule", key)
+	case crashAfter:
+		inv.crash()
+	}
+	return nil
+}
+
+// transportPort is one channel's transport as seen from one invocation.
+type transportPort struct {
+	inv *invocation
+	p   *provider
+}
+
+func (t *transportPort) Capabilities() ledger.Capabilities {
+	return ledger.Capabilities{IdempotencyWindow: t.p.spec.window, Lookup: t.p.spec.cap == capLookup}
+}
+
+func (t *transportPort) Send(ctx context.Context, m ledger.Send) (ledger.Ack, error) {
+	s, inv := t.inv.sim, t.inv
+	r := inv.yield(&call{op: opSend, key: m.IdempotencyKey, detail: fmt.Sprintf("attempt %d", m.Attempt)})
+	res := t.p.send(m.IdempotencyKey, r.behavior, s.now)
+	s.facts.sends = append(s.facts.sends, s.sendFact(inv, m, r.behavior, res))
+	if r.fault == crashAfter {
+		inv.crash()
+	}
+	if r.behavior == acceptLate {
+		inv.yield(&call{op: opAwait, key: m.IdempotencyKey, d: r.late, detail: "answer in " + r.late.String()})
+	}
+	return res.ack, res.err
+}
+
+func (t *transportPort) Lookup(ctx context.Context, key string) (ledger.Ack, bool, error) {
+	r := t.inv.yield(&call{op: opLookup, key: key})
+	if r.fault == failCall {
+		return ledger.Ack{}, false, injected("lookup", key)
+	}
+	ack, ok := t.p.lookup(key, t.inv.sim.now)
+	return ack, ok, nil
+}
+
+// sleep is the in-process wait for a send-rate budget slot.
+func (inv *invocation) sleep(ctx context.Context, d time.Duration) error {
+	inv.yield(&call{op: opSleep, d: d, detail: d.String()})
+	return ctx.Err()
+}

@@ -1,0 +1,687 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/memstore"
+)
+
+// How time passes: every step takes tick; when nothing can run, the clock
+// moves to the next event (a timer, a delayed message, a sleeping
+// invocation).
+const tick = 10 * time.Millisecond
+
+// Liveness bounds, counted from the end of the fault phase.
+const (
+	maxLiveSteps = 20000
+	liveWindow   = time.Hour // past the later of the phase's end and the last expiry
+)
+
+// fault is what the scheduler does to one port call.
+type fault int
+
+const (
+	noFault      fault = iota
+	crashBefore        // the invocation dies before the call leaves it
+	crashAfter         // the call takes effect, then the invocation dies
+	failCall           // the call fails; nothing happened
+	lostResponse       // the call takes effect; the caller gets an error
+	slowCall           // the call returns only after a deadline of its row passed
+	timedOut           // the invocation outlived its function timeout (a crash before the call)
+)
+
+var faultNames = [...]string{"", "crash before", "crash after", "failed call", "lost response", "slow call", "timed out"}
+
+func (f fault) String() string { return faultNames[f] }
+
+// op is a port call.
+type op int
+
+const (
+	opStart op = iota // not a call: the invocation begins
+	opGet
+	opCreate
+	opApply
+	opListOpen
+	opContentPut
+	opContentGet
+	opContentDelete
+	opOpen
+	opSend
+	opAwait // waiting for a late answer of a send
+	opLookup
+	opReserve
+	opSchedule
+	opSleep
+)
+
+var opNames = [...]string{"start", "store.Get", "store.Create", "store.Apply", "store.ListOpen", "content.Put",
+	"content.Get", "content.Delete", "opener.Open", "transport.Send", "(awaiting answer)", "transport.Lookup",
+	"budget.Reserve", "scheduler.Schedule", "sleep"}
+
+func (o op) String() string { return opNames[o] }
+
+// faults returns the faults that apply to a call of o.
+func (o op) faults() []fault {
+	switch o {
+	case opStart:
+		return nil
+	case opCreate, opApply, opContentPut, opContentDelete, opSchedule:
+		return []fault{crashBefore, crashAfter, failCall, lostResponse, slowCall}
+	case opReserve:
+		return []fault{crashBefore, crashAfter, failCall, lostResponse}
+	case opSend:
+		return []fault{crashBefore, crashAfter, slowCall}
+	case opSleep, opAwait:
+		return []fault{crashBefore}
+	case opListOpen:
+		return []fault{crashBefore, failCall}
+	}
+	return []fault{crashBefore, failCall, slowCall}
+}
+
+// call is the port call an invocation is parked at.
+type call struct {
+	op     op
+	key    string
+	detail string
+	d      time.Duration // opSleep, opAwait: how long the invocation waits
+}
+
+// resumeMsg tells a parked invocation how its call goes.
+type resumeMsg struct {
+	kill     bool // the run is over: exit without reporting
+	fault    fault
+	behavior behavior
+	late     time.Duration
+}
+
+// report is what an invocation tells the scheduler when it stops running.
+type report struct {
+	inv      *invocation
+	call     *call // parked at this call
+	done     bool
+	crashed  bool
+	panicked any
+	stack    string
+	logLine  string
+	err      error
+}
+
+// trigger is one event waiting to start an invocation.
+type trigger struct {
+	seq    int
+	fn     function
+	due    time.Time
+	source string // intent, stream, queue, schedule
+	msg    *message
+	key    string
+	image  *ledger.Entry // stream record's new image
+	tries  int
+}
+
+// invocation is one running function invocation.
+type invocation struct {
+	sim      *sim
+	id       int
+	fn       function
+	trig     *trigger
+	worker   ledger.Worker
+	skew     time.Duration
+	deadline time.Time
+	resume   chan resumeMsg
+
+	call      *call
+	parkedAt  time.Time
+	seq       int
+	notBefore time.Time
+	// auth holds, per key, the invocation's clock when it issued the write
+	// that started its latest attempt (the authorization of a send).
+	auth map[string]time.Time
+}
+
+func (inv *invocation) String() string { return fmt.Sprintf("%s/%d", inv.fn, inv.id) }
+
+func (inv *invocation) clock() time.Time { return inv.sim.now.Add(inv.skew) }
+
+// issuedAt is the invocation's clock when it issued its current call.
+func (inv *invocation) issuedAt() time.Time { return inv.parkedAt.Add(inv.skew) }
+
+// yield parks the invocation at c until the scheduler resumes it. It does
+// not return if the scheduler crashes or kills it.
+func (inv *invocation) yield(c *call) resumeMsg {
+	inv.sim.reports <- report{inv: inv, call: c}
+	r := <-inv.resume
+	if r.kill {
+		runtime.Goexit()
+	}
+	if r.fault == crashBefore || r.fault == timedOut {
+		inv.crash()
+	}
+	return r
+}
+
+// crash ends the invocation where it stands.
+func (inv *invocation) crash() {
+	inv.sim.reports <- report{inv: inv, crashed: true}
+	runtime.Goexit()
+}
+
+func (inv *invocation) main(body func(ctx context.Context) (string, error)) {
+	if r := <-inv.resume; r.kill {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			inv.sim.reports <- report{inv: inv, panicked: p, stack: string(debug.Stack())}
+		}
+	}()
+	line, err := body(context.Background())
+	inv.sim.reports <- report{inv: inv, done: true, logLine: line, err: err}
+}
+
+// action is one thing the scheduler can do next.
+type action struct {
+	inv     *invocation // resume it
+	trig    *trigger    // or start an invocation for it
+	readyAt time.Time
+	seq     int
+}
+
+// sim is one run.
+type sim struct {
+	w      *world
+	c      chooser
+	mutant Mutant
+
+	store     *memstore.Store
+	content   *memstore.Content
+	budget    *memstore.Budget
+	providers map[ledger.Channel]*provider
+	jitter    *rand.Rand
+
+	now        time.Time
+	step       int
+	seq        int
+	faultPhase bool
+	liveStep   int
+	liveStart  time.Time
+	liveUntil  time.Time
+
+	invs     []*invocation
+	nextInv  int
+	triggers []*trigger
+	timers   [numFunctions]time.Time
+	reports  chan report
+	ids      int
+	consumed map[int]bool // intent messages claimed
+
+	facts     facts
+	emits     []*trigger
+	violation *violation
+	trace     []traceStep
+	stats     Stats
+}
+
+func newSim(c chooser, m Mutant) *sim {
+	w := drawWorld(c)
+	s := &sim{
+		w: w, c: c, mutant: m,
+		store: &memstore.Store{}, content: &memstore.Content{},
+		providers:  map[ledger.Channel]*provider{},
+		jitter:     rand.New(rand.NewPCG(w.jitterSeed, 0x5eed)),
+		now:        ledgertest.Epoch,
+		faultPhase: true,
+		reports:    make(chan report),
+		consumed:   map[int]bool{},
+		stats:      Stats{Faults: map[string]int{}, Answers: map[string]int{}},
+	}
+	for _, ch := range ledger.Channels {
+		s.providers[ch] = newProvider(ch, w.transports[ch])
+	}
+	if len(w.rates) > 0 {
+		s.budget = &memstore.Budget{Rates: w.rates}
+	}
+	for _, m := range w.messages {
+		s.enqueue(&trigger{fn: fnClaim, source: "intent", msg: m, due: s.now.Add(m.at)})
+	}
+	for f, p := range periods {
+		s.timers[f] = s.now.Add(p)
+	}
+	return s
+}
+
+// run runs the schedule to the end and returns the first violation.
+func (s *sim) run() *violation {
+	defer s.shutdown()
+	for s.violation == nil {
+		s.fireTimers()
+		if s.faultPhase && s.step >= s.w.faultSteps {
+			s.endFaults()
+		}
+		if s.settled() {
+			break
+		}
+		if !s.faultPhase && (s.step-s.liveStep > maxLiveSteps || s.now.After(s.liveUntil)) {
+			s.failLiveness()
+			break
+		}
+		acts := s.actions()
+		if len(acts) == 0 {
+			s.idle()
+			continue
+		}
+		s.step++
+		s.stats.Steps++
+		a := acts[0]
+		if s.faultPhase {
+			a = acts[s.c.pick(len(acts), "next")]
+		}
+		if a.trig != nil {
+			s.start(a.trig)
+		} else {
+			s.resume(a.inv)
+		}
+		s.check()
+		s.flushEmits()
+		s.now = s.now.Add(tick)
+		if s.faultPhase && s.c.coin(6, "clock jump") {
+			s.jump()
+		}
+	}
+	s.finalStats()
+	return s.violation
+}
+
+func (s *sim) endFaults() {
+	s.faultPhase = false
+	s.liveStep, s.liveStart = s.step, s.now
+	last := s.now
+	for _, ch := range s.w.challenges {
+		if e := ledgertest.Epoch.Add(ch.lifetime); e.After(last) {
+			last = e
+		}
+	}
+	s.liveUntil = last.Add(liveWindow)
+	s.note(nil, "faults stop", "", "the schedule is fair from here")
+}
+
+// settled reports whether the run is over: every intent claimed, no
+// invocation running, and every row in a terminal state.
+func (s *sim) settled() bool {
+	if len(s.invs) > 0 {
+		return false
+	}
+	for _, t := range s.triggers {
+		if t.fn == fnClaim {
+			return false
+		}
+	}
+	for _, k := range s.w.keys {
+		e, ok := s.peek(k)
+		if !ok || !e.State.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *sim) nextSeq() int { s.seq++; return s.seq }
+
+func (s *sim) enqueue(t *trigger) {
+	t.seq = s.nextSeq()
+	s.triggers = append(s.triggers, t)
+}
+
+// actions lists what can run now, oldest first.
+func (s *sim) actions() []action {
+	var acts []action
+	var running [numFunctions]int
+	for _, inv := range s.invs {
+		running[inv.fn]++
+		if inv.call != nil && !inv.notBefore.After(s.now) {
+			acts = append(acts, action{inv: inv, readyAt: later(inv.parkedAt, inv.notBefore), seq: inv.seq})
+		}
+	}
+	for _, t := range s.triggers {
+		if !t.due.After(s.now) && running[t.fn] < s.w.limits[t.fn] {
+			acts = append(acts, action{trig: t, readyAt: t.due, seq: t.seq})
+		}
+	}
+	slices.SortFunc(acts, func(a, b action) int {
+		if c := a.readyAt.Compare(b.readyAt); c != 0 {
+			return c
+		}
+		return a.seq - b.seq
+	})
+	return acts
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// idle moves the clock to the next event when nothing can run.
+func (s *sim) idle() {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(s.now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, inv := range s.invs {
+		consider(inv.notBefore)
+	}
+	for _, t := range s.triggers {
+		consider(t.due)
+	}
+	for f := range periods {
+		consider(s.timers[f])
+	}
+	s.now = next
+}
+
+// fireTimers enqueues the scheduled invocations that are due; a schedule
+// never fires twice to catch up after a clock jump.
+func (s *sim) fireTimers() {
+	for _, f := range []function{fnReconcile, fnExpire, fnOperator} {
+		if s.now.Before(s.timers[f]) {
+			continue
+		}
+		p := periods[f]
+		for !s.now.Before(s.timers[f]) {
+			s.timers[f] = s.timers[f].Add(p)
+		}
+		s.emit(&trigger{fn: f, source: "schedule", due: s.now})
+	}
+	s.flushEmits()
+}
+
+// emit queues a trigger for flushEmits, which may drop or duplicate it.
+func (s *sim) emit(t *trigger) { s.emits = append(s.emits, t) }
+
+func (s *sim) flushEmits() {
+	for _, t := range s.emits {
+		if s.faultPhase && s.c.coin(3, "trigger fault") {
+			if s.c.pick(2, "drop or duplicate") == 0 {
+				s.stats.Faults["trigger dropped"]++
+				s.note(nil, "trigger dropped", t.key, t.fn.String()+" "+t.source)
+				continue
+			}
+			s.stats.Faults["trigger duplicated"]++
+			s.note(nil, "trigger duplicated", t.key, t.fn.String()+" "+t.source)
+			d := *t
+			s.enqueue(&d)
+		}
+		s.enqueue(t)
+	}
+	s.emits = s.emits[:0]
+}
+
+var skews = []time.Duration{0, time.Second, -time.Second}
+
+// start begins an invocation for t and runs it to its first port call.
+func (s *sim) start(t *trigger) {
+	s.triggers = slices.DeleteFunc(s.triggers, func(x *trigger) bool { return x == t })
+	s.nextInv++
+	inv := &invocation{
+		sim: s, id: s.nextInv, fn: t.fn, trig: t,
+		deadline: s.now.Add(functionTimeouts[t.fn]),
+		resume:   make(chan resumeMsg),
+		auth:     map[string]time.Time{},
+	}
+	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
+	if t.fn == fnOperator {
+		inv.worker = ledger.Worker(fmt.Sprintf("operator:sim-%d", inv.id))
+	}
+	if s.faultPhase {
+		inv.skew = skews[s.c.pick(len(skews), "skew")]
+	}
+	s.invs = append(s.invs, inv)
+	s.traceStart(inv)
+	go inv.main(s.body(inv, s.service(inv)))
+	inv.resume <- resumeMsg{}
+	s.await(inv)
+}
+
+// resume lets the parked invocation inv make its call, with the fault the
+// scheduler draws for it.
+func (s *sim) resume(inv *invocation) {
+	c := inv.call
+	var r resumeMsg
+	slow := ""
+	if s.faultPhase && !s.now.After(inv.deadline) {
+		if fs := c.op.faults(); len(fs) > 0 && s.c.coin(4, "fault") {
+			r.fault = fs[s.c.pick(len(fs), "fault kind")]
+		}
+		if r.fault == slowCall {
+			if slow = s.slow(inv, c.key); slow != "" {
+				s.stats.Faults[r.fault.String()]++
+			}
+			r.fault = noFault
+		}
+		if c.op == opSend && (r.fault == noFault || r.fault == crashAfter) && s.c.coin(2, "provider answer") {
+			r.behavior = behavior(1 + s.c.pick(int(numBehaviors)-1, "answer"))
+			if r.behavior == acceptLate {
+				r.late = lateAnswers[s.c.pick(len(lateAnswers), "late by")]
+			}
+		}
+	}
+	if s.now.After(inv.deadline) {
+		r.fault = timedOut
+	}
+	if r.fault != noFault {
+		s.stats.Faults[r.fault.String()]++
+	}
+	if c.op == opSend {
+		s.stats.Answers[r.behavior.String()]++
+	}
+	s.traceResume(inv, c, r, slow)
+	inv.call = nil
+	inv.resume <- r
+	s.await(inv)
+}
+
+// await waits for inv to park at its next call or end.
+func (s *sim) await(inv *invocation) {
+	r := <-s.reports
+	if r.inv != inv {
+		panic("sim: a report from an invocation that was not running")
+	}
+	switch {
+	case r.call != nil:
+		inv.call, inv.parkedAt, inv.seq = r.call, s.now, s.nextSeq()
+		inv.notBefore = time.Time{}
+		if r.call.op == opSleep || r.call.op == opAwait {
+			inv.notBefore = s.now.Add(r.call.d)
+		}
+	case r.panicked != nil:
+		s.remove(inv)
+		s.fail(invPanic, fmt.Sprintf("%s panicked: %v\n%s", inv, r.panicked, r.stack))
+	case r.crashed:
+		s.remove(inv)
+		s.note(inv, "crashed", "", inv.String())
+		s.retry(inv.trig)
+	default:
+		s.remove(inv)
+		s.finish(inv, r)
+	}
+}
+
+func (s *sim) remove(inv *invocation) {
+	s.invs = slices.DeleteFunc(s.invs, func(x *invocation) bool { return x == inv })
+}
+
+// finish handles an invocation that returned.
+func (s *sim) finish(inv *invocation, r report) {
+	s.facts.ends = append(s.facts.ends, endFact{inv: inv, line: r.logLine, err: r.err})
+	s.note(inv, "returned", "", r.logLine)
+	if r.err == nil {
+		if inv.fn == fnClaim {
+			s.consumed[inv.trig.msg.id] = true
+		}
+		return
+	}
+	s.retry(inv.trig)
+}
+
+// retry redelivers the trigger of a failed or crashed invocation the way
+// its event source does.
+func (s *sim) retry(t *trigger) {
+	t.tries++
+	switch {
+	case t.fn == fnClaim:
+		t.due = s.now.Add(intentVisibility)
+	case t.source == "stream" && t.tries < streamTries:
+		t.due = s.now.Add(streamRetryDelay)
+	case t.source == "stream":
+		s.stats.GivenUp++
+		s.note(nil, "stream record given up", t.key, "")
+		return
+	case t.source == "queue" && t.tries < queueReceives:
+		t.due = s.now.Add(queueVisibility)
+	case t.source == "queue":
+		s.stats.DeadLettered++
+		s.note(nil, "dispatch message dead-lettered", t.key, "")
+		return
+	default:
+		return // schedules fire again by themselves
+	}
+	s.enqueue(t)
+}
+
+var jumpOffsets = []time.Duration{time.Millisecond, 0, -time.Millisecond, time.Second}
+
+// deadline is a time at which the protocol's decisions about a row change.
+type deadline struct {
+	at   time.Time
+	what string
+}
+
+// deadlines lists the deadlines after now of the open row key: its expiry
+// with and without the margin, its lease, next check, next attempt, and the
+// end of its settle period and key window.
+func (s *sim) deadlines(key string) []deadline {
+	e, ok := s.peek(key)
+	if !ok || e.State.Terminal() {
+		return nil
+	}
+	var ds []deadline
+	add := func(t time.Time, what string) {
+		if !t.IsZero() && t.After(s.now) {
+			ds = append(ds, deadline{t, what + " of " + s.label(key)})
+		}
+	}
+	p := s.w.policy
+	add(e.ExpiresAt.Add(-p.ExpiryMargin), "expires_at − margin")
+	add(e.ExpiresAt, "expires_at")
+	add(e.LeaseUntil, "lease end")
+	add(e.NextCheckAt, "next check")
+	add(e.NextAttemptAt, "next attempt")
+	if !e.FirstAttemptAt.IsZero() {
+		add(e.FirstAttemptAt.Add(p.SettlePeriod), "settle period end")
+		if spec := s.w.transports[e.Identity.Channel]; spec.cap == capKey {
+			add(e.FirstAttemptAt.Add(spec.window), "key window end")
+		}
+	}
+	return ds
+}
+
+// jumpTo moves the clock to one of ds (the earliest six, soonest first),
+// give or take a millisecond or a second, and says where it went.
+func (s *sim) jumpTo(ds []deadline) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	slices.SortStableFunc(ds, func(a, b deadline) int { return a.at.Compare(b.at) })
+	ds = ds[:min(len(ds), 6)]
+	d := ds[s.c.pick(len(ds), "jump to")]
+	off := jumpOffsets[s.c.pick(len(jumpOffsets), "jump offset")]
+	to := d.at.Add(off)
+	if !to.After(s.now) {
+		return ""
+	}
+	s.now = to
+	rel := ""
+	switch {
+	case off > 0:
+		rel = off.String() + " past "
+	case off < 0:
+		rel = (-off).String() + " before "
+	default:
+		rel = "at "
+	}
+	return fmt.Sprintf("%s (%s%s)", s.rel(to), rel, d.what)
+}
+
+// jump moves the clock past a deadline of any open row, or an invocation's
+// timeout.
+func (s *sim) jump() {
+	var ds []deadline
+	for _, k := range s.w.keys {
+		ds = append(ds, s.deadlines(k)...)
+	}
+	for _, inv := range s.invs {
+		if inv.deadline.After(s.now) {
+			ds = append(ds, deadline{inv.deadline, "timeout of " + inv.String()})
+		}
+	}
+	from := s.now
+	if what := s.jumpTo(ds); what != "" {
+		s.stats.Faults["clock jump"]++
+		s.note(nil, "clock jump", "", fmt.Sprintf("%s → %s", s.rel(from), what))
+	}
+}
+
+// slow is a call of inv on key that returns only after one of its row's
+// deadlines passed: the clock moves there before the call takes effect. A
+// call slower than the invocation's timeout is a timeout, drawn elsewhere:
+// only deadlines inside it count.
+func (s *sim) slow(inv *invocation, key string) string {
+	ds := slices.DeleteFunc(s.deadlines(key), func(d deadline) bool { return !d.at.Before(inv.deadline) })
+	if what := s.jumpTo(ds); what != "" {
+		return "slow call, returns at " + what
+	}
+	// No deadline of the row within reach: the call just takes a while.
+	if s.now.Add(slowLatency).Before(inv.deadline) {
+		s.now = s.now.Add(slowLatency)
+		return "slow call, returns " + slowLatency.String() + " later"
+	}
+	return ""
+}
+
+// slowLatency is how long a slow call takes when no deadline of its row is
+// within the invocation's timeout.
+const slowLatency = 2 * time.Second
+
+// shutdown ends every invocation still parked.
+func (s *sim) shutdown() {
+	for _, inv := range s.invs {
+		inv.resume <- resumeMsg{kill: true}
+	}
+	s.invs = nil
+}
+
+// peek reads a row as it is stored, without a port call.
+func (s *sim) peek(key string) (ledger.Entry, bool) {
+	e, err := s.store.Get(context.Background(), key)
+	return e, err == nil
+}
+
+func (s *sim) newID() string {
+	s.ids++
+	return fmt.Sprintf("ev-%06d", s.ids)
+}
+
+func (s *sim) rel(t time.Time) string { return "+" + t.Sub(ledgertest.Epoch).String() }

@@ -1,0 +1,271 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// chooser is the source of every choice a run makes. Each choice shrinks
+// toward 0: the first candidate, no fault, the smallest world.
+type chooser interface {
+	// pick returns a number in [0, n).
+	pick(n int, label string) int
+	// coin returns true with probability 2^-k.
+	coin(k int, label string) bool
+}
+
+// function is a Lambda function of the stack, or the operator.
+type function int
+
+const (
+	fnClaim function = iota
+	fnDispatch
+	fnReconcile
+	fnExpire
+	fnOperator
+	numFunctions
+)
+
+var functionNames = [numFunctions]string{
+	string(settings.Claim), string(settings.Dispatch), string(settings.Reconcile), string(settings.Expire), string(settings.Operator),
+}
+
+func (f function) String() string { return functionNames[f] }
+
+// functionTimeouts are the deployed timeouts (infra/functions.go): an invocation
+// that outlives its timeout is killed at its next port call. The operator is
+// a person at a terminal.
+var functionTimeouts = [numFunctions]time.Duration{
+	fnClaim: 30 * time.Second, fnDispatch: time.Minute,
+	fnReconcile: 50 * time.Second, fnExpire: 50 * time.Second, fnOperator: 10 * time.Minute,
+}
+
+// Periods of the scheduled functions. Reconcile runs its sweep and the
+// re-drive pass twice a minute, as the deployed reconcile does.
+var periods = map[function]time.Duration{
+	fnReconcile: 30 * time.Second, fnExpire: time.Minute, fnOperator: 5 * time.Minute,
+}
+
+// Retries of failed deliveries, as the event sources do them.
+const (
+	intentVisibility = 3 * time.Minute // six times the claim timeout; no DLQ in the simulation
+	streamRetryDelay = time.Second
+	streamTries      = 4 // then the stream record is given up
+	queueVisibility  = 6 * time.Minute
+	queueReceives    = 5 // then the dispatch queue message is dead-lettered
+	maxQueueDelay    = 15 * time.Minute
+	sweepLimit       = 10
+)
+
+// capability is what a transport can do (README, "Transports and the reconcile policy").
+type capability int
+
+const (
+	capNone   capability = iota // no idempotency key, no lookup: SES, End User Messaging SMS
+	capKey                      // honors an idempotency key for a window
+	capLookup                   // lookup by correlation (provider events)
+)
+
+type transportSpec struct {
+	cap       capability
+	window    time.Duration // capKey
+	lookupLag time.Duration // capLookup: how long a message takes to show in lookups
+}
+
+func (t transportSpec) String() string {
+	switch t.cap {
+	case capKey:
+		return "key window " + t.window.String()
+	case capLookup:
+		return "lookup (lag " + t.lookupLag.String() + ")"
+	}
+	return "no key, no lookup"
+}
+
+type challenge struct {
+	n        int
+	id       string
+	workflow ledger.Workflow
+	channels []ledger.Channel
+	lifetime time.Duration
+}
+
+// message is one intent on the intent queue.
+type message struct {
+	id     int
+	intent ledger.Intent
+	sealed []byte
+	label  string // "c1/email"
+	kind   string // "original", "redelivery", "changed content"
+	at     time.Duration
+}
+
+// rowInfo describes the row of one identity.
+type rowInfo struct {
+	label     string
+	challenge *challenge
+	channel   ledger.Channel
+}
+
+// world is what a seed draws before the first step.
+type world struct {
+	policy     ledger.Policy
+	challenges []*challenge
+	messages   []*message
+	transports map[ledger.Channel]transportSpec
+	rates      map[ledger.Channel]float64
+	limits     [numFunctions]int
+	faultSteps int
+	jitterSeed uint64
+	secrets    []string
+	rows       map[string]rowInfo
+	keys       []string // every identity's key, in challenge and channel order
+}
+
+// Choices offered to the draws; index 0 is where shrinking goes.
+var (
+	lifetimes        = []time.Duration{10 * time.Minute, 3 * time.Minute, 50 * time.Second, 20 * time.Second}
+	redeliveryDelays = []time.Duration{0, 40 * time.Second, 4 * time.Minute}
+	windows          = []time.Duration{24 * time.Hour, 3 * time.Minute}
+	lookupLags       = []time.Duration{0, 20 * time.Second}
+	rates            = []float64{0, 1, 0.2}
+)
+
+// The fault phase lasts a multiple of faultStepUnit steps, at most
+// maxFaultSteps.
+const (
+	faultStepUnit = 40
+	maxFaultSteps = 400
+)
+
+func simPolicy() ledger.Policy {
+	p := ledger.DefaultPolicy()
+	p.Version = "policy-sim"
+	return p
+}
+
+func drawWorld(c chooser) *world {
+	w := &world{
+		policy:     simPolicy(),
+		transports: map[ledger.Channel]transportSpec{},
+		rates:      map[ledger.Channel]float64{},
+		rows:       map[string]rowInfo{},
+	}
+	n := 1 + c.pick(4, "challenges")
+	for i := range n {
+		ch := &challenge{n: i + 1, id: fmt.Sprintf("chal-%06d", i+1)}
+		switch c.pick(5, "workflow") {
+		case 0:
+			ch.workflow, ch.channels = ledger.Workflow{Kind: ledger.Single}, []ledger.Channel{ledger.Email}
+		case 1:
+			ch.workflow, ch.channels = ledger.Workflow{Kind: ledger.Single}, []ledger.Channel{ledger.SMS}
+		case 2:
+			ch.workflow, ch.channels = ledger.Workflow{Kind: ledger.Dual}, []ledger.Channel{ledger.Email, ledger.SMS}
+		case 3:
+			ch.channels = []ledger.Channel{ledger.Email, ledger.SMS}
+			ch.workflow = ledger.Workflow{Kind: ledger.Fallback, Order: ch.channels}
+		default:
+			ch.channels = []ledger.Channel{ledger.SMS, ledger.Email}
+			ch.workflow = ledger.Workflow{Kind: ledger.Fallback, Order: ch.channels}
+		}
+		ch.lifetime = lifetimes[c.pick(len(lifetimes), "lifetime")]
+		w.challenges = append(w.challenges, ch)
+		for _, chn := range ch.channels {
+			label := fmt.Sprintf("c%d/%s", ch.n, chn)
+			in, sealed, msg := w.intent(ch, chn, "3", "")
+			w.rows[in.Key()] = rowInfo{label: label, challenge: ch, channel: chn}
+			w.keys = append(w.keys, in.Key())
+			w.secrets = append(w.secrets, msg.To, msg.Body)
+			w.add(&message{intent: in, sealed: sealed, label: label, kind: "original"})
+			if c.coin(1, "redelivery") {
+				at := redeliveryDelays[c.pick(len(redeliveryDelays), "redelivery at")]
+				w.add(&message{intent: in, sealed: sealed, label: label, kind: "redelivery", at: at})
+			}
+			if c.coin(2, "changed content") {
+				in2, sealed2, msg2 := w.intent(ch, chn, "4", " (template 4)")
+				w.secrets = append(w.secrets, msg2.Body)
+				at := redeliveryDelays[c.pick(len(redeliveryDelays), "changed content at")]
+				w.add(&message{intent: in2, sealed: sealed2, label: label, kind: "changed content", at: at})
+			}
+		}
+	}
+	w.secrets = append(w.secrets, ledgertest.Canary)
+	for _, chn := range ledger.Channels {
+		t := transportSpec{cap: capability(c.pick(3, "capability "+string(chn)))}
+		switch t.cap {
+		case capKey:
+			t.window = windows[c.pick(len(windows), "window")]
+		case capLookup:
+			t.lookupLag = lookupLags[c.pick(len(lookupLags), "lookup lag")]
+		}
+		w.transports[chn] = t
+		if r := rates[c.pick(len(rates), "send rate "+string(chn))]; r > 0 {
+			w.rates[chn] = r
+		}
+	}
+	w.limits = [numFunctions]int{
+		fnClaim:     1 + c.pick(2, "claim concurrency"),
+		fnDispatch:  1 + c.pick(3, "dispatch concurrency"),
+		fnReconcile: 1 + c.pick(2, "reconcile concurrency"),
+		fnExpire:    1 + c.pick(2, "expire concurrency"),
+		fnOperator:  1,
+	}
+	w.faultSteps = faultStepUnit * (1 + c.pick(maxFaultSteps/faultStepUnit, "fault steps"))
+	w.jitterSeed = uint64(c.pick(1<<16, "jitter seed"))
+	return w
+}
+
+func (w *world) add(m *message) {
+	m.id = len(w.messages) + 1
+	w.messages = append(w.messages, m)
+}
+
+// intent builds the intent of one channel of ch, with its secret-bearing
+// message sealed as ledgertest.PlainOpener reads it.
+func (w *world) intent(ch *challenge, chn ledger.Channel, templateVersion, bodySuffix string) (ledger.Intent, []byte, ledger.Message) {
+	m := ledgertest.Message(ch.n, chn)
+	m.Body += bodySuffix
+	in := ledger.Intent{
+		Identity:        ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: ch.id, Channel: chn},
+		Workflow:        ch.workflow,
+		DestinationRef:  fmt.Sprintf("acct-%06d:%s", ch.n, chn),
+		ExpiresAt:       ledgertest.Epoch.Add(ch.lifetime),
+		TemplateID:      "reset-" + string(chn),
+		TemplateVersion: templateVersion,
+		PolicyVersion:   "policy-1",
+	}
+	in.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
+	return in, ledgertest.Seal(m), m
+}
+
+// describe is the world in a few lines, for reports.
+func (w *world) describe() string {
+	var b strings.Builder
+	for _, ch := range w.challenges {
+		wf := string(ch.workflow.Kind)
+		if ch.workflow.Kind == ledger.Fallback {
+			wf += fmt.Sprintf(" %s→%s", ch.workflow.Order[0], ch.workflow.Order[1])
+		}
+		fmt.Fprintf(&b, "    c%d %s, lifetime %s, %s\n", ch.n, ch.id, ch.lifetime, wf)
+	}
+	for _, m := range w.messages {
+		if m.kind != "original" {
+			fmt.Fprintf(&b, "    intent %s %s at +%s\n", m.label, m.kind, m.at)
+		}
+	}
+	for _, chn := range ledger.Channels {
+		rate := "no send-rate budget"
+		if r := w.rates[chn]; r > 0 {
+			rate = fmt.Sprintf("budget %g/s", r)
+		}
+		fmt.Fprintf(&b, "    %s transport: %s; %s\n", chn, w.transports[chn], rate)
+	}
+	fmt.Fprintf(&b, "    concurrency: claim %d, dispatch %d, reconcile %d, expire %d; fault phase %d steps\n",
+		w.limits[fnClaim], w.limits[fnDispatch], w.limits[fnReconcile], w.limits[fnExpire], w.faultSteps)
+	return b.String()
+}
