@@ -1,6 +1,7 @@
 # Reset-notification delivery-claim ledger.
 #   make run    local stack on the emulator with a sample intent delivered
-#   make test   every test (unit, emulator integration, end to end)
+#   make test   every test (unit, emulator integration, end to end, a 1,000-intent surge)
+#   make surge  10,000 intents in one burst against throttling providers (RELIABILITY.md)
 # See README.md.
 
 SHELL      := /bin/bash
@@ -12,7 +13,7 @@ EMULATOR   := localstack/ministack.sh
 # Runs a command with the emulator up; stops it afterwards only if it was started here.
 WITH_EMULATOR := localstack/with-emulator.sh
 
-.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench gate simulate emulator-start emulator-stop fuzz clean \
+.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench gate simulate surge surge-check emulator-start emulator-stop fuzz clean \
 	node-producer node-producer-deps node-producer-emulator vectors
 
 all: build
@@ -28,7 +29,7 @@ FORCE:
 ## test: the template linters, then everything, including end to end on a locally deployed
 ## stack, against the emulator (started here if nothing listens on $MINISTACK_PORT, default 4566)
 test: node_modules node-producer lint-template
-	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration node-producer-emulator iam-coverage
+	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration node-producer-emulator iam-coverage surge-check
 
 ## unit: tests that need no emulator
 unit: node-producer
@@ -73,6 +74,25 @@ e2e-test:
 ## gate: release gate at full size (GATE_INTENTS, default 2000); ends with the accounting table
 gate:
 	$(WITH_EMULATOR) env GATE_INTENTS=$${GATE_INTENTS:-2000} LEDGER_REQUIRE_EMULATOR=1 go test ./gate -run '^TestGate$$' -count=1 -v -timeout 20m
+
+## surge: SURGE_INTENTS intents (default 10,000) published in one burst through the real handlers,
+## both providers throttling above the send-rate budget (SURGE_RATE sends/s per channel, default 10);
+## fails on a duplicate, a quarantined or unknown row, a send after its expiry, a provider rate above
+## 1.1 x the budget in a 10 s window, or a drain above 1.25 x the minimum. Ends with the summary line.
+SURGE_INTENTS ?= 10000
+surge:
+	@mkdir -p .run
+	set -o pipefail; $(WITH_EMULATOR) env SURGE_INTENTS=$(SURGE_INTENTS) LEDGER_REQUIRE_EMULATOR=1 \
+		go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 90m 2>&1 | tee .run/surge.out; \
+	status=$$?; grep '^surge: intents=' .run/surge.out | tail -n 1; exit $$status
+
+## surge-check: the surge at 1,000 intents, without -race (part of make test; about a minute);
+## prints the summary line, and everything the test printed if it fails
+surge-check:
+	@mkdir -p .run
+	@SURGE_INTENTS=1000 LEDGER_REQUIRE_EMULATOR=1 go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 15m > .run/surge-check.out 2>&1; \
+	status=$$?; if [ $$status -ne 0 ]; then cat .run/surge-check.out; fi; \
+	grep '^surge: intents=' .run/surge-check.out | tail -n 1; exit $$status
 
 ## simulate: deterministic simulation of the protocol, no emulator needed (see RELIABILITY.md): the
 ## protocol over SIMULATE_SEEDS seeds (default 20000), then each mutant until a seed catches it

@@ -85,6 +85,7 @@ type Pipeline struct {
 	LedgerTable, ContentTable string
 	BudgetTable               string
 	dropStream                func(events.DynamoDBEventRecord) bool
+	skipStreamRaw             bool
 	// Dropped counts the stream records DropStream made the pipeline lose.
 	Dropped   int
 	streamARN string
@@ -151,6 +152,13 @@ type Options struct {
 	// returns true for, as a given-up or lost trigger would: the record is
 	// read from the stream and never delivered.
 	DropStream func(events.DynamoDBEventRecord) bool
+	// SkipStreamRaw keeps no raw stream records in StreamRaw (so
+	// AssertNoSecrets cannot sweep the stream): a long run would otherwise
+	// hold every image of every row in memory.
+	SkipStreamRaw bool
+	// OutputTail, if positive, is how much of the functions' output (its
+	// last bytes) a failed test logs; all of it if zero.
+	OutputTail int
 }
 
 // New builds the tables, key, queues and handlers of one isolated
@@ -179,13 +187,18 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 		t: t, Ctx: context.Background(), Endpoint: *cfg.BaseEndpoint, DB: dynamodb.NewFromConfig(cfg),
 		streams: dynamodbstreams.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg),
 		LedgerTable: emulator.UniqueName(t, "ledger"), ContentTable: emulator.UniqueName(t, "content"),
-		BudgetTable: emulator.UniqueName(t, "budget"), dropStream: o.DropStream,
+		BudgetTable: emulator.UniqueName(t, "budget"), dropStream: o.DropStream, skipStreamRaw: o.SkipStreamRaw,
 		iterators: map[string]*string{}, Out: &Buffer{}, base: rand.IntN(1_000_000) * 10, Calls: &awscall.Recorder{},
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("function output:\n%s", p.Out.String())
+		if !t.Failed() {
+			return
 		}
+		out := p.Out.String()
+		if o.OutputTail > 0 && len(out) > o.OutputTail {
+			out = fmt.Sprintf("[first %d bytes cut]\n%s", len(out)-o.OutputTail, out[len(out)-o.OutputTail:])
+		}
+		t.Logf("function output:\n%s", out)
 	})
 	p.sender = "no-reply@" + emulator.UniqueName(t, "ledger") + ".example.test"
 	p.createTables()
@@ -427,14 +440,26 @@ func (p *Pipeline) pump(maxRounds int) (failed int) {
 
 // ReadStream returns the new records of the ledger stream that pass the
 // dispatch event source's filter, as a Lambda event, and keeps every raw
-// record for the privacy sweep.
+// record for the privacy sweep (unless Options.SkipStreamRaw).
 func (p *Pipeline) ReadStream() events.DynamoDBEvent {
 	p.t.Helper()
-	desc, err := p.streams.DescribeStream(p.Ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &p.streamARN})
+	ev, err := p.StreamRecords()
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	return ev
+}
+
+// StreamRecords is ReadStream returning its error instead of failing the
+// test, for callers outside the test's goroutine. Like ReadStream, it must
+// be called from one goroutine at a time. After an error, the records read
+// before it in this call are lost to the caller (as a given-up batch is).
+func (p *Pipeline) StreamRecords() (events.DynamoDBEvent, error) {
 	var ev events.DynamoDBEvent
+	desc, err := p.streams.DescribeStream(p.Ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &p.streamARN})
+	if err != nil {
+		return ev, err
+	}
 	for _, sh := range desc.StreamDescription.Shards {
 		it, ok := p.iterators[*sh.ShardId]
 		if !ok {
@@ -442,14 +467,14 @@ func (p *Pipeline) ReadStream() events.DynamoDBEvent {
 				StreamArn: &p.streamARN, ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
 			})
 			if err != nil {
-				p.t.Fatal(err)
+				return ev, err
 			}
 			it = got.ShardIterator
 		}
 		for it != nil {
 			out, err := p.streams.GetRecords(p.Ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
 			if err != nil {
-				p.t.Fatal(err)
+				return ev, err
 			}
 			it = out.NextShardIterator
 			p.iterators[*sh.ShardId] = it
@@ -457,8 +482,10 @@ func (p *Pipeline) ReadStream() events.DynamoDBEvent {
 				break
 			}
 			for _, r := range out.Records {
-				raw, _ := json.Marshal(r)
-				p.StreamRaw = append(p.StreamRaw, string(raw))
+				if !p.skipStreamRaw {
+					raw, _ := json.Marshal(r)
+					p.StreamRaw = append(p.StreamRaw, string(raw))
+				}
 				rec := events.DynamoDBEventRecord{
 					EventName: string(r.EventName), EventSource: "aws:dynamodb",
 					Change: events.DynamoDBStreamRecord{
@@ -477,7 +504,7 @@ func (p *Pipeline) ReadStream() events.DynamoDBEvent {
 			}
 		}
 	}
-	return ev
+	return ev, nil
 }
 
 // PumpStream delivers new claims to the dispatch handler.

@@ -114,7 +114,9 @@ func countTransition(em *metrics.Emitter, e ledger.Entry) {
 	ch := map[string]string{metrics.DimChannel: string(e.Identity.Channel)}
 	_ = em.Count(metrics.Transitions, map[string]string{metrics.DimState: string(e.State), metrics.DimChannel: string(e.Identity.Channel)}, 1)
 	switch from := e.Last().From; {
-	case e.State == ledger.Dispatching && from == ledger.Deferred:
+	case e.State == ledger.Dispatching && e.Attempts > 1:
+		// Not every move from deferred: a row deferred for the send-rate
+		// budget makes its first attempt from there.
 		_ = em.Count(metrics.Retries, ch, 1)
 	case e.State == ledger.Expired && from != ledger.None:
 		_ = em.Count(metrics.ExpiredUnsent, ch, 1)

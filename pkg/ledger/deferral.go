@@ -107,6 +107,15 @@ func (s *Service) maxWait(ctx context.Context) time.Duration {
 // if booked) and schedules its wake-up. From claimed, dispatching or
 // unknown it is a transition; a deferred row records a deferral event.
 func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (DispatchResult, error) {
+	got, err := s.deferral(ctx, e, w, reason, code, at, booked)
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	return DispatchResult{Outcome: DispatchDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+}
+
+// deferral writes what deferTo records, without scheduling the wake-up.
+func (s *Service) deferral(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (Entry, error) {
 	at = at.Truncate(Precision) // as stored
 	mut := func(n *Entry) {
 		n.NextAttemptAt = at
@@ -124,7 +133,7 @@ func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code s
 	} else {
 		var err error
 		if c, err = s.transition(e, Deferred, w, reason, mut); err != nil {
-			return DispatchResult{}, err
+			return Entry{}, err
 		}
 	}
 	c.Event.Code, c.Event.NextAttemptAt = code, at
@@ -132,9 +141,9 @@ func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code s
 	c.Next.History[len(c.Next.History)-1] = c.Event
 	got, err := s.write(ctx, c)
 	if err != nil {
-		return DispatchResult{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
+		return Entry{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
 	}
-	return DispatchResult{Outcome: DispatchDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+	return got, nil
 }
 
 // RescheduleNotDue schedules the wake-up of a deferred row again after a

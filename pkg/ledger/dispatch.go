@@ -60,13 +60,19 @@ func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchR
 // as the new image of the stream record that announced the claim: it saves
 // the first read. The row may be stale; the conditional writes still decide,
 // and a stale row that loses one is read again like any lost race.
+//
+// With a send-rate budget the row is read anyway: the slot is booked before
+// the conditional write, and a booking is not undone when the write loses.
+// A stale claimed row (the stream record arrived after a re-drive or a
+// wake-up had already moved the row on) would book a slot that nobody
+// sends in, and every such slot is send capacity lost for good.
 func (s *Service) DispatchRow(ctx context.Context, row Entry, w Worker) (DispatchResult, error) {
 	return s.dispatch(ctx, row.Key, &row, w)
 }
 
 func (s *Service) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
 	var e Entry
-	if row != nil {
+	if row != nil && s.Budget == nil {
 		e = *row
 	} else {
 		var err error
@@ -123,6 +129,21 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	}
 	waited := time.Duration(0)
 	if d := at.Sub(now); d > 0 {
+		// Hold a booked slot on the row before waiting for it. The booking
+		// is made before any conditional write and is not undone when one
+		// loses; while this dispatch waits, another delivery of the same
+		// row (a re-drive, a duplicate wake-up, the stream record) would
+		// otherwise find it still claimed and book a slot of its own, and
+		// one of the two slots would go unused. Held, the row is deferred
+		// to this slot: the other delivery waits for the same slot and
+		// loses the move to dispatching, booking nothing. (A provider's
+		// wait without a budget books nothing and needs no hold.)
+		if s.Budget != nil && (e.State != Deferred || !e.SlotAt.Equal(at)) {
+			reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
+			if e, err = s.deferral(ctx, e, w, reason, BudgetCode, at, true); err != nil {
+				return DispatchResult{}, false, err
+			}
+		}
 		if err := s.sleep(ctx, d); err != nil {
 			return DispatchResult{}, false, fmt.Errorf("dispatch %s: waiting for the send-rate budget: %w", e.Key, err)
 		}

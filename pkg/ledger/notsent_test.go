@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -320,6 +321,92 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 	if _, n := sch2.last(w2.Key()); n != before {
 		t.Errorf("deferred row re-driven before it was %s late", after)
 	}
+}
+
+// TestStaleImageBooksNoSlot: a stream record's image can be stale by the
+// time it is delivered (reconcile re-drove the claimed row while the stream
+// lagged, and dispatch already deferred it to a booked slot). Dispatching
+// from that image must not book a second send slot for the row: the
+// conditional write would lose after the booking, and the slot would stay
+// booked with nobody to send in it, send capacity lost for good.
+func TestStaleImageBooksNoSlot(t *testing.T) {
+	ctx := context.Background()
+	e, sch := pacedEnv(t)
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = 0
+	t0 := e.Clock.Now()
+	// Another instance holds the slot at t0: the row's own booking is later.
+	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	in, _, image := e.claim(t, 40, ledger.Email, ledger.ClaimCreated)
+	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/redrive")
+	if err != nil || res.Outcome != ledger.DispatchDeferred || !res.Entry.SlotAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("re-driven dispatch: %s (slot %s), %v; want deferred to t0+1s", res.Outcome, res.Entry.SlotAt, err)
+	}
+	_, wakeUps := sch.last(in.Key())
+
+	// The stream record of the claim arrives now, with the claimed image.
+	res, err = e.Svc.DispatchRow(ctx, image, "dispatch/stream")
+	if err != nil || res.Outcome != ledger.DispatchNotDue || res.Entry.State != ledger.Deferred {
+		t.Fatalf("stale image: %s %s, %v; want not due, still deferred", res.Outcome, res.Entry.State, err)
+	}
+	if _, n := sch.last(in.Key()); n > wakeUps+1 {
+		t.Fatalf("%d wake-ups scheduled for one stale delivery", n-wakeUps)
+	}
+	// Nothing else was booked: the next free slot follows the row's own.
+	if at, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil || !at.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("next free slot %s, %v; want t0+2s (the stale delivery booked one for nothing)", at.Sub(t0), err)
+	}
+	if e.Transport.Recorded(in.Key()) != 0 {
+		t.Fatal("sent before its slot")
+	}
+}
+
+// TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot: while one dispatch
+// waits in-process for its booked slot, a second delivery of the same row
+// arrives (a re-drive and the stream record, or two copies of a wake-up).
+// It must wait for the same slot, not book another: a slot booked by the
+// delivery that then loses the move to dispatching is never sent in.
+func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = 2 * time.Second
+	t0 := e.Clock.Now()
+	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	in, _, _ := e.claim(t, 50, ledger.Email, ledger.ClaimCreated)
+	var second ledger.DispatchResult
+	var secondErr error
+	nested := false
+	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
+		if !nested {
+			nested = true
+			second, secondErr = e.Svc.Dispatch(ctx, in.Key(), "dispatch/redrive")
+		}
+		e.Clock.Advance(d)
+		return nil
+	}
+	first, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/stream")
+	if err != nil || secondErr != nil {
+		t.Fatalf("dispatch: %v / %v", err, secondErr)
+	}
+	outcomes := []ledger.DispatchOutcome{first.Outcome, second.Outcome}
+	if e.Transport.Recorded(in.Key()) != 1 || !(slices.Contains(outcomes, ledger.DispatchAccepted) && slices.Contains(outcomes, ledger.DispatchSkipped)) {
+		t.Fatalf("outcomes %v, %d sends; want one accepted send and one skip", outcomes, e.Transport.Recorded(in.Key()))
+	}
+	if at, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil || !at.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("next free slot t0+%s, %v; want t0+2s (the second delivery booked a slot for nothing)", at.Sub(t0), err)
+	}
+	row := e.get(t, in.Key())
+	if row.State != ledger.Accepted || row.Attempts != 1 {
+		t.Fatalf("row %s after %d attempts", row.State, row.Attempts)
+	}
+	mustVerify(t, row)
 }
 
 func TestExpireSweepClosesDeferredRowsThatRanOutOfTime(t *testing.T) {

@@ -34,9 +34,12 @@
 package sestransport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -149,7 +152,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	if t.cfg.ConfigurationSetName != "" {
 		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
 	}
-	out, err := t.client.SendEmail(ctx, in, noRetries)
+	out, err := t.client.SendEmail(ctx, in, noRetries, ownBody)
 	var id string
 	if out != nil {
 		id = aws.ToString(out.MessageId)
@@ -160,6 +163,44 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 // noRetries turns the SDK's automatic retries off for one call, so that
 // every attempt is one the ledger recorded (README, "What it promises").
 func noRetries(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} }
+
+// ownBody gives net/http a request body of its own for one call, so that a
+// send SES answered is not recorded unknown for a reason on this side.
+//
+// The SDK (smithy-go's ClientHandler) closes the request body it built as
+// soon as the response headers are in, while net/http may still be
+// finishing the request on its write goroutine: after writing the body it
+// drains it once more to check for extra bytes, through the body's WriteTo,
+// which answers io.EOF once the body is closed. net/http takes that for a
+// write error and closes the connection, cutting off the response body
+// still on its way: SendEmail fails with "HTTP 200 ... use of closed network
+// connection" although SES took the message, the row is unknown and, SES
+// having no idempotency key or lookup, quarantined. Losing that race takes
+// a busy process (the surge test on two cores lost about one email in a
+// thousand, and the same race is behind upstream reports of DynamoDB calls
+// failing this way); with an in-memory copy of the body, which nothing
+// closes under it, net/http never sees the EOF.
+func ownBody(o *sesv2.Options) {
+	if o.HTTPClient != nil {
+		o.HTTPClient = bodyOwner{next: o.HTTPClient}
+	}
+}
+
+// bodyOwner hands next a copy of each request with its own body.
+type bodyOwner struct{ next sesv2.HTTPClient }
+
+func (c bodyOwner) Do(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return c.next.Do(r)
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, fmt.Errorf("sestransport: read request body: %w", err)
+	}
+	own := r.Clone(r.Context())
+	own.Body = io.NopCloser(bytes.NewReader(b))
+	return c.next.Do(own)
+}
 
 // classifier maps SendEmail errors (see the package documentation). A
 // paused account or configuration set is not a refusal of this message:

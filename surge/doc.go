@@ -1,0 +1,18 @@
+// Package surge holds the surge test (surge_test.go): N notification intents
+// published in one burst through the real claim, dispatch, reconcile and
+// expire handlers on the emulator (internal/pipeline), with both providers
+// throttling above the send-rate budget R and a tenth of the challenges
+// expiring during the run. It fails unless nothing was sent twice, nothing
+// ended quarantined or unknown, every message was accepted before its expiry
+// or expired with the reason it was not sent, the providers never accepted
+// more than 1.1 × R in any 10 s window, and the drain took at most 1.25 ×
+// the physical minimum (per channel, its accepted messages ÷ R).
+//
+// `make surge` runs it at full size (SURGE_INTENTS, default 10,000); plain
+// `go test ./surge` runs 1,000 intents, and so does `make surge-check`, part
+// of `make test`. R is 10 sends/s per channel unless SURGE_RATE says
+// otherwise. The handlers run in the test's process, so the test skips
+// itself under -race (the race detector would slow them down and the drain
+// would measure that). RELIABILITY.md has the figures and how they were
+// obtained.
+package surge

@@ -1,0 +1,384 @@
+package surge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/smithy-go/logging"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/resetledger/resetledger/bench"
+	"github.com/resetledger/resetledger/pkg/sestransport"
+)
+
+// ddbMeter counts the DynamoDB requests the functions make, by operation,
+// and the capacity they consume. It asks every request for
+// ReturnConsumedCapacity=INDEXES and adds up what the endpoint reports
+// (ministack computes it by DynamoDB's rules: 1 WCU per started KB of the
+// larger of the old and new item, index writes on top, 1 RCU per strongly
+// consistent read). A write whose condition failed returns no capacity; it
+// is charged here as DynamoDB charges it, on the existing item's size
+// (1 WCU when the item is not returned). ministack reports no capacity for
+// BatchGetItem; its reads are sized from the items returned (1 RCU per
+// started 4 KB, strongly consistent).
+type ddbMeter struct {
+	// Budget is the budget table: its successful UpdateItems are bookings.
+	// Interval is the budget's spacing of sends (1/R).
+	Budget   string
+	Interval time.Duration
+
+	mu       sync.Mutex
+	requests map[string]int
+	// bookings counts send slots booked in the budget; slots holds the
+	// booked send times by channel.
+	bookings int
+	slots    map[string][]time.Time
+	// failed counts requests that returned an error, by operation.
+	failed map[string]int
+	// conditionFailed counts writes whose condition failed.
+	conditionFailed int
+	// wcu and rcu are the units reported; unreported counts successful
+	// requests that reported none.
+	wcu, rcu, conditionWCU float64
+	unreported             map[string]int
+	// operations and attempts count SDK operations and their HTTP
+	// attempts, by service.
+	operations, attempts map[string]int
+}
+
+func (m *ddbMeter) count(c *map[string]int, service string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if *c == nil {
+		*c = map[string]int{}
+	}
+	(*c)[service]++
+}
+
+func (m *ddbMeter) register(s *middleware.Stack) error {
+	// Every HTTP attempt of every service, after the retry loop: attempts
+	// beyond the operations are the SDK's retries.
+	if err := s.Finalize.Add(middleware.FinalizeMiddlewareFunc("surge.attempts",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			m.count(&m.attempts, awsmiddleware.GetServiceID(ctx))
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After); err != nil {
+		return err
+	}
+	if err := s.Initialize.Add(middleware.InitializeMiddlewareFunc("surge.operations",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			m.count(&m.operations, awsmiddleware.GetServiceID(ctx))
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before); err != nil {
+		return err
+	}
+	return s.Initialize.Add(middleware.InitializeMiddlewareFunc("surge.ddbMeter",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if awsmiddleware.GetServiceID(ctx) != dynamodb.ServiceID {
+				return next.HandleInitialize(ctx, in)
+			}
+			askCapacity(in.Parameters)
+			out, md, err := next.HandleInitialize(ctx, in)
+			booking := false
+			if u, ok := in.Parameters.(*dynamodb.UpdateItemInput); ok && aws.ToString(u.TableName) == m.Budget && err == nil {
+				booking = true
+				m.slot(u, out.Result)
+			}
+			m.add(awsmiddleware.GetOperationName(ctx), out.Result, err, booking)
+			return out, md, err
+		}), middleware.After)
+}
+
+// slot records the send time a successful budget booking got: the old tat
+// it returned (a backlog booking), or the new tat minus one interval (an
+// idle booking, which books now).
+func (m *ddbMeter) slot(in *dynamodb.UpdateItemInput, result any) {
+	pk, _ := in.Key["pk"].(*types.AttributeValueMemberS)
+	var us string
+	if out, ok := result.(*dynamodb.UpdateItemOutput); ok {
+		if v, ok := out.Attributes["tat"].(*types.AttributeValueMemberN); ok {
+			us = v.Value
+		}
+	}
+	shift := time.Duration(0)
+	if us == "" {
+		if v, ok := in.ExpressionAttributeValues[":next"].(*types.AttributeValueMemberN); ok {
+			us, shift = v.Value, -m.Interval
+		}
+	}
+	n, err := strconv.ParseInt(us, 10, 64)
+	if pk == nil || err != nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.slots == nil {
+		m.slots = map[string][]time.Time{}
+	}
+	ch := strings.TrimPrefix(pk.Value, "rate#")
+	m.slots[ch] = append(m.slots[ch], time.UnixMicro(n).Add(shift))
+}
+
+func askCapacity(params any) {
+	const c = types.ReturnConsumedCapacityIndexes
+	switch in := params.(type) {
+	case *dynamodb.PutItemInput:
+		in.ReturnConsumedCapacity = c
+	case *dynamodb.UpdateItemInput:
+		in.ReturnConsumedCapacity = c
+	case *dynamodb.DeleteItemInput:
+		in.ReturnConsumedCapacity = c
+	case *dynamodb.GetItemInput:
+		in.ReturnConsumedCapacity = c
+	case *dynamodb.QueryInput:
+		in.ReturnConsumedCapacity = c
+	case *dynamodb.BatchGetItemInput:
+		in.ReturnConsumedCapacity = c
+	}
+}
+
+func units(cs ...types.ConsumedCapacity) (float64, bool) {
+	total, found := 0.0, false
+	for _, c := range cs {
+		if c.CapacityUnits != nil {
+			total += *c.CapacityUnits
+			found = true
+		}
+	}
+	return total, found
+}
+
+func one(c *types.ConsumedCapacity) []types.ConsumedCapacity {
+	if c == nil {
+		return nil
+	}
+	return []types.ConsumedCapacity{*c}
+}
+
+func (m *ddbMeter) add(op string, result any, err error, booking bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.requests == nil {
+		m.requests, m.failed, m.unreported = map[string]int{}, map[string]int{}, map[string]int{}
+	}
+	m.requests[op]++
+	if booking {
+		m.bookings++
+	}
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			m.conditionFailed++
+			m.conditionWCU += float64(bench.WriteUnits(bench.ItemSize(ccf.Item)))
+			return
+		}
+		m.failed[op]++
+		return
+	}
+	var (
+		u     float64
+		ok    bool
+		write bool
+	)
+	switch out := result.(type) {
+	case *dynamodb.PutItemOutput:
+		u, ok = units(one(out.ConsumedCapacity)...)
+		write = true
+	case *dynamodb.UpdateItemOutput:
+		u, ok = units(one(out.ConsumedCapacity)...)
+		write = true
+	case *dynamodb.DeleteItemOutput:
+		u, ok = units(one(out.ConsumedCapacity)...)
+		write = true
+	case *dynamodb.GetItemOutput:
+		u, ok = units(one(out.ConsumedCapacity)...)
+	case *dynamodb.QueryOutput:
+		u, ok = units(one(out.ConsumedCapacity)...)
+	case *dynamodb.BatchGetItemOutput:
+		if u, ok = units(out.ConsumedCapacity...); !ok {
+			// ministack reports none for BatchGetItem: size the
+			// strongly consistent reads of the items returned.
+			for _, items := range out.Responses {
+				for _, it := range items {
+					u += float64(bench.ReadUnits(bench.ItemSize(it)))
+				}
+			}
+			ok = true
+		}
+	}
+	if !ok {
+		m.unreported[op]++
+		return
+	}
+	if write {
+		m.wcu += u
+	} else {
+		m.rcu += u
+	}
+}
+
+// meterSnapshot is what a ddbMeter counted.
+type meterSnapshot struct {
+	Requests, Failed, Unreported map[string]int
+	ConditionFailed, Bookings    int
+	WCU, RCU, ConditionFailedWCU float64
+	// Slots are the booked send times by channel name.
+	Slots map[string][]time.Time
+	// Operations and Attempts are every service's SDK operations and HTTP
+	// attempts.
+	Operations, Attempts map[string]int
+}
+
+func (m *ddbMeter) snapshot() meterSnapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return meterSnapshot{
+		Requests: maps.Clone(m.requests), Failed: maps.Clone(m.failed),
+		ConditionFailed: m.conditionFailed, Unreported: maps.Clone(m.unreported), Bookings: m.bookings,
+		WCU: m.wcu, RCU: m.rcu, ConditionFailedWCU: m.conditionWCU, Slots: maps.Clone(m.slots),
+		Operations: maps.Clone(m.operations), Attempts: maps.Clone(m.attempts),
+	}
+}
+
+// Total is the number of requests.
+func (s meterSnapshot) Total() int {
+	n := 0
+	for _, v := range s.Requests {
+		n += v
+	}
+	return n
+}
+
+// Ops lists the operations counted, most requests first.
+func (s meterSnapshot) Ops() []string {
+	ops := slices.Collect(maps.Keys(s.Requests))
+	slices.SortFunc(ops, func(a, b string) int { return s.Requests[b] - s.Requests[a] })
+	return ops
+}
+
+// acceptance is one message a provider took.
+type acceptance struct {
+	Key string
+	At  time.Time
+}
+
+// acceptLog records the sends SES took, provider-side: a SendEmail that
+// passed the throttle and got an answer from the emulator. The throttle
+// (pipeline.SESThrottle) answers in the Deserialize step, inside this
+// middleware, so a throttled send is never recorded.
+type acceptLog struct {
+	mu  sync.Mutex
+	got []acceptance
+	// errs counts the SendEmail errors other than the injected throttling,
+	// by text.
+	errs map[string]int
+}
+
+func (l *acceptLog) register(s *middleware.Stack) error {
+	return s.Initialize.Add(middleware.InitializeMiddlewareFunc("surge.sesAccepted",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			send, ok := in.Parameters.(*sesv2.SendEmailInput)
+			if !ok || awsmiddleware.GetServiceID(ctx) != sesv2.ServiceID {
+				return next.HandleInitialize(ctx, in)
+			}
+			start := time.Now()
+			out, md, err := next.HandleInitialize(ctx, in)
+			var re *awshttp.ResponseError
+			switch {
+			case err == nil:
+				l.add(tagValue(send, sestransport.TagIdempotencyKey), start)
+			case !errors.As(err, &re) || re.RequestID != injectedRequestID:
+				l.fail(err)
+			}
+			return out, md, err
+		}), middleware.After)
+}
+
+func tagValue(in *sesv2.SendEmailInput, name string) string {
+	for _, t := range in.EmailTags {
+		if t.Name != nil && *t.Name == name && t.Value != nil {
+			return *t.Value
+		}
+	}
+	return ""
+}
+
+func (l *acceptLog) add(key string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, acceptance{Key: key, At: at})
+}
+
+// injectedRequestID is the request id of pipeline.SESThrottle's answers.
+const injectedRequestID = "ses-throttle-injected"
+
+func (l *acceptLog) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.errs == nil {
+		l.errs = map[string]int{}
+	}
+	msg := err.Error()
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	l.errs[msg]++
+}
+
+func (l *acceptLog) errors() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.errs)
+}
+
+func (l *acceptLog) all() []acceptance {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+// sdkLog counts what the SDK logs, by kind: responses whose CRC32 did not
+// match (retried), bodies it could not drain, anything else.
+type sdkLog struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (l *sdkLog) Logf(_ logging.Classification, format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	kind := "other: " + msg
+	switch {
+	case strings.Contains(msg, "did not match expected checksum"):
+		kind = "response failed its CRC32 check"
+	case strings.Contains(msg, "use of closed network connection"):
+		kind = "response body cut off (connection closed)"
+	}
+	if len(kind) > 200 {
+		kind = kind[:200] + "…"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counts == nil {
+		l.counts = map[string]int{}
+	}
+	l.counts[kind]++
+}
+
+func (l *sdkLog) snapshot() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.counts)
+}
