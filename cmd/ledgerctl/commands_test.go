@@ -654,7 +654,16 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 		t.Errorf("send output lacks the dedupe key:\n%s", out)
 	}
 
-	msgs, err := sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 2})
+	// A long poll returns as soon as the message is there; a busy emulator
+	// may take longer than one short wait to show it.
+	var msgs *sqs.ReceiveMessageOutput
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		msgs, err = sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 5})
+		if err != nil || len(msgs.Messages) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || len(msgs.Messages) != 1 {
 		t.Fatalf("receive: %d messages, %v", len(msgs.Messages), err)
 	}
