@@ -2,11 +2,7 @@ package sim
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"hash"
-	"strconv"
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -114,32 +110,8 @@ func reclaim(c ledger.Change) ledger.Change {
 	n.State, n.Reason, n.NextCheckAt = ledger.Claimed, reason, time.Time{}
 	ev := c.Event
 	ev.To, ev.Reason = ledger.Claimed, reason
-	ev.Hash = eventHash(n.Key, ev)
+	ev.Hash = ledger.EventHash(n.Key, ev)
 	n.History = append(n.History[:len(n.History)-1:len(n.History)-1], ev)
 	c.Next, c.Event = n, ev
 	return c
-}
-
-// eventHash is ledger's history hash (entry.go, eventHash), which the
-// package does not export; TestEventHashMatchesLedger keeps the two equal.
-func eventHash(key string, ev ledger.Event) string {
-	h := sha256.New()
-	for _, f := range []string{
-		"ledger-event-v1", key, ev.Prev, ev.ID, string(ev.Kind), string(ev.From), string(ev.To),
-		ev.At.UTC().Format(time.RFC3339Nano), ev.Worker, ev.Reason, ev.PolicyVersion,
-		strconv.Itoa(ev.Attempt), ev.AckID, ev.ContentHash,
-	} {
-		field(h, f)
-	}
-	if ev.Code != "" || !ev.NextAttemptAt.IsZero() {
-		field(h, ev.Code)
-		field(h, ev.NextAttemptAt.UTC().Format(time.RFC3339Nano))
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func field(h hash.Hash, f string) {
-	h.Write([]byte(strconv.Itoa(len(f))))
-	h.Write([]byte{':'})
-	h.Write([]byte(f))
 }

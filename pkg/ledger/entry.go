@@ -127,11 +127,14 @@ func (e Entry) Holds(id string) bool {
 // chain fills ev.Prev and ev.Hash so that ev follows prev in the history of key.
 func chain(key string, prev string, ev Event) Event {
 	ev.Prev = prev
-	ev.Hash = eventHash(key, ev)
+	ev.Hash = EventHash(key, ev)
 	return ev
 }
 
-func eventHash(key string, ev Event) string {
+// EventHash is the hash that chains history entry ev into the history of
+// the row with dedupe key key (docs/intent-v1.md specifies its bytes). ev.Hash
+// itself takes no part; ev.Prev does.
+func EventHash(key string, ev Event) string {
 	h := sha256.New()
 	for _, f := range []string{
 		"ledger-event-v1", key, ev.Prev, ev.ID, string(ev.Kind), string(ev.From), string(ev.To),
@@ -170,7 +173,7 @@ func (e Entry) Verify() error {
 		if ev.Prev != prev {
 			return broken(int64(i), "link does not match previous entry (removed or reordered)")
 		}
-		if eventHash(e.Key, ev) != ev.Hash {
+		if EventHash(e.Key, ev) != ev.Hash {
 			return broken(int64(i), "content does not match its hash (edited)")
 		}
 		prev = ev.Hash
