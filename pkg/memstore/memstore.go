@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,7 +95,14 @@ func (s *Store) ListOpen(_ context.Context, st ledger.State, dueBy time.Time, li
 		}
 		out = append(out, clone(e))
 	}
-	slices.SortFunc(out, func(a, b ledger.Entry) int { return a.OpenDue().Compare(b.OpenDue()) })
+	// Oldest due first; equal due times by key, so a listing never depends
+	// on map order (the simulator replays runs byte for byte).
+	slices.SortFunc(out, func(a, b ledger.Entry) int {
+		if c := a.OpenDue().Compare(b.OpenDue()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
