@@ -35,6 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/pkg/charclass"
+	"github.com/resetledger/resetledger/pkg/sdkhttp"
 )
 
 // DefaultEndpoint is where ministack.sh (without MINISTACK_PORT) and the
@@ -108,6 +109,8 @@ func Config(t testing.TB) aws.Config {
 	if err != nil {
 		t.Fatalf("emulator: load AWS config for %s: %v", ep, err)
 	}
+	// Every request with a body of its own (see pkg/sdkhttp), as the functions send them.
+	cfg.HTTPClient = sdkhttp.Wrap(cfg.HTTPClient)
 	return cfg
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/sdkhttp"
 	"github.com/resetledger/resetledger/pkg/sestransport"
 	"github.com/resetledger/resetledger/pkg/smstransport"
 	"github.com/resetledger/resetledger/pkg/webhook"
@@ -59,6 +60,9 @@ func Boot(role settings.Role) Function {
 		log.Error("aws configuration failed", "error", err.Error())
 		os.Exit(2)
 	}
+	// Every request with a body of its own: see pkg/sdkhttp for the race it closes. Wrapped after
+	// loading, so the client keeps what the configuration set on it (a CA bundle, proxies).
+	cfg.HTTPClient = sdkhttp.Wrap(cfg.HTTPClient)
 	if s.LogAWSCalls {
 		cfg.APIOptions = append(cfg.APIOptions, awscall.Middleware(string(role), "", awscall.LogSink(log)))
 	}

@@ -34,12 +34,9 @@
 package sestransport
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -50,6 +47,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/charclass"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/outcome"
+	"github.com/resetledger/resetledger/pkg/sdkhttp"
 )
 
 // Tag names under which every send carries its correlation data.
@@ -180,27 +178,7 @@ func noRetries(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} }
 // thousand, and the same race is behind upstream reports of DynamoDB calls
 // failing this way); with an in-memory copy of the body, which nothing
 // closes under it, net/http never sees the EOF.
-func ownBody(o *sesv2.Options) {
-	if o.HTTPClient != nil {
-		o.HTTPClient = bodyOwner{next: o.HTTPClient}
-	}
-}
-
-// bodyOwner hands next a copy of each request with its own body.
-type bodyOwner struct{ next sesv2.HTTPClient }
-
-func (c bodyOwner) Do(r *http.Request) (*http.Response, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return c.next.Do(r)
-	}
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, fmt.Errorf("sestransport: read request body: %w", err)
-	}
-	own := r.Clone(r.Context())
-	own.Body = io.NopCloser(bytes.NewReader(b))
-	return c.next.Do(own)
-}
+func ownBody(o *sesv2.Options) { o.HTTPClient = sdkhttp.Wrap(o.HTTPClient) }
 
 // classifier maps SendEmail errors (see the package documentation). A
 // paused account or configuration set is not a refusal of this message:
