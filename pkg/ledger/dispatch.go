@@ -109,6 +109,12 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	if !ok {
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %s: %w", e.Key, e.Identity.Channel, ErrNoTransport)
 	}
+	at, deferred, err := s.slot(ctx, e, w, now)
+	if deferred.Outcome != "" || err != nil {
+		return deferred, false, err
+	}
+	// Opened only for a send this dispatch makes: a row deferred to a later
+	// slot is decrypted once, by the dispatch that sends it.
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		const reason = "sealed content unavailable or failed verification; nothing sent"
@@ -123,10 +129,6 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %w", e.Key, err)
 	}
 
-	at, deferred, err := s.slot(ctx, e, w, now)
-	if deferred.Outcome != "" || err != nil {
-		return deferred, false, err
-	}
 	waited := time.Duration(0)
 	if d := at.Sub(now); d > 0 {
 		// Hold a booked slot on the row before waiting for it. The booking
