@@ -56,7 +56,6 @@ func (p *LedgerStackProps) openStateAlarms() (map[ledger.State]openStateAlarm, e
 // openStateRules is the alarm rule of every open state the stack knows, whether or not the
 // domain has it yet.
 func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
-	title := func(s ledger.State) string { return strings.ToUpper(string(s)[:1]) + string(s)[1:] }
 	age := func(s ledger.State, limit time.Duration, why string) openStateAlarm {
 		return openStateAlarm{
 			ID:          "Oldest" + title(s) + "Age",

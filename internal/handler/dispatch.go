@@ -152,7 +152,9 @@ func (h *Dispatch) observe(res ledger.DispatchResult, log *slog.Logger) {
 	if res.BudgetWait > 0 {
 		_ = h.Metrics.Emit(ch, "Milliseconds", map[string]float64{metrics.BudgetWait: float64(res.BudgetWait.Milliseconds())})
 	}
-	if res.Outcome == ledger.DispatchDeferred && res.NotSent == nil {
+	// Deferrals to the budget only: a hand-off near the invocation's deadline
+	// or a provider's own wait are not budget waits.
+	if res.Outcome == ledger.DispatchDeferred && res.NotSent == nil && res.Entry.NotSentCode == ledger.BudgetCode {
 		_ = h.Metrics.Count(metrics.BudgetDeferrals, ch, 1)
 	}
 	if res.ScheduleErr != nil {

@@ -145,10 +145,8 @@ func (b *Budget) backlog(ctx context.Context, ch ledger.Channel, now, notAfter t
 }
 
 // idleNow books the send at now when the budget is idle (tat before now).
-func (b *Budget) idleNow(ctx context.Context, ch ledger.Channel, now, notAfter time.Time, iv time.Duration) (time.Time, bool, error) {
-	if now.After(notAfter) {
-		return time.Time{}, false, nil
-	}
+// Reserve has already refused a deadline before now.
+func (b *Budget) idleNow(ctx context.Context, ch ledger.Channel, now, _ time.Time, iv time.Duration) (time.Time, bool, error) {
 	_, err := b.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &b.table,
 		Key:                       budgetKey(ch),

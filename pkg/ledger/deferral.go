@@ -85,7 +85,7 @@ func (s *Service) slot(ctx context.Context, e Entry, w Worker, now time.Time) (a
 	reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
 	if code == HandOffCode {
 		reason = "no time left in this invocation to send; handed to the dispatch queue"
-	} else if !booked || code != BudgetCode {
+	} else if !booked {
 		reason = fmt.Sprintf("waiting until %s as the provider asked (%s)", at.UTC().Format(time.RFC3339Nano), code)
 	}
 	res, err := s.deferTo(ctx, e, w, reason, code, at, booked)
