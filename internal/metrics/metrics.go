@@ -48,16 +48,39 @@ const (
 	// WakeFailures counts deferred rows whose wake-up message could not be
 	// queued; reconcile's re-drive picks them up instead.
 	WakeFailures = "WakeFailures" // none
+
+	// ProviderEvents counts provider events recorded in a row's history,
+	// by the history entry kind they became (provider_sent, delivered,
+	// bounced, complained, delivery_delayed, provider_rejected,
+	// delivery_failed). The sends reported by SES (provider_sent on email)
+	// are the denominator of the bounce and complaint rates.
+	ProviderEvents = "ProviderEvents" // Channel, Kind
+	// Bounces counts SES bounce events by bounce type (Permanent,
+	// Transient, Undetermined); Complaints counts complaint events.
+	Bounces    = "Bounces"    // BounceType
+	Complaints = "Complaints" // none
+	// ResolvedByEvent counts unknown or quarantined rows that a provider
+	// event resolved to accepted, without an operator.
+	ResolvedByEvent = "ResolvedByEvent" // Channel
+	// ProviderEventsRefused counts provider events not recorded on a row:
+	// malformed, not ours (no dedupe key), or for a row that does not
+	// exist or has another channel. Each is logged with its reason; the
+	// ones that may be ours are dead-lettered.
+	ProviderEventsRefused = "ProviderEventsRefused" // Reason
+	// DuplicateProviderEvents counts provider events a row already held.
+	DuplicateProviderEvents = "DuplicateProviderEvents" // none
 )
 
 // Dimension names of the metrics above.
 const (
-	DimState     = "State"     // a ledger.State
-	DimChannel   = "Channel"   // a ledger.Channel
-	DimCode      = "Code"      // a provider's not-sent code
-	DimSweep     = "Sweep"     // the sweeping function: reconcile or expire
-	DimReason    = "Reason"    // why an intent was refused
-	DimAgeBucket = "AgeBucket" // an age range of open rows
+	DimState      = "State"      // a ledger.State
+	DimChannel    = "Channel"    // a ledger.Channel
+	DimCode       = "Code"       // a provider's not-sent code
+	DimSweep      = "Sweep"      // the sweeping function: reconcile or expire
+	DimReason     = "Reason"     // why an intent was refused
+	DimAgeBucket  = "AgeBucket"  // an age range of open rows
+	DimKind       = "Kind"       // a history entry kind of a provider event
+	DimBounceType = "BounceType" // an SES bounce type
 )
 
 // Emitter writes EMF records to W. It is safe for concurrent use.

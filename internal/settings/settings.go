@@ -23,12 +23,15 @@ const (
 	Dispatch  Role = "dispatch"
 	Reconcile Role = "reconcile"
 	Expire    Role = "expire"
-	Operator  Role = "operator" // ledgerctl
+	// Events reads the providers' delivery events (SES, End User Messaging
+	// SMS) into the ledger's evidence trail.
+	Events   Role = "events"
+	Operator Role = "operator" // ledgerctl
 )
 
-// Functions lists the four Lambda functions, each built from functions/<role>
+// Functions lists the five Lambda functions, each built from functions/<role>
 // into <dist>/<role>/bootstrap and named <stack prefix>-<role>.
-var Functions = []Role{Claim, Dispatch, Reconcile, Expire}
+var Functions = []Role{Claim, Dispatch, Reconcile, Expire, Events}
 
 // Transport names, the values of EMAIL_TRANSPORT and SMS_TRANSPORT.
 const (
@@ -57,6 +60,8 @@ type Settings struct {
 	SESFrom string
 	// SESConfigurationSet routes SES events (optional).
 	SESConfigurationSet string
+	// SMSConfigurationSet routes SMS events (optional).
+	SMSConfigurationSet string
 	// SMSOrigination is the SMS origination identity (optional).
 	SMSOrigination string
 	// WebhookURL is the webhook endpoint, required if a channel uses the webhook.

@@ -90,9 +90,12 @@ var (
 	ReconcileMaxAttempts = &Var{Env: "RECONCILE_MAX_ATTEMPTS", Context: "reconcileMaxAttempts",
 		Default: strconv.Itoa(policy.MaxAttempts), Roles: senders, Doc: "attempts per row, first included",
 		field: at(Count, func(s *Settings) *int { return &s.Policy.MaxAttempts })}
-	LookupSettlePeriod = &Var{Env: "LOOKUP_SETTLE_PERIOD", Default: FormatDuration(policy.SettlePeriod),
-		Roles: []Role{Reconcile}, Doc: "how long a lookup-capable transport is given to show a send",
+	LookupSettlePeriod = &Var{Env: "LOOKUP_SETTLE_PERIOD", Context: "settlePeriod", Default: FormatDuration(policy.SettlePeriod),
+		Roles: []Role{Reconcile}, Doc: "how long a transport with a lookup or provider events is given to show a send before an unknown row is quarantined",
 		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.SettlePeriod })}
+	FallbackDeliveryWait = &Var{Env: "FALLBACK_DELIVERY_WAIT", Context: "fallbackDeliveryWait", Default: FormatDuration(policy.FallbackWait),
+		Roles: Functions, Doc: "how long a held fallback channel waits, after the earlier channel was accepted, for its delivery or a permanent bounce; 0 suppresses it at acceptance",
+		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.FallbackWait })}
 	RecheckAfter = &Var{Env: "RECHECK_AFTER", Default: FormatDuration(policy.RecheckAfter),
 		Roles: senders, Doc: "how long reconcile waits between looks at an unknown row",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RecheckAfter })}
@@ -109,6 +112,9 @@ var (
 	SESConfigurationSet = &Var{Env: "SES_CONFIGURATION_SET", Context: "sesConfigurationSet", Roles: senders,
 		Doc:   "routes SES events (optional)",
 		field: at(Text, func(s *Settings) *string { return &s.SESConfigurationSet })}
+	SMSConfigurationSet = &Var{Env: "SMS_CONFIGURATION_SET", Context: "smsConfigurationSet", Roles: senders,
+		Doc:   "routes SMS events (optional)",
+		field: at(Text, func(s *Settings) *string { return &s.SMSConfigurationSet })}
 	SMSOriginationIdentity = &Var{Env: "SMS_ORIGINATION_IDENTITY", Context: "smsOriginationIdentity", Roles: senders,
 		Doc:   "the SMS origination identity (optional; an ARN scopes the send permission)",
 		field: at(Text, func(s *Settings) *string { return &s.SMSOrigination })}
@@ -159,8 +165,8 @@ var (
 // Vars lists every declaration, in the README's order.
 var Vars = []*Var{
 	LedgerTable, ContentTable, ContentKeyARN, BudgetTable, DispatchQueueURL,
-	PolicyVersion, LeaseDuration, ExpiryMargin, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, RecheckAfter,
-	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSOriginationIdentity,
+	PolicyVersion, LeaseDuration, ExpiryMargin, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, RecheckAfter,
+	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
 	SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,

@@ -156,7 +156,7 @@ func transport(cfg aws.Config, s settings.Settings, kind string) (ledger.Transpo
 		return sestransport.New(client, sestransport.Config{FromEmailAddress: s.SESFrom, ConfigurationSetName: s.SESConfigurationSet})
 	case settings.TransportSMS:
 		client := pinpointsmsvoicev2.NewFromConfig(cfg)
-		return smstransport.New(client, smstransport.Config{OriginationIdentity: s.SMSOrigination})
+		return smstransport.New(client, smstransport.Config{OriginationIdentity: s.SMSOrigination, ConfigurationSetName: s.SMSConfigurationSet})
 	case settings.TransportWebhook:
 		return webhook.New(&http.Client{}, webhook.Config{URL: s.WebhookURL, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup})
 	}

@@ -28,6 +28,12 @@ type Policy struct {
 	// SettlePeriod is how long a lookup-capable transport is given to show a
 	// message before "not found" counts as evidence of nothing.
 	SettlePeriod time.Duration
+	// FallbackWait is how long a held fallback channel stays held after the
+	// earlier channel was accepted, waiting for the provider to report its
+	// delivery (the held channel is then suppressed) or a permanent delivery
+	// failure (it is then claimed). Past it, with no such event, the held
+	// channel is suppressed. Zero suppresses it at acceptance.
+	FallbackWait time.Duration
 	// RecheckAfter is how long reconcile waits between looks at an unknown row.
 	RecheckAfter time.Duration
 	// RetryBase and RetryMax shape the backoff after a not-sent answer:
@@ -51,6 +57,7 @@ func DefaultPolicy() Policy {
 		Retention:    400 * 24 * time.Hour,
 		MaxAttempts:  3,
 		SettlePeriod: 5 * time.Minute,
+		FallbackWait: 2 * time.Minute,
 		RecheckAfter: time.Minute,
 		RetryBase:    2 * time.Second,
 		RetryMax:     time.Minute,
@@ -76,6 +83,8 @@ func (p Policy) Validate() error {
 		return errors.New("ledger: recheck interval must be positive")
 	case p.RetryBase <= 0 || p.RetryMax < p.RetryBase:
 		return errors.New("ledger: retry backoff base must be positive and at most the maximum")
+	case p.FallbackWait < 0:
+		return errors.New("ledger: fallback wait must not be negative")
 	case p.BudgetWait < 0:
 		return errors.New("ledger: budget wait must not be negative")
 	case p.RedriveAfter <= 0:
