@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -66,6 +67,16 @@ type Event struct {
 	Code string
 	// NextAttemptAt is when the next attempt is due after a deferral.
 	NextAttemptAt time.Time
+	// ProviderType, Detail and ProviderAt are set on the entries of provider
+	// events (see ProviderEvent): the provider's own event type ("Bounce",
+	// "TEXT_DELIVERED"), its detail (bounce type and subtype, complaint
+	// feedback type, carrier status) and when the provider says it happened.
+	// AckID then holds the provider's message id. Permanent marks a
+	// permanent delivery failure.
+	ProviderType string
+	Detail       string
+	ProviderAt   time.Time
+	Permanent    bool
 	// Prev is the Hash of the previous entry ("" for the first); Hash chains
 	// this entry to Prev and to the row's key. See Verify.
 	Prev string
@@ -84,7 +95,25 @@ const (
 	// KindDeferral moves a deferred row's next attempt without a state
 	// change (the budget or the provider asked it to wait longer).
 	KindDeferral EventKind = "deferral"
+
+	// Provider events (ProviderEvent): what the provider reported after the
+	// send. Each is evidence that the provider took the request.
+	KindProviderSent     EventKind = "provider_sent"     // SES Send; SMS pending, queued or accepted by the carrier
+	KindDelivered        EventKind = "delivered"         // SES Delivery; SMS delivered to the handset
+	KindBounced          EventKind = "bounced"           // SES Bounce, with bounce type and subtype
+	KindComplained       EventKind = "complained"        // SES Complaint, with the feedback type
+	KindDeliveryDelayed  EventKind = "delivery_delayed"  // SES DeliveryDelay, with the delay type
+	KindProviderRejected EventKind = "provider_rejected" // SES Reject or Rendering Failure after accepting the request
+	KindDeliveryFailed   EventKind = "delivery_failed"   // SMS failed, with the carrier status
 )
+
+// ProviderKinds lists the kinds of provider-event entries.
+var ProviderKinds = []EventKind{
+	KindProviderSent, KindDelivered, KindBounced, KindComplained, KindDeliveryDelayed, KindProviderRejected, KindDeliveryFailed,
+}
+
+// Provider reports whether k is the kind of a provider-event entry.
+func (k EventKind) Provider() bool { return slices.Contains(ProviderKinds, k) }
 
 // OpenDue is the sort key of the row in the open-row index: when a sweep
 // should look at it. The zero time means the row is not open.
@@ -148,6 +177,13 @@ func EventHash(key string, ev Event) string {
 	if ev.Code != "" || !ev.NextAttemptAt.IsZero() {
 		field(h, ev.Code)
 		field(h, ev.NextAttemptAt.UTC().Format(time.RFC3339Nano))
+	}
+	if ev.ProviderType != "" || ev.Detail != "" || !ev.ProviderAt.IsZero() || ev.Permanent {
+		field(h, "provider-event")
+		field(h, ev.ProviderType)
+		field(h, ev.Detail)
+		field(h, ev.ProviderAt.UTC().Format(time.RFC3339Nano))
+		field(h, strconv.FormatBool(ev.Permanent))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

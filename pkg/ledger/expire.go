@@ -55,7 +55,7 @@ func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 			s.note(&rep, "", err)
 			continue
 		}
-		to, err := s.settleHeld(ctx, h, p.State, w)
+		to, err := s.settleHeld(ctx, h, p, w)
 		if to != Held || err != nil {
 			s.note(&rep, "held->"+string(to), err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The fallback rule: one active channel per challenge.
@@ -38,25 +39,51 @@ func (s *Service) fallbackGate(ctx context.Context, in Intent) (State, string, e
 	if !ok {
 		return Claimed, "intent claimed", nil
 	}
-	to, reason := heldNext(p.State, prev)
+	to, reason := s.heldNext(p, prev)
 	return to, reason, nil
 }
 
-// heldNext is the one fallback rule: given the state of the earlier channel
-// prev (None if it has no claim yet), the next channel is claimed if prev
-// ended rejected, suppressed if it ended otherwise, and held while it is
-// open or unclaimed.
-func heldNext(p State, prev Channel) (State, string) {
+// heldNext is the one fallback rule. Given the row p of the earlier channel
+// prev (the zero Entry if it has no claim yet), the next channel is:
+//   - claimed if prev ended rejected, or ended accepted and the provider then
+//     reported a permanent delivery failure (a hard bounce);
+//   - held while prev is open or unclaimed, and for Policy.FallbackWait
+//     after prev was accepted, waiting for its delivery or failure;
+//   - suppressed once prev was delivered, that wait passed, or prev ended
+//     any other way.
+func (s *Service) heldNext(p Entry, prev Channel) (State, string) {
 	switch {
-	case p == Rejected:
+	case p.State == Rejected:
 		return Claimed, fmt.Sprintf("fallback: %s ended rejected", prev)
-	case p.Terminal():
-		return Suppressed, fmt.Sprintf("fallback not needed: %s ended %s", prev, p)
-	case p == None:
+	case p.State == Accepted:
+		if f, ok := p.DeliveryFailure(); ok {
+			return Claimed, fmt.Sprintf("fallback: %s was accepted, then the provider reported a permanent delivery failure: %s", prev, describeFailure(f))
+		}
+		if p.Delivered() {
+			return Suppressed, fmt.Sprintf("fallback not needed: %s was delivered", prev)
+		}
+		if until := p.enteredAt().Add(s.Policy.FallbackWait); s.now().Before(until) {
+			return Held, fmt.Sprintf("fallback: held until %s is delivered or fails permanently, at most until %s", prev, until.Format(time.RFC3339))
+		}
+		if s.Policy.FallbackWait > 0 {
+			return Suppressed, fmt.Sprintf("fallback not needed: %s ended accepted, no permanent delivery failure reported within %s", prev, s.Policy.FallbackWait)
+		}
+		return Suppressed, fmt.Sprintf("fallback not needed: %s ended accepted", prev)
+	case p.State.Terminal():
+		return Suppressed, fmt.Sprintf("fallback not needed: %s ended %s", prev, p.State)
+	case p.State == None:
 		return Held, fmt.Sprintf("fallback: held until %s ends (not claimed yet)", prev)
 	default:
-		return Held, fmt.Sprintf("fallback: held until %s ends (now %s)", prev, p)
+		return Held, fmt.Sprintf("fallback: held until %s ends (now %s)", prev, p.State)
 	}
+}
+
+func describeFailure(f Event) string {
+	d := f.ProviderType
+	if f.Detail != "" {
+		d += " " + f.Detail
+	}
+	return d
 }
 
 // settleSuccessor moves the held fallback channel after e, if any, now that
@@ -67,16 +94,16 @@ func (s *Service) settleSuccessor(ctx context.Context, e Entry, w Worker) {
 		return
 	}
 	if _, h, ok, err := s.neighbor(ctx, e.Identity, e.Workflow, +1); ok && err == nil && h.State == Held {
-		_, _ = s.settleHeld(ctx, h, e.State, w)
+		_, _ = s.settleHeld(ctx, h, e, w)
 	}
 }
 
-// settleHeld moves the held row h given the state p of its predecessor:
+// settleHeld moves the held row h given the row p of its predecessor:
 // expired if its challenge expired, else as heldNext says. It reports the
 // new state; Held means nothing was written.
-func (s *Service) settleHeld(ctx context.Context, h Entry, p State, w Worker) (State, error) {
+func (s *Service) settleHeld(ctx context.Context, h Entry, p Entry, w Worker) (State, error) {
 	prev, _ := h.Workflow.neighbor(h.Identity.Channel, -1)
-	to, reason := heldNext(p, prev)
+	to, reason := s.heldNext(p, prev)
 	if s.expiredAt(h.ExpiresAt, s.now()) {
 		to, reason = Expired, "challenge expired while held for the earlier fallback channel"
 	}

@@ -75,6 +75,7 @@ func TestFallbackGate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.Svc.Policy.ExpiryMargin = 2 * time.Minute
+			e.Svc.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
 			emailIn, emailSealed := fallbackIntent(10, ledger.Email, e.Clock.Now())
 			if tt.email != nil {
 				res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email")
@@ -162,6 +163,7 @@ func TestFallbackRace(t *testing.T) {
 	ctx := context.Background()
 	for round := range 50 {
 		e := newEnv(t)
+		e.Svc.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
 		emailIn, emailSealed := fallbackIntent(round, ledger.Email, e.Clock.Now())
 		smsIn, smsSealed := fallbackIntent(round, ledger.SMS, e.Clock.Now())
 		var wg sync.WaitGroup

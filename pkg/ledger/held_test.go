@@ -25,6 +25,7 @@ func TestHeldFallbackIsSettledWhenTheEarlierChannelEnds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
+			e.Svc.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
 			emailIn, emailSealed := fallbackIntent(20, ledger.Email, e.Clock.Now())
 			smsIn, smsSealed := fallbackIntent(20, ledger.SMS, e.Clock.Now())
 			if res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.ClaimHeld {

@@ -68,6 +68,11 @@ type Capabilities struct {
 	IdempotencyWindow time.Duration
 	// Lookup means the transport implements Looker.
 	Lookup bool
+	// Events means the provider publishes events that carry the idempotency
+	// key and reach RecordProviderEvent (SES with a configuration set, SMS
+	// with one): reconcile gives an unknown row the settle period for an
+	// event to resolve it before quarantining it.
+	Events bool
 }
 
 // Send is one transport attempt.

@@ -83,6 +83,21 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 	}
 	caps := tr.Capabilities()
 
+	if caps.Events {
+		// An event may have arrived while the row was still dispatching:
+		// it was kept in the history, and is the evidence now.
+		if ev, ok := e.ProviderEvidence(); ok {
+			_, err := s.decide(ctx, e, Accepted, w, fmt.Sprintf("reconcile: provider event %s (message %s) is transport evidence that the message was accepted", ev.ProviderType, ev.AckID), ev.AckID)
+			return "unknown->accepted (provider event)", err
+		}
+		if now.Before(e.lastAttemptAt().Add(s.Policy.SettlePeriod)) {
+			return "waiting (provider events settle period)", s.recheck(ctx, e, w, now, "reconcile: no provider event yet; waiting for the settle period")
+		}
+		if caps.IdempotencyWindow == 0 && !caps.Lookup {
+			return "unknown->quarantined", s.quarantine(ctx, e, w, fmt.Sprintf("no provider event within the settle period of %s, and the transport has no idempotency key or lookup; outcome unknown, needs an operator decision", s.Policy.SettlePeriod))
+		}
+	}
+
 	if lk, ok := tr.(Looker); ok && caps.Lookup {
 		ack, found, err := lk.Lookup(ctx, e.Key)
 		if err != nil {
@@ -93,7 +108,7 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 			return "unknown->accepted (lookup)", err
 		}
 		if now.Before(e.FirstAttemptAt.Add(s.Policy.SettlePeriod)) {
-			return "waiting (lookup settle period)", s.recheck(ctx, e, w, now)
+			return "waiting (lookup settle period)", s.recheck(ctx, e, w, now, "reconcile: lookup found nothing yet; waiting for the settle period")
 		}
 		// Settled and not found: fall through to the retry or quarantine policy.
 	}
@@ -117,8 +132,8 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 }
 
 // recheck moves the row's next look later without a state change.
-func (s *Service) recheck(ctx context.Context, e Entry, w Worker, now time.Time) error {
-	c := s.record(e, KindRecheck, Unknown, w, "reconcile: lookup found nothing yet; waiting for the settle period", func(n *Entry) {
+func (s *Service) recheck(ctx context.Context, e Entry, w Worker, now time.Time, reason string) error {
+	c := s.record(e, KindRecheck, Unknown, w, reason, func(n *Entry) {
 		n.NextCheckAt = now.Add(s.Policy.RecheckAfter)
 	})
 	_, err := s.write(ctx, c)

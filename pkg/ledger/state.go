@@ -43,7 +43,7 @@ var transitions = map[State][]State{
 	Held:        {Claimed, Suppressed, Expired},
 	Claimed:     {Dispatching, Deferred, Expired, Quarantined},
 	Dispatching: {Accepted, Rejected, Unknown, Deferred, Expired},
-	Deferred:    {Dispatching, Expired, Quarantined},
+	Deferred:    {Dispatching, Expired, Quarantined, Accepted},
 	Unknown:     {Accepted, Rejected, Quarantined, Abandoned, Deferred},
 	Quarantined: {Accepted, Rejected, Abandoned},
 }

@@ -16,7 +16,7 @@ var allowed = map[[2]ledger.State]bool{
 	{ledger.None, ledger.Suppressed}: true, // fallback channel not needed
 	{ledger.None, ledger.Held}:       true, // fallback channel waits for the earlier one
 
-	{ledger.Held, ledger.Claimed}:    true, // earlier channel ended rejected
+	{ledger.Held, ledger.Claimed}:    true, // earlier channel ended rejected, or hard-bounced
 	{ledger.Held, ledger.Suppressed}: true, // earlier channel ended otherwise
 	{ledger.Held, ledger.Expired}:    true, // challenge expired while held
 
@@ -34,14 +34,15 @@ var allowed = map[[2]ledger.State]bool{
 	{ledger.Deferred, ledger.Dispatching}: true, // next attempt, same key
 	{ledger.Deferred, ledger.Expired}:     true, // not sent before the challenge expired
 	{ledger.Deferred, ledger.Quarantined}: true, // sealed content unavailable at the retry
+	{ledger.Deferred, ledger.Accepted}:    true, // a provider event shows an earlier attempt was taken
 
-	{ledger.Unknown, ledger.Accepted}:    true, // lookup found / same-key retry / decision with evidence
+	{ledger.Unknown, ledger.Accepted}:    true, // lookup found / provider event / same-key retry / decision with evidence
 	{ledger.Unknown, ledger.Rejected}:    true, // same-key retry refused / decision with evidence
 	{ledger.Unknown, ledger.Quarantined}: true,
 	{ledger.Unknown, ledger.Abandoned}:   true,
 	{ledger.Unknown, ledger.Deferred}:    true, // the not-sent answer arrived after the lease expired
 
-	{ledger.Quarantined, ledger.Accepted}:  true, // operator, with evidence
+	{ledger.Quarantined, ledger.Accepted}:  true, // operator, with evidence; or a provider event
 	{ledger.Quarantined, ledger.Rejected}:  true, // operator, with evidence
 	{ledger.Quarantined, ledger.Abandoned}: true, // operator, outcome unknown
 }

@@ -116,6 +116,8 @@ const ThrottleCode = "TooManyRequestsException"
 type Transport struct {
 	Window    time.Duration
 	CanLookup bool
+	// Events declares that the provider publishes events (Capabilities.Events).
+	Events bool
 	// RetryAfter is what a Throttle answer asks the caller to wait.
 	RetryAfter time.Duration
 	// Script returns the behavior of each call; Accept if nil.
@@ -130,7 +132,7 @@ type Transport struct {
 
 // Capabilities implements ledger.Transport.
 func (t *Transport) Capabilities() ledger.Capabilities {
-	return ledger.Capabilities{IdempotencyWindow: t.Window, Lookup: t.CanLookup}
+	return ledger.Capabilities{IdempotencyWindow: t.Window, Lookup: t.CanLookup, Events: t.Events}
 }
 
 // Send implements ledger.Transport.

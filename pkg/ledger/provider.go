@@ -1,0 +1,271 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The provider-event use case: what SES or End User Messaging SMS reported
+// about a message after the send becomes evidence in the row's history, and
+// resolves an unknown outcome without an operator.
+
+// Errors of RecordProviderEvent besides ErrNotFound (no row for the key).
+var (
+	// ErrInvalidProviderEvent reports a provider event that fails
+	// validation. Its message never quotes the rejected value.
+	ErrInvalidProviderEvent = errors.New("ledger: invalid provider event")
+	// ErrEventChannel reports a provider event for a row of another
+	// channel (an SES event carrying the key of an SMS row).
+	ErrEventChannel = errors.New("ledger: provider event for a row of another channel")
+)
+
+// ProviderEvent is what a provider reported about a sent message, reduced at
+// the boundary to what the ledger keeps: the correlation key the send
+// carried, the kind of entry it becomes, the provider's own event type and
+// detail, its message id and time. Never a recipient, header, body or
+// diagnostic text: those stay out of the ledger like every address.
+type ProviderEvent struct {
+	// Key is the dedupe key the send carried (SES message tag, SMS context).
+	Key     string
+	Channel Channel
+	// Kind is one of ProviderKinds.
+	Kind EventKind
+	// Type is the provider's event type as published ("Bounce",
+	// "TEXT_DELIVERED"); Detail its detail ("Permanent/General", a carrier
+	// status), or "".
+	Type, Detail string
+	// MessageID is the provider's message id, the one its send answer gave.
+	MessageID string
+	// At is when the provider says the event happened.
+	At time.Time
+	// Permanent marks a permanent delivery failure: a hard bounce, a reject
+	// after acceptance, a final SMS failure. It releases a held fallback
+	// channel, as a rejection does.
+	Permanent bool
+}
+
+// ID is the history entry id of the event: the same for every delivery of
+// one provider event, so a duplicate is recognised by Entry.Holds.
+func (p ProviderEvent) ID() string {
+	h := sha256.New()
+	for _, f := range []string{
+		"provider-event-v1", p.Key, string(p.Channel), string(p.Kind), p.Type, p.Detail, p.MessageID,
+		p.At.UTC().Format(time.RFC3339Nano), strconv.FormatBool(p.Permanent),
+	} {
+		field(h, f)
+	}
+	return "pe-" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// Validate checks the event before it is recorded: a dedupe key, a channel,
+// a provider kind, a time, and type, detail and message id that are short,
+// printable and hold no address or phone number.
+func (p ProviderEvent) Validate() error {
+	bad := func(field, reason string) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidProviderEvent, field, reason)
+	}
+	if len(p.Key) != 64 || !isLowerHex(p.Key) {
+		return bad("key", "want the 64 hex digits of a dedupe key")
+	}
+	if !p.Channel.valid() {
+		return bad("channel", "want email or sms")
+	}
+	if !p.Kind.Provider() {
+		return bad("kind", "not a provider-event kind")
+	}
+	if p.At.IsZero() {
+		return bad("at", "missing")
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+		phones  bool
+	}{{"type", p.Type, 64, true}, {"detail", p.Detail, 200, true}, {"message_id", p.MessageID, 256, false}} {
+		if f.v == "" && f.name != "detail" {
+			return bad(f.name, "missing")
+		}
+		if len(f.v) > f.max {
+			return bad(f.name, fmt.Sprintf("too long (%d bytes at most)", f.max))
+		}
+		if err := checkFreeText(f.name, f.v, f.phones); err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				return bad(f.name, fe.Reason)
+			}
+			return bad(f.name, "refused")
+		}
+	}
+	return nil
+}
+
+func isLowerHex(s string) bool {
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// EventOutcome says what RecordProviderEvent did.
+type EventOutcome string
+
+// Provider-event outcomes.
+const (
+	// EventRecorded: appended to the row's history; its state is unchanged.
+	EventRecorded EventOutcome = "recorded"
+	// EventResolved: the row was unknown, quarantined or deferred, and the
+	// event, evidence that the provider took the message, moved it to
+	// accepted without an operator.
+	EventResolved EventOutcome = "resolved"
+	// EventDuplicate: the row already holds the event; nothing was written.
+	EventDuplicate EventOutcome = "duplicate"
+)
+
+// EventResult is the row after RecordProviderEvent and what it did.
+type EventResult struct {
+	Outcome EventOutcome
+	Entry   Entry
+}
+
+// RecordProviderEvent appends the provider event p to its row's history, as
+// an entry of its own kind, whatever the row's state: evidence is kept even
+// when it arrives out of order, or before the outcome write of the send it
+// reports (a dispatch that then records its outcome re-reads the row and
+// records it after the event). Every provider event shows that the provider
+// took the request, so an unknown, quarantined or deferred row is resolved
+// to accepted with the event as its evidence. On a row that ended accepted,
+// a delivery or a permanent failure settles a held fallback channel at once.
+//
+// It fails with ErrInvalidProviderEvent, ErrNotFound (no row for the key) or
+// ErrEventChannel; a repeated event is EventDuplicate, not an error.
+func (s *Service) RecordProviderEvent(ctx context.Context, p ProviderEvent, w Worker) (EventResult, error) {
+	if err := p.Validate(); err != nil {
+		return EventResult{}, err
+	}
+	e, err := s.Store.Get(ctx, p.Key)
+	if err != nil {
+		return EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
+	}
+	if e.Identity.Channel != p.Channel {
+		return EventResult{}, fmt.Errorf("provider event for %s: %s event, %s row: %w", p.Key, p.Channel, e.Identity.Channel, ErrEventChannel)
+	}
+	var res EventResult
+	err = s.onConflict(ctx, e, func(e Entry) (err error) {
+		res, err = s.recordEvent(ctx, e, p, w)
+		return err
+	}, func(Entry) bool { return true })
+	return res, err
+}
+
+func (s *Service) recordEvent(ctx context.Context, e Entry, p ProviderEvent, w Worker) (EventResult, error) {
+	if e.Holds(p.ID()) {
+		return EventResult{Outcome: EventDuplicate, Entry: e}, nil
+	}
+	switch e.State {
+	case Unknown, Quarantined, Deferred:
+		reason := fmt.Sprintf("provider event %s (message %s) is transport evidence that the message was accepted; resolved without an operator", p.Type, p.MessageID)
+		c, err := s.transition(e, Accepted, w, reason, func(n *Entry) {
+			s.clearDeferral(n)
+			n.NextCheckAt = timeZero
+			n.AckID = p.MessageID
+			n.Reason = reason
+		})
+		if err != nil {
+			return EventResult{}, err
+		}
+		c.amend(e.Key, p)
+		r, err := s.apply(ctx, c, "")
+		return EventResult{Outcome: EventResolved, Entry: r.Entry}, err
+	}
+	c := s.record(e, p.Kind, e.State, w, describeEvent(p), nil)
+	c.amend(e.Key, p)
+	n, err := s.write(ctx, c)
+	if err != nil {
+		return EventResult{}, fmt.Errorf("provider event for %s: %w", e.Key, err)
+	}
+	if n.State == Accepted && (p.Permanent || p.Kind == KindDelivered) {
+		s.settleSuccessor(ctx, n, w)
+	}
+	return EventResult{Outcome: EventRecorded, Entry: n}, nil
+}
+
+// amend makes the change's event the entry of provider event p (its id,
+// kind, message id and provider fields) and chains it again.
+func (c *Change) amend(key string, p ProviderEvent) {
+	ev := c.Event
+	ev.ID, ev.Kind, ev.AckID = p.ID(), p.Kind, p.MessageID
+	ev.ProviderType, ev.Detail, ev.ProviderAt, ev.Permanent = p.Type, p.Detail, p.At.UTC(), p.Permanent
+	ev = chain(key, ev.Prev, ev)
+	c.Event = ev
+	c.Next.History[len(c.Next.History)-1] = ev
+}
+
+func describeEvent(p ProviderEvent) string {
+	r := "provider reported " + p.Type
+	if p.Detail != "" {
+		r += " (" + p.Detail + ")"
+	}
+	if p.Permanent {
+		r += ": permanent delivery failure"
+	}
+	return r
+}
+
+// ProviderEvidence returns the first provider-event entry of the row: the
+// provider's own record that it took the request.
+func (e Entry) ProviderEvidence() (Event, bool) {
+	for _, ev := range e.History {
+		if ev.Kind.Provider() {
+			return ev, true
+		}
+	}
+	return Event{}, false
+}
+
+// DeliveryFailure returns the first entry reporting a permanent delivery
+// failure (a hard bounce, a reject after acceptance, a final SMS failure).
+func (e Entry) DeliveryFailure() (Event, bool) {
+	for _, ev := range e.History {
+		if ev.Kind.Provider() && ev.Permanent {
+			return ev, true
+		}
+	}
+	return Event{}, false
+}
+
+// Delivered reports whether the provider reported the message delivered.
+func (e Entry) Delivered() bool {
+	for _, ev := range e.History {
+		if ev.Kind == KindDelivered {
+			return true
+		}
+	}
+	return false
+}
+
+// enteredAt returns when the row entered its current state: the newest
+// entry that moved it there (UpdatedAt if the history shows none).
+func (e Entry) enteredAt() time.Time {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		if ev := e.History[i]; ev.To == e.State && ev.From != e.State {
+			return ev.At
+		}
+	}
+	return e.UpdatedAt
+}
+
+// lastAttemptAt returns when the newest transport attempt began.
+func (e Entry) lastAttemptAt() time.Time {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		if ev := e.History[i]; ev.To == Dispatching && ev.From != Dispatching || ev.Kind == KindRetry && ev.Attempt == e.Attempts {
+			return ev.At
+		}
+	}
+	return e.FirstAttemptAt
+}

@@ -1,0 +1,317 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// providerEvent is an event of kind k for the row key, as the decoder would
+// produce it, with the message id the test transport acknowledged.
+func (e *env) providerEvent(t *testing.T, key string, ch ledger.Channel, k ledger.EventKind, typ, detail string, permanent bool) ledger.ProviderEvent {
+	t.Helper()
+	ack, ok, err := e.Transport.Lookup(context.Background(), key)
+	if err != nil || !ok {
+		t.Fatalf("the provider recorded no message for %s", key)
+	}
+	return ledger.ProviderEvent{
+		Key: key, Channel: ch, Kind: k, Type: typ, Detail: detail, MessageID: ack.ID,
+		At: e.Clock.Now().Add(-time.Second), Permanent: permanent,
+	}
+}
+
+func (e *env) record(t *testing.T, p ledger.ProviderEvent, want ledger.EventOutcome) ledger.Entry {
+	t.Helper()
+	res, err := e.Svc.RecordProviderEvent(context.Background(), p, "events/req-1")
+	if err != nil || res.Outcome != want {
+		t.Fatalf("record %s: %s %v, want %s", p.Kind, res.Outcome, err, want)
+	}
+	mustVerify(t, res.Entry)
+	return res.Entry
+}
+
+// An unknown or quarantined row whose provider reports the send is resolved
+// to accepted with the event as its evidence, in one entry that says so;
+// the sealed content is purged, and a repeat of the event changes nothing.
+func TestProviderEventResolvesUnknown(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		quarantine bool
+		kind       ledger.EventKind
+		typ        string
+	}{
+		{"unknown, send event", false, ledger.KindProviderSent, "Send"},
+		{"quarantined, delivery event", true, ledger.KindDelivered, "Delivery"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			in, _, _ := e.claim(t, 1, ledger.Email, ledger.ClaimCreated)
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			if tt.quarantine {
+				e.Clock.Advance(time.Hour)
+				if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
+					t.Fatal(err)
+				}
+				if got := e.get(t, in.Key()).State; got != ledger.Quarantined {
+					t.Fatalf("row is %s, want quarantined", got)
+				}
+			}
+			p := e.providerEvent(t, in.Key(), ledger.Email, tt.kind, tt.typ, "", false)
+			row := e.record(t, p, ledger.EventResolved)
+			last := row.Last()
+			if row.State != ledger.Accepted || row.AckID != p.MessageID || last.Kind != tt.kind || last.To != ledger.Accepted ||
+				last.AckID != p.MessageID || last.ProviderType != tt.typ || !last.ProviderAt.Equal(p.At) ||
+				!strings.Contains(last.Reason, "transport evidence") || !strings.Contains(last.Reason, "without an operator") {
+				t.Fatalf("resolved row %s ack %q, last entry %+v", row.State, row.AckID, last)
+			}
+			if e.hasContent(t, in.Key()) {
+				t.Fatal("sealed content kept after the row ended")
+			}
+			if again := e.record(t, p, ledger.EventDuplicate); again.Version != row.Version {
+				t.Fatalf("duplicate wrote: version %d -> %d", row.Version, again.Version)
+			}
+		})
+	}
+}
+
+// Events for an accepted row are appended in arrival order, each its own
+// kind, with the state unchanged; what the provider sends that the ledger
+// must not keep is refused before any write.
+func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
+	e := newEnv(t)
+	in, _, _ := e.claim(t, 2, ledger.Email, ledger.ClaimCreated)
+	mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+	events := []ledger.ProviderEvent{
+		e.providerEvent(t, in.Key(), ledger.Email, ledger.KindDelivered, "Delivery", "", false), // before its Send: out of order
+		e.providerEvent(t, in.Key(), ledger.Email, ledger.KindProviderSent, "Send", "", false),
+		e.providerEvent(t, in.Key(), ledger.Email, ledger.KindComplained, "Complaint", "abuse", false),
+	}
+	var row ledger.Entry
+	for _, p := range events {
+		row = e.record(t, p, ledger.EventRecorded)
+	}
+	if row.State != ledger.Accepted || len(row.History) != 3+len(events) {
+		t.Fatalf("row %s with %d entries", row.State, len(row.History))
+	}
+	for i, p := range events {
+		got := row.History[3+i]
+		if got.Kind != p.Kind || got.From != ledger.Accepted || got.To != ledger.Accepted || got.Detail != p.Detail {
+			t.Errorf("entry %d: %+v, want %s", 3+i, got, p.Kind)
+		}
+	}
+	bad := map[string]func(*ledger.ProviderEvent){
+		"address in detail": func(p *ledger.ProviderEvent) { p.Detail = "bounced for player@example.com" },
+		"phone in type":     func(p *ledger.ProviderEvent) { p.Type = "TEXT +1 206 555 0152" },
+		"not a key":         func(p *ledger.ProviderEvent) { p.Key = "player-123" },
+		"kind":              func(p *ledger.ProviderEvent) { p.Kind = ledger.KindTransition },
+		"no time":           func(p *ledger.ProviderEvent) { p.At = time.Time{} },
+		"no message id":     func(p *ledger.ProviderEvent) { p.MessageID = "" },
+	}
+	for name, mut := range bad {
+		p := events[0]
+		p.At = p.At.Add(time.Minute)
+		mut(&p)
+		_, err := e.Svc.RecordProviderEvent(context.Background(), p, "events/req-1")
+		if !errors.Is(err, ledger.ErrInvalidProviderEvent) || strings.Contains(err.Error(), "example.com") || strings.Contains(err.Error(), "555") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if got := e.get(t, in.Key()); got.Version != row.Version {
+		t.Fatal("a refused event was written")
+	}
+	other := events[0]
+	other.Channel = ledger.SMS
+	if _, err := e.Svc.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, ledger.ErrEventChannel) {
+		t.Fatalf("sms event for an email row: %v", err)
+	}
+	other = events[0]
+	other.Key = strings.Repeat("ab", 32)
+	if _, err := e.Svc.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("event for no row: %v", err)
+	}
+}
+
+// eventOnSend records a provider event while the send is still in flight:
+// the event reaches the ledger before dispatch records the outcome.
+type eventOnSend struct {
+	*ledgertest.Transport
+	t   *testing.T
+	e   *env
+	typ ledger.EventKind
+}
+
+func (s eventOnSend) Send(ctx context.Context, m ledger.Send) (ledger.Ack, error) {
+	ack, err := s.Transport.Send(ctx, m)
+	s.e.record(s.t, s.e.providerEvent(s.t, m.IdempotencyKey, m.Channel, s.typ, "Send", "", false), ledger.EventRecorded)
+	return ack, err
+}
+
+// An event that arrives before the outcome write is kept on the dispatching
+// row; the outcome is still recorded after it. If the acknowledgement was
+// lost, reconcile finds the event in the history and resolves the row
+// without waiting for the settle period.
+func TestProviderEventBeforeOutcomeWrite(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		behavior ledgertest.Behavior
+		want     ledger.DispatchOutcome
+	}{
+		{"acknowledged", ledgertest.Accept, ledger.DispatchAccepted},
+		{"acknowledgement lost", ledgertest.AcceptThenDrop, ledger.DispatchUnknown},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.Transport.Events = true
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return tt.behavior }
+			e.Svc.Transports[ledger.Email] = eventOnSend{Transport: e.Transport, t: t, e: e, typ: ledger.KindProviderSent}
+			in, _, _ := e.claim(t, 3, ledger.Email, ledger.ClaimCreated)
+			row := mustDispatch(t, e, in.Key(), tt.want)
+			kinds := []ledger.EventKind{}
+			for _, ev := range row.History {
+				kinds = append(kinds, ev.Kind)
+			}
+			if n := len(kinds); n != 4 || kinds[2] != ledger.KindProviderSent || row.History[2].To != ledger.Dispatching {
+				t.Fatalf("history kinds %v", kinds)
+			}
+			mustVerify(t, row)
+			if tt.behavior == ledgertest.Accept {
+				return
+			}
+			e.Clock.Advance(e.Svc.Policy.RecheckAfter)
+			rep, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row = e.get(t, in.Key())
+			if row.State != ledger.Accepted || rep.Actions["unknown->accepted (provider event)"] != 1 || row.AckID == "" {
+				t.Fatalf("after reconcile: %s %v", row.State, rep.Actions)
+			}
+		})
+	}
+}
+
+// With provider events, reconcile waits the settle period for one before it
+// quarantines an unknown row; without them it quarantines at once.
+func TestReconcileWaitsForProviderEvents(t *testing.T) {
+	for _, events := range []bool{true, false} {
+		e := newEnv(t)
+		e.Transport.Events = events
+		in, _, _ := e.claim(t, 4, ledger.Email, ledger.ClaimCreated)
+		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+		mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+		e.Clock.Advance(e.Svc.Policy.RecheckAfter)
+		if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
+			t.Fatal(err)
+		}
+		row := e.get(t, in.Key())
+		if events != (row.State == ledger.Unknown) {
+			t.Fatalf("events %v: first look leaves the row %s", events, row.State)
+		}
+		if !events {
+			continue
+		}
+		if last := row.Last(); last.Kind != ledger.KindRecheck || !strings.Contains(last.Reason, "no provider event yet") {
+			t.Fatalf("first look wrote %+v", last)
+		}
+		e.Clock.Advance(e.Svc.Policy.SettlePeriod)
+		if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
+			t.Fatal(err)
+		}
+		if row = e.get(t, in.Key()); row.State != ledger.Quarantined || !strings.Contains(row.Reason, "no provider event within the settle period") {
+			t.Fatalf("after the settle period: %s %q", row.State, row.Reason)
+		}
+		mustVerify(t, row)
+	}
+}
+
+// In a fallback workflow the held SMS waits, after the email was accepted,
+// for what the provider reports: a permanent bounce releases it (and it is
+// sent, with the bounce as the reason); a delivery suppresses it; a
+// transient bounce leaves it held until the wait ends, and then suppressed.
+func TestFallbackOnHardBounce(t *testing.T) {
+	tests := []struct {
+		name      string
+		kind      ledger.EventKind
+		typ, det  string
+		permanent bool
+		wantSMS   ledger.State
+		sweep     bool // the expire sweep runs after the wait
+	}{
+		{"permanent bounce", ledger.KindBounced, "Bounce", "Permanent/General", true, ledger.Accepted, false},
+		{"reject after acceptance", ledger.KindProviderRejected, "Reject", "Bad content", true, ledger.Accepted, false},
+		{"delivered", ledger.KindDelivered, "Delivery", "", false, ledger.Suppressed, false},
+		{"transient bounce, then the wait ends", ledger.KindBounced, "Bounce", "Transient/MailboxFull", false, ledger.Suppressed, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.Svc.Policy.FallbackWait = 2 * time.Minute
+			emailIn, emailSealed := fallbackIntent(30, ledger.Email, e.Clock.Now())
+			smsIn, smsSealed := fallbackIntent(30, ledger.SMS, e.Clock.Now())
+			for _, c := range []struct {
+				in     ledger.Intent
+				sealed []byte
+			}{{emailIn, emailSealed}, {smsIn, smsSealed}} {
+				if _, err := e.Svc.Claim(context.Background(), c.in, c.sealed, "claim/req-1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustDispatch(t, e, emailIn.Key(), ledger.DispatchAccepted)
+			if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
+				t.Fatalf("sms %s right after the email was accepted, want held for the wait", got.State)
+			}
+			e.Clock.Advance(30 * time.Second)
+			e.record(t, e.providerEvent(t, emailIn.Key(), ledger.Email, tt.kind, tt.typ, tt.det, tt.permanent), ledger.EventRecorded)
+			if tt.sweep {
+				if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
+					t.Fatalf("sms %s after a transient bounce, want held", got.State)
+				}
+				e.Clock.Advance(2 * time.Minute)
+				if _, err := e.Svc.ExpireSweep(context.Background(), "expire/req-1", 10); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := e.Svc.Dispatch(context.Background(), smsIn.Key(), "dispatch/stream"); err != nil {
+				t.Fatal(err)
+			}
+			sms := e.get(t, smsIn.Key())
+			sent := e.Transport.Recorded(smsIn.Key())
+			if sms.State != tt.wantSMS || sent != map[bool]int{true: 1}[tt.wantSMS == ledger.Accepted] {
+				t.Fatalf("sms %s, sent %d; want %s", sms.State, sent, tt.wantSMS)
+			}
+			if tt.permanent && !strings.Contains(sms.History[1].Reason, "permanent delivery failure: "+tt.typ) {
+				t.Fatalf("released with reason %q", sms.History[1].Reason)
+			}
+			mustVerify(t, sms)
+		})
+	}
+}
+
+// A deferred row whose earlier attempt the provider reports it took is not
+// sent again: a same-key retry would reach an address that may have
+// hard-bounced.
+func TestNoRetryAfterProviderEvidence(t *testing.T) {
+	e := newEnv(t)
+	in, _, _ := e.claim(t, 5, ledger.Email, ledger.ClaimCreated)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+	mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+	calls := e.Transport.Calls()
+	// The provider later reports a hard bounce of a message with this key.
+	p := ledger.ProviderEvent{
+		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindBounced, Type: "Bounce", Detail: "Permanent/General",
+		MessageID: "msg-earlier", At: e.Clock.Now(), Permanent: true,
+	}
+	row := e.record(t, p, ledger.EventResolved)
+	e.Clock.Advance(time.Minute)
+	e.Transport.Script = nil
+	mustDispatch(t, e, in.Key(), ledger.DispatchSkipped)
+	if row.State != ledger.Accepted || e.Transport.Calls() != calls {
+		t.Fatalf("row %s, %d more sends", row.State, e.Transport.Calls()-calls)
+	}
+}
