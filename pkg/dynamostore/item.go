@@ -179,6 +179,18 @@ func event(ev ledger.Event, rowContentHash string) types.AttributeValue {
 	if !ev.NextAttemptAt.IsZero() {
 		m["next"] = s(fmtTime(ev.NextAttemptAt))
 	}
+	if ev.ProviderType != "" {
+		m["ptype"] = s(ev.ProviderType)
+	}
+	if ev.Detail != "" {
+		m["detail"] = s(ev.Detail)
+	}
+	if !ev.ProviderAt.IsZero() {
+		m["pat"] = s(fmtTime(ev.ProviderAt))
+	}
+	if ev.Permanent {
+		m["perm"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	return &types.AttributeValueMemberM{Value: m}
 }
 
@@ -233,6 +245,18 @@ func (d *decoder) num(name string) int64 {
 		d.fail(name, "not a number")
 		return 0
 	}
+}
+
+// flag reads a boolean attribute; absent is false.
+func (d *decoder) flag(name string) bool {
+	switch v := d.m[name].(type) {
+	case nil:
+		return false
+	case *types.AttributeValueMemberBOOL:
+		return v.Value
+	}
+	d.fail(name, "not a boolean")
+	return false
 }
 
 func (d *decoder) time(name string) time.Time {
@@ -326,6 +350,7 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 				At: h.time("at"), Worker: h.str("by"), Reason: h.str("why"), PolicyVersion: h.str("pv"),
 				Attempt: int(h.num("n")), AckID: h.str("ack"), ContentHash: h.str("ch"), Hash: h.hexOrStr("hash"),
 				Code: h.str("code"), NextAttemptAt: h.time("next"),
+				ProviderType: h.str("ptype"), Detail: h.str("detail"), ProviderAt: h.time("pat"), Permanent: h.flag("perm"),
 			}
 			if ev.ContentHash == "" {
 				ev.ContentHash = e.ContentHash

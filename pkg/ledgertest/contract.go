@@ -78,6 +78,7 @@ var storeContract = []property[NewStore]{
 	{"a not-sent answer defers the row, and the deferral round-trips", notSentDefers},
 	{"a create or apply repeated after its first attempt landed succeeds once", repeatedWriteLandsOnce},
 	{"history is append-only even if the caller drops entries", historyIsAppendOnly},
+	{"provider-event entries round-trip and verify", providerEventsRoundTrip},
 	{"open index lists only due open rows, oldest first, and drops closed rows", openIndexListsDueOpenRows},
 	{"32 goroutines claiming 200 identities make exactly 200 rows", concurrentClaimsMakeOneRowEach},
 	{"two workers racing claimed to dispatching: exactly one sends", racingDispatchSendsOnce},

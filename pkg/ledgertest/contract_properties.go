@@ -417,3 +417,42 @@ func unknownStaysUnknown(t *testing.T, newStore NewStore) {
 		t.Fatalf("recorded %d", env.Transport.Recorded(in.Key()))
 	}
 }
+
+// providerEventsRoundTrip: provider-event entries keep every field they
+// carry (type, detail, provider time, permanence, message id) through the
+// store, the chain verifies after them, and a duplicate writes nothing.
+func providerEventsRoundTrip(t *testing.T, newStore NewStore) {
+	ctx := context.Background()
+	env := NewEnv(newStore(t))
+	in, _, _ := env.claim(t, 12, ledger.Email)
+	if _, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker); err != nil {
+		t.Fatal(err)
+	}
+	p := ledger.ProviderEvent{
+		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindBounced, Type: "Bounce", Detail: "Permanent/General",
+		MessageID: "0100018f-example-000000", At: env.Clock.Now().Add(1500 * time.Millisecond), Permanent: true,
+	}
+	res, err := env.Svc.RecordProviderEvent(ctx, p, contractWorker)
+	if err != nil || res.Outcome != ledger.EventRecorded {
+		t.Fatalf("record: %s %v", res.Outcome, err)
+	}
+	got, err := env.Store.Get(ctx, in.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := got.Last()
+	if last.Kind != ledger.KindBounced || last.ProviderType != p.Type || last.Detail != p.Detail || !last.ProviderAt.Equal(p.At) ||
+		!last.Permanent || last.AckID != p.MessageID || last.ID != p.ID() || got.State != ledger.Accepted {
+		t.Fatalf("stored entry %+v", last)
+	}
+	if err := got.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := got.DeliveryFailure(); !ok || f.ID != p.ID() {
+		t.Fatal("the stored bounce is not read back as a delivery failure")
+	}
+	again, err := env.Svc.RecordProviderEvent(ctx, p, contractWorker)
+	if err != nil || again.Outcome != ledger.EventDuplicate || again.Entry.Version != got.Version {
+		t.Fatalf("duplicate: %s %v", again.Outcome, err)
+	}
+}
