@@ -105,6 +105,7 @@ simulate:
 FUZZTIME ?= 10s
 fuzz:
 	go test ./pkg/intent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
+	go test ./pkg/providerevent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
 	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKey$$' -fuzztime=$(FUZZTIME) -parallel=2
 	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKeyFields$$' -fuzztime=$(FUZZTIME) -parallel=2
 
