@@ -32,6 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
@@ -96,12 +97,18 @@ type Pipeline struct {
 	Dispatch  *handler.Dispatch
 	Reconcile *handler.Reconcile
 	Expire    *handler.Expire
-	Producer  *producer.Producer
-	sender    string
-	base      int
-	Provider  *webhooktest.Provider
-	skewMu    sync.Mutex
-	skew      time.Duration
+	Events    *handler.Events
+	// EventsTopicARN, EventsQueueURL and EventsDLQURL are the provider-events
+	// route (Options.ProviderEvents); ConfigurationSet the SES set.
+	EventsTopicARN, EventsQueueURL, EventsDLQURL string
+	ConfigurationSet                             string
+	sns                                          *sns.Client
+	Producer                                     *producer.Producer
+	sender                                       string
+	base                                         int
+	Provider                                     *webhooktest.Provider
+	skewMu                                       sync.Mutex
+	skew                                         time.Duration
 	// Calls records the AWS calls the four functions make (internal/awscall),
 	// written for infra's IAM coverage test when LEDGER_AWSCALL_DIR is set.
 	Calls *awscall.Recorder
@@ -159,6 +166,12 @@ type Options struct {
 	// OutputTail, if positive, is how much of the functions' output (its
 	// last bytes) a failed test logs; all of it if zero.
 	OutputTail int
+	// ProviderEvents builds the provider-events route as the stack does:
+	// an SES configuration set that the senders send with, an SNS topic, and
+	// the events queue (raw message delivery, a DLQ after MaxReceives)
+	// that PumpEvents delivers to the events handler. With it, SES declares
+	// Capabilities.Events, so reconcile waits the settle period for events.
+	ProviderEvents bool
 }
 
 // New builds the tables, key, queues and handlers of one isolated
@@ -204,6 +217,9 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	p.createTables()
 	key := p.createKeyAndSender(cfg)
 	p.createQueues(o.MaxReceives)
+	if o.ProviderEvents {
+		p.createEventsRoute(cfg, o.MaxReceives)
+	}
 	p.Provider = webhooktest.NewProvider(o.Provider)
 	var h http.Handler = p.Provider
 	if o.WrapProvider != nil {
@@ -259,23 +275,78 @@ func (p *Pipeline) createKeyAndSender(cfg aws.Config) *kmstypes.KeyMetadata {
 // receives, and the dispatch queue.
 func (p *Pipeline) createQueues(maxReceives int) {
 	p.t.Helper()
-	create := func(name string, attrs map[string]string) string {
-		q, err := p.SQS.CreateQueue(p.Ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(p.t, name)), Attributes: attrs})
-		if err != nil {
-			p.t.Fatal(err)
-		}
-		return *q.QueueUrl
+	p.QueueURL, p.DLQURL = p.queueWithDLQ("intents", maxReceives)
+	p.DispatchQueueURL = p.createQueue("dispatch", nil)
+}
+
+func (p *Pipeline) createQueue(name string, attrs map[string]string) string {
+	p.t.Helper()
+	q, err := p.SQS.CreateQueue(p.Ctx, &sqs.CreateQueueInput{QueueName: aws.String(emulator.UniqueName(p.t, name)), Attributes: attrs})
+	if err != nil {
+		p.t.Fatal(err)
 	}
-	p.DLQURL = create("intents-dlq", nil)
-	dlqAttrs, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{QueueUrl: &p.DLQURL,
+	return *q.QueueUrl
+}
+
+func (p *Pipeline) queueARN(url string) string {
+	p.t.Helper()
+	out, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url,
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.QueueURL = create("intents", map[string]string{
-		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, dlqAttrs.Attributes["QueueArn"], maxReceives),
+	return out.Attributes["QueueArn"]
+}
+
+// queueWithDLQ creates the queue name and its DLQ, which takes a message after maxReceives receives.
+func (p *Pipeline) queueWithDLQ(name string, maxReceives int) (queue, dlq string) {
+	p.t.Helper()
+	dlq = p.createQueue(name+"-dlq", nil)
+	queue = p.createQueue(name, map[string]string{
+		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, p.queueARN(dlq), maxReceives),
 	})
-	p.DispatchQueueURL = create("dispatch", nil)
+	return queue, dlq
+}
+
+// createEventsRoute creates the SES configuration set, the provider-events topic, and the
+// events queue subscribed to it with raw message delivery, as the stack does.
+func (p *Pipeline) createEventsRoute(cfg aws.Config, maxReceives int) {
+	p.t.Helper()
+	p.ConfigurationSet = emulator.UniqueName(p.t, "events")
+	if _, err := sesv2.NewFromConfig(cfg).CreateConfigurationSet(p.Ctx, &sesv2.CreateConfigurationSetInput{ConfigurationSetName: &p.ConfigurationSet}); err != nil {
+		p.t.Fatal(err)
+	}
+	p.sns = sns.NewFromConfig(cfg)
+	topic, err := p.sns.CreateTopic(p.Ctx, &sns.CreateTopicInput{Name: aws.String(emulator.UniqueName(p.t, "provider-events"))})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.EventsTopicARN = *topic.TopicArn
+	p.EventsQueueURL, p.EventsDLQURL = p.queueWithDLQ("provider-events", maxReceives)
+	if _, err := p.sns.Subscribe(p.Ctx, &sns.SubscribeInput{
+		TopicArn: topic.TopicArn, Protocol: aws.String("sqs"), Endpoint: aws.String(p.queueARN(p.EventsQueueURL)),
+		Attributes: map[string]string{"RawMessageDelivery": "true"},
+	}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// PublishProviderEvent publishes one provider event record to the
+// provider-events topic, as SES or End User Messaging SMS would.
+func (p *Pipeline) PublishProviderEvent(record []byte) {
+	p.t.Helper()
+	if p.sns == nil {
+		p.t.Fatal("PublishProviderEvent needs Options.ProviderEvents")
+	}
+	if _, err := p.sns.Publish(p.Ctx, &sns.PublishInput{TopicArn: &p.EventsTopicARN, Message: aws.String(string(record))}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// PumpEvents delivers the events queue to the events handler until it is
+// empty, as the SQS event source would (see PumpQueue).
+func (p *Pipeline) PumpEvents() (failed int) {
+	return p.pumpQueue(p.EventsQueueURL, p.Events.Handle, 50)
 }
 
 // startFunctions builds the four handlers as their mains would, each with the environment the
@@ -289,6 +360,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, webhookUR
 	fs.BudgetTable, fs.DispatchQueueURL = p.BudgetTable, p.DispatchQueueURL
 	fs.Transports[ledger.SMS], fs.SESFrom = settings.TransportWebhook, p.sender
 	fs.WebhookURL, fs.WebhookKeyWindow, fs.WebhookTimeout = webhookURL, 0, 2*time.Second
+	fs.SESConfigurationSet = p.ConfigurationSet
 	logger := slogJSON(p.Out)
 	em := &metrics.Emitter{W: p.Out}
 	service := func(role settings.Role) *ledger.Service {
@@ -311,6 +383,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, webhookUR
 	p.Dispatch = &handler.Dispatch{Svc: service(settings.Dispatch), Log: logger, Metrics: em}
 	p.Reconcile = &handler.Reconcile{Svc: service(settings.Reconcile), Log: logger, Metrics: em, Limit: o.SweepLimit}
 	p.Expire = &handler.Expire{Svc: service(settings.Expire), Log: logger, Metrics: em, Limit: o.SweepLimit}
+	p.Events = &handler.Events{Svc: service(settings.Events), Log: logger, Metrics: em}
 }
 
 // recordCalls writes the functions' AWS calls when the test ends, with the
@@ -321,6 +394,9 @@ func (p *Pipeline) recordCalls(region, keyID string) {
 		p.LedgerTable: awscall.LedgerTable, p.ContentTable: awscall.ContentTable, keyID: awscall.ContentKey,
 		p.sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
 		p.BudgetTable: awscall.BudgetTable, p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: awscall.DispatchQueue,
+	}
+	if p.ConfigurationSet != "" {
+		binding[p.ConfigurationSet] = awscall.SESConfigurationSet
 	}
 	name := emulator.UniqueName(p.t, strings.ReplaceAll(p.t.Name(), "/", "-"))
 	p.t.Cleanup(func() {
@@ -363,6 +439,10 @@ func (p *Pipeline) PumpQueue() (failed int) {
 	return p.pump(50)
 }
 
+func (p *Pipeline) pump(maxRounds int) (failed int) {
+	return p.pumpQueue(p.QueueURL, p.Claim.Handle, maxRounds)
+}
+
 // ReceiveVisibility is the visibility timeout of every receive, in seconds.
 // It is short so that messages whose receive response the emulator dropped
 // (the SDK retried the receive, so nobody holds them) come back quickly, as
@@ -372,11 +452,13 @@ const ReceiveVisibility = 10
 // WaitInFlight waits, up to a little more than ReceiveVisibility, while the
 // queue holds messages nobody is processing (in flight after a lost receive
 // response), and reports whether any became visible again.
-func (p *Pipeline) WaitInFlight() bool {
+func (p *Pipeline) WaitInFlight() bool { return p.waitInFlight(p.QueueURL) }
+
+func (p *Pipeline) waitInFlight(url string) bool {
 	p.t.Helper()
 	deadline := time.Now().Add((ReceiveVisibility + 5) * time.Second)
 	for {
-		out, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{QueueUrl: &p.QueueURL, AttributeNames: []sqstypes.QueueAttributeName{
+		out, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url, AttributeNames: []sqstypes.QueueAttributeName{
 			sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
 		}})
 		if err != nil {
@@ -392,18 +474,20 @@ func (p *Pipeline) WaitInFlight() bool {
 	}
 }
 
-func (p *Pipeline) pump(maxRounds int) (failed int) {
+// pumpQueue delivers the queue at url to handle in batches of up to 10 until it is empty:
+// successes are deleted, reported failures become visible again at once.
+func (p *Pipeline) pumpQueue(url string, handle func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), maxRounds int) (failed int) {
 	p.t.Helper()
 	for rounds := 0; rounds < maxRounds; rounds++ {
 		out, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: &p.QueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: ReceiveVisibility,
+			QueueUrl: &url, MaxNumberOfMessages: 10, VisibilityTimeout: ReceiveVisibility,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 		})
 		if err != nil {
 			p.t.Fatal(err)
 		}
 		if len(out.Messages) == 0 {
-			if p.WaitInFlight() {
+			if p.waitInFlight(url) {
 				continue
 			}
 			return failed
@@ -412,9 +496,9 @@ func (p *Pipeline) pump(maxRounds int) (failed int) {
 		for _, m := range out.Messages {
 			ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body, Attributes: m.Attributes})
 		}
-		resp, err := p.Claim.Handle(p.Ctx, ev)
+		resp, err := handle(p.Ctx, ev)
 		if err != nil {
-			p.t.Fatalf("claim handler failed the whole batch: %v", err)
+			p.t.Fatalf("handler failed the whole batch: %v", err)
 		}
 		failedIDs := map[string]bool{}
 		for _, f := range resp.BatchItemFailures {
@@ -423,9 +507,9 @@ func (p *Pipeline) pump(maxRounds int) (failed int) {
 		failed += len(failedIDs)
 		for _, m := range out.Messages {
 			if failedIDs[*m.MessageId] {
-				_, err = p.SQS.ChangeMessageVisibility(p.Ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &p.QueueURL, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+				_, err = p.SQS.ChangeMessageVisibility(p.Ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &url, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
 			} else {
-				_, err = p.SQS.DeleteMessage(p.Ctx, &sqs.DeleteMessageInput{QueueUrl: &p.QueueURL, ReceiptHandle: m.ReceiptHandle})
+				_, err = p.SQS.DeleteMessage(p.Ctx, &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: m.ReceiptHandle})
 			}
 			if err != nil {
 				p.t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -85,7 +86,7 @@ func (p ProviderEvent) Validate() error {
 		name, v string
 		max     int
 		phones  bool
-	}{{"type", p.Type, 64, true}, {"detail", p.Detail, 200, true}, {"message_id", p.MessageID, 256, false}} {
+	}{{"type", p.Type, 64, true}, {"detail", p.Detail, 200, true}} {
 		if f.v == "" && f.name != "detail" {
 			return bad(f.name, "missing")
 		}
@@ -100,7 +101,32 @@ func (p ProviderEvent) Validate() error {
 			return bad(f.name, "refused")
 		}
 	}
+	if !validMessageID(p.MessageID) {
+		return bad("message_id", "want 1-256 letters, digits and '._:-' (an SES Message-ID may end in @...amazonses.com)")
+	}
 	return nil
+}
+
+// validMessageID accepts a provider message id: letters, digits and "._:-",
+// 1 to 256 bytes. SES message ids in the Message-ID form
+// ("<id>@email.amazonses.com", what the local emulator answers) keep that
+// one domain; any other '@' could carry an address and is refused.
+func validMessageID(v string) bool {
+	if id, domain, ok := strings.Cut(v, "@"); ok {
+		if domain != "amazonses.com" && !strings.HasSuffix(domain, ".amazonses.com") {
+			return false
+		}
+		v = id
+	}
+	if v == "" || len(v) > 256 {
+		return false
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 func isLowerHex(s string) bool {

@@ -121,8 +121,12 @@ func New(client Client, cfg Config) (*Transport, error) {
 
 // Capabilities reports that SES honors no idempotency key and offers no
 // per-message lookup: SendEmail has no client token, and no SES API returns
-// a sent message by tag. Unknown outcomes need an operator decision.
-func (t *Transport) Capabilities() ledger.Capabilities { return ledger.Capabilities{} }
+// a sent message by tag. With a configuration set, SES publishes events that
+// carry the tags (Events): reconcile then waits the settle period for one to
+// resolve an unknown outcome, and otherwise it needs an operator decision.
+func (t *Transport) Capabilities() ledger.Capabilities {
+	return ledger.Capabilities{Events: t.cfg.ConfigurationSetName != ""}
+}
 
 // Send makes exactly one SendEmail call (the SDK retryer is disabled for it)
 // with a simple subject and text body. See the package documentation for

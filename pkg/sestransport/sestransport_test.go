@@ -101,6 +101,9 @@ func TestCapabilities(t *testing.T) {
 	if got := tr.Capabilities(); got != (ledger.Capabilities{}) {
 		t.Fatalf("Capabilities() = %+v, want none", got)
 	}
+	if got := newTransport(t, &fakeClient{}, Config{FromEmailAddress: "a@example.com", ConfigurationSetName: "reset-events"}).Capabilities(); got != (ledger.Capabilities{Events: true}) {
+		t.Fatalf("with a configuration set: Capabilities() = %+v, want Events", got)
+	}
 	if _, ok := any(tr).(ledger.Looker); ok {
 		t.Fatal("SES transport must not implement ledger.Looker: SES has no lookup")
 	}

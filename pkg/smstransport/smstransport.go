@@ -147,8 +147,13 @@ func New(client Client, cfg Config) (*Transport, error) {
 }
 
 // Capabilities reports that the service honors no idempotency key and offers
-// no lookup by Context: unknown outcomes need an operator decision.
-func (t *Transport) Capabilities() ledger.Capabilities { return ledger.Capabilities{} }
+// no lookup by Context. With a configuration set, its event destinations
+// publish text events that carry the Context (Events): reconcile then waits
+// the settle period for one to resolve an unknown outcome, and otherwise it
+// needs an operator decision.
+func (t *Transport) Capabilities() ledger.Capabilities {
+	return ledger.Capabilities{Events: t.cfg.ConfigurationSetName != ""}
+}
 
 // Send makes at most one SendTextMessage call (the SDK retryer is disabled
 // for it). See the package documentation for the outcome mapping.

@@ -1,0 +1,19 @@
+// Command events is the provider-events Lambda function of the
+// reset-notification ledger: it records SES and End User Messaging SMS
+// delivery events in the ledger's evidence trail. See
+// internal/handler.Events for what it does and README.md for its settings.
+package main
+
+import (
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/wire"
+)
+
+func main() {
+	fn := wire.Boot(settings.Events)
+	h := &handler.Events{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics}
+	lambda.Start(h.Handle)
+}

@@ -1,0 +1,106 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/providerevent"
+)
+
+// Events records the providers' delivery events (SES event publishing, End
+// User Messaging SMS text events, through SNS to the provider-events queue)
+// in the ledger. It never fails the whole batch. Per message:
+//   - recorded, resolved or duplicate: acknowledged and counted;
+//   - not ours (no dedupe key) or a type the ledger does not keep:
+//     acknowledged, logged and counted with the reason;
+//   - malformed, of an unknown type, for no row or for a row of another
+//     channel: reported failed, logged with the reason and counted, so the
+//     queue's redrive policy keeps it in the DLQ after its receive count;
+//   - a storage error: reported failed and retried by the queue.
+type Events struct {
+	Svc     *ledger.Service
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
+}
+
+// Handle records each event of one SQS batch and reports the ones to retry
+// or dead-letter.
+func (h *Events) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	worker, log := invocation(ctx, settings.Events, h.Log)
+	return sqsBatch(ev.Records, func(rec events.SQSMessage) error {
+		return h.record(ctx, rec, worker, log)
+	}), nil
+}
+
+// refusal is why an event was not recorded, as the Reason dimension and log field spell it.
+func refusal(err error) (reason string, keep bool) {
+	switch {
+	case errors.Is(err, providerevent.ErrNotOurs):
+		return "not_ours", false
+	case errors.Is(err, providerevent.ErrIgnored):
+		return "ignored_type", false
+	case errors.Is(err, providerevent.ErrUnsupported):
+		return "unsupported_type", true
+	case errors.Is(err, ledger.ErrNotFound):
+		return "unmatched", true
+	case errors.Is(err, ledger.ErrEventChannel):
+		return "channel_mismatch", true
+	}
+	return "malformed", true
+}
+
+// record handles one message; a non-nil error means "report as failed".
+func (h *Events) record(ctx context.Context, rec events.SQSMessage, worker ledger.Worker, log *slog.Logger) error {
+	receives, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
+	log = log.With("sqs_message_id", rec.MessageId, "receive_count", receives)
+	p, err := providerevent.Decode([]byte(rec.Body))
+	if err == nil {
+		log = log.With("dedupe_key", p.Key, "channel", string(p.Channel), "event_type", p.Type, "provider_message_id", p.MessageID)
+		var res ledger.EventResult
+		res, err = h.Svc.RecordProviderEvent(ctx, p, worker)
+		if err == nil {
+			h.count(p, res)
+			log.Info("provider event handled", "outcome", string(res.Outcome), "kind", string(p.Kind), "state", string(res.Entry.State))
+			return nil
+		}
+		if !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrEventChannel) && !errors.Is(err, ledger.ErrInvalidProviderEvent) {
+			log.Error("recording the provider event failed; will retry", "error", err.Error())
+			return err
+		}
+	}
+	reason, keep := refusal(err)
+	_ = h.Metrics.Count(metrics.ProviderEventsRefused, map[string]string{metrics.DimReason: reason}, 1)
+	if !keep {
+		log.Info("provider event not kept", "reason", reason, "detail", err.Error())
+		return nil
+	}
+	log.Warn("provider event refused", "reason", reason, "detail", err.Error(), "will_dead_letter", true)
+	return err
+}
+
+// count emits the metrics of one handled event.
+func (h *Events) count(p ledger.ProviderEvent, res ledger.EventResult) {
+	if res.Outcome == ledger.EventDuplicate {
+		_ = h.Metrics.Count(metrics.DuplicateProviderEvents, nil, 1)
+		return
+	}
+	_ = h.Metrics.Count(metrics.ProviderEvents, map[string]string{metrics.DimChannel: string(p.Channel), metrics.DimKind: string(p.Kind)}, 1)
+	switch p.Kind {
+	case ledger.KindBounced:
+		bounceType, _, _ := strings.Cut(p.Detail, "/")
+		_ = h.Metrics.Count(metrics.Bounces, map[string]string{metrics.DimBounceType: bounceType}, 1)
+	case ledger.KindComplained:
+		_ = h.Metrics.Count(metrics.Complaints, nil, 1)
+	}
+	if res.Outcome == ledger.EventResolved {
+		_ = h.Metrics.Count(metrics.ResolvedByEvent, map[string]string{metrics.DimChannel: string(p.Channel)}, 1)
+	}
+}
