@@ -120,6 +120,19 @@ func historyRows(t *testing.T) ([]string, []ledger.Entry) {
 		t.Fatal(err)
 	}
 
+	bounced := claim("email accepted, then delivered and hard-bounced (provider events)", 6, ledger.Email, 10*time.Minute)
+	dispatch(bounced)
+	for _, p := range []ledger.ProviderEvent{
+		{Kind: ledger.KindDelivered, Type: "Delivery"},
+		{Kind: ledger.KindBounced, Type: "Bounce", Detail: "Permanent/General", Permanent: true},
+	} {
+		env.Clock.Advance(2 * time.Second)
+		p.Key, p.Channel, p.MessageID, p.At = bounced.Key(), ledger.Email, "0102018f3a7e-4b1c-example-000000", env.Clock.Now().Add(-time.Second)
+		if _, err := env.Svc.RecordProviderEvent(ctx, p, "events/6a7b8c9d-0005"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	rows := make([]ledger.Entry, len(keys))
 	for i, k := range keys {
 		e, err := env.Store.Get(ctx, k)
@@ -288,6 +301,10 @@ type exportedRow struct {
 		AckID         string `json:"ack_id"`
 		Code          string `json:"not_sent_code"`
 		NextAttemptAt string `json:"next_attempt_at"`
+		ProviderType  string `json:"provider_type"`
+		Detail        string `json:"detail"`
+		ProviderAt    string `json:"provider_at"`
+		Permanent     bool   `json:"permanent_failure"`
 		ContentHash   string `json:"content_hash"`
 		PrevHash      string `json:"prev_hash"`
 		Hash          string `json:"hash"`
@@ -327,6 +344,13 @@ func verifyExportLine(line []byte) (verdict, error) {
 				next = "0001-01-01T00:00:00Z"
 			}
 			fields = append(fields, ev.Code, next)
+		}
+		if ev.ProviderType != "" || ev.Detail != "" || ev.ProviderAt != "" || ev.Permanent {
+			pat := ev.ProviderAt
+			if pat == "" {
+				pat = "0001-01-01T00:00:00Z"
+			}
+			fields = append(fields, "provider-event", ev.ProviderType, ev.Detail, pat, strconv.FormatBool(ev.Permanent))
 		}
 		var pre strings.Builder
 		for _, f := range fields {
@@ -373,6 +397,10 @@ func entryFromExport(line []byte) (ledger.Entry, error) {
 		if err != nil {
 			return e, err
 		}
+		pat, err := parse(ev.ProviderAt)
+		if err != nil {
+			return e, err
+		}
 		from := ledger.State(ev.From)
 		if ev.From == "none" {
 			from = ledger.None
@@ -381,6 +409,7 @@ func entryFromExport(line []byte) (ledger.Entry, error) {
 			ID: ev.ID, Kind: ledger.EventKind(ev.Kind), From: from, To: ledger.State(ev.To), At: at,
 			Worker: ev.Worker, Reason: ev.Reason, PolicyVersion: ev.PolicyVersion, Attempt: ev.Attempt,
 			AckID: ev.AckID, ContentHash: ev.ContentHash, Code: ev.Code, NextAttemptAt: next,
+			ProviderType: ev.ProviderType, Detail: ev.Detail, ProviderAt: pat, Permanent: ev.Permanent,
 			Prev: ev.PrevHash, Hash: ev.Hash,
 		})
 	}

@@ -112,9 +112,14 @@ type eventView struct {
 	AckID         string `json:"ack_id,omitempty"`
 	Code          string `json:"not_sent_code,omitempty"`
 	NextAttemptAt string `json:"next_attempt_at,omitempty"`
-	ContentHash   string `json:"content_hash,omitempty"`
-	PrevHash      string `json:"prev_hash,omitempty"`
-	Hash          string `json:"hash"`
+	// The fields of a provider-event entry (docs/intent-v1.md).
+	ProviderType string `json:"provider_type,omitempty"`
+	Detail       string `json:"detail,omitempty"`
+	ProviderAt   string `json:"provider_at,omitempty"`
+	Permanent    bool   `json:"permanent_failure,omitempty"`
+	ContentHash  string `json:"content_hash,omitempty"`
+	PrevHash     string `json:"prev_hash,omitempty"`
+	Hash         string `json:"hash"`
 }
 
 func jsonTime(t time.Time) string {
@@ -171,6 +176,7 @@ func newEventView(i int, ev ledger.Event) eventView {
 		Index: i, ID: ev.ID, Kind: string(ev.Kind), From: ev.From.String(), To: ev.To.String(),
 		At: jsonTime(ev.At), Worker: ev.Worker, Reason: ev.Reason, PolicyVersion: ev.PolicyVersion,
 		Attempt: ev.Attempt, AckID: ev.AckID, Code: ev.Code, NextAttemptAt: jsonTime(ev.NextAttemptAt),
+		ProviderType: ev.ProviderType, Detail: ev.Detail, ProviderAt: jsonTime(ev.ProviderAt), Permanent: ev.Permanent,
 		ContentHash: ev.ContentHash, PrevHash: ev.Prev, Hash: ev.Hash,
 	}
 }
@@ -299,6 +305,17 @@ func printEvent(w io.Writer, indent string, i int, ev ledger.Event, mark string)
 	fmt.Fprintf(w, "%sworker:  %s   policy: %s   attempt: %d   ack id: %s\n", pad, orDash(ev.Worker), orDash(ev.PolicyVersion), ev.Attempt, orDash(ev.AckID))
 	if ev.Code != "" || !ev.NextAttemptAt.IsZero() {
 		fmt.Fprintf(w, "%snot sent: %s   next attempt: %s\n", pad, orDash(ev.Code), textTime(ev.NextAttemptAt))
+	}
+	if ev.Kind.Provider() {
+		line := fmt.Sprintf("%sprovider: %s", pad, ev.ProviderType)
+		if ev.Detail != "" {
+			line += " " + ev.Detail
+		}
+		line += "   at " + textTime(ev.ProviderAt) + "   message: " + orDash(ev.AckID)
+		if ev.Permanent {
+			line += "   PERMANENT DELIVERY FAILURE"
+		}
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "%scontent: %s\n", pad, orDash(ev.ContentHash))
 	fmt.Fprintf(w, "%sevent:   %s   hash: %s\n", pad, orDash(ev.ID), shortHash(ev.Hash))
