@@ -361,6 +361,11 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, webhookUR
 	fs.Transports[ledger.SMS], fs.SESFrom = settings.TransportWebhook, p.sender
 	fs.WebhookURL, fs.WebhookKeyWindow, fs.WebhookTimeout = webhookURL, 0, 2*time.Second
 	fs.SESConfigurationSet = p.ConfigurationSet
+	if p.ConfigurationSet == "" {
+		// No provider-events route: nothing can report a bounce, so a held
+		// fallback channel is settled when the earlier one is accepted.
+		fs.Policy.FallbackWait = 0
+	}
 	logger := slogJSON(p.Out)
 	em := &metrics.Emitter{W: p.Out}
 	service := func(role settings.Role) *ledger.Service {
