@@ -46,6 +46,8 @@ type Outputs struct {
 	DispatchFunction    string `json:"DispatchFunctionName"`
 	ReconcileFunction   string `json:"ReconcileFunctionName"`
 	ExpireFunction      string `json:"ExpireFunctionName"`
+	// ProviderEventsTopicARN is the topic SES and SMS publish events to.
+	ProviderEventsTopicARN string `json:"ProviderEventsTopicArn"`
 }
 
 // ReadOutputs reads a `cdk deploy --outputs-file` file holding exactly one
