@@ -116,7 +116,7 @@ var (
 		field: at(Duration, func(s *Settings) *time.Duration { return &s.WebhookKeyWindow })}
 	WebhookTimeout = &Var{Env: "WEBHOOK_TIMEOUT", Context: "webhookTimeout", Default: "5s", Roles: Senders,
 		Doc:   "bounds one webhook request; a timeout is an unknown outcome",
-		field: at(Duration, func(s *Settings) *time.Duration { return &s.WebhookTimeout })}
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.WebhookTimeout })}
 	WebhookLookup = &Var{Env: "WEBHOOK_LOOKUP", Context: "webhookLookup", Default: "false", Roles: Senders,
 		Doc:   "true if the webhook answers GET <url>/<key>",
 		field: at(Flag, func(s *Settings) *bool { return &s.WebhookLookup })}
