@@ -47,23 +47,11 @@ func ValueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sizeOfSet(v.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += numberSize(s)
-		}
-		return n
+		return sizeOfSet(v.Value, numberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return sizeOfSet(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
 		n := containerOverhead
 		for _, e := range v.Value {
@@ -139,6 +127,16 @@ func IndexEntrySize(item map[string]types.AttributeValue, attrs ...string) int {
 		if v, ok := item[a]; ok {
 			n += len(a) + ValueSize(v)
 		}
+	}
+	return n
+}
+
+// sizeOfSet returns the size of a string, number or binary set: the sum of
+// its members' sizes, with no per-member overhead.
+func sizeOfSet[T any](members []T, size func(T) int) int {
+	n := 0
+	for _, m := range members {
+		n += size(m)
 	}
 	return n
 }

@@ -51,33 +51,15 @@ type dispatchQueues struct {
 // itself) and reconcile's re-drives of due rows no dispatch picked up. A message is a dedupe key
 // only; dispatch's conditional writes decide, so a duplicate or late message is harmless.
 func (p *LedgerStackProps) dispatchQueues(stack awscdk.Stack) dispatchQueues {
-	dlq := func(id string) awssqs.Queue {
-		return awssqs.NewQueue(stack, jsii.String(id), &awssqs.QueueProps{
-			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-			EnforceSSL:      jsii.Bool(true),
-			RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-			RemovalPolicy:   p.removalPolicy(),
-		})
-	}
-	q := dispatchQueues{streamDLQ: dlq("StreamFailureDlq")}
+	q := dispatchQueues{streamDLQ: p.deadLetterQueue(stack, "StreamFailureDlq")}
 	cdknag.NagSuppressions_AddResourceSuppressions(q.streamDLQ, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SQS3"),
 		Reason: jsii.String("This queue is itself a dead-letter queue: the on-failure destination of the dispatch " +
 			"stream mapping (cdk-nag only recognises redrive-policy DLQs). It holds record metadata, is kept 14 days " +
 			"and is alarmed on depth."),
 	}}, jsii.Bool(true))
-	q.dlq = dlq("DispatchQueueDlq")
-	q.queue = awssqs.NewQueue(stack, jsii.String(awscall.DispatchQueue), &awssqs.QueueProps{
-		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
-		RetentionPeriod:   seconds(dispatchQueueRetention),
-		VisibilityTimeout: seconds(dispatchQueueVisibility),
-		DeadLetterQueue: &awssqs.DeadLetterQueue{
-			Queue:           q.dlq,
-			MaxReceiveCount: jsii.Number(dispatchQueueMaxReceiveCount),
-		},
-		RemovalPolicy: p.removalPolicy(),
-	})
+	q.dlq = p.deadLetterQueue(stack, "DispatchQueueDlq")
+	q.queue = p.workQueue(stack, awscall.DispatchQueue, dispatchQueueRetention, dispatchQueueVisibility, q.dlq, dispatchQueueMaxReceiveCount)
 	return q
 }
 

@@ -16,17 +16,10 @@ import (
 func TestDispatchQueues(t *testing.T) {
 	s := synth(t, nil)
 	dispatchDLQ := s.constructID(t, "AWS::SQS::Queue", "DispatchQueueDlq")
+	queue := workQueueProps(3600, 360, dispatchDLQ, 5) // 360: 6 x dispatch's 60 s
+	queue["DelaySeconds"] = assertions.Match_Absent()  // wake-ups carry their own delay
 	check(t, "dispatch queue", func() {
-		s.template.HasResourceProperties(jsii.String("AWS::SQS::Queue"), map[string]any{
-			"MessageRetentionPeriod": 3600,
-			"VisibilityTimeout":      360, // 6 x dispatch's 60 s
-			"SqsManagedSseEnabled":   true,
-			"DelaySeconds":           assertions.Match_Absent(), // wake-ups carry their own delay
-			"RedrivePolicy": map[string]any{
-				"deadLetterTargetArn": map[string]any{"Fn::GetAtt": []any{dispatchDLQ, "Arn"}},
-				"maxReceiveCount":     5,
-			},
-		})
+		s.template.HasResourceProperties(jsii.String("AWS::SQS::Queue"), queue)
 	})
 	// A message outlives its longest delay and every receive before the DLQ: it is dead-lettered,
 	// never dropped by retention.
@@ -40,15 +33,7 @@ func TestDispatchQueues(t *testing.T) {
 func TestDispatchEventSources(t *testing.T) {
 	s := synth(t, nil)
 	dispatchFn := s.logicalID(t, "AWS::Lambda::Function", "DispatchFunction")
-	check(t, "dispatch queue mapping", func() {
-		s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
-			"FunctionName":          map[string]any{"Ref": dispatchFn},
-			"EventSourceArn":        map[string]any{"Fn::GetAtt": []any{s.constructID(t, "AWS::SQS::Queue", "DispatchQueue"), "Arn"}},
-			"BatchSize":             10,
-			"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
-			"ScalingConfig":         map[string]any{"MaximumConcurrency": 5},
-		})
-	})
+	hasQueueMapping(t, s, "dispatch queue mapping", dispatchFn, s.constructID(t, "AWS::SQS::Queue", "DispatchQueue"), 5)
 	var inserted, fromHeld any
 	for pattern, dst := range map[string]*any{
 		`{"eventName":["INSERT"],"dynamodb":{"NewImage":{"state":{"S":["claimed"]}}}}`:                                     &inserted,

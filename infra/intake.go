@@ -12,31 +12,16 @@ import (
 )
 
 // intake is where intents arrive: the queue producers send to, which the claim function consumes,
-// and its DLQ for poison and repeatedly failing intents. Queues use SQS-managed SSE, so producers
-// send without KMS permissions; every queue denies non-TLS access.
+// and its DLQ for poison and repeatedly failing intents. Producers send without KMS permissions
+// (see workQueue).
 type intake struct {
 	queue, dlq awssqs.Queue
 }
 
 // intake defines the intent queue and its DLQ.
 func (p *LedgerStackProps) intake(stack awscdk.Stack) intake {
-	dlq := awssqs.NewQueue(stack, jsii.String("IntentDlq"), &awssqs.QueueProps{
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		RemovalPolicy:   p.removalPolicy(),
-	})
-	queue := awssqs.NewQueue(stack, jsii.String("IntentQueue"), &awssqs.QueueProps{
-		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
-		RetentionPeriod:   seconds(p.IntentRetention),
-		VisibilityTimeout: seconds(p.IntentVisibilityTimeout),
-		DeadLetterQueue: &awssqs.DeadLetterQueue{
-			Queue:           dlq,
-			MaxReceiveCount: jsii.Number(float64(p.MaxReceiveCount)),
-		},
-		RemovalPolicy: p.removalPolicy(),
-	})
+	dlq := p.deadLetterQueue(stack, "IntentDlq")
+	queue := p.workQueue(stack, "IntentQueue", p.IntentRetention, p.IntentVisibilityTimeout, dlq, p.MaxReceiveCount)
 	return intake{queue: queue, dlq: dlq}
 }
 

@@ -30,6 +30,20 @@ type linterSkip struct {
 // anyOwner keys the suppressions that apply to every resource of a type.
 const anyOwner = "*"
 
+// The reasons the two sweeps (reconcile and expire) and the two SQS event sources share.
+const (
+	sweepNoDLQ = "Invoked only by its once-a-minute schedule, with async retries off: the next tick is " +
+		"the retry. A DLQ would collect schedule events that carry no data; a failing sweep shows in the " +
+		"function's Errors metric"
+	sqsSourceNoDestination = "An SQS event source mapping does not support an on-failure destination (only " +
+		"stream and Kafka sources do)."
+	scheduleNoDLQ = "A schedule target's event carries no data and the next tick, one minute " +
+		"later, is the retry; a target DLQ would hold empty tick events."
+	sweepNoRetries = "The sweep's asynchronous invoke config sets retries to 0 on purpose: " +
+		"the next scheduled tick is the retry, and an on-failure destination would record only that a " +
+		"data-free tick failed, which the function's Errors metric already counts."
+)
+
 // linterSkips lists the suppressions by CloudFormation type and then by owner: the id of the
 // construct directly under the stack that the resource belongs to (e.g. "ClaimFunction" for the
 // function and its SQS event source mapping), or anyOwner.
@@ -100,37 +114,20 @@ var linterSkips = map[string]map[string][]linterSkip{
 				"would only take capacity from the account pool, and on an SQS-triggered function it throttles the " +
 				"pollers, whose throttled receives count toward maxReceiveCount."},
 		},
-		"ReconcileFunction": {
-			{"CKV_AWS_116", "Invoked only by its once-a-minute schedule, with async retries off: the next tick is " +
-				"the retry. A DLQ would collect schedule events that carry no data; a failing sweep shows in the " +
-				"function's Errors metric and in the open-claim age alarm."},
-		},
-		"ExpireFunction": {
-			{"CKV_AWS_116", "Invoked only by its once-a-minute schedule, with async retries off: the next tick is " +
-				"the retry. A DLQ would collect schedule events that carry no data; a failing sweep shows in the " +
-				"function's Errors metric."},
-		},
+		"ReconcileFunction": {{"CKV_AWS_116", sweepNoDLQ + " and in the open-claim age alarm."}},
+		"ExpireFunction":    {{"CKV_AWS_116", sweepNoDLQ + "."}},
 	},
 	"AWS::Lambda::EventSourceMapping": {
-		"ClaimIntentQueueSource": {{"ES1001", "An SQS event source mapping does not support an on-failure destination (only " +
-			"stream and Kafka sources do). The intent queue's redrive policy is its failure destination."}},
-		"DispatchQueueSource": {{"ES1001", "An SQS event source mapping does not support an on-failure destination (only " +
-			"stream and Kafka sources do). The dispatch queue's redrive policy is its failure destination."}},
+		"ClaimIntentQueueSource": {{"ES1001", sqsSourceNoDestination + " The intent queue's redrive policy is its failure destination."}},
+		"DispatchQueueSource":    {{"ES1001", sqsSourceNoDestination + " The dispatch queue's redrive policy is its failure destination."}},
 	},
 	"AWS::Events::Rule": {
-		"ReconcileSchedule": {{"ES4000", "A schedule target's event carries no data and the next tick, one minute " +
-			"later, is the retry; a target DLQ would hold empty tick events. Missed sweeps show as open claims " +
-			"aging past their lease (alarmed)."}},
-		"ExpireSchedule": {{"ES4000", "A schedule target's event carries no data and the next tick, one minute " +
-			"later, is the retry; a target DLQ would hold empty tick events."}},
+		"ReconcileSchedule": {{"ES4000", scheduleNoDLQ + " Missed sweeps show as open claims aging past their lease (alarmed)."}},
+		"ExpireSchedule":    {{"ES4000", scheduleNoDLQ}},
 	},
 	"AWS::Lambda::Permission": {
-		"ReconcileSchedule": {{"ES1007", "The sweep's asynchronous invoke config sets retries to 0 on purpose: " +
-			"the next scheduled tick is the retry, and an on-failure destination would record only that a " +
-			"data-free tick failed, which the function's Errors metric already counts."}},
-		"ExpireSchedule": {{"ES1007", "The sweep's asynchronous invoke config sets retries to 0 on purpose: " +
-			"the next scheduled tick is the retry, and an on-failure destination would record only that a " +
-			"data-free tick failed, which the function's Errors metric already counts."}},
+		"ReconcileSchedule": {{"ES1007", sweepNoRetries}},
+		"ExpireSchedule":    {{"ES1007", sweepNoRetries}},
 	},
 }
 

@@ -188,7 +188,7 @@ func (w *alarms) functions(o observed) {
 
 // sweeps: a heartbeat per run (missing = breaching) and the rows a run failed on.
 func (w *alarms) sweeps() {
-	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
+	for _, name := range settings.Sweepers {
 		id := title(name)
 		w.add(id+"Heartbeat", fmt.Sprintf("No %s sweep started in the alarm period: its schedule, function or "+
 			"start-up is broken.", name), w.p.sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), 1, lt, breaching)
@@ -300,7 +300,7 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed, alarms []in
 		throttles = append(throttles, o.fns[name].MetricThrottles(sum))
 	}
 	var heartbeats, sweepErrs []awscloudwatch.IMetric
-	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
+	for _, name := range settings.Sweepers {
 		heartbeats = append(heartbeats, labelled(p.sweepMetric(metrics.SweepHeartbeat, name, "SampleCount"), string(name)))
 		sweepErrs = append(sweepErrs, labelled(p.sweepMetric(metrics.SweepErrors, name, "Sum"), string(name)))
 	}

@@ -83,7 +83,7 @@ func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake,
 // and send intents.
 func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, contentKey awskms.Key, in intake) {
 	senderRoles := []*string{}
-	for _, name := range []settings.Role{settings.Dispatch, settings.Reconcile} {
+	for _, name := range settings.Senders {
 		contentKey.GrantDecrypt(fns[name])
 		senderRoles = append(senderRoles, fns[name].Role().RoleArn())
 	}

@@ -19,7 +19,7 @@ import (
 
 // sweeps schedules the two sweep functions.
 func (p *LedgerStackProps) sweeps(stack awscdk.Stack, fns map[settings.Role]awslambda.Function) {
-	for _, name := range []settings.Role{settings.Reconcile, settings.Expire} {
+	for _, name := range settings.Sweepers {
 		rate, _ := p.sweepRate(name)
 		p.schedule(stack, name, fns[name], rate)
 	}

@@ -62,26 +62,42 @@ func main() {
 	}
 }
 
+// envInt returns the whole number in the environment variable name, or def
+// if it is unset.
 func envInt(name string, def int) int {
-	if v, ok := os.LookupEnv(name); ok {
+	return fromEnv(name, def, "a whole number", func(v string) (int, error) {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			fmt.Fprintf(os.Stderr, "simulate: %s=%q: want a whole number\n", name, v)
-			os.Exit(2)
+		if err == nil && n < 0 {
+			err = strconv.ErrRange
 		}
-		return n
-	}
-	return def
+		return n, err
+	})
 }
 
+// envDuration returns the duration in the environment variable name, or def
+// if it is unset.
 func envDuration(name string, def time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(name); ok {
+	return fromEnv(name, def, "a duration such as 30s", func(v string) (time.Duration, error) {
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			fmt.Fprintf(os.Stderr, "simulate: %s=%q: want a duration such as 30s\n", name, v)
-			os.Exit(2)
+		if err == nil && d < 0 {
+			err = strconv.ErrRange
 		}
-		return d
+		return d, err
+	})
+}
+
+// fromEnv returns the environment variable name read with parse, or def if
+// it is unset. A value parse refuses ends the program with exit code 2 and
+// a message that it wants want.
+func fromEnv[T any](name string, def T, want string, parse func(string) (T, error)) T {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
 	}
-	return def
+	x, err := parse(v)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "simulate: %s=%q: want %s\n", name, v, want)
+		os.Exit(2)
+	}
+	return x
 }

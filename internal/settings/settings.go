@@ -33,6 +33,13 @@ const (
 // into <dist>/<role>/bootstrap and named <stack prefix>-<role>.
 var Functions = []Role{Claim, Dispatch, Reconcile, Expire, Events}
 
+// Senders lists the functions that send: they decrypt content and send
+// through the transports.
+var Senders = []Role{Dispatch, Reconcile}
+
+// Sweepers lists the scheduled functions that sweep the open-row index.
+var Sweepers = []Role{Reconcile, Expire}
+
 // Transport names, the values of EMAIL_TRANSPORT and SMS_TRANSPORT.
 const (
 	TransportSES     = "ses"     // email through SES v2
@@ -41,7 +48,7 @@ const (
 )
 
 // sends reports whether the role sends through transports.
-func (r Role) sends() bool { return slices.Contains(senders, r) }
+func (r Role) sends() bool { return slices.Contains(Senders, r) }
 
 // Settings is a function's validated configuration. Each field is filled by
 // the declaration in Vars that names it, which also gives its variable,

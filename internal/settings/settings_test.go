@@ -67,3 +67,17 @@ func TestLoadDefaultsAndRoles(t *testing.T) {
 		t.Fatalf("plain http off loopback must fail: %v", err)
 	}
 }
+
+// WEBHOOK_TIMEOUT is a positive duration when it is read, not only when a
+// sending role's settings are checked.
+func TestWebhookTimeoutIsPositive(t *testing.T) {
+	var s Settings
+	for _, text := range []string{"0s", "-1s"} {
+		if err := WebhookTimeout.Set(&s, text); err == nil {
+			t.Errorf("WEBHOOK_TIMEOUT=%s accepted", text)
+		}
+	}
+	if err := WebhookTimeout.Set(&s, "2s"); err != nil || s.WebhookTimeout != 2*time.Second {
+		t.Fatalf("WEBHOOK_TIMEOUT=2s: %v, %v", s.WebhookTimeout, err)
+	}
+}

@@ -51,11 +51,7 @@ func (v *Var) Set(s *Settings, text string) error { return v.field.set(s, text) 
 // Text returns the value of v in s as the variable spells it; "" means unset.
 func (v *Var) Text(s Settings) string { return v.field.text(&s) }
 
-var (
-	senders  = []Role{Dispatch, Reconcile}
-	sweepers = []Role{Reconcile, Expire}
-	policy   = ledger.DefaultPolicy()
-)
+var policy = ledger.DefaultPolicy()
 
 // The declarations. The policy's defaults are the domain's (ledger.DefaultPolicy).
 var (
@@ -66,12 +62,12 @@ var (
 		Roles: append(slices.Clone(Functions), Operator), Doc: "the sealed-content table",
 		field: at(Text, func(s *Settings) *string { return &s.ContentTable })}
 	ContentKeyARN = &Var{Env: "CONTENT_KEY_ARN", Resource: "the content key's ARN", Required: true,
-		Roles: append(slices.Clone(senders), Operator), Doc: "the KMS key that seals content (ledgerctl send seals with it)",
+		Roles: append(slices.Clone(Senders), Operator), Doc: "the KMS key that seals content (ledgerctl send seals with it)",
 		field: at(Text, func(s *Settings) *string { return &s.ContentKeyARN })}
 	BudgetTable = &Var{Env: "BUDGET_TABLE", Resource: "the budget table's name", Required: true, Roles: []Role{Dispatch},
 		Doc:   "the send-rate budget table",
 		field: at(Text, func(s *Settings) *string { return &s.BudgetTable })}
-	DispatchQueueURL = &Var{Env: "DISPATCH_QUEUE_URL", Resource: "the dispatch queue's URL", Required: true, Roles: senders,
+	DispatchQueueURL = &Var{Env: "DISPATCH_QUEUE_URL", Resource: "the dispatch queue's URL", Required: true, Roles: Senders,
 		Doc:   "the queue that hands deferred and re-driven rows back to dispatch",
 		field: at(Text, func(s *Settings) *string { return &s.DispatchQueueURL })}
 
@@ -88,7 +84,7 @@ var (
 		Roles: append(slices.Clone(Functions), Operator), Doc: "row TTL after its last write",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.Retention })}
 	ReconcileMaxAttempts = &Var{Env: "RECONCILE_MAX_ATTEMPTS", Context: "reconcileMaxAttempts",
-		Default: strconv.Itoa(policy.MaxAttempts), Roles: senders, Doc: "attempts per row, first included",
+		Default: strconv.Itoa(policy.MaxAttempts), Roles: Senders, Doc: "attempts per row, first included",
 		field: at(Count, func(s *Settings) *int { return &s.Policy.MaxAttempts })}
 	LookupSettlePeriod = &Var{Env: "LOOKUP_SETTLE_PERIOD", Context: "settlePeriod", Default: FormatDuration(policy.SettlePeriod),
 		Roles: []Role{Reconcile}, Doc: "how long a transport with a lookup or provider events is given to show a send before an unknown row is quarantined",
@@ -97,41 +93,41 @@ var (
 		Roles: Functions, Doc: "how long a held fallback channel waits, after the earlier channel was accepted, for its delivery or a permanent bounce; 0 suppresses it at acceptance",
 		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.FallbackWait })}
 	RecheckAfter = &Var{Env: "RECHECK_AFTER", Default: FormatDuration(policy.RecheckAfter),
-		Roles: senders, Doc: "how long reconcile waits between looks at an unknown row",
+		Roles: Senders, Doc: "how long reconcile waits between looks at an unknown row",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RecheckAfter })}
 
-	EmailTransport = &Var{Env: "EMAIL_TRANSPORT", Context: "emailTransport", Default: TransportSES, Roles: senders,
+	EmailTransport = &Var{Env: "EMAIL_TRANSPORT", Context: "emailTransport", Default: TransportSES, Roles: Senders,
 		Doc:   "ses or webhook",
 		field: per(Text, transports, ledger.Email)}
-	SMSTransport = &Var{Env: "SMS_TRANSPORT", Context: "smsTransport", Default: TransportSMS, Roles: senders,
+	SMSTransport = &Var{Env: "SMS_TRANSPORT", Context: "smsTransport", Default: TransportSMS, Roles: Senders,
 		Doc:   "sms or webhook",
 		field: per(Text, transports, ledger.SMS)}
-	SESFromAddress = &Var{Env: "SES_FROM_ADDRESS", Context: "sesFromAddress", Roles: senders,
+	SESFromAddress = &Var{Env: "SES_FROM_ADDRESS", Context: "sesFromAddress", Roles: Senders,
 		Doc:   "the sender address; required with EMAIL_TRANSPORT=ses",
 		field: at(Text, func(s *Settings) *string { return &s.SESFrom })}
-	SESConfigurationSet = &Var{Env: "SES_CONFIGURATION_SET", Context: "sesConfigurationSet", Roles: senders,
+	SESConfigurationSet = &Var{Env: "SES_CONFIGURATION_SET", Context: "sesConfigurationSet", Roles: Senders,
 		Doc:   "routes SES events (optional)",
 		field: at(Text, func(s *Settings) *string { return &s.SESConfigurationSet })}
-	SMSConfigurationSet = &Var{Env: "SMS_CONFIGURATION_SET", Context: "smsConfigurationSet", Roles: senders,
+	SMSConfigurationSet = &Var{Env: "SMS_CONFIGURATION_SET", Context: "smsConfigurationSet", Roles: Senders,
 		Doc:   "routes SMS events (optional)",
 		field: at(Text, func(s *Settings) *string { return &s.SMSConfigurationSet })}
-	SMSOriginationIdentity = &Var{Env: "SMS_ORIGINATION_IDENTITY", Context: "smsOriginationIdentity", Roles: senders,
+	SMSOriginationIdentity = &Var{Env: "SMS_ORIGINATION_IDENTITY", Context: "smsOriginationIdentity", Roles: Senders,
 		Doc:   "the SMS origination identity (optional; an ARN scopes the send permission)",
 		field: at(Text, func(s *Settings) *string { return &s.SMSOrigination })}
-	WebhookURL = &Var{Env: "WEBHOOK_URL", Context: "webhookUrl", Roles: senders,
+	WebhookURL = &Var{Env: "WEBHOOK_URL", Context: "webhookUrl", Roles: Senders,
 		Doc:   "the webhook endpoint, https (plain http only on loopback); required with a webhook transport",
 		field: at(Text, func(s *Settings) *string { return &s.WebhookURL })}
-	WebhookKeyWindow = &Var{Env: "WEBHOOK_KEY_WINDOW", Context: "webhookKeyWindow", Default: "24h", Roles: senders,
+	WebhookKeyWindow = &Var{Env: "WEBHOOK_KEY_WINDOW", Context: "webhookKeyWindow", Default: "24h", Roles: Senders,
 		Doc:   "how long the webhook honors Idempotency-Key; 0 for an endpoint that does not",
 		field: at(Duration, func(s *Settings) *time.Duration { return &s.WebhookKeyWindow })}
-	WebhookTimeout = &Var{Env: "WEBHOOK_TIMEOUT", Context: "webhookTimeout", Default: "5s", Roles: senders,
+	WebhookTimeout = &Var{Env: "WEBHOOK_TIMEOUT", Context: "webhookTimeout", Default: "5s", Roles: Senders,
 		Doc:   "bounds one webhook request; a timeout is an unknown outcome",
-		field: at(Duration, func(s *Settings) *time.Duration { return &s.WebhookTimeout })}
-	WebhookLookup = &Var{Env: "WEBHOOK_LOOKUP", Context: "webhookLookup", Default: "false", Roles: senders,
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.WebhookTimeout })}
+	WebhookLookup = &Var{Env: "WEBHOOK_LOOKUP", Context: "webhookLookup", Default: "false", Roles: Senders,
 		Doc:   "true if the webhook answers GET <url>/<key>",
 		field: at(Flag, func(s *Settings) *bool { return &s.WebhookLookup })}
 
-	SweepLimit = &Var{Env: "SWEEP_LIMIT", Context: "sweepLimit", Default: "500", Roles: sweepers,
+	SweepLimit = &Var{Env: "SWEEP_LIMIT", Context: "sweepLimit", Default: "500", Roles: Sweepers,
 		Doc:   "rows one sweep handles per state",
 		field: at(Count, func(s *Settings) *int { return &s.SweepLimit })}
 

@@ -119,17 +119,11 @@ func (b *Budget) Reserve(ctx context.Context, ch ledger.Channel, now, notAfter t
 
 // backlog books the send at tat when tat is in [now, notAfter].
 func (b *Budget) backlog(ctx context.Context, ch ledger.Channel, now, notAfter time.Time, iv time.Duration) (time.Time, bool, error) {
-	out, err := b.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &b.table,
-		Key:                      budgetKey(ch),
-		UpdateExpression:         aws.String("SET #tat = #tat + :iv"),
-		ConditionExpression:      aws.String("#tat >= :now AND #tat <= :limit"),
-		ExpressionAttributeNames: map[string]string{"#tat": attrTAT},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":iv": n(iv.Microseconds()), ":now": micros(now), ":limit": micros(notAfter),
-		},
-		ReturnValues: types.ReturnValueUpdatedOld,
+	in := b.booking(ch, "SET #tat = #tat + :iv", "#tat >= :now AND #tat <= :limit", map[string]types.AttributeValue{
+		":iv": n(iv.Microseconds()), ":now": micros(now), ":limit": micros(notAfter),
 	})
+	in.ReturnValues = types.ReturnValueUpdatedOld
+	out, err := b.client.UpdateItem(ctx, in)
 	if err != nil {
 		return time.Time{}, false, conditionFailed(err)
 	}
@@ -147,18 +141,25 @@ func (b *Budget) backlog(ctx context.Context, ch ledger.Channel, now, notAfter t
 // idleNow books the send at now when the budget is idle (tat before now).
 // Reserve has already refused a deadline before now.
 func (b *Budget) idleNow(ctx context.Context, ch ledger.Channel, now, _ time.Time, iv time.Duration) (time.Time, bool, error) {
-	_, err := b.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &b.table,
-		Key:                       budgetKey(ch),
-		UpdateExpression:          aws.String("SET #tat = :next"),
-		ConditionExpression:       aws.String("attribute_not_exists(#tat) OR #tat < :now"),
-		ExpressionAttributeNames:  map[string]string{"#tat": attrTAT},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":next": micros(now.Add(iv)), ":now": micros(now)},
-	})
+	_, err := b.client.UpdateItem(ctx, b.booking(ch, "SET #tat = :next", "attribute_not_exists(#tat) OR #tat < :now",
+		map[string]types.AttributeValue{":next": micros(now.Add(iv)), ":now": micros(now)}))
 	if err != nil {
 		return time.Time{}, false, conditionFailed(err)
 	}
 	return now, true, nil
+}
+
+// booking is the conditional update of ch's tat that books one send: update
+// under cond, with values; "#tat" names the tat attribute.
+func (b *Budget) booking(ch ledger.Channel, update, cond string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:                 &b.table,
+		Key:                       budgetKey(ch),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  map[string]string{"#tat": attrTAT},
+		ExpressionAttributeValues: values,
+	}
 }
 
 // conditionFailed returns nil for a failed condition (the case did not

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2/types"
 	"github.com/aws/smithy-go"
@@ -32,37 +29,25 @@ var now = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 func clock() time.Time { return now }
 
 func testSend(expiresIn time.Duration) ledger.Send {
-	id := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "ch-1", Channel: ledger.SMS}
-	m := ledger.Message{To: testTo, Body: testBody}
-	return ledger.Send{
-		IdempotencyKey: id.Key(),
-		ContentHash:    ledger.ContentHash("reset-sms", "v1", m),
-		Channel:        ledger.SMS,
-		Attempt:        2,
-		ExpiresAt:      now.Add(expiresIn),
-		Message:        m,
-	}
+	s := outcometest.Send("ch-1", ledger.SMS, "reset-sms", ledger.Message{To: testTo, Body: testBody}, now.Add(expiresIn))
+	s.Attempt = 2 // a retry: SMS carries no attempt number, so it goes out as the first did
+	return s
 }
 
-// fakeClient records the input and the options a call would run with.
-type fakeClient struct {
-	outcometest.Fake[pinpointsmsvoicev2.SendTextMessageInput, pinpointsmsvoicev2.SendTextMessageOutput, pinpointsmsvoicev2.Options]
-}
+// fake records the input and the options a SendTextMessage call would run
+// with.
+type fake = outcometest.Fake[pinpointsmsvoicev2.SendTextMessageInput, pinpointsmsvoicev2.SendTextMessageOutput, pinpointsmsvoicev2.Options]
+
+// fakeClient is a Client whose SendTextMessage is a fake.
+type fakeClient struct{ fake }
 
 func (f *fakeClient) SendTextMessage(_ context.Context, in *pinpointsmsvoicev2.SendTextMessageInput, optFns ...func(*pinpointsmsvoicev2.Options)) (*pinpointsmsvoicev2.SendTextMessageOutput, error) {
 	return f.Call(in, pinpointsmsvoicev2.Options{Retryer: retry.NewStandard()}, optFns)
 }
 
-// answering returns a fake client whose call returns out, err.
-func answering(out *pinpointsmsvoicev2.SendTextMessageOutput, err error) *fakeClient {
-	f := &fakeClient{}
-	f.Out, f.Err = out, err
-	return f
-}
-
 // accepting returns a fake client whose call is accepted with message id id.
 func accepting(id string) *fakeClient {
-	return answering(&pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String(id)}, nil)
+	return &fakeClient{fake{Out: &pinpointsmsvoicev2.SendTextMessageOutput{MessageId: aws.String(id)}}}
 }
 
 func newTransport(t *testing.T, c Client, cfg Config) *Transport {
@@ -78,40 +63,23 @@ func newTransport(t *testing.T, c Client, cfg Config) *Transport {
 }
 
 func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  Config
-		ok   bool
-	}{
-		{"zero value", Config{}, true},
-		{"full", Config{OriginationIdentity: "arn:aws:sms-voice:eu-west-1:123456789012:pool/pool-abc", ConfigurationSetName: "reset-events", MinTimeToLive: time.Minute}, true},
-		{"phone number identity", Config{OriginationIdentity: "+14155550100"}, true},
-		{"bad identity", Config{OriginationIdentity: "has space"}, false},
-		{"bad config set", Config{ConfigurationSetName: "a;b"}, false},
-		{"min ttl below API minimum", Config{MinTimeToLive: time.Second}, false},
-		{"min ttl above API maximum", Config{MinTimeToLive: 73 * time.Hour}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			outcometest.CheckConfigErr(t, tt.cfg.Validate(), tt.ok, ErrInvalidConfig)
-		})
-	}
+	outcometest.ValidateConfigs(t, ErrInvalidConfig, []outcometest.ConfigCase[Config]{
+		{Name: "zero value", Config: Config{}, OK: true},
+		{Name: "full", Config: Config{OriginationIdentity: "arn:aws:sms-voice:eu-west-1:123456789012:pool/pool-abc", ConfigurationSetName: "reset-events", MinTimeToLive: time.Minute}, OK: true},
+		{Name: "phone number identity", Config: Config{OriginationIdentity: "+14155550100"}, OK: true},
+		{Name: "bad identity", Config: Config{OriginationIdentity: "has space"}, OK: false},
+		{Name: "bad config set", Config: Config{ConfigurationSetName: "a;b"}, OK: false},
+		{Name: "min ttl below API minimum", Config: Config{MinTimeToLive: time.Second}, OK: false},
+		{Name: "min ttl above API maximum", Config: Config{MinTimeToLive: 73 * time.Hour}, OK: false},
+	})
 	if _, err := New(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("New(nil) = %v", err)
 	}
 }
 
 func TestCapabilities(t *testing.T) {
-	tr := newTransport(t, &fakeClient{}, Config{})
-	if got := tr.Capabilities(); got != (ledger.Capabilities{}) {
-		t.Fatalf("Capabilities() = %+v, want none", got)
-	}
-	if got := newTransport(t, &fakeClient{}, Config{ConfigurationSetName: "reset-events"}).Capabilities(); got != (ledger.Capabilities{Events: true}) {
-		t.Fatalf("with a configuration set: Capabilities() = %+v, want Events", got)
-	}
-	if _, ok := any(tr).(ledger.Looker); ok {
-		t.Fatal("SMS transport must not implement ledger.Looker")
-	}
+	outcometest.NoCapabilities(t, newTransport(t, &fakeClient{}, Config{}))
+	outcometest.EventsOnly(t, newTransport(t, &fakeClient{}, Config{ConfigurationSetName: "reset-events"}))
 }
 
 func TestSendBuildsRequest(t *testing.T) {
@@ -119,12 +87,7 @@ func TestSendBuildsRequest(t *testing.T) {
 	tr := newTransport(t, fc, Config{OriginationIdentity: "pool-abc", ConfigurationSetName: "reset-events"})
 	s := testSend(10*time.Minute + 900*time.Millisecond)
 	ack, err := tr.Send(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ack.ID != "msg-1" {
-		t.Fatalf("ack = %q, want the MessageId", ack.ID)
-	}
+	outcometest.WantAck(t, ack, err, "msg-1")
 	in := fc.In
 	if aws.ToString(in.DestinationPhoneNumber) != testTo || aws.ToString(in.MessageBody) != testBody {
 		t.Errorf("destination/body not passed through: %+v", in)
@@ -200,140 +163,76 @@ func opErr(err error) error {
 	return &smithy.OperationError{ServiceID: "PinpointSMSVoiceV2", OperationName: "SendTextMessage", Err: err}
 }
 
+// suite fills in, for End User Messaging SMS, the tests every AWS
+// transport shares. No error text may carry the number (in any spelling),
+// the body, the code in it, the link's token or control characters.
+var suite = outcometest.Suite{
+	Unknown: ErrOutcomeUnknown,
+	Secrets: []string{testTo, "4155550123", "415 555 0123", testBody, "834211", "s3cr3tT0ken", "\r", "\n", "\x00"},
+	Fail: func(t *testing.T, err error) error {
+		_, err = newTransport(t, &fakeClient{fake{Err: err}}, Config{}).Send(context.Background(), testSend(10*time.Minute))
+		return err
+	},
+	SendTo: func(ctx context.Context, t *testing.T, url string) error {
+		_, err := newTransport(t, pinpointsmsvoicev2.NewFromConfig(outcometest.AWSConfig(url)), Config{}).Send(ctx, testSend(time.Hour))
+		return err
+	},
+	Empty: func(t *testing.T) error {
+		_, err := newTransport(t, &fakeClient{fake{Out: &pinpointsmsvoicev2.SendTextMessageOutput{}}}, Config{}).Send(context.Background(), testSend(time.Hour))
+		return err
+	},
+	Headers: setHeaders,
+}
+
 func TestSendErrorMapping(t *testing.T) {
 	leaky := "Destination phone number " + testTo + " (+1 415 555 0123) is invalid; body: " + testBody + "\r\n\x00"
-	tests := []struct {
-		name       string
-		err        error
-		class      string // rejected, notsent, unknown
-		wantPrefix string // of the rejection reason, the NotSent code or the error text
-	}{
-		{"validation", opErr(&types.ValidationException{Message: aws.String(leaky), Reason: types.ValidationExceptionReasonDestinationCountryBlocked}), "rejected", "ValidationException/DESTINATION_COUNTRY_BLOCKED: Destination phone number [redacted]"},
-		{"access denied", &types.AccessDeniedException{Message: aws.String("account disabled"), Reason: types.AccessDeniedExceptionReasonAccountDisabled}, "rejected", "AccessDeniedException/ACCOUNT_DISABLED: account disabled"},
-		{"resource not found", &types.ResourceNotFoundException{Message: aws.String("pool not found")}, "rejected", "ResourceNotFoundException: pool not found"},
-		{"opted out", &types.ConflictException{Message: aws.String(leaky), Reason: types.ConflictExceptionReasonDestinationPhoneNumberOptedOut}, "rejected", "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT"},
-		{"spend limit", &types.ServiceQuotaExceededException{Message: aws.String(leaky), Reason: types.ServiceQuotaExceededExceptionReasonMonthlySpendLimitReachedForText}, "notsent", "ServiceQuotaExceededException/MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"},
-		{"quota without a reason", opErr(&types.ServiceQuotaExceededException{Message: aws.String(leaky)}), "notsent", "ServiceQuotaExceededException"},
-		{"throttling", opErr(&types.ThrottlingException{Message: aws.String(leaky)}), "notsent", "ThrottlingException"},
-		{"internal", &types.InternalServerException{Message: aws.String(leaky)}, "unknown", "smstransport: outcome unknown: InternalServerException"},
-		{"deadline", opErr(fmt.Errorf("post %s: %w", testTo, context.DeadlineExceeded)), "unknown", "smstransport: outcome unknown: timeout"},
-		{"network", opErr(errors.New("write tcp: broken pipe " + testBody)), "unknown", "smstransport: outcome unknown: transport error"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := newTransport(t, answering(nil, tt.err), Config{}).Send(context.Background(), testSend(10*time.Minute))
-			outcometest.Want{Class: tt.class, Text: tt.wantPrefix, Prefix: true}.Check(t, err, ErrOutcomeUnknown)
-			assertClean(t, err.Error())
-		})
-	}
-}
-
-// assertClean fails if s carries the number (in any spelling), the body, the
-// code in it, the link's token or control characters.
-func assertClean(t *testing.T, s string) {
-	t.Helper()
-	outcometest.AssertClean(t, s, testTo, "4155550123", "415 555 0123", testBody, "834211", "s3cr3tT0ken", "\r", "\n", "\x00")
-}
-
-func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) {
-	fc := answering(&pinpointsmsvoicev2.SendTextMessageOutput{}, nil)
-	if _, err := newTransport(t, fc, Config{}).Send(context.Background(), testSend(time.Hour)); !errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
-	}
-}
-
-// sdkClient is a real End User Messaging SMS client pointed at a local
-// HTTP server, with the SDK's default (retrying) retryer.
-func sdkClient(url string) *pinpointsmsvoicev2.Client {
-	return pinpointsmsvoicev2.New(pinpointsmsvoicev2.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(url),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "SECRETTEST", ""),
+	suite.ErrorMapping(t, []outcometest.ErrorCase{
+		{Name: "validation", Err: opErr(&types.ValidationException{Message: aws.String(leaky), Reason: types.ValidationExceptionReasonDestinationCountryBlocked}), Class: "rejected", Prefix: "ValidationException/DESTINATION_COUNTRY_BLOCKED: Destination phone number [redacted]"},
+		{Name: "access denied", Err: &types.AccessDeniedException{Message: aws.String("account disabled"), Reason: types.AccessDeniedExceptionReasonAccountDisabled}, Class: "rejected", Prefix: "AccessDeniedException/ACCOUNT_DISABLED: account disabled"},
+		{Name: "resource not found", Err: &types.ResourceNotFoundException{Message: aws.String("pool not found")}, Class: "rejected", Prefix: "ResourceNotFoundException: pool not found"},
+		{Name: "opted out", Err: &types.ConflictException{Message: aws.String(leaky), Reason: types.ConflictExceptionReasonDestinationPhoneNumberOptedOut}, Class: "rejected", Prefix: "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT"},
+		{Name: "spend limit", Err: &types.ServiceQuotaExceededException{Message: aws.String(leaky), Reason: types.ServiceQuotaExceededExceptionReasonMonthlySpendLimitReachedForText}, Class: "notsent", Prefix: "ServiceQuotaExceededException/MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"},
+		{Name: "quota without a reason", Err: opErr(&types.ServiceQuotaExceededException{Message: aws.String(leaky)}), Class: "notsent", Prefix: "ServiceQuotaExceededException"},
+		{Name: "throttling", Err: opErr(&types.ThrottlingException{Message: aws.String(leaky)}), Class: "notsent", Prefix: "ThrottlingException"},
+		{Name: "internal", Err: &types.InternalServerException{Message: aws.String(leaky)}, Class: "unknown", Prefix: "smstransport: outcome unknown: InternalServerException"},
+		{Name: "deadline", Err: opErr(fmt.Errorf("post %s: %w", testTo, context.DeadlineExceeded)), Class: "unknown", Prefix: "smstransport: outcome unknown: timeout"},
+		{Name: "network", Err: opErr(errors.New("write tcp: broken pipe " + testBody)), Class: "unknown", Prefix: "smstransport: outcome unknown: transport error"},
 	})
 }
+
+func TestSendAcceptedWithoutMessageIDIsUnknown(t *testing.T) { suite.NoMessageID(t) }
 
 // TestSendThroughSDK runs the real client (awsJson1_0 protocol, default
 // retrying retryer) against a local server: it checks the SDK's error
 // decoding feeds the mapping and that the transport disables retries.
 func TestSendThroughSDK(t *testing.T) {
 	leaky := `"Message":"Number ` + testTo + ` blocked: ` + testBody + `"`
-	tests := []struct {
-		name      string
-		status    int
-		header    map[string]string // more response headers
-		body      string
-		class     string // rejected, notsent, unknown
-		want      string // rejection reason, NotSent code, or error text
-		wantAfter time.Duration
-	}{
-		{"opted out", 400, nil, `{"__type":"ConflictException","Message":"Number ` + testTo + ` opted out","Reason":"DESTINATION_PHONE_NUMBER_OPTED_OUT"}`, "rejected", "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT: Number [redacted] opted out (request id rid-9)", 0},
-		{"ValidationException", 400, nil, `{"__type":"com.amazonaws.pinpointsmsvoicev2#ValidationException","Message":"invalid number ` + testTo + `","Reason":"INVALID_PARAMETER"}`, "rejected", "ValidationException/INVALID_PARAMETER: invalid number [redacted] (request id rid-9)", 0},
-		{"AccessDeniedException", 400, nil, `{"__type":"AccessDeniedException","Message":"account disabled","Reason":"ACCOUNT_DISABLED"}`, "rejected", "AccessDeniedException/ACCOUNT_DISABLED: account disabled (request id rid-9)", 0},
-		{"ResourceNotFoundException", 400, nil, `{"__type":"ResourceNotFoundException","Message":"pool not found"}`, "rejected", "ResourceNotFoundException: pool not found (request id rid-9)", 0},
-		{"throttled", 400, nil, `{"__type":"ThrottlingException",` + leaky + `}`, "notsent", "ThrottlingException", 0},
-		{"throttled, code in X-Amzn-ErrorType", 400, map[string]string{"X-Amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/coral/com.amazonaws.pinpointsmsvoicev2/"}, `{` + leaky + `}`, "notsent", "ThrottlingException", 0},
-		{"throttled with x-amz-retry-after", 400, map[string]string{"X-Amz-Retry-After": "750"}, `{"__type":"ThrottlingException",` + leaky + `}`, "notsent", "ThrottlingException", 750 * time.Millisecond},
-		{"throttled with negative x-amz-retry-after", 400, map[string]string{"X-Amz-Retry-After": "-750"}, `{"__type":"ThrottlingException",` + leaky + `}`, "notsent", "ThrottlingException", 0},
-		{"spend limit", 400, nil, `{"__type":"ServiceQuotaExceededException",` + leaky + `,"Reason":"MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"}`, "notsent", "ServiceQuotaExceededException/MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT", 0},
-		{"daily destination limit", 400, nil, `{"__type":"ServiceQuotaExceededException",` + leaky + `,"Reason":"DAILY_DESTINATION_CALL_LIMIT"}`, "notsent", "ServiceQuotaExceededException/DAILY_DESTINATION_CALL_LIMIT", 0},
-		{"internal", 500, nil, `{"__type":"InternalServerException","Message":"oops"}`, "unknown", "smstransport: outcome unknown: InternalServerException (HTTP 500) (request id rid-9)", 0},
-		{"bad gateway without a code", 502, nil, `<html>bad gateway</html>`, "unknown", "smstransport: outcome unknown: HTTP 502 without a recognised error code (request id rid-9)", 0},
-		{"unavailable without a code", 503, nil, `{"Message":"unavailable"}`, "unknown", "smstransport: outcome unknown: UnknownError (HTTP 503) (request id rid-9)", 0},
-		{"accepted without MessageId", 200, nil, `{}`, "unknown", "smstransport: outcome unknown: SendTextMessage succeeded without a MessageId", 0},
-		{"accepted but garbled", 200, nil, `{"MessageId":`, "unknown", "smstransport: outcome unknown: HTTP 200 but the response could not be decoded (request id rid-9)", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := sendOnce(context.Background(), t, func(w http.ResponseWriter, r *http.Request) {
-				setHeaders(w)
-				for k, v := range tt.header {
-					w.Header().Set(k, v)
-				}
-				w.WriteHeader(tt.status)
-				fmt.Fprint(w, tt.body)
-			})
-			outcometest.Want{Class: tt.class, Text: tt.want, RetryAfter: tt.wantAfter}.Check(t, err, ErrOutcomeUnknown)
-			assertClean(t, err.Error())
-		})
-	}
+	suite.ThroughSDK(t, []outcometest.Answer{
+		{Name: "opted out", Status: 400, Body: `{"__type":"ConflictException","Message":"Number ` + testTo + ` opted out","Reason":"DESTINATION_PHONE_NUMBER_OPTED_OUT"}`, Class: "rejected", Text: "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT: Number [redacted] opted out (request id rid-9)"},
+		{Name: "ValidationException", Status: 400, Body: `{"__type":"com.amazonaws.pinpointsmsvoicev2#ValidationException","Message":"invalid number ` + testTo + `","Reason":"INVALID_PARAMETER"}`, Class: "rejected", Text: "ValidationException/INVALID_PARAMETER: invalid number [redacted] (request id rid-9)"},
+		{Name: "AccessDeniedException", Status: 400, Body: `{"__type":"AccessDeniedException","Message":"account disabled","Reason":"ACCOUNT_DISABLED"}`, Class: "rejected", Text: "AccessDeniedException/ACCOUNT_DISABLED: account disabled (request id rid-9)"},
+		{Name: "ResourceNotFoundException", Status: 400, Body: `{"__type":"ResourceNotFoundException","Message":"pool not found"}`, Class: "rejected", Text: "ResourceNotFoundException: pool not found (request id rid-9)"},
+		{Name: "throttled", Status: 400, Body: `{"__type":"ThrottlingException",` + leaky + `}`, Class: "notsent", Text: "ThrottlingException"},
+		{Name: "throttled, code in X-Amzn-ErrorType", Status: 400, Header: map[string]string{"X-Amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/coral/com.amazonaws.pinpointsmsvoicev2/"}, Body: `{` + leaky + `}`, Class: "notsent", Text: "ThrottlingException"},
+		{Name: "throttled with x-amz-retry-after", Status: 400, Header: map[string]string{"X-Amz-Retry-After": "750"}, Body: `{"__type":"ThrottlingException",` + leaky + `}`, Class: "notsent", Text: "ThrottlingException", RetryAfter: 750 * time.Millisecond},
+		{Name: "throttled with negative x-amz-retry-after", Status: 400, Header: map[string]string{"X-Amz-Retry-After": "-750"}, Body: `{"__type":"ThrottlingException",` + leaky + `}`, Class: "notsent", Text: "ThrottlingException"},
+		{Name: "spend limit", Status: 400, Body: `{"__type":"ServiceQuotaExceededException",` + leaky + `,"Reason":"MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"}`, Class: "notsent", Text: "ServiceQuotaExceededException/MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"},
+		{Name: "daily destination limit", Status: 400, Body: `{"__type":"ServiceQuotaExceededException",` + leaky + `,"Reason":"DAILY_DESTINATION_CALL_LIMIT"}`, Class: "notsent", Text: "ServiceQuotaExceededException/DAILY_DESTINATION_CALL_LIMIT"},
+		{Name: "internal", Status: 500, Body: `{"__type":"InternalServerException","Message":"oops"}`, Class: "unknown", Text: "smstransport: outcome unknown: InternalServerException (HTTP 500) (request id rid-9)"},
+		{Name: "bad gateway without a code", Status: 502, Body: `<html>bad gateway</html>`, Class: "unknown", Text: "smstransport: outcome unknown: HTTP 502 without a recognised error code (request id rid-9)"},
+		{Name: "unavailable without a code", Status: 503, Body: `{"Message":"unavailable"}`, Class: "unknown", Text: "smstransport: outcome unknown: UnknownError (HTTP 503) (request id rid-9)"},
+		{Name: "accepted without MessageId", Status: 200, Body: `{}`, Class: "unknown", Text: "smstransport: outcome unknown: SendTextMessage succeeded without a MessageId"},
+		{Name: "accepted but garbled", Status: 200, Body: `{"MessageId":`, Class: "unknown", Text: "smstransport: outcome unknown: HTTP 200 but the response could not be decoded (request id rid-9)"},
+	})
 
 	// Answers that end before they are complete are unknown outcomes.
-	incomplete := []struct {
-		name  string
-		serve http.HandlerFunc
-		ctx   time.Duration // a deadline for the call, if set
-		want  string
-	}{
-		{"connection reset after the request was written", outcometest.ResetConnection, 0, "smstransport: outcome unknown: transport error before a response"},
-		{"503 with a truncated body", truncated(503, `{"__type":"ServiceUnavailableException","Message":"try again later"}`),
-			0, "smstransport: outcome unknown: HTTP 503 without a recognised error code (request id rid-9)"},
-		{"throttling with a truncated body", truncated(400, `{"__type":"ThrottlingException","Message":"slow down, please"}`),
-			0, "smstransport: outcome unknown: HTTP 400 without a recognised error code (request id rid-9)"},
-		{"timeout", outcometest.Hang(10 * time.Second), 200 * time.Millisecond, "smstransport: outcome unknown: timeout (context deadline exceeded)"},
-	}
-	for _, tt := range incomplete {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			if tt.ctx > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, tt.ctx)
-				defer cancel()
-			}
-			err := sendOnce(ctx, t, tt.serve)
-			outcometest.Want{Class: "unknown", Text: tt.want}.Check(t, err, ErrOutcomeUnknown)
-			assertClean(t, err.Error())
-		})
-	}
-}
-
-// sendOnce sends testSend through the real SDK client to a server that
-// answers with serve, and checks that the server saw exactly one request:
-// the SDK's default retryer is on, so this proves the transport turns it off.
-func sendOnce(ctx context.Context, t *testing.T, serve http.HandlerFunc) error {
-	t.Helper()
-	return outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
-		_, err := newTransport(t, sdkClient(srv.URL), Config{}).Send(ctx, testSend(time.Hour))
-		return err
+	suite.Incomplete(t, []outcometest.Incomplete{
+		{Name: "connection reset after the request was written", Serve: outcometest.ResetConnection, Text: "smstransport: outcome unknown: transport error before a response"},
+		{Name: "503 with a truncated body", Serve: suite.Truncated(503, "", `{"__type":"ServiceUnavailableException","Message":"try again later"}`),
+			Text: "smstransport: outcome unknown: HTTP 503 without a recognised error code (request id rid-9)"},
+		{Name: "throttling with a truncated body", Serve: suite.Truncated(400, "", `{"__type":"ThrottlingException","Message":"slow down, please"}`),
+			Text: "smstransport: outcome unknown: HTTP 400 without a recognised error code (request id rid-9)"},
+		{Name: "timeout", Serve: outcometest.Hang(10 * time.Second), Deadline: 200 * time.Millisecond, Text: "smstransport: outcome unknown: timeout (context deadline exceeded)"},
 	})
 }
 
@@ -341,14 +240,4 @@ func sendOnce(ctx context.Context, t *testing.T, serve http.HandlerFunc) error {
 func setHeaders(w http.ResponseWriter) {
 	w.Header().Set("X-Amzn-RequestId", "rid-9")
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-}
-
-// truncated answers status with a body that breaks off halfway (see
-// outcometest.Truncate).
-func truncated(status int, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		setHeaders(w)
-		outcometest.Truncate(w, status, body)
-	}
 }

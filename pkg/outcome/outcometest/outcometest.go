@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -157,16 +160,51 @@ func (w Want) Check(t testing.TB, err, unknown error) {
 	}
 }
 
-// CheckConfigErr fails the test unless err, a Config.Validate result, is
-// nil when ok and wraps invalid (the package's invalid-config sentinel)
-// when not.
-func CheckConfigErr(t testing.TB, err error, ok bool, invalid error) {
+// ConfigCase is a transport Config and whether Validate must accept it.
+type ConfigCase[C any] struct {
+	Name   string
+	Config C
+	OK     bool
+}
+
+// ValidateConfigs checks each case's Validate result: nil when OK, an error
+// wrapping invalid (the package's invalid-config sentinel) otherwise, whose
+// text repeats none of secrets (the configured values it must not echo).
+func ValidateConfigs[C interface{ Validate() error }](t *testing.T, invalid error, cases []ConfigCase[C], secrets ...string) {
 	t.Helper()
-	if (err == nil) != ok {
-		t.Fatalf("Validate() = %v, want ok=%v", err, ok)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			err := c.Config.Validate()
+			if (err == nil) != c.OK {
+				t.Fatalf("Validate() = %v, want ok=%v", err, c.OK)
+			}
+			if err != nil && !errors.Is(err, invalid) {
+				t.Fatalf("error %v does not wrap %v", err, invalid)
+			}
+			if err != nil {
+				AssertClean(t, err.Error(), secrets...)
+			}
+		})
 	}
-	if err != nil && !errors.Is(err, invalid) {
-		t.Fatalf("error %v does not wrap %v", err, invalid)
+}
+
+// WantAck fails the test unless a send returned ack with message id id and
+// no error.
+func WantAck(t testing.TB, ack ledger.Ack, err error, id string) {
+	t.Helper()
+	if err != nil || ack.ID != id {
+		t.Fatalf("ack %q, err %v; want accepted with id %q", ack.ID, err, id)
+	}
+}
+
+// AWSConfig is the configuration of a real AWS SDK client that talks to a
+// local test server at url, with static credentials and the SDK's default
+// (retrying) retryer.
+func AWSConfig(url string) aws.Config {
+	return aws.Config{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(url),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "SECRETTEST", ""),
 	}
 }
 
@@ -193,4 +231,19 @@ func (f *Fake[In, Out, Opts]) Call(in *In, base Opts, optFns []func(*Opts)) (*Ou
 		fn(&f.Opts)
 	}
 	return f.Out, f.Err
+}
+
+// Send returns attempt 1 of the password-reset message m for challenge on
+// ch, expiring at expiresAt: its idempotency key is the identity's dedupe
+// key and its content hash that of template version "v1".
+func Send(challenge string, ch ledger.Channel, template string, m ledger.Message, expiresAt time.Time) ledger.Send {
+	id := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: challenge, Channel: ch}
+	return ledger.Send{
+		IdempotencyKey: id.Key(),
+		ContentHash:    ledger.ContentHash(template, "v1", m),
+		Channel:        ch,
+		Attempt:        1,
+		ExpiresAt:      expiresAt,
+		Message:        m,
+	}
 }
