@@ -109,9 +109,12 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 		},
 		RemovalPolicy: p.removalPolicy(),
 	})
-	// The binding adds the queue policy that lets this topic (aws:SourceArn) send to the queue.
+	// The binding adds the queue policies that let this topic (aws:SourceArn) send to the queue,
+	// and to the DLQ: an event SNS cannot deliver to the queue (a queue policy or the queue
+	// broken) lands in the same DLQ as the ones the function kept failing on, not nowhere.
 	ev.topic.AddSubscription(awssnssubscriptions.NewSqsSubscription(ev.queue, &awssnssubscriptions.SqsSubscriptionProps{
 		RawMessageDelivery: jsii.Bool(true),
+		DeadLetterQueue:    ev.dlq,
 	}))
 	if p.Functions.Transports[ledger.Email] == settings.TransportSES {
 		ev.sesSet = p.sesEvents(stack, ev.topic)

@@ -28,6 +28,7 @@ func TestProviderEventsRoute(t *testing.T) {
 	for _, sub := range subs {
 		sp := props(sub)
 		if sp["Protocol"] != "sqs" || label(sp["Endpoint"]) != "ProviderEventsQueue" || sp["RawMessageDelivery"] != true ||
+			mustJSON(sp["RedrivePolicy"]) != `{"deadLetterTargetArn":{"Fn::GetAtt":["`+s.constructID(t, "AWS::SQS::Queue", "ProviderEventsDlq")+`","Arn"]}}` ||
 			label(sp["TopicArn"]) != "ProviderEventsTopic" {
 			t.Errorf("subscription = %s, want the topic to ProviderEventsQueue with raw delivery", mustJSON(sp))
 		}
