@@ -138,11 +138,10 @@ func eventServices() []awsiam.IPrincipal {
 // SES publish for this set only (aws:SourceArn) and from this account.
 func (p *LedgerStackProps) sesEvents(stack awscdk.Stack, topic awssns.Topic) string {
 	var set awsses.IConfigurationSet
-	name := p.Functions.SESConfigurationSet
-	if name != "" {
+	name := p.sesConfigurationSet()
+	if p.Functions.SESConfigurationSet != "" {
 		set = awsses.ConfigurationSet_FromConfigurationSetName(stack, jsii.String("SesConfigurationSet"), jsii.String(name))
 	} else {
-		name = p.Prefix + "-events"
 		// Reputation metrics per set; the account-level suppression list applies (the set does
 		// not override it), so SES itself refuses addresses that hard-bounced or complained.
 		set = awsses.NewConfigurationSet(stack, jsii.String("SesConfigurationSet"), &awsses.ConfigurationSetProps{
@@ -169,6 +168,14 @@ func (p *LedgerStackProps) sesEvents(stack awscdk.Stack, topic awssns.Topic) str
 		}},
 	}))
 	return name
+}
+
+// sesConfigurationSet is the SES configuration set's name: the one context names, or the stack's own.
+func (p *LedgerStackProps) sesConfigurationSet() string {
+	if p.Functions.SESConfigurationSet != "" {
+		return p.Functions.SESConfigurationSet
+	}
+	return p.Prefix + "-events"
 }
 
 // smsEvents creates the End User Messaging SMS configuration set with an event destination to

@@ -40,6 +40,9 @@ type Recording struct {
 const (
 	SESFromAddress = "${SESFromAddress}"
 	SESIdentity    = "${SESIdentity}"
+	// SESConfigurationSet stands for the SES configuration set the stack's senders name (the
+	// stack's own, or the one sesConfigurationSet names).
+	SESConfigurationSet = "${SESConfigurationSet}"
 )
 
 // Construct names of the stack's resources the functions call by name: the
