@@ -27,6 +27,8 @@ type appConfig struct {
 	Nag bool
 	// Observability keeps the alarms and the dashboard (Props.SkipObservability is its negation).
 	Observability bool
+	// MathAlarms keeps the metric-math alarms (Props.SkipMathAlarms is its negation).
+	MathAlarms bool
 }
 
 // A stageParam is one stage parameter only the stack reads: its context key, its default as the
@@ -77,6 +79,8 @@ var stageParams = []stageParam{
 		settings.Duration, inProps(func(p *LedgerStackProps) *time.Duration { return &p.IntentVisibilityTimeout })),
 	param("claimMaxConcurrency", "10", "2..1000, claim instances the intent queue's event source runs at once",
 		settings.Count, inProps(func(p *LedgerStackProps) *int { return &p.ClaimMaxConcurrency })),
+	param("eventsMaxConcurrency", "5", "2..1000, events instances the provider events queue's event source runs at once",
+		settings.Count, inProps(func(p *LedgerStackProps) *int { return &p.EventsMaxConcurrency })),
 	param("dispatchQueueMaxConcurrency", "5", "2..1000, dispatch instances the dispatch queue's event source runs at once",
 		settings.Count, inProps(func(p *LedgerStackProps) *int { return &p.DispatchQueueMaxConcurrency })),
 	param("reconcileRate", "1m", "the reconcile schedule, whole minutes",
@@ -101,6 +105,8 @@ var stageParams = []stageParam{
 		settings.Duration, inProps(func(p *LedgerStackProps) *time.Duration { return &p.DispatchLagLimit })),
 	param("observability", "true", "false leaves out alarms and the dashboard",
 		settings.Flag, func(c *appConfig) *bool { return &c.Observability }),
+	param("mathAlarms", "true", "false leaves out the metric-math alarms (the local emulator rejects them)",
+		settings.Flag, func(c *appConfig) *bool { return &c.MathAlarms }),
 	param("nag", "true", "false skips the cdk-nag AwsSolutions checks",
 		settings.Flag, func(c *appConfig) *bool { return &c.Nag }),
 }
@@ -150,6 +156,7 @@ func defaultConfig(stage string) *appConfig {
 	// A dev stage is the one stage whose alarms may notify no one.
 	c.Props.RequireAlarmTopic = c.Props.RequireAlarmTopic && stage != "dev"
 	c.Props.SkipObservability = !c.Observability
+	c.Props.SkipMathAlarms = !c.MathAlarms
 	return c
 }
 
@@ -192,6 +199,7 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 		}
 	}
 	c.Props.SkipObservability = !c.Observability
+	c.Props.SkipMathAlarms = !c.MathAlarms
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return nil, errors.New(strings.Join(errs, "; "))

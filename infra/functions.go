@@ -18,14 +18,16 @@ import (
 var functionTimeouts = map[settings.Role]time.Duration{
 	settings.Claim:    30 * time.Second,
 	settings.Dispatch: 60 * time.Second,
+	// Events records one provider event per message: a read and a conditional update or two.
+	settings.Events: 30 * time.Second,
 }
 
 const functionMemoryMB = 256
 
-// functions defines the four functions (settings.Functions), each with the environment its
+// functions defines the five functions (settings.Functions), each with the environment its
 // settings give it and the stack's tables, content key and dispatch queue.
-func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, dispatchQueue awssqs.Queue) map[settings.Role]awslambda.Function {
-	env := p.environment(st, dispatchQueue)
+func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, dispatchQueue awssqs.Queue, ev providerEvents) map[settings.Role]awslambda.Function {
+	env := p.environment(st, dispatchQueue, ev)
 	fns := map[settings.Role]awslambda.Function{}
 	for _, name := range settings.Functions {
 		fns[name] = p.function(stack, name, env[name])
@@ -34,11 +36,13 @@ func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, dispatchQue
 }
 
 // environment returns each function's environment: the variables the functions' settings give
-// it (settings.Settings.Environ), with the stack's tables, content key and dispatch queue.
-func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue) map[settings.Role]map[string]*string {
+// it (settings.Settings.Environ), with the stack's tables, content key and dispatch queue, and the
+// configuration sets whose events reach the events function (the stack's own or context's).
+func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, ev providerEvents) map[settings.Role]map[string]*string {
 	fs := p.Functions
 	fs.LedgerTable, fs.ContentTable, fs.BudgetTable = *st.ledger.TableName(), *st.content.TableName(), *st.budget.TableName()
 	fs.ContentKeyARN, fs.DispatchQueueURL = *st.contentKey.KeyArn(), *dispatchQueue.QueueUrl()
+	fs.SESConfigurationSet, fs.SMSConfigurationSet = ev.sesSet, ev.smsSet
 	env := map[settings.Role]map[string]*string{}
 	for _, name := range settings.Functions {
 		env[name] = map[string]*string{}

@@ -12,9 +12,9 @@ import (
 func TestFunctions(t *testing.T) {
 	s := synth(t, nil)
 	common := []string{"LEDGER_TABLE", "CONTENT_TABLE", "POLICY_VERSION", "LEASE_DURATION", "EXPIRY_MARGIN",
-		"HISTORY_RETENTION", "LOG_LEVEL"}
+		"HISTORY_RETENTION", "LOG_LEVEL", "FALLBACK_DELIVERY_WAIT"}
 	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
-		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "RECONCILE_MAX_ATTEMPTS")
+		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "RECONCILE_MAX_ATTEMPTS", "SES_CONFIGURATION_SET", "SMS_CONFIGURATION_SET")
 	for _, tc := range []struct {
 		name    settings.Role
 		timeout float64
@@ -24,8 +24,10 @@ func TestFunctions(t *testing.T) {
 		// No SEND_RATE_*: unset means SES's own rate for email and no budget for SMS.
 		{settings.Dispatch, 60, append(slices.Clone(sending), "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",
 			"RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX")},
-		{settings.Reconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER")},
+		{settings.Reconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER",
+			"LOOKUP_SETTLE_PERIOD")},
 		{settings.Expire, 50, append(slices.Clone(common), "SWEEP_LIMIT")},
+		{settings.Events, 30, common},
 	} {
 		t.Run(string(tc.name), func(t *testing.T) {
 			fn := s.function(t, tc.name)
@@ -79,7 +81,9 @@ func TestFunctions(t *testing.T) {
 			}
 			if slices.Contains(tc.env, "WEBHOOK_TIMEOUT") {
 				for k, v := range map[string]string{"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "sms", "SES_FROM_ADDRESS": "no-reply@mail.example.com",
-					"WEBHOOK_KEY_WINDOW": "24h", "WEBHOOK_TIMEOUT": "5s", "RECONCILE_MAX_ATTEMPTS": "3"} {
+					"WEBHOOK_KEY_WINDOW": "24h", "WEBHOOK_TIMEOUT": "5s", "RECONCILE_MAX_ATTEMPTS": "3",
+					// The stack's own configuration sets, whose events reach the events function.
+					"SES_CONFIGURATION_SET": "resetledger-test-events", "SMS_CONFIGURATION_SET": "resetledger-test-events"} {
 					if vars[k] != v {
 						t.Errorf("%s = %v, want %s", k, vars[k], v)
 					}

@@ -235,6 +235,8 @@ func binder(binding map[string]string, props *LedgerStackProps) func(string) str
 			v = props.Functions.SESFrom
 		case awscall.SESIdentity:
 			v = props.sesIdentity()
+		case awscall.SESConfigurationSet:
+			v = props.sesConfigurationSet()
 		}
 		pairs = append(pairs, k, v)
 	}

@@ -64,6 +64,9 @@ var linterSkips = map[string]map[string][]linterSkip{
 		"DispatchQueueDlq": {{"ES6000", "This queue is the dispatch queue's dead-letter queue (its redrive target), " +
 			"so it is the end of the line: a redrive policy on it would only move the messages to yet another queue. " +
 			"It keeps them 14 days as evidence; the rows they name are re-driven by reconcile, not lost."}},
+		"ProviderEventsDlq": {{"ES6000", "This queue is the provider events queue's dead-letter queue (its redrive " +
+			"target), so it is the end of the line: a redrive policy on it would only move the events to yet another " +
+			"queue. It keeps them 14 days for inspection and redrive by an operator."}},
 	},
 	"AWS::DynamoDB::Table": {
 		"ContentTable": {{"CKV_AWS_28", "The content table holds sealed secret-bearing messages for minutes (TTL at " +
@@ -114,12 +117,21 @@ var linterSkips = map[string]map[string][]linterSkip{
 				"would only take capacity from the account pool, and on an SQS-triggered function it throttles the " +
 				"pollers, whose throttled receives count toward maxReceiveCount."},
 		},
+		"EventsFunction": {
+			{"CKV_AWS_116", "Invoked only by its SQS event source mapping (synchronously), never asynchronously, so " +
+				"a function DLQ would never receive anything. Provider events it keeps failing on go to the provider " +
+				"events queue's redrive DLQ after maxReceiveCount receives."},
+			{"CKV_AWS_115", "Reserved concurrency on an SQS-triggered function throttles the pollers, and throttled " +
+				"receives count toward maxReceiveCount, sending good provider events to the DLQ. Concurrency is bounded " +
+				"by the event source's MaximumConcurrency (eventsMaxConcurrency)."},
+		},
 		"ReconcileFunction": {{"CKV_AWS_116", sweepNoDLQ + " and in the open-claim age alarm."}},
 		"ExpireFunction":    {{"CKV_AWS_116", sweepNoDLQ + "."}},
 	},
 	"AWS::Lambda::EventSourceMapping": {
 		"ClaimIntentQueueSource": {{"ES1001", sqsSourceNoDestination + " The intent queue's redrive policy is its failure destination."}},
 		"DispatchQueueSource":    {{"ES1001", sqsSourceNoDestination + " The dispatch queue's redrive policy is its failure destination."}},
+		"ProviderEventsSource":   {{"ES1001", sqsSourceNoDestination + " The provider events queue's redrive policy is its failure destination."}},
 	},
 	"AWS::Events::Rule": {
 		"ReconcileSchedule": {{"ES4000", scheduleNoDLQ + " Missed sweeps show as open claims aging past their lease (alarmed)."}},

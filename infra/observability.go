@@ -95,6 +95,7 @@ type observed struct {
 	fns      map[settings.Role]awslambda.Function
 	intake   intake
 	dispatch dispatchQueues
+	events   providerEvents
 }
 
 // observability defines the alarms and the dashboard. Every alarm is a plain single-metric alarm
@@ -117,6 +118,7 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	w.openStates(stateAlarms)
 	w.queues(o)
 	w.liveness(o)
+	w.providerEvents(o)
 	p.dashboard(stack, o, w.made)
 	return nil
 }
@@ -249,6 +251,91 @@ func (w *alarms) liveness(o observed) {
 		o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maxOver5m()), queueAge.Seconds(), gt, quiet)
 }
 
+// SES reviews an account whose bounce rate reaches 5% or whose complaint rate reaches 0.1%, and
+// may pause its sending at 10% or 0.5% (or when a review ends without improvement): see "Why is
+// my Amazon SES sending account under review or paused?" (AWS re:Post knowledge center,
+// ses-resolve-account-review-pause) and the SES developer guide's reputation metrics pages. A
+// paused account fails every reset email, so the alarms fire at half the review thresholds:
+// time to act before a review, not after.
+const (
+	sesReviewBounceRate    = 0.05
+	sesReviewComplaintRate = 0.001
+	bounceRateLimit        = sesReviewBounceRate / 2    // 2.5%
+	complaintRateLimit     = sesReviewComplaintRate / 2 // 0.05%
+	// rateWindow is the window of the system's own rates, and rateMinSends the sends it needs in
+	// that window before a rate means anything: one bounce among three sends pages no one.
+	rateWindow   = time.Hour
+	rateMinSends = 100
+)
+
+// Dimension values the events function writes (internal/handler): the history entry kind of an
+// SES send event, the bounce type that makes an address undeliverable, and the refusals that
+// point at a fault in this system rather than at the provider.
+const (
+	kindProviderSent       = string(ledger.KindProviderSent)
+	bouncePermanent        = metrics.BouncePermanent
+	refusedUnmatched       = metrics.RefusedUnmatched
+	refusedChannelMismatch = metrics.RefusedChannelMismatch
+)
+
+// providerEvents: the SES account's reputation as SES measures it, the system's own bounce and
+// complaint rates (earlier and per stage), provider events that failed or matched nothing.
+func (w *alarms) providerEvents(o observed) {
+	p := w.p
+	if o.events.sesSet != "" {
+		reputation := func(name string) awscloudwatch.Metric {
+			return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace: jsii.String("AWS/SES"), MetricName: jsii.String(name),
+				Statistic: jsii.String("Maximum"), Period: seconds(rateWindow),
+			})
+		}
+		// SES publishes the account's rates over its own window, not every period: a gap keeps
+		// the alarm's state.
+		w.add("SesBounceRate", fmt.Sprintf("The SES account's bounce rate is above %.1f%% (SES reviews the account at "+
+			"%.0f%% and may pause all sending at 10%%).", 100*bounceRateLimit, 100*sesReviewBounceRate),
+			reputation("Reputation.BounceRate"), bounceRateLimit, gt, awscloudwatch.TreatMissingData_MISSING)
+		w.add("SesComplaintRate", fmt.Sprintf("The SES account's complaint rate is above %.2f%% (SES reviews the account "+
+			"at %.1f%% and may pause all sending at 0.5%%).", 100*complaintRateLimit, 100*sesReviewComplaintRate),
+			reputation("Reputation.ComplaintRate"), complaintRateLimit, gt, awscloudwatch.TreatMissingData_MISSING)
+		if !p.SkipMathAlarms {
+			w.add("EmailBounceRate", fmt.Sprintf("More than %.1f%% of this stage's email sends in the last hour bounced "+
+				"permanently (with at least %d sends).", 100*bounceRateLimit, rateMinSends),
+				sendRate("permanent bounces", emf(metrics.Bounces, map[string]*string{metrics.DimBounceType: jsii.String(bouncePermanent)},
+					"Sum", seconds(rateWindow))), bounceRateLimit, gt, quiet)
+			w.add("EmailComplaintRate", fmt.Sprintf("More than %.2f%% of this stage's email sends in the last hour drew a "+
+				"complaint (with at least %d sends).", 100*complaintRateLimit, rateMinSends),
+				sendRate("complaints", emf(metrics.Complaints, nil, "Sum", seconds(rateWindow))), complaintRateLimit, gt, quiet)
+		}
+	}
+	w.add("ProviderEventsDlqDepth", "Provider events the events function kept failing on moved to the DLQ (evidence to "+
+		"inspect: their rows miss the event).",
+		o.events.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
+	age := 2 * providerEventsVisibility
+	w.add("ProviderEventsQueueOldestAge", fmt.Sprintf("A provider event has waited more than %v (two visibility "+
+		"timeouts) in the provider events queue: the events function fails or does not keep up.", age),
+		o.events.queue.MetricApproximateAgeOfOldestMessage(maxOver5m()), age.Seconds(), gt, quiet)
+	for _, r := range []struct{ id, reason, desc string }{
+		{"ProviderEventsUnmatched", refusedUnmatched, "A provider event carried a dedupe key no ledger row has."},
+		{"ProviderEventsChannelMismatch", refusedChannelMismatch, "A provider event named a row of the other channel."},
+	} {
+		w.add(r.id, r.desc, emf(metrics.ProviderEventsRefused, map[string]*string{metrics.DimReason: jsii.String(r.reason)},
+			"Sum", seconds(alarmPeriod)), 0, gt, quiet)
+	}
+}
+
+// sendRate is count per email send SES reported in the rate window, 0 below rateMinSends sends.
+func sendRate(label string, count awscloudwatch.IMetric) awscloudwatch.IMetric {
+	sends := emf(metrics.ProviderEvents, map[string]*string{
+		metrics.DimChannel: jsii.String(string(ledger.Email)), metrics.DimKind: jsii.String(kindProviderSent),
+	}, "Sum", seconds(rateWindow))
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression:   jsii.String(fmt.Sprintf("IF(sends >= %d, n / sends, 0)", rateMinSends)),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{"n": count, "sends": sends},
+		Label:        jsii.String(label + " per email send"),
+		Period:       seconds(rateWindow),
+	})
+}
+
 // emf is one of the functions' EMF metrics.
 func emf(name string, dims map[string]*string, stat string, period awscdk.Duration) awscloudwatch.Metric {
 	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
@@ -318,9 +405,11 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed, alarms []in
 				labelled(o.intake.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "intent DLQ"),
 				labelled(o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "stream failure DLQ"),
 				labelled(o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "dispatch queue DLQ"),
+				labelled(o.events.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "provider events DLQ"),
 			}, 8),
 		},
 	}
+	rows = append(rows, providerEventWidgets(o))
 	rows = append(rows, livenessWidgets(o)...)
 	rows = append(rows, &[]awscloudwatch.IWidget{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)})
 	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
@@ -376,6 +465,35 @@ func livenessWidgets(o observed) []*[]awscloudwatch.IWidget {
 			graph("Dispatch queue depth", queueDepth, 8),
 			graph("Oldest message in the dispatch queue (s)", []awscloudwatch.IMetric{
 				o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maxOver5m())}, 8)},
+	}
+}
+
+// providerEventWidgets show what the providers reported: events by channel and kind, bounces by
+// type, complaints, rows resolved by an event, and events refused by reason. Kinds, bounce types
+// and reasons come from searches (the providers' sets are open-ended).
+func providerEventWidgets(o observed) *[]awscloudwatch.IWidget {
+	period := seconds(alarmPeriod)
+	search := func(dims []string, name string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s} MetricName="%s"', 'Sum', %d)`,
+				metrics.Namespace, strings.Join(dims, ","), name, int(alarmPeriod.Seconds()))),
+			Label: jsii.String(""), Period: period, UsingMetrics: &map[string]awscloudwatch.IMetric{},
+		})
+	}
+	var resolved []awscloudwatch.IMetric
+	for _, ch := range ledger.Channels {
+		resolved = append(resolved, labelled(emf(metrics.ResolvedByEvent, channelDim(ch), "Sum", period), string(ch)))
+	}
+	return &[]awscloudwatch.IWidget{
+		graph("Provider events by channel and kind", []awscloudwatch.IMetric{
+			search([]string{metrics.DimChannel, metrics.DimKind}, metrics.ProviderEvents)}, 6),
+		graph("Bounces by type, complaints", []awscloudwatch.IMetric{
+			search([]string{metrics.DimBounceType}, metrics.Bounces),
+			labelled(emf(metrics.Complaints, nil, "Sum", period), "complaints")}, 6),
+		graph("Unknown rows resolved by a provider event", resolved, 6),
+		graph("Provider events refused by reason, duplicates", []awscloudwatch.IMetric{
+			search([]string{metrics.DimReason}, metrics.ProviderEventsRefused),
+			labelled(emf(metrics.DuplicateProviderEvents, nil, "Sum", period), "duplicates")}, 6),
 	}
 }
 

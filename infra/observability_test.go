@@ -35,6 +35,66 @@ func (s *synthesized) alarmsByName() map[string]map[string]any {
 	return alarms
 }
 
+// mathAlarms are the alarms on metric math: the system's own bounce and complaint rates.
+var mathAlarms = map[string]bool{"EmailBounceRate": true, "EmailComplaintRate": true}
+
+// TestRateAlarms: each rate is count per SES-reported email send over an hour, and 0 below 100
+// sends, so a handful of sends cannot page.
+func TestRateAlarms(t *testing.T) {
+	alarms := synth(t, nil).alarmsByName()
+	for name, count := range map[string]string{
+		"EmailBounceRate":    `{"Dimensions":[{"Name":"BounceType","Value":"Permanent"}],"MetricName":"Bounces","Namespace":"ResetLedger"}`,
+		"EmailComplaintRate": `{"MetricName":"Complaints","Namespace":"ResetLedger"}`,
+	} {
+		byID := map[string]map[string]any{}
+		for _, m := range list(alarms[name]["Metrics"]) {
+			byID[m.(map[string]any)["Id"].(string)] = m.(map[string]any)
+		}
+		if got := byID["expr_1"]; got == nil {
+			var ids []string
+			for id := range byID {
+				ids = append(ids, id)
+			}
+			t.Fatalf("%s: no expression among metrics %v", name, ids)
+		}
+		if got := byID["expr_1"]["Expression"]; got != "IF(sends >= 100, n / sends, 0)" {
+			t.Errorf("%s expression = %v", name, got)
+		}
+		sends := byID["sends"]["MetricStat"].(map[string]any)
+		if got := mustJSON(sends["Metric"]); got != `{"Dimensions":[{"Name":"Channel","Value":"email"},{"Name":"Kind","Value":"provider_sent"}],"MetricName":"ProviderEvents","Namespace":"ResetLedger"}` {
+			t.Errorf("%s sends = %s", name, got)
+		}
+		n := byID["n"]["MetricStat"].(map[string]any)
+		if got := mustJSON(n["Metric"]); got != count {
+			t.Errorf("%s count = %s, want %s", name, got, count)
+		}
+		for id, m := range map[string]map[string]any{"sends": sends, "n": n} {
+			if m["Period"] != 3600.0 || m["Stat"] != "Sum" {
+				t.Errorf("%s %s: period/stat = %v/%v, want 3600/Sum", name, id, m["Period"], m["Stat"])
+			}
+		}
+	}
+
+	local := synth(t, func(p *LedgerStackProps) { p.SkipMathAlarms = true }).alarmsByName()
+	webhook := synth(t, func(p *LedgerStackProps) {
+		p.Functions.Transports[ledger.Email] = settings.TransportWebhook
+		p.Functions.WebhookURL = "https://hooks.example.com/send"
+	}).alarmsByName()
+	for name := range mathAlarms {
+		if _, ok := local[name]; ok {
+			t.Errorf("mathAlarms=false keeps %s", name)
+		}
+	}
+	for _, name := range []string{"EmailBounceRate", "EmailComplaintRate", "SesBounceRate", "SesComplaintRate"} {
+		if _, ok := webhook[name]; ok {
+			t.Errorf("email through a webhook keeps the SES alarm %s", name)
+		}
+	}
+	if _, ok := local["SesBounceRate"]; !ok {
+		t.Error("mathAlarms=false drops the SES account alarm, which is a plain metric alarm")
+	}
+}
+
 func TestAlarmsAndDashboard(t *testing.T) {
 	s := synth(t, nil)
 	alarms := s.alarmsByName()
@@ -85,6 +145,22 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			"Statistic": "Maximum", "Period": 300.0, "Threshold": 940.0, // 15 min delay + 2 x 20 s re-drive
 			"ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
 	}
+	// Provider events: the SES account's reputation (SES reviews at 5% / 0.1%, alarms at half that).
+	want["SesBounceRate"] = map[string]any{"Namespace": "AWS/SES", "MetricName": "Reputation.BounceRate", "Statistic": "Maximum",
+		"Period": 3600.0, "Threshold": 0.025, "ComparisonOperator": gt, "TreatMissingData": "missing"}
+	want["SesComplaintRate"] = map[string]any{"Namespace": "AWS/SES", "MetricName": "Reputation.ComplaintRate", "Statistic": "Maximum",
+		"Period": 3600.0, "Threshold": 0.0005, "ComparisonOperator": gt, "TreatMissingData": "missing"}
+	want["EmailBounceRate"] = map[string]any{"Threshold": 0.025, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
+	want["EmailComplaintRate"] = map[string]any{"Threshold": 0.0005, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
+	want["ProviderEventsDlqDepth"] = map[string]any{"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+		"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
+	want["ProviderEventsQueueOldestAge"] = map[string]any{"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
+		"Statistic": "Maximum", "Threshold": 360.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
+	for name, reason := range map[string]string{"ProviderEventsUnmatched": "unmatched", "ProviderEventsChannelMismatch": "channel_mismatch"} {
+		want[name] = map[string]any{"Namespace": "ResetLedger", "MetricName": "ProviderEventsRefused",
+			"Dimensions": []any{map[string]any{"Name": "Reason", "Value": reason}}, "Statistic": "Sum", "Period": 300.0,
+			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
+	}
 	for _, ch := range []string{"email", "sms"} {
 		want["ExpiredUnsent"+title(ch)] = map[string]any{"Namespace": "ResetLedger", "MetricName": "ExpiredUnsent",
 			"Dimensions": []any{map[string]any{"Name": "Channel", "Value": ch}}, "Statistic": "Sum", "Period": 300.0,
@@ -126,8 +202,10 @@ func TestAlarmsAndDashboard(t *testing.T) {
 		if _, ok := want[name]; !ok {
 			t.Errorf("alarm %s is not pinned by this test", name)
 		}
-		if _, ok := a["Metrics"]; ok {
-			t.Errorf("%s uses metric math, which the local emulator's CloudFormation rejects", name)
+		// The local emulator's CloudFormation rejects metric math: only the rate alarms use it,
+		// and mathAlarms=false (the local stage) leaves them out.
+		if _, ok := a["Metrics"]; ok != mathAlarms[name] {
+			t.Errorf("%s: uses metric math = %v, want %v", name, ok, mathAlarms[name])
 		}
 	}
 	queueOf := func(name string) string {
@@ -135,7 +213,8 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	}
 	for alarm, queue := range map[string]string{"StreamFailureDlqDepth": "StreamFailureDlq.QueueName",
 		"IntentDlqDepth": "IntentDlq.QueueName", "IntentQueueOldestAge": "IntentQueue.QueueName",
-		"DispatchQueueDlqDepth": "DispatchQueueDlq.QueueName", "DispatchQueueOldestAge": "DispatchQueue.QueueName"} {
+		"DispatchQueueDlqDepth": "DispatchQueueDlq.QueueName", "DispatchQueueOldestAge": "DispatchQueue.QueueName",
+		"ProviderEventsDlqDepth": "ProviderEventsDlq.QueueName", "ProviderEventsQueueOldestAge": "ProviderEventsQueue.QueueName"} {
 		if got := queueOf(alarm); got != queue {
 			t.Errorf("%s watches %s, want %s", alarm, got, queue)
 		}

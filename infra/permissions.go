@@ -22,7 +22,7 @@ import (
 
 // grant gives the functions their permissions beyond their event sources', producers theirs, and
 // makes decrypting content exclusive to the senders.
-func (p *LedgerStackProps) grant(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues) {
+func (p *LedgerStackProps) grant(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues, ev providerEvents) {
 	// DynamoDB calls KMS on the caller's behalf for tables under a customer-managed key.
 	for _, name := range settings.Functions {
 		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -35,13 +35,13 @@ func (p *LedgerStackProps) grant(stack awscdk.Stack, fns map[settings.Role]awsla
 			},
 		}))
 	}
-	grantCalls(fns, st, in, q)
-	p.grantSenders(stack, fns, st.contentKey, in)
+	grantCalls(fns, st, in, q, ev)
+	p.grantSenders(stack, fns, st.contentKey, in, ev)
 	p.suppressWildcards(fns[settings.Dispatch])
 }
 
 // grantCalls allows each function the DynamoDB and SQS calls it makes.
-func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues) {
+func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues, ev providerEvents) {
 	ledgerArn, contentArn := st.ledger.TableArn(), st.content.TableArn()
 	openIndexArn := awscdk.Fn_Join(jsii.String(""), &[]*string{ledgerArn, jsii.String("/index/" + dynamostore.IndexName)})
 	allow := func(name settings.Role, resources []*string, actions ...string) {
@@ -74,6 +74,12 @@ func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake,
 	allow(settings.Expire, []*string{openIndexArn}, "dynamodb:Query")
 	allow(settings.Expire, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
 	allow(settings.Expire, []*string{contentArn}, "dynamodb:DeleteItem")
+
+	// The provider events queue's poller; events reads a row and appends the event to it (or
+	// resolves it), and purges the sealed content of an unknown row an event resolves.
+	allow(settings.Events, []*string{ev.queue.QueueArn()}, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+	allow(settings.Events, []*string{ledgerArn}, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	allow(settings.Events, []*string{contentArn}, "dynamodb:DeleteItem")
 }
 
 // grantSenders lets the senders decrypt content, and dispatch send through the configured
@@ -81,13 +87,13 @@ func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake,
 // dispatch sends through SES and SMS: reconcile retries only through a transport that honors an
 // idempotency key (the webhook), which needs no AWS permission. Producers may encrypt content
 // and send intents.
-func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, contentKey awskms.Key, in intake) {
+func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, contentKey awskms.Key, in intake, ev providerEvents) {
 	senderRoles := []*string{}
 	for _, name := range settings.Senders {
 		contentKey.GrantDecrypt(fns[name])
 		senderRoles = append(senderRoles, fns[name].Role().RoleArn())
 	}
-	p.grantSend(stack, fns[settings.Dispatch])
+	p.grantSend(stack, fns[settings.Dispatch], ev)
 	contentKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("OnlySendersDecrypt"),
 		Effect:     awsiam.Effect_DENY,
@@ -107,18 +113,17 @@ func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Rol
 }
 
 // grantSend lets fn call the configured transports: SES v2 SendEmail scoped to the sending
-// identity (and configuration set) and from address, and End User Messaging SendTextMessage.
-func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) {
+// identity and configuration set and from address, and End User Messaging SendTextMessage. A
+// send that names a configuration set is authorized on the set too (IAM checks every resource
+// the request names), so the set is among the resources of both grants.
+func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function, ev providerEvents) {
 	if p.Functions.Transports[ledger.Email] == settings.TransportSES {
 		resources := []*string{awscdk.Arn_Format(&awscdk.ArnComponents{
 			Service: jsii.String("ses"), Resource: jsii.String("identity"),
 			ResourceName: jsii.String(p.sesIdentity()), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 		}, stack)}
-		if p.Functions.SESConfigurationSet != "" {
-			resources = append(resources, awscdk.Arn_Format(&awscdk.ArnComponents{
-				Service: jsii.String("ses"), Resource: jsii.String("configuration-set"),
-				ResourceName: jsii.String(p.Functions.SESConfigurationSet), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
-			}, stack))
+		if ev.sesSet != "" {
+			resources = append(resources, sesConfigurationSetArn(stack, ev.sesSet))
 		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("ses:SendEmail"),
@@ -150,9 +155,14 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function) 
 				AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:sms-voice:<AWS::Region>:<AWS::AccountId>:*"},
 			}}, jsii.Bool(true))
 		}
+		resources := []*string{jsii.String(resource)}
+		if ev.smsSet != "" && strings.HasPrefix(p.Functions.SMSOrigination, "arn:") {
+			// The account-wide grant above already covers the set.
+			resources = append(resources, smsConfigurationSetArn(stack, ev.smsSet))
+		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("sms-voice:SendTextMessage"),
-			Resources: jsii.Strings(resource),
+			Resources: &resources,
 		}))
 	}
 }

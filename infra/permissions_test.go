@@ -23,6 +23,9 @@ func TestLeastPrivilege(t *testing.T) {
 	send := []string{
 		"kms:Decrypt on ContentKey",
 		"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:identity/mail.example.com",
+		// A send naming a configuration set is authorized on the set too: the stack's own set.
+		"ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:configuration-set/resetledger-test-events",
+		// No origination identity configured: the account's sms-voice resources, the set among them.
 		"sms-voice:SendTextMessage on arn:AWS::Partition:sms-voice:AWS::Region:AWS::AccountId:*",
 		"ses:GetAccount on *", // no sendRateEmail: the email budget is the SES account's MaxSendRate
 	}
@@ -45,6 +48,11 @@ func TestLeastPrivilege(t *testing.T) {
 			[]string{"kms:Decrypt on ContentKey", "dynamodb:BatchGetItem on LedgerTable",
 				"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
 				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable", "sqs:SendMessage on DispatchQueue"}),
+		// The provider events queue's poller; rows read and updated; content purged.
+		"Events": join(tableKey, logs("Events"),
+			[]string{"sqs:DeleteMessage on ProviderEventsQueue", "sqs:GetQueueAttributes on ProviderEventsQueue",
+				"sqs:ReceiveMessage on ProviderEventsQueue", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
+				"dynamodb:DeleteItem on ContentTable"}),
 		"Expire": join(tableKey, logs("Expire"),
 			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:BatchGetItem on LedgerTable",
 				"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),
@@ -64,6 +72,7 @@ func TestLeastPrivilege(t *testing.T) {
 func TestSendPermissionConditions(t *testing.T) {
 	s := synth(t, func(p *LedgerStackProps) {
 		p.Functions.SESConfigurationSet = "reset"
+		p.Functions.SMSConfigurationSet = "reset-sms"
 		p.Functions.SMSOrigination = "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc"
 	})
 	check(t, "ses scoped to the from address", func() {
@@ -93,7 +102,9 @@ func TestSendPermissionConditions(t *testing.T) {
 	check(t, "sms scoped to the origination identity", func() {
 		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
 			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
-				"Action": "sms-voice:SendTextMessage", "Resource": "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc",
+				"Action": "sms-voice:SendTextMessage", "Resource": []any{"arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc",
+					map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, ":sms-voice:",
+						map[string]any{"Ref": "AWS::Region"}, ":", map[string]any{"Ref": "AWS::AccountId"}, ":configuration-set/reset-sms"}}}},
 			})})},
 		})
 	})

@@ -45,6 +45,10 @@ type LedgerStackProps struct {
 	// at once (2..1000, AWS's bounds), so a surge of intents cannot take the account's concurrency
 	// or throttle the ledger table; intents beyond it wait in the queue.
 	ClaimMaxConcurrency int
+	// EventsMaxConcurrency caps the events function instances the provider events queue's event
+	// source runs at once (2..1000), so a burst of provider events (a bulk send's deliveries)
+	// cannot take the account's concurrency; events beyond it wait in the queue.
+	EventsMaxConcurrency int
 	// DispatchQueueMaxConcurrency caps the dispatch instances the dispatch queue's event source
 	// runs at once (2..1000), so a wave of wake-ups cannot take the account's concurrency.
 	DispatchQueueMaxConcurrency int
@@ -79,6 +83,9 @@ type LedgerStackProps struct {
 	// DispatchLagLimit is how far dispatch may fall behind the ledger stream (IteratorAge) before
 	// it alarms; below the stream's one-hour record age limit, and well below a challenge's life.
 	DispatchLagLimit time.Duration
+	// SkipMathAlarms leaves out the alarms on metric math (the bounce and complaint rates of the
+	// system's own sends): the local emulator's CloudFormation rejects them.
+	SkipMathAlarms bool
 	// SkipObservability leaves out the alarms and the dashboard (for emulators lacking them).
 	SkipObservability bool
 }

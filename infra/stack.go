@@ -16,7 +16,7 @@ import (
 
 // NewLedgerStack defines the whole ledger for one stage, one part of it per file: the keys and
 // tables (storage.go), the intent queue and claim's trigger (intake.go), dispatch's queues and
-// triggers (dispatch.go), the four functions (functions.go), the sweeps' schedules (sweeps.go),
+// triggers (dispatch.go), the provider events route with its configuration sets (events.go), the five functions (functions.go), the sweeps' schedules (sweeps.go),
 // the least-privilege permissions (permissions.go), the alarms and the dashboard
 // (observability.go), and the outputs.
 func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackProps) (awscdk.Stack, error) {
@@ -32,17 +32,19 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	st := p.storage(stack)
 	in := p.intake(stack)
 	q := p.dispatchQueues(stack)
-	fns := p.functions(stack, st, q.queue)
+	ev := p.providerEvents(stack)
+	fns := p.functions(stack, st, q.queue, ev)
 	p.claimTrigger(stack, fns[settings.Claim], in)
 	p.dispatchTriggers(stack, fns[settings.Dispatch], st.ledger, q)
+	p.eventsTrigger(stack, fns[settings.Events], ev)
 	p.sweeps(stack, fns)
-	p.grant(stack, fns, st, in, q)
+	p.grant(stack, fns, st, in, q, ev)
 	if !p.SkipObservability {
-		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q}); err != nil {
+		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev}); err != nil {
 			return nil, err
 		}
 	}
-	outputs(stack, fns, st, in, q)
+	outputs(stack, fns, st, in, q, ev)
 	suppressLinterFindings(stack) // cfn-lint and checkov findings that do not apply, with reasons (linters.go)
 	return stack, nil
 }
@@ -78,6 +80,7 @@ func (p *LedgerStackProps) Validate() error {
 	}
 	p.validateIntake(bad)
 	p.validateDispatch(bad)
+	p.validateEvents(bad)
 	p.validateSweeps(bad)
 	p.validateObservability(bad)
 	return errors.Join(errs...)
@@ -85,7 +88,7 @@ func (p *LedgerStackProps) Validate() error {
 
 // outputs are what producers, operators (ledgerctl) and the end-to-end test read from a deployed
 // stage (e2e.Outputs).
-func outputs(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues) {
+func outputs(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues, ev providerEvents) {
 	out := func(id string, v *string, desc string) {
 		awscdk.NewCfnOutput(stack, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
 	}
@@ -95,6 +98,15 @@ func outputs(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st st
 	out("StreamFailureDlqUrl", q.streamDLQ.QueueUrl(), "Stream batches dispatch gave up on (metadata only)")
 	out("DispatchQueueUrl", q.queue.QueueUrl(), "Wake-ups and re-drives of rows for dispatch")
 	out("DispatchQueueDlqUrl", q.dlq.QueueUrl(), "Dispatch-queue messages dispatch kept failing on")
+	out("ProviderEventsTopicArn", ev.topic.TopicArn(), "SES and End User Messaging SMS publish their events here")
+	out("ProviderEventsQueueUrl", ev.queue.QueueUrl(), "Provider events waiting for the events function")
+	out("ProviderEventsDlqUrl", ev.dlq.QueueUrl(), "Provider events the events function kept failing on")
+	if ev.sesSet != "" {
+		out("SesConfigurationSetName", jsii.String(ev.sesSet), "SES configuration set the senders name (its events reach the topic)")
+	}
+	if ev.smsSet != "" {
+		out("SmsConfigurationSetName", jsii.String(ev.smsSet), "End User Messaging SMS configuration set the senders name")
+	}
 	out("LedgerTableName", st.ledger.TableName(), "Delivery-claim ledger")
 	out("ContentTableName", st.content.TableName(), "Sealed content store")
 	out("BudgetTableName", st.budget.TableName(), "Send-rate budget per channel")

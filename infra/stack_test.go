@@ -25,20 +25,24 @@ import (
 func TestResourceCounts(t *testing.T) {
 	s := synth(t, nil)
 	for typ, n := range map[string]float64{
-		"AWS::Lambda::Function":           4,
-		"AWS::Lambda::EventSourceMapping": 3, // intent queue -> claim; stream and dispatch queue -> dispatch
+		"AWS::Lambda::Function":           5,
+		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
 		"AWS::DynamoDB::Table":            3, // ledger, content, budget
-		"AWS::SQS::Queue":                 5, // intent, dispatch, and the DLQs of both and of the stream
-		"AWS::KMS::Key":                   2,
+		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
+		"AWS::KMS::Key":                   3, // ledger, content, provider events topic
 		"AWS::Events::Rule":               2,
-		"AWS::Logs::LogGroup":             4,
-		"AWS::IAM::Role":                  4,
-		// TestAlarmsAndDashboard names each one: 20 fixed, one per channel, one per open state.
-		"AWS::CloudWatch::Alarm":     float64(20 + len(ledger.Channels) + openStates()),
-		"AWS::SNS::Topic":            0, // the alarm topic is the on-call team's, imported
-		"AWS::CloudWatch::Dashboard": 1,
-		"Custom::LogRetention":       0, // explicit log groups, no retention custom resource
-		"AWS::Lambda::LayerVersion":  0,
+		"AWS::Logs::LogGroup":             5,
+		"AWS::IAM::Role":                  5,
+		// TestAlarmsAndDashboard names each one: 30 fixed, one per channel, one per open state.
+		"AWS::CloudWatch::Alarm":                     float64(30 + len(ledger.Channels) + openStates()),
+		"AWS::SNS::Topic":                            1, // provider events; the alarm topic is the on-call team's, imported
+		"AWS::SNS::Subscription":                     1, // the provider events queue
+		"AWS::SES::ConfigurationSet":                 1,
+		"AWS::SMSVOICE::ConfigurationSet":            1,
+		"AWS::SES::ConfigurationSetEventDestination": 1,
+		"AWS::CloudWatch::Dashboard":                 1,
+		"Custom::LogRetention":                       0, // explicit log groups, no retention custom resource
+		"AWS::Lambda::LayerVersion":                  0,
 	} {
 		check(t, typ, func() { s.template.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
 	}
@@ -199,7 +203,7 @@ func TestQueuesAreTLSOnly(t *testing.T) {
 			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
 				"Effect": "Deny", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
 			})})},
-		}, jsii.Number(5))
+		}, jsii.Number(7))
 	})
 }
 

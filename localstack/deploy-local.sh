@@ -4,7 +4,7 @@
 # Usage: localstack/deploy-local.sh [-c key=value ...]
 #
 # With the emulator up (AWS_ENDPOINT_URL, or ministack answering on 127.0.0.1:${MINISTACK_PORT:-4566}):
-#   1. builds the four functions for the host architecture (make build)
+#   1. builds the five functions for the host architecture (make build)
 #   2. builds and starts the local webhook provider (cmd/webhook-provider) in the
 #      background on 127.0.0.1:$WEBHOOK_PROVIDER_PORT: the emulator has no SMS
 #      service, so the local stage sends SMS through the webhook transport to it.
@@ -126,6 +126,12 @@ CONTEXT=(
   -c logAwsCalls=true
   # Nobody is paged from the emulator: its alarms are deployed without a topic.
   -c requireAlarmTopic=false
+  # The emulator's CloudFormation rejects metric-math alarms (the email bounce and complaint rates).
+  -c mathAlarms=false
+  # SMS goes through the webhook here, so the stack creates no End User Messaging SMS configuration
+  # set (AWS::SMSVOICE::*, which the emulator cannot provision). A local stage that sets
+  # smsTransport=sms must also name a set, -c smsConfigurationSet=<prefix>-sms-local, so the stack
+  # creates none.
   "$@"
 )
 inputs_hash="$(

@@ -40,8 +40,8 @@ type Recording struct {
 const (
 	SESFromAddress = "${SESFromAddress}"
 	SESIdentity    = "${SESIdentity}"
-	// SESConfigurationSet stands for the SES configuration set the senders
-	// send with (the provider-events route).
+	// SESConfigurationSet stands for the SES configuration set the stack's senders name (the
+	// stack's own, or the one sesConfigurationSet names).
 	SESConfigurationSet = "${SESConfigurationSet}"
 )
 

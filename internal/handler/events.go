@@ -44,17 +44,17 @@ func (h *Events) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 func refusal(err error) (reason string, keep bool) {
 	switch {
 	case errors.Is(err, providerevent.ErrNotOurs):
-		return "not_ours", false
+		return metrics.RefusedNotOurs, false
 	case errors.Is(err, providerevent.ErrIgnored):
-		return "ignored_type", false
+		return metrics.RefusedIgnoredType, false
 	case errors.Is(err, providerevent.ErrUnsupported):
-		return "unsupported_type", true
+		return metrics.RefusedUnsupported, true
 	case errors.Is(err, ledger.ErrNotFound):
-		return "unmatched", true
+		return metrics.RefusedUnmatched, true
 	case errors.Is(err, ledger.ErrEventChannel):
-		return "channel_mismatch", true
+		return metrics.RefusedChannelMismatch, true
 	}
-	return "malformed", true
+	return metrics.RefusedMalformed, true
 }
 
 // record handles one message; a non-nil error means "report as failed".

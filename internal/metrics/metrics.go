@@ -83,6 +83,20 @@ const (
 	DimBounceType = "BounceType" // an SES bounce type
 )
 
+// Values of the Reason dimension of ProviderEventsRefused. The first four
+// are kept in the provider-events DLQ; the last two are acknowledged.
+const (
+	RefusedMalformed       = "malformed"        // not a readable provider event
+	RefusedUnsupported     = "unsupported_type" // a provider event type the decoder does not know
+	RefusedUnmatched       = "unmatched"        // no ledger row for the event's dedupe key
+	RefusedChannelMismatch = "channel_mismatch" // the row is of the other channel
+	RefusedNotOurs         = "not_ours"         // no dedupe key: another sender's message
+	RefusedIgnoredType     = "ignored_type"     // opens, clicks, subscriptions, voice and MMS
+)
+
+// BouncePermanent is the BounceType of a hard bounce.
+const BouncePermanent = "Permanent"
+
 // Emitter writes EMF records to W. It is safe for concurrent use.
 type Emitter struct {
 	mu  sync.Mutex

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"regexp"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsses"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssmsvoice"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// The providers' delivery events reach the events function on one route:
+//
+//	SES configuration set ─┐
+//	                        ├─► ProviderEventsTopic (SNS, KMS) ─► ProviderEventsQueue (SQS) ─► events
+//	SMS configuration set ─┘                                          └─► ProviderEventsDlq
+//
+// SES event publishing and End User Messaging SMS both publish to SNS (neither publishes to SQS
+// directly), and a queue in front of the function gives the events a redrive DLQ, batching and a
+// concurrency cap. The subscription delivers raw messages: the queue holds the provider's own
+// event JSON (the handler also accepts the SNS envelope). The local emulator drives the same
+// route: tests publish events in the providers' format to the topic.
+
+// providerEventsVisibility is the provider events queue's visibility timeout: six times the events
+// timeout, as AWS recommends for an SQS event source.
+var providerEventsVisibility = 6 * functionTimeouts[settings.Events]
+
+// providerEventsRetention outlasts a long outage of the events function: SMS carriers may report
+// up to 72 hours after a send, so a day-long outage must not drop events.
+const providerEventsRetention = 4 * 24 * time.Hour
+
+// The events each configuration set publishes to the topic. SES: every outcome of a send that
+// says something about the message (opens, clicks and subscriptions do not). SMS: every text event.
+var (
+	sesEventTypes = []awsses.EmailSendingEvent{
+		awsses.EmailSendingEvent_SEND, awsses.EmailSendingEvent_REJECT, awsses.EmailSendingEvent_BOUNCE,
+		awsses.EmailSendingEvent_COMPLAINT, awsses.EmailSendingEvent_DELIVERY, awsses.EmailSendingEvent_DELIVERY_DELAY,
+		awsses.EmailSendingEvent_RENDERING_FAILURE,
+	}
+	smsEventTypes = []string{"TEXT_ALL"}
+)
+
+// configurationSetName is what SES and End User Messaging SMS accept as a configuration set's name.
+var configurationSetName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// providerEvents is the route of the providers' events into the events function.
+type providerEvents struct {
+	key        awskms.Key
+	topic      awssns.Topic
+	queue, dlq awssqs.Queue
+	// sesSet and smsSet are the configuration sets' names the senders pass ("" when the channel
+	// does not go through SES or End User Messaging SMS); each publishes to topic, unless smsSet
+	// was named from context (the operator adds its destination).
+	sesSet, smsSet string
+}
+
+// providerEvents defines the topic with its key, the queue with its DLQ and the subscription, and
+// the configuration sets: the stack's own, or the ones context names, each with an event
+// destination to the topic (for an SMS set named from context, the operator adds it).
+func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
+	ev := providerEvents{}
+	account := map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}}
+	ev.key = awskms.NewKey(stack, jsii.String("ProviderEventsKey"), &awskms.KeyProps{
+		Description:       jsii.String(p.Prefix + " provider events topic at rest (SES and End User Messaging SMS publish)"),
+		EnableKeyRotation: jsii.Bool(true),
+		RemovalPolicy:     p.removalPolicy(),
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
+	})
+	// A service publishing to an encrypted topic needs the topic's key: SNS asks KMS for a data
+	// key on the publisher's behalf.
+	ev.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("ProvidersPublishEncrypted"),
+		Principals: &[]awsiam.IPrincipal{eventServices()[0], eventServices()[1]},
+		Actions:    jsii.Strings("kms:GenerateDataKey*", "kms:Decrypt"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &account,
+	}), jsii.Bool(false))
+	ev.topic = awssns.NewTopic(stack, jsii.String("ProviderEventsTopic"), &awssns.TopicProps{
+		DisplayName: jsii.String(p.Prefix + " provider events"),
+		MasterKey:   ev.key,
+		EnforceSSL:  jsii.Bool(true),
+	})
+	ev.dlq = awssqs.NewQueue(stack, jsii.String("ProviderEventsDlq"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:   p.removalPolicy(),
+	})
+	// SQS-managed SSE: SNS delivers to it without a KMS grant (a customer-managed key would need
+	// one for sns.amazonaws.com).
+	ev.queue = awssqs.NewQueue(stack, jsii.String("ProviderEventsQueue"), &awssqs.QueueProps{
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		RetentionPeriod:   seconds(providerEventsRetention),
+		VisibilityTimeout: seconds(providerEventsVisibility),
+		DeadLetterQueue: &awssqs.DeadLetterQueue{
+			Queue:           ev.dlq,
+			MaxReceiveCount: jsii.Number(float64(p.MaxReceiveCount)),
+		},
+		RemovalPolicy: p.removalPolicy(),
+	})
+	// The binding adds the queue policies that let this topic (aws:SourceArn) send to the queue,
+	// and to the DLQ: an event SNS cannot deliver to the queue (a queue policy or the queue
+	// broken) lands in the same DLQ as the ones the function kept failing on, not nowhere.
+	ev.topic.AddSubscription(awssnssubscriptions.NewSqsSubscription(ev.queue, &awssnssubscriptions.SqsSubscriptionProps{
+		RawMessageDelivery: jsii.Bool(true),
+		DeadLetterQueue:    ev.dlq,
+	}))
+	if p.Functions.Transports[ledger.Email] == settings.TransportSES {
+		ev.sesSet = p.sesEvents(stack, ev.topic)
+	}
+	if p.Functions.Transports[ledger.SMS] == settings.TransportSMS {
+		ev.smsSet = p.smsEvents(stack, ev.topic)
+	}
+	return ev
+}
+
+// eventServices are the service principals that publish provider events.
+func eventServices() []awsiam.IPrincipal {
+	return []awsiam.IPrincipal{
+		awsiam.NewServicePrincipal(jsii.String("ses.amazonaws.com"), nil),
+		awsiam.NewServicePrincipal(jsii.String("sms-voice.amazonaws.com"), nil),
+	}
+}
+
+// sesEvents adds an event destination to the topic to the SES configuration set, which the stack
+// creates unless sesConfigurationSet names one, and returns the set's name. The topic policy lets
+// SES publish for this set only (aws:SourceArn) and from this account.
+func (p *LedgerStackProps) sesEvents(stack awscdk.Stack, topic awssns.Topic) string {
+	var set awsses.IConfigurationSet
+	name := p.sesConfigurationSet()
+	if p.Functions.SESConfigurationSet != "" {
+		set = awsses.ConfigurationSet_FromConfigurationSetName(stack, jsii.String("SesConfigurationSet"), jsii.String(name))
+	} else {
+		// Reputation metrics per set; the account-level suppression list applies (the set does
+		// not override it), so SES itself refuses addresses that hard-bounced or complained.
+		set = awsses.NewConfigurationSet(stack, jsii.String("SesConfigurationSet"), &awsses.ConfigurationSetProps{
+			ConfigurationSetName: jsii.String(name),
+			ReputationMetrics:    jsii.Bool(true),
+			SendingEnabled:       jsii.Bool(true),
+		})
+	}
+	awsses.NewConfigurationSetEventDestination(stack, jsii.String("SesEventDestination"), &awsses.ConfigurationSetEventDestinationProps{
+		ConfigurationSet:                     set,
+		ConfigurationSetEventDestinationName: jsii.String("provider-events"),
+		Destination:                          awsses.EventDestination_SnsTopic(topic),
+		Events:                               &sesEventTypes,
+		Enabled:                              jsii.Bool(true),
+	})
+	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("SesPublishes"),
+		Principals: &[]awsiam.IPrincipal{eventServices()[0]},
+		Actions:    jsii.Strings("sns:Publish"),
+		Resources:  jsii.Strings(*topic.TopicArn()),
+		Conditions: &map[string]any{"StringEquals": map[string]any{
+			"aws:SourceAccount": stack.Account(),
+			"aws:SourceArn":     sesConfigurationSetArn(stack, name),
+		}},
+	}))
+	return name
+}
+
+// sesConfigurationSet is the SES configuration set's name: the one context names, or the stack's own.
+func (p *LedgerStackProps) sesConfigurationSet() string {
+	if p.Functions.SESConfigurationSet != "" {
+		return p.Functions.SESConfigurationSet
+	}
+	return p.Prefix + "-events"
+}
+
+// smsEvents creates the End User Messaging SMS configuration set with an event destination to
+// the topic for every text event, unless smsConfigurationSet names an existing set: then the
+// stack creates nothing for SMS events (CloudFormation has no separate event-destination resource
+// for SMS; the operator adds one to the topic, see the README) and the topic only lets
+// End User Messaging publish. Returns the set's name.
+func (p *LedgerStackProps) smsEvents(stack awscdk.Stack, topic awssns.Topic) string {
+	name := p.Functions.SMSConfigurationSet
+	if name == "" {
+		name = p.Prefix + "-events"
+		awssmsvoice.NewCfnConfigurationSet(stack, jsii.String("SmsConfigurationSet"), &awssmsvoice.CfnConfigurationSetProps{
+			ConfigurationSetName: jsii.String(name),
+			EventDestinations: &[]any{&awssmsvoice.CfnConfigurationSet_EventDestinationProperty{
+				EventDestinationName: jsii.String("provider-events"),
+				Enabled:              jsii.Bool(true),
+				MatchingEventTypes:   jsii.Strings(smsEventTypes...),
+				SnsDestination:       &awssmsvoice.CfnConfigurationSet_SnsDestinationProperty{TopicArn: topic.TopicArn()},
+			}},
+		})
+	}
+	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("SmsPublishes"),
+		Principals: &[]awsiam.IPrincipal{eventServices()[1]},
+		Actions:    jsii.Strings("sns:Publish"),
+		Resources:  jsii.Strings(*topic.TopicArn()),
+		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},
+	}))
+	return name
+}
+
+// sesConfigurationSetArn is the ARN of the SES configuration set name in this stack's account and region.
+func sesConfigurationSetArn(stack awscdk.Stack, name string) *string {
+	return awscdk.Arn_Format(&awscdk.ArnComponents{
+		Service: jsii.String("ses"), Resource: jsii.String("configuration-set"),
+		ResourceName: jsii.String(name), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	}, stack)
+}
+
+// smsConfigurationSetArn is the ARN of the End User Messaging SMS configuration set name.
+func smsConfigurationSetArn(stack awscdk.Stack, name string) *string {
+	return awscdk.Arn_Format(&awscdk.ArnComponents{
+		Service: jsii.String("sms-voice"), Resource: jsii.String("configuration-set"),
+		ResourceName: jsii.String(name), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	}, stack)
+}
+
+// eventsTrigger makes the provider events queue the events function's event source.
+func (p *LedgerStackProps) eventsTrigger(stack awscdk.Stack, events awslambda.Function, ev providerEvents) {
+	queueTrigger(stack, "ProviderEventsSource", events, ev.queue, p.EventsMaxConcurrency)
+}
+
+// validateEvents checks what the provider events route needs of the props.
+func (p *LedgerStackProps) validateEvents(bad func(string, ...any)) {
+	if n := p.EventsMaxConcurrency; n < 2 || n > 1000 {
+		bad("EventsMaxConcurrency %d: want 2..1000", n)
+	}
+	for _, v := range []*settings.Var{settings.SESConfigurationSet, settings.SMSConfigurationSet} {
+		if name := v.Text(p.Functions); name != "" && !configurationSetName.MatchString(name) {
+			bad("%s %q: want 1..64 letters, digits, dashes and underscores", varName(v), name)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// TestProviderEventsRoute: SES and SMS configuration sets -> encrypted topic -> queue (raw
+// delivery) with its DLQ -> the events function.
+func TestProviderEventsRoute(t *testing.T) {
+	s := synth(t, nil)
+	topicID := s.logicalID(t, "AWS::SNS::Topic", "ProviderEventsTopic")
+	topic := props(s.resources("AWS::SNS::Topic")[topicID])
+	if got := label(topic["KmsMasterKeyId"]); got != "ProviderEventsKey" {
+		t.Errorf("topic key = %s, want ProviderEventsKey", got)
+	}
+
+	subs := s.resources("AWS::SNS::Subscription")
+	if len(subs) != 1 {
+		t.Fatalf("subscriptions = %d, want 1", len(subs))
+	}
+	for _, sub := range subs {
+		sp := props(sub)
+		if sp["Protocol"] != "sqs" || label(sp["Endpoint"]) != "ProviderEventsQueue" || sp["RawMessageDelivery"] != true ||
+			mustJSON(sp["RedrivePolicy"]) != `{"deadLetterTargetArn":{"Fn::GetAtt":["`+s.constructID(t, "AWS::SQS::Queue", "ProviderEventsDlq")+`","Arn"]}}` ||
+			label(sp["TopicArn"]) != "ProviderEventsTopic" {
+			t.Errorf("subscription = %s, want the topic to ProviderEventsQueue with raw delivery", mustJSON(sp))
+		}
+	}
+
+	queue := props(s.resources("AWS::SQS::Queue")[s.constructID(t, "AWS::SQS::Queue", "ProviderEventsQueue")])
+	dlq := props(s.resources("AWS::SQS::Queue")[s.constructID(t, "AWS::SQS::Queue", "ProviderEventsDlq")])
+	if queue["VisibilityTimeout"] != 180.0 || queue["SqsManagedSseEnabled"] != true || queue["MessageRetentionPeriod"] != 345600.0 {
+		t.Errorf("queue = %s, want visibility 180 (6 x the events timeout), SQS-managed SSE, 4 days", mustJSON(queue))
+	}
+	redrive := queue["RedrivePolicy"].(map[string]any)
+	if label(redrive["deadLetterTargetArn"]) != "ProviderEventsDlq" || redrive["maxReceiveCount"] != 5.0 {
+		t.Errorf("redrive = %s, want ProviderEventsDlq after 5 receives", mustJSON(redrive))
+	}
+	if dlq["MessageRetentionPeriod"] != 1209600.0 || dlq["SqsManagedSseEnabled"] != true {
+		t.Errorf("DLQ = %s, want 14 days, SQS-managed SSE", mustJSON(dlq))
+	}
+
+	mapping := props(s.resources("AWS::Lambda::EventSourceMapping")[s.logicalID(t, "AWS::Lambda::EventSourceMapping", "ProviderEventsSource")])
+	if label(mapping["EventSourceArn"]) != "ProviderEventsQueue" || label(mapping["FunctionName"]) != "EventsFunction" ||
+		mapping["BatchSize"] != 10.0 || mustJSON(mapping["FunctionResponseTypes"]) != `["ReportBatchItemFailures"]` ||
+		mustJSON(mapping["ScalingConfig"]) != `{"MaximumConcurrency":5}` {
+		t.Errorf("event source = %s", mustJSON(mapping))
+	}
+
+	set := props(s.resources("AWS::SES::ConfigurationSet")[s.logicalID(t, "AWS::SES::ConfigurationSet", "SesConfigurationSet")])
+	if set["Name"] != "resetledger-test-events" {
+		t.Errorf("SES set = %s", mustJSON(set))
+	}
+	dest := props(s.resources("AWS::SES::ConfigurationSetEventDestination")[s.logicalID(t, "AWS::SES::ConfigurationSetEventDestination", "SesEventDestination")])
+	ed := dest["EventDestination"].(map[string]any)
+	wantEvents := []string{"bounce", "complaint", "delivery", "deliveryDelay", "reject", "renderingFailure", "send"}
+	var gotEvents []string
+	for _, e := range list(ed["MatchingEventTypes"]) {
+		gotEvents = append(gotEvents, e.(string))
+	}
+	slices.Sort(gotEvents)
+	if !slices.Equal(gotEvents, wantEvents) || label(ed["SnsDestination"].(map[string]any)["TopicARN"]) != "ProviderEventsTopic" ||
+		ed["Enabled"] != true || label(dest["ConfigurationSetName"]) != "SesConfigurationSet" {
+		t.Errorf("SES destination = %s, want %v to the topic", mustJSON(dest), wantEvents)
+	}
+
+	sms := props(s.resources("AWS::SMSVOICE::ConfigurationSet")[s.logicalID(t, "AWS::SMSVOICE::ConfigurationSet", "SmsConfigurationSet")])
+	smsDest := list(sms["EventDestinations"])
+	if sms["ConfigurationSetName"] != "resetledger-test-events" || len(smsDest) != 1 ||
+		mustJSON(smsDest[0].(map[string]any)["MatchingEventTypes"]) != `["TEXT_ALL"]` ||
+		label(smsDest[0].(map[string]any)["SnsDestination"].(map[string]any)["TopicArn"]) != "ProviderEventsTopic" {
+		t.Errorf("SMS set = %s", mustJSON(sms))
+	}
+
+	// Topic policy: only SES (for this set) and End User Messaging SMS of this account publish; TLS only.
+	policies := s.resources("AWS::SNS::TopicPolicy")
+	if len(policies) != 1 {
+		t.Fatalf("topic policies = %d, want 1", len(policies))
+	}
+	for _, pol := range policies {
+		doc := mustJSON(props(pol)["PolicyDocument"])
+		for _, want := range []string{`"aws:SecureTransport":"false"`, `"Service":"ses.amazonaws.com"`, `"Service":"sms-voice.amazonaws.com"`,
+			`"aws:SourceAccount":{"Ref":"AWS::AccountId"}`, `:configuration-set/resetledger-test-events"`} {
+			if !strings.Contains(doc, want) {
+				t.Errorf("topic policy lacks %s: %s", want, doc)
+			}
+		}
+	}
+	// Key policy: the publishing services may use the topic key, from this account only.
+	key := props(s.resources("AWS::KMS::Key")[s.logicalID(t, "AWS::KMS::Key", "ProviderEventsKey")])
+	doc := mustJSON(key["KeyPolicy"])
+	for _, want := range []string{`"Sid":"ProvidersPublishEncrypted"`, `"kms:GenerateDataKey*"`, `"ses.amazonaws.com"`,
+		`"sms-voice.amazonaws.com"`, `"aws:SourceAccount":{"Ref":"AWS::AccountId"}`} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("topic key policy lacks %s: %s", want, doc)
+		}
+	}
+	if key["EnableKeyRotation"] != true {
+		t.Error("topic key rotation is off")
+	}
+	noNagErrors(t, s)
+}
+
+// TestConfigurationSetsFromContext: a set named in context is used, not created; SES still gets
+// the stack's event destination, SMS gets none (the operator adds it); a channel that does not go
+// through SES or SMS gets no set at all.
+func TestConfigurationSetsFromContext(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) {
+		p.Functions.SESConfigurationSet, p.Functions.SMSConfigurationSet = "shared-ses", "shared-sms"
+	})
+	for typ, n := range map[string]float64{"AWS::SES::ConfigurationSet": 0, "AWS::SES::ConfigurationSetEventDestination": 1,
+		"AWS::SMSVOICE::ConfigurationSet": 0} {
+		check(t, typ, func() { s.template.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
+	}
+	for _, d := range s.resources("AWS::SES::ConfigurationSetEventDestination") {
+		if props(d)["ConfigurationSetName"] != "shared-ses" {
+			t.Errorf("destination on %v, want shared-ses", props(d)["ConfigurationSetName"])
+		}
+	}
+	vars := s.function(t, settings.Dispatch)["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if vars["SES_CONFIGURATION_SET"] != "shared-ses" || vars["SMS_CONFIGURATION_SET"] != "shared-sms" {
+		t.Errorf("dispatch env sets = %v, %v", vars["SES_CONFIGURATION_SET"], vars["SMS_CONFIGURATION_SET"])
+	}
+	if g := s.grants(t)["Dispatch"]; !slices.Contains(g, "ses:SendEmail on arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:configuration-set/shared-ses") {
+		t.Errorf("dispatch may not send with shared-ses: %q", g)
+	}
+
+	web := synth(t, func(p *LedgerStackProps) {
+		p.Functions.Transports[ledger.Email], p.Functions.Transports[ledger.SMS] = settings.TransportWebhook, settings.TransportWebhook
+		p.Functions.WebhookURL, p.Functions.SESFrom = "https://gw.example.com/send", ""
+	})
+	for _, typ := range []string{"AWS::SES::ConfigurationSet", "AWS::SES::ConfigurationSetEventDestination", "AWS::SMSVOICE::ConfigurationSet"} {
+		check(t, typ, func() { web.template.ResourceCountIs(jsii.String(typ), jsii.Number(0)) })
+	}
+	vars = web.function(t, settings.Dispatch)["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if _, ok := vars["SES_CONFIGURATION_SET"]; ok {
+		t.Errorf("webhook email still gets SES_CONFIGURATION_SET")
+	}
+	// The route itself stays: tests and other publishers use the topic.
+	check(t, "topic", func() { web.template.ResourceCountIs(jsii.String("AWS::SNS::Topic"), jsii.Number(1)) })
+}
+
+func TestValidateEvents(t *testing.T) {
+	for name, mutate := range map[string]func(p *LedgerStackProps){
+		"concurrency 1":    func(p *LedgerStackProps) { p.EventsMaxConcurrency = 1 },
+		"concurrency 2000": func(p *LedgerStackProps) { p.EventsMaxConcurrency = 2000 },
+		"SES set name":     func(p *LedgerStackProps) { p.Functions.SESConfigurationSet = "has space" },
+		"SMS set name":     func(p *LedgerStackProps) { p.Functions.SMSConfigurationSet = strings.Repeat("x", 65) },
+	} {
+		p := testProps(t)
+		mutate(p)
+		if err := p.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := testProps(t).Validate(); err != nil {
+		t.Errorf("defaults rejected: %v", err)
+	}
+}
