@@ -132,6 +132,9 @@ CONTEXT=(
   # set (AWS::SMSVOICE::*, which the emulator cannot provision). A local stage that sets
   # smsTransport=sms must also name a set, -c smsConfigurationSet=<prefix>-sms-local, so the stack
   # creates none.
+  # The emulator's SES publishes no events, so no delivery or bounce can end a held fallback's wait:
+  # settle it when the email is accepted, as a stage without events would.
+  -c fallbackDeliveryWait=0s
   "$@"
 )
 inputs_hash="$(
