@@ -72,6 +72,9 @@ func TestEndToEndAWSCalls(t *testing.T) {
 	if e.out.BudgetTable != "" {
 		binding[e.out.BudgetTable] = awscall.BudgetTable
 	}
+	if e.out.SESConfigurationSet != "" {
+		binding[e.out.SESConfigurationSet] = awscall.SESConfigurationSet
+	}
 	if u := e.out.DispatchQueueURL; u != "" {
 		binding[u[strings.LastIndex(u, "/")+1:]] = awscall.DispatchQueue
 	}

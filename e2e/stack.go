@@ -48,6 +48,8 @@ type Outputs struct {
 	ExpireFunction      string `json:"ExpireFunctionName"`
 	// ProviderEventsTopicARN is the topic SES and SMS publish events to.
 	ProviderEventsTopicARN string `json:"ProviderEventsTopicArn"`
+	// SESConfigurationSet is the SES configuration set the senders send with.
+	SESConfigurationSet string `json:"SesConfigurationSetName"`
 }
 
 // ReadOutputs reads a `cdk deploy --outputs-file` file holding exactly one
