@@ -164,7 +164,7 @@ func (p *LedgerStackProps) sesEvents(stack awscdk.Stack, topic awssns.Topic) str
 		Resources:  jsii.Strings(*topic.TopicArn()),
 		Conditions: &map[string]any{"StringEquals": map[string]any{
 			"aws:SourceAccount": stack.Account(),
-			"aws:SourceArn":     sesConfigurationSetArn(stack, name),
+			"aws:SourceArn":     configurationSetArn(stack, "ses", name),
 		}},
 	}))
 	return name
@@ -207,18 +207,11 @@ func (p *LedgerStackProps) smsEvents(stack awscdk.Stack, topic awssns.Topic) str
 	return name
 }
 
-// sesConfigurationSetArn is the ARN of the SES configuration set name in this stack's account and region.
-func sesConfigurationSetArn(stack awscdk.Stack, name string) *string {
+// configurationSetArn is the ARN of the configuration set name of service ("ses" or "sms-voice")
+// in this stack's account and region.
+func configurationSetArn(stack awscdk.Stack, service, name string) *string {
 	return awscdk.Arn_Format(&awscdk.ArnComponents{
-		Service: jsii.String("ses"), Resource: jsii.String("configuration-set"),
-		ResourceName: jsii.String(name), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
-	}, stack)
-}
-
-// smsConfigurationSetArn is the ARN of the End User Messaging SMS configuration set name.
-func smsConfigurationSetArn(stack awscdk.Stack, name string) *string {
-	return awscdk.Arn_Format(&awscdk.ArnComponents{
-		Service: jsii.String("sms-voice"), Resource: jsii.String("configuration-set"),
+		Service: jsii.String(service), Resource: jsii.String("configuration-set"),
 		ResourceName: jsii.String(name), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 	}, stack)
 }

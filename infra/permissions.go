@@ -123,7 +123,7 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function, 
 			ResourceName: jsii.String(p.sesIdentity()), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 		}, stack)}
 		if ev.sesSet != "" {
-			resources = append(resources, sesConfigurationSetArn(stack, ev.sesSet))
+			resources = append(resources, configurationSetArn(stack, "ses", ev.sesSet))
 		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("ses:SendEmail"),
@@ -158,7 +158,7 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function, 
 		resources := []*string{jsii.String(resource)}
 		if ev.smsSet != "" && strings.HasPrefix(p.Functions.SMSOrigination, "arn:") {
 			// The account-wide grant above already covers the set.
-			resources = append(resources, smsConfigurationSetArn(stack, ev.smsSet))
+			resources = append(resources, configurationSetArn(stack, "sms-voice", ev.smsSet))
 		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("sms-voice:SendTextMessage"),

@@ -101,10 +101,10 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	default:
 		return DispatchResult{Outcome: DispatchSkipped, Entry: e}, false, nil
 	}
-	if ev, ok := e.ProviderEvidence(); ok {
+	if ev, ok := e.ProviderEvidence(); ok && e.State == Deferred {
 		// A deferred row whose earlier attempt the provider reports it took
 		// (and perhaps bounced): another attempt would send twice.
-		res, err := s.decide(ctx, e, Accepted, w, fmt.Sprintf("provider event %s (message %s) shows an earlier attempt was accepted; not sent again", ev.ProviderType, ev.AckID), ev.AckID)
+		res, err := s.acceptOnEvidence(ctx, e, w, ev, "dispatch: not sent again")
 		return DispatchResult{Outcome: DispatchSkipped, Entry: res}, false, err
 	}
 	if s.expiredAt(e.ExpiresAt, now) {

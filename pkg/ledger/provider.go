@@ -246,33 +246,29 @@ func describeEvent(p ProviderEvent) string {
 // ProviderEvidence returns the first provider-event entry of the row: the
 // provider's own record that it took the request.
 func (e Entry) ProviderEvidence() (Event, bool) {
-	for _, ev := range e.History {
-		if ev.Kind.Provider() {
-			return ev, true
-		}
-	}
-	return Event{}, false
+	return e.first(func(ev Event) bool { return ev.Kind.Provider() })
 }
 
 // DeliveryFailure returns the first entry reporting a permanent delivery
 // failure (a hard bounce, a reject after acceptance, a final SMS failure).
 func (e Entry) DeliveryFailure() (Event, bool) {
-	for _, ev := range e.History {
-		if ev.Kind.Provider() && ev.Permanent {
-			return ev, true
-		}
-	}
-	return Event{}, false
+	return e.first(func(ev Event) bool { return ev.Kind.Provider() && ev.Permanent })
 }
 
 // Delivered reports whether the provider reported the message delivered.
 func (e Entry) Delivered() bool {
+	_, ok := e.first(func(ev Event) bool { return ev.Kind == KindDelivered })
+	return ok
+}
+
+// first returns the oldest history entry that match accepts.
+func (e Entry) first(match func(Event) bool) (Event, bool) {
 	for _, ev := range e.History {
-		if ev.Kind == KindDelivered {
-			return true
+		if match(ev) {
+			return ev, true
 		}
 	}
-	return false
+	return Event{}, false
 }
 
 // enteredAt returns when the row entered its current state: the newest

@@ -87,7 +87,7 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 		// An event may have arrived while the row was still dispatching:
 		// it was kept in the history, and is the evidence now.
 		if ev, ok := e.ProviderEvidence(); ok {
-			_, err := s.decide(ctx, e, Accepted, w, fmt.Sprintf("reconcile: provider event %s (message %s) is transport evidence that the message was accepted", ev.ProviderType, ev.AckID), ev.AckID)
+			_, err := s.acceptOnEvidence(ctx, e, w, ev, "reconcile")
 			return "unknown->accepted (provider event)", err
 		}
 		if now.Before(e.lastAttemptAt().Add(s.Policy.SettlePeriod)) {
@@ -190,7 +190,15 @@ func (s *Service) quarantine(ctx context.Context, e Entry, w Worker, reason stri
 	return err
 }
 
-// decide moves an unknown or quarantined row to a final state.
+// acceptOnEvidence moves the row e, which already holds the provider-event
+// entry ev, to accepted with that event as its evidence; by says who decided.
+func (s *Service) acceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Event, by string) (Entry, error) {
+	reason := fmt.Sprintf("%s: provider event %s (message %s) is transport evidence that the message was accepted", by, ev.ProviderType, ev.AckID)
+	return s.decide(ctx, e, Accepted, w, reason, ev.AckID)
+}
+
+// decide moves an unknown, quarantined (or, on provider evidence, deferred)
+// row to a final state.
 func (s *Service) decide(ctx context.Context, e Entry, to State, w Worker, reason, ackID string) (Entry, error) {
 	c, err := s.transition(e, to, w, reason, func(n *Entry) {
 		n.NextCheckAt = timeZero
