@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/resetledger/resetledger/internal/metrics"
@@ -219,7 +216,7 @@ func TestGateBadEvents(t *testing.T) {
 	if err := got.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	if depth := queueDepth(t, p, p.EventsDLQURL); depth != len(kept) {
+	if depth := p.QueueDepth(p.EventsDLQURL); depth != len(kept) {
 		t.Fatalf("events DLQ holds %d, want %d", depth, len(kept))
 	}
 	out := p.Out.String()
@@ -232,18 +229,6 @@ func TestGateBadEvents(t *testing.T) {
 		t.Error("the duplicates were not counted")
 	}
 	assertNoEventSecrets(t, p)
-}
-
-func queueDepth(t *testing.T, p *pipeline.Pipeline, url string) int {
-	t.Helper()
-	out, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: &url, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
-	return n
 }
 
 // assertNoEventSecrets: the recipient address and phone number the events

@@ -751,16 +751,24 @@ func (p *Pipeline) SESCaptured() ([]SESMessage, error) {
 	return out, nil
 }
 
-// DLQDepth counts messages in the dead-letter queue.
-func (p *Pipeline) DLQDepth() int {
+// DLQDepth counts messages in the intent queue's dead-letter queue.
+func (p *Pipeline) DLQDepth() int { return p.QueueDepth(p.DLQURL) }
+
+// QueueDepth counts the messages visible in the queue at url (SQS's
+// approximate count, exact on the emulator).
+func (p *Pipeline) QueueDepth(url string) int {
 	p.t.Helper()
+	attr := sqstypes.QueueAttributeNameApproximateNumberOfMessages
 	out, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: &p.DLQURL, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+		QueueUrl: &url, AttributeNames: []sqstypes.QueueAttributeName{attr},
 	})
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	n, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	n, err := strconv.Atoi(out.Attributes[string(attr)])
+	if err != nil {
+		p.t.Fatalf("queue depth of %s: %v", url, err)
+	}
 	return n
 }
 
