@@ -52,7 +52,7 @@ const benchChunk = 1024
 func BenchmarkClaim(b *testing.B) {
 	ctx := context.Background()
 	sealer := handlertest.Sealer()
-	h := &handler.Claim{Svc: inProcessService(), Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}
+	h := &handler.Claim{Deps: handler.Deps{Svc: inProcessService(), Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}}
 	benchChunked(b, func(i int, now time.Time) events.SQSEvent {
 		_, _, body := handlertest.WireIntent(b, sealer, i, now)
 		return events.SQSEvent{Records: []events.SQSMessage{sqsRecord(i, body)}}
@@ -69,7 +69,7 @@ func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
 	sealer := handlertest.Sealer()
 	svc := inProcessService()
-	h := &handler.Dispatch{Svc: svc, Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}
+	h := &handler.Dispatch{Deps: handler.Deps{Svc: svc, Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}}
 	benchChunked(b, func(i int, now time.Time) events.DynamoDBEvent {
 		in, sealed, _ := handlertest.WireIntent(b, sealer, i, now)
 		if _, err := svc.Claim(ctx, in, sealed, claimWorker); err != nil {
@@ -114,14 +114,14 @@ func TestInProcessHandlers(t *testing.T) {
 	sealer := handlertest.Sealer()
 	svc := inProcessService()
 	in, _, body := handlertest.WireIntent(t, sealer, 1, time.Now())
-	claim := &handler.Claim{Svc: svc, Log: quietLog()}
+	claim := &handler.Claim{Deps: handler.Deps{Svc: svc, Log: quietLog()}}
 	if resp, err := claim.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{sqsRecord(1, body)}}); err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("claim: %v %v", err, resp)
 	}
 	if e, err := svc.Store.Get(ctx, in.Key()); err != nil || e.State != ledger.Claimed {
 		t.Fatalf("after claim: %v %v", e.State, err)
 	}
-	dispatch := &handler.Dispatch{Svc: svc, Log: quietLog()}
+	dispatch := &handler.Dispatch{Deps: handler.Deps{Svc: svc, Log: quietLog()}}
 	if resp, err := dispatch.Handle(ctx, streamRecord(1, in.Key())); err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("dispatch: %v %v", err, resp)
 	}

@@ -49,7 +49,7 @@ func throughputReport(t *testing.T, rep *Report) {
 	}
 	svc := r.service(r.db, nil, nil, nil)
 	svc.Clock = time.Now
-	h := &handler.Claim{Svc: svc, Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}
+	h := &handler.Claim{Deps: handler.Deps{Svc: svc, Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}}
 
 	// The raw put writes an item shaped like a claim (same store encoding).
 	template := items(t, claimedRow, 1<<20, 1, now)[0]

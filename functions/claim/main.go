@@ -12,6 +12,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Claim)
-	h := &handler.Claim{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics}
+	h := &handler.Claim{Deps: fn.Deps}
 	lambda.Start(h.Handle)
 }

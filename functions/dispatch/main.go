@@ -12,6 +12,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Dispatch)
-	h := &handler.Dispatch{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics}
+	h := &handler.Dispatch{Deps: fn.Deps}
 	lambda.Start(h.Invoke)
 }

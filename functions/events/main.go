@@ -14,6 +14,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Events)
-	h := &handler.Events{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics}
+	h := &handler.Events{Deps: fn.Deps}
 	lambda.Start(h.Handle)
 }

@@ -12,6 +12,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Expire)
-	h := &handler.Expire{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics, Limit: fn.Settings.SweepLimit}
+	h := &handler.Expire{Deps: fn.Deps, Limit: fn.Settings.SweepLimit}
 	lambda.Start(h.Handle)
 }

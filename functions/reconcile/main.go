@@ -14,6 +14,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Reconcile)
-	h := &handler.Reconcile{Svc: fn.Service, Log: fn.Log, Metrics: fn.Metrics, Limit: fn.Settings.SweepLimit, RedriveEvery: 30 * time.Second}
+	h := &handler.Reconcile{Deps: fn.Deps, Limit: fn.Settings.SweepLimit, RedriveEvery: 30 * time.Second}
 	lambda.Start(h.Handle)
 }

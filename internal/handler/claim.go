@@ -18,9 +18,7 @@ import (
 // each record that should be retried (or, after the queue's receive count,
 // dead-lettered) is reported by message id.
 type Claim struct {
-	Svc     *ledger.Service
-	Log     *slog.Logger
-	Metrics *metrics.Emitter
+	Deps
 }
 
 // Handle claims each record of one SQS batch and reports the ones to retry.

@@ -23,9 +23,7 @@ import (
 // reconcile's re-drives). Duplicate records, messages and invocations are
 // harmless: the conditional write to dispatching decides who sends.
 type Dispatch struct {
-	Svc     *ledger.Service
-	Log     *slog.Logger
-	Metrics *metrics.Emitter
+	Deps
 }
 
 // Handle dispatches the claimed rows of one batch of stream records, in

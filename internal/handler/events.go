@@ -26,9 +26,7 @@ import (
 //     queue's redrive policy keeps it in the DLQ after its receive count;
 //   - a storage error: reported failed and retried by the queue.
 type Events struct {
-	Svc     *ledger.Service
-	Log     *slog.Logger
-	Metrics *metrics.Emitter
+	Deps
 }
 
 // Handle records each event of one SQS batch and reports the ones to retry

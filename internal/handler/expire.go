@@ -2,21 +2,17 @@ package handler
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // Expire runs one expire sweep per scheduled event.
 type Expire struct {
-	Svc     *ledger.Service
-	Log     *slog.Logger
-	Metrics *metrics.Emitter
-	Limit   int
+	Deps
+	Limit int
 }
 
 // Handle runs the sweep.

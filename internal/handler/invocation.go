@@ -6,9 +6,18 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
+
+// Deps is what every handler works with: the ledger service built for its
+// function, the function's logger and its metrics emitter.
+type Deps struct {
+	Svc     *ledger.Service
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
+}
 
 // invocation returns the worker identity recorded in the ledger for this
 // invocation ("<function>/<request id>") and a logger carrying the request id.

@@ -16,10 +16,8 @@ import (
 // Reconcile runs one reconcile sweep per scheduled event and publishes the
 // open claims by state and age.
 type Reconcile struct {
-	Svc     *ledger.Service
-	Log     *slog.Logger
-	Metrics *metrics.Emitter
-	Limit   int
+	Deps
+	Limit int
 	// RedriveEvery, if set, repeats the re-drive pass within one invocation
 	// every RedriveEvery while the invocation has time left: the schedule
 	// fires once a minute, and a second pass halfway bounds how long a due

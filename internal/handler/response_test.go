@@ -66,7 +66,7 @@ func TestClaimResponseEncoding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc, _ := memService(now)
-			h := &Claim{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}
+			h := &Claim{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}}
 			resp, err := h.Handle(context.Background(), events.SQSEvent{Records: tc.records})
 			if err != nil {
 				t.Fatal(err)
@@ -87,7 +87,7 @@ func TestDispatchResponseEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	record := handlertest.StreamRecord
-	h := &Dispatch{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}
+	h := &Dispatch{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}}
 	for _, tc := range []struct {
 		name    string
 		records []events.DynamoDBEventRecord

@@ -368,7 +368,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, webhookUR
 	}
 	logger := slogJSON(p.Out)
 	em := &metrics.Emitter{W: p.Out}
-	service := func(role settings.Role) *ledger.Service {
+	deps := func(role settings.Role) handler.Deps {
 		env := fs.Environ(role)
 		maps.Copy(env, o.Env)
 		s, err := settings.Load(role, func(k string) string { return env[k] })
@@ -382,13 +382,13 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, webhookUR
 			p.t.Fatal(err)
 		}
 		svc.Clock = p.Now
-		return svc
+		return handler.Deps{Svc: svc, Log: logger, Metrics: em}
 	}
-	p.Claim = &handler.Claim{Svc: service(settings.Claim), Log: logger, Metrics: em}
-	p.Dispatch = &handler.Dispatch{Svc: service(settings.Dispatch), Log: logger, Metrics: em}
-	p.Reconcile = &handler.Reconcile{Svc: service(settings.Reconcile), Log: logger, Metrics: em, Limit: o.SweepLimit}
-	p.Expire = &handler.Expire{Svc: service(settings.Expire), Log: logger, Metrics: em, Limit: o.SweepLimit}
-	p.Events = &handler.Events{Svc: service(settings.Events), Log: logger, Metrics: em}
+	p.Claim = &handler.Claim{Deps: deps(settings.Claim)}
+	p.Dispatch = &handler.Dispatch{Deps: deps(settings.Dispatch)}
+	p.Reconcile = &handler.Reconcile{Deps: deps(settings.Reconcile), Limit: o.SweepLimit}
+	p.Expire = &handler.Expire{Deps: deps(settings.Expire), Limit: o.SweepLimit}
+	p.Events = &handler.Events{Deps: deps(settings.Events)}
 }
 
 // recordCalls writes the functions' AWS calls when the test ends, with the

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/internal/awscall"
+	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dispatchqueue"
@@ -34,12 +35,11 @@ import (
 	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
-// Function is everything a function's main needs.
+// Function is everything a function's main needs: its settings, and the
+// service, logger and metrics emitter its handler works with.
 type Function struct {
 	Settings settings.Settings
-	Log      *slog.Logger
-	Metrics  *metrics.Emitter
-	Service  *ledger.Service
+	Deps     handler.Deps
 }
 
 // Boot loads the settings of role from the environment and the SDK
@@ -72,7 +72,7 @@ func Boot(role settings.Role) Function {
 		log.Error("wiring failed", "error", err.Error())
 		os.Exit(2)
 	}
-	return Function{Settings: s, Log: log, Metrics: em, Service: svc}
+	return Function{Settings: s, Deps: handler.Deps{Svc: svc, Log: log, Metrics: em}}
 }
 
 // Service builds the ledger service for role from cfg and s. Every state
