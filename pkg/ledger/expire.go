@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -14,53 +13,44 @@ import (
 func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepReport, error) {
 	var rep SweepReport
 	now := s.now()
-	rows, err := s.Store.ListOpen(ctx, Claimed, now.Add(s.Policy.ExpiryMargin), limit)
-	if err != nil {
-		return rep, fmt.Errorf("expire: list claimed: %w", err)
-	}
-	for _, e := range rows {
-		rep.Seen++
+	err := s.sweepOpen(ctx, &rep, "expire", Claimed, now.Add(s.Policy.ExpiryMargin), limit, func(e Entry) (string, error) {
 		if !s.expiredAt(e.ExpiresAt, now) {
-			continue
+			return "", nil
 		}
 		_, err := s.expire(ctx, e, w, "challenge expired while claimed; never dispatched", DispatchExpired)
-		s.note(&rep, "claimed->expired", err)
+		return "claimed->expired", err
+	})
+	if err != nil {
+		return rep, err
 	}
 	// Deferred rows whose challenge ran out while they waited (a lost
 	// wake-up and a missed re-drive): they were never sent.
-	deferred, err := s.Store.ListOpen(ctx, Deferred, now, limit)
-	if err != nil {
-		return rep, fmt.Errorf("expire: list deferred: %w", err)
-	}
-	for _, e := range deferred {
-		rep.Seen++
+	err = s.sweepOpen(ctx, &rep, "expire", Deferred, now, limit, func(e Entry) (string, error) {
 		if !s.expiredAt(e.ExpiresAt, now) {
-			continue
+			return "", nil
 		}
 		_, err := s.expire(ctx, e, w, expiryReason(e), DispatchExpired)
-		s.note(&rep, "deferred->expired", err)
+		return "deferred->expired", err
+	})
+	if err != nil {
+		return rep, err
 	}
 	// Held fallback channels: settle those whose earlier channel ended (a
 	// missed settleSuccessor) and expire those whose challenge did. All of
 	// them are listed, not the first limit: rows still waiting would
 	// otherwise hide a straggler behind them on every tick.
-	held, err := s.Store.ListOpen(ctx, Held, time.Time{}, 0)
-	if err != nil {
-		return rep, fmt.Errorf("expire: list held: %w", err)
-	}
-	for _, h := range held {
-		rep.Seen++
+	err = s.sweepOpen(ctx, &rep, "expire", Held, time.Time{}, 0, func(h Entry) (string, error) {
 		_, p, _, err := s.neighbor(ctx, h.Identity, h.Workflow, -1)
 		if err != nil {
-			s.note(&rep, "", err)
-			continue
+			return "", err
 		}
 		to, err := s.settleHeld(ctx, h, p, w)
-		if to != Held || err != nil {
-			s.note(&rep, "held->"+string(to), err)
+		if to == Held && err == nil {
+			return "", nil
 		}
-	}
-	return rep, nil
+		return "held->" + string(to), err
+	})
+	return rep, err
 }
 
 func (s *Service) expire(ctx context.Context, e Entry, w Worker, reason string, out DispatchOutcome) (DispatchResult, error) {

@@ -37,6 +37,25 @@ func (s *Service) note(rep *SweepReport, action string, err error) {
 	}
 }
 
+// sweepOpen lists up to limit rows in the open state st that are due by
+// dueBy (limit 0: all of them), counts each as seen and notes what each
+// did: each returns the action it took, or "" for a row it left alone. A
+// failed listing ends the sweep with an error prefixed by op; a row's
+// failure is noted and the sweep goes on.
+func (s *Service) sweepOpen(ctx context.Context, rep *SweepReport, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
+	rows, err := s.Store.ListOpen(ctx, st, dueBy, limit)
+	if err != nil {
+		return fmt.Errorf("%s: list %s: %w", op, st, err)
+	}
+	for _, e := range rows {
+		rep.Seen++
+		if action, err := each(e); action != "" || err != nil {
+			s.note(rep, action, err)
+		}
+	}
+	return nil
+}
+
 // Reconcile sweeps rows stuck in dispatching past their lease (to unknown)
 // and due unknown rows, applying the transport's policy: a same-key retry
 // inside the window the transport honors, a lookup where supported, and
@@ -46,12 +65,7 @@ func (s *Service) note(rep *SweepReport, action string, err error) {
 func (s *Service) Reconcile(ctx context.Context, w Worker, limit int) (SweepReport, error) {
 	var rep SweepReport
 	now := s.now()
-	stuck, err := s.Store.ListOpen(ctx, Dispatching, now, limit)
-	if err != nil {
-		return rep, fmt.Errorf("reconcile: list dispatching: %w", err)
-	}
-	for _, e := range stuck {
-		rep.Seen++
+	err := s.sweepOpen(ctx, &rep, "reconcile", Dispatching, now, limit, func(e Entry) (string, error) {
 		c, err := s.transition(e, Unknown, w, "lease expired without a recorded outcome", func(n *Entry) {
 			n.LeaseUntil = timeZero
 			n.NextCheckAt = now
@@ -60,18 +74,15 @@ func (s *Service) Reconcile(ctx context.Context, w Worker, limit int) (SweepRepo
 		if err == nil {
 			_, err = s.write(ctx, c)
 		}
-		s.note(&rep, "dispatching->unknown", err)
-	}
-	unknown, err := s.Store.ListOpen(ctx, Unknown, now, limit)
+		return "dispatching->unknown", err
+	})
 	if err != nil {
-		return rep, fmt.Errorf("reconcile: list unknown: %w", err)
+		return rep, err
 	}
-	for _, e := range unknown {
-		rep.Seen++
-		action, err := s.resolveUnknown(ctx, e, w)
-		s.note(&rep, action, err)
-	}
-	return rep, nil
+	err = s.sweepOpen(ctx, &rep, "reconcile", Unknown, now, limit, func(e Entry) (string, error) {
+		return s.resolveUnknown(ctx, e, w)
+	})
+	return rep, err
 }
 
 // resolveUnknown applies the reconcile policy of the row's transport.

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // Redrive hands back to dispatch the rows that are due for dispatch and
@@ -20,22 +19,17 @@ func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	}
 	now := s.now()
 	late := now.Add(-s.Policy.RedriveAfter)
-	deferred, err := s.Store.ListOpen(ctx, Deferred, late, limit)
-	if err != nil {
-		return rep, fmt.Errorf("redrive: list deferred: %w", err)
+	redrive := func(e Entry) (string, error) {
+		if e.UpdatedAt.After(late) || s.expiredAt(e.ExpiresAt, now) {
+			return "", nil
+		}
+		return string(e.State) + "->redriven", s.Scheduler.Schedule(ctx, e.Key, now)
+	}
+	if err := s.sweepOpen(ctx, &rep, "redrive", Deferred, late, limit, redrive); err != nil {
+		return rep, err
 	}
 	// Claimed rows are indexed by expiry, not by when they were claimed:
 	// list the open ones soonest-expiring first and take the late ones.
-	claimed, err := s.Store.ListOpen(ctx, Claimed, timeZero, limit)
-	if err != nil {
-		return rep, fmt.Errorf("redrive: list claimed: %w", err)
-	}
-	for _, e := range append(deferred, claimed...) {
-		rep.Seen++
-		if e.UpdatedAt.After(late) || s.expiredAt(e.ExpiresAt, now) {
-			continue
-		}
-		s.note(&rep, string(e.State)+"->redriven", s.Scheduler.Schedule(ctx, e.Key, now))
-	}
-	return rep, nil
+	err := s.sweepOpen(ctx, &rep, "redrive", Claimed, timeZero, limit, redrive)
+	return rep, err
 }
