@@ -135,49 +135,13 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %w", e.Key, err)
 	}
 
-	waited := time.Duration(0)
-	if d := at.Sub(now); d > 0 {
-		// Hold a booked slot on the row before waiting for it. The booking
-		// is made before any conditional write and is not undone when one
-		// loses; while this dispatch waits, another delivery of the same
-		// row (a re-drive, a duplicate wake-up, the stream record) would
-		// otherwise find it still claimed and book a slot of its own, and
-		// one of the two slots would go unused. Held, the row is deferred
-		// to this slot: the other delivery waits for the same slot and
-		// loses the move to dispatching, booking nothing. (A provider's
-		// wait without a budget books nothing and needs no hold.)
-		if s.Budget != nil && (e.State != Deferred || !e.SlotAt.Equal(at)) {
-			reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
-			if e, err = s.deferral(ctx, e, w, reason, BudgetCode, at, true); err != nil {
-				return DispatchResult{}, false, err
-			}
-		}
-		if err := s.sleep(ctx, d); err != nil {
-			return DispatchResult{}, false, fmt.Errorf("dispatch %s: waiting for the send-rate budget: %w", e.Key, err)
-		}
-		waited = d
-	}
-	// The content read, decryption and budget booking above took time: the
-	// write that starts the attempt is conditioned on the clock as it reads
-	// now, not as it read before them.
-	now = s.now()
-
-	c, err := s.transition(e, Dispatching, w, dispatchReason(e), func(n *Entry) {
-		n.Attempts++
-		if n.FirstAttemptAt.IsZero() {
-			n.FirstAttemptAt = now
-		}
-		n.LeaseUntil = now.Add(s.Policy.Lease)
-		s.clearDeferral(n)
-		n.Reason = ""
-	})
+	e, waited, err := s.waitForSlot(ctx, e, w, now, at)
 	if err != nil {
 		return DispatchResult{}, false, err
 	}
-	c.NotExpiredBy = now.Add(s.Policy.ExpiryMargin)
-	e, err = s.write(ctx, c)
+	e, err = s.begin(ctx, e, w)
 	if err != nil {
-		return DispatchResult{}, false, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
+		return DispatchResult{}, false, err
 	}
 	// The write's answer can come back late (a slow or retried request, a
 	// paused worker): the send starts only if the challenge still counts as
@@ -189,6 +153,61 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	res, err := s.send(ctx, e, tr, msg, w)
 	res.BudgetWait = waited
 	return res, true, err
+}
+
+// waitForSlot waits until the send slot at booked at now, if it is later.
+// It returns the row as it then stands and how long it waited.
+func (s *Service) waitForSlot(ctx context.Context, e Entry, w Worker, now, at time.Time) (Entry, time.Duration, error) {
+	d := at.Sub(now)
+	if d <= 0 {
+		return e, 0, nil
+	}
+	// Hold a booked slot on the row before waiting for it. The booking
+	// is made before any conditional write and is not undone when one
+	// loses; while this dispatch waits, another delivery of the same
+	// row (a re-drive, a duplicate wake-up, the stream record) would
+	// otherwise find it still claimed and book a slot of its own, and
+	// one of the two slots would go unused. Held, the row is deferred
+	// to this slot: the other delivery waits for the same slot and
+	// loses the move to dispatching, booking nothing. (A provider's
+	// wait without a budget books nothing and needs no hold.)
+	if s.Budget != nil && (e.State != Deferred || !e.SlotAt.Equal(at)) {
+		reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
+		var err error
+		if e, err = s.deferral(ctx, e, w, reason, BudgetCode, at, true); err != nil {
+			return e, 0, err
+		}
+	}
+	if err := s.sleep(ctx, d); err != nil {
+		return e, 0, fmt.Errorf("dispatch %s: waiting for the send-rate budget: %w", e.Key, err)
+	}
+	return e, d, nil
+}
+
+// begin writes the move of e to dispatching that starts one attempt. The
+// content read, decryption and budget booking before it took time: the
+// write is conditioned on the clock as it reads now, not as it read before
+// them.
+func (s *Service) begin(ctx context.Context, e Entry, w Worker) (Entry, error) {
+	now := s.now()
+	c, err := s.transition(e, Dispatching, w, dispatchReason(e), func(n *Entry) {
+		n.Attempts++
+		if n.FirstAttemptAt.IsZero() {
+			n.FirstAttemptAt = now
+		}
+		n.LeaseUntil = now.Add(s.Policy.Lease)
+		s.clearDeferral(n)
+		n.Reason = ""
+	})
+	if err != nil {
+		return e, err
+	}
+	c.NotExpiredBy = now.Add(s.Policy.ExpiryMargin)
+	e, err = s.write(ctx, c)
+	if err != nil {
+		return e, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
+	}
+	return e, nil
 }
 
 func dispatchReason(e Entry) string {
