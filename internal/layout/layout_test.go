@@ -1,0 +1,105 @@
+package layout
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/resetledger/resetledger"
+
+// maxFuncLines is the longest a non-test function may be without a comment
+// saying why ("… is long because …").
+const maxFuncLines = 80
+
+// sourceFile is one parsed non-test Go file of the module.
+type sourceFile struct {
+	rel  string // slash-separated, from the module root
+	file *ast.File
+}
+
+// moduleFiles parses every non-test Go file of the module, skipping build
+// output, tool folders and node_modules.
+func moduleFiles(t *testing.T) (*token.FileSet, []sourceFile) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found from %s: %v", root, err)
+	}
+	fset := token.NewFileSet()
+	var files []sourceFile
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != root && (strings.HasPrefix(n, ".") || n == "node_modules" || n == "dist" || n == "testdata" || strings.HasPrefix(n, "cdk.out")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		files = append(files, sourceFile{rel: filepath.ToSlash(rel), file: f})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 50 {
+		t.Fatalf("found only %d Go files under %s: the walk is broken", len(files), root)
+	}
+	return fset, files
+}
+
+// TestPublicPackagesDoNotImportInternal: what pkg/ exports can be imported
+// by other modules, which cannot import internal/; a pkg/ package that
+// needs an internal one is in the wrong place.
+func TestPublicPackagesDoNotImportInternal(t *testing.T) {
+	_, files := moduleFiles(t)
+	for _, f := range files {
+		if !strings.HasPrefix(f.rel, "pkg/") {
+			continue
+		}
+		for _, imp := range f.file.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(path, module+"/internal/") {
+				t.Errorf("%s imports %s", f.rel, path)
+			}
+		}
+	}
+}
+
+// TestFunctionLength: no non-test function is over maxFuncLines lines
+// unless its doc comment says why it is long.
+func TestFunctionLength(t *testing.T) {
+	fset, files := moduleFiles(t)
+	for _, f := range files {
+		for _, d := range f.file.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+			if n <= maxFuncLines || strings.Contains(fd.Doc.Text(), "is long because") {
+				continue
+			}
+			t.Errorf("%s: %s is %d lines (at most %d, or say in its comment why it is long because …)", f.rel, fd.Name.Name, n, maxFuncLines)
+		}
+	}
+}
