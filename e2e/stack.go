@@ -20,75 +20,81 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/outputs"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
-// Outputs are the stack outputs of one deployed stage.
+// Outputs are the stack outputs of one deployed stage, read by the names
+// package outputs declares.
 type Outputs struct {
 	Stack               string
-	IntentQueueURL      string `json:"IntentQueueUrl"`
-	IntentDLQURL        string `json:"IntentDlqUrl"`
-	StreamFailureDLQURL string `json:"StreamFailureDlqUrl"`
-	LedgerTable         string `json:"LedgerTableName"`
-	ContentTable        string `json:"ContentTableName"`
-	ContentKeyARN       string `json:"ContentKeyArn"`
-	BudgetTable         string `json:"BudgetTableName"`
-	DispatchQueueURL    string `json:"DispatchQueueUrl"`
-	DispatchQueueDLQURL string `json:"DispatchQueueDlqUrl"`
-	ClaimFunction       string `json:"ClaimFunctionName"`
-	DispatchFunction    string `json:"DispatchFunctionName"`
-	ReconcileFunction   string `json:"ReconcileFunctionName"`
-	ExpireFunction      string `json:"ExpireFunctionName"`
+	IntentQueueURL      string
+	IntentDLQURL        string
+	StreamFailureDLQURL string
+	LedgerTable         string
+	ContentTable        string
+	ContentKeyARN       string
+	BudgetTable         string
+	DispatchQueueURL    string
+	DispatchQueueDLQURL string
+	ClaimFunction       string
+	DispatchFunction    string
+	ReconcileFunction   string
+	ExpireFunction      string
 	// ProviderEventsTopicARN is the topic SES and SMS publish events to.
-	ProviderEventsTopicARN string `json:"ProviderEventsTopicArn"`
+	ProviderEventsTopicARN string
 	// SESConfigurationSet is the SES configuration set the senders send with.
-	SESConfigurationSet string `json:"SesConfigurationSetName"`
+	SESConfigurationSet string
+	// All holds every output of the stage by name.
+	All map[string]string
 }
 
 // ReadOutputs reads a `cdk deploy --outputs-file` file holding exactly one
-// stack and checks that every output the test needs is there.
+// stack and checks that every required output is there.
 func ReadOutputs(path string) (Outputs, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return Outputs{}, err
 	}
-	var stacks map[string]Outputs
+	var stacks map[string]map[string]string
 	if err := json.Unmarshal(raw, &stacks); err != nil {
 		return Outputs{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(stacks) != 1 {
-		names := make([]string, 0, len(stacks))
-		for name := range stacks {
-			names = append(names, name)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(stacks))
 		return Outputs{}, fmt.Errorf("%s: want the outputs of one stack, found %d %v", path, len(stacks), names)
 	}
 	var out Outputs
-	for name, o := range stacks {
-		out, out.Stack = o, name
+	for name, all := range stacks {
+		out.Stack, out.All = name, all
 	}
 	var missing []string
-	for name, v := range map[string]string{
-		"IntentQueueUrl": out.IntentQueueURL, "IntentDlqUrl": out.IntentDLQURL, "LedgerTableName": out.LedgerTable,
-		"ContentTableName": out.ContentTable, "ContentKeyArn": out.ContentKeyARN, "ClaimFunctionName": out.ClaimFunction,
-		"DispatchFunctionName": out.DispatchFunction,
-	} {
-		if v == "" {
-			missing = append(missing, name)
+	for _, o := range outputs.All() {
+		if o.Required && out.All[o.Name] == "" {
+			missing = append(missing, o.Name)
 		}
 	}
 	if len(missing) > 0 {
-		sort.Strings(missing)
 		return Outputs{}, fmt.Errorf("%s: stack %s lacks outputs %v", path, out.Stack, missing)
 	}
+	get := func(o outputs.Output) string { return out.All[o.Name] }
+	out.IntentQueueURL, out.IntentDLQURL, out.StreamFailureDLQURL = get(outputs.IntentQueueURL), get(outputs.IntentDLQURL), get(outputs.StreamFailureDLQURL)
+	out.LedgerTable, out.ContentTable, out.BudgetTable = get(outputs.LedgerTable), get(outputs.ContentTable), get(outputs.BudgetTable)
+	out.ContentKeyARN = get(outputs.ContentKeyARN)
+	out.DispatchQueueURL, out.DispatchQueueDLQURL = get(outputs.DispatchQueueURL), get(outputs.DispatchQueueDLQURL)
+	out.ClaimFunction, out.DispatchFunction = get(outputs.Function(settings.Claim)), get(outputs.Function(settings.Dispatch))
+	out.ReconcileFunction, out.ExpireFunction = get(outputs.Function(settings.Reconcile)), get(outputs.Function(settings.Expire))
+	out.ProviderEventsTopicARN, out.SESConfigurationSet = get(outputs.ProviderEventsTopicARN), get(outputs.SESConfigurationSet)
 	return out, nil
 }
 

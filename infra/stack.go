@@ -11,6 +11,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/internal/settings"
 )
 
@@ -44,7 +45,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 			return nil, err
 		}
 	}
-	outputs(stack, fns, st, in, q, ev)
+	stackOutputs(stack, fns, st, in, q, ev)
 	suppressLinterFindings(stack) // cfn-lint and checkov findings that do not apply, with reasons (linters.go)
 	return stack, nil
 }
@@ -86,32 +87,32 @@ func (p *LedgerStackProps) Validate() error {
 	return errors.Join(errs...)
 }
 
-// outputs are what producers, operators (ledgerctl) and the end-to-end test read from a deployed
-// stage (e2e.Outputs).
-func outputs(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues, ev providerEvents) {
-	out := func(id string, v *string, desc string) {
-		awscdk.NewCfnOutput(stack, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
+// stackOutputs writes what producers, operators (ledgerctl) and the end-to-end test read from a
+// deployed stage, under the names package outputs gives them.
+func stackOutputs(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues, ev providerEvents) {
+	out := func(o outputs.Output, v *string, desc string) {
+		awscdk.NewCfnOutput(stack, jsii.String(o.Name), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
 	}
-	out("IntentQueueUrl", in.queue.QueueUrl(), "Producers send notification intents here")
-	out("IntentQueueArn", in.queue.QueueArn(), "Intent queue ARN (for producer IAM policies)")
-	out("IntentDlqUrl", in.dlq.QueueUrl(), "Poison and repeatedly failing intents")
-	out("StreamFailureDlqUrl", q.streamDLQ.QueueUrl(), "Stream batches dispatch gave up on (metadata only)")
-	out("DispatchQueueUrl", q.queue.QueueUrl(), "Wake-ups and re-drives of rows for dispatch")
-	out("DispatchQueueDlqUrl", q.dlq.QueueUrl(), "Dispatch-queue messages dispatch kept failing on")
-	out("ProviderEventsTopicArn", ev.topic.TopicArn(), "SES and End User Messaging SMS publish their events here")
-	out("ProviderEventsQueueUrl", ev.queue.QueueUrl(), "Provider events waiting for the events function")
-	out("ProviderEventsDlqUrl", ev.dlq.QueueUrl(), "Provider events the events function kept failing on")
+	out(outputs.IntentQueueURL, in.queue.QueueUrl(), "Producers send notification intents here")
+	out(outputs.IntentQueueARN, in.queue.QueueArn(), "Intent queue ARN (for producer IAM policies)")
+	out(outputs.IntentDLQURL, in.dlq.QueueUrl(), "Poison and repeatedly failing intents")
+	out(outputs.StreamFailureDLQURL, q.streamDLQ.QueueUrl(), "Stream batches dispatch gave up on (metadata only)")
+	out(outputs.DispatchQueueURL, q.queue.QueueUrl(), "Wake-ups and re-drives of rows for dispatch")
+	out(outputs.DispatchQueueDLQURL, q.dlq.QueueUrl(), "Dispatch-queue messages dispatch kept failing on")
+	out(outputs.ProviderEventsTopicARN, ev.topic.TopicArn(), "SES and End User Messaging SMS publish their events here")
+	out(outputs.ProviderEventsQueueURL, ev.queue.QueueUrl(), "Provider events waiting for the events function")
+	out(outputs.ProviderEventsDLQURL, ev.dlq.QueueUrl(), "Provider events the events function kept failing on")
 	if ev.sesSet != "" {
-		out("SesConfigurationSetName", jsii.String(ev.sesSet), "SES configuration set the senders name (its events reach the topic)")
+		out(outputs.SESConfigurationSet, jsii.String(ev.sesSet), "SES configuration set the senders name (its events reach the topic)")
 	}
 	if ev.smsSet != "" {
-		out("SmsConfigurationSetName", jsii.String(ev.smsSet), "End User Messaging SMS configuration set the senders name")
+		out(outputs.SMSConfigurationSet, jsii.String(ev.smsSet), "End User Messaging SMS configuration set the senders name")
 	}
-	out("LedgerTableName", st.ledger.TableName(), "Delivery-claim ledger")
-	out("ContentTableName", st.content.TableName(), "Sealed content store")
-	out("BudgetTableName", st.budget.TableName(), "Send-rate budget per channel")
-	out("ContentKeyArn", st.contentKey.KeyArn(), "Producers encrypt notification content with this key")
+	out(outputs.LedgerTable, st.ledger.TableName(), "Delivery-claim ledger")
+	out(outputs.ContentTable, st.content.TableName(), "Sealed content store")
+	out(outputs.BudgetTable, st.budget.TableName(), "Send-rate budget per channel")
+	out(outputs.ContentKeyARN, st.contentKey.KeyArn(), "Producers encrypt notification content with this key")
 	for _, name := range settings.Functions {
-		out(title(name)+"FunctionName", fns[name].FunctionName(), string(name)+" function")
+		out(outputs.Function(name), fns[name].FunctionName(), string(name)+" function")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -42,7 +43,7 @@ Prints the SQS message id and the dedupe key; follow the row with
 		destRef := fs.String("destination-ref", "", "opaque destination `reference` recorded in the ledger (default ledgerctl-sample:<channel>)")
 		templateID := fs.String("template-id", "", "template `id` (default reset-<channel>)")
 		templateVersion := fs.String("template-version", "1", "template `version`")
-		queueURL := fs.String("queue-url", strings.TrimSpace(a.getenv("INTENT_QUEUE_URL")), "intents queue `url` (env INTENT_QUEUE_URL)")
+		queueURL := fs.String("queue-url", strings.TrimSpace(a.getenv(outputs.IntentQueueURL.Env)), "intents queue `url` (env "+outputs.IntentQueueURL.Env+")")
 		keyARN := fs.String("key-arn", strings.TrimSpace(a.getenv(settings.ContentKeyARN.Env)),
 			"KMS key `arn` that seals content (env "+settings.ContentKeyARN.Env+")")
 		if _, err := a.parse(c, fs, args, 0, 0); err != nil {
@@ -59,7 +60,7 @@ Prints the SQS message id and the dedupe key; follow the row with
 		case *expiresIn <= 0:
 			return usagef(c, "--expires-in must be positive")
 		case *queueURL == "":
-			return usagef(c, "no queue: set --queue-url or INTENT_QUEUE_URL")
+			return usagef(c, "no queue: set --queue-url or %s", outputs.IntentQueueURL.Env)
 		case *keyARN == "":
 			return usagef(c, "no KMS key: set --key-arn or CONTENT_KEY_ARN")
 		}

@@ -35,7 +35,7 @@ import (
 	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/resetledger/resetledger/e2e"
-	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -128,32 +128,35 @@ func sesIdentity(ctx context.Context, args []string, stdout io.Writer) error {
 
 func outputsEnv(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("outputs-env", flag.ContinueOnError)
-	outputs := fs.String("outputs", filepath.Join(".run", "outputs.json"), "stack outputs `file`")
+	outputsFile := fs.String("outputs", filepath.Join(".run", "outputs.json"), "stack outputs `file`")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return errUsage
 	}
-	out, err := e2e.ReadOutputs(*outputs)
+	out, err := e2e.ReadOutputs(*outputsFile)
 	if err != nil {
 		return err
 	}
-	for _, kv := range [][2]string{
-		{"LEDGER_STACK", out.Stack}, {settings.LedgerTable.Env, out.LedgerTable}, {settings.ContentTable.Env, out.ContentTable},
-		{"INTENT_QUEUE_URL", out.IntentQueueURL}, {"INTENT_DLQ_URL", out.IntentDLQURL}, {settings.ContentKeyARN.Env, out.ContentKeyARN},
-	} {
-		fmt.Fprintf(stdout, "export %s='%s'\n", kv[0], strings.ReplaceAll(kv[1], "'", `'\''`))
+	export := func(name, v string) {
+		fmt.Fprintf(stdout, "export %s='%s'\n", name, strings.ReplaceAll(v, "'", `'\''`))
+	}
+	export("LEDGER_STACK", out.Stack)
+	for _, o := range outputs.All() {
+		if o.Env != "" {
+			export(o.Env, out.All[o.Name])
+		}
 	}
 	return nil
 }
 
 func waitRow(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("wait-row", flag.ContinueOnError)
-	outputs := fs.String("outputs", filepath.Join(".run", "outputs.json"), "stack outputs `file`")
+	outputsFile := fs.String("outputs", filepath.Join(".run", "outputs.json"), "stack outputs `file`")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 2 {
 		return errUsage
 	}
 	challenge, channel := fs.Arg(0), ledger.Channel(fs.Arg(1))
-	out, err := e2e.ReadOutputs(*outputs)
+	out, err := e2e.ReadOutputs(*outputsFile)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,70 @@
+// Package outputs names the CloudFormation outputs of a deployed stage:
+// what producers, operators (ledgerctl), the local scripts and the
+// end-to-end test read from `cdk deploy --outputs-file`. infra writes every
+// output under one of these names and a template test checks that it
+// writes no other, so a name is typed once.
+package outputs
+
+import (
+	"strings"
+
+	"github.com/resetledger/resetledger/internal/settings"
+)
+
+// Output is one stack output.
+type Output struct {
+	// Name is the output's logical id in the template and its key in the
+	// outputs file.
+	Name string
+	// Env is the environment variable the local tools export it as
+	// (devstack outputs-env) and read it from; "" if none.
+	Env string
+	// Required outputs must be in an outputs file for the end-to-end test
+	// and the local tools to accept it.
+	Required bool
+	// Conditional outputs exist only when the stage needs them (a
+	// configuration set exists only for a channel that uses it).
+	Conditional bool
+}
+
+// The outputs of a stage.
+var (
+	IntentQueueURL         = Output{Name: "IntentQueueUrl", Env: "INTENT_QUEUE_URL", Required: true}
+	IntentQueueARN         = Output{Name: "IntentQueueArn"}
+	IntentDLQURL           = Output{Name: "IntentDlqUrl", Env: "INTENT_DLQ_URL", Required: true}
+	StreamFailureDLQURL    = Output{Name: "StreamFailureDlqUrl"}
+	DispatchQueueURL       = Output{Name: "DispatchQueueUrl"}
+	DispatchQueueDLQURL    = Output{Name: "DispatchQueueDlqUrl"}
+	ProviderEventsTopicARN = Output{Name: "ProviderEventsTopicArn"}
+	ProviderEventsQueueURL = Output{Name: "ProviderEventsQueueUrl"}
+	ProviderEventsDLQURL   = Output{Name: "ProviderEventsDlqUrl"}
+	SESConfigurationSet    = Output{Name: "SesConfigurationSetName", Conditional: true}
+	SMSConfigurationSet    = Output{Name: "SmsConfigurationSetName", Conditional: true}
+	LedgerTable            = Output{Name: "LedgerTableName", Env: settings.LedgerTable.Env, Required: true}
+	ContentTable           = Output{Name: "ContentTableName", Env: settings.ContentTable.Env, Required: true}
+	BudgetTable            = Output{Name: "BudgetTableName"}
+	ContentKeyARN          = Output{Name: "ContentKeyArn", Env: settings.ContentKeyARN.Env, Required: true}
+)
+
+// Function is the output holding the deployed name of a function
+// ("ClaimFunctionName"). The claim and dispatch functions' are required.
+func Function(role settings.Role) Output {
+	name := string(role)
+	return Output{
+		Name:     strings.ToUpper(name[:1]) + name[1:] + "FunctionName",
+		Required: role == settings.Claim || role == settings.Dispatch,
+	}
+}
+
+// All lists every output a stage can have.
+func All() []Output {
+	all := []Output{
+		IntentQueueURL, IntentQueueARN, IntentDLQURL, StreamFailureDLQURL, DispatchQueueURL, DispatchQueueDLQURL,
+		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
+		LedgerTable, ContentTable, BudgetTable, ContentKeyARN,
+	}
+	for _, r := range settings.Functions {
+		all = append(all, Function(r))
+	}
+	return all
+}
