@@ -2,7 +2,9 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -216,6 +218,190 @@ func TestClaimContentMismatch(t *testing.T) {
 				}
 			} else if e.Transport.Calls() != calls || e.Content.Len() != 0 {
 				t.Fatalf("mismatch after accepted sent %d or stored content %d", e.Transport.Calls()-calls, e.Content.Len())
+			}
+		})
+	}
+}
+
+// createHookStore runs a hook once, just before the first Create: another
+// consumer claims the same identity between this one's read and its write.
+type createHookStore struct {
+	ledger.Store
+	once         sync.Once
+	beforeCreate func()
+}
+
+func (s *createHookStore) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
+	s.once.Do(s.beforeCreate)
+	return s.Store.Create(ctx, e)
+}
+
+func TestClaimLosesCreateRace(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name         string
+		otherBody    string // "" means the same content
+		wantOutcome  ledger.ClaimOutcome
+		wantMismatch int
+	}{
+		{"same content", "", ledger.ClaimDuplicate, 0},
+		{"different content", "other wording", ledger.ClaimMismatch, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			in, sealed := ledgertest.Intent(95, ledger.Email, e.Clock.Now(), ttl)
+			otherIn, otherSealed := in, sealed
+			if tt.otherBody != "" {
+				m := ledgertest.Message(95, ledger.Email)
+				m.Body = tt.otherBody
+				otherIn.ContentHash, otherSealed = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m), ledgertest.Seal(m)
+			}
+			other := *e.Svc
+			svc := *e.Svc
+			svc.Store = &createHookStore{Store: e.Store, beforeCreate: func() {
+				if r, err := other.Claim(ctx, otherIn, otherSealed, "claim/other"); err != nil || r.Outcome != ledger.ClaimCreated {
+					t.Errorf("other claim: %s %v", r.Outcome, err)
+				}
+			}}
+			res, err := svc.Claim(ctx, in, sealed, "claim/me")
+			if err != nil || res.Outcome != tt.wantOutcome {
+				t.Fatalf("claim: %s %v, want %s", res.Outcome, err, tt.wantOutcome)
+			}
+			row := e.get(t, in.Key())
+			if row.ContentHash != otherIn.ContentHash || row.Mismatches != tt.wantMismatch || e.Content.Len() != 1 {
+				t.Fatalf("row hash %s mismatches %d blobs %d", row.ContentHash, row.Mismatches, e.Content.Len())
+			}
+			checkHistory(t, row)
+			// Whatever blob ended up stored, nothing that does not match
+			// the row's content hash is ever sent.
+			if _, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range e.Transport.Sent {
+				if ledger.ContentHash(in.TemplateID, in.TemplateVersion, s.Message) != row.ContentHash || s.ContentHash != row.ContentHash {
+					t.Fatal("sent content that does not match the row")
+				}
+			}
+			if tt.otherBody == "" && e.Transport.Recorded(in.Key()) != 1 {
+				t.Fatalf("recorded %d", e.Transport.Recorded(in.Key()))
+			}
+		})
+	}
+}
+
+func TestClaimRejectsInvalidIntent(t *testing.T) {
+	ctx := context.Background()
+	order := func(cs ...ledger.Channel) ledger.Workflow { return ledger.Workflow{Kind: ledger.Fallback, Order: cs} }
+	tests := []struct {
+		name     string
+		mutate   func(in *ledger.Intent, sealed *[]byte)
+		field    string
+		badValue string // must not appear in the error message
+	}{
+		{"empty challenge id", func(in *ledger.Intent, _ *[]byte) { in.ChallengeID = "" }, "challenge_id", ""},
+		{"over-long challenge id", func(in *ledger.Intent, _ *[]byte) { in.ChallengeID = strings.Repeat("Q", 129) }, "challenge_id", strings.Repeat("Q", 129)},
+		{"control character in challenge id", func(in *ledger.Intent, _ *[]byte) { in.ChallengeID = "chal-7\nforged log line" }, "challenge_id", "forged log line"},
+		{"NUL in challenge id", func(in *ledger.Intent, _ *[]byte) { in.ChallengeID = "chal-7\x00zz" }, "challenge_id", "chal-7"},
+		{"email address as challenge id", func(in *ledger.Intent, _ *[]byte) { in.ChallengeID = "victim@example.test" }, "challenge_id", "victim@example.test"},
+		{"unknown channel", func(in *ledger.Intent, _ *[]byte) { in.Channel = "carrier-pigeon" }, "channel", "carrier-pigeon"},
+		{"empty channel", func(in *ledger.Intent, _ *[]byte) { in.Channel = "" }, "channel", ""},
+		{"unknown purpose", func(in *ledger.Intent, _ *[]byte) { in.Purpose = "account-takeover" }, "purpose", "account-takeover"},
+		{"empty purpose", func(in *ledger.Intent, _ *[]byte) { in.Purpose = "" }, "purpose", ""},
+		{"zero expiry", func(in *ledger.Intent, _ *[]byte) { in.ExpiresAt = time.Time{} }, "expires_at", ""},
+		{"fallback with one channel", func(in *ledger.Intent, _ *[]byte) { in.Workflow = order(ledger.Email) }, "workflow.order", ""},
+		{"fallback with no channels", func(in *ledger.Intent, _ *[]byte) { in.Workflow = order() }, "workflow.order", ""},
+		{"fallback with a repeated channel", func(in *ledger.Intent, _ *[]byte) { in.Workflow = order(ledger.Email, ledger.Email) }, "workflow.order", ""},
+		{"fallback with an unknown channel", func(in *ledger.Intent, _ *[]byte) { in.Workflow = order(ledger.Email, "telegraph") }, "workflow.order", "telegraph"},
+		{"fallback with too many channels", func(in *ledger.Intent, _ *[]byte) { in.Workflow = order(ledger.Email, ledger.SMS, ledger.Email) }, "workflow.order", ""},
+		{"channel not in fallback order", func(in *ledger.Intent, _ *[]byte) {
+			in.Channel = ledger.SMS
+			in.Workflow = order(ledger.Email, "telegraph")
+		}, "workflow.order", ""},
+		{"unknown workflow kind", func(in *ledger.Intent, _ *[]byte) { in.Workflow = ledger.Workflow{Kind: "broadcast"} }, "workflow.kind", "broadcast"},
+		{"empty workflow kind", func(in *ledger.Intent, _ *[]byte) { in.Workflow = ledger.Workflow{} }, "workflow.kind", ""},
+		{"raw email as destination ref", func(in *ledger.Intent, _ *[]byte) { in.DestinationRef = "player1@example.test" }, "destination_ref", "player1@example.test"},
+		{"raw phone as destination ref", func(in *ledger.Intent, _ *[]byte) { in.DestinationRef = "+15550001234" }, "destination_ref", "+15550001234"},
+		{"empty destination ref", func(in *ledger.Intent, _ *[]byte) { in.DestinationRef = "" }, "destination_ref", ""},
+		{"empty template id", func(in *ledger.Intent, _ *[]byte) { in.TemplateID = "" }, "template_id", ""},
+		{"template version with space", func(in *ledger.Intent, _ *[]byte) { in.TemplateVersion = "v 3 beta" }, "template_version", "v 3 beta"},
+		{"empty policy version", func(in *ledger.Intent, _ *[]byte) { in.PolicyVersion = "" }, "policy_version", ""},
+		{"empty content hash", func(in *ledger.Intent, _ *[]byte) { in.ContentHash = "" }, "content_hash", ""},
+		{"short content hash", func(in *ledger.Intent, _ *[]byte) { in.ContentHash = "deadbeefcafe" }, "content_hash", "deadbeefcafe"},
+		{"uppercase content hash", func(in *ledger.Intent, _ *[]byte) { in.ContentHash = strings.Repeat("AB", 32) }, "content_hash", "ABAB"},
+		{"non-hex content hash", func(in *ledger.Intent, _ *[]byte) { in.ContentHash = strings.Repeat("zq", 32) }, "content_hash", "zqzq"},
+		{"over-long content hash", func(in *ledger.Intent, _ *[]byte) { in.ContentHash += "00" }, "content_hash", ""},
+		{"missing sealed content", func(_ *ledger.Intent, sealed *[]byte) { *sealed = nil }, "sealed_content", ""},
+		{"empty sealed content", func(_ *ledger.Intent, sealed *[]byte) { *sealed = []byte{} }, "sealed_content", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			in, sealed := ledgertest.Intent(7, ledger.Email, e.Clock.Now(), ttl)
+			tt.mutate(&in, &sealed)
+
+			res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
+			var fe *ledger.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("want *FieldError, got %T %v (outcome %s)", err, err, res.Outcome)
+			}
+			if fe.Field != tt.field {
+				t.Fatalf("field %q, want %q (%v)", fe.Field, tt.field, err)
+			}
+			if !errors.Is(err, ledger.ErrInvalidIntent) {
+				t.Fatalf("%v does not unwrap to ErrInvalidIntent", err)
+			}
+			if fe.Reason == "" {
+				t.Fatal("empty reason")
+			}
+			if tt.badValue != "" && strings.Contains(err.Error(), tt.badValue) {
+				t.Fatalf("message %q contains the rejected value", err.Error())
+			}
+			if res.Outcome != "" || res.Entry.Key != "" {
+				t.Fatalf("invalid intent produced a result: %+v", res)
+			}
+
+			// Nothing written: neither the key the intent names nor the
+			// valid sibling key, and no content.
+			for _, key := range []string{in.Key(), ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-000007", Channel: ledger.Email}.Key()} {
+				if _, err := e.Store.Get(ctx, key); !errors.Is(err, ledger.ErrNotFound) {
+					t.Fatalf("store has a row after an invalid intent: %v", err)
+				}
+			}
+			if rows, _ := e.Store.ListOpen(ctx, ledger.Claimed, time.Time{}, 0); len(rows) != 0 {
+				t.Fatalf("%d claimed rows after an invalid intent", len(rows))
+			}
+			if n := e.Content.Len(); n != 0 {
+				t.Fatalf("content store holds %d blobs after an invalid intent", n)
+			}
+		})
+	}
+}
+
+// Intent.Validate accepts the fixtures and each workflow shape, so the
+// failures above are caused by the one mutated field.
+func TestValidIntents(t *testing.T) {
+	tests := []struct {
+		name string
+		ch   ledger.Channel
+		wf   ledger.Workflow
+	}{
+		{"single email", ledger.Email, ledger.Workflow{Kind: ledger.Single}},
+		{"single sms", ledger.SMS, ledger.Workflow{Kind: ledger.Single}},
+		{"dual", ledger.SMS, ledger.Workflow{Kind: ledger.Dual, Order: []ledger.Channel{ledger.Email, ledger.SMS}}},
+		{"fallback first", ledger.Email, ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}},
+		{"fallback second", ledger.Email, ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.SMS, ledger.Email}}},
+		{"challenge id of 128 characters", ledger.Email, ledger.Workflow{Kind: ledger.Single}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, _ := ledgertest.Intent(7, tt.ch, ledgertest.Epoch, ttl)
+			in.Workflow = tt.wf
+			if strings.Contains(tt.name, "128") {
+				in.ChallengeID = strings.Repeat("Q", 128)
+			}
+			if err := in.Validate(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

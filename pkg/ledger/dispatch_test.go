@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 func TestDispatchOutcomes(t *testing.T) {
@@ -240,5 +242,279 @@ func TestDispatchExpiryConditionInTheWrite(t *testing.T) {
 	got := e.get(t, in.Key())
 	if got.State != ledger.Expired || e.Transport.Calls() != 0 || e.hasContent(t, in.Key()) {
 		t.Fatalf("row %s, calls %d", got.State, e.Transport.Calls())
+	}
+}
+
+// countingStore counts reads.
+type countingStore struct {
+	ledger.Store
+	gets int
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) (ledger.Entry, error) {
+	s.gets++
+	return s.Store.Get(ctx, key)
+}
+
+func TestDispatchRowSavesTheReadAndToleratesAStaleRow(t *testing.T) {
+	e := newEnv(t)
+	counting := &countingStore{Store: e.Svc.Store}
+	e.Svc.Store = counting
+	ctx := context.Background()
+	_, _, claimed := e.claim(t, 5, ledger.Email, ledger.ClaimCreated)
+	counting.gets = 0
+	res, err := e.Svc.DispatchRow(ctx, claimed, "dispatch/req-1")
+	if err != nil || res.Outcome != ledger.DispatchAccepted || counting.gets != 0 {
+		t.Fatalf("fresh row: %s %v, %d reads", res.Outcome, err, counting.gets)
+	}
+	// The same stream record again: its image still says claimed.
+	res, err = e.Svc.DispatchRow(ctx, claimed, "dispatch/req-2")
+	if err != nil || res.Outcome != ledger.DispatchSkipped || res.Entry.State != ledger.Accepted {
+		t.Fatalf("stale row: %s %v (row %s)", res.Outcome, err, res.Entry.State)
+	}
+	if got := e.Transport.Recorded(claimed.Key); got != 1 {
+		t.Fatalf("provider recorded %d", got)
+	}
+}
+
+// hookStore runs its hooks once, at a chosen point of the first matching
+// call, to interleave another worker deterministically.
+type hookStore struct {
+	ledger.Store
+	once        sync.Once
+	afterGet    func()
+	beforeBegin func() // before the claimed -> dispatching write
+}
+
+func (s *hookStore) Get(ctx context.Context, key string) (ledger.Entry, error) {
+	e, err := s.Store.Get(ctx, key)
+	if s.afterGet != nil {
+		s.once.Do(s.afterGet)
+	}
+	return e, err
+}
+
+func (s *hookStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
+	if s.beforeBegin != nil && c.Next.State == ledger.Dispatching {
+		s.once.Do(s.beforeBegin)
+	}
+	return s.Store.Apply(ctx, c)
+}
+
+type hookContent struct {
+	ledger.ContentStore
+	once      sync.Once
+	beforeGet func()
+}
+
+func (c *hookContent) Get(ctx context.Context, key string) ([]byte, error) {
+	c.once.Do(c.beforeGet)
+	return c.ContentStore.Get(ctx, key)
+}
+
+// Dispatch must stay harmless when another writer changes the row between
+// its read and its conditional write: the conditional write decides, a lost
+// race is a skip (not an error that fails the batch), and a write that did
+// not change the state (a content-mismatch event) must not cost the send.
+func TestDispatchInterleavings(t *testing.T) {
+	ctx := context.Background()
+	// dispatchFirst is a hook in which other dispatches key to accepted.
+	dispatchFirst := func(t *testing.T, other *ledger.Service, key string) func() {
+		return func() {
+			if r, err := other.Dispatch(ctx, key, "dispatch/other"); err != nil || r.Outcome != ledger.DispatchAccepted {
+				t.Errorf("other dispatch: %s %v", r.Outcome, err)
+			}
+		}
+	}
+	// mismatchFirst is a hook in which other claims in again with changed
+	// content: a content-mismatch event on the row.
+	mismatchFirst := func(t *testing.T, other *ledger.Service, in ledger.Intent) func() {
+		return func() {
+			m := ledgertest.Message(60, ledger.Email)
+			m.Body = "tampered"
+			bad := in
+			bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
+			if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.ClaimMismatch {
+				t.Errorf("mismatch claim: %s %v", r.Outcome, err)
+			}
+		}
+	}
+	tests := []struct {
+		name string
+		// wire installs the interleaving on svc (the worker under test);
+		// other is an untouched service over the same stores.
+		wire      func(t *testing.T, e *env, svc *ledger.Service, other *ledger.Service, in ledger.Intent)
+		want      ledger.DispatchOutcome
+		wantState ledger.State
+		wantCalls int
+	}{
+		{"another worker dispatched and purged the content first", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+			svc.Content = &hookContent{ContentStore: e.Content, beforeGet: dispatchFirst(t, other, in.Key())}
+		}, ledger.DispatchSkipped, ledger.Accepted, 1},
+		{"another worker expired the row first", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+			e.Clock.Advance(time.Hour)
+			svc.Store = &hookStore{Store: e.Store, afterGet: func() {
+				if _, err := other.ExpireSweep(ctx, "expire/other", 10); err != nil {
+					t.Error(err)
+				}
+			}}
+		}, ledger.DispatchSkipped, ledger.Expired, 0},
+		{"another worker won the move to dispatching", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+			svc.Store = &hookStore{Store: e.Store, beforeBegin: dispatchFirst(t, other, in.Key())}
+		}, ledger.DispatchSkipped, ledger.Accepted, 1},
+		{"a content-mismatch event landed between read and write", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+			svc.Store = &hookStore{Store: e.Store, beforeBegin: mismatchFirst(t, other, in)}
+		}, ledger.DispatchAccepted, ledger.Accepted, 1},
+		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+			var once sync.Once
+			e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
+				once.Do(mismatchFirst(t, other, in))
+				return ledgertest.Accept
+			}
+		}, ledger.DispatchAccepted, ledger.Accepted, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			in, _, _ := e.claim(t, 60, ledger.Email, ledger.ClaimCreated)
+			svc, other := *e.Svc, *e.Svc
+			tt.wire(t, e, &svc, &other, in)
+			res, err := svc.Dispatch(ctx, in.Key(), "dispatch/me")
+			if err != nil || res.Outcome != tt.want {
+				t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, tt.want)
+			}
+			got := e.get(t, in.Key())
+			if got.State != tt.wantState || e.Transport.Calls() != tt.wantCalls || e.Transport.Recorded(in.Key()) != tt.wantCalls {
+				t.Fatalf("row %s, calls %d, recorded %d", got.State, e.Transport.Calls(), e.Transport.Recorded(in.Key()))
+			}
+			if s := e.Transport.Sent; len(s) == 1 && s[0].ContentHash != in.ContentHash {
+				t.Fatal("sent the mismatching content")
+			}
+			if e.hasContent(t, in.Key()) {
+				t.Fatal("content left after the row closed")
+			}
+			checkHistory(t, got)
+		})
+	}
+}
+
+// The write that starts an attempt is conditioned on the worker's clock at
+// that write, not on a reading taken before the content was fetched (found
+// by the simulator, sim/: the content read, decryption and budget booking
+// between the two are network calls, and a send started past expires_at
+// minus the margin by the sender's own clock).
+func TestAttemptStartsOnTheClockOfItsWrite(t *testing.T) {
+	ctx := context.Background()
+	t.Run("dispatch", func(t *testing.T) {
+		e := newEnv(t)
+		in, _, _ := e.claim(t, 1, ledger.Email, ledger.ClaimCreated)
+		slow := *e.Svc
+		// The content read returns when the deadline has just passed.
+		slow.Content = &hookContent{ContentStore: e.Content, beforeGet: func() {
+			e.Clock.Advance(ttl - e.Svc.Policy.ExpiryMargin)
+		}}
+		res, err := slow.Dispatch(ctx, in.Key(), "dispatch/slow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != ledger.DispatchExpired || e.Transport.Calls() != 0 {
+			t.Fatalf("outcome %s with %d sends; want expired and none", res.Outcome, e.Transport.Calls())
+		}
+		mustVerify(t, e.get(t, in.Key()))
+	})
+	t.Run("reconcile same-key retry", func(t *testing.T) {
+		e := newEnv(t)
+		e.Transport.Window = 24 * time.Hour
+		in := e.stuckDispatching(t, 1, ledger.Email, ledgertest.FailBeforeReach)
+		calls := e.Transport.Calls()
+		// The lease has passed: the sweep marks the row unknown and retries
+		// it under the same key; the retry's content read returns when the
+		// deadline has just passed.
+		e.Clock.Advance(e.Svc.Policy.Lease + time.Second)
+		deadline := e.get(t, in.Key()).ExpiresAt.Add(-e.Svc.Policy.ExpiryMargin)
+		slow := *e.Svc
+		slow.Content = &hookContent{ContentStore: e.Content, beforeGet: func() {
+			e.Clock.Advance(deadline.Sub(e.Clock.Now()))
+		}}
+		if _, err := slow.Reconcile(ctx, "reconcile/slow", 10); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Transport.Calls(); got != calls {
+			t.Fatalf("%d sends after the deadline passed during the content read; want none", got-calls)
+		}
+		mustVerify(t, e.get(t, in.Key()))
+	})
+}
+
+func TestAcknowledgementArrivingAfterTheLeaseResolvesUnknown(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	in, _, _ := e.claim(t, 3, ledger.SMS, ledger.ClaimCreated)
+	swept := false
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
+		// The provider is slow: the lease runs out and reconcile marks the
+		// row unknown while the request is still in flight.
+		e.Clock.Advance(e.Svc.Policy.Lease + time.Second)
+		rep, err := e.Svc.Reconcile(ctx, "reconcile/req-1", 10)
+		swept = err == nil && rep.Actions["dispatching->unknown"] == 1
+		return ledgertest.Accept
+	}
+	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	if err != nil || !swept {
+		t.Fatalf("dispatch: %v, swept %v", err, swept)
+	}
+	row := e.get(t, in.Key())
+	last := row.Last()
+	if row.State != ledger.Accepted || row.AckID == "" || (last.From != ledger.Unknown && last.From != ledger.Quarantined) || !strings.Contains(last.Reason, "after the lease expired") {
+		t.Fatalf("row %s ack %q last %s->%s %q (outcome %s)", row.State, row.AckID, last.From, last.To, last.Reason, d.Outcome)
+	}
+	mustVerify(t, row)
+}
+
+// A row quarantined at dispatch says why in its current-state reason, not
+// only in its history (found by the release gate: it kept "intent claimed").
+func TestDispatchQuarantineRecordsItsReasonOnTheRow(t *testing.T) {
+	ctx := context.Background()
+	env := ledgertest.NewEnv(&memstore.Store{})
+	in, _ := ledgertest.Intent(1, ledger.Email, env.Clock.Now(), 10*time.Minute)
+	other := ledgertest.Message(2, ledger.Email) // sealed content that does not match the hash
+	if _, err := env.Svc.Claim(ctx, in, ledgertest.Seal(other), "claim/test"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Svc.Dispatch(ctx, in.Key(), "dispatch/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != ledger.DispatchQuarantined || res.Entry.State != ledger.Quarantined {
+		t.Fatalf("outcome %s state %s", res.Outcome, res.Entry.State)
+	}
+	if !strings.Contains(res.Entry.Reason, "nothing sent") || res.Entry.Reason != res.Entry.Last().Reason {
+		t.Fatalf("row reason %q, last event reason %q", res.Entry.Reason, res.Entry.Last().Reason)
+	}
+	if env.Transport.Calls() != 0 {
+		t.Fatalf("%d sends", env.Transport.Calls())
+	}
+}
+
+// A deferred row whose earlier attempt the provider reports it took is not
+// sent again: a same-key retry would reach an address that may have
+// hard-bounced.
+func TestNoRetryAfterProviderEvidence(t *testing.T) {
+	e := newEnv(t)
+	in, _, _ := e.claim(t, 5, ledger.Email, ledger.ClaimCreated)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+	mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+	calls := e.Transport.Calls()
+	// The provider later reports a hard bounce of a message with this key.
+	p := ledger.ProviderEvent{
+		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindBounced, Type: "Bounce", Detail: "Permanent/General",
+		MessageID: "msg-earlier", At: e.Clock.Now(), Permanent: true,
+	}
+	row := e.record(t, p, ledger.EventResolved)
+	e.Clock.Advance(time.Minute)
+	e.Transport.Script = nil
+	mustDispatch(t, e, in.Key(), ledger.DispatchSkipped)
+	if row.State != ledger.Accepted || e.Transport.Calls() != calls {
+		t.Fatalf("row %s, %d more sends", row.State, e.Transport.Calls()-calls)
 	}
 }

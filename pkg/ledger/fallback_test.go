@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -304,6 +305,124 @@ func TestDualWorkflowIndependentClaims(t *testing.T) {
 			if e.Transport.Recorded(sms) != 1 || e.Transport.Calls() != 2 {
 				t.Fatalf("sms recorded %d, calls %d", e.Transport.Recorded(sms), e.Transport.Calls())
 			}
+		})
+	}
+}
+
+// A held fallback channel moves on when the earlier channel ends, without
+// waiting for a redelivery: claimed (and then sent) after a rejection,
+// suppressed (content purged) otherwise, expired if its challenge ran out.
+func TestHeldFallbackIsSettledWhenTheEarlierChannelEnds(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		email    ledgertest.Behavior
+		wantSMS  ledger.State
+		wantSent int
+	}{
+		{"email rejected: sms claimed and sent", ledgertest.Reject, ledger.Accepted, 1},
+		{"email accepted: sms suppressed", ledgertest.Accept, ledger.Suppressed, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.Svc.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
+			emailIn, emailSealed := fallbackIntent(20, ledger.Email, e.Clock.Now())
+			smsIn, smsSealed := fallbackIntent(20, ledger.SMS, e.Clock.Now())
+			if res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.ClaimHeld {
+				t.Fatalf("sms: %s %v", res.Outcome, err)
+			}
+			if res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil || res.Outcome != ledger.ClaimCreated {
+				t.Fatalf("email: %s %v", res.Outcome, err)
+			}
+			e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
+				if s.Channel == ledger.Email {
+					return tt.email
+				}
+				return ledgertest.Accept
+			}
+			if _, err := e.Svc.Dispatch(ctx, emailIn.Key(), "dispatch/email"); err != nil {
+				t.Fatal(err)
+			}
+			// The move out of held happened with the email's outcome; the
+			// stream record of a now-claimed sms reaches dispatch.
+			if _, err := e.Svc.Dispatch(ctx, smsIn.Key(), "dispatch/sms"); err != nil {
+				t.Fatal(err)
+			}
+			sms := e.get(t, smsIn.Key())
+			if sms.State != tt.wantSMS || e.Transport.Recorded(smsIn.Key()) != tt.wantSent {
+				t.Fatalf("sms %s, sent %d", sms.State, e.Transport.Recorded(smsIn.Key()))
+			}
+			if sms.History[1].From != ledger.Held || sms.History[1].Worker != "dispatch/email" {
+				t.Fatalf("settled by %q from %s", sms.History[1].Worker, sms.History[1].From)
+			}
+			if e.hasContent(t, smsIn.Key()) {
+				t.Fatal("sealed content left after the sms ended")
+			}
+			mustVerify(t, sms)
+		})
+	}
+}
+
+// In a fallback workflow the held SMS waits, after the email was accepted,
+// for what the provider reports: a permanent bounce releases it (and it is
+// sent, with the bounce as the reason); a delivery suppresses it; a
+// transient bounce leaves it held until the wait ends, and then suppressed.
+func TestFallbackOnHardBounce(t *testing.T) {
+	tests := []struct {
+		name      string
+		kind      ledger.EventKind
+		typ, det  string
+		permanent bool
+		wantSMS   ledger.State
+		sweep     bool // the expire sweep runs after the wait
+	}{
+		{"permanent bounce", ledger.KindBounced, "Bounce", "Permanent/General", true, ledger.Accepted, false},
+		{"reject after acceptance", ledger.KindProviderRejected, "Reject", "Bad content", true, ledger.Accepted, false},
+		{"delivered", ledger.KindDelivered, "Delivery", "", false, ledger.Suppressed, false},
+		{"transient bounce, then the wait ends", ledger.KindBounced, "Bounce", "Transient/MailboxFull", false, ledger.Suppressed, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.Svc.Policy.FallbackWait = 2 * time.Minute
+			emailIn, emailSealed := fallbackIntent(30, ledger.Email, e.Clock.Now())
+			smsIn, smsSealed := fallbackIntent(30, ledger.SMS, e.Clock.Now())
+			for _, c := range []struct {
+				in     ledger.Intent
+				sealed []byte
+			}{{emailIn, emailSealed}, {smsIn, smsSealed}} {
+				if _, err := e.Svc.Claim(context.Background(), c.in, c.sealed, "claim/req-1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustDispatch(t, e, emailIn.Key(), ledger.DispatchAccepted)
+			if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
+				t.Fatalf("sms %s right after the email was accepted, want held for the wait", got.State)
+			}
+			e.Clock.Advance(30 * time.Second)
+			e.record(t, e.providerEvent(t, emailIn.Key(), ledger.Email, tt.kind, tt.typ, tt.det, tt.permanent), ledger.EventRecorded)
+			if tt.sweep {
+				if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
+					t.Fatalf("sms %s after a transient bounce, want held", got.State)
+				}
+				e.Clock.Advance(2 * time.Minute)
+				if _, err := e.Svc.ExpireSweep(context.Background(), "expire/req-1", 10); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := e.Svc.Dispatch(context.Background(), smsIn.Key(), "dispatch/stream"); err != nil {
+				t.Fatal(err)
+			}
+			sms := e.get(t, smsIn.Key())
+			sent := e.Transport.Recorded(smsIn.Key())
+			if sms.State != tt.wantSMS || sent != map[bool]int{true: 1}[tt.wantSMS == ledger.Accepted] {
+				t.Fatalf("sms %s, sent %d; want %s", sms.State, sent, tt.wantSMS)
+			}
+			if tt.permanent && !strings.Contains(sms.History[1].Reason, "permanent delivery failure: "+tt.typ) {
+				t.Fatalf("released with reason %q", sms.History[1].Reason)
+			}
+			mustVerify(t, sms)
 		})
 	}
 }

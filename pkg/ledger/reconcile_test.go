@@ -313,3 +313,53 @@ func TestReconcileLimitAndNoTransport(t *testing.T) {
 		t.Fatalf("%d rows left unknown, want 1", unknown)
 	}
 }
+
+func TestReconcileRetryWithoutContent(t *testing.T) {
+	e := newEnv(t)
+	e.Transport.Window = 24 * time.Hour
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.FailBeforeReach }
+	in, _, _ := e.claim(t, 96, ledger.SMS, ledger.ClaimCreated)
+	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+	_ = e.Content.Delete(context.Background(), e.contentKey(in.Key()))
+	e.Clock.Advance(time.Minute)
+	reconcile(t, e)
+	got := e.get(t, in.Key())
+	if got.State != ledger.Quarantined || !strings.Contains(got.Reason, "content unavailable") || e.Transport.Calls() != 1 {
+		t.Fatalf("row %s %q, calls %d", got.State, got.Reason, e.Transport.Calls())
+	}
+	checkHistory(t, got)
+}
+
+// With provider events, reconcile waits the settle period for one before it
+// quarantines an unknown row; without them it quarantines at once.
+func TestReconcileWaitsForProviderEvents(t *testing.T) {
+	for _, events := range []bool{true, false} {
+		e := newEnv(t)
+		e.Transport.Events = events
+		in, _, _ := e.claim(t, 4, ledger.Email, ledger.ClaimCreated)
+		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+		mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+		e.Clock.Advance(e.Svc.Policy.RecheckAfter)
+		if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
+			t.Fatal(err)
+		}
+		row := e.get(t, in.Key())
+		if events != (row.State == ledger.Unknown) {
+			t.Fatalf("events %v: first look leaves the row %s", events, row.State)
+		}
+		if !events {
+			continue
+		}
+		if last := row.Last(); last.Kind != ledger.KindRecheck || !strings.Contains(last.Reason, "no provider event yet") {
+			t.Fatalf("first look wrote %+v", last)
+		}
+		e.Clock.Advance(e.Svc.Policy.SettlePeriod)
+		if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
+			t.Fatal(err)
+		}
+		if row = e.get(t, in.Key()); row.State != ledger.Quarantined || !strings.Contains(row.Reason, "no provider event within the settle period") {
+			t.Fatalf("after the settle period: %s %q", row.State, row.Reason)
+		}
+		mustVerify(t, row)
+	}
+}

@@ -11,94 +11,6 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
-func TestExpireSweep(t *testing.T) {
-	ctx := context.Background()
-	e := newEnv(t)
-	start := e.Clock.Now()
-	claimAt := func(i int, ch ledger.Channel, life time.Duration) ledger.Intent {
-		in, sealed := ledgertest.Intent(i, ch, start, life)
-		if r, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || r.Outcome != ledger.ClaimCreated {
-			t.Fatalf("claim %d: %s %v", i, r.Outcome, err)
-		}
-		return in
-	}
-	// Rows and what the sweep at start+5m must do with them.
-	expiredClaimed := claimAt(70, ledger.Email, time.Minute)
-	inMargin := claimAt(71, ledger.SMS, 5*time.Minute+20*time.Second)
-	live := claimAt(72, ledger.Email, 30*time.Minute)
-	accepted := claimAt(73, ledger.Email, 2*time.Minute)
-	mustDispatch(t, e, accepted.Key(), ledger.DispatchAccepted)
-	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	unknown := claimAt(74, ledger.Email, 2*time.Minute)
-	mustDispatch(t, e, unknown.Key(), ledger.DispatchUnknown)
-	quarantined := claimAt(75, ledger.Email, 2*time.Minute)
-	_ = e.Content.Delete(ctx, e.contentKey(quarantined.Key()))
-	mustDispatch(t, e, quarantined.Key(), ledger.DispatchQuarantined)
-	e.Transport.Script = nil
-	dispatching := e.stuckDispatching(t, 76, ledger.Email, ledgertest.Accept)
-
-	before := map[string]ledger.Entry{}
-	for _, in := range []ledger.Intent{expiredClaimed, inMargin, live, accepted, unknown, quarantined, dispatching} {
-		before[in.Key()] = e.get(t, in.Key())
-	}
-	calls := e.Transport.Calls()
-	e.Clock.Advance(5 * time.Minute)
-	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 100)
-	if err != nil || rep.Err() != nil {
-		t.Fatalf("sweep: %v %v", err, rep.Err())
-	}
-	if rep.Actions["claimed->expired"] != 2 || len(rep.Actions) != 1 {
-		t.Fatalf("actions %v", rep.Actions)
-	}
-
-	tests := []struct {
-		name    string
-		in      ledger.Intent
-		want    ledger.State
-		content bool
-	}{
-		{"claimed past expiry", expiredClaimed, ledger.Expired, false},
-		{"claimed inside the margin", inMargin, ledger.Expired, false},
-		{"claimed and live", live, ledger.Claimed, true},
-		{"accepted", accepted, ledger.Accepted, false},
-		{"unknown past expiry", unknown, ledger.Unknown, true},
-		{"quarantined", quarantined, ledger.Quarantined, false},
-		{"dispatching past expiry", dispatching, ledger.Dispatching, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := e.get(t, tt.in.Key())
-			if got.State != tt.want {
-				t.Fatalf("state %s, want %s", got.State, tt.want)
-			}
-			if e.hasContent(t, tt.in.Key()) != tt.content {
-				t.Fatalf("content kept = %v, want %v", !tt.content, tt.content)
-			}
-			b := before[tt.in.Key()]
-			if tt.want != ledger.Expired {
-				if got.Version != b.Version {
-					t.Fatalf("untouched row was written: v%d -> v%d", b.Version, got.Version)
-				}
-				return
-			}
-			last := got.Last()
-			if got.Version != b.Version+1 || last.From != ledger.Claimed || last.To != ledger.Expired ||
-				last.Worker != "expire/req-1" || got.Reason == "" || last.Reason != got.Reason {
-				t.Fatalf("expire event %+v", last)
-			}
-			checkHistory(t, got)
-		})
-	}
-	if e.Transport.Calls() != calls {
-		t.Fatal("expire sweep sent")
-	}
-	// A second sweep finds nothing more to do.
-	rep, err = e.Svc.ExpireSweep(ctx, "expire/req-2", 100)
-	if err != nil || rep.Actions["claimed->expired"] != 0 {
-		t.Fatalf("second sweep: %+v %v", rep, err)
-	}
-}
-
 func TestResolve(t *testing.T) {
 	ctx := context.Background()
 	const operator = ledger.Worker("operator:alice")
@@ -223,4 +135,31 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("want ErrNotFound, got %v", err)
 		}
 	})
+}
+
+func TestOperatorTextKeepsPersonalDataOut(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+	in, _, _ := e.claim(t, 4, ledger.Email, ledger.ClaimCreated)
+	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+	for _, tt := range []struct{ field, reason, evidence string }{
+		{"reason", "player jane@example.test asked", ""},
+		{"reason", "called +1 555 123 4567", ""},
+		{"reason", "line\nbreak", ""},
+		{"evidence", "provider ok", "to: jane@example.test"},
+	} {
+		d := ledger.DecideAbandoned
+		if tt.evidence != "" {
+			d = ledger.DecideAccepted
+		}
+		_, err := e.Svc.Resolve(ctx, in.Key(), d, tt.reason, tt.evidence, "operator:t")
+		var fe *ledger.FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field {
+			t.Fatalf("%q/%q: want a %s field error, got %v", tt.reason, tt.evidence, tt.field, err)
+		}
+	}
+	if _, err := e.Svc.Resolve(ctx, in.Key(), ledger.DecideAccepted, "provider dashboard shows delivery at 10:02", "ses-0100019a", "operator:t"); err != nil {
+		t.Fatal(err)
+	}
 }

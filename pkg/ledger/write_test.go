@@ -2,11 +2,8 @@ package ledger_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
@@ -100,89 +97,5 @@ func TestContentOfferedWithAnotherHashNeverStandsInForTheRow(t *testing.T) {
 	}
 	if s := e.Transport.Sent; len(s) != 1 || s[0].ContentHash != in.ContentHash || s[0].Message.Body == other.Body {
 		t.Fatalf("sent %+v", s)
-	}
-}
-
-func TestAcknowledgementArrivingAfterTheLeaseResolvesUnknown(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	in, _, _ := e.claim(t, 3, ledger.SMS, ledger.ClaimCreated)
-	swept := false
-	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
-		// The provider is slow: the lease runs out and reconcile marks the
-		// row unknown while the request is still in flight.
-		e.Clock.Advance(e.Svc.Policy.Lease + time.Second)
-		rep, err := e.Svc.Reconcile(ctx, "reconcile/req-1", 10)
-		swept = err == nil && rep.Actions["dispatching->unknown"] == 1
-		return ledgertest.Accept
-	}
-	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
-	if err != nil || !swept {
-		t.Fatalf("dispatch: %v, swept %v", err, swept)
-	}
-	row := e.get(t, in.Key())
-	last := row.Last()
-	if row.State != ledger.Accepted || row.AckID == "" || (last.From != ledger.Unknown && last.From != ledger.Quarantined) || !strings.Contains(last.Reason, "after the lease expired") {
-		t.Fatalf("row %s ack %q last %s->%s %q (outcome %s)", row.State, row.AckID, last.From, last.To, last.Reason, d.Outcome)
-	}
-	mustVerify(t, row)
-}
-
-func TestOperatorTextKeepsPersonalDataOut(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	in, _, _ := e.claim(t, 4, ledger.Email, ledger.ClaimCreated)
-	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
-	for _, tt := range []struct{ field, reason, evidence string }{
-		{"reason", "player jane@example.test asked", ""},
-		{"reason", "called +1 555 123 4567", ""},
-		{"reason", "line\nbreak", ""},
-		{"evidence", "provider ok", "to: jane@example.test"},
-	} {
-		d := ledger.DecideAbandoned
-		if tt.evidence != "" {
-			d = ledger.DecideAccepted
-		}
-		_, err := e.Svc.Resolve(ctx, in.Key(), d, tt.reason, tt.evidence, "operator:t")
-		var fe *ledger.FieldError
-		if !errors.As(err, &fe) || fe.Field != tt.field {
-			t.Fatalf("%q/%q: want a %s field error, got %v", tt.reason, tt.evidence, tt.field, err)
-		}
-	}
-	if _, err := e.Svc.Resolve(ctx, in.Key(), ledger.DecideAccepted, "provider dashboard shows delivery at 10:02", "ses-0100019a", "operator:t"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// countingStore counts reads.
-type countingStore struct {
-	ledger.Store
-	gets int
-}
-
-func (s *countingStore) Get(ctx context.Context, key string) (ledger.Entry, error) {
-	s.gets++
-	return s.Store.Get(ctx, key)
-}
-
-func TestDispatchRowSavesTheReadAndToleratesAStaleRow(t *testing.T) {
-	e := newEnv(t)
-	counting := &countingStore{Store: e.Svc.Store}
-	e.Svc.Store = counting
-	ctx := context.Background()
-	_, _, claimed := e.claim(t, 5, ledger.Email, ledger.ClaimCreated)
-	counting.gets = 0
-	res, err := e.Svc.DispatchRow(ctx, claimed, "dispatch/req-1")
-	if err != nil || res.Outcome != ledger.DispatchAccepted || counting.gets != 0 {
-		t.Fatalf("fresh row: %s %v, %d reads", res.Outcome, err, counting.gets)
-	}
-	// The same stream record again: its image still says claimed.
-	res, err = e.Svc.DispatchRow(ctx, claimed, "dispatch/req-2")
-	if err != nil || res.Outcome != ledger.DispatchSkipped || res.Entry.State != ledger.Accepted {
-		t.Fatalf("stale row: %s %v (row %s)", res.Outcome, err, res.Entry.State)
-	}
-	if got := e.Transport.Recorded(claimed.Key); got != 1 {
-		t.Fatalf("provider recorded %d", got)
 	}
 }

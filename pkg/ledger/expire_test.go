@@ -1,0 +1,181 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+func TestExpireSweep(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	start := e.Clock.Now()
+	claimAt := func(i int, ch ledger.Channel, life time.Duration) ledger.Intent {
+		in, sealed := ledgertest.Intent(i, ch, start, life)
+		if r, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || r.Outcome != ledger.ClaimCreated {
+			t.Fatalf("claim %d: %s %v", i, r.Outcome, err)
+		}
+		return in
+	}
+	// Rows and what the sweep at start+5m must do with them.
+	expiredClaimed := claimAt(70, ledger.Email, time.Minute)
+	inMargin := claimAt(71, ledger.SMS, 5*time.Minute+20*time.Second)
+	live := claimAt(72, ledger.Email, 30*time.Minute)
+	accepted := claimAt(73, ledger.Email, 2*time.Minute)
+	mustDispatch(t, e, accepted.Key(), ledger.DispatchAccepted)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+	unknown := claimAt(74, ledger.Email, 2*time.Minute)
+	mustDispatch(t, e, unknown.Key(), ledger.DispatchUnknown)
+	quarantined := claimAt(75, ledger.Email, 2*time.Minute)
+	_ = e.Content.Delete(ctx, e.contentKey(quarantined.Key()))
+	mustDispatch(t, e, quarantined.Key(), ledger.DispatchQuarantined)
+	e.Transport.Script = nil
+	dispatching := e.stuckDispatching(t, 76, ledger.Email, ledgertest.Accept)
+
+	before := map[string]ledger.Entry{}
+	for _, in := range []ledger.Intent{expiredClaimed, inMargin, live, accepted, unknown, quarantined, dispatching} {
+		before[in.Key()] = e.get(t, in.Key())
+	}
+	calls := e.Transport.Calls()
+	e.Clock.Advance(5 * time.Minute)
+	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 100)
+	if err != nil || rep.Err() != nil {
+		t.Fatalf("sweep: %v %v", err, rep.Err())
+	}
+	if rep.Actions["claimed->expired"] != 2 || len(rep.Actions) != 1 {
+		t.Fatalf("actions %v", rep.Actions)
+	}
+
+	tests := []struct {
+		name    string
+		in      ledger.Intent
+		want    ledger.State
+		content bool
+	}{
+		{"claimed past expiry", expiredClaimed, ledger.Expired, false},
+		{"claimed inside the margin", inMargin, ledger.Expired, false},
+		{"claimed and live", live, ledger.Claimed, true},
+		{"accepted", accepted, ledger.Accepted, false},
+		{"unknown past expiry", unknown, ledger.Unknown, true},
+		{"quarantined", quarantined, ledger.Quarantined, false},
+		{"dispatching past expiry", dispatching, ledger.Dispatching, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := e.get(t, tt.in.Key())
+			if got.State != tt.want {
+				t.Fatalf("state %s, want %s", got.State, tt.want)
+			}
+			if e.hasContent(t, tt.in.Key()) != tt.content {
+				t.Fatalf("content kept = %v, want %v", !tt.content, tt.content)
+			}
+			b := before[tt.in.Key()]
+			if tt.want != ledger.Expired {
+				if got.Version != b.Version {
+					t.Fatalf("untouched row was written: v%d -> v%d", b.Version, got.Version)
+				}
+				return
+			}
+			last := got.Last()
+			if got.Version != b.Version+1 || last.From != ledger.Claimed || last.To != ledger.Expired ||
+				last.Worker != "expire/req-1" || got.Reason == "" || last.Reason != got.Reason {
+				t.Fatalf("expire event %+v", last)
+			}
+			checkHistory(t, got)
+		})
+	}
+	if e.Transport.Calls() != calls {
+		t.Fatal("expire sweep sent")
+	}
+	// A second sweep finds nothing more to do.
+	rep, err = e.Svc.ExpireSweep(ctx, "expire/req-2", 100)
+	if err != nil || rep.Actions["claimed->expired"] != 0 {
+		t.Fatalf("second sweep: %+v %v", rep, err)
+	}
+}
+
+func TestExpireSweepSettlesHeldRows(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	// A held sms whose email never arrives expires with its challenge.
+	lonely, lonelySealed := fallbackIntent(30, ledger.SMS, e.Clock.Now())
+	lonely.ExpiresAt = e.Clock.Now().Add(ttl / 2) // first in the held listing
+	if res, err := e.Svc.Claim(ctx, lonely, lonelySealed, "claim/sms"); err != nil || res.Outcome != ledger.ClaimHeld {
+		t.Fatalf("claim: %s %v", res.Outcome, err)
+	}
+	// A held sms whose move the email's outcome missed (the settle read
+	// raced, or the function died right after the outcome) is claimed by
+	// the sweep.
+	emailIn, emailSealed := fallbackIntent(31, ledger.Email, e.Clock.Now())
+	smsIn, smsSealed := fallbackIntent(31, ledger.SMS, e.Clock.Now())
+	if _, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.ClaimHeld {
+		t.Fatalf("claim: %s %v", res.Outcome, err)
+	}
+	missing := *e.Svc
+	missing.Store = &staleGetStore{Store: e.Store, key: smsIn.Key()}
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Reject }
+	if _, err := missing.Dispatch(ctx, emailIn.Key(), "dispatch/email"); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.get(t, smsIn.Key()).State; st != ledger.Held {
+		t.Fatalf("sms should still be held, is %s", st)
+	}
+
+	// A limit of 1 must not let the waiting row hide the straggler.
+	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 1)
+	if err != nil || rep.Actions["held->claimed"] != 1 {
+		t.Fatalf("sweep: %v %v", rep.Actions, err)
+	}
+	if st := e.get(t, lonely.Key()).State; st != ledger.Held {
+		t.Fatalf("lonely sms settled early: %s", st)
+	}
+	e.Clock.Advance(ttl)
+	rep, err = e.Svc.ExpireSweep(ctx, "expire/req-2", 100)
+	if err != nil || rep.Actions["held->expired"] != 1 || e.hasContent(t, lonely.Key()) {
+		t.Fatalf("sweep after expiry: %v %v", rep.Actions, err)
+	}
+	if e.Transport.Recorded(lonely.Key()) != 0 {
+		t.Fatal("an expired held sms was sent")
+	}
+}
+
+// staleGetStore answers reads of one key with ErrNotFound, as a read that
+// raced the key's creation would.
+type staleGetStore struct {
+	ledger.Store
+	key string
+}
+
+func (s *staleGetStore) Get(ctx context.Context, key string) (ledger.Entry, error) {
+	if key == s.key {
+		return ledger.Entry{}, ledger.ErrNotFound
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func TestExpireSweepClosesDeferredRowsThatRanOutOfTime(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+	in, _, _ := e.claim(t, 50, ledger.SMS, ledger.ClaimCreated)
+	res, err := e.Svc.Dispatch(ctx, in.Key(), "d")
+	if err != nil || res.Outcome != ledger.DispatchDeferred {
+		t.Fatalf("%s, %v", res.Outcome, err)
+	}
+	// Its wake-up and every re-drive are lost; the challenge runs out.
+	e.Clock.Advance(ttl)
+	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 100)
+	if err != nil || rep.Actions["deferred->expired"] != 1 {
+		t.Fatalf("sweep: %+v, %v", rep, err)
+	}
+	row := e.get(t, in.Key())
+	if row.State != ledger.Expired || row.Reason != ledger.NotSentReason(ledgertest.ThrottleCode) || e.hasContent(t, in.Key()) {
+		t.Fatalf("row %s %q (content kept: %v)", row.State, row.Reason, e.hasContent(t, in.Key()))
+	}
+}
