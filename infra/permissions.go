@@ -113,9 +113,11 @@ func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Rol
 }
 
 // grantSend lets fn call the configured transports: SES v2 SendEmail scoped to the sending
-// identity and configuration set and from address, and End User Messaging SendTextMessage. A
-// send that names a configuration set is authorized on the set too (IAM checks every resource
-// the request names), so the set is among the resources of both grants.
+// identity and configuration set and from address, and End User Messaging SendTextMessage scoped
+// to the origination identity. The Service Authorization Reference lists configuration-set among
+// the resources ses:SendEmail is authorized on (a send naming a set is denied without it), but
+// only phone-number, pool and sender-id for sms-voice:SendTextMessage: a grant on the SMS set
+// would never be evaluated, so there is none.
 func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function, ev providerEvents) {
 	if p.Functions.Transports[ledger.Email] == settings.TransportSES {
 		resources := []*string{awscdk.Arn_Format(&awscdk.ArnComponents{
@@ -155,14 +157,9 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function, 
 				AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:sms-voice:<AWS::Region>:<AWS::AccountId>:*"},
 			}}, jsii.Bool(true))
 		}
-		resources := []*string{jsii.String(resource)}
-		if ev.smsSet != "" && strings.HasPrefix(p.Functions.SMSOrigination, "arn:") {
-			// The account-wide grant above already covers the set.
-			resources = append(resources, configurationSetArn(stack, "sms-voice", ev.smsSet))
-		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("sms-voice:SendTextMessage"),
-			Resources: &resources,
+			Resources: jsii.Strings(resource),
 		}))
 	}
 }
