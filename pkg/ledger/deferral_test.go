@@ -3,7 +3,6 @@ package ledger_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,43 +10,6 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/memstore"
 )
-
-// scheduler records what the service asked to be dispatched when.
-type scheduler struct {
-	mu  sync.Mutex
-	got map[string][]time.Time
-}
-
-func (s *scheduler) Schedule(_ context.Context, key string, at time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.got == nil {
-		s.got = map[string][]time.Time{}
-	}
-	s.got[key] = append(s.got[key], at)
-	return nil
-}
-
-func (s *scheduler) last(key string) (time.Time, int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.got[key]
-	if len(g) == 0 {
-		return time.Time{}, 0
-	}
-	return g[len(g)-1], len(g)
-}
-
-// pacedEnv is newEnv with a scheduler, a jitter that tests can set, and a
-// Sleep that advances the test clock instead of waiting.
-func pacedEnv(t *testing.T) (*env, *scheduler) {
-	e := newEnv(t)
-	sch := &scheduler{}
-	e.Svc.Scheduler = sch
-	e.Svc.Jitter = func() float64 { return 0.5 }
-	e.Svc.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
-	return e, sch
-}
 
 // sendTimes records the clock at each transport call.
 func sendTimes(e *env, behavior func(ledger.Send) ledgertest.Behavior) *[]time.Time {

@@ -12,14 +12,6 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
-var emailThenSMS = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
-
-func fallbackIntent(i int, ch ledger.Channel, now time.Time) (ledger.Intent, []byte) {
-	in, sealed := ledgertest.Intent(i, ch, now, ttl)
-	in.Workflow = ledger.Workflow{Kind: emailThenSMS.Kind, Order: append([]ledger.Channel(nil), emailThenSMS.Order...)}
-	return in, sealed
-}
-
 func TestFallbackGate(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
@@ -145,15 +137,6 @@ func settleStragglers(t *testing.T, e *env, key string) {
 	if _, err := e.Svc.Dispatch(context.Background(), key, "dispatch/stream"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func mustDispatch(t *testing.T, e *env, key string, want ledger.DispatchOutcome) ledger.Entry {
-	t.Helper()
-	res, err := e.Svc.Dispatch(context.Background(), key, "dispatch/req-1")
-	if err != nil || res.Outcome != want {
-		t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, want)
-	}
-	return res.Entry
 }
 
 // Two consumers of each intent race over one fallback challenge, each

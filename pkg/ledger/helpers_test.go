@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,4 +140,151 @@ func historyPath(e ledger.Entry) string {
 		fmt.Fprintf(&b, "%s>%s", ev.From, ev.To)
 	}
 	return b.String()
+}
+
+var emailThenSMS = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
+
+func fallbackIntent(i int, ch ledger.Channel, now time.Time) (ledger.Intent, []byte) {
+	in, sealed := ledgertest.Intent(i, ch, now, ttl)
+	in.Workflow = ledger.Workflow{Kind: emailThenSMS.Kind, Order: append([]ledger.Channel(nil), emailThenSMS.Order...)}
+	return in, sealed
+}
+
+func mustDispatch(t *testing.T, e *env, key string, want ledger.DispatchOutcome) ledger.Entry {
+	t.Helper()
+	res, err := e.Svc.Dispatch(context.Background(), key, "dispatch/req-1")
+	if err != nil || res.Outcome != want {
+		t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, want)
+	}
+	return res.Entry
+}
+
+func reconcile(t *testing.T, e *env) ledger.SweepReport {
+	t.Helper()
+	rep, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 100)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if err := rep.Err(); err != nil {
+		t.Fatalf("reconcile rows: %v", err)
+	}
+	return rep
+}
+
+// checkHistory asserts the chain verifies, every transition is in the
+// hand-written table and every other event keeps the state.
+func checkHistory(t *testing.T, got ledger.Entry) {
+	t.Helper()
+	mustVerify(t, got)
+	for i, ev := range got.History {
+		if ev.Kind == ledger.KindTransition && !allowed[[2]ledger.State{ev.From, ev.To}] {
+			t.Fatalf("entry %d: forbidden transition %s -> %s", i, ev.From, ev.To)
+		}
+		if ev.Kind != ledger.KindTransition && ev.From != ev.To {
+			t.Fatalf("entry %d: %s event changed state %s -> %s", i, ev.Kind, ev.From, ev.To)
+		}
+		if i > 0 && ev.From != got.History[i-1].To {
+			t.Fatalf("entry %d starts in %s, previous ended in %s", i, ev.From, got.History[i-1].To)
+		}
+	}
+}
+
+// scheduler records what the service asked to be dispatched when.
+type scheduler struct {
+	mu  sync.Mutex
+	got map[string][]time.Time
+}
+
+func (s *scheduler) Schedule(_ context.Context, key string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.got == nil {
+		s.got = map[string][]time.Time{}
+	}
+	s.got[key] = append(s.got[key], at)
+	return nil
+}
+
+func (s *scheduler) last(key string) (time.Time, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.got[key]
+	if len(g) == 0 {
+		return time.Time{}, 0
+	}
+	return g[len(g)-1], len(g)
+}
+
+// pacedEnv is newEnv with a scheduler, a jitter that tests can set, and a
+// Sleep that advances the test clock instead of waiting.
+func pacedEnv(t *testing.T) (*env, *scheduler) {
+	e := newEnv(t)
+	sch := &scheduler{}
+	e.Svc.Scheduler = sch
+	e.Svc.Jitter = func() float64 { return 0.5 }
+	e.Svc.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
+	return e, sch
+}
+
+// providerEvent is an event of kind k for the row key, as the decoder would
+// produce it, with the message id the test transport acknowledged.
+func (e *env) providerEvent(t *testing.T, key string, ch ledger.Channel, k ledger.EventKind, typ, detail string, permanent bool) ledger.ProviderEvent {
+	t.Helper()
+	ack, ok, err := e.Transport.Lookup(context.Background(), key)
+	if err != nil || !ok {
+		t.Fatalf("the provider recorded no message for %s", key)
+	}
+	return ledger.ProviderEvent{
+		Key: key, Channel: ch, Kind: k, Type: typ, Detail: detail, MessageID: ack.ID,
+		At: e.Clock.Now().Add(-time.Second), Permanent: permanent,
+	}
+}
+
+func (e *env) record(t *testing.T, p ledger.ProviderEvent, want ledger.EventOutcome) ledger.Entry {
+	t.Helper()
+	res, err := e.Svc.RecordProviderEvent(context.Background(), p, "events/req-1")
+	if err != nil || res.Outcome != want {
+		t.Fatalf("record %s: %s %v, want %s", p.Kind, res.Outcome, err, want)
+	}
+	mustVerify(t, res.Entry)
+	return res.Entry
+}
+
+// allowed is the README's state diagram written out by hand, not derived from the
+// code: a change to the transition table must change this list too.
+var allowed = map[[2]ledger.State]bool{
+	{ledger.None, ledger.Claimed}:    true, // new intent
+	{ledger.None, ledger.Expired}:    true, // intent arrived expired
+	{ledger.None, ledger.Suppressed}: true, // fallback channel not needed
+	{ledger.None, ledger.Held}:       true, // fallback channel waits for the earlier one
+
+	{ledger.Held, ledger.Claimed}:    true, // earlier channel ended rejected, or hard-bounced
+	{ledger.Held, ledger.Suppressed}: true, // earlier channel ended otherwise
+	{ledger.Held, ledger.Expired}:    true, // challenge expired while held
+
+	{ledger.Claimed, ledger.Dispatching}: true,
+	{ledger.Claimed, ledger.Deferred}:    true, // send-rate budget: slot booked later than the in-process wait
+	{ledger.Claimed, ledger.Expired}:     true, // expired before dispatch
+	{ledger.Claimed, ledger.Quarantined}: true, // sealed content unavailable
+
+	{ledger.Dispatching, ledger.Accepted}: true,
+	{ledger.Dispatching, ledger.Rejected}: true,
+	{ledger.Dispatching, ledger.Unknown}:  true, // timeout, crash, lease expired
+	{ledger.Dispatching, ledger.Deferred}: true, // provider did not take it for now
+	{ledger.Dispatching, ledger.Expired}:  true, // not sent, and no attempt fits before expiry
+
+	{ledger.Deferred, ledger.Dispatching}: true, // next attempt, same key
+	{ledger.Deferred, ledger.Expired}:     true, // not sent before the challenge expired
+	{ledger.Deferred, ledger.Quarantined}: true, // sealed content unavailable at the retry
+	{ledger.Deferred, ledger.Accepted}:    true, // a provider event shows an earlier attempt was taken
+
+	{ledger.Unknown, ledger.Accepted}:    true, // lookup found / provider event / same-key retry / decision with evidence
+	{ledger.Unknown, ledger.Rejected}:    true, // same-key retry refused / decision with evidence
+	{ledger.Unknown, ledger.Quarantined}: true,
+	{ledger.Unknown, ledger.Abandoned}:   true,
+	{ledger.Unknown, ledger.Deferred}:    true, // the not-sent answer arrived after the lease expired
+
+	{ledger.Quarantined, ledger.Accepted}:  true, // operator, with evidence; or a provider event
+	{ledger.Quarantined, ledger.Rejected}:  true, // operator, with evidence
+	{ledger.Quarantined, ledger.Abandoned}: true, // operator, outcome unknown
 }

@@ -11,30 +11,6 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
-// providerEvent is an event of kind k for the row key, as the decoder would
-// produce it, with the message id the test transport acknowledged.
-func (e *env) providerEvent(t *testing.T, key string, ch ledger.Channel, k ledger.EventKind, typ, detail string, permanent bool) ledger.ProviderEvent {
-	t.Helper()
-	ack, ok, err := e.Transport.Lookup(context.Background(), key)
-	if err != nil || !ok {
-		t.Fatalf("the provider recorded no message for %s", key)
-	}
-	return ledger.ProviderEvent{
-		Key: key, Channel: ch, Kind: k, Type: typ, Detail: detail, MessageID: ack.ID,
-		At: e.Clock.Now().Add(-time.Second), Permanent: permanent,
-	}
-}
-
-func (e *env) record(t *testing.T, p ledger.ProviderEvent, want ledger.EventOutcome) ledger.Entry {
-	t.Helper()
-	res, err := e.Svc.RecordProviderEvent(context.Background(), p, "events/req-1")
-	if err != nil || res.Outcome != want {
-		t.Fatalf("record %s: %s %v, want %s", p.Kind, res.Outcome, err, want)
-	}
-	mustVerify(t, res.Entry)
-	return res.Entry
-}
-
 // An unknown or quarantined row whose provider reports the send is resolved
 // to accepted with the event as its evidence, in one entry that says so;
 // the sealed content is purged, and a repeat of the event changes nothing.

@@ -10,36 +10,6 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
-func reconcile(t *testing.T, e *env) ledger.SweepReport {
-	t.Helper()
-	rep, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 100)
-	if err != nil {
-		t.Fatalf("reconcile: %v", err)
-	}
-	if err := rep.Err(); err != nil {
-		t.Fatalf("reconcile rows: %v", err)
-	}
-	return rep
-}
-
-// checkHistory asserts the chain verifies, every transition is in the
-// hand-written table and every other event keeps the state.
-func checkHistory(t *testing.T, got ledger.Entry) {
-	t.Helper()
-	mustVerify(t, got)
-	for i, ev := range got.History {
-		if ev.Kind == ledger.KindTransition && !allowed[[2]ledger.State{ev.From, ev.To}] {
-			t.Fatalf("entry %d: forbidden transition %s -> %s", i, ev.From, ev.To)
-		}
-		if ev.Kind != ledger.KindTransition && ev.From != ev.To {
-			t.Fatalf("entry %d: %s event changed state %s -> %s", i, ev.Kind, ev.From, ev.To)
-		}
-		if i > 0 && ev.From != got.History[i-1].To {
-			t.Fatalf("entry %d starts in %s, previous ended in %s", i, ev.From, got.History[i-1].To)
-		}
-	}
-}
-
 func TestReconcileUnknownPolicy(t *testing.T) {
 	const (
 		A    = ledgertest.Accept

@@ -8,45 +8,6 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// allowed is the README's state diagram written out by hand, not derived from the
-// code: a change to the transition table must change this list too.
-var allowed = map[[2]ledger.State]bool{
-	{ledger.None, ledger.Claimed}:    true, // new intent
-	{ledger.None, ledger.Expired}:    true, // intent arrived expired
-	{ledger.None, ledger.Suppressed}: true, // fallback channel not needed
-	{ledger.None, ledger.Held}:       true, // fallback channel waits for the earlier one
-
-	{ledger.Held, ledger.Claimed}:    true, // earlier channel ended rejected, or hard-bounced
-	{ledger.Held, ledger.Suppressed}: true, // earlier channel ended otherwise
-	{ledger.Held, ledger.Expired}:    true, // challenge expired while held
-
-	{ledger.Claimed, ledger.Dispatching}: true,
-	{ledger.Claimed, ledger.Deferred}:    true, // send-rate budget: slot booked later than the in-process wait
-	{ledger.Claimed, ledger.Expired}:     true, // expired before dispatch
-	{ledger.Claimed, ledger.Quarantined}: true, // sealed content unavailable
-
-	{ledger.Dispatching, ledger.Accepted}: true,
-	{ledger.Dispatching, ledger.Rejected}: true,
-	{ledger.Dispatching, ledger.Unknown}:  true, // timeout, crash, lease expired
-	{ledger.Dispatching, ledger.Deferred}: true, // provider did not take it for now
-	{ledger.Dispatching, ledger.Expired}:  true, // not sent, and no attempt fits before expiry
-
-	{ledger.Deferred, ledger.Dispatching}: true, // next attempt, same key
-	{ledger.Deferred, ledger.Expired}:     true, // not sent before the challenge expired
-	{ledger.Deferred, ledger.Quarantined}: true, // sealed content unavailable at the retry
-	{ledger.Deferred, ledger.Accepted}:    true, // a provider event shows an earlier attempt was taken
-
-	{ledger.Unknown, ledger.Accepted}:    true, // lookup found / provider event / same-key retry / decision with evidence
-	{ledger.Unknown, ledger.Rejected}:    true, // same-key retry refused / decision with evidence
-	{ledger.Unknown, ledger.Quarantined}: true,
-	{ledger.Unknown, ledger.Abandoned}:   true,
-	{ledger.Unknown, ledger.Deferred}:    true, // the not-sent answer arrived after the lease expired
-
-	{ledger.Quarantined, ledger.Accepted}:  true, // operator, with evidence; or a provider event
-	{ledger.Quarantined, ledger.Rejected}:  true, // operator, with evidence
-	{ledger.Quarantined, ledger.Abandoned}: true, // operator, outcome unknown
-}
-
 func allStates() []ledger.State {
 	return append([]ledger.State{ledger.None}, ledger.States...)
 }
