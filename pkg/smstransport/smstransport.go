@@ -50,6 +50,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/charclass"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/outcome"
+	"github.com/resetledger/resetledger/pkg/sdkhttp"
 )
 
 // Context keys under which every send carries its correlation data.
@@ -181,7 +182,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	if t.cfg.ConfigurationSetName != "" {
 		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
 	}
-	out, err := t.client.SendTextMessage(ctx, in, noRetries)
+	out, err := t.client.SendTextMessage(ctx, in, noRetries, ownBody)
 	var id string
 	if out != nil {
 		id = aws.ToString(out.MessageId)
@@ -204,6 +205,13 @@ func (t *Transport) timeToLive(expiresAt time.Time) (int32, error) {
 // noRetries turns the SDK's automatic retries off for one call, so that
 // every attempt is one the ledger recorded (README, "What it promises").
 func noRetries(o *pinpointsmsvoicev2.Options) { o.Retryer = aws.NopRetryer{} }
+
+// ownBody gives net/http a request body of its own for one call, so that a
+// message the service took is not recorded unknown because the SDK closed
+// the request body under net/http when the answer's headers came (see
+// pkg/sdkhttp). The functions wrap their clients already; this keeps the
+// transport safe with a client that is not wrapped.
+func ownBody(o *pinpointsmsvoicev2.Options) { o.HTTPClient = sdkhttp.Wrap(o.HTTPClient) }
 
 // classifier maps SendTextMessage errors (see the package documentation).
 // The rejections definitely refuse this message: bad input or destination

@@ -241,3 +241,14 @@ func setHeaders(w http.ResponseWriter) {
 	w.Header().Set("X-Amzn-RequestId", "rid-9")
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 }
+
+// TestSendAcceptedWhileTheRequestWriteLags: End User Messaging answers 200
+// while net/http is still finishing the request. Without ownBody the SDK's
+// close of the request body when the headers arrive cuts off the answer,
+// and a message the service took ends unknown.
+func TestSendAcceptedWhileTheRequestWriteLags(t *testing.T) {
+	outcometest.AcceptedWhileTheRequestWriteLags(t, `{"MessageId":"sms-msg-1"}`, "sms-msg-1", func(cfg aws.Config) (ledger.Ack, error) {
+		tr := newTransport(t, pinpointsmsvoicev2.NewFromConfig(cfg), Config{})
+		return tr.Send(context.Background(), testSend(time.Hour))
+	})
+}

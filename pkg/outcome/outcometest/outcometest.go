@@ -7,6 +7,7 @@
 package outcometest
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -246,4 +247,49 @@ func Send(challenge string, ch ledger.Channel, template string, m ledger.Message
 		ExpiresAt:      expiresAt,
 		Message:        m,
 	}
+}
+
+// AcceptedWhileTheRequestWriteLags checks that a send the provider took is
+// recorded accepted when the provider answers while net/http is still
+// finishing the request (its write goroutine paused after each write, as in
+// a busy process) and the answer's body comes a moment after its headers:
+// the race pkg/sdkhttp closes. body is the provider's success answer
+// carrying id; send makes one send through the transport over a real SDK
+// client built from the configuration it is given. Three sends are made.
+func AcceptedWhileTheRequestWriteLags(t *testing.T, body, id string, send func(aws.Config) (ledger.Ack, error)) {
+	t.Helper()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		time.Sleep(150 * time.Millisecond)
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	cfg := AWSConfig(srv.URL)
+	cfg.HTTPClient = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return pausingConn{c}, err
+	}}}
+	for range 3 {
+		ack, err := send(cfg)
+		WantAck(t, ack, err, id)
+	}
+	if n := hits.Load(); n != 3 {
+		t.Fatalf("server saw %d requests, want 3", n)
+	}
+}
+
+// pausingConn pauses after every write, as a write goroutine of a busy
+// process does when it is not scheduled again at once.
+type pausingConn struct{ net.Conn }
+
+func (c pausingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	time.Sleep(50 * time.Millisecond)
+	return n, err
 }
