@@ -518,3 +518,38 @@ func TestNoRetryAfterProviderEvidence(t *testing.T) {
 		t.Fatalf("row %s, %d more sends", row.State, e.Transport.Calls()-calls)
 	}
 }
+
+// A provider event that arrives while the attempt is in flight stays in the
+// history when the attempt's own answer defers the row (not sent for now):
+// the next dispatch finds the evidence, accepts the row on it with its
+// deferral cleared, and sends nothing again.
+func TestDeferredRowWithProviderEvidenceIsNotSentAgain(t *testing.T) {
+	e := newEnv(t)
+	in, _, _ := e.claim(t, 6, ledger.Email, ledger.ClaimCreated)
+	p := ledger.ProviderEvent{
+		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindProviderSent, Type: "Send",
+		MessageID: "msg-in-flight", At: e.Clock.Now(),
+	}
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
+		e.record(t, p, ledger.EventRecorded)
+		return ledgertest.Throttle
+	}
+	mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+	if row := e.get(t, in.Key()); row.State != ledger.Deferred || !row.Holds(p.ID()) {
+		t.Fatalf("after the throttled attempt: %s, holds the event: %v", row.State, row.Holds(p.ID()))
+	}
+	calls := e.Transport.Calls()
+	e.Transport.Script = nil
+	e.Clock.Advance(time.Hour)
+	mustDispatch(t, e, in.Key(), ledger.DispatchSkipped)
+	row := e.get(t, in.Key())
+	if row.State != ledger.Accepted || row.AckID != p.MessageID || e.Transport.Calls() != calls {
+		t.Fatalf("row %s ack %q, %d more sends", row.State, row.AckID, e.Transport.Calls()-calls)
+	}
+	if !row.NextAttemptAt.IsZero() || !row.SlotAt.IsZero() || row.NotSentCode != "" {
+		t.Fatalf("accepted row keeps its deferral: next %v slot %v code %q", row.NextAttemptAt, row.SlotAt, row.NotSentCode)
+	}
+	if !strings.Contains(row.Last().Reason, "dispatch: not sent again") {
+		t.Fatalf("last reason %q", row.Last().Reason)
+	}
+}

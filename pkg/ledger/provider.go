@@ -70,7 +70,7 @@ func (p ProviderEvent) Validate() error {
 	bad := func(field, reason string) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidProviderEvent, field, reason)
 	}
-	if len(p.Key) != 64 || !isLowerHex(p.Key) {
+	if !IsDedupeKey(p.Key) {
 		return bad("key", "want the 64 hex digits of a dedupe key")
 	}
 	if !p.Channel.valid() {
@@ -82,18 +82,17 @@ func (p ProviderEvent) Validate() error {
 	if p.At.IsZero() {
 		return bad("at", "missing")
 	}
+	if p.Type == "" {
+		return bad("type", "missing")
+	}
 	for _, f := range []struct {
 		name, v string
 		max     int
-		phones  bool
-	}{{"type", p.Type, 64, true}, {"detail", p.Detail, 200, true}} {
-		if f.v == "" && f.name != "detail" {
-			return bad(f.name, "missing")
-		}
+	}{{"type", p.Type, 64}, {"detail", p.Detail, 200}} {
 		if len(f.v) > f.max {
 			return bad(f.name, fmt.Sprintf("too long (%d bytes at most)", f.max))
 		}
-		if err := checkFreeText(f.name, f.v, f.phones); err != nil {
+		if err := checkFreeText(f.name, f.v, true); err != nil {
 			var fe *FieldError
 			if errors.As(err, &fe) {
 				return bad(f.name, fe.Reason)
@@ -107,10 +106,10 @@ func (p ProviderEvent) Validate() error {
 	return nil
 }
 
-// validMessageID accepts a provider message id: letters, digits and "._:-",
-// 1 to 256 bytes. SES message ids in the Message-ID form
-// ("<id>@email.amazonses.com", what the local emulator answers) keep that
-// one domain; any other '@' could carry an address and is refused.
+// validMessageID accepts a provider message id: 1 to 256 of opaqueChars.
+// SES message ids in the Message-ID form ("<id>@email.amazonses.com", what
+// the local emulator answers) keep that one domain; any other '@' could
+// carry an address and is refused.
 func validMessageID(v string) bool {
 	if id, domain, ok := strings.Cut(v, "@"); ok {
 		if domain != "amazonses.com" && !strings.HasSuffix(domain, ".amazonses.com") {
@@ -118,24 +117,7 @@ func validMessageID(v string) bool {
 		}
 		v = id
 	}
-	if v == "" || len(v) > 256 {
-		return false
-	}
-	for _, r := range v {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)) {
-			return false
-		}
-	}
-	return true
-}
-
-func isLowerHex(s string) bool {
-	for _, r := range s {
-		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
-			return false
-		}
-	}
-	return true
+	return opaqueChars.Fits(v, 256)
 }
 
 // EventOutcome says what RecordProviderEvent did.
@@ -196,12 +178,7 @@ func (s *Service) recordEvent(ctx context.Context, e Entry, p ProviderEvent, w W
 	switch e.State {
 	case Unknown, Quarantined, Deferred:
 		reason := fmt.Sprintf("provider event %s (message %s) is transport evidence that the message was accepted; resolved without an operator", p.Type, p.MessageID)
-		c, err := s.transition(e, Accepted, w, reason, func(n *Entry) {
-			s.clearDeferral(n)
-			n.NextCheckAt = timeZero
-			n.AckID = p.MessageID
-			n.Reason = reason
-		})
+		c, err := s.decision(e, Accepted, w, reason, p.MessageID)
 		if err != nil {
 			return EventResult{}, err
 		}

@@ -211,16 +211,23 @@ func (s *Service) acceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Ev
 // decide moves an unknown, quarantined (or, on provider evidence, deferred)
 // row to a final state.
 func (s *Service) decide(ctx context.Context, e Entry, to State, w Worker, reason, ackID string) (Entry, error) {
-	c, err := s.transition(e, to, w, reason, func(n *Entry) {
+	c, err := s.decision(e, to, w, reason, ackID)
+	if err != nil {
+		return Entry{}, err
+	}
+	r, err := s.apply(ctx, c, "")
+	return r.Entry, err
+}
+
+// decision is the change decide writes: the row in its final state, with
+// nothing left to check or attempt.
+func (s *Service) decision(e Entry, to State, w Worker, reason, ackID string) (Change, error) {
+	return s.transition(e, to, w, reason, func(n *Entry) {
+		s.clearDeferral(n)
 		n.NextCheckAt = timeZero
 		n.Reason = reason
 		if ackID != "" {
 			n.AckID = ackID
 		}
 	})
-	if err != nil {
-		return Entry{}, err
-	}
-	r, err := s.apply(ctx, c, "")
-	return r.Entry, err
 }
