@@ -38,21 +38,25 @@ func (h *Events) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	}), nil
 }
 
-// refusal is why an event was not recorded, as the Reason dimension and log field spell it.
-func refusal(err error) (reason string, keep bool) {
+// refusal is why an event was not recorded, as the Reason dimension and log field spell it, and
+// whether it is kept (dead-lettered). ok is false for an error that refuses nothing (storage):
+// the event is retried.
+func refusal(err error) (reason string, keep, ok bool) {
 	switch {
 	case errors.Is(err, providerevent.ErrNotOurs):
-		return metrics.RefusedNotOurs, false
+		return metrics.RefusedNotOurs, false, true
 	case errors.Is(err, providerevent.ErrIgnored):
-		return metrics.RefusedIgnoredType, false
+		return metrics.RefusedIgnoredType, false, true
 	case errors.Is(err, providerevent.ErrUnsupported):
-		return metrics.RefusedUnsupported, true
+		return metrics.RefusedUnsupported, true, true
+	case errors.Is(err, providerevent.ErrMalformed), errors.Is(err, ledger.ErrInvalidProviderEvent):
+		return metrics.RefusedMalformed, true, true
 	case errors.Is(err, ledger.ErrNotFound):
-		return metrics.RefusedUnmatched, true
+		return metrics.RefusedUnmatched, true, true
 	case errors.Is(err, ledger.ErrEventChannel):
-		return metrics.RefusedChannelMismatch, true
+		return metrics.RefusedChannelMismatch, true, true
 	}
-	return metrics.RefusedMalformed, true
+	return "", false, false
 }
 
 // record handles one message; a non-nil error means "report as failed".
@@ -63,18 +67,17 @@ func (h *Events) record(ctx context.Context, rec events.SQSMessage, worker ledge
 	if err == nil {
 		log = log.With("dedupe_key", p.Key, "channel", string(p.Channel), "event_type", p.Type, "provider_message_id", p.MessageID)
 		var res ledger.EventResult
-		res, err = h.Svc.RecordProviderEvent(ctx, p, worker)
-		if err == nil {
+		if res, err = h.Svc.RecordProviderEvent(ctx, p, worker); err == nil {
 			h.count(p, res)
 			log.Info("provider event handled", "outcome", string(res.Outcome), "kind", string(p.Kind), "state", string(res.Entry.State))
 			return nil
 		}
-		if !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrEventChannel) && !errors.Is(err, ledger.ErrInvalidProviderEvent) {
-			log.Error("recording the provider event failed; will retry", "error", err.Error())
-			return err
-		}
 	}
-	reason, keep := refusal(err)
+	reason, keep, ok := refusal(err)
+	if !ok {
+		log.Error("recording the provider event failed; will retry", "error", err.Error())
+		return err
+	}
 	_ = h.Metrics.Count(metrics.ProviderEventsRefused, map[string]string{metrics.DimReason: reason}, 1)
 	if !keep {
 		log.Info("provider event not kept", "reason", reason, "detail", err.Error())

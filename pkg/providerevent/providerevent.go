@@ -62,7 +62,8 @@ var (
 // MaxBody bounds what Decode reads: an SQS message is at most 1 MiB.
 const MaxBody = 1 << 20
 
-// Decode reads one provider event from a queue message body.
+// Decode reads one provider event from a queue message body. Every error
+// wraps one of the errors above (FuzzDecode holds it to that).
 func Decode(body []byte) (ledger.ProviderEvent, error) {
 	if len(body) > MaxBody {
 		return ledger.ProviderEvent{}, fmt.Errorf("%w: body over %d bytes", ErrMalformed, MaxBody)
@@ -158,7 +159,7 @@ func key(v string) (string, error) {
 	if v == "" {
 		return "", ErrNotOurs
 	}
-	if len(v) != 64 || strings.Trim(v, "0123456789abcdef") != "" {
+	if !ledger.IsDedupeKey(v) {
 		return "", fmt.Errorf("%w: the dedupe key is not 64 hex digits", ErrMalformed)
 	}
 	return v, nil
