@@ -80,7 +80,7 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 	// key on the publisher's behalf.
 	ev.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("ProvidersPublishEncrypted"),
-		Principals: &[]awsiam.IPrincipal{eventServices()[0], eventServices()[1]},
+		Principals: &[]awsiam.IPrincipal{sesService(), smsService()},
 		Actions:    jsii.Strings("kms:GenerateDataKey*", "kms:Decrypt"),
 		Resources:  jsii.Strings("*"),
 		Conditions: &account,
@@ -90,25 +90,10 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 		MasterKey:   ev.key,
 		EnforceSSL:  jsii.Bool(true),
 	})
-	ev.dlq = awssqs.NewQueue(stack, jsii.String("ProviderEventsDlq"), &awssqs.QueueProps{
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-		RemovalPolicy:   p.removalPolicy(),
-	})
-	// SQS-managed SSE: SNS delivers to it without a KMS grant (a customer-managed key would need
-	// one for sns.amazonaws.com).
-	ev.queue = awssqs.NewQueue(stack, jsii.String("ProviderEventsQueue"), &awssqs.QueueProps{
-		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
-		RetentionPeriod:   seconds(providerEventsRetention),
-		VisibilityTimeout: seconds(providerEventsVisibility),
-		DeadLetterQueue: &awssqs.DeadLetterQueue{
-			Queue:           ev.dlq,
-			MaxReceiveCount: jsii.Number(float64(p.MaxReceiveCount)),
-		},
-		RemovalPolicy: p.removalPolicy(),
-	})
+	// Queues with SQS-managed SSE: SNS delivers to them without a KMS grant (a customer-managed key
+	// would need one for sns.amazonaws.com).
+	ev.dlq = p.deadLetterQueue(stack, "ProviderEventsDlq")
+	ev.queue = p.workQueue(stack, "ProviderEventsQueue", providerEventsRetention, providerEventsVisibility, ev.dlq, p.MaxReceiveCount)
 	// The binding adds the queue policies that let this topic (aws:SourceArn) send to the queue,
 	// and to the DLQ: an event SNS cannot deliver to the queue (a queue policy or the queue
 	// broken) lands in the same DLQ as the ones the function kept failing on, not nowhere.
@@ -125,12 +110,12 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 	return ev
 }
 
-// eventServices are the service principals that publish provider events.
-func eventServices() []awsiam.IPrincipal {
-	return []awsiam.IPrincipal{
-		awsiam.NewServicePrincipal(jsii.String("ses.amazonaws.com"), nil),
-		awsiam.NewServicePrincipal(jsii.String("sms-voice.amazonaws.com"), nil),
-	}
+// sesService and smsService are the service principals that publish provider events.
+func sesService() awsiam.IPrincipal {
+	return awsiam.NewServicePrincipal(jsii.String("ses.amazonaws.com"), nil)
+}
+func smsService() awsiam.IPrincipal {
+	return awsiam.NewServicePrincipal(jsii.String("sms-voice.amazonaws.com"), nil)
 }
 
 // sesEvents adds an event destination to the topic to the SES configuration set, which the stack
@@ -159,7 +144,7 @@ func (p *LedgerStackProps) sesEvents(stack awscdk.Stack, topic awssns.Topic) str
 	})
 	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("SesPublishes"),
-		Principals: &[]awsiam.IPrincipal{eventServices()[0]},
+		Principals: &[]awsiam.IPrincipal{sesService()},
 		Actions:    jsii.Strings("sns:Publish"),
 		Resources:  jsii.Strings(*topic.TopicArn()),
 		Conditions: &map[string]any{"StringEquals": map[string]any{
@@ -199,7 +184,7 @@ func (p *LedgerStackProps) smsEvents(stack awscdk.Stack, topic awssns.Topic) str
 	}
 	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("SmsPublishes"),
-		Principals: &[]awsiam.IPrincipal{eventServices()[1]},
+		Principals: &[]awsiam.IPrincipal{smsService()},
 		Actions:    jsii.Strings("sns:Publish"),
 		Resources:  jsii.Strings(*topic.TopicArn()),
 		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},

@@ -268,16 +268,6 @@ const (
 	rateMinSends = 100
 )
 
-// Dimension values the events function writes (internal/handler): the history entry kind of an
-// SES send event, the bounce type that makes an address undeliverable, and the refusals that
-// point at a fault in this system rather than at the provider.
-const (
-	kindProviderSent       = string(ledger.KindProviderSent)
-	bouncePermanent        = metrics.BouncePermanent
-	refusedUnmatched       = metrics.RefusedUnmatched
-	refusedChannelMismatch = metrics.RefusedChannelMismatch
-)
-
 // providerEvents: the SES account's reputation as SES measures it, the system's own bounce and
 // complaint rates (earlier and per stage), provider events that failed or matched nothing.
 func (w *alarms) providerEvents(o observed) {
@@ -300,7 +290,7 @@ func (w *alarms) providerEvents(o observed) {
 		if !p.SkipMathAlarms {
 			w.add("EmailBounceRate", fmt.Sprintf("More than %.1f%% of this stage's email sends in the last hour bounced "+
 				"permanently (with at least %d sends).", 100*bounceRateLimit, rateMinSends),
-				sendRate("permanent bounces", emf(metrics.Bounces, map[string]*string{metrics.DimBounceType: jsii.String(bouncePermanent)},
+				sendRate("permanent bounces", emf(metrics.Bounces, map[string]*string{metrics.DimBounceType: jsii.String(metrics.BouncePermanent)},
 					"Sum", seconds(rateWindow))), bounceRateLimit, gt, quiet)
 			w.add("EmailComplaintRate", fmt.Sprintf("More than %.2f%% of this stage's email sends in the last hour drew a "+
 				"complaint (with at least %d sends).", 100*complaintRateLimit, rateMinSends),
@@ -315,8 +305,8 @@ func (w *alarms) providerEvents(o observed) {
 		"timeouts) in the provider events queue: the events function fails or does not keep up.", age),
 		o.events.queue.MetricApproximateAgeOfOldestMessage(maxOver5m()), age.Seconds(), gt, quiet)
 	for _, r := range []struct{ id, reason, desc string }{
-		{"ProviderEventsUnmatched", refusedUnmatched, "A provider event carried a dedupe key no ledger row has."},
-		{"ProviderEventsChannelMismatch", refusedChannelMismatch, "A provider event named a row of the other channel."},
+		{"ProviderEventsUnmatched", metrics.RefusedUnmatched, "A provider event carried a dedupe key no ledger row has."},
+		{"ProviderEventsChannelMismatch", metrics.RefusedChannelMismatch, "A provider event named a row of the other channel."},
 	} {
 		w.add(r.id, r.desc, emf(metrics.ProviderEventsRefused, map[string]*string{metrics.DimReason: jsii.String(r.reason)},
 			"Sum", seconds(alarmPeriod)), 0, gt, quiet)
@@ -326,7 +316,7 @@ func (w *alarms) providerEvents(o observed) {
 // sendRate is count per email send SES reported in the rate window, 0 below rateMinSends sends.
 func sendRate(label string, count awscloudwatch.IMetric) awscloudwatch.IMetric {
 	sends := emf(metrics.ProviderEvents, map[string]*string{
-		metrics.DimChannel: jsii.String(string(ledger.Email)), metrics.DimKind: jsii.String(kindProviderSent),
+		metrics.DimChannel: jsii.String(string(ledger.Email)), metrics.DimKind: jsii.String(string(ledger.KindProviderSent)),
 	}, "Sum", seconds(rateWindow))
 	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 		Expression:   jsii.String(fmt.Sprintf("IF(sends >= %d, n / sends, 0)", rateMinSends)),
