@@ -23,7 +23,7 @@ import (
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
+
 	"github.com/resetledger/resetledger/pkg/sdkhttp"
 )
 
@@ -37,11 +37,7 @@ func main() {
 // run executes one ledgerctl invocation and returns its exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := newApp(stdout, stderr, os.Getenv)
-	a.loadConfig = func(ctx context.Context) (aws.Config, error) {
-		cfg, err := config.LoadDefaultConfig(ctx)
-		// Every request with a body of its own, as the functions send them (pkg/sdkhttp).
-		cfg.HTTPClient = sdkhttp.Wrap(cfg.HTTPClient)
-		return cfg, err
-	}
+	// Every request with a body of its own, as the functions send them (pkg/sdkhttp).
+	a.loadConfig = func(ctx context.Context) (aws.Config, error) { return sdkhttp.LoadDefaultConfig(ctx) }
 	return a.run(ctx, args)
 }

@@ -98,7 +98,8 @@ func Config(t testing.TB) aws.Config {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg, err := config.LoadDefaultConfig(ctx,
+	// Every request with a body of its own (see pkg/sdkhttp), as the functions send them.
+	cfg, err := sdkhttp.LoadDefaultConfig(ctx,
 		config.WithRegion(region),
 		config.WithBaseEndpoint(ep),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
@@ -109,8 +110,6 @@ func Config(t testing.TB) aws.Config {
 	if err != nil {
 		t.Fatalf("emulator: load AWS config for %s: %v", ep, err)
 	}
-	// Every request with a body of its own (see pkg/sdkhttp), as the functions send them.
-	cfg.HTTPClient = sdkhttp.Wrap(cfg.HTTPClient)
 	return cfg
 }
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
@@ -55,14 +54,12 @@ func Boot(role settings.Role) Function {
 	log = slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: s.LogLevel})).With("function", string(role))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// Every request with a body of its own: see pkg/sdkhttp for the race it closes.
+	cfg, err := sdkhttp.LoadDefaultConfig(ctx)
 	if err != nil {
 		log.Error("aws configuration failed", "error", err.Error())
 		os.Exit(2)
 	}
-	// Every request with a body of its own: see pkg/sdkhttp for the race it closes. Wrapped after
-	// loading, so the client keeps what the configuration set on it (a CA bundle, proxies).
-	cfg.HTTPClient = sdkhttp.Wrap(cfg.HTTPClient)
 	if s.LogAWSCalls {
 		cfg.APIOptions = append(cfg.APIOptions, awscall.Middleware(string(role), "", awscall.LogSink(log)))
 	}

@@ -16,11 +16,14 @@ package sdkhttp
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
 )
 
 // Doer is the SDK's HTTP client interface (aws.HTTPClient).
@@ -57,4 +60,17 @@ func (c OwnBody) Do(r *http.Request) (*http.Response, error) {
 	own.Body = io.NopCloser(bytes.NewReader(b))
 	own.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	return c.Next.Do(own)
+}
+
+// LoadDefaultConfig is config.LoadDefaultConfig with the loaded HTTP client
+// wrapped (Wrap): after loading, so the client keeps what the configuration
+// set on it (a CA bundle, proxies). Every process of this repository that
+// talks to AWS loads its configuration through it.
+func LoadDefaultConfig(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
+	if err != nil {
+		return aws.Config{}, err
+	}
+	cfg.HTTPClient = Wrap(cfg.HTTPClient)
+	return cfg, nil
 }

@@ -1,10 +1,13 @@
 package sdkhttp_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/resetledger/resetledger/pkg/sdkhttp"
 )
@@ -49,5 +52,18 @@ func TestOwnBodySurvivesTheCallerClosingItsBody(t *testing.T) {
 	}
 	if _, ok := sdkhttp.Wrap(c).(sdkhttp.OwnBody).Next.(sdkhttp.OwnBody); ok {
 		t.Fatal("wrapping twice copies the body twice")
+	}
+}
+
+// LoadDefaultConfig hands back a configuration whose client copies bodies,
+// and keeps what the options asked for.
+func TestLoadDefaultConfigWraps(t *testing.T) {
+	cfg, err := sdkhttp.LoadDefaultConfig(context.Background(), config.WithRegion("eu-west-1"),
+		config.WithSharedConfigFiles([]string{}), config.WithSharedCredentialsFiles([]string{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.HTTPClient.(sdkhttp.OwnBody); !ok || cfg.Region != "eu-west-1" {
+		t.Fatalf("client %T, region %q", cfg.HTTPClient, cfg.Region)
 	}
 }
