@@ -31,6 +31,13 @@ type appConfig struct {
 	MathAlarms bool
 }
 
+// toProps carries the flags whose props field is their negation (the props' zero value builds the
+// whole stack) into the props.
+func (c *appConfig) toProps() {
+	c.Props.SkipObservability = !c.Observability
+	c.Props.SkipMathAlarms = !c.MathAlarms
+}
+
 // A stageParam is one stage parameter only the stack reads: its context key, its default as the
 // key spells it ("" for none), what it is, and the field its value goes to.
 type stageParam struct {
@@ -155,8 +162,7 @@ func defaultConfig(stage string) *appConfig {
 	}
 	// A dev stage is the one stage whose alarms may notify no one.
 	c.Props.RequireAlarmTopic = c.Props.RequireAlarmTopic && stage != "dev"
-	c.Props.SkipObservability = !c.Observability
-	c.Props.SkipMathAlarms = !c.MathAlarms
+	c.toProps()
 	return c
 }
 
@@ -198,8 +204,7 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 			read(v.Context, func(text string) error { return v.Set(&c.Props.Functions, text) })
 		}
 	}
-	c.Props.SkipObservability = !c.Observability
-	c.Props.SkipMathAlarms = !c.MathAlarms
+	c.toProps()
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return nil, errors.New(strings.Join(errs, "; "))
