@@ -3,6 +3,7 @@ package settings
 import (
 	"errors"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +81,19 @@ var (
 		},
 		check: rate,
 	}
+	// Price is an amount in US dollars above zero, written as a decimal with
+	// up to five places below 1000 ("0.10", "0.00645"): the text End User
+	// Messaging's MaxPrice takes.
+	Price = Kind[string]{
+		Parse:  func(s string) (string, error) { return s, price(s) },
+		Format: func(s string) string { return s },
+		check: func(s string) error {
+			if s == "" {
+				return nil
+			}
+			return price(s)
+		},
+	}
 	// Level is a log level: debug, info, warn or error.
 	Level = Kind[slog.Level]{
 		Parse: func(s string) (slog.Level, error) {
@@ -97,6 +111,16 @@ var (
 	errPositiveInt = errors.New("want a positive integer")
 	errRate        = errors.New("want a positive number of sends per second")
 )
+
+var priceText = regexp.MustCompile(`^[0-9]{1,3}(\.[0-9]{1,5})?$`)
+
+// price accepts a decimal amount of US dollars above zero and below 1000.
+func price(s string) error {
+	if f, err := strconv.ParseFloat(s, 64); err != nil || !priceText.MatchString(s) || f <= 0 {
+		return errors.New("want a price in US dollars above zero, such as 0.10 (up to five decimal places)")
+	}
+	return nil
+}
 
 func positiveInt(n int) error {
 	if n < 1 {

@@ -59,7 +59,11 @@ type Settings struct {
 	// ContentKeyARN is the KMS key that seals content (opened where content
 	// is sent: dispatch and reconcile).
 	ContentKeyARN string
-	Policy        ledger.Policy
+	// AttemptProofKeyARN is the KMS HMAC key (HMAC_256) under which dispatch
+	// signs every SES and SMS send's attempt and the events function
+	// verifies what a provider event carries back (pkg/attemptproof).
+	AttemptProofKeyARN string
+	Policy             ledger.Policy
 	// Transports names each channel's transport: TransportSES or
 	// TransportWebhook for email, TransportSMS or TransportWebhook for SMS.
 	Transports map[ledger.Channel]string
@@ -71,6 +75,9 @@ type Settings struct {
 	SMSConfigurationSet string
 	// SMSOrigination is the SMS origination identity (optional).
 	SMSOrigination string
+	// SMSMaxPrice is End User Messaging's MaxPrice for every SMS, in US
+	// dollars as a decimal ("0.10"); "" sets no cap.
+	SMSMaxPrice string
 	// WebhookURL is the webhook endpoint, required if a channel uses the webhook.
 	WebhookURL string
 	// WebhookKeyWindow is how long the webhook honors Idempotency-Key; 0

@@ -36,6 +36,7 @@ func TestLoadDefaultsAndRoles(t *testing.T) {
 		t.Fatalf("dispatch with ses needs a sender: %v", err)
 	}
 	base["CONTENT_KEY_ARN"], base["SES_FROM_ADDRESS"], base["LEASE_DURATION"] = "arn:k", "no-reply@example.test", "90s"
+	base["ATTEMPT_PROOF_KEY_ARN"] = "arn:proof"
 	if _, err := Load(Dispatch, env(base)); err == nil || !strings.Contains(err.Error(), "BUDGET_TABLE") || !strings.Contains(err.Error(), "DISPATCH_QUEUE_URL") {
 		t.Fatalf("dispatch needs its budget table and queue: %v", err)
 	}
@@ -48,7 +49,7 @@ func TestLoadDefaultsAndRoles(t *testing.T) {
 		s.Policy.RedriveAfter != 20*time.Second || s.SendRates["email"] != 0 || s.SendRates["sms"] != 0 {
 		t.Fatalf("liveness defaults: %+v rates %v", s.Policy, s.SendRates)
 	}
-	for name, v := range map[string]string{"SEND_RATE_EMAIL": "0", "SEND_RATE_SMS": "fast", "BUDGET_MAX_WAIT": "500ms"} {
+	for name, v := range map[string]string{"SEND_RATE_EMAIL": "0", "SEND_RATE_SMS": "fast", "BUDGET_MAX_WAIT": "500ms", "SMS_MAX_PRICE": "1e-1"} {
 		bad := map[string]string{}
 		for k, x := range base {
 			bad[k] = x

@@ -64,6 +64,10 @@ var (
 	ContentKeyARN = &Var{Env: "CONTENT_KEY_ARN", Resource: "the content key's ARN", Required: true,
 		Roles: append(slices.Clone(Senders), Operator), Doc: "the KMS key that seals content (ledgerctl send seals with it)",
 		field: at(Text, func(s *Settings) *string { return &s.ContentKeyARN })}
+	AttemptProofKeyARN = &Var{Env: "ATTEMPT_PROOF_KEY_ARN", Resource: "the attempt-proof key's ARN", Required: true,
+		Roles: append(slices.Clone(Senders), Events),
+		Doc:   "the KMS HMAC key that proves an attempt was ours: dispatch signs each send's tags with it, events verifies provider events",
+		field: at(Text, func(s *Settings) *string { return &s.AttemptProofKeyARN })}
 	BudgetTable = &Var{Env: "BUDGET_TABLE", Resource: "the budget table's name", Required: true, Roles: []Role{Dispatch},
 		Doc:   "the send-rate budget table",
 		field: at(Text, func(s *Settings) *string { return &s.BudgetTable })}
@@ -114,6 +118,9 @@ var (
 	SMSOriginationIdentity = &Var{Env: "SMS_ORIGINATION_IDENTITY", Context: "smsOriginationIdentity", Roles: Senders,
 		Doc:   "the SMS origination identity (optional; an ARN scopes the send permission)",
 		field: at(Text, func(s *Settings) *string { return &s.SMSOrigination })}
+	SMSMaxPrice = &Var{Env: "SMS_MAX_PRICE", Context: "smsMaxPrice", Roles: Senders,
+		Doc:   "the most one SMS part may cost, in US dollars (End User Messaging MaxPrice, e.g. 0.10); unset: no per-message cap",
+		field: at(Price, func(s *Settings) *string { return &s.SMSMaxPrice })}
 	WebhookURL = &Var{Env: "WEBHOOK_URL", Context: "webhookUrl", Roles: Senders,
 		Doc:   "the webhook endpoint, https (plain http only on loopback); required with a webhook transport",
 		field: at(Text, func(s *Settings) *string { return &s.WebhookURL })}
@@ -160,9 +167,9 @@ var (
 
 // Vars lists every declaration, in the README's order.
 var Vars = []*Var{
-	LedgerTable, ContentTable, ContentKeyARN, BudgetTable, DispatchQueueURL,
+	LedgerTable, ContentTable, ContentKeyARN, AttemptProofKeyARN, BudgetTable, DispatchQueueURL,
 	PolicyVersion, LeaseDuration, ExpiryMargin, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, RecheckAfter,
-	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity,
+	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
 	SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,

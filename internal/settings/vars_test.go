@@ -43,6 +43,7 @@ func TestDeclarations(t *testing.T) {
 func TestEnvironLoadsBack(t *testing.T) {
 	s := Defaults()
 	s.LedgerTable, s.ContentTable, s.ContentKeyARN, s.BudgetTable = "ledger-x", "content-x", "arn:key", "budget-x"
+	s.AttemptProofKeyARN = "arn:proof"
 	s.DispatchQueueURL = "https://sqs.example.test/q"
 	s.Policy = ledger.Policy{Version: "policy-7", Lease: 90 * time.Second, ExpiryMargin: 0, Retention: 100 * time.Hour,
 		MaxAttempts: 5, SettlePeriod: 5 * time.Minute, RecheckAfter: time.Minute, RetryBase: time.Second,
