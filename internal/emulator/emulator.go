@@ -183,6 +183,26 @@ func KMSKey(t testing.TB, client *kms.Client, prefix string) string {
 	return arn
 }
 
+// HMACKey creates an HMAC_256 key (usage GENERATE_VERIFY_MAC, the attempt-proof
+// key's kind) in the emulator, schedules its deletion when the test ends, and
+// returns its ARN.
+func HMACKey(t testing.TB, client *kms.Client, prefix string) string {
+	t.Helper()
+	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
+		Description: aws.String(UniqueName(t, prefix)),
+		KeySpec:     kmstypes.KeySpecHmac256,
+		KeyUsage:    kmstypes.KeyUsageTypeGenerateVerifyMac,
+	})
+	if err != nil {
+		t.Fatalf("emulator: CreateKey HMAC_256: %v", err)
+	}
+	arn := aws.ToString(out.KeyMetadata.Arn)
+	t.Cleanup(func() {
+		_, _ = client.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
+	})
+	return arn
+}
+
 // Queue creates an SQS queue in the emulator named by UniqueName from
 // prefix, deletes it when the test ends, and returns its URL.
 func Queue(t testing.TB, client *sqs.Client, prefix string) string {

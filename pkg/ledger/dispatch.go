@@ -220,16 +220,35 @@ func dispatchReason(e Entry) string {
 // send makes one transport attempt for the dispatching row e and records
 // its outcome.
 func (s *Service) send(ctx context.Context, e Entry, tr Transport, msg Message, w Worker) (DispatchResult, error) {
-	ack, err := tr.Send(ctx, Send{
-		IdempotencyKey: e.Key, ContentHash: e.ContentHash, Channel: e.Identity.Channel,
-		Attempt: e.Attempts, ExpiresAt: e.ExpiresAt, Message: msg,
-	})
+	ack, err := s.attempt(ctx, e, tr, msg)
 	var ns *NotSent
 	if errors.As(err, &ns) {
 		return s.notSent(ctx, e, ns, w)
 	}
 	to, out, reason, ackID := outcomeOf(ack, err)
 	return s.recordOutcome(ctx, e, to, out, reason, ackID, w)
+}
+
+// attempt makes the transport call for the attempt the dispatching row e
+// records, with the attempt's proof when the transport reports events. A
+// proof that cannot be signed stops the attempt before the provider: it
+// answers *NotSent, as nothing was sent.
+func (s *Service) attempt(ctx context.Context, e Entry, tr Transport, msg Message) (Ack, error) {
+	send := Send{
+		IdempotencyKey: e.Key, ContentHash: e.ContentHash, Channel: e.Identity.Channel,
+		Attempt: e.Attempts, ExpiresAt: e.ExpiresAt, Message: msg,
+	}
+	if tr.Capabilities().Events {
+		if s.Proofs == nil {
+			return Ack{}, &NotSent{Code: ProofCode + ": no signer configured"}
+		}
+		proof, err := s.Proofs.Sign(ctx, AttemptRef{Key: e.Key, Channel: e.Identity.Channel, Attempt: e.Attempts})
+		if err != nil {
+			return Ack{}, &NotSent{Code: ProofCode}
+		}
+		send.Proof = proof
+	}
+	return tr.Send(ctx, send)
 }
 
 // outcomeOf maps a transport result to the three outcomes. Only an ack is

@@ -84,7 +84,40 @@ type Send struct {
 	Attempt        int
 	ExpiresAt      time.Time
 	Message        Message
+	// Proof is the attempt's proof (Proofs.Sign), "" when the transport
+	// reports no events. The transport carries it to the provider beside the
+	// idempotency key, so the events the provider publishes carry it back.
+	Proof string
 }
+
+// AttemptRef names one transport attempt: the row's dedupe key, its channel
+// and the attempt's number (1 for the first).
+type AttemptRef struct {
+	Key     string
+	Channel Channel
+	Attempt int
+}
+
+// Proofs makes and checks attempt proofs: a MAC over an AttemptRef under a
+// key only the senders may sign with. Every send through a transport that
+// reports provider events (Capabilities.Events) carries the proof of its
+// attempt to the provider (an SES message tag, an SMS context entry), which
+// copies it into the events it publishes; RecordProviderEvent counts an
+// event as evidence only if its proof verifies.
+type Proofs interface {
+	// Sign returns the proof of attempt a: short, and made of letters,
+	// digits, '-' and '_' only (it travels as an SES tag value).
+	Sign(ctx context.Context, a AttemptRef) (string, error)
+	// Verify returns nil if proof is a's, an error wrapping ErrUnproven if
+	// it is not, and any other error when it could not tell (the caller
+	// retries).
+	Verify(ctx context.Context, a AttemptRef, proof string) error
+}
+
+// ProofCode is the NotSentCode of an attempt that was not made because its
+// proof could not be signed: nothing reached the provider, so the row is
+// retried like one the provider throttled.
+const ProofCode = "attempt-proof-unavailable"
 
 // Ack is a transport acknowledgement.
 type Ack struct {

@@ -23,6 +23,11 @@ var (
 	// ErrEventChannel reports a provider event for a row of another
 	// channel (an SES event carrying the key of an SMS row).
 	ErrEventChannel = errors.New("ledger: provider event for a row of another channel")
+	// ErrUnproven reports a provider event that carries no valid proof that
+	// this system made the attempt it names: a missing or wrong attempt
+	// proof, or an attempt the row never made. Such an event is evidence of
+	// nothing and is recorded nowhere.
+	ErrUnproven = errors.New("ledger: provider event without a valid attempt proof")
 )
 
 // ProviderEvent is what a provider reported about a sent message, reduced at
@@ -48,6 +53,17 @@ type ProviderEvent struct {
 	// after acceptance, a final SMS failure. It releases a held fallback
 	// channel, as a rejection does.
 	Permanent bool
+	// Attempt is the transport attempt the event answers, as the send's tags
+	// or context carried it back (0 if the event carried none), and Proof
+	// the attempt proof that send carried (see Proofs). Neither is stored:
+	// they decide whether the event is evidence at all.
+	Attempt int
+	Proof   string
+}
+
+// attempt names the attempt p claims to answer.
+func (p ProviderEvent) attempt() AttemptRef {
+	return AttemptRef{Key: p.Key, Channel: p.Channel, Attempt: p.Attempt}
 }
 
 // ID is the history entry id of the event: the same for every delivery of
@@ -150,11 +166,21 @@ type EventResult struct {
 // to accepted with the event as its evidence. On a row that ended accepted,
 // a delivery or a permanent failure settles a held fallback channel at once.
 //
-// It fails with ErrInvalidProviderEvent, ErrNotFound (no row for the key) or
-// ErrEventChannel; a repeated event is EventDuplicate, not an error.
+// Only an event that proves it answers an attempt this system made counts:
+// its attempt proof must verify (s.Proofs) before the row is read, and the
+// attempt it names must be one the row has made. Anyone who can put a
+// message on the events route can write an event carrying a dedupe key (a
+// key is the hash of a challenge id); no one but the senders can sign one.
+//
+// It fails with ErrInvalidProviderEvent, ErrUnproven, ErrNotFound (no row for
+// the key) or ErrEventChannel; a repeated event is EventDuplicate, not an
+// error.
 func (s *Service) RecordProviderEvent(ctx context.Context, p ProviderEvent, w Worker) (EventResult, error) {
 	if err := p.Validate(); err != nil {
 		return EventResult{}, err
+	}
+	if err := s.verifyAttempt(ctx, p); err != nil {
+		return EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
 	}
 	e, err := s.Store.Get(ctx, p.Key)
 	if err != nil {
@@ -163,12 +189,29 @@ func (s *Service) RecordProviderEvent(ctx context.Context, p ProviderEvent, w Wo
 	if e.Identity.Channel != p.Channel {
 		return EventResult{}, fmt.Errorf("provider event for %s: %s event, %s row: %w", p.Key, p.Channel, e.Identity.Channel, ErrEventChannel)
 	}
+	if p.Attempt > e.Attempts {
+		return EventResult{}, fmt.Errorf("provider event for %s: names attempt %d, the row made %d: %w", p.Key, p.Attempt, e.Attempts, ErrUnproven)
+	}
 	var res EventResult
 	err = s.onConflict(ctx, e, func(e Entry) (err error) {
 		res, err = s.recordEvent(ctx, e, p, w)
 		return err
 	}, func(Entry) bool { return true })
 	return res, err
+}
+
+// verifyAttempt checks p's attempt proof. Without a verifier nothing is
+// proven: the service refuses every event rather than trust one.
+func (s *Service) verifyAttempt(ctx context.Context, p ProviderEvent) error {
+	switch {
+	case s.Proofs == nil:
+		return fmt.Errorf("no attempt-proof verifier configured: %w", ErrUnproven)
+	case p.Attempt < 1:
+		return fmt.Errorf("the event names no attempt: %w", ErrUnproven)
+	case p.Proof == "":
+		return fmt.Errorf("the event carries no attempt proof: %w", ErrUnproven)
+	}
+	return s.Proofs.Verify(ctx, p.attempt(), p.Proof)
 }
 
 func (s *Service) recordEvent(ctx context.Context, e Entry, p ProviderEvent, w Worker) (EventResult, error) {

@@ -172,10 +172,7 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (s
 	if err != nil {
 		return "", err
 	}
-	ack, err := tr.Send(ctx, Send{
-		IdempotencyKey: e.Key, ContentHash: e.ContentHash, Channel: e.Identity.Channel,
-		Attempt: e.Attempts, ExpiresAt: e.ExpiresAt, Message: msg,
-	})
+	ack, err := s.attempt(ctx, e, tr, msg)
 	to, out, reason, ackID := outcomeOf(ack, err)
 	if to == Unknown {
 		// Still no answer: the row stays unknown; record the attempt's result.

@@ -110,6 +110,11 @@ type Service struct {
 	// path; reconcile needs only the Scheduler.
 	Budget    Budget
 	Scheduler Scheduler
+	// Proofs signs every attempt through a transport that reports events
+	// (dispatch) and verifies the proof a provider event carries back
+	// (RecordProviderEvent). Without it, such sends are not made and every
+	// provider event is refused.
+	Proofs Proofs
 	// Sleep waits for d or until ctx ends; a timer if nil.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter returns a number in [0, 1) for backoff jitter; math/rand if nil.
