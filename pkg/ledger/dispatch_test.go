@@ -501,6 +501,7 @@ func TestDispatchQuarantineRecordsItsReasonOnTheRow(t *testing.T) {
 // hard-bounced.
 func TestNoRetryAfterProviderEvidence(t *testing.T) {
 	e := newEnv(t)
+	e.Transport.Events = true
 	in, _, _ := e.claim(t, 5, ledger.Email, ledger.ClaimCreated)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
 	mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
@@ -510,6 +511,7 @@ func TestNoRetryAfterProviderEvidence(t *testing.T) {
 		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindBounced, Type: "Bounce", Detail: "Permanent/General",
 		MessageID: "msg-earlier", At: e.Clock.Now(), Permanent: true,
 	}
+	e.prove(t, &p)
 	row := e.record(t, p, ledger.EventResolved)
 	e.Clock.Advance(time.Minute)
 	e.Transport.Script = nil
@@ -525,12 +527,14 @@ func TestNoRetryAfterProviderEvidence(t *testing.T) {
 // deferral cleared, and sends nothing again.
 func TestDeferredRowWithProviderEvidenceIsNotSentAgain(t *testing.T) {
 	e := newEnv(t)
+	e.Transport.Events = true
 	in, _, _ := e.claim(t, 6, ledger.Email, ledger.ClaimCreated)
 	p := ledger.ProviderEvent{
 		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindProviderSent, Type: "Send",
 		MessageID: "msg-in-flight", At: e.Clock.Now(),
 	}
-	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
+	e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
+		p.Attempt, p.Proof = s.Attempt, s.Proof // the provider's event carries what the send did
 		e.record(t, p, ledger.EventRecorded)
 		return ledgertest.Throttle
 	}

@@ -368,6 +368,7 @@ func TestFallbackOnHardBounce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
+			e.Transport.Events = true
 			e.Svc.Policy.FallbackWait = 2 * time.Minute
 			emailIn, emailSealed := fallbackIntent(30, ledger.Email, e.Clock.Now())
 			smsIn, smsSealed := fallbackIntent(30, ledger.SMS, e.Clock.Now())

@@ -234,10 +234,25 @@ func (e *env) providerEvent(t *testing.T, key string, ch ledger.Channel, k ledge
 	if err != nil || !ok {
 		t.Fatalf("the provider recorded no message for %s", key)
 	}
-	return ledger.ProviderEvent{
+	p := ledger.ProviderEvent{
 		Key: key, Channel: ch, Kind: k, Type: typ, Detail: detail, MessageID: ack.ID,
 		At: e.Clock.Now().Add(-time.Second), Permanent: permanent,
 	}
+	e.prove(t, &p)
+	return p
+}
+
+// prove gives p the attempt number and proof the newest send for its key
+// carried, as the provider copies them into its events: a genuine event.
+// The transport must report events (Transport.Events), or the send carried
+// no proof.
+func (e *env) prove(t *testing.T, p *ledger.ProviderEvent) {
+	t.Helper()
+	attempt, proof, ok := e.Transport.Carried(p.Key)
+	if !ok || proof == "" {
+		t.Fatalf("no send for %s carried an attempt proof (is Transport.Events set?)", p.Key)
+	}
+	p.Attempt, p.Proof = attempt, proof
 }
 
 func (e *env) record(t *testing.T, p ledger.ProviderEvent, want ledger.EventOutcome) ledger.Entry {

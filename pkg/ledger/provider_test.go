@@ -26,6 +26,7 @@ func TestProviderEventResolvesUnknown(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
+			e.Transport.Events = true
 			in, _, _ := e.claim(t, 1, ledger.Email, ledger.ClaimCreated)
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
@@ -61,6 +62,7 @@ func TestProviderEventResolvesUnknown(t *testing.T) {
 // must not keep is refused before any write.
 func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
 	e := newEnv(t)
+	e.Transport.Events = true
 	in, _, _ := e.claim(t, 2, ledger.Email, ledger.ClaimCreated)
 	mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
 	events := []ledger.ProviderEvent{
@@ -101,16 +103,37 @@ func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
 	if got := e.get(t, in.Key()); got.Version != row.Version {
 		t.Fatal("a refused event was written")
 	}
-	other := events[0]
-	other.Channel = ledger.SMS
-	if _, err := e.Svc.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, ledger.ErrEventChannel) {
-		t.Fatalf("sms event for an email row: %v", err)
+	// The proof binds key and channel: an event moved to another carries a
+	// proof of nothing. Signed for where it claims to be, it is refused for
+	// what it is.
+	for name, tt := range map[string]struct {
+		mut  func(*ledger.ProviderEvent)
+		want error
+	}{
+		"sms event for an email row": {func(p *ledger.ProviderEvent) { p.Channel = ledger.SMS }, ledger.ErrEventChannel},
+		"event for no row":           {func(p *ledger.ProviderEvent) { p.Key = strings.Repeat("ab", 32) }, ledger.ErrNotFound},
+	} {
+		other := events[0]
+		tt.mut(&other)
+		if _, err := e.Svc.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, ledger.ErrUnproven) {
+			t.Fatalf("%s, with the proof of another attempt: %v, want ErrUnproven", name, err)
+		}
+		other.Proof = sign(t, e, other)
+		if _, err := e.Svc.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, tt.want) {
+			t.Fatalf("%s: %v, want %v", name, err, tt.want)
+		}
 	}
-	other = events[0]
-	other.Key = strings.Repeat("ab", 32)
-	if _, err := e.Svc.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, ledger.ErrNotFound) {
-		t.Fatalf("event for no row: %v", err)
+}
+
+// sign returns the proof of the attempt p names, as only the senders could
+// make it.
+func sign(t *testing.T, e *env, p ledger.ProviderEvent) string {
+	t.Helper()
+	proof, err := e.Proofs.Sign(context.Background(), ledger.AttemptRef{Key: p.Key, Channel: p.Channel, Attempt: p.Attempt})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return proof
 }
 
 // eventOnSend records a provider event while the send is still in flight:

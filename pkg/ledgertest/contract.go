@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/memstore"
 )
@@ -21,6 +22,8 @@ type Env struct {
 	Content   *memstore.Content
 	Clock     *Clock
 	Transport *Transport
+	// Proofs signs attempts and verifies provider events (Svc.Proofs).
+	Proofs *attemptproof.Local
 }
 
 // NewEnv wires a Service over store with a memory content store, a plain
@@ -29,10 +32,11 @@ func NewEnv(store ledger.Store) *Env {
 	clk := NewClock()
 	tr := &Transport{}
 	content := &memstore.Content{}
+	proofs := &attemptproof.Local{Key: []byte("ledgertest attempt-proof key")}
 	return &Env{
-		Store: store, Content: content, Clock: clk, Transport: tr,
+		Store: store, Content: content, Clock: clk, Transport: tr, Proofs: proofs,
 		Svc: &ledger.Service{
-			Store: store, Content: content, Opener: PlainOpener{}, Clock: clk.Now,
+			Store: store, Content: content, Opener: PlainOpener{}, Clock: clk.Now, Proofs: proofs,
 			Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 			Policy:     ledger.DefaultPolicy(),
 		},

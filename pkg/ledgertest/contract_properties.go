@@ -424,13 +424,16 @@ func unknownStaysUnknown(t *testing.T, newStore NewStore) {
 func providerEventsRoundTrip(t *testing.T, newStore NewStore) {
 	ctx := context.Background()
 	env := NewEnv(newStore(t))
+	env.Transport.Events = true
 	in, _, _ := env.claim(t, 12, ledger.Email)
 	if _, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker); err != nil {
 		t.Fatal(err)
 	}
+	attempt, proof, _ := env.Transport.Carried(in.Key())
 	p := ledger.ProviderEvent{
 		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindBounced, Type: "Bounce", Detail: "Permanent/General",
 		MessageID: "0100018f-example-000000", At: env.Clock.Now().Add(1500 * time.Millisecond), Permanent: true,
+		Attempt: attempt, Proof: proof,
 	}
 	res, err := env.Svc.RecordProviderEvent(ctx, p, contractWorker)
 	if err != nil || res.Outcome != ledger.EventRecorded {

@@ -186,5 +186,19 @@ func (t *Transport) Recorded(key string) int {
 	return t.recorded[key]
 }
 
+// Carried returns the attempt number and attempt proof the newest send for
+// key carried to the provider: what the provider copies into the events it
+// publishes about that message. ok is false if nothing was sent for key.
+func (t *Transport) Carried(key string) (attempt int, proof string, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.Sent) - 1; i >= 0; i-- {
+		if s := t.Sent[i]; s.IdempotencyKey == key {
+			return s.Attempt, s.Proof, true
+		}
+	}
+	return 0, "", false
+}
+
 // Calls returns the number of Send calls.
 func (t *Transport) Calls() int { return int(t.calls.Load()) }
