@@ -36,6 +36,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -152,6 +153,24 @@ func strictJSON(body []byte, v any) error {
 		return fmt.Errorf("%w: trailing data", ErrMalformed)
 	}
 	return nil
+}
+
+// maxProof bounds the attempt proof read from an event; a proof is 43
+// characters, and anything longer is no proof.
+const maxProof = 128
+
+// attemptOf reads the attempt number and attempt proof a send carried. It
+// refuses nothing: an event with neither is decoded, and the ledger refuses
+// it as unproven (ledger.ErrUnproven), which is what it is.
+func attemptOf(attempt, proof string) (int, string) {
+	n, err := strconv.Atoi(attempt)
+	if err != nil || n < 1 || n > 1000 {
+		n = 0
+	}
+	if len(proof) > maxProof {
+		proof = ""
+	}
+	return n, proof
 }
 
 // key reads the dedupe key from a tag or context value.

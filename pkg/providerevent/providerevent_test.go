@@ -17,6 +17,10 @@ import (
 // providers' documentation, recipient addresses and phone numbers included.
 const sampleKey = "3f1c1a3d1fd0e7f5e4a6c2b9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9"
 
+// sampleProof is the attempt proof the samples' sends carried (tag and
+// context attempt_proof), with attempt 1.
+const sampleProof = "c2FtcGxlLXByb29mLW9mLWF0dGVtcHQtb25lLTAwMDA"
+
 // secrets are the personal data in the samples; none may come out.
 var secrets = []string{"player@example.com", "no-reply@game.example", "+14255550156", "+12065550152", "4255550156", "Reset your password", "550 5.1.1", "Mozilla"}
 
@@ -56,7 +60,7 @@ func TestDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tt.want.Key = sampleKey
+			tt.want.Key, tt.want.Attempt, tt.want.Proof = sampleKey, 1, sampleProof
 			if got != tt.want {
 				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
 			}
@@ -160,4 +164,41 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decoded event holds an address: %+v", p)
 		}
 	})
+}
+
+// TestDecodeAttemptWithoutProof: the decoder reads what the event carries
+// about the attempt and refuses nothing for it; an event with no proof, a
+// proof too long to be one or an attempt that is no number decodes with
+// neither, and the ledger refuses it as unproven.
+func TestDecodeAttemptWithoutProof(t *testing.T) {
+	body := string(read(t, "ses-delivery.json"))
+	for name, mut := range map[string]func(string) string{
+		"no proof": func(b string) string {
+			return strings.Replace(b, `"attempt_proof":["`+sampleProof+`"]`, `"x":["y"]`, 1)
+		},
+		"long proof": func(b string) string {
+			return strings.Replace(b, sampleProof, strings.Repeat("A", 129), 1)
+		},
+		"attempt not a number": func(b string) string { return strings.Replace(b, `"attempt":["1"]`, `"attempt":["one"]`, 1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			mutated := mut(body)
+			if mutated == body {
+				t.Fatal("the mutation changed nothing")
+			}
+			got, err := providerevent.Decode([]byte(mutated))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name == "attempt not a number" {
+				if got.Attempt != 0 || got.Proof != sampleProof {
+					t.Fatalf("attempt %d proof %q", got.Attempt, got.Proof)
+				}
+				return
+			}
+			if got.Proof != "" || got.Attempt != 1 {
+				t.Fatalf("attempt %d proof %q, want attempt 1 and no proof", got.Attempt, got.Proof)
+			}
+		})
+	}
 }

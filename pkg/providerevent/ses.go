@@ -74,15 +74,18 @@ func decodeSES(body []byte) (ledger.ProviderEvent, error) {
 	case !known:
 		return ledger.ProviderEvent{}, fmt.Errorf("%w: SES %s", ErrUnsupported, safe(typ))
 	}
-	var tag string
-	if v := r.Mail.Tags[sestransport.TagIdempotencyKey]; len(v) > 0 {
-		tag = v[0]
+	tag := func(name string) string {
+		if v := r.Mail.Tags[name]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
 	}
-	k, err := key(tag)
+	k, err := key(tag(sestransport.TagIdempotencyKey))
 	if err != nil {
 		return ledger.ProviderEvent{}, fmt.Errorf("SES %s: %w", typ, err)
 	}
 	p := ledger.ProviderEvent{Key: k, Channel: ledger.Email, Kind: kind, Type: typ, MessageID: r.Mail.MessageID}
+	p.Attempt, p.Proof = attemptOf(tag(sestransport.TagAttempt), tag(sestransport.TagAttemptProof))
 	at := r.Mail.Timestamp
 	switch {
 	case kind == ledger.KindBounced && r.Bounce != nil:

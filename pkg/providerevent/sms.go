@@ -56,6 +56,7 @@ func decodeSMS(body []byte) (ledger.ProviderEvent, error) {
 		Key: k, Channel: ledger.SMS, Kind: kind, Type: r.EventType, Detail: safe(r.MessageStatus), MessageID: r.MessageID,
 		Permanent: kind == ledger.KindDeliveryFailed && r.IsFinal,
 	}
+	p.Attempt, p.Proof = attemptOf(r.Context[smstransport.ContextAttempt], r.Context[smstransport.ContextAttemptProof])
 	if r.EventTimestamp <= 0 {
 		return ledger.ProviderEvent{}, fmt.Errorf("%w: SMS event without a readable time", ErrMalformed)
 	}

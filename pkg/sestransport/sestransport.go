@@ -55,6 +55,10 @@ const (
 	TagIdempotencyKey = "idempotency_key"
 	TagContentHash    = "content_hash"
 	TagAttempt        = "attempt"
+	// TagAttemptProof carries the attempt's proof (ledger.Send.Proof) when
+	// there is one: the events function verifies it before it takes an
+	// event as evidence.
+	TagAttemptProof = "attempt_proof"
 )
 
 // ErrOutcomeUnknown is wrapped by every Send error that is neither a
@@ -135,8 +139,8 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	if strings.TrimSpace(s.Message.To) == "" {
 		return ledger.Ack{}, &ledger.Rejection{Reason: "sestransport: message has no destination address"}
 	}
-	if !tagSafe(s.IdempotencyKey) || !tagSafe(s.ContentHash) {
-		return ledger.Ack{}, &ledger.Rejection{Reason: "sestransport: idempotency key or content hash is not a valid SES tag value"}
+	if !tagSafe(s.IdempotencyKey) || !tagSafe(s.ContentHash) || s.Proof != "" && !tagSafe(s.Proof) {
+		return ledger.Ack{}, &ledger.Rejection{Reason: "sestransport: idempotency key, content hash or attempt proof is not a valid SES tag value"}
 	}
 	in := &sesv2.SendEmailInput{
 		FromEmailAddress: aws.String(t.cfg.FromEmailAddress),
@@ -150,6 +154,9 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 			{Name: aws.String(TagContentHash), Value: aws.String(s.ContentHash)},
 			{Name: aws.String(TagAttempt), Value: aws.String(strconv.Itoa(s.Attempt))},
 		},
+	}
+	if s.Proof != "" {
+		in.EmailTags = append(in.EmailTags, types.MessageTag{Name: aws.String(TagAttemptProof), Value: aws.String(s.Proof)})
 	}
 	if t.cfg.ConfigurationSetName != "" {
 		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)

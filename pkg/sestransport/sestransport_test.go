@@ -246,6 +246,7 @@ func TestSendWireFormat(t *testing.T) {
 	defer srv.Close()
 	tr := newTransport(t, sesv2.NewFromConfig(outcometest.AWSConfig(srv.URL)), Config{FromEmailAddress: "no-reply@example.com", ConfigurationSetName: "reset-events"})
 	s := testSend()
+	s.Proof = "c2lnbmVkLWJ5LWRpc3BhdGNo_-0123456789abcdefghi"
 	ack, err := tr.Send(context.Background(), s)
 	outcometest.WantAck(t, ack, err, "0100-wire")
 	if path != "/v2/email/outbound-emails" {
@@ -271,7 +272,7 @@ func TestSendWireFormat(t *testing.T) {
 		req.Content.Simple.Subject.Data != testSubj || req.Content.Simple.Body.Text.Data != testBody {
 		t.Fatalf("request = %+v", req)
 	}
-	want := fmt.Sprint([]struct{ Name, Value string }{{"idempotency_key", s.IdempotencyKey}, {"content_hash", s.ContentHash}, {"attempt", "1"}})
+	want := fmt.Sprint([]struct{ Name, Value string }{{"idempotency_key", s.IdempotencyKey}, {"content_hash", s.ContentHash}, {"attempt", "1"}, {"attempt_proof", s.Proof}})
 	if got := fmt.Sprint(req.EmailTags); got != want {
 		t.Fatalf("EmailTags = %s, want %s", got, want)
 	}

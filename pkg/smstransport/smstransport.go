@@ -5,11 +5,13 @@
 // SendTextMessage has no client token and the service has no API that finds
 // a sent message by its Context, so the transport declares no capabilities:
 // an unknown outcome is quarantined for an operator decision (README,
-// "Transports and the reconcile policy"). Every send is TRANSACTIONAL, carries the dedupe key and the
-// content hash in its Context map (which the service copies into the events
+// "Transports and the reconcile policy"). Every send is TRANSACTIONAL, carries the dedupe key, the
+// content hash, the attempt number and the attempt's proof (ledger.Send.Proof, when
+// there is one) in its Context map (which the service copies into the events
 // it publishes to the configuration set's event destinations) and has a
 // TimeToLive equal to the challenge's remaining lifetime, so the service
-// stops trying to hand the message off once the reset link is dead.
+// stops trying to hand the message off once the reset link is dead. With
+// Config.MaxPrice, the service refuses a message that would cost more.
 //
 // Outcomes:
 //
@@ -40,6 +42,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,6 +61,8 @@ import (
 const (
 	ContextIdempotencyKey = "idempotency_key"
 	ContextContentHash    = "content_hash"
+	ContextAttempt        = "attempt"
+	ContextAttemptProof   = "attempt_proof"
 )
 
 // TimeToLive bounds of SendTextMessage (the service model's TimeToLive
@@ -93,6 +99,11 @@ type Config struct {
 	// ConfigurationSetName is the configuration set (name or ARN) whose event
 	// destinations receive the message events with their Context. Optional.
 	ConfigurationSetName string
+	// MaxPrice is the most one text message may cost, in US dollars as a
+	// decimal ("0.10"); the service refuses a send that would cost more
+	// (a rejection: the same message to the same number costs the same).
+	// Optional: empty sets no cap.
+	MaxPrice string
 	// MinTimeToLive is the least remaining challenge lifetime worth sending
 	// with; below it Send refuses without calling the service. Default and
 	// lower bound 5 s (the API's minimum TimeToLive); at most 259200 s.
@@ -121,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConfigurationSetName != "" && !identityLike(c.ConfigurationSetName) {
 		return fmt.Errorf("%w: ConfigurationSetName must be 1-256 of %s", ErrInvalidConfig, identityChars)
+	}
+	if c.MaxPrice != "" && !maxPrice.MatchString(c.MaxPrice) {
+		return fmt.Errorf("%w: MaxPrice must be a decimal amount of US dollars such as 0.10", ErrInvalidConfig)
 	}
 	if c.MinTimeToLive < MinTimeToLive || c.MinTimeToLive > MaxTimeToLive {
 		return fmt.Errorf("%w: MinTimeToLive must be between %s and %s", ErrInvalidConfig, MinTimeToLive, MaxTimeToLive)
@@ -174,7 +188,14 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 		Context: map[string]string{
 			ContextIdempotencyKey: s.IdempotencyKey,
 			ContextContentHash:    s.ContentHash,
+			ContextAttempt:        strconv.Itoa(s.Attempt),
 		},
+	}
+	if s.Proof != "" {
+		in.Context[ContextAttemptProof] = s.Proof
+	}
+	if t.cfg.MaxPrice != "" {
+		in.MaxPrice = aws.String(t.cfg.MaxPrice)
 	}
 	if t.cfg.OriginationIdentity != "" {
 		in.OriginationIdentity = aws.String(t.cfg.OriginationIdentity)
@@ -255,6 +276,10 @@ func serviceReason(err error) string {
 	}
 	return ""
 }
+
+// maxPrice is the text Config.MaxPrice takes: a decimal amount of US dollars
+// below 1000 with up to five decimals (settings.Price reads the same).
+var maxPrice = regexp.MustCompile(`^[0-9]{1,3}(\.[0-9]{1,5})?$`)
 
 // identityChars is the service's alphabet for origination identities and
 // configuration set names or ARNs.

@@ -71,6 +71,9 @@ func TestConfigValidate(t *testing.T) {
 		{Name: "bad config set", Config: Config{ConfigurationSetName: "a;b"}, OK: false},
 		{Name: "min ttl below API minimum", Config: Config{MinTimeToLive: time.Second}, OK: false},
 		{Name: "min ttl above API maximum", Config: Config{MinTimeToLive: 73 * time.Hour}, OK: false},
+		{Name: "max price", Config: Config{MaxPrice: "0.10"}, OK: true},
+		{Name: "max price not a decimal", Config: Config{MaxPrice: "1e-1"}, OK: false},
+		{Name: "max price with six decimals", Config: Config{MaxPrice: "0.000001"}, OK: false},
 	})
 	if _, err := New(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("New(nil) = %v", err)
@@ -84,8 +87,9 @@ func TestCapabilities(t *testing.T) {
 
 func TestSendBuildsRequest(t *testing.T) {
 	fc := accepting("msg-1")
-	tr := newTransport(t, fc, Config{OriginationIdentity: "pool-abc", ConfigurationSetName: "reset-events"})
+	tr := newTransport(t, fc, Config{OriginationIdentity: "pool-abc", ConfigurationSetName: "reset-events", MaxPrice: "0.0645"})
 	s := testSend(10*time.Minute + 900*time.Millisecond)
+	s.Attempt, s.Proof = 2, "proof-of-attempt-2"
 	ack, err := tr.Send(context.Background(), s)
 	outcometest.WantAck(t, ack, err, "msg-1")
 	in := fc.In
@@ -98,9 +102,12 @@ func TestSendBuildsRequest(t *testing.T) {
 	if aws.ToString(in.OriginationIdentity) != "pool-abc" || aws.ToString(in.ConfigurationSetName) != "reset-events" {
 		t.Errorf("origination/config set = %q/%q", aws.ToString(in.OriginationIdentity), aws.ToString(in.ConfigurationSetName))
 	}
-	want := map[string]string{"idempotency_key": s.IdempotencyKey, "content_hash": s.ContentHash}
+	want := map[string]string{"idempotency_key": s.IdempotencyKey, "content_hash": s.ContentHash, "attempt": "2", "attempt_proof": s.Proof}
 	if fmt.Sprint(in.Context) != fmt.Sprint(want) {
 		t.Errorf("Context = %v, want %v", in.Context, want)
+	}
+	if got := aws.ToString(in.MaxPrice); got != "0.0645" {
+		t.Errorf("MaxPrice = %q, want 0.0645", got)
 	}
 	if got := aws.ToInt32(in.TimeToLive); got != 600 {
 		t.Errorf("TimeToLive = %d, want 600 (whole seconds left, rounded down)", got)
@@ -114,8 +121,15 @@ func TestSendBuildsRequest(t *testing.T) {
 	if _, err := newTransport(t, fc2, Config{}).Send(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	if fc2.In.OriginationIdentity != nil || fc2.In.ConfigurationSetName != nil {
-		t.Errorf("unset config produced origination %v / config set %v", fc2.In.OriginationIdentity, fc2.In.ConfigurationSetName)
+	if fc2.In.OriginationIdentity != nil || fc2.In.ConfigurationSetName != nil || fc2.In.MaxPrice != nil {
+		t.Errorf("unset config produced origination %v / config set %v / max price %v", fc2.In.OriginationIdentity, fc2.In.ConfigurationSetName, fc2.In.MaxPrice)
+	}
+	s.Proof = ""
+	if _, err := newTransport(t, fc2, Config{}).Send(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fc2.In.Context["attempt_proof"]; ok {
+		t.Errorf("a send without a proof carried an attempt_proof context entry")
 	}
 }
 
