@@ -8,12 +8,21 @@
 // calls each function really makes (internal/awscall) and evaluate them with
 // this package against the synthesized template's policies.
 //
+// A request is made either by an IAM role (Request.Principal) with its
+// identity policies, or by an AWS service principal (Request.Service, such as
+// sns.amazonaws.com delivering to a queue), which has no identity policies: a
+// service is allowed only by a resource policy statement that names it (or
+// "*"), and its request context carries aws:PrincipalIsAWSService=true and
+// aws:PrincipalServiceName, but no aws:PrincipalArn or aws:PrincipalAccount.
+// A role's request carries aws:PrincipalIsAWSService=false.
+//
 // It covers the policy language the stack uses: Allow and Deny; Action and
 // NotAction, Resource and NotResource with * and ? wildcards (ARNs compared
-// segment by segment); Principal "*", AWS account roots and role ARNs; and
-// the condition operators String(Not)Equals, String(Not)Like, Arn(Not)Equals,
-// Arn(Not)Like and Bool, with or without IfExists. Anything else (a
-// ForAnyValue qualifier, an unknown operator, a federated principal) is an
+// segment by segment); Principal "*", AWS account roots, role ARNs and
+// service principals; and the condition operators String(Not)Equals,
+// String(Not)EqualsIgnoreCase, String(Not)Like, Arn(Not)Equals, Arn(Not)Like
+// and Bool, with or without IfExists, and Null. Anything else (a ForAnyValue
+// qualifier, an unknown operator, a federated principal, NotPrincipal) is an
 // error, never a silent allow or deny.
 package iampolicy
 
@@ -66,14 +75,27 @@ type Principal struct {
 }
 
 // Request is one authorization request: a principal performing an action on
-// a resource, with the condition keys the request context carries.
+// a resource, with the condition keys the request context carries. Exactly
+// one of Principal and Service names who makes it.
 type Request struct {
-	Principal string            // role ARN
-	Account   string            // the principal's account id
-	Action    string            // service:Operation
-	Resource  string            // ARN, or "*" for actions without resource-level permissions
-	Context   map[string]string // condition keys (case-insensitive names)
+	Principal string // role ARN
+	Account   string // the principal's account id
+	// Service is the service principal making the request (sns.amazonaws.com),
+	// instead of a role; Principal and Account are then empty.
+	Service  string
+	Action   string            // service:Operation
+	Resource string            // ARN, or "*" for actions without resource-level permissions
+	Context  map[string]string // condition keys (case-insensitive names)
 }
+
+// The condition keys Evaluate sets from the request's principal; a caller's
+// Context cannot supply or override them.
+const (
+	keyPrincipalArn     = "aws:PrincipalArn"
+	keyPrincipalAccount = "aws:PrincipalAccount"
+	keyIsAWSService     = "aws:PrincipalIsAWSService"
+	keyServiceName      = "aws:PrincipalServiceName"
+)
 
 // Decision is the outcome of Evaluate.
 type Decision struct {
@@ -86,14 +108,24 @@ type Decision struct {
 // the resource has one, its resource policy. isKMSKey marks the resource
 // policy as a KMS key policy (see the package documentation).
 //
-// The request context always carries aws:PrincipalArn and
-// aws:PrincipalAccount from req (a caller cannot leave them out).
+// Within one account an explicit Deny in either policy wins; otherwise an
+// Allow in either allows, except that a KMS key policy must allow the
+// principal itself, or delegate to IAM (allow the account root) while an
+// identity policy allows. A service principal has no identity policies.
+//
+// The request context always carries the principal's keys from req: for a
+// role aws:PrincipalArn, aws:PrincipalAccount and
+// aws:PrincipalIsAWSService=false; for a service principal
+// aws:PrincipalIsAWSService=true and aws:PrincipalServiceName (a caller can
+// neither leave them out nor add aws:PrincipalArn to a service's request).
 func Evaluate(req Request, identity []Policy, resource *Policy, isKMSKey bool) (Decision, error) {
-	ctx := map[string]string{}
-	for k, v := range req.Context {
-		ctx[k] = v
+	ctx, err := requestContext(req)
+	if err != nil {
+		return Decision{}, err
 	}
-	ctx["aws:PrincipalArn"], ctx["aws:PrincipalAccount"] = req.Principal, req.Account
+	if req.Service != "" && len(identity) > 0 {
+		return Decision{}, fmt.Errorf("iampolicy: service principal %s has no identity policies", req.Service)
+	}
 	req.Context = ctx
 	var identityAllow, resourceAllowsPrincipal, resourceDelegates string
 	for _, p := range identity {
@@ -111,7 +143,7 @@ func Evaluate(req Request, identity []Policy, resource *Policy, isKMSKey bool) (
 			return Decision{Reason: deny}, err
 		}
 		for _, st := range allows {
-			if st.Principal.namesDirectly(req.Principal) {
+			if st.Principal.namesDirectly(req) {
 				resourceAllowsPrincipal = st.where
 			} else {
 				resourceDelegates = st.where
@@ -131,6 +163,28 @@ func Evaluate(req Request, identity []Policy, resource *Policy, isKMSKey bool) (
 		return Decision{Allowed: true, Reason: "allowed by " + identityAllow}, nil
 	}
 	return Decision{Reason: "no statement allows it (implicit deny)"}, nil
+}
+
+// requestContext is req's context with the principal's keys set from req.
+func requestContext(req Request) (map[string]string, error) {
+	if req.Service != "" && (req.Principal != "" || req.Account != "") {
+		return nil, fmt.Errorf("iampolicy: request names both service %s and principal %s", req.Service, req.Principal)
+	}
+	ctx := map[string]string{}
+	for k, v := range req.Context {
+		switch {
+		case strings.EqualFold(k, keyPrincipalArn), strings.EqualFold(k, keyPrincipalAccount),
+			strings.EqualFold(k, keyIsAWSService), strings.EqualFold(k, keyServiceName):
+			continue // set from the principal below, never from the caller
+		}
+		ctx[k] = v
+	}
+	if req.Service != "" {
+		ctx[keyIsAWSService], ctx[keyServiceName] = "true", req.Service
+		return ctx, nil
+	}
+	ctx[keyPrincipalArn], ctx[keyPrincipalAccount], ctx[keyIsAWSService] = req.Principal, req.Account, "false"
+	return ctx, nil
 }
 
 // matched is a statement that applies to a request, with where it is.
@@ -199,8 +253,13 @@ func (st Statement) matches(req Request, resourcePolicy bool) (bool, error) {
 }
 
 // includes reports whether the principal element covers req's principal:
-// "*", the role ARN itself, or the root of the principal's account.
+// "*" (which AWS documents as every principal, service principals included),
+// the role ARN itself, or the root of the principal's account; for a service
+// principal, "*" or the service itself.
 func (p *Principal) includes(req Request) bool {
+	if req.Service != "" {
+		return p.namesDirectly(req)
+	}
 	if p.Any {
 		return true
 	}
@@ -212,14 +271,20 @@ func (p *Principal) includes(req Request) bool {
 	return false
 }
 
-// namesDirectly reports whether p grants to principal itself rather than to
-// its account (which, within the account, delegates to IAM policies).
-func (p *Principal) namesDirectly(principal string) bool {
+// namesDirectly reports whether p grants to req's principal itself rather
+// than to its account (which, within the account, delegates to IAM
+// policies): "*", the role ARN, or the service principal.
+func (p *Principal) namesDirectly(req Request) bool {
 	if p.Any {
 		return true
 	}
 	for _, a := range p.AWS {
-		if a == "*" || a == principal {
+		if a == "*" || (req.Service == "" && a == req.Principal) {
+			return true
+		}
+	}
+	for _, s := range p.Service {
+		if req.Service != "" && s == req.Service {
 			return true
 		}
 	}
@@ -304,6 +369,13 @@ func conditionsHold(cond map[string]map[string][]string, ctx map[string]string) 
 	}
 	sort.Strings(ops) // deterministic error messages
 	for _, op := range ops {
+		if op == "Null" {
+			holds, err := nullHolds(cond[op], ctx)
+			if err != nil || !holds {
+				return false, err
+			}
+			continue
+		}
 		base, ifExists := strings.CutSuffix(op, "IfExists")
 		test, negated, err := operator(base)
 		if err != nil {
@@ -335,6 +407,30 @@ func conditionsHold(cond map[string]map[string][]string, ctx map[string]string) 
 	return true, nil
 }
 
+// nullHolds evaluates a Null block: "true" holds when the key is absent from
+// the request context, "false" when it is present.
+func nullHolds(keys map[string][]string, ctx map[string]string) (bool, error) {
+	for key, want := range keys {
+		if len(want) != 1 {
+			return false, fmt.Errorf("%w: Null %s with %d values", ErrUnsupported, key, len(want))
+		}
+		_, present := lookup(ctx, key)
+		switch strings.ToLower(want[0]) {
+		case "true":
+			if present {
+				return false, nil
+			}
+		case "false":
+			if !present {
+				return false, nil
+			}
+		default:
+			return false, fmt.Errorf("%w: Null %s %q (want true or false)", ErrUnsupported, key, want[0])
+		}
+	}
+	return true, nil
+}
+
 func operator(op string) (test func(want, got string) bool, negated bool, err error) {
 	if strings.Contains(op, ":") {
 		return nil, false, fmt.Errorf("%w: condition qualifier in %q", ErrUnsupported, op)
@@ -360,6 +456,8 @@ func operator(op string) (test func(want, got string) bool, negated bool, err er
 		return ArnLike, true, nil
 	case "Bool":
 		return fold, false, nil
+	case "Null":
+		return nil, false, fmt.Errorf("%w: NullIfExists", ErrUnsupported)
 	}
 	return nil, false, fmt.Errorf("%w: condition operator %q", ErrUnsupported, op)
 }

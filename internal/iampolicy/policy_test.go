@@ -119,6 +119,26 @@ func TestConditionOperators(t *testing.T) {
 		{`{"ArnLike":{"k":"arn:aws:iam::1:role/*"}}`, map[string]string{"k": "arn:aws:iam::1:role/x"}, true},
 		{`{"ArnLike":{"k":"arn:aws:iam::1:role/*"}}`, map[string]string{"k": "arn:aws:iam::2:role/x"}, false},
 		{`{"StringEquals":{"a":"1","b":"2"}}`, map[string]string{"a": "1"}, false}, // keys are ANDed
+		// ArnNotEquals with several values holds only when none of them matches.
+		{`{"ArnNotEquals":{"k":["arn:aws:iam::1:role/a","arn:aws:iam::1:role/b"]}}`, map[string]string{"k": "arn:aws:iam::1:role/b"}, false},
+		{`{"ArnNotEquals":{"k":["arn:aws:iam::1:role/a","arn:aws:iam::1:role/b"]}}`, map[string]string{"k": "arn:aws:iam::1:role/c"}, true},
+		{`{"ArnNotEquals":{"k":["arn:aws:iam::1:role/a"]}}`, nil, true},
+		{`{"ArnEquals":{"k":"arn:aws:iam::1:role/a"}}`, nil, false},
+		{`{"ArnNotEqualsIfExists":{"k":"arn:aws:iam::1:role/a"}}`, nil, true},
+		{`{"BoolIfExists":{"aws:PrincipalIsAWSService":"false"}}`, nil, true},
+		{`{"BoolIfExists":{"aws:PrincipalIsAWSService":"false"}}`, map[string]string{"aws:PrincipalIsAWSService": "true"}, false},
+		{`{"BoolIfExists":{"aws:PrincipalIsAWSService":"false"}}`, map[string]string{"aws:PrincipalIsAWSService": "false"}, true},
+		{`{"StringEquals":{"kms:EncryptionContext:purpose":"reset"}}`, map[string]string{"kms:EncryptionContext:purpose": "reset"}, true},
+		{`{"StringEquals":{"kms:EncryptionContext:purpose":"reset"}}`, map[string]string{"kms:EncryptionContext:purpose": "Reset"}, false},
+		{`{"StringEquals":{"kms:ViaService":"sqs.us-east-1.amazonaws.com"}}`, map[string]string{"kms:viaservice": "sqs.us-east-1.amazonaws.com"}, true},
+		{`{"StringEquals":{"aws:SourceAccount":"1"},"ArnEquals":{"aws:SourceArn":"arn:aws:sns:r:1:t"}}`,
+			map[string]string{"aws:SourceAccount": "1", "aws:SourceArn": "arn:aws:sns:r:1:t"}, true},
+		{`{"StringEquals":{"aws:SourceAccount":"1"},"ArnEquals":{"aws:SourceArn":"arn:aws:sns:r:1:t"}}`,
+			map[string]string{"aws:SourceAccount": "2", "aws:SourceArn": "arn:aws:sns:r:1:t"}, false}, // operators are ANDed
+		{`{"Null":{"k":"true"}}`, nil, true},
+		{`{"Null":{"k":"true"}}`, map[string]string{"k": ""}, false},
+		{`{"Null":{"k":"false"}}`, map[string]string{"k": "v"}, true},
+		{`{"Null":{"k":"false"}}`, nil, false},
 	}
 	for _, tc := range tests {
 		var c map[string]any
@@ -140,7 +160,8 @@ func TestConditionOperators(t *testing.T) {
 }
 
 func TestUnsupportedIsAnError(t *testing.T) {
-	for _, cond := range []string{`{"NumericLessThan":{"k":"1"}}`, `{"ForAnyValue:StringEquals":{"k":"1"}}`} {
+	for _, cond := range []string{`{"NumericLessThan":{"k":"1"}}`, `{"ForAnyValue:StringEquals":{"k":"1"}}`,
+		`{"NullIfExists":{"k":"true"}}`, `{"Null":{"k":"maybe"}}`, `{"Null":{"k":["true","false"]}}`, `{"DateGreaterThan":{"aws:CurrentTime":"2020-01-01"}}`} {
 		var c map[string]any
 		_ = json.Unmarshal([]byte(cond), &c)
 		st, err := parseStatement(map[string]any{"Effect": "Allow", "Action": "x:Y", "Resource": "*", "Condition": c})
@@ -164,6 +185,149 @@ func TestGlob(t *testing.T) {
 	} {
 		if got := Glob(tc.p, tc.s); got != tc.want {
 			t.Errorf("Glob(%q, %q) = %v", tc.p, tc.s, got)
+		}
+	}
+}
+
+// Service principals: allowed only by a resource policy statement naming them
+// (never through the account root's delegation), with the service's request
+// context (aws:PrincipalIsAWSService=true, no aws:PrincipalArn).
+func TestServicePrincipals(t *testing.T) {
+	const (
+		queue    = "arn:aws:sqs:us-east-1:111122223333:events"
+		topicARN = "arn:aws:sns:us-east-1:111122223333:events"
+		other    = "arn:aws:sns:us-east-1:111122223333:other"
+		events   = "arn:aws:iam::111122223333:role/events"
+	)
+	queuePolicy := mustPolicy(t, `{"Statement":[
+		{"Effect":"Allow","Principal":{"Service":"sns.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"`+queue+`",
+		 "Condition":{"ArnEquals":{"aws:SourceArn":"`+topicARN+`"}}},
+		{"Sid":"OnlyTopicDelivers","Effect":"Deny","Principal":"*","Action":"sqs:SendMessage","Resource":"`+queue+`",
+		 "Condition":{"ArnNotEquals":{"aws:SourceArn":"`+topicARN+`"}}}]}`)
+	keyPolicy := mustPolicy(t, `{"Statement":[
+		{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::111122223333:root"},"Action":"kms:*","Resource":"*"},
+		{"Effect":"Allow","Principal":{"Service":"sns.amazonaws.com"},"Action":["kms:GenerateDataKey*","kms:Decrypt"],"Resource":"*",
+		 "Condition":{"ArnEquals":{"aws:SourceArn":"`+topicARN+`"}}},
+		{"Sid":"OnlyEventsReads","Effect":"Deny","Principal":{"AWS":"*"},"Action":"kms:Decrypt","Resource":"*",
+		 "Condition":{"ArnNotEquals":{"aws:PrincipalArn":["`+events+`","`+role+`"]},"BoolIfExists":{"aws:PrincipalIsAWSService":"false"}}}]}`)
+	// Without the BoolIfExists exemption, the principal-ARN deny also catches
+	// every service: a service's request has no aws:PrincipalArn, and a
+	// negated operator holds for an absent key.
+	strictKeyPolicy := mustPolicy(t, `{"Statement":[
+		{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::111122223333:root"},"Action":"kms:*","Resource":"*"},
+		{"Effect":"Allow","Principal":{"Service":"sns.amazonaws.com"},"Action":"kms:Decrypt","Resource":"*"},
+		{"Effect":"Deny","Principal":{"AWS":"*"},"Action":"kms:Decrypt","Resource":"*",
+		 "Condition":{"ArnNotEquals":{"aws:PrincipalArn":"`+events+`"}}}]}`)
+	everything := mustPolicy(t, `{"Statement":[{"Effect":"Allow","Action":["sqs:*","kms:*"],"Resource":"*"}]}`)
+	noDeny := mustPolicy(t, `{"Statement":[
+		{"Effect":"Allow","Principal":{"Service":"sns.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"`+queue+`",
+		 "Condition":{"ArnEquals":{"aws:SourceArn":"`+topicARN+`"}}}]}`)
+
+	src := func(arn string) map[string]string {
+		return map[string]string{"aws:SourceArn": arn, "aws:SourceAccount": account}
+	}
+	sns := func(action, resource string, ctx map[string]string) Request {
+		return Request{Service: "sns.amazonaws.com", Action: action, Resource: resource, Context: ctx}
+	}
+	asRole := func(principal, action, resource string, ctx map[string]string) Request {
+		return Request{Principal: principal, Account: account, Action: action, Resource: resource, Context: ctx}
+	}
+	tests := []struct {
+		name     string
+		req      Request
+		identity []Policy
+		resource *Policy
+		kms      bool
+		want     bool
+	}{
+		{"the topic delivers", sns("sqs:SendMessage", queue, src(topicARN)), nil, &queuePolicy, false, true},
+		{"another topic does not", sns("sqs:SendMessage", queue, src(other)), nil, &queuePolicy, false, false},
+		{"another service is not named", Request{Service: "ses.amazonaws.com", Action: "sqs:SendMessage", Resource: queue, Context: src(topicARN)},
+			nil, &queuePolicy, false, false},
+		{"a service without a resource policy statement", sns("sqs:ReceiveMessage", queue, src(topicARN)), nil, &queuePolicy, false, false},
+		{"a role allowing sqs:* is denied by the source deny", asRole(role, "sqs:SendMessage", queue, nil), []Policy{everything}, &queuePolicy, false, false},
+		{"the same role without the deny is allowed (same account: identity allow suffices)",
+			asRole(role, "sqs:SendMessage", queue, nil), []Policy{everything}, &noDeny, false, true},
+		{"a role cannot claim a source ARN it is not given", asRole(role, "sqs:SendMessage", queue, nil), nil, &noDeny, false, false},
+		{"kms: the key policy names the service", sns("kms:GenerateDataKey", keyARN, src(topicARN)), nil, &keyPolicy, true, true},
+		{"kms: the service decrypts past the principal deny (BoolIfExists)", sns("kms:Decrypt", keyARN, src(topicARN)), nil, &keyPolicy, true, true},
+		{"kms: the root's delegation allows no service", sns("kms:Encrypt", keyARN, src(topicARN)), nil, &keyPolicy, true, false},
+		{"kms: the service's condition unmet", sns("kms:Decrypt", keyARN, src(other)), nil, &keyPolicy, true, false},
+		{"kms: the first listed role decrypts", asRole(events, "kms:Decrypt", keyARN, nil), []Policy{everything}, &keyPolicy, true, true},
+		{"kms: the second listed role decrypts", asRole(role, "kms:Decrypt", keyARN, nil), []Policy{everything}, &keyPolicy, true, true},
+		{"kms: another role is denied", asRole(other, "kms:Decrypt", keyARN, nil), []Policy{everything}, &keyPolicy, true, false},
+		{"kms: another role may use other actions", asRole(other, "kms:Encrypt", keyARN, nil), []Policy{everything}, &keyPolicy, true, true},
+		{"kms: without the exemption the principal deny catches the service", sns("kms:Decrypt", keyARN, src(topicARN)), nil, &strictKeyPolicy, true, false},
+		{"a service cannot pass a principal ARN in its context",
+			sns("kms:Decrypt", keyARN, map[string]string{"aws:PrincipalArn": events, "aws:PrincipalIsAWSService": "false"}), nil, &strictKeyPolicy, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Evaluate(tc.req, tc.identity, tc.resource, tc.kms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tc.want {
+				t.Fatalf("allowed = %v (%s), want %v", d.Allowed, d.Reason, tc.want)
+			}
+		})
+	}
+}
+
+// The principal's condition keys come from the request, never from its context.
+func TestPrincipalContext(t *testing.T) {
+	cond := func(c string) Policy {
+		return mustPolicy(t, `{"Statement":[{"Effect":"Allow","Action":"x:Y","Resource":"*","Condition":`+c+`}]}`)
+	}
+	tests := []struct {
+		name string
+		req  Request
+		cond string
+		want bool
+	}{
+		{"a role is no service", Request{Principal: role, Account: account}, `{"Bool":{"aws:PrincipalIsAWSService":"false"}}`, true},
+		{"a role has its ARN", Request{Principal: role, Account: account}, `{"ArnEquals":{"aws:PrincipalArn":"` + role + `"}}`, true},
+		{"a role cannot pose as a service", Request{Principal: role, Account: account,
+			Context: map[string]string{"aws:PrincipalIsAWSService": "true"}}, `{"Bool":{"aws:PrincipalIsAWSService":"true"}}`, false},
+		{"a role has no service name", Request{Principal: role, Account: account}, `{"Null":{"aws:PrincipalServiceName":"true"}}`, true},
+		{"a service is a service", Request{Service: "sns.amazonaws.com"}, `{"Bool":{"aws:PrincipalIsAWSService":"true"}}`, true},
+		{"a service has its name", Request{Service: "sns.amazonaws.com"}, `{"StringEquals":{"aws:PrincipalServiceName":"sns.amazonaws.com"}}`, true},
+		{"a service has no principal ARN", Request{Service: "sns.amazonaws.com"}, `{"Null":{"aws:PrincipalArn":"true","aws:PrincipalAccount":"true"}}`, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Action, tc.req.Resource = "x:Y", "r"
+			var identity []Policy
+			var resource *Policy
+			if tc.req.Service != "" { // a service is allowed by a resource policy naming it
+				p := mustPolicy(t, `{"Statement":[{"Effect":"Allow","Principal":{"Service":"`+tc.req.Service+`"},"Action":"x:Y","Resource":"*","Condition":`+tc.cond+`}]}`)
+				resource = &p
+			} else {
+				identity = []Policy{cond(tc.cond)}
+			}
+			d, err := Evaluate(tc.req, identity, resource, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tc.want {
+				t.Fatalf("allowed = %v (%s), want %v", d.Allowed, d.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestRequestErrors(t *testing.T) {
+	p := mustPolicy(t, `{"Statement":[{"Effect":"Allow","Action":"x:Y","Resource":"*"}]}`)
+	for name, tc := range map[string]struct {
+		req      Request
+		identity []Policy
+	}{
+		"a service and a principal":           {Request{Service: "sns.amazonaws.com", Principal: role, Action: "x:Y", Resource: "r"}, nil},
+		"a service with identity policies":    {Request{Service: "sns.amazonaws.com", Action: "x:Y", Resource: "r"}, []Policy{p}},
+		"a service and a principal's account": {Request{Service: "sns.amazonaws.com", Account: account, Action: "x:Y", Resource: "r"}, nil},
+	} {
+		if _, err := Evaluate(tc.req, tc.identity, nil, false); err == nil {
+			t.Errorf("%s: no error", name)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package iampolicy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -22,7 +23,9 @@ type Stack struct {
 	Pseudo    Pseudo
 	Roles     map[string]*Role     // by role ARN
 	Functions map[string]*Function // by function name
-	// ResourcePolicies are the KMS key policies and SQS queue policies, by resource ARN.
+	// ResourcePolicies are the resource policies by resource ARN: KMS key
+	// policies, SQS queue policies, SNS topic policies and DynamoDB table
+	// resource policies. Use ResourcePolicy to find the one a request meets.
 	ResourcePolicies map[string]*Policy
 	// KMSKeys lists the ARNs of the template's KMS keys.
 	KMSKeys map[string]bool
@@ -104,14 +107,17 @@ func LoadTemplate(raw []byte, pseudo Pseudo) (*Stack, error) {
 }
 
 // load reads one resource of the template into the stack: roles and their
-// policies, key and queue policies, tables, functions and their event
-// sources. Other resource types hold nothing the evaluation needs.
+// policies (inline, and the template's own managed policies), key, queue and
+// topic policies, tables with their resource policies, functions and their
+// event sources. Other resource types hold nothing the evaluation needs.
 func (s *Stack) load(id string, r resource) error {
 	loaders := map[string]func(string, resource) error{
 		"AWS::IAM::Role":                  s.loadRole,
 		"AWS::IAM::Policy":                s.loadPolicy,
+		"AWS::IAM::ManagedPolicy":         s.loadPolicy,
 		"AWS::KMS::Key":                   s.loadKey,
 		"AWS::SQS::QueuePolicy":           s.loadQueuePolicy,
+		"AWS::SNS::TopicPolicy":           s.loadTopicPolicy,
 		"AWS::DynamoDB::Table":            s.loadTable,
 		"AWS::Lambda::Function":           s.loadFunction,
 		"AWS::Lambda::EventSourceMapping": s.loadEventSource,
@@ -157,8 +163,8 @@ func (s *Stack) resolvedString(v any) (string, error) {
 func (s *Stack) loadRole(id string, r resource) error {
 	arn, _ := s.attr(id, "Arn")
 	role := s.role(arn)
-	if v, ok := r.Properties["ManagedPolicyArns"]; ok && v != nil {
-		return fmt.Errorf("%w: managed policies on a role cannot be evaluated", ErrUnsupported)
+	if err := s.attachManaged(id, role, r.Properties["ManagedPolicyArns"]); err != nil {
+		return err
 	}
 	pols, err := s.prop(r, "Policies")
 	if err != nil {
@@ -176,6 +182,45 @@ func (s *Stack) loadRole(id string, r resource) error {
 	return nil
 }
 
+// attachManaged attaches the managed policies a role lists. Only the
+// template's own (a Ref to an AWS::IAM::ManagedPolicy) can be evaluated; an
+// AWS managed policy's document is not in the template.
+func (s *Stack) attachManaged(id string, role *Role, arns any) error {
+	if arns == nil {
+		return nil
+	}
+	list, _ := arns.([]any)
+	for _, a := range list {
+		m, _ := a.(map[string]any)
+		ref, _ := m["Ref"].(string)
+		if mp, ok := s.resources[ref]; !ok || mp.Type != "AWS::IAM::ManagedPolicy" {
+			b, _ := json.Marshal(a)
+			return fmt.Errorf("%w: managed policy %s on a role is not the template's own and cannot be evaluated", ErrUnsupported, b)
+		}
+		if roles, _ := s.resources[ref].Properties["Roles"].([]any); refersTo(roles, id) {
+			continue // the policy attaches itself through its Roles (loadPolicy)
+		}
+		pol, err := s.policyProp(s.resources[ref], "PolicyDocument", ref)
+		if err != nil {
+			return err
+		}
+		role.Policies = append(role.Policies, pol)
+	}
+	return nil
+}
+
+// refersTo reports whether list holds a Ref to id.
+func refersTo(list []any, id string) bool {
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok && m["Ref"] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// loadPolicy attaches an inline (AWS::IAM::Policy) or managed
+// (AWS::IAM::ManagedPolicy) policy to the roles its Roles property names.
 func (s *Stack) loadPolicy(id string, r resource) error {
 	pol, err := s.policyProp(r, "PolicyDocument", id)
 	if err != nil {
@@ -203,8 +248,7 @@ func (s *Stack) loadKey(id string, r resource) error {
 	if err != nil {
 		return err
 	}
-	s.ResourcePolicies[arn] = &pol
-	return nil
+	return s.setResourcePolicy(arn, pol)
 }
 
 func (s *Stack) loadQueuePolicy(id string, r resource) error {
@@ -214,14 +258,52 @@ func (s *Stack) loadQueuePolicy(id string, r resource) error {
 	}
 	qs, _ := r.Properties["Queues"].([]any)
 	for _, q := range qs {
-		ref, _ := q.(map[string]any)["Ref"].(string)
+		m, _ := q.(map[string]any)
+		ref, _ := m["Ref"].(string)
 		arn, err := s.attr(ref, "Arn")
 		if err != nil {
 			return fmt.Errorf("Queues: %w", err)
 		}
-		p := pol
-		s.ResourcePolicies[arn] = &p
+		if err := s.setResourcePolicy(arn, pol); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// loadTopicPolicy reads an SNS topic policy; its Topics are Refs, which
+// resolve to the topics' ARNs.
+func (s *Stack) loadTopicPolicy(id string, r resource) error {
+	pol, err := s.policyProp(r, "PolicyDocument", id)
+	if err != nil {
+		return err
+	}
+	topics, err := s.prop(r, "Topics")
+	if err != nil {
+		return err
+	}
+	arns, err := strings1(topics)
+	if err != nil {
+		return fmt.Errorf("Topics: %w", err)
+	}
+	for _, arn := range arns {
+		if err := s.setResourcePolicy(arn, pol); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setResourcePolicy records pol (a copy of it) as arn's resource policy. A
+// resource has one: two policy resources for one queue or topic would
+// replace each other in an order CloudFormation does not promise.
+func (s *Stack) setResourcePolicy(arn string, pol Policy) error {
+	if prev, ok := s.ResourcePolicies[arn]; ok {
+		return fmt.Errorf("%w: %s has two resource policies (%s and %s); the later one would replace the other", ErrUnsupported, arn, prev.Source, pol.Source)
+	}
+	p := pol
+	p.Statements = append([]Statement(nil), pol.Statements...)
+	s.ResourcePolicies[arn] = &p
 	return nil
 }
 
@@ -236,6 +318,17 @@ func (s *Stack) loadTable(id string, r resource) error {
 		}
 	}
 	s.Tables[arn] = Table{KeyARN: key, StreamARN: stream}
+	if rp, _ := r.Properties["ResourcePolicy"].(map[string]any); rp != nil {
+		doc, err := s.resolve(rp["PolicyDocument"])
+		if err != nil {
+			return err
+		}
+		pol, err := ParsePolicy(id+" resource policy", doc)
+		if err != nil {
+			return err
+		}
+		return s.setResourcePolicy(arn, pol)
+	}
 	return nil
 }
 
@@ -306,6 +399,8 @@ func (s *Stack) name(id string) (string, error) {
 	prop := map[string]string{
 		"AWS::DynamoDB::Table": "TableName", "AWS::SQS::Queue": "QueueName", "AWS::Lambda::Function": "FunctionName",
 		"AWS::Logs::LogGroup": "LogGroupName", "AWS::IAM::Role": "RoleName", "AWS::SNS::Topic": "TopicName",
+		"AWS::IAM::ManagedPolicy": "ManagedPolicyName", "AWS::SES::ConfigurationSet": "Name",
+		"AWS::SMSVOICE::ConfigurationSet": "ConfigurationSetName",
 	}[r.Type]
 	if prop != "" {
 		if v, ok := r.Properties[prop].(string); ok && v != "" {
@@ -339,6 +434,8 @@ func (s *Stack) ref(id string) (string, error) {
 		return "https://sqs." + s.Pseudo.Region + ".amazonaws.com/" + s.Pseudo.Account + "/" + name, nil
 	case "AWS::SNS::Topic":
 		return s.attr(id, "Arn")
+	case "AWS::IAM::ManagedPolicy":
+		return "arn:aws:iam::" + s.Pseudo.Account + ":policy/" + name, nil
 	}
 	return name, nil
 }
@@ -537,17 +634,101 @@ func (s *Stack) fnSplit(arg any) (any, error) {
 	return out, nil
 }
 
-// Decide evaluates one request of the function's role: its identity
+// Decide evaluates one request of a role the template defines: its identity
 // policies, and the resource's policy when the template defines one.
 func (s *Stack) Decide(roleARN, action, resourceARN string, ctx map[string]string) (Decision, error) {
 	role, ok := s.Roles[roleARN]
 	if !ok {
 		return Decision{}, fmt.Errorf("iampolicy: no role %s in the template", roleARN)
 	}
+	req := Request{Principal: roleARN, Account: s.Pseudo.Account, Action: action, Resource: resourceARN, Context: ctx}
+	return s.Authorize(req, role.Policies)
+}
+
+// Authorize evaluates req, made with the identity policies given (none for a
+// service principal), against the resource policy the template gives
+// req.Resource (see ResourcePolicy). It is how a principal the template does
+// not define, such as a producer or another role of the account, is
+// evaluated. The request is made over TLS (aws:SecureTransport is true)
+// unless req.Context says otherwise.
+func (s *Stack) Authorize(req Request, identity []Policy) (Decision, error) {
 	full := map[string]string{"aws:SecureTransport": "true"}
-	for k, v := range ctx {
+	for k, v := range req.Context {
 		full[k] = v
 	}
-	req := Request{Principal: roleARN, Account: s.Pseudo.Account, Action: action, Resource: resourceARN, Context: full}
-	return Evaluate(req, role.Policies, s.ResourcePolicies[resourceARN], s.KMSKeys[resourceARN])
+	req.Context = full
+	return Evaluate(req, identity, s.ResourcePolicy(req.Resource), s.KMSKeys[req.Resource])
+}
+
+// ResourcePolicy is the resource policy a request on arn meets: the
+// resource's own, or for a DynamoDB index (table/T/index/I) its table's,
+// which governs the table's indexes. Nil when there is none. (A stream's
+// policy is its own; the template gives streams none.)
+func (s *Stack) ResourcePolicy(arn string) *Policy {
+	if p, ok := s.ResourcePolicies[arn]; ok {
+		return p
+	}
+	if strings.HasPrefix(arn, "arn:aws:dynamodb:") {
+		if table, _, ok := strings.Cut(arn, "/index/"); ok {
+			return s.ResourcePolicies[table]
+		}
+	}
+	return nil
+}
+
+// ARN is the ARN of the one resource of type typ whose construct name (see
+// ConstructName) is name: ARN("AWS::KMS::Key", "ContentKey").
+func (s *Stack) ARN(typ, name string) (string, error) {
+	var ids []string
+	for id, r := range s.resources {
+		if r.Type == typ && ConstructName(id) == name {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) != 1 {
+		sort.Strings(ids)
+		return "", fmt.Errorf("iampolicy: want one %s named %s in the template, found %d %v", typ, name, len(ids), ids)
+	}
+	return s.attr(ids[0], "Arn")
+}
+
+// ErrNoStatement reports that a policy has no statement with the Sid asked for.
+var ErrNoStatement = errors.New("iampolicy: no statement with that Sid")
+
+// Without returns a copy of p without its statements whose Sid is sid, or
+// ErrNoStatement if it has none.
+func (p Policy) Without(sid string) (Policy, error) {
+	out := p
+	out.Statements = nil
+	for _, st := range p.Statements {
+		if st.Sid != sid {
+			out.Statements = append(out.Statements, st)
+		}
+	}
+	if len(out.Statements) == len(p.Statements) {
+		return Policy{}, fmt.Errorf("%w: %s in %s", ErrNoStatement, sid, p.Source)
+	}
+	return out, nil
+}
+
+// WithoutStatement returns a copy of s in which the resource policy of
+// resourceARN lacks its statement sid: what the stack would be without that
+// statement. s itself is unchanged. ErrNoStatement if there is no such
+// statement; an error if the resource has no policy.
+func (s *Stack) WithoutStatement(resourceARN, sid string) (*Stack, error) {
+	pol, ok := s.ResourcePolicies[resourceARN]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s has no resource policy", ErrNoStatement, resourceARN)
+	}
+	without, err := pol.Without(sid)
+	if err != nil {
+		return nil, err
+	}
+	cp := *s
+	cp.ResourcePolicies = make(map[string]*Policy, len(s.ResourcePolicies))
+	for k, v := range s.ResourcePolicies {
+		cp.ResourcePolicies[k] = v
+	}
+	cp.ResourcePolicies[resourceARN] = &without
+	return &cp, nil
 }

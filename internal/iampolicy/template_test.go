@@ -1,0 +1,164 @@
+package iampolicy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A template with each kind of resource policy the loader reads: a key
+// policy, a queue policy, a topic policy and a table's resource policy, and a
+// role with an inline policy and one of the template's managed policies.
+const testTemplate = `{"Resources":{
+ "TopicAB12CD34":{"Type":"AWS::SNS::Topic","Properties":{}},
+ "SetAB12CD34":{"Type":"AWS::SES::ConfigurationSet","Properties":{"Name":"stage-events"}},
+ "TopicPolicyAB12CD34":{"Type":"AWS::SNS::TopicPolicy","Properties":{
+   "Topics":[{"Ref":"TopicAB12CD34"}],
+   "PolicyDocument":{"Statement":[
+     {"Sid":"SesPublishes","Effect":"Allow","Principal":{"Service":"ses.amazonaws.com"},"Action":"sns:Publish","Resource":{"Ref":"TopicAB12CD34"},
+      "Condition":{"StringEquals":{"aws:SourceArn":{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":ses:",{"Ref":"AWS::Region"},":",{"Ref":"AWS::AccountId"},":configuration-set/",{"Ref":"SetAB12CD34"}]]}}}},
+     {"Sid":"OnlyProvidersPublish","Effect":"Deny","Principal":"*","Action":"sns:Publish","Resource":{"Ref":"TopicAB12CD34"},
+      "Condition":{"ArnNotEquals":{"aws:SourceArn":{"Fn::Join":["",["arn:aws:ses:",{"Ref":"AWS::Region"},":",{"Ref":"AWS::AccountId"},":configuration-set/",{"Ref":"SetAB12CD34"}]]}}}}]}}},
+ "TableAB12CD34":{"Type":"AWS::DynamoDB::Table","Properties":{
+   "ResourcePolicy":{"PolicyDocument":{"Statement":[
+     {"Sid":"OnlyLedgerWriters","Effect":"Deny","Principal":{"AWS":"*"},"Action":["dynamodb:PutItem","dynamodb:UpdateItem","dynamodb:Query"],"Resource":"*",
+      "Condition":{"ArnNotEquals":{"aws:PrincipalArn":[{"Fn::GetAtt":["WriterRoleAB12CD34","Arn"]}]}}}]}}}},
+ "KeyAB12CD34":{"Type":"AWS::KMS::Key","Properties":{"KeyPolicy":{"Statement":[
+   {"Effect":"Allow","Principal":{"AWS":{"Fn::Join":["",["arn:aws:iam::",{"Ref":"AWS::AccountId"},":root"]]}},"Action":"kms:*","Resource":"*"}]}}},
+ "QueueAB12CD34":{"Type":"AWS::SQS::Queue","Properties":{}},
+ "QueuePolicyAB12CD34":{"Type":"AWS::SQS::QueuePolicy","Properties":{"Queues":[{"Ref":"QueueAB12CD34"}],
+   "PolicyDocument":{"Statement":[{"Sid":"OnlyTopicDelivers","Effect":"Deny","Principal":"*","Action":"sqs:SendMessage","Resource":"*",
+     "Condition":{"ArnNotEquals":{"aws:SourceArn":{"Ref":"TopicAB12CD34"}}}}]}}},
+ "OperatorPolicyAB12CD34":{"Type":"AWS::IAM::ManagedPolicy","Properties":{"PolicyDocument":{"Statement":[
+   {"Effect":"Allow","Action":["dynamodb:GetItem","dynamodb:UpdateItem"],"Resource":{"Fn::GetAtt":["TableAB12CD34","Arn"]}}]}}},
+ "WriterRoleAB12CD34":{"Type":"AWS::IAM::Role","Properties":{
+   "ManagedPolicyArns":[{"Ref":"OperatorPolicyAB12CD34"}],
+   "Policies":[{"PolicyName":"p","PolicyDocument":{"Statement":[{"Effect":"Allow","Action":"dynamodb:PutItem","Resource":"*"}]}}]}}
+}}`
+
+var pseudo = Pseudo{Region: "us-east-1", Account: account}
+
+func mustLoad(t *testing.T, tpl string) *Stack {
+	t.Helper()
+	s, err := LoadTemplate([]byte(tpl), pseudo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestLoadResourcePolicies(t *testing.T) {
+	s := mustLoad(t, testTemplate)
+	const (
+		topic  = "arn:aws:sns:us-east-1:111122223333:Topic"
+		queue  = "arn:aws:sqs:us-east-1:111122223333:Queue"
+		tbl    = "arn:aws:dynamodb:us-east-1:111122223333:table/Table"
+		writer = "arn:aws:iam::111122223333:role/WriterRole"
+		sesSet = "arn:aws:ses:us-east-1:111122223333:configuration-set/stage-events"
+	)
+	everything := mustPolicy(t, `{"Statement":[{"Effect":"Allow","Action":["sqs:*","sns:*","dynamodb:*"],"Resource":"*"}]}`)
+	ses := func(source string) Request {
+		return Request{Service: "ses.amazonaws.com", Action: "sns:Publish", Resource: topic,
+			Context: map[string]string{"aws:SourceArn": source, "aws:SourceAccount": account}}
+	}
+	attacker := func(action, resource string) Request {
+		return Request{Principal: "arn:aws:iam::111122223333:role/attacker", Account: account, Action: action, Resource: resource}
+	}
+	tests := []struct {
+		name     string
+		req      Request
+		identity []Policy
+		want     bool
+	}{
+		// The configuration set's Ref resolves to its Name, not its construct name.
+		{"SES publishes for its configuration set", ses(sesSet), nil, true},
+		{"SES publishes for another set", ses(strings.Replace(sesSet, "stage-events", "other", 1)), nil, false},
+		{"the topic policy's deny meets another publisher", attacker("sns:Publish", topic), []Policy{everything}, false},
+		{"the topic policy does not cover other actions", attacker("sns:Subscribe", topic), []Policy{everything}, true},
+		{"the queue policy's deny meets another sender", attacker("sqs:SendMessage", queue), []Policy{everything}, false},
+		{"the table's resource policy denies another writer", attacker("dynamodb:PutItem", tbl), []Policy{everything}, false},
+		{"the table's resource policy governs its indexes", attacker("dynamodb:Query", tbl+"/index/open"), []Policy{everything}, false},
+		{"the table's resource policy allows what it does not deny", attacker("dynamodb:GetItem", tbl), []Policy{everything}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := s.Authorize(tc.req, tc.identity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tc.want {
+				t.Fatalf("allowed = %v (%s), want %v", d.Allowed, d.Reason, tc.want)
+			}
+		})
+	}
+	// The writer role has its inline policy and the template's managed policy.
+	for action, want := range map[string]bool{"dynamodb:PutItem": true, "dynamodb:UpdateItem": true, "dynamodb:GetItem": true, "dynamodb:DeleteItem": false} {
+		d, err := s.Decide(writer, action, tbl, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != want {
+			t.Errorf("writer %s: allowed = %v (%s), want %v", action, d.Allowed, d.Reason, want)
+		}
+	}
+	for typ, name := range map[string]string{"AWS::SNS::Topic": "Topic", "AWS::SQS::Queue": "Queue", "AWS::DynamoDB::Table": "Table", "AWS::IAM::Role": "WriterRole"} {
+		arn, err := s.ARN(typ, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]string{"Topic": topic, "Queue": queue, "Table": tbl, "WriterRole": writer}[name]; arn != want {
+			t.Errorf("ARN(%s, %s) = %s, want %s", typ, name, arn, want)
+		}
+	}
+	if _, err := s.ARN("AWS::KMS::Key", "Missing"); err == nil {
+		t.Error("ARN of a missing resource: no error")
+	}
+}
+
+func TestWithoutStatement(t *testing.T) {
+	s := mustLoad(t, testTemplate)
+	const queue = "arn:aws:sqs:us-east-1:111122223333:Queue"
+	everything := mustPolicy(t, `{"Statement":[{"Effect":"Allow","Action":"sqs:*","Resource":"*"}]}`)
+	req := Request{Principal: "arn:aws:iam::111122223333:role/attacker", Account: account, Action: "sqs:SendMessage", Resource: queue}
+	without, err := s.WithoutStatement(queue, "OnlyTopicDelivers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		s    *Stack
+		want bool
+	}{"with the deny": {s, false}, "without it": {without, true}} {
+		d, err := tc.s.Authorize(req, []Policy{everything})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != tc.want {
+			t.Errorf("%s: allowed = %v (%s), want %v", name, d.Allowed, d.Reason, tc.want)
+		}
+	}
+	if _, err := s.WithoutStatement(queue, "NoSuchSid"); !errors.Is(err, ErrNoStatement) {
+		t.Errorf("missing Sid: err = %v, want ErrNoStatement", err)
+	}
+	if _, err := s.WithoutStatement("arn:aws:sqs:us-east-1:111122223333:Nothing", "OnlyTopicDelivers"); !errors.Is(err, ErrNoStatement) {
+		t.Errorf("resource without a policy: err = %v, want ErrNoStatement", err)
+	}
+}
+
+// What the loader cannot evaluate is an error: a policy document it does not
+// have, or two policies where CloudFormation keeps one.
+func TestLoadUnsupported(t *testing.T) {
+	for name, tpl := range map[string]string{
+		"an AWS managed policy": `{"Resources":{"R":{"Type":"AWS::IAM::Role","Properties":{
+			"ManagedPolicyArns":["arn:aws:iam::aws:policy/AdministratorAccess"]}}}}`,
+		"two queue policies on one queue": `{"Resources":{"Q":{"Type":"AWS::SQS::Queue","Properties":{}},
+			"P1":{"Type":"AWS::SQS::QueuePolicy","Properties":{"Queues":[{"Ref":"Q"}],"PolicyDocument":{"Statement":[]}}},
+			"P2":{"Type":"AWS::SQS::QueuePolicy","Properties":{"Queues":[{"Ref":"Q"}],"PolicyDocument":{"Statement":[]}}}}}`,
+		"two topic policies on one topic": `{"Resources":{"T":{"Type":"AWS::SNS::Topic","Properties":{}},
+			"P1":{"Type":"AWS::SNS::TopicPolicy","Properties":{"Topics":[{"Ref":"T"}],"PolicyDocument":{"Statement":[]}}},
+			"P2":{"Type":"AWS::SNS::TopicPolicy","Properties":{"Topics":[{"Ref":"T"}],"PolicyDocument":{"Statement":[]}}}}}`,
+	} {
+		if _, err := LoadTemplate([]byte(tpl), pseudo); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: err = %v, want ErrUnsupported", name, err)
+		}
+	}
+}
