@@ -107,7 +107,50 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 	if p.Functions.Transports[ledger.SMS] == settings.TransportSMS {
 		ev.smsSet = p.smsEvents(stack, ev.topic)
 	}
+	ev.onlyOurs(stack)
 	return ev
+}
+
+// onlyOurs makes the route accept only what this stage's providers say. An event on the queue
+// resolves or releases the row it names, so whoever could put one there could turn a message that
+// was never sent into accepted. Explicit Denies, which no IAM policy in the account can outweigh:
+//   - the queue and its DLQ refuse sqs:SendMessage from anything but this topic's delivery
+//     (aws:SourceArn, which AWS sets for the SNS service and no caller can);
+//   - the topic refuses sns:Publish unless SES publishes for this stage's configuration set or End
+//     User Messaging SMS for its set (aws:SourceArn: the set's ARN); with neither (both channels
+//     on the webhook) nothing may publish. A direct publish, from any principal, carries no
+//     aws:SourceArn and is denied.
+//
+// The local emulator enforces no IAM: tests that publish provider events to the topic still run.
+func (ev providerEvents) onlyOurs(stack awscdk.Stack) {
+	for _, q := range []awssqs.Queue{ev.queue, ev.dlq} {
+		q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("OnlyTopicDelivers"),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings("sqs:SendMessage"),
+			Resources:  jsii.Strings(*q.QueueArn()),
+			Conditions: &map[string]any{"ArnNotEquals": map[string]any{"aws:SourceArn": ev.topic.TopicArn()}},
+		}))
+	}
+	var publishers []*string
+	if ev.sesSet != "" {
+		publishers = append(publishers, configurationSetArn(stack, "ses", ev.sesSet))
+	}
+	if ev.smsSet != "" {
+		publishers = append(publishers, configurationSetArn(stack, "sms-voice", ev.smsSet))
+	}
+	deny := &awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyProvidersPublish"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("sns:Publish"),
+		Resources:  jsii.Strings(*ev.topic.TopicArn()),
+	}
+	if len(publishers) > 0 {
+		deny.Conditions = &map[string]any{"ArnNotEquals": map[string]any{"aws:SourceArn": publishers}}
+	}
+	ev.topic.AddToResourcePolicy(awsiam.NewPolicyStatement(deny))
 }
 
 // sesService and smsService are the service principals that publish provider events.
@@ -167,7 +210,7 @@ func (p *LedgerStackProps) sesConfigurationSet() string {
 // the topic for every text event, unless smsConfigurationSet names an existing set: then the
 // stack creates nothing for SMS events (CloudFormation has no separate event-destination resource
 // for SMS; the operator adds one to the topic, see the README) and the topic only lets
-// End User Messaging publish. Returns the set's name.
+// End User Messaging publish for that set. Returns the set's name.
 func (p *LedgerStackProps) smsEvents(stack awscdk.Stack, topic awssns.Topic) string {
 	name := p.Functions.SMSConfigurationSet
 	if name == "" {
@@ -182,12 +225,19 @@ func (p *LedgerStackProps) smsEvents(stack awscdk.Stack, topic awssns.Topic) str
 			}},
 		})
 	}
+	// End User Messaging SMS publishes an event with aws:SourceArn set to the configuration set's ARN,
+	// arn:<partition>:sms-voice:<region>:<account>:configuration-set/<name>: the topic access policy
+	// its user guide gives ("Amazon SNS access policy", sms-voice/latest/userguide/
+	// configuration-sets-sns-creating-role.html) conditions sns:Publish on exactly that ARN.
 	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("SmsPublishes"),
 		Principals: &[]awsiam.IPrincipal{smsService()},
 		Actions:    jsii.Strings("sns:Publish"),
 		Resources:  jsii.Strings(*topic.TopicArn()),
-		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},
+		Conditions: &map[string]any{"StringEquals": map[string]any{
+			"aws:SourceAccount": stack.Account(),
+			"aws:SourceArn":     configurationSetArn(stack, "sms-voice", name),
+		}},
 	}))
 	return name
 }

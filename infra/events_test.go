@@ -93,6 +93,7 @@ func TestProviderEventsRoute(t *testing.T) {
 			}
 		}
 	}
+	onlyOursPolicies(t, s, "resetledger-test-events", "resetledger-test-events")
 	// Key policy: the publishing services may use the topic key, from this account only.
 	key := props(s.resources("AWS::KMS::Key")[s.logicalID(t, "AWS::KMS::Key", "ProviderEventsKey")])
 	doc := mustJSON(key["KeyPolicy"])
@@ -143,8 +144,88 @@ func TestConfigurationSetsFromContext(t *testing.T) {
 	if _, ok := vars["SES_CONFIGURATION_SET"]; ok {
 		t.Errorf("webhook email still gets SES_CONFIGURATION_SET")
 	}
-	// The route itself stays: tests and other publishers use the topic.
+	// The route itself stays (the local tests publish to it: the emulator enforces no IAM), but on
+	// AWS nothing may publish to it.
 	check(t, "topic", func() { web.template.ResourceCountIs(jsii.String("AWS::SNS::Topic"), jsii.Number(1)) })
+	onlyOursPolicies(t, s, "shared-ses", "shared-sms")
+	onlyOursPolicies(t, web, "", "")
+}
+
+// onlyOursPolicies checks the Denies that keep forged provider events out: the events queue and its
+// DLQ refuse every sender but the topic, and the topic every publisher but SES for sesSet and End
+// User Messaging SMS for smsSet ("" when the channel does not go through them; with neither, every
+// publish is denied). SMS's own Allow names its set as well.
+func onlyOursPolicies(t *testing.T, s *synthesized, sesSet, smsSet string) {
+	t.Helper()
+	topic := s.logicalID(t, "AWS::SNS::Topic", "ProviderEventsTopic")
+	for _, q := range []string{"ProviderEventsQueue", "ProviderEventsDlq"} {
+		deny := policyStatement(t, queuePolicy(t, s, q), "OnlyTopicDelivers")
+		if deny["Effect"] != "Deny" || mustJSON(deny["Principal"]) != `{"AWS":"*"}` || deny["Action"] != "sqs:SendMessage" ||
+			mustJSON(deny["Condition"]) != `{"ArnNotEquals":{"aws:SourceArn":{"Ref":"`+topic+`"}}}` {
+			t.Errorf("%s: OnlyTopicDelivers = %s, want a Deny of sqs:SendMessage to all but the topic", q, mustJSON(deny))
+		}
+	}
+	var pol map[string]any
+	for _, tp := range s.resources("AWS::SNS::TopicPolicy") {
+		pol = props(tp)["PolicyDocument"].(map[string]any)
+	}
+	deny := policyStatement(t, pol, "OnlyProvidersPublish")
+	if deny["Effect"] != "Deny" || mustJSON(deny["Principal"]) != `{"AWS":"*"}` || deny["Action"] != "sns:Publish" {
+		t.Errorf("OnlyProvidersPublish = %s, want a Deny of sns:Publish to all", mustJSON(deny))
+	}
+	var want []string
+	if sesSet != "" {
+		want = append(want, "arn:AWS::Partition:ses:AWS::Region:AWS::AccountId:configuration-set/"+sesSet)
+	}
+	if smsSet != "" {
+		want = append(want, "arn:AWS::Partition:sms-voice:AWS::Region:AWS::AccountId:configuration-set/"+smsSet)
+	}
+	var got []string
+	if cond, ok := deny["Condition"].(map[string]any); ok {
+		for _, arn := range list(cond["ArnNotEquals"].(map[string]any)["aws:SourceArn"]) {
+			got = append(got, label(arn))
+		}
+		if len(cond) != 1 {
+			t.Errorf("OnlyProvidersPublish conditions = %s, want ArnNotEquals aws:SourceArn only", mustJSON(cond))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("OnlyProvidersPublish exempts publishes from %q, want %q (none: every publish denied)", got, want)
+	}
+	if smsSet != "" {
+		allow := policyStatement(t, pol, "SmsPublishes")
+		cond := allow["Condition"].(map[string]any)["StringEquals"].(map[string]any)
+		if got := label(cond["aws:SourceArn"]); got != want[len(want)-1] {
+			t.Errorf("SmsPublishes aws:SourceArn = %s, want %s", got, want[len(want)-1])
+		}
+	}
+}
+
+// policyStatement is the statement of a policy document with the given Sid.
+func policyStatement(t *testing.T, doc map[string]any, sid string) map[string]any {
+	t.Helper()
+	for _, st := range list(doc["Statement"]) {
+		if stmt := st.(map[string]any); stmt["Sid"] == sid {
+			return stmt
+		}
+	}
+	t.Fatalf("no statement %s in %s", sid, mustJSON(doc))
+	return nil
+}
+
+// queuePolicy is the policy document of the queue with construct name queue.
+func queuePolicy(t *testing.T, s *synthesized, queue string) map[string]any {
+	t.Helper()
+	id := s.constructID(t, "AWS::SQS::Queue", queue)
+	for _, qp := range s.resources("AWS::SQS::QueuePolicy") {
+		for _, q := range list(props(qp)["Queues"]) {
+			if mustJSON(q) == `{"Ref":"`+id+`"}` {
+				return props(qp)["PolicyDocument"].(map[string]any)
+			}
+		}
+	}
+	t.Fatalf("no queue policy on %s", queue)
+	return nil
 }
 
 func TestValidateEvents(t *testing.T) {
