@@ -55,7 +55,12 @@ var configurationSetName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // providerEvents is the route of the providers' events into the events function.
 type providerEvents struct {
-	key        awskms.Key
+	key awskms.Key
+	// proofKey is the KMS HMAC key of the attempt proofs: dispatch MACs every send it makes
+	// through SES or End User Messaging SMS (the proof rides in the message tags or the SMS
+	// Context, and comes back in the provider's events), and events verifies the proof before an
+	// event may resolve or release a row. Only dispatch may generate a MAC (permissions.go).
+	proofKey   awskms.Key
 	topic      awssns.Topic
 	queue, dlq awssqs.Queue
 	// sesSet and smsSet are the configuration sets' names the senders pass ("" when the channel
@@ -68,7 +73,7 @@ type providerEvents struct {
 // the configuration sets: the stack's own, or the ones context names, each with an event
 // destination to the topic (for an SMS set named from context, the operator adds it).
 func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
-	ev := providerEvents{}
+	ev := providerEvents{proofKey: p.attemptProofKey(stack)}
 	account := map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}}
 	ev.key = awskms.NewKey(stack, jsii.String("ProviderEventsKey"), &awskms.KeyProps{
 		Description:       jsii.String(p.Prefix + " provider events topic at rest (SES and End User Messaging SMS publish)"),
@@ -151,6 +156,21 @@ func (ev providerEvents) onlyOurs(stack awscdk.Stack) {
 		deny.Conditions = &map[string]any{"ArnNotEquals": map[string]any{"aws:SourceArn": publishers}}
 	}
 	ev.topic.AddToResourcePolicy(awsiam.NewPolicyStatement(deny))
+}
+
+// attemptProofKey defines the HMAC_256 key of the attempt proofs. KMS rotates no HMAC key
+// (EnableKeyRotation supports symmetric encryption keys only), so rotation is off; the 30-day
+// deletion window is KMS's longest, because scheduling its deletion would make every later event
+// of an earlier send unprovable.
+func (p *LedgerStackProps) attemptProofKey(stack awscdk.Stack) awskms.Key {
+	return awskms.NewKey(stack, jsii.String("AttemptProofKey"), &awskms.KeyProps{
+		Description:       jsii.String(p.Prefix + " attempt proofs (dispatch MACs each send, events verifies provider events)"),
+		KeySpec:           awskms.KeySpec_HMAC_256,
+		KeyUsage:          awskms.KeyUsage_GENERATE_VERIFY_MAC,
+		EnableKeyRotation: jsii.Bool(false),
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(30)),
+		RemovalPolicy:     p.removalPolicy(),
+	})
 }
 
 // sesService and smsService are the service principals that publish provider events.

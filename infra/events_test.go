@@ -228,6 +228,42 @@ func queuePolicy(t *testing.T, s *synthesized, queue string) map[string]any {
 	return nil
 }
 
+// TestAttemptProofKey: an HMAC_256 key (KMS rotates none), 30 days' deletion window; dispatch
+// alone may generate a MAC (its grant, and the key policy's Deny for everyone else), events alone
+// verifies, reconcile and the rest hold nothing on it.
+func TestAttemptProofKey(t *testing.T) {
+	s := synth(t, nil)
+	key := props(s.resources("AWS::KMS::Key")[s.logicalID(t, "AWS::KMS::Key", "AttemptProofKey")])
+	if key["KeySpec"] != "HMAC_256" || key["KeyUsage"] != "GENERATE_VERIFY_MAC" || key["EnableKeyRotation"] == true ||
+		key["PendingWindowInDays"] != 30.0 {
+		t.Errorf("attempt proof key = %s, want HMAC_256 for GENERATE_VERIFY_MAC, no rotation, 30 days", mustJSON(key))
+	}
+	deny := policyStatement(t, key["KeyPolicy"].(map[string]any), "OnlySendersSign")
+	if deny["Effect"] != "Deny" || mustJSON(deny["Principal"]) != `{"AWS":"*"}` || deny["Action"] != "kms:GenerateMac" ||
+		mustJSON(deny["Condition"]) != `{"ArnNotEquals":{"aws:PrincipalArn":{"Fn::GetAtt":["`+
+			s.logicalID(t, "AWS::IAM::Role", "DispatchRole")+`","Arn"]}}}` {
+		t.Errorf("OnlySendersSign = %s, want a Deny of kms:GenerateMac to all but dispatch's role", mustJSON(deny))
+	}
+	want := map[string][]string{"Dispatch": {"kms:GenerateMac on AttemptProofKey"}, "Events": {"kms:VerifyMac on AttemptProofKey"}}
+	for role, grants := range s.grants(t) {
+		var got []string
+		for _, g := range grants {
+			if strings.HasSuffix(g, " on AttemptProofKey") {
+				got = append(got, g)
+			}
+		}
+		if !slices.Equal(got, want[role]) {
+			t.Errorf("%s on the attempt proof key: %q, want %q", role, got, want[role])
+		}
+	}
+	for _, name := range []settings.Role{settings.Dispatch, settings.Reconcile, settings.Events} {
+		vars := s.function(t, name)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if got := label(vars["ATTEMPT_PROOF_KEY_ARN"]); got != "AttemptProofKey" {
+			t.Errorf("%s ATTEMPT_PROOF_KEY_ARN = %s, want the attempt proof key", name, got)
+		}
+	}
+}
+
 func TestValidateEvents(t *testing.T) {
 	for name, mutate := range map[string]func(p *LedgerStackProps){
 		"concurrency 1":    func(p *LedgerStackProps) { p.EventsMaxConcurrency = 1 },

@@ -36,12 +36,14 @@ func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, dispatchQue
 }
 
 // environment returns each function's environment: the variables the functions' settings give
-// it (settings.Settings.Environ), with the stack's tables, content key and dispatch queue, and the
-// configuration sets whose events reach the events function (the stack's own or context's).
+// it (settings.Settings.Environ), with the stack's tables, content key, attempt-proof key and
+// dispatch queue, and the configuration sets whose events reach the events function (the stack's
+// own or context's).
 func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, ev providerEvents) map[settings.Role]map[string]*string {
 	fs := p.Functions
 	fs.LedgerTable, fs.ContentTable, fs.BudgetTable = *st.ledger.TableName(), *st.content.TableName(), *st.budget.TableName()
 	fs.ContentKeyARN, fs.DispatchQueueURL = *st.contentKey.KeyArn(), *dispatchQueue.QueueUrl()
+	fs.AttemptProofKeyARN = *ev.proofKey.KeyArn()
 	fs.SESConfigurationSet, fs.SMSConfigurationSet = ev.sesSet, ev.smsSet
 	env := map[settings.Role]map[string]*string{}
 	for _, name := range settings.Functions {

@@ -13,7 +13,7 @@ func TestFunctions(t *testing.T) {
 	s := synth(t, nil)
 	common := []string{"LEDGER_TABLE", "CONTENT_TABLE", "POLICY_VERSION", "LEASE_DURATION", "EXPIRY_MARGIN",
 		"HISTORY_RETENTION", "LOG_LEVEL", "FALLBACK_DELIVERY_WAIT"}
-	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
+	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "ATTEMPT_PROOF_KEY_ARN", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
 		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "RECONCILE_MAX_ATTEMPTS", "SES_CONFIGURATION_SET", "SMS_CONFIGURATION_SET")
 	for _, tc := range []struct {
 		name    settings.Role
@@ -27,7 +27,7 @@ func TestFunctions(t *testing.T) {
 		{settings.Reconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER",
 			"LOOKUP_SETTLE_PERIOD")},
 		{settings.Expire, 50, append(slices.Clone(common), "SWEEP_LIMIT")},
-		{settings.Events, 30, common},
+		{settings.Events, 30, append(slices.Clone(common), "ATTEMPT_PROOF_KEY_ARN")},
 	} {
 		t.Run(string(tc.name), func(t *testing.T) {
 			fn := s.function(t, tc.name)
@@ -58,6 +58,9 @@ func TestFunctions(t *testing.T) {
 			}
 			if k, ok := vars["CONTENT_KEY_ARN"]; ok && label(k) != "ContentKey" {
 				t.Errorf("CONTENT_KEY_ARN = %v, want the content key", k)
+			}
+			if k, ok := vars["ATTEMPT_PROOF_KEY_ARN"]; ok && label(k) != "AttemptProofKey" {
+				t.Errorf("ATTEMPT_PROOF_KEY_ARN = %v, want the attempt proof key", k)
 			}
 			if l, ok := vars["SWEEP_LIMIT"]; ok && l != "500" {
 				t.Errorf("SWEEP_LIMIT = %v", l)

@@ -68,6 +68,11 @@ var linterSkips = map[string]map[string][]linterSkip{
 			"target), so it is the end of the line: a redrive policy on it would only move the events to yet another " +
 			"queue. It keeps them 14 days for inspection and redrive by an operator."}},
 	},
+	"AWS::KMS::Key": {
+		"AttemptProofKey": {{"CKV_AWS_7", "An HMAC_256 key (GenerateMac/VerifyMac for the attempt proofs): KMS " +
+			"supports automatic rotation only for symmetric encryption keys, and CloudFormation requires " +
+			"EnableKeyRotation to be omitted or false for HMAC keys. This check treats HMAC keys as rotatable."}},
+	},
 	"AWS::DynamoDB::Table": {
 		"ContentTable": {{"CKV_AWS_28", "The content table holds sealed secret-bearing messages for minutes (TTL at " +
 			"challenge expiry, purged at every terminal state); point-in-time backups would keep reset secrets for " +

@@ -37,6 +37,7 @@ func (p *LedgerStackProps) grant(stack awscdk.Stack, fns map[settings.Role]awsla
 	}
 	grantCalls(fns, st, in, q, ev)
 	p.grantSenders(stack, fns, st.contentKey, in, ev)
+	grantProofs(fns, ev.proofKey)
 	p.suppressWildcards(fns[settings.Dispatch])
 }
 
@@ -110,6 +111,32 @@ func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Rol
 		contentKey.Grant(producer, jsii.String("kms:GenerateDataKey"))
 		in.queue.GrantSendMessages(producer)
 	}
+}
+
+// grantProofs lets dispatch sign attempts (kms:GenerateMac: it MACs the tags or Context of every
+// send through SES or SMS) and events verify them (kms:VerifyMac). Reconcile reads the key's ARN
+// but never sends through SES or SMS, so it holds neither. The key policy denies GenerateMac to
+// every principal but dispatch's role, the account root included, so no IAM policy can let
+// anyone else make a proof that an event would carry as ours.
+func grantProofs(fns map[settings.Role]awslambda.Function, proofKey awskms.Key) {
+	allow := func(name settings.Role, action string) {
+		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings(action),
+			Resources: jsii.Strings(*proofKey.KeyArn()),
+		}))
+	}
+	allow(settings.Dispatch, "kms:GenerateMac")
+	allow(settings.Events, "kms:VerifyMac")
+	proofKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlySendersSign"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("kms:GenerateMac"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]interface{}{
+			"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": fns[settings.Dispatch].Role().RoleArn()},
+		},
+	}), jsii.Bool(false))
 }
 
 // grantSend lets fn call the configured transports: SES v2 SendEmail scoped to the sending

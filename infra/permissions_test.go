@@ -43,7 +43,8 @@ func TestLeastPrivilege(t *testing.T) {
 				"sqs:SendMessage on StreamFailureDlq",
 				"dynamodb:GetItem on BudgetTable", "dynamodb:UpdateItem on BudgetTable",
 				"sqs:DeleteMessage on DispatchQueue", "sqs:GetQueueAttributes on DispatchQueue", "sqs:ReceiveMessage on DispatchQueue",
-				"sqs:SendMessage on DispatchQueue"}),
+				"sqs:SendMessage on DispatchQueue",
+				"kms:GenerateMac on AttemptProofKey"}), // every SES or SMS send carries its attempt's proof
 		"Reconcile": join(tableKey, logs("Reconcile"),
 			[]string{"kms:Decrypt on ContentKey", "dynamodb:BatchGetItem on LedgerTable",
 				"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
@@ -52,7 +53,7 @@ func TestLeastPrivilege(t *testing.T) {
 		"Events": join(tableKey, logs("Events"),
 			[]string{"sqs:DeleteMessage on ProviderEventsQueue", "sqs:GetQueueAttributes on ProviderEventsQueue",
 				"sqs:ReceiveMessage on ProviderEventsQueue", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
-				"dynamodb:DeleteItem on ContentTable"}),
+				"dynamodb:DeleteItem on ContentTable", "kms:VerifyMac on AttemptProofKey"}),
 		"Expire": join(tableKey, logs("Expire"),
 			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:BatchGetItem on LedgerTable",
 				"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),
