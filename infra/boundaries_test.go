@@ -1,0 +1,460 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/resetledger/resetledger/internal/iampolicy"
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// The trust boundaries of the production stack (issue 25, "what must be true"), proven by
+// evaluating requests against the synthesized template's policies with internal/iampolicy rather
+// than by reading them:
+//
+//   - a principal of the account whose own policy allows sqs:*, sns:*, kms:* and dynamodb:* on *
+//     (a role granted too broadly, or taken over) cannot send an intent, send or publish a
+//     provider event, open, re-encrypt or seal content, sign an attempt, read provider event
+//     payloads, or write the ledger;
+//   - the principals the stack exists for still can: the producer, SNS, SES, End User Messaging
+//     SMS, each function and the operator role;
+//   - each of the first is denied by the explicit Deny whose Sid it names: without that one
+//     statement the same request is allowed, so the Deny is what protects it.
+//
+// What is evaluated is each request against the policies as deployed. That the same principal
+// could first change a policy (kms:PutKeyPolicy, sqs:SetQueueAttributes, sns:SetTopicAttributes,
+// dynamodb:PutResourcePolicy are all within its four wildcards) is not checked here.
+
+// The account and region the template is evaluated in, and the principals from outside it.
+var (
+	boundaryPseudo = iampolicy.Pseudo{Region: "us-east-1", Account: "111122223333"}
+	producerARN    = "arn:aws:iam::111122223333:role/account-service"
+	attackerARN    = "arn:aws:iam::111122223333:role/attacker"
+)
+
+// A resource of the template, by type and construct name.
+type boundaryResource struct{ typ, name string }
+
+// on names the resources the checks are made on.
+var on = struct {
+	intentQueue, eventsQueue, eventsDLQ, eventsTopic, topicKey, contentKey, proofKey, eventsQueueKey,
+	ledgerTable, operatorRole boundaryResource
+}{
+	intentQueue:    boundaryResource{"AWS::SQS::Queue", "IntentQueue"},
+	eventsQueue:    boundaryResource{"AWS::SQS::Queue", "ProviderEventsQueue"},
+	eventsDLQ:      boundaryResource{"AWS::SQS::Queue", "ProviderEventsDlq"},
+	eventsTopic:    boundaryResource{"AWS::SNS::Topic", "ProviderEventsTopic"},
+	topicKey:       boundaryResource{"AWS::KMS::Key", "ProviderEventsKey"},
+	contentKey:     boundaryResource{"AWS::KMS::Key", "ContentKey"},
+	proofKey:       boundaryResource{"AWS::KMS::Key", "AttemptProofKey"},
+	eventsQueueKey: boundaryResource{"AWS::KMS::Key", "ProviderEventsQueueKey"},
+	ledgerTable:    boundaryResource{"AWS::DynamoDB::Table", "LedgerTable"},
+	operatorRole:   boundaryResource{"AWS::IAM::Role", "LedgerOperatorRole"},
+}
+
+// functionRole is the role of one function, as the template names it (DispatchRole).
+func functionRole(name settings.Role) boundaryResource {
+	return boundaryResource{"AWS::IAM::Role", title(name) + "Role"}
+}
+
+// A boundaryCaller makes requests: a role the template defines (its identity policies are the
+// template's), a principal from outside it with its own policy, or a service.
+type boundaryCaller struct {
+	name      string
+	role      *boundaryResource
+	principal string
+	identity  func(b *boundaries) (iampolicy.Policy, error)
+	service   string
+}
+
+// as names the callers.
+var as = struct {
+	attacker, producer, sns, ses, sms, operator boundaryCaller
+}{
+	// The attacker is any role of the account whose policy allows every action of the four
+	// services on every resource.
+	attacker: boundaryCaller{name: "attacker", principal: attackerARN, identity: func(*boundaries) (iampolicy.Policy, error) {
+		return parsePolicy("attacker's policy", `{"Statement":[{"Effect":"Allow","Action":["sqs:*","sns:*","kms:*","dynamodb:*"],"Resource":"*"}]}`)
+	}},
+	// The producer has the policy the README gives the account service's role.
+	producer: boundaryCaller{name: "producer", principal: producerARN, identity: func(b *boundaries) (iampolicy.Policy, error) {
+		queue, err := b.arn(on.intentQueue)
+		if err != nil {
+			return iampolicy.Policy{}, err
+		}
+		key, err := b.arn(on.contentKey)
+		if err != nil {
+			return iampolicy.Policy{}, err
+		}
+		return parsePolicy("producer's policy (README)", `{"Statement":[
+			{"Effect":"Allow","Action":"sqs:SendMessage","Resource":"`+queue+`"},
+			{"Effect":"Allow","Action":"kms:GenerateDataKey","Resource":"`+key+`",
+			 "Condition":{"StringEquals":{"kms:EncryptionContext:purpose":"`+envelope.Purpose+`"}}}]}`)
+	}},
+	sns:      boundaryCaller{name: "sns.amazonaws.com", service: "sns.amazonaws.com"},
+	ses:      boundaryCaller{name: "ses.amazonaws.com", service: "ses.amazonaws.com"},
+	sms:      boundaryCaller{name: "sms-voice.amazonaws.com", service: "sms-voice.amazonaws.com"},
+	operator: boundaryCaller{name: "LedgerOperatorRole", role: &on.operatorRole},
+}
+
+// asFunction is a function's role as a caller.
+func asFunction(name settings.Role) boundaryCaller {
+	r := functionRole(name)
+	return boundaryCaller{name: string(name), role: &r}
+}
+
+// boundaryWrites are the DynamoDB actions that change items: the single-item writes (a
+// TransactWriteItems is authorized as these, item by item), the batch write, and PartiQL's.
+var boundaryWrites = []string{
+	"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem",
+	"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete",
+}
+
+func parsePolicy(source, doc string) (iampolicy.Policy, error) {
+	var v any
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
+		return iampolicy.Policy{}, fmt.Errorf("%s: %w", source, err)
+	}
+	return iampolicy.ParsePolicy(source, v)
+}
+
+// A boundaryCheck is one request and what must become of it.
+type boundaryCheck struct {
+	name    string
+	who     boundaryCaller
+	action  string
+	on      boundaryResource
+	ctx     func(b *boundaries) map[string]string
+	allowed bool
+	// deniedBy is the Sid of the Deny on the resource's policy that must deny the request, and
+	// without which the request must be allowed. Empty for a request that must be allowed, or one
+	// nothing in the account allows (an implicit deny, which no Deny needs to stand behind).
+	deniedBy string
+}
+
+// boundaries is the production template, loaded for evaluation.
+type boundaries struct {
+	stack  *iampolicy.Stack
+	sesSet string // the SES configuration set's ARN
+	smsSet string // the End User Messaging SMS configuration set's ARN
+}
+
+// TestBoundaries evaluates every boundaryCheck against the production template: stage prod, with
+// producerArns set and email through SES and SMS through End User Messaging SMS.
+func TestBoundaries(t *testing.T) {
+	b := loadBoundaries(t)
+	checks := append(attackerChecks(), legitimateChecks()...)
+	t.Run("requests", func(t *testing.T) {
+		for _, c := range checks {
+			t.Run(c.who.name+" "+c.name, func(t *testing.T) {
+				d, err := b.decide(b.stack, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case d.Allowed != c.allowed && c.allowed:
+					t.Errorf("%s %s on %s is denied (%s), want allowed", c.who.name, c.action, c.on.name, d.Reason)
+				case d.Allowed != c.allowed && c.deniedBy != "":
+					t.Errorf("%s %s on %s is allowed (%s), want denied by %s on %s's policy", c.who.name, c.action, c.on.name, d.Reason, c.deniedBy, c.on.name)
+				case d.Allowed != c.allowed:
+					t.Errorf("%s %s on %s is allowed (%s), want denied", c.who.name, c.action, c.on.name, d.Reason)
+				case c.deniedBy != "" && !strings.HasSuffix(d.Reason, " statement "+c.deniedBy):
+					t.Errorf("%s %s on %s is denied (%s), want denied by %s on %s's policy", c.who.name, c.action, c.on.name, d.Reason, c.deniedBy, c.on.name)
+				}
+			})
+		}
+	})
+	// Each denial proven by its Deny fails without it: remove that one statement, and the same
+	// request must be allowed.
+	t.Run("without each deny", func(t *testing.T) {
+		for _, c := range checks {
+			if c.deniedBy == "" {
+				continue
+			}
+			t.Run(c.deniedBy+" "+c.who.name+" "+c.name, func(t *testing.T) {
+				arn, err := b.arn(c.on)
+				if err != nil {
+					t.Fatal(err)
+				}
+				without, err := b.stack.WithoutStatement(arn, c.deniedBy)
+				if errors.Is(err, iampolicy.ErrNoStatement) {
+					t.Fatalf("statement %s not found on %s's policy", c.deniedBy, c.on.name)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := b.decide(without, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d.Allowed {
+					t.Errorf("without %s on %s's policy, %s %s is still denied (%s): %s is not what protects it",
+						c.deniedBy, c.on.name, c.who.name, c.action, d.Reason, c.deniedBy)
+				}
+			})
+		}
+	})
+	// Every function writes the ledger with the actions its role is granted, past the table's Deny.
+	t.Run("functions write the ledger", func(t *testing.T) {
+		table, err := b.arn(on.ledgerTable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range settings.Functions {
+			t.Run(string(name), func(t *testing.T) {
+				role, err := b.arn(functionRole(name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				writes := grantedWrites(b.stack.Roles[role], table)
+				if len(writes) == 0 {
+					t.Fatalf("the %s role is granted no write on the ledger table", name)
+				}
+				for _, action := range writes {
+					d, err := b.stack.Decide(role, action, table, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !d.Allowed {
+						t.Errorf("%s %s on the ledger table is denied (%s), want allowed", name, action, d.Reason)
+					}
+				}
+			})
+		}
+	})
+}
+
+// attackerChecks are what a principal of the account allowed sqs:*, sns:*, kms:* and dynamodb:*
+// on * must not do, each with the Deny that stops it.
+func attackerChecks() []boundaryCheck {
+	sealed := func(b *boundaries) map[string]string { return b.sealingContext(envelope.Purpose) }
+	viaSQS := func(queue boundaryResource) func(b *boundaries) map[string]string {
+		return func(b *boundaries) map[string]string { return b.viaSQS(queue) }
+	}
+	deny := func(name, action string, on boundaryResource, ctx func(*boundaries) map[string]string, sid string) boundaryCheck {
+		return boundaryCheck{name: name, who: as.attacker, action: action, on: on, ctx: ctx, deniedBy: sid}
+	}
+	checks := []boundaryCheck{
+		deny("sends an intent", "sqs:SendMessage", on.intentQueue, nil, "OnlyProducersSendIntents"),
+		deny("sends a provider event", "sqs:SendMessage", on.eventsQueue, nil, "OnlyTopicDelivers"),
+		deny("sends a provider event to the DLQ", "sqs:SendMessage", on.eventsDLQ, nil, "OnlyTopicDelivers"),
+		deny("publishes a provider event", "sns:Publish", on.eventsTopic, nil, "OnlyProvidersPublish"),
+		deny("decrypts content", "kms:Decrypt", on.contentKey, sealed, "OnlySendersDecrypt"),
+		deny("re-encrypts content's data key from the content key", "kms:ReEncryptFrom", on.contentKey, sealed, "OnlySendersDecrypt"),
+		deny("re-encrypts a data key to the content key", "kms:ReEncryptTo", on.contentKey, sealed, "OnlySendersDecrypt"),
+		deny("creates a grant on the content key", "kms:CreateGrant", on.contentKey, nil, "OnlySendersDecrypt"),
+		deny("seals content with a data key", "kms:GenerateDataKey", on.contentKey, sealed, "OnlyProducersSeal"),
+		deny("seals content with Encrypt", "kms:Encrypt", on.contentKey, sealed, "OnlyProducersSeal"),
+		deny("signs an attempt", "kms:GenerateMac", on.proofKey, nil, "OnlySendersSign"),
+		deny("reads provider events from the queue", "kms:Decrypt", on.eventsQueueKey, viaSQS(on.eventsQueue), "OnlyEventsReads"),
+		deny("reads provider events from the DLQ", "kms:Decrypt", on.eventsQueueKey, viaSQS(on.eventsDLQ), "OnlyEventsReads"),
+	}
+	for _, action := range boundaryWrites {
+		checks = append(checks, deny("writes the ledger ("+strings.TrimPrefix(action, "dynamodb:")+")", action, on.ledgerTable, nil, "OnlyLedgerWriters"))
+	}
+	return checks
+}
+
+// legitimateChecks are the requests the stack exists for, and the nearby ones it must refuse
+// without any Deny's help.
+func legitimateChecks() []boundaryCheck {
+	sealing := func(purpose string) func(b *boundaries) map[string]string {
+		return func(b *boundaries) map[string]string { return b.sealingContext(purpose) }
+	}
+	fromTopic := func(queue boundaryResource) func(b *boundaries) map[string]string {
+		return func(b *boundaries) map[string]string {
+			ctx := b.source(b.mustARN(on.eventsTopic))
+			if queue != (boundaryResource{}) {
+				ctx["kms:EncryptionContext:aws:sqs:arn"] = b.mustARN(queue)
+			}
+			return ctx
+		}
+	}
+	fromSet := func(set func(b *boundaries) string) func(b *boundaries) map[string]string {
+		return func(b *boundaries) map[string]string { return b.source(set(b)) }
+	}
+	ses := func(b *boundaries) string { return b.sesSet }
+	sms := func(b *boundaries) string { return b.smsSet }
+	viaSQS := func(queue boundaryResource) func(b *boundaries) map[string]string {
+		return func(b *boundaries) map[string]string { return b.viaSQS(queue) }
+	}
+	allow := func(who boundaryCaller, name, action string, on boundaryResource, ctx func(*boundaries) map[string]string) boundaryCheck {
+		return boundaryCheck{name: name, who: who, action: action, on: on, ctx: ctx, allowed: true}
+	}
+	refuse := func(who boundaryCaller, name, action string, on boundaryResource, ctx func(*boundaries) map[string]string) boundaryCheck {
+		return boundaryCheck{name: name, who: who, action: action, on: on, ctx: ctx}
+	}
+	return []boundaryCheck{
+		allow(as.producer, "sends an intent", "sqs:SendMessage", on.intentQueue, nil),
+		allow(as.producer, "seals content", "kms:GenerateDataKey", on.contentKey, sealing(envelope.Purpose)),
+		// The key's grant to producers carries the purpose condition, so the README's role
+		// condition is not the only one.
+		refuse(as.producer, "seals for another purpose", "kms:GenerateDataKey", on.contentKey, sealing("other")),
+		refuse(as.producer, "decrypts content", "kms:Decrypt", on.contentKey, sealing(envelope.Purpose)),
+
+		allow(as.sns, "delivers to the events queue", "sqs:SendMessage", on.eventsQueue, fromTopic(boundaryResource{})),
+		allow(as.sns, "delivers to the events DLQ", "sqs:SendMessage", on.eventsDLQ, fromTopic(boundaryResource{})),
+		allow(as.sns, "encrypts for the events queue", "kms:GenerateDataKey", on.eventsQueueKey, fromTopic(on.eventsQueue)),
+		allow(as.sns, "decrypts for the events queue", "kms:Decrypt", on.eventsQueueKey, fromTopic(on.eventsQueue)),
+		refuse(as.sns, "delivers for another topic", "sqs:SendMessage", on.eventsQueue,
+			func(b *boundaries) map[string]string { return b.source(b.mustARN(on.eventsTopic) + "-other") }),
+
+		allow(as.ses, "publishes for its configuration set", "sns:Publish", on.eventsTopic, fromSet(ses)),
+		allow(as.ses, "encrypts for the topic", "kms:GenerateDataKey", on.topicKey, fromSet(ses)),
+		refuse(as.ses, "publishes for another configuration set", "sns:Publish", on.eventsTopic,
+			func(b *boundaries) map[string]string { return b.source(b.sesSet + "-other") }),
+		allow(as.sms, "publishes for its configuration set", "sns:Publish", on.eventsTopic, fromSet(sms)),
+		allow(as.sms, "encrypts for the topic", "kms:GenerateDataKey", on.topicKey, fromSet(sms)),
+		refuse(as.sms, "publishes for another configuration set", "sns:Publish", on.eventsTopic,
+			func(b *boundaries) map[string]string { return b.source(b.smsSet + "-other") }),
+
+		allow(asFunction(settings.Dispatch), "decrypts content", "kms:Decrypt", on.contentKey, sealing(envelope.Purpose)),
+		allow(asFunction(settings.Reconcile), "decrypts content", "kms:Decrypt", on.contentKey, sealing(envelope.Purpose)),
+		refuse(asFunction(settings.Claim), "decrypts content", "kms:Decrypt", on.contentKey, sealing(envelope.Purpose)),
+		allow(asFunction(settings.Dispatch), "signs an attempt", "kms:GenerateMac", on.proofKey, nil),
+		allow(asFunction(settings.Events), "verifies an attempt", "kms:VerifyMac", on.proofKey, nil),
+		refuse(asFunction(settings.Events), "signs an attempt", "kms:GenerateMac", on.proofKey, nil),
+		allow(asFunction(settings.Events), "reads provider events from the queue", "kms:Decrypt", on.eventsQueueKey, viaSQS(on.eventsQueue)),
+
+		allow(as.operator, "reads a row", "dynamodb:GetItem", on.ledgerTable, nil),
+		allow(as.operator, "resolves a row", "dynamodb:UpdateItem", on.ledgerTable, nil),
+		refuse(as.operator, "puts a row", "dynamodb:PutItem", on.ledgerTable, nil),
+		refuse(as.operator, "deletes a row", "dynamodb:DeleteItem", on.ledgerTable, nil),
+	}
+}
+
+// loadBoundaries synthesizes the production stage and loads its template.
+func loadBoundaries(t *testing.T) *boundaries {
+	t.Helper()
+	var stageProps *LedgerStackProps
+	s := synth(t, func(p *LedgerStackProps) {
+		prod := DefaultLedgerStackProps("prod")
+		prod.AssetDir, prod.Functions.SESFrom, prod.AlarmTopicArn = p.AssetDir, p.Functions.SESFrom, p.AlarmTopicArn
+		prod.Functions.Transports[ledger.Email], prod.Functions.Transports[ledger.SMS] = settings.TransportSES, settings.TransportSMS
+		prod.ProducerPrincipalArns = []string{producerARN}
+		*p = *prod
+		stageProps = p
+	})
+	raw, err := json.Marshal(s.json)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := iampolicy.LoadTemplate(raw, boundaryPseudo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &boundaries{stack: stack}
+	b.sesSet = "arn:aws:ses:" + boundaryPseudo.Region + ":" + boundaryPseudo.Account + ":configuration-set/" + stageProps.sesConfigurationSet()
+	sets := s.resources("AWS::SMSVOICE::ConfigurationSet")
+	if len(sets) != 1 {
+		t.Fatalf("want one End User Messaging SMS configuration set, got %d", len(sets))
+	}
+	for _, set := range sets {
+		b.smsSet = "arn:aws:sms-voice:" + boundaryPseudo.Region + ":" + boundaryPseudo.Account + ":configuration-set/" + props(set)["ConfigurationSetName"].(string)
+	}
+	return b
+}
+
+func (b *boundaries) arn(r boundaryResource) (string, error) {
+	arn, err := b.stack.ARN(r.typ, r.name)
+	if err != nil {
+		return "", fmt.Errorf("%s %s is not in the production template: %w", r.typ, r.name, err)
+	}
+	return arn, nil
+}
+
+// mustARN is arn for building a request's context: a missing resource fails the check that
+// names it as its target, so here it only leaves the value empty.
+func (b *boundaries) mustARN(r boundaryResource) string {
+	arn, _ := b.arn(r)
+	return arn
+}
+
+// sealingContext is the request context of a producer's GenerateDataKey (and of the senders'
+// Decrypt): the envelope's encryption context (pkg/envelope), with purpose as given.
+func (b *boundaries) sealingContext(purpose string) map[string]string {
+	key := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-boundary", Channel: ledger.Email}.Key()
+	return map[string]string{
+		"kms:EncryptionContext:purpose": purpose, "kms:EncryptionContext:dedupe_key": key,
+		"kms:CallerAccount": boundaryPseudo.Account,
+	}
+}
+
+// viaSQS is the context of the KMS call SQS makes with a receiver's credentials to decrypt a
+// message of queue.
+func (b *boundaries) viaSQS(queue boundaryResource) map[string]string {
+	return map[string]string{
+		"kms:ViaService": "sqs." + boundaryPseudo.Region + ".amazonaws.com", "kms:CallerAccount": boundaryPseudo.Account,
+		"kms:EncryptionContext:aws:sqs:arn": b.mustARN(queue),
+	}
+}
+
+// source is the context a service's request carries for the resource it acts for.
+func (b *boundaries) source(arn string) map[string]string {
+	return map[string]string{"aws:SourceArn": arn, "aws:SourceAccount": boundaryPseudo.Account}
+}
+
+// decide evaluates c against stack (the loaded template, or a copy of it without one statement).
+func (b *boundaries) decide(stack *iampolicy.Stack, c boundaryCheck) (iampolicy.Decision, error) {
+	resource, err := b.arn(c.on)
+	if err != nil {
+		return iampolicy.Decision{}, err
+	}
+	var ctx map[string]string
+	if c.ctx != nil {
+		ctx = c.ctx(b)
+	}
+	if c.who.role != nil {
+		role, err := b.arn(*c.who.role)
+		if err != nil {
+			return iampolicy.Decision{}, err
+		}
+		return stack.Decide(role, c.action, resource, ctx)
+	}
+	req := iampolicy.Request{Action: c.action, Resource: resource, Context: ctx}
+	if c.who.service != "" {
+		req.Service = c.who.service
+		return stack.Authorize(req, nil)
+	}
+	identity, err := c.who.identity(b)
+	if err != nil {
+		return iampolicy.Decision{}, err
+	}
+	req.Principal, req.Account = c.who.principal, boundaryPseudo.Account
+	return stack.Authorize(req, []iampolicy.Policy{identity})
+}
+
+// grantedWrites are the ledger write actions role's identity policies allow on table.
+func grantedWrites(role *iampolicy.Role, table string) []string {
+	if role == nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, pol := range role.Policies {
+		for _, st := range pol.Statements {
+			if st.Effect != iampolicy.Allow {
+				continue
+			}
+			for _, res := range st.Resource {
+				if !iampolicy.ArnLike(res, table) {
+					continue
+				}
+				for _, granted := range st.Action {
+					for _, w := range boundaryWrites {
+						if iampolicy.Glob(strings.ToLower(granted), strings.ToLower(w)) && !seen[w] {
+							seen[w] = true
+							out = append(out, w)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
