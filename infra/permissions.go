@@ -95,11 +95,15 @@ func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Rol
 		senderRoles = append(senderRoles, fns[name].Role().RoleArn())
 	}
 	p.grantSend(stack, fns[settings.Dispatch], ev)
+	// Not only Decrypt: a principal allowed kms:ReEncrypt* could re-encrypt an envelope's data key
+	// from this key to one of its own and decrypt it there, and one allowed kms:CreateGrant could
+	// grant itself Decrypt. The Deny covers all three for every principal but the senders' roles,
+	// the account root and every IAM policy included; the senders are granted Decrypt only.
 	contentKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("OnlySendersDecrypt"),
 		Effect:     awsiam.Effect_DENY,
 		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
-		Actions:    jsii.Strings("kms:Decrypt"),
+		Actions:    jsii.Strings("kms:Decrypt", "kms:ReEncrypt*", "kms:CreateGrant"),
 		Resources:  jsii.Strings("*"),
 		Conditions: &map[string]interface{}{
 			"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": senderRoles},

@@ -172,21 +172,21 @@ func TestContentKeyDecryptIsExclusive(t *testing.T) {
 		p.ProducerPrincipalArns = []string{"arn:aws:iam::111122223333:role/account-service"}
 	})
 	key := props(s.resources("AWS::KMS::Key")[s.logicalID(t, "AWS::KMS::Key", "ContentKey")])
-	var deny map[string]any
 	var producer []string
 	for _, st := range list(key["KeyPolicy"].(map[string]any)["Statement"]) {
 		stmt := st.(map[string]any)
-		if stmt["Effect"] == "Deny" {
-			deny = stmt
-		}
 		if fmt.Sprint(stmt["Principal"]) == "map[AWS:arn:aws:iam::111122223333:role/account-service]" {
 			for _, a := range list(stmt["Action"]) {
 				producer = append(producer, a.(string))
 			}
 		}
 	}
-	if deny == nil || deny["Action"] != "kms:Decrypt" {
-		t.Fatalf("content key has no Deny on kms:Decrypt: %v", key["KeyPolicy"])
+	// Decrypt, and the two ways around it: re-encrypting a data key under another key, and granting
+	// oneself Decrypt.
+	deny := policyStatement(t, key["KeyPolicy"].(map[string]any), "OnlySendersDecrypt")
+	if deny["Effect"] != "Deny" || mustJSON(deny["Principal"]) != `{"AWS":"*"}` ||
+		mustJSON(deny["Action"]) != `["kms:CreateGrant","kms:Decrypt","kms:ReEncrypt*"]` {
+		t.Fatalf("OnlySendersDecrypt = %s, want a Deny of kms:Decrypt, kms:ReEncrypt* and kms:CreateGrant to all", mustJSON(deny))
 	}
 	var exempt []string
 	for _, r := range list(deny["Condition"].(map[string]any)["ArnNotEquals"].(map[string]any)["aws:PrincipalArn"]) {
