@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/providerevent/providereventtest"
 )
@@ -37,15 +39,29 @@ func TestProviderEventsEndToEnd(t *testing.T) {
 		t.Fatalf("row is %s (%s), want accepted", row.State, row.Reason)
 	}
 	topic := sns.NewFromConfig(e.cfg)
+	// The emulator's SES keeps no message tags, so the proof the send carried
+	// is made again here with the deployed key, as dispatch made it (the
+	// emulator enforces no key policy; on AWS only dispatch may sign). A
+	// forged event without it goes first and must change nothing.
+	if e.out.AttemptProofKeyARN == "" {
+		t.Fatalf("stack %s has no AttemptProofKeyArn output", e.out.Stack)
+	}
+	proofs := &attemptproof.KMS{Client: kms.NewFromConfig(e.cfg), KeyARN: e.out.AttemptProofKeyARN}
+	proof, err := proofs.Sign(ctx, ledger.AttemptRef{Key: row.Key, Channel: ledger.Email, Attempt: row.Attempts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := providereventtest.Carried{Key: row.Key, Attempt: row.Attempts, Proof: proof}
 	for _, rec := range [][]byte{
-		providereventtest.SES("Delivery", row.Key, row.AckID, time.Now(), ""),
-		providereventtest.SES("Bounce", row.Key, row.AckID, time.Now().Add(time.Second), "Permanent"),
+		providereventtest.SES("Delivery", providereventtest.Unproven(row.Key), "0102018f-forged-000000", time.Now(), ""),
+		providereventtest.SES("Delivery", sent, row.AckID, time.Now(), ""),
+		providereventtest.SES("Bounce", sent, row.AckID, time.Now().Add(time.Second), "Permanent"),
 	} {
 		if _, err := topic.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(e.out.ProviderEventsTopicARN), Message: aws.String(string(rec))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := Poll(ctx, sendTimeout, pollEvery, func(ctx context.Context) (bool, string, error) {
+	err = Poll(ctx, sendTimeout, pollEvery, func(ctx context.Context) (bool, string, error) {
 		got, err := e.store.Get(ctx, row.Key)
 		if err != nil {
 			return false, "", err
@@ -70,6 +86,9 @@ func TestProviderEventsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ev := range row.History {
+		if ev.AckID == "0102018f-forged-000000" {
+			t.Fatalf("the forged event was recorded: %+v", ev)
+		}
 		if s := fmt.Sprintf("%+v", ev); strings.Contains(s, providereventtest.Recipient) || strings.Contains(s, "Reset your password") {
 			t.Fatalf("the event's personal data reached the ledger: %s", s)
 		}

@@ -53,6 +53,8 @@ type Outputs struct {
 	ExpireFunction      string
 	// ProviderEventsTopicARN is the topic SES and SMS publish events to.
 	ProviderEventsTopicARN string
+	// AttemptProofKeyARN is the HMAC key dispatch signs each send's attempt with.
+	AttemptProofKeyARN string
 	// SESConfigurationSet is the SES configuration set the senders send with.
 	SESConfigurationSet string
 	// All holds every output of the stage by name.
@@ -90,7 +92,7 @@ func ReadOutputs(path string) (Outputs, error) {
 	get := func(o outputs.Output) string { return out.All[o.Name] }
 	out.IntentQueueURL, out.IntentDLQURL, out.StreamFailureDLQURL = get(outputs.IntentQueueURL), get(outputs.IntentDLQURL), get(outputs.StreamFailureDLQURL)
 	out.LedgerTable, out.ContentTable, out.BudgetTable = get(outputs.LedgerTable), get(outputs.ContentTable), get(outputs.BudgetTable)
-	out.ContentKeyARN = get(outputs.ContentKeyARN)
+	out.ContentKeyARN, out.AttemptProofKeyARN = get(outputs.ContentKeyARN), get(outputs.AttemptProofKeyARN)
 	out.DispatchQueueURL, out.DispatchQueueDLQURL = get(outputs.DispatchQueueURL), get(outputs.DispatchQueueDLQURL)
 	out.ClaimFunction, out.DispatchFunction = get(outputs.Function(settings.Claim)), get(outputs.Function(settings.Dispatch))
 	out.ReconcileFunction, out.ExpireFunction = get(outputs.Function(settings.Reconcile)), get(outputs.Function(settings.Expire))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,7 +95,7 @@ func ackLost(t *testing.T) (*pipeline.Pipeline, producer.Notification, string) {
 // its evidence and no operator.
 func TestGateAckLostEventResolves(t *testing.T) {
 	p, n, msgID := ackLost(t)
-	p.PublishProviderEvent(providereventtest.SES("Send", p.Row(n).Key, msgID, p.Now(), ""))
+	p.PublishProviderEvent(providereventtest.SES("Send", p.Carried(p.Row(n).Key), msgID, p.Now(), ""))
 	if failed := p.PumpEvents(); failed != 0 {
 		t.Fatalf("%d events failed", failed)
 	}
@@ -148,7 +149,7 @@ func TestGateFallbackOnHardBounce(t *testing.T) {
 			if e.State != ledger.Accepted || p.Row(sms).State != ledger.Held {
 				t.Fatalf("email %s, sms %s; want accepted and held", e.State, p.Row(sms).State)
 			}
-			p.PublishProviderEvent(providereventtest.SES("Bounce", e.Key, e.AckID, p.Now(), bounceType))
+			p.PublishProviderEvent(providereventtest.SES("Bounce", p.Carried(e.Key), e.AckID, p.Now(), bounceType))
 			p.PumpEvents()
 			p.PumpStream()
 			s := p.Row(sms)
@@ -186,18 +187,22 @@ func TestGateBadEvents(t *testing.T) {
 	row := p.Row(n)
 	at := p.Now()
 	noRow := hex.EncodeToString(func() []byte { s := sha256.Sum256([]byte("no such row")); return s[:] }())
+	sent := p.Carried(row.Key)
 	good := [][]byte{
-		providereventtest.SES("Delivery", row.Key, row.AckID, at.Add(2*time.Second), ""), // before its Send: out of order
-		providereventtest.SES("Send", row.Key, row.AckID, at, ""),
+		providereventtest.SES("Delivery", sent, row.AckID, at.Add(2*time.Second), ""), // before its Send: out of order
+		providereventtest.SES("Send", sent, row.AckID, at, ""),
 	}
+	// Signed as a send of ours would be: a row that is gone (its TTL), and a
+	// tagging bug that put an email row's key on an SMS.
 	kept := [][]byte{
-		providereventtest.SES("Send", noRow, "0102-no-row", at, ""),                                    // unmatched
-		providereventtest.SMS("TEXT_DELIVERED", "DELIVERED", row.Key, "sms-1", at, true),               // channel mismatch
-		[]byte(`{"eventType":"Bounce","mail":{"messageId":"x","tags":{"idempotency_key":["` + row.Key), // malformed
+		providereventtest.SES("Send", p.Sign(noRow, ledger.Email, 1), "0102-no-row", at, ""),                    // unmatched
+		providereventtest.SMS("TEXT_DELIVERED", "DELIVERED", p.Sign(row.Key, ledger.SMS, 1), "sms-1", at, true), // channel mismatch
+		[]byte(`{"eventType":"Bounce","mail":{"messageId":"x","tags":{"idempotency_key":["` + row.Key),          // malformed
 	}
 	dropped := [][]byte{
-		providereventtest.SES("Send", "", "0102-foreign", at, ""), // not ours: no key
-		providereventtest.SES("Open", row.Key, row.AckID, at, ""), // a type the ledger does not keep
+		providereventtest.SES("Send", providereventtest.Unproven(""), "0102-foreign", at, ""),         // not ours: no key
+		providereventtest.SES("Open", sent, row.AckID, at, ""),                                        // a type the ledger does not keep
+		providereventtest.SES("Delivery", providereventtest.Unproven(row.Key), "0102-forged", at, ""), // no proof: anyone could write it
 	}
 	for _, batch := range [][][]byte{good, kept, dropped, good} { // good twice: duplicates
 		for _, b := range batch {
@@ -220,7 +225,7 @@ func TestGateBadEvents(t *testing.T) {
 		t.Fatalf("events DLQ holds %d, want %d", depth, len(kept))
 	}
 	out := p.Out.String()
-	for _, reason := range []string{"unmatched", "channel_mismatch", "malformed", "not_ours", "ignored_type"} {
+	for _, reason := range []string{"unmatched", "channel_mismatch", "malformed", "not_ours", "ignored_type", "unproven"} {
 		if !strings.Contains(out, `"Reason":"`+reason+`"`) {
 			t.Errorf("no ProviderEventsRefused count with reason %s", reason)
 		}
@@ -242,4 +247,82 @@ func assertNoEventSecrets(t *testing.T, p *pipeline.Pipeline) {
 			}
 		}
 	}
+}
+
+// TestGateForgedEvents: what anyone who can reach the events route could
+// write, with a row's dedupe key (the SHA-256 of a challenge id) and a
+// made-up message id, through the route the stack builds and the real
+// handler. Neither the policies (the emulator enforces none) nor the
+// decoder stop these; the attempt proof does.
+func TestGateForgedEvents(t *testing.T) {
+	t.Run("delivery for a throttled row", func(t *testing.T) {
+		// SES throttles the first send: nothing reached anyone.
+		var sesCalls atomic.Int64
+		p := pipeline.NewWithOptions(t, pipeline.Options{ProviderEvents: true,
+			Env: map[string]string{"RETRY_BACKOFF_BASE": "1s", "RETRY_BACKOFF_MAX": "2s"},
+			FunctionAPIOptions: []func(*middleware.Stack) error{
+				pipeline.SESThrottle(func() bool { return sesCalls.Add(1) > 1 }),
+			}})
+		n := p.Notification(4, ledger.Email, 10*time.Minute)
+		p.Publish(n)
+		p.PumpQueue()
+		p.PumpStream()
+		row := p.Row(n)
+		if row.State != ledger.Deferred {
+			t.Fatalf("row %s after a throttled send, want deferred", row.State)
+		}
+		sent := p.Carried(row.Key)
+		for _, forged := range []providereventtest.Carried{
+			providereventtest.Unproven(row.Key),                        // no proof
+			{Key: row.Key, Attempt: 1, Proof: strings.Repeat("A", 43)}, // a made-up proof
+			{Key: row.Key, Attempt: 2, Proof: sent.Proof},              // the real proof, moved to another attempt
+		} {
+			p.PublishProviderEvent(providereventtest.SES("Delivery", forged, "0102018f-made-up-000000", p.Now(), ""))
+		}
+		if failed := p.PumpEvents(); failed != 0 {
+			t.Fatalf("%d forged events failed (retried) instead of being refused", failed)
+		}
+		if got := p.Row(n); got.State != ledger.Deferred || got.AckID != "" || got.Version != row.Version {
+			t.Fatalf("row %s ack %q version %d -> %d after forged events, want deferred and unwritten", got.State, got.AckID, row.Version, got.Version)
+		}
+		if c := strings.Count(p.Out.String(), `"Reason":"unproven"`); c != 3 {
+			t.Fatalf("%d unproven refusals counted, want 3", c)
+		}
+		if depth := p.QueueDepth(p.EventsDLQURL); depth != 0 {
+			t.Fatalf("%d forged events kept in the DLQ, want none (they are evidence of nothing)", depth)
+		}
+		// The throttle lifts: the row is sent, once.
+		p.Advance(3 * time.Second)
+		p.PumpDispatchQueue()
+		if got := p.Row(n); got.State != ledger.Accepted || p.SESMessages(n.Message.To) != 1 {
+			t.Fatalf("row %s with %d emails after the throttle, want accepted with one", got.State, p.SESMessages(n.Message.To))
+		}
+	})
+	t.Run("bounce for a held fallback", func(t *testing.T) {
+		p := pipeline.NewWithOptions(t, pipeline.Options{ProviderEvents: true})
+		email, sms := p.Notification(5, ledger.Email, 10*time.Minute), p.Notification(5, ledger.SMS, 10*time.Minute)
+		for _, n := range []*producer.Notification{&email, &sms} {
+			n.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
+			p.Publish(*n)
+		}
+		p.PumpQueue()
+		p.PumpStream()
+		e := p.Row(email)
+		p.PublishProviderEvent(providereventtest.SES("Bounce", providereventtest.Unproven(e.Key), e.AckID, p.Now(), "Permanent"))
+		p.PumpEvents()
+		p.PumpStream()
+		if s := p.Row(sms); s.State != ledger.Held {
+			t.Fatalf("sms %s after a forged hard bounce, want held", s.State)
+		}
+		p.Advance(ledger.DefaultPolicy().FallbackWait + time.Second)
+		p.ExpireNow()
+		if s := p.Row(sms); s.State != ledger.Suppressed || p.Provider.Recorded(s.Key) != 0 {
+			t.Fatalf("sms %s (sent %d) after the wait, want suppressed and never sent", s.State, p.Provider.Recorded(s.Key))
+		}
+		for _, ev := range p.Row(email).History {
+			if ev.Kind.Provider() {
+				t.Fatalf("the forged bounce was recorded: %+v", ev)
+			}
+		}
+	})
 }

@@ -54,6 +54,9 @@ const (
 	BudgetTable   = "BudgetTable"
 	ContentKey    = "ContentKey"
 	DispatchQueue = "DispatchQueue"
+	// AttemptProofKey is the KMS HMAC key dispatch signs attempts with and
+	// events verifies provider events with.
+	AttemptProofKey = "AttemptProofKey"
 )
 
 // Counted is a distinct call and how often it was made.

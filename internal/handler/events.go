@@ -21,6 +21,8 @@ import (
 //   - recorded, resolved or duplicate: acknowledged and counted;
 //   - not ours (no dedupe key) or a type the ledger does not keep:
 //     acknowledged, logged and counted with the reason;
+//   - without a valid attempt proof (forged, or older than attempt proofs):
+//     acknowledged, logged as a warning and counted, recorded nowhere;
 //   - malformed, of an unknown type, for no row or for a row of another
 //     channel: reported failed, logged with the reason and counted, so the
 //     queue's redrive policy keeps it in the DLQ after its receive count;
@@ -47,6 +49,8 @@ func refusal(err error) (reason string, keep, ok bool) {
 		return metrics.RefusedNotOurs, false, true
 	case errors.Is(err, providerevent.ErrIgnored):
 		return metrics.RefusedIgnoredType, false, true
+	case errors.Is(err, ledger.ErrUnproven):
+		return metrics.RefusedUnproven, false, true
 	case errors.Is(err, providerevent.ErrUnsupported):
 		return metrics.RefusedUnsupported, true, true
 	case errors.Is(err, providerevent.ErrMalformed), errors.Is(err, ledger.ErrInvalidProviderEvent):
@@ -79,6 +83,10 @@ func (h *Events) record(ctx context.Context, rec events.SQSMessage, worker ledge
 		return err
 	}
 	_ = h.Metrics.Count(metrics.ProviderEventsRefused, map[string]string{metrics.DimReason: reason}, 1)
+	if reason == metrics.RefusedUnproven {
+		log.Warn("provider event refused: it does not prove an attempt of ours", "reason", reason, "detail", err.Error())
+		return nil
+	}
 	if !keep {
 		log.Info("provider event not kept", "reason", reason, "detail", err.Error())
 		return nil

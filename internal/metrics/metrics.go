@@ -63,9 +63,9 @@ const (
 	// event resolved to accepted, without an operator.
 	ResolvedByEvent = "ResolvedByEvent" // Channel
 	// ProviderEventsRefused counts provider events not recorded on a row:
-	// malformed, not ours (no dedupe key), or for a row that does not
-	// exist or has another channel. Each is logged with its reason; the
-	// ones that may be ours are dead-lettered.
+	// malformed, not ours (no dedupe key), without a valid attempt proof,
+	// or for a row that does not exist or has another channel. Each is
+	// logged with its reason; the ones that may be ours are dead-lettered.
 	ProviderEventsRefused = "ProviderEventsRefused" // Reason
 	// DuplicateProviderEvents counts provider events a row already held.
 	DuplicateProviderEvents = "DuplicateProviderEvents" // none
@@ -84,7 +84,7 @@ const (
 )
 
 // Values of the Reason dimension of ProviderEventsRefused. The first four
-// are kept in the provider-events DLQ; the last two are acknowledged.
+// are kept in the provider-events DLQ; the last three are acknowledged.
 const (
 	RefusedMalformed       = "malformed"        // not a readable provider event
 	RefusedUnsupported     = "unsupported_type" // a provider event type the decoder does not know
@@ -92,6 +92,10 @@ const (
 	RefusedChannelMismatch = "channel_mismatch" // the row is of the other channel
 	RefusedNotOurs         = "not_ours"         // no dedupe key: another sender's message
 	RefusedIgnoredType     = "ignored_type"     // opens, clicks, subscriptions, voice and MMS
+	// RefusedUnproven: no valid proof that the event answers an attempt
+	// this system made (ledger.ErrUnproven): forged, or sent before attempt
+	// proofs existed. It is evidence of nothing, so it is not kept.
+	RefusedUnproven = "unproven"
 )
 
 // BouncePermanent is the BounceType of a hard bounce.

@@ -43,11 +43,13 @@ import (
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/producer"
+	"github.com/resetledger/resetledger/pkg/providerevent/providereventtest"
 	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
@@ -73,7 +75,10 @@ func (b *Buffer) String() string {
 // sources would: SQS batches into claim, stream records (read back from the
 // table's stream, filtered like the event source) into dispatch.
 type Pipeline struct {
-	t                *testing.T
+	t       *testing.T
+	carried *carriedTags
+	// proofs signs as the stack's senders do, with the pipeline's attempt-proof key.
+	proofs           *attemptproof.KMS
 	Ctx              context.Context
 	Endpoint         string
 	DB               *dynamodb.Client
@@ -216,6 +221,8 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	p.sender = "no-reply@" + emulator.UniqueName(t, "ledger") + ".example.test"
 	p.createTables()
 	key := p.createKeyAndSender(cfg)
+	proofKey := p.createProofKey(cfg)
+	p.proofs = &attemptproof.KMS{Client: kms.NewFromConfig(cfg), KeyARN: *proofKey.Arn}
 	p.createQueues(o.MaxReceives)
 	if o.ProviderEvents {
 		p.createEventsRoute(cfg, o.MaxReceives)
@@ -229,12 +236,13 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	t.Cleanup(srv.Close)
 
 	fnCfg := cfg.Copy()
-	fnCfg.APIOptions = append(append([]func(*middleware.Stack) error(nil), fnCfg.APIOptions...), o.FunctionAPIOptions...)
+	p.carried = &carriedTags{sent: map[string]providereventtest.Carried{}}
+	fnCfg.APIOptions = append(append(append([]func(*middleware.Stack) error(nil), fnCfg.APIOptions...), p.carried.option), o.FunctionAPIOptions...)
 	if o.FunctionConfig != nil {
 		o.FunctionConfig(&fnCfg)
 	}
-	p.recordCalls(cfg.Region, *key.KeyId)
-	p.startFunctions(fnCfg, o, *key.Arn, srv.URL+"/send")
+	p.recordCalls(cfg.Region, *key.KeyId, *proofKey.KeyId)
+	p.startFunctions(fnCfg, o, *key.Arn, *proofKey.Arn, srv.URL+"/send")
 	p.Producer = &producer.Producer{
 		Queue: p.SQS, QueueURL: p.QueueURL,
 		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.Arn},
@@ -266,6 +274,20 @@ func (p *Pipeline) createKeyAndSender(cfg aws.Config) *kmstypes.KeyMetadata {
 		p.t.Fatal(err)
 	}
 	if _, err := sesv2.NewFromConfig(cfg).CreateEmailIdentity(p.Ctx, &sesv2.CreateEmailIdentityInput{EmailIdentity: &p.sender}); err != nil {
+		p.t.Fatal(err)
+	}
+	return key.KeyMetadata
+}
+
+// createProofKey creates the attempt-proof key: an HMAC_256 key, as the
+// stack's AttemptProofKey.
+func (p *Pipeline) createProofKey(cfg aws.Config) *kmstypes.KeyMetadata {
+	p.t.Helper()
+	key, err := kms.NewFromConfig(cfg).CreateKey(p.Ctx, &kms.CreateKeyInput{
+		Description: aws.String("pipeline test attempt-proof key"),
+		KeySpec:     kmstypes.KeySpecHmac256, KeyUsage: kmstypes.KeyUsageTypeGenerateVerifyMac,
+	})
+	if err != nil {
 		p.t.Fatal(err)
 	}
 	return key.KeyMetadata
@@ -353,10 +375,11 @@ func (p *Pipeline) PumpEvents() (failed int) {
 // local stack deploys it with (Settings.Environ) and o.Env on top: email through SES, SMS
 // through the webhook at webhookURL, which honors no Idempotency-Key. Their AWS calls are
 // recorded and their clock is the pipeline's.
-func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, webhookURL string) {
+func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyARN, webhookURL string) {
 	p.t.Helper()
 	fs := settings.Defaults()
 	fs.LedgerTable, fs.ContentTable, fs.ContentKeyARN = p.LedgerTable, p.ContentTable, keyARN
+	fs.AttemptProofKeyARN = proofKeyARN
 	fs.BudgetTable, fs.DispatchQueueURL = p.BudgetTable, p.DispatchQueueURL
 	fs.Transports[ledger.SMS], fs.SESFrom = settings.TransportWebhook, p.sender
 	fs.WebhookURL, fs.WebhookKeyWindow, fs.WebhookTimeout = webhookURL, 0, 2*time.Second
@@ -393,11 +416,12 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, webhookUR
 
 // recordCalls writes the functions' AWS calls when the test ends, with the
 // binding of this pipeline's tables, key and sender to the template's names.
-func (p *Pipeline) recordCalls(region, keyID string) {
+func (p *Pipeline) recordCalls(region, keyID, proofKeyID string) {
 	_, domain, _ := strings.Cut(p.sender, "@")
 	binding := map[string]string{
 		p.LedgerTable: awscall.LedgerTable, p.ContentTable: awscall.ContentTable, keyID: awscall.ContentKey,
-		p.sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
+		proofKeyID: awscall.AttemptProofKey,
+		p.sender:   awscall.SESFromAddress, domain: awscall.SESIdentity,
 		p.BudgetTable: awscall.BudgetTable, p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: awscall.DispatchQueue,
 	}
 	if p.ConfigurationSet != "" {

@@ -24,6 +24,7 @@ import (
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/dispatchqueue"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
@@ -83,6 +84,14 @@ func Service(cfg aws.Config, s settings.Settings, role settings.Role, em *metric
 		Clock:        time.Now,
 		Policy:       s.Policy,
 		OnTransition: func(e ledger.Entry) { countTransition(em, e) },
+	}
+	switch role {
+	case settings.Dispatch, settings.Reconcile, settings.Events:
+		// Dispatch signs its sends' attempts and events verifies them (each
+		// as its role allows: kms:GenerateMac, kms:VerifyMac); reconcile
+		// retries only through transports that report no events, so it
+		// never calls KMS for a proof.
+		svc.Proofs = &attemptproof.KMS{Client: kms.NewFromConfig(cfg), KeyARN: s.AttemptProofKeyARN}
 	}
 	if role != settings.Dispatch && role != settings.Reconcile {
 		return svc, nil
@@ -153,7 +162,9 @@ func transport(cfg aws.Config, s settings.Settings, kind string) (ledger.Transpo
 		return sestransport.New(client, sestransport.Config{FromEmailAddress: s.SESFrom, ConfigurationSetName: s.SESConfigurationSet})
 	case settings.TransportSMS:
 		client := pinpointsmsvoicev2.NewFromConfig(cfg)
-		return smstransport.New(client, smstransport.Config{OriginationIdentity: s.SMSOrigination, ConfigurationSetName: s.SMSConfigurationSet})
+		return smstransport.New(client, smstransport.Config{
+			OriginationIdentity: s.SMSOrigination, ConfigurationSetName: s.SMSConfigurationSet, MaxPrice: s.SMSMaxPrice,
+		})
 	case settings.TransportWebhook:
 		return webhook.New(&http.Client{}, webhook.Config{URL: s.WebhookURL, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup})
 	}

@@ -6,6 +6,7 @@ package providereventtest
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/sestransport"
@@ -18,12 +19,32 @@ const (
 	Phone     = "+14255550199"
 )
 
+// Carried is what a send carried to the provider, which the provider copies
+// into every event about the message: the dedupe key, the attempt number
+// and the attempt's proof (ledger.Send.Proof).
+type Carried struct {
+	Key     string
+	Attempt int
+	Proof   string
+}
+
+// Unproven is what a send that carried key and no proof would have carried:
+// what anyone can put in an event.
+func Unproven(key string) Carried { return Carried{Key: key, Attempt: 1} }
+
 // SES returns an SES event publishing record of eventType ("Send",
 // "Delivery", "Bounce", "Complaint", "DeliveryDelay", "Reject") for the
-// message messageID that carried the dedupe key key, at at. A Bounce is
-// bounceType ("Permanent", "Transient") with subtype "General".
-func SES(eventType, key, messageID string, at time.Time, bounceType string) []byte {
+// message messageID whose send carried c, at at. A Bounce is bounceType
+// ("Permanent", "Transient") with subtype "General".
+func SES(eventType string, c Carried, messageID string, at time.Time, bounceType string) []byte {
 	ts := at.UTC().Format("2006-01-02T15:04:05.000Z")
+	tags := map[string][]string{
+		"ses:configuration-set": {"resetledger-events"}, sestransport.TagIdempotencyKey: {c.Key},
+		sestransport.TagAttempt: {strconv.Itoa(c.Attempt)},
+	}
+	if c.Proof != "" {
+		tags[sestransport.TagAttemptProof] = []string{c.Proof}
+	}
 	rec := map[string]any{
 		"eventType": eventType,
 		"mail": map[string]any{
@@ -31,9 +52,7 @@ func SES(eventType, key, messageID string, at time.Time, bounceType string) []by
 			"messageId": messageID, "destination": []string{Recipient}, "headersTruncated": false,
 			"headers":       []map[string]string{{"name": "To", "value": Recipient}, {"name": "Subject", "value": "Reset your password"}},
 			"commonHeaders": map[string]any{"to": []string{Recipient}, "subject": "Reset your password"},
-			"tags": map[string][]string{
-				"ses:configuration-set": {"resetledger-events"}, sestransport.TagIdempotencyKey: {key}, sestransport.TagAttempt: {"1"},
-			},
+			"tags":          tags,
 		},
 	}
 	switch eventType {
@@ -62,14 +81,18 @@ func SES(eventType, key, messageID string, at time.Time, bounceType string) []by
 
 // SMS returns an End User Messaging SMS text event of eventType
 // ("TEXT_DELIVERED", "TEXT_BLOCKED", ...) with status messageStatus for the
-// message messageID that carried the dedupe key key in its Context.
-func SMS(eventType, messageStatus, key, messageID string, at time.Time, final bool) []byte {
+// message messageID whose send carried c in its Context.
+func SMS(eventType, messageStatus string, c Carried, messageID string, at time.Time, final bool) []byte {
+	context := map[string]string{smstransport.ContextIdempotencyKey: c.Key, smstransport.ContextAttempt: strconv.Itoa(c.Attempt)}
+	if c.Proof != "" {
+		context[smstransport.ContextAttemptProof] = c.Proof
+	}
 	b, _ := json.Marshal(map[string]any{
 		"eventType": eventType, "eventVersion": "1.0", "eventTimestamp": at.UnixMilli(), "isFinal": final,
 		"originationPhoneNumber": "+12065550100", "destinationPhoneNumber": Phone, "isoCountryCode": "US",
 		"messageId": messageID, "messageRequestTimestamp": at.UnixMilli() - 300, "messageType": "TRANSACTIONAL",
 		"messageStatus": messageStatus, "messageStatusDescription": "Message for " + Phone,
-		"context": map[string]string{smstransport.ContextIdempotencyKey: key},
+		"context": context,
 	})
 	return b
 }
