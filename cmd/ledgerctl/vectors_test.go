@@ -120,14 +120,22 @@ func historyRows(t *testing.T) ([]string, []ledger.Entry) {
 		t.Fatal(err)
 	}
 
+	// From here the provider publishes events, so dispatch signs the send
+	// and the events carry its attempt proof back (only genuine events count).
+	env.Transport.Events = true
 	bounced := claim("email accepted, then delivered and hard-bounced (provider events)", 6, ledger.Email, 10*time.Minute)
 	dispatch(bounced)
+	attempt, proof, ok := env.Transport.Carried(bounced.Key())
+	if !ok || proof == "" {
+		t.Fatalf("the send of %s carried no attempt proof", bounced.ChallengeID)
+	}
 	for _, p := range []ledger.ProviderEvent{
 		{Kind: ledger.KindDelivered, Type: "Delivery"},
 		{Kind: ledger.KindBounced, Type: "Bounce", Detail: "Permanent/General", Permanent: true},
 	} {
 		env.Clock.Advance(2 * time.Second)
 		p.Key, p.Channel, p.MessageID, p.At = bounced.Key(), ledger.Email, "0102018f3a7e-4b1c-example-000000", env.Clock.Now().Add(-time.Second)
+		p.Attempt, p.Proof = attempt, proof
 		if _, err := env.Svc.RecordProviderEvent(ctx, p, "events/6a7b8c9d-0005"); err != nil {
 			t.Fatal(err)
 		}
