@@ -44,6 +44,9 @@ type app struct {
 
 	cfg    *aws.Config
 	dynamo *dynamodb.Client
+	// identity answers who the caller is (resolve records it); built from
+	// cfg on first use.
+	identity callerIdentity
 }
 
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {

@@ -306,7 +306,7 @@ func TestResolve(t *testing.T) {
 
 	// Accepted needs evidence: refused as a usage error, row untouched.
 	before := f.get(s.quarantined)
-	out, errOut, code := f.run("resolve", s.quarantined, "--decision", "accepted", "--reason", "provider console shows it", "--operator", "alice")
+	out, errOut, code := f.run("resolve", s.quarantined, "--decision", "accepted", "--reason", "provider console shows it")
 	wantCode(t, code, exitUsage, out, errOut)
 	if !strings.Contains(errOut, "needs --evidence") {
 		t.Errorf("stderr = %q", errOut)
@@ -316,24 +316,24 @@ func TestResolve(t *testing.T) {
 	}
 
 	out, errOut, code = f.run("resolve", s.quarantined, "--decision", "accepted", "--evidence", "ses-0100-abc",
-		"--reason", "provider console shows it delivered", "--operator", "alice")
+		"--reason", "provider console shows it delivered", "--note", "OPS-17")
 	wantCode(t, code, exitOK, out, errOut)
 	e := f.get(s.quarantined)
 	last := e.Last()
-	if e.State != ledger.Accepted || e.AckID != "ses-0100-abc" || last.Worker != "operator:alice" || last.AckID != "ses-0100-abc" ||
-		last.From != ledger.Quarantined || !strings.Contains(last.Reason, "provider console shows it delivered") {
+	if e.State != ledger.Accepted || e.AckID != "ses-0100-abc" || !strings.HasPrefix(last.Worker, "operator:arn:") || last.AckID != "ses-0100-abc" ||
+		last.From != ledger.Quarantined || last.Reason != "operator decision with transport evidence: provider console shows it delivered; note: OPS-17" {
 		t.Errorf("after resolve: state %s ack %q last %+v", e.State, e.AckID, last)
 	}
 	if err := e.Verify(); err != nil {
 		t.Errorf("resolved row does not verify: %v", err)
 	}
-	for _, want := range []string{"resolved: accepted", "quarantined -> accepted", "operator:alice", "ses-0100-abc"} {
+	for _, want := range []string{"resolved: accepted", "quarantined -> accepted", last.Worker, "note: OPS-17", "ses-0100-abc"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("resolve output lacks %q:\n%s", want, out)
 		}
 	}
 
-	// Abandoned, without --operator: the identity comes from STS.
+	// Abandoned, without a note.
 	out, errOut, code = f.run("resolve", s.unknown, "--decision", "abandoned", "--reason", "provider has no record API", "--json")
 	wantCode(t, code, exitOK, out, errOut)
 	var got struct {
@@ -352,15 +352,15 @@ func TestResolve(t *testing.T) {
 	}
 
 	// A closed row cannot be resolved; an unknown key is not found.
-	out, errOut, code = f.run("resolve", s.acceptedEmail, "--decision", "abandoned", "--reason", "x", "--operator", "alice")
+	out, errOut, code = f.run("resolve", s.acceptedEmail, "--decision", "abandoned", "--reason", "x")
 	wantCode(t, code, exitFailure, out, errOut)
 	if !strings.Contains(errOut, "is accepted: only unknown or quarantined rows can be resolved") {
 		t.Errorf("stderr = %q", errOut)
 	}
 	unknownKey := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-none", Channel: ledger.SMS}.Key()
-	out, errOut, code = f.run("resolve", unknownKey, "--decision", "abandoned", "--reason", "x", "--operator", "alice")
+	out, errOut, code = f.run("resolve", unknownKey, "--decision", "abandoned", "--reason", "x")
 	wantCode(t, code, exitNotFound, out, errOut)
-	out, errOut, code = f.run("resolve", "not-a-key", "--decision", "abandoned", "--reason", "x", "--operator", "alice")
+	out, errOut, code = f.run("resolve", "not-a-key", "--decision", "abandoned", "--reason", "x")
 	wantCode(t, code, exitUsage, out, errOut)
 	out, errOut, code = f.run("resolve", s.stuckDispatching, "--decision", "maybe", "--reason", "x")
 	wantCode(t, code, exitUsage, out, errOut)

@@ -146,10 +146,17 @@ func (f *fixture) reconcile() {
 // run runs ledgerctl in-process with the fixture's table and clock.
 func (f *fixture) run(args ...string) (stdout, stderr string, code int) {
 	f.t.Helper()
+	return f.runAs(f.cfg, args...)
+}
+
+// runAs runs ledgerctl as run does, with the SDK configuration cfg (other
+// credentials, another endpoint).
+func (f *fixture) runAs(cfg aws.Config, args ...string) (stdout, stderr string, code int) {
+	f.t.Helper()
 	var out, errb bytes.Buffer
 	env := map[string]string{"LEDGER_TABLE": f.table, "CONTENT_TABLE": f.content}
 	a := newApp(&out, &errb, func(k string) string { return env[k] })
-	a.loadConfig = func(context.Context) (aws.Config, error) { return f.cfg, nil }
+	a.loadConfig = func(context.Context) (aws.Config, error) { return cfg, nil }
 	a.now = f.clock.Now
 	a.isTerminal = func(io.Writer) bool { return false }
 	a.afterPage = f.afterPage
