@@ -2,6 +2,8 @@ module github.com/resetledger/resetledger
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/aws/aws-cdk-go/awscdk/v2 v2.276.0
 	github.com/aws/aws-lambda-go v1.55.1
