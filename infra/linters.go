@@ -82,6 +82,16 @@ var linterSkips = map[string]map[string][]linterSkip{
 			"provider's own limit still answers not-sent, which dispatch retries). No evidence lives there; the " +
 			"ledger table has PITR."}},
 	},
+	"AWS::CloudTrail::Trail": {
+		"DataEventsTrail": {{"CKV_AWS_67", "This trail records the write data events of one DynamoDB table, the ledger, " +
+			"which exists only in this stack's region: a multi-region trail would record nothing more of it. The " +
+			"account's management-event trail, which should cover every region, belongs to the account, not to this stack."}},
+	},
+	"AWS::S3::Bucket": {
+		"DataEventsTrailBucket": {{"CKV_AWS_18", "This bucket holds only the CloudTrail log of the ledger table's " +
+			"writes. Reads of it are S3 data events, which an account trail records where S3 access must be audited; " +
+			"server access logs would need yet another bucket, whose own access would go unlogged in turn."}},
+	},
 	"AWS::Logs::LogGroup": {
 		anyOwner: {{"CKV_AWS_158", "CloudWatch Logs encrypts these log groups at rest with its own key. A customer-" +
 			"managed key would protect nothing more: the functions log opaque challenge ids and content hashes, " +

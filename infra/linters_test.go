@@ -45,7 +45,8 @@ func linterMetadata(t *testing.T, id string, res map[string]any) map[string]stri
 // why, and each entry of linterSkips lands on the resources it names (so a renamed construct
 // cannot leave a suppression that silently applies to nothing).
 func TestLinterSuppressionsCarryReasons(t *testing.T) {
-	s := synth(t, nil)
+	// With the optional data-events trail, so its suppressions have their resources.
+	s := synth(t, func(p *LedgerStackProps) { p.DataEventsTrail = "resetledger-test-ledger-writes" })
 	total := 0
 	for id, r := range s.json["Resources"].(map[string]any) {
 		for check, reason := range linterMetadata(t, id, r.(map[string]any)) {

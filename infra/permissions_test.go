@@ -57,6 +57,8 @@ func TestLeastPrivilege(t *testing.T) {
 		"Expire": join(tableKey, logs("Expire"),
 			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:BatchGetItem on LedgerTable",
 				"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),
+		// ledgerctl's reads and resolve (operator.go).
+		"LedgerOperator": slices.Clone(operatorGrants),
 	}
 	got := synth(t, nil).grants(t)
 	for role, w := range want {

@@ -71,6 +71,12 @@ type LedgerStackProps struct {
 
 	// ProducerPrincipalArns may send intents and encrypt content (the account service's roles).
 	ProducerPrincipalArns []string
+	// OperatorPrincipalArns may assume the LedgerOperator role (operator.go); empty, any IAM
+	// principal of the account whose own policy allows sts:AssumeRole on it may.
+	OperatorPrincipalArns []string
+	// DataEventsTrail, if set, names a CloudTrail trail the stack creates to log the ledger
+	// table's write data events (audit.go).
+	DataEventsTrail string
 	// AlarmTopicArn is the SNS topic that receives alarm and OK notifications (the on-call
 	// team's topic; the stack does not own it).
 	AlarmTopicArn string

@@ -40,6 +40,8 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	p.eventsTrigger(stack, fns[settings.Events], ev)
 	p.sweeps(stack, fns)
 	p.grant(stack, fns, st, in, q, ev)
+	p.operator(stack, fns, st) // the operator role and the table's write Deny (operator.go)
+	p.auditTrail(stack, st)    // the ledger table's write data events, when a trail is named (audit.go)
 	if !p.SkipObservability {
 		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev}); err != nil {
 			return nil, err
@@ -84,6 +86,7 @@ func (p *LedgerStackProps) Validate() error {
 	p.validateEvents(bad)
 	p.validateSweeps(bad)
 	p.validateObservability(bad)
+	p.validateAudit(bad)
 	return errors.Join(errs...)
 }
 

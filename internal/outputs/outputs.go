@@ -44,6 +44,8 @@ var (
 	ContentTable           = Output{Name: "ContentTableName", Env: settings.ContentTable.Env, Required: true}
 	BudgetTable            = Output{Name: "BudgetTableName"}
 	ContentKeyARN          = Output{Name: "ContentKeyArn", Env: settings.ContentKeyARN.Env, Required: true}
+	// OperatorRoleARN is the LedgerOperator role ledgerctl's operators assume.
+	OperatorRoleARN = Output{Name: "LedgerOperatorRoleArn"}
 )
 
 // Function is the output holding the deployed name of a function
@@ -61,7 +63,7 @@ func All() []Output {
 	all := []Output{
 		IntentQueueURL, IntentQueueARN, IntentDLQURL, StreamFailureDLQURL, DispatchQueueURL, DispatchQueueDLQURL,
 		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
-		LedgerTable, ContentTable, BudgetTable, ContentKeyARN,
+		LedgerTable, ContentTable, BudgetTable, ContentKeyARN, OperatorRoleARN,
 	}
 	for _, r := range settings.Functions {
 		all = append(all, Function(r))

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"slices"
+	"sort"
+	"testing"
+)
+
+// operatorGrants is every permission the LedgerOperator role holds: what ledgerctl's read commands
+// and resolve call (operatorCalls), the ledger key through DynamoDB, and nothing to send with.
+var operatorGrants = []string{
+	"dynamodb:GetItem on LedgerTable", "dynamodb:BatchGetItem on LedgerTable", "dynamodb:Scan on LedgerTable",
+	"dynamodb:UpdateItem on LedgerTable", "dynamodb:Query on LedgerTable/index/open", "dynamodb:DeleteItem on ContentTable",
+	"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", "kms:Encrypt on LedgerKey", "kms:GenerateDataKey on LedgerKey",
+}
+
+// TestOperatorRole: the role reads and resolves and nothing more; the account may assume it unless
+// operatorArns names who may; its ARN is an output.
+func TestOperatorRole(t *testing.T) {
+	s := synth(t, nil)
+	want := slices.Clone(operatorGrants)
+	sort.Strings(want)
+	if got := s.grants(t)["LedgerOperator"]; !slices.Equal(got, want) {
+		t.Errorf("operator grants:\n got  %q\n want %q", got, want)
+	}
+	for _, st := range list(s.roleTrust(t, "LedgerOperatorRole")["Statement"]) {
+		stmt := st.(map[string]any)
+		if got := mustJSON(stmt["Principal"]); got != `{"AWS":{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":iam::",{"Ref":"AWS::AccountId"},":root"]]}}` ||
+			stmt["Action"] != "sts:AssumeRole" {
+			t.Errorf("default operator trust = %s %v, want the account root", got, stmt["Action"])
+		}
+	}
+	if out, ok := s.json["Outputs"].(map[string]any)["LedgerOperatorRoleArn"].(map[string]any); !ok ||
+		label(out["Value"]) != "LedgerOperatorRole" {
+		t.Errorf("LedgerOperatorRoleArn output = %v", out)
+	}
+	noNagErrors(t, s)
+
+	named := []string{"arn:aws:iam::111122223333:role/oncall", "arn:aws:iam::111122223333:role/compliance"}
+	s = synth(t, func(p *LedgerStackProps) { p.OperatorPrincipalArns = named })
+	var principals []string
+	for _, st := range list(s.roleTrust(t, "LedgerOperatorRole")["Statement"]) {
+		for _, p := range list(st.(map[string]any)["Principal"].(map[string]any)["AWS"]) {
+			principals = append(principals, label(p))
+		}
+	}
+	sort.Strings(principals)
+	sort.Strings(named)
+	if !slices.Equal(principals, named) {
+		t.Errorf("operator trust with operatorArns = %v, want %v", principals, named)
+	}
+}
+
+// roleTrust returns the assume-role policy of the role whose construct name is name.
+func (s *synthesized) roleTrust(t *testing.T, name string) map[string]any {
+	t.Helper()
+	return props(s.resources("AWS::IAM::Role")[s.constructID(t, "AWS::IAM::Role", name)])["AssumeRolePolicyDocument"].(map[string]any)
+}
+
+// TestLedgerWritesOnlyByItsRoles: the ledger table's resource policy denies every item write to
+// every principal but the five function roles and the operator role; the other tables have none.
+func TestLedgerWritesOnlyByItsRoles(t *testing.T) {
+	s := synth(t, nil)
+	tables := s.resources("AWS::DynamoDB::Table")
+	ledger := props(tables[s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable")])
+	policy, _ := ledger["ResourcePolicy"].(map[string]any)
+	if policy == nil {
+		t.Fatal("the ledger table has no resource policy")
+	}
+	var deny map[string]any
+	for _, st := range list(policy["PolicyDocument"].(map[string]any)["Statement"]) {
+		if stmt := st.(map[string]any); stmt["Sid"] == "OnlyLedgerWriters" {
+			deny = stmt
+		}
+	}
+	if deny == nil {
+		t.Fatalf("no OnlyLedgerWriters statement in %s", mustJSON(policy))
+	}
+	if deny["Effect"] != "Deny" || mustJSON(deny["Principal"]) != `{"AWS":"*"}` || deny["Resource"] != "*" {
+		t.Errorf("OnlyLedgerWriters = %s, want a Deny to every principal on this table", mustJSON(deny))
+	}
+	var actions []string
+	for _, a := range list(deny["Action"]) {
+		actions = append(actions, a.(string))
+	}
+	sort.Strings(actions)
+	wantActions := []string{"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PartiQLDelete", "dynamodb:PartiQLInsert",
+		"dynamodb:PartiQLUpdate", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+	if !slices.Equal(actions, wantActions) {
+		t.Errorf("OnlyLedgerWriters actions = %v, want %v", actions, wantActions)
+	}
+	cond, _ := deny["Condition"].(map[string]any)["ArnNotEquals"].(map[string]any)
+	var writers []string
+	for _, r := range list(cond["aws:PrincipalArn"]) {
+		writers = append(writers, label(r))
+	}
+	sort.Strings(writers)
+	wantWriters := []string{"ClaimRole", "DispatchRole", "EventsRole", "ExpireRole", "LedgerOperatorRole", "ReconcileRole"}
+	if !slices.Equal(writers, wantWriters) {
+		t.Errorf("OnlyLedgerWriters exempts %v, want %v", writers, wantWriters)
+	}
+	for id, tb := range tables {
+		if _, ok := props(tb)["ResourcePolicy"]; ok && id != s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable") {
+			t.Errorf("table %s has a resource policy", id)
+		}
+	}
+}
