@@ -12,6 +12,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -86,8 +87,8 @@ func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake,
 // grantSenders lets the senders decrypt content, and dispatch send through the configured
 // transports; a key-policy deny makes decrypting exclusive to them within the account. Only
 // dispatch sends through SES and SMS: reconcile retries only through a transport that honors an
-// idempotency key (the webhook), which needs no AWS permission. Producers may encrypt content
-// and send intents.
+// idempotency key (the webhook), which needs no AWS permission. Producers may seal content and
+// send intents (grantProducers).
 func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, contentKey awskms.Key, in intake, ev providerEvents) {
 	senderRoles := []*string{}
 	for _, name := range settings.Senders {
@@ -109,12 +110,68 @@ func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Rol
 			"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": senderRoles},
 		},
 	}), jsii.Bool(false))
-	for _, arn := range p.ProducerPrincipalArns {
-		producer := awsiam.NewArnPrincipal(jsii.String(arn))
-		// Both producers (Go and Node.js) seal with a data key from GenerateDataKey; neither calls Encrypt.
-		contentKey.Grant(producer, jsii.String("kms:GenerateDataKey"))
-		in.queue.GrantSendMessages(producer)
+	p.grantProducers(stack, contentKey, in)
+}
+
+// grantProducers lets the producers (producerArns) seal content and send intents, and denies both
+// to everyone else: an intent the claim function accepts is sent from the verified reset sender,
+// so whoever can seal and send one can phish from the game's most trusted address.
+//   - The content key allows each producer kms:GenerateDataKey (both producers, Go and Node.js,
+//     seal with a data key from it and never call Encrypt) only under the envelope's encryption
+//     context (kms:EncryptionContext:purpose, envelope.Purpose), and denies kms:GenerateDataKey*
+//     and kms:Encrypt to every other principal. Nothing else in the stack seals with this key (the
+//     tables use the ledger key), and ledgerctl send seals as its caller: with producerArns set, an
+//     operator must be one of them to use it.
+//   - The intent queue allows each producer sqs:SendMessage, the one call a producer makes (not
+//     GrantSendMessages, which adds GetQueueAttributes and GetQueueUrl), and denies it to every
+//     other principal.
+//
+// Without producerArns nothing is denied, and the synth says what that leaves open.
+func (p *LedgerStackProps) grantProducers(stack awscdk.Stack, contentKey awskms.Key, in intake) {
+	if len(p.ProducerPrincipalArns) == 0 {
+		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("resetledger:producerArnsUnset"), jsii.String(
+			"producerArns is not set, so nothing limits who may publish intents: any principal in this account "+
+				"whose IAM policies allow sqs:SendMessage on the intent queue and kms:GenerateDataKey on the content key "+
+				"can seal and send an intent (any address, subject and body) that this stack sends from the verified "+
+				"sender. Deploy with -c producerArns=<the account service's role ARNs> to deny everyone else."), nil)
+		return
 	}
+	var producers []awsiam.IPrincipal
+	var arns []*string
+	for _, arn := range p.ProducerPrincipalArns {
+		producers = append(producers, awsiam.NewArnPrincipal(jsii.String(arn)))
+		arns = append(arns, jsii.String(arn))
+	}
+	notProducer := map[string]any{"ArnNotEquals": map[string]any{"aws:PrincipalArn": arns}}
+	contentKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("ProducersSeal"),
+		Principals: &producers,
+		Actions:    jsii.Strings("kms:GenerateDataKey"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"StringEquals": map[string]any{"kms:EncryptionContext:purpose": envelope.Purpose}},
+	}), jsii.Bool(false))
+	contentKey.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyProducersSeal"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("kms:GenerateDataKey*", "kms:Encrypt"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &notProducer,
+	}), jsii.Bool(false))
+	in.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("ProducersSendIntents"),
+		Principals: &producers,
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  jsii.Strings(*in.queue.QueueArn()),
+	}))
+	in.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyProducersSendIntents"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  jsii.Strings(*in.queue.QueueArn()),
+		Conditions: &notProducer,
+	}))
 }
 
 // grantProofs lets dispatch sign attempts (kms:GenerateMac: it MACs the tags or Context of every
