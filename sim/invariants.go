@@ -27,6 +27,10 @@ const (
 	// the write's own condition must refuse it (DESIGN invariant 4), whether
 	// or not a later check would stop the send.
 	invLateAttempt = "late-attempt"
+	// No provider receives a send at or after expires_at (by the true
+	// clock), however long the call took to get there: the send deadline
+	// (expiry minus Policy.SendGuard) cuts it first.
+	invLateArrival = "late-arrival"
 	// unknown (and quarantined) is left only with transport evidence (an ack
 	// the provider issued for the key, a refusal, a not-sent answer), to
 	// quarantined by policy, or by an operator's decision.
@@ -53,7 +57,7 @@ const (
 )
 
 // Invariants lists the invariants checked after every step.
-var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invUnknownExit, invAcceptedNoAck, invFallback,
+var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invLateArrival, invUnknownExit, invAcceptedNoAck, invFallback,
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic}
 
 type violation struct {
@@ -237,6 +241,8 @@ func (s *sim) checkSend(f sendFact) {
 	if f.res.reached && !f.at.Before(f.expiresAt) {
 		s.stats.LateArrivals++
 		s.stats.MaxLateness = max(s.stats.MaxLateness, f.at.Sub(f.expiresAt))
+		s.fail(invLateArrival, fmt.Sprintf("%s sent %s (attempt %d) reached the provider at %s, %s after expires_at",
+			f.inv, lbl, f.attempt, s.rel(f.at), f.at.Sub(f.expiresAt)), f.key)
 	}
 	margin := s.w.policy.ExpiryMargin
 	if !f.auth.Add(margin).Before(f.expiresAt) {

@@ -31,10 +31,14 @@ const (
 	// FallbackNoWait: a fallback channel is claimed at once instead of
 	// being held until the earlier channel ended rejected.
 	FallbackNoWait Mutant = "fallback-no-wait"
+	// SendNoDeadline: the transport call runs without the send deadline
+	// (expiry minus SendGuard): a stalled call reaches the provider late.
+	SendNoDeadline Mutant = "send-no-deadline"
 )
 
 // Mutants lists every mutant.
-var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, ClaimIgnoresExistingRow, ReconcileUnknownToClaimed, FallbackNoWait}
+var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, ClaimIgnoresExistingRow, ReconcileUnknownToClaimed, FallbackNoWait,
+	SendNoDeadline}
 
 // ParseMutant returns the mutant named s.
 func ParseMutant(s string) (Mutant, error) {

@@ -246,6 +246,16 @@ func (t *transportPort) Capabilities() ledger.Capabilities {
 func (t *transportPort) Send(ctx context.Context, m ledger.Send) (ledger.Ack, error) {
 	s, inv := t.inv.sim, t.inv
 	r := inv.yield(&call{op: opSend, key: m.IdempotencyKey, detail: fmt.Sprintf("attempt %d", m.Attempt)})
+	if s.mutant == SendNoDeadline {
+		m.Deadline = time.Time{}
+	}
+	if !m.Deadline.IsZero() && !inv.clock().Before(m.Deadline) {
+		// The call's context ended on its way (its deadline is a duration
+		// on the worker's clock): it never reaches the provider, and the
+		// worker cannot tell that from a lost answer.
+		s.facts.sends = append(s.facts.sends, s.sendFact(inv, m, r.behavior, sendResult{err: context.DeadlineExceeded}))
+		return ledger.Ack{}, fmt.Errorf("send: %w", context.DeadlineExceeded)
+	}
 	res := t.p.send(m.IdempotencyKey, r.behavior, s.now)
 	s.facts.sends = append(s.facts.sends, s.sendFact(inv, m, r.behavior, res))
 	if r.fault == crashAfter {

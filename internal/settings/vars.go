@@ -84,6 +84,9 @@ var (
 	ExpiryMargin = &Var{Env: "EXPIRY_MARGIN", Context: "expiryMargin", Default: FormatDuration(policy.ExpiryMargin),
 		Roles: Functions, Doc: "subtracted from every challenge expiry before a send",
 		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.ExpiryMargin })}
+	SendGuard = &Var{Env: "SEND_GUARD", Context: "sendGuard", Default: FormatDuration(policy.SendGuard), Roles: Senders,
+		Doc:   "every transport call is cut at the challenge's expiry minus this (covers clock skew and a request in flight)",
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.SendGuard })}
 	HistoryRetention = &Var{Env: "HISTORY_RETENTION", Context: "historyRetention", Default: FormatDuration(policy.Retention),
 		Roles: append(slices.Clone(Functions), Operator), Doc: "row TTL after its last write",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.Retention })}
@@ -168,7 +171,7 @@ var (
 // Vars lists every declaration, in the README's order.
 var Vars = []*Var{
 	LedgerTable, ContentTable, ContentKeyARN, AttemptProofKeyARN, BudgetTable, DispatchQueueURL,
-	PolicyVersion, LeaseDuration, ExpiryMargin, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, RecheckAfter,
+	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, RecheckAfter,
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
 	SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,

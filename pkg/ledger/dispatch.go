@@ -230,13 +230,24 @@ func (s *Service) send(ctx context.Context, e Entry, tr Transport, msg Message, 
 }
 
 // attempt makes the transport call for the attempt the dispatching row e
-// records, with the attempt's proof when the transport reports events. A
-// proof that cannot be signed stops the attempt before the provider: it
+// records, under the send deadline (expiry minus Policy.SendGuard), with the
+// attempt's proof when the transport reports events. An attempt with no
+// time left, or whose proof cannot be signed, stops before the provider: it
 // answers *NotSent, as nothing was sent.
+//
+// The deadline is a duration on the worker's clock, so the call is cut
+// when that much time has passed, whatever the clock reads then.
 func (s *Service) attempt(ctx context.Context, e Entry, tr Transport, msg Message) (Ack, error) {
+	deadline := e.ExpiresAt.Add(-s.Policy.SendGuard)
+	left := deadline.Sub(s.Clock())
+	if left <= 0 {
+		return Ack{}, &NotSent{Code: DeadlineCode}
+	}
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
 	send := Send{
 		IdempotencyKey: e.Key, ContentHash: e.ContentHash, Channel: e.Identity.Channel,
-		Attempt: e.Attempts, ExpiresAt: e.ExpiresAt, Message: msg,
+		Attempt: e.Attempts, ExpiresAt: e.ExpiresAt, Deadline: deadline, Message: msg,
 	}
 	if tr.Capabilities().Events {
 		if s.Proofs == nil {

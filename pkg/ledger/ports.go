@@ -84,6 +84,11 @@ type Send struct {
 	Attempt        int
 	ExpiresAt      time.Time
 	Message        Message
+	// Deadline is when the call must be over, by the worker's clock: the
+	// challenge's expiry minus Policy.SendGuard. The call's context ends
+	// then too; a transport that cannot finish by it must not reach the
+	// provider after it.
+	Deadline time.Time
 	// Proof is the attempt's proof (Proofs.Sign), "" when the transport
 	// reports no events. The transport carries it to the provider beside the
 	// idempotency key, so the events the provider publishes carry it back.
@@ -113,6 +118,11 @@ type Proofs interface {
 	// retries).
 	Verify(ctx context.Context, a AttemptRef, proof string) error
 }
+
+// DeadlineCode is the NotSentCode of an attempt that was not made because
+// the send deadline (expiry minus Policy.SendGuard) had passed by the time
+// the call would start.
+const DeadlineCode = "send-deadline-passed"
 
 // ProofCode is the NotSentCode of an attempt that was not made because its
 // proof could not be signed: nothing reached the provider, so the row is

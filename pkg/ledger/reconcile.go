@@ -174,6 +174,12 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (s
 	}
 	ack, err := s.attempt(ctx, e, tr, msg)
 	to, out, reason, ackID := outcomeOf(ack, err)
+	var ns *NotSent
+	if errors.As(err, &ns) {
+		// The provider (or the send deadline, or the proof) proves this
+		// retry sent nothing; the earlier attempt is still unknown.
+		reason = "not sent: " + ns.Code
+	}
 	if to == Unknown {
 		// Still no answer: the row stays unknown; record the attempt's result.
 		c := s.record(e, KindRetry, Unknown, w, "reconcile: same-key retry got "+reason, func(n *Entry) {

@@ -20,6 +20,14 @@ type Policy struct {
 	// ExpiryMargin is subtracted from a challenge's expiry before any send,
 	// to cover clock skew and transport latency.
 	ExpiryMargin time.Duration
+	// SendGuard bounds every transport call, not only its start: the call
+	// runs under a context deadline of the challenge's expiry minus
+	// SendGuard, by the worker's clock, and is cut there (its outcome is
+	// what the transport makes of a cut call: unknown where the provider
+	// may have taken it). It covers the worker's clock skew and the time a
+	// request already on its way takes to reach the provider. An attempt
+	// with no time left before that deadline is not made (not sent).
+	SendGuard time.Duration
 	// Retention is how long a row (and its history) is kept after its last
 	// write. It becomes the table's TTL.
 	Retention time.Duration
@@ -54,6 +62,7 @@ func DefaultPolicy() Policy {
 		Version:      "policy-1",
 		Lease:        2 * time.Minute,
 		ExpiryMargin: 30 * time.Second,
+		SendGuard:    5 * time.Second,
 		Retention:    400 * 24 * time.Hour,
 		MaxAttempts:  3,
 		SettlePeriod: 5 * time.Minute,
@@ -75,6 +84,8 @@ func (p Policy) Validate() error {
 		return errors.New("ledger: lease must be positive")
 	case p.ExpiryMargin < 0:
 		return errors.New("ledger: expiry margin must not be negative")
+	case p.SendGuard <= 0:
+		return errors.New("ledger: send guard must be positive")
 	case p.Retention <= 0:
 		return errors.New("ledger: retention must be positive")
 	case p.MaxAttempts < 1:

@@ -1,0 +1,88 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// stallingTransport reports the deadline of each call and, if stall is set,
+// holds the call until its context ends, as a provider that never answers.
+type stallingTransport struct {
+	stall    bool
+	calls    int
+	deadline time.Time // the context's, in real time
+	send     ledger.Send
+}
+
+func (t *stallingTransport) Capabilities() ledger.Capabilities { return ledger.Capabilities{} }
+
+func (t *stallingTransport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error) {
+	t.calls++
+	t.send = s
+	t.deadline, _ = ctx.Deadline()
+	if !t.stall {
+		return ledger.Ack{ID: "msg-1"}, nil
+	}
+	select {
+	case <-ctx.Done():
+		return ledger.Ack{}, ctx.Err()
+	case <-time.After(10 * time.Second):
+		return ledger.Ack{}, errors.New("the send deadline did not cut the call")
+	}
+}
+
+// TestSendDeadline: every transport call runs under a context deadline of
+// the challenge's expiry minus SendGuard by the worker's clock, and is cut
+// there; an attempt with no time left is not made.
+func TestSendDeadline(t *testing.T) {
+	t.Run("every call has the deadline", func(t *testing.T) {
+		e := newEnv(t)
+		tr := &stallingTransport{}
+		e.Svc.Transports[ledger.Email] = tr
+		in, _, _ := e.claim(t, 50, ledger.Email, ledger.ClaimCreated)
+		start := time.Now()
+		mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+		want := in.ExpiresAt.Add(-e.Svc.Policy.SendGuard)
+		if !tr.send.Deadline.Equal(want) {
+			t.Fatalf("Send.Deadline %s, want expiry minus the guard %s", tr.send.Deadline, want)
+		}
+		// The context ends after the time left on the worker's clock, in real time.
+		left := want.Sub(e.Clock.Now())
+		if tr.deadline.IsZero() || tr.deadline.Before(start.Add(left)) || tr.deadline.After(time.Now().Add(left)) {
+			t.Fatalf("context deadline %s, want %s from the call", tr.deadline.Sub(start), left)
+		}
+	})
+	t.Run("a stalled call is cut and recorded unknown", func(t *testing.T) {
+		e := newEnv(t)
+		tr := &stallingTransport{stall: true}
+		e.Svc.Transports[ledger.Email] = tr
+		in, _, _ := e.claim(t, 51, ledger.Email, ledger.ClaimCreated)
+		// 100 ms left before the deadline when dispatch begins.
+		e.Svc.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) - 100*time.Millisecond
+		e.Svc.Policy.ExpiryMargin = 0
+		start := time.Now()
+		row := mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+		if el := time.Since(start); el > 5*time.Second {
+			t.Fatalf("the stalled call ran %s", el)
+		}
+		if row.State != ledger.Unknown || tr.calls != 1 {
+			t.Fatalf("row %s after %d calls, want unknown after one", row.State, tr.calls)
+		}
+	})
+	t.Run("no time left: not sent", func(t *testing.T) {
+		e := newEnv(t)
+		tr := &stallingTransport{}
+		e.Svc.Transports[ledger.Email] = tr
+		in, _, _ := e.claim(t, 52, ledger.Email, ledger.ClaimCreated)
+		e.Svc.Policy.ExpiryMargin = 0
+		e.Svc.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) + time.Second
+		row := mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+		if tr.calls != 0 || row.NotSentCode != ledger.DeadlineCode {
+			t.Fatalf("%d calls, row %s code %q; want no call, not sent for the deadline", tr.calls, row.State, row.NotSentCode)
+		}
+	})
+}
