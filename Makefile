@@ -78,16 +78,18 @@ gate:
 ## surge: SURGE_INTENTS intents (default 10,000) published in one burst through the real handlers,
 ## both providers throttling above the send-rate budget (SURGE_RATE sends/s per channel, default 10);
 ## fails on a duplicate, a quarantined or unknown row, a send after its expiry, a provider rate above
-## 1.1 x the budget in a 10 s window, or a drain above 1.25 x the minimum. Ends with the summary line.
+## 1.1 x the budget in a 10 s window, or (here only: SURGE_DRAIN_CHECK=1) a drain above 1.25 x the
+## minimum. Ends with the summary line.
 SURGE_INTENTS ?= 10000
 surge:
 	@mkdir -p .run
-	set -o pipefail; $(WITH_EMULATOR) env SURGE_INTENTS=$(SURGE_INTENTS) LEDGER_REQUIRE_EMULATOR=1 \
+	set -o pipefail; $(WITH_EMULATOR) env SURGE_INTENTS=$(SURGE_INTENTS) SURGE_DRAIN_CHECK=1 LEDGER_REQUIRE_EMULATOR=1 \
 		go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 90m 2>&1 | tee .run/surge.out; \
 	status=$$?; grep '^surge: intents=' .run/surge.out | tail -n 1; exit $$status
 
 ## surge-check: the surge at 1,000 intents, without -race (part of make test; about a minute);
-## prints the summary line, and everything the test printed if it fails
+## asserts every correctness criterion, prints the drain ratio without asserting it (a busy machine
+## drains slower with a correct system); prints the summary line, and everything the test printed if it fails
 surge-check:
 	@mkdir -p .run
 	@SURGE_INTENTS=1000 LEDGER_REQUIRE_EMULATOR=1 go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 15m > .run/surge-check.out 2>&1; \

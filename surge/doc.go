@@ -5,8 +5,10 @@
 // expiring during the run. It fails unless nothing was sent twice, nothing
 // ended quarantined or unknown, every message was accepted before its expiry
 // or expired with the reason it was not sent, the providers never accepted
-// more than 1.1 × R in any 10 s window, and the drain took at most 1.25 ×
-// the physical minimum (per channel, its accepted messages ÷ R).
+// more than 1.1 × R in any 10 s window. The drain (against the physical
+// minimum: per channel, its accepted messages ÷ R) is a speed: every run
+// prints it, and only `make surge` (SURGE_DRAIN_CHECK=1) fails above 1.25 ×,
+// so that a busy machine cannot fail `make test` with a correct system.
 //
 // `make surge` runs it at full size (SURGE_INTENTS, default 10,000); plain
 // `go test ./surge` runs 1,000 intents, and so does `make surge-check`, part
