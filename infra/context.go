@@ -114,6 +114,8 @@ var stageParams = []stageParam{
 		settings.Duration, inProps(func(p *LedgerStackProps) *time.Duration { return &p.MaxChallengeLifetime })),
 	param("dispatchLagLimit", "1m", "dispatch stream IteratorAge alarm threshold",
 		settings.Duration, inProps(func(p *LedgerStackProps) *time.Duration { return &p.DispatchLagLimit })),
+	param("smsMonthlyMessages", "30000", "SMS a month the stage expects at most; more accepted in a day than its daily pace (/30) alarms (SMS through End User Messaging)",
+		settings.Count, inProps(func(p *LedgerStackProps) *int { return &p.SMSMonthlyMessages })),
 	param("observability", "true", "false leaves out alarms and the dashboard",
 		settings.Flag, func(c *appConfig) *bool { return &c.Observability }),
 	param("mathAlarms", "true", "false leaves out the metric-math alarms (the local emulator rejects them)",
@@ -150,8 +152,13 @@ var arnList = settings.Kind[[]string]{
 	Format: func(l []string) string { return strings.Join(l, ",") },
 }
 
-// DefaultLedgerStackProps returns the production defaults for a stage: every declared default.
-func DefaultLedgerStackProps(stage string) *LedgerStackProps { return defaultConfig(stage).Props }
+// DefaultLedgerStackProps returns the production defaults for a stage: every declared default, and
+// the SMS send rate that follows from the default SMS transport (spend.go).
+func DefaultLedgerStackProps(stage string) *LedgerStackProps {
+	c := defaultConfig(stage)
+	c.Props.defaultSMSRate()
+	return c.Props
+}
 
 // defaultConfig is a stage's configuration before context: every declared default.
 func defaultConfig(stage string) *appConfig {
@@ -208,6 +215,7 @@ func configFromContext(get func(key string) any) (*appConfig, error) {
 			read(v.Context, func(text string) error { return v.Set(&c.Props.Functions, text) })
 		}
 	}
+	c.Props.defaultSMSRate() // after context, so the default follows the SMS transport context chose
 	c.toProps()
 	if len(errs) > 0 {
 		sort.Strings(errs)

@@ -81,8 +81,8 @@ func TestConfigFromContext(t *testing.T) {
 		p.DispatchQueueMaxConcurrency != 8 {
 		t.Errorf("liveness overrides = %+v", p)
 	}
-	if p := DefaultLedgerStackProps("x"); p.Functions.SendRates[ledger.Email] != 0 || p.Functions.SendRates[ledger.SMS] != 0 {
-		t.Errorf("default send rates = %v; want unset", p.Functions.SendRates)
+	if p := DefaultLedgerStackProps("x"); p.Functions.SendRates[ledger.Email] != 0 || p.Functions.SendRates[ledger.SMS] != defaultSMSSendRate {
+		t.Errorf("default send rates = %v; want email unset, SMS through End User Messaging at %v", p.Functions.SendRates, defaultSMSSendRate)
 	}
 	for _, bad := range []map[string]any{
 		{"sendRateEmail": "0"}, {"sendRateSms": "-3"}, {"sendRateEmail": "fast"}, {"sendRateSms": "+Inf"}, {"sendRateEmail": "NaN"},

@@ -119,6 +119,9 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	w.queues(o)
 	w.liveness(o)
 	w.providerEvents(o)
+	if p.smsAlarmed() {
+		w.smsSpend() // spend.go
+	}
 	p.dashboard(stack, o, w.made)
 	return nil
 }

@@ -166,6 +166,9 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			"Dimensions": []any{map[string]any{"Name": "Channel", "Value": ch}}, "Statistic": "Sum", "Period": 300.0,
 			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
 	}
+	// SMS spend: the daily pace of smsMonthlyMessages (30000 / 30), spend.go.
+	want["SmsDailyMessages"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "Transitions", "Statistic": "Sum",
+		"Period": 86400.0, "Threshold": 1000.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
 	want["OldestDeferredAge"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds",
 		"Dimensions": state("deferred"), "Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt,
 		"TreatMissingData": "missing"}

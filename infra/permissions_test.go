@@ -130,13 +130,13 @@ func TestSendRates(t *testing.T) {
 		readsSESRate   bool
 		nagSuppression bool
 	}{
-		{"defaults", nil, nil, nil, true, true},
+		{"defaults", nil, nil, "1", true, true}, // SMS through End User Messaging: the default rate (spend.go)
 		{"both configured", func(p *LedgerStackProps) {
 			p.Functions.SendRates[ledger.Email], p.Functions.SendRates[ledger.SMS] = 12.5, 1
 		}, "12.5", "1", false, false},
 		{"webhook email", func(p *LedgerStackProps) {
 			p.Functions.Transports[ledger.Email], p.Functions.WebhookURL, p.Functions.SESFrom = settings.TransportWebhook, "https://gw.example.com/send", ""
-		}, nil, nil, false, false},
+		}, nil, "1", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := synth(t, tc.mutate)

@@ -89,6 +89,9 @@ type LedgerStackProps struct {
 	// DispatchLagLimit is how far dispatch may fall behind the ledger stream (IteratorAge) before
 	// it alarms; below the stream's one-hour record age limit, and well below a challenge's life.
 	DispatchLagLimit time.Duration
+	// SMSMonthlyMessages is how many SMS a month the stage expects at most; with SMS through End
+	// User Messaging, more accepted in a day than its daily pace (/30) alarms (spend.go).
+	SMSMonthlyMessages int
 	// SkipMathAlarms leaves out the alarms on metric math (the bounce and complaint rates of the
 	// system's own sends): the local emulator's CloudFormation rejects them.
 	SkipMathAlarms bool

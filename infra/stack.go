@@ -87,6 +87,7 @@ func (p *LedgerStackProps) Validate() error {
 	p.validateSweeps(bad)
 	p.validateObservability(bad)
 	p.validateAudit(bad)
+	p.validateSpend(bad)
 	return errors.Join(errs...)
 }
 
