@@ -27,6 +27,7 @@ func (s *sim) service(inv *invocation) *ledger.Service {
 		Clock:      inv.clock,
 		Policy:     s.w.policy,
 		NewID:      s.newID,
+		Progress:   s.progress,
 	}
 	for _, ch := range ledger.Channels {
 		svc.Transports[ch] = &transportPort{inv: inv, p: s.providers[ch]}
@@ -61,7 +62,16 @@ func (s *sim) body(inv *invocation, svc *ledger.Service) func(ctx context.Contex
 			line := logLine(inv, err, "dedupe_key", t.key, "source", t.source, "outcome", string(res.Outcome),
 				"state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
 			if errors.Is(err, ledger.ErrNotFound) {
-				return line, nil // the handler skips a record for a row that does not exist
+				err = nil // the handler skips a record for a row that does not exist
+			}
+			if err == nil {
+				// As the handler does after a batch: the source's mark moves.
+				switch {
+				case t.image != nil:
+					_ = svc.Read(ctx, ledger.FromStream, t.image.UpdatedAt)
+				case t.source == "queue":
+					_ = svc.Read(ctx, ledger.FromQueue, t.at)
+				}
 			}
 			return line, err
 		}

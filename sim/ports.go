@@ -223,7 +223,7 @@ func (p *schedulerPort) Schedule(ctx context.Context, key string, at time.Time) 
 	}
 	d := max(at.Sub(inv.clock()), 0).Truncate(time.Second)
 	due := s.now.Add(min(d, maxQueueDelay))
-	s.emit(&trigger{fn: fnDispatch, source: "queue", key: key, due: due})
+	s.emit(&trigger{fn: fnDispatch, source: "queue", key: key, due: due, at: at})
 	switch r.fault {
 	case lostResponse:
 		return lost("schedule", key)

@@ -125,6 +125,7 @@ type trigger struct {
 	msg    *message
 	key    string
 	image  *ledger.Entry // stream record's new image
+	at     time.Time     // a queue message's due time, as the scheduler asked
 	tries  int
 }
 
@@ -205,6 +206,7 @@ type sim struct {
 	store     *memstore.Store
 	content   *memstore.Content
 	budget    *memstore.Budget
+	progress  *memstore.Progress // the dispatch marks (how far dispatch read the stream and the queue)
 	providers map[ledger.Channel]*provider
 	jitter    *rand.Rand
 
@@ -242,6 +244,7 @@ func newSim(c chooser, m Mutant) *sim {
 		faultPhase: true,
 		reports:    make(chan report),
 		consumed:   map[int]bool{},
+		progress:   &memstore.Progress{},
 		stats:      Stats{Faults: map[string]int{}, Answers: map[string]int{}},
 	}
 	for _, ch := range ledger.Channels {

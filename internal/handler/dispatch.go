@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -27,9 +28,13 @@ type Dispatch struct {
 }
 
 // Handle dispatches the claimed rows of one batch of stream records, in
-// order, and reports the first record that failed.
+// order, and reports the first record that failed. It then moves the
+// stream's mark to the newest claim it handled (ledger.Service.Read), so
+// reconcile does not hand back rows the stream is still delivering.
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	worker, log := invocation(ctx, settings.Dispatch, h.Log)
+	var through time.Time
+	defer func() { h.read(ctx, ledger.FromStream, through, log) }()
 	for _, rec := range ev.Records {
 		key, ok, err := DispatchKey(rec)
 		if err != nil {
@@ -45,6 +50,9 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 			// Stream order matters: report the first failure; the records
 			// after it are redelivered with it.
 			return streamFailedAt(rec), nil
+		}
+		if row, err := dynamostore.DecodeItem(itemOf(rec.Change.NewImage)); err == nil && row.UpdatedAt.After(through) {
+			through = row.UpdatedAt
 		}
 	}
 	// An empty list, never nil (see sqsBatch).
@@ -62,8 +70,10 @@ func streamFailedAt(rec events.DynamoDBEventRecord) events.DynamoDBEventResponse
 // that it ends in the queue's DLQ as evidence rather than being dropped.
 func (h *Dispatch) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	worker, log := invocation(ctx, settings.Dispatch, h.Log)
+	var through time.Time
+	defer func() { h.read(ctx, ledger.FromQueue, through, log) }()
 	return sqsBatch(ev.Records, func(m events.SQSMessage) error {
-		key, err := dispatchqueue.Parse(m.Body)
+		key, due, err := dispatchqueue.ParseDue(m.Body)
 		if err != nil {
 			log.Error("unreadable dispatch queue message; kept for the DLQ", "message_id", m.MessageId, "reason", err.Error())
 			return err
@@ -72,10 +82,20 @@ func (h *Dispatch) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.
 		if err != nil {
 			return err
 		}
+		if due.After(through) {
+			through = due
+		}
 		// A wake-up that came early (a delay longer than SQS allows) goes
 		// back on the queue; failing to is a retry of this one.
 		return h.Svc.RescheduleNotDue(ctx, res)
 	}), nil
+}
+
+// read moves src's mark; a failure only costs hand-backs, so it is logged.
+func (h *Dispatch) read(ctx context.Context, src ledger.Source, through time.Time, log *slog.Logger) {
+	if err := h.Svc.Read(ctx, src, through); err != nil {
+		log.Warn("dispatch mark not moved; reconcile may hand back rows the source still delivers", "source", string(src), "error", err.Error())
+	}
 }
 
 // Invoke routes one invocation by its event source: DynamoDB stream

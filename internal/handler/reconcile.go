@@ -78,8 +78,15 @@ func (h *Reconcile) redrive(ctx context.Context, log *slog.Logger) error {
 			_ = h.Metrics.Count(metrics.Redriven, map[string]string{metrics.DimState: st}, float64(n))
 		}
 	}
-	if len(rep.Actions) > 0 || len(rep.Errors) > 0 {
+	handed := false
+	for action := range rep.Actions {
+		handed = handed || strings.HasSuffix(action, "->redriven")
+	}
+	switch {
+	case handed || len(rep.Errors) > 0:
 		log.Warn("re-drive: due rows handed back to dispatch", "seen", rep.Seen, "actions", rep.Actions)
+	case len(rep.Actions) > 0:
+		log.Info("re-drive: due rows left to the stream or the queue, which still owe them", "seen", rep.Seen, "actions", rep.Actions)
 	}
 	// A failed hand-back is a wake-up that did not happen: the row is
 	// listed again on the next pass.

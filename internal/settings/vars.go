@@ -68,8 +68,8 @@ var (
 		Roles: append(slices.Clone(Senders), Events),
 		Doc:   "the KMS HMAC key that proves an attempt was ours: dispatch signs each send's tags with it, events verifies provider events",
 		field: at(Text, func(s *Settings) *string { return &s.AttemptProofKeyARN })}
-	BudgetTable = &Var{Env: "BUDGET_TABLE", Resource: "the budget table's name", Required: true, Roles: []Role{Dispatch},
-		Doc:   "the send-rate budget table",
+	BudgetTable = &Var{Env: "BUDGET_TABLE", Resource: "the budget table's name", Required: true, Roles: []Role{Dispatch, Reconcile},
+		Doc:   "the send-rate budget table, which also keeps how far dispatch has read the stream and the dispatch queue",
 		field: at(Text, func(s *Settings) *string { return &s.BudgetTable })}
 	DispatchQueueURL = &Var{Env: "DISPATCH_QUEUE_URL", Resource: "the dispatch queue's URL", Required: true, Roles: Senders,
 		Doc:   "the queue that hands deferred and re-driven rows back to dispatch",

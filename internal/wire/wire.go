@@ -96,6 +96,9 @@ func Service(cfg aws.Config, s settings.Settings, role settings.Role, em *metric
 	if role != settings.Dispatch && role != settings.Reconcile {
 		return svc, nil
 	}
+	// How far dispatch has read the stream and the queue: dispatch moves the
+	// marks, reconcile reads them before it hands rows back.
+	svc.Progress = dynamostore.NewProgress(db, s.BudgetTable)
 	// Delays are measured on the service's clock (a test may set it later).
 	svc.Scheduler = dispatchqueue.New(sqs.NewFromConfig(cfg), s.DispatchQueueURL, func() time.Time { return svc.Clock() })
 	if role == settings.Dispatch {

@@ -1,8 +1,11 @@
 // Package dispatchqueue hands ledger rows back to the dispatch function
 // through an Amazon SQS queue, and implements ledger.Scheduler.
 //
-// A message carries one dedupe key and nothing else ({"key": "<key>"}): no
-// address, token or content, so the queue holds nothing secret. A row due
+// A message carries one dedupe key and the time the row is due, in Unix
+// milliseconds ({"key": "<key>", "at": <ms>}), and nothing else: no
+// address, token or content, so the queue holds nothing secret. Dispatch
+// reports the due times it has taken as the queue's mark (ledger.Progress).
+// A message without "at" (sent before it existed) still parses. A row due
 // later is sent with an SQS delay (whole seconds, at most 15 minutes), so
 // it arrives at most a second before it is due; dispatch waits that out
 // (Policy.BudgetWait is at least a second). A row due more than 15 minutes
@@ -52,6 +55,7 @@ func New(client Client, url string, now func() time.Time) *Queue {
 // message is the wire form.
 type message struct {
 	Key string `json:"key"`
+	At  int64  `json:"at,omitempty"`
 }
 
 // Delay is the whole-second SQS delay for a row due at at, from now: never
@@ -69,7 +73,7 @@ func (q *Queue) Schedule(ctx context.Context, key string, at time.Time) error {
 	if !ledger.IsDedupeKey(key) {
 		return fmt.Errorf("dispatchqueue: refusing to schedule a value that is not a dedupe key")
 	}
-	body, err := json.Marshal(message{Key: key})
+	body, err := json.Marshal(message{Key: key, At: at.UnixMilli()})
 	if err != nil {
 		return fmt.Errorf("dispatchqueue: %w", err)
 	}
@@ -84,17 +88,28 @@ func (q *Queue) Schedule(ctx context.Context, key string, at time.Time) error {
 // unknown field included, is an error wrapping ErrBadMessage that does not
 // repeat the body.
 func Parse(body string) (string, error) {
+	key, _, err := ParseDue(body)
+	return key, err
+}
+
+// ParseDue returns the dedupe key a message body carries and the time the
+// row was due when it was scheduled (zero if the message does not say).
+func ParseDue(body string) (string, time.Time, error) {
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
 	var m message
 	if err := dec.Decode(&m); err != nil {
-		return "", fmt.Errorf("%w: not a {\"key\": ...} object", ErrBadMessage)
+		return "", time.Time{}, fmt.Errorf("%w: not a {\"key\": ...} object", ErrBadMessage)
 	}
 	if dec.More() {
-		return "", fmt.Errorf("%w: trailing data", ErrBadMessage)
+		return "", time.Time{}, fmt.Errorf("%w: trailing data", ErrBadMessage)
 	}
 	if !ledger.IsDedupeKey(m.Key) {
-		return "", fmt.Errorf("%w: key is not a dedupe key", ErrBadMessage)
+		return "", time.Time{}, fmt.Errorf("%w: key is not a dedupe key", ErrBadMessage)
 	}
-	return m.Key, nil
+	var at time.Time
+	if m.At > 0 {
+		at = time.UnixMilli(m.At).UTC()
+	}
+	return m.Key, at, nil
 }

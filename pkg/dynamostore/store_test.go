@@ -54,3 +54,15 @@ func TestBudgetContract(t *testing.T) {
 		return dynamostore.NewBudget(client, name, rates)
 	})
 }
+
+func TestProgressContract(t *testing.T) {
+	ledgertest.RunProgressContract(t, func(t *testing.T) ledger.Progress {
+		client := dynamodb.NewFromConfig(emulator.Config(t))
+		name := emulator.UniqueName(t, "progress")
+		if err := dynamostore.CreateBudgetTable(context.Background(), client, name); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name}) })
+		return dynamostore.NewProgress(client, name)
+	})
+}

@@ -3,15 +3,23 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Redrive hands back to dispatch the rows that are due for dispatch and
-// that no dispatch picked up within Policy.RedriveAfter: claimed rows (a
-// lost or given-up stream record, a crashed batch) and deferred rows past
-// their next attempt (a lost wake-up). It writes nothing to the ledger:
-// the Scheduler delivers the key to dispatch, whose conditional write
-// decides as for any other delivery. Expired challenges are left to the
-// expire sweep. At most limit rows per state are handed back per call.
+// that no dispatch picked up within Policy.RedriveAfter, and that no source
+// can still deliver (see Progress):
+//   - a claimed row once the stream has passed its claim (the record was
+//     lost, or given up after its retries) or the stream stalled;
+//   - a deferred row past its next attempt once the dispatch queue has
+//     passed that time (a lost wake-up) or stalled.
+//
+// A hand-back is itself a queue message: while the queue has not passed the
+// previous pass's hand-backs, nothing is handed back again. Redrive writes
+// nothing to the ledger: the Scheduler delivers the key to dispatch, whose
+// conditional write decides as for any other delivery. Expired challenges
+// are left to the expire sweep. At most limit rows per state are handed
+// back per call.
 func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	var rep SweepReport
 	if s.Scheduler == nil {
@@ -19,10 +27,30 @@ func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	}
 	now := s.now()
 	late := now.Add(-s.Policy.RedriveAfter)
-	redrive := func(e Entry) (string, error) {
-		if e.UpdatedAt.After(late) || s.expiredAt(e.ExpiresAt, now) {
-			return "", nil
+	var marks Marks
+	if s.Progress != nil {
+		m, err := s.Progress.Marks(ctx)
+		if err != nil {
+			// Without marks every due row is handed back: the old cost, never a lost row.
+			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: read the dispatch marks: %w", err))
 		}
+		marks = m
+	}
+	if !marks.Redriven.IsZero() && s.owes(marks.Queue, marks.Redriven, now) {
+		rep.count("skipped: the queue still owes the last hand-backs")
+		return rep, nil
+	}
+	handed := 0
+	redrive := func(e Entry) (string, error) {
+		switch {
+		case e.UpdatedAt.After(late) || s.expiredAt(e.ExpiresAt, now):
+			return "", nil
+		case e.State == Claimed && s.owes(marks.Stream, e.UpdatedAt, now):
+			return "claimed: the stream still owes it", nil
+		case e.State == Deferred && s.owes(marks.Queue, e.NextAttemptAt, now):
+			return "deferred: the queue still owes its wake-up", nil
+		}
+		handed++
 		return string(e.State) + "->redriven", s.Scheduler.Schedule(ctx, e.Key, now)
 	}
 	if err := s.sweepOpen(ctx, &rep, "redrive", Deferred, late, limit, redrive); err != nil {
@@ -31,5 +59,10 @@ func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	// Claimed rows are indexed by expiry, not by when they were claimed:
 	// list the open ones soonest-expiring first and take the late ones.
 	err := s.sweepOpen(ctx, &rep, "redrive", Claimed, timeZero, limit, redrive)
+	if handed > 0 && s.Progress != nil {
+		if perr := s.Progress.Redriven(ctx, now); perr != nil {
+			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: record the hand-back: %w", perr))
+		}
+	}
 	return rep, err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
@@ -49,4 +50,100 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 	if _, n := sch2.last(w2.Key()); n != before {
 		t.Errorf("deferred row re-driven before it was %s late", after)
 	}
+}
+
+// TestRedriveLeavesRowsTheSourcesStillOwe: with the dispatch marks, a row is
+// handed back only when neither the stream nor the dispatch queue can still
+// deliver it: the source has passed it, or stopped moving.
+func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
+	ctx := context.Background()
+	type setup struct {
+		e    *env
+		sch  *scheduler
+		prog *memstore.Progress
+		row  ledger.Entry
+	}
+	claimed := func(t *testing.T) setup {
+		e, sch := pacedEnv(t)
+		prog := &memstore.Progress{}
+		e.Svc.Progress = prog
+		_, _, row := e.claim(t, 60, ledger.Email, ledger.ClaimCreated)
+		e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Second)
+		return setup{e, sch, prog, row}
+	}
+	redriven := func(t *testing.T, s setup) int {
+		t.Helper()
+		if _, err := s.e.Svc.Redrive(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		_, n := s.sch.last(s.row.Key)
+		return n
+	}
+	now := func(s setup) time.Time { return s.e.Clock.Now() }
+	t.Run("the stream is behind the claim and moving", func(t *testing.T) {
+		s := claimed(t)
+		_ = s.prog.Advance(ctx, ledger.FromStream, s.row.UpdatedAt.Add(-time.Second), now(s).Add(-time.Second))
+		if n := redriven(t, s); n != 0 {
+			t.Fatalf("re-driven %d times while the stream still owes the row", n)
+		}
+	})
+	t.Run("the stream passed the claim", func(t *testing.T) {
+		s := claimed(t)
+		_ = s.prog.Advance(ctx, ledger.FromStream, s.row.UpdatedAt.Add(3*time.Second), now(s).Add(-time.Second))
+		if n := redriven(t, s); n != 1 {
+			t.Fatalf("re-driven %d times after the stream passed the row (its record was lost), want 1", n)
+		}
+	})
+	t.Run("the stream stopped moving", func(t *testing.T) {
+		s := claimed(t)
+		_ = s.prog.Advance(ctx, ledger.FromStream, s.row.UpdatedAt.Add(-time.Second), now(s).Add(-s.e.Svc.Policy.RedriveAfter))
+		if n := redriven(t, s); n != 1 {
+			t.Fatalf("re-driven %d times with a stalled stream, want 1", n)
+		}
+	})
+	t.Run("a hand-back the queue still owes is not repeated", func(t *testing.T) {
+		s := claimed(t)
+		_ = s.prog.Advance(ctx, ledger.FromStream, s.row.UpdatedAt.Add(3*time.Second), now(s))
+		if n := redriven(t, s); n != 1 {
+			t.Fatalf("first pass: re-driven %d times, want 1", n)
+		}
+		handedAt := now(s)
+		// The queue is moving but has not reached the hand-back: the next
+		// pass, past RedriveAfter again, hands nothing back.
+		s.e.Clock.Advance(s.e.Svc.Policy.RedriveAfter + time.Second)
+		_ = s.prog.Advance(ctx, ledger.FromStream, now(s), now(s))
+		_ = s.prog.Advance(ctx, ledger.FromQueue, handedAt.Add(-time.Second), now(s))
+		if n := redriven(t, s); n != 1 {
+			t.Fatalf("second pass: re-driven %d times in all while the queue owes the first, want 1", n)
+		}
+		// The queue passed the hand-back and the row is still claimed: lost again.
+		_ = s.prog.Advance(ctx, ledger.FromQueue, handedAt.Add(3*time.Second), now(s))
+		if n := redriven(t, s); n != 2 {
+			t.Fatalf("after the queue passed the first hand-back: re-driven %d times in all, want 2", n)
+		}
+	})
+	t.Run("a deferred row's wake-up the queue still owes", func(t *testing.T) {
+		e, sch := pacedEnv(t)
+		prog := &memstore.Progress{}
+		e.Svc.Progress = prog
+		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+		in, _, _ := e.claim(t, 61, ledger.Email, ledger.ClaimCreated)
+		res := mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+		_, wakes := sch.last(in.Key())
+		e.Clock.Advance(res.NextAttemptAt.Sub(e.Clock.Now()) + e.Svc.Policy.RedriveAfter + time.Second)
+		_ = prog.Advance(ctx, ledger.FromQueue, res.NextAttemptAt.Add(-time.Second), e.Clock.Now())
+		if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		if _, n := sch.last(in.Key()); n != wakes {
+			t.Fatalf("re-driven while the queue owes its wake-up")
+		}
+		_ = prog.Advance(ctx, ledger.FromQueue, res.NextAttemptAt.Add(3*time.Second), e.Clock.Now())
+		if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		if _, n := sch.last(in.Key()); n != wakes+1 {
+			t.Fatalf("not re-driven once the queue passed its wake-up (lost)")
+		}
+	})
 }

@@ -121,6 +121,10 @@ type Service struct {
 	// path; reconcile needs only the Scheduler.
 	Budget    Budget
 	Scheduler Scheduler
+	// Progress, if set, keeps how far dispatch has read the stream and the
+	// dispatch queue (Read), so that Redrive hands back only rows neither
+	// can still deliver. Without it every due row is handed back.
+	Progress Progress
 	// Proofs signs every attempt through a transport that reports events
 	// (dispatch) and verifies the proof a provider event carries back
 	// (RecordProviderEvent). Without it, such sends are not made and every

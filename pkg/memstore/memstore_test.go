@@ -21,3 +21,7 @@ func TestBudgetContract(t *testing.T) {
 		return &memstore.Budget{Rates: rates}
 	})
 }
+
+func TestProgressContract(t *testing.T) {
+	ledgertest.RunProgressContract(t, func(*testing.T) ledger.Progress { return &memstore.Progress{} })
+}
