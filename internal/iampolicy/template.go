@@ -40,6 +40,10 @@ type Stack struct {
 type Role struct {
 	ARN      string
 	Policies []Policy
+	// Unevaluable says why the role's identity policies are not all known
+	// (an AWS managed policy is attached, whose document the template does
+	// not hold); Decide refuses to evaluate the role's requests then.
+	Unevaluable string
 }
 
 // Function is a Lambda function with what the platform does with its role.
@@ -184,7 +188,9 @@ func (s *Stack) loadRole(id string, r resource) error {
 
 // attachManaged attaches the managed policies a role lists. Only the
 // template's own (a Ref to an AWS::IAM::ManagedPolicy) can be evaluated; an
-// AWS managed policy's document is not in the template.
+// AWS managed policy's document is not in the template, so a role with one
+// is marked Unevaluable (the template still loads: other principals'
+// requests do not depend on that role's policies).
 func (s *Stack) attachManaged(id string, role *Role, arns any) error {
 	if arns == nil {
 		return nil
@@ -195,7 +201,8 @@ func (s *Stack) attachManaged(id string, role *Role, arns any) error {
 		ref, _ := m["Ref"].(string)
 		if mp, ok := s.resources[ref]; !ok || mp.Type != "AWS::IAM::ManagedPolicy" {
 			b, _ := json.Marshal(a)
-			return fmt.Errorf("%w: managed policy %s on a role is not the template's own and cannot be evaluated", ErrUnsupported, b)
+			role.Unevaluable = fmt.Sprintf("managed policy %s is not the template's own, so its document is unknown", b)
+			continue
 		}
 		if roles, _ := s.resources[ref].Properties["Roles"].([]any); refersTo(roles, id) {
 			continue // the policy attaches itself through its Roles (loadPolicy)
@@ -640,6 +647,9 @@ func (s *Stack) Decide(roleARN, action, resourceARN string, ctx map[string]strin
 	role, ok := s.Roles[roleARN]
 	if !ok {
 		return Decision{}, fmt.Errorf("iampolicy: no role %s in the template", roleARN)
+	}
+	if role.Unevaluable != "" {
+		return Decision{}, fmt.Errorf("%w: role %s: %s", ErrUnsupported, roleARN, role.Unevaluable)
 	}
 	req := Request{Principal: roleARN, Account: s.Pseudo.Account, Action: action, Resource: resourceARN, Context: ctx}
 	return s.Authorize(req, role.Policies)

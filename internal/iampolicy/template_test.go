@@ -148,8 +148,6 @@ func TestWithoutStatement(t *testing.T) {
 // have, or two policies where CloudFormation keeps one.
 func TestLoadUnsupported(t *testing.T) {
 	for name, tpl := range map[string]string{
-		"an AWS managed policy": `{"Resources":{"R":{"Type":"AWS::IAM::Role","Properties":{
-			"ManagedPolicyArns":["arn:aws:iam::aws:policy/AdministratorAccess"]}}}}`,
 		"two queue policies on one queue": `{"Resources":{"Q":{"Type":"AWS::SQS::Queue","Properties":{}},
 			"P1":{"Type":"AWS::SQS::QueuePolicy","Properties":{"Queues":[{"Ref":"Q"}],"PolicyDocument":{"Statement":[]}}},
 			"P2":{"Type":"AWS::SQS::QueuePolicy","Properties":{"Queues":[{"Ref":"Q"}],"PolicyDocument":{"Statement":[]}}}}}`,
@@ -160,5 +158,17 @@ func TestLoadUnsupported(t *testing.T) {
 		if _, err := LoadTemplate([]byte(tpl), pseudo); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%s: err = %v, want ErrUnsupported", name, err)
 		}
+	}
+}
+
+// A role with an AWS managed policy loads (the rest of the template can be
+// evaluated), but its own requests cannot be decided.
+func TestAWSManagedPolicy(t *testing.T) {
+	s := mustLoad(t, `{"Resources":{"BackupRoleAB12CD34":{"Type":"AWS::IAM::Role","Properties":{
+		"ManagedPolicyArns":[{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/service-role/AWSBackupServiceRolePolicyForBackup"]]}],
+		"Policies":[{"PolicyName":"p","PolicyDocument":{"Statement":[{"Effect":"Allow","Action":"dynamodb:GetItem","Resource":"*"}]}}]}}}}`)
+	_, err := s.Decide("arn:aws:iam::111122223333:role/BackupRole", "dynamodb:GetItem", "arn:aws:dynamodb:us-east-1:111122223333:table/t", nil)
+	if !errors.Is(err, ErrUnsupported) {
+		t.Errorf("a request of a role with an AWS managed policy: err = %v, want ErrUnsupported", err)
 	}
 }
