@@ -51,15 +51,15 @@ type dispatchQueues struct {
 // itself) and reconcile's re-drives of due rows no dispatch picked up. A message is a dedupe key
 // only; dispatch's conditional writes decide, so a duplicate or late message is harmless.
 func (p *LedgerStackProps) dispatchQueues(stack awscdk.Stack) dispatchQueues {
-	q := dispatchQueues{streamDLQ: p.deadLetterQueue(stack, "StreamFailureDlq")}
+	q := dispatchQueues{streamDLQ: p.deadLetterQueue(stack, "StreamFailureDlq", dlqRetention, nil)}
 	cdknag.NagSuppressions_AddResourceSuppressions(q.streamDLQ, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SQS3"),
 		Reason: jsii.String("This queue is itself a dead-letter queue: the on-failure destination of the dispatch " +
 			"stream mapping (cdk-nag only recognises redrive-policy DLQs). It holds record metadata, is kept 14 days " +
 			"and is alarmed on depth."),
 	}}, jsii.Bool(true))
-	q.dlq = p.deadLetterQueue(stack, "DispatchQueueDlq")
-	q.queue = p.workQueue(stack, awscall.DispatchQueue, dispatchQueueRetention, dispatchQueueVisibility, q.dlq, dispatchQueueMaxReceiveCount)
+	q.dlq = p.deadLetterQueue(stack, "DispatchQueueDlq", dlqRetention, nil)
+	q.queue = p.workQueue(stack, awscall.DispatchQueue, dispatchQueueRetention, dispatchQueueVisibility, q.dlq, dispatchQueueMaxReceiveCount, nil)
 	return q
 }
 

@@ -22,8 +22,8 @@ import (
 // The providers' delivery events reach the events function on one route:
 //
 //	SES configuration set ─┐
-//	                        ├─► ProviderEventsTopic (SNS, KMS) ─► ProviderEventsQueue (SQS) ─► events
-//	SMS configuration set ─┘                                          └─► ProviderEventsDlq
+//	                        ├─► ProviderEventsTopic (SNS, KMS) ─► ProviderEventsQueue (SQS, KMS) ─► events
+//	SMS configuration set ─┘                                          └─► ProviderEventsDlq (KMS)
 //
 // SES event publishing and End User Messaging SMS both publish to SNS (neither publishes to SQS
 // directly), and a queue in front of the function gives the events a redrive DLQ, batching and a
@@ -38,6 +38,19 @@ var providerEventsVisibility = 6 * functionTimeouts[settings.Events]
 // providerEventsRetention outlasts a long outage of the events function: SMS carriers may report
 // up to 72 hours after a send, so a day-long outage must not drop events.
 const providerEventsRetention = 4 * 24 * time.Hour
+
+// providerEventsDLQRetention is as short as operations allow, because what the DLQ keeps is
+// personal data (recipient addresses, phone numbers, headers, diagnostic codes). SQS keeps a
+// standard queue message's original enqueue timestamp when it moves to the DLQ, so the DLQ's
+// retention counts from the event's arrival on ProviderEventsQueue and must outlast that queue's
+// retention, or an event dead-lettered late in its four days would expire almost at once. One day
+// more keeps even that event, and the ProviderEventsDlqDepth alarm it raises, for a day: long
+// enough for the on-call to see the count and match it to the events function's error log
+// (which is where the failure is explained). Most events are dead-lettered minutes after arrival
+// (maxReceiveCount receives) and stay about five days. Nothing longer would serve anyone: only the
+// events role can decrypt them and only the topic may send to the queue (OnlyTopicDelivers), so
+// no operator reads or redrives them; the rows they name are settled as rows no event reached.
+const providerEventsDLQRetention = providerEventsRetention + 24*time.Hour
 
 // The events each configuration set publishes to the topic. SES: every outcome of a send that
 // says something about the message (opens, clicks and subscriptions do not). SMS: every text event.
@@ -56,6 +69,9 @@ var configurationSetName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // providerEvents is the route of the providers' events into the events function.
 type providerEvents struct {
 	key awskms.Key
+	// queueKey encrypts the queue and its DLQ: they hold the providers' event JSON, with recipient
+	// addresses and phone numbers. Only SNS delivering for the topic and the events role may use it.
+	queueKey awskms.Key
 	// proofKey is the KMS HMAC key of the attempt proofs: dispatch MACs every send it makes
 	// through SES or End User Messaging SMS (the proof rides in the message tags or the SMS
 	// Context, and comes back in the provider's events), and events verifies the proof before an
@@ -95,13 +111,22 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 		MasterKey:   ev.key,
 		EnforceSSL:  jsii.Bool(true),
 	})
-	// Queues with SQS-managed SSE: SNS delivers to them without a KMS grant (a customer-managed key
-	// would need one for sns.amazonaws.com).
-	ev.dlq = p.deadLetterQueue(stack, "ProviderEventsDlq")
-	ev.queue = p.workQueue(stack, "ProviderEventsQueue", providerEventsRetention, providerEventsVisibility, ev.dlq, p.MaxReceiveCount)
+	ev.queueKey = awskms.NewKey(stack, jsii.String("ProviderEventsQueueKey"), &awskms.KeyProps{
+		Description:       jsii.String(p.Prefix + " provider events queue and DLQ at rest (providers' event JSON: personal data)"),
+		EnableKeyRotation: jsii.Bool(true),
+		RemovalPolicy:     p.removalPolicy(),
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(30)),
+	})
+	ev.dlq = p.deadLetterQueue(stack, "ProviderEventsDlq", providerEventsDLQRetention, ev.queueKey)
+	ev.queue = p.workQueue(stack, "ProviderEventsQueue", providerEventsRetention, providerEventsVisibility, ev.dlq, p.MaxReceiveCount, ev.queueKey)
 	// The binding adds the queue policies that let this topic (aws:SourceArn) send to the queue,
 	// and to the DLQ: an event SNS cannot deliver to the queue (a queue policy or the queue
-	// broken) lands in the same DLQ as the ones the function kept failing on, not nowhere.
+	// broken) lands in the same DLQ as the ones the function kept failing on, not nowhere. For the
+	// queues' key it adds the statement SNS needs to deliver to them (kms:GenerateDataKey and
+	// kms:Decrypt for sns.amazonaws.com; Amazon SQS Developer Guide, "Key management": an AWS
+	// service that sends to an encrypted queue needs both in the key policy), limited to this topic
+	// by aws:SourceArn (cdk.json's @aws-cdk/aws-sns-subscriptions:restrictSqsDescryption). Who
+	// else may use the key: grantEventsQueueKey (permissions.go).
 	ev.topic.AddSubscription(awssnssubscriptions.NewSqsSubscription(ev.queue, &awssnssubscriptions.SqsSubscriptionProps{
 		RawMessageDelivery: jsii.Bool(true),
 		DeadLetterQueue:    ev.dlq,

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/resetledger/resetledger/internal/settings"
@@ -36,15 +37,17 @@ func TestProviderEventsRoute(t *testing.T) {
 
 	queue := props(s.resources("AWS::SQS::Queue")[s.constructID(t, "AWS::SQS::Queue", "ProviderEventsQueue")])
 	dlq := props(s.resources("AWS::SQS::Queue")[s.constructID(t, "AWS::SQS::Queue", "ProviderEventsDlq")])
-	if queue["VisibilityTimeout"] != 180.0 || queue["SqsManagedSseEnabled"] != true || queue["MessageRetentionPeriod"] != 345600.0 {
-		t.Errorf("queue = %s, want visibility 180 (6 x the events timeout), SQS-managed SSE, 4 days", mustJSON(queue))
+	if queue["VisibilityTimeout"] != 180.0 || label(queue["KmsMasterKeyId"]) != "ProviderEventsQueueKey" ||
+		queue["MessageRetentionPeriod"] != 345600.0 {
+		t.Errorf("queue = %s, want visibility 180 (6 x the events timeout), ProviderEventsQueueKey, 4 days", mustJSON(queue))
 	}
 	redrive := queue["RedrivePolicy"].(map[string]any)
 	if label(redrive["deadLetterTargetArn"]) != "ProviderEventsDlq" || redrive["maxReceiveCount"] != 5.0 {
 		t.Errorf("redrive = %s, want ProviderEventsDlq after 5 receives", mustJSON(redrive))
 	}
-	if dlq["MessageRetentionPeriod"] != 1209600.0 || dlq["SqsManagedSseEnabled"] != true {
-		t.Errorf("DLQ = %s, want 14 days, SQS-managed SSE", mustJSON(dlq))
+	// The DLQ keeps an event one day past the queue's 4 days (SQS counts from the first enqueue).
+	if dlq["MessageRetentionPeriod"] != 432000.0 || label(dlq["KmsMasterKeyId"]) != "ProviderEventsQueueKey" {
+		t.Errorf("DLQ = %s, want 5 days, ProviderEventsQueueKey", mustJSON(dlq))
 	}
 
 	mapping := props(s.resources("AWS::Lambda::EventSourceMapping")[s.logicalID(t, "AWS::Lambda::EventSourceMapping", "ProviderEventsSource")])
@@ -226,6 +229,73 @@ func queuePolicy(t *testing.T, s *synthesized, queue string) map[string]any {
 	}
 	t.Fatalf("no queue policy on %s", queue)
 	return nil
+}
+
+// TestProviderEventsQueueKey: the provider events queue and DLQ hold personal data under a
+// customer-managed key (rotated, 30 days' deletion window) that SNS may use only for this topic,
+// the events role may decrypt only through SQS, and every other principal is denied Decrypt on;
+// the linters' "queues hold opaque ids" skip does not reach these two queues.
+func TestProviderEventsQueueKey(t *testing.T) {
+	s := synth(t, nil)
+	keyID := s.logicalID(t, "AWS::KMS::Key", "ProviderEventsQueueKey")
+	key := props(s.resources("AWS::KMS::Key")[keyID])
+	if key["EnableKeyRotation"] != true || key["PendingWindowInDays"] != 30.0 {
+		t.Errorf("queue key = %s, want rotation on and a 30-day deletion window", mustJSON(key))
+	}
+	policy := key["KeyPolicy"].(map[string]any)
+	topic := s.logicalID(t, "AWS::SNS::Topic", "ProviderEventsTopic")
+	sns := 0
+	for _, st := range list(policy["Statement"]) {
+		stmt := st.(map[string]any)
+		if mustJSON(stmt["Principal"]) != `{"Service":"sns.amazonaws.com"}` {
+			continue
+		}
+		sns++
+		if stmt["Effect"] != "Allow" || mustJSON(stmt["Action"]) != `["kms:Decrypt","kms:GenerateDataKey"]` ||
+			mustJSON(stmt["Condition"]) != `{"ArnEquals":{"aws:SourceArn":{"Ref":"`+topic+`"}}}` {
+			t.Errorf("SNS on the queue key = %s, want GenerateDataKey and Decrypt for this topic only", mustJSON(stmt))
+		}
+	}
+	if sns != 1 {
+		t.Errorf("queue key policy has %d statements for SNS, want 1: %s", sns, mustJSON(policy))
+	}
+	deny := policyStatement(t, policy, "OnlyEventsReads")
+	if deny["Effect"] != "Deny" || mustJSON(deny["Principal"]) != `{"AWS":"*"}` || deny["Action"] != "kms:Decrypt" ||
+		mustJSON(deny["Condition"]) != `{"ArnNotEquals":{"aws:PrincipalArn":{"Fn::GetAtt":["`+
+			s.logicalID(t, "AWS::IAM::Role", "EventsRole")+`","Arn"]}},"BoolIfExists":{"aws:PrincipalIsAWSService":"false"}}` {
+		t.Errorf("OnlyEventsReads = %s, want a Deny of kms:Decrypt to every IAM principal but the events role", mustJSON(deny))
+	}
+	for role, grants := range s.grants(t) {
+		want := []string(nil)
+		if role == "Events" {
+			want = []string{"kms:Decrypt on ProviderEventsQueueKey"}
+		}
+		var got []string
+		for _, g := range grants {
+			if strings.HasSuffix(g, " on ProviderEventsQueueKey") {
+				got = append(got, g)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s on the queue key: %q, want %q", role, got, want)
+		}
+	}
+	check(t, "events decrypts only through SQS", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+				"Action": "kms:Decrypt", "Resource": map[string]any{"Fn::GetAtt": []any{keyID, "Arn"}},
+				"Condition": map[string]any{"StringEquals": map[string]any{"kms:ViaService": map[string]any{
+					"Fn::Sub": "sqs.${AWS::Region}.${AWS::URLSuffix}"}}},
+			})})},
+		})
+	})
+	for _, q := range []string{"ProviderEventsQueue", "ProviderEventsDlq"} {
+		id := s.constructID(t, "AWS::SQS::Queue", q)
+		if _, ok := linterMetadata(t, id, s.resources("AWS::SQS::Queue")[id])["CKV_AWS_27"]; ok {
+			t.Errorf("%s, under a customer-managed key, carries the CKV_AWS_27 skip", q)
+		}
+	}
+	noNagErrors(t, s)
 }
 
 // TestAttemptProofKey: an HMAC_256 key (KMS rotates none), 30 days' deletion window; dispatch

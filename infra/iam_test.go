@@ -156,7 +156,7 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 			problems = append(problems, fmt.Sprintf("recorded calls of function %q, which the template does not define", k.fn))
 			continue
 		}
-		reqs = append(reqs, platformRequests(s, fn, reqs)...)
+		reqs = append(reqs, platformRequests(s, queueKeys(t, template, s), fn, reqs)...)
 		for _, r := range reqs {
 			d, err := s.Decide(fn.RoleARN, r.action, r.resource, r.ctx)
 			if err != nil {
@@ -244,11 +244,48 @@ func binder(binding map[string]string, props *LedgerStackProps) func(string) str
 	return r.Replace
 }
 
+// queueKeys maps the name of each queue the template encrypts under a
+// customer managed key (KmsMasterKeyId) to that key's ARN in s.
+func queueKeys(t *testing.T, template []byte, s *iampolicy.Stack) map[string]string {
+	t.Helper()
+	var doc struct {
+		Resources map[string]struct {
+			Type       string
+			Properties struct {
+				QueueName      string
+				KmsMasterKeyId map[string][]string
+			}
+		}
+	}
+	if err := json.Unmarshal(template, &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	for id, r := range doc.Resources {
+		ga := r.Properties.KmsMasterKeyId["Fn::GetAtt"]
+		if r.Type != "AWS::SQS::Queue" || len(ga) != 2 {
+			continue
+		}
+		name := r.Properties.QueueName
+		if name == "" {
+			name = iampolicy.ConstructName(id)
+		}
+		for arn := range s.KMSKeys {
+			if strings.HasSuffix(arn, ":key/"+iampolicy.ConstructName(ga[0])) {
+				keys[name] = arn
+			}
+		}
+	}
+	return keys
+}
+
 // platformRequests are the requests AWS makes with fn's role on its behalf,
 // from the template: Lambda writing its logs and polling its event sources
-// (and sending to their on-failure destinations), and DynamoDB using a table's
-// customer managed key for the function's reads and writes (and the stream's).
-func platformRequests(s *iampolicy.Stack, fn *iampolicy.Function, recorded []request) []request {
+// (and sending to their on-failure destinations), SQS decrypting what the
+// poller receives from a queue under a customer managed key (queueKeys), and
+// DynamoDB using a table's customer managed key for the function's reads and
+// writes (and the stream's).
+func platformRequests(s *iampolicy.Stack, queueKeys map[string]string, fn *iampolicy.Function, recorded []request) []request {
 	var out []request
 	add := func(action, resource string, ctx map[string]string, why string) {
 		out = append(out, request{action: action, resource: resource, ctx: ctx, source: "platform: " + why})
@@ -276,6 +313,10 @@ func platformRequests(s *iampolicy.Stack, fn *iampolicy.Function, recorded []req
 		case strings.Contains(src.SourceARN, ":sqs:"):
 			for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"} {
 				add(a, src.SourceARN, nil, "the SQS event source mapping polls the queue")
+			}
+			if key, ok := queueKeys[src.SourceARN[strings.LastIndex(src.SourceARN, ":")+1:]]; ok {
+				add("kms:Decrypt", key, map[string]string{"kms:ViaService": "sqs." + s.Pseudo.Region + ".amazonaws.com",
+					"kms:CallerAccount": s.Pseudo.Account}, "SQS decrypts what the poller receives with the queue's key")
 			}
 		case strings.Contains(src.SourceARN, "/stream/"):
 			for _, a := range []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"} {
@@ -422,6 +463,9 @@ func TestIAMCheckerCatchesDenials(t *testing.T) {
 			awscall.Call{Function: "dispatch", Action: "sqs:SendMessage", Resource: queue + "dispatchq-x"},
 			awscall.Call{Function: "dispatch", Action: "ses:GetAccount", Resource: "*"},
 			awscall.Call{Function: "reconcile", Action: "sqs:SendMessage", Resource: queue + "dispatchq-x"},
+			// Events' platform requests include SQS decrypting, under the provider events queue's
+			// key, what its poller receives.
+			awscall.Call{Function: "events", Action: "dynamodb:GetItem", Resource: table + "ledger-x"},
 		))
 		for _, p := range problems {
 			if strings.Contains(p, "is not allowed") {

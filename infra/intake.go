@@ -20,8 +20,8 @@ type intake struct {
 
 // intake defines the intent queue and its DLQ.
 func (p *LedgerStackProps) intake(stack awscdk.Stack) intake {
-	dlq := p.deadLetterQueue(stack, "IntentDlq")
-	queue := p.workQueue(stack, "IntentQueue", p.IntentRetention, p.IntentVisibilityTimeout, dlq, p.MaxReceiveCount)
+	dlq := p.deadLetterQueue(stack, "IntentDlq", dlqRetention, nil)
+	queue := p.workQueue(stack, "IntentQueue", p.IntentRetention, p.IntentVisibilityTimeout, dlq, p.MaxReceiveCount, nil)
 	return intake{queue: queue, dlq: dlq}
 }
 

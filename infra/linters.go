@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -32,6 +33,14 @@ const anyOwner = "*"
 
 // The reasons the two sweeps (reconcile and expire) and the two SQS event sources share.
 const (
+	// opaqueQueueReason is why the queues other than the provider events queue and its DLQ use
+	// SQS-managed SSE.
+	opaqueQueueReason = "Encrypted at rest with SQS-managed SSE (SqsManagedSseEnabled: true), which this " +
+		"check does not recognise (it only accepts KmsMasterKeyId). A customer-managed key would add a KMS grant " +
+		"for every producer and consumer for no gain in what is exposed: reset secrets and addresses never reach " +
+		"this queue in clear (an intent's link, body and address travel sealed under the content key); it holds " +
+		"sealed envelopes, opaque ids, hashes or stream-record metadata. The provider events queues, which hold " +
+		"providers' event JSON with addresses, use a customer-managed key. TLS is enforced by the queue policy."
 	sweepNoDLQ = "Invoked only by its once-a-minute schedule, with async retries off: the next tick is " +
 		"the retry. A DLQ would collect schedule events that carry no data; a failing sweep shows in the " +
 		"function's Errors metric"
@@ -44,29 +53,33 @@ const (
 		"data-free tick failed, which the function's Errors metric already counts."
 )
 
+// opaqueQueue skips CKV_AWS_27 on a queue that holds nothing personal in clear.
+var opaqueQueue = linterSkip{"CKV_AWS_27", opaqueQueueReason}
+
 // linterSkips lists the suppressions by CloudFormation type and then by owner: the id of the
 // construct directly under the stack that the resource belongs to (e.g. "ClaimFunction" for the
 // function and its SQS event source mapping), or anyOwner.
 var linterSkips = map[string]map[string][]linterSkip{
 	"AWS::SQS::Queue": {
-		anyOwner: {{"CKV_AWS_27", "Encrypted at rest with SQS-managed SSE (SqsManagedSseEnabled: true), which this " +
-			"check does not recognise (it only accepts KmsMasterKeyId). A customer-managed key would add a KMS grant " +
-			"for every producer and consumer for no gain in what is exposed: reset secrets never reach a queue in " +
-			"clear (the link, body and address travel sealed under the content key); the queues hold opaque ids, " +
-			"hashes and stream-record metadata. TLS is enforced by the queue policy."}},
-		"IntentDlq": {{"ES6000", "This queue is the intent queue's dead-letter queue (its redrive target), so it is " +
+		"IntentQueue":   {opaqueQueue},
+		"DispatchQueue": {opaqueQueue},
+		"IntentDlq": {opaqueQueue, {"ES6000", "This queue is the intent queue's dead-letter queue (its redrive target), so it is " +
 			"the end of the line: a redrive policy on it would only move poison intents to yet another queue. It " +
 			"keeps them 14 days for inspection and redrive by an operator."}},
-		"StreamFailureDlq": {{"ES6000", "This queue is the dispatch stream mapping's on-failure destination, a " +
+		"StreamFailureDlq": {opaqueQueue, {"ES6000", "This queue is the dispatch stream mapping's on-failure destination, a " +
 			"dead-letter queue itself: nothing consumes it, so a redrive policy would never apply. It keeps the " +
 			"failed batches' metadata 14 days as evidence; reconcile re-drives the claims they point at once they " +
 			"are past due."}},
-		"DispatchQueueDlq": {{"ES6000", "This queue is the dispatch queue's dead-letter queue (its redrive target), " +
+		"DispatchQueueDlq": {opaqueQueue, {"ES6000", "This queue is the dispatch queue's dead-letter queue (its redrive target), " +
 			"so it is the end of the line: a redrive policy on it would only move the messages to yet another queue. " +
 			"It keeps them 14 days as evidence; the rows they name are re-driven by reconcile, not lost."}},
-		"ProviderEventsDlq": {{"ES6000", "This queue is the provider events queue's dead-letter queue (its redrive " +
-			"target), so it is the end of the line: a redrive policy on it would only move the events to yet another " +
-			"queue. It keeps them 14 days for inspection and redrive by an operator."}},
+		// The provider events queue and its DLQ hold personal data under a customer-managed key
+		// (KmsMasterKeyId), so CKV_AWS_27 passes on them and is not skipped.
+		"ProviderEventsDlq": {{"ES6000", fmt.Sprintf("This queue is the provider events queue's dead-letter queue (its "+
+			"redrive target), so it is the end of the line: a redrive policy on it would only move the events to yet "+
+			"another queue. It keeps them %d days from their arrival (a day past the source queue's %d), for the depth "+
+			"alarm only: they are providers' event JSON with addresses, which only the events role may decrypt.",
+			int(providerEventsDLQRetention.Hours()/24), int(providerEventsRetention.Hours()/24))}},
 	},
 	"AWS::KMS::Key": {
 		"AttemptProofKey": {{"CKV_AWS_7", "An HMAC_256 key (GenerateMac/VerifyMac for the attempt proofs): KMS " +

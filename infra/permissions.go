@@ -39,6 +39,7 @@ func (p *LedgerStackProps) grant(stack awscdk.Stack, fns map[settings.Role]awsla
 	grantCalls(fns, st, in, q, ev)
 	p.grantSenders(stack, fns, st.contentKey, in, ev)
 	grantProofs(fns, ev.proofKey)
+	grantEventsQueueKey(fns[settings.Events], ev.queueKey)
 	p.suppressWildcards(fns[settings.Dispatch])
 }
 
@@ -196,6 +197,42 @@ func grantProofs(fns map[settings.Role]awslambda.Function, proofKey awskms.Key) 
 		Resources:  jsii.Strings("*"),
 		Conditions: &map[string]interface{}{
 			"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": fns[settings.Dispatch].Role().RoleArn()},
+		},
+	}), jsii.Bool(false))
+}
+
+// grantEventsQueueKey lets the events role decrypt the provider events queue (the SQS event
+// source's poller receives with the function's role, and SQS decrypts with it: kms:ViaService is
+// SQS), and denies kms:Decrypt on the queues' key to every other principal, so no identity of
+// the account reads the events' addresses with sqs:ReceiveMessage alone. The Deny applies when
+// both conditions hold:
+//   - ArnNotEquals aws:PrincipalArn = the events role: false for the events role, true for any
+//     other IAM principal (and for a service principal, which has no aws:PrincipalArn);
+//   - BoolIfExists aws:PrincipalIsAWSService = false: false for SNS delivering to the queue (a
+//     service principal, where the key is "true"), true for every IAM role and user (the key is
+//     "false") and for a request without the key.
+//
+// So SNS is not denied (its own Allow, from the subscription, limits it to this topic), the events
+// role is not denied, and every other role or user is, whatever its IAM policies allow.
+func grantEventsQueueKey(events awslambda.Function, key awskms.Key) {
+	events.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("kms:Decrypt"),
+		Resources: jsii.Strings(*key.KeyArn()),
+		Conditions: &map[string]interface{}{
+			"StringEquals": map[string]interface{}{
+				"kms:ViaService": awscdk.Fn_Sub(jsii.String("sqs.${AWS::Region}.${AWS::URLSuffix}"), nil),
+			},
+		},
+	}))
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyEventsReads"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("kms:Decrypt"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]interface{}{
+			"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": events.Role().RoleArn()},
+			"BoolIfExists": map[string]interface{}{"aws:PrincipalIsAWSService": "false"},
 		},
 	}), jsii.Bool(false))
 }

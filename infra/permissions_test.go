@@ -53,7 +53,8 @@ func TestLeastPrivilege(t *testing.T) {
 		"Events": join(tableKey, logs("Events"),
 			[]string{"sqs:DeleteMessage on ProviderEventsQueue", "sqs:GetQueueAttributes on ProviderEventsQueue",
 				"sqs:ReceiveMessage on ProviderEventsQueue", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
-				"dynamodb:DeleteItem on ContentTable", "kms:VerifyMac on AttemptProofKey"}),
+				"dynamodb:DeleteItem on ContentTable", "kms:VerifyMac on AttemptProofKey",
+				"kms:Decrypt on ProviderEventsQueueKey"}), // SQS decrypts what the poller receives, as the events role
 		"Expire": join(tableKey, logs("Expire"),
 			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:BatchGetItem on LedgerTable",
 				"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),

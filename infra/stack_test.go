@@ -28,7 +28,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
 		"AWS::DynamoDB::Table":            3, // ledger, content, budget
 		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
-		"AWS::KMS::Key":                   4, // ledger, content, provider events topic, attempt proofs
+		"AWS::KMS::Key":                   5, // ledger, content, provider events topic and queues, attempt proofs
 		"AWS::Events::Rule":               2,
 		"AWS::Logs::LogGroup":             5,
 		"AWS::IAM::Role":                  5,
