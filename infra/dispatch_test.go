@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 )
 
@@ -87,6 +90,39 @@ func TestDispatchFilterIsGenerated(t *testing.T) {
 		var g, w any
 		if json.Unmarshal([]byte(got[i]), &g) != nil || json.Unmarshal([]byte(want[i]), &w) != nil || mustJSON(g) != mustJSON(w) {
 			t.Errorf("filter %d = %s, want %s", i, got[i], want[i])
+		}
+	}
+}
+
+// TestTableKeyOnlyThroughDynamoDB: every function's grant on the table key, dispatch's stream read
+// included, holds only through DynamoDB (kms:ViaService), so no function can use the key directly.
+func TestTableKeyOnlyThroughDynamoDB(t *testing.T) {
+	s := synth(t, nil)
+	key := s.logicalID(t, "AWS::KMS::Key", "LedgerKey")
+	via := `{"StringEquals":{"kms:ViaService":{"Fn::Sub":"dynamodb.${AWS::Region}.${AWS::URLSuffix}"}}}`
+	roles := map[string]bool{}
+	for _, name := range settings.Functions {
+		roles[title(name)+"Role"] = true
+	}
+	for id, pol := range s.resources("AWS::IAM::Policy") {
+		if !slices.ContainsFunc(list(props(pol)["Roles"]), func(r any) bool { return roles[label(r)] }) {
+			continue
+		}
+		for _, st := range list(props(pol)["PolicyDocument"].(map[string]any)["Statement"]) {
+			stmt := st.(map[string]any)
+			if !strings.Contains(mustJSON(stmt["Resource"]), `"`+key+`"`) {
+				continue
+			}
+			if got := mustJSON(stmt["Condition"]); got != via {
+				t.Errorf("%s: %v on the table key with condition %s, want %s", id, stmt["Action"], got, via)
+			}
+		}
+	}
+	grants := s.grants(t)["Dispatch"]
+	for _, want := range []string{"dynamodb:DescribeStream on LedgerTable.StreamArn", "dynamodb:GetRecords on LedgerTable.StreamArn",
+		"dynamodb:GetShardIterator on LedgerTable.StreamArn", "dynamodb:ListStreams on *", "kms:Decrypt on LedgerKey"} {
+		if !slices.Contains(grants, want) {
+			t.Errorf("dispatch lacks %s for its stream mapping: %q", want, grants)
 		}
 	}
 }

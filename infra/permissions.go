@@ -17,8 +17,8 @@ import (
 )
 
 // Each function holds exactly the permissions its real calls need (no managed policies): what
-// its event sources grant (stream read, the stream's key and the on-failure queue for dispatch),
-// and what grant adds. TestLeastPrivilege pins every grant; TestIAMCoverage (iam_test.go) checks
+// its event sources need (dispatch's stream read and on-failure queue, dispatch.go), and what
+// grant adds. TestLeastPrivilege pins every grant; TestIAMCoverage (iam_test.go) checks
 // them against the calls recorded runs made.
 
 // grant gives the functions their permissions beyond their event sources', producers theirs, and
@@ -307,8 +307,8 @@ func (p *LedgerStackProps) readsSESSendRate() bool {
 
 // suppressWildcards records why dispatch holds actions without resource-level permissions, granted on *.
 func (p *LedgerStackProps) suppressWildcards(dispatch awslambda.Function) {
-	wildcard := "dynamodb:ListStreams supports no resource-level permission, so the stream binding " +
-		"(Table.grantStreamRead) grants it on *; every other stream action is scoped to this table's stream ARN."
+	wildcard := "dynamodb:ListStreams supports no resource-level permission, so the stream mapping's " +
+		"grant (dispatchTriggers) gives it on *; every other stream action is scoped to this table's stream ARN."
 	if p.readsSESSendRate() {
 		wildcard += " ses:GetAccount (SES v2) has no resource ARN either: dispatch reads the account's MaxSendRate " +
 			"as the email send-rate budget at cold start, because no sendRateEmail is configured."

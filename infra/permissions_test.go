@@ -39,7 +39,6 @@ func TestLeastPrivilege(t *testing.T) {
 				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable",
 				"dynamodb:DescribeStream on LedgerTable.StreamArn", "dynamodb:GetRecords on LedgerTable.StreamArn",
 				"dynamodb:GetShardIterator on LedgerTable.StreamArn", "dynamodb:ListStreams on *",
-				"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", // the stream binding's key grant
 				"sqs:SendMessage on StreamFailureDlq",
 				"dynamodb:GetItem on BudgetTable", "dynamodb:UpdateItem on BudgetTable",
 				"sqs:DeleteMessage on DispatchQueue", "sqs:GetQueueAttributes on DispatchQueue", "sqs:ReceiveMessage on DispatchQueue",
