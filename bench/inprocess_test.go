@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -130,7 +131,17 @@ func TestInProcessHandlers(t *testing.T) {
 	}
 }
 
-func inProcessReport(t *testing.T, rep *Report) {
+// inProcessReport runs the in-process benchmarks with testing.Benchmark, for
+// go test's -benchtime (1s unless set), or sc.benchtime if set.
+func inProcessReport(t *testing.T, rep *Report, sc scale) {
+	if sc.benchtime != "" {
+		f := flag.Lookup("test.benchtime")
+		old := f.Value.String()
+		if err := f.Value.Set(sc.benchtime); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Value.Set(old)
+	}
 	for _, bm := range []struct {
 		name string
 		f    func(*testing.B)

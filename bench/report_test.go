@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -30,5 +31,51 @@ func TestReportMarkdown(t *testing.T) {
 	r.WriteText(&b)
 	if lines := strings.Split(strings.TrimSpace(b.String()), "\n"); len(lines) != 2 || !strings.Contains(lines[0], "met: no") {
 		t.Errorf("text report = %q", b.String())
+	}
+}
+
+func TestSurgeSection(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// No file, and a summary line without the cost figures: a marked
+	// placeholder that claims no figure.
+	for _, path := range []string{dir + "/absent", write("old.out", "=== RUN TestSurge\nsurge: intents=10000 accepted=9990 rate_ratio=1.010 drain_ratio=1.100\n")} {
+		s := surgeSection(path)
+		if !strings.Contains(s.Body, "Not measured here (placeholder)") || strings.Contains(s.Body, "| yes |") || strings.Contains(s.Body, "**no**") {
+			t.Errorf("%s: section = %q", path, s.Body)
+		}
+	}
+	// The last line with the figures fills the table against the targets.
+	s := surgeSection(write("new.out", "surge: intents=10 wcu=99\nsurge: intents=10000 accepted=10000 wcu=10.50 rcu=4.20 requests=7.9 redriven=600\n"))
+	for _, want := range []string{
+		"| DynamoDB WCU per accepted message | 10.50 | ≤ 11 | yes |",
+		"| DynamoDB RCU per accepted message | 4.20 | ≤ 4 | **no** |",
+		"| DynamoDB requests per accepted message | 7.9 | ≤ 8 | yes |",
+		"| Re-driven rows | 600 of 10000 (6.0 %) | ≤ 5 % of intents | **no** |",
+		"redriven=600`",
+	} {
+		if !strings.Contains(s.Body, want) {
+			t.Errorf("section lacks %q:\n%s", want, s.Body)
+		}
+	}
+}
+
+func TestUnmeasured(t *testing.T) {
+	r := Report{}
+	r.Add(Figure{Name: "a", Measured: "1", Verdict: Met})
+	r.Add(Figure{Name: "b", Verdict: NotMeasured})
+	r.Add(Figure{Name: "c", Measured: " ", Verdict: NoTarget})
+	var names []string
+	for _, f := range r.Unmeasured() {
+		names = append(names, f.Name)
+	}
+	if strings.Join(names, ",") != "b,c" {
+		t.Errorf("Unmeasured = %v, want b, c", names)
 	}
 }

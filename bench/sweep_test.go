@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -24,14 +26,11 @@ type sweepScale struct {
 	reconcile, expir []sweepRun
 }
 
-const (
-	sweepOpen = 100 // open rows per sweep
-	sweepReps = 5
-)
-
-// sweepReport measures Reconcile and ExpireSweep over 100 open rows of their
-// state among 1,000 and among 50,000 closed rows in one ledger table.
-func sweepReport(t *testing.T, rep *Report) {
+// sweepReport measures Reconcile and ExpireSweep over sc.sweepOpen open
+// rows of their state among sc.sweepSmall and among sc.sweepLarge closed
+// rows in one ledger table, sc.sweepReps times at each size.
+func sweepReport(t *testing.T, rep *Report, sc scale) {
+	sweepOpen, sweepReps := sc.sweepOpen, sc.sweepReps
 	ctx := context.Background()
 	r := newRig(t, "bench-sweep")
 	t0 := time.Now().UTC().Add(-time.Hour) // leases and expiries long past
@@ -45,7 +44,7 @@ func sweepReport(t *testing.T, rep *Report) {
 		t.Logf("seeded %d rows of kind %d in %s", n, kind, time.Since(start).Round(time.Millisecond))
 	}
 	measure := func(closed int) sweepScale {
-		sc := sweepScale{closed: closed}
+		ss := sweepScale{closed: closed}
 		for range sweepReps {
 			seed(dispatchingRow, sweepOpen)
 			seed(claimedRow, sweepOpen)
@@ -54,8 +53,8 @@ func sweepReport(t *testing.T, rep *Report) {
 				f    func() (ledger.SweepReport, error)
 				seen int
 			}{
-				{&sc.reconcile, func() (ledger.SweepReport, error) { return svc.Reconcile(ctx, "reconcile/bench", 500) }, 2 * sweepOpen},
-				{&sc.expir, func() (ledger.SweepReport, error) { return svc.ExpireSweep(ctx, "expire/bench", 500) }, sweepOpen},
+				{&ss.reconcile, func() (ledger.SweepReport, error) { return svc.Reconcile(ctx, "reconcile/bench", 500) }, 2 * sweepOpen},
+				{&ss.expir, func() (ledger.SweepReport, error) { return svc.ExpireSweep(ctx, "expire/bench", 500) }, sweepOpen},
 			} {
 				r.counter.Reset()
 				start := time.Now()
@@ -74,21 +73,22 @@ func sweepReport(t *testing.T, rep *Report) {
 				*sw.runs = append(*sw.runs, sweepRun{requests: c.Total(), counts: c, elapsed: elapsed, listing: r.counter.Elapsed("Query", "BatchGetItem")})
 			}
 		}
-		return sc
+		return ss
 	}
 
-	seed(closedRow, 1000)
-	small := measure(1000)
-	seed(closedRow, 49000)
-	large := measure(50000)
+	seed(closedRow, sc.sweepSmall)
+	small := measure(sc.sweepSmall)
+	seed(closedRow, sc.sweepLarge-sc.sweepSmall)
+	large := measure(sc.sweepLarge)
+	sizes := fmt.Sprintf("%s vs %s closed rows", thousands(sc.sweepLarge), thousands(sc.sweepSmall))
 
 	for _, s := range []struct {
 		name         string
 		small, large []sweepRun
 		what         string
 	}{
-		{"Reconcile", small.reconcile, large.reconcile, "100 dispatching rows past their lease: each moves to unknown, is listed again and, with a transport that has neither idempotency key nor lookup, quarantined (content purge included)"},
-		{"ExpireSweep", small.expir, large.expir, "100 claimed rows past their expiry: each moves to expired (content purge included)"},
+		{"Reconcile", small.reconcile, large.reconcile, thousands(sweepOpen) + " dispatching rows past their lease: each moves to unknown, is listed again and, with a transport that has neither idempotency key nor lookup, quarantined (content purge included)"},
+		{"ExpireSweep", small.expir, large.expir, thousands(sweepOpen) + " claimed rows past their expiry: each moves to expired (content purge included)"},
 	} {
 		reqS, reqL := s.small[0].requests, s.large[0].requests
 		tS, tL := median(s.small, false), median(s.large, false)
@@ -96,19 +96,20 @@ func sweepReport(t *testing.T, rep *Report) {
 		reqRatio := float64(reqL) / float64(reqS)
 		timeRatio := float64(tL) / float64(tS)
 		rep.Add(Figure{
-			Name:     "Sweep scaling: " + s.name + " (50,000 vs 1,000 closed rows)",
+			Name:     "Sweep scaling: " + s.name + " (" + sizes + ")",
 			Measured: fmt.Sprintf("requests ×%.2f, time ×%.2f", reqRatio, timeRatio),
 			Target:   "ratio ≤ 1.1",
 			Verdict:  Check(reqRatio <= 1.1 && timeRatio <= 1.1),
-			Note: fmt.Sprintf("%s, %d open rows of other states also present. Requests: %d among 1,000 closed rows, %d among 50,000 (%s). "+
+			Note: fmt.Sprintf("%s, %d open rows of other states also present. Requests: %d among %s closed rows, %d among %s (%s). "+
 				"Time, median of %d runs on the emulator: %s vs %s, of which listing the open rows (Query + BatchGetItem) %s vs %s. Closed rows written with BatchWriteItem in the store's own item format (rows made by ledger.Service, encoded by dynamostore's Create).",
-				s.what, sweepOpen, reqS, reqL, s.large[0].counts.Format(map[string]string{r.ledger: "ledger", r.content: "content"}),
+				s.what, sweepOpen, reqS, thousands(sc.sweepSmall), reqL, thousands(sc.sweepLarge), s.large[0].counts.Format(map[string]string{r.ledger: "ledger", r.content: "content"}),
 				sweepReps, tS.Round(time.Millisecond), tL.Round(time.Millisecond), lS.Round(100*time.Microsecond), lL.Round(100*time.Microsecond)),
 		})
 		if reqRatio <= 1.1 && timeRatio > 1.1 {
-			rep.Figures[len(rep.Figures)-1].Note += " The requests do not grow with the table; the emulator's time does. The growth is mostly in the per-row writes, not in listing: " +
-				"ministack keeps every table in one Python process (on this 2-CPU machine, shared with other work), and its per-request latency likely grows with its heap. " +
-				"DynamoDB's per-request latency does not depend on table size, so the request ratio is the figure that carries over; rerun to see the time ratio's noise."
+			rep.Figures[len(rep.Figures)-1].Note += fmt.Sprintf(" The requests do not grow with the table; the emulator's time does (listing alone ×%.2f). "+
+				"ministack keeps every table in one Python process (on this %d-CPU machine, possibly shared with other work), and its per-request latency likely grows with its heap. "+
+				"DynamoDB's per-request latency does not depend on table size, so the request ratio is the figure that carries over; rerun to see the time ratio's noise.",
+				float64(lL)/float64(max(lS, 1)), runtime.NumCPU())
 		}
 	}
 }
@@ -123,4 +124,13 @@ func median(runs []sweepRun, listing bool) time.Duration {
 	}
 	slices.Sort(ds)
 	return ds[len(ds)/2]
+}
+
+// thousands writes n with comma separators: 50,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -23,16 +23,13 @@ import (
 	"github.com/resetledger/resetledger/pkg/envelope"
 )
 
-const (
-	throughputMsgs = 500 // claimed messages, in batches of 10
-	rawPuts        = 300 // per raw round; two rounds, before and after
-)
-
-// throughputReport runs the real claim handler over SQS batches of 10 built
-// in memory (intents sealed with the emulator's KMS beforehand), and in the
+// throughputReport runs the real claim handler over sc.throughputMsgs
+// messages in SQS batches of 10 built in memory (intents sealed with the emulator's KMS beforehand), and in the
 // same run the raw conditional PutItem rate on the same endpoint, both from
-// one goroutine as one Lambda instance would.
-func throughputReport(t *testing.T, rep *Report) {
+// one goroutine as one Lambda instance would (sc.rawPuts per round, a round
+// before and one after the claims).
+func throughputReport(t *testing.T, rep *Report, sc scale) {
+	throughputMsgs, rawPuts := sc.throughputMsgs, sc.rawPuts
 	ctx := context.Background()
 	r := newRig(t, "bench-tput")
 	kc := kms.NewFromConfig(r.cfg)
@@ -85,8 +82,8 @@ func throughputReport(t *testing.T, rep *Report) {
 	n2, d2 := raw()
 
 	rawRate := float64(n1+n2) / (d1 + d2).Seconds()
-	msgRate := throughputMsgs / claimTime.Seconds()
-	perMsg := float64(counts.Total()) / throughputMsgs
+	msgRate := float64(throughputMsgs) / claimTime.Seconds()
+	perMsg := float64(counts.Total()) / float64(throughputMsgs)
 	ratio := msgRate * perMsg / rawRate
 	rep.Add(Figure{
 		Name:     "Claim throughput vs raw conditional PutItem (emulator, batches of 10)",

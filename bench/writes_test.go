@@ -81,13 +81,13 @@ func sealedIntent(ctx context.Context, t testing.TB, sealer *envelope.Sealer, i 
 // writesReport measures the happy path, the expired paths and a duplicate
 // redelivery through ledger.Service on dynamostore, with sealed content from
 // the emulator's KMS and an accepting test transport.
-func writesReport(t *testing.T, rep *Report) {
+func writesReport(t *testing.T, rep *Report, sc scale) {
 	r := newRig(t, "bench-writes")
 	kc := kms.NewFromConfig(r.cfg)
 	arn := emulator.KMSKey(t, kc, "bench")
 	clk := newClock()
 	b := &writesBench{
-		t: t, ctx: context.Background(), r: r, clk: clk,
+		t: t, ctx: context.Background(), r: r, clk: clk, perMessage: sc.writesPerMessage,
 		sealer: &envelope.Sealer{KMS: kc, KeyID: arn},
 		svc:    r.service(r.meter, clk, &envelope.Opener{KMS: kc, KeyARN: arn}, ackTransport{}),
 	}
@@ -107,11 +107,10 @@ type writesBench struct {
 	sealer *envelope.Sealer
 	clk    *ledgertest.Clock
 	svc    *ledger.Service
+	// perMessage is the number of accepted messages the happy path
+	// measures.
+	perMessage int
 }
-
-// writesPerMessage is the number of accepted messages the happy path
-// measures.
-const writesPerMessage = 20
 
 // happyTotals sums what the happy path's accepted messages cost.
 type happyTotals struct {
@@ -125,13 +124,13 @@ type happyTotals struct {
 	firstSealed                                                                          []byte
 }
 
-// happyPath claims and dispatches writesPerMessage messages to accepted and
+// happyPath claims and dispatches b.perMessage messages to accepted and
 // sums their cost. A message the emulator's transport hiccups on (a dropped
 // connection the SDK retried) is replaced by another, at most five times.
 func (b *writesBench) happyPath() *happyTotals {
 	tot := &happyTotals{}
 	discarded := 0
-	for i := 0; i < writesPerMessage+discarded; i++ {
+	for i := 0; i < b.perMessage+discarded; i++ {
 		in, sealed := sealedIntent(b.ctx, b.t, b.sealer, i, b.clk.Now(), 10*time.Minute)
 		claim, dispatch, err := b.claimAndDispatch(in, sealed)
 		if err != nil {
@@ -222,8 +221,8 @@ func (b *writesBench) historyNote(first ledger.Intent) string {
 // reportHappyPath adds the figures of the happy path: ledger writes and
 // their capacity, and DynamoDB requests, per accepted message.
 func (b *writesBench) reportHappyPath(rep *Report, tot *happyTotals) {
-	const n = writesPerMessage
-	perMsg := func(v int) string { return trimFloat(float64(v) / n) }
+	n := b.perMessage
+	perMsg := func(v int) string { return trimFloat(float64(v) / float64(n)) }
 	rep.Add(Figure{
 		Name:     "Ledger writes per accepted message (happy path)",
 		Measured: fmt.Sprintf("%s writes; max %d WCU per write", perMsg(tot.ledgerWrites), tot.maxLedgerUnits),
@@ -266,7 +265,7 @@ func (b *writesBench) reportHappyPath(rep *Report, tot *happyTotals) {
 // after its expiry.
 func (b *writesBench) expiredBeforeDispatch(rep *Report) {
 	r, ctx, svc := b.r, b.ctx, b.svc
-	in, sealed := sealedIntent(ctx, b.t, b.sealer, writesPerMessage+1, b.clk.Now(), 10*time.Minute)
+	in, sealed := sealedIntent(ctx, b.t, b.sealer, b.perMessage+1, b.clk.Now(), 10*time.Minute)
 	claim := r.run(b.t, func() error { _, err := svc.Claim(ctx, in, sealed, claimWorker); return err })
 	b.clk.Advance(11 * time.Minute)
 	exp := r.run(b.t, func() error {
@@ -295,7 +294,7 @@ func (b *writesBench) expiredBeforeDispatch(rep *Report) {
 // recorded expired at claim, no content stored.
 func (b *writesBench) expiredOnArrival(rep *Report) {
 	r := b.r
-	in, sealed := sealedIntent(b.ctx, b.t, b.sealer, writesPerMessage+2, b.clk.Now(), 10*time.Second)
+	in, sealed := sealedIntent(b.ctx, b.t, b.sealer, b.perMessage+2, b.clk.Now(), 10*time.Second)
 	arr := r.run(b.t, func() error { return b.claimWant(in, sealed, ledger.ClaimExpired) })
 	rep.Add(Figure{
 		Name:     "Ledger writes, expired on arrival",

@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// surgeTargets are issue 22's targets for a surge's cost per accepted
+// message (make surge: 10,000 intents, R = 10 sends/s per channel), keyed as
+// the surge's summary line names the figures.
+var surgeTargets = []struct {
+	key, name string
+	max       float64
+	unit      string // "%" for a share of the intents
+}{
+	{"wcu", "DynamoDB WCU per accepted message", 11, ""},
+	{"rcu", "DynamoDB RCU per accepted message", 4, ""},
+	{"requests", "DynamoDB requests per accepted message", 8, ""},
+	{"redriven", "Re-driven rows", 5, "%"},
+}
+
+// surgeSection is the report's surge cost table. make bench does not run
+// the surge (make surge takes most of an hour); it takes the figures from
+// the summary line of the last make surge in this working tree (path is
+// .run/surge.out), saying so and when that was. If that line does not carry
+// them, the section says the figures are missing and what fills them.
+func surgeSection(path string) Section {
+	sec := Section{Title: "Surge cost (`make surge`)"}
+	targets := "WCU ≤ 11, RCU ≤ 4, DynamoDB requests ≤ 8, re-driven rows ≤ 5 % of intents"
+	line, mod := lastSurgeLine(path)
+	fields := surgeFields(line)
+	if fields["wcu"] == "" {
+		sec.Body = "**Not measured here (placeholder).** Issue 22 asks for a surge's cost per accepted message under `make surge` " +
+			"(10,000 intents, R = 10 sends/s per channel): " + targets + ". The surge's summary line (`surge: intents=…`) does not carry " +
+			"these figures yet; when it carries `wcu=… rcu=… requests=… redriven=…`, `make surge` then `make bench` fills this table " +
+			"from the last run's line in `.run/surge.out`. Until then `make surge` prints its cost per accepted message in its own " +
+			"output (the DynamoDB rows of its table), and no figure is claimed here."
+		if line != "" {
+			sec.Body += fmt.Sprintf("\n\nLast summary line found (%s, %s): `%s`", path, mod.UTC().Format("2006-01-02 15:04 MST"), line)
+		}
+		return sec
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "From the summary line of the last `make surge` in this working tree (`.run/surge.out`, written %s), "+
+		"not re-run by `make bench`: the figures are those of the code at that time. Targets from issue 22: %s.\n\n",
+		mod.UTC().Format("2006-01-02 15:04 MST"), targets)
+	fmt.Fprintf(&b, "| Figure | Measured | Target | Met? |\n|---|---|---|---|\n")
+	intents, _ := strconv.ParseFloat(fields["intents"], 64)
+	for _, tg := range surgeTargets {
+		raw := fields[tg.key]
+		measured, verdict := raw, NotMeasured
+		if raw != "" {
+			verdict = NoTarget
+			if v, ok := surgeValue(raw, tg.unit, intents); ok {
+				verdict = Check(v <= tg.max)
+				if tg.unit == "%" && !strings.HasSuffix(raw, "%") {
+					measured = fmt.Sprintf("%s of %s (%.1f %%)", raw, fields["intents"], v)
+				}
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | ≤ %s%s | %s |\n", tg.name, cell(measured), trimFloat(tg.max), map[string]string{"%": " % of intents"}[tg.unit], verdict)
+	}
+	fmt.Fprintf(&b, "\nSummary line: `%s`", line)
+	sec.Body = b.String()
+	return sec
+}
+
+// lastSurgeLine returns the last "surge: intents=" line of the file at
+// path and the file's modification time ("" if there is none).
+func lastSurgeLine(path string) (string, time.Time) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", time.Time{}
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", time.Time{}
+	}
+	var last string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "surge: intents=") {
+			last = l
+		}
+	}
+	return last, fi.ModTime()
+}
+
+// surgeFields splits a summary line's key=value pairs.
+func surgeFields(line string) map[string]string {
+	m := map[string]string{}
+	for _, f := range strings.Fields(strings.TrimPrefix(line, "surge:")) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// surgeValue reads a figure; for a share of intents ("%"), a value written
+// with % is the share, an integer is a count of rows out of intents.
+func surgeValue(raw, unit string, intents float64) (float64, bool) {
+	if unit != "%" {
+		v, err := strconv.ParseFloat(raw, 64)
+		return v, err == nil
+	}
+	if p, ok := strings.CutSuffix(raw, "%"); ok {
+		v, err := strconv.ParseFloat(p, 64)
+		return v, err == nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || intents <= 0 {
+		return 0, false
+	}
+	return 100 * float64(n) / intents, true
+}
