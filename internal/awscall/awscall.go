@@ -19,16 +19,12 @@ import (
 	"fmt"
 	"net/mail"
 	"net/url"
+	"reflect"
 	"sort"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
-	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
-	"github.com/aws/aws-sdk-go-v2/service/sesv2"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -83,11 +79,29 @@ func Middleware(function, account string, sink Sink) func(*middleware.Stack) err
 	}
 }
 
-// Map turns one SDK call into the IAM requests AWS authorizes for it.
+// Map turns one SDK call into the IAM requests AWS authorizes for it. It
+// reads the input's members by their API names (TableName, KeyId, QueueUrl,
+// ...) rather than by the SDK's types, so this package links no service
+// client: a function links only the clients its role calls (see infra's
+// TestFunctionsLinkWhatTheirRolesMayCall). TestMap pins every name on the
+// SDK's own input types.
 func Map(service, operation string, input any, region, account string) []Call {
 	m := mapper{base: Call{Operation: service + "." + operation}, region: region, account: account}
-	for _, byService := range []func(any) ([]Call, bool){m.dynamoDBCalls, m.kmsCalls, m.sesCalls, m.smsCalls, m.sqsCalls} {
-		if calls, ok := byService(input); ok {
+	var byService func(string, members) ([]Call, bool)
+	switch service { // the SDK's service ids
+	case "DynamoDB":
+		byService = m.dynamoDBCalls
+	case "KMS":
+		byService = m.kmsCalls
+	case "SESv2":
+		byService = m.sesCalls
+	case "Pinpoint SMS Voice V2":
+		byService = m.smsCalls
+	case "SQS":
+		byService = m.sqsCalls
+	}
+	if byService != nil {
+		if calls, ok := byService(operation, members{reflect.Indirect(reflect.ValueOf(input))}); ok {
 			return calls
 		}
 	}
@@ -95,7 +109,7 @@ func Map(service, operation string, input any, region, account string) []Call {
 }
 
 // mapper maps the calls of one operation in one region and account; each
-// per-service method reports whether input is a call of its service.
+// per-service method reports whether it knows the operation.
 type mapper struct {
 	base            Call
 	region, account string
@@ -116,39 +130,26 @@ func (m mapper) table(name string) string {
 
 // dynamoDBCalls: the action is the operation; the resource the table, or the
 // index a Query or Scan names.
-func (m mapper) dynamoDBCalls(input any) ([]Call, bool) {
-	switch in := input.(type) {
-	case *dynamodb.PutItemInput:
-		return m.one("dynamodb:PutItem", m.table(deref(in.TableName)), nil), true
-	case *dynamodb.GetItemInput:
-		return m.one("dynamodb:GetItem", m.table(deref(in.TableName)), nil), true
-	case *dynamodb.UpdateItemInput:
-		return m.one("dynamodb:UpdateItem", m.table(deref(in.TableName)), nil), true
-	case *dynamodb.DeleteItemInput:
-		return m.one("dynamodb:DeleteItem", m.table(deref(in.TableName)), nil), true
-	case *dynamodb.QueryInput:
-		return m.one("dynamodb:Query", index(m.table(deref(in.TableName)), deref(in.IndexName)), nil), true
-	case *dynamodb.ScanInput:
-		return m.one("dynamodb:Scan", index(m.table(deref(in.TableName)), deref(in.IndexName)), nil), true
-	case *dynamodb.DescribeTableInput:
-		return m.one("dynamodb:DescribeTable", m.table(deref(in.TableName)), nil), true
-	case *dynamodb.BatchGetItemInput:
-		return m.perTable("dynamodb:BatchGetItem", sortedKeys(in.RequestItems)), true
-	case *dynamodb.BatchWriteItemInput:
-		return m.perTable("dynamodb:BatchWriteItem", sortedKeys(in.RequestItems)), true
-	case *dynamodb.TransactWriteItemsInput:
+func (m mapper) dynamoDBCalls(op string, in members) ([]Call, bool) {
+	switch op {
+	case "PutItem", "GetItem", "UpdateItem", "DeleteItem", "DescribeTable":
+		return m.one("dynamodb:"+op, m.table(in.str("TableName")), nil), true
+	case "Query", "Scan":
+		return m.one("dynamodb:"+op, index(m.table(in.str("TableName")), in.str("IndexName")), nil), true
+	case "BatchGetItem", "BatchWriteItem":
+		return m.perTable("dynamodb:"+op, in.keys("RequestItems")), true
+	case "TransactWriteItems":
 		// Each item is authorized as its own single-item action.
 		var out []Call
-		for _, it := range in.TransactItems {
-			switch {
-			case it.Put != nil:
-				out = append(out, m.one("dynamodb:PutItem", m.table(deref(it.Put.TableName)), nil)...)
-			case it.Update != nil:
-				out = append(out, m.one("dynamodb:UpdateItem", m.table(deref(it.Update.TableName)), nil)...)
-			case it.Delete != nil:
-				out = append(out, m.one("dynamodb:DeleteItem", m.table(deref(it.Delete.TableName)), nil)...)
-			case it.ConditionCheck != nil:
-				out = append(out, m.one("dynamodb:ConditionCheckItem", m.table(deref(it.ConditionCheck.TableName)), nil)...)
+		for _, it := range in.list("TransactItems") {
+			for _, kind := range []struct{ member, action string }{
+				{"Put", "dynamodb:PutItem"}, {"Update", "dynamodb:UpdateItem"}, {"Delete", "dynamodb:DeleteItem"},
+				{"ConditionCheck", "dynamodb:ConditionCheckItem"},
+			} {
+				if item := it.member(kind.member); item.set() {
+					out = append(out, m.one(kind.action, m.table(item.str("TableName")), nil)...)
+					break
+				}
 			}
 		}
 		return out, true
@@ -166,16 +167,12 @@ func (m mapper) perTable(action string, names []string) []Call {
 }
 
 // kmsCalls: the key, with the encryption context as condition keys.
-func (m mapper) kmsCalls(input any) ([]Call, bool) {
-	switch in := input.(type) {
-	case *kms.DecryptInput:
-		return m.one("kms:Decrypt", key(deref(in.KeyId), m.region, m.account), kmsContext(in.EncryptionContext, m.account)), true
-	case *kms.GenerateDataKeyInput:
-		return m.one("kms:GenerateDataKey", key(deref(in.KeyId), m.region, m.account), kmsContext(in.EncryptionContext, m.account)), true
-	case *kms.EncryptInput:
-		return m.one("kms:Encrypt", key(deref(in.KeyId), m.region, m.account), kmsContext(in.EncryptionContext, m.account)), true
-	case *kms.DescribeKeyInput:
-		return m.one("kms:DescribeKey", key(deref(in.KeyId), m.region, m.account), kmsContext(nil, m.account)), true
+func (m mapper) kmsCalls(op string, in members) ([]Call, bool) {
+	switch op {
+	case "Decrypt", "GenerateDataKey", "Encrypt":
+		return m.one("kms:"+op, key(in.str("KeyId"), m.region, m.account), kmsContext(in.stringMap("EncryptionContext"), m.account)), true
+	case "DescribeKey":
+		return m.one("kms:DescribeKey", key(in.str("KeyId"), m.region, m.account), kmsContext(nil, m.account)), true
 	}
 	return nil, false
 }
@@ -184,21 +181,21 @@ func (m mapper) kmsCalls(input any) ([]Call, bool) {
 // domain) and the configuration set, each with the from address as
 // ses:FromAddress; GetAccount has no resource ARN, so IAM authorizes it on
 // "*".
-func (m mapper) sesCalls(input any) ([]Call, bool) {
-	switch in := input.(type) {
-	case *sesv2.SendEmailInput:
-		from := deref(in.FromEmailAddress)
+func (m mapper) sesCalls(op string, in members) ([]Call, bool) {
+	switch op {
+	case "SendEmail":
+		from := in.str("FromEmailAddress")
 		if a, err := mail.ParseAddress(from); err == nil {
 			from = a.Address
 		}
 		_, domain, _ := strings.Cut(from, "@")
 		ctx := map[string]string{"ses:FromAddress": from}
 		out := m.one("ses:SendEmail", "arn:aws:ses:"+m.region+":"+m.account+":identity/"+domain, ctx)
-		if cs := deref(in.ConfigurationSetName); cs != "" {
+		if cs := in.str("ConfigurationSetName"); cs != "" {
 			out = append(out, m.one("ses:SendEmail", "arn:aws:ses:"+m.region+":"+m.account+":configuration-set/"+cs, ctx)...)
 		}
 		return out, true
-	case *sesv2.GetAccountInput:
+	case "GetAccount":
 		return m.one("ses:GetAccount", "*", nil), true
 	}
 	return nil, false
@@ -207,12 +204,11 @@ func (m mapper) sesCalls(input any) ([]Call, bool) {
 // smsCalls: End User Messaging SMS authorizes the origination identity when it
 // is an ARN; otherwise AWS picks one of the account's, which an
 // account-wide resource pattern covers.
-func (m mapper) smsCalls(input any) ([]Call, bool) {
-	in, ok := input.(*pinpointsmsvoicev2.SendTextMessageInput)
-	if !ok {
+func (m mapper) smsCalls(op string, in members) ([]Call, bool) {
+	if op != "SendTextMessage" {
 		return nil, false
 	}
-	res := deref(in.OriginationIdentity)
+	res := in.str("OriginationIdentity")
 	if !strings.HasPrefix(res, "arn:") {
 		if res == "" {
 			res = "default"
@@ -223,18 +219,76 @@ func (m mapper) smsCalls(input any) ([]Call, bool) {
 }
 
 // sqsCalls: the queue named by its URL.
-func (m mapper) sqsCalls(input any) ([]Call, bool) {
-	switch in := input.(type) {
-	case *sqs.SendMessageInput:
-		return m.one("sqs:SendMessage", queue(deref(in.QueueUrl), m.region), nil), true
-	case *sqs.SendMessageBatchInput:
-		return m.one("sqs:SendMessage", queue(deref(in.QueueUrl), m.region), nil), true
-	case *sqs.ReceiveMessageInput:
-		return m.one("sqs:ReceiveMessage", queue(deref(in.QueueUrl), m.region), nil), true
-	case *sqs.DeleteMessageInput:
-		return m.one("sqs:DeleteMessage", queue(deref(in.QueueUrl), m.region), nil), true
+func (m mapper) sqsCalls(op string, in members) ([]Call, bool) {
+	switch op {
+	case "SendMessage", "SendMessageBatch":
+		return m.one("sqs:SendMessage", queue(in.str("QueueUrl"), m.region), nil), true
+	case "ReceiveMessage", "DeleteMessage":
+		return m.one("sqs:"+op, queue(in.str("QueueUrl"), m.region), nil), true
 	}
 	return nil, false
+}
+
+// members reads the members of an SDK input (a struct, or a pointer to one)
+// by name. A member that is missing or nil reads as its zero value.
+type members struct{ v reflect.Value }
+
+func (m members) member(name string) members {
+	if m.v.Kind() != reflect.Struct {
+		return members{}
+	}
+	return members{reflect.Indirect(m.v.FieldByName(name))}
+}
+
+// set reports whether the member is present: a non-nil pointer.
+func (m members) set() bool { return m.v.IsValid() }
+
+// str reads a *string or string member.
+func (m members) str(name string) string {
+	if v := m.member(name).v; v.Kind() == reflect.String {
+		return v.String()
+	}
+	return ""
+}
+
+// keys returns the sorted keys of a map member with string keys.
+func (m members) keys(name string) []string {
+	v := m.member(name).v
+	if v.Kind() != reflect.Map || v.Type().Key().Kind() != reflect.String {
+		return nil
+	}
+	out := make([]string, 0, v.Len())
+	for _, k := range v.MapKeys() {
+		out = append(out, k.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// stringMap reads a map[string]string member.
+func (m members) stringMap(name string) map[string]string {
+	v := m.member(name).v
+	if v.Kind() != reflect.Map || v.Type().Key().Kind() != reflect.String || v.Type().Elem().Kind() != reflect.String {
+		return nil
+	}
+	out := make(map[string]string, v.Len())
+	for _, k := range v.MapKeys() {
+		out[k.String()] = v.MapIndex(k).String()
+	}
+	return out
+}
+
+// list reads a slice member, each element as members.
+func (m members) list(name string) []members {
+	v := m.member(name).v
+	if v.Kind() != reflect.Slice {
+		return nil
+	}
+	out := make([]members, v.Len())
+	for i := range out {
+		out[i] = members{reflect.Indirect(v.Index(i))}
+	}
+	return out
 }
 
 func index(tableARN, name string) string {
@@ -279,20 +333,4 @@ func queue(u, region string) string {
 		return u
 	}
 	return "arn:aws:sqs:" + region + ":" + parts[len(parts)-2] + ":" + parts[len(parts)-1]
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -8,9 +8,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
+
+// Map reads the inputs' members by name; these cases pin every name it reads
+// on the SDK's own input types and service ids, so an SDK rename fails here.
 
 func TestMap(t *testing.T) {
 	const r, a = "us-east-1", "111122223333"
@@ -20,6 +24,42 @@ func TestMap(t *testing.T) {
 		in            any
 		want          []Call
 	}{
+		{"put item", dynamodb.ServiceID, "PutItem", &dynamodb.PutItemInput{TableName: aws.String("ledger")},
+			[]Call{{Action: "dynamodb:PutItem", Resource: tbl + "ledger"}}},
+		{"table arn", dynamodb.ServiceID, "GetItem", &dynamodb.GetItemInput{TableName: aws.String("arn:aws:dynamodb:eu-west-1:444455556666:table/t")},
+			[]Call{{Action: "dynamodb:GetItem", Resource: "arn:aws:dynamodb:eu-west-1:444455556666:table/t"}}},
+		{"update item", dynamodb.ServiceID, "UpdateItem", &dynamodb.UpdateItemInput{TableName: aws.String("ledger")},
+			[]Call{{Action: "dynamodb:UpdateItem", Resource: tbl + "ledger"}}},
+		{"delete item", dynamodb.ServiceID, "DeleteItem", &dynamodb.DeleteItemInput{TableName: aws.String("content")},
+			[]Call{{Action: "dynamodb:DeleteItem", Resource: tbl + "content"}}},
+		{"describe table", dynamodb.ServiceID, "DescribeTable", &dynamodb.DescribeTableInput{TableName: aws.String("ledger")},
+			[]Call{{Action: "dynamodb:DescribeTable", Resource: tbl + "ledger"}}},
+		{"scan a table", dynamodb.ServiceID, "Scan", &dynamodb.ScanInput{TableName: aws.String("ledger")},
+			[]Call{{Action: "dynamodb:Scan", Resource: tbl + "ledger"}}},
+		{"batch write", dynamodb.ServiceID, "BatchWriteItem", &dynamodb.BatchWriteItemInput{RequestItems: map[string][]ddbtypes.WriteRequest{"c": nil}},
+			[]Call{{Action: "dynamodb:BatchWriteItem", Resource: tbl + "c"}}},
+		{"transaction updates and deletes", dynamodb.ServiceID, "TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
+			{Update: &ddbtypes.Update{TableName: aws.String("u")}}, {Delete: &ddbtypes.Delete{TableName: aws.String("d")}}}},
+			[]Call{{Action: "dynamodb:UpdateItem", Resource: tbl + "u"}, {Action: "dynamodb:DeleteItem", Resource: tbl + "d"}}},
+		{"kms generate data key", kms.ServiceID, "GenerateDataKey", &kms.GenerateDataKeyInput{KeyId: aws.String("arn:aws:kms:us-east-1:111122223333:key/k2"), EncryptionContext: map[string]string{"purpose": "reset"}},
+			[]Call{{Action: "kms:GenerateDataKey", Resource: "arn:aws:kms:us-east-1:111122223333:key/k2",
+				Context: map[string]string{"kms:CallerAccount": a, "kms:EncryptionContext:purpose": "reset"}}}},
+		{"kms encrypt under an alias", kms.ServiceID, "Encrypt", &kms.EncryptInput{KeyId: aws.String("alias/ledger")},
+			[]Call{{Action: "kms:Encrypt", Resource: "arn:aws:kms:us-east-1:111122223333:alias/ledger", Context: map[string]string{"kms:CallerAccount": a}}}},
+		{"kms describe key", kms.ServiceID, "DescribeKey", &kms.DescribeKeyInput{KeyId: aws.String("k1")},
+			[]Call{{Action: "kms:DescribeKey", Resource: "arn:aws:kms:us-east-1:111122223333:key/k1", Context: map[string]string{"kms:CallerAccount": a}}}},
+		{"ses account", sesv2.ServiceID, "GetAccount", &sesv2.GetAccountInput{}, []Call{{Action: "ses:GetAccount", Resource: "*"}}},
+		{"sms origination arn", pinpointsmsvoicev2.ServiceID, "SendTextMessage", &pinpointsmsvoicev2.SendTextMessageInput{OriginationIdentity: aws.String("arn:aws:sms-voice:us-east-1:111122223333:pool/p")},
+			[]Call{{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:pool/p"}}},
+		{"sms without origination", pinpointsmsvoicev2.ServiceID, "SendTextMessage", &pinpointsmsvoicev2.SendTextMessageInput{},
+			[]Call{{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:default"}}},
+		{"sqs batch send", sqs.ServiceID, "SendMessageBatch", &sqs.SendMessageBatchInput{QueueUrl: aws.String("http://localhost:4566/000000000000/q")},
+			[]Call{{Action: "sqs:SendMessage", Resource: "arn:aws:sqs:us-east-1:000000000000:q"}}},
+		{"sqs receive", sqs.ServiceID, "ReceiveMessage", &sqs.ReceiveMessageInput{QueueUrl: aws.String("http://localhost:4566/000000000000/q")},
+			[]Call{{Action: "sqs:ReceiveMessage", Resource: "arn:aws:sqs:us-east-1:000000000000:q"}}},
+		{"sqs delete", sqs.ServiceID, "DeleteMessage", &sqs.DeleteMessageInput{QueueUrl: aws.String("http://localhost:4566/000000000000/q")},
+			[]Call{{Action: "sqs:DeleteMessage", Resource: "arn:aws:sqs:us-east-1:000000000000:q"}}},
+		{"an operation of a mapped service nobody mapped", kms.ServiceID, "ListKeys", &kms.ListKeysInput{}, []Call{{Action: "unmapped:KMS:ListKeys", Resource: "*"}}},
 		{"query on an index", "DynamoDB", "Query", &dynamodb.QueryInput{TableName: aws.String("ledger"), IndexName: aws.String("open")},
 			[]Call{{Action: "dynamodb:Query", Resource: tbl + "ledger/index/open"}}},
 		{"batch get on two tables", "DynamoDB", "BatchGetItem", &dynamodb.BatchGetItemInput{RequestItems: map[string]ddbtypes.KeysAndAttributes{"b": {}, "a": {}}},
