@@ -25,6 +25,7 @@ type rig struct {
 	meter   *Meter           // sizes writes made through db
 	ledger  string           // table names
 	content string
+	budget  string // "" until addBudget
 }
 
 func newRig(t testing.TB, prefix string) *rig {
@@ -54,9 +55,29 @@ func newRig(t testing.TB, prefix string) *rig {
 	return r
 }
 
+// addBudget creates a send-rate budget table for the rig (r.budget).
+func (r *rig) addBudget(t testing.TB, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	r.budget = emulator.UniqueName(t, prefix+"-budget")
+	t.Cleanup(func() {
+		_, _ = r.raw.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(r.budget)})
+	})
+	if err := dynamostore.CreateBudgetTable(ctx, r.raw, r.budget); err != nil {
+		t.Fatalf("create budget table: %v", err)
+	}
+	if err := dynamodb.NewTableExistsWaiter(r.raw).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(r.budget)}, time.Minute); err != nil {
+		t.Fatalf("wait for %s: %v", r.budget, err)
+	}
+}
+
 // labels names the rig's tables in request breakdowns.
 func (r *rig) labels() map[string]string {
-	return map[string]string{r.ledger: "ledger", r.content: "content"}
+	l := map[string]string{r.ledger: "ledger", r.content: "content"}
+	if r.budget != "" {
+		l[r.budget] = "budget"
+	}
+	return l
 }
 
 // service returns a ledger service on the rig's tables through client
