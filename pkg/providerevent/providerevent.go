@@ -60,6 +60,23 @@ var (
 	ErrIgnored = errors.New("providerevent: event type not kept")
 )
 
+// The names under which each send carries its correlation data to the
+// provider, which copies them into its events: sestransport's message tags
+// (TagIdempotencyKey, TagAttempt, TagAttemptProof) and smstransport's
+// context keys (ContextIdempotencyKey, ContextAttempt, ContextAttemptProof).
+// They are restated here rather than imported, so the events function, which
+// decodes events and sends nothing, does not link the SES and SMS clients;
+// TestCorrelationNames pins them to the transports'.
+const (
+	sesTagIdempotencyKey = "idempotency_key"
+	sesTagAttempt        = "attempt"
+	sesTagAttemptProof   = "attempt_proof"
+
+	smsContextIdempotencyKey = "idempotency_key"
+	smsContextAttempt        = "attempt"
+	smsContextAttemptProof   = "attempt_proof"
+)
+
 // MaxBody bounds what Decode reads: an SQS message is at most 1 MiB.
 const MaxBody = 1 << 20
 

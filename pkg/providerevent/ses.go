@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/sestransport"
 )
 
 // sesRecord holds the fields of an SES event publishing record the ledger
@@ -80,12 +79,12 @@ func decodeSES(body []byte) (ledger.ProviderEvent, error) {
 		}
 		return ""
 	}
-	k, err := key(tag(sestransport.TagIdempotencyKey))
+	k, err := key(tag(sesTagIdempotencyKey))
 	if err != nil {
 		return ledger.ProviderEvent{}, fmt.Errorf("SES %s: %w", typ, err)
 	}
 	p := ledger.ProviderEvent{Key: k, Channel: ledger.Email, Kind: kind, Type: typ, MessageID: r.Mail.MessageID}
-	p.Attempt, p.Proof = attemptOf(tag(sestransport.TagAttempt), tag(sestransport.TagAttemptProof))
+	p.Attempt, p.Proof = attemptOf(tag(sesTagAttempt), tag(sesTagAttemptProof))
 	at := r.Mail.Timestamp
 	switch {
 	case kind == ledger.KindBounced && r.Bounce != nil:

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/smstransport"
 )
 
 // smsRecord holds the fields of an End User Messaging SMS text event the
@@ -48,7 +47,7 @@ func decodeSMS(body []byte) (ledger.ProviderEvent, error) {
 	if !known {
 		return ledger.ProviderEvent{}, fmt.Errorf("%w: SMS %s", ErrUnsupported, safe(r.EventType))
 	}
-	k, err := key(r.Context[smstransport.ContextIdempotencyKey])
+	k, err := key(r.Context[smsContextIdempotencyKey])
 	if err != nil {
 		return ledger.ProviderEvent{}, fmt.Errorf("SMS %s: %w", r.EventType, err)
 	}
@@ -56,7 +55,7 @@ func decodeSMS(body []byte) (ledger.ProviderEvent, error) {
 		Key: k, Channel: ledger.SMS, Kind: kind, Type: r.EventType, Detail: safe(r.MessageStatus), MessageID: r.MessageID,
 		Permanent: kind == ledger.KindDeliveryFailed && r.IsFinal,
 	}
-	p.Attempt, p.Proof = attemptOf(r.Context[smstransport.ContextAttempt], r.Context[smstransport.ContextAttemptProof])
+	p.Attempt, p.Proof = attemptOf(r.Context[smsContextAttempt], r.Context[smsContextAttemptProof])
 	if r.EventTimestamp <= 0 {
 		return ledger.ProviderEvent{}, fmt.Errorf("%w: SMS event without a readable time", ErrMalformed)
 	}
