@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 
+	"github.com/resetledger/resetledger/pkg/envelope/wireform"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -64,7 +65,7 @@ func (s *Sealer) Seal(ctx context.Context, key string, m ledger.Message) (Envelo
 	if len(out.Plaintext) != 32 || len(out.CiphertextBlob) == 0 {
 		return Envelope{}, fmt.Errorf("envelope: seal %s: KMS returned a malformed data key", key)
 	}
-	nonce := make([]byte, nonceSize)
+	nonce := make([]byte, wireform.NonceSize)
 	if _, err := rand.Read(nonce); err != nil {
 		return Envelope{}, fmt.Errorf("envelope: seal %s: nonce: %w", key, err)
 	}

@@ -19,7 +19,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/envelope/wireform"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -49,7 +49,7 @@ type wire struct {
 	TemplateVersion string            `json:"template_version"`
 	PolicyVersion   string            `json:"policy_version"`
 	ContentHash     string            `json:"content_hash"`
-	SealedContent   envelope.Envelope `json:"sealed_content"`
+	SealedContent   wireform.Envelope `json:"sealed_content"`
 }
 
 type wireWorkflow struct {
@@ -97,7 +97,7 @@ func Decode(body []byte) (ledger.Intent, []byte, error) {
 	if !ok {
 		return ledger.Intent{}, nil, bad("sealed_content", "missing")
 	}
-	env, err := envelope.Parse(sealedRaw)
+	env, err := wireform.Parse(sealedRaw)
 	if err != nil {
 		return ledger.Intent{}, nil, prefix("sealed_content", err)
 	}
@@ -194,7 +194,7 @@ func (w wire) intent(expires time.Time) ledger.Intent {
 
 // Encode returns the wire form of in with its sealed content. It validates
 // both first, so whatever Encode returns, Decode accepts.
-func Encode(in ledger.Intent, sealed envelope.Envelope) ([]byte, error) {
+func Encode(in ledger.Intent, sealed wireform.Envelope) ([]byte, error) {
 	if err := validate(in); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,187 @@
+// Package wireform is the wire form of sealed content (package envelope):
+//
+//	{"v":1,"alg":"AES-256-GCM","kms_key_id":"arn:...","edk":"<base64>","nonce":"<base64>","ct":"<base64>"}
+//
+// its strict parsing and its shape validation, with no cryptography and no
+// KMS: what the claim function checks an intent's sealed content against
+// without linking the KMS client. Package envelope seals and opens it, and
+// re-exports these names (envelope.Envelope, envelope.Parse, ...).
+package wireform
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/resetledger/resetledger/pkg/charclass"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Version is the only envelope format version.
+const Version = 1
+
+// Algorithm is the only content cipher.
+const Algorithm = "AES-256-GCM"
+
+// NonceSize is the length of the GCM nonce.
+const NonceSize = 12
+
+const (
+	tagSize     = 16
+	maxEDK      = 6144 // the largest KMS ciphertext blob
+	maxKeyIDLen = 2048 // the longest KMS key identifier
+	// MaxCiphertext bounds ct; a message never comes close (the whole SQS
+	// body is limited to 64 KiB).
+	MaxCiphertext = 64 << 10
+)
+
+// Envelope is sealed content: everything needed to open it given access to
+// the KMS key, and nothing readable without it.
+type Envelope struct {
+	V        int    `json:"v"`
+	Alg      string `json:"alg"`
+	KMSKeyID string `json:"kms_key_id"` // the key ARN KMS reported when sealing
+	EDK      []byte `json:"edk"`        // KMS-encrypted data key
+	Nonce    []byte `json:"nonce"`
+	CT       []byte `json:"ct"` // ciphertext || GCM tag
+}
+
+// Validate checks the envelope's shape (not its authenticity) and returns a
+// *ledger.FieldError naming the first bad field, relative to the envelope.
+func (e Envelope) Validate() error {
+	switch {
+	case e.V != Version:
+		return bad("v", "unsupported envelope version (want 1)")
+	case e.Alg != Algorithm:
+		return bad("alg", "unsupported algorithm (want AES-256-GCM)")
+	}
+	if err := checkKeyID(e.KMSKeyID); err != nil {
+		return err
+	}
+	switch {
+	case len(e.EDK) == 0:
+		return bad("edk", "missing")
+	case len(e.EDK) > maxEDK:
+		return bad("edk", "too long")
+	case len(e.Nonce) != NonceSize:
+		return bad("nonce", "want 12 bytes")
+	case len(e.CT) < tagSize:
+		return bad("ct", "shorter than the GCM tag")
+	case len(e.CT) > MaxCiphertext:
+		return bad("ct", "too long")
+	}
+	return nil
+}
+
+// checkKeyID accepts key ids, key ARNs, alias names and alias ARNs.
+func checkKeyID(s string) error {
+	if s == "" {
+		return bad("kms_key_id", "missing")
+	}
+	if len(s) > maxKeyIDLen {
+		return bad("kms_key_id", "too long")
+	}
+	if !keyIDChars.All(s) {
+		return bad("kms_key_id", "contains a character outside "+keyIDChars.String())
+	}
+	return nil
+}
+
+// keyIDChars is the alphabet of key ids, key ARNs, alias names and alias ARNs.
+var keyIDChars = charclass.AlnumPlus(":/_.-")
+
+// fields lists the envelope's JSON fields in wire order.
+var fields = []string{"v", "alg", "kms_key_id", "edk", "nonce", "ct"}
+
+// Fields returns the names of the envelope's JSON fields, all required.
+func Fields() []string { return append([]string(nil), fields...) }
+
+// Parse decodes an envelope strictly from its JSON form: exactly the known
+// fields with their exact names, each of the right type, no trailing data,
+// then Validate. Errors are *ledger.FieldError values naming the field
+// relative to the envelope; they never contain the input.
+func Parse(b []byte) (Envelope, error) {
+	var raw map[string]json.RawMessage
+	if err := decodeOne(b, &raw); err != nil || raw == nil {
+		return Envelope{}, bad("", "not a JSON object")
+	}
+	for k := range raw {
+		if !known(k) {
+			return Envelope{}, bad("", "unknown field")
+		}
+	}
+	var e Envelope
+	if err := field(raw, "v", &e.V, "want the integer 1"); err != nil {
+		return Envelope{}, err
+	}
+	if err := field(raw, "alg", &e.Alg, "want a string"); err != nil {
+		return Envelope{}, err
+	}
+	if err := field(raw, "kms_key_id", &e.KMSKeyID, "want a string"); err != nil {
+		return Envelope{}, err
+	}
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{"edk", &e.EDK}, {"nonce", &e.Nonce}, {"ct", &e.CT}} {
+		var s string
+		if err := field(raw, f.name, &s, "want a base64 string"); err != nil {
+			return Envelope{}, err
+		}
+		v, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil || bytes.ContainsAny([]byte(s), "\r\n") {
+			return Envelope{}, bad(f.name, "not standard padded base64")
+		}
+		*f.dst = v
+	}
+	if err := e.Validate(); err != nil {
+		return Envelope{}, err
+	}
+	return e, nil
+}
+
+// Marshal returns the canonical JSON form of e after validating it.
+func (e Envelope) Marshal() ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(e)
+}
+
+func known(k string) bool {
+	for _, f := range fields {
+		if f == k {
+			return true
+		}
+	}
+	return false
+}
+
+// field decodes raw[name] into dst; null, a missing field or a wrong type is
+// a *ledger.FieldError.
+func field(raw map[string]json.RawMessage, name string, dst any, want string) error {
+	v, ok := raw[name]
+	if !ok {
+		return bad(name, "missing")
+	}
+	if bytes.Equal(bytes.TrimSpace(v), []byte("null")) || json.Unmarshal(v, dst) != nil {
+		return bad(name, want)
+	}
+	return nil
+}
+
+// decodeOne decodes exactly one JSON value from b.
+func decodeOne(b []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+func bad(field, reason string) error { return &ledger.FieldError{Field: field, Reason: reason} }
