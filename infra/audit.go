@@ -1,14 +1,19 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"regexp"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudtrail"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
@@ -35,8 +40,8 @@ func (p *LedgerStackProps) auditTrail(stack awscdk.Stack, st storage) {
 	key := awskms.NewKey(stack, jsii.String("DataEventsTrailKey"), &awskms.KeyProps{
 		Description:       jsii.String(p.Prefix + " CloudTrail data events of the ledger table"),
 		EnableKeyRotation: jsii.Bool(true),
-		// The log outlives the stack, as the evidence it records does.
-		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+		// Retained with the stack's other keys (deletionProtection); the bucket always is.
+		RemovalPolicy: p.removalPolicy(),
 		PendingWindow: awscdk.Duration_Days(jsii.Number(keyDeletionWindowDays)),
 	})
 	// CloudTrail encrypts the log files it writes for this trail (AWS CloudTrail user guide,
@@ -128,3 +133,87 @@ func (p *LedgerStackProps) validateAudit(bad func(string, ...any)) {
 // for deletion by accident can be cancelled for 30 days, and the KeyDisabledOrScheduledForDeletion
 // rule tells on-call the day it happens.
 const keyDeletionWindowDays = 30
+
+// Tampering with what keeps the evidence readable and closed is told to on-call as it happens:
+// EventBridge rules on CloudTrail's management events, delivered to the alarm topic.
+//
+//   - KeyStateOrPolicyChanged: kms:DisableKey, kms:ScheduleKeyDeletion or kms:PutKeyPolicy on any
+//     key the stack defines. A disabled or deleted ledger key makes the table and the backups that
+//     inherit its encryption unreadable; a key policy holds the Denies that keep content, attempt
+//     proofs and provider events to their roles.
+//   - LedgerResourcePolicyChanged: dynamodb:PutResourcePolicy or DeleteResourcePolicy on the
+//     ledger table, which is how someone would remove OnlyLedgerWriters (operator.go).
+//
+// Both match failed calls too (an AccessDenied attempt is worth knowing), and a deploy of this
+// stack that changes a key or table policy matches as well (CloudFormation makes the same call).
+// EventBridge receives these events through CloudTrail: the EventBridge user guide says a trail
+// with logging enabled is required for "AWS API Call via CloudTrail" events (README).
+
+// securityRule is one such rule: its id, what it watches, and its pattern's source and detail.
+type securityRule struct {
+	id, watches string
+	source      string
+	detail      map[string]interface{}
+}
+
+// securityEvents defines the rules, their publishing role and, per rule, an alarm on deliveries
+// that failed (a topic in another account, or encrypted under a key the role may not use).
+func (w *alarms) securityEvents(o observed) {
+	stack := w.stack
+	// EventBridge publishes with a role of its own (an execution role, which every target type
+	// takes), so the on-call topic, which the stack does not own, needs no statement for
+	// events.amazonaws.com when it is in this account.
+	role := awsiam.NewRole(stack, jsii.String("SecurityEventsRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()}},
+		}),
+		Description: jsii.String(w.p.Prefix + " EventBridge publishes key and ledger policy changes to the alarm topic"),
+	})
+	for _, r := range []securityRule{
+		{"KeyStateOrPolicyChanged", "a key of this stack was disabled, scheduled for deletion or given a new key policy", "aws.kms",
+			map[string]interface{}{
+				"eventSource": []string{"kms.amazonaws.com"}, "eventName": []string{"DisableKey", "ScheduleKeyDeletion", "PutKeyPolicy"},
+				// The three calls take the key as its id or its ARN, never an alias.
+				"requestParameters": map[string]interface{}{"keyId": stackKeys(stack)},
+			}},
+		{"LedgerResourcePolicyChanged", "the ledger table's resource policy (its write Deny) was replaced or deleted", "aws.dynamodb",
+			map[string]interface{}{
+				"eventSource": []string{"dynamodb.amazonaws.com"}, "eventName": []string{"PutResourcePolicy", "DeleteResourcePolicy"},
+				"requestParameters": map[string]interface{}{"resourceArn": []*string{o.ledger.TableArn()}},
+			}},
+	} {
+		desc := fmt.Sprintf("Someone tried to change what keeps the evidence readable: %s (CloudTrail, success or failure). "+
+			"Runbook: README.md, Alarms and what to do, %s.", r.watches, r.id)
+		rule := awsevents.NewRule(stack, jsii.String(r.id), &awsevents.RuleProps{
+			Description: jsii.String(desc),
+			EventPattern: &awsevents.EventPattern{
+				Source: jsii.Strings(r.source), DetailType: jsii.Strings("AWS API Call via CloudTrail"), Detail: &r.detail,
+			},
+		})
+		rule.AddTarget(awseventstargets.NewSnsTopic(w.topic, &awseventstargets.SnsTopicProps{Role: role}))
+		w.add(r.id+"Undelivered", fmt.Sprintf("EventBridge could not publish the %s rule's event to the alarm topic: "+
+			"its role may not publish there or use the topic's key.", r.id),
+			awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace: jsii.String("AWS/Events"), MetricName: jsii.String("FailedInvocations"),
+				DimensionsMap: &map[string]*string{"RuleName": rule.RuleName()},
+				Statistic:     jsii.String("Sum"), Period: seconds(alarmPeriod),
+			}), 1, gte, quiet)
+	}
+}
+
+// stackKeys returns the id and the ARN of every KMS key the stack defines so far, found in the
+// construct tree, so a key another part of the stack adds is watched without being listed here.
+func stackKeys(stack awscdk.Stack) []*string {
+	var ids []*string
+	for _, c := range *stack.Node().FindAll(constructs.ConstructOrder_PREORDER) {
+		if !*awscdk.CfnResource_IsCfnResource(c) {
+			continue
+		}
+		res := c.(awscdk.CfnResource)
+		if *res.CfnResourceType() != "AWS::KMS::Key" {
+			continue
+		}
+		ids = append(ids, res.Ref(), awscdk.Token_AsString(res.GetAtt(jsii.String("Arn"), awscdk.ResolutionTypeHint_STRING), nil))
+	}
+	return ids
+}

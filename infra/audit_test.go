@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -69,5 +71,83 @@ func TestDataEventsTrail(t *testing.T) {
 	p.DataEventsTrail = "-bad name"
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "DataEventsTrail") {
 		t.Errorf("Validate() with a bad trail name = %v", err)
+	}
+}
+
+// TestSecurityEvents: with an alarm topic, EventBridge rules send to it every DisableKey,
+// ScheduleKeyDeletion and PutKeyPolicy on any key of the stack, and every change of the ledger
+// table's resource policy; each rule's failed deliveries alarm; without a topic there are none.
+func TestSecurityEvents(t *testing.T) {
+	s := synth(t, func(p *LedgerStackProps) { p.DataEventsTrail = "resetledger-test-ledger-writes" })
+	rules := map[string]map[string]any{}
+	for id, r := range s.resources("AWS::Events::Rule") {
+		if p := props(r); p["EventPattern"] != nil {
+			rules[logicalSuffix.ReplaceAllString(id, "")] = p
+		}
+	}
+	var keyIDs []string
+	for id := range s.resources("AWS::KMS::Key") {
+		keyIDs = append(keyIDs, mustJSON(map[string]any{"Ref": id}), mustJSON(map[string]any{"Fn::GetAtt": []any{id, "Arn"}}))
+	}
+	if len(keyIDs) < 8 { // ledger, content, backup vault, trail, and the provider events keys
+		t.Fatalf("keys in the template: %v", keyIDs)
+	}
+	for name, want := range map[string]struct {
+		source, eventSource string
+		names               []any
+		param               string
+		resources           []string
+	}{
+		"KeyStateOrPolicyChanged": {"aws.kms", "kms.amazonaws.com", []any{"DisableKey", "ScheduleKeyDeletion", "PutKeyPolicy"}, "keyId", keyIDs},
+		"LedgerResourcePolicyChanged": {"aws.dynamodb", "dynamodb.amazonaws.com", []any{"PutResourcePolicy", "DeleteResourcePolicy"}, "resourceArn",
+			[]string{mustJSON(map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable"), "Arn"}})}},
+	} {
+		r, ok := rules[name]
+		if !ok {
+			t.Errorf("no rule %s among %v", name, rules)
+			continue
+		}
+		pattern := r["EventPattern"].(map[string]any)
+		detail := pattern["detail"].(map[string]any)
+		if mustJSON(pattern["source"]) != mustJSON([]any{want.source}) || mustJSON(pattern["detail-type"]) != `["AWS API Call via CloudTrail"]` ||
+			mustJSON(detail["eventSource"]) != mustJSON([]any{want.eventSource}) || mustJSON(detail["eventName"]) != mustJSON(want.names) {
+			t.Errorf("%s pattern = %s", name, mustJSON(pattern))
+		}
+		var got []string
+		for _, v := range list(detail["requestParameters"].(map[string]any)[want.param]) {
+			got = append(got, mustJSON(v))
+		}
+		sort.Strings(got)
+		sort.Strings(want.resources)
+		if !slices.Equal(got, want.resources) {
+			t.Errorf("%s watches %s %v, want %v", name, want.param, got, want.resources)
+		}
+		targets := list(r["Targets"])
+		if len(targets) != 1 {
+			t.Fatalf("%s targets = %v", name, targets)
+		}
+		target := targets[0].(map[string]any)
+		if target["Arn"] != testTopic || label(target["RoleArn"]) != "SecurityEventsRole" {
+			t.Errorf("%s target = %s, want the alarm topic through SecurityEventsRole", name, mustJSON(target))
+		}
+		if !strings.Contains(r["Description"].(string), "Runbook: README.md, Alarms and what to do, "+name+".") {
+			t.Errorf("%s description does not point at its runbook row: %v", name, r["Description"])
+		}
+		a, ok := s.alarmsByName()[name+"Undelivered"]
+		if !ok || a["Namespace"] != "AWS/Events" || a["MetricName"] != "FailedInvocations" ||
+			label(list(a["Dimensions"])[0].(map[string]any)["Value"]) != name {
+			t.Errorf("%sUndelivered alarm = %s", name, mustJSON(a))
+		}
+	}
+	if got := s.grants(t)["SecurityEvents"]; !slices.Equal(got, []string{"sns:Publish on " + testTopic}) {
+		t.Errorf("SecurityEventsRole grants = %v, want sns:Publish on the alarm topic only", got)
+	}
+	noNagErrors(t, s)
+
+	s = synth(t, func(p *LedgerStackProps) { p.AlarmTopicArn, p.RequireAlarmTopic = "", false })
+	for id, r := range s.resources("AWS::Events::Rule") {
+		if props(r)["EventPattern"] != nil {
+			t.Errorf("rule %s without an alarm topic", id)
+		}
 	}
 }

@@ -29,6 +29,8 @@ type appConfig struct {
 	Observability bool
 	// MathAlarms keeps the metric-math alarms (Props.SkipMathAlarms is its negation).
 	MathAlarms bool
+	// Backup keeps the ledger table's AWS Backup plan (Props.SkipBackup is its negation).
+	Backup bool
 }
 
 // toProps carries the flags whose props field is their negation (the props' zero value builds the
@@ -36,6 +38,7 @@ type appConfig struct {
 func (c *appConfig) toProps() {
 	c.Props.SkipObservability = !c.Observability
 	c.Props.SkipMathAlarms = !c.MathAlarms
+	c.Props.SkipBackup = !c.Backup
 }
 
 // A stageParam is one stage parameter only the stack reads: its context key, its default as the
@@ -120,6 +123,8 @@ var stageParams = []stageParam{
 		settings.Flag, func(c *appConfig) *bool { return &c.Observability }),
 	param("mathAlarms", "true", "false leaves out the metric-math alarms (the local emulator rejects them)",
 		settings.Flag, func(c *appConfig) *bool { return &c.MathAlarms }),
+	param("backup", "true", "false leaves out the AWS Backup plan of the ledger table (the local emulator cannot create a backup selection)",
+		settings.Flag, func(c *appConfig) *bool { return &c.Backup }),
 	param("nag", "true", "false skips the cdk-nag AwsSolutions checks",
 		settings.Flag, func(c *appConfig) *bool { return &c.Nag }),
 }

@@ -48,6 +48,9 @@ const (
 		"stream and Kafka sources do)."
 	scheduleNoDLQ = "A schedule target's event carries no data and the next tick, one minute " +
 		"later, is the retry; a target DLQ would hold empty tick events."
+	securityRuleNoDLQ = "The target is the on-call alarm topic. A delivery EventBridge gives up on is counted in the " +
+		"rule's FailedInvocations metric, which the rule's Undelivered alarm watches and reports to on-call through " +
+		"CloudWatch's own path; a DLQ would keep the lost notification where no one reads it, behind an alarm of its own."
 	sweepNoRetries = "The sweep's asynchronous invoke config sets retries to 0 on purpose: " +
 		"the next scheduled tick is the retry, and an on-failure destination would record only that a " +
 		"data-free tick failed, which the function's Errors metric already counts."
@@ -162,8 +165,10 @@ var linterSkips = map[string]map[string][]linterSkip{
 		"ProviderEventsSource":   {{"ES1001", sqsSourceNoDestination + " The provider events queue's redrive policy is its failure destination."}},
 	},
 	"AWS::Events::Rule": {
-		"ReconcileSchedule": {{"ES4000", scheduleNoDLQ + " Missed sweeps show as open claims aging past their lease (alarmed)."}},
-		"ExpireSchedule":    {{"ES4000", scheduleNoDLQ}},
+		"ReconcileSchedule":           {{"ES4000", scheduleNoDLQ + " Missed sweeps show as open claims aging past their lease (alarmed)."}},
+		"ExpireSchedule":              {{"ES4000", scheduleNoDLQ}},
+		"KeyStateOrPolicyChanged":     {{"ES4000", securityRuleNoDLQ}},
+		"LedgerResourcePolicyChanged": {{"ES4000", securityRuleNoDLQ}},
 	},
 	"AWS::Lambda::Permission": {
 		"ReconcileSchedule": {{"ES1007", sweepNoRetries}},

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
@@ -96,6 +97,8 @@ type observed struct {
 	intake   intake
 	dispatch dispatchQueues
 	events   providerEvents
+	// ledger is the evidence: who changes its resource policy is watched (audit.go).
+	ledger awsdynamodb.Table
 }
 
 // observability defines the alarms and the dashboard. Every alarm is a plain single-metric alarm
@@ -121,6 +124,9 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	w.providerEvents(o)
 	if p.smsAlarmed() {
 		w.smsSpend() // spend.go
+	}
+	if w.topic != nil {
+		w.securityEvents(o) // audit.go
 	}
 	p.dashboard(stack, o, w.made)
 	return nil

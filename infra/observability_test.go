@@ -169,6 +169,11 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	// SMS spend: the daily pace of smsMonthlyMessages (30000 / 30), spend.go.
 	want["SmsDailyMessages"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "Transitions", "Statistic": "Sum",
 		"Period": 86400.0, "Threshold": 1000.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
+	// Deliveries of the key and ledger policy change rules that failed (audit.go).
+	for _, rule := range []string{"KeyStateOrPolicyChanged", "LedgerResourcePolicyChanged"} {
+		want[rule+"Undelivered"] = map[string]any{"Namespace": "AWS/Events", "MetricName": "FailedInvocations", "Statistic": "Sum",
+			"Period": 300.0, "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
+	}
 	want["OldestDeferredAge"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds",
 		"Dimensions": state("deferred"), "Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt,
 		"TreatMissingData": "missing"}
@@ -345,7 +350,15 @@ func TestRunbookCoversEveryAlarm(t *testing.T) {
 			}
 		}
 	}
-	alarms := synth(t, nil).alarmsByName()
+	s := synth(t, nil)
+	alarms := s.alarmsByName()
+	// The EventBridge rules that notify on-call (audit.go) point at their rows like the alarms.
+	for _, r := range s.resources("AWS::Events::Rule") {
+		desc, _ := props(r)["Description"].(string)
+		if m := regexp.MustCompile(`Alarms and what to do, ([A-Za-z]+)\.`).FindStringSubmatch(desc); m != nil {
+			alarms[m[1]] = props(r)
+		}
+	}
 	for name := range alarms {
 		if !rows[name] {
 			t.Errorf("alarm %s has no runbook row (| `%s` | means | do |) in README.md", name, name)

@@ -59,6 +59,8 @@ func TestLeastPrivilege(t *testing.T) {
 				"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),
 		// ledgerctl's reads and resolve (operator.go).
 		"LedgerOperator": slices.Clone(operatorGrants),
+		// EventBridge publishing key and ledger policy changes to the alarm topic (audit.go).
+		"SecurityEvents": {"sns:Publish on " + testTopic},
 	}
 	got := synth(t, nil).grants(t)
 	for role, w := range want {

@@ -95,6 +95,9 @@ type LedgerStackProps struct {
 	// SkipMathAlarms leaves out the alarms on metric math (the bounce and complaint rates of the
 	// system's own sends): the local emulator's CloudFormation rejects them.
 	SkipMathAlarms bool
+	// SkipBackup leaves out the AWS Backup plan, vault and vault key of the ledger table (backup.go):
+	// the local emulator's CloudFormation cannot create AWS::Backup::BackupSelection.
+	SkipBackup bool
 	// SkipObservability leaves out the alarms and the dashboard (for emulators lacking them).
 	SkipObservability bool
 }

@@ -42,8 +42,9 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	p.grant(stack, fns, st, in, q, ev)
 	p.operator(stack, fns, st) // the operator role and the table's write Deny (operator.go)
 	p.auditTrail(stack, st)    // the ledger table's write data events, when a trail is named (audit.go)
+	p.backup(stack, st)        // daily backups for the retention period (backup.go)
 	if !p.SkipObservability {
-		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev}); err != nil {
+		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev, ledger: st.ledger}); err != nil {
 			return nil, err
 		}
 	}
@@ -88,6 +89,7 @@ func (p *LedgerStackProps) Validate() error {
 	p.validateObservability(bad)
 	p.validateAudit(bad)
 	p.validateSpend(bad)
+	p.validateBackup(bad)
 	return errors.Join(errs...)
 }
 

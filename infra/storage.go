@@ -29,7 +29,11 @@ func (p *LedgerStackProps) storage(stack awscdk.Stack) storage {
 			Description:       jsii.String(p.Prefix + " " + desc),
 			EnableKeyRotation: jsii.Bool(true),
 			RemovalPolicy:     p.removalPolicy(),
-			PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
+			// The longest window KMS allows (audit.go): a key scheduled for deletion by accident
+			// can be cancelled for 30 days. Deleting the ledger key makes the table, its
+			// point-in-time backups and the backups that inherit its encryption unreadable; deleting
+			// the content key stops every send until producers seal under a new one.
+			PendingWindow: awscdk.Duration_Days(jsii.Number(keyDeletionWindowDays)),
 		}
 		if alias != "" {
 			props.Alias = jsii.String(alias)

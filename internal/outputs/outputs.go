@@ -46,6 +46,9 @@ var (
 	ContentKeyARN          = Output{Name: "ContentKeyArn", Env: settings.ContentKeyARN.Env, Required: true}
 	// OperatorRoleARN is the LedgerOperator role ledgerctl's operators assume.
 	OperatorRoleARN = Output{Name: "LedgerOperatorRoleArn"}
+	// BackupVault is the AWS Backup vault of the ledger table's daily backups (not on a
+	// stage with backup=false).
+	BackupVault = Output{Name: "LedgerBackupVaultName", Conditional: true}
 )
 
 // Function is the output holding the deployed name of a function
@@ -63,7 +66,7 @@ func All() []Output {
 	all := []Output{
 		IntentQueueURL, IntentQueueARN, IntentDLQURL, StreamFailureDLQURL, DispatchQueueURL, DispatchQueueDLQURL,
 		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
-		LedgerTable, ContentTable, BudgetTable, ContentKeyARN, OperatorRoleARN,
+		LedgerTable, ContentTable, BudgetTable, ContentKeyARN, OperatorRoleARN, BackupVault,
 	}
 	for _, r := range settings.Functions {
 		all = append(all, Function(r))
