@@ -81,6 +81,14 @@ func (p *storePort) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, e
 
 // ListOpen returns the rows in a deterministic order: oldest due first,
 // then by key (the in-memory store breaks ties in map order).
+func (p *storePort) DueTimes(ctx context.Context, st ledger.State, dueBy time.Time) ([]time.Time, error) {
+	r := p.inv.yield(&call{op: opListOpen, detail: st.String() + " due times"})
+	if r.fault == failCall {
+		return nil, injected("due times", st.String())
+	}
+	return p.inv.sim.store.DueTimes(ctx, st, dueBy)
+}
+
 func (p *storePort) ListOpen(ctx context.Context, st ledger.State, dueBy time.Time, limit int) ([]ledger.Entry, error) {
 	r := p.inv.yield(&call{op: opListOpen, detail: st.String()})
 	if r.fault == failCall {

@@ -14,10 +14,11 @@ import (
 )
 
 // Progress is the DynamoDB ledger.Progress: one item in the budget table
-// (key "progress#dispatch") with the two marks and the last hand-back, in
-// Unix milliseconds. A mark moves with one conditional UpdateItem that only
-// ever moves it forward; a write that finds it already further is not an
-// error. Reconcile reads it with one GetItem per re-drive pass.
+// (key "progress#dispatch") with the stream's lateness, the queue's mark and
+// the last hand-back, in milliseconds. Each is one conditional UpdateItem
+// (the lateness only grows within its window, the mark only moves forward);
+// a write its condition refuses is not an error. Reconcile reads the item
+// with one GetItem per re-drive pass.
 type Progress struct {
 	client Client
 	table  string
@@ -31,8 +32,8 @@ func NewProgress(client Client, table string) *Progress {
 }
 
 const (
-	attrStreamThrough = "stream_through"
-	attrStreamAt      = "stream_at"
+	attrStreamBehind = "stream_behind"
+	attrStreamAt     = "stream_at"
 	attrQueueThrough  = "queue_through"
 	attrQueueAt       = "queue_at"
 	attrRedriven      = "redriven_at"
@@ -42,24 +43,38 @@ func progressKey() map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: s("progress#dispatch")}
 }
 
-// Advance implements ledger.Progress.
-func (p *Progress) Advance(ctx context.Context, src ledger.Source, through, at time.Time) error {
-	th, a := attrStreamThrough, attrStreamAt
-	if src == ledger.FromQueue {
-		th, a = attrQueueThrough, attrQueueAt
+// Lagging implements ledger.Progress.
+func (p *Progress) Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) error {
+	_, err := p.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(p.table),
+		Key:                      progressKey(),
+		UpdateExpression:         aws.String("SET #b = :b, #at = :at"),
+		ConditionExpression:      aws.String("attribute_not_exists(#b) OR #b <= :b OR #at < :stale"),
+		ExpressionAttributeNames: map[string]string{"#b": attrStreamBehind, "#at": attrStreamAt},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":b": n(behind.Milliseconds()), ":at": n(at.UnixMilli()), ":stale": n(staleBefore.UnixMilli()),
+		},
+	})
+	if err := conditionFailed(err); err != nil {
+		return fmt.Errorf("progress stream: %w", err)
 	}
+	return nil
+}
+
+// Advance implements ledger.Progress.
+func (p *Progress) Advance(ctx context.Context, through, at time.Time) error {
 	_, err := p.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(p.table),
 		Key:                      progressKey(),
 		UpdateExpression:         aws.String("SET #th = :th, #at = :at"),
 		ConditionExpression:      aws.String("attribute_not_exists(#th) OR #th < :th"),
-		ExpressionAttributeNames: map[string]string{"#th": th, "#at": a},
+		ExpressionAttributeNames: map[string]string{"#th": attrQueueThrough, "#at": attrQueueAt},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":th": n(through.UnixMilli()), ":at": n(at.UnixMilli()),
 		},
 	})
 	if err := conditionFailed(err); err != nil {
-		return fmt.Errorf("progress %s: %w", src, err)
+		return fmt.Errorf("progress queue: %w", err)
 	}
 	return nil
 }
@@ -85,19 +100,23 @@ func (p *Progress) Marks(ctx context.Context) (ledger.Marks, error) {
 	if err != nil {
 		return ledger.Marks{}, fmt.Errorf("progress: %w", err)
 	}
-	ms := func(name string) time.Time {
+	num := func(name string) (int64, bool) {
 		v, ok := out.Item[name].(*types.AttributeValueMemberN)
 		if !ok {
-			return time.Time{}
+			return 0, false
 		}
 		i, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			return time.Time{}
-		}
-		return time.UnixMilli(i).UTC()
+		return i, err == nil
 	}
+	ms := func(name string) time.Time {
+		if i, ok := num(name); ok {
+			return time.UnixMilli(i).UTC()
+		}
+		return time.Time{}
+	}
+	behind, _ := num(attrStreamBehind)
 	return ledger.Marks{
-		Stream:   ledger.Mark{Through: ms(attrStreamThrough), At: ms(attrStreamAt)},
+		Stream:   ledger.Lag{Behind: time.Duration(behind) * time.Millisecond, At: ms(attrStreamAt)},
 		Queue:    ledger.Mark{Through: ms(attrQueueThrough), At: ms(attrQueueAt)},
 		Redriven: ms(attrRedriven),
 	}, nil

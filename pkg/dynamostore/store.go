@@ -15,6 +15,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -174,19 +175,29 @@ func (st *Store) applyExpression(c ledger.Change) (expression.Expression, error)
 }
 
 // ListOpen implements ledger.Store. It queries each shard of the sparse
-// index for state s (due first), then reads the rows with a consistent
-// batch read and drops any whose state moved on since the index was written.
+// index for state s (due first), keeps the limit soonest due of all shards
+// (the index holds the due time, so no row is read to choose), then reads
+// those rows with a consistent batch read and drops any whose state moved
+// on since the index was written.
 func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Time, limit int) ([]ledger.Entry, error) {
 	if !state.Open() {
 		return nil, fmt.Errorf("list %s: not an open state", state)
 	}
-	var keys []string
+	var due []indexed
 	for shard := 0; shard < st.shards; shard++ {
 		ks, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", state, shard), dueBy, limit)
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, ks...)
+		due = append(due, ks...)
+	}
+	slices.SortFunc(due, func(a, b indexed) int { return strings.Compare(a.due, b.due) })
+	if limit > 0 && len(due) > limit {
+		due = due[:limit]
+	}
+	keys := make([]string, len(due))
+	for i, d := range due {
+		keys[i] = d.key
 	}
 	rows, err := st.batchGet(ctx, keys)
 	if err != nil {
@@ -205,7 +216,35 @@ func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Ti
 	return out, nil
 }
 
-func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, limit int) ([]string, error) {
+// DueTimes implements ledger.Store: one query per shard of the index for
+// the entries due by dueBy, projecting the due time only.
+func (st *Store) DueTimes(ctx context.Context, state ledger.State, dueBy time.Time) ([]time.Time, error) {
+	if !state.Open() {
+		return nil, fmt.Errorf("due times %s: not an open state", state)
+	}
+	var out []time.Time
+	for shard := 0; shard < st.shards; shard++ {
+		due, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", state, shard), dueBy, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range due {
+			t, err := time.Parse(timeLayout, d.due)
+			if err != nil {
+				return nil, fmt.Errorf("due times %s: index entry %s: %w", state, d.key, err)
+			}
+			out = append(out, t.UTC())
+		}
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out, nil
+}
+
+// indexed is one entry of the open-row index: a row's key and its due time
+// as the index sorts it (fmtTime: fixed-width, so text order is time order).
+type indexed struct{ key, due string }
+
+func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, limit int) ([]indexed, error) {
 	key := expression.Key(AttrOpenPK).Equal(expression.Value(s(pk)))
 	if !dueBy.IsZero() {
 		key = key.And(expression.Key(AttrOpenDue).LessThanEqual(expression.Value(s(fmtTime(dueBy)))))
@@ -221,15 +260,17 @@ func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, lim
 	if limit > 0 {
 		in.Limit = aws.Int32(int32(min(limit, 1000)))
 	}
-	var keys []string
+	var keys []indexed
 	for {
 		out, err := st.client.Query(ctx, in)
 		if err != nil {
 			return nil, fmt.Errorf("query %s: %w", pk, err)
 		}
 		for _, it := range out.Items {
-			if v, ok := it[AttrPK].(*types.AttributeValueMemberS); ok {
-				keys = append(keys, v.Value)
+			k, ok := it[AttrPK].(*types.AttributeValueMemberS)
+			d, _ := it[AttrOpenDue].(*types.AttributeValueMemberS)
+			if ok && d != nil {
+				keys = append(keys, indexed{key: k.Value, due: d.Value})
 			}
 		}
 		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(keys) >= limit) {

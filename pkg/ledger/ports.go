@@ -27,6 +27,10 @@ type Store interface {
 	// dueBy (all open rows in s if dueBy is zero), oldest due first, at most
 	// limit rows. Its cost follows the open rows, never the table.
 	ListOpen(ctx context.Context, s State, dueBy time.Time, limit int) ([]Entry, error)
+	// DueTimes returns the OpenDue of every row in the open state s due by
+	// dueBy, soonest first, from the open-row index alone: it reads no row,
+	// and costs what is due, never what is open.
+	DueTimes(ctx context.Context, s State, dueBy time.Time) ([]time.Time, error)
 }
 
 // Change is one compare-and-set write.

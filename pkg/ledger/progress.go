@@ -23,20 +23,32 @@ const (
 	FromQueue Source = "queue"
 )
 
-// Mark is how far dispatch has read one source.
+// Mark is how far dispatch has read the dispatch queue.
 type Mark struct {
-	// Through is the newest point of the source dispatch has taken a row
-	// from: the UpdatedAt a claim record's image carries (the claiming
-	// worker's clock), or the due time a queue message carries (the
-	// scheduling worker's clock).
+	// Through is the newest due time dispatch has taken a queue message
+	// for (the scheduling worker's clock).
 	Through time.Time
 	// At is when a dispatch last moved Through, by its clock.
 	At time.Time
 }
 
+// Lag is how far behind the ledger stream is. The stream's shards are read
+// in parallel, each at its own pace, so no single position says which
+// claims the stream has delivered; how late the latest records arrived does,
+// and the slowest shard's lateness covers them all.
+type Lag struct {
+	// Behind is the largest lateness a dispatch saw within the window (see
+	// Progress.Lagging): its clock minus the UpdatedAt of the oldest claim
+	// in a stream batch.
+	Behind time.Duration
+	// At is when it was recorded, by the dispatch's clock.
+	At time.Time
+}
+
 // Marks is what Progress keeps.
 type Marks struct {
-	Stream, Queue Mark
+	Stream Lag
+	Queue  Mark
 	// Redriven is when reconcile last handed rows back to the dispatch
 	// queue.
 	Redriven time.Time
@@ -47,9 +59,13 @@ type Marks struct {
 // hand back rows the sources may still deliver (the old cost), never skip
 // one they cannot.
 type Progress interface {
-	// Advance moves src's mark to through, and its At to at, unless the
-	// stored mark is already at or past through.
-	Advance(ctx context.Context, src Source, through, at time.Time) error
+	// Lagging records that a stream batch arrived behind by behind at at:
+	// it replaces the stored lag if that is smaller, or older than
+	// staleBefore, and otherwise keeps it.
+	Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) error
+	// Advance moves the queue's mark to through, and its At to at, unless
+	// the stored mark is already at or past through.
+	Advance(ctx context.Context, through, at time.Time) error
 	// Redriven records that reconcile handed rows back at at.
 	Redriven(ctx context.Context, at time.Time) error
 	// Marks returns the stored marks; zero marks where none is stored.
@@ -61,19 +77,33 @@ type Progress interface {
 // the marks and the messages differ by up to this.
 const markSlack = 2 * time.Second
 
-// Read records that dispatch took rows from src up to through. It writes
-// nothing without Progress or a through. Its error is the caller's to log:
-// a mark that did not move only costs hand-backs.
-func (s *Service) Read(ctx context.Context, src Source, through time.Time) error {
-	if s.Progress == nil || through.IsZero() {
+// Read records what dispatch took from src: for the stream, the claims of
+// one batch (their UpdatedAt, the oldest sets the lateness); for the queue,
+// the due time of the newest message. It writes nothing without Progress or
+// a time. Its error is the caller's to log: a mark that did not move only
+// costs hand-backs.
+func (s *Service) Read(ctx context.Context, src Source, t time.Time) error {
+	if s.Progress == nil || t.IsZero() {
 		return nil
 	}
-	return s.Progress.Advance(ctx, src, through.UTC().Truncate(Precision), s.now())
+	now := s.now()
+	if src == FromStream {
+		return s.Progress.Lagging(ctx, max(now.Sub(t), 0), now, now.Add(-s.Policy.RedriveAfter))
+	}
+	return s.Progress.Advance(ctx, t.UTC().Truncate(Precision), now)
 }
 
-// owes reports whether the source with mark m can still deliver what was put
-// on it at since: its mark has not passed since, and it moved within
-// Policy.RedriveAfter (a source that stalled delivers nothing).
+// owes reports whether the queue, with mark m, can still deliver what was
+// put on it at since: its mark has not passed since, and it moved within
+// Policy.RedriveAfter (a queue that stalled delivers nothing).
 func (s *Service) owes(m Mark, since, now time.Time) bool {
 	return m.Through.Before(since.Add(markSlack)) && now.Sub(m.At) < s.Policy.RedriveAfter
+}
+
+// streamOwes reports whether the stream, running behind by l, can still
+// deliver the claim made at claimed: it moved within Policy.RedriveAfter,
+// and the claim is younger than its lateness plus Policy.RedriveAfter (the
+// margin covers a backlog that grows while the claim waits in it).
+func (s *Service) streamOwes(l Lag, claimed, now time.Time) bool {
+	return now.Sub(l.At) < s.Policy.RedriveAfter && now.Sub(claimed) < l.Behind+s.Policy.RedriveAfter
 }

@@ -9,8 +9,9 @@ import (
 // Redrive hands back to dispatch the rows that are due for dispatch and
 // that no dispatch picked up within Policy.RedriveAfter, and that no source
 // can still deliver (see Progress):
-//   - a claimed row once the stream has passed its claim (the record was
-//     lost, or given up after its retries) or the stream stalled;
+//   - a claimed row once it has waited longer than the stream's lateness
+//     plus REDRIVE_AFTER (its record was lost, or given up after its
+//     retries), or the stream stopped moving;
 //   - a deferred row past its next attempt once the dispatch queue has
 //     passed that time (a lost wake-up) or stalled.
 //
@@ -45,7 +46,7 @@ func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 		switch {
 		case e.UpdatedAt.After(late) || s.expiredAt(e.ExpiresAt, now):
 			return "", nil
-		case e.State == Claimed && s.owes(marks.Stream, e.UpdatedAt, now):
+		case e.State == Claimed && s.streamOwes(marks.Stream, e.UpdatedAt, now):
 			return "claimed: the stream still owes it", nil
 		case e.State == Deferred && s.owes(marks.Queue, e.NextAttemptAt, now):
 			return "deferred: the queue still owes its wake-up", nil

@@ -80,30 +80,33 @@ func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
 		return n
 	}
 	now := func(s setup) time.Time { return s.e.Clock.Now() }
-	t.Run("the stream is behind the claim and moving", func(t *testing.T) {
+	lag := func(s setup, behind time.Duration, at time.Time) {
+		_ = s.prog.Lagging(ctx, behind, at, at.Add(-s.e.Svc.Policy.RedriveAfter))
+	}
+	t.Run("the stream runs late and moves", func(t *testing.T) {
 		s := claimed(t)
-		_ = s.prog.Advance(ctx, ledger.FromStream, s.row.UpdatedAt.Add(-time.Second), now(s).Add(-time.Second))
+		lag(s, 30*time.Second, now(s).Add(-time.Second))
 		if n := redriven(t, s); n != 0 {
 			t.Fatalf("re-driven %d times while the stream still owes the row", n)
 		}
 	})
-	t.Run("the stream passed the claim", func(t *testing.T) {
+	t.Run("the stream is on time and the claim waited longer", func(t *testing.T) {
 		s := claimed(t)
-		_ = s.prog.Advance(ctx, ledger.FromStream, s.row.UpdatedAt.Add(3*time.Second), now(s).Add(-time.Second))
+		lag(s, 0, now(s).Add(-time.Second))
 		if n := redriven(t, s); n != 1 {
-			t.Fatalf("re-driven %d times after the stream passed the row (its record was lost), want 1", n)
+			t.Fatalf("re-driven %d times after the stream should have delivered the row (its record was lost), want 1", n)
 		}
 	})
 	t.Run("the stream stopped moving", func(t *testing.T) {
 		s := claimed(t)
-		_ = s.prog.Advance(ctx, ledger.FromStream, s.row.UpdatedAt.Add(-time.Second), now(s).Add(-s.e.Svc.Policy.RedriveAfter))
+		lag(s, 30*time.Second, now(s).Add(-s.e.Svc.Policy.RedriveAfter))
 		if n := redriven(t, s); n != 1 {
 			t.Fatalf("re-driven %d times with a stalled stream, want 1", n)
 		}
 	})
 	t.Run("a hand-back the queue still owes is not repeated", func(t *testing.T) {
 		s := claimed(t)
-		_ = s.prog.Advance(ctx, ledger.FromStream, s.row.UpdatedAt.Add(3*time.Second), now(s))
+		lag(s, 0, now(s))
 		if n := redriven(t, s); n != 1 {
 			t.Fatalf("first pass: re-driven %d times, want 1", n)
 		}
@@ -111,13 +114,13 @@ func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
 		// The queue is moving but has not reached the hand-back: the next
 		// pass, past RedriveAfter again, hands nothing back.
 		s.e.Clock.Advance(s.e.Svc.Policy.RedriveAfter + time.Second)
-		_ = s.prog.Advance(ctx, ledger.FromStream, now(s), now(s))
-		_ = s.prog.Advance(ctx, ledger.FromQueue, handedAt.Add(-time.Second), now(s))
+		lag(s, 0, now(s))
+		_ = s.prog.Advance(ctx, handedAt.Add(-time.Second), now(s))
 		if n := redriven(t, s); n != 1 {
 			t.Fatalf("second pass: re-driven %d times in all while the queue owes the first, want 1", n)
 		}
 		// The queue passed the hand-back and the row is still claimed: lost again.
-		_ = s.prog.Advance(ctx, ledger.FromQueue, handedAt.Add(3*time.Second), now(s))
+		_ = s.prog.Advance(ctx, handedAt.Add(3*time.Second), now(s))
 		if n := redriven(t, s); n != 2 {
 			t.Fatalf("after the queue passed the first hand-back: re-driven %d times in all, want 2", n)
 		}
@@ -131,14 +134,14 @@ func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
 		res := mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
 		_, wakes := sch.last(in.Key())
 		e.Clock.Advance(res.NextAttemptAt.Sub(e.Clock.Now()) + e.Svc.Policy.RedriveAfter + time.Second)
-		_ = prog.Advance(ctx, ledger.FromQueue, res.NextAttemptAt.Add(-time.Second), e.Clock.Now())
+		_ = prog.Advance(ctx, res.NextAttemptAt.Add(-time.Second), e.Clock.Now())
 		if _, err := e.Svc.Redrive(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
 		if _, n := sch.last(in.Key()); n != wakes {
 			t.Fatalf("re-driven while the queue owes its wake-up")
 		}
-		_ = prog.Advance(ctx, ledger.FromQueue, res.NextAttemptAt.Add(3*time.Second), e.Clock.Now())
+		_ = prog.Advance(ctx, res.NextAttemptAt.Add(3*time.Second), e.Clock.Now())
 		if _, err := e.Svc.Redrive(ctx, 100); err != nil {
 			t.Fatal(err)
 		}

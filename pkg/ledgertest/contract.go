@@ -84,6 +84,7 @@ var storeContract = []property[NewStore]{
 	{"history is append-only even if the caller drops entries", historyIsAppendOnly},
 	{"provider-event entries round-trip and verify", providerEventsRoundTrip},
 	{"open index lists only due open rows, oldest first, and drops closed rows", openIndexListsDueOpenRows},
+	{"due times are the open index's, soonest first, due rows only", dueTimesFromTheIndex},
 	{"32 goroutines claiming 200 identities make exactly 200 rows", concurrentClaimsMakeOneRowEach},
 	{"two workers racing claimed to dispatching: exactly one sends", racingDispatchSendsOnce},
 	{"clock past expiry while claimed: dispatch refuses and records expired", expiredClaimIsNotSent},

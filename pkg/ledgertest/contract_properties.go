@@ -237,6 +237,46 @@ func openIndexListsDueOpenRows(t *testing.T, newStore NewStore) {
 	}
 }
 
+// dueTimesFromTheIndex: DueTimes gives the OpenDue of exactly the rows
+// ListOpen lists as due, soonest first, across shards, and nothing for rows
+// not yet due or closed.
+func dueTimesFromTheIndex(t *testing.T, newStore NewStore) {
+	ctx := context.Background()
+	env := NewEnv(newStore(t))
+	now := env.Clock.Now()
+	var keys []string
+	for i := range 12 {
+		in, sealed := Intent(200+i, ledger.Email, now, time.Duration(10+i)*time.Minute)
+		if _, err := env.Svc.Claim(ctx, in, sealed, contractWorker); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, in.Key())
+	}
+	if _, err := env.Svc.Dispatch(ctx, keys[0], contractWorker); err != nil { // closed: not claimed any more
+		t.Fatal(err)
+	}
+	dueBy := now.Add(15*time.Minute + 30*time.Second)
+	got, err := env.Store.DueTimes(ctx, ledger.Claimed, dueBy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []time.Time
+	for i := 1; i <= 5; i++ { // expiring at 11..15 minutes
+		want = append(want, now.Add(time.Duration(10+i)*time.Minute).UTC().Truncate(ledger.Precision))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("due times %v, want %v", got, want)
+	}
+	for i := range want {
+		if !got[i].Equal(want[i]) {
+			t.Fatalf("due time %d = %s, want %s (all: %v)", i, got[i], want[i], got)
+		}
+	}
+	if none, err := env.Store.DueTimes(ctx, ledger.Unknown, dueBy); err != nil || len(none) != 0 {
+		t.Fatalf("unknown due times %v %v, want none", none, err)
+	}
+}
+
 // concurrentClaimsMakeOneRowEach: 32 goroutines claiming the same 200
 // identities create exactly one row each, and every loser sees that row.
 func concurrentClaimsMakeOneRowEach(t *testing.T, newStore NewStore) {

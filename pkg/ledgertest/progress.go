@@ -15,13 +15,15 @@ type NewProgress func(t *testing.T) ledger.Progress
 // progressContract is what every ledger.Progress keeps.
 var progressContract = []property[NewProgress]{
 	{"no marks until one is written", progressEmpty},
-	{"a mark only moves forward", progressForwardOnly},
-	{"the sources and the hand-back are independent", progressIndependent},
+	{"the queue's mark only moves forward", progressForwardOnly},
+	{"the stream's lateness keeps the largest within its window", progressLagWindow},
+	{"the stream, the queue and the hand-back are independent", progressIndependent},
 	{"concurrent advances keep the furthest", progressConcurrent},
 }
 
-// RunProgressContract checks that a Progress starts with zero marks, moves a
-// mark only forward (a write that finds it further is no error), keeps the
+// RunProgressContract checks that a Progress starts with zero marks, moves
+// the queue's mark only forward (a write that finds it further is no
+// error), keeps the stream's largest lateness until it is stale, keeps the
 // stream, the queue and the last hand-back apart, and keeps the furthest of
 // concurrent advances.
 func RunProgressContract(t *testing.T, newProgress NewProgress) {
@@ -39,10 +41,17 @@ func marks(t *testing.T, p ledger.Progress) ledger.Marks {
 	return m
 }
 
-func advance(t *testing.T, p ledger.Progress, src ledger.Source, through, at time.Time) {
+func advance(t *testing.T, p ledger.Progress, through, at time.Time) {
 	t.Helper()
-	if err := p.Advance(context.Background(), src, through, at); err != nil {
-		t.Fatalf("advance %s to %s: %v", src, through, err)
+	if err := p.Advance(context.Background(), through, at); err != nil {
+		t.Fatalf("advance the queue to %s: %v", through, err)
+	}
+}
+
+func lagging(t *testing.T, p ledger.Progress, behind time.Duration, at time.Time) {
+	t.Helper()
+	if err := p.Lagging(context.Background(), behind, at, at.Add(-20*time.Second)); err != nil {
+		t.Fatalf("lagging %s at %s: %v", behind, at, err)
 	}
 }
 
@@ -54,28 +63,48 @@ func progressEmpty(t *testing.T, newProgress NewProgress) {
 
 func progressForwardOnly(t *testing.T, newProgress NewProgress) {
 	p := newProgress(t)
-	advance(t, p, ledger.FromStream, progressT0.Add(time.Minute), progressT0.Add(2*time.Minute))
-	advance(t, p, ledger.FromStream, progressT0, progressT0.Add(3*time.Minute)) // behind: ignored
-	want := ledger.Mark{Through: progressT0.Add(time.Minute), At: progressT0.Add(2 * time.Minute)}
-	if got := marks(t, p).Stream; !got.Through.Equal(want.Through) || !got.At.Equal(want.At) {
-		t.Fatalf("stream mark %+v, want %+v", got, want)
+	advance(t, p, progressT0.Add(time.Minute), progressT0.Add(2*time.Minute))
+	advance(t, p, progressT0, progressT0.Add(3*time.Minute)) // behind: ignored
+	if got := marks(t, p).Queue; !got.Through.Equal(progressT0.Add(time.Minute)) || !got.At.Equal(progressT0.Add(2*time.Minute)) {
+		t.Fatalf("queue mark %+v", got)
 	}
-	advance(t, p, ledger.FromStream, progressT0.Add(90*time.Second), progressT0.Add(4*time.Minute))
-	if got := marks(t, p).Stream; !got.Through.Equal(progressT0.Add(90*time.Second)) || !got.At.Equal(progressT0.Add(4*time.Minute)) {
-		t.Fatalf("stream mark %+v after a later advance", got)
+	advance(t, p, progressT0.Add(90*time.Second), progressT0.Add(4*time.Minute))
+	if got := marks(t, p).Queue; !got.Through.Equal(progressT0.Add(90*time.Second)) || !got.At.Equal(progressT0.Add(4*time.Minute)) {
+		t.Fatalf("queue mark %+v after a later advance", got)
+	}
+}
+
+func progressLagWindow(t *testing.T, newProgress NewProgress) {
+	p := newProgress(t)
+	lagging(t, p, 40*time.Second, progressT0)
+	lagging(t, p, 5*time.Second, progressT0.Add(10*time.Second)) // a faster shard, inside the window: kept out
+	if got := marks(t, p).Stream; got.Behind != 40*time.Second || !got.At.Equal(progressT0) {
+		t.Fatalf("stream lag %+v, want the 40 s the slowest batch showed", got)
+	}
+	lagging(t, p, 50*time.Second, progressT0.Add(15*time.Second))
+	if got := marks(t, p).Stream; got.Behind != 50*time.Second || !got.At.Equal(progressT0.Add(15*time.Second)) {
+		t.Fatalf("stream lag %+v, want the larger 50 s", got)
+	}
+	lagging(t, p, 2*time.Second, progressT0.Add(time.Minute)) // the 50 s is stale by then
+	if got := marks(t, p).Stream; got.Behind != 2*time.Second || !got.At.Equal(progressT0.Add(time.Minute)) {
+		t.Fatalf("stream lag %+v, want the fresh 2 s once the old one is stale", got)
 	}
 }
 
 func progressIndependent(t *testing.T, newProgress NewProgress) {
 	p := newProgress(t)
-	advance(t, p, ledger.FromQueue, progressT0, progressT0.Add(time.Second))
+	advance(t, p, progressT0, progressT0.Add(time.Second))
 	if err := p.Redriven(context.Background(), progressT0.Add(5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	m := marks(t, p)
-	if !m.Stream.Through.IsZero() || !m.Queue.Through.Equal(progressT0) || !m.Queue.At.Equal(progressT0.Add(time.Second)) ||
+	if m.Stream != (ledger.Lag{}) || !m.Queue.Through.Equal(progressT0) || !m.Queue.At.Equal(progressT0.Add(time.Second)) ||
 		!m.Redriven.Equal(progressT0.Add(5*time.Second)) {
 		t.Fatalf("marks %+v", m)
+	}
+	lagging(t, p, time.Second, progressT0.Add(6*time.Second))
+	if m2 := marks(t, p); m2.Queue != m.Queue || !m2.Redriven.Equal(m.Redriven) || m2.Stream.Behind != time.Second {
+		t.Fatalf("marks %+v after the stream's lag was written", m2)
 	}
 }
 
@@ -84,7 +113,7 @@ func progressConcurrent(t *testing.T, newProgress NewProgress) {
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			if err := p.Advance(context.Background(), ledger.FromQueue, progressT0.Add(time.Duration(i)*time.Second), progressT0); err != nil {
+			if err := p.Advance(context.Background(), progressT0.Add(time.Duration(i)*time.Second), progressT0); err != nil {
 				t.Error(err)
 			}
 		})

@@ -109,6 +109,19 @@ func (s *Store) ListOpen(_ context.Context, st ledger.State, dueBy time.Time, li
 	return out, nil
 }
 
+// DueTimes implements ledger.Store.
+func (s *Store) DueTimes(ctx context.Context, st ledger.State, dueBy time.Time) ([]time.Time, error) {
+	rows, err := s.ListOpen(ctx, st, dueBy, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]time.Time, len(rows))
+	for i, e := range rows {
+		out[i] = e.OpenDue()
+	}
+	return out, nil
+}
+
 // Content is an in-memory ledger.ContentStore. The zero value is ready to use.
 type Content struct {
 	mu    sync.Mutex

@@ -16,16 +16,22 @@ type Progress struct {
 
 var _ ledger.Progress = (*Progress)(nil)
 
-// Advance implements ledger.Progress: the mark never moves back.
-func (p *Progress) Advance(_ context.Context, src ledger.Source, through, at time.Time) error {
+// Lagging implements ledger.Progress: the largest lateness within the window.
+func (p *Progress) Lagging(_ context.Context, behind time.Duration, at, staleBefore time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m := &p.marks.Stream
-	if src == ledger.FromQueue {
-		m = &p.marks.Queue
+	if l := p.marks.Stream; l.At.IsZero() || l.Behind <= behind || l.At.Before(staleBefore) {
+		p.marks.Stream = ledger.Lag{Behind: behind, At: at}
 	}
-	if through.After(m.Through) {
-		*m = ledger.Mark{Through: through, At: at}
+	return nil
+}
+
+// Advance implements ledger.Progress: the queue's mark never moves back.
+func (p *Progress) Advance(_ context.Context, through, at time.Time) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if through.After(p.marks.Queue.Through) {
+		p.marks.Queue = ledger.Mark{Through: through, At: at}
 	}
 	return nil
 }
