@@ -60,7 +60,7 @@ func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 	age := func(s ledger.State, limit time.Duration, why string) openStateAlarm {
 		return openStateAlarm{
 			ID:          "Oldest" + title(s) + "Age",
-			Description: fmt.Sprintf("A claim has been %s for more than %v (%s).", s, limit, why),
+			Description: fmt.Sprintf("A claim has been %s and due for more than %v (%s).", s, limit, why),
 			Metric:      metrics.OldestOpenAge, Threshold: limit.Seconds(),
 			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 		}
@@ -72,20 +72,23 @@ func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 		}
 	}
-	// Held, claimed and deferred rows end by their challenge's expiry at the latest: the expire
-	// sweep closes them on its first run after it. A deferred row older than that was neither
-	// sent (by its wake-up or a re-drive) nor expired; how many rows are deferred is no alarm: a
-	// surge defers rows by design (the dashboard shows it).
-	expireBound := p.MaxChallengeLifetime + 2*p.ExpireRate
-	expiring := fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
-		"the expire sweep is not closing expired rows", p.MaxChallengeLifetime)
+	// OldestOpenAge is how long past due the earliest due row of a state is (ledger.Stats, from
+	// the open-row index: a held or claimed row is due at its challenge's expiry, a dispatching
+	// row at its lease's end, a deferred row at its next attempt). Held and claimed rows past
+	// their expiry are closed by the expire sweep on its next run: past due by two sweeps, it is
+	// not closing them. A dispatching row past its lease is moved to unknown by the next
+	// reconcile. A deferred row waits for its wake-up, which a surge's queue may hold back; past
+	// due by the longest challenge plus two expire sweeps, its challenge has expired and nothing
+	// closed it. How many rows are deferred is no alarm: a surge defers rows by design.
+	expireBound := 2 * p.ExpireRate
+	expiring := fmt.Sprintf("two expire sweeps past the challenge's expiry, %v): the expire sweep is not closing expired rows", expireBound)
 	return map[ledger.State]openStateAlarm{
 		ledger.Held:    age(ledger.Held, expireBound, expiring),
 		ledger.Claimed: age(ledger.Claimed, expireBound, expiring),
-		ledger.Deferred: age(ledger.Deferred, expireBound, fmt.Sprintf("the longest challenge, %v, plus two expire sweeps): "+
-			"no wake-up or re-drive sent it and the expire sweep is not closing it", p.MaxChallengeLifetime)),
-		ledger.Dispatching: age(ledger.Dispatching, p.Functions.Policy.Lease+2*p.ReconcileRate, fmt.Sprintf("lease %v plus "+
-			"two reconcile sweeps): reconcile is not moving rows past their lease", p.Functions.Policy.Lease)),
+		ledger.Deferred: age(ledger.Deferred, p.MaxChallengeLifetime+2*p.ExpireRate, fmt.Sprintf("past its next attempt by the longest "+
+			"challenge, %v, plus two expire sweeps): no wake-up or re-drive sent it and the expire sweep is not closing it", p.MaxChallengeLifetime)),
+		ledger.Dispatching: age(ledger.Dispatching, 2*p.ReconcileRate, fmt.Sprintf("two reconcile sweeps past its lease of %v): "+
+			"reconcile is not moving rows past their lease", p.Functions.Policy.Lease)),
 		ledger.Unknown:     count(ledger.Unknown, "the transport outcome is uncertain and awaits reconciliation."),
 		ledger.Quarantined: count(ledger.Quarantined, "the policy cannot resolve them; an operator must record a decision."),
 	}
@@ -316,6 +319,8 @@ func (w *alarms) providerEvents(o observed) {
 	for _, r := range []struct{ id, reason, desc string }{
 		{"ProviderEventsUnmatched", metrics.RefusedUnmatched, "A provider event carried a dedupe key no ledger row has."},
 		{"ProviderEventsChannelMismatch", metrics.RefusedChannelMismatch, "A provider event named a row of the other channel."},
+		{"ProviderEventsUnproven", metrics.RefusedUnproven, "A provider event carried no valid proof that it answers an " +
+			"attempt this stage made: forged, or from a send older than attempt proofs. It was refused and recorded nowhere."},
 	} {
 		w.add(r.id, r.desc, emf(metrics.ProviderEventsRefused, map[string]*string{metrics.DimReason: jsii.String(r.reason)},
 			"Sum", seconds(alarmPeriod)), 0, gt, quiet)

@@ -105,13 +105,13 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	}
 	const gte, gt, lt = "GreaterThanOrEqualToThreshold", "GreaterThanThreshold", "LessThanThreshold"
 	want := map[string]map[string]any{
-		// Open states (defaults: lease 2m, rates 1m, longest challenge 15m).
+		// Open states, past due (defaults: rates 1m, longest challenge 15m).
 		"OldestHeldAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("held"),
-			"Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
+			"Statistic": "Maximum", "Threshold": 120.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
 		"OldestClaimedAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("claimed"),
-			"Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
+			"Statistic": "Maximum", "Threshold": 120.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
 		"OldestDispatchingAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("dispatching"),
-			"Statistic": "Maximum", "Threshold": 240.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
+			"Statistic": "Maximum", "Threshold": 120.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
 		"UnknownClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": state("unknown"),
 			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "missing"},
 		"QuarantinedClaims": {"Namespace": "ResetLedger", "MetricName": "OpenClaims", "Dimensions": state("quarantined"),
@@ -156,7 +156,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 		"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
 	want["ProviderEventsQueueOldestAge"] = map[string]any{"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
 		"Statistic": "Maximum", "Threshold": 360.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
-	for name, reason := range map[string]string{"ProviderEventsUnmatched": "unmatched", "ProviderEventsChannelMismatch": "channel_mismatch"} {
+	for name, reason := range map[string]string{"ProviderEventsUnmatched": "unmatched", "ProviderEventsChannelMismatch": "channel_mismatch", "ProviderEventsUnproven": "unproven"} {
 		want[name] = map[string]any{"Namespace": "ResetLedger", "MetricName": "ProviderEventsRefused",
 			"Dimensions": []any{map[string]any{"Name": "Reason", "Value": reason}}, "Statistic": "Sum", "Period": 300.0,
 			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
@@ -324,9 +324,10 @@ func TestAlarmThresholdsFollowProps(t *testing.T) {
 	})
 	alarms := s.alarmsByName()
 	for name, want := range map[string][2]float64{ // threshold, period
-		"OldestDispatchingAge":    {(5 + 2*10) * 60, 1200},
-		"OldestClaimedAge":        {(30 + 2*3) * 60, 1200},
-		"OldestHeldAge":           {(30 + 2*3) * 60, 1200},
+		"OldestDispatchingAge":    {2 * 10 * 60, 1200},
+		"OldestClaimedAge":        {2 * 3 * 60, 1200},
+		"OldestHeldAge":           {2 * 3 * 60, 1200},
+		"OldestDeferredAge":       {(30 + 2*3) * 60, 1200},
 		"OpenClaimFiguresMissing": {1, 1200},
 		"ReconcileHeartbeat":      {1, 1200},
 		"ExpireHeartbeat":         {1, 360},

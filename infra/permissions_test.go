@@ -47,7 +47,8 @@ func TestLeastPrivilege(t *testing.T) {
 		"Reconcile": join(tableKey, logs("Reconcile"),
 			[]string{"kms:Decrypt on ContentKey", "dynamodb:BatchGetItem on LedgerTable",
 				"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
-				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable", "sqs:SendMessage on DispatchQueue"}),
+				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable", "sqs:SendMessage on DispatchQueue",
+				"dynamodb:GetItem on BudgetTable", "dynamodb:UpdateItem on BudgetTable"}), // the dispatch marks
 		// The provider events queue's poller; rows read and updated; content purged.
 		"Events": join(tableKey, logs("Events"),
 			[]string{"sqs:DeleteMessage on ProviderEventsQueue", "sqs:GetQueueAttributes on ProviderEventsQueue",

@@ -275,13 +275,14 @@ func TestStats(t *testing.T) {
 		oneToFive     int
 		fiveToFifteen int
 	}
+	// Due rows only, and how long past due (the sweep time of each state).
 	want := map[string]row{
 		"held":        {0, 0, 0, 0},   // no fallback rows in this fixture
-		"claimed":     {1, 60, 1, 0},  // chal-7, created +12m
-		"dispatching": {2, 300, 1, 1}, // chal-6 (+12m), chal-5 (+8m)
-		"unknown":     {1, 360, 0, 1}, // chal-3 (+7m)
-		"quarantined": {1, 720, 0, 1}, // chal-4 (+1m)
-		"deferred":    {1, 60, 1, 0},  // chal-8, throttled at +12m
+		"claimed":     {0, 0, 0, 0},   // chal-7: its challenge has not expired
+		"dispatching": {1, 180, 1, 0}, // chal-5's lease ended 3 min ago; chal-6's has not
+		"unknown":     {1, 300, 0, 1}, // chal-3, due for its check 5 min ago
+		"quarantined": {1, 420, 0, 1}, // chal-4, quarantined 7 min ago: always due
+		"deferred":    {1, 0, 0, 0},   // chal-8: its next attempt, 1-2 s after the throttle (jitter), a minute ago
 	}
 	if len(got.States) != len(want) {
 		t.Fatalf("stats has %d states, want %d:\n%s", len(got.States), len(want), out)
@@ -289,6 +290,12 @@ func TestStats(t *testing.T) {
 	for _, st := range got.States {
 		w := want[st.State]
 		g := row{st.Open, st.OldestSeconds, st.ByAge["1m0s-5m0s"], st.ByAge["5m0s-15m0s"]}
+		if st.State == "deferred" {
+			if st.OldestSeconds < 58 || st.OldestSeconds > 59 || st.ByAge["0-1m0s"] != 1 {
+				t.Errorf("stats deferred = %+v, want one row 58-59 s past due", st)
+			}
+			g.oldest = 0
+		}
 		if g != w {
 			t.Errorf("stats %s = %+v, want %+v", st.State, g, w)
 		}

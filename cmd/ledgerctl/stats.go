@@ -14,11 +14,13 @@ import (
 var cmdStats = &command{
 	name:     "stats",
 	synopsis: "[--json]",
-	summary:  "count open claims by state and age bucket",
-	help: `Counts the open claims (held, claimed, dispatching, unknown, quarantined) by state
-and by age bucket (age since the claim was created), with the age of the
-oldest. It reads the sparse open-row index, so its cost follows the open
-rows, not the table.`,
+	summary:  "count due open claims by state and by how long past due",
+	help: `Counts the open claims (held, claimed, deferred, dispatching, unknown,
+quarantined) that are due: their sweep time passed (a claim's challenge
+expiry, a lease's end, a deferred row's next attempt, an unknown row's next
+check; a quarantined row is always due). By state and by how long past due,
+with the most overdue. It reads the open-row index alone, for the due
+entries only: its cost follows what is due, not what is open or the table.`,
 	run: func(a *app, ctx context.Context, c *command, args []string) error {
 		fs := a.flagSet(c.name)
 		asJSON := fs.Bool("json", false, "print JSON instead of text")
