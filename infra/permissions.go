@@ -73,6 +73,9 @@ func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake,
 	allow(settings.Reconcile, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
 	// Re-drives: due rows no dispatch picked up within RedriveAfter go back to dispatch.
 	allow(settings.Reconcile, []*string{q.queue.QueueArn()}, "sqs:SendMessage")
+	// The dispatch marks (how far dispatch has read the stream and the queue) live in the budget
+	// table: reconcile reads them before a re-drive pass and records the pass's hand-backs.
+	allow(settings.Reconcile, []*string{st.budget.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem")
 
 	allow(settings.Expire, []*string{openIndexArn}, "dynamodb:Query")
 	allow(settings.Expire, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
