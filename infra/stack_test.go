@@ -28,12 +28,16 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
 		"AWS::DynamoDB::Table":            3, // ledger, content, budget
 		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
-		"AWS::KMS::Key":                   5, // ledger, content, provider events topic and queues, attempt proofs
-		"AWS::Events::Rule":               2,
+		"AWS::KMS::Key":                   6, // ledger, content, provider events topic and queues, attempt proofs, backup vault
+		"AWS::Events::Rule":               4, // the two sweeps' schedules, the key and ledger policy changes (audit.go)
 		"AWS::Logs::LogGroup":             5,
-		"AWS::IAM::Role":                  5,
-		// TestAlarmsAndDashboard names each one: 30 fixed, one per channel, one per open state.
-		"AWS::CloudWatch::Alarm":                     float64(30 + len(ledger.Channels) + openStates()),
+		"AWS::IAM::Role":                  8, // the five functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
+		// TestAlarmsAndDashboard names each one: 33 fixed, one per channel, one per open state.
+		"AWS::CloudWatch::Alarm":                     float64(33 + len(ledger.Channels) + openStates()),
+		"AWS::Backup::BackupVault":                   1,
+		"AWS::Backup::BackupPlan":                    1,
+		"AWS::Backup::BackupSelection":               1, // the ledger table
+		"AWS::CloudTrail::Trail":                     0, // only with dataEventsTrail
 		"AWS::SNS::Topic":                            1, // provider events; the alarm topic is the on-call team's, imported
 		"AWS::SNS::Subscription":                     1, // the provider events queue
 		"AWS::SES::ConfigurationSet":                 1,
