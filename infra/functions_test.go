@@ -14,7 +14,7 @@ func TestFunctions(t *testing.T) {
 	s := synth(t, nil)
 	common := []string{"LEDGER_TABLE", "CONTENT_TABLE", "POLICY_VERSION", "LEASE_DURATION", "EXPIRY_MARGIN",
 		"HISTORY_RETENTION", "LOG_LEVEL", "FALLBACK_DELIVERY_WAIT"}
-	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "ATTEMPT_PROOF_KEY_ARN", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
+	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "ATTEMPT_PROOF_KEY_ARN", "SEND_GUARD", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
 		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "RECONCILE_MAX_ATTEMPTS", "SES_CONFIGURATION_SET", "SMS_CONFIGURATION_SET")
 	for _, tc := range []struct {
 		name    settings.Role
@@ -26,8 +26,9 @@ func TestFunctions(t *testing.T) {
 		// through End User Messaging (spend.go).
 		{settings.Dispatch, 60, append(slices.Clone(sending), "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",
 			"RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX", "SEND_RATE_SMS")},
+		// BUDGET_TABLE: the dispatch marks live in the budget table (reconcile reads them).
 		{settings.Reconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER",
-			"LOOKUP_SETTLE_PERIOD")},
+			"LOOKUP_SETTLE_PERIOD", "BUDGET_TABLE")},
 		{settings.Expire, 50, append(slices.Clone(common), "SWEEP_LIMIT")},
 		{settings.Events, 30, append(slices.Clone(common), "ATTEMPT_PROOF_KEY_ARN")},
 	} {

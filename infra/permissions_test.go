@@ -149,7 +149,9 @@ func TestSendRates(t *testing.T) {
 			}
 			for _, name := range []settings.Role{settings.Claim, settings.Reconcile, settings.Expire} {
 				for k := range s.function(t, name)["Environment"].(map[string]any)["Variables"].(map[string]any) {
-					if strings.HasPrefix(k, "SEND_RATE_") || strings.HasPrefix(k, "BUDGET_") || strings.HasPrefix(k, "RETRY_BACKOFF_") {
+					// Reconcile reads BUDGET_TABLE for the dispatch marks, never the budget's rates or waits.
+					if strings.HasPrefix(k, "SEND_RATE_") || k == "BUDGET_MAX_WAIT" || strings.HasPrefix(k, "RETRY_BACKOFF_") ||
+						k == "BUDGET_TABLE" && name != settings.Reconcile {
 						t.Errorf("%s gets dispatch's %s", name, k)
 					}
 				}

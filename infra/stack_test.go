@@ -32,8 +32,8 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Events::Rule":               4, // the two sweeps' schedules, the key and ledger policy changes (audit.go)
 		"AWS::Logs::LogGroup":             5,
 		"AWS::IAM::Role":                  8, // the five functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
-		// TestAlarmsAndDashboard names each one: 33 fixed, one per channel, one per open state.
-		"AWS::CloudWatch::Alarm":                     float64(33 + len(ledger.Channels) + openStates()),
+		// TestAlarmsAndDashboard names each one: 34 fixed, one per channel, one per open state.
+		"AWS::CloudWatch::Alarm":                     float64(34 + len(ledger.Channels) + openStates()),
 		"AWS::Backup::BackupVault":                   1,
 		"AWS::Backup::BackupPlan":                    1,
 		"AWS::Backup::BackupSelection":               1, // the ledger table
