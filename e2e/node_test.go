@@ -63,9 +63,10 @@ type nodeResult struct {
 // computes; the claim function must take each intent on its first receive;
 // the email and the SMS must be accepted and sent once with the published
 // content (captured by the emulator's SES and the local webhook provider);
-// the fallback's SMS must end suppressed without a send, its email having
-// been accepted; and `ledgerctl explain` must tell each challenge's story
-// with a verified hash chain.
+// the fallback's SMS must end suppressed without a send when the fallback
+// wait ends, its email having been accepted and never bounced; and
+// `ledgerctl explain` must tell each challenge's story with a verified hash
+// chain.
 func TestNodeProducerEndToEnd(t *testing.T) {
 	e := setup(t)
 	required := os.Getenv("E2E_REQUIRED") == "1"
@@ -133,7 +134,11 @@ func TestNodeProducerEndToEnd(t *testing.T) {
 
 	// Each row ends as it should, with the hash the Go code computes.
 	for _, n := range ns {
-		row := e.terminal(t, n.goKey, sendTimeout)
+		timeout := sendTimeout
+		if n.want == ledger.Suppressed {
+			timeout = e.heldTimeout(t) // held until the fallback wait ends
+		}
+		row := e.terminal(t, n.goKey, timeout)
 		if row.State != n.want || row.ContentHash != n.goHash || row.Workflow.Kind != ledger.WorkflowKind(workflowKind(n.Workflow)) {
 			t.Errorf("%s/%s: row %s (%s), hash %s, workflow %s; want %s, hash %s", n.ChallengeID, n.Channel,
 				row.State, row.Reason, row.ContentHash, row.Workflow.Kind, n.want, n.goHash)

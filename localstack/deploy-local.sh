@@ -136,9 +136,12 @@ CONTEXT=(
   # set (AWS::SMSVOICE::*, which the emulator cannot provision). A local stage that sets
   # smsTransport=sms must also name a set, -c smsConfigurationSet=<prefix>-sms-local, so the stack
   # creates none.
-  # The emulator's SES publishes no events, so no delivery or bounce can end a held fallback's wait:
-  # settle it when the email is accepted, as a stage without events would.
-  -c fallbackDeliveryWait=0s
+  # The stage deploys the provider-events route, so a held fallback SMS waits after the email is
+  # accepted for a permanent bounce to hand over to it (the emulator's SES publishes no events; the
+  # end-to-end test publishes them to the topic). 30 s instead of production's 2 min keeps that
+  # test short; it must not be 0 while the route is deployed: a 0 wait suppresses the SMS at
+  # acceptance, before any bounce can arrive.
+  -c fallbackDeliveryWait=30s
   "$@"
 )
 inputs_hash="$(
