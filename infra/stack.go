@@ -118,6 +118,7 @@ func stackOutputs(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, 
 	out(outputs.ContentTable, st.content.TableName(), "Sealed content store")
 	out(outputs.BudgetTable, st.budget.TableName(), "Send-rate budget per channel")
 	out(outputs.ContentKeyARN, st.contentKey.KeyArn(), "Producers encrypt notification content with this key")
+	out(outputs.AttemptProofKeyARN, ev.proofKey.KeyArn(), "Dispatch signs each send's attempt with this HMAC key; the events function verifies provider events with it")
 	for _, name := range settings.Functions {
 		out(outputs.Function(name), fns[name].FunctionName(), string(name)+" function")
 	}

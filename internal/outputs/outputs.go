@@ -44,6 +44,9 @@ var (
 	ContentTable           = Output{Name: "ContentTableName", Env: settings.ContentTable.Env, Required: true}
 	BudgetTable            = Output{Name: "BudgetTableName"}
 	ContentKeyARN          = Output{Name: "ContentKeyArn", Env: settings.ContentKeyARN.Env, Required: true}
+	// AttemptProofKeyARN is the HMAC key dispatch signs attempts with (the
+	// local end-to-end test signs the events it publishes with it).
+	AttemptProofKeyARN = Output{Name: "AttemptProofKeyArn", Env: settings.AttemptProofKeyARN.Env}
 	// OperatorRoleARN is the LedgerOperator role ledgerctl's operators assume.
 	OperatorRoleARN = Output{Name: "LedgerOperatorRoleArn"}
 	// BackupVault is the AWS Backup vault of the ledger table's daily backups (not on a
@@ -66,7 +69,7 @@ func All() []Output {
 	all := []Output{
 		IntentQueueURL, IntentQueueARN, IntentDLQURL, StreamFailureDLQURL, DispatchQueueURL, DispatchQueueDLQURL,
 		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
-		LedgerTable, ContentTable, BudgetTable, ContentKeyARN, OperatorRoleARN, BackupVault,
+		LedgerTable, ContentTable, BudgetTable, ContentKeyARN, AttemptProofKeyARN, OperatorRoleARN, BackupVault,
 	}
 	for _, r := range settings.Functions {
 		all = append(all, Function(r))
