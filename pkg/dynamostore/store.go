@@ -192,21 +192,28 @@ func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Ti
 		due = append(due, ks...)
 	}
 	slices.SortFunc(due, func(a, b indexed) int { return strings.Compare(a.due, b.due) })
-	if limit > 0 && len(due) > limit {
-		due = due[:limit]
-	}
-	keys := make([]string, len(due))
-	for i, d := range due {
-		keys[i] = d.key
-	}
-	rows, err := st.batchGet(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
-	out := rows[:0]
-	for _, e := range rows {
-		if e.State == state && (dueBy.IsZero() || !e.OpenDue().After(dueBy)) {
-			out = append(out, e)
+	// Read the soonest due first, only as many as the limit still needs: an
+	// index entry can be stale (the index is eventually consistent), and a
+	// row that moved on is dropped and replaced by the next entry.
+	var out []ledger.Entry
+	for len(due) > 0 && (limit <= 0 || len(out) < limit) {
+		n := len(due)
+		if limit > 0 {
+			n = min(n, limit-len(out))
+		}
+		keys := make([]string, n)
+		for i, d := range due[:n] {
+			keys[i] = d.key
+		}
+		due = due[n:]
+		rows, err := st.batchGet(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range rows {
+			if e.State == state && (dueBy.IsZero() || !e.OpenDue().After(dueBy)) {
+				out = append(out, e)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b ledger.Entry) int { return a.OpenDue().Compare(b.OpenDue()) })
