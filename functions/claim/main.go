@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	fn := wire.Boot(settings.Claim)
+	fn := wire.Boot(settings.Claim, nil) // the ledger's tables only
 	h := &handler.Claim{Deps: fn.Deps}
 	lambda.Start(h.Handle)
 }

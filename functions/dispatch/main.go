@@ -8,10 +8,11 @@ import (
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/internal/wire/dispatch"
 )
 
 func main() {
-	fn := wire.Boot(settings.Dispatch)
+	fn := wire.Boot(settings.Dispatch, dispatch.Ports)
 	h := &handler.Dispatch{Deps: fn.Deps}
 	lambda.Start(h.Invoke)
 }

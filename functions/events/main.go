@@ -10,10 +10,11 @@ import (
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/internal/wire/events"
 )
 
 func main() {
-	fn := wire.Boot(settings.Events)
+	fn := wire.Boot(settings.Events, events.Ports)
 	h := &handler.Events{Deps: fn.Deps}
 	lambda.Start(h.Handle)
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	fn := wire.Boot(settings.Expire)
+	fn := wire.Boot(settings.Expire, nil) // the ledger's tables only
 	h := &handler.Expire{Deps: fn.Deps, Limit: fn.Settings.SweepLimit}
 	lambda.Start(h.Handle)
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/internal/wire/reconcile"
 )
 
 func main() {
-	fn := wire.Boot(settings.Reconcile)
+	fn := wire.Boot(settings.Reconcile, reconcile.Ports)
 	h := &handler.Reconcile{Deps: fn.Deps, Limit: fn.Settings.SweepLimit, RedriveEvery: 30 * time.Second}
 	lambda.Start(h.Handle)
 }

@@ -43,6 +43,9 @@ import (
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	wiredispatch "github.com/resetledger/resetledger/internal/wire/dispatch"
+	wireevents "github.com/resetledger/resetledger/internal/wire/events"
+	wirereconcile "github.com/resetledger/resetledger/internal/wire/reconcile"
 	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
@@ -400,7 +403,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 		}
 		roleCfg := fnCfg.Copy()
 		roleCfg.APIOptions = append(slices.Clone(roleCfg.APIOptions), awscall.Middleware(string(role), emulator.Account, p.Calls.Sink()))
-		svc, err := wire.Service(roleCfg, s, role, em)
+		svc, err := wire.Service(p.Ctx, roleCfg, s, logger, em, rolePorts[role])
 		if err != nil {
 			p.t.Fatal(err)
 		}
@@ -412,6 +415,12 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	p.Reconcile = &handler.Reconcile{Deps: deps(settings.Reconcile), Limit: o.SweepLimit}
 	p.Expire = &handler.Expire{Deps: deps(settings.Expire), Limit: o.SweepLimit}
 	p.Events = &handler.Events{Deps: deps(settings.Events)}
+}
+
+// rolePorts is each function's own ports, as its main wires them (claim
+// and expire have none).
+var rolePorts = map[settings.Role]wire.Ports{
+	settings.Dispatch: wiredispatch.Ports, settings.Reconcile: wirereconcile.Ports, settings.Events: wireevents.Ports,
 }
 
 // recordCalls writes the functions' AWS calls when the test ends, with the

@@ -90,8 +90,9 @@ type Settings struct {
 	// BudgetTable holds the send-rate budget (dispatch).
 	BudgetTable string
 	// SendRates is the send-rate budget per channel in sends per second.
-	// Zero means unset: with SES, email takes the account's MaxSendRate at
-	// start; otherwise the channel is not paced.
+	// Zero means unset: with SES, email takes the account's MaxSendRate,
+	// read at start (1 until SES answers: internal/wire/dispatch);
+	// otherwise the channel is not paced.
 	SendRates map[ledger.Channel]float64
 	// DispatchQueueURL is the queue that hands deferred and re-driven rows
 	// back to dispatch (dispatch and reconcile).

@@ -142,7 +142,7 @@ var (
 		field: at(Count, func(s *Settings) *int { return &s.SweepLimit })}
 
 	SendRateEmail = &Var{Env: "SEND_RATE_EMAIL", Context: "sendRateEmail", Roles: []Role{Dispatch},
-		Doc:   "email sends per second; unset: SES's MaxSendRate (ses:GetAccount), no budget for a webhook",
+		Doc:   "email sends per second; unset: SES's MaxSendRate (ses:GetAccount; 1 until SES answers), no budget for a webhook",
 		field: per(Rate, sendRates, ledger.Email)}
 	SendRateSMS = &Var{Env: "SEND_RATE_SMS", Context: "sendRateSms", Roles: []Role{Dispatch},
 		Doc:   "SMS sends per second; unset: no budget",

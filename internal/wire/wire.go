@@ -1,37 +1,34 @@
 // Package wire builds what a function needs from its settings: the logger,
-// the metrics emitter, the SDK clients (from one aws.Config, loaded once per
-// process) and the ledger service with its adapters.
+// the metrics emitter, the SDK configuration (loaded once per process) and
+// the ledger service.
+//
+// Every function gets the ledger's tables (DynamoDB). Every other port is a
+// role's own, built by that role's Ports in a package of its own:
+// internal/wire/dispatch, internal/wire/reconcile and internal/wire/events;
+// claim and expire need none. A function imports its role's package only, so
+// its binary links the SDK clients of the calls its role may make and no
+// other; infra's TestFunctionsLinkWhatTheirRolesMayCall compares the two.
+// Keep it so: this package must not import an SDK client other than
+// DynamoDB's.
 package wire
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
-	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
-	"github.com/aws/aws-sdk-go-v2/service/sesv2"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/attemptproof"
-	"github.com/resetledger/resetledger/pkg/dispatchqueue"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
-	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/sdkhttp"
-	"github.com/resetledger/resetledger/pkg/sestransport"
-	"github.com/resetledger/resetledger/pkg/smstransport"
 	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
@@ -42,10 +39,27 @@ type Function struct {
 	Deps     handler.Deps
 }
 
+// Env is what a role's ports are built from.
+type Env struct {
+	// Config is the process's SDK configuration, loaded once.
+	Config   aws.Config
+	Settings settings.Settings
+	// DynamoDB is the client of the ledger's tables, for ports on the same
+	// service (the send-rate budget, the dispatch marks).
+	DynamoDB *dynamodb.Client
+	Log      *slog.Logger
+}
+
+// Ports adds a role's own ports to svc, which holds the ledger's store and
+// content store, its clock and policy, and the transition counter. An error
+// is a configuration the function must not start with.
+type Ports func(ctx context.Context, env Env, svc *ledger.Service) error
+
 // Boot loads the settings of role from the environment and the SDK
-// configuration, and builds the service. It exits the process with a clear
-// message on bad configuration: a function must not start half-configured.
-func Boot(role settings.Role) Function {
+// configuration, and builds the service with ports (nil: the tables only).
+// It exits the process with a clear message on bad configuration: a function
+// must not start half-configured.
+func Boot(role settings.Role, ports Ports) Function {
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", string(role))
 	s, err := settings.Load(role, os.Getenv)
 	if err != nil {
@@ -65,7 +79,7 @@ func Boot(role settings.Role) Function {
 		cfg.APIOptions = append(cfg.APIOptions, awscall.Middleware(string(role), "", awscall.LogSink(log)))
 	}
 	em := &metrics.Emitter{W: os.Stdout}
-	svc, err := Service(cfg, s, role, em)
+	svc, err := Service(ctx, cfg, s, log, em, ports)
 	if err != nil {
 		log.Error("wiring failed", "error", err.Error())
 		os.Exit(2)
@@ -73,10 +87,10 @@ func Boot(role settings.Role) Function {
 	return Function{Settings: s, Deps: handler.Deps{Svc: svc, Log: log, Metrics: em}}
 }
 
-// Service builds the ledger service for role from cfg and s. Every state
-// change it stores is counted on em as the Transitions metric (by state and
-// channel), whichever use case made it.
-func Service(cfg aws.Config, s settings.Settings, role settings.Role, em *metrics.Emitter) (*ledger.Service, error) {
+// Service builds a ledger service from cfg and s: the ledger's tables, then
+// ports (nil: none). Every state change it stores is counted on em as the
+// Transitions metric (by state and channel), whichever use case made it.
+func Service(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.Logger, em *metrics.Emitter, ports Ports) (*ledger.Service, error) {
 	db := dynamodb.NewFromConfig(cfg)
 	svc := &ledger.Service{
 		Store:        dynamostore.New(db, s.LedgerTable, dynamostore.DefaultShards),
@@ -85,37 +99,11 @@ func Service(cfg aws.Config, s settings.Settings, role settings.Role, em *metric
 		Policy:       s.Policy,
 		OnTransition: func(e ledger.Entry) { countTransition(em, e) },
 	}
-	switch role {
-	case settings.Dispatch, settings.Reconcile, settings.Events:
-		// Dispatch signs its sends' attempts and events verifies them (each
-		// as its role allows: kms:GenerateMac, kms:VerifyMac); reconcile
-		// retries only through transports that report no events, so it
-		// never calls KMS for a proof.
-		svc.Proofs = &attemptproof.KMS{Client: kms.NewFromConfig(cfg), KeyARN: s.AttemptProofKeyARN}
-	}
-	if role != settings.Dispatch && role != settings.Reconcile {
+	if ports == nil {
 		return svc, nil
 	}
-	// How far dispatch has read the stream and the queue: dispatch moves the
-	// marks, reconcile reads them before it hands rows back.
-	svc.Progress = dynamostore.NewProgress(db, s.BudgetTable)
-	// Delays are measured on the service's clock (a test may set it later).
-	svc.Scheduler = dispatchqueue.New(sqs.NewFromConfig(cfg), s.DispatchQueueURL, func() time.Time { return svc.Clock() })
-	if role == settings.Dispatch {
-		rates, err := sendRates(cfg, s)
-		if err != nil {
-			return nil, err
-		}
-		svc.Budget = dynamostore.NewBudget(db, s.BudgetTable, rates)
-	}
-	svc.Opener = &envelope.Opener{KMS: kms.NewFromConfig(cfg), KeyARN: s.ContentKeyARN}
-	svc.Transports = map[ledger.Channel]ledger.Transport{}
-	for ch, kind := range s.Transports {
-		tr, err := transport(cfg, s, kind)
-		if err != nil {
-			return nil, fmt.Errorf("%s transport %s: %w", ch, kind, err)
-		}
-		svc.Transports[ch] = tr
+	if err := ports(ctx, Env{Config: cfg, Settings: s, DynamoDB: db, Log: log}, svc); err != nil {
+		return nil, err
 	}
 	return svc, nil
 }
@@ -136,40 +124,14 @@ func countTransition(em *metrics.Emitter, e ledger.Entry) {
 	}
 }
 
-// sendRates returns the send-rate budget per channel: the configured rate,
-// or for email through SES without one, the account's MaxSendRate.
-func sendRates(cfg aws.Config, s settings.Settings) (map[ledger.Channel]float64, error) {
-	rates := maps.Clone(s.SendRates)
-	if rates[ledger.Email] == 0 && s.Transports[ledger.Email] == settings.TransportSES {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		acct, err := sesv2.NewFromConfig(cfg).GetAccount(ctx, &sesv2.GetAccountInput{})
-		if err != nil {
-			return nil, fmt.Errorf("email send rate from SES GetAccount (set SEND_RATE_EMAIL to skip it): %w", err)
-		}
-		if acct.SendQuota == nil || acct.SendQuota.MaxSendRate <= 0 {
-			return nil, errors.New("email send rate: SES GetAccount reports no MaxSendRate (set SEND_RATE_EMAIL)")
-		}
-		rates[ledger.Email] = acct.SendQuota.MaxSendRate
-	}
-	return rates, nil
+// Progress is the dispatch marks of dispatch and reconcile: how far dispatch
+// has read the stream and the queue, kept in the budget table.
+func Progress(env Env) ledger.Progress {
+	return dynamostore.NewProgress(env.DynamoDB, env.Settings.BudgetTable)
 }
 
-// transport builds one channel's transport. The transports turn SDK retries
-// off on every send and bound each webhook request with its own timeout, so
-// every attempt is one the ledger records.
-func transport(cfg aws.Config, s settings.Settings, kind string) (ledger.Transport, error) {
-	switch kind {
-	case settings.TransportSES:
-		client := sesv2.NewFromConfig(cfg)
-		return sestransport.New(client, sestransport.Config{FromEmailAddress: s.SESFrom, ConfigurationSetName: s.SESConfigurationSet})
-	case settings.TransportSMS:
-		client := pinpointsmsvoicev2.NewFromConfig(cfg)
-		return smstransport.New(client, smstransport.Config{
-			OriginationIdentity: s.SMSOrigination, ConfigurationSetName: s.SMSConfigurationSet, MaxPrice: s.SMSMaxPrice,
-		})
-	case settings.TransportWebhook:
-		return webhook.New(&http.Client{}, webhook.Config{URL: s.WebhookURL, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup})
-	}
-	return nil, fmt.Errorf("unknown transport %q", kind)
+// Webhook builds the webhook transport from s. It bounds each request with
+// its own timeout, so every attempt is one the ledger records.
+func Webhook(s settings.Settings) (ledger.Transport, error) {
+	return webhook.New(&http.Client{}, webhook.Config{URL: s.WebhookURL, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup})
 }

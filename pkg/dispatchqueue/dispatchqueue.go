@@ -1,5 +1,8 @@
-// Package dispatchqueue hands ledger rows back to the dispatch function
-// through an Amazon SQS queue, and implements ledger.Scheduler.
+// Package dispatchqueue is the message of the dispatch queue, the Amazon SQS
+// queue that hands ledger rows back to the dispatch function: package
+// sqsqueue sends them (it implements ledger.Scheduler), the dispatch handler
+// reads them with Parse. This package imports no SDK client, so a function
+// that only reads the messages does not link SQS's.
 //
 // A message carries one dedupe key and the time the row is due, in Unix
 // milliseconds ({"key": "<key>", "at": <ms>}), and nothing else: no
@@ -14,14 +17,11 @@
 package dispatchqueue
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -31,26 +31,6 @@ const MaxDelay = 900 * time.Second
 
 // ErrBadMessage is wrapped by Parse errors.
 var ErrBadMessage = errors.New("dispatchqueue: bad message")
-
-// Client is the part of the SQS API the queue uses.
-type Client interface {
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-}
-
-// Queue is the SQS ledger.Scheduler.
-type Queue struct {
-	client Client
-	url    string
-	now    func() time.Time
-}
-
-var _ ledger.Scheduler = (*Queue)(nil)
-
-// New returns a Queue that sends to url; now is the clock delays are
-// measured from.
-func New(client Client, url string, now func() time.Time) *Queue {
-	return &Queue{client: client, url: url, now: now}
-}
 
 // message is the wire form.
 type message struct {
@@ -68,20 +48,18 @@ func Delay(at, now time.Time) int32 {
 	return int32(min(d, MaxDelay) / time.Second)
 }
 
-// Schedule implements ledger.Scheduler.
-func (q *Queue) Schedule(ctx context.Context, key string, at time.Time) error {
+// Body returns the message that hands back the row with dedupe key key,
+// due at at. A value that is not a dedupe key is refused: nothing else
+// reaches the queue.
+func Body(key string, at time.Time) (string, error) {
 	if !ledger.IsDedupeKey(key) {
-		return fmt.Errorf("dispatchqueue: refusing to schedule a value that is not a dedupe key")
+		return "", fmt.Errorf("dispatchqueue: refusing to schedule a value that is not a dedupe key")
 	}
 	body, err := json.Marshal(message{Key: key, At: at.UnixMilli()})
 	if err != nil {
-		return fmt.Errorf("dispatchqueue: %w", err)
+		return "", fmt.Errorf("dispatchqueue: %w", err)
 	}
-	b := string(body)
-	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &b, DelaySeconds: Delay(at, q.now())}); err != nil {
-		return fmt.Errorf("dispatchqueue: send: %w", err)
-	}
-	return nil
+	return string(body), nil
 }
 
 // Parse returns the dedupe key a message body carries. Anything else, an

@@ -1,0 +1,68 @@
+// Package dispatch builds the dispatch function's ports (see package wire):
+// the dispatch queue (SQS) it hands deferred rows back through, the content
+// key (KMS Decrypt) and the attempt-proof key (KMS GenerateMac), the
+// send-rate budget and the dispatch marks (the budget table, DynamoDB), and
+// the transports: SES v2, End User Messaging SMS (pinpoint-sms-voice-v2)
+// and the webhook. Only functions/dispatch imports it.
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/pkg/attemptproof"
+	"github.com/resetledger/resetledger/pkg/dispatchqueue/sqsqueue"
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/sestransport"
+	"github.com/resetledger/resetledger/pkg/smstransport"
+)
+
+// Ports adds dispatch's ports to svc. Dispatch signs every send's attempt
+// (kms:GenerateMac) so that the events function can verify the provider
+// events it causes.
+func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
+	s := env.Settings
+	svc.Progress = wire.Progress(env)
+	// Delays are measured on the service's clock (a test may set it later).
+	svc.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), s.DispatchQueueURL, func() time.Time { return svc.Clock() })
+	keys := kms.NewFromConfig(env.Config)
+	svc.Opener = &envelope.Opener{KMS: keys, KeyARN: s.ContentKeyARN}
+	svc.Proofs = &attemptproof.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
+	ses := sesv2.NewFromConfig(env.Config)
+	svc.Budget = newBudget(ctx, env, ses, svc.Clock())
+	svc.Transports = map[ledger.Channel]ledger.Transport{}
+	for ch, kind := range s.Transports {
+		tr, err := transport(env, ses, kind)
+		if err != nil {
+			return fmt.Errorf("%s transport %s: %w", ch, kind, err)
+		}
+		svc.Transports[ch] = tr
+	}
+	return nil
+}
+
+// transport builds one channel's transport. The transports turn SDK retries
+// off on every send, so every attempt is one the ledger records.
+func transport(env wire.Env, ses *sesv2.Client, kind string) (ledger.Transport, error) {
+	s := env.Settings
+	switch kind {
+	case settings.TransportSES:
+		return sestransport.New(ses, sestransport.Config{FromEmailAddress: s.SESFrom, ConfigurationSetName: s.SESConfigurationSet})
+	case settings.TransportSMS:
+		return smstransport.New(pinpointsmsvoicev2.NewFromConfig(env.Config), smstransport.Config{
+			OriginationIdentity: s.SMSOrigination, ConfigurationSetName: s.SMSConfigurationSet, MaxPrice: s.SMSMaxPrice,
+		})
+	case settings.TransportWebhook:
+		return wire.Webhook(s)
+	}
+	return nil, fmt.Errorf("unknown transport %q", kind)
+}

@@ -1,0 +1,21 @@
+// Package events builds the events function's ports (see package wire):
+// the attempt-proof key (KMS VerifyMac), with which it checks that a
+// provider event comes from a send dispatch made. Only functions/events
+// imports it.
+package events
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+
+	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/pkg/attemptproof"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Ports adds the events function's ports to svc.
+func Ports(_ context.Context, env wire.Env, svc *ledger.Service) error {
+	svc.Proofs = &attemptproof.KMS{Client: kms.NewFromConfig(env.Config), KeyARN: env.Settings.AttemptProofKeyARN}
+	return nil
+}

@@ -1,0 +1,73 @@
+// Package reconcile builds the reconcile function's ports (see package
+// wire): the dispatch queue (SQS) it hands due rows back through, the
+// dispatch marks (the budget table, DynamoDB), the content key (KMS Decrypt)
+// for a same-key retry, and per channel what its reconcile policy needs of
+// the transport. Only functions/reconcile imports it.
+//
+// Reconcile sends again only through a transport that deduplicates by key
+// (the webhook, with a key window); it never sends through SES or End User
+// Messaging SMS, which do not, so it holds neither those transports nor
+// their clients: for those channels it holds what their policy reads, their
+// capabilities (see unsent). It signs no attempt: the webhook reports no
+// provider events, so its sends carry no proof.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/pkg/dispatchqueue/sqsqueue"
+	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Ports adds reconcile's ports to svc.
+func Ports(_ context.Context, env wire.Env, svc *ledger.Service) error {
+	s := env.Settings
+	svc.Progress = wire.Progress(env)
+	// Delays are measured on the service's clock (a test may set it later).
+	svc.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), s.DispatchQueueURL, func() time.Time { return svc.Clock() })
+	svc.Opener = &envelope.Opener{KMS: kms.NewFromConfig(env.Config), KeyARN: s.ContentKeyARN}
+	svc.Transports = map[ledger.Channel]ledger.Transport{}
+	for ch, kind := range s.Transports {
+		tr, err := transport(s, kind)
+		if err != nil {
+			return fmt.Errorf("%s transport %s: %w", ch, kind, err)
+		}
+		svc.Transports[ch] = tr
+	}
+	return nil
+}
+
+func transport(s settings.Settings, kind string) (ledger.Transport, error) {
+	switch kind {
+	case settings.TransportSES:
+		return unsent{ledger.Capabilities{Events: s.SESConfigurationSet != ""}}, nil
+	case settings.TransportSMS:
+		return unsent{ledger.Capabilities{Events: s.SMSConfigurationSet != ""}}, nil
+	case settings.TransportWebhook:
+		return wire.Webhook(s)
+	}
+	return nil, fmt.Errorf("unknown transport %q", kind)
+}
+
+// unsent stands for a transport reconcile never sends through: SES or End
+// User Messaging SMS, which have no idempotency window and no lookup. It
+// reports the capabilities the real transport reports for the same settings
+// (TestUnsentCapabilities holds the two together), and those are all the
+// reconcile policy reads of it: wait for a provider event if the channel
+// reports events, then quarantine. Send is never reached; if it were, it
+// would refuse as not sent.
+type unsent struct{ caps ledger.Capabilities }
+
+func (u unsent) Capabilities() ledger.Capabilities { return u.caps }
+
+func (unsent) Send(context.Context, ledger.Send) (ledger.Ack, error) {
+	return ledger.Ack{}, &ledger.NotSent{Code: "reconcile-does-not-send-on-this-transport"}
+}

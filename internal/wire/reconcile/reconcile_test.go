@@ -1,0 +1,81 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/sestransport"
+	"github.com/resetledger/resetledger/pkg/smstransport"
+	"github.com/resetledger/resetledger/pkg/webhook"
+)
+
+// TestUnsentCapabilities: for SES and SMS, reconcile's stand-in reports
+// what dispatch's real transport reports for the same settings, with and
+// without a configuration set, so the reconcile policy decides as it did
+// when reconcile built the real transports.
+func TestUnsentCapabilities(t *testing.T) {
+	for _, set := range []string{"", "resetledger-events"} {
+		s := settings.Defaults()
+		s.SESFrom, s.SESConfigurationSet, s.SMSConfigurationSet = "no-reply@mail.example.com", set, set
+		ses, err := sestransport.New(sesv2.NewFromConfig(aws.Config{}), sestransport.Config{FromEmailAddress: s.SESFrom, ConfigurationSetName: s.SESConfigurationSet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sms, err := smstransport.New(pinpointsmsvoicev2.NewFromConfig(aws.Config{}), smstransport.Config{ConfigurationSetName: s.SMSConfigurationSet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			kind string
+			real ledger.Transport
+		}{{settings.TransportSES, ses}, {settings.TransportSMS, sms}} {
+			got, err := transport(s, tc.kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Capabilities() != tc.real.Capabilities() {
+				t.Errorf("%s, configuration set %q: reconcile holds %+v, the transport reports %+v", tc.kind, set, got.Capabilities(), tc.real.Capabilities())
+			}
+			if tc.real.Capabilities().IdempotencyWindow != 0 || tc.real.Capabilities().Lookup {
+				t.Errorf("%s now deduplicates or looks up: reconcile would send through it, so it needs the real transport", tc.kind)
+			}
+			var ns *ledger.NotSent
+			if _, err := got.Send(context.Background(), ledger.Send{}); !errors.As(err, &ns) {
+				t.Errorf("%s stand-in Send = %v, want *ledger.NotSent", tc.kind, err)
+			}
+		}
+	}
+}
+
+// TestPorts: reconcile gets the scheduler, the marks, the opener and a
+// transport per channel (the webhook itself; SES's stand-in), and no
+// budget and no proofs, which only dispatch and events use.
+func TestPorts(t *testing.T) {
+	s := settings.Defaults()
+	s.SESFrom, s.WebhookURL = "no-reply@mail.example.com", "http://127.0.0.1:4599/send"
+	s.Transports[ledger.SMS] = settings.TransportWebhook
+	svc := &ledger.Service{}
+	if err := Ports(context.Background(), wire.Env{Config: aws.Config{Region: "us-east-1"}, Settings: s}, svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Scheduler == nil || svc.Progress == nil || svc.Opener == nil {
+		t.Errorf("scheduler %v, progress %v, opener %v: want all three", svc.Scheduler, svc.Progress, svc.Opener)
+	}
+	if svc.Budget != nil || svc.Proofs != nil {
+		t.Errorf("budget %v, proofs %v: reconcile books no send time and signs no attempt", svc.Budget, svc.Proofs)
+	}
+	if _, ok := svc.Transports[ledger.SMS].(*webhook.Transport); !ok {
+		t.Errorf("sms through the webhook: reconcile holds %T, want the webhook transport", svc.Transports[ledger.SMS])
+	}
+	if _, ok := svc.Transports[ledger.Email].(unsent); !ok {
+		t.Errorf("email through SES: reconcile holds %T, want the stand-in", svc.Transports[ledger.Email])
+	}
+}
