@@ -171,8 +171,9 @@ func (m mapper) kmsCalls(op string, in members) ([]Call, bool) {
 	switch op {
 	case "Decrypt", "GenerateDataKey", "Encrypt":
 		return m.one("kms:"+op, key(in.str("KeyId"), m.region, m.account), kmsContext(in.stringMap("EncryptionContext"), m.account)), true
-	case "DescribeKey":
-		return m.one("kms:DescribeKey", key(in.str("KeyId"), m.region, m.account), kmsContext(nil, m.account)), true
+	case "DescribeKey", "GenerateMac", "VerifyMac":
+		// The attempt proofs' HMAC key: no encryption context.
+		return m.one("kms:"+op, key(in.str("KeyId"), m.region, m.account), kmsContext(nil, m.account)), true
 	}
 	return nil, false
 }

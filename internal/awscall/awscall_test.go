@@ -41,6 +41,10 @@ func TestMap(t *testing.T) {
 		{"transaction updates and deletes", dynamodb.ServiceID, "TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []ddbtypes.TransactWriteItem{
 			{Update: &ddbtypes.Update{TableName: aws.String("u")}}, {Delete: &ddbtypes.Delete{TableName: aws.String("d")}}}},
 			[]Call{{Action: "dynamodb:UpdateItem", Resource: tbl + "u"}, {Action: "dynamodb:DeleteItem", Resource: tbl + "d"}}},
+		{"kms generate mac", kms.ServiceID, "GenerateMac", &kms.GenerateMacInput{KeyId: aws.String("arn:aws:kms:us-east-1:111122223333:key/mac1"), Message: []byte("m")},
+			[]Call{{Action: "kms:GenerateMac", Resource: "arn:aws:kms:us-east-1:111122223333:key/mac1", Context: map[string]string{"kms:CallerAccount": "111122223333"}}}},
+		{"kms verify mac", kms.ServiceID, "VerifyMac", &kms.VerifyMacInput{KeyId: aws.String("mac1"), Message: []byte("m"), Mac: []byte("x")},
+			[]Call{{Action: "kms:VerifyMac", Resource: "arn:aws:kms:us-east-1:111122223333:key/mac1", Context: map[string]string{"kms:CallerAccount": "111122223333"}}}},
 		{"kms generate data key", kms.ServiceID, "GenerateDataKey", &kms.GenerateDataKeyInput{KeyId: aws.String("arn:aws:kms:us-east-1:111122223333:key/k2"), EncryptionContext: map[string]string{"purpose": "reset"}},
 			[]Call{{Action: "kms:GenerateDataKey", Resource: "arn:aws:kms:us-east-1:111122223333:key/k2",
 				Context: map[string]string{"kms:CallerAccount": a, "kms:EncryptionContext:purpose": "reset"}}}},
