@@ -567,8 +567,17 @@ func notSentReason(reason string) bool {
 func (r *report) accepted() int { return r.Accepted[ledger.Email] + r.Accepted[ledger.SMS] }
 
 func (r *report) finalLine() string {
-	return fmt.Sprintf("surge: intents=%d accepted=%d expired_not_sent=%d quarantined=%d unknown=%d duplicates=%d rate_ratio=%.3f drain_ratio=%.3f",
-		r.Intents, r.accepted(), r.ExpiredAll, r.ByState[ledger.Quarantined], r.ByState[ledger.Unknown], r.Duplicates, r.RateRatio, r.DrainRatio)
+	per := func(x float64) float64 {
+		if r.accepted() == 0 {
+			return 0
+		}
+		return x / float64(r.accepted())
+	}
+	d := r.DynamoDB
+	return fmt.Sprintf("surge: intents=%d accepted=%d expired_not_sent=%d quarantined=%d unknown=%d duplicates=%d rate_ratio=%.3f drain_ratio=%.3f"+
+		" wcu=%.2f rcu=%.2f requests=%.2f redriven=%d",
+		r.Intents, r.accepted(), r.ExpiredAll, r.ByState[ledger.Quarantined], r.ByState[ledger.Unknown], r.Duplicates, r.RateRatio, r.DrainRatio,
+		per(d.WCU+d.ConditionFailedWCU), per(d.RCU), per(float64(d.Total())), int(r.Ops.Metrics[metrics.Redriven]))
 }
 
 // check fails t for every criterion the run missed.
