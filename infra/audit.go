@@ -143,9 +143,24 @@ const keyDeletionWindowDays = 30
 //     proofs and provider events to their roles.
 //   - LedgerResourcePolicyChanged: dynamodb:PutResourcePolicy or DeleteResourcePolicy on the
 //     ledger table, which is how someone would remove OnlyLedgerWriters (operator.go).
+//   - QueueChanged: sqs:SetQueueAttributes, AddPermission or RemovePermission (a queue's policy,
+//     with its Denies OnlyProducersSendIntents, OnlyTopicDelivers and NoPurgeOfEvidence, and its
+//     redrive, retention and key are attributes), PurgeQueue or DeleteQueue on any queue the stack
+//     defines. CloudTrail records the queue as requestParameters.queueUrl, the URL the caller
+//     passed, which the legacy endpoints spell differently (https://queue.amazonaws.com/...,
+//     https://<region>.queue.amazonaws.com/...), so the pattern matches the URL's end,
+//     /<account>/<queue name>, which every spelling shares (EventBridge suffix matching).
+//   - ProviderEventsTopicChanged: sns:SetTopicAttributes, AddPermission, RemovePermission,
+//     Subscribe or DeleteTopic on the provider events topic (requestParameters.topicArn): its
+//     policy holds OnlyProvidersPublish, OnlyOurSubscription and OnlySqsSubscription, and a
+//     subscription, even a denied one, is someone reaching for its events; and
+//     sns:SetSubscriptionAttributes or Unsubscribe on one of its subscriptions
+//     (requestParameters.subscriptionArn, the topic's ARN and ":" then the subscription's id),
+//     which no topic policy can deny: a filter policy or an unsubscribe silently stops the events.
 //
-// Both match failed calls too (an AccessDenied attempt is worth knowing), and a deploy of this
-// stack that changes a key or table policy matches as well (CloudFormation makes the same call).
+// Every rule matches failed calls too (an AccessDenied attempt is worth knowing), and a deploy of
+// this stack that changes a key, queue, topic or table policy matches as well (CloudFormation
+// makes the same call).
 // EventBridge receives these events through CloudTrail: the EventBridge user guide says a trail
 // with logging enabled is required for "AWS API Call via CloudTrail" events (README).
 
@@ -167,7 +182,7 @@ func (w *alarms) securityEvents(o observed) {
 		AssumedBy: awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), &awsiam.ServicePrincipalOpts{
 			Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()}},
 		}),
-		Description: jsii.String(w.p.Prefix + " EventBridge publishes key and ledger policy changes to the alarm topic"),
+		Description: jsii.String(w.p.Prefix + " EventBridge publishes key, queue, topic and ledger policy changes to the alarm topic"),
 	})
 	for _, r := range []securityRule{
 		{"KeyStateOrPolicyChanged", "a key of this stack was disabled, scheduled for deletion or given a new key policy", "aws.kms",
@@ -180,6 +195,26 @@ func (w *alarms) securityEvents(o observed) {
 			map[string]interface{}{
 				"eventSource": []string{"dynamodb.amazonaws.com"}, "eventName": []string{"PutResourcePolicy", "DeleteResourcePolicy"},
 				"requestParameters": map[string]interface{}{"resourceArn": []*string{o.ledger.TableArn()}},
+			}},
+		{"QueueChanged", "a queue of this stack had its attributes (its policy, redrive, retention or key) or permissions " +
+			"changed, or was purged or deleted", "aws.sqs",
+			map[string]interface{}{
+				"eventSource":       []string{"sqs.amazonaws.com"},
+				"eventName":         []string{"SetQueueAttributes", "AddPermission", "RemovePermission", "PurgeQueue", "DeleteQueue"},
+				"requestParameters": map[string]interface{}{"queueUrl": stackQueues(stack)},
+			}},
+		{"ProviderEventsTopicChanged", "the provider events topic had its attributes (its policy, key or delivery) or " +
+			"permissions changed, was subscribed to or deleted, or one of its subscriptions was changed or removed", "aws.sns",
+			map[string]interface{}{
+				"eventSource": []string{"sns.amazonaws.com"},
+				"eventName": []string{"SetTopicAttributes", "AddPermission", "RemovePermission", "Subscribe", "DeleteTopic",
+					"SetSubscriptionAttributes", "Unsubscribe"},
+				"$or": []interface{}{
+					map[string]interface{}{"requestParameters": map[string]interface{}{"topicArn": []*string{o.events.topic.TopicArn()}}},
+					map[string]interface{}{"requestParameters": map[string]interface{}{"subscriptionArn": []interface{}{
+						map[string]interface{}{"prefix": jsii.String(*o.events.topic.TopicArn() + ":")},
+					}}},
+				},
 			}},
 	} {
 		desc := fmt.Sprintf("Someone tried to change what keeps the evidence readable: %s (CloudTrail, success or failure). "+
@@ -216,4 +251,22 @@ func stackKeys(stack awscdk.Stack) []*string {
 		ids = append(ids, res.Ref(), awscdk.Token_AsString(res.GetAtt(jsii.String("Arn"), awscdk.ResolutionTypeHint_STRING), nil))
 	}
 	return ids
+}
+
+// stackQueues returns, for every SQS queue the stack defines so far (found in the construct tree,
+// like stackKeys), an EventBridge suffix match on the end of its URL, /<account>/<queue name>.
+func stackQueues(stack awscdk.Stack) []interface{} {
+	var ends []interface{}
+	for _, c := range *stack.Node().FindAll(constructs.ConstructOrder_PREORDER) {
+		if !*awscdk.CfnResource_IsCfnResource(c) {
+			continue
+		}
+		res := c.(awscdk.CfnResource)
+		if *res.CfnResourceType() != "AWS::SQS::Queue" {
+			continue
+		}
+		name := awscdk.Token_AsString(res.GetAtt(jsii.String("QueueName"), awscdk.ResolutionTypeHint_STRING), nil)
+		ends = append(ends, map[string]interface{}{"suffix": jsii.String("/" + *stack.Account() + "/" + *name)})
+	}
+	return ends
 }

@@ -75,8 +75,11 @@ func TestDataEventsTrail(t *testing.T) {
 }
 
 // TestSecurityEvents: with an alarm topic, EventBridge rules send to it every DisableKey,
-// ScheduleKeyDeletion and PutKeyPolicy on any key of the stack, and every change of the ledger
-// table's resource policy; each rule's failed deliveries alarm; without a topic there are none.
+// ScheduleKeyDeletion and PutKeyPolicy on any key of the stack, every change of the ledger
+// table's resource policy, every change of any queue's attributes or permissions and every purge
+// or deletion of one (matched by the end of its URL, whatever endpoint the caller spelled), and
+// every change of the provider events topic's attributes or permissions, subscription to it or
+// change of its subscriptions; each rule's failed deliveries alarm; without a topic there are none.
 func TestSecurityEvents(t *testing.T) {
 	s := synth(t, func(p *LedgerStackProps) { p.DataEventsTrail = "resetledger-test-ledger-writes" })
 	rules := map[string]map[string]any{}
@@ -92,6 +95,15 @@ func TestSecurityEvents(t *testing.T) {
 	if len(keyIDs) < 8 { // ledger, content, backup vault, trail, and the provider events keys
 		t.Fatalf("keys in the template: %v", keyIDs)
 	}
+	var queueEnds []string
+	for id := range s.resources("AWS::SQS::Queue") {
+		queueEnds = append(queueEnds, mustJSON(map[string]any{"suffix": map[string]any{"Fn::Join": []any{"", []any{
+			"/", map[string]any{"Ref": "AWS::AccountId"}, "/", map[string]any{"Fn::GetAtt": []any{id, "QueueName"}}}}}}))
+	}
+	if len(queueEnds) != 7 {
+		t.Fatalf("queues in the template: %v", queueEnds)
+	}
+	topic := map[string]any{"Ref": s.logicalID(t, "AWS::SNS::Topic", "ProviderEventsTopic")}
 	for name, want := range map[string]struct {
 		source, eventSource string
 		names               []any
@@ -101,6 +113,16 @@ func TestSecurityEvents(t *testing.T) {
 		"KeyStateOrPolicyChanged": {"aws.kms", "kms.amazonaws.com", []any{"DisableKey", "ScheduleKeyDeletion", "PutKeyPolicy"}, "keyId", keyIDs},
 		"LedgerResourcePolicyChanged": {"aws.dynamodb", "dynamodb.amazonaws.com", []any{"PutResourcePolicy", "DeleteResourcePolicy"}, "resourceArn",
 			[]string{mustJSON(map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable"), "Arn"}})}},
+		"QueueChanged": {"aws.sqs", "sqs.amazonaws.com", []any{"SetQueueAttributes", "AddPermission", "RemovePermission", "PurgeQueue", "DeleteQueue"},
+			"queueUrl", queueEnds},
+		// The topic's own calls name it in topicArn; its subscriptions' calls in subscriptionArn,
+		// which is the topic's ARN, ":" and the subscription's id.
+		"ProviderEventsTopicChanged": {"aws.sns", "sns.amazonaws.com", []any{"SetTopicAttributes", "AddPermission", "RemovePermission",
+			"Subscribe", "DeleteTopic", "SetSubscriptionAttributes", "Unsubscribe"}, "$or", []string{mustJSON([]any{
+			map[string]any{"requestParameters": map[string]any{"topicArn": []any{topic}}},
+			map[string]any{"requestParameters": map[string]any{"subscriptionArn": []any{
+				map[string]any{"prefix": map[string]any{"Fn::Join": []any{"", []any{topic, ":"}}}}}}},
+		})}},
 	} {
 		r, ok := rules[name]
 		if !ok {
@@ -114,8 +136,12 @@ func TestSecurityEvents(t *testing.T) {
 			t.Errorf("%s pattern = %s", name, mustJSON(pattern))
 		}
 		var got []string
-		for _, v := range list(detail["requestParameters"].(map[string]any)[want.param]) {
-			got = append(got, mustJSON(v))
+		if want.param == "$or" {
+			got = []string{mustJSON(detail["$or"])}
+		} else {
+			for _, v := range list(detail["requestParameters"].(map[string]any)[want.param]) {
+				got = append(got, mustJSON(v))
+			}
 		}
 		sort.Strings(got)
 		sort.Strings(want.resources)

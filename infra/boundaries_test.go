@@ -20,21 +20,27 @@ import (
 //   - a principal of the account whose own policy allows sqs:*, sns:*, kms:* and dynamodb:* on *
 //     (a role granted too broadly, or taken over) cannot send an intent, send or publish a
 //     provider event, open, re-encrypt or seal content, sign an attempt, read provider event
-//     payloads, or write the ledger;
+//     payloads (from the queue, or by subscribing to the topic), purge the provider events in
+//     flight, or write the ledger;
 //   - the principals the stack exists for still can: the producer, SNS, SES, End User Messaging
-//     SMS, each function and the operator role;
+//     SMS, each function, the operator role, and CloudFormation subscribing the stack's queue;
 //   - each of the first is denied by the explicit Deny whose Sid it names: without that one
 //     statement the same request is allowed, so the Deny is what protects it.
 //
 // What is evaluated is each request against the policies as deployed. That the same principal
 // could first change a policy (kms:PutKeyPolicy, sqs:SetQueueAttributes, sns:SetTopicAttributes,
-// dynamodb:PutResourcePolicy are all within its four wildcards) is not checked here.
+// dynamodb:PutResourcePolicy are all within its four wildcards) is not checked here: no resource
+// policy can stop that. The stack's EventBridge rules tell on-call of every such call
+// (TestSecurityEvents), and the README's "What the Denies rest on" says what would stop it.
 
 // The account and region the template is evaluated in, and the principals from outside it.
 var (
 	boundaryPseudo = iampolicy.Pseudo{Region: "us-east-1", Account: "111122223333"}
 	producerARN    = "arn:aws:iam::111122223333:role/account-service"
 	attackerARN    = "arn:aws:iam::111122223333:role/attacker"
+	// deployerARN is the role CloudFormation deploys the stack with (the CDK bootstrap's
+	// execution role, which has AdministratorAccess by default).
+	deployerARN = "arn:aws:iam::111122223333:role/cdk-hnb659fds-cfn-exec-role-111122223333-us-east-1"
 )
 
 // A resource of the template, by type and construct name.
@@ -74,7 +80,7 @@ type boundaryCaller struct {
 
 // as names the callers.
 var as = struct {
-	attacker, producer, sns, ses, sms, operator boundaryCaller
+	attacker, producer, deployer, sns, ses, sms, operator boundaryCaller
 }{
 	// The attacker is any role of the account whose policy allows every action of the four
 	// services on every resource.
@@ -95,6 +101,10 @@ var as = struct {
 			{"Effect":"Allow","Action":"sqs:SendMessage","Resource":"`+queue+`"},
 			{"Effect":"Allow","Action":"kms:GenerateDataKey","Resource":"`+key+`",
 			 "Condition":{"StringEquals":{"kms:EncryptionContext:purpose":"`+envelope.Purpose+`"}}}]}`)
+	}},
+	// The deployer is CloudFormation, allowed everything.
+	deployer: boundaryCaller{name: "deployer", principal: deployerARN, identity: func(*boundaries) (iampolicy.Policy, error) {
+		return parsePolicy("deployer's policy", `{"Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}`)
 	}},
 	sns:      boundaryCaller{name: "sns.amazonaws.com", service: "sns.amazonaws.com"},
 	ses:      boundaryCaller{name: "ses.amazonaws.com", service: "ses.amazonaws.com"},
@@ -239,11 +249,21 @@ func attackerChecks() []boundaryCheck {
 	deny := func(name, action string, on boundaryResource, ctx func(*boundaries) map[string]string, sid string) boundaryCheck {
 		return boundaryCheck{name: name, who: as.attacker, action: action, on: on, ctx: ctx, deniedBy: sid}
 	}
+	// The attacker's own queue, and the stack's queue subscribed over another protocol.
+	ownQueue := func(*boundaries) map[string]string {
+		return subscription("arn:aws:sqs:"+boundaryPseudo.Region+":"+boundaryPseudo.Account+":attacker", "sqs")
+	}
+	eventsQueueAs := func(protocol string) func(b *boundaries) map[string]string {
+		return func(b *boundaries) map[string]string { return subscription(b.mustARN(on.eventsQueue), protocol) }
+	}
 	checks := []boundaryCheck{
 		deny("sends an intent", "sqs:SendMessage", on.intentQueue, nil, "OnlyProducersSendIntents"),
 		deny("sends a provider event", "sqs:SendMessage", on.eventsQueue, nil, "OnlyTopicDelivers"),
 		deny("sends a provider event to the DLQ", "sqs:SendMessage", on.eventsDLQ, nil, "OnlyTopicDelivers"),
 		deny("publishes a provider event", "sns:Publish", on.eventsTopic, nil, "OnlyProvidersPublish"),
+		deny("subscribes its own queue to the provider events", "sns:Subscribe", on.eventsTopic, ownQueue, "OnlyOurSubscription"),
+		deny("subscribes the events queue's ARN over another protocol", "sns:Subscribe", on.eventsTopic, eventsQueueAs("lambda"), "OnlySqsSubscription"),
+		deny("purges the provider events in flight", "sqs:PurgeQueue", on.eventsQueue, nil, "NoPurgeOfEvidence"),
 		deny("decrypts content", "kms:Decrypt", on.contentKey, sealed, "OnlySendersDecrypt"),
 		deny("re-encrypts content's data key from the content key", "kms:ReEncryptFrom", on.contentKey, sealed, "OnlySendersDecrypt"),
 		deny("re-encrypts a data key to the content key", "kms:ReEncryptTo", on.contentKey, sealed, "OnlySendersDecrypt"),
@@ -296,6 +316,10 @@ func legitimateChecks() []boundaryCheck {
 		// condition is not the only one.
 		refuse(as.producer, "seals for another purpose", "kms:GenerateDataKey", on.contentKey, sealing("other")),
 		refuse(as.producer, "decrypts content", "kms:Decrypt", on.contentKey, sealing(envelope.Purpose)),
+
+		// CloudFormation creates the stack's own subscription as the deploying principal.
+		allow(as.deployer, "subscribes the events queue", "sns:Subscribe", on.eventsTopic,
+			func(b *boundaries) map[string]string { return subscription(b.mustARN(on.eventsQueue), "sqs") }),
 
 		allow(as.sns, "delivers to the events queue", "sqs:SendMessage", on.eventsQueue, fromTopic(boundaryResource{})),
 		allow(as.sns, "delivers to the events DLQ", "sqs:SendMessage", on.eventsDLQ, fromTopic(boundaryResource{})),
@@ -392,6 +416,12 @@ func (b *boundaries) viaSQS(queue boundaryResource) map[string]string {
 		"kms:ViaService": "sqs." + boundaryPseudo.Region + ".amazonaws.com", "kms:CallerAccount": boundaryPseudo.Account,
 		"kms:EncryptionContext:aws:sqs:arn": b.mustARN(queue),
 	}
+}
+
+// subscription is the context of an sns:Subscribe request: the endpoint and protocol it
+// subscribes (Amazon SNS's condition keys for Subscribe).
+func subscription(endpoint, protocol string) map[string]string {
+	return map[string]string{"sns:Endpoint": endpoint, "sns:Protocol": protocol}
 }
 
 // source is the context a service's request carries for the resource it acts for.

@@ -151,8 +151,12 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 //     on the webhook) nothing may publish. A direct publish, from any principal, carries no
 //     aws:SourceArn and is denied.
 //
+// What leaves the route is closed as well (onlyOurSubscription, noPurgeOfEvidence).
+//
 // The local emulator enforces no IAM: tests that publish provider events to the topic still run.
 func (ev providerEvents) onlyOurs(stack awscdk.Stack) {
+	ev.onlyOurSubscription()
+	ev.noPurgeOfEvidence()
 	for _, q := range []awssqs.Queue{ev.queue, ev.dlq} {
 		q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("OnlyTopicDelivers"),
@@ -181,6 +185,82 @@ func (ev providerEvents) onlyOurs(stack awscdk.Stack) {
 		deny.Conditions = &map[string]any{"ArnNotEquals": map[string]any{"aws:SourceArn": publishers}}
 	}
 	ev.topic.AddToResourcePolicy(awsiam.NewPolicyStatement(deny))
+}
+
+// onlyOurSubscription keeps the topic's events on the route. The queue's key keeps the events from
+// every reader but the events role (OnlyEventsReads), but SNS decrypts a topic's messages itself
+// to deliver them: whoever could subscribe an endpoint of their own (a queue, an HTTPS URL, an
+// e-mail address) would receive every provider event, recipient addresses and phone numbers
+// included, past that key. So the topic denies sns:Subscribe to every principal unless the
+// subscription is the stack's own: SQS, to ProviderEventsQueue.
+//
+// SNS's condition keys for Subscribe are sns:Endpoint (the URL, e-mail address or ARN the request
+// subscribes) and sns:Protocol, both strings (Amazon SNS Developer Guide, "Amazon SNS API
+// permissions: Actions and resources reference", service-specific keys: "Use with string
+// conditions"). They are two statements, not one: the conditions of one statement must all hold
+// for it to apply, so a single Deny on "endpoint is not the queue AND protocol is not sqs" would
+// let any sqs subscription to another queue through. OnlyOurSubscription compares the endpoint
+// case-sensitively (StringNotEquals), as a queue's name is case-sensitive: another case names
+// another queue. OnlySqsSubscription refuses the queue's ARN over any other protocol; SNS itself
+// refuses an SQS ARN as another protocol's endpoint, and the statement makes the policy say so
+// instead of resting on that validation.
+//
+// CloudFormation creates the stack's own subscription as the deploying principal, with the
+// queue's ARN and sqs: neither Deny applies. sns:Unsubscribe and sns:SetSubscriptionAttributes
+// cannot be named in a topic policy (they are not topic actions); the ProviderEventsTopicChanged
+// rule (audit.go) tells on-call when they are called on this topic's subscriptions.
+func (ev providerEvents) onlyOurSubscription() {
+	for _, s := range []struct {
+		sid, key string
+		ours     *string
+	}{
+		{"OnlyOurSubscription", "sns:Endpoint", ev.queue.QueueArn()},
+		{"OnlySqsSubscription", "sns:Protocol", jsii.String("sqs")},
+	} {
+		ev.topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String(s.sid),
+			Effect:     awsiam.Effect_DENY,
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+			Actions:    jsii.Strings("sns:Subscribe"),
+			Resources:  jsii.Strings(*ev.topic.TopicArn()),
+			Conditions: &map[string]any{"StringNotEquals": map[string]any{s.key: s.ours}},
+		}))
+	}
+}
+
+// noPurgeOfEvidence denies sqs:PurgeQueue on ProviderEventsQueue to every principal (Sid
+// NoPurgeOfEvidence). The queue holds evidence in flight: a purge would drop every event not yet
+// recorded, and the rows they name would end as rows no event reached. No one needs it: events
+// are idempotent, a bad one is refused and acknowledged, and the events function drains the queue.
+// Short of changing or deleting the queue itself (sqs:SetQueueAttributes, sqs:DeleteQueue: the
+// QueueChanged rule, audit.go), a purge is the one way left to destroy them in place: receiving
+// them to delete one by one needs kms:Decrypt on the queue's key, which OnlyEventsReads denies to
+// all but the events role.
+//
+// The other queues are not given this Deny, deliberately:
+//   - the intent queue: a purge drops resets not yet claimed, a denial of service, but no
+//     evidence: an unclaimed intent has no row, and the producer's own record and the player's
+//     retry cover it. A Deny would not even stop the denial of service: the queue uses SQS-managed
+//     encryption (producers send without KMS permissions), so any principal allowed
+//     sqs:ReceiveMessage and sqs:DeleteMessage on it drains it as surely, batch by batch, and
+//     those are claim's own actions, which no policy can refuse to everyone;
+//   - the DLQs: the runbook purges the stream-failure, dispatch-queue and provider-events DLQs
+//     once a failure is understood (README, Alarms and what to do; poison intents are fixed at
+//     the producer), and what a DLQ keeps is not what the ledger's evidence rests on: re-drives
+//     and sweeps settle the rows without it, the functions' logs name each failure, and
+//     ProviderEventsDlq can be neither read (OnlyEventsReads) nor redriven (OnlyTopicDelivers);
+//     purging it is also how its personal data goes before its retention ends.
+//
+// Every purge of any of the stack's queues, and every attempt, reaches on-call through the
+// QueueChanged rule (audit.go).
+func (ev providerEvents) noPurgeOfEvidence() {
+	ev.queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("NoPurgeOfEvidence"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("sqs:PurgeQueue"),
+		Resources:  jsii.Strings(*ev.queue.QueueArn()),
+	}))
 }
 
 // attemptProofKey defines the HMAC_256 key of the attempt proofs. KMS rotates no HMAC key

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -200,6 +204,95 @@ func onlyOursPolicies(t *testing.T, s *synthesized, sesSet, smsSet string) {
 		cond := allow["Condition"].(map[string]any)["StringEquals"].(map[string]any)
 		if got := label(cond["aws:SourceArn"]); got != want[len(want)-1] {
 			t.Errorf("SmsPublishes aws:SourceArn = %s, want %s", got, want[len(want)-1])
+		}
+	}
+}
+
+// TestProviderEventsLeaveOnlyByTheRoute: the topic denies every subscription but the stack's own
+// (SQS to ProviderEventsQueue, exactly the endpoint and protocol of the subscription the stack
+// creates, so the deploy itself is not denied), and ProviderEventsQueue, alone of the stack's
+// queues, denies a purge to every principal (events.go argues why the others do not).
+func TestProviderEventsLeaveOnlyByTheRoute(t *testing.T) {
+	s := synth(t, nil)
+	queueID := s.constructID(t, "AWS::SQS::Queue", "ProviderEventsQueue")
+	queueArn := `{"Fn::GetAtt":["` + queueID + `","Arn"]}`
+	var pol map[string]any
+	for _, tp := range s.resources("AWS::SNS::TopicPolicy") {
+		pol = props(tp)["PolicyDocument"].(map[string]any)
+	}
+	for sid, cond := range map[string]string{
+		"OnlyOurSubscription": `{"StringNotEquals":{"sns:Endpoint":` + queueArn + `}}`,
+		"OnlySqsSubscription": `{"StringNotEquals":{"sns:Protocol":"sqs"}}`,
+	} {
+		deny := policyStatement(t, pol, sid)
+		if deny["Effect"] != "Deny" || mustJSON(deny["Principal"]) != `{"AWS":"*"}` || deny["Action"] != "sns:Subscribe" ||
+			label(deny["Resource"]) != "ProviderEventsTopic" || mustJSON(deny["Condition"]) != cond {
+			t.Errorf("%s = %s, want a Deny of sns:Subscribe to all, condition %s", sid, mustJSON(deny), cond)
+		}
+	}
+	for _, sub := range s.resources("AWS::SNS::Subscription") {
+		if sp := props(sub); mustJSON(sp["Endpoint"]) != queueArn || sp["Protocol"] != "sqs" {
+			t.Errorf("the stack's subscription (%s, %v) is not the one the topic exempts (%s, sqs)", mustJSON(sp["Endpoint"]), sp["Protocol"], queueArn)
+		}
+	}
+
+	var carriers []string
+	for id, qp := range s.resources("AWS::SQS::QueuePolicy") {
+		doc := props(qp)["PolicyDocument"].(map[string]any)
+		for _, st := range list(doc["Statement"]) {
+			if stmt := st.(map[string]any); strings.Contains(mustJSON(stmt["Action"]), "sqs:PurgeQueue") {
+				carriers = append(carriers, id)
+				if stmt["Sid"] != "NoPurgeOfEvidence" || stmt["Effect"] != "Deny" || mustJSON(stmt["Principal"]) != `{"AWS":"*"}` ||
+					stmt["Action"] != "sqs:PurgeQueue" || mustJSON(stmt["Resource"]) != queueArn || stmt["Condition"] != nil {
+					t.Errorf("%s: purge statement = %s, want NoPurgeOfEvidence: a Deny of sqs:PurgeQueue on ProviderEventsQueue to all", id, mustJSON(stmt))
+				}
+			}
+		}
+	}
+	policyStatement(t, queuePolicy(t, s, "ProviderEventsQueue"), "NoPurgeOfEvidence")
+	if len(carriers) != 1 {
+		t.Errorf("queue policies naming sqs:PurgeQueue: %v, want ProviderEventsQueue's only (the intent queue and the DLQs are argued in events.go)", carriers)
+	}
+}
+
+// TestProviderEventsDlqDepthSaysWhatCanBeDone: the ProviderEventsDlqDepth alarm and its runbook
+// row send the on-call to what can be read, the events function's log lines (whose messages and
+// fields they name as the handler writes them), not to the DLQ, which no one can read
+// (OnlyEventsReads) or redrive (OnlyTopicDelivers); both say when the events expire.
+func TestProviderEventsDlqDepthSaysWhatCanBeDone(t *testing.T) {
+	days := fmt.Sprintf("%d days", int(providerEventsDLQRetention.Hours()/24))
+	desc, _ := synth(t, nil).alarmsByName()["ProviderEventsDlqDepth"]["AlarmDescription"].(string)
+	for _, want := range []string{"only the events role may decrypt", "redrive", "events function's log", "dedupe key", days} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("ProviderEventsDlqDepth description lacks %q: %q", want, desc)
+		}
+	}
+	if strings.Contains(desc, "inspect") {
+		t.Errorf("ProviderEventsDlqDepth description sends the on-call to inspect the DLQ, which no one can read: %q", desc)
+	}
+
+	rows := tableRows(readmeSection(t, "### Alarms and what to do"), regexp.MustCompile("^`ProviderEventsDlqDepth`$"))
+	if len(rows) != 1 || len(rows[0]) < 3 {
+		t.Fatalf("runbook rows for ProviderEventsDlqDepth: %v", rows)
+	}
+	do := rows[0][2]
+	for _, want := range []string{"`OnlyEventsReads`", "`OnlyTopicDelivers`", days} {
+		if !strings.Contains(do, want) {
+			t.Errorf("ProviderEventsDlqDepth runbook row lacks %s: %s", want, do)
+		}
+	}
+	// The log lines (message, then fields) the row names are the events handler's own.
+	src, err := os.ReadFile(filepath.Join("..", "internal", "handler", "events.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, logged := range []string{"provider event refused", "recording the provider event failed", "will_dead_letter", "reason",
+		"dedupe_key", "error", "sqs_message_id"} {
+		if !strings.Contains(do, "`"+logged+"`") {
+			t.Errorf("ProviderEventsDlqDepth runbook row does not name `%s`: %s", logged, do)
+		}
+		if !strings.Contains(string(src), `"`+logged) {
+			t.Errorf("the runbook row names %q, which internal/handler/events.go does not log", logged)
 		}
 	}
 }

@@ -169,6 +169,8 @@ var linterSkips = map[string]map[string][]linterSkip{
 		"ExpireSchedule":              {{"ES4000", scheduleNoDLQ}},
 		"KeyStateOrPolicyChanged":     {{"ES4000", securityRuleNoDLQ}},
 		"LedgerResourcePolicyChanged": {{"ES4000", securityRuleNoDLQ}},
+		"QueueChanged":                {{"ES4000", securityRuleNoDLQ}},
+		"ProviderEventsTopicChanged":  {{"ES4000", securityRuleNoDLQ}},
 	},
 	"AWS::Lambda::Permission": {
 		"ReconcileSchedule": {{"ES1007", sweepNoRetries}},

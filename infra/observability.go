@@ -309,8 +309,11 @@ func (w *alarms) providerEvents(o observed) {
 				sendRate("complaints", emf(metrics.Complaints, nil, "Sum", seconds(rateWindow))), complaintRateLimit, gt, quiet)
 		}
 	}
-	w.add("ProviderEventsDlqDepth", "Provider events the events function kept failing on moved to the DLQ (evidence to "+
-		"inspect: their rows miss the event).",
+	w.add("ProviderEventsDlqDepth", fmt.Sprintf("Provider events the events function refused (malformed, unknown type, "+
+		"no row, other channel) or failed to record on every receive moved to the DLQ: their rows miss the event. No one "+
+		"can read the DLQ (only the events role may decrypt it) or redrive it (only the topic may send to the queue): "+
+		"the events function's log names each one (dedupe key, reason or error). They expire %d days after their arrival.",
+		int(providerEventsDLQRetention.Hours()/24)),
 		o.events.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
 	age := 2 * providerEventsVisibility
 	w.add("ProviderEventsQueueOldestAge", fmt.Sprintf("A provider event has waited more than %v (two visibility "+

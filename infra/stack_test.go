@@ -29,11 +29,11 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::DynamoDB::Table":            3, // ledger, content, budget
 		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
 		"AWS::KMS::Key":                   6, // ledger, content, provider events topic and queues, attempt proofs, backup vault
-		"AWS::Events::Rule":               4, // the two sweeps' schedules, the key and ledger policy changes (audit.go)
+		"AWS::Events::Rule":               6, // the two sweeps' schedules; key, ledger, queue and topic policy changes (audit.go)
 		"AWS::Logs::LogGroup":             5,
 		"AWS::IAM::Role":                  8, // the five functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
-		// TestAlarmsAndDashboard names each one: 34 fixed, one per channel, one per open state.
-		"AWS::CloudWatch::Alarm":                     float64(34 + len(ledger.Channels) + openStates()),
+		// TestAlarmsAndDashboard names each one: 36 fixed, one per channel, one per open state.
+		"AWS::CloudWatch::Alarm":                     float64(36 + len(ledger.Channels) + openStates()),
 		"AWS::Backup::BackupVault":                   1,
 		"AWS::Backup::BackupPlan":                    1,
 		"AWS::Backup::BackupSelection":               1, // the ledger table
