@@ -33,39 +33,7 @@ func (p *LedgerStackProps) auditTrail(stack awscdk.Stack, st storage) {
 	if p.DataEventsTrail == "" {
 		return
 	}
-	trailArn := awscdk.Arn_Format(&awscdk.ArnComponents{
-		Service: jsii.String("cloudtrail"), Resource: jsii.String("trail"), ResourceName: jsii.String(p.DataEventsTrail),
-		ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
-	}, stack)
-	key := awskms.NewKey(stack, jsii.String("DataEventsTrailKey"), &awskms.KeyProps{
-		Description:       jsii.String(p.Prefix + " CloudTrail data events of the ledger table"),
-		EnableKeyRotation: jsii.Bool(true),
-		// Retained with the stack's other keys (deletionProtection); the bucket always is.
-		RemovalPolicy: p.removalPolicy(),
-		PendingWindow: awscdk.Duration_Days(jsii.Number(keyDeletionWindowDays)),
-	})
-	// CloudTrail encrypts the log files it writes for this trail (AWS CloudTrail user guide,
-	// "Configure AWS KMS key policies for CloudTrail"); readers decrypt with IAM permissions
-	// the key's account statement allows.
-	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String("CloudTrailEncryptsThisTrail"),
-		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudtrail.amazonaws.com"), nil)},
-		Actions:    jsii.Strings("kms:GenerateDataKey*"),
-		Resources:  jsii.Strings("*"),
-		Conditions: &map[string]interface{}{
-			"StringEquals": map[string]interface{}{"aws:SourceArn": trailArn},
-			"StringLike": map[string]interface{}{"kms:EncryptionContext:aws:cloudtrail:arn": awscdk.Arn_Format(&awscdk.ArnComponents{
-				Service: jsii.String("cloudtrail"), Region: jsii.String("*"), Resource: jsii.String("trail"),
-				ResourceName: jsii.String("*"), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
-			}, stack)},
-		},
-	}), jsii.Bool(false))
-	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String("CloudTrailDescribesThisKey"),
-		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudtrail.amazonaws.com"), nil)},
-		Actions:    jsii.Strings("kms:DescribeKey"),
-		Resources:  jsii.Strings("*"),
-	}), jsii.Bool(false))
+	key := p.trailKey(stack)
 
 	bucket := awss3.NewBucket(stack, jsii.String("DataEventsTrailBucket"), &awss3.BucketProps{
 		Encryption:        awss3.BucketEncryption_KMS,
@@ -115,6 +83,45 @@ func (p *LedgerStackProps) auditTrail(stack awscdk.Stack, st storage) {
 			},
 		},
 	})
+}
+
+// trailKey is the key the data-events trail's log files are encrypted with: only CloudTrail,
+// for this trail, may encrypt with it.
+func (p *LedgerStackProps) trailKey(stack awscdk.Stack) awskms.Key {
+	trailArn := awscdk.Arn_Format(&awscdk.ArnComponents{
+		Service: jsii.String("cloudtrail"), Resource: jsii.String("trail"), ResourceName: jsii.String(p.DataEventsTrail),
+		ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	}, stack)
+	key := awskms.NewKey(stack, jsii.String("DataEventsTrailKey"), &awskms.KeyProps{
+		Description:       jsii.String(p.Prefix + " CloudTrail data events of the ledger table"),
+		EnableKeyRotation: jsii.Bool(true),
+		// Retained with the stack's other keys (deletionProtection); the bucket always is.
+		RemovalPolicy: p.removalPolicy(),
+		PendingWindow: awscdk.Duration_Days(jsii.Number(keyDeletionWindowDays)),
+	})
+	// CloudTrail encrypts the log files it writes for this trail (AWS CloudTrail user guide,
+	// "Configure AWS KMS key policies for CloudTrail"); readers decrypt with IAM permissions
+	// the key's account statement allows.
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("CloudTrailEncryptsThisTrail"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudtrail.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("kms:GenerateDataKey*"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]interface{}{
+			"StringEquals": map[string]interface{}{"aws:SourceArn": trailArn},
+			"StringLike": map[string]interface{}{"kms:EncryptionContext:aws:cloudtrail:arn": awscdk.Arn_Format(&awscdk.ArnComponents{
+				Service: jsii.String("cloudtrail"), Region: jsii.String("*"), Resource: jsii.String("trail"),
+				ResourceName: jsii.String("*"), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+			}, stack)},
+		},
+	}), jsii.Bool(false))
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("CloudTrailDescribesThisKey"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudtrail.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("kms:DescribeKey"),
+		Resources:  jsii.Strings("*"),
+	}), jsii.Bool(false))
+	return key
 }
 
 // retentionDays is the history retention in whole days, rounded up.
