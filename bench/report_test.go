@@ -52,11 +52,11 @@ func TestSurgeSection(t *testing.T) {
 		}
 	}
 	// The last line with the figures fills the table against the targets.
-	s := surgeSection(write("new.out", "surge: intents=10 wcu=99\nsurge: intents=10000 accepted=10000 wcu=10.50 rcu=4.20 requests=7.9 redriven=600\n"))
+	s := surgeSection(write("new.out", "surge: intents=10 wcu=99\nsurge: intents=10000 accepted=10000 expired_not_sent=0 quarantined=0 unknown=0 duplicates=0 rate_ratio=1.010 drain_ratio=1.100 wcu=10.50 rcu=4.20 requests=7.90 redriven=600\n"))
 	for _, want := range []string{
 		"| DynamoDB WCU per accepted message | 10.50 | ≤ 11 | yes |",
 		"| DynamoDB RCU per accepted message | 4.20 | ≤ 4 | **no** |",
-		"| DynamoDB requests per accepted message | 7.9 | ≤ 8 | yes |",
+		"| DynamoDB requests per accepted message | 7.90 | ≤ 8 | yes |",
 		"| Re-driven rows | 600 of 10000 (6.0 %) | ≤ 5 % of intents | **no** |",
 		"redriven=600`",
 	} {

@@ -35,10 +35,10 @@ func surgeSection(path string) Section {
 	fields := surgeFields(line)
 	if fields["wcu"] == "" {
 		sec.Body = "**Not measured here (placeholder).** Issue 22 asks for a surge's cost per accepted message under `make surge` " +
-			"(10,000 intents, R = 10 sends/s per channel): " + targets + ". The surge's summary line (`surge: intents=…`) does not carry " +
-			"these figures yet; when it carries `wcu=… rcu=… requests=… redriven=…`, `make surge` then `make bench` fills this table " +
-			"from the last run's line in `.run/surge.out`. Until then `make surge` prints its cost per accepted message in its own " +
-			"output (the DynamoDB rows of its table), and no figure is claimed here."
+			"(10,000 intents, R = 10 sends/s per channel): " + targets + ". `make bench` does not run the surge (it takes most of an hour); " +
+			"it takes these figures from the `wcu=… rcu=… requests=… redriven=…` of the surge's summary line (`surge: intents=…`) " +
+			"in `.run/surge.out`, which `make surge` writes, and found none there. Run `make surge`, then `make bench`, to fill this table; " +
+			"until then no figure is claimed here."
 		if line != "" {
 			sec.Body += fmt.Sprintf("\n\nLast summary line found (%s, %s): `%s`", path, mod.UTC().Format("2006-01-02 15:04 MST"), line)
 		}
