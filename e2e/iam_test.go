@@ -75,6 +75,9 @@ func TestEndToEndAWSCalls(t *testing.T) {
 	if e.out.SESConfigurationSet != "" {
 		binding[e.out.SESConfigurationSet] = awscall.SESConfigurationSet
 	}
+	if a := e.out.AttemptProofKeyARN; a != "" {
+		binding[a[strings.LastIndex(a, "/")+1:]] = awscall.AttemptProofKey
+	}
 	if u := e.out.DispatchQueueURL; u != "" {
 		binding[u[strings.LastIndex(u, "/")+1:]] = awscall.DispatchQueue
 	}
