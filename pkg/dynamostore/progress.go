@@ -34,9 +34,9 @@ func NewProgress(client Client, table string) *Progress {
 const (
 	attrStreamBehind = "stream_behind"
 	attrStreamAt     = "stream_at"
-	attrQueueThrough  = "queue_through"
-	attrQueueAt       = "queue_at"
-	attrRedriven      = "redriven_at"
+	attrQueueThrough = "queue_through"
+	attrQueueAt      = "queue_at"
+	attrRedriven     = "redriven_at"
 )
 
 func progressKey() map[string]types.AttributeValue {
