@@ -95,7 +95,7 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 		Description:       jsii.String(p.Prefix + " provider events topic at rest (SES and End User Messaging SMS publish)"),
 		EnableKeyRotation: jsii.Bool(true),
 		RemovalPolicy:     p.removalPolicy(),
-		PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(keyDeletionWindowDays)),
 	})
 	// A service publishing to an encrypted topic needs the topic's key: SNS asks KMS for a data
 	// key on the publisher's behalf.
@@ -115,7 +115,7 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 		Description:       jsii.String(p.Prefix + " provider events queue and DLQ at rest (providers' event JSON: personal data)"),
 		EnableKeyRotation: jsii.Bool(true),
 		RemovalPolicy:     p.removalPolicy(),
-		PendingWindow:     awscdk.Duration_Days(jsii.Number(30)),
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(keyDeletionWindowDays)),
 	})
 	ev.dlq = p.deadLetterQueue(stack, "ProviderEventsDlq", providerEventsDLQRetention, ev.queueKey)
 	ev.queue = p.workQueue(stack, "ProviderEventsQueue", providerEventsRetention, providerEventsVisibility, ev.dlq, p.MaxReceiveCount, ev.queueKey)
@@ -273,7 +273,7 @@ func (p *LedgerStackProps) attemptProofKey(stack awscdk.Stack) awskms.Key {
 		KeySpec:           awskms.KeySpec_HMAC_256,
 		KeyUsage:          awskms.KeyUsage_GENERATE_VERIFY_MAC,
 		EnableKeyRotation: jsii.Bool(false),
-		PendingWindow:     awscdk.Duration_Days(jsii.Number(30)),
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(keyDeletionWindowDays)),
 		RemovalPolicy:     p.removalPolicy(),
 	})
 }
