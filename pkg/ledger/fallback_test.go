@@ -370,16 +370,7 @@ func TestFallbackOnHardBounce(t *testing.T) {
 			e := newEnv(t)
 			e.Transport.Events = true
 			e.Svc.Policy.FallbackWait = 2 * time.Minute
-			emailIn, emailSealed := fallbackIntent(30, ledger.Email, e.Clock.Now())
-			smsIn, smsSealed := fallbackIntent(30, ledger.SMS, e.Clock.Now())
-			for _, c := range []struct {
-				in     ledger.Intent
-				sealed []byte
-			}{{emailIn, emailSealed}, {smsIn, smsSealed}} {
-				if _, err := e.Svc.Claim(context.Background(), c.in, c.sealed, "claim/req-1"); err != nil {
-					t.Fatal(err)
-				}
-			}
+			emailIn, smsIn := claimFallbackPair(t, e, 30)
 			mustDispatch(t, e, emailIn.Key(), ledger.DispatchAccepted)
 			if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
 				t.Fatalf("sms %s right after the email was accepted, want held for the wait", got.State)

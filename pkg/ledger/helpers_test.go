@@ -150,6 +150,23 @@ func fallbackIntent(i int, ch ledger.Channel, now time.Time) (ledger.Intent, []b
 	return in, sealed
 }
 
+// claimFallbackPair claims challenge i's email-then-SMS fallback pair and
+// returns both intents.
+func claimFallbackPair(t *testing.T, e *env, i int) (email, sms ledger.Intent) {
+	t.Helper()
+	email, emailSealed := fallbackIntent(i, ledger.Email, e.Clock.Now())
+	sms, smsSealed := fallbackIntent(i, ledger.SMS, e.Clock.Now())
+	for _, c := range []struct {
+		in     ledger.Intent
+		sealed []byte
+	}{{email, emailSealed}, {sms, smsSealed}} {
+		if _, err := e.Svc.Claim(context.Background(), c.in, c.sealed, "claim/req-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return email, sms
+}
+
 func mustDispatch(t *testing.T, e *env, key string, want ledger.DispatchOutcome) ledger.Entry {
 	t.Helper()
 	res, err := e.Svc.Dispatch(context.Background(), key, "dispatch/req-1")

@@ -87,16 +87,7 @@ func TestForgedBounceNeverReleasesHeldSMS(t *testing.T) {
 	e := newEnv(t)
 	e.Transport.Events = true
 	e.Svc.Policy.FallbackWait = 2 * time.Minute
-	emailIn, emailSealed := fallbackIntent(41, ledger.Email, e.Clock.Now())
-	smsIn, smsSealed := fallbackIntent(41, ledger.SMS, e.Clock.Now())
-	for _, c := range []struct {
-		in     ledger.Intent
-		sealed []byte
-	}{{emailIn, emailSealed}, {smsIn, smsSealed}} {
-		if _, err := e.Svc.Claim(context.Background(), c.in, c.sealed, "claim/req-1"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	emailIn, smsIn := claimFallbackPair(t, e, 41)
 	mustDispatch(t, e, emailIn.Key(), ledger.DispatchAccepted)
 	bounce := e.providerEvent(t, emailIn.Key(), ledger.Email, ledger.KindBounced, "Bounce", "Permanent/General", true)
 	refuseAll(t, e, forgeries(t, e, bounce))
