@@ -133,7 +133,7 @@ func TestResolveWithoutIdentityWritesNothing(t *testing.T) {
 				}
 				dir := t.TempDir()
 				for k, v := range map[string]string{
-					"AWS_ENDPOINT_URL": ep, "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:1", "AWS_MAX_ATTEMPTS": "1",
+					"AWS_ENDPOINT_URL": ep, "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:1",
 					"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "", "AWS_PROFILE": "",
 					"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"),
 				} {
