@@ -41,7 +41,7 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	key := in.Key()
 	row := Entry{
 		Key: key, Identity: in.Identity, Workflow: in.Workflow, ContentHash: in.ContentHash,
-		DestinationRef: in.DestinationRef, TemplateID: in.TemplateID, TemplateVersion: in.TemplateVersion,
+		DestinationRef: in.DestinationRef, SubjectRef: in.SubjectRef, TemplateID: in.TemplateID, TemplateVersion: in.TemplateVersion,
 		PolicyVersion: in.PolicyVersion, ExpiresAt: in.ExpiresAt.UTC().Truncate(Precision), CreatedAt: now,
 	}
 

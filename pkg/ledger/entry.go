@@ -13,13 +13,15 @@ import (
 // Entry is one ledger row: the current state of one logical message and its
 // append-only history. It holds no secret: no token, body or address.
 type Entry struct {
-	Key             string
-	Identity        Identity
-	Workflow        Workflow
-	State           State
-	Version         int64 // incremented by every write; the compare-and-set token
-	ContentHash     string
-	DestinationRef  string
+	Key            string
+	Identity       Identity
+	Workflow       Workflow
+	State          State
+	Version        int64 // incremented by every write; the compare-and-set token
+	ContentHash    string
+	DestinationRef string
+	// SubjectRef is the intent's opaque account reference, "" if none.
+	SubjectRef      string
 	TemplateID      string
 	TemplateVersion string
 	PolicyVersion   string

@@ -46,8 +46,12 @@ func (w Workflow) neighbor(c Channel, step int) (Channel, bool) {
 // Intent is a validated request to notify once on one channel.
 type Intent struct {
 	Identity
-	Workflow        Workflow
-	DestinationRef  string // opaque reference to the address, never the address
+	Workflow       Workflow
+	DestinationRef string // opaque reference to the address, never the address
+	// SubjectRef is an opaque reference to the account the challenge is
+	// for, never an address; "" when the producer gave none. Send limits
+	// per subject and supersession of older challenges key on it.
+	SubjectRef      string
 	ExpiresAt       time.Time
 	TemplateID      string
 	TemplateVersion string
@@ -81,6 +85,11 @@ func (in Intent) Validate() error {
 	}
 	if err := checkOpaque("destination_ref", in.DestinationRef, 256); err != nil {
 		return err
+	}
+	if in.SubjectRef != "" {
+		if err := checkOpaque("subject_ref", in.SubjectRef, 256); err != nil {
+			return err
+		}
 	}
 	if in.ExpiresAt.IsZero() {
 		return fieldErr("expires_at", "missing")
