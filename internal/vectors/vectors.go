@@ -180,6 +180,7 @@ type Notification struct {
 	Channel         string   `json:"channel"`
 	Workflow        Workflow `json:"workflow"`
 	DestinationRef  string   `json:"destination_ref"`
+	SubjectRef      string   `json:"subject_ref,omitempty"`
 	ExpiresAt       string   `json:"expires_at"`
 	TemplateID      string   `json:"template_id"`
 	TemplateVersion string   `json:"template_version"`
@@ -192,7 +193,7 @@ func (n Notification) Producer() (producer.Notification, error) {
 	p := producer.Notification{
 		ChallengeID: n.ChallengeID, Channel: ledger.Channel(n.Channel),
 		Workflow:       ledger.Workflow{Kind: ledger.WorkflowKind(n.Workflow.Kind)},
-		DestinationRef: n.DestinationRef, TemplateID: n.TemplateID,
+		DestinationRef: n.DestinationRef, SubjectRef: n.SubjectRef, TemplateID: n.TemplateID,
 		TemplateVersion: n.TemplateVersion, PolicyVersion: n.PolicyVersion,
 		Message: ledger.Message{To: n.Message.To.S, Subject: n.Message.Subject.S, Body: n.Message.Body.S},
 	}

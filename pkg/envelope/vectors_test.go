@@ -122,6 +122,18 @@ func intentInputs() []struct {
 	n = base("chal-7f3a9c07", "email")
 	n.ExpiresAt = "2026-11-30T10:50:00.5Z"
 	out = append(out, in{"expiry with a trailing-zero fraction", n})
+	n = base("chal-7f3a9c08", "email")
+	n.SubjectRef = "acct-1001"
+	out = append(out, in{"with subject_ref", n})
+	for _, ch := range []string{"email", "sms"} {
+		n := base("chal-7f3a9c09", ch)
+		n.Workflow = vectors.Workflow{Kind: "fallback", Order: []string{"sms", "email"}}
+		n.SubjectRef = "tenant-7:acct_1001.eu"
+		out = append(out, in{"fallback sms then email with subject_ref: " + ch, n})
+	}
+	n = base("chal-7f3a9c0a", "sms")
+	n.SubjectRef = strings.Repeat("Zz09._:-", 32)
+	out = append(out, in{"longest subject_ref", n})
 	return out
 }
 
@@ -302,6 +314,10 @@ func checkIntentVector(t *testing.T, v intentVector) {
 	var decoded sealedContent
 	if err := json.Unmarshal(sealed, &decoded); err != nil || in.Key() != v.DedupeKey || in.ContentHash != v.ContentHash || decoded != v.SealedContent {
 		t.Errorf("decoded body: key %s hash %s sealed %s (%v)", in.Key(), in.ContentHash, sealed, err)
+	}
+	if in.DestinationRef != v.Notification.DestinationRef || in.SubjectRef != v.Notification.SubjectRef {
+		t.Errorf("decoded body: destination_ref %q subject_ref %q, want %q %q", in.DestinationRef, in.SubjectRef,
+			v.Notification.DestinationRef, v.Notification.SubjectRef)
 	}
 	m, err := (&envelope.Opener{KMS: vectorKMS{v: v, key: v.DedupeKey}, KeyARN: v.GenerateDataKey.KeyID}).Open(context.Background(), v.DedupeKey, sealed)
 	if err != nil {

@@ -4,7 +4,7 @@
 //
 // Decode is strict. It accepts one JSON object of at most MaxBodySize bytes
 // with exactly the known fields (exact spelling, no duplicates, no unknown
-// ones, no trailing data), then runs ledger.Intent.Validate. Every rejection
+// ones, no trailing data; all required but the optional subject_ref), then runs ledger.Intent.Validate. Every rejection
 // is a *ledger.FieldError naming the JSON field (so errors.Is(err,
 // ledger.ErrInvalidIntent) holds); an unknown schema_version also wraps
 // ErrUnsupportedVersion. No error message contains an input value: the body
@@ -44,6 +44,7 @@ type wire struct {
 	Channel         string            `json:"channel"`
 	Workflow        wireWorkflow      `json:"workflow"`
 	DestinationRef  string            `json:"destination_ref"`
+	SubjectRef      string            `json:"subject_ref,omitempty"`
 	ExpiresAt       string            `json:"expires_at"`
 	TemplateID      string            `json:"template_id"`
 	TemplateVersion string            `json:"template_version"`
@@ -64,7 +65,7 @@ type shape map[string]shape
 var rootShape = shape{
 	"schema_version": nil, "purpose": nil, "challenge_id": nil, "channel": nil,
 	"workflow":        {"kind": nil, "order": nil},
-	"destination_ref": nil, "expires_at": nil, "template_id": nil,
+	"destination_ref": nil, "subject_ref": nil, "expires_at": nil, "template_id": nil,
 	"template_version": nil, "policy_version": nil, "content_hash": nil,
 	"sealed_content": nil,
 }
@@ -76,6 +77,10 @@ func RequiredFields() []string {
 		"destination_ref", "expires_at", "template_id", "template_version",
 		"policy_version", "content_hash", "sealed_content"}
 }
+
+// OptionalFields returns the top-level fields an intent may leave out, in
+// wire order: subject_ref, which producers omit when there is no subject.
+func OptionalFields() []string { return []string{"subject_ref"} }
 
 // Decode parses and validates an intent. It returns the intent and the
 // sealed content as the canonical JSON of its envelope, ready for a
@@ -147,10 +152,32 @@ func decodeFields(raw map[string]json.RawMessage) (wire, error) {
 	if err := decodeWorkflow(raw, &w.Workflow); err != nil {
 		return w, err
 	}
-	err := decodeStrings(raw, stringField{"destination_ref", &w.DestinationRef}, stringField{"expires_at", &w.ExpiresAt},
+	if err := decodeStrings(raw, stringField{"destination_ref", &w.DestinationRef}); err != nil {
+		return w, err
+	}
+	if err := decodeSubjectRef(raw, &w.SubjectRef); err != nil {
+		return w, err
+	}
+	err := decodeStrings(raw, stringField{"expires_at", &w.ExpiresAt},
 		stringField{"template_id", &w.TemplateID}, stringField{"template_version", &w.TemplateVersion},
 		stringField{"policy_version", &w.PolicyVersion}, stringField{"content_hash", &w.ContentHash})
 	return w, err
+}
+
+// decodeSubjectRef decodes the optional subject_ref: absent is none, but a
+// member that is present must be a non-empty string (a producer with no
+// subject leaves it out; "" or null is refused, not read as none).
+func decodeSubjectRef(raw map[string]json.RawMessage, dst *string) error {
+	if _, ok := raw["subject_ref"]; !ok {
+		return nil
+	}
+	if err := field(raw, "subject_ref", dst, "want a string"); err != nil {
+		return err
+	}
+	if *dst == "" {
+		return bad("subject_ref", "empty (leave the member out when there is no subject)")
+	}
+	return nil
 }
 
 // stringField is a top-level string field and where it decodes to.
@@ -180,6 +207,7 @@ func (w wire) intent(expires time.Time) ledger.Intent {
 		},
 		Workflow:        ledger.Workflow{Kind: ledger.WorkflowKind(w.Workflow.Kind)},
 		DestinationRef:  w.DestinationRef,
+		SubjectRef:      w.SubjectRef,
 		ExpiresAt:       expires.UTC(),
 		TemplateID:      w.TemplateID,
 		TemplateVersion: w.TemplateVersion,
@@ -208,6 +236,7 @@ func Encode(in ledger.Intent, sealed wireform.Envelope) ([]byte, error) {
 		Channel:         string(in.Channel),
 		Workflow:        wireWorkflow{Kind: string(in.Workflow.Kind)},
 		DestinationRef:  in.DestinationRef,
+		SubjectRef:      in.SubjectRef,
 		ExpiresAt:       in.ExpiresAt.UTC().Format(time.RFC3339Nano),
 		TemplateID:      in.TemplateID,
 		TemplateVersion: in.TemplateVersion,

@@ -84,6 +84,46 @@ func TestDecodeValid(t *testing.T) {
 	}
 }
 
+// TestDecodeSubjectRef: subject_ref is optional; present, it reaches the
+// intent and Encode writes it back after destination_ref; absent, the body
+// is byte for byte what it was before the member existed.
+func TestDecodeSubjectRef(t *testing.T) {
+	without := testIntent(t)
+	bodyWithout, err := intent.Encode(without, testEnvelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(bodyWithout, []byte("subject_ref")) {
+		t.Errorf("an intent without a subject is encoded with subject_ref: %s", bodyWithout)
+	}
+	got, _, err := intent.Decode(bodyWithout)
+	if err != nil || got.SubjectRef != "" {
+		t.Fatalf("Decode(no subject_ref) = %q, %v", got.SubjectRef, err)
+	}
+
+	with := testIntent(t)
+	with.SubjectRef = "tenant-7:acct_1001.eu"
+	body, err := intent.Encode(with, testEnvelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte(`"destination_ref":"` + with.DestinationRef + `","subject_ref":"tenant-7:acct_1001.eu","expires_at":`)
+	if !bytes.Contains(body, want) {
+		t.Errorf("subject_ref is not written right after destination_ref: %s", body)
+	}
+	got, _, err = intent.Decode(body)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if !reflect.DeepEqual(got, with) {
+		t.Errorf("Decode = %+v, want %+v", got, with)
+	}
+	// The member takes no part in the identity.
+	if got.Key() != without.Key() {
+		t.Errorf("subject_ref changed the dedupe key")
+	}
+}
+
 func TestDecodeNormalizes(t *testing.T) {
 	doc := validDoc(t)
 	doc["expires_at"] = "2026-11-30T11:10:00.5+02:00"
@@ -192,6 +232,14 @@ func badCases() []badCase {
 		{name: "destination_ref is a raw email address", body: mutate(func(m map[string]any) { m["destination_ref"] = "player+" + secret + "@example.test" }), field: "destination_ref"},
 		{name: "destination_ref is a raw phone number", body: mutate(func(m map[string]any) { m["destination_ref"] = "+15550001234" }), field: "destination_ref"},
 		{name: "destination_ref too long", body: mutate(func(m map[string]any) { m["destination_ref"] = strings.Repeat("d", 257) }), field: "destination_ref"},
+		{name: "subject_ref is a raw email address", body: mutate(func(m map[string]any) { m["subject_ref"] = "player+" + secret + "@example.test" }), field: "subject_ref"},
+		{name: "subject_ref is a raw phone number", body: mutate(func(m map[string]any) { m["subject_ref"] = "+15550001234" }), field: "subject_ref"},
+		{name: "subject_ref too long", body: mutate(func(m map[string]any) { m["subject_ref"] = strings.Repeat("s", 257) }), field: "subject_ref"},
+		{name: "subject_ref empty", body: mutate(func(m map[string]any) { m["subject_ref"] = "" }), field: "subject_ref"},
+		{name: "subject_ref null", body: mutate(func(m map[string]any) { m["subject_ref"] = nil }), field: "subject_ref"},
+		{name: "subject_ref number", body: mutate(func(m map[string]any) { m["subject_ref"] = 1001 }), field: "subject_ref"},
+		{name: "subject_ref newline", body: mutate(func(m map[string]any) { m["subject_ref"] = "acct\n" + secret }), field: "subject_ref"},
+		{name: "subject_ref in capitals", body: mutate(func(m map[string]any) { m["Subject_Ref"] = "acct-1001" }), field: "body"},
 		{name: "template_id too long", body: mutate(func(m map[string]any) { m["template_id"] = strings.Repeat("t", 65) }), field: "template_id"},
 		{name: "template_version too long", body: mutate(func(m map[string]any) { m["template_version"] = strings.Repeat("9", 33) }), field: "template_version"},
 		{name: "template_version number", body: mutate(func(m map[string]any) { m["template_version"] = 3 }), field: "template_version"},
@@ -283,6 +331,11 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 	var fe *ledger.FieldError
 	if _, err := intent.Encode(testIntent(t), env); !errors.As(err, &fe) || fe.Field != "sealed_content.nonce" {
 		t.Errorf("Encode(no nonce) = %v, want a field error on sealed_content.nonce", err)
+	}
+	in = testIntent(t)
+	in.SubjectRef = "player@example.test"
+	if _, err := intent.Encode(in, testEnvelope); !errors.As(err, &fe) || fe.Field != "subject_ref" {
+		t.Errorf("Encode(bad subject_ref) = %v, want a field error on subject_ref", err)
 	}
 	in = testIntent(t)
 	in.ExpiresAt = time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("", -2*3600))

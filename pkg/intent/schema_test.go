@@ -57,8 +57,13 @@ func TestSchemaRequiredFieldsMatchDecode(t *testing.T) {
 	if !reflect.DeepEqual(s.Required, intent.RequiredFields()) {
 		t.Errorf("schema required = %v, Decode requires %v", s.Required, intent.RequiredFields())
 	}
-	if len(s.Properties) != len(intent.RequiredFields()) {
-		t.Errorf("schema has %d properties, want %d (every field is required)", len(s.Properties), len(intent.RequiredFields()))
+	for _, f := range append(intent.RequiredFields(), intent.OptionalFields()...) {
+		if _, ok := s.Properties[f]; !ok {
+			t.Errorf("schema has no property %s", f)
+		}
+	}
+	if want := len(intent.RequiredFields()) + len(intent.OptionalFields()); len(s.Properties) != want {
+		t.Errorf("schema has %d properties, want %d (the required fields and the optional ones)", len(s.Properties), want)
 	}
 	if s.AdditionalProperties == nil || *s.AdditionalProperties {
 		t.Error("schema must set additionalProperties false")
@@ -76,7 +81,9 @@ func TestSchemaAgreesWithDecode(t *testing.T) {
 		dual := validDoc(t)
 		dual["channel"] = "sms"
 		dual["workflow"] = map[string]any{"kind": "dual", "order": []any{"email", "sms"}}
-		for name, doc := range map[string]map[string]any{"single": single, "fallback": fallback, "dual": dual} {
+		withSubject := validDoc(t)
+		withSubject["subject_ref"] = "acct-1001"
+		for name, doc := range map[string]map[string]any{"single": single, "fallback": fallback, "dual": dual, "with subject_ref": withSubject} {
 			body := marshal(t, doc)
 			if _, _, err := intent.Decode(body); err != nil {
 				t.Errorf("%s: Decode rejects: %v", name, err)

@@ -51,10 +51,14 @@ type Producer struct {
 // Notification is one password-reset notification on one channel, with the
 // rendered, secret-bearing message.
 type Notification struct {
-	ChallengeID     string // opaque challenge id
-	Channel         ledger.Channel
-	Workflow        ledger.Workflow
-	DestinationRef  string // opaque reference to the address, never the address
+	ChallengeID    string // opaque challenge id
+	Channel        ledger.Channel
+	Workflow       ledger.Workflow
+	DestinationRef string // opaque reference to the address, never the address
+	// SubjectRef is an opaque reference to the account the challenge is
+	// for (the rules of DestinationRef), never an address. Optional: ""
+	// publishes the intent without subject_ref.
+	SubjectRef      string
 	ExpiresAt       time.Time
 	TemplateID      string
 	TemplateVersion string
@@ -83,6 +87,7 @@ func (p *Producer) Publish(ctx context.Context, n Notification) (string, error) 
 		},
 		Workflow:        n.Workflow,
 		DestinationRef:  n.DestinationRef,
+		SubjectRef:      n.SubjectRef,
 		ExpiresAt:       n.ExpiresAt,
 		TemplateID:      n.TemplateID,
 		TemplateVersion: n.TemplateVersion,
