@@ -50,6 +50,12 @@ export interface Notification {
   workflow: Workflow;
   /** Opaque reference to the address (1 to 256 of `A-Za-z0-9._:-`), never the address itself. */
   destinationRef: string;
+  /**
+   * Optional opaque reference to the account the challenge is for (the
+   * rules of `destinationRef`), never an address: the intent's `subject_ref`.
+   * Left out, or `''`, the intent carries no `subject_ref`.
+   */
+  subjectRef?: string;
   /** When the challenge expires. Nothing is sent after it. */
   expiresAt: Date;
   /** 1 to 64 of `A-Za-z0-9._:-`. */
@@ -118,6 +124,12 @@ function checkOpaque(field: string, v: unknown, max: number): void {
   }
 }
 
+/** Whether n names a subject: `subjectRef` undefined, null or `''` is none. */
+function hasSubjectRef(n: Notification): boolean {
+  const s: unknown = n.subjectRef;
+  return s !== undefined && s !== null && s !== '';
+}
+
 function isChannel(c: unknown): c is Channel {
   return c === 'email' || c === 'sms';
 }
@@ -165,6 +177,9 @@ export function validateIntentFields(n: Notification): void {
       throw new IntentError('workflow.kind', 'unknown workflow (want single, dual or fallback)');
   }
   checkOpaque('destination_ref', n.destinationRef, 256);
+  if (hasSubjectRef(n)) {
+    checkOpaque('subject_ref', n.subjectRef, 256);
+  }
   const exp: unknown = n.expiresAt;
   if (exp === undefined || exp === null) {
     throw new IntentError('expires_at', 'missing');
@@ -250,6 +265,7 @@ export function encodeIntent(n: Notification, hash: string, sealed: Envelope): s
     channel: n.channel,
     workflow,
     destination_ref: n.destinationRef,
+    ...(hasSubjectRef(n) ? { subject_ref: n.subjectRef } : {}),
     expires_at: formatTime(n.expiresAt),
     template_id: n.templateId,
     template_version: n.templateVersion,

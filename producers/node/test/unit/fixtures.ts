@@ -22,6 +22,7 @@ export interface VectorNotification {
   channel: string;
   workflow: { kind: string; order?: string[] };
   destination_ref: string;
+  subject_ref?: string;
   expires_at: string;
   template_id: string;
   template_version: string;
@@ -36,6 +37,7 @@ export function notification(v: VectorNotification): Notification {
     channel: v.channel,
     workflow: v.workflow.order === undefined ? { kind: v.workflow.kind } : { kind: v.workflow.kind, order: v.workflow.order },
     destinationRef: v.destination_ref,
+    ...(v.subject_ref === undefined ? {} : { subjectRef: v.subject_ref }),
     expiresAt: v.expires_at === '' ? undefined : new Date(v.expires_at),
     templateId: v.template_id,
     templateVersion: v.template_version,

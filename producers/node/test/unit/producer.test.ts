@@ -65,6 +65,7 @@ describe('input the Go producer has no equivalent for', () => {
     ['order not an array', (n) => { n.workflow = { kind: 'fallback', order: 'email,sms' }; }, 'workflow.order', 'want an array of channels'],
     ['subject as a number', (n) => { n.message.subject = 7; }, 'message.subject', 'want a string'],
     ['no message', (n) => { delete (n as Record<string, unknown>).message; }, 'message', 'missing'],
+    ['subject reference as a number', (n) => { n.subjectRef = 1001; }, 'subject_ref', 'want a string'],
   ];
   for (const [name, edit, field, reason] of cases) {
     test(name, async () => {
@@ -82,6 +83,21 @@ describe('input the Go producer has no equivalent for', () => {
       assert.equal(kms.calls + sqs.bodies.length, 0);
     });
   }
+
+  test('subjectRef: none, empty or null publishes no subject_ref; a value follows destination_ref', async () => {
+    for (const subjectRef of [undefined, '', null]) {
+      const sqs = new FakeSQS();
+      const n = { ...valid(), subjectRef } as unknown as Notification;
+      await producer(new FakeKMS(dataKey), sqs).publish(n);
+      assert.ok(!(sqs.bodies[0] ?? '').includes('subject_ref'), `subjectRef ${String(subjectRef)}: ${sqs.bodies[0]}`);
+    }
+    const sqs = new FakeSQS();
+    await producer(new FakeKMS(dataKey), sqs).publish({ ...valid(), subjectRef: 'acct-1001' });
+    const body = JSON.parse(sqs.bodies[0] ?? '{}') as Record<string, unknown>;
+    assert.equal(body.subject_ref, 'acct-1001');
+    const keys = Object.keys(body);
+    assert.equal(keys.indexOf('subject_ref'), keys.indexOf('destination_ref') + 1);
+  });
 
   test('a fallback pair validates on both channels', () => {
     const p = producer(new FakeKMS(dataKey), new FakeSQS());
@@ -197,6 +213,7 @@ describe('errors', () => {
   test('no error names or quotes the message', async () => {
     const bad = [
       { ...valid(), destinationRef: ADDRESS },
+      { ...valid(), subjectRef: ADDRESS },
       { ...valid(), challengeId: `chal\n${CANARY}` },
       { ...valid(), message: { ...valid().message, body: CANARY.repeat(5000) } },
     ];
