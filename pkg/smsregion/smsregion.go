@@ -1,0 +1,227 @@
+// Package smsregion tells which country or region an SMS destination belongs
+// to, and whether a country allow-list lets a message go there.
+//
+// The region comes from github.com/nyaruka/phonenumbers (a port of Google's
+// libphonenumber and its metadata), not from a prefix table of our own: a
+// shared calling code is resolved by the number's ranges (+1 787 is PR, +1
+// 416 is CA, +44 1481 is GG), and a number outside every assigned range is
+// refused rather than guessed. Regions are ISO 3166-1 alpha-2 codes, the
+// codes AWS End User Messaging SMS protect configurations use.
+//
+// Lookup also reports the number's Kind as the library's metadata classifies
+// it; Kind.Premium is true for premium-rate and shared-cost ranges, the
+// ranges whose operators share revenue with the caller (SMS pumping). The
+// classification is only as complete as the metadata: a country whose
+// metadata lists no premium range classifies none as premium.
+//
+// No error text contains the number or any of its digits.
+package smsregion
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/nyaruka/phonenumbers"
+)
+
+// ErrInvalidNumber is returned for a destination that is not an E.164
+// number ("+" and 2 to 15 digits, the first not 0) or that is not valid
+// under the library's metadata (no assigned range matches it).
+var ErrInvalidNumber = errors.New("smsregion: invalid phone number")
+
+// ErrNoRegion is returned for a valid number that belongs to no country or
+// region: a non-geographic calling code such as +800 (international
+// freephone) or +882 (international networks).
+var ErrNoRegion = errors.New("smsregion: number belongs to no region")
+
+// ErrInvalidAllowList is wrapped by ParseAllowList errors.
+var ErrInvalidAllowList = errors.New("smsregion: invalid allow-list")
+
+// e164 is the E.164 form: a plus sign, a country code that does not start
+// with 0, at most 15 digits in all.
+var e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
+
+// Kind is what the library's metadata says a number is.
+type Kind int
+
+// The kinds, in the library's terms.
+const (
+	Unknown           Kind = iota // matches no typed range of its region
+	FixedLine                     // a landline
+	Mobile                        // a mobile number
+	FixedLineOrMobile             // the region's ranges do not tell the two apart (US, CA, ...)
+	TollFree                      // free to the caller
+	PremiumRate                   // the caller pays more than a normal rate; the operator shares the revenue
+	SharedCost                    // the cost is split between caller and recipient
+	VoIP                          // a VoIP number
+	Personal                      // a personal number, routed to another number
+	Pager                         // a pager
+	UAN                           // a universal access (company) number
+	Voicemail                     // a voicemail access number
+)
+
+var kindNames = [...]string{
+	Unknown: "unknown", FixedLine: "fixed_line", Mobile: "mobile", FixedLineOrMobile: "fixed_line_or_mobile",
+	TollFree: "toll_free", PremiumRate: "premium_rate", SharedCost: "shared_cost", VoIP: "voip",
+	Personal: "personal", Pager: "pager", UAN: "uan", Voicemail: "voicemail",
+}
+
+// String returns the kind's snake_case name ("premium_rate").
+func (k Kind) String() string {
+	if k < 0 || int(k) >= len(kindNames) {
+		return fmt.Sprintf("kind(%d)", int(k))
+	}
+	return kindNames[k]
+}
+
+// Premium reports whether numbers of this kind are premium-rate or
+// shared-cost: ranges that earn their operator a share of what is sent to
+// them, the target of SMS pumping. A reset is never legitimately sent there.
+func (k Kind) Premium() bool { return k == PremiumRate || k == SharedCost }
+
+var kinds = map[phonenumbers.PhoneNumberType]Kind{
+	phonenumbers.FIXED_LINE:           FixedLine,
+	phonenumbers.MOBILE:               Mobile,
+	phonenumbers.FIXED_LINE_OR_MOBILE: FixedLineOrMobile,
+	phonenumbers.TOLL_FREE:            TollFree,
+	phonenumbers.PREMIUM_RATE:         PremiumRate,
+	phonenumbers.SHARED_COST:          SharedCost,
+	phonenumbers.VOIP:                 VoIP,
+	phonenumbers.PERSONAL_NUMBER:      Personal,
+	phonenumbers.PAGER:                Pager,
+	phonenumbers.UAN:                  UAN,
+	phonenumbers.VOICEMAIL:            Voicemail,
+}
+
+// Number is what Lookup found out about a destination. It holds nothing from
+// which the number could be recovered.
+type Number struct {
+	// Region is the ISO 3166-1 alpha-2 code of the number's country or
+	// region ("GB", "PR").
+	Region string
+	// Kind is the number's type by the metadata.
+	Kind Kind
+}
+
+// Lookup returns the region and kind of an E.164 number. It returns an error
+// wrapping ErrInvalidNumber for text that is not E.164 or not a valid number,
+// and ErrNoRegion for a valid non-geographic number.
+func Lookup(number string) (Number, error) {
+	if !e164.MatchString(number) {
+		return Number{}, fmt.Errorf("%w: want E.164 (+ and 2 to 15 digits)", ErrInvalidNumber)
+	}
+	n, err := phonenumbers.Parse(number, "")
+	if err != nil {
+		// The library's errors are constant texts, but keep ours in our words.
+		return Number{}, fmt.Errorf("%w: unparsable", ErrInvalidNumber)
+	}
+	if !phonenumbers.IsValidNumber(n) {
+		return Number{}, fmt.Errorf("%w: in no assigned range", ErrInvalidNumber)
+	}
+	region := phonenumbers.GetRegionCodeForNumber(n)
+	if !KnownRegion(region) {
+		return Number{}, ErrNoRegion
+	}
+	return Number{Region: region, Kind: kinds[phonenumbers.GetNumberType(n)]}, nil
+}
+
+// Region returns the ISO 3166-1 alpha-2 region of an E.164 number; see Lookup.
+func Region(number string) (string, error) {
+	n, err := Lookup(number)
+	return n.Region, err
+}
+
+// KnownRegion reports whether code is a region the library has metadata
+// for. Every such code is two uppercase letters; "001" (non-geographic) and
+// "ZZ" (unknown) are not known regions.
+func KnownRegion(code string) bool {
+	return len(code) == 2 && phonenumbers.GetSupportedRegions()[code]
+}
+
+// KnownRegions returns every known region, sorted.
+func KnownRegions() []string {
+	out := make([]string, 0, len(phonenumbers.GetSupportedRegions()))
+	for r := range phonenumbers.GetSupportedRegions() {
+		if KnownRegion(r) {
+			out = append(out, r)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Off is the allow-list text that switches the country check off.
+const Off = "*"
+
+// AllowList is a set of regions SMS may be sent to. The zero value is off:
+// it allows every region. An AllowList is immutable and safe to share.
+type AllowList struct {
+	regions []string // sorted, no duplicates; nil when off
+}
+
+// ParseAllowList reads a comma-separated list of ISO 3166-1 alpha-2 codes
+// ("GB,IE,US"). Each code must be uppercase and a known region (KnownRegion),
+// and may appear once; spaces around a code are ignored. "*" and "" (empty
+// or only spaces) switch the check off: the list allows every region. A list
+// that names a region is never off, and an empty entry ("GB,,US", "GB,")
+// is refused, so a typo cannot widen it. Errors quote only codes that are
+// two uppercase letters, never other text.
+func ParseAllowList(s string) (AllowList, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == Off {
+		return AllowList{}, nil
+	}
+	var regions []string
+	for i, code := range strings.Split(s, ",") {
+		code = strings.TrimSpace(code)
+		switch {
+		case code == "":
+			return AllowList{}, fmt.Errorf("%w: entry %d is empty", ErrInvalidAllowList, i+1)
+		case code == Off:
+			return AllowList{}, fmt.Errorf("%w: %q switches the list off and stands alone", ErrInvalidAllowList, Off)
+		case !isUpperPair(code):
+			return AllowList{}, fmt.Errorf("%w: entry %d is not two uppercase letters (ISO 3166-1 alpha-2)", ErrInvalidAllowList, i+1)
+		case !KnownRegion(code):
+			return AllowList{}, fmt.Errorf("%w: %s is not a known region", ErrInvalidAllowList, code)
+		case slices.Contains(regions, code):
+			return AllowList{}, fmt.Errorf("%w: %s appears twice", ErrInvalidAllowList, code)
+		}
+		regions = append(regions, code)
+	}
+	sort.Strings(regions)
+	return AllowList{regions: regions}, nil
+}
+
+func isUpperPair(s string) bool {
+	return len(s) == 2 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z'
+}
+
+// Off reports whether the list is switched off (allows every region).
+func (a AllowList) Off() bool { return a.regions == nil }
+
+// Allows reports whether SMS may be sent to region. An off list allows every
+// region; an on list allows exactly its regions, compared exactly (region as
+// Lookup returns it: uppercase).
+func (a AllowList) Allows(region string) bool {
+	if a.Off() {
+		return true
+	}
+	_, found := slices.BinarySearch(a.regions, region)
+	return found
+}
+
+// Regions returns the allowed regions, sorted; nil when the list is off.
+func (a AllowList) Regions() []string { return slices.Clone(a.regions) }
+
+// String writes the list so that ParseAllowList reads it back: the sorted
+// codes joined by commas, or "*" when off.
+func (a AllowList) String() string {
+	if a.Off() {
+		return Off
+	}
+	return strings.Join(a.regions, ",")
+}
