@@ -25,9 +25,13 @@ func (s *sim) service(inv *invocation) *ledger.Service {
 		Sleep:      inv.sleep,
 		Jitter:     s.jitter.Float64,
 		Clock:      inv.clock,
-		Policy:     s.w.policy,
+		Policy:     s.policy(inv),
 		NewID:      s.newID,
 		Progress:   s.progress,
+		Proofs:     s.proofs,
+	}
+	if s.mutant == ProofShapeOnly && inv.fn == fnEvents {
+		svc.Proofs = lengthOnly{s.proofs}
 	}
 	for _, ch := range ledger.Channels {
 		svc.Transports[ch] = &transportPort{inv: inv, p: s.providers[ch]}
@@ -96,6 +100,8 @@ func (s *sim) body(inv *invocation, svc *ledger.Service) func(ctx context.Contex
 			rep, err := svc.ExpireSweep(ctx, inv.worker, sweepLimit)
 			return sweepLine(inv, rep, err), err
 		}
+	case fnEvents:
+		return func(ctx context.Context) (string, error) { return s.recordEvent(ctx, inv, svc) }
 	default:
 		return func(ctx context.Context) (string, error) { return s.operate(ctx, inv, svc) }
 	}

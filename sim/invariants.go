@@ -35,8 +35,41 @@ const (
 	// the provider issued for the key, a refusal, a not-sent answer), to
 	// quarantined by policy, or by an operator's decision.
 	invUnknownExit = "unknown-exit"
-	// accepted always carries an ack id the provider issued for the key.
+	// accepted always carries the id of a message the provider took under
+	// the key: its acknowledgement, or the message id of its own event
+	// (DESIGN invariant 5: accepted is recorded with the transport's id).
 	invAcceptedNoAck = "accepted-without-ack"
+	// rejected is recorded only for an attempt the provider refused: a
+	// timeout or a lost connection is unknown, never rejected (DESIGN 5).
+	invRejectedNoRefusal = "rejected-without-refusal"
+	// expired is recorded only once expires_at − margin has passed by the
+	// clock of the writing worker, or when its reason says no send could
+	// start in time (no budget slot, the provider's backoff past the
+	// deadline): a message that could still be sent is sent (DESIGN 4, 10).
+	invExpiredEarly = "expired-early"
+	// Reconcile's same-key retries stop at Policy.MaxAttempts: no transport
+	// call carries a higher attempt number from a retry (DESIGN 3:
+	// bounded retries).
+	invAttemptBound = "attempt-bound"
+	// A same-key retry reaches a provider that honors keys only while it
+	// still remembers the key: before its first message under the key plus
+	// the window, however late the retry was decided (DESIGN section 6).
+	invRetryWindow = "retry-outside-key-window"
+	// At the moment the transport is called, the caller's clock is before
+	// expires_at minus the margin (DESIGN 4, 12): judged at the call, not
+	// at the write that authorized it.
+	invLateCall = "late-call"
+	// A provider event counts only if its attempt proof is one a sender
+	// made for an attempt the row made: a forged event is never recorded.
+	invForgedEvent = "forged-event-recorded"
+	// A row whose history holds provider evidence (an event saying the
+	// provider took the message) is never sent again: another attempt
+	// would send twice.
+	invEvidenceResent = "evidence-sent-again"
+	// A permanent delivery failure (hard bounce) of an accepted fallback
+	// channel, recorded within the fallback wait, hands over: the next
+	// channel is claimed (never suppressed), once (DESIGN 7).
+	invHandOver = "hard-bounce-hand-over"
 	// In a fallback workflow, a later channel is sent only after the
 	// earlier one ended rejected: never two channels of one challenge.
 	invFallback = "fallback-two-channels"
@@ -58,7 +91,8 @@ const (
 
 // Invariants lists the invariants checked after every step.
 var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invLateArrival, invUnknownExit, invAcceptedNoAck, invFallback,
-	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic}
+	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
+	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invEvidenceResent, invHandOver}
 
 type violation struct {
 	name   string
@@ -87,6 +121,15 @@ type facts struct {
 	writes []writeFact
 	sends  []sendFact
 	ends   []endFact
+	events []eventFact
+}
+
+// bounceFact is a permanent delivery failure the events function recorded.
+type bounceFact struct {
+	at time.Time // true clock
+	// inWait: the row was still open, or accepted less than the fallback
+	// wait before (by the row's record of its acceptance).
+	inWait bool
 }
 
 type writeFact struct {
@@ -104,6 +147,9 @@ type sendFact struct {
 	res       sendResult
 	at        time.Time // the provider's clock
 	auth      time.Time // the sender's clock when it issued the authorizing write
+	callAt    time.Time // the sender's clock when it called the transport
+	evidenced bool      // the row held provider evidence at the authorizing write
+	fn        function
 	expiresAt time.Time
 	// earlier holds the rows of the earlier fallback channels as they were
 	// when the send was made.
@@ -117,7 +163,8 @@ type endFact struct {
 }
 
 func (s *sim) sendFact(inv *invocation, m ledger.Send, b behavior, res sendResult) sendFact {
-	f := sendFact{inv: inv, key: m.IdempotencyKey, attempt: m.Attempt, behavior: b, res: res, at: s.now, expiresAt: m.ExpiresAt}
+	f := sendFact{inv: inv, key: m.IdempotencyKey, attempt: m.Attempt, behavior: b, res: res, at: s.now, expiresAt: m.ExpiresAt,
+		callAt: inv.issuedAt(), evidenced: inv.evidenced[m.IdempotencyKey], fn: inv.fn}
 	var ok bool
 	if f.auth, ok = inv.auth[m.IdempotencyKey]; !ok {
 		f.auth = inv.clock() // no write started this attempt: judge the send itself
@@ -144,13 +191,16 @@ func (s *sim) check() {
 	for _, f := range s.facts.sends {
 		s.checkSend(f)
 	}
+	for _, f := range s.facts.events {
+		s.checkEvent(f)
+	}
 	for _, e := range s.facts.ends {
 		s.checkSecrets("log line of "+e.inv.String(), e.line, nil)
 		if e.err != nil {
 			s.checkSecrets("error of "+e.inv.String(), e.err.Error(), nil)
 		}
 	}
-	s.facts = facts{writes: s.facts.writes[:0], sends: s.facts.sends[:0], ends: s.facts.ends[:0]}
+	s.facts = facts{writes: s.facts.writes[:0], sends: s.facts.sends[:0], ends: s.facts.ends[:0], events: s.facts.events[:0]}
 }
 
 func (s *sim) label(key string) string {
@@ -200,13 +250,42 @@ func (s *sim) checkWrite(w writeFact) {
 	}
 
 	p := s.providers[a.Identity.Channel]
+	entered := !w.existed || from != a.State
+	if entered && a.State == ledger.Accepted && !p.acks[key][a.AckID] {
+		s.fail(invAcceptedNoAck, fmt.Sprintf("row %s recorded accepted by %s (%q) with ack %q, which is no message the provider took under its key (acks %v)",
+			lbl, by, a.Last().Reason, a.AckID, sortedKeys(p.acks[key])), key)
+	}
+	if entered && a.State == ledger.Rejected && !p.refused[key][a.Attempts] {
+		s.fail(invRejectedNoRefusal, fmt.Sprintf("row %s recorded rejected for attempt %d by %s (%q); the provider refused no such attempt (refusals %d)",
+			lbl, a.Attempts, by, a.Last().Reason, p.rejected[key]), key)
+	}
+	if entered && a.State == ledger.Expired {
+		margin := s.w.policy.ExpiryMargin
+		if clock := w.inv.issuedAt(); clock.Add(margin).Before(a.ExpiresAt) && !strings.HasPrefix(a.Reason, ledger.NotSentReason("")) {
+			s.fail(invExpiredEarly, fmt.Sprintf("row %s was recorded expired by %s at %s by its clock (%q); expires_at − margin is %s",
+				lbl, by, s.rel(clock), a.Reason, s.rel(a.ExpiresAt.Add(-margin))), key)
+		}
+	}
+	if ev := a.Last(); ev.Kind.Provider() && !w.before.Holds(ev.ID) && !p.acks[key][ev.AckID] {
+		s.fail(invForgedEvent, fmt.Sprintf("row %s recorded a provider event %s (message %q) by %s, about no message the provider took under its key",
+			lbl, ev.ProviderType, ev.AckID, by), key)
+	}
+	if entered && from == ledger.Held {
+		s.checkHandOver(w, key, lbl, by)
+	}
+	if entered && from == ledger.Dispatching && a.State == ledger.Unknown {
+		for _, inv := range s.invs {
+			if inv.fn == fnDispatch && inv != w.inv && !inv.auth[key].IsZero() {
+				s.stats.Paths[pathLeaseMidSend]++
+				break
+			}
+		}
+	}
 	if (from == ledger.Unknown || from == ledger.Quarantined) && a.State != from {
 		ok := false
 		switch a.State {
-		case ledger.Accepted:
-			ok = p.acks[key][a.AckID]
-		case ledger.Rejected:
-			ok = p.rejected[key] > 0
+		case ledger.Accepted, ledger.Rejected:
+			ok = true // judged above, for every way in
 		case ledger.Deferred:
 			ok = p.notSent[key] > 0
 		case ledger.Abandoned:
@@ -218,9 +297,6 @@ func (s *sim) checkWrite(w writeFact) {
 			s.fail(invUnknownExit, fmt.Sprintf("row %s left %s for %s by %s (%q) without that evidence from the provider (acks %v, refusals %d, not-sent answers %d)",
 				lbl, from, a.State, by, a.Last().Reason, sortedKeys(p.acks[key]), p.rejected[key], p.notSent[key]), key)
 		}
-	} else if a.State == ledger.Accepted && from != ledger.Accepted && !p.acks[key][a.AckID] {
-		s.fail(invAcceptedNoAck, fmt.Sprintf("row %s recorded accepted by %s with ack %q, which the provider never issued for it (acks %v)",
-			lbl, by, a.AckID, sortedKeys(p.acks[key])), key)
 	}
 
 	if a.State == ledger.Quarantined && from != ledger.Quarantined {
@@ -245,11 +321,35 @@ func (s *sim) checkSend(f sendFact) {
 			f.inv, lbl, f.attempt, s.rel(f.at), f.at.Sub(f.expiresAt)), f.key)
 	}
 	margin := s.w.policy.ExpiryMargin
+	if !f.callAt.Add(margin).Before(f.expiresAt) {
+		s.fail(invLateCall, fmt.Sprintf("%s called the transport for %s (attempt %d) at %s by its clock; expires_at − margin is %s",
+			f.inv, lbl, f.attempt, s.rel(f.callAt), s.rel(f.expiresAt.Add(-margin))), f.key)
+	}
+	if f.fn == fnReconcile && f.attempt > s.w.policy.MaxAttempts {
+		s.fail(invAttemptBound, fmt.Sprintf("%s made a same-key retry of %s as attempt %d; the policy allows %d attempts",
+			f.inv, lbl, f.attempt, s.w.policy.MaxAttempts), f.key)
+	}
+	if f.evidenced {
+		s.fail(invEvidenceResent, fmt.Sprintf("%s sent %s again (attempt %d), though its row held a provider event saying the provider took it",
+			f.inv, lbl, f.attempt), f.key)
+	}
 	if !f.auth.Add(margin).Before(f.expiresAt) {
 		s.fail(invLateSend, fmt.Sprintf("%s sent %s (attempt %d) started at %s by its clock; expires_at − margin is %s",
 			f.inv, lbl, f.attempt, s.rel(f.auth), s.rel(f.expiresAt.Add(-margin))), f.key)
 	}
 	p := s.providers[s.w.rows[f.key].channel]
+	if f.behavior == throttle && f.res.reached && p.notSent[f.key] == 3 {
+		s.stats.Paths[pathThrottled3]++
+	}
+	if rs := p.msgs[f.key]; p.spec.cap == capKey && f.res.reached && len(rs) > 0 && rs[0].attempt < f.attempt {
+		end := rs[0].at.Add(p.spec.window)
+		if !f.at.Before(end) {
+			s.fail(invRetryWindow, fmt.Sprintf("%s's same-key retry of %s (attempt %d) reached the provider at %s; its window (%s) from the first message under the key (%s at %s) ended at %s",
+				f.inv, lbl, f.attempt, s.rel(f.at), p.spec.window, rs[0].ack, s.rel(rs[0].at), s.rel(end)), f.key)
+		} else if p.spec.window < time.Hour && !f.at.Before(rs[0].at.Add(p.spec.window/2)) {
+			s.stats.Paths[pathLateRetry]++
+		}
+	}
 	if rs := p.msgs[f.key]; f.res.recorded && len(rs) > 1 {
 		var at []string
 		for _, r := range rs {
@@ -262,7 +362,7 @@ func (s *sim) checkSend(f sendFact) {
 		s.fail(name, fmt.Sprintf("the %s provider (%s) took %d messages for %s: %s", p.ch, p.spec, len(rs), lbl, strings.Join(at, ", ")), f.key)
 	}
 	for _, e := range f.earlier {
-		if e.State != ledger.Rejected {
+		if _, bounced := s.delivered[e.Key]; e.State != ledger.Rejected && !(e.State == ledger.Accepted && bounced) {
 			s.fail(invFallback, fmt.Sprintf("%s sent fallback channel %s (attempt %d) while the earlier channel %s was %s",
 				f.inv, lbl, f.attempt, s.label(e.Key), e.State), f.key, e.Key)
 		}
@@ -311,4 +411,94 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// checkEvent judges what one events invocation did.
+func (s *sim) checkEvent(f eventFact) {
+	ev := f.pev.ev
+	if f.pev.forged != "" {
+		if f.err == nil {
+			s.fail(invForgedEvent, fmt.Sprintf("%s recorded a forged event (%s) for %s: %s", f.inv, f.pev.forged, s.label(ev.Key), f.res.Outcome), ev.Key)
+		} else {
+			s.stats.Paths[pathForgedRefused]++
+		}
+		return
+	}
+	if f.err != nil {
+		return
+	}
+	switch {
+	case f.res.Outcome == ledger.EventDuplicate:
+		s.stats.Paths[pathDuplicateEvent]++
+	case f.res.Outcome == ledger.EventResolved:
+		s.stats.Paths[pathResolvedByEvent]++
+	case f.before.State == ledger.Dispatching:
+		s.stats.Paths[pathEventBeforeOutcome]++
+	}
+	if !ev.Permanent || f.res.Outcome == ledger.EventDuplicate {
+		return
+	}
+	if _, seen := s.delivered[ev.Key]; seen {
+		return
+	}
+	row := f.res.Entry
+	b := bounceFact{at: s.now, inWait: !row.State.Terminal()}
+	if row.State == ledger.Accepted {
+		acc := row.Last()
+		for _, h := range row.History {
+			if h.To == ledger.Accepted && h.From != ledger.Accepted {
+				acc = h
+				break
+			}
+		}
+		b.inWait = s.now.Add(skewSlack).Before(acc.At.Add(s.w.policy.FallbackWait))
+	}
+	s.delivered[ev.Key] = b
+	if next, ok := s.successor(ev.Key); ok && b.inWait {
+		if e, ok := s.peek(next); ok && e.State == ledger.Suppressed {
+			s.fail(invHandOver, fmt.Sprintf("%s recorded a permanent delivery failure (%s) of %s within the fallback wait, but %s was already suppressed (%q)",
+				f.inv, ev.Type, s.label(ev.Key), s.label(next), e.Reason), ev.Key, next)
+		}
+	}
+}
+
+// skewSlack covers the workers' clock skews when the simulator compares
+// the true clock with a time a worker recorded.
+const skewSlack = 2 * time.Second
+
+// successor returns the key of the fallback channel after key's, if any.
+func (s *sim) successor(key string) (string, bool) {
+	info, ok := s.w.rows[key]
+	if !ok || info.challenge.workflow.Kind != ledger.Fallback {
+		return "", false
+	}
+	order := info.challenge.workflow.Order
+	for i, ch := range order[:len(order)-1] {
+		if ch == info.channel {
+			return ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: info.challenge.id, Channel: order[i+1]}.Key(), true
+		}
+	}
+	return "", false
+}
+
+// checkHandOver judges a held fallback channel leaving held.
+func (s *sim) checkHandOver(w writeFact, key, lbl, by string) {
+	info := s.w.rows[key]
+	var prev string
+	for i, ch := range info.challenge.workflow.Order {
+		if ch == info.channel && i > 0 {
+			prev = ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: info.challenge.id, Channel: info.challenge.workflow.Order[i-1]}.Key()
+		}
+	}
+	if prev == "" {
+		return
+	}
+	p, _ := s.peek(prev)
+	switch b, bounced := s.delivered[prev]; {
+	case w.after.State == ledger.Suppressed && bounced && b.inWait:
+		s.fail(invHandOver, fmt.Sprintf("%s suppressed %s (%q), though the provider's permanent delivery failure of %s was recorded within the fallback wait",
+			by, lbl, w.after.Reason, s.label(prev)), key, prev)
+	case w.after.State == ledger.Claimed && p.State == ledger.Accepted:
+		s.stats.Paths[pathHandOver]++
+	}
 }

@@ -34,11 +34,49 @@ const (
 	// SendNoDeadline: the transport call runs without the send deadline
 	// (expiry minus SendGuard): a stalled call reaches the provider late.
 	SendNoDeadline Mutant = "send-no-deadline"
+	// ResetAsRejection: the transport adapter classifies a connection
+	// reset (the provider may have taken the message) as the provider's
+	// refusal, so the row ends rejected and a fallback channel is released.
+	ResetAsRejection Mutant = "reset-as-rejection"
+	// ExpireMarginMinutes: the expire function reads the expiry margin's
+	// setting "30" as minutes, not seconds, and expires rows that still had
+	// time to be sent.
+	ExpireMarginMinutes Mutant = "expire-margin-minutes"
+	// RetryBudgetOffByOne: reconcile compares the attempts with the budget
+	// one too late (Attempts > MaxAttempts), making one retry too many.
+	RetryBudgetOffByOne Mutant = "retry-budget-off-by-one"
+	// WindowFromLastAttempt: reconcile measures the transport's idempotency
+	// window from the latest attempt instead of the first.
+	WindowFromLastAttempt Mutant = "window-from-last-attempt"
+	// BeginStaleClock: dispatch checks the expiry after its move to
+	// dispatching with the clock it read before that write, so a write whose
+	// answer came back late still sends.
+	BeginStaleClock Mutant = "begin-stale-clock"
+	// LookupByChallenge: the lookup adapter matches the challenge's tag
+	// instead of the dedupe key, so the other channel's message answers for
+	// this row.
+	LookupByChallenge Mutant = "lookup-by-challenge"
+	// ProofShapeOnly: the events function's verifier checks that a proof
+	// has a MAC's length, not that it is the attempt's MAC.
+	ProofShapeOnly Mutant = "proof-shape-only"
+	// ReconcileWithoutEvents: reconcile's stand-in transport does not
+	// declare the Events capability, so a row whose provider event arrived
+	// before its outcome write is retried instead of accepted.
+	ReconcileWithoutEvents Mutant = "reconcile-without-events"
+	// BounceLosesPermanent: the events decoder drops the permanent flag of
+	// a hard bounce, so the fallback channel waits out the wait and is
+	// suppressed.
+	BounceLosesPermanent Mutant = "bounce-loses-permanent"
+	// FallbackWaitZero: the stack is deployed with a fallback wait of zero
+	// beside the provider events route: the held channel is suppressed at
+	// the acceptance, before a hard bounce can hand over.
+	FallbackWaitZero Mutant = "fallback-wait-zero"
 )
 
 // Mutants lists every mutant.
 var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, ClaimIgnoresExistingRow, ReconcileUnknownToClaimed, FallbackNoWait,
-	SendNoDeadline}
+	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
+	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero}
 
 // ParseMutant returns the mutant named s.
 func ParseMutant(s string) (Mutant, error) {
@@ -75,7 +113,43 @@ func (s *sim) get(ctx context.Context, inv *invocation, key string) (ledger.Entr
 			return e, nil
 		}
 	}
-	return s.store.Get(ctx, key)
+	e, err := s.store.Get(ctx, key)
+	if err == nil {
+		e = s.view(inv, e)
+	}
+	return e, err
+}
+
+// view is a row as the use cases of inv see it.
+func (s *sim) view(inv *invocation, e ledger.Entry) ledger.Entry {
+	if s.mutant == WindowFromLastAttempt && inv.fn == fnReconcile && e.Attempts > 1 {
+		e.FirstAttemptAt = lastAttemptAt(e)
+	}
+	return e
+}
+
+// lastAttemptAt is when the newest attempt of e began.
+func lastAttemptAt(e ledger.Entry) time.Time {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		if ev := e.History[i]; ev.Attempt == e.Attempts && (ev.To == ledger.Dispatching && ev.From != ledger.Dispatching || ev.Kind == ledger.KindRetry) {
+			return ev.At
+		}
+	}
+	return e.FirstAttemptAt
+}
+
+// policy is the policy inv's service runs with.
+func (s *sim) policy(inv *invocation) ledger.Policy {
+	p := s.w.policy
+	switch {
+	case s.mutant == ExpireMarginMinutes && inv.fn == fnExpire:
+		p.ExpiryMargin = time.Duration(p.ExpiryMargin.Seconds()) * time.Minute
+	case s.mutant == RetryBudgetOffByOne && inv.fn == fnReconcile:
+		p.MaxAttempts++
+	case s.mutant == FallbackWaitZero:
+		p.FallbackWait = 0
+	}
+	return p
 }
 
 // create is the store create of an invocation.
@@ -101,6 +175,14 @@ func (s *sim) apply(ctx context.Context, inv *invocation, c ledger.Change) (ledg
 		c.NotExpiredBy = time.Time{}
 	case s.mutant == ReconcileUnknownToClaimed && inv.fn == fnReconcile && c.From == ledger.Unknown && c.Next.State == ledger.Quarantined:
 		c = reclaim(c)
+	case s.mutant == WindowFromLastAttempt && inv.fn == fnReconcile:
+		// The row's own first attempt is kept: only the decision read it wrong.
+		if cur, err := s.store.Get(ctx, c.Next.Key); err == nil {
+			c.Next.FirstAttemptAt = cur.FirstAttemptAt
+		}
+	}
+	if s.mutant == BeginStaleClock && inv.fn == fnDispatch && c.Next.State == ledger.Dispatching && c.From != ledger.Dispatching {
+		inv.frozen = inv.issuedAt()
 	}
 	return s.store.Apply(ctx, c)
 }

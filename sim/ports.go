@@ -110,6 +110,9 @@ func (p *storePort) ListOpen(ctx context.Context, st ledger.State, dueBy time.Ti
 	if limit > 0 && len(rows) > limit {
 		rows = rows[:limit]
 	}
+	for i := range rows {
+		rows[i] = p.inv.sim.view(p.inv, rows[i])
+	}
 	return rows, nil
 }
 
@@ -126,6 +129,7 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 	if after.Attempts > before.Attempts {
 		auth := inv.issuedAt()
 		inv.auth[key] = auth
+		_, inv.evidenced[key] = before.ProviderEvidence()
 		if margin := s.w.policy.ExpiryMargin; !auth.Add(margin).Before(after.ExpiresAt) {
 			s.fail(invLateAttempt, fmt.Sprintf("%s started attempt %d of %s at %s by its clock; expires_at − margin is %s",
 				inv, after.Attempts, s.label(key), s.rel(auth), s.rel(after.ExpiresAt.Add(-margin))), key)
@@ -248,7 +252,11 @@ type transportPort struct {
 }
 
 func (t *transportPort) Capabilities() ledger.Capabilities {
-	return ledger.Capabilities{IdempotencyWindow: t.p.spec.window, Lookup: t.p.spec.cap == capLookup}
+	events := t.p.spec.events
+	if t.inv.sim.mutant == ReconcileWithoutEvents && t.inv.fn == fnReconcile {
+		events = false
+	}
+	return ledger.Capabilities{IdempotencyWindow: t.p.spec.window, Lookup: t.p.spec.cap == capLookup, Events: events}
 }
 
 func (t *transportPort) Send(ctx context.Context, m ledger.Send) (ledger.Ack, error) {
@@ -264,13 +272,20 @@ func (t *transportPort) Send(ctx context.Context, m ledger.Send) (ledger.Ack, er
 		s.facts.sends = append(s.facts.sends, s.sendFact(inv, m, r.behavior, sendResult{err: context.DeadlineExceeded}))
 		return ledger.Ack{}, fmt.Errorf("send: %w", context.DeadlineExceeded)
 	}
-	res := t.p.send(m.IdempotencyKey, r.behavior, s.now)
+	res := t.p.send(m, r.behavior, s.now)
 	s.facts.sends = append(s.facts.sends, s.sendFact(inv, m, r.behavior, res))
+	if rs := t.p.msgs[m.IdempotencyKey]; res.recorded && t.p.spec.events {
+		s.planEvents(t.p.ch, m, rs[len(rs)-1].ack)
+	}
 	if r.fault == crashAfter {
 		inv.crash()
 	}
 	if r.behavior == acceptLate {
 		inv.yield(&call{op: opAwait, key: m.IdempotencyKey, d: r.late, detail: "answer in " + r.late.String()})
+	}
+	if s.mutant == ResetAsRejection && errors.Is(res.err, errReset) {
+		// The adapter reads a connection reset as the provider's refusal.
+		return ledger.Ack{}, &ledger.Rejection{Reason: "connection reset by provider"}
 	}
 	return res.ack, res.err
 }
@@ -281,6 +296,18 @@ func (t *transportPort) Lookup(ctx context.Context, key string) (ledger.Ack, boo
 		return ledger.Ack{}, false, injected("lookup", key)
 	}
 	ack, ok := t.p.lookup(key, t.inv.sim.now)
+	if !ok && t.inv.sim.mutant == LookupByChallenge {
+		// The lookup matches the challenge's tag, not the dedupe key: the
+		// other channel's message of the same challenge answers for it.
+		s := t.inv.sim
+		info := s.w.rows[key]
+		for _, ch := range info.challenge.channels {
+			if ch != info.channel {
+				other := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: info.challenge.id, Channel: ch}.Key()
+				ack, ok = s.providers[ch].lookup(other, s.now)
+			}
+		}
+	}
 	return ack, ok, nil
 }
 

@@ -26,14 +26,19 @@ var behaviorNames = [numBehaviors]string{"accept", "reject", "accept, ack lost",
 
 func (b behavior) String() string { return behaviorNames[b] }
 
+// flakyAnswers are the answers of a flaky provider's lost sends.
+var flakyAnswers = []behavior{acceptDropAck, failBeforeReach, acceptLate}
+
 // lateAnswers are the delays of acceptLate: one inside the dispatch
 // timeout, one past it (the invocation dies before it reads the answer).
 var lateAnswers = []time.Duration{5 * time.Second, 70 * time.Second}
 
 // record is one message a provider took.
 type record struct {
-	at  time.Time
-	ack string
+	at      time.Time
+	ack     string
+	attempt int
+	proof   string
 }
 
 // provider is the far side of one channel's transport: the provider's own
@@ -48,11 +53,14 @@ type provider struct {
 	acks     map[string]map[string]bool
 	rejected map[string]int
 	notSent  map[string]int
+	// refused holds, per key, the attempts the provider refused (a
+	// rejection): the evidence a rejected row must have.
+	refused map[string]map[int]bool
 }
 
 func newProvider(ch ledger.Channel, spec transportSpec) *provider {
 	return &provider{ch: ch, spec: spec, msgs: map[string][]record{}, acks: map[string]map[string]bool{},
-		rejected: map[string]int{}, notSent: map[string]int{}}
+		rejected: map[string]int{}, notSent: map[string]int{}, refused: map[string]map[int]bool{}}
 }
 
 // sendResult is what one send did at the provider.
@@ -66,8 +74,9 @@ type sendResult struct {
 
 var errReset = errors.New("read response: connection reset by peer")
 
-// send answers one attempt under key at the provider's clock now.
-func (p *provider) send(key string, b behavior, now time.Time) sendResult {
+// send answers one attempt at the provider's clock now.
+func (p *provider) send(m ledger.Send, b behavior, now time.Time) sendResult {
+	key := m.IdempotencyKey
 	if b == failBeforeReach {
 		return sendResult{err: errors.New("dial provider: connection refused")}
 	}
@@ -83,6 +92,10 @@ func (p *provider) send(key string, b behavior, now time.Time) sendResult {
 	switch b {
 	case reject:
 		p.rejected[key]++
+		if p.refused[key] == nil {
+			p.refused[key] = map[int]bool{}
+		}
+		p.refused[key][m.Attempt] = true
 		return sendResult{reached: true, err: &ledger.Rejection{Reason: "destination suppressed"}}
 	case throttle:
 		p.notSent[key]++
@@ -90,7 +103,7 @@ func (p *provider) send(key string, b behavior, now time.Time) sendResult {
 	}
 	p.n++
 	id := fmt.Sprintf("%s-msg-%d", p.ch, p.n)
-	p.msgs[key] = append(p.msgs[key], record{at: now, ack: id})
+	p.msgs[key] = append(p.msgs[key], record{at: now, ack: id, attempt: m.Attempt, proof: m.Proof})
 	if p.acks[key] == nil {
 		p.acks[key] = map[string]bool{}
 	}

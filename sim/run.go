@@ -51,6 +51,7 @@ type Stats struct {
 	Faults       map[string]int // by kind, including dropped and duplicated triggers and clock jumps
 	Answers      map[string]int // provider answers to sends
 	Final        map[ledger.State]int
+	Paths        map[string]int // how often each of Paths was reached
 	Sends        int // transport calls
 	Recorded     int // messages providers took
 	LateArrivals int // sends that reached the provider at or after expires_at (see RELIABILITY.md)
@@ -68,7 +69,7 @@ func (st *Stats) add(o Stats) {
 	st.MaxLateness = max(st.MaxLateness, o.MaxLateness)
 	st.GivenUp += o.GivenUp
 	st.DeadLettered += o.DeadLettered
-	for _, m := range []struct{ dst, src *map[string]int }{{&st.Faults, &o.Faults}, {&st.Answers, &o.Answers}} {
+	for _, m := range []struct{ dst, src *map[string]int }{{&st.Faults, &o.Faults}, {&st.Answers, &o.Answers}, {&st.Paths, &o.Paths}} {
 		if *m.dst == nil {
 			*m.dst = map[string]int{}
 		}
@@ -218,6 +219,25 @@ func failOn(t *rapid.T, v *violation) {
 		t.Fatal(v.String())
 	case invQuarantinedUnsent:
 		t.Fatal(v.String())
+	case invRejectedNoRefusal:
+		t.Fatal(v.String())
+	case invExpiredEarly:
+		t.Fatal(v.String())
+	case invAttemptBound:
+		t.Fatal(v.String())
+	case invRetryWindow:
+		t.Fatal(v.String())
+	case invLateCall:
+		t.Fatal(v.String())
+	case invForgedEvent:
+		t.Fatal(v.String())
+	case invEvidenceResent:
+		t.Fatal(v.String())
+	case invHandOver:
+		t.Fatal(v.String())
+	case invLateArrival:
+		t.Fatal(v.String())
+
 	default:
 		t.Fatal(v.String())
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/memstore"
@@ -125,6 +126,7 @@ type trigger struct {
 	msg    *message
 	key    string
 	image  *ledger.Entry // stream record's new image
+	pev    *provEvent    // a provider event for the events function
 	at     time.Time     // a queue message's due time, as the scheduler asked
 	tries  int
 }
@@ -147,11 +149,22 @@ type invocation struct {
 	// auth holds, per key, the invocation's clock when it issued the write
 	// that started its latest attempt (the authorization of a send).
 	auth map[string]time.Time
+	// evidenced holds the keys whose row held provider evidence when this
+	// invocation's write started its latest attempt.
+	evidenced map[string]bool
+	// frozen, if set, is what the invocation's clock reads until its next
+	// port call (mutant BeginStaleClock).
+	frozen time.Time
 }
 
 func (inv *invocation) String() string { return fmt.Sprintf("%s/%d", inv.fn, inv.id) }
 
-func (inv *invocation) clock() time.Time { return inv.sim.now.Add(inv.skew) }
+func (inv *invocation) clock() time.Time {
+	if !inv.frozen.IsZero() {
+		return inv.frozen
+	}
+	return inv.sim.now.Add(inv.skew)
+}
 
 // issuedAt is the invocation's clock when it issued its current call.
 func (inv *invocation) issuedAt() time.Time { return inv.parkedAt.Add(inv.skew) }
@@ -159,6 +172,7 @@ func (inv *invocation) issuedAt() time.Time { return inv.parkedAt.Add(inv.skew) 
 // yield parks the invocation at c until the scheduler resumes it. It does
 // not return if the scheduler crashes or kills it.
 func (inv *invocation) yield(c *call) resumeMsg {
+	inv.frozen = time.Time{}
 	inv.sim.reports <- report{inv: inv, call: c}
 	r := <-inv.resume
 	if r.kill {
@@ -208,7 +222,13 @@ type sim struct {
 	budget    *memstore.Budget
 	progress  *memstore.Progress // the dispatch marks (how far dispatch read the stream and the queue)
 	providers map[ledger.Channel]*provider
+	proofs    *attemptproof.Local
 	jitter    *rand.Rand
+	// realEvents holds, by history entry id, every event a provider really
+	// published; delivered holds, per key, the permanent delivery failure
+	// the events function recorded and when (see invHandOver).
+	realEvents map[string]ledger.ProviderEvent
+	delivered  map[string]bounceFact
 
 	now        time.Time
 	step       int
@@ -239,13 +259,16 @@ func newSim(c chooser, m Mutant) *sim {
 		w: w, c: c, mutant: m,
 		store: &memstore.Store{}, content: &memstore.Content{},
 		providers:  map[ledger.Channel]*provider{},
+		proofs:     newProofs(),
+		realEvents: map[string]ledger.ProviderEvent{},
+		delivered:  map[string]bounceFact{},
 		jitter:     rand.New(rand.NewPCG(w.jitterSeed, 0x5eed)),
 		now:        ledgertest.Epoch,
 		faultPhase: true,
 		reports:    make(chan report),
 		consumed:   map[int]bool{},
 		progress:   &memstore.Progress{},
-		stats:      Stats{Faults: map[string]int{}, Answers: map[string]int{}},
+		stats:      Stats{Faults: map[string]int{}, Answers: map[string]int{}, Paths: map[string]int{}},
 	}
 	for _, ch := range ledger.Channels {
 		s.providers[ch] = newProvider(ch, w.transports[ch])
@@ -443,6 +466,7 @@ func (s *sim) start(t *trigger) {
 		deadline: s.now.Add(functionTimeouts[t.fn]),
 		resume:   make(chan resumeMsg),
 		auth:     map[string]time.Time{},
+		evidenced: map[string]bool{},
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
 	if t.fn == fnOperator {
@@ -474,8 +498,15 @@ func (s *sim) resume(inv *invocation) {
 			}
 			r.fault = noFault
 		}
-		if c.op == opSend && (r.fault == noFault || r.fault == crashAfter) && s.c.coin(2, "provider answer") {
-			r.behavior = behavior(1 + s.c.pick(int(numBehaviors)-1, "answer"))
+		if c.op == opSend && (r.fault == noFault || r.fault == crashAfter) {
+			switch m := s.w.transports[s.w.rows[c.key].channel].mood; {
+			case m == moodThrottling && s.c.coin(1, "throttled"):
+				r.behavior = throttle
+			case m == moodFlaky && s.c.coin(1, "answer lost"):
+				r.behavior = flakyAnswers[s.c.pick(len(flakyAnswers), "lost how")]
+			case s.c.coin(2, "provider answer"):
+				r.behavior = behavior(1 + s.c.pick(int(numBehaviors)-1, "answer"))
+			}
 			if r.behavior == acceptLate {
 				r.late = lateAnswers[s.c.pick(len(lateAnswers), "late by")]
 			}
@@ -557,6 +588,11 @@ func (s *sim) retry(t *trigger) {
 	case t.source == "queue":
 		s.stats.DeadLettered++
 		s.note(nil, "dispatch message dead-lettered", t.key, "")
+		return
+	case t.fn == fnEvents && t.tries < queueReceives:
+		t.due = s.now.Add(eventVisibility)
+	case t.fn == fnEvents:
+		s.note(nil, "provider event dead-lettered", t.key, "")
 		return
 	default:
 		return // schedules fire again by themselves

@@ -25,6 +25,12 @@ type Options struct {
 	MaxReports int
 	// Verbose prints the minimized run that caught each mutant.
 	Verbose bool
+	// MutantShrinkTime bounds the minimization of the run that caught each
+	// mutant (ShrinkTime if zero).
+	MutantShrinkTime time.Duration
+	// MinCoverage is how often each of Paths must be reached; the summary
+	// names the paths reached less often (Summary.Uncovered).
+	MinCoverage int
 }
 
 // MutantResult is how a mutant was caught, or not.
@@ -48,6 +54,8 @@ type Summary struct {
 	Digest  uint64
 	Stats   Stats
 	Mutants []MutantResult
+	// Uncovered names the paths reached fewer than Options.MinCoverage times.
+	Uncovered []string
 }
 
 // Caught counts the mutants caught.
@@ -112,13 +120,28 @@ func Simulate(opts Options, out io.Writer) Summary {
 	fmt.Fprintf(out, "  messages ended: %s\n", sortedStats(st.Final))
 	fmt.Fprintf(out, "  sends %d, messages the providers took %d; sends that reached the provider at or after expires_at %d (latest %s after it); stream records given up %d, dispatch messages dead-lettered %d\n",
 		st.Sends, st.Recorded, st.LateArrivals, st.MaxLateness, st.GivenUp, st.DeadLettered)
+	fmt.Fprintf(out, "  coverage (each path at least %d times):\n", opts.MinCoverage)
+	for _, p := range Paths {
+		n := st.Paths[p]
+		mark := ""
+		if n < opts.MinCoverage {
+			mark = "  BELOW"
+			sum.Uncovered = append(sum.Uncovered, p)
+		}
+		fmt.Fprintf(out, "    %-36s %7d%s\n", p, n, mark)
+	}
 	fmt.Fprintf(out, "  schedule digest %016x\n", sum.Digest)
 
 	if len(opts.Mutants) > 0 {
 		fmt.Fprintf(out, "simulate: mutants, at most %d seeds each from seed %d\n", opts.MutantSeeds, opts.FirstSeed)
 	}
+	mcfg := cfg
+	if opts.MutantShrinkTime > 0 {
+		mcfg.ShrinkTime = opts.MutantShrinkTime
+	}
+	mstart := time.Now()
 	for _, m := range opts.Mutants {
-		mr := HuntMutant(m, opts.FirstSeed, opts.MutantSeeds, cfg)
+		mr := HuntMutant(m, opts.FirstSeed, opts.MutantSeeds, mcfg)
 		sum.Mutants = append(sum.Mutants, mr)
 		if mr.Violation == nil {
 			fmt.Fprintf(out, "  %-30s NOT CAUGHT in %d seeds\n", m, mr.Seeds)
@@ -135,6 +158,10 @@ func Simulate(opts Options, out io.Writer) Summary {
 			fmt.Fprintf(out, "%s\n", indent(v.Report, "    "))
 		}
 	}
+	if len(opts.Mutants) > 0 {
+		fmt.Fprintf(out, "  mutants took %s\n", time.Since(mstart).Round(time.Millisecond))
+	}
+	fmt.Fprintf(out, "  coverage below %d: %d paths; total time %s\n", opts.MinCoverage, len(sum.Uncovered), time.Since(start).Round(time.Millisecond))
 	fmt.Fprintln(out, sum.FinalLine())
 	return sum
 }

@@ -27,12 +27,14 @@ const (
 	fnDispatch
 	fnReconcile
 	fnExpire
+	fnEvents // the provider events function: SES and SMS events, through RecordProviderEvent
 	fnOperator
 	numFunctions
 )
 
 var functionNames = [numFunctions]string{
-	string(settings.Claim), string(settings.Dispatch), string(settings.Reconcile), string(settings.Expire), string(settings.Operator),
+	string(settings.Claim), string(settings.Dispatch), string(settings.Reconcile), string(settings.Expire), string(settings.Events),
+	string(settings.Operator),
 }
 
 func (f function) String() string { return functionNames[f] }
@@ -42,7 +44,7 @@ func (f function) String() string { return functionNames[f] }
 // a person at a terminal.
 var functionTimeouts = [numFunctions]time.Duration{
 	fnClaim: 30 * time.Second, fnDispatch: time.Minute,
-	fnReconcile: 50 * time.Second, fnExpire: 50 * time.Second, fnOperator: 10 * time.Minute,
+	fnReconcile: 50 * time.Second, fnExpire: 50 * time.Second, fnEvents: 30 * time.Second, fnOperator: 10 * time.Minute,
 }
 
 // Periods of the scheduled functions. Reconcile runs its sweep and the
@@ -59,6 +61,7 @@ const (
 	queueVisibility  = 6 * time.Minute
 	queueReceives    = 5 // then the dispatch queue message is dead-lettered
 	maxQueueDelay    = 15 * time.Minute
+	eventVisibility  = time.Minute // the provider events queue's redelivery of a failed event
 	sweepLimit       = 10
 )
 
@@ -75,16 +78,45 @@ type transportSpec struct {
 	cap       capability
 	window    time.Duration // capKey
 	lookupLag time.Duration // capLookup: how long a message takes to show in lookups
+	// events: the provider publishes events (Send, Delivery, Bounce,
+	// Complaint, Reject) carrying the key and the attempt's proof, which
+	// reach the events function (Capabilities.Events).
+	events bool
+	// mood biases the provider's answers during the fault phase, so that
+	// deep paths (throttled again and again, answers lost again and again)
+	// are reached often enough to be explored.
+	mood mood
 }
 
+// mood is how a provider tends to answer during the fault phase.
+type mood int
+
+const (
+	moodNormal     mood = iota
+	moodThrottling      // throttles one send in two
+	moodFlaky           // loses one answer in two (never reached, ack lost, late)
+)
+
 func (t transportSpec) String() string {
+	var s string
 	switch t.cap {
 	case capKey:
-		return "key window " + t.window.String()
+		s = "key window " + t.window.String()
 	case capLookup:
-		return "lookup (lag " + t.lookupLag.String() + ")"
+		s = "lookup (lag " + t.lookupLag.String() + ")"
+	default:
+		s = "no key, no lookup"
 	}
-	return "no key, no lookup"
+	if t.events {
+		s += ", provider events"
+	}
+	switch t.mood {
+	case moodThrottling:
+		s += ", throttling"
+	case moodFlaky:
+		s += ", flaky"
+	}
+	return s
 }
 
 type challenge struct {
@@ -131,7 +163,10 @@ type world struct {
 var (
 	lifetimes        = []time.Duration{10 * time.Minute, 3 * time.Minute, 50 * time.Second, 20 * time.Second}
 	redeliveryDelays = []time.Duration{0, 40 * time.Second, 4 * time.Minute}
-	windows          = []time.Duration{24 * time.Hour, 3 * time.Minute}
+	// The 5 and 6 minute windows are where measuring from the first
+	// attempt or the last decides: the retry budget's last attempt falls
+	// inside one and outside the other.
+	windows          = []time.Duration{24 * time.Hour, 3 * time.Minute, 5 * time.Minute, 6 * time.Minute}
 	lookupLags       = []time.Duration{0, 20 * time.Second}
 	rates            = []float64{0, 1, 0.2}
 )
@@ -200,9 +235,14 @@ func drawWorld(c chooser) *world {
 		switch t.cap {
 		case capKey:
 			t.window = windows[c.pick(len(windows), "window")]
+			t.events = c.coin(2, "events")
 		case capLookup:
 			t.lookupLag = lookupLags[c.pick(len(lookupLags), "lookup lag")]
+		default:
+			// SES and End User Messaging SMS: no key, no lookup, events.
+			t.events = c.coin(1, "events")
 		}
+		t.mood = mood(c.pick(3, "mood"))
 		w.transports[chn] = t
 		if r := rates[c.pick(len(rates), "send rate "+string(chn))]; r > 0 {
 			w.rates[chn] = r
@@ -213,6 +253,7 @@ func drawWorld(c chooser) *world {
 		fnDispatch:  1 + c.pick(3, "dispatch concurrency"),
 		fnReconcile: 1 + c.pick(2, "reconcile concurrency"),
 		fnExpire:    1 + c.pick(2, "expire concurrency"),
+		fnEvents:    1 + c.pick(2, "events concurrency"),
 		fnOperator:  1,
 	}
 	w.faultSteps = faultStepUnit * (1 + c.pick(maxFaultSteps/faultStepUnit, "fault steps"))

@@ -1,0 +1,36 @@
+package sim
+
+// Coverage: how often a run reached each path that the invariants exist
+// for. A path a schedule rarely reaches is a path nobody checked; the world
+// is biased (provider moods, event outcomes and delays, the 5 and 6 minute
+// windows) until each is reached often, and `make simulate` fails when one
+// is reached fewer than Options.MinCoverage times.
+
+// The paths counted.
+const (
+	// A row the provider throttled three times or more: the
+	// retry-until-expiry path.
+	pathThrottled3 = "throttled 3 times or more"
+	// An unknown, quarantined or deferred row accepted on a provider event.
+	pathResolvedByEvent = "resolved by a provider event"
+	// A provider event recorded while its row was still dispatching: before
+	// the outcome write of the send it reports.
+	pathEventBeforeOutcome = "event before the outcome write"
+	// A provider event delivered again.
+	pathDuplicateEvent = "duplicate provider event"
+	// A forged event refused.
+	pathForgedRefused = "forged event refused"
+	// A held fallback channel claimed after its accepted predecessor
+	// bounced permanently.
+	pathHandOver = "hard-bounce hand-over"
+	// A same-key retry reaching a provider past half of its key window
+	// (windows under an hour).
+	pathLateRetry = "same-key retry late in the window"
+	// Reconcile marking a row unknown after its lease while the dispatch
+	// that started the attempt was still running.
+	pathLeaseMidSend = "lease expired mid-send"
+)
+
+// Paths lists the paths whose coverage is measured.
+var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome, pathDuplicateEvent, pathForgedRefused, pathHandOver,
+	pathLateRetry, pathLeaseMidSend}
