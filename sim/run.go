@@ -52,9 +52,9 @@ type Stats struct {
 	Answers      map[string]int // provider answers to sends
 	Final        map[ledger.State]int
 	Paths        map[string]int // how often each of Paths was reached
-	Sends        int // transport calls
-	Recorded     int // messages providers took
-	LateArrivals int // sends that reached the provider at or after expires_at (see RELIABILITY.md)
+	Sends        int            // transport calls
+	Recorded     int            // messages providers took
+	LateArrivals int            // sends that reached the provider at or after expires_at (see RELIABILITY.md)
 	// MaxLateness is how long after expires_at the latest of them arrived.
 	MaxLateness  time.Duration
 	GivenUp      int // stream records given up after their retries

@@ -463,9 +463,9 @@ func (s *sim) start(t *trigger) {
 	s.nextInv++
 	inv := &invocation{
 		sim: s, id: s.nextInv, fn: t.fn, trig: t,
-		deadline: s.now.Add(functionTimeouts[t.fn]),
-		resume:   make(chan resumeMsg),
-		auth:     map[string]time.Time{},
+		deadline:  s.now.Add(functionTimeouts[t.fn]),
+		resume:    make(chan resumeMsg),
+		auth:      map[string]time.Time{},
 		evidenced: map[string]bool{},
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))

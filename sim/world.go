@@ -166,9 +166,9 @@ var (
 	// The 5 and 6 minute windows are where measuring from the first
 	// attempt or the last decides: the retry budget's last attempt falls
 	// inside one and outside the other.
-	windows          = []time.Duration{24 * time.Hour, 3 * time.Minute, 5 * time.Minute, 6 * time.Minute}
-	lookupLags       = []time.Duration{0, 20 * time.Second}
-	rates            = []float64{0, 1, 0.2}
+	windows    = []time.Duration{24 * time.Hour, 3 * time.Minute, 5 * time.Minute, 6 * time.Minute}
+	lookupLags = []time.Duration{0, 20 * time.Second}
+	rates      = []float64{0, 1, 0.2}
 )
 
 // The fault phase lasts a multiple of faultStepUnit steps, at most
