@@ -68,6 +68,9 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 
 	wrote := false
 	if to == Claimed || to == Held {
+		if err := s.noteChallenge(ctx, row); err != nil {
+			return ClaimResult{}, err
+		}
 		// Content first: the stream record of the claim triggers dispatch,
 		// which must find the content. An existing blob is left alone.
 		if wrote, err = s.Content.Put(ctx, contentKey(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {

@@ -27,6 +27,11 @@ const (
 	// scheduled, unless this delivery was that wake-up, arriving early (a
 	// delay longer than the queue allows); RescheduleNotDue covers that.
 	DispatchNotDue DispatchOutcome = "not_due"
+	// DispatchLimited: a send limit stopped the row; nothing sent.
+	DispatchLimited DispatchOutcome = "limited"
+	// DispatchSuppressed: the row's subject has a newer challenge;
+	// nothing sent.
+	DispatchSuppressed DispatchOutcome = "suppressed"
 )
 
 // DispatchResult is the row after Dispatch and what happened.
@@ -115,24 +120,30 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	if !ok {
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %s: %w", e.Key, e.Identity.Channel, ErrNoTransport)
 	}
+	if newer, ok, err := s.superseded(ctx, e); ok || err != nil {
+		if err != nil {
+			return DispatchResult{}, false, err
+		}
+		res, err := s.supersede(ctx, e, w, newer)
+		return res, false, err
+	}
+	msg, res, err := s.admitClaimed(ctx, e, w)
+	if res.Outcome != "" || err != nil {
+		return res, false, err
+	}
 	at, deferred, err := s.slot(ctx, e, w, now)
 	if deferred.Outcome != "" || err != nil {
 		return deferred, false, err
 	}
 	// Opened only for a send this dispatch makes: a row deferred to a later
-	// slot is decrypted once, by the dispatch that sends it.
-	msg, err := s.openContent(ctx, e)
-	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
-		const reason = "sealed content unavailable or failed verification; nothing sent"
-		c, terr := s.transition(e, Quarantined, w, reason, func(n *Entry) { s.clearDeferral(n); n.Reason = reason })
-		if terr != nil {
-			return DispatchResult{}, false, terr
+	// slot is decrypted once, by the dispatch that sends it (and once more
+	// before, when the limits need its address).
+	if msg == nil {
+		m, res, err := s.open(ctx, e, w)
+		if m == nil {
+			return res, false, err
 		}
-		res, err := s.apply(ctx, c, DispatchQuarantined)
-		return res, false, err
-	}
-	if err != nil {
-		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %w", e.Key, err)
+		msg = m
 	}
 
 	e, waited, err := s.waitForSlot(ctx, e, w, now, at)
@@ -150,9 +161,51 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 		res, err := s.expire(ctx, e, w, "challenge expired before the send started; nothing sent", DispatchExpired)
 		return res, true, err
 	}
-	res, err := s.send(ctx, e, tr, msg, w)
+	res, err = s.send(ctx, e, tr, *msg, w)
 	res.BudgetWait = waited
 	return res, true, err
+}
+
+// open returns the row's opened content. Content that cannot be read or
+// authenticated quarantines the row: it returns nil and the result of that.
+func (s *Service) open(ctx context.Context, e Entry, w Worker) (*Message, DispatchResult, error) {
+	msg, err := s.openContent(ctx, e)
+	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
+		const reason = "sealed content unavailable or failed verification; nothing sent"
+		c, terr := s.transition(e, Quarantined, w, reason, func(n *Entry) { s.clearDeferral(n); n.Reason = reason })
+		if terr != nil {
+			return nil, DispatchResult{}, terr
+		}
+		res, err := s.apply(ctx, c, DispatchQuarantined)
+		return nil, res, err
+	}
+	if err != nil {
+		return nil, DispatchResult{}, fmt.Errorf("dispatch %s: %w", e.Key, err)
+	}
+	return &msg, DispatchResult{}, nil
+}
+
+// admitClaimed admits a claimed row through the send limits, before it
+// books a slot: a limited row costs no send capacity. A deferred row was
+// admitted before it was deferred. It returns the opened content if the
+// limits needed it, and the result of ending the row if they stopped it.
+func (s *Service) admitClaimed(ctx context.Context, e Entry, w Worker) (*Message, DispatchResult, error) {
+	if e.State != Claimed || !s.limitsOn(e.Identity.Channel) {
+		return nil, DispatchResult{}, nil
+	}
+	var msg Message
+	if s.Limits.needsAddress(e.Identity.Channel) {
+		m, res, err := s.open(ctx, e, w)
+		if m == nil {
+			return nil, res, err
+		}
+		msg = *m
+	}
+	res, err := s.admit(ctx, e, w, msg)
+	if res.Outcome != "" || err != nil || msg.To == "" {
+		return nil, res, err
+	}
+	return &msg, DispatchResult{}, nil
 }
 
 // waitForSlot waits until the send slot at booked at now, if it is later.

@@ -298,6 +298,8 @@ var allowed = map[[2]ledger.State]bool{
 	{ledger.Claimed, ledger.Deferred}:    true, // send-rate budget: slot booked later than the in-process wait
 	{ledger.Claimed, ledger.Expired}:     true, // expired before dispatch
 	{ledger.Claimed, ledger.Quarantined}: true, // sealed content unavailable
+	{ledger.Claimed, ledger.Limited}:     true, // a send limit stopped it
+	{ledger.Claimed, ledger.Suppressed}:  true, // superseded by a newer challenge of its subject
 
 	{ledger.Dispatching, ledger.Accepted}: true,
 	{ledger.Dispatching, ledger.Rejected}: true,
@@ -309,6 +311,7 @@ var allowed = map[[2]ledger.State]bool{
 	{ledger.Deferred, ledger.Expired}:     true, // not sent before the challenge expired
 	{ledger.Deferred, ledger.Quarantined}: true, // sealed content unavailable at the retry
 	{ledger.Deferred, ledger.Accepted}:    true, // a provider event shows an earlier attempt was taken
+	{ledger.Deferred, ledger.Suppressed}:  true, // superseded while waiting for its first slot
 
 	{ledger.Unknown, ledger.Accepted}:    true, // lookup found / provider event / same-key retry / decision with evidence
 	{ledger.Unknown, ledger.Rejected}:    true, // same-key retry refused / decision with evidence

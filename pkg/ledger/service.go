@@ -130,6 +130,15 @@ type Service struct {
 	// (RecordProviderEvent). Without it, such sends are not made and every
 	// provider event is refused.
 	Proofs Proofs
+	// Limits is the send-limit policy; Limiter keeps its counters,
+	// Challenges the newest challenge per subject (supersession),
+	// Fingerprints the destination keys and RegionOf the SMS regions. A
+	// limit whose port is missing is not applied: see limitsOn.
+	Limits       Limits
+	Limiter      Limiter
+	Challenges   Challenges
+	Fingerprints Fingerprinter
+	RegionOf     RegionOf
 	// Sleep waits for d or until ctx ends; a timer if nil.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter returns a number in [0, 1) for backoff jitter; math/rand if nil.

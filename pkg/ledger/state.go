@@ -30,20 +30,25 @@ const (
 	// expired when its challenge does.
 	Held State = "held"
 	// Suppressed records a fallback channel that was not needed because an
-	// earlier channel of the same challenge did not end rejected.
+	// earlier channel of the same challenge did not end rejected, or an
+	// unsent row whose subject has a newer challenge (superseded).
 	Suppressed State = "suppressed"
+	// Limited records a message a send limit stopped before its send
+	// (Limits): nothing was sent, and its reason names the rule, the
+	// window and the count.
+	Limited State = "limited"
 )
 
 // States lists every real state, in lifecycle order.
-var States = []State{Held, Claimed, Dispatching, Deferred, Accepted, Rejected, Unknown, Expired, Quarantined, Abandoned, Suppressed}
+var States = []State{Held, Claimed, Dispatching, Deferred, Accepted, Rejected, Unknown, Expired, Quarantined, Abandoned, Suppressed, Limited}
 
 // transitions is the one transition table. A pair not listed is forbidden.
 var transitions = map[State][]State{
 	None:        {Claimed, Held, Expired, Suppressed},
 	Held:        {Claimed, Suppressed, Expired},
-	Claimed:     {Dispatching, Deferred, Expired, Quarantined},
+	Claimed:     {Dispatching, Deferred, Expired, Quarantined, Limited, Suppressed},
 	Dispatching: {Accepted, Rejected, Unknown, Deferred, Expired},
-	Deferred:    {Dispatching, Expired, Quarantined, Accepted},
+	Deferred:    {Dispatching, Expired, Quarantined, Accepted, Suppressed},
 	Unknown:     {Accepted, Rejected, Quarantined, Abandoned, Deferred},
 	Quarantined: {Accepted, Rejected, Abandoned},
 }

@@ -14,7 +14,7 @@ func allStates() []ledger.State {
 
 func TestStatesList(t *testing.T) {
 	want := []ledger.State{ledger.Held, ledger.Claimed, ledger.Dispatching, ledger.Deferred, ledger.Accepted, ledger.Rejected, ledger.Unknown,
-		ledger.Expired, ledger.Quarantined, ledger.Abandoned, ledger.Suppressed}
+		ledger.Expired, ledger.Quarantined, ledger.Abandoned, ledger.Suppressed, ledger.Limited}
 	if fmt.Sprint(ledger.States) != fmt.Sprint(want) {
 		t.Fatalf("States = %v, want %v (update the matrix tests)", ledger.States, want)
 	}
@@ -67,6 +67,7 @@ func TestStatePredicates(t *testing.T) {
 		{ledger.Quarantined, false, true, true},
 		{ledger.Abandoned, true, false, true},
 		{ledger.Suppressed, true, false, true},
+		{ledger.Limited, true, false, true},
 	}
 	if len(tests) != len(allStates()) {
 		t.Fatalf("table covers %d states, want %d", len(tests), len(allStates()))

@@ -1,0 +1,356 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Send limits: the rate-control layer in front of the send. A claimed row
+// is admitted once, at its first dispatch, before it books a send-rate slot:
+// every counter that applies to it (its destination on its channel, its
+// subject, its SMS country and the global SMS cap) counts it in one atomic
+// step, or, if one of them is full, none does and the row ends limited, its
+// reason naming the rule, the window and the count. A row that passed goes
+// on as before; a deferred row passed already and is not counted again.
+//
+// Superseded challenges: a row whose subject has a newer challenge for the
+// same purpose and channel, while it has not been sent (claimed, or
+// deferred before its first attempt), ends suppressed with the reason
+// "superseded by challenge <id>". A row that is dispatching, or further on,
+// is never touched.
+
+// Rule names a send limit. It is what the reason, the metrics and
+// ledgerctl show; the counted key (a destination fingerprint, a subject)
+// never leaves the counter items.
+type Rule string
+
+// The send limits.
+const (
+	// RuleDestination counts sends to one destination on one channel. The
+	// key is a keyed fingerprint of the normalized address (Fingerprinter).
+	RuleDestination Rule = "destination"
+	// RuleSubject counts sends for one subject_ref, on every channel.
+	RuleSubject Rule = "subject"
+	// RuleSMSCountry refuses an SMS to a region outside the allow-list.
+	RuleSMSCountry Rule = "sms-country"
+	// RuleSMSCountryCap counts SMS sends to one region.
+	RuleSMSCountryCap Rule = "sms-country-cap"
+	// RuleSMSGlobal counts every SMS send: the circuit breaker.
+	RuleSMSGlobal Rule = "sms-global"
+	// RuleSuperseded is the rule of a row suppressed because a newer
+	// challenge of its subject exists (metrics only: it ends suppressed).
+	RuleSuperseded Rule = "superseded"
+)
+
+// Rules lists the rules, in the order they are checked.
+var Rules = []Rule{RuleSMSCountry, RuleDestination, RuleSubject, RuleSMSCountryCap, RuleSMSGlobal, RuleSuperseded}
+
+// Cap is a limit of Max sends per Window, counted in fixed windows (the
+// time truncated to the window: whole hours for 1h, and so on). Max zero
+// switches the limit off.
+type Cap struct {
+	Max    int
+	Window time.Duration
+}
+
+// On reports whether the cap limits anything.
+func (c Cap) On() bool { return c.Max > 0 && c.Window > 0 }
+
+func (c Cap) String() string {
+	if !c.On() {
+		return "off"
+	}
+	return fmt.Sprintf("%d/%s", c.Max, c.Window)
+}
+
+// ParseCap reads "<max>/<window>" ("5/10m") or "off".
+func ParseCap(v string) (Cap, error) {
+	if v == "off" || v == "0" {
+		return Cap{}, nil
+	}
+	n, w, ok := strings.Cut(v, "/")
+	var c Cap
+	if _, err := fmt.Sscanf(n, "%d", &c.Max); !ok || err != nil || c.Max < 1 || fmt.Sprint(c.Max) != n {
+		return Cap{}, fmt.Errorf("ledger: limit %q: want <max>/<window> (5/10m) or off", v)
+	}
+	d, err := time.ParseDuration(w)
+	if err != nil || d < time.Second || d > 24*time.Hour || d%time.Second != 0 {
+		return Cap{}, fmt.Errorf("ledger: limit %q: window must be whole seconds from 1s to 24h", v)
+	}
+	c.Window = d
+	return c, nil
+}
+
+// Limits is the limit policy. Its zero value limits nothing.
+type Limits struct {
+	// Destination caps sends to one address on one channel.
+	Destination Cap
+	// Subject caps sends for one subject_ref, every channel together.
+	Subject Cap
+	// SMSCountries, if set, is the allow-list of SMS destination regions
+	// (ISO 3166-1 alpha-2): an SMS to any other region is never sent.
+	SMSCountries func(region string) bool
+	// SMSCountryCap caps SMS sends to one region.
+	SMSCountryCap Cap
+	// SMSGlobal caps every SMS send together: the circuit breaker.
+	SMSGlobal Cap
+	// Supersede suppresses a row whose subject has a newer challenge for
+	// the same purpose and channel before it is sent.
+	Supersede bool
+}
+
+// needsAddress reports whether admitting a row of channel ch needs its
+// opened content.
+func (l Limits) needsAddress(ch Channel) bool {
+	return l.Destination.On() || ch == SMS && (l.SMSCountries != nil || l.SMSCountryCap.On())
+}
+
+// Count is one counter a message counts in: a rule's cap over one key.
+type Count struct {
+	Rule Rule
+	// Key is what the rule counts per (a fingerprint, a subject, a region,
+	// a channel). It stays in the counter items: never in a reason, a log
+	// line or a metric.
+	Key string
+	Cap Cap
+}
+
+// Admission is the answer of Limiter.Admit.
+type Admission struct {
+	// Limited is the index in the counts of a counter that was full, or -1
+	// when the message was admitted.
+	Limited int
+	// Count is, when limited, how many sends that counter held; when
+	// admitted, unused.
+	Count int
+	// Repeat reports that the message had been counted already (a
+	// redelivery of an admitted row): admitted, nothing counted again.
+	Repeat bool
+	// Window is the start of the full counter's window when limited.
+	Window time.Time
+}
+
+// Limiter keeps the send-limit counters in shared storage: items with
+// conditional writes and a TTL at the end of their window, never in
+// process memory.
+type Limiter interface {
+	// Admit counts the message key in every counter of counts, each in its
+	// window containing now, in one atomic step, unless one of them holds
+	// its Max already: then none counts it, and the answer names that one.
+	// A message counted once is never counted again: a repeated Admit of
+	// the same key answers Repeat. Racing calls never push a counter past
+	// its Max. until bounds how long the key must be remembered.
+	Admit(ctx context.Context, key string, counts []Count, now, until time.Time) (Admission, error)
+}
+
+// Challenges records the newest challenge of each subject, purpose and
+// channel, for supersession.
+type Challenges interface {
+	// Note records challenge (expiring at expiresAt) as the newest of ref
+	// unless a challenge with a later expiry is recorded; a repeated note is
+	// harmless.
+	Note(ctx context.Context, ref SubjectStream, challenge string, expiresAt time.Time) error
+	// Newest returns the newest recorded challenge of ref and its expiry;
+	// ok is false if none is recorded. It reads strongly consistently.
+	Newest(ctx context.Context, ref SubjectStream) (challenge string, expiresAt time.Time, ok bool, err error)
+}
+
+// SubjectStream is what one subject's challenges supersede each other in.
+type SubjectStream struct {
+	Subject string
+	Purpose Purpose
+	Channel Channel
+}
+
+func streamOf(e Entry) SubjectStream {
+	return SubjectStream{Subject: e.SubjectRef, Purpose: e.Identity.Purpose, Channel: e.Identity.Channel}
+}
+
+// Fingerprinter makes the destination key of the per-destination limit: a
+// MAC of the normalized address under a key the stack manages. A plain
+// hash of a phone number is reversed by enumerating numbers, so the
+// address is never hashed without a key.
+type Fingerprinter interface {
+	Fingerprint(ctx context.Context, ch Channel, address string) (string, error)
+}
+
+// RegionOf returns the ISO 3166-1 alpha-2 region of a phone number. Its
+// errors must not contain the number.
+type RegionOf func(number string) (string, error)
+
+// LimitCode is the NotSentCode prefix of the history entry that ends a
+// row limited: "limit:<rule>".
+const LimitCode = "limit:"
+
+// LimitRule returns the rule that stopped e: a limit for a limited row,
+// RuleSuperseded for a row suppressed as superseded.
+func LimitRule(e Entry) (Rule, bool) {
+	switch {
+	case e.State == Limited && strings.HasPrefix(e.NotSentCode, LimitCode):
+		return Rule(strings.TrimPrefix(e.NotSentCode, LimitCode)), true
+	case e.State == Suppressed && strings.HasPrefix(e.Reason, supersededPrefix):
+		return RuleSuperseded, true
+	}
+	return "", false
+}
+
+const supersededPrefix = "superseded by challenge "
+
+// limitsOn reports whether dispatch admits rows through the limits.
+func (s *Service) limitsOn(ch Channel) bool {
+	l := s.Limits
+	return s.Limiter != nil && (l.Destination.On() || l.Subject.On() ||
+		ch == SMS && (l.SMSCountries != nil || l.SMSCountryCap.On() || l.SMSGlobal.On()))
+}
+
+// superseded returns the newer challenge that supersedes e, if any. Only a
+// row nothing was sent for yet is superseded.
+func (s *Service) superseded(ctx context.Context, e Entry) (string, bool, error) {
+	if !s.Limits.Supersede || s.Challenges == nil || e.SubjectRef == "" || e.Attempts > 0 ||
+		(e.State != Claimed && e.State != Deferred) {
+		return "", false, nil
+	}
+	id, exp, ok, err := s.Challenges.Newest(ctx, streamOf(e))
+	if err != nil {
+		return "", false, fmt.Errorf("dispatch %s: newest challenge: %w", e.Key, err)
+	}
+	if !ok || id == e.Identity.ChallengeID || !exp.After(e.ExpiresAt) {
+		return "", false, nil
+	}
+	return id, true, nil
+}
+
+// noteChallenge records a claimed row's challenge as its subject's newest,
+// before the row exists: once a newer row can be sent, older ones see it.
+func (s *Service) noteChallenge(ctx context.Context, e Entry) error {
+	if !s.Limits.Supersede || s.Challenges == nil || e.SubjectRef == "" {
+		return nil
+	}
+	if err := s.Challenges.Note(ctx, streamOf(e), e.Identity.ChallengeID, e.ExpiresAt); err != nil {
+		return fmt.Errorf("claim %s: note newest challenge: %w", e.Key, err)
+	}
+	return nil
+}
+
+// supersede ends the unsent row e suppressed in favour of challenge newer.
+func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string) (DispatchResult, error) {
+	reason := supersededPrefix + newer
+	c, err := s.transition(e, Suppressed, w, reason, func(n *Entry) {
+		s.clearDeferral(n)
+		n.Reason = reason
+	})
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	return s.apply(ctx, c, DispatchSuppressed)
+}
+
+// errRefused is a limit decision made without a counter: the region is
+// outside the allow-list, or the address cannot be read as a number.
+type errRefused struct {
+	rule   Rule
+	reason string
+}
+
+func (e *errRefused) Error() string { return e.reason }
+
+// counts returns the counters the message msg of row e counts in.
+func (s *Service) counts(ctx context.Context, e Entry, msg Message) ([]Count, error) {
+	l, ch := s.Limits, e.Identity.Channel
+	var cs []Count
+	var region string
+	if ch == SMS && (l.SMSCountries != nil || l.SMSCountryCap.On()) {
+		if s.RegionOf == nil {
+			return nil, errors.New("ledger: SMS country limits need RegionOf")
+		}
+		r, err := s.RegionOf(msg.To)
+		if err != nil {
+			return nil, &errRefused{RuleSMSCountry, "destination number has no recognizable region"}
+		}
+		if l.SMSCountries != nil && !l.SMSCountries(r) {
+			return nil, &errRefused{RuleSMSCountry, fmt.Sprintf("region %s is not in the SMS allow-list", r)}
+		}
+		region = r
+	}
+	if l.Destination.On() {
+		if s.Fingerprints == nil {
+			return nil, errors.New("ledger: the destination limit needs a Fingerprinter")
+		}
+		fp, err := s.Fingerprints.Fingerprint(ctx, ch, msg.To)
+		if err != nil {
+			return nil, fmt.Errorf("fingerprint destination: %w", err)
+		}
+		cs = append(cs, Count{Rule: RuleDestination, Key: string(ch) + "#" + fp, Cap: l.Destination})
+	}
+	if l.Subject.On() && e.SubjectRef != "" {
+		cs = append(cs, Count{Rule: RuleSubject, Key: e.SubjectRef, Cap: l.Subject})
+	}
+	if ch == SMS && l.SMSCountryCap.On() {
+		cs = append(cs, Count{Rule: RuleSMSCountryCap, Key: region, Cap: l.SMSCountryCap})
+	}
+	if ch == SMS && l.SMSGlobal.On() {
+		cs = append(cs, Count{Rule: RuleSMSGlobal, Key: string(SMS), Cap: l.SMSGlobal})
+	}
+	return cs, nil
+}
+
+// admit decides whether the claimed row e may be sent under the limits.
+// It returns the result of ending e limited, or a zero result if admitted.
+func (s *Service) admit(ctx context.Context, e Entry, w Worker, msg Message) (DispatchResult, error) {
+	cs, err := s.counts(ctx, e, msg)
+	var ref *errRefused
+	if errors.As(err, &ref) {
+		return s.limit(ctx, e, w, ref.rule, ref.reason+"; nothing sent")
+	}
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
+	}
+	if len(cs) == 0 {
+		return DispatchResult{}, nil
+	}
+	now := s.now()
+	a, err := s.Limiter.Admit(ctx, e.Key, cs, now, e.ExpiresAt.Add(s.Policy.Lease))
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
+	}
+	if a.Limited < 0 {
+		return DispatchResult{}, nil
+	}
+	c := cs[a.Limited]
+	what := map[Rule]string{
+		RuleDestination: "sends to this destination on " + string(e.Identity.Channel), RuleSubject: "sends for subject " + e.SubjectRef,
+		RuleSMSCountryCap: "SMS to region " + c.Key, RuleSMSGlobal: "SMS in all",
+	}[c.Rule]
+	reason := fmt.Sprintf("limit %s: %d of %d %s per %s reached (window from %s); nothing sent",
+		c.Rule, a.Count, c.Cap.Max, what, c.Cap.Window, a.Window.UTC().Format(time.RFC3339))
+	return s.limit(ctx, e, w, c.Rule, reason)
+}
+
+// limit ends the claimed row e limited by rule.
+func (s *Service) limit(ctx context.Context, e Entry, w Worker, rule Rule, reason string) (DispatchResult, error) {
+	c, err := s.transition(e, Limited, w, reason, func(n *Entry) {
+		s.clearDeferral(n)
+		n.Reason = reason
+		n.NotSentCode = LimitCode + string(rule)
+	})
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	c.Event.Code = c.Next.NotSentCode
+	c.Event = chain(e.Key, e.Last().Hash, c.Event)
+	c.Next.History[len(c.Next.History)-1] = c.Event
+	return s.apply(ctx, c, DispatchLimited)
+}
+
+// WindowStart is the start of c's window containing now.
+func WindowStart(c Cap, now time.Time) time.Time { return now.Truncate(c.Window) }
+
+// CounterID names the counter of c in its window containing now:
+// "<rule>#<key>#<window start, Unix seconds>". Stores key their counter
+// items by it.
+func CounterID(c Count, now time.Time) string {
+	return fmt.Sprintf("%s#%s#%d", c.Rule, c.Key, WindowStart(c.Cap, now).Unix())
+}

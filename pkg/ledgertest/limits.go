@@ -1,0 +1,192 @@
+package ledgertest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Limits is what a send-limit store implements: the counters and the
+// newest challenge per subject.
+type Limits interface {
+	ledger.Limiter
+	ledger.Challenges
+}
+
+// NewLimits builds an empty limit store under test.
+type NewLimits func(t *testing.T) Limits
+
+// limitsContract is what every limit store keeps.
+var limitsContract = []property[NewLimits]{
+	{"counts up to the cap, then limits naming the full counter", limitsUpToCap},
+	{"a message counts once", limitsCountsOnce},
+	{"a limited message counts in no counter", limitsAllOrNothing},
+	{"each window starts empty", limitsWindows},
+	{"8 racing workers never exceed a cap", limitsRacing},
+	{"the newest challenge is the one expiring last", limitsNewest},
+}
+
+// RunLimitsContract checks that a limit store admits a message in every
+// counter or in none, never past a cap, even under 8 racing workers;
+// counts a message once however often it is admitted; starts each window
+// empty; and keeps the newest challenge of a subject by expiry.
+func RunLimitsContract(t *testing.T, newLimits NewLimits) {
+	runProperties(t, limitsContract, newLimits)
+}
+
+var limitsT0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+func admit(t *testing.T, l ledger.Limiter, key string, now time.Time, cs ...ledger.Count) ledger.Admission {
+	t.Helper()
+	a, err := l.Admit(context.Background(), key, cs, now, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func count(rule ledger.Rule, key string, max int, window time.Duration) ledger.Count {
+	return ledger.Count{Rule: rule, Key: key, Cap: ledger.Cap{Max: max, Window: window}}
+}
+
+func limitsUpToCap(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	free := count(ledger.RuleSubject, "acct-1", 100, time.Hour)
+	c := count(ledger.RuleDestination, "email#fp-1", 3, 10*time.Minute)
+	for i := range 3 {
+		if a := admit(t, l, fmt.Sprint("m", i), limitsT0.Add(time.Duration(i)*time.Second), free, c); a.Limited != -1 || a.Repeat {
+			t.Fatalf("message %d: %+v, want admitted", i, a)
+		}
+	}
+	a := admit(t, l, "m3", limitsT0.Add(time.Minute), free, c)
+	if a.Limited != 1 || a.Count != 3 || !a.Window.Equal(limitsT0) {
+		t.Fatalf("4th message: %+v, want limited by counter 1 at count 3, window %s", a, limitsT0)
+	}
+	other := count(ledger.RuleDestination, "email#fp-2", 3, 10*time.Minute)
+	if a := admit(t, l, "m4", limitsT0.Add(time.Minute), other); a.Limited != -1 {
+		t.Fatalf("another destination: %+v, want admitted", a)
+	}
+}
+
+func limitsCountsOnce(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	c := count(ledger.RuleDestination, "sms#fp", 2, time.Hour)
+	admit(t, l, "m1", limitsT0, c)
+	for i := range 3 { // redelivery, duplicate stream record, re-drive
+		if a := admit(t, l, "m1", limitsT0.Add(time.Duration(i)*time.Second), c); a.Limited != -1 || !a.Repeat {
+			t.Fatalf("repeat %d: %+v, want admitted as a repeat", i, a)
+		}
+	}
+	if a := admit(t, l, "m2", limitsT0, c); a.Limited != -1 || a.Repeat {
+		t.Fatalf("second message: %+v, want admitted: the repeats of m1 counted nothing", a)
+	}
+	if a := admit(t, l, "m3", limitsT0, c); a.Limited != 0 || a.Count != 2 {
+		t.Fatalf("third message: %+v, want limited at 2", a)
+	}
+}
+
+func limitsAllOrNothing(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	roomy := count(ledger.RuleSubject, "acct-9", 2, time.Hour)
+	full := count(ledger.RuleSMSGlobal, "sms", 1, time.Hour)
+	admit(t, l, "first", limitsT0, full)
+	if a := admit(t, l, "m1", limitsT0, roomy, full); a.Limited != 1 {
+		t.Fatalf("m1: %+v, want limited by the global cap", a)
+	}
+	if a := admit(t, l, "m1", limitsT0, roomy); a.Limited != -1 || a.Repeat {
+		t.Fatalf("m1 again without the full counter: %+v, want admitted and not a repeat: the limited try counted nothing", a)
+	}
+	admit(t, l, "m2", limitsT0, roomy)
+	if a := admit(t, l, "m3", limitsT0, roomy); a.Limited != 0 || a.Count != 2 {
+		t.Fatalf("m3: %+v, want the subject counter full at 2 (m1, m2), not 3", a)
+	}
+}
+
+func limitsWindows(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	c := count(ledger.RuleDestination, "email#fp", 1, 10*time.Minute)
+	admit(t, l, "m1", limitsT0.Add(9*time.Minute), c)
+	if a := admit(t, l, "m2", limitsT0.Add(9*time.Minute+59*time.Second), c); a.Limited != 0 {
+		t.Fatalf("same window: %+v, want limited", a)
+	}
+	if a := admit(t, l, "m2", limitsT0.Add(10*time.Minute), c); a.Limited != -1 {
+		t.Fatalf("next window: %+v, want admitted", a)
+	}
+}
+
+// limitsRacing: 8 workers admit 40 distinct messages, and each of them
+// again (a duplicate delivery racing the first), against a cap of 7 and a
+// cap of 11 they share: exactly 7 are admitted, each once.
+func limitsRacing(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	small := count(ledger.RuleDestination, "email#hot", 7, time.Hour)
+	large := count(ledger.RuleSMSGlobal, "sms", 11, time.Hour)
+	var admitted, repeats, limited atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 80)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 10 {
+				key := fmt.Sprintf("m%d", (w*5+i)%40)
+				a, err := l.Admit(context.Background(), key, []ledger.Count{small, large}, limitsT0, limitsT0.Add(time.Hour))
+				switch {
+				case err != nil:
+					errs <- err
+				case a.Limited >= 0:
+					limited.Add(1)
+				case a.Repeat:
+					repeats.Add(1)
+				default:
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if admitted.Load() != 7 {
+		t.Fatalf("%d first admissions, want exactly the cap of 7 (repeats %d, limited %d)", admitted.Load(), repeats.Load(), limited.Load())
+	}
+	if a := admit(t, l, "late", limitsT0, large); a.Limited != -1 {
+		t.Fatalf("the shared cap of 11 after 7 admissions: %+v, want room for 4 more", a)
+	}
+}
+
+func limitsNewest(t *testing.T, newLimits NewLimits) {
+	ctx := context.Background()
+	l := newLimits(t)
+	ref := ledger.SubjectStream{Subject: "acct-1", Purpose: ledger.PurposePasswordReset, Channel: ledger.Email}
+	if _, _, ok, err := l.Newest(ctx, ref); err != nil || ok {
+		t.Fatalf("empty: ok=%v err=%v, want none", ok, err)
+	}
+	note := func(id string, exp time.Time) {
+		t.Helper()
+		if err := l.Note(ctx, ref, id, exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	note("c2", limitsT0.Add(20*time.Minute))
+	note("c1", limitsT0.Add(15*time.Minute)) // older, arriving late
+	note("c2", limitsT0.Add(20*time.Minute)) // repeated
+	id, exp, ok, err := l.Newest(ctx, ref)
+	if err != nil || !ok || id != "c2" || !exp.Equal(limitsT0.Add(20*time.Minute)) {
+		t.Fatalf("newest = %q %s %v %v, want c2", id, exp, ok, err)
+	}
+	note("c3", limitsT0.Add(25*time.Minute))
+	if id, _, _, _ := l.Newest(ctx, ref); id != "c3" {
+		t.Fatalf("newest = %q, want c3", id)
+	}
+	sms := ref
+	sms.Channel = ledger.SMS
+	if _, _, ok, _ := l.Newest(ctx, sms); ok {
+		t.Fatal("the email stream's challenges leaked into the SMS stream")
+	}
+}

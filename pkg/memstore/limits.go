@@ -1,0 +1,73 @@
+package memstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Limits is an in-memory ledger.Limiter and ledger.Challenges for tests: the
+// same rules as the DynamoDB one (see dynamostore.Limits), under a mutex.
+type Limits struct {
+	mu       sync.Mutex
+	counters map[string]int
+	counted  map[string]bool
+	newest   map[ledger.SubjectStream]newest
+}
+
+type newest struct {
+	challenge string
+	expiresAt time.Time
+}
+
+var (
+	_ ledger.Limiter    = (*Limits)(nil)
+	_ ledger.Challenges = (*Limits)(nil)
+)
+
+// Admit implements ledger.Limiter.
+func (l *Limits) Admit(_ context.Context, key string, counts []ledger.Count, now, _ time.Time) (ledger.Admission, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counters == nil {
+		l.counters, l.counted = map[string]int{}, map[string]bool{}
+	}
+	if l.counted[key] {
+		return ledger.Admission{Limited: -1, Repeat: true}, nil
+	}
+	ids := make([]string, len(counts))
+	for i, c := range counts {
+		ids[i] = ledger.CounterID(c, now)
+		if n := l.counters[ids[i]]; n >= c.Cap.Max {
+			return ledger.Admission{Limited: i, Count: n, Window: ledger.WindowStart(c.Cap, now)}, nil
+		}
+	}
+	for _, id := range ids {
+		l.counters[id]++
+	}
+	l.counted[key] = true
+	return ledger.Admission{Limited: -1}, nil
+}
+
+// Note implements ledger.Challenges.
+func (l *Limits) Note(_ context.Context, ref ledger.SubjectStream, challenge string, expiresAt time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.newest == nil {
+		l.newest = map[ledger.SubjectStream]newest{}
+	}
+	if cur, ok := l.newest[ref]; !ok || cur.expiresAt.Before(expiresAt) {
+		l.newest[ref] = newest{challenge, expiresAt}
+	}
+	return nil
+}
+
+// Newest implements ledger.Challenges.
+func (l *Limits) Newest(_ context.Context, ref ledger.SubjectStream) (string, time.Time, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.newest[ref]
+	return n.challenge, n.expiresAt, ok, nil
+}
