@@ -26,8 +26,8 @@ const (
 	// A same-key retry reaching a provider past half of its key window
 	// (windows under an hour).
 	pathLateRetry = "same-key retry late in the window"
-	// Reconcile marking a row unknown after its lease while the dispatch
-	// that started the attempt was still running.
+	// Reconcile marking a row unknown after its lease, its attempt's
+	// transport call made and its outcome never written.
 	pathLeaseMidSend = "lease expired mid-send"
 )
 

@@ -84,6 +84,9 @@ func (s *sim) planEvents(ch ledger.Channel, m ledger.Send, ack string) {
 	out, d0, d1 := outDelivered, time.Duration(0), 2*time.Second
 	if s.faultPhase {
 		out = eventOutcome(s.c.pick(int(numOutcomes), "event outcome"))
+		if _, fallback := s.successor(m.IdempotencyKey); fallback && s.c.coin(1, "hard bounce") {
+			out = outHardBounce // the fallback's hand-over is what a bounce decides
+		}
 		d0 = eventDelays[s.c.pick(len(eventDelays), "event delay")]
 		d1 = eventDelays[s.c.pick(len(eventDelays), "outcome event delay")]
 	}

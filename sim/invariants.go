@@ -273,13 +273,8 @@ func (s *sim) checkWrite(w writeFact) {
 	if entered && from == ledger.Held {
 		s.checkHandOver(w, key, lbl, by)
 	}
-	if entered && from == ledger.Dispatching && a.State == ledger.Unknown {
-		for _, inv := range s.invs {
-			if inv.fn == fnDispatch && inv != w.inv && !inv.auth[key].IsZero() {
-				s.stats.Paths[pathLeaseMidSend]++
-				break
-			}
-		}
+	if entered && from == ledger.Dispatching && a.State == ledger.Unknown && w.inv.fn == fnReconcile && s.called[key] == a.Attempts {
+		s.stats.Paths[pathLeaseMidSend]++
 	}
 	if (from == ledger.Unknown || from == ledger.Quarantined) && a.State != from {
 		ok := false
@@ -310,6 +305,7 @@ func (s *sim) checkWrite(w writeFact) {
 
 func (s *sim) checkSend(f sendFact) {
 	lbl := s.label(f.key)
+	s.called[f.key] = f.attempt
 	s.stats.Sends++
 	if f.res.recorded {
 		s.stats.Recorded++

@@ -229,6 +229,8 @@ type sim struct {
 	// the events function recorded and when (see invHandOver).
 	realEvents map[string]ledger.ProviderEvent
 	delivered  map[string]bounceFact
+	// called holds, per key, the attempt of the latest transport call.
+	called map[string]int
 
 	now        time.Time
 	step       int
@@ -262,6 +264,7 @@ func newSim(c chooser, m Mutant) *sim {
 		proofs:     newProofs(),
 		realEvents: map[string]ledger.ProviderEvent{},
 		delivered:  map[string]bounceFact{},
+		called:     map[string]int{},
 		jitter:     rand.New(rand.NewPCG(w.jitterSeed, 0x5eed)),
 		now:        ledgertest.Epoch,
 		faultPhase: true,
@@ -502,7 +505,7 @@ func (s *sim) resume(inv *invocation) {
 			switch m := s.w.transports[s.w.rows[c.key].channel].mood; {
 			case m == moodThrottling && s.c.coin(1, "throttled"):
 				r.behavior = throttle
-			case m == moodFlaky && s.c.coin(1, "answer lost"):
+			case m == moodLost || m == moodFlaky && s.c.coin(1, "answer lost"):
 				r.behavior = flakyAnswers[s.c.pick(len(flakyAnswers), "lost how")]
 			case s.c.coin(2, "provider answer"):
 				r.behavior = behavior(1 + s.c.pick(int(numBehaviors)-1, "answer"))

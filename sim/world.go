@@ -95,6 +95,8 @@ const (
 	moodNormal     mood = iota
 	moodThrottling      // throttles one send in two
 	moodFlaky           // loses one answer in two (never reached, ack lost, late)
+	moodLost            // loses every answer: retry after retry under the same key
+	numMoods
 )
 
 func (t transportSpec) String() string {
@@ -115,6 +117,8 @@ func (t transportSpec) String() string {
 		s += ", throttling"
 	case moodFlaky:
 		s += ", flaky"
+	case moodLost:
+		s += ", every answer lost"
 	}
 	return s
 }
@@ -166,9 +170,10 @@ var (
 	// The 5 and 6 minute windows are where measuring from the first
 	// attempt or the last decides: the retry budget's last attempt falls
 	// inside one and outside the other.
-	windows    = []time.Duration{24 * time.Hour, 3 * time.Minute, 5 * time.Minute, 6 * time.Minute}
-	lookupLags = []time.Duration{0, 20 * time.Second}
-	rates      = []float64{0, 1, 0.2}
+	windows        = []time.Duration{24 * time.Hour, 3 * time.Minute, 5 * time.Minute, 6 * time.Minute}
+	lookupLags     = []time.Duration{0, 20 * time.Second}
+	rates          = []float64{0, 1, 0.2}
+	attemptBudgets = []int{3, 6}
 )
 
 // The fault phase lasts a multiple of faultStepUnit steps, at most
@@ -235,14 +240,14 @@ func drawWorld(c chooser) *world {
 		switch t.cap {
 		case capKey:
 			t.window = windows[c.pick(len(windows), "window")]
-			t.events = c.coin(2, "events")
+			t.events = c.coin(1, "events")
 		case capLookup:
 			t.lookupLag = lookupLags[c.pick(len(lookupLags), "lookup lag")]
 		default:
 			// SES and End User Messaging SMS: no key, no lookup, events.
 			t.events = c.coin(1, "events")
 		}
-		t.mood = mood(c.pick(3, "mood"))
+		t.mood = mood(c.pick(int(numMoods), "mood"))
 		w.transports[chn] = t
 		if r := rates[c.pick(len(rates), "send rate "+string(chn))]; r > 0 {
 			w.rates[chn] = r
@@ -256,6 +261,9 @@ func drawWorld(c chooser) *world {
 		fnEvents:    1 + c.pick(2, "events concurrency"),
 		fnOperator:  1,
 	}
+	// The retry budget: the default, or a longer one under which a window
+	// measured from the wrong attempt lets retries run past it.
+	w.policy.MaxAttempts = attemptBudgets[c.pick(len(attemptBudgets), "attempt budget")]
 	w.faultSteps = faultStepUnit * (1 + c.pick(maxFaultSteps/faultStepUnit, "fault steps"))
 	w.jitterSeed = uint64(c.pick(1<<16, "jitter seed"))
 	return w
