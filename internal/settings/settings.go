@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/smsregion"
 )
 
 // Role says which function is loading, and so which variables it needs.
@@ -78,6 +79,15 @@ type Settings struct {
 	// SMSMaxPrice is End User Messaging's MaxPrice for every SMS, in US
 	// dollars as a decimal ("0.10"); "" sets no cap.
 	SMSMaxPrice string
+	// SMSAllowedCountries is the country allow-list of SMS destinations
+	// (dispatch): a number whose region (pkg/smsregion) it does not allow is
+	// never sent. The zero value allows every country; Defaults gives
+	// DefaultSMSCountries.
+	SMSAllowedCountries smsregion.AllowList
+	// SMSProtectConfigurationID is the End User Messaging protect
+	// configuration (id or ARN) every SMS names, so AWS also enforces its
+	// country rules (optional).
+	SMSProtectConfigurationID string
 	// WebhookURL is the webhook endpoint, required if a channel uses the webhook.
 	WebhookURL string
 	// WebhookKeyWindow is how long the webhook honors Idempotency-Key; 0

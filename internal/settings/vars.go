@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/smsregion"
 )
 
 // A Var declares one setting, once: its environment variable, the CDK context
@@ -124,6 +125,13 @@ var (
 	SMSMaxPrice = &Var{Env: "SMS_MAX_PRICE", Context: "smsMaxPrice", Roles: Senders,
 		Doc:   "the most one SMS part may cost, in US dollars (End User Messaging MaxPrice, e.g. 0.10); unset: no per-message cap",
 		field: at(Price, func(s *Settings) *string { return &s.SMSMaxPrice })}
+	SMSAllowedCountries = &Var{Env: "SMS_ALLOWED_COUNTRIES", Context: "smsAllowedCountries", Default: DefaultSMSCountries,
+		Roles: []Role{Dispatch},
+		Doc:   "the countries SMS may go to, ISO 3166-1 alpha-2 codes (US,CA); * for every country; the stack's protect configuration allows the same",
+		field: at(Countries, func(s *Settings) *smsregion.AllowList { return &s.SMSAllowedCountries })}
+	SMSProtectConfigurationID = &Var{Env: "SMS_PROTECT_CONFIGURATION_ID", Context: "smsProtectConfigurationId", Roles: []Role{Dispatch},
+		Doc:   "the End User Messaging protect configuration every SMS names (optional; with SMS_TRANSPORT=sms the stack creates one from the allow-list unless the context key names one)",
+		field: at(Text, func(s *Settings) *string { return &s.SMSProtectConfigurationID })}
 	WebhookURL = &Var{Env: "WEBHOOK_URL", Context: "webhookUrl", Roles: Senders,
 		Doc:   "the webhook endpoint, https (plain http only on loopback); required with a webhook transport",
 		field: at(Text, func(s *Settings) *string { return &s.WebhookURL })}
@@ -173,6 +181,7 @@ var Vars = []*Var{
 	LedgerTable, ContentTable, ContentKeyARN, AttemptProofKeyARN, BudgetTable, DispatchQueueURL,
 	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, RecheckAfter,
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
+	SMSAllowedCountries, SMSProtectConfigurationID,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
 	SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,

@@ -11,7 +11,11 @@
 // it publishes to the configuration set's event destinations) and has a
 // TimeToLive equal to the challenge's remaining lifetime, so the service
 // stops trying to hand the message off once the reset link is dead. With
-// Config.MaxPrice, the service refuses a message that would cost more.
+// Config.MaxPrice, the service refuses a message that would cost more. With
+// Config.ProtectConfigurationID, the send names that protect configuration,
+// and the service refuses a message to a country its rules block
+// (ConflictException/DESTINATION_COUNTRY_BLOCKED_BY_PROTECT_CONFIGURATION, a
+// rejection: the same number stays in the same country).
 //
 // Outcomes:
 //
@@ -104,6 +108,10 @@ type Config struct {
 	// (a rejection: the same message to the same number costs the same).
 	// Optional: empty sets no cap.
 	MaxPrice string
+	// ProtectConfigurationID is the protect configuration (id or ARN) every
+	// send names, so the service applies its country rules to the message
+	// whatever the account's default protect configuration is. Optional.
+	ProtectConfigurationID string
 	// MinTimeToLive is the least remaining challenge lifetime worth sending
 	// with; below it Send refuses without calling the service. Default and
 	// lower bound 5 s (the API's minimum TimeToLive); at most 259200 s.
@@ -132,6 +140,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConfigurationSetName != "" && !identityLike(c.ConfigurationSetName) {
 		return fmt.Errorf("%w: ConfigurationSetName must be 1-256 of %s", ErrInvalidConfig, identityChars)
+	}
+	if c.ProtectConfigurationID != "" && !identityLike(c.ProtectConfigurationID) {
+		return fmt.Errorf("%w: ProtectConfigurationID must be 1-256 of %s", ErrInvalidConfig, identityChars)
 	}
 	if c.MaxPrice != "" && !maxPrice.MatchString(c.MaxPrice) {
 		return fmt.Errorf("%w: MaxPrice must be a decimal amount of US dollars such as 0.10", ErrInvalidConfig)
@@ -203,6 +214,9 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	if t.cfg.ConfigurationSetName != "" {
 		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
 	}
+	if t.cfg.ProtectConfigurationID != "" {
+		in.ProtectConfigurationId = aws.String(t.cfg.ProtectConfigurationID)
+	}
 	out, err := t.client.SendTextMessage(ctx, in, noRetries, ownBody)
 	var id string
 	if out != nil {
@@ -239,7 +253,8 @@ func ownBody(o *pinpointsmsvoicev2.Options) { o.HTTPClient = sdkhttp.Wrap(o.HTTP
 // (ValidationException), permissions or a disabled account
 // (AccessDeniedException), a missing origination identity or configuration
 // set (ResourceNotFoundException), an opted-out or unverified destination
-// (ConflictException). Throttling and a spend limit or quota
+// (ConflictException, which also carries a destination country or number
+// that the protect configuration blocks). Throttling and a spend limit or quota
 // (ServiceQuotaExceededException) only say "not now": a later attempt, after
 // the rate drops, the day or month turns or the limit is raised, may be
 // sent. None of them is sent.

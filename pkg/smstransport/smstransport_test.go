@@ -74,6 +74,9 @@ func TestConfigValidate(t *testing.T) {
 		{Name: "max price", Config: Config{MaxPrice: "0.10"}, OK: true},
 		{Name: "max price not a decimal", Config: Config{MaxPrice: "1e-1"}, OK: false},
 		{Name: "max price with six decimals", Config: Config{MaxPrice: "0.000001"}, OK: false},
+		{Name: "protect configuration id", Config: Config{ProtectConfigurationID: "protect-0123456789abcdef0123456789abcdef"}, OK: true},
+		{Name: "protect configuration arn", Config: Config{ProtectConfigurationID: "arn:aws:sms-voice:eu-west-1:123456789012:protect-configuration/protect-0123456789abcdef"}, OK: true},
+		{Name: "bad protect configuration", Config: Config{ProtectConfigurationID: "protect id"}, OK: false},
 	})
 	if _, err := New(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("New(nil) = %v", err)
@@ -87,7 +90,8 @@ func TestCapabilities(t *testing.T) {
 
 func TestSendBuildsRequest(t *testing.T) {
 	fc := accepting("msg-1")
-	tr := newTransport(t, fc, Config{OriginationIdentity: "pool-abc", ConfigurationSetName: "reset-events", MaxPrice: "0.0645"})
+	tr := newTransport(t, fc, Config{OriginationIdentity: "pool-abc", ConfigurationSetName: "reset-events", MaxPrice: "0.0645",
+		ProtectConfigurationID: "protect-0123456789abcdef"})
 	s := testSend(10*time.Minute + 900*time.Millisecond)
 	s.Attempt, s.Proof = 2, "proof-of-attempt-2"
 	ack, err := tr.Send(context.Background(), s)
@@ -106,6 +110,9 @@ func TestSendBuildsRequest(t *testing.T) {
 	if fmt.Sprint(in.Context) != fmt.Sprint(want) {
 		t.Errorf("Context = %v, want %v", in.Context, want)
 	}
+	if got := aws.ToString(in.ProtectConfigurationId); got != "protect-0123456789abcdef" {
+		t.Errorf("ProtectConfigurationId = %q", got)
+	}
 	if got := aws.ToString(in.MaxPrice); got != "0.0645" {
 		t.Errorf("MaxPrice = %q, want 0.0645", got)
 	}
@@ -121,8 +128,9 @@ func TestSendBuildsRequest(t *testing.T) {
 	if _, err := newTransport(t, fc2, Config{}).Send(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	if fc2.In.OriginationIdentity != nil || fc2.In.ConfigurationSetName != nil || fc2.In.MaxPrice != nil {
-		t.Errorf("unset config produced origination %v / config set %v / max price %v", fc2.In.OriginationIdentity, fc2.In.ConfigurationSetName, fc2.In.MaxPrice)
+	if fc2.In.OriginationIdentity != nil || fc2.In.ConfigurationSetName != nil || fc2.In.MaxPrice != nil || fc2.In.ProtectConfigurationId != nil {
+		t.Errorf("unset config produced origination %v / config set %v / max price %v / protect configuration %v",
+			fc2.In.OriginationIdentity, fc2.In.ConfigurationSetName, fc2.In.MaxPrice, fc2.In.ProtectConfigurationId)
 	}
 	s.Proof = ""
 	if _, err := newTransport(t, fc2, Config{}).Send(context.Background(), s); err != nil {
@@ -204,6 +212,7 @@ func TestSendErrorMapping(t *testing.T) {
 		{Name: "validation", Err: opErr(&types.ValidationException{Message: aws.String(leaky), Reason: types.ValidationExceptionReasonDestinationCountryBlocked}), Class: "rejected", Prefix: "ValidationException/DESTINATION_COUNTRY_BLOCKED: Destination phone number [redacted]"},
 		{Name: "access denied", Err: &types.AccessDeniedException{Message: aws.String("account disabled"), Reason: types.AccessDeniedExceptionReasonAccountDisabled}, Class: "rejected", Prefix: "AccessDeniedException/ACCOUNT_DISABLED: account disabled"},
 		{Name: "resource not found", Err: &types.ResourceNotFoundException{Message: aws.String("pool not found")}, Class: "rejected", Prefix: "ResourceNotFoundException: pool not found"},
+		{Name: "country blocked by the protect configuration", Err: opErr(&types.ConflictException{Message: aws.String(leaky), Reason: types.ConflictExceptionReasonDestinationCountryBlockedByProtectConfiguration}), Class: "rejected", Prefix: "ConflictException/DESTINATION_COUNTRY_BLOCKED_BY_PROTECT_CONFIGURATION: Destination phone number [redacted]"},
 		{Name: "opted out", Err: &types.ConflictException{Message: aws.String(leaky), Reason: types.ConflictExceptionReasonDestinationPhoneNumberOptedOut}, Class: "rejected", Prefix: "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT"},
 		{Name: "spend limit", Err: &types.ServiceQuotaExceededException{Message: aws.String(leaky), Reason: types.ServiceQuotaExceededExceptionReasonMonthlySpendLimitReachedForText}, Class: "notsent", Prefix: "ServiceQuotaExceededException/MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"},
 		{Name: "quota without a reason", Err: opErr(&types.ServiceQuotaExceededException{Message: aws.String(leaky)}), Class: "notsent", Prefix: "ServiceQuotaExceededException"},
@@ -223,6 +232,7 @@ func TestSendThroughSDK(t *testing.T) {
 	leaky := `"Message":"Number ` + testTo + ` blocked: ` + testBody + `"`
 	suite.ThroughSDK(t, []outcometest.Answer{
 		{Name: "opted out", Status: 400, Body: `{"__type":"ConflictException","Message":"Number ` + testTo + ` opted out","Reason":"DESTINATION_PHONE_NUMBER_OPTED_OUT"}`, Class: "rejected", Text: "ConflictException/DESTINATION_PHONE_NUMBER_OPTED_OUT: Number [redacted] opted out (request id rid-9)"},
+		{Name: "country blocked by the protect configuration", Status: 400, Body: `{"__type":"ConflictException","Message":"Destination ` + testTo + ` blocked","Reason":"DESTINATION_COUNTRY_BLOCKED_BY_PROTECT_CONFIGURATION"}`, Class: "rejected", Text: "ConflictException/DESTINATION_COUNTRY_BLOCKED_BY_PROTECT_CONFIGURATION: Destination [redacted] blocked (request id rid-9)"},
 		{Name: "ValidationException", Status: 400, Body: `{"__type":"com.amazonaws.pinpointsmsvoicev2#ValidationException","Message":"invalid number ` + testTo + `","Reason":"INVALID_PARAMETER"}`, Class: "rejected", Text: "ValidationException/INVALID_PARAMETER: invalid number [redacted] (request id rid-9)"},
 		{Name: "AccessDeniedException", Status: 400, Body: `{"__type":"AccessDeniedException","Message":"account disabled","Reason":"ACCOUNT_DISABLED"}`, Class: "rejected", Text: "AccessDeniedException/ACCOUNT_DISABLED: account disabled (request id rid-9)"},
 		{Name: "ResourceNotFoundException", Status: 400, Body: `{"__type":"ResourceNotFoundException","Message":"pool not found"}`, Class: "rejected", Text: "ResourceNotFoundException: pool not found (request id rid-9)"},

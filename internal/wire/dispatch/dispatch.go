@@ -60,6 +60,7 @@ func transport(env wire.Env, ses *sesv2.Client, kind string) (ledger.Transport, 
 	case settings.TransportSMS:
 		return smstransport.New(pinpointsmsvoicev2.NewFromConfig(env.Config), smstransport.Config{
 			OriginationIdentity: s.SMSOrigination, ConfigurationSetName: s.SMSConfigurationSet, MaxPrice: s.SMSMaxPrice,
+			ProtectConfigurationID: s.SMSProtectConfigurationID,
 		})
 	case settings.TransportWebhook:
 		return wire.Webhook(s)

@@ -1,0 +1,32 @@
+package settings
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/resetledger/resetledger/pkg/smsregion"
+)
+
+// DefaultSMSCountries is the default SMS country allow-list: the United
+// States and Canada. It is deliberately narrow (README, "SMS destination
+// countries"): every other country, including the other regions of the +1
+// calling code, is a decision an operator takes with its cost and its
+// origination identities in view.
+const DefaultSMSCountries = "US,CA"
+
+// Countries is an SMS country allow-list: comma-separated ISO 3166-1
+// alpha-2 codes (uppercase, each a region the phone-number library knows,
+// none twice), or "*" for none (every country allowed). Unset means the
+// variable's default; an off list is written "*", so the stack passes it on.
+var Countries = Kind[smsregion.AllowList]{
+	Parse: func(s string) (smsregion.AllowList, error) {
+		a, err := smsregion.ParseAllowList(s)
+		if err != nil {
+			// The detail names at most a two-letter code, never other text.
+			detail := strings.TrimPrefix(err.Error(), smsregion.ErrInvalidAllowList.Error()+": ")
+			return smsregion.AllowList{}, errors.New("want comma-separated ISO 3166-1 alpha-2 codes such as US,CA, or * for every country: " + detail)
+		}
+		return a, nil
+	},
+	Format: smsregion.AllowList.String,
+}
