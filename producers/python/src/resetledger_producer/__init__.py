@@ -1,0 +1,89 @@
+"""resetledger_producer: what an account service written in Python uses to
+publish password-reset notification intents to a resetledger stack.
+
+.. code-block:: python
+
+    from resetledger_producer import Message, Notification, Producer, Workflow
+
+    producer = Producer(os.environ["INTENT_QUEUE_URL"], os.environ["CONTENT_KEY_ARN"])
+    result = producer.publish(Notification(
+        challenge_id=challenge.id, channel="email", workflow=Workflow("single"),
+        destination_ref=f"acct-{account.id}:email", subject_ref=f"acct-{account.id}",
+        expires_at=challenge.expires_at,
+        template_id="reset-email", template_version="3", policy_version="policy-1",
+        message=Message(to=account.email, subject=subject, body=body),
+    ))
+
+The specification is docs/intent-v1.md in the resetledger repository.
+"""
+
+from .envelope import (
+    ENCRYPTION_CONTEXT_PURPOSE,
+    DataKey,
+    DataKeyClient,
+    aad,
+    canonical_plaintext,
+    encryption_context,
+    seal,
+    seal_with,
+)
+from .errors import ExpiredError, IntentError, ProducerError, PublishError, PublishStage
+from .intent import (
+    CHANNELS,
+    MAX_BODY_SIZE,
+    MAX_CIPHERTEXT,
+    PURPOSE,
+    SCHEMA_VERSION,
+    Channel,
+    Envelope,
+    Message,
+    Notification,
+    Workflow,
+    WorkflowKind,
+    content_hash,
+    dedupe_key,
+    encode_intent,
+    format_time,
+    validate_intent_fields,
+    validate_message,
+)
+from .producer import Producer, PublishResult, QueueClient, Validated, is_retryable, validate
+
+__all__ = [
+    "CHANNELS",
+    "ENCRYPTION_CONTEXT_PURPOSE",
+    "MAX_BODY_SIZE",
+    "MAX_CIPHERTEXT",
+    "PURPOSE",
+    "SCHEMA_VERSION",
+    "Channel",
+    "DataKey",
+    "DataKeyClient",
+    "Envelope",
+    "ExpiredError",
+    "IntentError",
+    "Message",
+    "Notification",
+    "Producer",
+    "ProducerError",
+    "PublishError",
+    "PublishResult",
+    "PublishStage",
+    "QueueClient",
+    "Validated",
+    "Workflow",
+    "WorkflowKind",
+    "aad",
+    "canonical_plaintext",
+    "content_hash",
+    "dedupe_key",
+    "encode_intent",
+    "encryption_context",
+    "format_time",
+    "is_retryable",
+    "seal",
+    "seal_with",
+    "validate",
+    "validate_intent_fields",
+    "validate_message",
+]

@@ -1,0 +1,281 @@
+"""The producer: validate a notification, seal its message, publish the
+intent, retrying only the publish (SQS SendMessage) of the sealed intent.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Final, Protocol
+
+import boto3
+from botocore.config import Config
+
+from .envelope import DataKeyClient, canonical_plaintext, seal
+from .errors import ExpiredError, IntentError, PublishError
+from .intent import (
+    MAX_BODY_SIZE,
+    MAX_CIPHERTEXT,
+    Envelope,
+    Notification,
+    content_hash,
+    dedupe_key,
+    encode_intent,
+    validate_intent_fields,
+    validate_message,
+)
+
+__all__ = ["Producer", "PublishResult", "QueueClient", "Validated", "is_retryable", "validate"]
+
+
+class QueueClient(Protocol):
+    """The SQS call the producer makes; a boto3 SQS client is one."""
+
+    def send_message(self, *, QueueUrl: str, MessageBody: str) -> Mapping[str, object]: ...
+
+
+@dataclass(frozen=True)
+class Validated:
+    """What validate computes for a valid notification."""
+
+    dedupe_key: str
+    """The dedupe key: the idempotency key of every send, and what ``ledgerctl explain`` shows."""
+    content_hash: str
+    """The content hash recorded in the ledger."""
+
+
+@dataclass(frozen=True)
+class PublishResult(Validated):
+    """What Producer.publish returns."""
+
+    message_id: str
+    """The SQS message id of the attempt that succeeded."""
+    attempts: int
+    """SendMessage calls made, the successful one included."""
+
+
+def _base64_length(n: int) -> int:
+    return 4 * ((n + 2) // 3)
+
+
+def _too_large() -> IntentError:
+    return IntentError("message", f"too large: the sealed intent must fit {MAX_BODY_SIZE} bytes")
+
+
+def _utf8_len(s: str) -> int:
+    return len(s.encode())
+
+
+def validate(n: Notification, now: datetime | None = None) -> Validated:
+    """Validates a notification exactly as the Go producer does, with no AWS
+    call, and returns its dedupe key and content hash.
+
+    Raises IntentError naming the first bad field (a message whose sealed
+    intent cannot fit the queue's 64 KiB even with the smallest data key KMS
+    could return is too large here already) or ExpiredError when
+    ``expires_at`` is not after ``now`` (default: the current time).
+    """
+    validate_intent_fields(n)
+    m = n.message
+    validate_message(m)
+    if _utf8_len(m.to) + _utf8_len(m.subject) + _utf8_len(m.body) > MAX_BODY_SIZE:
+        raise _too_large()
+    hash_ = content_hash(n.template_id, n.template_version, m)
+    pt = canonical_plaintext(m)
+    ct_length = len(pt) + 16
+    pt[:] = bytes(len(pt))
+    if ct_length > MAX_CIPHERTEXT:
+        raise _too_large()
+    # The body with the smallest envelope: a one-character key id, a one-byte
+    # data key ciphertext, and the real ciphertext length.
+    smallest = encode_intent(n, hash_, Envelope(kms_key_id="k", edk="AA==", nonce="AAAAAAAAAAAAAAAA", ct=""))
+    if _utf8_len(smallest) + _base64_length(ct_length) > MAX_BODY_SIZE:
+        raise _too_large()
+    if now is None:
+        now = datetime.now(timezone.utc)
+    if n.expires_at <= now:
+        raise ExpiredError(n.challenge_id, n.channel)
+    return Validated(dedupe_key=dedupe_key(n.challenge_id, n.channel), content_hash=hash_)
+
+
+_TRANSIENT: Final = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ServiceUnavailable",
+        "InternalError",
+        "InternalFailure",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "AWS.SimpleQueueService.RequestThrottled",
+        "KmsThrottled",
+    }
+)
+
+
+def _error_fields(err: BaseException) -> tuple[str, int | None]:
+    """The service error code and HTTP status of a botocore ClientError (or
+    anything shaped like one), else ("", None)."""
+    response: object = getattr(err, "response", None)
+    if not isinstance(response, Mapping):
+        return "", None
+    error: object = response.get("Error")
+    code: object = error.get("Code") if isinstance(error, Mapping) else None
+    meta: object = response.get("ResponseMetadata")
+    status: object = meta.get("HTTPStatusCode") if isinstance(meta, Mapping) else None
+    return (code if isinstance(code, str) else ""), (status if isinstance(status, int) else None)
+
+
+def is_retryable(err: BaseException) -> bool:
+    """Whether an SDK or network error may pass on a later attempt: a
+    throttling or 5xx answer, or a connection that failed or timed out."""
+    # botocore's connection errors (EndpointConnectionError, ConnectionClosedError,
+    # ReadTimeoutError, ConnectTimeoutError) are HTTPClientErrors; named, not
+    # imported, so the module depends on no botocore internals.
+    for cls in type(err).__mro__:
+        if cls.__name__ in ("HTTPClientError", "ConnectionError", "TimeoutError") and cls.__module__ in (
+            "botocore.exceptions",
+            "builtins",
+        ):
+            return True
+    code, status = _error_fields(err)
+    if status is not None and (status >= 500 or status == 429):
+        return True
+    return code in _TRANSIENT
+
+
+def _describe(err: BaseException) -> str:
+    code, status = _error_fields(err)
+    head = type(err).__name__ + (f" {code}" if code else "") + ("" if status is None else f" (HTTP {status})")
+    return f"{head}: {err}"
+
+
+def _sdk_config() -> Config:
+    # The SDK's retries off: the producer's own retries are the only ones.
+    return Config(retries={"total_max_attempts": 1, "mode": "standard"})
+
+
+def _default_kms() -> DataKeyClient:
+    return boto3.client("kms", config=_sdk_config())
+
+
+def _default_sqs() -> QueueClient:
+    return boto3.client("sqs", config=_sdk_config())
+
+
+class Producer:
+    """Publishes password-reset notification intents.
+
+    One producer is safe to share across threads (boto3 clients are). It logs
+    nothing.
+
+    ``queue_url``: the intents queue URL (the stack output IntentQueueUrl).
+    ``key_id``: the content key (the stack output ContentKeyArn); a key id or
+    alias works too.
+    ``kms``, ``sqs``: the clients. Default: boto3 clients from the environment
+    (region, credentials, ``AWS_ENDPOINT_URL``) with the SDK's retries off, so
+    a failed seal is raised at once and the producer's own send retries are
+    the only ones. A client you pass keeps its own retry settings, on top of
+    the producer's.
+    ``max_send_attempts``: SendMessage attempts for one publish, the first
+    included (default 3, at least 1).
+    ``retry_base_delay``, ``retry_max_delay``: backoff before the n-th retry,
+    random in [0, min(max, base * 2**(n-1))] seconds (defaults 0.1 and 2.0).
+    ``clock``: the clock that decides expiry; the current UTC time by default.
+    """
+
+    def __init__(
+        self,
+        queue_url: str,
+        key_id: str,
+        *,
+        kms: DataKeyClient | None = None,
+        sqs: QueueClient | None = None,
+        max_send_attempts: int = 3,
+        retry_base_delay: float = 0.1,
+        retry_max_delay: float = 2.0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if not isinstance(queue_url, str) or not queue_url or not isinstance(key_id, str) or not key_id:
+            raise TypeError("resetledger: Producer needs a queue_url and a key_id")
+        self._queue_url = queue_url
+        self._key_id = key_id
+        self._kms: DataKeyClient = kms if kms is not None else _default_kms()
+        self._sqs: QueueClient = sqs if sqs is not None else _default_sqs()
+        self._attempts = max(1, int(max_send_attempts))
+        self._base = max(0.0, float(retry_base_delay))
+        self._max = max(self._base, float(retry_max_delay))
+        self._clock: Callable[[], datetime] = clock if clock is not None else (lambda: datetime.now(timezone.utc))
+
+    def validate(self, n: Notification) -> Validated:
+        """validate at the producer's clock."""
+        return validate(n, self._clock())
+
+    def publish(self, n: Notification, *, cancel: threading.Event | None = None) -> PublishResult:
+        """Validates n, seals its message under the intent's dedupe key (one KMS
+        GenerateDataKey call) and sends the intent to the queue.
+
+        A failed send is retried with the same sealed intent while the error is
+        transient, up to ``max_send_attempts``, and never once the challenge
+        has expired; nothing else is retried. Publishing a notification twice
+        is harmless: the ledger deduplicates by its dedupe key. ``cancel``, when
+        set, ends the waits between attempts and prevents further attempts.
+
+        Raises IntentError or ExpiredError before any AWS call for invalid
+        input, PublishError when KMS or SQS failed. An intent within a few
+        hundred bytes of the queue's limit can only be found too large once KMS
+        answered (an IntentError on ``message`` then).
+        """
+        v = self.validate(n)
+        try:
+            sealed = seal(self._kms, self._key_id, v.dedupe_key, n.message)
+        except Exception as err:
+            raise PublishError(
+                "seal", n.challenge_id, n.channel, 0, f"seal: KMS GenerateDataKey failed: {_describe(err)}"
+            ) from err
+        body = encode_intent(n, v.content_hash, sealed)
+        if _utf8_len(body) > MAX_BODY_SIZE:
+            raise _too_large()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                out = self._sqs.send_message(QueueUrl=self._queue_url, MessageBody=body)
+            except Exception as err:
+                detail = f"SQS SendMessage failed after {attempt} attempt(s)"
+                if attempt >= self._attempts or not is_retryable(err):
+                    raise PublishError("send", n.challenge_id, n.channel, attempt, f"send: {detail}: {_describe(err)}") from err
+                if cancel is not None and cancel.is_set():
+                    raise PublishError(
+                        "send", n.challenge_id, n.channel, attempt, f"send: cancelled after {attempt} attempt(s): {_describe(err)}"
+                    ) from err
+                wait = random.uniform(0, min(self._max, self._base * 2 ** (attempt - 1)))
+                if self._clock() + timedelta(seconds=wait) >= n.expires_at:
+                    raise PublishError(
+                        "send",
+                        n.challenge_id,
+                        n.channel,
+                        attempt,
+                        f"send: {detail} and the challenge expires before the next one: {_describe(err)}",
+                    ) from err
+                if cancel is None:
+                    time.sleep(wait)
+                elif cancel.wait(wait):
+                    raise PublishError(
+                        "send", n.challenge_id, n.channel, attempt, f"send: cancelled after {attempt} attempt(s): {_describe(err)}"
+                    ) from err
+                continue
+            message_id = out.get("MessageId")
+            return PublishResult(
+                dedupe_key=v.dedupe_key,
+                content_hash=v.content_hash,
+                message_id=message_id if isinstance(message_id, str) else "",
+                attempts=attempt,
+            )

@@ -1,0 +1,253 @@
+"""The producer's behaviour beyond the vectors: Python-specific input checks,
+subject_ref, retries (of the send only), errors, and what never leaves the
+process."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pickle
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from resetledger_producer import (
+    ExpiredError,
+    IntentError,
+    Message,
+    Notification,
+    Producer,
+    ProducerError,
+    PublishError,
+    Workflow,
+    is_retryable,
+)
+
+from .fixtures import FakeKMS, FakeSQS, service_error
+
+CANARY = "CANARY-token-7f3a9c"
+ADDRESS = "player1001@example.com"
+NOW = datetime(2026, 11, 30, 10, 40, tzinfo=timezone.utc)
+SECRETS = (CANARY, ADDRESS, "Reset your password", "game.example.com")
+
+
+def valid(**changes: Any) -> Notification:
+    n = Notification(
+        challenge_id="chal-7f3a9c01",
+        channel="email",
+        workflow=Workflow("single"),
+        destination_ref="acct-1001:email",
+        expires_at=datetime(2026, 11, 30, 10, 50, tzinfo=timezone.utc),
+        template_id="reset-email",
+        template_version="3",
+        policy_version="policy-1",
+        message=Message(to=ADDRESS, subject="Reset your password", body=f"https://game.example.com/reset?token={CANARY}"),
+    )
+    return dataclasses.replace(n, **changes)
+
+
+def fake_kms(**kw: Any) -> FakeKMS:
+    return FakeKMS(kw.get("plaintext", bytes([7]) * 32), b"\x01\x02\x03", "arn:aws:kms:us-east-1:111122223333:key/k", kw.get("err"))
+
+
+def producer(kms: FakeKMS, sqs: FakeSQS, **extra: Any) -> Producer:
+    opts: dict[str, Any] = {"clock": lambda: NOW, "retry_base_delay": 0.001, "retry_max_delay": 0.002}
+    opts.update(extra)
+    return Producer("https://sqs.test/intents", "alias/reset-content", kms=kms, sqs=sqs, **opts)
+
+
+def assert_no_secret(err: BaseException) -> None:
+    """Fails unless err, however it is printed, chained or pickled, holds no secret."""
+    views = [
+        str(err),
+        repr(err),
+        "".join(traceback.format_exception(err)),
+        repr(vars(err)),
+        repr(pickle.dumps(err)),
+    ]
+    for view in views:
+        for secret in SECRETS:
+            assert secret not in view, f"error leaks {secret}: {view[:300]}"
+
+
+def raises(p: Producer, n: Notification, cls: type[ProducerError]) -> Any:
+    with pytest.raises(cls) as info:
+        p.publish(n)
+    assert_no_secret(info.value)
+    return info.value
+
+
+# Input the Go producer has no equivalent for: Python's types are not checked at run time.
+CASES: list[tuple[str, Callable[[Notification], Notification], str, str]] = [
+    ("lone surrogate in the body", lambda n: valid(message=Message(to=ADDRESS, body=f"reset \ud800 {CANARY}")), "message.body", "not valid UTF-8"),
+    ("lone surrogate in the address", lambda n: valid(message=Message(to="\udfff" + ADDRESS, body="b")), "message.to", "not valid UTF-8"),
+    ("lone surrogate in the subject", lambda n: valid(message=Message(to=ADDRESS, subject="\ud800", body="b")), "message.subject", "not valid UTF-8"),
+    ("naive expiry", lambda n: valid(expires_at=datetime(2026, 11, 30, 10, 50)), "expires_at", "want a timezone-aware datetime"),
+    ("expiry as a string", lambda n: valid(expires_at="2026-11-30T10:50:00Z"), "expires_at", "want a datetime"),
+    ("expiry before year 1 in UTC", lambda n: valid(expires_at=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))), "expires_at", "year outside 0001..9999"),
+    ("challenge id as a number", lambda n: valid(challenge_id=1234), "challenge_id", "want a string"),
+    ("no workflow", lambda n: valid(workflow=None), "workflow.kind", "unknown workflow (want single, dual or fallback)"),
+    ("order as a string", lambda n: valid(workflow=Workflow("fallback", "email,sms")), "workflow.order", "want a sequence of channels"),  # type: ignore[arg-type]
+    ("subject as a number", lambda n: valid(message=Message(to=ADDRESS, subject=7, body="b")), "message.subject", "want a string"),  # type: ignore[arg-type]
+    ("no message", lambda n: valid(message=None), "message", "missing"),
+    ("subject_ref with an address", lambda n: valid(subject_ref=ADDRESS), "subject_ref", "contains a character outside [A-Za-z0-9._:-]"),
+    ("subject_ref with a phone number", lambda n: valid(subject_ref="+15555550123"), "subject_ref", "contains a character outside [A-Za-z0-9._:-]"),
+    ("subject_ref of 257 characters", lambda n: valid(subject_ref="s" * 257), "subject_ref", "too long"),
+    ("subject_ref as a number", lambda n: valid(subject_ref=1001), "subject_ref", "want a string"),
+    ("subject_ref checked before expires_at", lambda n: valid(subject_ref="acct 1", expires_at=None), "subject_ref", "contains a character outside [A-Za-z0-9._:-]"),
+]
+
+
+@pytest.mark.parametrize(("edit", "field", "reason"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_python_input(edit: Callable[[Notification], Notification], field: str, reason: str) -> None:
+    kms, sqs = fake_kms(), FakeSQS()
+    err = raises(producer(kms, sqs), edit(valid()), IntentError)
+    assert (err.field, err.reason) == (field, reason)
+    assert kms.calls + len(sqs.bodies) == 0
+
+
+def test_a_fallback_pair_validates_on_both_channels() -> None:
+    p = producer(fake_kms(), FakeSQS())
+    keys = {p.validate(valid(channel=c, workflow=Workflow("fallback", ["email", "sms"]))).dedupe_key for c in ("email", "sms")}
+    assert len(keys) == 2 and all(len(k) == 64 for k in keys)
+
+
+def test_the_message_repr_shows_nothing() -> None:
+    n = valid()
+    for view in (repr(n), str(n), repr(n.message)):
+        for secret in SECRETS:
+            assert secret not in view
+
+
+class TestSubjectRef:
+    def body(self, n: Notification) -> dict[str, Any]:
+        sqs = FakeSQS()
+        producer(fake_kms(), sqs).publish(n)
+        parsed: dict[str, Any] = json.loads(sqs.bodies[0])
+        return parsed
+
+    def test_written_right_after_destination_ref(self) -> None:
+        members = list(self.body(valid(subject_ref="acct-1001")))
+        assert members[members.index("destination_ref") + 1] == "subject_ref"
+        assert self.body(valid(subject_ref="acct-1001"))["subject_ref"] == "acct-1001"
+
+    @pytest.mark.parametrize("none", [None, ""])
+    def test_none_or_empty_is_left_out(self, none: str | None) -> None:
+        assert "subject_ref" not in self.body(valid(subject_ref=none))
+
+    def test_not_in_the_dedupe_key_or_the_content_hash(self) -> None:
+        p = producer(fake_kms(), FakeSQS())
+        assert p.validate(valid(subject_ref="acct-1001")) == p.validate(valid())
+
+
+class TestRetries:
+    """The send only, with the same sealed intent."""
+
+    def test_transient_send_failures_are_retried(self) -> None:
+        kms, sqs = fake_kms(), FakeSQS([service_error("RequestThrottled", 403), service_error("InternalError", 500)])
+        res = producer(kms, sqs).publish(valid())
+        assert (res.attempts, res.message_id) == (3, "msg-3")
+        assert kms.calls == 1, "sealed once"
+        assert len(set(sqs.bodies)) == 1, "every attempt sends the same body"
+
+    def test_a_network_error_is_retried(self) -> None:
+        from botocore.exceptions import EndpointConnectionError
+
+        sqs = FakeSQS([EndpointConnectionError(endpoint_url="https://sqs.test"), ConnectionResetError()])
+        assert producer(fake_kms(), sqs).publish(valid()).attempts == 3
+
+    def test_a_definite_refusal_is_not_retried(self) -> None:
+        sqs = FakeSQS([service_error("AWS.SimpleQueueService.NonExistentQueue", 400)])
+        err = raises(producer(fake_kms(), sqs), valid(), PublishError)
+        assert (err.stage, err.attempts, err.code) == ("send", 1, "ERR_PUBLISH")
+        assert len(sqs.bodies) == 1
+
+    def test_attempts_are_bounded(self) -> None:
+        sqs = FakeSQS([service_error("ServiceUnavailable", 503) for _ in range(5)])
+        err = raises(producer(fake_kms(), sqs, max_send_attempts=4), valid(), PublishError)
+        assert err.attempts == 4
+        assert "ServiceUnavailable" in str(err.__cause__)
+        assert len(sqs.bodies) == 4
+
+    def test_no_attempt_after_the_challenge_expired(self) -> None:
+        sqs = FakeSQS([service_error("InternalError", 500), service_error("InternalError", 500)])
+        p = producer(fake_kms(), sqs, retry_base_delay=5, retry_max_delay=5)
+        err = raises(p, valid(expires_at=NOW + timedelta(milliseconds=1)), PublishError)
+        assert "expires before the next" in str(err)
+        assert len(sqs.bodies) == 1
+
+    def test_a_kms_failure_is_not_retried_and_sends_nothing(self) -> None:
+        kms, sqs = fake_kms(err=service_error("ThrottlingException", 400, "GenerateDataKey")), FakeSQS()
+        err = raises(producer(kms, sqs), valid(), PublishError)
+        assert (err.stage, err.attempts) == ("seal", 0)
+        assert (kms.calls, len(sqs.bodies)) == (1, 0)
+
+    def test_a_malformed_data_key_is_refused(self) -> None:
+        kms, sqs = fake_kms(plaintext=bytes(16)), FakeSQS()
+        err = raises(producer(kms, sqs), valid(), PublishError)
+        assert err.stage == "seal"
+        assert len(sqs.bodies) == 0
+
+    def test_cancel_stops_the_waits_between_attempts(self) -> None:
+        sqs = FakeSQS([service_error("InternalError", 500) for _ in range(50)])
+        cancel = threading.Event()
+        threading.Timer(0.05, cancel.set).start()
+        p = producer(fake_kms(), sqs, max_send_attempts=50, retry_base_delay=30, retry_max_delay=30)
+        started = time.monotonic()
+        with pytest.raises(PublishError, match="cancelled after"):
+            p.publish(valid(expires_at=NOW + timedelta(hours=1)), cancel=cancel)
+        assert time.monotonic() - started < 10
+        assert len(sqs.bodies) < 50
+
+    def test_classification(self) -> None:
+        assert not is_retryable(service_error("KMSInvalidStateException", 400))
+        assert is_retryable(service_error("Whatever", 502))
+        assert is_retryable(service_error("TooManyRequestsException", 400))
+        assert is_retryable(TimeoutError())
+        assert not is_retryable(ValueError("x"))
+
+
+class TestErrors:
+    def test_an_expired_challenge_is_its_own_error_before_any_call(self) -> None:
+        kms = fake_kms()
+        err = raises(producer(kms, FakeSQS()), valid(expires_at=NOW), ExpiredError)
+        assert str(err) == "resetledger: publish chal-7f3a9c01/email: challenge already expired"
+        assert err.code == "ERR_CHALLENGE_EXPIRED"
+        assert kms.calls == 0
+
+    @pytest.mark.parametrize(
+        "n",
+        [
+            valid(destination_ref=ADDRESS),
+            valid(challenge_id=f"chal\n{CANARY}"),
+            valid(message=Message(to=ADDRESS, subject="Reset your password", body=CANARY * 5000)),
+            valid(message=Message(to=ADDRESS, subject="Reset your password", body=f"\ud800{CANARY}")),
+        ],
+        ids=["address as destination_ref", "token in the challenge id", "message too large", "lone surrogate beside the token"],
+    )
+    def test_no_error_names_or_quotes_the_message(self, n: Notification) -> None:
+        raises(producer(fake_kms(), FakeSQS()), n, IntentError)
+
+    def test_the_constructor_needs_a_queue_and_a_key(self) -> None:
+        with pytest.raises(TypeError):
+            Producer("", "k", kms=fake_kms(), sqs=FakeSQS())
+        with pytest.raises(TypeError):
+            Producer("q", "", kms=fake_kms(), sqs=FakeSQS())
+
+    def test_every_error_is_a_producer_error(self) -> None:
+        assert issubclass(IntentError, ProducerError) and issubclass(ExpiredError, ProducerError)
+        assert issubclass(PublishError, ProducerError)
+
+
+def test_the_default_clients_have_the_sdk_retries_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    p = Producer("https://sqs.test/intents", "k")
+    for client in (p._kms, p._sqs):
+        assert getattr(client, "meta").config.retries["total_max_attempts"] == 1

@@ -1,0 +1,149 @@
+"""The package against the cross-language vectors of testdata/vectors, which
+the Go tests generate from the Go implementation and check."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from resetledger_producer import (
+    DataKey,
+    Envelope,
+    ExpiredError,
+    IntentError,
+    Producer,
+    PublishResult,
+    Validated,
+    aad,
+    canonical_plaintext,
+    content_hash,
+    dedupe_key,
+    encode_intent,
+    encryption_context,
+    seal_with,
+    validate,
+)
+
+from .fixtures import FakeKMS, FakeSQS, load_vectors, notification, parse_time
+
+INTENTS: list[dict[str, Any]] = load_vectors("intents.json")["vectors"]
+INVALID: dict[str, Any] = load_vectors("invalid.json")
+
+
+def sha256(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def data_key(v: dict[str, Any]) -> DataKey:
+    g = v["generate_data_key"]
+    return DataKey(plaintext=bytes.fromhex(g["Plaintext_hex"]), ciphertext_blob=base64.b64decode(g["CiphertextBlob_base64"]), key_id=g["KeyId"])
+
+
+def envelope(d: dict[str, Any]) -> Envelope:
+    return Envelope(v=d["v"], alg=d["alg"], kms_key_id=d["kms_key_id"], edk=d["edk"], nonce=d["nonce"], ct=d["ct"])
+
+
+def test_there_are_vectors() -> None:
+    assert len(INTENTS) >= 8
+    assert len(INVALID["vectors"]) >= 20
+
+
+by_name = pytest.mark.parametrize("v", INTENTS, ids=[v["name"] for v in INTENTS])
+
+
+@by_name
+def test_dedupe_key(v: dict[str, Any]) -> None:
+    n = notification(v["notification"])
+    assert sha256(v["dedupe_key_preimage"].encode()) == v["dedupe_key"]
+    assert dedupe_key(n.challenge_id, n.channel) == v["dedupe_key"]
+
+
+@by_name
+def test_content_hash(v: dict[str, Any]) -> None:
+    n = notification(v["notification"])
+    assert sha256(bytes.fromhex(v["content_hash_preimage_hex"])) == v["content_hash"]
+    assert content_hash(n.template_id, n.template_version, n.message) == v["content_hash"]
+
+
+@by_name
+def test_validate_returns_the_key_and_hash(v: dict[str, Any]) -> None:
+    n = notification(v["notification"])
+    assert validate(n, n.expires_at - timedelta(minutes=1)) == Validated(v["dedupe_key"], v["content_hash"])
+
+
+@by_name
+def test_plaintext_aad_encryption_context(v: dict[str, Any]) -> None:
+    n = notification(v["notification"])
+    pt = canonical_plaintext(n.message)
+    assert pt.hex() == v["plaintext_hex"]
+    assert pt.decode() == v["plaintext"]
+    assert aad(v["dedupe_key"]).hex() == v["aad_hex"]
+    assert encryption_context(v["dedupe_key"]) == v["encryption_context"]
+
+
+@by_name
+def test_envelope_with_the_fixed_data_key_and_nonce(v: dict[str, Any]) -> None:
+    n = notification(v["notification"])
+    dk = data_key(v)
+    env = seal_with(v["dedupe_key"], canonical_plaintext(n.message), dk, bytes.fromhex(v["nonce_hex"]))
+    assert env.to_dict() == v["sealed_content"]
+    assert list(env.to_dict()) == list(v["sealed_content"]), "members in the documented order"
+    # And it opens with the cryptography package alone, under the dedupe key as AAD.
+    ct = base64.b64decode(v["sealed_content"]["ct"])
+    nonce = base64.b64decode(v["sealed_content"]["nonce"])
+    assert AESGCM(dk.plaintext).decrypt(nonce, ct, v["dedupe_key"].encode("ascii")).decode() == v["plaintext"]
+
+
+@by_name
+def test_intent_body(v: dict[str, Any]) -> None:
+    n = notification(v["notification"])
+    assert encode_intent(n, v["content_hash"], envelope(v["sealed_content"])) == v["body"]
+    has_subject = "subject_ref" in v["notification"]
+    assert ('"subject_ref":' in v["body"]) == has_subject
+
+
+@by_name
+def test_publish_one_data_key_the_same_body_up_to_the_random_nonce(v: dict[str, Any]) -> None:
+    n = notification(v["notification"])
+    dk = data_key(v)
+    kms = FakeKMS(bytes(dk.plaintext), dk.ciphertext_blob, dk.key_id)
+    sqs = FakeSQS()
+    p = Producer("https://sqs.test/intents", "alias/reset-content", kms=kms, sqs=sqs, clock=lambda: n.expires_at - timedelta(minutes=1))
+    res = p.publish(n)
+    assert res == PublishResult(dedupe_key=v["dedupe_key"], content_hash=v["content_hash"], message_id="msg-1", attempts=1)
+    assert kms.inputs == [{"KeyId": "alias/reset-content", "KeySpec": "AES_256", "EncryptionContext": v["encryption_context"]}]
+    assert sqs.queue_urls == ["https://sqs.test/intents"]
+    sent = json.loads(sqs.bodies[0])["sealed_content"]
+    assert sent["nonce"] != v["sealed_content"]["nonce"], "the nonce is random"
+    resealed = seal_with(v["dedupe_key"], canonical_plaintext(n.message), dk, base64.b64decode(sent["nonce"]))
+    assert sent == resealed.to_dict()
+    assert sqs.bodies[0] == encode_intent(n, v["content_hash"], resealed)
+    assert all(b == 0 for k in kms.handed for b in k), "the data key the client handed over is zeroed"
+
+
+@pytest.mark.parametrize("v", INVALID["vectors"], ids=[v["name"] for v in INVALID["vectors"]])
+def test_invalid(v: dict[str, Any]) -> None:
+    now = parse_time(INVALID["now"])
+    kms = FakeKMS(bytes(32), b"\x01", "k")
+    sqs = FakeSQS()
+    p = Producer("https://sqs.test/intents", "k", kms=kms, sqs=sqs, clock=lambda: now)
+    n = notification(v["notification"])
+    want = v["want"]
+    if want["error"] == "expired":
+        with pytest.raises(ExpiredError) as expired:
+            p.publish(n)
+        assert expired.value.code == "ERR_CHALLENGE_EXPIRED"
+    else:
+        with pytest.raises(IntentError) as invalid:
+            p.publish(n)
+        assert invalid.value.code == "ERR_INVALID_INTENT"
+        assert (invalid.value.field, invalid.value.reason) == (want["field"], want["reason"])
+    assert kms.calls + len(sqs.bodies) == 0, "no AWS call before a refusal"
+    with pytest.raises((IntentError, ExpiredError)):
+        p.validate(n)
