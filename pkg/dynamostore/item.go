@@ -106,7 +106,7 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	m[AttrOpenPK], m[AttrOpenDue] = nil, nil
 	if e.State.Open() {
 		m[AttrOpenPK] = s(st.openPK(e.State, e.Key))
-		m[AttrOpenDue] = s(fmtTime(e.OpenDue()))
+		m[AttrOpenDue] = s(openDue(e))
 	}
 	return m
 }

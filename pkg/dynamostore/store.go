@@ -183,18 +183,49 @@ func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Ti
 	if !state.Open() {
 		return nil, fmt.Errorf("list %s: not an open state", state)
 	}
-	var due []indexed
-	for shard := 0; shard < st.shards; shard++ {
-		ks, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", state, shard), dueBy, limit)
-		if err != nil {
-			return nil, err
-		}
-		due = append(due, ks...)
+	due, err := st.queryState(ctx, state, dueBy, limit)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(due, func(a, b indexed) int { return strings.Compare(a.due, b.due) })
-	// Read the soonest due first, only as many as the limit still needs: an
-	// index entry can be stale (the index is eventually consistent), and a
-	// row that moved on is dropped and replaced by the next entry.
+	slices.SortFunc(due, func(a, b indexed) int { return strings.Compare(a.raw, b.raw) })
+	out, err := st.readDue(ctx, due, limit, func(e ledger.Entry) bool {
+		return e.State == state && (dueBy.IsZero() || !e.OpenDue().After(dueBy))
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b ledger.Entry) int { return a.OpenDue().Compare(b.OpenDue()) })
+	return out, nil
+}
+
+// ListExpired implements ledger.Store: the index entries due by by (a
+// claim is due at its re-drive time or its expiry, whichever is first)
+// carry each row's expiry, so only the rows expired by by are read.
+func (st *Store) ListExpired(ctx context.Context, state ledger.State, by time.Time, limit int) ([]ledger.Entry, error) {
+	if state != ledger.Held && state != ledger.Claimed {
+		return nil, fmt.Errorf("list expired %s: not a state that waits for its expiry", state)
+	}
+	due, err := st.queryState(ctx, state, by, 0)
+	if err != nil {
+		return nil, err
+	}
+	due = slices.DeleteFunc(due, func(d indexed) bool { return d.expires.After(by) })
+	slices.SortFunc(due, func(a, b indexed) int { return a.expires.Compare(b.expires) })
+	out, err := st.readDue(ctx, due, limit, func(e ledger.Entry) bool {
+		return e.State == state && !e.ExpiresAt.After(by)
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b ledger.Entry) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+	return out, nil
+}
+
+// readDue reads the rows of the index entries due, in their order, only as
+// many as limit still needs (all if 0), and keeps those keep accepts: an
+// index entry can be stale (the index is eventually consistent), and a row
+// that moved on is dropped and replaced by the next entry.
+func (st *Store) readDue(ctx context.Context, due []indexed, limit int, keep func(ledger.Entry) bool) ([]ledger.Entry, error) {
 	var out []ledger.Entry
 	for len(due) > 0 && (limit <= 0 || len(out) < limit) {
 		n := len(due)
@@ -211,12 +242,11 @@ func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Ti
 			return nil, err
 		}
 		for _, e := range rows {
-			if e.State == state && (dueBy.IsZero() || !e.OpenDue().After(dueBy)) {
+			if keep(e) {
 				out = append(out, e)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b ledger.Entry) int { return a.OpenDue().Compare(b.OpenDue()) })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
@@ -229,32 +259,64 @@ func (st *Store) DueTimes(ctx context.Context, state ledger.State, dueBy time.Ti
 	if !state.Open() {
 		return nil, fmt.Errorf("due times %s: not an open state", state)
 	}
+	due, err := st.queryState(ctx, state, dueBy, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]time.Time, len(due))
+	for i, d := range due {
+		out[i] = d.due
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out, nil
+}
+
+// Expiries implements ledger.Store from the index entries due by by, which
+// hold every row expiring by then.
+func (st *Store) Expiries(ctx context.Context, state ledger.State, by time.Time) ([]time.Time, error) {
+	if state != ledger.Held && state != ledger.Claimed {
+		return nil, fmt.Errorf("expiries %s: not a state that waits for its expiry", state)
+	}
+	due, err := st.queryState(ctx, state, by, 0)
+	if err != nil {
+		return nil, err
+	}
 	var out []time.Time
-	for shard := 0; shard < st.shards; shard++ {
-		due, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", state, shard), dueBy, 0)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range due {
-			t, err := time.Parse(timeLayout, d.due)
-			if err != nil {
-				return nil, fmt.Errorf("due times %s: index entry %s: %w", state, d.key, err)
-			}
-			out = append(out, t.UTC())
+	for _, d := range due {
+		if !d.expires.After(by) {
+			out = append(out, d.expires)
 		}
 	}
 	slices.SortFunc(out, time.Time.Compare)
 	return out, nil
 }
 
-// indexed is one entry of the open-row index: a row's key and its due time
-// as the index sorts it (fmtTime: fixed-width, so text order is time order).
-type indexed struct{ key, due string }
+// indexed is one entry of the open-row index: a row's key, its open_due
+// value as the index sorts it (openDue: fixed-width, so text order is time
+// order) and the times it holds.
+type indexed struct {
+	key, raw     string
+	due, expires time.Time
+}
+
+// queryState queries every shard of state's index partition for the
+// entries due by dueBy (all if zero), at most limit per shard (all if 0).
+func (st *Store) queryState(ctx context.Context, state ledger.State, dueBy time.Time, limit int) ([]indexed, error) {
+	var due []indexed
+	for shard := 0; shard < st.shards; shard++ {
+		ks, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", state, shard), dueBy, limit)
+		if err != nil {
+			return nil, err
+		}
+		due = append(due, ks...)
+	}
+	return due, nil
+}
 
 func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, limit int) ([]indexed, error) {
 	key := expression.Key(AttrOpenPK).Equal(expression.Value(s(pk)))
 	if !dueBy.IsZero() {
-		key = key.And(expression.Key(AttrOpenDue).LessThanEqual(expression.Value(s(fmtTime(dueBy)))))
+		key = key.And(expression.Key(AttrOpenDue).LessThanEqual(expression.Value(s(fmtTime(dueBy) + dueUpTo))))
 	}
 	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
 	if err != nil {
@@ -276,9 +338,14 @@ func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, lim
 		for _, it := range out.Items {
 			k, ok := it[AttrPK].(*types.AttributeValueMemberS)
 			d, _ := it[AttrOpenDue].(*types.AttributeValueMemberS)
-			if ok && d != nil {
-				keys = append(keys, indexed{key: k.Value, due: d.Value})
+			if !ok || d == nil {
+				continue
 			}
+			due, expires, err := parseOpenDue(d.Value)
+			if err != nil {
+				return nil, fmt.Errorf("query %s: index entry %s: %w", pk, k.Value, err)
+			}
+			keys = append(keys, indexed{key: k.Value, raw: d.Value, due: due, expires: expires})
 		}
 		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(keys) >= limit) {
 			return keys, nil

@@ -28,7 +28,10 @@ type Entry struct {
 	ExpiresAt       time.Time
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
-	// LeaseUntil is when a dispatching row counts as stuck.
+	// LeaseUntil is when a dispatching row counts as stuck, and when a
+	// claimed row is due for a re-drive: the stream has had until then to
+	// deliver it (its claim time plus Policy.RedriveAfter). A claimed row
+	// written before claims carried it has none.
 	LeaseUntil time.Time
 	// NextCheckAt is when reconcile next looks at an unknown row.
 	NextCheckAt time.Time
@@ -118,10 +121,19 @@ var ProviderKinds = []EventKind{
 func (k EventKind) Provider() bool { return slices.Contains(ProviderKinds, k) }
 
 // OpenDue is the sort key of the row in the open-row index: when a sweep
-// should look at it. The zero time means the row is not open.
+// should look at it. The zero time means the row is not open. A claimed row
+// is due at the earlier of its re-drive time (LeaseUntil) and its expiry,
+// so a re-drive lists only the claims it may hand back; the expire sweep
+// finds expired claims by their expiry (Store.ListExpired), which is never
+// before OpenDue.
 func (e Entry) OpenDue() time.Time {
 	switch e.State {
-	case Held, Claimed:
+	case Claimed:
+		if !e.LeaseUntil.IsZero() && e.LeaseUntil.Before(e.ExpiresAt) {
+			return e.LeaseUntil
+		}
+		return e.ExpiresAt
+	case Held:
 		return e.ExpiresAt
 	case Dispatching:
 		return e.LeaseUntil

@@ -13,7 +13,13 @@ import (
 func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepReport, error) {
 	var rep SweepReport
 	now := s.now()
-	err := s.sweepOpen(ctx, &rep, "expire", Claimed, now.Add(s.Policy.ExpiryMargin), limit, func(e Entry) (string, error) {
+	// By expiry, not by OpenDue: a claim is due for its re-drive earlier,
+	// and a surge's claims waiting in the stream would crowd the expired
+	// ones out of the limit.
+	listExpired := func() ([]Entry, error) {
+		return s.Store.ListExpired(ctx, Claimed, now.Add(s.Policy.ExpiryMargin), limit)
+	}
+	err := s.sweepRows(&rep, "expire", Claimed, listExpired, func(e Entry) (string, error) {
 		if !s.expiredAt(e.ExpiresAt, now) {
 			return "", nil
 		}

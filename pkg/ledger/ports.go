@@ -31,6 +31,16 @@ type Store interface {
 	// dueBy, soonest first, from the open-row index alone: it reads no row,
 	// and costs what is due, never what is open.
 	DueTimes(ctx context.Context, s State, dueBy time.Time) ([]time.Time, error)
+	// ListExpired returns rows in the open state s (Held or Claimed) whose
+	// ExpiresAt is not after by, soonest expiring first, at most limit rows
+	// (all if limit is 0). A claimed row's OpenDue is never after its
+	// expiry, so its cost follows the rows due by by, and it reads only the
+	// rows it returns.
+	ListExpired(ctx context.Context, s State, by time.Time, limit int) ([]Entry, error)
+	// Expiries returns the ExpiresAt of every row in the open state s
+	// (Held or Claimed) that expires by by, soonest first, from the
+	// open-row index alone, like DueTimes.
+	Expiries(ctx context.Context, s State, by time.Time) ([]time.Time, error)
 }
 
 // Change is one compare-and-set write.

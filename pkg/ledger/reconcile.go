@@ -43,7 +43,12 @@ func (s *Service) note(rep *SweepReport, action string, err error) {
 // failed listing ends the sweep with an error prefixed by op; a row's
 // failure is noted and the sweep goes on.
 func (s *Service) sweepOpen(ctx context.Context, rep *SweepReport, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
-	rows, err := s.Store.ListOpen(ctx, st, dueBy, limit)
+	return s.sweepRows(rep, op, st, func() ([]Entry, error) { return s.Store.ListOpen(ctx, st, dueBy, limit) }, each)
+}
+
+// sweepRows is sweepOpen over the rows list returns.
+func (s *Service) sweepRows(rep *SweepReport, op string, st State, list func() ([]Entry, error), each func(Entry) (string, error)) error {
+	rows, err := list()
 	if err != nil {
 		return fmt.Errorf("%s: list %s: %w", op, st, err)
 	}

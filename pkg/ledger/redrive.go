@@ -57,9 +57,15 @@ func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	if err := s.sweepOpen(ctx, &rep, "redrive", Deferred, late, limit, redrive); err != nil {
 		return rep, err
 	}
-	// Claimed rows are indexed by expiry, not by when they were claimed:
-	// list the open ones soonest-expiring first and take the late ones.
-	err := s.sweepOpen(ctx, &rep, "redrive", Claimed, timeZero, limit, redrive)
+	// Claimed rows are indexed at their re-drive time (LeaseUntil: the
+	// claim plus RedriveAfter) or their expiry if sooner: list only those
+	// due, and while the stream moves, only those it no longer owes (due
+	// by its lateness before now). Claims not yet due are never read.
+	dueBy := now
+	if l := marks.Stream; now.Sub(l.At) < s.Policy.RedriveAfter && l.Behind > 0 {
+		dueBy = now.Add(-l.Behind)
+	}
+	err := s.sweepOpen(ctx, &rep, "redrive", Claimed, dueBy, limit, redrive)
 	if handed > 0 && s.Progress != nil {
 		if perr := s.Progress.Redriven(ctx, now); perr != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: record the hand-back: %w", perr))

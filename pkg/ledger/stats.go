@@ -23,9 +23,10 @@ func BucketName(overdue time.Duration) string {
 }
 
 // StateStats summarizes the rows of one open state that are due: whose
-// sweep time (Entry.OpenDue: a claim's expiry, a lease's end, a deferred
+// sweep time (a held or claimed row's expiry, a lease's end, a deferred
 // row's next attempt, an unknown row's next check, a quarantined row's last
-// write) has passed. Rows not yet due are not counted: a surge's backlog of
+// write: Entry.OpenDue, but for a claim its expiry, not its re-drive time)
+// has passed. Rows not yet due are not counted: a surge's backlog of
 // claims waiting in the stream shows in the stream's lag, not here.
 type StateStats struct {
 	// Count is the number of due rows.
@@ -48,6 +49,11 @@ func (s *Service) Stats(ctx context.Context) (map[State]StateStats, error) {
 			continue
 		}
 		due, err := s.Store.DueTimes(ctx, st, now)
+		if st == Claimed {
+			// A claim is due for the expire sweep at its expiry (and
+			// for a re-drive earlier, which the stream's lag shows).
+			due, err = s.Store.Expiries(ctx, st, now)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("stats %s: %w", st, err)
 		}

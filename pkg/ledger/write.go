@@ -28,6 +28,14 @@ func (s *Service) record(e Entry, k EventKind, to State, w Worker, reason string
 	next.Version = e.Version + 1
 	next.UpdatedAt = now
 	next.RetainUntil = now.Add(s.Policy.Retention)
+	switch {
+	case to == Claimed && e.State != Claimed:
+		// A new claim (or a held row released) is the stream's to deliver
+		// until its re-drive time; the open-row index orders it by that.
+		next.LeaseUntil = now.Add(s.Policy.RedriveAfter)
+	case e.State == Claimed && to != Claimed:
+		next.LeaseUntil = timeZero // the move to dispatching sets its own lease
+	}
 	if mut != nil {
 		mut(&next)
 	}

@@ -199,6 +199,7 @@ func historyIsAppendOnly(t *testing.T, newStore NewStore) {
 func openIndexListsDueOpenRows(t *testing.T, newStore NewStore) {
 	ctx := context.Background()
 	env := NewEnv(newStore(t))
+	env.Svc.Policy.RedriveAfter = time.Hour // claims due at their expiry
 	now := env.Clock.Now()
 	var keys []string
 	for i, ttl := range []time.Duration{30 * time.Minute, 10 * time.Minute, 20 * time.Minute} {
@@ -243,6 +244,7 @@ func openIndexListsDueOpenRows(t *testing.T, newStore NewStore) {
 func dueTimesFromTheIndex(t *testing.T, newStore NewStore) {
 	ctx := context.Background()
 	env := NewEnv(newStore(t))
+	env.Svc.Policy.RedriveAfter = time.Hour // claims due at their expiry
 	now := env.Clock.Now()
 	var keys []string
 	for i := range 12 {

@@ -122,6 +122,44 @@ func (s *Store) DueTimes(ctx context.Context, st ledger.State, dueBy time.Time) 
 	return out, nil
 }
 
+// ListExpired implements ledger.Store.
+func (s *Store) ListExpired(_ context.Context, st ledger.State, by time.Time, limit int) ([]ledger.Entry, error) {
+	if st != ledger.Held && st != ledger.Claimed {
+		return nil, fmt.Errorf("list expired %s: not a state that waits for its expiry", st)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ledger.Entry
+	for _, e := range s.rows {
+		if e.State == st && !e.ExpiresAt.After(by) {
+			out = append(out, clone(e))
+		}
+	}
+	slices.SortFunc(out, func(a, b ledger.Entry) int {
+		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Expiries implements ledger.Store.
+func (s *Store) Expiries(ctx context.Context, st ledger.State, by time.Time) ([]time.Time, error) {
+	rows, err := s.ListExpired(ctx, st, by, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]time.Time, len(rows))
+	for i, e := range rows {
+		out[i] = e.ExpiresAt
+	}
+	return out, nil
+}
+
 // Content is an in-memory ledger.ContentStore. The zero value is ready to use.
 type Content struct {
 	mu    sync.Mutex
