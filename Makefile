@@ -14,7 +14,7 @@ EMULATOR   := localstack/ministack.sh
 WITH_EMULATOR := localstack/with-emulator.sh
 
 .PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench bench-quick gate simulate surge surge-check emulator-start emulator-stop fuzz clean \
-	node-producer node-producer-deps node-producer-emulator vectors
+	node-producer node-producer-deps node-producer-emulator python-producer python-producer-deps python-producer-emulator vectors
 
 all: build
 
@@ -28,11 +28,11 @@ FORCE:
 
 ## test: the template linters, then everything, including end to end on a locally deployed
 ## stack, against the emulator (started here if nothing listens on $MINISTACK_PORT, default 4566)
-test: node_modules node-producer lint-template
-	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration node-producer-emulator iam-coverage surge-check bench-quick
+test: node_modules node-producer python-producer lint-template
+	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration node-producer-emulator python-producer-emulator iam-coverage surge-check bench-quick
 
 ## unit: tests that need no emulator
-unit: node-producer
+unit: node-producer python-producer
 	go vet ./...
 	go test -race ./...
 
@@ -67,15 +67,15 @@ run: node_modules
 	localstack/run-local.sh
 
 ## e2e: deploy the local stack (emulator started here if needed) and run the end-to-end tests
-## (the Go producer's and the Node.js producer's)
-e2e: node_modules node-producer
+## (the Go producer's, the Node.js producer's and the Python producer's)
+e2e: node_modules node-producer python-producer
 	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local e2e-test
 
 deploy-local: node_modules
 	localstack/deploy-local.sh
 
 e2e-test:
-	go test -count=1 -v -run 'TestEndToEnd|TestNodeProducer' ./e2e/
+	go test -count=1 -v -run 'TestEndToEnd|TestNodeProducer|TestPythonProducer' ./e2e/
 
 ## gate: release gate at full size (GATE_INTENTS, default 2000); ends with the accounting table
 gate:
@@ -164,12 +164,33 @@ $(NODE_PRODUCER)/node_modules: $(NODE_PRODUCER)/package-lock.json
 	@printf 'module ignored/producers/node/node_modules\n' > $@/go.mod
 	@touch $@
 
+## python-producer: the Python producer (producers/python): its hash-pinned venv, mypy --strict,
+## pytest against testdata/vectors; no emulator
+PY_PRODUCER      := producers/python
+PY_PRODUCER_VENV := .venv/python-producer
+PY_PRODUCER_PY   := $(CURDIR)/$(PY_PRODUCER_VENV)/bin/python
+python-producer: python-producer-deps
+	cd $(PY_PRODUCER) && $(PY_PRODUCER_PY) -m mypy && $(PY_PRODUCER_PY) -m pytest -q -p no:cacheprovider
+
+## python-producer-emulator: its tests against KMS and SQS on the emulator (run by `make test`)
+python-producer-emulator: python-producer-deps
+	cd $(PY_PRODUCER) && LEDGER_REQUIRE_EMULATOR=1 $(PY_PRODUCER_PY) -m pytest -q -p no:cacheprovider tests/emulator
+
+python-producer-deps: $(PY_PRODUCER_VENV)/.installed
+
+# boto3, cryptography, pytest, mypy and the boto3 stubs with their whole closure, pinned with
+# hashes in requirements-dev.txt; the venv is made anew when that file changes.
+$(PY_PRODUCER_VENV)/.installed: $(PY_PRODUCER)/requirements-dev.txt
+	$${PYTHON:-python3} -m venv --clear $(PY_PRODUCER_VENV)
+	$(PY_PRODUCER_PY) -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: -r $<
+	@touch $@
+
 ## vectors: rewrite testdata/vectors from the Go implementation (after a deliberate change of a
-## layout; review the diff), then check the Node.js producer against them
+## layout; review the diff), then check the Node.js and Python producers against them
 vectors:
 	VECTORS_UPDATE=1 go test -count=1 -run Vectors ./pkg/envelope ./pkg/producer ./cmd/ledgerctl
 	go test -count=1 -run Vectors ./pkg/envelope ./pkg/producer ./cmd/ledgerctl
-	$(MAKE) --no-print-directory node-producer
+	$(MAKE) --no-print-directory node-producer python-producer
 
 # The CDK CLI is pinned in package.json/package-lock.json. The go.mod dropped
 # into node_modules keeps `go ... ./...` from walking into npm's Go templates.
