@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -176,7 +175,7 @@ func (inv *invocation) yield(c *call) resumeMsg {
 	inv.sim.reports <- report{inv: inv, call: c}
 	r := <-inv.resume
 	if r.kill {
-		runtime.Goexit()
+		panic(unwind{})
 	}
 	if r.fault == crashBefore || r.fault == timedOut {
 		inv.crash()
@@ -187,20 +186,43 @@ func (inv *invocation) yield(c *call) resumeMsg {
 // crash ends the invocation where it stands.
 func (inv *invocation) crash() {
 	inv.sim.reports <- report{inv: inv, crashed: true}
-	runtime.Goexit()
+	panic(unwind{})
 }
 
+// unwind is the panic that ends an invocation where it stands (a crash, or
+// the end of the run); its deferred calls run, as they would on a crash.
+type unwind struct{}
+
 func (inv *invocation) main(body func(ctx context.Context) (string, error)) {
-	if r := <-inv.resume; r.kill {
-		return
-	}
 	defer func() {
-		if p := recover(); p != nil {
+		switch p := recover(); p.(type) {
+		case nil, unwind:
+		default:
 			inv.sim.reports <- report{inv: inv, panicked: p, stack: string(debug.Stack())}
 		}
 	}()
+	if r := <-inv.resume; r.kill {
+		return
+	}
 	line, err := body(context.Background())
 	inv.sim.reports <- report{inv: inv, done: true, logLine: line, err: err}
+}
+
+// pool runs invocations on goroutines that outlive them: a goroutine's
+// stack, grown by one invocation, serves the next.
+var pool = make(chan func())
+
+func goPooled(f func()) {
+	select {
+	case pool <- f:
+	default:
+		go func() {
+			for {
+				f()
+				f = <-pool
+			}
+		}()
+	}
 }
 
 // action is one thing the scheduler can do next.
@@ -480,7 +502,8 @@ func (s *sim) start(t *trigger) {
 	}
 	s.invs = append(s.invs, inv)
 	s.traceStart(inv)
-	go inv.main(s.body(inv, s.service(inv)))
+	body := s.body(inv, s.service(inv))
+	goPooled(func() { inv.main(body) })
 	inv.resume <- resumeMsg{}
 	s.await(inv)
 }

@@ -180,7 +180,7 @@ var (
 // maxFaultSteps.
 const (
 	faultStepUnit = 40
-	maxFaultSteps = 400
+	maxFaultSteps = 240
 )
 
 func simPolicy() ledger.Policy {

@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"testing"
 	"time"
@@ -29,6 +30,8 @@ import (
 func main() {
 	// The property-testing library reads testing's flags.
 	testing.Init()
+	// Runs allocate many short-lived rows and histories: collect less often.
+	debug.SetGCPercent(400)
 	seeds := flag.Int("seeds", envInt("SIMULATE_SEEDS", 20000), "protocol runs")
 	first := flag.Uint64("first", uint64(envInt("SIMULATE_FIRST_SEED", 1)), "first seed")
 	mutantSeeds := flag.Int("mutant-seeds", envInt("SIMULATE_MUTANT_SEEDS", 300), "seeds each mutant may take to be caught (0: no mutants)")
