@@ -120,12 +120,19 @@ func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
 		attrChannel:         s(string(e.Identity.Channel)),
 		attrWorkflow:        s(string(e.Workflow.Kind)),
 		attrContentHash:     s(e.ContentHash),
-		attrDestinationRef:  s(e.DestinationRef),
 		attrTemplateID:      s(e.TemplateID),
 		attrTemplateVersion: s(e.TemplateVersion),
 		attrPolicyVersion:   s(e.PolicyVersion),
 		attrExpiresAt:       s(fmtTime(e.ExpiresAt)),
 		attrCreatedAt:       s(fmtTime(e.CreatedAt)),
+	}
+	// The timeline indexes' keys: an index key attribute may not be an
+	// empty string, and a row without a subject is in no subject's index.
+	if e.DestinationRef != "" {
+		m[AttrDestinationRef] = s(e.DestinationRef)
+	}
+	if e.SubjectRef != "" {
+		m[AttrSubjectRef] = s(e.SubjectRef)
 	}
 	if len(e.Workflow.Order) > 0 {
 		order := make([]types.AttributeValue, len(e.Workflow.Order))
@@ -308,6 +315,7 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 		Version:         d.num(attrVersion),
 		ContentHash:     d.str(attrContentHash),
 		DestinationRef:  d.str(attrDestinationRef),
+		SubjectRef:      d.str(AttrSubjectRef),
 		TemplateID:      d.str(attrTemplateID),
 		TemplateVersion: d.str(attrTemplateVersion),
 		PolicyVersion:   d.str(attrPolicyVersion),

@@ -17,8 +17,9 @@ type TableClient interface {
 }
 
 // LedgerTable returns the ledger table definition: key pk, stream with new
-// and old images, and the sparse open-row index. It mirrors the CDK stack
-// and is used by tests and tooling that create tables directly.
+// and old images, the sparse open-row index and the two timeline indexes
+// (SubjectIndex, DestinationIndex). It mirrors the CDK stack and is used by
+// tests and tooling that create tables directly.
 func LedgerTable(name string) *dynamodb.CreateTableInput {
 	str := types.ScalarAttributeTypeS
 	return &dynamodb.CreateTableInput{
@@ -28,6 +29,9 @@ func LedgerTable(name string) *dynamodb.CreateTableInput {
 			{AttributeName: aws.String(AttrPK), AttributeType: str},
 			{AttributeName: aws.String(AttrOpenPK), AttributeType: str},
 			{AttributeName: aws.String(AttrOpenDue), AttributeType: str},
+			{AttributeName: aws.String(AttrSubjectRef), AttributeType: str},
+			{AttributeName: aws.String(AttrDestinationRef), AttributeType: str},
+			{AttributeName: aws.String(AttrCreatedAt), AttributeType: str},
 		},
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(AttrPK), KeyType: types.KeyTypeHash}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
@@ -37,8 +41,20 @@ func LedgerTable(name string) *dynamodb.CreateTableInput {
 				{AttributeName: aws.String(AttrOpenDue), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
-		}},
+		}, timelineIndexDef(SubjectIndex, AttrSubjectRef), timelineIndexDef(DestinationIndex, AttrDestinationRef)},
 		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	}
+}
+
+// timelineIndexDef is a KEYS_ONLY index keyed on ref and created_at.
+func timelineIndexDef(index, ref string) types.GlobalSecondaryIndex {
+	return types.GlobalSecondaryIndex{
+		IndexName: aws.String(index),
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(ref), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(AttrCreatedAt), KeyType: types.KeyTypeRange},
+		},
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 	}
 }
 

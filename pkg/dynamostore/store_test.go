@@ -36,6 +36,13 @@ func TestContract(t *testing.T) {
 	})
 }
 
+func TestTimelineContract(t *testing.T) {
+	ledgertest.RunTimelineContract(t, func(t *testing.T) ledgertest.TimelineStore {
+		client, table, _ := newTables(t)
+		return dynamostore.New(client, table, dynamostore.DefaultShards)
+	})
+}
+
 func TestContentStore(t *testing.T) {
 	ledgertest.RunContentContract(t, func(t *testing.T) ledger.ContentStore {
 		client, _, table := newTables(t)

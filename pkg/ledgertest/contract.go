@@ -103,7 +103,7 @@ func RunStoreContract(t *testing.T, newStore NewStore) {
 func assertSameEntry(t *testing.T, want, got ledger.Entry) {
 	t.Helper()
 	if want.Key != got.Key || want.Identity != got.Identity || want.State != got.State || want.Version != got.Version ||
-		want.ContentHash != got.ContentHash || want.DestinationRef != got.DestinationRef ||
+		want.ContentHash != got.ContentHash || want.DestinationRef != got.DestinationRef || want.SubjectRef != got.SubjectRef ||
 		want.TemplateID != got.TemplateID || want.TemplateVersion != got.TemplateVersion ||
 		want.PolicyVersion != got.PolicyVersion || !want.ExpiresAt.Equal(got.ExpiresAt) ||
 		!want.CreatedAt.Equal(got.CreatedAt) || !want.UpdatedAt.Equal(got.UpdatedAt) ||

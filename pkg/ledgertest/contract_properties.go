@@ -17,6 +17,7 @@ func claimRoundTrips(t *testing.T, newStore NewStore) {
 	env := NewEnv(newStore(t))
 	in, sealed := Intent(1, ledger.Email, env.Clock.Now(), 10*time.Minute)
 	in.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
+	in.SubjectRef = "tenant-7:acct_000001.eu"
 	res, err := env.Svc.Claim(ctx, in, sealed, contractWorker)
 	if err != nil || res.Outcome != ledger.ClaimCreated {
 		t.Fatalf("claim: %v %v", res.Outcome, err)
@@ -26,6 +27,9 @@ func claimRoundTrips(t *testing.T, newStore NewStore) {
 		t.Fatal(err)
 	}
 	assertSameEntry(t, res.Entry, got)
+	if got.SubjectRef != in.SubjectRef {
+		t.Fatalf("subject_ref %q, want %q", got.SubjectRef, in.SubjectRef)
+	}
 	if got.State != ledger.Claimed || got.Version != 1 || len(got.History) != 1 {
 		t.Fatalf("state %s version %d history %d", got.State, got.Version, len(got.History))
 	}

@@ -12,6 +12,10 @@ func TestContract(t *testing.T) {
 	ledgertest.RunStoreContract(t, func(*testing.T) ledger.Store { return &memstore.Store{} })
 }
 
+func TestTimelineContract(t *testing.T) {
+	ledgertest.RunTimelineContract(t, func(*testing.T) ledgertest.TimelineStore { return &memstore.Store{} })
+}
+
 func TestContentContract(t *testing.T) {
 	ledgertest.RunContentContract(t, func(*testing.T) ledger.ContentStore { return &memstore.Content{} })
 }
