@@ -23,8 +23,9 @@ const (
 	// A held fallback channel claimed after its accepted predecessor
 	// bounced permanently.
 	pathHandOver = "hard-bounce hand-over"
-	// A same-key retry reaching a provider past half of its key window
-	// (windows under an hour).
+	// A same-key retry reaching a provider so late in its key window
+	// (windows under an hour) that the next look must quarantine: within
+	// Lease + ExpiryMargin + RecheckAfter of the window's end.
 	pathLateRetry = "same-key retry late in the window"
 	// Reconcile marking a row unknown after its lease, its attempt's
 	// transport call made and its outcome never written.

@@ -107,7 +107,7 @@ func (s *sim) planEvents(ch ledger.Channel, m ledger.Send, ack string) {
 		}
 	}
 	for _, ev := range evs {
-		s.realEvents[ev.ID()] = ev
+		s.realEvents[eventSig(ev.Key, ev.Type, ev.Detail, ev.MessageID, ev.At)] = ev
 		due := ev.At
 		if s.faultPhase && s.c.coin(3, "event arrives out of order") {
 			due = s.now // published late, arriving before the events it follows

@@ -272,9 +272,15 @@ func (s *sim) checkWrite(w writeFact) {
 				lbl, by, s.rel(clock), a.Reason, s.rel(a.ExpiresAt.Add(-margin))), key)
 		}
 	}
-	if ev := a.Last(); ev.Kind.Provider() && !w.before.Holds(ev.ID) && !p.acks[key][ev.AckID] {
-		s.fail(invForgedEvent, fmt.Sprintf("row %s recorded a provider event %s (message %q) by %s, about no message the provider took under its key",
-			lbl, ev.ProviderType, ev.AckID, by), key)
+	if ev := a.Last(); ev.Kind.Provider() && !w.before.Holds(ev.ID) {
+		real, ok := s.realEvents[eventSig(key, ev.ProviderType, ev.Detail, ev.AckID, ev.ProviderAt)]
+		switch {
+		case !ok || !p.acks[key][ev.AckID]:
+			s.fail(invForgedEvent, fmt.Sprintf("row %s recorded a provider event %s (message %q) by %s, which the provider never published about a message it took",
+				lbl, ev.ProviderType, ev.AckID, by), key)
+		case real.Permanent:
+			s.bounced(w, key)
+		}
 	}
 	if entered && from == ledger.Held {
 		s.checkHandOver(w, key, lbl, by)
@@ -348,7 +354,7 @@ func (s *sim) checkSend(f sendFact) {
 		if !f.at.Before(end) {
 			s.fail(invRetryWindow, fmt.Sprintf("%s's same-key retry of %s (attempt %d) reached the provider at %s; its window (%s) from the first message under the key (%s at %s) ended at %s",
 				f.inv, lbl, f.attempt, s.rel(f.at), p.spec.window, rs[0].ack, s.rel(rs[0].at), s.rel(end)), f.key)
-		} else if p.spec.window < time.Hour && !f.at.Before(rs[0].at.Add(p.spec.window/2)) {
+		} else if pol := s.w.policy; p.spec.window < time.Hour && !f.at.Before(end.Add(-pol.Lease-pol.ExpiryMargin-pol.RecheckAfter)) {
 			s.stats.Paths[pathLateRetry]++
 		}
 	}
@@ -437,29 +443,36 @@ func (s *sim) checkEvent(f eventFact) {
 	case f.before.State == ledger.Dispatching:
 		s.stats.Paths[pathEventBeforeOutcome]++
 	}
-	if !ev.Permanent || f.res.Outcome == ledger.EventDuplicate {
+}
+
+// eventSig names a provider event by what the ledger records of it.
+func eventSig(key, typ, detail, msgID string, at time.Time) string {
+	return key + "|" + typ + "|" + detail + "|" + msgID + "|" + at.UTC().Format(time.RFC3339Nano)
+}
+
+// bounced notes the permanent delivery failure the write w recorded on the
+// row key (the provider really reported one), and judges the hand-over it
+// owes: within the fallback wait (the row still open, or accepted less
+// than the wait before), the next channel must never be suppressed.
+func (s *sim) bounced(w writeFact, key string) {
+	if _, seen := s.delivered[key]; seen {
 		return
 	}
-	if _, seen := s.delivered[ev.Key]; seen {
-		return
-	}
-	row := f.res.Entry
-	b := bounceFact{at: s.now, inWait: !row.State.Terminal()}
-	if row.State == ledger.Accepted {
-		acc := row.Last()
-		for _, h := range row.History {
+	before := w.before
+	b := bounceFact{at: s.now, inWait: !before.State.Terminal()}
+	if before.State == ledger.Accepted {
+		for _, h := range before.History {
 			if h.To == ledger.Accepted && h.From != ledger.Accepted {
-				acc = h
+				b.inWait = s.now.Add(skewSlack).Before(h.At.Add(s.w.policy.FallbackWait))
 				break
 			}
 		}
-		b.inWait = s.now.Add(skewSlack).Before(acc.At.Add(s.w.policy.FallbackWait))
 	}
-	s.delivered[ev.Key] = b
-	if next, ok := s.successor(ev.Key); ok && b.inWait {
+	s.delivered[key] = b
+	if next, ok := s.successor(key); ok && b.inWait {
 		if e, ok := s.peek(next); ok && e.State == ledger.Suppressed {
-			s.fail(invHandOver, fmt.Sprintf("%s recorded a permanent delivery failure (%s) of %s within the fallback wait, but %s was already suppressed (%q)",
-				f.inv, ev.Type, s.label(ev.Key), s.label(next), e.Reason), ev.Key, next)
+			s.fail(invHandOver, fmt.Sprintf("%s recorded a permanent delivery failure of %s within the fallback wait, but %s was already suppressed (%q)",
+				w.inv, s.label(key), s.label(next), e.Reason), key, next)
 		}
 	}
 }

@@ -78,6 +78,20 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero}
 
+// rareMutants are the mutants whose fault needs a rarer schedule, with how
+// many times the usual seed budget each may take: a stall past the expiry
+// within the function's timeout, a write answering after the deadline, a
+// retry budget spent under a window of 5 or 6 minutes.
+var rareMutants = map[Mutant]int{SendNoDeadline: 4, BeginStaleClock: 4, WindowFromLastAttempt: 4, RetryBudgetOffByOne: 2}
+
+// Budget is how many seeds m may take to be caught, given the usual budget.
+func (m Mutant) Budget(usual int) int {
+	if k, ok := rareMutants[m]; ok {
+		return k * usual
+	}
+	return usual
+}
+
 // ParseMutant returns the mutant named s.
 func ParseMutant(s string) (Mutant, error) {
 	for _, m := range Mutants {

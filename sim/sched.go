@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/attemptproof"
@@ -246,8 +247,8 @@ type sim struct {
 	providers map[ledger.Channel]*provider
 	proofs    *attemptproof.Local
 	jitter    *rand.Rand
-	// realEvents holds, by history entry id, every event a provider really
-	// published; delivered holds, per key, the permanent delivery failure
+	// realEvents holds every event a provider really published (by
+	// eventSig); delivered holds, per key, the permanent delivery failure
 	// the events function recorded and when (see invHandOver).
 	realEvents map[string]ledger.ProviderEvent
 	delivered  map[string]bounceFact
@@ -517,6 +518,10 @@ func (s *sim) resume(inv *invocation) {
 	if s.faultPhase && !s.now.After(inv.deadline) {
 		if fs := c.op.faults(); len(fs) > 0 && s.c.coin(4, "fault") {
 			r.fault = fs[s.c.pick(len(fs), "fault kind")]
+		} else if c.op == opApply && strings.HasSuffix(c.detail, "→dispatching") && s.c.coin(3, "slow begin") {
+			// The write that starts an attempt answering late is where a
+			// send can start after its deadline: explored more often.
+			r.fault = slowCall
 		}
 		if r.fault == slowCall {
 			if slow = s.slow(inv, c.key); slow != "" {

@@ -133,7 +133,7 @@ func Simulate(opts Options, out io.Writer) Summary {
 	fmt.Fprintf(out, "  schedule digest %016x\n", sum.Digest)
 
 	if len(opts.Mutants) > 0 {
-		fmt.Fprintf(out, "simulate: mutants, at most %d seeds each from seed %d\n", opts.MutantSeeds, opts.FirstSeed)
+		fmt.Fprintf(out, "simulate: mutants, at most %d seeds each (rare faults more) from seed %d\n", opts.MutantSeeds, opts.FirstSeed)
 	}
 	mcfg := cfg
 	if opts.MutantShrinkTime > 0 {
@@ -141,7 +141,7 @@ func Simulate(opts Options, out io.Writer) Summary {
 	}
 	mstart := time.Now()
 	for _, m := range opts.Mutants {
-		mr := HuntMutant(m, opts.FirstSeed, opts.MutantSeeds, mcfg)
+		mr := HuntMutant(m, opts.FirstSeed, m.Budget(opts.MutantSeeds), mcfg)
 		sum.Mutants = append(sum.Mutants, mr)
 		if mr.Violation == nil {
 			fmt.Fprintf(out, "  %-30s NOT CAUGHT in %d seeds\n", m, mr.Seeds)

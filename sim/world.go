@@ -165,7 +165,7 @@ type world struct {
 
 // Choices offered to the draws; index 0 is where shrinking goes.
 var (
-	lifetimes        = []time.Duration{10 * time.Minute, 3 * time.Minute, 50 * time.Second, 20 * time.Second}
+	lifetimes        = []time.Duration{10 * time.Minute, 3 * time.Minute, 50 * time.Second, 20 * time.Second, 70 * time.Second}
 	redeliveryDelays = []time.Duration{0, 40 * time.Second, 4 * time.Minute}
 	// The 5 and 6 minute windows are where measuring from the first
 	// attempt or the last decides: the retry budget's last attempt falls
@@ -248,6 +248,9 @@ func drawWorld(c chooser) *world {
 			t.events = c.coin(1, "events")
 		}
 		t.mood = mood(c.pick(int(numMoods), "mood"))
+		if t.cap == capKey && t.window < time.Hour && t.mood != moodLost && c.coin(1, "lost answers") {
+			t.mood = moodLost // retries under a short window: late in it, or past it
+		}
 		w.transports[chn] = t
 		if r := rates[c.pick(len(rates), "send rate "+string(chn))]; r > 0 {
 			w.rates[chn] = r
