@@ -21,7 +21,7 @@ import (
 // it: read from cmd/ledgerctl and the pkg/dynamostore methods it calls.
 type operatorCall struct {
 	action string
-	on     string // ledgerTarget, openIndexTarget or contentTarget
+	on     string // ledgerTarget, openIndexTarget, subjectIndexTarget, destinationIndexTarget or contentTarget
 	why    string
 }
 
@@ -29,17 +29,22 @@ type operatorCall struct {
 const (
 	ledgerTarget    = "ledger table"
 	openIndexTarget = "ledger table's open index"
-	contentTarget   = "content table"
+	// The timeline indexes (dynamostore.SubjectIndex, DestinationIndex).
+	subjectIndexTarget     = "ledger table's subject index"
+	destinationIndexTarget = "ledger table's destination index"
+	contentTarget          = "content table"
 )
 
-// operatorCalls are the calls of ledgerctl explain, export, verify, stuck, stats and resolve (view
+// operatorCalls are the calls of ledgerctl explain, export, verify, stuck, stats, timeline and resolve (view
 // only renders what they read). ledgerctl send is a producer's tool, not an operator's: it seals
 // with the content key and sends to the intent queue, and the role may do neither. resolve's
 // caller identity comes from sts:GetCallerIdentity, which needs no permission.
 var operatorCalls = []operatorCall{
 	{"dynamodb:GetItem", ledgerTarget, "explain, verify <challenge> and resolve read a row (Store.Get, consistent); resolve reads back a write whose answer was lost and the held fallback row it settles"},
 	{"dynamodb:Query", openIndexTarget, "stuck and stats list the open index's keys (Store.ListOpen)"},
-	{"dynamodb:BatchGetItem", ledgerTarget, "stuck and stats read the listed rows (Store.ListOpen)"},
+	{"dynamodb:BatchGetItem", ledgerTarget, "stuck and stats read the listed rows (Store.ListOpen), timeline the rows of a subject or destination (Store.ListByRef)"},
+	{"dynamodb:Query", subjectIndexTarget, "timeline --subject lists a subject's keys, newest first (Store.ListByRef)"},
+	{"dynamodb:Query", destinationIndexTarget, "timeline --destination-ref lists a destination's keys, newest first (Store.ListByRef)"},
 	{"dynamodb:Scan", ledgerTarget, "export and verify --all page through the table (Scanner.Page)"},
 	{"dynamodb:UpdateItem", ledgerTarget, "resolve records the decision as a conditional update (Store.Apply), and settles a held fallback row the same way"},
 	{"dynamodb:DeleteItem", contentTarget, "resolve with --content-table purges the sealed content of the row it closes (ledger.Service.purge); it cannot read content"},
@@ -49,12 +54,14 @@ var operatorCalls = []operatorCall{
 func (p *LedgerStackProps) operator(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage) awsiam.Role {
 	role := awsiam.NewRole(stack, jsii.String("LedgerOperatorRole"), &awsiam.RoleProps{
 		AssumedBy:   p.operatorPrincipal(),
-		Description: jsii.String(p.Prefix + " operator: ledgerctl explain, export, verify, stuck, stats and resolve"),
+		Description: jsii.String(p.Prefix + " operator: ledgerctl explain, export, verify, stuck, stats, timeline and resolve"),
 	})
 	targets := map[string]*string{
-		ledgerTarget:    st.ledger.TableArn(),
-		openIndexTarget: awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + dynamostore.IndexName)}),
-		contentTarget:   st.content.TableArn(),
+		ledgerTarget:           st.ledger.TableArn(),
+		openIndexTarget:        awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + dynamostore.IndexName)}),
+		subjectIndexTarget:     awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + dynamostore.SubjectIndex)}),
+		destinationIndexTarget: awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + dynamostore.DestinationIndex)}),
+		contentTarget:          st.content.TableArn(),
 	}
 	byTarget := map[string][]string{}
 	var order []string

@@ -7,10 +7,11 @@ import (
 )
 
 // operatorGrants is every permission the LedgerOperator role holds: what ledgerctl's read commands
-// and resolve call (operatorCalls), the ledger key through DynamoDB, and nothing to send with.
+// (timeline included) and resolve call (operatorCalls), the ledger key through DynamoDB, and nothing to send with.
 var operatorGrants = []string{
 	"dynamodb:GetItem on LedgerTable", "dynamodb:BatchGetItem on LedgerTable", "dynamodb:Scan on LedgerTable",
 	"dynamodb:UpdateItem on LedgerTable", "dynamodb:Query on LedgerTable/index/open", "dynamodb:DeleteItem on ContentTable",
+	"dynamodb:Query on LedgerTable/index/subject", "dynamodb:Query on LedgerTable/index/destination",
 	"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", "kms:Encrypt on LedgerKey", "kms:GenerateDataKey on LedgerKey",
 }
 

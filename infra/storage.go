@@ -52,7 +52,8 @@ func (p *LedgerStackProps) storage(stack awscdk.Stack) storage {
 }
 
 // ledgerTable is the evidence: protected and backed up unless the stage says otherwise, streamed
-// to dispatch with both images, with the sparse index of open rows the sweeps query.
+// to dispatch with both images, with the sparse index of open rows the sweeps query and the two
+// timeline indexes ledgerctl timeline queries.
 func (p *LedgerStackProps) ledgerTable(stack awscdk.Stack, key awskms.Key) awsdynamodb.Table {
 	ledger := awsdynamodb.NewTable(stack, jsii.String(awscall.LedgerTable), &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrPK), Type: awsdynamodb.AttributeType_STRING},
@@ -73,6 +74,20 @@ func (p *LedgerStackProps) ledgerTable(stack awscdk.Stack, key awskms.Key) awsdy
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrOpenDue), Type: awsdynamodb.AttributeType_STRING},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
+	// The reviewers' timelines (ledgerctl timeline): one subject's or one destination's rows by
+	// creation time. KEYS_ONLY, and their keys never change after the claim, so only a row's
+	// creation writes them; subject_ref is sparse (only intents that carry it).
+	for _, ix := range []struct{ name, ref string }{
+		{dynamostore.SubjectIndex, dynamostore.AttrSubjectRef},
+		{dynamostore.DestinationIndex, dynamostore.AttrDestinationRef},
+	} {
+		ledger.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:      jsii.String(ix.name),
+			PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(ix.ref), Type: awsdynamodb.AttributeType_STRING},
+			SortKey:        &awsdynamodb.Attribute{Name: jsii.String(dynamostore.AttrCreatedAt), Type: awsdynamodb.AttributeType_STRING},
+			ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+		})
+	}
 	if !p.PointInTimeRecovery {
 		cdknag.NagSuppressions_AddResourceSuppressions(ledger, &[]*cdknag.NagPackSuppression{{
 			Id:     jsii.String("AwsSolutions-DDB3"),

@@ -28,6 +28,20 @@ func TestTables(t *testing.T) {
 						map[string]any{"AttributeName": "open_due", "KeyType": "RANGE"},
 					},
 					"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
+				}, map[string]any{
+					"IndexName": "subject",
+					"KeySchema": []any{
+						map[string]any{"AttributeName": "subject_ref", "KeyType": "HASH"},
+						map[string]any{"AttributeName": "created_at", "KeyType": "RANGE"},
+					},
+					"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
+				}, map[string]any{
+					"IndexName": "destination",
+					"KeySchema": []any{
+						map[string]any{"AttributeName": "destination_ref", "KeyType": "HASH"},
+						map[string]any{"AttributeName": "created_at", "KeyType": "RANGE"},
+					},
+					"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
 				}},
 			},
 		})

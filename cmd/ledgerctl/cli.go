@@ -23,7 +23,7 @@ type command struct {
 
 func commands() []*command {
 	return []*command{
-		cmdExplain, cmdStuck, cmdResolve, cmdStats, cmdVerify, cmdExport, cmdSend,
+		cmdExplain, cmdTimeline, cmdStuck, cmdResolve, cmdStats, cmdVerify, cmdExport, cmdSend,
 	}
 }
 

@@ -30,6 +30,7 @@ type rowView struct {
 	Version         int64     `json:"version"`
 	ContentHash     string    `json:"content_hash"`
 	DestinationRef  string    `json:"destination_ref"`
+	SubjectRef      string    `json:"subject_ref,omitempty"`
 	TemplateID      string    `json:"template_id"`
 	TemplateVersion string    `json:"template_version"`
 	PolicyVersion   string    `json:"policy_version"`
@@ -186,7 +187,7 @@ func newRowView(e ledger.Entry) rowView {
 		DedupeKey: e.Key, IdempotencyKey: e.Key,
 		Purpose: string(e.Identity.Purpose), ChallengeID: e.Identity.ChallengeID, Channel: string(e.Identity.Channel),
 		Workflow: string(e.Workflow.Kind), State: e.State.String(), Version: e.Version,
-		ContentHash: e.ContentHash, DestinationRef: e.DestinationRef,
+		ContentHash: e.ContentHash, DestinationRef: e.DestinationRef, SubjectRef: e.SubjectRef,
 		TemplateID: e.TemplateID, TemplateVersion: e.TemplateVersion, PolicyVersion: e.PolicyVersion,
 		ExpiresAt: jsonTime(e.ExpiresAt), CreatedAt: jsonTime(e.CreatedAt), UpdatedAt: jsonTime(e.UpdatedAt),
 		LeaseUntil: jsonTime(e.LeaseUntil), NextCheckAt: jsonTime(e.NextCheckAt), FirstAttemptAt: jsonTime(e.FirstAttemptAt),
@@ -234,6 +235,7 @@ func printRow(w io.Writer, e ledger.Entry) {
 		{"reason", orDash(e.Reason)},
 		{"content hash", e.ContentHash},
 		{"destination", orDash(e.DestinationRef) + "  (opaque reference)"},
+		{"subject", orDash(e.SubjectRef) + "  (opaque account reference)"},
 		{"template", e.TemplateID + " v" + e.TemplateVersion},
 		{"policy version", e.PolicyVersion},
 		{"attempts", fmt.Sprintf("%d", e.Attempts)},
