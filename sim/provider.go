@@ -26,7 +26,8 @@ var behaviorNames = [numBehaviors]string{"accept", "reject", "accept, ack lost",
 
 func (b behavior) String() string { return behaviorNames[b] }
 
-// flakyAnswers are the answers of a flaky provider's lost sends.
+// flakyAnswers are the answers of a flaky provider's lost sends; the answer
+// that comes late may still arrive in time.
 var flakyAnswers = []behavior{acceptDropAck, failBeforeReach, acceptLate}
 
 // lateAnswers are the delays of acceptLate: one inside the dispatch

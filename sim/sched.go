@@ -533,7 +533,9 @@ func (s *sim) resume(inv *invocation) {
 			switch m := s.w.transports[s.w.rows[c.key].channel].mood; {
 			case m == moodThrottling && s.c.coin(1, "throttled"):
 				r.behavior = throttle
-			case m == moodLost || m == moodFlaky && s.c.coin(1, "answer lost"):
+			case m == moodLost:
+				r.behavior = flakyAnswers[s.c.pick(2, "lost how")] // never late: every answer is lost
+			case m == moodFlaky && s.c.coin(1, "answer lost"):
 				r.behavior = flakyAnswers[s.c.pick(len(flakyAnswers), "lost how")]
 			case s.c.coin(2, "provider answer"):
 				r.behavior = behavior(1 + s.c.pick(int(numBehaviors)-1, "answer"))

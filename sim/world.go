@@ -248,12 +248,30 @@ func drawWorld(c chooser) *world {
 			t.events = c.coin(1, "events")
 		}
 		t.mood = mood(c.pick(int(numMoods), "mood"))
-		if t.cap == capKey && t.window < time.Hour && t.mood != moodLost && c.coin(1, "lost answers") {
-			t.mood = moodLost // retries under a short window: late in it, or past it
+		if t.cap == capKey && t.mood != moodLost && c.coin(1, "lost answers") {
+			t.mood = moodLost // retry after retry: late in the window, past it, up to the budget
 		}
 		w.transports[chn] = t
 		if r := rates[c.pick(len(rates), "send rate "+string(chn))]; r > 0 {
 			w.rates[chn] = r
+		}
+	}
+	if c.coin(2, "deep retries") {
+		// One world in four retries deep: every challenge lives ten
+		// minutes and every provider honors a key and loses every answer,
+		// so retries run to the end of the window and the attempt budget.
+		for _, ch := range w.challenges {
+			ch.lifetime = lifetimes[0]
+		}
+		for _, m := range w.messages {
+			m.intent.ExpiresAt = ledgertest.Epoch.Add(lifetimes[0])
+		}
+		for chn, t := range w.transports {
+			if t.cap != capKey {
+				t.cap, t.window, t.lookupLag = capKey, windows[c.pick(len(windows), "deep window")], 0
+			}
+			t.mood = moodLost
+			w.transports[chn] = t
 		}
 	}
 	w.limits = [numFunctions]int{
