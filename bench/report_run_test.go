@@ -25,6 +25,9 @@ type scale struct {
 	// sweepOpen open rows of each state per sweep, among sweepSmall and
 	// then sweepLarge closed rows, sweepReps sweeps at each size.
 	sweepOpen, sweepSmall, sweepLarge, sweepReps int
+	// runSmall and runLarge open rows that are not due, around one
+	// reconcile run.
+	runSmall, runLarge int
 	// throughputMsgs claims (a multiple of 10, in batches of 10) between
 	// two rounds of rawPuts conditional PutItems.
 	throughputMsgs, rawPuts int
@@ -35,12 +38,12 @@ type scale struct {
 var (
 	// fullScale is make bench's: the figures in BENCHMARKS.md.
 	fullScale = scale{writesPerMessage: 20, sweepOpen: 100, sweepSmall: 1000, sweepLarge: 50000, sweepReps: 5,
-		throughputMsgs: 500, rawPuts: 300, coldStartRuns: 7}
+		runSmall: 100, runLarge: 10000, throughputMsgs: 500, rawPuts: 300, coldStartRuns: 7}
 	// quickScale is make bench-quick's (in make test): every measurement
 	// runs, in seconds, so that a broken one fails CI. Its figures mean
 	// nothing and are never checked against their targets.
 	quickScale = scale{writesPerMessage: 2, sweepOpen: 3, sweepSmall: 10, sweepLarge: 30, sweepReps: 1,
-		throughputMsgs: 20, rawPuts: 10, benchtime: "20x", coldStartRuns: 1}
+		runSmall: 4, runLarge: 20, throughputMsgs: 20, rawPuts: 10, benchtime: "20x", coldStartRuns: 1}
 )
 
 // reportPart is one measurement of the report and how many figures it adds.
@@ -53,6 +56,7 @@ type reportPart struct {
 var reportParts = []reportPart{
 	{"writes", writesReport, 5},
 	{"sweeps", sweepReport, 2},
+	{"reconcile-run", reconcileRunReport, 1},
 	{"throughput", throughputReport, 1},
 	{"inprocess", inProcessReport, 2},
 	{"coldstart", coldStartReport, 2 * len(settings.Functions)}, // a size and a cold start per function
@@ -65,7 +69,7 @@ var reportParts = []reportPart{
 // and writes nothing. Either way it fails if a measurement did not run, or
 // left a figure unmeasured, and never on a number: a figure that misses its
 // target is reported as such. Parts can be chosen with BENCH_ONLY
-// (comma-separated: writes, sweeps, throughput, inprocess, coldstart);
+// (comma-separated: writes, sweeps, reconcile-run, throughput, inprocess, coldstart);
 // BENCHMARKS.md is then not written unless BENCH_OUT names a file.
 func TestReport(t *testing.T) {
 	quick := os.Getenv("BENCH_QUICK") == "1"

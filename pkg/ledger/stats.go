@@ -48,12 +48,13 @@ func (s *Service) Stats(ctx context.Context) (map[State]StateStats, error) {
 		if !st.Open() {
 			continue
 		}
-		due, err := s.Store.DueTimes(ctx, st, now)
+		dueTimes := s.Store.DueTimes
 		if st == Claimed {
 			// A claim is due for the expire sweep at its expiry (and
 			// for a re-drive earlier, which the stream's lag shows).
-			due, err = s.Store.Expiries(ctx, st, now)
+			dueTimes = s.Store.Expiries
 		}
+		due, err := dueTimes(ctx, st, now)
 		if err != nil {
 			return nil, fmt.Errorf("stats %s: %w", st, err)
 		}
