@@ -295,11 +295,14 @@ func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Svc.Budget = budget
 	e.Svc.Policy.BudgetWait = 2 * time.Second
+	in, _, _ := e.claim(t, 50, ledger.Email, ledger.ClaimCreated)
+	// The claim waited past its re-drive time (its stream record was
+	// lost): a re-drive can hand it back while the first dispatch waits.
+	e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Second)
 	t0 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	in, _, _ := e.claim(t, 50, ledger.Email, ledger.ClaimCreated)
 	var second ledger.DispatchResult
 	var secondErr error
 	nested := false
@@ -327,6 +330,49 @@ func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 		t.Fatalf("row %s after %d attempts", row.State, row.Attempts)
 	}
 	mustVerify(t, row)
+}
+
+// TestFreshClaimWaitsForItsSlotWithoutAHold: a claim whose send slot comes
+// before its re-drive time waits for it in-process without the deferral
+// write that holds a slot (no other delivery can book one then, but a
+// duplicate stream record): claimed, dispatching, accepted, three writes.
+func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = 2 * time.Second
+	in, _, _ := e.claim(t, 51, ledger.Email, ledger.ClaimCreated)
+	t0 := e.Clock.Now()
+	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/stream")
+	if err != nil || res.Outcome != ledger.DispatchAccepted || res.BudgetWait != time.Second {
+		t.Fatalf("%s after waiting %s, %v; want accepted after waiting 1s", res.Outcome, res.BudgetWait, err)
+	}
+	row := e.get(t, in.Key())
+	var path []ledger.State
+	for _, ev := range row.History {
+		path = append(path, ev.To)
+	}
+	if !slices.Equal(path, []ledger.State{ledger.Claimed, ledger.Dispatching, ledger.Accepted}) {
+		t.Fatalf("history %v, want claimed, dispatching, accepted (no deferral to hold the slot)", path)
+	}
+	mustVerify(t, row)
+	// Past its re-drive time the same wait holds the slot on the row.
+	late, _, _ := e.claim(t, 52, ledger.Email, ledger.ClaimCreated)
+	e.Clock.Advance(e.Svc.Policy.RedriveAfter)
+	t1 := e.Clock.Now()
+	if _, err := budget.Reserve(ctx, ledger.Email, t1, t1.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Svc.Dispatch(ctx, late.Key(), "dispatch/redrive"); err != nil || res.Outcome != ledger.DispatchAccepted {
+		t.Fatalf("%s, %v", res.Outcome, err)
+	}
+	if row := e.get(t, late.Key()); len(row.History) != 4 || row.History[1].To != ledger.Deferred || row.History[1].Code != ledger.BudgetCode {
+		t.Fatalf("a wait past the re-drive time: %d entries, the second to %s; want the slot held (deferred, %s)", len(row.History), row.History[1].To, ledger.BudgetCode)
+	}
 }
 
 func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {

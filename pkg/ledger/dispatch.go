@@ -223,8 +223,9 @@ func (s *Service) waitForSlot(ctx context.Context, e Entry, w Worker, now, at ti
 	// one of the two slots would go unused. Held, the row is deferred
 	// to this slot: the other delivery waits for the same slot and
 	// loses the move to dispatching, booking nothing. (A provider's
-	// wait without a budget books nothing and needs no hold.)
-	if s.Budget != nil && (e.State != Deferred || !e.SlotAt.Equal(at)) {
+	// wait without a budget books nothing and needs no hold; nor does a
+	// wait no other delivery can interrupt: holdsSlot.)
+	if s.Budget != nil && holdsSlot(e, at) {
 		reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
 		var err error
 		if e, err = s.deferral(ctx, e, w, reason, BudgetCode, at, true); err != nil {
