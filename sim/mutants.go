@@ -71,12 +71,20 @@ const (
 	// beside the provider events route: the held channel is suppressed at
 	// the acceptance, before a hard bounce can hand over.
 	FallbackWaitZero Mutant = "fallback-wait-zero"
+	// RefusalQuotesRecipient: the transport adapter copies the provider's
+	// refusal message, which names the recipient, into the reason it
+	// returns, and the reason is stored on the row.
+	RefusalQuotesRecipient Mutant = "refusal-quotes-recipient"
+	// ReconcileSweepsDispatchingTwice: reconcile's second sweep lists
+	// dispatching rows again (a copied line) instead of unknown ones, so no
+	// unknown row is ever retried, looked up or quarantined.
+	ReconcileSweepsDispatchingTwice Mutant = "reconcile-sweeps-dispatching-twice"
 )
 
 // Mutants lists every mutant.
 var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, ClaimIgnoresExistingRow, ReconcileUnknownToClaimed, FallbackNoWait,
 	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
-	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero}
+	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry

@@ -90,6 +90,9 @@ func (p *storePort) DueTimes(ctx context.Context, st ledger.State, dueBy time.Ti
 }
 
 func (p *storePort) ListOpen(ctx context.Context, st ledger.State, dueBy time.Time, limit int) ([]ledger.Entry, error) {
+	if p.inv.sim.mutant == ReconcileSweepsDispatchingTwice && p.inv.fn == fnReconcile && st == ledger.Unknown {
+		st = ledger.Dispatching
+	}
 	r := p.inv.yield(&call{op: opListOpen, detail: st.String()})
 	if r.fault == failCall {
 		return nil, injected("list open", st.String())
@@ -282,6 +285,10 @@ func (t *transportPort) Send(ctx context.Context, m ledger.Send) (ledger.Ack, er
 	}
 	if r.behavior == acceptLate {
 		inv.yield(&call{op: opAwait, key: m.IdempotencyKey, d: r.late, detail: "answer in " + r.late.String()})
+	}
+	var rej *ledger.Rejection
+	if s.mutant == RefusalQuotesRecipient && errors.As(res.err, &rej) {
+		return ledger.Ack{}, &ledger.Rejection{Reason: rej.Reason + " (" + m.Message.To + ")"}
 	}
 	if s.mutant == ResetAsRejection && errors.Is(res.err, errReset) {
 		// The adapter reads a connection reset as the provider's refusal.
