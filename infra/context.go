@@ -31,6 +31,8 @@ type appConfig struct {
 	MathAlarms bool
 	// Backup keeps the ledger table's AWS Backup plan (Props.SkipBackup is its negation).
 	Backup bool
+	// SubjectIndex keeps the ledger table's subject index (Props.SkipSubjectIndex is its negation).
+	SubjectIndex bool
 }
 
 // toProps carries the flags whose props field is their negation (the props' zero value builds the
@@ -39,6 +41,7 @@ func (c *appConfig) toProps() {
 	c.Props.SkipObservability = !c.Observability
 	c.Props.SkipMathAlarms = !c.MathAlarms
 	c.Props.SkipBackup = !c.Backup
+	c.Props.SkipSubjectIndex = !c.SubjectIndex
 }
 
 // A stageParam is one stage parameter only the stack reads: its context key, its default as the
@@ -125,6 +128,8 @@ var stageParams = []stageParam{
 		settings.Flag, func(c *appConfig) *bool { return &c.MathAlarms }),
 	param("backup", "true", "false leaves out the AWS Backup plan of the ledger table (the local emulator cannot create a backup selection)",
 		settings.Flag, func(c *appConfig) *bool { return &c.Backup }),
+	param("subjectIndex", "true", "false leaves out the ledger table's subject index (the first of two deploys that add the timeline indexes to an existing stack)",
+		settings.Flag, func(c *appConfig) *bool { return &c.SubjectIndex }),
 	param("nag", "true", "false skips the cdk-nag AwsSolutions checks",
 		settings.Flag, func(c *appConfig) *bool { return &c.Nag }),
 }

@@ -76,11 +76,15 @@ func (p *LedgerStackProps) ledgerTable(stack awscdk.Stack, key awskms.Key) awsdy
 	})
 	// The reviewers' timelines (ledgerctl timeline): one subject's or one destination's rows by
 	// creation time. KEYS_ONLY, and their keys never change after the claim, so only a row's
-	// creation writes them; subject_ref is sparse (only intents that carry it).
+	// creation writes them; subject_ref is sparse (only intents that carry it). A table takes one
+	// new index per update: an existing stack gets the destination index first (SkipSubjectIndex).
 	for _, ix := range []struct{ name, ref string }{
 		{dynamostore.SubjectIndex, dynamostore.AttrSubjectRef},
 		{dynamostore.DestinationIndex, dynamostore.AttrDestinationRef},
 	} {
+		if ix.name == dynamostore.SubjectIndex && p.SkipSubjectIndex {
+			continue
+		}
 		ledger.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 			IndexName:      jsii.String(ix.name),
 			PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(ix.ref), Type: awsdynamodb.AttributeType_STRING},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -45,6 +46,20 @@ func TestTables(t *testing.T) {
 				}},
 			},
 		})
+	})
+	// An existing stack gets one new index per deploy: the first leaves out the subject index.
+	check(t, "ledger table without the subject index", func() {
+		without := synth(t, func(p *LedgerStackProps) { p.SkipSubjectIndex = true })
+		var names []any
+		for _, table := range without.resources("AWS::DynamoDB::Table") {
+			indexes, _ := props(table)["GlobalSecondaryIndexes"].([]any)
+			for _, ix := range indexes {
+				names = append(names, ix.(map[string]any)["IndexName"])
+			}
+		}
+		if fmt.Sprint(names) != "[open destination]" {
+			t.Errorf("indexes with SkipSubjectIndex: %v, want [open destination]", names)
+		}
 	})
 	check(t, "content table", func() {
 		s.template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{

@@ -167,6 +167,11 @@ func TestTimeline(t *testing.T) {
 	if !strings.Contains(out, "subject:         acct-9  (opaque account reference)") {
 		t.Errorf("explain does not show the subject:\n%s", out)
 	}
+	out, errOut, code = f.run("explain", chal(25))
+	wantCode(t, code, exitOK, out, errOut)
+	if strings.Contains(out, "subject:") {
+		t.Errorf("explain shows a subject for a row without one:\n%s", out)
+	}
 }
 
 func TestTimelineUsage(t *testing.T) {

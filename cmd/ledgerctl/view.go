@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -235,7 +236,6 @@ func printRow(w io.Writer, e ledger.Entry) {
 		{"reason", orDash(e.Reason)},
 		{"content hash", e.ContentHash},
 		{"destination", orDash(e.DestinationRef) + "  (opaque reference)"},
-		{"subject", orDash(e.SubjectRef) + "  (opaque account reference)"},
 		{"template", e.TemplateID + " v" + e.TemplateVersion},
 		{"policy version", e.PolicyVersion},
 		{"attempts", fmt.Sprintf("%d", e.Attempts)},
@@ -243,6 +243,11 @@ func printRow(w io.Writer, e ledger.Entry) {
 		{"expires", textTime(e.ExpiresAt)},
 		{"created", textTime(e.CreatedAt)},
 		{"updated", textTime(e.UpdatedAt)},
+	}
+	if e.SubjectRef != "" {
+		// Right after the destination: only rows whose intent named a subject have one.
+		i := slices.IndexFunc(fields, func(f [2]string) bool { return f[0] == "destination" })
+		fields = slices.Insert(fields, i+1, [2]string{"subject", e.SubjectRef + "  (opaque account reference)"})
 	}
 	if !e.LeaseUntil.IsZero() {
 		fields = append(fields, [2]string{"lease until", textTime(e.LeaseUntil)})
