@@ -28,6 +28,9 @@ type Options struct {
 	// MutantShrinkTime bounds the minimization of the run that caught each
 	// mutant (ShrinkTime if zero).
 	MutantShrinkTime time.Duration
+	// MutantFirstSeed is the seed each mutant's hunt starts at (FirstSeed
+	// if zero): the same for every part of a run split among processes.
+	MutantFirstSeed uint64
 	// MinCoverage is how often each of Paths must be reached; the summary
 	// names the paths reached less often (Summary.Uncovered).
 	MinCoverage int
@@ -54,8 +57,15 @@ type Summary struct {
 	Digest  uint64
 	Stats   Stats
 	Mutants []MutantResult
-	// Uncovered names the paths reached fewer than Options.MinCoverage times.
+	// Uncovered names the paths reached fewer than Options.MinCoverage
+	// times (set by Print).
 	Uncovered []string
+	// FirstSeed is the run's first seed; Reports the violations found, as
+	// printed; ProtocolTime and MutantTime how long each half took.
+	FirstSeed    uint64
+	Reports      []string
+	ProtocolTime time.Duration
+	MutantTime   time.Duration
 }
 
 // Caught counts the mutants caught.
@@ -75,9 +85,17 @@ func (s Summary) FinalLine() string {
 }
 
 // Simulate runs the protocol over opts.Seeds seeds and each mutant until it
-// is caught, printing violations, throughput and figures to out, and ending
-// with Summary.FinalLine.
+// is caught, printing violations, throughput, figures and coverage to out,
+// and ending with Summary.FinalLine.
 func Simulate(opts Options, out io.Writer) Summary {
+	start := time.Now()
+	sum := Run(opts)
+	sum.Elapsed = time.Since(start)
+	Print(out, opts, &sum)
+	return sum
+}
+
+func (opts *Options) defaults() {
 	if opts.FirstSeed == 0 {
 		opts.FirstSeed = 1
 	}
@@ -87,11 +105,18 @@ func Simulate(opts Options, out io.Writer) Summary {
 	if opts.MutantSeeds == 0 {
 		opts.Mutants = nil
 	}
+}
+
+// Run is Simulate without the printing: the protocol over the seeds, then
+// the mutants. Its summary is what Print prints; Merge combines the
+// summaries of runs over consecutive seed ranges and parts of the mutants
+// (cmd/simulate runs them in parallel processes).
+func Run(opts Options) Summary {
+	opts.defaults()
 	cfg := Config{ShrinkTime: opts.ShrinkTime}
-	var sum Summary
+	sum := Summary{FirstSeed: opts.FirstSeed}
 	dig := fnv.New64a()
 	last := opts.FirstSeed + uint64(opts.Seeds) - 1
-	fmt.Fprintf(out, "simulate: the protocol over seeds %d..%d\n", opts.FirstSeed, last)
 	start := time.Now()
 	for seed := opts.FirstSeed; seed <= last; seed++ {
 		r := RunSeed(seed, cfg)
@@ -103,24 +128,86 @@ func Simulate(opts Options, out io.Writer) Summary {
 		if r.Violation != nil {
 			sum.Violations++
 			if sum.Violations <= opts.MaxReports {
-				fmt.Fprintf(out, "%s  (the seed's own run took %d steps; minimized to %d)\n", r.Violation.Report, r.Violation.FirstSteps, r.Violation.Steps)
+				sum.Reports = append(sum.Reports, fmt.Sprintf("%s  (the seed's own run took %d steps; minimized to %d)", r.Violation.Report, r.Violation.FirstSteps, r.Violation.Steps))
 			} else {
-				fmt.Fprintf(out, "VIOLATION %s (seed %d): %s\n", r.Violation.Invariant, seed, r.Violation.Detail)
+				sum.Reports = append(sum.Reports, fmt.Sprintf("VIOLATION %s (seed %d): %s", r.Violation.Invariant, seed, r.Violation.Detail))
 			}
 		}
 	}
-	sum.Elapsed = time.Since(start)
+	sum.ProtocolTime = time.Since(start)
 	sum.Digest = dig.Sum64()
-	secs := max(sum.Elapsed.Seconds(), 1e-9)
+	mcfg := cfg
+	if opts.MutantShrinkTime > 0 {
+		mcfg.ShrinkTime = opts.MutantShrinkTime
+	}
+	mstart := time.Now()
+	mfirst := opts.MutantFirstSeed
+	if mfirst == 0 {
+		mfirst = opts.FirstSeed
+	}
+	for _, m := range opts.Mutants {
+		sum.Mutants = append(sum.Mutants, HuntMutant(m, mfirst, m.Budget(opts.MutantSeeds), mcfg))
+	}
+	sum.MutantTime = time.Since(mstart)
+	return sum
+}
+
+// Merge combines the summaries of runs over consecutive seed ranges, in
+// order, and over parts of the mutants: one summary as if one run had made
+// them all. One summary is returned as it is.
+func Merge(parts []Summary, mutants []Mutant) Summary {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	var sum Summary
+	dig := fnv.New64a()
+	found := map[Mutant]MutantResult{}
+	for i, p := range parts {
+		if i == 0 {
+			sum.FirstSeed = p.FirstSeed
+		}
+		sum.Seeds += p.Seeds
+		sum.Steps += p.Steps
+		sum.Violations += p.Violations
+		sum.Schedules += p.Schedules
+		sum.Stats.add(p.Stats)
+		sum.Reports = append(sum.Reports, p.Reports...)
+		sum.ProtocolTime = max(sum.ProtocolTime, p.ProtocolTime)
+		sum.MutantTime = max(sum.MutantTime, p.MutantTime)
+		dig.Write(binary.LittleEndian.AppendUint64(nil, p.Digest))
+		for _, m := range p.Mutants {
+			found[m.Mutant] = m
+		}
+	}
+	sum.Digest = dig.Sum64()
+	for _, m := range mutants {
+		if r, ok := found[m]; ok {
+			sum.Mutants = append(sum.Mutants, r)
+		}
+	}
+	return sum
+}
+
+// Print writes what Simulate prints for sum, a run (or merged runs) with
+// opts, and fills sum.Uncovered.
+func Print(out io.Writer, opts Options, sum *Summary) {
+	opts.defaults()
+	last := sum.FirstSeed + uint64(sum.Seeds) - 1
+	fmt.Fprintf(out, "simulate: the protocol over seeds %d..%d\n", sum.FirstSeed, last)
+	for _, r := range sum.Reports {
+		fmt.Fprintln(out, r)
+	}
+	secs := max(sum.ProtocolTime.Seconds(), 1e-9)
 	st := sum.Stats
 	fmt.Fprintf(out, "  %d steps in %s: %.0f steps/s; %d schedules explored (%.0f/s), minimizing reruns included\n",
-		sum.Steps, sum.Elapsed.Round(time.Millisecond), float64(sum.Steps)/secs, sum.Schedules, float64(sum.Schedules)/secs)
+		sum.Steps, sum.ProtocolTime.Round(time.Millisecond), float64(sum.Steps)/secs, sum.Schedules, float64(sum.Schedules)/secs)
 	fmt.Fprintf(out, "  faults injected: %s\n", sortedStats(st.Faults))
 	fmt.Fprintf(out, "  provider answers: %s\n", sortedStats(st.Answers))
 	fmt.Fprintf(out, "  messages ended: %s\n", sortedStats(st.Final))
 	fmt.Fprintf(out, "  sends %d, messages the providers took %d; sends that reached the provider at or after expires_at %d (latest %s after it); stream records given up %d, dispatch messages dead-lettered %d\n",
 		st.Sends, st.Recorded, st.LateArrivals, st.MaxLateness, st.GivenUp, st.DeadLettered)
 	fmt.Fprintf(out, "  coverage (each path at least %d times):\n", opts.MinCoverage)
+	sum.Uncovered = nil
 	for _, p := range Paths {
 		n := st.Paths[p]
 		mark := ""
@@ -132,19 +219,13 @@ func Simulate(opts Options, out io.Writer) Summary {
 	}
 	fmt.Fprintf(out, "  schedule digest %016x\n", sum.Digest)
 
-	if len(opts.Mutants) > 0 {
-		fmt.Fprintf(out, "simulate: mutants, at most %d seeds each (rare faults more) from seed %d\n", opts.MutantSeeds, opts.FirstSeed)
+	if len(sum.Mutants) > 0 {
+		fmt.Fprintf(out, "simulate: mutants, at most %d seeds each (rare faults more) from seed %d\n", opts.MutantSeeds, sum.FirstSeed)
 	}
-	mcfg := cfg
-	if opts.MutantShrinkTime > 0 {
-		mcfg.ShrinkTime = opts.MutantShrinkTime
-	}
-	mstart := time.Now()
-	for _, m := range opts.Mutants {
-		mr := HuntMutant(m, opts.FirstSeed, m.Budget(opts.MutantSeeds), mcfg)
-		sum.Mutants = append(sum.Mutants, mr)
+	for _, mr := range sum.Mutants {
+		m := mr.Mutant
 		if mr.Violation == nil {
-			fmt.Fprintf(out, "  %-30s NOT CAUGHT in %d seeds\n", m, mr.Seeds)
+			fmt.Fprintf(out, "  %-36s NOT CAUGHT in %d seeds\n", m, mr.Seeds)
 			continue
 		}
 		v := mr.Violation
@@ -152,18 +233,17 @@ func Simulate(opts Options, out io.Writer) Summary {
 		if len(v.Also) > 0 {
 			also = " (and " + strings.Join(v.Also, ", ") + ")"
 		}
-		fmt.Fprintf(out, "  %-30s caught at seed %d by %s%s; its run took %d steps, minimized to %d\n",
+		fmt.Fprintf(out, "  %-36s caught at seed %d by %s%s; its run took %d steps, minimized to %d\n",
 			m, mr.Seed, v.Invariant, also, v.FirstSteps, v.Steps)
 		if opts.Verbose {
 			fmt.Fprintf(out, "%s\n", indent(v.Report, "    "))
 		}
 	}
-	if len(opts.Mutants) > 0 {
-		fmt.Fprintf(out, "  mutants took %s\n", time.Since(mstart).Round(time.Millisecond))
+	if len(sum.Mutants) > 0 {
+		fmt.Fprintf(out, "  mutants took %s\n", sum.MutantTime.Round(time.Millisecond))
 	}
-	fmt.Fprintf(out, "  coverage below %d: %d paths; total time %s\n", opts.MinCoverage, len(sum.Uncovered), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "  paths below %d: %d; elapsed %s\n", opts.MinCoverage, len(sum.Uncovered), sum.Elapsed.Round(time.Millisecond))
 	fmt.Fprintln(out, sum.FinalLine())
-	return sum
 }
 
 // HuntMutant runs seeds from first until one catches m, at most budget seeds.
