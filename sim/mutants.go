@@ -91,7 +91,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 // within the function's timeout, a write answering after the deadline, a
 // retry budget spent under a window of 5 or 6 minutes, an event recorded
 // before the outcome write of a send whose answer was lost.
-var rareMutants = map[Mutant]int{SendNoDeadline: 4, BeginStaleClock: 4, WindowFromLastAttempt: 4, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 4}
+var rareMutants = map[Mutant]int{SendNoDeadline: 4, BeginStaleClock: 4, WindowFromLastAttempt: 8, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 8}
 
 // Budget is how many seeds m may take to be caught, given the usual budget.
 func (m Mutant) Budget(usual int) int {
