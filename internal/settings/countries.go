@@ -4,7 +4,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/resetledger/resetledger/pkg/smsregion"
+	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 // DefaultSMSCountries is the default SMS country allow-list: the United
@@ -18,15 +18,15 @@ const DefaultSMSCountries = "US,CA"
 // alpha-2 codes (uppercase, each a region the phone-number library knows,
 // none twice), or "*" for none (every country allowed). Unset means the
 // variable's default; an off list is written "*", so the stack passes it on.
-var Countries = Kind[smsregion.AllowList]{
-	Parse: func(s string) (smsregion.AllowList, error) {
-		a, err := smsregion.ParseAllowList(s)
+var Countries = Kind[codes.AllowList]{
+	Parse: func(s string) (codes.AllowList, error) {
+		a, err := codes.ParseAllowList(s)
 		if err != nil {
 			// The detail names at most a two-letter code, never other text.
-			detail := strings.TrimPrefix(err.Error(), smsregion.ErrInvalidAllowList.Error()+": ")
-			return smsregion.AllowList{}, errors.New("want comma-separated ISO 3166-1 alpha-2 codes such as US,CA, or * for every country: " + detail)
+			detail := strings.TrimPrefix(err.Error(), codes.ErrInvalidAllowList.Error()+": ")
+			return codes.AllowList{}, errors.New("want comma-separated ISO 3166-1 alpha-2 codes such as US,CA, or * for every country: " + detail)
 		}
 		return a, nil
 	},
-	Format: smsregion.AllowList.String,
+	Format: codes.AllowList.String,
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/smsregion"
+	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 // Role says which function is loading, and so which variables it needs.
@@ -83,11 +83,18 @@ type Settings struct {
 	// (dispatch): a number whose region (pkg/smsregion) it does not allow is
 	// never sent. The zero value allows every country; Defaults gives
 	// DefaultSMSCountries.
-	SMSAllowedCountries smsregion.AllowList
+	SMSAllowedCountries codes.AllowList
 	// SMSProtectConfigurationID is the End User Messaging protect
 	// configuration (id or ARN) every SMS names, so AWS also enforces its
 	// country rules (optional).
 	SMSProtectConfigurationID string
+	// LimitsTable holds the send-limit counters and each subject's newest
+	// challenge (claim notes, dispatch counts and reads); "" applies no
+	// limit.
+	LimitsTable string
+	// Limits is the send-limit policy; its SMSCountries comes from
+	// SMSAllowedCountries where the functions are wired.
+	Limits ledger.Limits
 	// WebhookURL is the webhook endpoint, required if a channel uses the webhook.
 	WebhookURL string
 	// WebhookKeyWindow is how long the webhook honors Idempotency-Key; 0

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/smsregion"
+	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 // A Var declares one setting, once: its environment variable, the CDK context
@@ -128,10 +128,28 @@ var (
 	SMSAllowedCountries = &Var{Env: "SMS_ALLOWED_COUNTRIES", Context: "smsAllowedCountries", Default: DefaultSMSCountries,
 		Roles: []Role{Dispatch},
 		Doc:   "the countries SMS may go to, ISO 3166-1 alpha-2 codes (US,CA); * for every country; the stack's protect configuration allows the same",
-		field: at(Countries, func(s *Settings) *smsregion.AllowList { return &s.SMSAllowedCountries })}
+		field: at(Countries, func(s *Settings) *codes.AllowList { return &s.SMSAllowedCountries })}
 	SMSProtectConfigurationID = &Var{Env: "SMS_PROTECT_CONFIGURATION_ID", Context: "smsProtectConfigurationId", Roles: []Role{Dispatch},
 		Doc:   "the End User Messaging protect configuration every SMS names (optional; with SMS_TRANSPORT=sms the stack creates one from the allow-list unless the context key names one)",
 		field: at(Text, func(s *Settings) *string { return &s.SMSProtectConfigurationID })}
+	LimitsTable = &Var{Env: "LIMITS_TABLE", Resource: "the limits table's name", Roles: []Role{Claim, Dispatch},
+		Doc:   "the send-limit counters and each subject's newest challenge; unset: no send limit and no supersession",
+		field: at(Text, func(s *Settings) *string { return &s.LimitsTable })}
+	LimitDestination = &Var{Env: "LIMIT_DESTINATION", Context: "limitDestination", Default: Limit.Format(DefaultLimitDestination),
+		Roles: []Role{Dispatch}, Doc: "sends to one address on one channel per window (<max>/<window>, or off)",
+		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.Destination })}
+	LimitSubject = &Var{Env: "LIMIT_SUBJECT", Context: "limitSubject", Default: Limit.Format(DefaultLimitSubject),
+		Roles: []Role{Dispatch}, Doc: "sends for one subject_ref, every channel together, per window (or off)",
+		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.Subject })}
+	LimitSMSCountry = &Var{Env: "LIMIT_SMS_COUNTRY", Context: "limitSmsCountry", Default: Limit.Format(DefaultLimitSMSCountry),
+		Roles: []Role{Dispatch}, Doc: "SMS to one country per window (or off)",
+		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.SMSCountryCap })}
+	LimitSMSGlobal = &Var{Env: "LIMIT_SMS_GLOBAL", Context: "limitSmsGlobal", Default: Limit.Format(DefaultLimitSMSGlobal),
+		Roles: []Role{Dispatch}, Doc: "every SMS together per window: the circuit breaker (or off)",
+		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.SMSGlobal })}
+	SupersedeChallenges = &Var{Env: "SUPERSEDE_CHALLENGES", Context: "supersedeChallenges", Default: "true", Roles: []Role{Claim, Dispatch},
+		Doc:   "true suppresses an unsent row when its subject_ref has a newer challenge for the same purpose and channel",
+		field: at(Flag, func(s *Settings) *bool { return &s.Limits.Supersede })}
 	WebhookURL = &Var{Env: "WEBHOOK_URL", Context: "webhookUrl", Roles: Senders,
 		Doc:   "the webhook endpoint, https (plain http only on loopback); required with a webhook transport",
 		field: at(Text, func(s *Settings) *string { return &s.WebhookURL })}
@@ -182,6 +200,7 @@ var Vars = []*Var{
 	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, RecheckAfter,
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	SMSAllowedCountries, SMSProtectConfigurationID,
+	LimitsTable, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
 	SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nyaruka/phonenumbers"
+
 	"github.com/resetledger/resetledger/pkg/smsregion"
+	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 func TestLookup(t *testing.T) {
@@ -249,5 +252,21 @@ func TestKindString(t *testing.T) {
 	}
 	if got := smsregion.Kind(99).String(); got != "kind(99)" {
 		t.Errorf("Kind(99) = %q", got)
+	}
+}
+
+// TestCodesAreTheLibrarys: package codes' copy of the known regions is the
+// library's own list (GetSupportedRegions less "001"); it fails after a
+// library upgrade until the copy is regenerated.
+func TestCodesAreTheLibrarys(t *testing.T) {
+	var lib []string
+	for r := range phonenumbers.GetSupportedRegions() {
+		if r != "001" {
+			lib = append(lib, r)
+		}
+	}
+	slices.Sort(lib)
+	if got := codes.All(); !slices.Equal(got, lib) {
+		t.Errorf("codes has %d regions, the library %d: regenerate pkg/smsregion/codes/known.go", len(got), len(lib))
 	}
 }
