@@ -103,9 +103,12 @@ surge-check:
 	grep '^surge: intents=' .run/surge-check.out | tail -n 1; exit $$status
 
 ## simulate: deterministic simulation of the protocol, no emulator needed (see RELIABILITY.md): the
-## protocol over SIMULATE_SEEDS seeds (default 20000), then each mutant until a seed catches it
-## (SIMULATE_MUTANT_SEEDS, default 300); ends with "simulate: seeds=S steps=N violations=V mutants_caught=C/M".
-## `go test ./sim` (so `make unit` and `make test`) runs a bounded 300 seeds.
+## protocol over SIMULATE_SEEDS seeds (default 20000) and how often each path was reached (at least
+## 100 times each at 20000 seeds), then each mutant until a seed catches it (SIMULATE_MUTANT_SEEDS,
+## default 300, more for the rare ones), split among SIMULATE_JOBS processes; ends with
+## "simulate: seeds=S steps=N violations=V mutants_caught=C/M".
+## `go test ./sim` (so `make unit` and `make test`) runs a bounded 300 seeds (60 under -race) and
+## replays each mutant at its stored seed.
 simulate:
 	go run ./cmd/simulate -seeds $${SIMULATE_SEEDS:-20000}
 
