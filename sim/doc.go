@@ -3,11 +3,13 @@
 // From a seed it builds a small world: challenges with single, dual and
 // fallback workflows, a transport per channel with one of the three
 // capabilities (no key and no lookup, a key honored for a window, lookup),
-// an optional send-rate budget, and concurrent invocations of every
-// function: claim (fed by an intent queue with redeliveries and changed
-// content), dispatch (fed by the ledger stream and the dispatch queue),
-// reconcile and expire (fed by schedules), and an operator who resolves
-// quarantined rows. The invocations run the real use cases of pkg/ledger
+// most of them publishing provider events, each with a mood (throttling,
+// losing answers), an optional send-rate budget, and concurrent invocations
+// of every function: claim (fed by an intent queue with redeliveries and
+// changed content), dispatch (fed by the ledger stream and the dispatch
+// queue), reconcile and expire (fed by schedules), events (fed by the
+// providers' events, delayed, reordered, duplicated, lost, and forged ones
+// beside them: events.go), and an operator who resolves quarantined rows. The invocations run the real use cases of pkg/ledger
 // over the in-memory store, each in its own goroutine, but only one of them
 // runs at a time: every port call (store, content, opener, transport,
 // lookup, budget, scheduler, sleep) parks the invocation until the
@@ -25,6 +27,10 @@
 // the schedule turns fair and fault-free and every message must reach a
 // terminal state within a bound (liveness).
 //
-// Mutants (mutants.go) weaken the protocol the way a reviewer would fear;
+// The invariants judge from the providers' records (what each took,
+// refused, throttled and published, per key and attempt) and the clock, not
+// from the ledger's own account. Coverage (coverage.go) counts how often each
+// interesting path was reached; the world is biased until each is reached
+// often. Mutants (mutants.go) are slips a maintainer could plausibly make;
 // the simulator must catch each of them.
 package sim
