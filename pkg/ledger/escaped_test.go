@@ -94,3 +94,45 @@ func TestBeginAnsweredAfterDeadline(t *testing.T) {
 	}
 	checkHistory(t, row)
 }
+
+// slowRetryStore is slowBeginStore for reconcile's record of a same-key
+// retry (the write that starts the retry's attempt).
+type slowRetryStore struct {
+	ledger.Store
+	clock *ledgertest.Clock
+	delay time.Duration
+}
+
+func (s *slowRetryStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
+	got, err := s.Store.Apply(ctx, c)
+	if c.Event.Kind == ledger.KindRetry && c.Next.Attempts > c.Next.History[len(c.Next.History)-2].Attempt {
+		s.clock.Advance(s.delay)
+	}
+	return got, err
+}
+
+// TestRetryAnsweredAfterDeadline: the same slip on reconcile's side (found
+// by the simulator's late-call invariant, seed 91 with slow retry writes):
+// the record of a same-key retry is conditioned on the clock when it is
+// written, but its answer can come back inside the margin. The retry must
+// not be sent then; the row is quarantined, its outcome still unknown.
+func TestRetryAnsweredAfterDeadline(t *testing.T) {
+	e := newEnv(t)
+	e.Transport.Window = 24 * time.Hour
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+	in, _, _ := e.claim(t, 82, ledger.Email, ledger.ClaimCreated)
+	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+	calls := e.Transport.Calls()
+	margin := e.Svc.Policy.ExpiryMargin
+	// One second before expires_at − margin: the retry's record may land.
+	e.Clock.Advance(in.ExpiresAt.Add(-margin - time.Second).Sub(e.Clock.Now()))
+	e.Svc.Store = &slowRetryStore{Store: e.Store, clock: e.Clock, delay: 2 * time.Second}
+
+	reconcile(t, e)
+	got := e.get(t, in.Key())
+	if e.Transport.Calls() != calls || got.State != ledger.Quarantined {
+		t.Fatalf("retry whose record answered past expires_at − margin: %d sends, row %s (%q); want no send, quarantined",
+			e.Transport.Calls()-calls, got.State, got.Reason)
+	}
+	checkHistory(t, got)
+}

@@ -177,6 +177,11 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (s
 	if err != nil {
 		return "", err
 	}
+	// The write's answer can come back late, as dispatch's begin can: the
+	// retry is sent only if the challenge still counts as unexpired now.
+	if s.expiredAt(e.ExpiresAt, s.now()) {
+		return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry not made: challenge expired before it could start; outcome unknown")
+	}
 	ack, err := s.attempt(ctx, e, tr, msg)
 	to, out, reason, ackID := outcomeOf(ack, err)
 	var ns *NotSent
