@@ -351,6 +351,9 @@ func FuzzDecode(f *testing.F) {
 	doc["workflow"] = map[string]any{"kind": "fallback", "order": []any{"email", "sms"}}
 	doc["expires_at"] = "2026-11-30T09:10:00.123456789-07:30"
 	f.Add(marshal(f, doc))
+	doc = validDoc(f)
+	doc["subject_ref"] = "tenant-7:acct_1001.eu"
+	f.Add(marshal(f, doc))
 	for _, tc := range badCases() {
 		if tc.name != "oversized payload" && tc.name != "oversized whitespace" {
 			f.Add(tc.body(f))
