@@ -18,11 +18,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from datetime import datetime
 from typing import Any
 
 from resetledger_producer import Message, Notification, Producer, ProducerError, Workflow
+
+
+def parse_time(s: str) -> datetime:
+    """An RFC 3339 time with any number of fraction digits (Python 3.10's
+    fromisoformat takes only 3 or 6; the microseconds are kept)."""
+    m = re.fullmatch(r"(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:\d\d)", s)
+    if m is None:
+        raise ValueError("expires_at: want an RFC 3339 date-time")
+    whole, frac, offset = m.groups()
+    frac = ((frac or "") + "000000")[:6]
+    return datetime.fromisoformat(f"{whole}.{frac}{'+00:00' if offset in ('Z', 'z') else offset}")
 
 
 def notification(d: dict[str, Any]) -> Notification:
@@ -33,7 +45,7 @@ def notification(d: dict[str, Any]) -> Notification:
         workflow=Workflow(kind=wf["kind"], order=tuple(wf.get("order") or ())),
         destination_ref=d["destination_ref"],
         subject_ref=d.get("subject_ref"),
-        expires_at=datetime.fromisoformat(d["expires_at"].replace("Z", "+00:00")),
+        expires_at=parse_time(d["expires_at"]),
         template_id=d["template_id"],
         template_version=d["template_version"],
         policy_version=d["policy_version"],
