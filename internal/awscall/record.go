@@ -49,9 +49,12 @@ const (
 // stack defines them under these names, and the harnesses bind the physical
 // names of their own tables, key and queue to them.
 const (
-	LedgerTable   = "LedgerTable"
-	ContentTable  = "ContentTable"
-	BudgetTable   = "BudgetTable"
+	LedgerTable  = "LedgerTable"
+	ContentTable = "ContentTable"
+	BudgetTable  = "BudgetTable"
+	// LimitsTable holds the send-limit counters and each subject's newest
+	// challenge.
+	LimitsTable   = "LimitsTable"
 	ContentKey    = "ContentKey"
 	DispatchQueue = "DispatchQueue"
 	// AttemptProofKey is the KMS HMAC key dispatch signs attempts with and

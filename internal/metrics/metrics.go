@@ -67,6 +67,10 @@ const (
 	// or for a row that does not exist or has another channel. Each is
 	// logged with its reason; the ones that may be ours are dead-lettered.
 	ProviderEventsRefused = "ProviderEventsRefused" // Reason
+	// LimitStops counts messages a send limit stopped (they end limited)
+	// or a newer challenge superseded (they end suppressed), by the rule
+	// (ledger.Rules). Nothing was sent for any of them.
+	LimitStops = "LimitStops" // Rule
 	// DuplicateProviderEvents counts provider events a row already held.
 	DuplicateProviderEvents = "DuplicateProviderEvents" // none
 )
@@ -81,6 +85,7 @@ const (
 	DimAgeBucket  = "AgeBucket"  // an age range of open rows
 	DimKind       = "Kind"       // a history entry kind of a provider event
 	DimBounceType = "BounceType" // an SES bounce type
+	DimRule       = "Rule"       // a send limit's rule (ledger.Rule)
 )
 
 // Values of the Reason dimension of ProviderEventsRefused. The first four

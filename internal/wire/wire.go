@@ -99,6 +99,12 @@ func Service(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog
 		Policy:       s.Policy,
 		OnTransition: func(e ledger.Entry) { countTransition(em, e) },
 	}
+	if s.LimitsTable != "" {
+		// Claim notes each subject's newest challenge; dispatch counts and
+		// reads (its ports add the limiter).
+		svc.Limits = s.Limits
+		svc.Challenges = dynamostore.NewLimits(db, s.LimitsTable)
+	}
 	if ports == nil {
 		return svc, nil
 	}
@@ -121,6 +127,9 @@ func countTransition(em *metrics.Emitter, e ledger.Entry) {
 		_ = em.Count(metrics.Retries, ch, 1)
 	case e.State == ledger.Expired && from != ledger.None:
 		_ = em.Count(metrics.ExpiredUnsent, ch, 1)
+	}
+	if rule, ok := ledger.LimitRule(e); ok {
+		_ = em.Count(metrics.LimitStops, map[string]string{metrics.DimRule: string(rule)}, 1)
 	}
 }
 

@@ -20,7 +20,9 @@ import (
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/dispatchqueue/sqsqueue"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/fingerprint"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/sestransport"
 	"github.com/resetledger/resetledger/pkg/smstransport"
@@ -37,6 +39,14 @@ func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
 	keys := kms.NewFromConfig(env.Config)
 	svc.Opener = &envelope.Opener{KMS: keys, KeyARN: s.ContentKeyARN}
 	svc.Proofs = &attemptproof.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
+	if s.LimitsTable != "" {
+		// The destination limit's key is a MAC under the attempt-proof key
+		// (pkg/fingerprint): the same kms:GenerateMac grant, its own domain.
+		svc.Limiter = dynamostore.NewLimits(env.DynamoDB, s.LimitsTable)
+		svc.Fingerprints = &fingerprint.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
+		svc.Limits.SMSCountries = SMSCountries(s)
+		svc.RegionOf = RegionOf
+	}
 	ses := sesv2.NewFromConfig(env.Config)
 	svc.Budget = newBudget(ctx, env, ses, svc.Clock())
 	svc.Transports = map[ledger.Channel]ledger.Transport{}

@@ -1,0 +1,240 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/fingerprint"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/memstore"
+)
+
+// limitedEnv is an env whose dispatch admits rows through limits, counted
+// in a memory limit store.
+func limitedEnv(t *testing.T, l ledger.Limits) (*env, *memstore.Limits) {
+	t.Helper()
+	e := newEnv(t)
+	store := &memstore.Limits{}
+	e.Svc.Limits = l
+	e.Svc.Limiter, e.Svc.Challenges = store, store
+	e.Svc.Fingerprints = &fingerprint.Local{Key: []byte("limits test key")}
+	e.Svc.RegionOf = func(n string) (string, error) {
+		switch {
+		case strings.HasPrefix(n, "+1"):
+			return "US", nil
+		case strings.HasPrefix(n, "+44"):
+			return "GB", nil
+		case strings.HasPrefix(n, "+882"):
+			return "", errors.New("no region")
+		}
+		return "", errors.New("invalid number")
+	}
+	return e, store
+}
+
+// claimTo claims challenge i on ch to address to, for subject (none if
+// ""), expiring ttl+extra from now.
+func (e *env) claimTo(t *testing.T, i int, ch ledger.Channel, to, subject string, extra time.Duration) ledger.Intent {
+	t.Helper()
+	in, _ := ledgertest.Intent(i, ch, e.Clock.Now(), ttl+extra)
+	m := ledger.Message{To: to, Subject: "Reset your password", Body: fmt.Sprintf("reset link %d", i)}
+	in.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
+	in.SubjectRef = subject
+	if _, err := e.Svc.Claim(context.Background(), in, ledgertest.Seal(m), "claim/req-1"); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func TestDestinationLimitStopsBombing(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 5, Window: 10 * time.Minute}})
+	window := e.Clock.Now().Truncate(10 * time.Minute).UTC().Format(time.RFC3339)
+	var limited []ledger.Entry
+	for i := range 8 {
+		to := "Victim@Example.test"
+		if i%2 == 1 {
+			to = "victim@example.test" // one mailbox, however it is written
+		}
+		in := e.claimTo(t, i, ledger.Email, to, "", 0)
+		res, err := e.Svc.Dispatch(context.Background(), in.Key(), "dispatch/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ledger.DispatchAccepted
+		if i >= 5 {
+			want = ledger.DispatchLimited
+			limited = append(limited, res.Entry)
+		}
+		if res.Outcome != want {
+			t.Fatalf("challenge %d: %s, want %s", i, res.Outcome, want)
+		}
+	}
+	if n := e.Transport.Calls(); n != 5 {
+		t.Fatalf("%d sends reached the provider, want 5", n)
+	}
+	fp, _ := e.Svc.Fingerprints.Fingerprint(context.Background(), ledger.Email, "victim@example.test")
+	for _, row := range limited {
+		mustVerify(t, row)
+		if row.State != ledger.Limited || !row.State.Terminal() {
+			t.Fatalf("row %s: state %s, want limited (terminal)", row.Key, row.State)
+		}
+		want := "limit destination: 5 of 5 sends to this destination on email per 10m0s reached (window from " + window + "); nothing sent"
+		if row.Reason != want || row.Last().Reason != want {
+			t.Fatalf("reason %q, want %q", row.Reason, want)
+		}
+		if rule, ok := ledger.LimitRule(row); !ok || rule != ledger.RuleDestination {
+			t.Fatalf("LimitRule = %q %v, want destination", rule, ok)
+		}
+		raw, _ := json.Marshal(row)
+		if strings.Contains(string(raw), fp) || strings.Contains(strings.ToLower(string(raw)), "victim@") {
+			t.Fatal("the limited row holds the fingerprint or the address")
+		}
+		if e.hasContent(t, row.Key) {
+			t.Fatal("a limited row's sealed content was kept")
+		}
+	}
+	// The next window starts empty.
+	e.Clock.Advance(10*time.Minute - e.Clock.Now().Sub(e.Clock.Now().Truncate(10*time.Minute)))
+	in := e.claimTo(t, 100, ledger.Email, "victim@example.test", "", 0)
+	mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+}
+
+// TestLimitCountsOnce: a claimed row handed to dispatch again and again
+// (redelivery, duplicate stream record, re-drive) counts once; a row whose
+// first dispatch was cut after the count counts nothing more when it runs
+// again.
+func TestLimitCountsOnce(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}})
+	a := e.claimTo(t, 1, ledger.SMS, "+15550100001", "", 0)
+	// The begin write fails after the count: the row stays claimed.
+	real := e.Svc.Store
+	e.Svc.Store = failBegin{real}
+	if _, err := e.Svc.Dispatch(context.Background(), a.Key(), "dispatch/1"); err == nil {
+		t.Fatal("the failing begin write reported no error")
+	}
+	e.Svc.Store = real
+	if got := e.get(t, a.Key()); got.State != ledger.Claimed {
+		t.Fatalf("state %s, want still claimed", got.State)
+	}
+	for range 3 {
+		mustDispatch(t, e, a.Key(), map[bool]ledger.DispatchOutcome{true: ledger.DispatchAccepted, false: ledger.DispatchSkipped}[e.get(t, a.Key()).State == ledger.Claimed])
+	}
+	b := e.claimTo(t, 2, ledger.SMS, "+1 555 010 0001", "", 0)
+	mustDispatch(t, e, b.Key(), ledger.DispatchAccepted) // the second of 2: a's retries counted once
+	c := e.claimTo(t, 3, ledger.SMS, "+15550100001", "", 0)
+	mustDispatch(t, e, c.Key(), ledger.DispatchLimited)
+}
+
+type failBegin struct{ ledger.Store }
+
+func (f failBegin) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
+	if c.Next.State == ledger.Dispatching {
+		return ledger.Entry{}, errors.New("throttled")
+	}
+	return f.Store.Apply(ctx, c)
+}
+
+func TestSMSCountriesAndCaps(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{
+		SMSCountries:  func(r string) bool { return r == "US" || r == "GB" },
+		SMSCountryCap: ledger.Cap{Max: 2, Window: time.Hour},
+		SMSGlobal:     ledger.Cap{Max: 3, Window: time.Hour},
+	})
+	for i, tc := range []struct {
+		to   string
+		want ledger.DispatchOutcome
+		rule ledger.Rule
+		why  string
+	}{
+		{"+33612345678", ledger.DispatchLimited, ledger.RuleSMSCountry, "destination number has no recognizable region"},
+		{"+88234567890", ledger.DispatchLimited, ledger.RuleSMSCountry, "destination number has no recognizable region"},
+		{"+15550100001", ledger.DispatchAccepted, "", ""},
+		{"+15550100002", ledger.DispatchAccepted, "", ""},
+		{"+15550100003", ledger.DispatchLimited, ledger.RuleSMSCountryCap, "limit sms-country-cap: 2 of 2 SMS to region US per 1h0m0s"},
+		{"+447700900001", ledger.DispatchAccepted, "", ""},
+		{"+447700900002", ledger.DispatchLimited, ledger.RuleSMSGlobal, "limit sms-global: 3 of 3 SMS in all per 1h0m0s"},
+	} {
+		in := e.claimTo(t, i, ledger.SMS, tc.to, "", 0)
+		row := mustDispatch(t, e, in.Key(), tc.want)
+		if tc.want != ledger.DispatchLimited {
+			continue
+		}
+		if rule, _ := ledger.LimitRule(row); rule != tc.rule || !strings.HasPrefix(row.Reason, strings.SplitN(tc.why, ":", 2)[0]) && !strings.Contains(row.Reason, tc.why) {
+			t.Fatalf("%s: rule %s reason %q, want %s %q", tc.to, rule, row.Reason, tc.rule, tc.why)
+		}
+		if strings.Contains(row.Reason, strings.TrimPrefix(tc.to, "+")) {
+			t.Fatalf("the reason holds the number: %q", row.Reason)
+		}
+	}
+	if n := e.Transport.Calls(); n != 3 {
+		t.Fatalf("%d SMS sent, want 3", n)
+	}
+	// A region outside the allow-list names the region.
+	e2, _ := limitedEnv(t, ledger.Limits{SMSCountries: func(r string) bool { return r == "US" }})
+	in := e2.claimTo(t, 1, ledger.SMS, "+447700900003", "", 0)
+	if row := mustDispatch(t, e2, in.Key(), ledger.DispatchLimited); row.Reason != "region GB is not in the SMS allow-list; nothing sent" {
+		t.Fatalf("reason %q", row.Reason)
+	}
+}
+
+func TestSubjectLimitAndSupersession(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
+	older := e.claimTo(t, 1, ledger.Email, "p1@example.test", "acct-7", 0)
+	newer := e.claimTo(t, 2, ledger.Email, "p1@example.test", "acct-7", time.Minute)
+	late := e.claimTo(t, 3, ledger.Email, "p1@example.test", "acct-7", -time.Minute) // older challenge, claimed last
+	row := mustDispatch(t, e, older.Key(), ledger.DispatchSuppressed)
+	if row.Reason != "superseded by challenge chal-000002" || row.State != ledger.Suppressed {
+		t.Fatalf("older: %s %q", row.State, row.Reason)
+	}
+	if rule, ok := ledger.LimitRule(row); !ok || rule != ledger.RuleSuperseded {
+		t.Fatalf("LimitRule = %s %v", rule, ok)
+	}
+	mustDispatch(t, e, late.Key(), ledger.DispatchSuppressed)
+	mustDispatch(t, e, newer.Key(), ledger.DispatchAccepted)
+	// Another channel is another stream; the subject counts every channel.
+	sms := e.claimTo(t, 2, ledger.SMS, "+15550100001", "acct-7", 0)
+	mustDispatch(t, e, sms.Key(), ledger.DispatchAccepted)
+	third := e.claimTo(t, 4, ledger.Email, "p2@example.test", "acct-7", 2*time.Minute)
+	if row := mustDispatch(t, e, third.Key(), ledger.DispatchLimited); !strings.HasPrefix(row.Reason, "limit subject: 2 of 2 sends for subject acct-7") {
+		t.Fatalf("reason %q", row.Reason)
+	}
+	// A row already sent is never touched by a newer challenge.
+	if got := e.get(t, newer.Key()); got.State != ledger.Accepted {
+		t.Fatalf("the sent row moved to %s", got.State)
+	}
+	// Without subject_ref: not counted per subject, never superseded.
+	for i := range 4 {
+		in := e.claimTo(t, 10+i, ledger.Email, fmt.Sprintf("q%d@example.test", i), "", time.Duration(i)*time.Minute)
+		mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+	}
+}
+
+// TestSupersessionOff: with the setting off, an older challenge is sent.
+func TestSupersessionOff(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{})
+	older := e.claimTo(t, 1, ledger.Email, "p1@example.test", "acct-7", 0)
+	e.claimTo(t, 2, ledger.Email, "p1@example.test", "acct-7", time.Minute)
+	mustDispatch(t, e, older.Key(), ledger.DispatchAccepted)
+}
+
+// TestLimitedFallbackDoesNotHandOver: a limited email does not open the
+// held SMS of its fallback pair: a limit is not a rejection.
+func TestLimitedFallbackDoesNotHandOver(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}})
+	first := e.claimTo(t, 1, ledger.Email, ledgertest.Message(2, ledger.Email).To, "", 0)
+	mustDispatch(t, e, first.Key(), ledger.DispatchAccepted)
+	email, sms := claimFallbackPair(t, e, 2)
+	mustDispatch(t, e, email.Key(), ledger.DispatchLimited)
+	if got := e.get(t, sms.Key()); got.State != ledger.Suppressed {
+		t.Fatalf("held SMS after a limited email: %s, want suppressed", got.State)
+	}
+	if n := e.Transport.Calls(); n != 1 {
+		t.Fatalf("%d sends, want 1", n)
+	}
+}
