@@ -518,9 +518,11 @@ func (s *sim) resume(inv *invocation) {
 	if s.faultPhase && !s.now.After(inv.deadline) {
 		if fs := c.op.faults(); len(fs) > 0 && s.c.coin(4, "fault") {
 			r.fault = fs[s.c.pick(len(fs), "fault kind")]
-		} else if c.op == opApply && strings.HasSuffix(c.detail, "→dispatching") && s.c.coin(3, "slow begin") {
-			// The write that starts an attempt answering late is where a
-			// send can start after its deadline: explored more often.
+		} else if c.op == opApply && (strings.HasSuffix(c.detail, "→dispatching") || strings.Contains(c.detail, "(retry) attempt")) &&
+			s.c.coin(3, "slow begin") {
+			// The write that starts an attempt (dispatch's move to
+			// dispatching, reconcile's retry record) answering late is where
+			// a send can start after its deadline: explored more often.
 			r.fault = slowCall
 		}
 		if r.fault == slowCall {
