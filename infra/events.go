@@ -83,6 +83,9 @@ type providerEvents struct {
 	// does not go through SES or End User Messaging SMS); each publishes to topic, unless smsSet
 	// was named from context (the operator adds its destination).
 	sesSet, smsSet string
+	// smsProtect is the protect configuration every SMS names, "" for none: the stack's own,
+	// created from the SMS country allow-list, or the one context names (countries.go).
+	smsProtect string
 }
 
 // providerEvents defines the topic with its key, the queue with its DLQ and the subscription, and
@@ -136,6 +139,7 @@ func (p *LedgerStackProps) providerEvents(stack awscdk.Stack) providerEvents {
 	}
 	if p.Functions.Transports[ledger.SMS] == settings.TransportSMS {
 		ev.smsSet = p.smsEvents(stack, ev.topic)
+		ev.smsProtect = p.smsProtection(stack)
 	}
 	ev.onlyOurs(stack)
 	return ev

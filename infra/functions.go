@@ -45,6 +45,7 @@ func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, e
 	fs.ContentKeyARN, fs.DispatchQueueURL = *st.contentKey.KeyArn(), *dispatchQueue.QueueUrl()
 	fs.AttemptProofKeyARN = *ev.proofKey.KeyArn()
 	fs.SESConfigurationSet, fs.SMSConfigurationSet = ev.sesSet, ev.smsSet
+	fs.SMSProtectConfigurationID = ev.smsProtect
 	env := map[settings.Role]map[string]*string{}
 	for _, name := range settings.Functions {
 		env[name] = map[string]*string{}

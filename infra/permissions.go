@@ -243,9 +243,12 @@ func grantEventsQueueKey(events awslambda.Function, key awskms.Key) {
 // grantSend lets fn call the configured transports: SES v2 SendEmail scoped to the sending
 // identity and configuration set and from address, and End User Messaging SendTextMessage scoped
 // to the origination identity. The Service Authorization Reference lists configuration-set among
-// the resources ses:SendEmail is authorized on (a send naming a set is denied without it), but
-// only phone-number, pool and sender-id for sms-voice:SendTextMessage: a grant on the SMS set
-// would never be evaluated, so there is none.
+// the resources ses:SendEmail is authorized on (a send naming a set is denied without it). For
+// sms-voice:SendTextMessage it listed only phone-number, pool and sender-id in earlier versions;
+// the IAM data cfn-lint 1.58 bundles (its Policies.json) lists configuration-set and
+// protect-configuration too, so with an origination-identity ARN the grant also names the
+// configuration set and the protect configuration every send names. Without one, the
+// account-wide sms-voice resource pattern covers both.
 func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function, ev providerEvents) {
 	if p.Functions.Transports[ledger.Email] == settings.TransportSES {
 		resources := []*string{awscdk.Arn_Format(&awscdk.ArnComponents{
@@ -285,9 +288,18 @@ func (p *LedgerStackProps) grantSend(stack awscdk.Stack, fn awslambda.Function, 
 				AppliesTo: &[]interface{}{"Resource::arn:<AWS::Partition>:sms-voice:<AWS::Region>:<AWS::AccountId>:*"},
 			}}, jsii.Bool(true))
 		}
+		resources := []*string{jsii.String(resource)}
+		if strings.HasPrefix(p.Functions.SMSOrigination, "arn:") {
+			if ev.smsSet != "" {
+				resources = append(resources, configurationSetArn(stack, "sms-voice", ev.smsSet))
+			}
+			if ev.smsProtect != "" {
+				resources = append(resources, protectConfigurationArn(stack, ev.smsProtect))
+			}
+		}
 		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("sms-voice:SendTextMessage"),
-			Resources: jsii.Strings(resource),
+			Resources: &resources,
 		}))
 	}
 }

@@ -85,6 +85,7 @@ func (p *LedgerStackProps) Validate() error {
 	p.validateIntake(bad)
 	p.validateDispatch(bad)
 	p.validateEvents(bad)
+	p.validateCountries(bad)
 	p.validateSweeps(bad)
 	p.validateObservability(bad)
 	p.validateAudit(bad)

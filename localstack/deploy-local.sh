@@ -133,9 +133,10 @@ CONTEXT=(
   # vault key. The ledger table's ResourcePolicy is accepted (and not enforced: the emulator has no IAM).
   -c backup=false
   # SMS goes through the webhook here, so the stack creates no End User Messaging SMS configuration
-  # set (AWS::SMSVOICE::*, which the emulator cannot provision). A local stage that sets
-  # smsTransport=sms must also name a set, -c smsConfigurationSet=<prefix>-sms-local, so the stack
-  # creates none.
+  # set and no protect configuration (AWS::SMSVOICE::*, which the emulator cannot provision: its
+  # CloudFormation refuses the template). A local stage that sets smsTransport=sms must also name
+  # both, -c smsConfigurationSet=<prefix>-sms-local -c smsProtectConfigurationId=<id>, so the stack
+  # creates neither. Dispatch's own country allow-list (smsAllowedCountries) applies here too.
   # The stage deploys the provider-events route, so a held fallback SMS waits after the email is
   # accepted for a permanent bounce to hand over to it (the emulator's SES publishes no events; the
   # end-to-end test publishes them to the topic). 30 s instead of production's 2 min keeps that
