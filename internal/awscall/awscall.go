@@ -204,7 +204,9 @@ func (m mapper) sesCalls(op string, in members) ([]Call, bool) {
 
 // smsCalls: End User Messaging SMS authorizes the origination identity when it
 // is an ARN; otherwise AWS picks one of the account's, which an
-// account-wide resource pattern covers.
+// account-wide resource pattern covers. A send that names a configuration set
+// or a protect configuration is authorized on each of them too (both are
+// resources of sms-voice:SendTextMessage in the IAM data cfn-lint bundles).
 func (m mapper) smsCalls(op string, in members) ([]Call, bool) {
 	if op != "SendTextMessage" {
 		return nil, false
@@ -216,7 +218,18 @@ func (m mapper) smsCalls(op string, in members) ([]Call, bool) {
 		}
 		res = "arn:aws:sms-voice:" + m.region + ":" + m.account + ":" + res
 	}
-	return m.one("sms-voice:SendTextMessage", res, nil), true
+	out := m.one("sms-voice:SendTextMessage", res, nil)
+	for _, named := range [...]struct{ member, kind string }{
+		{"ConfigurationSetName", "configuration-set"}, {"ProtectConfigurationId", "protect-configuration"},
+	} {
+		if name, kind := in.str(named.member), named.kind; name != "" {
+			if !strings.HasPrefix(name, "arn:") {
+				name = "arn:aws:sms-voice:" + m.region + ":" + m.account + ":" + kind + "/" + name
+			}
+			out = append(out, m.one("sms-voice:SendTextMessage", name, nil)...)
+		}
+	}
+	return out, true
 }
 
 // sqsCalls: the queue named by its URL.

@@ -57,6 +57,16 @@ func TestMap(t *testing.T) {
 			[]Call{{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:pool/p"}}},
 		{"sms without origination", pinpointsmsvoicev2.ServiceID, "SendTextMessage", &pinpointsmsvoicev2.SendTextMessageInput{},
 			[]Call{{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:default"}}},
+		{"sms naming a configuration set and a protect configuration", pinpointsmsvoicev2.ServiceID, "SendTextMessage", &pinpointsmsvoicev2.SendTextMessageInput{
+			OriginationIdentity: aws.String("arn:aws:sms-voice:us-east-1:111122223333:pool/p"), ConfigurationSetName: aws.String("stage-events"),
+			ProtectConfigurationId: aws.String("protect-0123")},
+			[]Call{{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:pool/p"},
+				{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:configuration-set/stage-events"},
+				{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:protect-configuration/protect-0123"}}},
+		{"sms naming a protect configuration by ARN", pinpointsmsvoicev2.ServiceID, "SendTextMessage", &pinpointsmsvoicev2.SendTextMessageInput{
+			ProtectConfigurationId: aws.String("arn:aws:sms-voice:us-east-1:111122223333:protect-configuration/protect-9")},
+			[]Call{{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:default"},
+				{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:protect-configuration/protect-9"}}},
 		{"sqs batch send", sqs.ServiceID, "SendMessageBatch", &sqs.SendMessageBatchInput{QueueUrl: aws.String("http://localhost:4566/000000000000/q")},
 			[]Call{{Action: "sqs:SendMessage", Resource: "arn:aws:sqs:us-east-1:000000000000:q"}}},
 		{"sqs receive", sqs.ServiceID, "ReceiveMessage", &sqs.ReceiveMessageInput{QueueUrl: aws.String("http://localhost:4566/000000000000/q")},
