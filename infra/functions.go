@@ -42,6 +42,7 @@ func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, dispatchQue
 func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, ev providerEvents) map[settings.Role]map[string]*string {
 	fs := p.Functions
 	fs.LedgerTable, fs.ContentTable, fs.BudgetTable = *st.ledger.TableName(), *st.content.TableName(), *st.budget.TableName()
+	fs.LimitsTable = *st.limits.TableName()
 	fs.ContentKeyARN, fs.DispatchQueueURL = *st.contentKey.KeyArn(), *dispatchQueue.QueueUrl()
 	fs.AttemptProofKeyARN = *ev.proofKey.KeyArn()
 	fs.SESConfigurationSet, fs.SMSConfigurationSet = ev.sesSet, ev.smsSet

@@ -21,11 +21,12 @@ func TestFunctions(t *testing.T) {
 		timeout float64
 		env     []string
 	}{
-		{settings.Claim, 30, common},
+		{settings.Claim, 30, append(slices.Clone(common), "LIMITS_TABLE", "SUPERSEDE_CHALLENGES")},
 		// No SEND_RATE_EMAIL: unset means SES's own rate. SEND_RATE_SMS: the stack's default for SMS
 		// through End User Messaging (spend.go).
 		{settings.Dispatch, 60, append(slices.Clone(sending), "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",
-			"RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX", "SEND_RATE_SMS")},
+			"RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX", "SEND_RATE_SMS",
+			"LIMITS_TABLE", "LIMIT_DESTINATION", "LIMIT_SUBJECT", "LIMIT_SMS_COUNTRY", "LIMIT_SMS_GLOBAL", "SUPERSEDE_CHALLENGES")},
 		// BUDGET_TABLE: the dispatch marks live in the budget table (reconcile reads them).
 		{settings.Reconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER",
 			"LOOKUP_SETTLE_PERIOD", "BUDGET_TABLE")},
@@ -67,6 +68,9 @@ func TestFunctions(t *testing.T) {
 			}
 			if l, ok := vars["SWEEP_LIMIT"]; ok && l != "500" {
 				t.Errorf("SWEEP_LIMIT = %v", l)
+			}
+			if v, ok := vars["LIMITS_TABLE"]; ok && label(v) != "LimitsTable" {
+				t.Errorf("LIMITS_TABLE = %v, want the limits table", v)
 			}
 			if v, ok := vars["BUDGET_TABLE"]; ok && label(v) != "BudgetTable" {
 				t.Errorf("BUDGET_TABLE = %v, want the budget table", v)

@@ -97,6 +97,9 @@ var linterSkips = map[string]map[string][]linterSkip{
 			"every send: a restore would bring back a stale one, and losing it only empties the budget (the " +
 			"provider's own limit still answers not-sent, which dispatch retries). No evidence lives there; the " +
 			"ledger table has PITR."}},
+		"LimitsTable": {{"CKV_AWS_28", "The limits table holds send-limit counters that expire an hour after " +
+			"their window and each subject's newest challenge: a restore would bring back stale counts. Every " +
+			"limit decision is evidence in the ledger table, which has PITR."}},
 	},
 	"AWS::CloudTrail::Trail": {
 		"DataEventsTrail": {{"CKV_AWS_67", "This trail records the write data events of one DynamoDB table, the ledger, " +

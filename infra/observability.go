@@ -254,6 +254,7 @@ func (w *alarms) liveness(o observed) {
 			"provider took: the player never got it.", ch),
 			emf(metrics.ExpiredUnsent, channelDim(ch), "Sum", seconds(alarmPeriod)), 0, gt, quiet)
 	}
+	w.limits()
 	w.add("DispatchQueueDlqDepth", "Dispatch-queue messages dispatch kept failing on moved to the DLQ (evidence to inspect: "+
 		"reconcile re-drives the rows they name).",
 		o.dispatch.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
@@ -261,6 +262,42 @@ func (w *alarms) liveness(o observed) {
 	w.add("DispatchQueueOldestAge", fmt.Sprintf("A message has waited more than %v in the dispatch queue (the longest "+
 		"wake-up delay, %v, plus two re-drive periods): dispatch is not draining the queue.", queueAge, maxWakeDelay),
 		o.dispatch.queue.MetricApproximateAgeOfOldestMessage(maxOver5m()), queueAge.Seconds(), gt, quiet)
+}
+
+// limitStopsPerHour is how many messages one send limit may stop in an hour before its alarm
+// tells an operator: a few stops are the limits working (a player asking again and again); this
+// many is someone bombing a destination or pumping SMS through the reset form.
+const limitStopsPerHour = 50
+
+// limits: one alarm per send limit when it stops more than limitStopsPerHour messages in an hour,
+// and the global SMS cap's circuit breaker, which pages on the first stop: SMS is off until the
+// window ends.
+func (w *alarms) limits() {
+	hour := awscdk.Duration_Hours(jsii.Number(1))
+	for _, rule := range ledger.Rules {
+		dim := map[string]*string{metrics.DimRule: jsii.String(string(rule))}
+		switch rule {
+		case ledger.RuleSuperseded:
+			continue // a player asking again: the rule working, never an incident
+		case ledger.RuleSMSGlobal:
+			w.add("LimitSMSGlobal", "The global SMS cap (LIMIT_SMS_GLOBAL) was reached: no SMS is sent until its "+
+				"window ends. Pumping through the reset form, or a traffic peak above the cap.",
+				emf(metrics.LimitStops, dim, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+		default:
+			w.add("LimitStops"+limitTitle(rule), fmt.Sprintf("The %s send limit stopped more than %d messages in an hour: "+
+				"email bombing or SMS pumping through the reset form.", rule, limitStopsPerHour),
+				emf(metrics.LimitStops, dim, "Sum", hour), limitStopsPerHour, gt, quiet)
+		}
+	}
+}
+
+// limitTitle writes a rule as part of an alarm name: sms-country-cap is SmsCountryCap.
+func limitTitle(r ledger.Rule) string {
+	var b strings.Builder
+	for _, part := range strings.Split(string(r), "-") {
+		b.WriteString(title(part))
+	}
+	return b.String()
 }
 
 // SES reviews an account whose bounce rate reaches 5% or whose complaint rate reaches 0.1%, and

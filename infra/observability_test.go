@@ -166,6 +166,16 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			"Dimensions": []any{map[string]any{"Name": "Channel", "Value": ch}}, "Statistic": "Sum", "Period": 300.0,
 			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
 	}
+	// Send limits: each limit's stops over an hour; the global SMS cap pages on its first stop.
+	for name, rule := range map[string]string{"LimitStopsDestination": "destination", "LimitStopsSubject": "subject",
+		"LimitStopsSmsCountry": "sms-country", "LimitStopsSmsCountryCap": "sms-country-cap"} {
+		want[name] = map[string]any{"Namespace": "ResetLedger", "MetricName": "LimitStops",
+			"Dimensions": []any{map[string]any{"Name": "Rule", "Value": rule}}, "Statistic": "Sum", "Period": 3600.0,
+			"Threshold": 50.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
+	}
+	want["LimitSMSGlobal"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "LimitStops",
+		"Dimensions": []any{map[string]any{"Name": "Rule", "Value": "sms-global"}}, "Statistic": "Sum", "Period": 300.0,
+		"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
 	// SMS spend: the daily pace of smsMonthlyMessages (30000 / 30), spend.go.
 	want["SmsDailyMessages"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "Transitions", "Statistic": "Sum",
 		"Period": 86400.0, "Threshold": 1000.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}

@@ -63,6 +63,11 @@ func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake,
 	allow(settings.Dispatch, []*string{ledgerArn}, "dynamodb:GetItem", "dynamodb:UpdateItem")
 	allow(settings.Dispatch, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
 	allow(settings.Dispatch, []*string{st.budget.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	// Send limits: claim notes each subject's newest challenge (UpdateItem); dispatch reads it
+	// (GetItem) and counts a message in its counters, in one UpdateItem or one TransactWriteItems
+	// of UpdateItems and, where no counter keeps its members, a PutItem marker.
+	allow(settings.Claim, []*string{st.limits.TableArn()}, "dynamodb:UpdateItem")
+	allow(settings.Dispatch, []*string{st.limits.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
 	// The mapping's poller, and dispatch re-scheduling a row (a deferred row's wake-up).
 	allow(settings.Dispatch, []*string{q.queue.QueueArn()}, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
 		"sqs:SendMessage")

@@ -33,6 +33,7 @@ func TestLeastPrivilege(t *testing.T) {
 		"Claim": join(tableKey, logs("Claim"),
 			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:PutItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
 				"dynamodb:PutItem on ContentTable", "dynamodb:DeleteItem on ContentTable",
+				"dynamodb:UpdateItem on LimitsTable", // each subject's newest challenge
 				"sqs:DeleteMessage on IntentQueue", "sqs:GetQueueAttributes on IntentQueue", "sqs:ReceiveMessage on IntentQueue"}),
 		"Dispatch": join(tableKey, logs("Dispatch"), send,
 			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
@@ -41,6 +42,7 @@ func TestLeastPrivilege(t *testing.T) {
 				"dynamodb:GetShardIterator on LedgerTable.StreamArn", "dynamodb:ListStreams on *",
 				"sqs:SendMessage on StreamFailureDlq",
 				"dynamodb:GetItem on BudgetTable", "dynamodb:UpdateItem on BudgetTable",
+				"dynamodb:GetItem on LimitsTable", "dynamodb:UpdateItem on LimitsTable", "dynamodb:PutItem on LimitsTable", // send limits
 				"sqs:DeleteMessage on DispatchQueue", "sqs:GetQueueAttributes on DispatchQueue", "sqs:ReceiveMessage on DispatchQueue",
 				"sqs:SendMessage on DispatchQueue",
 				"kms:GenerateMac on AttemptProofKey"}), // every SES or SMS send carries its attempt's proof

@@ -18,8 +18,9 @@ type storage struct {
 	// the producer encrypts and only dispatch and reconcile may decrypt.
 	ledgerKey, contentKey awskms.Key
 	// ledger holds the rows and streams their changes to dispatch; content holds sealed content
-	// for minutes; budget holds the send-rate budget.
-	ledger, content, budget awsdynamodb.Table
+	// for minutes; budget holds the send-rate budget; limits holds the send-limit counters and each
+	// subject's newest challenge.
+	ledger, content, budget, limits awsdynamodb.Table
 }
 
 // storage defines the keys and the three tables.
@@ -48,6 +49,10 @@ func (p *LedgerStackProps) storage(stack awscdk.Stack) storage {
 	s.ledger = p.ledgerTable(stack, s.ledgerKey)
 	s.content = p.contentTable(stack, s.ledgerKey)
 	s.budget = p.budgetTable(stack, s.ledgerKey)
+	s.limits = derivedTable(stack, awscall.LimitsTable, s.ledgerKey, jsii.String(dynamostore.AttrTTL),
+		"The limits table holds send-limit counters that expire an hour after their window and each subject's "+
+			"newest challenge; a restore would bring back stale counts. Every limit decision is evidence in the "+
+			"ledger table, which has PITR.")
 	return s
 }
 
