@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/resetledger/resetledger/pkg/ledger"
+
 // Coverage: how often a run reached each path that the invariants exist
 // for. A path a schedule rarely reaches is a path nobody checked; the world
 // is biased (provider moods, event outcomes and delays, the 5 and 6 minute
@@ -30,8 +32,22 @@ const (
 	// Reconcile marking a row unknown after its lease, its attempt's
 	// transport call made and its outcome never written.
 	pathLeaseMidSend = "lease expired mid-send"
+	// An admission of a message the counters had counted already (a
+	// redelivery, a lost answer, a crash after the count): admitted, not
+	// counted again.
+	pathRepeatAdmission = "repeat admission"
 )
+
+// limitPath is the path of a row stopped by rule: "limited by <rule>", or
+// "superseded".
+func limitPath(rule ledger.Rule) string {
+	if rule == ledger.RuleSuperseded {
+		return "superseded"
+	}
+	return "limited by " + string(rule)
+}
 
 // Paths lists the paths whose coverage is measured.
 var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome, pathDuplicateEvent, pathForgedRefused, pathHandOver,
-	pathLateRetry, pathLeaseMidSend}
+	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry),
+	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission}

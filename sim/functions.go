@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resetledger/resetledger/pkg/fingerprint"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -29,6 +30,13 @@ func (s *sim) service(inv *invocation) *ledger.Service {
 		NewID:      s.newID,
 		Progress:   s.progress,
 		Proofs:     s.proofs,
+		// The send limits: counters and newest challenges behind ports,
+		// the fingerprint key and the numbering plan in process.
+		Limits:       s.w.sendLimits,
+		Limiter:      &limiterPort{inv},
+		Challenges:   &challengesPort{inv},
+		Fingerprints: &fingerprint.Local{Key: fingerprintKey},
+		RegionOf:     s.regionPort,
 	}
 	if s.mutant == ProofShapeOnly && inv.fn == fnEvents {
 		svc.Proofs = lengthOnly{s.proofs}

@@ -87,12 +87,29 @@ const (
 	invQuarantinedUnsent = "quarantined-unsent"
 	// The protocol code panicked.
 	invPanic = "panic"
+	// No send limit is exceeded: per rule, key and window (of the
+	// admission, by the admitting worker's clock), the providers receive
+	// at most the cap of distinct messages (issue 21).
+	invCapExceeded = "cap-exceeded"
+	// A message the limits count reaches a provider only once a counter
+	// call counted it: a limited message is never sent.
+	invLimitedSent = "limited-sent"
+	// An SMS to a region outside the allow-list, or to a number of no
+	// region, never reaches a provider.
+	invRefusedRegionSent = "refused-region-sent"
+	// A superseded message is never sent: no first attempt reaches a
+	// provider when a newer challenge of its subject, purpose and channel
+	// was claimed before the sender's last read of the newest challenge.
+	invSupersededSent = "superseded-sent"
+	// A message counts once: no counter is raised twice by one message.
+	invCountedTwice = "counted-twice"
 )
 
 // Invariants lists the invariants checked after every step.
 var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invLateArrival, invUnknownExit, invAcceptedNoAck, invFallback,
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
-	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invEvidenceResent, invHandOver}
+	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invEvidenceResent, invHandOver,
+	invCapExceeded, invLimitedSent, invRefusedRegionSent, invSupersededSent, invCountedTwice}
 
 type violation struct {
 	name   string
@@ -282,6 +299,7 @@ func (s *sim) checkWrite(w writeFact) {
 			s.bounced(w, key)
 		}
 	}
+	s.limitPaths(w, entered)
 	if entered && from == ledger.Held {
 		s.checkHandOver(w, key, lbl, by)
 	}
@@ -369,6 +387,7 @@ func (s *sim) checkSend(f sendFact) {
 		}
 		s.fail(name, fmt.Sprintf("the %s provider (%s) took %d messages for %s: %s", p.ch, p.spec, len(rs), lbl, strings.Join(at, ", ")), f.key)
 	}
+	s.checkLimits(f)
 	for _, e := range f.earlier {
 		if _, bounced := s.delivered[e.Key]; e.State != ledger.Rejected && !(e.State == ledger.Accepted && bounced) {
 			s.fail(invFallback, fmt.Sprintf("%s sent fallback channel %s (attempt %d) while the earlier channel %s was %s",

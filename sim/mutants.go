@@ -79,19 +79,39 @@ const (
 	// dispatching rows again (a copied line) instead of unknown ones, so no
 	// unknown row is ever retried, looked up or quarantined.
 	ReconcileSweepsDispatchingTwice Mutant = "reconcile-sweeps-dispatching-twice"
+	// LimitCapOffByOne: the limits table's counter update is conditioned
+	// on count <= max instead of count < max: each counter takes one more.
+	LimitCapOffByOne Mutant = "limit-cap-off-by-one"
+	// LimitCountsAgain: the adapter keys its counted marker by the worker
+	// that admits the message, not by the message: a redelivered row, or
+	// one whose admission's answer was lost, counts again.
+	LimitCountsAgain Mutant = "limit-counts-again"
+	// LimitFullAsRepeat: the adapter reads every failed condition of its
+	// transaction as the marker's (counted already) and answers a repeat,
+	// so a message stopped by a full counter is admitted.
+	LimitFullAsRepeat Mutant = "limit-full-as-repeat"
+	// RegionDefaultUS: the region lookup parses numbers with a default
+	// region, so a number of no region reads as a US number and passes
+	// the allow-list.
+	RegionDefaultUS Mutant = "region-default-us"
+	// SupersedeLastNoted: the newest-challenge write lacks its condition
+	// on the later expiry: the challenge noted last wins, so an older
+	// challenge claimed after a newer one hides it.
+	SupersedeLastNoted Mutant = "supersede-last-noted"
 )
 
 // Mutants lists every mutant.
 var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, ClaimIgnoresExistingRow, ReconcileUnknownToClaimed, FallbackNoWait,
 	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
-	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice}
+	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
+	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, SupersedeLastNoted}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry
 // within the function's timeout, a write answering after the deadline, a
 // retry budget spent under a window of 5 or 6 minutes, an event recorded
 // before the outcome write of a send whose answer was lost.
-var rareMutants = map[Mutant]int{SendNoDeadline: 4, BeginStaleClock: 4, WindowFromLastAttempt: 8, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 8}
+var rareMutants = map[Mutant]int{SendNoDeadline: 8, BeginStaleClock: 4, WindowFromLastAttempt: 8, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 8}
 
 // Budget is how many seeds m may take to be caught, given the usual budget.
 func (m Mutant) Budget(usual int) int {

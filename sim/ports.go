@@ -129,7 +129,11 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 	}
 	w := writeFact{inv: inv, before: before, existed: existed, after: after}
 	s.facts.writes = append(s.facts.writes, w)
+	if !existed && (after.State == ledger.Claimed || after.State == ledger.Held) {
+		s.claimedStep[key] = s.step // its challenge was noted as its subject's newest before
+	}
 	if after.Attempts > before.Attempts {
+		inv.begun[key] = s.step
 		auth := inv.issuedAt()
 		inv.auth[key] = auth
 		_, inv.evidenced[key] = before.ProviderEvidence()

@@ -62,11 +62,14 @@ const (
 	opReserve
 	opSchedule
 	opSleep
+	opAdmit  // limits: count a message
+	opNote   // limits: record a claim's challenge as its subject's newest
+	opNewest // limits: read a subject's newest challenge
 )
 
 var opNames = [...]string{"start", "store.Get", "store.Create", "store.Apply", "store.ListOpen", "content.Put",
 	"content.Get", "content.Delete", "opener.Open", "transport.Send", "(awaiting answer)", "transport.Lookup",
-	"budget.Reserve", "scheduler.Schedule", "sleep"}
+	"budget.Reserve", "scheduler.Schedule", "sleep", "limits.Admit", "limits.Note", "limits.Newest"}
 
 func (o op) String() string { return opNames[o] }
 
@@ -77,7 +80,7 @@ func (o op) faults() []fault {
 		return nil
 	case opCreate, opApply, opContentPut, opContentDelete, opSchedule:
 		return []fault{crashBefore, crashAfter, failCall, lostResponse, slowCall}
-	case opReserve:
+	case opReserve, opAdmit, opNote:
 		return []fault{crashBefore, crashAfter, failCall, lostResponse}
 	case opSend:
 		return []fault{crashBefore, crashAfter, slowCall}
@@ -155,6 +158,11 @@ type invocation struct {
 	// frozen, if set, is what the invocation's clock reads until its next
 	// port call (mutant BeginStaleClock).
 	frozen time.Time
+	// newestStep is the step of the invocation's latest read of a newest
+	// challenge; begun holds, per key, the step of the write that started
+	// its latest attempt.
+	newestStep int
+	begun      map[string]int
 }
 
 func (inv *invocation) String() string { return fmt.Sprintf("%s/%d", inv.fn, inv.id) }
@@ -243,6 +251,7 @@ type sim struct {
 	store     *memstore.Store
 	content   *memstore.Content
 	budget    *memstore.Budget
+	limiter   *memstore.Limits   // the send-limit counters and newest challenges
 	progress  *memstore.Progress // the dispatch marks (how far dispatch read the stream and the queue)
 	providers map[ledger.Channel]*provider
 	proofs    *attemptproof.Local
@@ -254,6 +263,16 @@ type sim struct {
 	delivered  map[string]bounceFact
 	// called holds, per key, the attempt of the latest transport call.
 	called map[string]int
+	// The world's own account of the send limits (limits.go): when each
+	// message was first counted (by the admitting worker's clock), which
+	// messages raised each counter, which reached a provider, per counter
+	// as the world counts it, and when each row was claimed (a step).
+	admittedAt  map[string]time.Time
+	countedIn   map[string]map[string]bool
+	received    map[string]bool
+	receivedIn  map[limitKey]map[string]bool
+	claimedStep map[string]int
+	lastNoted   map[ledger.SubjectStream]string // mutant SupersedeLastNoted
 
 	now        time.Time
 	step       int
@@ -288,6 +307,9 @@ func newSim(c chooser, m Mutant) *sim {
 		realEvents: map[string]ledger.ProviderEvent{},
 		delivered:  map[string]bounceFact{},
 		called:     map[string]int{},
+		limiter:    &memstore.Limits{},
+		admittedAt: map[string]time.Time{}, countedIn: map[string]map[string]bool{}, received: map[string]bool{},
+		receivedIn: map[limitKey]map[string]bool{}, claimedStep: map[string]int{}, lastNoted: map[ledger.SubjectStream]string{},
 		jitter:     rand.New(rand.NewPCG(w.jitterSeed, 0x5eed)),
 		now:        ledgertest.Epoch,
 		faultPhase: true,
@@ -358,7 +380,7 @@ func (s *sim) endFaults() {
 	s.liveStep, s.liveStart = s.step, s.now
 	last := s.now
 	for _, ch := range s.w.challenges {
-		if e := ledgertest.Epoch.Add(ch.lifetime); e.After(last) {
+		if e := ch.expiresAt(); e.After(last) {
 			last = e
 		}
 	}
@@ -493,6 +515,7 @@ func (s *sim) start(t *trigger) {
 		resume:    make(chan resumeMsg),
 		auth:      map[string]time.Time{},
 		evidenced: map[string]bool{},
+		begun:     map[string]int{},
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
 	if t.fn == fnOperator {

@@ -129,7 +129,18 @@ type challenge struct {
 	workflow ledger.Workflow
 	channels []ledger.Channel
 	lifetime time.Duration
+	// subject is the challenge's subject_ref ("" for none); to holds the
+	// address of each channel. Challenges share subjects and addresses,
+	// so that the send limits bind and newer challenges supersede older.
+	subject string
+	to      map[ledger.Channel]string
+	// arrival is when its intents reach the queue (newer challenges are
+	// asked for while older ones wait); it expires lifetime later.
+	arrival time.Duration
 }
+
+// expiresAt is the challenge's expires_at.
+func (ch *challenge) expiresAt() time.Time { return ledgertest.Epoch.Add(ch.arrival + ch.lifetime) }
 
 // message is one intent on the intent queue.
 type message struct {
@@ -161,6 +172,10 @@ type world struct {
 	secrets    []string
 	rows       map[string]rowInfo
 	keys       []string // every identity's key, in challenge and channel order
+	// sendLimits is the send-limit policy (zero: off); allowed is its SMS
+	// allow-list (nil: none), as the world reads it (limits.go).
+	sendLimits ledger.Limits
+	allowed    map[string]bool
 }
 
 // Choices offered to the draws; index 0 is where shrinking goes.
@@ -196,6 +211,7 @@ func drawWorld(c chooser) *world {
 		rates:      map[ledger.Channel]float64{},
 		rows:       map[string]rowInfo{},
 	}
+	w.drawLimits(c)
 	n := 1 + c.pick(4, "challenges")
 	for i := range n {
 		ch := &challenge{n: i + 1, id: fmt.Sprintf("chal-%06d", i+1)}
@@ -214,6 +230,7 @@ func drawWorld(c chooser) *world {
 			ch.workflow = ledger.Workflow{Kind: ledger.Fallback, Order: ch.channels}
 		}
 		ch.lifetime = lifetimes[c.pick(len(lifetimes), "lifetime")]
+		w.drawParties(c, ch)
 		w.challenges = append(w.challenges, ch)
 		for _, chn := range ch.channels {
 			label := fmt.Sprintf("c%d/%s", ch.n, chn)
@@ -221,15 +238,15 @@ func drawWorld(c chooser) *world {
 			w.rows[in.Key()] = rowInfo{label: label, challenge: ch, channel: chn}
 			w.keys = append(w.keys, in.Key())
 			w.secrets = append(w.secrets, msg.To, msg.Body)
-			w.add(&message{intent: in, sealed: sealed, label: label, kind: "original"})
+			w.add(&message{intent: in, sealed: sealed, label: label, kind: "original", at: ch.arrival})
 			if c.coin(1, "redelivery") {
-				at := redeliveryDelays[c.pick(len(redeliveryDelays), "redelivery at")]
+				at := ch.arrival + redeliveryDelays[c.pick(len(redeliveryDelays), "redelivery at")]
 				w.add(&message{intent: in, sealed: sealed, label: label, kind: "redelivery", at: at})
 			}
 			if c.coin(2, "changed content") {
 				in2, sealed2, msg2 := w.intent(ch, chn, "4", " (template 4)")
 				w.secrets = append(w.secrets, msg2.Body)
-				at := redeliveryDelays[c.pick(len(redeliveryDelays), "changed content at")]
+				at := ch.arrival + redeliveryDelays[c.pick(len(redeliveryDelays), "changed content at")]
 				w.add(&message{intent: in2, sealed: sealed2, label: label, kind: "changed content", at: at})
 			}
 		}
@@ -264,7 +281,7 @@ func drawWorld(c chooser) *world {
 			ch.lifetime = lifetimes[0]
 		}
 		for _, m := range w.messages {
-			m.intent.ExpiresAt = ledgertest.Epoch.Add(lifetimes[0])
+			m.intent.ExpiresAt = ledgertest.Epoch.Add(w.rows[m.intent.Key()].challenge.arrival + lifetimes[0])
 		}
 		for chn, t := range w.transports {
 			if t.cap != capKey {
@@ -299,12 +316,14 @@ func (w *world) add(m *message) {
 // message sealed as ledgertest.PlainOpener reads it.
 func (w *world) intent(ch *challenge, chn ledger.Channel, templateVersion, bodySuffix string) (ledger.Intent, []byte, ledger.Message) {
 	m := ledgertest.Message(ch.n, chn)
+	m.To = ch.to[chn]
 	m.Body += bodySuffix
 	in := ledger.Intent{
 		Identity:        ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: ch.id, Channel: chn},
 		Workflow:        ch.workflow,
 		DestinationRef:  fmt.Sprintf("acct-%06d:%s", ch.n, chn),
-		ExpiresAt:       ledgertest.Epoch.Add(ch.lifetime),
+		SubjectRef:      ch.subject,
+		ExpiresAt:       ch.expiresAt(),
 		TemplateID:      "reset-" + string(chn),
 		TemplateVersion: templateVersion,
 		PolicyVersion:   "policy-1",
@@ -321,7 +340,7 @@ func (w *world) describe() string {
 		if ch.workflow.Kind == ledger.Fallback {
 			wf += fmt.Sprintf(" %s→%s", ch.workflow.Order[0], ch.workflow.Order[1])
 		}
-		fmt.Fprintf(&b, "    c%d %s, lifetime %s, %s\n", ch.n, ch.id, ch.lifetime, wf)
+		fmt.Fprintf(&b, "    c%d %s, lifetime %s, %s%s\n", ch.n, ch.id, ch.lifetime, wf, ch.describeParties())
 	}
 	for _, m := range w.messages {
 		if m.kind != "original" {
@@ -335,6 +354,7 @@ func (w *world) describe() string {
 		}
 		fmt.Fprintf(&b, "    %s transport: %s; %s\n", chn, w.transports[chn], rate)
 	}
+	fmt.Fprintf(&b, "    %s\n", w.describeLimits())
 	fmt.Fprintf(&b, "    concurrency: claim %d, dispatch %d, reconcile %d, expire %d; fault phase %d steps\n",
 		w.limits[fnClaim], w.limits[fnDispatch], w.limits[fnReconcile], w.limits[fnExpire], w.faultSteps)
 	return b.String()

@@ -71,3 +71,11 @@ func (l *Limits) Newest(_ context.Context, ref ledger.SubjectStream) (string, ti
 	n, ok := l.newest[ref]
 	return n.challenge, n.expiresAt, ok, nil
 }
+
+// Counter returns how many messages the counter id (ledger.CounterID)
+// holds: for checks from outside the ledger, such as the simulator's.
+func (l *Limits) Counter(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.counters[id]
+}

@@ -1,0 +1,388 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/fingerprint"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// The send limits in the simulated world: a limit policy with small caps and
+// short windows (so that they bind often), subjects and addresses shared by
+// several challenges (bombing one mailbox, one account asking again and
+// again), SMS numbers of several regions and one the region lookup cannot
+// place, and the counters and newest challenges in a store (memstore.Limits)
+// behind ports that park and fail like the other stores'.
+
+// Choices offered to the draws of the limits; index 0 is where shrinking goes.
+var (
+	capMaxes   = []int{1, 2, 3}
+	capWindows = []time.Duration{time.Minute, 10 * time.Minute}
+	arrivals   = []time.Duration{0, 30 * time.Second, 90 * time.Second}
+	emails     = []string{"player1@example.test", "player2@example.test"}
+	// numbers are SMS destinations: three in the US, one in GB, one in FR,
+	// and one in an international range that belongs to no region.
+	numbers   = []string{"+15550000001", "+15550000002", "+15550000003", "+447700900001", "+33612345001", "+88299000001"}
+	subjects  = []string{"", "subj-000001", "subj-000001", "subj-000002"}
+	allowList = [][]string{nil, {"US", "GB", "FR"}, {"US"}}
+)
+
+// regionPrefixes is the world's numbering plan: what the phone-number library
+// answers for its numbers.
+var regionPrefixes = []struct{ prefix, region string }{{"+1", "US"}, {"+44", "GB"}, {"+33", "FR"}}
+
+// regionOf is the region of a world number; false when it has none.
+func regionOf(number string) (string, bool) {
+	for _, p := range regionPrefixes {
+		if strings.HasPrefix(number, p.prefix) {
+			return p.region, true
+		}
+	}
+	return "", false
+}
+
+var errNoRegion = errors.New("sim: number belongs to no region")
+
+// fingerprintKey is the world's fingerprint key (the stack's HMAC key).
+var fingerprintKey = []byte("sim-fingerprint-key")
+
+// drawLimits draws the send-limit policy: off in half the worlds.
+func (w *world) drawLimits(c chooser) {
+	if !c.coin(1, "send limits") {
+		return
+	}
+	// The destination and subject caps are off one time in two, so that
+	// the SMS caps behind them in the order of checks bind often too.
+	draw := func(label string, offOdds, maxes int) ledger.Cap {
+		if c.coin(offOdds, label+" off") {
+			return ledger.Cap{}
+		}
+		return ledger.Cap{Max: capMaxes[c.pick(maxes, label)], Window: capWindows[c.pick(len(capWindows), label+" window")]}
+	}
+	l := ledger.Limits{Destination: draw("destination cap", 1, 3), Subject: draw("subject cap", 1, 3),
+		SMSCountryCap: draw("sms country cap", 2, 2), SMSGlobal: draw("sms global cap", 2, 3), Supersede: !c.coin(3, "no supersession")}
+	if codes := allowList[c.pick(len(allowList), "allow-list")]; codes != nil {
+		w.allowed = map[string]bool{}
+		for _, r := range codes {
+			w.allowed[r] = true
+		}
+		l.SMSCountries = func(r string) bool { return w.allowed[r] }
+	}
+	w.sendLimits = l
+	for _, a := range emails {
+		w.fingerprintSecret(ledger.Email, a)
+	}
+	for _, n := range numbers {
+		w.fingerprintSecret(ledger.SMS, n)
+	}
+}
+
+// fingerprintSecret adds the fingerprint of an address to the secrets: it
+// must stay in the counters' keys.
+func (w *world) fingerprintSecret(ch ledger.Channel, addr string) {
+	fp, _ := (&fingerprint.Local{Key: fingerprintKey}).Fingerprint(context.Background(), ch, addr)
+	w.secrets = append(w.secrets, fp)
+}
+
+// drawParties draws the subject, the addresses and the arrival of ch. With
+// the limits off, each challenge has an account and addresses of its own,
+// arriving at once, as before the limits.
+func (w *world) drawParties(c chooser, ch *challenge) {
+	ch.to = map[ledger.Channel]string{}
+	for _, chn := range ledger.Channels {
+		ch.to[chn] = ledgertest.Message(ch.n, chn).To
+	}
+	if !w.limitsOn() {
+		return
+	}
+	ch.subject = subjects[c.pick(len(subjects), "subject")]
+	ch.to[ledger.Email] = emails[c.pick(len(emails), "email address")]
+	ch.to[ledger.SMS] = numbers[c.pick(len(numbers), "sms number")]
+	ch.arrival = arrivals[c.pick(len(arrivals), "arrival")]
+}
+
+func (w *world) limitsOn() bool {
+	l := w.sendLimits
+	return l.Destination.On() || l.Subject.On() || l.SMSCountryCap.On() || l.SMSGlobal.On() || l.SMSCountries != nil || l.Supersede
+}
+
+func (ch *challenge) describeParties() string {
+	if ch.subject == "" && ch.arrival == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", subject %q, arrives +%s", ch.subject, ch.arrival)
+}
+
+func (w *world) describeLimits() string {
+	l := w.sendLimits
+	if !w.limitsOn() {
+		return "send limits off"
+	}
+	var codes []string
+	for r := range w.allowed {
+		codes = append(codes, r)
+	}
+	slices.Sort(codes)
+	return fmt.Sprintf("send limits: destination %s, subject %s, SMS allow-list %v, SMS country %s, SMS global %s, supersede %t",
+		l.Destination, l.Subject, codes, l.SMSCountryCap, l.SMSGlobal, l.Supersede)
+}
+
+// regionPort is the phone-number library: the region of a number.
+func (s *sim) regionPort(number string) (string, error) {
+	if r, ok := regionOf(number); ok {
+		return r, nil
+	}
+	if s.mutant == RegionDefaultUS {
+		return "US", nil
+	}
+	return "", errNoRegion
+}
+
+// limiterPort is the limits table's counters as seen from one invocation.
+type limiterPort struct{ inv *invocation }
+
+func (p *limiterPort) Admit(ctx context.Context, key string, counts []ledger.Count, now, until time.Time) (ledger.Admission, error) {
+	s, inv := p.inv.sim, p.inv
+	r := inv.yield(&call{op: opAdmit, key: key, detail: fmt.Sprintf("%d counters", len(counts))})
+	if r.fault == failCall {
+		return ledger.Admission{}, injected("admit", key)
+	}
+	a, err := s.admit(ctx, inv, key, counts, now, until)
+	switch r.fault {
+	case lostResponse:
+		return ledger.Admission{}, lost("admit", key)
+	case crashAfter:
+		inv.crash()
+	}
+	return a, err
+}
+
+// admit is the counters' Admit for inv, with the mutant's slip, and what
+// the world sees of it: which counters a call raised, and for which message.
+func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []ledger.Count, now, until time.Time) (ledger.Admission, error) {
+	ids := make([]string, len(counts))
+	before := make([]int, len(counts))
+	for i, c := range counts {
+		ids[i] = ledger.CounterID(c, now)
+		before[i] = s.limiter.Counter(ids[i])
+	}
+	storeKey, cs := key, counts
+	switch s.mutant {
+	case LimitCapOffByOne:
+		cs = slices.Clone(counts)
+		for i := range cs {
+			cs[i].Cap.Max++
+		}
+	case LimitCountsAgain:
+		storeKey = key + "#" + string(inv.worker)
+	}
+	a, err := s.limiter.Admit(ctx, storeKey, cs, now, until)
+	if s.mutant == LimitFullAsRepeat && err == nil && a.Limited >= 0 {
+		a = ledger.Admission{Limited: -1, Repeat: true}
+	}
+	if _, ok := s.admittedAt[key]; ok {
+		s.stats.Paths[pathRepeatAdmission]++
+	}
+	for i, id := range ids {
+		if s.limiter.Counter(id) <= before[i] {
+			continue
+		}
+		if s.countedIn[id] == nil {
+			s.countedIn[id] = map[string]bool{}
+		}
+		if s.countedIn[id][key] {
+			s.fail(invCountedTwice, fmt.Sprintf("%s's admission of %s counted it again in the %s counter (window from %s): it holds %d, for %d messages",
+				inv, s.label(key), counts[i].Rule, s.rel(ledger.WindowStart(counts[i].Cap, now)), s.limiter.Counter(id), len(s.countedIn[id])), key)
+		}
+		s.countedIn[id][key] = true
+		if _, ok := s.admittedAt[key]; !ok {
+			s.admittedAt[key] = inv.issuedAt()
+		}
+	}
+	return a, err
+}
+
+// challengesPort is the limits table's newest challenges as seen from one
+// invocation.
+type challengesPort struct{ inv *invocation }
+
+func (p *challengesPort) Note(ctx context.Context, ref ledger.SubjectStream, challenge string, expiresAt time.Time) error {
+	s, inv := p.inv.sim, p.inv
+	r := inv.yield(&call{op: opNote, detail: fmt.Sprintf("%s %s newest %s", ref.Subject, ref.Channel, challenge)})
+	if r.fault == failCall {
+		return injected("note", challenge)
+	}
+	if s.mutant == SupersedeLastNoted {
+		// The write without its condition on the later expiry: the last
+		// challenge noted wins.
+		s.lastNoted[ref] = challenge
+	}
+	err := s.limiter.Note(ctx, ref, challenge, expiresAt)
+	switch r.fault {
+	case lostResponse:
+		return lost("note", challenge)
+	case crashAfter:
+		inv.crash()
+	}
+	return err
+}
+
+func (p *challengesPort) Newest(ctx context.Context, ref ledger.SubjectStream) (string, time.Time, bool, error) {
+	s, inv := p.inv.sim, p.inv
+	r := inv.yield(&call{op: opNewest, detail: fmt.Sprintf("%s %s", ref.Subject, ref.Channel)})
+	if r.fault == failCall {
+		return "", time.Time{}, false, injected("newest", ref.Subject)
+	}
+	inv.newestStep = s.step
+	id, exp, ok, err := s.limiter.Newest(ctx, ref)
+	if last, noted := s.lastNoted[ref]; noted && s.mutant == SupersedeLastNoted {
+		id, exp = last, s.w.challenge(last).expiresAt()
+	}
+	return id, exp, ok, err
+}
+
+// challenge returns the world's challenge id.
+func (w *world) challenge(id string) *challenge {
+	for _, ch := range w.challenges {
+		if ch.id == id {
+			return ch
+		}
+	}
+	return nil
+}
+
+// The invariants of the send limits, judged from the providers' records and
+// the world's own counting: which messages the counters took (a call that
+// raised a counter), when by the admitting worker's clock, and what the
+// world knows of each message (its address, subject and region).
+
+// limitKey is one counter as the world counts it: a rule over one key in
+// one window.
+type limitKey struct {
+	rule   ledger.Rule
+	key    string
+	window time.Time
+}
+
+// worldCounts are the counters a message of key counts in, by the world's
+// policy and knowledge, in the windows containing at.
+func (s *sim) worldCounts(key string, at time.Time) []limitKey {
+	info := s.w.rows[key]
+	l, ch := s.w.sendLimits, info.channel
+	addr := info.challenge.to[ch]
+	var out []limitKey
+	add := func(rule ledger.Rule, c ledger.Cap, k string) {
+		if c.On() {
+			out = append(out, limitKey{rule, k, ledger.WindowStart(c, at)})
+		}
+	}
+	add(ledger.RuleDestination, l.Destination, string(ch)+" "+addr)
+	if info.challenge.subject != "" {
+		add(ledger.RuleSubject, l.Subject, info.challenge.subject)
+	}
+	if ch == ledger.SMS {
+		r, _ := regionOf(addr)
+		add(ledger.RuleSMSCountryCap, l.SMSCountryCap, r)
+		add(ledger.RuleSMSGlobal, l.SMSGlobal, "sms")
+	}
+	return out
+}
+
+// capOf is the cap of rule.
+func (s *sim) capOf(rule ledger.Rule) ledger.Cap {
+	l := s.w.sendLimits
+	return map[ledger.Rule]ledger.Cap{ledger.RuleDestination: l.Destination, ledger.RuleSubject: l.Subject,
+		ledger.RuleSMSCountryCap: l.SMSCountryCap, ledger.RuleSMSGlobal: l.SMSGlobal}[rule]
+}
+
+// checkLimits judges a send that reached a provider against the limits.
+func (s *sim) checkLimits(f sendFact) {
+	if !f.res.reached || !s.w.limitsOn() {
+		return
+	}
+	info := s.w.rows[f.key]
+	lbl, l, ch := s.label(f.key), s.w.sendLimits, info.channel
+	addr := info.challenge.to[ch]
+	if ch == ledger.SMS && (l.SMSCountries != nil || l.SMSCountryCap.On()) {
+		r, ok := regionOf(addr)
+		if !ok || l.SMSCountries != nil && !s.w.allowed[r] {
+			where := "a number of no region"
+			if ok {
+				where = "region " + r + ", outside the allow-list"
+			}
+			s.fail(invRefusedRegionSent, fmt.Sprintf("%s sent %s (attempt %d) to %s", f.inv, lbl, f.attempt, where), f.key)
+			return
+		}
+	}
+	if f.attempt == 1 && l.Supersede && info.challenge.subject != "" {
+		s.checkSuperseded(f, info)
+	}
+	if s.received[f.key] {
+		return
+	}
+	s.received[f.key] = true
+	at, admitted := s.admittedAt[f.key]
+	counts := s.worldCounts(f.key, at)
+	if len(counts) > 0 && !admitted {
+		s.fail(invLimitedSent, fmt.Sprintf("%s sent %s (attempt %d); the limits count it (%s first), and no admission ever counted it",
+			f.inv, lbl, f.attempt, counts[0].rule), f.key)
+		return
+	}
+	for _, k := range counts {
+		if s.receivedIn[k] == nil {
+			s.receivedIn[k] = map[string]bool{}
+		}
+		s.receivedIn[k][f.key] = true
+		if c := s.capOf(k.rule); len(s.receivedIn[k]) > c.Max {
+			var keys, lbls []string
+			for key := range s.receivedIn[k] {
+				keys = append(keys, key)
+			}
+			slices.Sort(keys)
+			for _, key := range keys {
+				lbls = append(lbls, s.label(key))
+			}
+			s.fail(invCapExceeded, fmt.Sprintf("the providers received %d messages admitted in the %s window from %s (%s), over its cap %s",
+				len(keys), k.rule, s.rel(k.window), strings.Join(lbls, ", "), c), keys...)
+		}
+	}
+}
+
+// checkSuperseded judges a first attempt that reached a provider: no newer
+// challenge of its subject, purpose and channel was claimed before the
+// sender's last read of the newest challenge (or, without one, before the
+// write that began the attempt). A claim recorded after that read is the
+// documented race: the check is the last read before the send.
+func (s *sim) checkSuperseded(f sendFact, info rowInfo) {
+	read := f.inv.newestStep
+	if read == 0 {
+		read = f.inv.begun[f.key]
+	}
+	for _, o := range s.w.challenges {
+		if o.subject != info.challenge.subject || !slices.Contains(o.channels, info.channel) || !o.expiresAt().After(info.challenge.expiresAt()) {
+			continue
+		}
+		okey := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: o.id, Channel: info.channel}.Key()
+		if c, ok := s.claimedStep[okey]; ok && c < read {
+			s.fail(invSupersededSent, fmt.Sprintf("%s sent %s (attempt 1) after newer challenge c%d (expires %s, later than %s) was claimed at step %d, before the sender's check at step %d",
+				f.inv, s.label(f.key), o.n, s.rel(o.expiresAt()), s.rel(info.challenge.expiresAt()), c, read), f.key, okey)
+			return
+		}
+	}
+}
+
+// limitPaths counts the limit decisions a write recorded.
+func (s *sim) limitPaths(w writeFact, entered bool) {
+	if !entered {
+		return
+	}
+	if rule, ok := ledger.LimitRule(w.after); ok {
+		s.stats.Paths[limitPath(rule)]++
+	}
+}
