@@ -169,7 +169,13 @@ func (a *app) store(ctx context.Context) (*dynamostore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dynamostore.New(db, a.table, dynamostore.DefaultShards), nil
+	s := settings.Defaults()
+	if v := strings.TrimSpace(a.getenv(settings.OpenIndexShards.Env)); v != "" {
+		if err := settings.OpenIndexShards.Set(&s, v); err != nil {
+			return nil, &usageError{err: fmt.Errorf("%s: %w", settings.OpenIndexShards.Env, err)}
+		}
+	}
+	return dynamostore.New(db, a.table, s.OpenIndexShards), nil
 }
 
 func (a *app) scanner(ctx context.Context) (*dynamostore.Scanner, error) {

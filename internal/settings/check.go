@@ -2,6 +2,7 @@ package settings
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ func (s Settings) Check(roles ...Role) []Problem {
 		if err := v.field.check(&s); err != nil {
 			add(v, err.Error())
 		}
+	}
+	if s.OpenIndexShards > MaxOpenIndexShards {
+		add(OpenIndexShards, "must be at most "+strconv.Itoa(MaxOpenIndexShards)+" (every sweep queries each shard of each open state)")
 	}
 	if s.Policy.RetryMax < s.Policy.RetryBase {
 		add(RetryBackoffMax, "must be at least "+RetryBackoffBase.Env)

@@ -38,6 +38,17 @@ var Functions = []Role{Claim, Dispatch, Reconcile, Expire, Events}
 // through the transports.
 var Senders = []Role{Dispatch, Reconcile}
 
+// DefaultOpenIndexShards is the default of OPEN_INDEX_SHARDS, equal to
+// dynamostore.DefaultShards (a test holds them equal; settings does not
+// link the DynamoDB client). docs/scale.md derives it: each shard key takes
+// two index writes per claim, so 4 shards carry 2,000 claims per second
+// at DynamoDB's 1,000 writes per second per partition key.
+const DefaultOpenIndexShards = 4
+
+// MaxOpenIndexShards bounds OPEN_INDEX_SHARDS: every sweep and every figure
+// queries each shard of each open state it reads.
+const MaxOpenIndexShards = 64
+
 // Sweepers lists the scheduled functions that sweep the open-row index.
 var Sweepers = []Role{Reconcile, Expire}
 
@@ -114,6 +125,12 @@ type Settings struct {
 	// DispatchQueueURL is the queue that hands deferred and re-driven rows
 	// back to dispatch (dispatch and reconcile).
 	DispatchQueueURL string
+	// OpenIndexShards is how many partition keys each open state takes in
+	// the ledger table's open-row index (dynamostore.New). Every function
+	// and ledgerctl must use the same value on one table; raising it is
+	// safe (the sweeps query every shard below it), lowering it hides the
+	// rows indexed in the shards it drops until they are written again.
+	OpenIndexShards int
 	// SweepLimit bounds the rows one sweep handles per state.
 	SweepLimit int
 	LogLevel   slog.Level

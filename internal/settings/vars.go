@@ -163,6 +163,10 @@ var (
 		Doc:   "true if the webhook answers GET <url>/<key>",
 		field: at(Flag, func(s *Settings) *bool { return &s.WebhookLookup })}
 
+	OpenIndexShards = &Var{Env: "OPEN_INDEX_SHARDS", Context: "openIndexShards", Default: strconv.Itoa(DefaultOpenIndexShards),
+		Roles: append(slices.Clone(Functions), Operator),
+		Doc:   "partition keys per open state in the open-row index; every writer and reader of a table must agree, and it may only grow (docs/scale.md)",
+		field: at(Count, func(s *Settings) *int { return &s.OpenIndexShards })}
 	SweepLimit = &Var{Env: "SWEEP_LIMIT", Context: "sweepLimit", Default: "500", Roles: Sweepers,
 		Doc:   "rows one sweep handles per state",
 		field: at(Count, func(s *Settings) *int { return &s.SweepLimit })}
@@ -202,7 +206,7 @@ var Vars = []*Var{
 	SMSAllowedCountries, SMSProtectConfigurationID,
 	LimitsTable, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
-	SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
+	OpenIndexShards, SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,
 }
 

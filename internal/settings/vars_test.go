@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -86,5 +87,18 @@ func TestFormatDuration(t *testing.T) {
 		if back, err := time.ParseDuration(got); err != nil || back != d {
 			t.Errorf("ParseDuration(%q) = %v, %v", got, back, err)
 		}
+	}
+}
+
+// TestOpenIndexShardsDefault: the default of OPEN_INDEX_SHARDS is the store's, and a value
+// above the bound is refused by name.
+func TestOpenIndexShardsDefault(t *testing.T) {
+	if got := Defaults().OpenIndexShards; got != dynamostore.DefaultShards {
+		t.Errorf("OPEN_INDEX_SHARDS default = %d, want dynamostore.DefaultShards %d", got, dynamostore.DefaultShards)
+	}
+	s := Defaults()
+	s.OpenIndexShards = MaxOpenIndexShards + 1
+	if ps := s.Check(); len(ps) != 1 || ps[0].Var != OpenIndexShards {
+		t.Errorf("Check with %d shards = %v, want one problem with %s", s.OpenIndexShards, ps, OpenIndexShards.Env)
 	}
 }

@@ -93,7 +93,7 @@ func Boot(role settings.Role, ports Ports) Function {
 func Service(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.Logger, em *metrics.Emitter, ports Ports) (*ledger.Service, error) {
 	db := dynamodb.NewFromConfig(cfg)
 	svc := &ledger.Service{
-		Store:        dynamostore.New(db, s.LedgerTable, dynamostore.DefaultShards),
+		Store:        dynamostore.New(db, s.LedgerTable, s.OpenIndexShards),
 		Content:      dynamostore.NewContent(db, s.ContentTable),
 		Clock:        time.Now,
 		Policy:       s.Policy,
