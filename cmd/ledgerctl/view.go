@@ -249,6 +249,11 @@ func printRow(w io.Writer, e ledger.Entry) {
 		i := slices.IndexFunc(fields, func(f [2]string) bool { return f[0] == "destination" })
 		fields = slices.Insert(fields, i+1, [2]string{"subject", e.SubjectRef + "  (opaque account reference)"})
 	}
+	if rule, ok := ledger.LimitRule(e); ok {
+		// The rule that stopped it, beside the reason that gives its window and count.
+		i := slices.IndexFunc(fields, func(f [2]string) bool { return f[0] == "reason" })
+		fields = slices.Insert(fields, i+1, [2]string{"stopped by", "send limit rule " + string(rule) + "  (nothing sent)"})
+	}
 	if !e.LeaseUntil.IsZero() {
 		fields = append(fields, [2]string{"lease until", textTime(e.LeaseUntil)})
 	}
