@@ -67,7 +67,8 @@ run: node_modules
 	localstack/run-local.sh
 
 ## e2e: deploy the local stack (emulator started here if needed) and run the end-to-end tests
-## (the Go producer's, the Node.js producer's and the Python producer's)
+## (the Go producer's, the Node.js producer's and the Python producer's, and the send limits' proofs:
+## email bombing and SMS pumping at E2E_BOMB_INTENTS and E2E_PUMP_SMS, default 200 and 60)
 e2e: node_modules node-producer python-producer
 	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local e2e-test
 
@@ -75,7 +76,7 @@ deploy-local: node_modules
 	localstack/deploy-local.sh
 
 e2e-test:
-	go test -count=1 -v -run 'TestEndToEnd|TestNodeProducer|TestPythonProducer' ./e2e/
+	go test -count=1 -v -timeout 20m -run 'TestEndToEnd|TestNodeProducer|TestPythonProducer|TestSendLimitsEndToEnd' ./e2e/
 
 ## gate: release gate at full size (GATE_INTENTS, default 2000); ends with the accounting table
 gate:

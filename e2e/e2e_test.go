@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/url"
 	"os"
@@ -386,8 +385,7 @@ func (e *env) sendOnce(t *testing.T, run string, ch ledger.Channel, res *results
 	challenge := run + "-" + string(ch)
 	to := "success+" + challenge + "@" + simulatorDomain
 	if ch == ledger.SMS {
-		d, _ := rand.Int(rand.Reader, big.NewInt(1e7))
-		to = fmt.Sprintf("+1555%07d", d.Int64())
+		to = number(t, "US")
 	}
 	n := notification(challenge, ch, to, time.Now().Add(10*time.Minute))
 	k := key(n)

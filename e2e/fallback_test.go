@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -126,8 +124,7 @@ func (e *env) fallback(t *testing.T, run, bounce string, wait time.Duration) {
 	challenge := run + "-" + strings.ToLower(bounce)
 	expires := time.Now().Add(10 * time.Minute)
 	email := notification(challenge, ledger.Email, "bounce+"+challenge+"@"+simulatorDomain, expires)
-	d, _ := rand.Int(rand.Reader, big.NewInt(1e7))
-	sms := notification(challenge, ledger.SMS, fmt.Sprintf("+1555%07d", d.Int64()), expires)
+	sms := notification(challenge, ledger.SMS, number(t, "US"), expires)
 	wf := ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
 	email.Workflow, sms.Workflow = wf, wf
 	for _, n := range []producer.Notification{email, sms} {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,8 +83,7 @@ func TestPythonProducerEndToEnd(t *testing.T) {
 
 	var tok [16]byte
 	_, _ = rand.Read(tok[:])
-	d, _ := rand.Int(rand.Reader, big.NewInt(1e7))
-	phone := fmt.Sprintf("+1555%07d", d.Int64())
+	phone := number(t, "US")
 	fallback := map[string]any{"kind": "fallback", "order": []string{"email", "sms"}}
 	mk := func(challenge, ch string, wf any, subject, to string, want ledger.State, sends int) nodeNotification {
 		n := nodeNotification{
