@@ -84,9 +84,10 @@ gate:
 
 ## surge: SURGE_INTENTS intents (default 10,000) published in one burst through the real handlers,
 ## both providers throttling above the send-rate budget (SURGE_RATE sends/s per channel, default 10);
-## fails on a duplicate, a quarantined or unknown row, a send after its expiry, a provider rate above
-## 1.1 x the budget in a 10 s window, or (here only: SURGE_DRAIN_CHECK=1) a drain above 1.25 x the
-## minimum. Ends with the summary line.
+## fails on a duplicate, a quarantined or unknown row, a row stopped by a send limit (limited=N in the
+## summary: one subject and address per intent, limits on; SURGE_LIMITS=off compares their cost), a send
+## after its expiry, a provider rate above 1.1 x the budget in a 10 s window, or (here only:
+## SURGE_DRAIN_CHECK=1) a drain above 1.25 x the minimum. Ends with the summary line.
 SURGE_INTENTS ?= 10000
 surge:
 	@mkdir -p .run

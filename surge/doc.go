@@ -5,7 +5,11 @@
 // expiring during the run. It fails unless nothing was sent twice, nothing
 // ended quarantined or unknown, every message was accepted before its expiry
 // or expired with the reason it was not sent, the providers never accepted
-// more than 1.1 × R in any 10 s window. The drain (against the physical
+// more than 1.1 × R in any 10 s window, and no row was stopped by a send
+// limit: the limits are on (internal/pipeline's Options.Limits), every
+// intent has a subject_ref and an address of its own, and the summary line
+// reports limited=N, which must be 0 (SURGE_LIMITS=off runs without the
+// limits, to compare what they cost per message). The drain (against the physical
 // minimum: per channel, its accepted messages ÷ R) is a speed: every run
 // prints it, and only `make surge` (SURGE_DRAIN_CHECK=1) fails above 1.25 ×,
 // so that a busy machine cannot fail `make test` with a correct system.

@@ -24,6 +24,7 @@ import (
 	"github.com/resetledger/resetledger/e2e"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -59,11 +60,21 @@ const (
 type config struct {
 	Intents int
 	Rate    float64
+	// Limits turns the send limits on (SURGE_LIMITS, default on; "off"
+	// measures what they cost).
+	Limits bool
 }
 
 func loadConfig(t *testing.T) config {
 	t.Helper()
-	c := config{Intents: defaultIntents, Rate: defaultRate}
+	c := config{Intents: defaultIntents, Rate: defaultRate, Limits: true}
+	switch v := os.Getenv("SURGE_LIMITS"); v {
+	case "", "on":
+	case "off":
+		c.Limits = false
+	default:
+		t.Fatalf("SURGE_LIMITS=%q: want on or off", v)
+	}
 	if v := os.Getenv("SURGE_INTENTS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 20 {
@@ -113,11 +124,24 @@ func TestSurge(t *testing.T) {
 	sesAccepted := &acceptLog{}
 	sesLimit := &pipeline.Limiter{Rate: cfg.Rate, Burst: providerBurst}
 	smsLimit := &pipeline.Limiter{Rate: cfg.Rate, Burst: providerBurst}
+	env := map[string]string{
+		"SEND_RATE_EMAIL": rate, "SEND_RATE_SMS": rate,
+		"EXPIRY_MARGIN": expiryMargin.String(),
+	}
+	if cfg.Limits {
+		// Normal traffic must pass the limits: every intent has its own
+		// subject and address, so the destination and subject limits, the
+		// SMS allow-list (the numbers are US ones) and supersession stay at
+		// their defaults. The SMS caps are circuit breakers sized for an
+		// hour of ordinary traffic (200 a country, 1,000 in all): a surge
+		// of this many SMS within minutes is what they stop, so they are
+		// raised to the surge's size, as an operator expecting it would.
+		perHour := fmt.Sprintf("%d/1h", cfg.Intents)
+		env[settings.LimitSMSCountry.Env], env[settings.LimitSMSGlobal.Env] = perHour, perHour
+	}
 	p := pipeline.NewWithOptions(t, pipeline.Options{
-		Env: map[string]string{
-			"SEND_RATE_EMAIL": rate, "SEND_RATE_SMS": rate,
-			"EXPIRY_MARGIN": expiryMargin.String(),
-		},
+		Env:    env,
+		Limits: cfg.Limits,
 		FunctionAPIOptions: []func(*middleware.Stack) error{
 			meter.register,
 			sesAccepted.register,
@@ -160,6 +184,8 @@ func TestSurge(t *testing.T) {
 					ttl = shortTTL
 				}
 				n := p.Notification(challenge, ch, ttl)
+				// A subject of its own per intent: distinct subjects.
+				n.SubjectRef = n.ChallengeID + ":" + string(ch)
 				plans[i] = intentPlan{
 					Index: i, Channel: ch, Short: short, Published: time.Now(), ExpiresAt: n.ExpiresAt,
 					Key: ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: ch}.Key(),
@@ -385,6 +411,10 @@ type report struct {
 	AcceptedShort            int
 	Duplicates               int
 	Missing                  int
+	// Limited counts rows a send limit stopped, by rule (superseded rows
+	// included): normal traffic must have none.
+	Limited   int
+	LimitedBy map[ledger.Rule]int
 	// Violations are rows that break a criterion, described.
 	Violations []string
 	// SESCaptureDuplicates counts emails the emulator captured more than
@@ -424,7 +454,7 @@ func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan,
 	r := &report{
 		Cfg: cfg, Intents: len(plans), Rows: len(rows), ByState: map[ledger.State]int{}, Accepted: map[ledger.Channel]int{},
 		ExpiredReasons: map[string]int{}, RateMax: map[ledger.Channel]int{}, RateMaxAt: map[ledger.Channel]time.Time{},
-		Deferrals: map[string]int{}, DynamoDB: ddb, DLQ: p.DLQDepth(),
+		Deferrals: map[string]int{}, DynamoDB: ddb, DLQ: p.DLQDepth(), LimitedBy: map[ledger.Rule]int{},
 	}
 	// Provider-side acceptances by key and channel.
 	sends := map[string][]time.Time{}
@@ -492,7 +522,17 @@ func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan,
 			}
 		}
 		got := sends[pl.Key]
+		if rule, ok := ledger.LimitRule(e); ok {
+			r.Limited++
+			r.LimitedBy[rule]++
+			violate("%s: stopped by the %s limit: %s", e.Key, rule, e.Reason)
+			if len(got) > 0 {
+				violate("%s: %s, but the provider took it %d time(s)", e.Key, e.State, len(got))
+			}
+		}
 		switch e.State {
+		case ledger.Limited:
+			// Counted and reported above.
 		case ledger.Accepted:
 			r.Accepted[pl.Channel]++
 			if pl.Short {
@@ -574,10 +614,14 @@ func (r *report) finalLine() string {
 		return x / float64(r.accepted())
 	}
 	d := r.DynamoDB
-	return fmt.Sprintf("surge: intents=%d accepted=%d expired_not_sent=%d quarantined=%d unknown=%d duplicates=%d rate_ratio=%.3f drain_ratio=%.3f"+
-		" wcu=%.2f rcu=%.2f requests=%.2f redriven=%d",
-		r.Intents, r.accepted(), r.ExpiredAll, r.ByState[ledger.Quarantined], r.ByState[ledger.Unknown], r.Duplicates, r.RateRatio, r.DrainRatio,
-		per(d.WCU+d.ConditionFailedWCU), per(d.RCU), per(float64(d.Total())), int(r.Ops.Metrics[metrics.Redriven]))
+	limits := "off"
+	if r.Cfg.Limits {
+		limits = "on"
+	}
+	return fmt.Sprintf("surge: intents=%d accepted=%d expired_not_sent=%d limited=%d quarantined=%d unknown=%d duplicates=%d rate_ratio=%.3f drain_ratio=%.3f"+
+		" wcu=%.2f rcu=%.2f requests=%.2f redriven=%d limits=%s",
+		r.Intents, r.accepted(), r.ExpiredAll, r.Limited, r.ByState[ledger.Quarantined], r.ByState[ledger.Unknown], r.Duplicates, r.RateRatio, r.DrainRatio,
+		per(d.WCU+d.ConditionFailedWCU), per(d.RCU), per(float64(d.Total())), int(r.Ops.Metrics[metrics.Redriven]), limits)
 }
 
 // check fails t for every criterion the run missed.
@@ -588,6 +632,9 @@ func (r *report) check(t *testing.T) {
 	}
 	if n := r.ByState[ledger.Quarantined]; n > 0 {
 		t.Errorf("%d rows quarantined", n)
+	}
+	if r.Limited > 0 {
+		t.Errorf("%d rows stopped by a send limit (%v): distinct subjects and addresses must pass every limit", r.Limited, r.LimitedBy)
 	}
 	if n := r.ByState[ledger.Unknown]; n > 0 {
 		t.Errorf("%d rows unknown", n)
@@ -650,6 +697,11 @@ func (r *report) print(w io.Writer) {
 	for _, reason := range slices.Sorted(maps.Keys(r.ExpiredReasons)) {
 		row("  "+reason, r.ExpiredReasons[reason])
 	}
+	limits := "off (SURGE_LIMITS=off)"
+	if r.Cfg.Limits {
+		limits = fmt.Sprintf("on: %d stopped %v", r.Limited, r.LimitedBy)
+	}
+	row("send limits (one subject and address per intent)", limits)
 	row("quarantined / unknown / rejected", fmt.Sprintf("%d / %d / %d", r.ByState[ledger.Quarantined], r.ByState[ledger.Unknown], r.ByState[ledger.Rejected]))
 	row("duplicate sends (provider-side; SES capture)", fmt.Sprintf("%d; %d", r.Duplicates, r.SESCaptureDuplicates))
 	row("attempts per accepted message p50 / p99 / max", fmt.Sprintf("%d / %d / %d", percentile(r.Attempts, 50), percentile(r.Attempts, 99), percentile(r.Attempts, 100)))

@@ -93,8 +93,11 @@ type Pipeline struct {
 	DispatchQueueURL          string
 	LedgerTable, ContentTable string
 	BudgetTable               string
-	dropStream                func(events.DynamoDBEventRecord) bool
-	skipStreamRaw             bool
+	// LimitsTable holds the send-limit counters and each subject's newest
+	// challenge when Options.Limits is set; empty otherwise.
+	LimitsTable   string
+	dropStream    func(events.DynamoDBEventRecord) bool
+	skipStreamRaw bool
 	// Dropped counts the stream records DropStream made the pipeline lose.
 	Dropped   int
 	streamARN string
@@ -174,6 +177,11 @@ type Options struct {
 	// OutputTail, if positive, is how much of the functions' output (its
 	// last bytes) a failed test logs; all of it if zero.
 	OutputTail int
+	// Limits builds the limits table and gives claim and dispatch its
+	// LIMITS_TABLE, as the stack does: the send limits and supersession are
+	// on, at their defaults unless Env sets them. Without it no limit
+	// applies, as before the limits existed.
+	Limits bool
 	// ProviderEvents builds the provider-events route as the stack does:
 	// an SES configuration set that the senders send with, an SNS topic, and
 	// the events queue (raw message delivery, a DLQ after MaxReceives)
@@ -222,6 +230,9 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 		t.Logf("function output:\n%s", out)
 	})
 	p.sender = "no-reply@" + emulator.UniqueName(t, "ledger") + ".example.test"
+	if o.Limits {
+		p.LimitsTable = emulator.UniqueName(t, "limits")
+	}
 	p.createTables()
 	key := p.createKeyAndSender(cfg)
 	proofKey := p.createProofKey(cfg)
@@ -261,6 +272,11 @@ func (p *Pipeline) createTables() {
 	}
 	if err := dynamostore.CreateBudgetTable(p.Ctx, p.DB, p.BudgetTable); err != nil {
 		p.t.Fatal(err)
+	}
+	if p.LimitsTable != "" {
+		if err := dynamostore.CreateLimitsTable(p.Ctx, p.DB, p.LimitsTable); err != nil {
+			p.t.Fatal(err)
+		}
 	}
 	desc, err := p.DB.DescribeTable(p.Ctx, &dynamodb.DescribeTableInput{TableName: &p.LedgerTable})
 	if err != nil {
@@ -384,6 +400,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	fs.LedgerTable, fs.ContentTable, fs.ContentKeyARN = p.LedgerTable, p.ContentTable, keyARN
 	fs.AttemptProofKeyARN = proofKeyARN
 	fs.BudgetTable, fs.DispatchQueueURL = p.BudgetTable, p.DispatchQueueURL
+	fs.LimitsTable = p.LimitsTable
 	fs.Transports[ledger.SMS], fs.SESFrom = settings.TransportWebhook, p.sender
 	fs.WebhookURL, fs.WebhookKeyWindow, fs.WebhookTimeout = webhookURL, 0, 2*time.Second
 	fs.SESConfigurationSet = p.ConfigurationSet
@@ -436,6 +453,9 @@ func (p *Pipeline) recordCalls(region, keyID, proofKeyID string) {
 	if p.ConfigurationSet != "" {
 		binding[p.ConfigurationSet] = awscall.SESConfigurationSet
 	}
+	if p.LimitsTable != "" {
+		binding[p.LimitsTable] = awscall.LimitsTable
+	}
 	name := emulator.UniqueName(p.t, strings.ReplaceAll(p.t.Name(), "/", "-"))
 	p.t.Cleanup(func() {
 		rec := awscall.Recording{Source: p.t.Name(), Region: region, Account: emulator.Account, Binding: binding, Calls: p.Calls.Calls()}
@@ -449,11 +469,24 @@ func (p *Pipeline) recordCalls(region, keyID, proofKeyID string) {
 func (p *Pipeline) Notification(n int, ch ledger.Channel, ttl time.Duration) producer.Notification {
 	i := p.base + n
 	m := ledgertest.Message(i, ch)
+	if ch == ledger.SMS {
+		m.To = Phone(i)
+	}
 	return producer.Notification{
 		ChallengeID: fmt.Sprintf("chal-%d", i), Channel: ch, Workflow: ledger.Workflow{Kind: ledger.Single},
 		DestinationRef: fmt.Sprintf("acct-%d:%s", i, ch), ExpiresAt: time.Now().Add(ttl),
 		TemplateID: "reset-" + string(ch), TemplateVersion: "3", PolicyVersion: "policy-1", Message: m,
 	}
+}
+
+// Phone returns a distinct US number for each i below 8,000,000 (and
+// repeats after): +1 201, an exchange from 200 to 999 and a line number,
+// each valid under the phone-number library dispatch places SMS with, so
+// the SMS country limits (Options.Limits) let it through by default
+// (ledgertest's +1 555 numbers are in no assigned range).
+func Phone(i int) string {
+	i %= 8_000_000
+	return fmt.Sprintf("+1201%03d%04d", 200+i/10_000, i%10_000)
 }
 
 func (p *Pipeline) Publish(n producer.Notification) {
