@@ -183,19 +183,48 @@ func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Ti
 	if !state.Open() {
 		return nil, fmt.Errorf("list %s: not an open state", state)
 	}
-	due, err := st.queryState(ctx, state, dueBy, limit)
-	if err != nil {
-		return nil, err
+	// Each shard is asked for the limit soonest due; when entries among
+	// them are stale (their rows moved on, the index not yet) and a shard
+	// may hold more, the shards are asked for more, so a listing never
+	// comes back short, or empty, while due rows remain behind stale ones.
+	stale := map[string]bool{}
+	for per := limit; ; per *= 2 {
+		due, err := st.queryState(ctx, state, dueBy, per)
+		if err != nil {
+			return nil, err
+		}
+		more := false
+		if per > 0 {
+			for shard, n := range countByShard(due) {
+				more = more || n >= per && shard != ""
+			}
+		}
+		due = slices.DeleteFunc(due, func(d indexed) bool { return stale[d.key] })
+		slices.SortFunc(due, func(a, b indexed) int { return strings.Compare(a.raw, b.raw) })
+		out, err := st.readDue(ctx, due, limit, func(e ledger.Entry) bool {
+			ok := e.State == state && (dueBy.IsZero() || !e.OpenDue().After(dueBy))
+			if !ok {
+				stale[e.Key] = true
+			}
+			return ok
+		})
+		if err != nil {
+			return nil, err
+		}
+		if limit <= 0 || len(out) >= limit || !more {
+			slices.SortFunc(out, func(a, b ledger.Entry) int { return a.OpenDue().Compare(b.OpenDue()) })
+			return out, nil
+		}
 	}
-	slices.SortFunc(due, func(a, b indexed) int { return strings.Compare(a.raw, b.raw) })
-	out, err := st.readDue(ctx, due, limit, func(e ledger.Entry) bool {
-		return e.State == state && (dueBy.IsZero() || !e.OpenDue().After(dueBy))
-	})
-	if err != nil {
-		return nil, err
+}
+
+// countByShard counts index entries by their shard's partition key.
+func countByShard(due []indexed) map[string]int {
+	n := map[string]int{}
+	for _, d := range due {
+		n[d.shard]++
 	}
-	slices.SortFunc(out, func(a, b ledger.Entry) int { return a.OpenDue().Compare(b.OpenDue()) })
-	return out, nil
+	return n
 }
 
 // ListExpired implements ledger.Store: the index entries due by by (a
@@ -295,8 +324,8 @@ func (st *Store) Expiries(ctx context.Context, state ledger.State, by time.Time)
 // value as the index sorts it (openDue: fixed-width, so text order is time
 // order) and the times it holds.
 type indexed struct {
-	key, raw     string
-	due, expires time.Time
+	key, raw, shard string
+	due, expires    time.Time
 }
 
 // queryState queries every shard of state's index partition for the
@@ -345,7 +374,7 @@ func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, lim
 			if err != nil {
 				return nil, fmt.Errorf("query %s: index entry %s: %w", pk, k.Value, err)
 			}
-			keys = append(keys, indexed{key: k.Value, raw: d.Value, due: due, expires: expires})
+			keys = append(keys, indexed{key: k.Value, raw: d.Value, shard: pk, due: due, expires: expires})
 		}
 		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(keys) >= limit) {
 			return keys, nil
