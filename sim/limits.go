@@ -75,19 +75,15 @@ func (w *world) drawLimits(c chooser) {
 		l.SMSCountries = func(r string) bool { return w.allowed[r] }
 	}
 	w.sendLimits = l
-	for _, a := range emails {
-		w.fingerprintSecret(ledger.Email, a)
-	}
-	for _, n := range numbers {
-		w.fingerprintSecret(ledger.SMS, n)
-	}
 }
 
-// fingerprintSecret adds the fingerprint of an address to the secrets: it
-// must stay in the counters' keys.
+// fingerprintSecret adds the fingerprint of an address the destination
+// limit counts to the secrets, once: it must stay in the counters' keys.
 func (w *world) fingerprintSecret(ch ledger.Channel, addr string) {
 	fp, _ := (&fingerprint.Local{Key: fingerprintKey}).Fingerprint(context.Background(), ch, addr)
-	w.secrets = append(w.secrets, fp)
+	if w.sendLimits.Destination.On() && !slices.Contains(w.secrets, fp) {
+		w.secrets = append(w.secrets, fp)
+	}
 }
 
 // drawParties draws the subject, the addresses and the arrival of ch. With
@@ -105,6 +101,9 @@ func (w *world) drawParties(c chooser, ch *challenge) {
 	ch.to[ledger.Email] = emails[c.pick(len(emails), "email address")]
 	ch.to[ledger.SMS] = numbers[c.pick(len(numbers), "sms number")]
 	ch.arrival = arrivals[c.pick(len(arrivals), "arrival")]
+	for _, chn := range ch.channels {
+		w.fingerprintSecret(chn, ch.to[chn])
+	}
 }
 
 func (w *world) limitsOn() bool {
