@@ -40,6 +40,8 @@ import (
 	"github.com/resetledger/resetledger/sim"
 )
 
+// main is long because it declares every flag beside its environment default,
+// in the order of the usage line, and then picks the one run they ask for.
 func main() {
 	// The property-testing library reads testing's flags.
 	testing.Init()
