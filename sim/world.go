@@ -283,7 +283,8 @@ func drawWorld(c chooser) *world {
 		for _, m := range w.messages {
 			m.intent.ExpiresAt = ledgertest.Epoch.Add(w.rows[m.intent.Key()].challenge.arrival + lifetimes[0])
 		}
-		for chn, t := range w.transports {
+		for _, chn := range ledger.Channels { // in order: a map's would draw differently on each run
+			t := w.transports[chn]
 			if t.cap != capKey {
 				t.cap, t.window, t.lookupLag = capKey, windows[c.pick(len(windows), "deep window")], 0
 			}
