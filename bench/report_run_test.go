@@ -58,6 +58,7 @@ var reportParts = []reportPart{
 	{"sweeps", sweepReport, 2},
 	{"reconcile-run", reconcileRunReport, 1},
 	{"throughput", throughputReport, 1},
+	{"scale", scaleReport, 3},
 	{"inprocess", inProcessReport, 2},
 	{"coldstart", coldStartReport, 2 * len(settings.Functions)}, // a size and a cold start per function
 }
@@ -69,7 +70,7 @@ var reportParts = []reportPart{
 // and writes nothing. Either way it fails if a measurement did not run, or
 // left a figure unmeasured, and never on a number: a figure that misses its
 // target is reported as such. Parts can be chosen with BENCH_ONLY
-// (comma-separated: writes, sweeps, reconcile-run, throughput, inprocess, coldstart);
+// (comma-separated: writes, sweeps, reconcile-run, throughput, scale, inprocess, coldstart);
 // BENCHMARKS.md is then not written unless BENCH_OUT names a file.
 func TestReport(t *testing.T) {
 	quick := os.Getenv("BENCH_QUICK") == "1"
