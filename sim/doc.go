@@ -1,7 +1,9 @@
 // Package sim is a deterministic simulator of the ledger protocol.
 //
 // From a seed it builds a small world: challenges with single, dual and
-// fallback workflows, a transport per channel with one of the three
+// fallback workflows, in half the worlds a send-limit policy with small caps
+// (challenges sharing subjects and addresses, SMS numbers of several regions,
+// newer challenges arriving while older ones wait: limits.go), a transport per channel with one of the three
 // capabilities (no key and no lookup, a key honored for a window, lookup),
 // most of them publishing provider events, each with a mood (throttling,
 // losing answers), an optional send-rate budget, and concurrent invocations
@@ -12,7 +14,7 @@
 // beside them: events.go), and an operator who resolves quarantined rows. The invocations run the real use cases of pkg/ledger
 // over the in-memory store, each in its own goroutine, but only one of them
 // runs at a time: every port call (store, content, opener, transport,
-// lookup, budget, scheduler, sleep) parks the invocation until the
+// lookup, budget, limits, scheduler, sleep) parks the invocation until the
 // scheduler lets exactly one invocation take its next step. Between any two
 // steps the scheduler may inject a fault: a crash before or after the call,
 // a failed call, a write that lands but whose response is lost, a dropped or
@@ -28,8 +30,8 @@
 // terminal state within a bound (liveness).
 //
 // The invariants judge from the providers' records (what each took,
-// refused, throttled and published, per key and attempt) and the clock, not
-// from the ledger's own account. Coverage (coverage.go) counts how often each
+// refused, throttled and published, per key and attempt), the clock and the
+// world's own counting of the send limits, not from the ledger's own account. Coverage (coverage.go) counts how often each
 // interesting path was reached; the world is biased until each is reached
 // often. Mutants (mutants.go) are slips a maintainer could plausibly make;
 // the simulator must catch each of them.
