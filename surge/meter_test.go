@@ -33,7 +33,8 @@ import (
 // is charged here as DynamoDB charges it, on the existing item's size
 // (1 WCU when the item is not returned). ministack reports no capacity for
 // BatchGetItem; its reads are sized from the items returned (1 RCU per
-// started 4 KB, strongly consistent).
+// started 4 KB, strongly consistent). TransactWriteItems (the send
+// limits' counters) reports its capacity only when asked, like the others.
 type ddbMeter struct {
 	// Budget is the budget table: its successful UpdateItems are bookings.
 	// Interval is the budget's spacing of sends (1/R).
@@ -147,6 +148,8 @@ func askCapacity(params any) {
 		in.ReturnConsumedCapacity = c
 	case *dynamodb.BatchGetItemInput:
 		in.ReturnConsumedCapacity = c
+	case *dynamodb.TransactWriteItemsInput:
+		in.ReturnConsumedCapacity = c
 	}
 }
 
@@ -207,6 +210,9 @@ func (m *ddbMeter) add(op string, result any, err error, booking bool) {
 		u, ok = units(one(out.ConsumedCapacity)...)
 	case *dynamodb.QueryOutput:
 		u, ok = units(one(out.ConsumedCapacity)...)
+	case *dynamodb.TransactWriteItemsOutput:
+		u, ok = units(out.ConsumedCapacity...)
+		write = true
 	case *dynamodb.BatchGetItemOutput:
 		if u, ok = units(out.ConsumedCapacity...); !ok {
 			// ministack reports none for BatchGetItem: size the
