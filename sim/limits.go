@@ -162,6 +162,13 @@ func (p *limiterPort) Admit(ctx context.Context, key string, counts []ledger.Cou
 	return a, err
 }
 
+// Release gives a superseded message's count back. It is not a point the
+// schedule interleaves or faults: a release that fails leaves a count too
+// high, which no invariant of the world can mistake for a send.
+func (p *limiterPort) Release(ctx context.Context, key string, counts []ledger.Count, admittedAt time.Time) error {
+	return p.inv.sim.limiter.Release(ctx, key, counts, admittedAt)
+}
+
 // admit is the counters' Admit for inv, with the mutant's slip, and what
 // the world sees of it: which counters a call raised, and for which message.
 func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []ledger.Count, now, until time.Time) (ledger.Admission, error) {

@@ -52,6 +52,7 @@ const (
 	attrLeaseUntil      = "lease_until"
 	attrNextCheckAt     = "next_check_at"
 	attrFirstAttemptAt  = "first_attempt_at"
+	attrAdmittedAt      = "admitted_at"
 	attrNextAttemptAt   = "next_attempt_at"
 	attrSlotAt          = "slot_at"
 	attrNotSentCode     = "not_sent_code"
@@ -98,6 +99,7 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	optTime(attrLeaseUntil, e.LeaseUntil)
 	optTime(attrNextCheckAt, e.NextCheckAt)
 	optTime(attrFirstAttemptAt, e.FirstAttemptAt)
+	optTime(attrAdmittedAt, e.AdmittedAt)
 	optTime(attrNextAttemptAt, e.NextAttemptAt)
 	optTime(attrSlotAt, e.SlotAt)
 	optStr(attrNotSentCode, e.NotSentCode)
@@ -325,6 +327,7 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 		LeaseUntil:      d.time(attrLeaseUntil),
 		NextCheckAt:     d.time(attrNextCheckAt),
 		FirstAttemptAt:  d.time(attrFirstAttemptAt),
+		AdmittedAt:      d.time(attrAdmittedAt),
 		NextAttemptAt:   d.time(attrNextAttemptAt),
 		SlotAt:          d.time(attrSlotAt),
 		NotSentCode:     d.str(attrNotSentCode),

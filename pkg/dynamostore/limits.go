@@ -210,6 +210,67 @@ func decide(key string, counts []ledger.Count, olds []map[string]types.Attribute
 	return ledger.Admission{Limited: 0, Window: ledger.WindowStart(counts[0].Cap, now)}
 }
 
+// Release implements ledger.Limiter: the counters of counts in their
+// windows at admittedAt each lose one, in the one step that removes the
+// message from the first small counter's members (or deletes its marker).
+// That step's condition (the message is a member, the marker exists) makes a
+// repeated release, or the release of a message never counted there,
+// change nothing.
+func (l *Limits) Release(ctx context.Context, key string, counts []ledger.Count, admittedAt time.Time) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	anchor := slices.IndexFunc(counts, func(c ledger.Count) bool { return c.Cap.Max <= memberCap })
+	items := make([]types.TransactWriteItem, 0, len(counts)+1)
+	for i, c := range counts {
+		u := &types.Update{
+			TableName:                 &l.table,
+			Key:                       map[string]types.AttributeValue{AttrPK: s("limit#" + ledger.CounterID(c, admittedAt))},
+			UpdateExpression:          aws.String("ADD #n :minus"),
+			ConditionExpression:       aws.String("#n > :zero"),
+			ExpressionAttributeNames:  map[string]string{"#n": attrCount},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":minus": n(-1), ":zero": n(0)},
+		}
+		if i == anchor {
+			u.UpdateExpression = aws.String("ADD #n :minus DELETE #ids :id")
+			u.ConditionExpression = aws.String("#n > :zero AND contains(#ids, :mid)")
+			u.ExpressionAttributeNames["#ids"] = attrMembers
+			u.ExpressionAttributeValues[":id"] = &types.AttributeValueMemberSS{Value: []string{memberID(key)}}
+			u.ExpressionAttributeValues[":mid"] = s(memberID(key))
+		}
+		items = append(items, types.TransactWriteItem{Update: u})
+	}
+	if anchor < 0 {
+		items = append(items, types.TransactWriteItem{Delete: &types.Delete{
+			TableName: &l.table, Key: map[string]types.AttributeValue{AttrPK: s("admit#" + key)},
+			ConditionExpression: aws.String("attribute_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
+		}})
+	}
+	for range maxLimitRaces {
+		var err error
+		if len(items) == 1 {
+			u := items[0].Update
+			_, err = l.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+				ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+			})
+		} else {
+			_, err = l.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		}
+		var ccf *types.ConditionalCheckFailedException
+		var tce *types.TransactionCanceledException
+		switch {
+		case err == nil, errors.As(err, &ccf):
+			return nil // released, or nothing to release
+		case !errors.As(err, &tce):
+			return fmt.Errorf("limits: release: %w", err)
+		case !slices.ContainsFunc(tce.CancellationReasons, func(r types.CancellationReason) bool { return aws.ToString(r.Code) == "TransactionConflict" }):
+			return nil // a condition failed: nothing to release
+		}
+	}
+	return fmt.Errorf("limits: release: %d transaction conflicts: %w", maxLimitRaces, ledger.ErrConflict)
+}
+
 func newestKey(ref ledger.SubjectStream) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: s("newest#" + string(ref.Purpose) + "#" + string(ref.Channel) + "#" + ref.Subject)}
 }

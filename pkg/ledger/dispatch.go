@@ -127,9 +127,12 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 		res, err := s.supersede(ctx, e, w, newer)
 		return res, false, err
 	}
-	msg, res, err := s.admitClaimed(ctx, e, w)
+	msg, admitted, res, err := s.admitClaimed(ctx, e, w)
 	if res.Outcome != "" || err != nil {
 		return res, false, err
+	}
+	if !admitted.IsZero() {
+		e.AdmittedAt = admitted // recorded by the next write: the hold, or the begin
 	}
 	at, deferred, err := s.slot(ctx, e, w, now)
 	if deferred.Outcome != "" || err != nil {
@@ -188,24 +191,25 @@ func (s *Service) open(ctx context.Context, e Entry, w Worker) (*Message, Dispat
 // admitClaimed admits a claimed row through the send limits, before it
 // books a slot: a limited row costs no send capacity. A deferred row was
 // admitted before it was deferred. It returns the opened content if the
-// limits needed it, and the result of ending the row if they stopped it.
-func (s *Service) admitClaimed(ctx context.Context, e Entry, w Worker) (*Message, DispatchResult, error) {
+// limits needed it, when they counted it, and the result of ending the row
+// if they stopped it.
+func (s *Service) admitClaimed(ctx context.Context, e Entry, w Worker) (_ *Message, admittedAt time.Time, _ DispatchResult, _ error) {
 	if e.State != Claimed || !s.limitsOn(e.Identity.Channel) {
-		return nil, DispatchResult{}, nil
+		return nil, time.Time{}, DispatchResult{}, nil
 	}
 	var msg Message
 	if s.Limits.needsAddress(e.Identity.Channel) {
 		m, res, err := s.open(ctx, e, w)
 		if m == nil {
-			return nil, res, err
+			return nil, time.Time{}, res, err
 		}
 		msg = *m
 	}
-	res, err := s.admit(ctx, e, w, msg)
+	at, res, err := s.admit(ctx, e, w, msg)
 	if res.Outcome != "" || err != nil || msg.To == "" {
-		return nil, res, err
+		return nil, at, res, err
 	}
-	return &msg, DispatchResult{}, nil
+	return &msg, at, DispatchResult{}, nil
 }
 
 // waitForSlot waits until the send slot at booked at now, if it is later.

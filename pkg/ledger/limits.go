@@ -144,6 +144,11 @@ type Limiter interface {
 	// the same key answers Repeat. Racing calls never push a counter past
 	// its Max. until bounds how long the key must be remembered.
 	Admit(ctx context.Context, key string, counts []Count, now, until time.Time) (Admission, error)
+	// Release gives back the count of the message key, admitted at
+	// admittedAt in the counters of counts, when it ended without a send
+	// (superseded while it waited for its slot). A release of a message
+	// not counted, or released already, changes nothing.
+	Release(ctx context.Context, key string, counts []Count, admittedAt time.Time) error
 }
 
 // Challenges records the newest challenge of each subject, purpose and
@@ -236,7 +241,23 @@ func (s *Service) noteChallenge(ctx context.Context, e Entry) error {
 }
 
 // supersede ends the unsent row e suppressed in favour of challenge newer.
+// A row the limits counted while it waited for its slot gives its count
+// back after the write that ends it: superseded rows must not fill the
+// counters the newest challenge is counted in. Its counters are worked out
+// before that write, which purges the content they may need. A release
+// that fails leaves the count (too high, never too low) and is reported.
 func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string) (DispatchResult, error) {
+	var counted []Count
+	if !e.AdmittedAt.IsZero() && s.limitsOn(e.Identity.Channel) {
+		var msg Message
+		var err error
+		if s.Limits.needsAddress(e.Identity.Channel) {
+			msg, err = s.openContent(ctx, e)
+		}
+		if err == nil {
+			counted, _ = s.counts(ctx, e, msg) // refused outright: never counted
+		}
+	}
 	reason := supersededPrefix + newer
 	c, err := s.transition(e, Suppressed, w, reason, func(n *Entry) {
 		s.clearDeferral(n)
@@ -245,7 +266,14 @@ func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string
 	if err != nil {
 		return DispatchResult{}, err
 	}
-	return s.apply(ctx, c, DispatchSuppressed)
+	res, err := s.apply(ctx, c, DispatchSuppressed)
+	if err != nil || len(counted) == 0 {
+		return res, err
+	}
+	if err := s.Limiter.Release(ctx, e.Key, counted, e.AdmittedAt); err != nil {
+		return res, fmt.Errorf("dispatch %s: superseded, but its count stays: %w", e.Key, err)
+	}
+	return res, nil
 }
 
 // errRefused is a limit decision made without a counter: the region is
@@ -298,26 +326,33 @@ func (s *Service) counts(ctx context.Context, e Entry, msg Message) ([]Count, er
 }
 
 // admit decides whether the claimed row e may be sent under the limits.
-// It returns the result of ending e limited, or a zero result if admitted.
-func (s *Service) admit(ctx context.Context, e Entry, w Worker, msg Message) (DispatchResult, error) {
+// It returns the result of ending e limited, or a zero result and when the
+// counters counted it (zero if none applied) if admitted.
+func (s *Service) admit(ctx context.Context, e Entry, w Worker, msg Message) (time.Time, DispatchResult, error) {
 	cs, err := s.counts(ctx, e, msg)
 	var ref *errRefused
 	if errors.As(err, &ref) {
-		return s.limit(ctx, e, w, ref.rule, ref.reason+"; nothing sent")
+		res, err := s.limit(ctx, e, w, ref.rule, ref.reason+"; nothing sent")
+		return time.Time{}, res, err
 	}
 	if err != nil {
-		return DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
+		return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
 	}
 	if len(cs) == 0 {
-		return DispatchResult{}, nil
+		return time.Time{}, DispatchResult{}, nil
 	}
 	now := s.now()
 	a, err := s.Limiter.Admit(ctx, e.Key, cs, now, e.ExpiresAt.Add(s.Policy.Lease))
 	if err != nil {
-		return DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
+		return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
+	}
+	if a.Limited < 0 && a.Repeat {
+		// Counted by an earlier dispatch whose time this one does not know:
+		// a supersession then keeps the count (too high, never too low).
+		return time.Time{}, DispatchResult{}, nil
 	}
 	if a.Limited < 0 {
-		return DispatchResult{}, nil
+		return now, DispatchResult{}, nil
 	}
 	c := cs[a.Limited]
 	what := map[Rule]string{
@@ -326,7 +361,8 @@ func (s *Service) admit(ctx context.Context, e Entry, w Worker, msg Message) (Di
 	}[c.Rule]
 	reason := fmt.Sprintf("limit %s: %d of %d %s per %s reached (window from %s); nothing sent",
 		c.Rule, a.Count, c.Cap.Max, what, c.Cap.Window, a.Window.UTC().Format(time.RFC3339))
-	return s.limit(ctx, e, w, c.Rule, reason)
+	res, err := s.limit(ctx, e, w, c.Rule, reason)
+	return time.Time{}, res, err
 }
 
 // limit ends the claimed row e limited by rule.

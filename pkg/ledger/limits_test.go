@@ -238,3 +238,29 @@ func TestLimitedFallbackDoesNotHandOver(t *testing.T) {
 		t.Fatalf("%d sends, want 1", n)
 	}
 }
+
+// TestSupersededGivesCountBack: a row counted, deferred for its send-rate
+// slot and superseded at its wake-up gives its count back, so the counter
+// it held has room for a message that is sent. (A newer challenge admitted
+// before the older rows wake still finds them counted: RELIABILITY.md.)
+func TestSupersededGivesCountBack(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
+	e.Svc.Scheduler = &scheduler{}
+	e.Svc.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
+	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
+	e.Svc.Policy.BudgetWait = 0
+	warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
+	mustDispatch(t, e, warm.Key(), ledger.DispatchAccepted) // the budget's next slot is 100 s away
+	older := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
+	if row := mustDispatch(t, e, older.Key(), ledger.DispatchDeferred); row.AdmittedAt.IsZero() {
+		t.Fatal("the deferred row does not record its admission")
+	}
+	e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute) // newer, not dispatched yet
+	e.Clock.Advance(100 * time.Second)
+	mustDispatch(t, e, older.Key(), ledger.DispatchSuppressed)
+	e.Svc.Budget = nil
+	for i, want := range []ledger.DispatchOutcome{ledger.DispatchAccepted, ledger.DispatchAccepted, ledger.DispatchLimited} {
+		in := e.claimTo(t, 10+i, ledger.Email, "p@example.test", "", 0)
+		mustDispatch(t, e, in.Key(), want)
+	}
+}

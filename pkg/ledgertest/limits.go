@@ -28,6 +28,7 @@ var limitsContract = []property[NewLimits]{
 	{"a limited message counts in no counter", limitsAllOrNothing},
 	{"each window starts empty", limitsWindows},
 	{"8 racing workers never exceed a cap", limitsRacing},
+	{"a release gives a count back once", limitsRelease},
 	{"the newest challenge is the one expiring last", limitsNewest},
 }
 
@@ -188,5 +189,41 @@ func limitsNewest(t *testing.T, newLimits NewLimits) {
 	sms.Channel = ledger.SMS
 	if _, _, ok, _ := l.Newest(ctx, sms); ok {
 		t.Fatal("the email stream's challenges leaked into the SMS stream")
+	}
+}
+
+// limitsRelease: a message released gives its count back in every counter,
+// once; releasing a message never counted changes nothing.
+func limitsRelease(t *testing.T, newLimits NewLimits) {
+	ctx := context.Background()
+	l := newLimits(t)
+	small := count(ledger.RuleDestination, "email#fp", 2, time.Hour)
+	large := count(ledger.RuleSMSGlobal, "sms", 100, time.Hour)
+	admit(t, l, "m1", limitsT0, small, large)
+	admit(t, l, "m2", limitsT0, small, large)
+	for range 2 { // a repeated release
+		if err := l.Release(ctx, "m1", []ledger.Count{small, large}, limitsT0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Release(ctx, "never", []ledger.Count{small, large}, limitsT0); err != nil {
+		t.Fatal(err)
+	}
+	if a := admit(t, l, "m3", limitsT0.Add(time.Minute), small, large); a.Limited != -1 {
+		t.Fatalf("m3 after m1's release: %+v, want admitted", a)
+	}
+	if a := admit(t, l, "m4", limitsT0.Add(time.Minute), small, large); a.Limited != 0 || a.Count != 2 {
+		t.Fatalf("m4: %+v, want the small counter full at 2 (m2, m3): one release gave back one count", a)
+	}
+	only := count(ledger.RuleSMSGlobal, "sms-2", 100, time.Hour) // no small counter: the marker decides
+	admit(t, l, "m5", limitsT0, only)
+	for range 2 {
+		if err := l.Release(ctx, "m5", []ledger.Count{only}, limitsT0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	capped := count(ledger.RuleSMSGlobal, "sms-2", 1, time.Hour)
+	if a := admit(t, l, "m6", limitsT0, capped); a.Limited != -1 {
+		t.Fatalf("m6: %+v, want admitted: m5's count was given back once (a second release must not go below zero)", a)
 	}
 }

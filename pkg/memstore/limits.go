@@ -51,6 +51,22 @@ func (l *Limits) Admit(_ context.Context, key string, counts []ledger.Count, now
 	return ledger.Admission{Limited: -1}, nil
 }
 
+// Release implements ledger.Limiter.
+func (l *Limits) Release(_ context.Context, key string, counts []ledger.Count, admittedAt time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.counted[key] {
+		return nil
+	}
+	delete(l.counted, key)
+	for _, c := range counts {
+		if id := ledger.CounterID(c, admittedAt); l.counters[id] > 0 {
+			l.counters[id]--
+		}
+	}
+	return nil
+}
+
 // Note implements ledger.Challenges.
 func (l *Limits) Note(_ context.Context, ref ledger.SubjectStream, challenge string, expiresAt time.Time) error {
 	l.mu.Lock()
