@@ -23,6 +23,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -145,11 +146,18 @@ func newGateRun(t *testing.T) *gateRun {
 	}
 	g.started = time.Now()
 	g.inj = newInjector(g.seed, ddbRate, webhookWait+300*time.Millisecond)
+	// The send limits are on, as deployed: each challenge has an address of
+	// its own per channel, so no limit stops a row and the faults reach the
+	// counters' calls too. The SMS caps, circuit breakers sized for an hour
+	// of ordinary traffic, are raised to the run's size.
+	perHour := fmt.Sprintf("%d/1h", g.total)
 	g.p = pipeline.NewWithOptions(t, pipeline.Options{
 		Env: map[string]string{
 			"EXPIRY_MARGIN": expiryMargin.String(), "LEASE_DURATION": lease.String(), "RECHECK_AFTER": "1ms",
 			"WEBHOOK_TIMEOUT": webhookWait.String(), "WEBHOOK_KEY_WINDOW": "0s",
+			settings.LimitSMSCountry.Env: perHour, settings.LimitSMSGlobal.Env: perHour,
 		},
+		Limits:             true,
 		FunctionAPIOptions: g.inj.apiOptions(),
 		FunctionConfig: func(c *aws.Config) {
 			// The default retry policy (3 attempts, retry token bucket), with
