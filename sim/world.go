@@ -204,6 +204,8 @@ func simPolicy() ledger.Policy {
 	return p
 }
 
+// drawWorld draws one world from c. It is long because every draw is made
+// here, in one fixed order: a seed must draw the same world whatever is added.
 func drawWorld(c chooser) *world {
 	w := &world{
 		policy:     simPolicy(),
