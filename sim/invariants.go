@@ -234,8 +234,8 @@ func short(key string) string {
 	return key
 }
 
-// checkWrite judges one stored write against the world's records. It is long
-// because each invariant a write can break is one case here, beside the others.
+// checkWrite judges one stored write against the world's records.
+// It is long because each invariant a write can break is one case here.
 func (s *sim) checkWrite(w writeFact) {
 	key, a := w.after.Key, w.after
 	lbl := s.label(key)

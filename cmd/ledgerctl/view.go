@@ -249,11 +249,7 @@ func printRow(w io.Writer, e ledger.Entry) {
 		i := slices.IndexFunc(fields, func(f [2]string) bool { return f[0] == "destination" })
 		fields = slices.Insert(fields, i+1, [2]string{"subject", e.SubjectRef + "  (opaque account reference)"})
 	}
-	if rule, ok := ledger.LimitRule(e); ok {
-		// The rule that stopped it, beside the reason that gives its window and count.
-		i := slices.IndexFunc(fields, func(f [2]string) bool { return f[0] == "reason" })
-		fields = slices.Insert(fields, i+1, [2]string{"stopped by", "send limit rule " + string(rule) + "  (nothing sent)"})
-	}
+	fields = withLimitRule(fields, e)
 	if !e.LeaseUntil.IsZero() {
 		fields = append(fields, [2]string{"lease until", textTime(e.LeaseUntil)})
 	}
@@ -357,4 +353,15 @@ func age(d time.Duration) string {
 		return "-" + age(-d)
 	}
 	return d.Truncate(time.Second).String()
+}
+
+// withLimitRule adds, after the reason, the send limit rule that stopped e
+// (the reason gives its window and count), if one did.
+func withLimitRule(fields [][2]string, e ledger.Entry) [][2]string {
+	rule, ok := ledger.LimitRule(e)
+	if !ok {
+		return fields
+	}
+	i := slices.IndexFunc(fields, func(f [2]string) bool { return f[0] == "reason" })
+	return slices.Insert(fields, i+1, [2]string{"stopped by", "send limit rule " + string(rule) + "  (nothing sent)"})
 }
