@@ -33,17 +33,18 @@ type scale struct {
 	throughputMsgs, rawPuts int
 	benchtime               string // of the in-process benchmarks; "" leaves go test's -benchtime (1s)
 	coldStartRuns           int    // starts per function
+	limitMessages           int    // messages of each kind the send limits' cost is measured over
 }
 
 var (
 	// fullScale is make bench's: the figures in BENCHMARKS.md.
 	fullScale = scale{writesPerMessage: 20, sweepOpen: 100, sweepSmall: 1000, sweepLarge: 50000, sweepReps: 5,
-		runSmall: 100, runLarge: 10000, throughputMsgs: 500, rawPuts: 300, coldStartRuns: 7}
+		runSmall: 100, runLarge: 10000, throughputMsgs: 500, rawPuts: 300, coldStartRuns: 7, limitMessages: 20}
 	// quickScale is make bench-quick's (in make test): every measurement
 	// runs, in seconds, so that a broken one fails CI. Its figures mean
 	// nothing and are never checked against their targets.
 	quickScale = scale{writesPerMessage: 2, sweepOpen: 3, sweepSmall: 10, sweepLarge: 30, sweepReps: 1,
-		runSmall: 4, runLarge: 20, throughputMsgs: 20, rawPuts: 10, benchtime: "20x", coldStartRuns: 1}
+		runSmall: 4, runLarge: 20, throughputMsgs: 20, rawPuts: 10, benchtime: "20x", coldStartRuns: 1, limitMessages: 2}
 )
 
 // reportPart is one measurement of the report and how many figures it adds.
@@ -61,6 +62,7 @@ var reportParts = []reportPart{
 	{"scale", scaleReport, 3},
 	{"inprocess", inProcessReport, 2},
 	{"coldstart", coldStartReport, 2 * len(settings.Functions)}, // a size and a cold start per function
+	{"limits", limitsReport, 1},
 }
 
 // TestReport runs every measurement. With BENCH_REPORT=1 (make bench) it
@@ -70,7 +72,7 @@ var reportParts = []reportPart{
 // and writes nothing. Either way it fails if a measurement did not run, or
 // left a figure unmeasured, and never on a number: a figure that misses its
 // target is reported as such. Parts can be chosen with BENCH_ONLY
-// (comma-separated: writes, sweeps, reconcile-run, throughput, scale, inprocess, coldstart);
+// (comma-separated: writes, sweeps, reconcile-run, throughput, scale, inprocess, coldstart, limits);
 // BENCHMARKS.md is then not written unless BENCH_OUT names a file.
 func TestReport(t *testing.T) {
 	quick := os.Getenv("BENCH_QUICK") == "1"
