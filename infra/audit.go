@@ -225,7 +225,7 @@ func (w *alarms) securityEvents(o observed) {
 			}},
 	} {
 		desc := fmt.Sprintf("Someone tried to change what keeps the evidence readable: %s (CloudTrail, success or failure). "+
-			"Runbook: README.md, Alarms and what to do, %s.", r.watches, r.id)
+			"Runbook: docs/operations.md, Alarms and what to do, %s.", r.watches, r.id)
 		rule := awsevents.NewRule(stack, jsii.String(r.id), &awsevents.RuleProps{
 			Description: jsii.String(desc),
 			EventPattern: &awsevents.EventPattern{

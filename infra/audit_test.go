@@ -156,7 +156,7 @@ func TestSecurityEvents(t *testing.T) {
 		if target["Arn"] != testTopic || label(target["RoleArn"]) != "SecurityEventsRole" {
 			t.Errorf("%s target = %s, want the alarm topic through SecurityEventsRole", name, mustJSON(target))
 		}
-		if !strings.Contains(r["Description"].(string), "Runbook: README.md, Alarms and what to do, "+name+".") {
+		if !strings.Contains(r["Description"].(string), "Runbook: docs/operations.md, Alarms and what to do, "+name+".") {
 			t.Errorf("%s description does not point at its runbook row: %v", name, r["Description"])
 		}
 		a, ok := s.alarmsByName()[name+"Undelivered"]

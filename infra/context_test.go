@@ -110,11 +110,12 @@ func TestCDKJSON(t *testing.T) {
 	}
 }
 
-// TestConfigurationTable: the README's configuration tables are the declarations: one row per
+// TestConfigurationTable: the configuration tables of docs/configuration.md are the declarations: one row per
 // function setting (settings.Vars) with its context key, default and the functions that read
 // it, and one row per stage parameter (stageParams) with its default.
 func TestConfigurationTable(t *testing.T) {
-	section := readmeSection(t, "## Configuration")
+	const configurationDoc = "docs/configuration.md"
+	section := docSection(t, configurationDoc, "# Configuration")
 	rows := map[string][]string{}
 	for _, cells := range tableRows(section, regexp.MustCompile("^`[A-Z][A-Z_]*`$")) {
 		rows[strings.Trim(cells[0], "`")] = cells
@@ -122,7 +123,7 @@ func TestConfigurationTable(t *testing.T) {
 	for _, v := range settings.Vars {
 		cells, ok := rows[v.Env]
 		if !ok {
-			t.Errorf("README configuration table has no row for %s", v.Env)
+			t.Errorf("%s: the configuration table has no row for %s", configurationDoc, v.Env)
 			continue
 		}
 		delete(rows, v.Env)
@@ -139,11 +140,11 @@ func TestConfigurationTable(t *testing.T) {
 			want[1] = "`" + v.Context + "`"
 		}
 		if len(cells) != 5 || !slices.Equal(cells[:4], want) {
-			t.Errorf("README row for %s = %q, want %q and what it is", v.Env, cells, want)
+			t.Errorf("%s: row for %s = %q, want %q and what it is", configurationDoc, v.Env, cells, want)
 		}
 	}
 	for env := range rows {
-		t.Errorf("README configuration table has a row for %s, which internal/settings does not declare", env)
+		t.Errorf("%s: the configuration table has a row for %s, which internal/settings does not declare", configurationDoc, env)
 	}
 
 	params := map[string][]string{}
@@ -153,15 +154,15 @@ func TestConfigurationTable(t *testing.T) {
 	for _, sp := range stageParams {
 		cells, ok := params[sp.Key]
 		if !ok {
-			t.Errorf("README stage parameter table has no row for %s", sp.Key)
+			t.Errorf("%s: the stage parameter table has no row for %s", configurationDoc, sp.Key)
 			continue
 		}
 		delete(params, sp.Key)
 		if len(cells) != 3 || cells[1] != defaultCell(sp.Default, false) {
-			t.Errorf("README row for %s = %q, want default %s", sp.Key, cells, defaultCell(sp.Default, false))
+			t.Errorf("%s: row for %s = %q, want default %s", configurationDoc, sp.Key, cells, defaultCell(sp.Default, false))
 		}
 	}
 	for key := range params {
-		t.Errorf("README stage parameter table has a row for %s, which stageParams does not declare", key)
+		t.Errorf("%s: the stage parameter table has a row for %s, which stageParams does not declare", configurationDoc, key)
 	}
 }

@@ -271,7 +271,7 @@ func TestProviderEventsDlqDepthSaysWhatCanBeDone(t *testing.T) {
 		t.Errorf("ProviderEventsDlqDepth description sends the on-call to inspect the DLQ, which no one can read: %q", desc)
 	}
 
-	rows := tableRows(readmeSection(t, "### Alarms and what to do"), regexp.MustCompile("^`ProviderEventsDlqDepth`$"))
+	rows := tableRows(docSection(t, "docs/operations.md", "## Alarms and what to do"), regexp.MustCompile("^`ProviderEventsDlqDepth`$"))
 	if len(rows) != 1 || len(rows[0]) < 3 {
 		t.Fatalf("runbook rows for ProviderEventsDlqDepth: %v", rows)
 	}

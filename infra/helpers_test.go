@@ -259,17 +259,17 @@ func noNagErrors(t *testing.T, s *synthesized) {
 	}
 }
 
-// readmeSection returns the root README's text under heading, up to the next heading of the same
-// or a higher level.
-func readmeSection(t *testing.T, heading string) string {
+// docSection returns the text of the Markdown page doc (a path from the repository root, such
+// as docs/configuration.md) under heading, up to the next heading of the same or a higher level.
+func docSection(t *testing.T, doc, heading string) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	raw, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(doc)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(raw), "\n"+heading+"\n")
+	_, section, ok := strings.Cut("\n"+string(raw), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no %q section", heading)
+		t.Fatalf("%s has no %q section", doc, heading)
 	}
 	for depth := 1; depth <= strings.Index(heading, " "); depth++ {
 		section, _, _ = strings.Cut(section, "\n"+strings.Repeat("#", depth)+" ")
@@ -296,7 +296,7 @@ func tableRows(text string, first *regexp.Regexp) [][]string {
 	return rows
 }
 
-// defaultCell is how the README writes a declared default.
+// defaultCell is how docs/configuration.md writes a declared default.
 func defaultCell(def string, required bool) string {
 	switch {
 	case required:

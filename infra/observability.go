@@ -165,7 +165,7 @@ func maxOver5m() *awscloudwatch.MetricOptions {
 func (w *alarms) add(id, desc string, metric awscloudwatch.IMetric, threshold float64, op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
 	a := awscloudwatch.NewAlarm(w.stack, jsii.String(id), &awscloudwatch.AlarmProps{
 		AlarmName:          jsii.String(w.p.Prefix + "-" + id),
-		AlarmDescription:   jsii.String(desc + " Runbook: README.md, Alarms and what to do, " + id + "."),
+		AlarmDescription:   jsii.String(desc + " Runbook: docs/operations.md, Alarms and what to do, " + id + "."),
 		Metric:             metric,
 		Threshold:          jsii.Number(threshold),
 		ComparisonOperator: op,

@@ -350,9 +350,10 @@ func TestAlarmThresholdsFollowProps(t *testing.T) {
 	}
 }
 
-// TestRunbookCoversEveryAlarm: every alarm has a row in the README's runbook table.
+// TestRunbookCoversEveryAlarm: every alarm has a row in the runbook table of docs/operations.md.
 func TestRunbookCoversEveryAlarm(t *testing.T) {
-	runbook := readmeSection(t, "### Alarms and what to do")
+	const runbookDoc = "docs/operations.md"
+	runbook := docSection(t, runbookDoc, "## Alarms and what to do")
 	rows := map[string]bool{}
 	for _, cells := range tableRows(runbook, regexp.MustCompile("`")) {
 		if len(cells) >= 3 && cells[1] != "" && cells[2] != "" {
@@ -372,7 +373,7 @@ func TestRunbookCoversEveryAlarm(t *testing.T) {
 	}
 	for name := range alarms {
 		if !rows[name] {
-			t.Errorf("alarm %s has no runbook row (| `%s` | means | do |) in README.md", name, name)
+			t.Errorf("alarm %s has no runbook row (| `%s` | means | do |) in %s", name, name, runbookDoc)
 		}
 	}
 	// A row may also name an open-state alarm whose state the domain does not have yet.

@@ -65,7 +65,7 @@ const (
 	sweepLimit       = 10
 )
 
-// capability is what a transport can do (README, "Transports and the reconcile policy").
+// capability is what a transport can do (docs/design.md, "Transports and the reconcile policy").
 type capability int
 
 const (

@@ -1,5 +1,5 @@
 // Command claim is the claim Lambda function of the reset-notification ledger.
-// See internal/handler.Claim for what it does and README.md for its settings.
+// See internal/handler.Claim for what it does and docs/configuration.md for its settings.
 package main
 
 import (

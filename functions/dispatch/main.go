@@ -1,5 +1,5 @@
 // Command dispatch is the dispatch Lambda function of the reset-notification ledger.
-// See internal/handler.Dispatch for what it does and README.md for its settings.
+// See internal/handler.Dispatch for what it does and docs/configuration.md for its settings.
 package main
 
 import (

@@ -1,7 +1,7 @@
 // Command events is the provider-events Lambda function of the
 // reset-notification ledger: it records SES and End User Messaging SMS
 // delivery events in the ledger's evidence trail. See
-// internal/handler.Events for what it does and README.md for its settings.
+// internal/handler.Events for what it does and docs/configuration.md for its settings.
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command reconcile is the reconcile Lambda function of the reset-notification ledger.
-// See internal/handler.Reconcile for what it does and README.md for its settings.
+// See internal/handler.Reconcile for what it does and docs/configuration.md for its settings.
 package main
 
 import (

@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultSMSCountries is the default SMS country allow-list: the United
-// States and Canada. It is deliberately narrow (README, "SMS destination
+// States and Canada. It is deliberately narrow (docs/deploy.md, "SMS destination
 // countries"): every other country, including the other regions of the +1
 // calling code, is a decision an operator takes with its cost and its
 // origination identities in view.

@@ -25,7 +25,7 @@ var Limit = Kind[ledger.Cap]{
 	},
 }
 
-// The send limits' defaults (README, "Send limits").
+// The send limits' defaults (docs/design.md, "Send limits").
 var (
 	// DefaultLimitDestination follows Twilio Verify's 5 sends to one
 	// destination in 10 minutes.

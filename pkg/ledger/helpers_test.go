@@ -282,7 +282,7 @@ func (e *env) record(t *testing.T, p ledger.ProviderEvent, want ledger.EventOutc
 	return res.Entry
 }
 
-// allowed is the README's state diagram written out by hand, not derived from the
+// allowed is the state diagram of docs/design.md written out by hand, not derived from the
 // code: a change to the transition table must change this list too.
 var allowed = map[[2]ledger.State]bool{
 	{ledger.None, ledger.Claimed}:    true, // new intent

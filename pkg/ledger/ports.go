@@ -75,7 +75,7 @@ type Opener interface {
 }
 
 // Capabilities declares what a transport can do; the reconcile policy for
-// unknown outcomes follows from it (README, "Transports and the reconcile policy").
+// unknown outcomes follows from it (docs/design.md, "Transports and the reconcile policy").
 type Capabilities struct {
 	// IdempotencyWindow is how long the provider deduplicates sends under
 	// the same idempotency key; zero means it does not.

@@ -5,7 +5,7 @@ import "fmt"
 // State is the lifecycle state of one logical message.
 type State string
 
-// The states of the README's "States" section. None is the pseudo-state before a row exists.
+// The states of the "States" section of docs/design.md. None is the pseudo-state before a row exists.
 const (
 	None        State = ""
 	Claimed     State = "claimed"

@@ -3,7 +3,7 @@
 //
 // SES has no idempotency token and no API to look a sent message up, so the
 // transport declares no capabilities: an unknown outcome is quarantined for
-// an operator decision (README, "Transports and the reconcile policy"). For correlation every send
+// an operator decision (docs/design.md, "Transports and the reconcile policy"). For correlation every send
 // carries the dedupe key, the content hash and the attempt number as SES
 // message tags (EmailTags), which SES copies into the events it publishes to
 // the configuration set's event destinations; that is where an operator finds
@@ -170,7 +170,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 }
 
 // noRetries turns the SDK's automatic retries off for one call, so that
-// every attempt is one the ledger recorded (README, "What it promises").
+// every attempt is one the ledger recorded (docs/design.md, "What it promises").
 func noRetries(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} }
 
 // ownBody gives net/http a request body of its own for one call, so that a

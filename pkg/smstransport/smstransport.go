@@ -4,7 +4,7 @@
 //
 // SendTextMessage has no client token and the service has no API that finds
 // a sent message by its Context, so the transport declares no capabilities:
-// an unknown outcome is quarantined for an operator decision (README,
+// an unknown outcome is quarantined for an operator decision (docs/design.md,
 // "Transports and the reconcile policy"). Every send is TRANSACTIONAL, carries the dedupe key, the
 // content hash, the attempt number and the attempt's proof (ledger.Send.Proof, when
 // there is one) in its Context map (which the service copies into the events
@@ -238,7 +238,7 @@ func (t *Transport) timeToLive(expiresAt time.Time) (int32, error) {
 }
 
 // noRetries turns the SDK's automatic retries off for one call, so that
-// every attempt is one the ledger recorded (README, "What it promises").
+// every attempt is one the ledger recorded (docs/design.md, "What it promises").
 func noRetries(o *pinpointsmsvoicev2.Options) { o.Retryer = aws.NopRetryer{} }
 
 // ownBody gives net/http a request body of its own for one call, so that a
