@@ -55,6 +55,8 @@ func (p *LedgerStackProps) smsProtection(stack awscdk.Stack) string {
 		// End User Messaging keeps a protect configuration's name in its Name tag.
 		Tags: &[]*awscdk.CfnTag{{Key: jsii.String("Name"), Value: jsii.String(p.Prefix + "-sms-countries")}},
 	})
+	// Deletion-protected, it is retained too: a stack delete or a replacement would fail on it.
+	pc.ApplyRemovalPolicy(p.removalPolicy(), nil)
 	return *pc.AttrProtectConfigurationId()
 }
 

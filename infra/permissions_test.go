@@ -110,7 +110,8 @@ func TestSendPermissionConditions(t *testing.T) {
 	check(t, "sms scoped to the origination identity", func() {
 		s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
 			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
-				"Action": "sms-voice:SendTextMessage", "Resource": "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc",
+				"Action":   "sms-voice:SendTextMessage",
+				"Resource": assertions.Match_ArrayWith(&[]any{"arn:aws:sms-voice:us-east-1:111122223333:pool/pool-abc"}),
 			})})},
 		})
 	})

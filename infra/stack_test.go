@@ -26,14 +26,15 @@ func TestResourceCounts(t *testing.T) {
 	for typ, n := range map[string]float64{
 		"AWS::Lambda::Function":           5,
 		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
-		"AWS::DynamoDB::Table":            3, // ledger, content, budget
+		"AWS::DynamoDB::Table":            4, // ledger, content, budget, limits
 		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
 		"AWS::KMS::Key":                   6, // ledger, content, provider events topic and queues, attempt proofs, backup vault
 		"AWS::Events::Rule":               6, // the two sweeps' schedules; key, ledger, queue and topic policy changes (audit.go)
 		"AWS::Logs::LogGroup":             5,
 		"AWS::IAM::Role":                  8, // the five functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
-		// TestAlarmsAndDashboard names each one: 36 fixed, one per channel, one per open state.
-		"AWS::CloudWatch::Alarm":                     float64(36 + len(ledger.Channels) + openStates()),
+		// TestAlarmsAndDashboard names each one: 36 fixed, one per channel, one per open state, and
+		// the send limits' five (one per limit rule but supersession).
+		"AWS::CloudWatch::Alarm":                     float64(36 + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
 		"AWS::Backup::BackupVault":                   1,
 		"AWS::Backup::BackupPlan":                    1,
 		"AWS::Backup::BackupSelection":               1, // the ledger table
@@ -123,6 +124,7 @@ func TestRemovalPolicyMatchesDeletionProtection(t *testing.T) {
 		want := map[bool]string{true: "Retain", false: "Delete"}[protect]
 		content := s.logicalID(t, "AWS::DynamoDB::Table", "ContentTable")
 		budget := s.logicalID(t, "AWS::DynamoDB::Table", "BudgetTable")
+		limits := s.logicalID(t, "AWS::DynamoDB::Table", "LimitsTable")
 		for id, r := range s.json["Resources"].(map[string]any) {
 			res := r.(map[string]any)
 			if props(res)["DeletionProtectionEnabled"] == true && (res["DeletionPolicy"] != "Retain" || res["UpdateReplacePolicy"] != "Retain") {
@@ -135,9 +137,9 @@ func TestRemovalPolicyMatchesDeletionProtection(t *testing.T) {
 				continue
 			}
 			w := want
-			// Content: secrets for minutes; budget: derived rate state. Neither is evidence: never
-			// retained, never protected.
-			if id == content || id == budget {
+			// Content: secrets for minutes; budget: derived rate state; limits: counters that expire.
+			// None is evidence: never retained, never protected.
+			if id == content || id == budget || id == limits {
 				w = "Delete"
 				if props(res)["DeletionProtectionEnabled"] != false {
 					t.Errorf("protect=%v: %s deletion protection = %v", protect, id, props(res)["DeletionProtectionEnabled"])
