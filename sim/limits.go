@@ -192,6 +192,9 @@ func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []l
 	if s.mutant == LimitFullAsRepeat && err == nil && a.Limited >= 0 {
 		a = ledger.Admission{Limited: -1, Repeat: true}
 	}
+	if s.mutant == LimitIndexByItem && err == nil && a.Limited >= 0 {
+		a.Limited++ // the counted marker is item 0 of the transaction
+	}
 	if _, ok := s.admittedAt[key]; ok {
 		s.stats.Paths[pathRepeatAdmission]++
 	}

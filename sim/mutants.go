@@ -98,13 +98,25 @@ const (
 	// on the later expiry: the challenge noted last wins, so an older
 	// challenge claimed after a newer one hides it.
 	SupersedeLastNoted Mutant = "supersede-last-noted"
+	// DecryptFailureAsUnavailable: the opener adapter wraps every failure
+	// of its KMS call (throttling, a 5xx, a timeout) in
+	// ledger.ErrContentUnavailable, not only the ones that say the data key
+	// cannot be authenticated: dispatch quarantines a message it never
+	// sent, whose content a retry would have opened.
+	DecryptFailureAsUnavailable Mutant = "decrypt-failure-as-unavailable"
+	// LimitIndexByItem: the limits adapter reports the full counter by its
+	// position among its transaction's items, where the counted marker
+	// comes first, not among the counts: one too far, and past the end of
+	// the counts when the last counter is full (the ledger indexes them
+	// with it and panics).
+	LimitIndexByItem Mutant = "limit-index-by-item"
 )
 
 // Mutants lists every mutant.
 var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, ClaimIgnoresExistingRow, ReconcileUnknownToClaimed, FallbackNoWait,
 	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
-	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, SupersedeLastNoted}
+	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry

@@ -207,6 +207,11 @@ type openerPort struct{ inv *invocation }
 func (p *openerPort) Open(ctx context.Context, key string, sealed []byte) (ledger.Message, error) {
 	r := p.inv.yield(&call{op: opOpen, key: key})
 	if r.fault == failCall {
+		if p.inv.sim.mutant == DecryptFailureAsUnavailable {
+			// The adapter reads a failed KMS call as content that cannot
+			// be authenticated.
+			return ledger.Message{}, fmt.Errorf("decrypt %s: %w: %w", key, ledger.ErrContentUnavailable, errInjected)
+		}
 		return ledger.Message{}, injected("decrypt", key)
 	}
 	return ledgertest.PlainOpener{}.Open(ctx, key, sealed)
