@@ -72,6 +72,9 @@ func TestEndToEndAWSCalls(t *testing.T) {
 	if e.out.BudgetTable != "" {
 		binding[e.out.BudgetTable] = awscall.BudgetTable
 	}
+	if e.out.LimitsTable != "" {
+		binding[e.out.LimitsTable] = awscall.LimitsTable
+	}
 	if e.out.SESConfigurationSet != "" {
 		binding[e.out.SESConfigurationSet] = awscall.SESConfigurationSet
 	}

@@ -45,6 +45,7 @@ type Outputs struct {
 	ContentTable        string
 	ContentKeyARN       string
 	BudgetTable         string
+	LimitsTable         string
 	DispatchQueueURL    string
 	DispatchQueueDLQURL string
 	ClaimFunction       string
@@ -93,6 +94,7 @@ func ReadOutputs(path string) (Outputs, error) {
 	out.IntentQueueURL, out.IntentDLQURL, out.StreamFailureDLQURL = get(outputs.IntentQueueURL), get(outputs.IntentDLQURL), get(outputs.StreamFailureDLQURL)
 	out.LedgerTable, out.ContentTable, out.BudgetTable = get(outputs.LedgerTable), get(outputs.ContentTable), get(outputs.BudgetTable)
 	out.ContentKeyARN, out.AttemptProofKeyARN = get(outputs.ContentKeyARN), get(outputs.AttemptProofKeyARN)
+	out.LimitsTable = get(outputs.LimitsTable)
 	out.DispatchQueueURL, out.DispatchQueueDLQURL = get(outputs.DispatchQueueURL), get(outputs.DispatchQueueDLQURL)
 	out.ClaimFunction, out.DispatchFunction = get(outputs.Function(settings.Claim)), get(outputs.Function(settings.Dispatch))
 	out.ReconcileFunction, out.ExpireFunction = get(outputs.Function(settings.Reconcile)), get(outputs.Function(settings.Expire))

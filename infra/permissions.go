@@ -361,6 +361,10 @@ var unexercisedGrants = []struct {
 		"The emulator has no End User Messaging SMS service, so no run sends through it; the SMS adapter's own tests " +
 			"drive the real SDK against a local HTTP server. Granted on the configured origination identity, or on " +
 			"this account's sms-voice resources when none is configured."},
+	{"Dispatch", "dynamodb:PutItem", "LimitsTable",
+		"The marker item that makes a message count once when none of its send-limit counters is small enough to " +
+			"keep its members (dynamostore.Limits). The default destination cap (5) always keeps them, so only a " +
+			"policy with the destination and subject limits off reaches it; the limits contract suite runs it on the emulator."},
 	{"Reconcile", "dynamodb:GetItem", "",
 		"Read-back after a conditional write failed or lost its response (ledger.Service.write recognizes its own " +
 			"landed write) and the lookup of a held fallback channel when a row ends (settleSuccessor). Both run only " +

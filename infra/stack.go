@@ -118,6 +118,7 @@ func stackOutputs(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, 
 	out(outputs.LedgerTable, st.ledger.TableName(), "Delivery-claim ledger")
 	out(outputs.ContentTable, st.content.TableName(), "Sealed content store")
 	out(outputs.BudgetTable, st.budget.TableName(), "Send-rate budget per channel")
+	out(outputs.LimitsTable, st.limits.TableName(), "Send-limit counters and each subject's newest challenge")
 	out(outputs.ContentKeyARN, st.contentKey.KeyArn(), "Producers encrypt notification content with this key")
 	out(outputs.AttemptProofKeyARN, ev.proofKey.KeyArn(), "Dispatch signs each send's attempt with this HMAC key; the events function verifies provider events with it")
 	for _, name := range settings.Functions {

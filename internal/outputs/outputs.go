@@ -43,7 +43,10 @@ var (
 	LedgerTable            = Output{Name: "LedgerTableName", Env: settings.LedgerTable.Env, Required: true}
 	ContentTable           = Output{Name: "ContentTableName", Env: settings.ContentTable.Env, Required: true}
 	BudgetTable            = Output{Name: "BudgetTableName"}
-	ContentKeyARN          = Output{Name: "ContentKeyArn", Env: settings.ContentKeyARN.Env, Required: true}
+	// LimitsTable holds the send-limit counters (the end-to-end test binds
+	// its recorded calls to it).
+	LimitsTable   = Output{Name: "LimitsTableName"}
+	ContentKeyARN = Output{Name: "ContentKeyArn", Env: settings.ContentKeyARN.Env, Required: true}
 	// AttemptProofKeyARN is the HMAC key dispatch signs attempts with (the
 	// local end-to-end test signs the events it publishes with it).
 	AttemptProofKeyARN = Output{Name: "AttemptProofKeyArn", Env: settings.AttemptProofKeyARN.Env}
@@ -69,7 +72,7 @@ func All() []Output {
 	all := []Output{
 		IntentQueueURL, IntentQueueARN, IntentDLQURL, StreamFailureDLQURL, DispatchQueueURL, DispatchQueueDLQURL,
 		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
-		LedgerTable, ContentTable, BudgetTable, ContentKeyARN, AttemptProofKeyARN, OperatorRoleARN, BackupVault,
+		LedgerTable, ContentTable, BudgetTable, LimitsTable, ContentKeyARN, AttemptProofKeyARN, OperatorRoleARN, BackupVault,
 	}
 	for _, r := range settings.Functions {
 		all = append(all, Function(r))
