@@ -284,6 +284,9 @@ func notification(challenge string, ch ledger.Channel, to string, expires time.T
 	n := producer.Notification{
 		ChallengeID: challenge, Channel: ch, Workflow: ledger.Workflow{Kind: ledger.Single},
 		DestinationRef: "e2e:" + challenge, ExpiresAt: expires.UTC().Truncate(time.Millisecond),
+		// One subject per challenge: claim notes it as the subject's newest and dispatch reads that
+		// back (supersession), so the recorded calls include both (TestEndToEndAWSCalls).
+		SubjectRef: "e2e-subject:" + challenge,
 		TemplateID: "reset-" + string(ch), TemplateVersion: "1", PolicyVersion: ledger.DefaultPolicy().Version,
 		Message: ledger.Message{
 			To: to, Subject: "Reset your password",
