@@ -140,12 +140,7 @@ func (l *Limits) counter(c ledger.Count, now time.Time, members bool, key string
 func (l *Limits) admitOnce(ctx context.Context, key string, counts []ledger.Count, items []types.TransactWriteItem, anchor int, now time.Time) (_ ledger.Admission, retry bool, _ error) {
 	var olds []map[string]types.AttributeValue
 	if len(items) == 1 {
-		u := items[0].Update
-		_, err := l.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-			ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
-		})
+		_, err := l.client.UpdateItem(ctx, updateInput(items[0].Update))
 		var ccf *types.ConditionalCheckFailedException
 		switch {
 		case err == nil:
@@ -249,11 +244,7 @@ func (l *Limits) Release(ctx context.Context, key string, counts []ledger.Count,
 	for range maxLimitRaces {
 		var err error
 		if len(items) == 1 {
-			u := items[0].Update
-			_, err = l.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-				ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-			})
+			_, err = l.client.UpdateItem(ctx, updateInput(items[0].Update))
 		} else {
 			_, err = l.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		}
@@ -269,6 +260,16 @@ func (l *Limits) Release(ctx context.Context, key string, counts []ledger.Count,
 		}
 	}
 	return fmt.Errorf("limits: release: %d transaction conflicts: %w", maxLimitRaces, ledger.ErrConflict)
+}
+
+// updateInput is the one update of a transaction that has only one, made
+// as a plain UpdateItem: a transaction would cost twice the write units.
+func updateInput(u *types.Update) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
+	}
 }
 
 func newestKey(ref ledger.SubjectStream) map[string]types.AttributeValue {
