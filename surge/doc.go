@@ -7,12 +7,28 @@
 // or expired with the reason it was not sent, the providers never accepted
 // more than 1.1 × R in any 10 s window, and no row was stopped by a send
 // limit: the limits are on (internal/pipeline's Options.Limits), every
-// intent has a subject_ref and an address of its own, and the summary line
-// reports limited=N, which must be 0 (SURGE_LIMITS=off runs without the
-// limits, to compare what they cost per message). The drain (against the physical
-// minimum: per channel, its accepted messages ÷ R) is a speed: every run
-// prints it, and only `make surge` (SURGE_DRAIN_CHECK=1) fails above 1.25 ×,
-// so that a busy machine cannot fail `make test` with a correct system.
+// intent has an address of its own and a subject_ref (its own, or a repeat
+// subject's, below), and the summary line reports limited=N, which must be
+// 0 (SURGE_LIMITS=off runs without the limits and without repeat subjects,
+// to compare what the limits cost per message with a SURGE_REPEATS=0 run).
+//
+// Supersession under a backlog (repeat_test.go): a share of the subjects
+// (SURGE_REPEATS, default 0.1) ask three times on one channel, each ask
+// expiring later than the one before and published a third of the
+// channel's burst after it. The newest must be accepted and taken once;
+// every older one must have begun its send before a newer ask was claimed
+// (within supersedeRace, 3 s: dispatch reads the newest challenge before
+// it waits for its slot) or have ended suppressed, "superseded by
+// challenge <a newer ask>", never taken; and at least one must have been
+// superseded, or the run showed no backlog. The summary line reports
+// repeat_subjects, superseded, older_sent_before_newer, older_sent_in_race
+// (begun within those 3 s), older_sent_waiting (must be 0) and newest_sent.
+//
+// The drain (against the physical minimum: per channel, its accepted
+// messages and the send slots its superseded rows had booked, ÷ R) is a
+// speed: every run prints it, and only `make surge` (SURGE_DRAIN_CHECK=1)
+// fails above 1.25 ×, so that a busy machine cannot fail `make test` with
+// a correct system.
 //
 // `make surge` runs it at full size (SURGE_INTENTS, default 10,000); plain
 // `go test ./surge` runs 1,000 intents, and so does `make surge-check`, part

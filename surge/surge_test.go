@@ -63,6 +63,9 @@ type config struct {
 	// Limits turns the send limits on (SURGE_LIMITS, default on; "off"
 	// measures what they cost).
 	Limits bool
+	// Repeats is the share of subjects that ask three times (SURGE_REPEATS,
+	// default 0.1; 0 with the limits off). See repeat_test.go.
+	Repeats float64
 }
 
 func loadConfig(t *testing.T) config {
@@ -89,23 +92,32 @@ func loadConfig(t *testing.T) config {
 		}
 		c.Rate = r
 	}
+	c.Repeats = loadRepeats(t, c.Limits)
 	return c
 }
 
-// intentPlan is one published intent.
+// intentPlan is one published intent: planned before the burst (planBurst),
+// its key, challenge id and times filled in when it is published.
 type intentPlan struct {
 	Index     int
-	Key       string
+	Challenge int
 	Channel   ledger.Channel
 	Short     bool
-	Published time.Time
-	ExpiresAt time.Time
+	// Subject is the intent's subject_ref; Ask is which ask of a repeat
+	// subject it is (1 to 3), 0 for a subject that asks once.
+	Subject     string
+	Ask         int
+	Key         string
+	ChallengeID string
+	Published   time.Time
+	ExpiresAt   time.Time
 }
 
 // TestSurge publishes Intents intents in one burst (half email, half SMS;
-// a tenth of the challenges short-lived) through the real handlers, with
-// both providers throttling above the budget R, waits until every row has
-// ended, and checks the criteria of the package documentation.
+// a tenth of the challenges short-lived; a share of the subjects asking
+// three times) through the real handlers, with both providers throttling
+// above the budget R, waits until every row has ended, and checks the
+// criteria of the package documentation.
 func TestSurge(t *testing.T) {
 	if raceDetector {
 		// The handlers run in this process: under the race detector they
@@ -130,8 +142,9 @@ func TestSurge(t *testing.T) {
 	}
 	if cfg.Limits {
 		// Normal traffic must pass the limits: every intent has its own
-		// subject and address, so the destination and subject limits, the
-		// SMS allow-list (the numbers are US ones) and supersession stay at
+		// address, and a subject asks at most three times (repeat
+		// subjects), so the destination and subject limits, the SMS
+		// allow-list (the numbers are US ones) and supersession stay at
 		// their defaults. The SMS caps are circuit breakers sized for an
 		// hour of ordinary traffic (200 a country, 1,000 in all): a surge
 		// of this many SMS within minutes is what they stop, so they are
@@ -162,7 +175,7 @@ func TestSurge(t *testing.T) {
 	tp.start(ctx)
 
 	// The burst: every intent published as fast as 16 producers can.
-	plans := make([]intentPlan, cfg.Intents)
+	plans := planBurst(cfg.Intents, cfg.Repeats)
 	pubErrs := make(chan error, cfg.Intents)
 	var pubWG sync.WaitGroup
 	next := make(chan int, cfg.Intents)
@@ -174,22 +187,20 @@ func TestSurge(t *testing.T) {
 	for range 16 {
 		pubWG.Go(func() {
 			for i := range next {
-				challenge, ch := i/2, ledger.Email
-				if i%2 == 1 {
-					ch = ledger.SMS
-				}
-				short := challenge%10 == 9
+				pl := &plans[i]
 				ttl := longTTL
-				if short {
+				if pl.Short {
 					ttl = shortTTL
 				}
-				n := p.Notification(challenge, ch, ttl)
-				// A subject of its own per intent: distinct subjects.
-				n.SubjectRef = n.ChallengeID + ":" + string(ch)
-				plans[i] = intentPlan{
-					Index: i, Channel: ch, Short: short, Published: time.Now(), ExpiresAt: n.ExpiresAt,
-					Key: ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: ch}.Key(),
+				n := p.Notification(pl.Challenge, pl.Channel, ttl)
+				n.SubjectRef = pl.Subject
+				if pl.Ask > 0 {
+					// Each ask expires later than the one before, whatever
+					// order the producers publish them in.
+					n.ExpiresAt = begin.Add(longTTL + time.Duration(pl.Ask)*askSpacing)
 				}
+				pl.ChallengeID, pl.Published, pl.ExpiresAt = n.ChallengeID, time.Now(), n.ExpiresAt
+				pl.Key = ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: pl.Channel}.Key()
 				var err error
 				for try := 0; try < 3; try++ {
 					if _, err = p.Producer.Publish(p.Ctx, n); err == nil {
@@ -411,10 +422,15 @@ type report struct {
 	AcceptedShort            int
 	Duplicates               int
 	Missing                  int
-	// Limited counts rows a send limit stopped, by rule (superseded rows
-	// included): normal traffic must have none.
-	Limited   int
-	LimitedBy map[ledger.Rule]int
+	// Limited counts rows a send limit stopped, by rule: normal traffic
+	// must have none. Superseded rows are not among them: Superseded counts
+	// them, SupersededSlots those that had booked a send slot, by channel,
+	// and Repeats says whether each was right.
+	Limited         int
+	LimitedBy       map[ledger.Rule]int
+	Superseded      int
+	SupersededSlots map[ledger.Channel]int
+	Repeats         repeatFigures
 	// Violations are rows that break a criterion, described.
 	Violations []string
 	// SESCaptureDuplicates counts emails the emulator captured more than
@@ -455,6 +471,7 @@ func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan,
 		Cfg: cfg, Intents: len(plans), Rows: len(rows), ByState: map[ledger.State]int{}, Accepted: map[ledger.Channel]int{},
 		ExpiredReasons: map[string]int{}, RateMax: map[ledger.Channel]int{}, RateMaxAt: map[ledger.Channel]time.Time{},
 		Deferrals: map[string]int{}, DynamoDB: ddb, DLQ: p.DLQDepth(), LimitedBy: map[ledger.Rule]int{},
+		SupersededSlots: map[ledger.Channel]int{},
 	}
 	// Provider-side acceptances by key and channel.
 	sends := map[string][]time.Time{}
@@ -522,18 +539,26 @@ func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan,
 			}
 		}
 		got := sends[pl.Key]
-		if rule, ok := ledger.LimitRule(e); ok {
+		rule, stopped := ledger.LimitRule(e)
+		switch {
+		case rule == ledger.RuleSuperseded:
+			// Judged by analyzeRepeats.
+			r.Superseded++
+			if bookedSlot(e) {
+				r.SupersededSlots[pl.Channel]++
+			}
+		case stopped:
 			r.Limited++
 			r.LimitedBy[rule]++
 			violate("%s: stopped by the %s limit: %s", e.Key, rule, e.Reason)
-			if len(got) > 0 {
-				violate("%s: %s, but the provider took it %d time(s)", e.Key, e.State, len(got))
-			}
 		}
-		switch e.State {
-		case ledger.Limited:
+		if stopped && len(got) > 0 {
+			violate("%s: %s, but the provider took it %d time(s)", e.Key, e.State, len(got))
+		}
+		switch {
+		case stopped:
 			// Counted and reported above.
-		case ledger.Accepted:
+		case e.State == ledger.Accepted:
 			r.Accepted[pl.Channel]++
 			if pl.Short {
 				r.AcceptedShort++
@@ -551,7 +576,7 @@ func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan,
 			if !last.At.Before(e.ExpiresAt) {
 				violate("%s: accepted at %s, after its expiry", e.Key, last.At.Format(time.RFC3339Nano))
 			}
-		case ledger.Expired:
+		case e.State == ledger.Expired:
 			r.ExpiredAll++
 			if pl.Short {
 				r.ExpiredShort++
@@ -583,8 +608,13 @@ func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan,
 		n, at := maxInWindow(byChannel[ch], rateWindow)
 		r.RateMax[ch], r.RateMaxAt[ch] = n, at
 		r.RateRatio = max(r.RateRatio, float64(n)/(rateWindow.Seconds()*cfg.Rate))
-		r.MinDrain = max(r.MinDrain, time.Duration(float64(r.Accepted[ch])/cfg.Rate*float64(time.Second)))
+		// A row superseded at the wake-up for its booked slot leaves that
+		// slot unused: the budget booked it before the newer challenge was
+		// claimed, and it is part of the minimum.
+		slots := r.Accepted[ch] + r.SupersededSlots[ch]
+		r.MinDrain = max(r.MinDrain, time.Duration(float64(slots)/cfg.Rate*float64(time.Second)))
 	}
+	r.Repeats = analyzeRepeats(plans, rows, sends)
 	r.Sends = byChannel
 	r.Drain = r.LastEnd.Sub(r.FirstPublish)
 	if r.MinDrain > 0 {
@@ -618,10 +648,12 @@ func (r *report) finalLine() string {
 	if r.Cfg.Limits {
 		limits = "on"
 	}
+	rp := r.Repeats
 	return fmt.Sprintf("surge: intents=%d accepted=%d expired_not_sent=%d limited=%d quarantined=%d unknown=%d duplicates=%d rate_ratio=%.3f drain_ratio=%.3f"+
-		" wcu=%.2f rcu=%.2f requests=%.2f redriven=%d limits=%s",
+		" wcu=%.2f rcu=%.2f requests=%.2f redriven=%d limits=%s repeat_subjects=%d superseded=%d older_sent_before_newer=%d older_sent_in_race=%d older_sent_waiting=%d newest_sent=%d",
 		r.Intents, r.accepted(), r.ExpiredAll, r.Limited, r.ByState[ledger.Quarantined], r.ByState[ledger.Unknown], r.Duplicates, r.RateRatio, r.DrainRatio,
-		per(d.WCU+d.ConditionFailedWCU), per(d.RCU), per(float64(d.Total())), int(r.Ops.Metrics[metrics.Redriven]), limits)
+		per(d.WCU+d.ConditionFailedWCU), per(d.RCU), per(float64(d.Total())), int(r.Ops.Metrics[metrics.Redriven]), limits,
+		rp.Subjects, r.Superseded, rp.OlderSent, rp.InRace, rp.SentWaiting, rp.NewestSent)
 }
 
 // check fails t for every criterion the run missed.
@@ -634,17 +666,18 @@ func (r *report) check(t *testing.T) {
 		t.Errorf("%d rows quarantined", n)
 	}
 	if r.Limited > 0 {
-		t.Errorf("%d rows stopped by a send limit (%v): distinct subjects and addresses must pass every limit", r.Limited, r.LimitedBy)
+		t.Errorf("%d rows stopped by a send limit (%v): an address per intent and at most three asks per subject must pass every limit", r.Limited, r.LimitedBy)
 	}
 	if n := r.ByState[ledger.Unknown]; n > 0 {
 		t.Errorf("%d rows unknown", n)
 	}
-	if other := r.Intents - r.Missing - r.accepted() - r.ExpiredAll; other > 0 || r.Missing > 0 {
-		t.Errorf("%d intents without a row, %d rows neither accepted nor expired: %v", r.Missing, other, r.ByState)
+	if other := r.Intents - r.Missing - r.accepted() - r.ExpiredAll - r.Superseded; other > 0 || r.Missing > 0 {
+		t.Errorf("%d intents without a row, %d rows neither accepted, expired nor superseded: %v", r.Missing, other, r.ByState)
 	}
 	for _, v := range r.Violations {
 		t.Errorf("violation: %s", v)
 	}
+	r.Repeats.check(t)
 	if r.SESCaptured != r.Accepted[ledger.Email] {
 		t.Errorf("the emulator captured %d emails; %d email rows are accepted", r.SESCaptured, r.Accepted[ledger.Email])
 	}
@@ -701,7 +734,8 @@ func (r *report) print(w io.Writer) {
 	if r.Cfg.Limits {
 		limits = fmt.Sprintf("on: %d stopped %v", r.Limited, r.LimitedBy)
 	}
-	row("send limits (one subject and address per intent)", limits)
+	row("send limits (one address per intent)", limits)
+	r.printRepeats(row)
 	row("quarantined / unknown / rejected", fmt.Sprintf("%d / %d / %d", r.ByState[ledger.Quarantined], r.ByState[ledger.Unknown], r.ByState[ledger.Rejected]))
 	row("duplicate sends (provider-side; SES capture)", fmt.Sprintf("%d; %d", r.Duplicates, r.SESCaptureDuplicates))
 	row("attempts per accepted message p50 / p99 / max", fmt.Sprintf("%d / %d / %d", percentile(r.Attempts, 50), percentile(r.Attempts, 99), percentile(r.Attempts, 100)))
@@ -714,6 +748,8 @@ func (r *report) print(w io.Writer) {
 	row("fullest 10 s window (email / SMS)", fmt.Sprintf("%d / %d of %.0f", r.RateMax[ledger.Email], r.RateMax[ledger.SMS], 10*r.Cfg.Rate))
 	row("rate ratio", fmt.Sprintf("%.3f", r.RateRatio))
 	row("drain / physical minimum", fmt.Sprintf("%s / %s = %.3f", ms(r.Drain), ms(r.MinDrain), r.DrainRatio))
+	row("  (minimum: accepted and superseded rows' booked slots, email / SMS)", fmt.Sprintf("%d+%d / %d+%d",
+		r.Accepted[ledger.Email], r.SupersededSlots[ledger.Email], r.Accepted[ledger.SMS], r.SupersededSlots[ledger.SMS]))
 	d := r.DynamoDB
 	row("DynamoDB requests per accepted message", per(float64(d.Total())))
 	var ops []string
