@@ -43,6 +43,7 @@ func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, e
 	fs := p.Functions
 	fs.LedgerTable, fs.ContentTable, fs.BudgetTable = *st.ledger.TableName(), *st.content.TableName(), *st.budget.TableName()
 	fs.LimitsTable = *st.limits.TableName()
+	fs.SubjectIndex = !p.SkipSubjectIndex
 	fs.ContentKeyARN, fs.DispatchQueueURL = *st.contentKey.KeyArn(), *dispatchQueue.QueueUrl()
 	fs.AttemptProofKeyARN = *ev.proofKey.KeyArn()
 	fs.SESConfigurationSet, fs.SMSConfigurationSet = ev.sesSet, ev.smsSet

@@ -37,6 +37,7 @@ func (p *LedgerStackProps) grant(stack awscdk.Stack, fns map[settings.Role]awsla
 		}))
 	}
 	grantCalls(fns, st, in, q, ev)
+	p.grantReclaim(fns[settings.Dispatch], st)
 	p.grantSenders(stack, fns, st.contentKey, in, ev)
 	grantProofs(fns, ev.proofKey)
 	grantEventsQueueKey(fns[settings.Events], ev.queueKey)
@@ -91,6 +92,22 @@ func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake,
 	allow(settings.Events, []*string{ev.queue.QueueArn()}, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 	allow(settings.Events, []*string{ledgerArn}, "dynamodb:GetItem", "dynamodb:UpdateItem")
 	allow(settings.Events, []*string{contentArn}, "dynamodb:DeleteItem")
+}
+
+// grantReclaim lets dispatch list a subject's newest rows (Store.ListByRef: the subject index's
+// keys, then the rows) when an admission is refused, to supersede the older challenges that still
+// hold counts (SUBJECT_INDEX). Without the subject index there is nothing to read.
+func (p *LedgerStackProps) grantReclaim(dispatch awslambda.Function, st storage) {
+	if p.SkipSubjectIndex {
+		return
+	}
+	subjectIndexArn := awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + dynamostore.SubjectIndex)})
+	dispatch.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("dynamodb:Query"), Resources: &[]*string{subjectIndexArn},
+	}))
+	dispatch.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("dynamodb:BatchGetItem"), Resources: &[]*string{st.ledger.TableArn()},
+	}))
 }
 
 // grantSenders lets the senders decrypt content, and dispatch send through the configured

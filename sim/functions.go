@@ -37,6 +37,7 @@ func (s *sim) service(inv *invocation) *ledger.Service {
 		Challenges:   &challengesPort{inv},
 		Fingerprints: &fingerprint.Local{Key: fingerprintKey},
 		RegionOf:     s.regionPort,
+		Timeline:     &storePort{inv},
 	}
 	if s.mutant == ProofShapeOnly && inv.fn == fnEvents {
 		svc.Proofs = lengthOnly{s.proofs}

@@ -103,13 +103,17 @@ const (
 	invSupersededSent = "superseded-sent"
 	// A message counts once: no counter is raised twice by one message.
 	invCountedTwice = "counted-twice"
+	// A newest challenge is not limited by a counter its own older
+	// challenges filled while they waited for their slots, when they end
+	// superseded by it: the player would get no link at all.
+	invStarved = "superseded-starve-newest"
 )
 
 // Invariants lists the invariants checked after every step.
 var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invLateArrival, invUnknownExit, invAcceptedNoAck, invFallback,
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
 	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invEvidenceResent, invHandOver,
-	invCapExceeded, invLimitedSent, invRefusedRegionSent, invSupersededSent, invCountedTwice}
+	invCapExceeded, invLimitedSent, invRefusedRegionSent, invSupersededSent, invCountedTwice, invStarved}
 
 type violation struct {
 	name   string
@@ -302,6 +306,7 @@ func (s *sim) checkWrite(w writeFact) {
 		}
 	}
 	s.limitPaths(w, entered)
+	s.checkStarved(w)
 	if entered && from == ledger.Held {
 		s.checkHandOver(w, key, lbl, by)
 	}

@@ -75,7 +75,12 @@ func (w *world) drawLimits(c chooser) {
 		l.SMSCountries = func(r string) bool { return w.allowed[r] }
 	}
 	w.sendLimits = l
+	w.asksAgain = c.coin(2, "asks again")
 }
+
+// askAgainEvery is how long after each other the challenges of a world that
+// asks again arrive: the older one is counted and waiting for its slot.
+const askAgainEvery = 3 * time.Second
 
 // fingerprintSecret adds the fingerprint of an address the destination
 // limit counts to the secrets, once: it must stay in the counters' keys.
@@ -95,6 +100,16 @@ func (w *world) drawParties(c chooser, ch *challenge) {
 		ch.to[chn] = ledgertest.Message(ch.n, chn).To
 	}
 	if !w.limitsOn() {
+		return
+	}
+	if w.asksAgain {
+		// One player asking again and again, seconds apart, while a slow
+		// budget keeps the older challenges counted and waiting.
+		ch.subject, ch.to[ledger.Email], ch.to[ledger.SMS] = subjects[1], emails[0], numbers[0]
+		ch.arrival = time.Duration(ch.n-1) * askAgainEvery
+		for _, chn := range ch.channels {
+			w.fingerprintSecret(chn, ch.to[chn])
+		}
 		return
 	}
 	ch.subject = subjects[c.pick(len(subjects), "subject")]
@@ -166,7 +181,18 @@ func (p *limiterPort) Admit(ctx context.Context, key string, counts []ledger.Cou
 // schedule interleaves or faults: a release that fails leaves a count too
 // high, which no invariant of the world can mistake for a send.
 func (p *limiterPort) Release(ctx context.Context, key string, counts []ledger.Count, admittedAt time.Time) error {
-	return p.inv.sim.limiter.Release(ctx, key, counts, admittedAt)
+	s := p.inv.sim
+	before := make([]int, len(counts))
+	for i, c := range counts {
+		before[i] = s.limiter.Counter(ledger.CounterID(c, admittedAt))
+	}
+	err := s.limiter.Release(ctx, key, counts, admittedAt)
+	for i, c := range counts {
+		if id := ledger.CounterID(c, admittedAt); s.limiter.Counter(id) < before[i] {
+			delete(s.countedIn[id], key)
+		}
+	}
+	return err
 }
 
 // admit is the counters' Admit for inv, with the mutant's slip, and what
@@ -189,6 +215,9 @@ func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []l
 		storeKey = key + "#" + string(inv.worker)
 	}
 	a, err := s.limiter.Admit(ctx, storeKey, cs, now, until)
+	if err == nil && a.Limited >= 0 && a.Limited < len(ids) {
+		s.refused(key, ids[a.Limited])
+	}
 	if s.mutant == LimitFullAsRepeat && err == nil && a.Limited >= 0 {
 		a = ledger.Admission{Limited: -1, Repeat: true}
 	}
@@ -215,6 +244,59 @@ func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []l
 		}
 	}
 	return a, err
+}
+
+// refused records the older challenges of key's stream that the full
+// counter id holds and that are reclaimable now: counted and unsent
+// (claimed or deferred, no attempt).
+func (s *sim) refused(key, id string) {
+	self, ok := s.peek(key)
+	if !ok {
+		return
+	}
+	var holders []string
+	for h := range s.countedIn[id] {
+		o, ok := s.peek(h)
+		if ok && h != key && o.SubjectRef == self.SubjectRef && o.Identity.Channel == self.Identity.Channel &&
+			o.ExpiresAt.Before(self.ExpiresAt) && o.Attempts == 0 &&
+			(o.State == ledger.Claimed || o.State == ledger.Deferred) {
+			holders = append(holders, h)
+		}
+	}
+	slices.Sort(holders)
+	s.refusals[key] = holders
+}
+
+// checkStarved judges a write that ended a row limited or superseded: a
+// newest challenge is never limited by a counter that older challenges of
+// its own stream filled while they waited, when those end superseded by it
+// (the reclaim supersedes them and gives their counts back first).
+func (s *sim) checkStarved(w writeFact) {
+	a := w.after
+	if a.State != ledger.Limited && a.State != ledger.Suppressed {
+		return
+	}
+	limited, holder := a.Key, ""
+	if a.State == ledger.Suppressed {
+		holder = a.Key
+		newer := strings.TrimPrefix(a.Reason, "superseded by challenge ")
+		if newer == a.Reason {
+			return
+		}
+		limited = ledger.Identity{Purpose: a.Identity.Purpose, ChallengeID: newer, Channel: a.Identity.Channel}.Key()
+	}
+	l, ok := s.peek(limited)
+	if !ok || l.State != ledger.Limited {
+		return
+	}
+	for _, h := range s.refusals[limited] {
+		o, _ := s.peek(h)
+		if (holder == "" || holder == h) && o.State == ledger.Suppressed && o.Reason == "superseded by challenge "+l.Identity.ChallengeID {
+			s.fail(invStarved, fmt.Sprintf("%s ended limited (%s) by a counter that %s filled while it waited; %s then ended superseded by it, and neither was sent",
+				s.label(limited), l.Reason, s.label(h), s.label(h)), limited, h)
+			return
+		}
+	}
 }
 
 // challengesPort is the limits table's newest challenges as seen from one

@@ -119,6 +119,18 @@ func (p *storePort) ListOpen(ctx context.Context, st ledger.State, dueBy time.Ti
 	return rows, nil
 }
 
+// ListByRef lists a subject's rows for a refused admission's reclaim.
+func (p *storePort) ListByRef(ctx context.Context, kind ledger.RefKind, ref string, since time.Time, limit int) ([]ledger.Entry, error) {
+	r := p.inv.yield(&call{op: opTimeline, detail: string(kind) + " " + ref})
+	if r.fault == failCall {
+		return nil, injected("list by "+string(kind), ref)
+	}
+	if p.inv.sim.mutant == TimelineWrongIndex {
+		kind = ledger.ByDestination
+	}
+	return p.inv.sim.store.ListByRef(ctx, kind, ref, since, limit)
+}
+
 // wrote records a write that landed in this call (the row now holds
 // eventID and did not before) for the invariant checks, the stream, and the
 // authorization of a send.

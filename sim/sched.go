@@ -62,14 +62,15 @@ const (
 	opReserve
 	opSchedule
 	opSleep
-	opAdmit  // limits: count a message
-	opNote   // limits: record a claim's challenge as its subject's newest
-	opNewest // limits: read a subject's newest challenge
+	opAdmit    // limits: count a message
+	opNote     // limits: record a claim's challenge as its subject's newest
+	opNewest   // limits: read a subject's newest challenge
+	opTimeline // limits: list a subject's newest rows (a refused admission's reclaim)
 )
 
 var opNames = [...]string{"start", "store.Get", "store.Create", "store.Apply", "store.ListOpen", "content.Put",
 	"content.Get", "content.Delete", "opener.Open", "transport.Send", "(awaiting answer)", "transport.Lookup",
-	"budget.Reserve", "scheduler.Schedule", "sleep", "limits.Admit", "limits.Note", "limits.Newest"}
+	"budget.Reserve", "scheduler.Schedule", "sleep", "limits.Admit", "limits.Note", "limits.Newest", "store.ListByRef"}
 
 func (o op) String() string { return opNames[o] }
 
@@ -86,7 +87,7 @@ func (o op) faults() []fault {
 		return []fault{crashBefore, crashAfter, slowCall}
 	case opSleep, opAwait:
 		return []fault{crashBefore}
-	case opListOpen:
+	case opListOpen, opTimeline:
 		return []fault{crashBefore, failCall}
 	}
 	return []fault{crashBefore, failCall, slowCall}
@@ -273,6 +274,10 @@ type sim struct {
 	receivedIn  map[limitKey]map[string]bool
 	claimedStep map[string]int
 	lastNoted   map[ledger.SubjectStream]string // mutant SupersedeLastNoted
+	// refusals holds, per message, the older challenges of its stream that
+	// held counts in the counter its latest refused admission found full
+	// and that a reclaim could then supersede (reclaimable).
+	refusals map[string][]string
 
 	now        time.Time
 	step       int
@@ -310,6 +315,7 @@ func newSim(c chooser, m Mutant) *sim {
 		limiter:    &memstore.Limits{},
 		admittedAt: map[string]time.Time{}, countedIn: map[string]map[string]bool{}, received: map[string]bool{},
 		receivedIn: map[limitKey]map[string]bool{}, claimedStep: map[string]int{}, lastNoted: map[ledger.SubjectStream]string{},
+		refusals:   map[string][]string{},
 		jitter:     rand.New(rand.NewPCG(w.jitterSeed, 0x5eed)),
 		now:        ledgertest.Epoch,
 		faultPhase: true,

@@ -77,6 +77,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.SupersedeLastNoted:              {"superseded-sent"},
 	sim.DecryptFailureAsUnavailable:     {"quarantined-unsent"},
 	sim.LimitIndexByItem:                {"panic"},
+	sim.TimelineWrongIndex:              {"superseded-starve-newest"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;

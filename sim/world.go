@@ -176,6 +176,9 @@ type world struct {
 	// allow-list (nil: none), as the world reads it (limits.go).
 	sendLimits ledger.Limits
 	allowed    map[string]bool
+	// asksAgain: every challenge is one player's, asked for seconds after
+	// the one before, against a slow send-rate budget (limits.go).
+	asksAgain bool
 }
 
 // Choices offered to the draws; index 0 is where shrinking goes.
@@ -273,6 +276,9 @@ func drawWorld(c chooser) *world {
 		w.transports[chn] = t
 		if r := rates[c.pick(len(rates), "send rate "+string(chn))]; r > 0 {
 			w.rates[chn] = r
+		}
+		if w.asksAgain && w.limitsOn() {
+			w.rates[chn] = rates[len(rates)-1]
 		}
 	}
 	if c.coin(2, "deep retries") {

@@ -17,12 +17,13 @@
 // expiring later than the one before and published a third of the
 // channel's burst after it. The newest must be accepted and taken once;
 // every older one must have begun its send before a newer ask was claimed
-// (within supersedeRace, 3 s: dispatch reads the newest challenge before
-// it waits for its slot) or have ended suppressed, "superseded by
-// challenge <a newer ask>", never taken; and at least one must have been
-// superseded, or the run showed no backlog. The summary line reports
-// repeat_subjects, superseded, older_sent_before_newer, older_sent_in_race
-// (begun within those 3 s), older_sent_waiting (must be 0) and newest_sent.
+// (within supersedeRace, 1 s: the calls between dispatch's last read of
+// the newest challenge and its dispatching write) or have ended
+// suppressed, "superseded by challenge <a newer ask>", never taken; and at
+// least one must have been superseded, or the run showed no backlog. The
+// summary line reports repeat_subjects, superseded,
+// older_sent_before_newer, older_sent_in_race (begun within that second),
+// older_sent_waiting (must be 0) and newest_sent.
 //
 // The drain (against the physical minimum: per channel, its accepted
 // messages and the send slots its superseded rows had booked, ÷ R) is a

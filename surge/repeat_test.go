@@ -32,14 +32,14 @@ const (
 
 // supersedeRace is how long after a newer challenge's claim (its row's
 // CreatedAt) an older challenge's send may begin (its move to dispatching)
-// and still count as decided before that claim. It is needed: dispatch
-// reads the subject's newest challenge once, before it admits the row,
-// books its send slot and waits in-process for it (up to BUDGET_MAX_WAIT,
-// 2 s), and a claim notes its challenge as the newest after the time its
-// row records; one more second covers the calls between (admission,
-// booking, content read, the dispatching write) on a loaded machine. A
-// send that began later was decided after the newer challenge was noted.
-var supersedeRace = ledger.DefaultPolicy().BudgetWait + time.Second
+// and still count as decided before that claim. It is needed: dispatch's
+// last read of the subject's newest challenge (before it admits the row,
+// and again after an in-process wait for its send slot) precedes its
+// dispatching write, and a claim notes its challenge as the newest after
+// the time its row records; a second covers the calls between (the
+// content read, the dispatching write) on a loaded machine. A send that
+// began later was decided after the newer challenge was noted.
+var supersedeRace = time.Second
 
 // loadRepeats reads SURGE_REPEATS, the share of subjects that ask three
 // times: 0.1 unless set, 0 when the limits are off (supersession is one).
@@ -338,7 +338,7 @@ func TestAnalyzeRepeats(t *testing.T) {
 			rows["k2"], sends["k2"] = sent("k2", 2*time.Second, 30*time.Second), []time.Time{t0.Add(30 * time.Second)}
 		}, "k2: sent, but it was still waiting"},
 		{"older sent within the race", func(rows map[string]ledger.Entry, sends map[string][]time.Time) {
-			rows["k2"], sends["k2"] = sent("k2", 2*time.Second, 5*time.Second), []time.Time{t0.Add(5 * time.Second)}
+			rows["k2"], sends["k2"] = sent("k2", 2*time.Second, 3500*time.Millisecond), []time.Time{t0.Add(3500 * time.Millisecond)}
 		}, ""},
 		{"superseded by an older one", func(rows map[string]ledger.Entry, _ map[string][]time.Time) {
 			rows["k2"] = superseded("k2", 2*time.Second, "chal-1")

@@ -103,6 +103,10 @@ type Settings struct {
 	// challenge (claim notes, dispatch counts and reads); "" applies no
 	// limit.
 	LimitsTable string
+	// SubjectIndex reports that the ledger table has its subject index:
+	// dispatch then reads a subject's older challenges through it when an
+	// admission is refused (ledger.Service.Timeline).
+	SubjectIndex bool
 	// Limits is the send-limit policy; its SMSCountries comes from
 	// SMSAllowedCountries where the functions are wired.
 	Limits ledger.Limits

@@ -135,6 +135,9 @@ var (
 	LimitsTable = &Var{Env: "LIMITS_TABLE", Resource: "the limits table's name", Roles: []Role{Claim, Dispatch},
 		Doc:   "the send-limit counters and each subject's newest challenge; unset: no send limit and no supersession",
 		field: at(Text, func(s *Settings) *string { return &s.LimitsTable })}
+	SubjectIndex = &Var{Env: "SUBJECT_INDEX", Resource: "whether the ledger table has its subject index", Roles: []Role{Dispatch},
+		Doc:   "true lets a refused admission supersede the subject's older challenges that still hold counts, through the subject index, and admit again; unset: they keep their counts until they wake",
+		field: at(Flag, func(s *Settings) *bool { return &s.SubjectIndex })}
 	LimitDestination = &Var{Env: "LIMIT_DESTINATION", Context: "limitDestination", Default: Limit.Format(DefaultLimitDestination),
 		Roles: []Role{Dispatch}, Doc: "sends to one address on one channel per window (<max>/<window>, or off)",
 		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.Destination })}
@@ -204,7 +207,7 @@ var Vars = []*Var{
 	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, RecheckAfter,
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	SMSAllowedCountries, SMSProtectConfigurationID,
-	LimitsTable, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,
+	LimitsTable, SubjectIndex, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
 	OpenIndexShards, SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,

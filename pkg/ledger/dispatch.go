@@ -120,11 +120,7 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	if !ok {
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %s: %w", e.Key, e.Identity.Channel, ErrNoTransport)
 	}
-	if newer, ok, err := s.superseded(ctx, e); ok || err != nil {
-		if err != nil {
-			return DispatchResult{}, false, err
-		}
-		res, err := s.supersede(ctx, e, w, newer)
+	if res, done, err := s.supersedeIfNewer(ctx, e, w); done || err != nil {
 		return res, false, err
 	}
 	msg, admitted, res, err := s.admitClaimed(ctx, e, w)
@@ -152,6 +148,13 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 	e, waited, err := s.waitForSlot(ctx, e, w, now, at)
 	if err != nil {
 		return DispatchResult{}, false, err
+	}
+	if waited > 0 {
+		// A newer challenge claimed while this one waited for its slot
+		// supersedes it still: it has not reached dispatching.
+		if res, done, err := s.supersedeIfNewer(ctx, e, w); done || err != nil {
+			return res, false, err
+		}
 	}
 	e, err = s.begin(ctx, e, w)
 	if err != nil {

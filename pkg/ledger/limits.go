@@ -228,6 +228,17 @@ func (s *Service) superseded(ctx context.Context, e Entry) (string, bool, error)
 	return id, true, nil
 }
 
+// supersedeIfNewer ends e superseded if a newer challenge of its stream
+// exists; done reports that it did.
+func (s *Service) supersedeIfNewer(ctx context.Context, e Entry, w Worker) (_ DispatchResult, done bool, _ error) {
+	newer, ok, err := s.superseded(ctx, e)
+	if !ok || err != nil {
+		return DispatchResult{}, false, err
+	}
+	res, err := s.supersede(ctx, e, w, newer, e.AdmittedAt)
+	return res, true, err
+}
+
 // noteChallenge records a claimed row's challenge as its subject's newest,
 // before the row exists: once a newer row can be sent, older ones see it.
 func (s *Service) noteChallenge(ctx context.Context, e Entry) error {
@@ -246,9 +257,14 @@ func (s *Service) noteChallenge(ctx context.Context, e Entry) error {
 // counters the newest challenge is counted in. Its counters are worked out
 // before that write, which purges the content they may need. A release
 // that fails leaves the count (too high, never too low) and is reported.
-func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string) (DispatchResult, error) {
+//
+// countedAt is when the limits counted e (its AdmittedAt), or, for a row
+// whose worker counted it and waits in process without recording it, the
+// time whose windows to release it from: a release of a message those
+// windows did not count changes nothing.
+func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string, countedAt time.Time) (DispatchResult, error) {
 	var counted []Count
-	if !e.AdmittedAt.IsZero() && s.limitsOn(e.Identity.Channel) {
+	if !countedAt.IsZero() && s.limitsOn(e.Identity.Channel) {
 		var msg Message
 		var err error
 		if s.Limits.needsAddress(e.Identity.Channel) {
@@ -270,7 +286,7 @@ func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string
 	if err != nil || len(counted) == 0 {
 		return res, err
 	}
-	if err := s.Limiter.Release(ctx, e.Key, counted, e.AdmittedAt); err != nil {
+	if err := s.Limiter.Release(ctx, e.Key, counted, countedAt); err != nil {
 		return res, fmt.Errorf("dispatch %s: superseded, but its count stays: %w", e.Key, err)
 	}
 	return res, nil
@@ -342,7 +358,7 @@ func (s *Service) admit(ctx context.Context, e Entry, w Worker, msg Message) (ti
 		return time.Time{}, DispatchResult{}, nil
 	}
 	now := s.now()
-	a, err := s.Limiter.Admit(ctx, e.Key, cs, now, e.ExpiresAt.Add(s.Policy.Lease))
+	a, err := s.admitReclaiming(ctx, e, w, cs, now)
 	if err != nil {
 		return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
 	}
@@ -363,6 +379,84 @@ func (s *Service) admit(ctx context.Context, e Entry, w Worker, msg Message) (ti
 		c.Rule, a.Count, c.Cap.Max, what, c.Cap.Window, a.Window.UTC().Format(time.RFC3339))
 	res, err := s.limit(ctx, e, w, c.Rule, reason)
 	return time.Time{}, res, err
+}
+
+// admitReclaiming counts e in the counters cs. If one is full and e's
+// subject has older challenges in e's stream that the limits counted while
+// they waited for their send-rate slots, those are superseded by e (the
+// newest: superseded checked it just before), their counts given back,
+// and e is admitted again, once. Without this the newest challenge, reaching
+// dispatch before its older siblings wake, would find the counter full of
+// them: it would end limited, they superseded, and the player get nothing.
+func (s *Service) admitReclaiming(ctx context.Context, e Entry, w Worker, cs []Count, now time.Time) (Admission, error) {
+	until := e.ExpiresAt.Add(s.Policy.Lease)
+	a, err := s.Limiter.Admit(ctx, e.Key, cs, now, until)
+	if err != nil || a.Limited < 0 {
+		return a, err
+	}
+	n, err := s.reclaim(ctx, e, w, now)
+	if err != nil || n == 0 {
+		return a, err
+	}
+	return s.Limiter.Admit(ctx, e.Key, cs, now, until)
+}
+
+// ReclaimLookback is how many of a subject's newest rows a refused
+// admission reads (one index Query and one batch read, bounded by it) to
+// find the older challenges that still hold counts. Such rows are recent:
+// each waits in the backlog behind a newer claim of the same subject.
+const ReclaimLookback = 16
+
+// reclaim supersedes by e the unsent older challenges of e's stream (a
+// newer challenge supersedes them whatever they hold), giving back the
+// counts they hold, and returns how many rows of the stream are now
+// superseded by e (by this call, or by their own dispatch meanwhile: either
+// gave its count back). A row counted by a worker that waits in process for
+// its slot has no admission on record yet: its count is released from the
+// windows of now, where such a short wait counted it. A row that moved on
+// to its send keeps its count.
+func (s *Service) reclaim(ctx context.Context, e Entry, w Worker, now time.Time) (int, error) {
+	if !s.Limits.Supersede || s.Timeline == nil || e.SubjectRef == "" {
+		return 0, nil
+	}
+	rows, err := s.Timeline.ListByRef(ctx, BySubject, e.SubjectRef, time.Time{}, ReclaimLookback)
+	if err != nil {
+		return 0, fmt.Errorf("older challenges of its subject: %w", err)
+	}
+	n := 0
+	for _, o := range rows {
+		if o.Key == e.Key || streamOf(o) != streamOf(e) || !e.ExpiresAt.After(o.ExpiresAt) {
+			continue
+		}
+		if o.Attempts > 0 || (o.State != Claimed && o.State != Deferred) {
+			if supersededBy(o, e) {
+				n++
+			}
+			continue
+		}
+		countedAt := o.AdmittedAt
+		if countedAt.IsZero() {
+			countedAt = now
+		}
+		_, err := s.supersede(ctx, o, w, e.Identity.ChallengeID, countedAt)
+		if errors.Is(err, ErrConflict) {
+			// Moved on meanwhile: to its send, or superseded at its wake-up.
+			o, err = s.Store.Get(ctx, o.Key)
+			if err == nil && !supersededBy(o, e) {
+				continue
+			}
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// supersededBy reports whether o ended suppressed in favour of e's challenge.
+func supersededBy(o, e Entry) bool {
+	return o.State == Suppressed && o.Reason == supersededPrefix+e.Identity.ChallengeID
 }
 
 // limit ends the claimed row e limited by rule.

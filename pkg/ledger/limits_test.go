@@ -241,8 +241,7 @@ func TestLimitedFallbackDoesNotHandOver(t *testing.T) {
 
 // TestSupersededGivesCountBack: a row counted, deferred for its send-rate
 // slot and superseded at its wake-up gives its count back, so the counter
-// it held has room for a message that is sent. (A newer challenge admitted
-// before the older rows wake still finds them counted: RELIABILITY.md.)
+// it held has room for a message that is sent.
 func TestSupersededGivesCountBack(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
 	e.Svc.Scheduler = &scheduler{}
@@ -262,5 +261,84 @@ func TestSupersededGivesCountBack(t *testing.T) {
 	for i, want := range []ledger.DispatchOutcome{ledger.DispatchAccepted, ledger.DispatchAccepted, ledger.DispatchLimited} {
 		in := e.claimTo(t, 10+i, ledger.Email, "p@example.test", "", 0)
 		mustDispatch(t, e, in.Key(), want)
+	}
+}
+
+// TestNewestReclaimsWaitingOlderCounts: two older challenges of a subject
+// are counted and wait for their send-rate slots, filling the destination
+// counter; the newest reaches dispatch before they wake. Its refused
+// admission supersedes them, gives their counts back and admits it: the
+// player gets the newest link, and only it. Without the subject timeline
+// (no reclaim) the newest ends limited and nothing is sent.
+func TestNewestReclaimsWaitingOlderCounts(t *testing.T) {
+	for _, reclaim := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reclaim=%t", reclaim), func(t *testing.T) {
+			e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
+			if reclaim {
+				e.Svc.Timeline = e.mem
+			}
+			e.Svc.Scheduler = &scheduler{}
+			e.Svc.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
+			e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
+			e.Svc.Policy.BudgetWait = 0
+			warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
+			mustDispatch(t, e, warm.Key(), ledger.DispatchAccepted) // the next slot is 100 s away
+			var older []ledger.Intent
+			for i := range 2 {
+				in := e.claimTo(t, 2+i, ledger.Email, "p@example.test", "acct-1", time.Duration(i)*time.Second)
+				mustDispatch(t, e, in.Key(), ledger.DispatchDeferred) // counted, waiting
+				older = append(older, in)
+			}
+			newest := e.claimTo(t, 4, ledger.Email, "p@example.test", "acct-1", time.Minute)
+			if !reclaim {
+				mustDispatch(t, e, newest.Key(), ledger.DispatchLimited)
+				return
+			}
+			mustDispatch(t, e, newest.Key(), ledger.DispatchDeferred)
+			for _, in := range older {
+				row := e.get(t, in.Key())
+				if row.State != ledger.Suppressed || row.Reason != "superseded by challenge chal-000004" {
+					t.Fatalf("older %s: %s %q, want superseded by the newest", in.ChallengeID, row.State, row.Reason)
+				}
+			}
+			e.Clock.Advance(300 * time.Second)
+			for _, in := range older {
+				mustDispatch(t, e, in.Key(), ledger.DispatchSkipped)
+			}
+			mustDispatch(t, e, newest.Key(), ledger.DispatchAccepted)
+			if n := e.Transport.Calls(); n != 2 {
+				t.Fatalf("%d sends, want 2 (the warm-up and the newest)", n)
+			}
+		})
+	}
+}
+
+// TestSupersededWhileWaitingForSlot: a newer challenge claimed while the
+// older one waits in process for its send-rate slot supersedes it: the
+// older has not reached dispatching, so it is not sent, and its count is
+// given back for the newer.
+func TestSupersededWhileWaitingForSlot(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}, Supersede: true})
+	e.Svc.Scheduler = &scheduler{}
+	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.2}}
+	e.Svc.Policy.BudgetWait = 10 * time.Second // waited in process
+	warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
+	mustDispatch(t, e, warm.Key(), ledger.DispatchAccepted) // the next slot is 5 s away
+	older := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
+	var newer ledger.Intent
+	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
+		if newer.ChallengeID == "" {
+			newer = e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
+		}
+		e.Clock.Advance(d)
+		return nil
+	}
+	row := mustDispatch(t, e, older.Key(), ledger.DispatchSuppressed)
+	if row.Reason != "superseded by challenge chal-000003" {
+		t.Fatalf("older: %s %q, want superseded by the challenge claimed during its wait", row.State, row.Reason)
+	}
+	mustDispatch(t, e, newer.Key(), ledger.DispatchAccepted) // the count the older held is back
+	if n := e.Transport.Calls(); n != 2 {
+		t.Fatalf("%d sends, want 2 (the warm-up and the newer)", n)
 	}
 }

@@ -139,6 +139,11 @@ type Service struct {
 	Challenges   Challenges
 	Fingerprints Fingerprinter
 	RegionOf     RegionOf
+	// Timeline, if set, lets a refused admission find the subject's older
+	// challenges that hold counts while they wait, supersede them and give
+	// the counts back (admitReclaiming). Without it they keep their counts
+	// until they wake.
+	Timeline Timeline
 	// Sleep waits for d or until ctx ends; a timer if nil.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter returns a number in [0, 1) for backoff jitter; math/rand if nil.

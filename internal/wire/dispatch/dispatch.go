@@ -46,6 +46,12 @@ func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
 		svc.Fingerprints = &fingerprint.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
 		svc.Limits.SMSCountries = SMSCountries(s)
 		svc.RegionOf = RegionOf
+		if s.Limits.Supersede && s.SubjectIndex {
+			// A refused admission reads the subject's newest rows through the
+			// subject index, to give back the counts of older challenges it
+			// supersedes (ledger.Service.Timeline).
+			svc.Timeline = dynamostore.New(env.DynamoDB, s.LedgerTable, s.OpenIndexShards)
+		}
 	}
 	ses := sesv2.NewFromConfig(env.Config)
 	svc.Budget = newBudget(ctx, env, ses, svc.Clock())
