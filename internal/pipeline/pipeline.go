@@ -401,6 +401,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	fs.AttemptProofKeyARN = proofKeyARN
 	fs.BudgetTable, fs.DispatchQueueURL = p.BudgetTable, p.DispatchQueueURL
 	fs.LimitsTable = p.LimitsTable
+	fs.SubjectIndex = true // the ledger table is made with the stack's indexes (dynamostore.CreateTables)
 	fs.Transports[ledger.SMS], fs.SESFrom = settings.TransportWebhook, p.sender
 	fs.WebhookURL, fs.WebhookKeyWindow, fs.WebhookTimeout = webhookURL, 0, 2*time.Second
 	fs.SESConfigurationSet = p.ConfigurationSet
