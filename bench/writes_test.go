@@ -278,11 +278,11 @@ func (b *writesBench) reportHappyPath(rep *Report, tot *happyTotals) {
 			"Dispatch also makes one KMS Decrypt, and for an SES or SMS send one KMS GenerateMac (the attempt proof; the test transport here reports no events, so none is signed); neither is counted here.",
 	})
 	if tot.reqs > 5*n {
-		rep.Figures[len(rep.Figures)-1].Note += " Target missed: the content store costs three requests of its own (put, get, delete), claim reads before it writes, " +
+		rep.Figures[len(rep.Figures)-1].Note += " Target missed: the content store costs three requests of its own (put, get, delete), " +
 			"and dispatch both reads the row and books its send in the budget. With a budget, dispatch reads the row rather than trust the stream record's image, " +
 			"so that a stale image cannot book a send slot that then goes unused (without a budget it starts from the image). " +
-			"What would meet it (not made): claim could skip its GetItem and rely on the conditional PutItem returning the existing item (ReturnValuesOnConditionCheckFailure, −1 on the happy path, but a redelivery then costs a failed conditional write, which is charged write capacity, instead of a read); " +
-			"the outcome write and the content purge could share one TransactWriteItems (−1 request, but transactional writes cost 2× WCU) or the purge could be left to the content table's TTL at challenge expiry (−1, weaker than the design's explicit purge)."
+			"Claim no longer reads before it writes: its conditional PutItem returns the existing item (ReturnValuesOnConditionCheckFailure), so a redelivery costs failed conditional writes instead of a read. " +
+			"What would meet it (not made): the outcome write and the content purge could share one TransactWriteItems (−1 request, but transactional writes cost 2× WCU) or the purge could be left to the content table's TTL at challenge expiry (−1, weaker than the design's explicit purge)."
 	}
 }
 
