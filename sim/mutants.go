@@ -134,7 +134,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 // worlds have send limits that stop some messages, a stall past the expiry
 // is rarer: first caught at seed 1,193.)
 var rareMutants = map[Mutant]int{SendNoDeadline: 8, BeginStaleClock: 4, WindowFromLastAttempt: 8, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 8,
-	TimelineWrongIndex: 4}
+	TimelineWrongIndex: 10}
 
 // Budget is how many seeds m may take to be caught, given the usual budget.
 func (m Mutant) Budget(usual int) int {

@@ -167,9 +167,9 @@ func TestSameSeedSameRun(t *testing.T) {
 		// seed's own failing run is compared, not its minimization.
 		cfg.ShrinkTime = time.Millisecond
 	}
-	a, b := sim.RunSeed(94, cfg), sim.RunSeed(94, cfg)
+	a, b := sim.RunSeed(52, cfg), sim.RunSeed(52, cfg)
 	if a.Violation == nil || b.Violation == nil {
-		t.Fatal("seed 94 no longer catches the mutant; pick another")
+		t.Fatal("seed 52 no longer catches the mutant; pick another")
 	}
 	if a.Digest != b.Digest || a.Violation.Invariant != b.Violation.Invariant || a.Violation.FirstSteps != b.Violation.FirstSteps {
 		t.Fatalf("the failing runs differ: %s after %d steps, %s after %d", a.Violation.Invariant, a.Violation.FirstSteps, b.Violation.Invariant, b.Violation.FirstSteps)

@@ -244,23 +244,25 @@ func TestBudgetFullUntilExpiryEndsExpired(t *testing.T) {
 }
 
 // TestStaleImageBooksNoSlot: a stream record's image can be stale by the
-// time it is delivered (reconcile re-drove the claimed row while the stream
-// lagged, and dispatch already deferred it to a booked slot). Dispatching
-// from that image must not book a second send slot for the row: the
-// conditional write would lose after the booking, and the slot would stay
-// booked with nobody to send in it, send capacity lost for good.
+// time it is delivered (reconcile re-drove the claimed row, past its re-drive
+// time, while the stream lagged, and dispatch already deferred it to a
+// booked slot). Dispatching from that image must not book a second send
+// slot for the row: the conditional write would lose after the booking, and
+// the slot would stay booked with nobody to send in it, send capacity lost
+// for good. An image past its re-drive time is therefore read again.
 func TestStaleImageBooksNoSlot(t *testing.T) {
 	ctx := context.Background()
 	e, sch := pacedEnv(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Svc.Budget = budget
 	e.Svc.Policy.BudgetWait = 0
+	in, _, image := e.claim(t, 40, ledger.Email, ledger.ClaimCreated)
+	e.Clock.Advance(e.Svc.Policy.RedriveAfter) // reconcile hands back only claims past this
 	t0 := e.Clock.Now()
 	// Another instance holds the slot at t0: the row's own booking is later.
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	in, _, image := e.claim(t, 40, ledger.Email, ledger.ClaimCreated)
 	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/redrive")
 	if err != nil || res.Outcome != ledger.DispatchDeferred || !res.Entry.SlotAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("re-driven dispatch: %s (slot %s), %v; want deferred to t0+1s", res.Outcome, res.Entry.SlotAt, err)

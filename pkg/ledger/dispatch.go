@@ -66,18 +66,21 @@ func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchR
 // the first read. The row may be stale; the conditional writes still decide,
 // and a stale row that loses one is read again like any lost race.
 //
-// With a send-rate budget the row is read anyway: the slot is booked before
-// the conditional write, and a booking is not undone when the write loses.
-// A stale claimed row (the stream record arrived after a re-drive or a
-// wake-up had already moved the row on) would book a slot that nobody
-// sends in, and every such slot is send capacity lost for good.
+// With a send-rate budget the row is read anyway unless it is a claim still
+// before its re-drive time: the slot is booked before the conditional write,
+// and a booking is not undone when the write loses. A stale claimed row (the
+// stream record arrived after a re-drive or a wake-up had already moved the
+// row on) would book a slot that nobody sends in. Before its re-drive time
+// nothing but the stream can have moved a claim on (reconcile hands back
+// only claims past it), so the image is trusted then; only a second delivery
+// of the same stream record can still be stale, and its slot is the one lost.
 func (s *Service) DispatchRow(ctx context.Context, row Entry, w Worker) (DispatchResult, error) {
 	return s.dispatch(ctx, row.Key, &row, w)
 }
 
 func (s *Service) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
 	var e Entry
-	if row != nil && s.Budget == nil {
+	if row != nil && (s.Budget == nil || row.State == Claimed && s.now().Before(row.LeaseUntil)) {
 		e = *row
 	} else {
 		var err error
