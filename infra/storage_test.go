@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/resetledger/resetledger/internal/settings"
 )
 
 func TestTables(t *testing.T) {
@@ -59,6 +62,16 @@ func TestTables(t *testing.T) {
 		}
 		if fmt.Sprint(names) != "[open destination]" {
 			t.Errorf("indexes with SkipSubjectIndex: %v, want [open destination]", names)
+		}
+		// Dispatch then neither reads the index (SUBJECT_INDEX) nor may query it.
+		vars := without.function(t, settings.Dispatch)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if v, ok := vars["SUBJECT_INDEX"]; ok && v != "false" {
+			t.Errorf("SUBJECT_INDEX = %v without the subject index", v)
+		}
+		for _, g := range without.grants(t)["Dispatch"] {
+			if strings.Contains(g, "/index/subject") {
+				t.Errorf("dispatch granted %s without the subject index", g)
+			}
 		}
 	})
 	check(t, "content table", func() {
