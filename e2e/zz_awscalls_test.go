@@ -17,7 +17,10 @@ import (
 // the stack, and writes them as a recording for infra's TestIAMCoverage,
 // with the binding of the stack's physical names to the template's.
 //
-// It runs after TestEndToEnd (file order), so the calls of that run are in.
+// It runs last (go test runs the files in name order, and this file's name
+// sorts after the others'), so the calls of every other test on the stack are
+// in: TestEndToEnd's, the producers', and the send limits' (whose refused
+// admissions read the subject index).
 func TestEndToEndAWSCalls(t *testing.T) {
 	e := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
