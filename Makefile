@@ -93,13 +93,15 @@ gate:
 ## fails on a duplicate, a quarantined or unknown row, a row stopped by a send limit (limited=N in the
 ## summary: one subject and address per intent, limits on; SURGE_LIMITS=off compares their cost), a send
 ## after its expiry, a provider rate above 1.1 x the budget in a 10 s window, or (here only:
-## SURGE_DRAIN_CHECK=1) a drain above 1.25 x the minimum. Ends with the summary line.
+## SURGE_DRAIN_CHECK=1) a drain above 1.25 x the minimum. Ends with the summary line; the output is kept
+## in .run/surge.out and .run/surge-limits-on.out (or -off), where make bench reads its cost table.
 SURGE_INTENTS ?= 10000
 surge:
 	@mkdir -p .run
 	set -o pipefail; $(WITH_EMULATOR) env SURGE_INTENTS=$(SURGE_INTENTS) SURGE_DRAIN_CHECK=1 LEDGER_REQUIRE_EMULATOR=1 \
 		go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 90m 2>&1 | tee .run/surge.out; \
-	status=$$?; grep '^surge: intents=' .run/surge.out | tail -n 1; exit $$status
+	status=$$?; cp .run/surge.out .run/surge-limits-$${SURGE_LIMITS:-on}.out; \
+	grep '^surge: intents=' .run/surge.out | tail -n 1; exit $$status
 
 ## surge-check: the surge at 1,000 intents, without -race (part of make test; about a minute);
 ## asserts every correctness criterion, prints the drain ratio without asserting it (a busy machine

@@ -103,7 +103,7 @@ func TestReport(t *testing.T) {
 	for _, f := range rep.Unmeasured() {
 		t.Errorf("not measured: %s: %s", f.Name, f.Note)
 	}
-	rep.Sections = append(rep.Sections, surgeSection(filepath.Join("..", ".run", "surge.out")))
+	rep.Sections = append(rep.Sections, surgeSections(filepath.Join("..", ".run"))...)
 
 	var text bytes.Buffer
 	rep.WriteText(&text)

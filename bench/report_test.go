@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -77,5 +78,25 @@ func TestUnmeasured(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "b,c" {
 		t.Errorf("Unmeasured = %v, want b, c", names)
+	}
+}
+
+// TestSurgeSections: one table per kept run of make surge, limits on and
+// off; without either, the one from .run/surge.out (here a placeholder).
+func TestSurgeSections(t *testing.T) {
+	dir := t.TempDir()
+	if secs := surgeSections(dir); len(secs) != 1 || !strings.Contains(secs[0].Body, "placeholder") {
+		t.Fatalf("no runs kept: %+v", secs)
+	}
+	line := "surge: intents=10000 accepted=10000 wcu=10.50 rcu=4.20 requests=7.90 redriven=600\n"
+	for _, f := range []string{"surge-limits-on.out", "surge-limits-off.out"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secs := surgeSections(dir)
+	if len(secs) != 2 || !strings.Contains(secs[0].Title, "limits on") || !strings.Contains(secs[1].Title, "SURGE_LIMITS=off") ||
+		!strings.Contains(secs[1].Body, "`.run/surge-limits-off.out`") {
+		t.Fatalf("two runs kept: %+v", secs)
 	}
 }

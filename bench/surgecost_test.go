@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,13 +24,35 @@ var surgeTargets = []struct {
 	{"redriven", "Re-driven rows", 5, "%"},
 }
 
+// surgeSections are the report's surge cost tables, one per run of make
+// surge kept in dir: .run/surge-limits-on.out and .run/surge-limits-off.out
+// (SURGE_LIMITS=off), or, if neither is there, .run/surge.out.
+func surgeSections(dir string) []Section {
+	var secs []Section
+	for _, run := range []struct{ file, title string }{
+		{"surge-limits-on.out", "Surge cost (`make surge`, send limits on, as deployed)"},
+		{"surge-limits-off.out", "Surge cost (`SURGE_LIMITS=off make surge`)"},
+	} {
+		if _, err := os.Stat(filepath.Join(dir, run.file)); err == nil {
+			sec := surgeSection(filepath.Join(dir, run.file))
+			sec.Title = run.title
+			secs = append(secs, sec)
+		}
+	}
+	if len(secs) == 0 {
+		secs = append(secs, surgeSection(filepath.Join(dir, "surge.out")))
+	}
+	return secs
+}
+
 // surgeSection is the report's surge cost table. make bench does not run
 // the surge (make surge takes most of an hour); it takes the figures from
-// the summary line of the last make surge in this working tree (path is
-// .run/surge.out), saying so and when that was. If that line does not carry
-// them, the section says the figures are missing and what fills them.
+// the summary line of the last make surge in this working tree (the file at
+// path), saying so and when that was. If that line does not carry them,
+// the section says the figures are missing and what fills them.
 func surgeSection(path string) Section {
 	sec := Section{Title: "Surge cost (`make surge`)"}
+	file := "`.run/" + filepath.Base(path) + "`"
 	targets := "WCU ≤ 11, RCU ≤ 4, DynamoDB requests ≤ 8, re-driven rows ≤ 5 % of intents"
 	line, mod := lastSurgeLine(path)
 	fields := surgeFields(line)
@@ -45,9 +68,9 @@ func surgeSection(path string) Section {
 		return sec
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "From the summary line of the last `make surge` in this working tree (`.run/surge.out`, written %s), "+
+	fmt.Fprintf(&b, "From the summary line of the last `make surge` in this working tree (%s, written %s), "+
 		"not re-run by `make bench`: the figures are those of the code at that time. Targets from issue 22: %s.\n\n",
-		mod.UTC().Format("2006-01-02 15:04 MST"), targets)
+		file, mod.UTC().Format("2006-01-02 15:04 MST"), targets)
 	fmt.Fprintf(&b, "| Figure | Measured | Target | Met? |\n|---|---|---|---|\n")
 	intents, _ := strconv.ParseFloat(fields["intents"], 64)
 	for _, tg := range surgeTargets {
