@@ -135,9 +135,12 @@ func (e *env) bombing(t *testing.T, run string, s settings.Settings) {
 	ns := make([]producer.Notification, n)
 	expires := time.Now().Add(30 * time.Minute)
 	for i := range ns {
-		// No subject_ref: each request looks like another account's, so
-		// neither the subject cap nor supersession applies; only the
-		// destination limit stands between the attacker and the mailbox.
+		// A subject_ref of its own for each (notification): each request
+		// looks like another account's, so neither the subject cap nor
+		// supersession applies; only the destination limit stands between
+		// the attacker and the mailbox. Each refused admission still looks
+		// for older challenges of its subject (finding none), which is what
+		// records dispatch's subject-index reads for iam-coverage.
 		ns[i] = notification(fmt.Sprintf("%s-bomb-%04d", run, i), ledger.Email, victim, expires)
 	}
 	first := time.Now()
