@@ -331,51 +331,28 @@ func (c *capacity) Option(o *dynamodb.Options) {
 	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
 		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("bench.capacity",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				const all = types.ReturnConsumedCapacityIndexes
-				switch p := in.Parameters.(type) {
-				case *dynamodb.UpdateItemInput:
-					p.ReturnConsumedCapacity = all
-				case *dynamodb.GetItemInput:
-					p.ReturnConsumedCapacity = all
-				case *dynamodb.TransactWriteItemsInput:
-					p.ReturnConsumedCapacity = all
+				switch in.Parameters.(type) {
+				case *dynamodb.UpdateItemInput, *dynamodb.GetItemInput, *dynamodb.TransactWriteItemsInput:
+					AskCapacity(in.Parameters, types.ReturnConsumedCapacityIndexes)
 				}
 				out, md, err := next.HandleInitialize(ctx, in)
-				var cs []types.ConsumedCapacity
-				switch r := out.Result.(type) {
-				case *dynamodb.UpdateItemOutput:
-					if r.ConsumedCapacity != nil {
-						cs = append(cs, *r.ConsumedCapacity)
-					}
-				case *dynamodb.GetItemOutput:
-					if r.ConsumedCapacity != nil {
-						cs = append(cs, *r.ConsumedCapacity)
-					}
-				case *dynamodb.TransactWriteItemsOutput:
-					cs = r.ConsumedCapacity
-				}
-				c.add(awsmiddleware.GetOperationName(ctx), cs)
+				c.add(awsmiddleware.GetOperationName(ctx), Consumed(out.Result))
 				return out, md, err
 			}), middleware.After)
 	})
 }
 
-func (c *capacity) add(op string, cs []types.ConsumedCapacity) {
+func (c *capacity) add(op string, got Consumption) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	found := false
-	for _, cc := range cs {
-		if cc.CapacityUnits != nil {
-			if c.byOp == nil {
-				c.byOp = map[string]float64{}
-			}
-			c.byOp[op] += *cc.CapacityUnits
-			found = true
-		}
-	}
-	if !found {
+	if !got.Reported {
 		c.unreported++
+		return
 	}
+	if c.byOp == nil {
+		c.byOp = map[string]float64{}
+	}
+	c.byOp[op] += got.Units
 }
 
 func (c *capacity) reset() {

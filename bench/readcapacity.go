@@ -29,53 +29,22 @@ func (r *ReadCapacity) Option(o *dynamodb.Options) {
 	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
 		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("bench.ReadCapacity",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				const total = types.ReturnConsumedCapacityTotal
-				switch p := in.Parameters.(type) {
-				case *dynamodb.GetItemInput:
-					p.ReturnConsumedCapacity = total
-				case *dynamodb.QueryInput:
-					p.ReturnConsumedCapacity = total
-				case *dynamodb.BatchGetItemInput:
-					p.ReturnConsumedCapacity = total
+				switch in.Parameters.(type) {
+				case *dynamodb.GetItemInput, *dynamodb.QueryInput, *dynamodb.BatchGetItemInput:
+					AskCapacity(in.Parameters, types.ReturnConsumedCapacityTotal)
 				default:
 					return next.HandleInitialize(ctx, in)
 				}
 				out, md, err := next.HandleInitialize(ctx, in)
 				if err == nil {
-					r.add(awsmiddleware.GetOperationName(ctx), out.Result)
+					r.add(awsmiddleware.GetOperationName(ctx), Consumed(out.Result).Units)
 				}
 				return out, md, err
 			}), middleware.After)
 	})
 }
 
-func (r *ReadCapacity) add(op string, result any) {
-	var u float64
-	switch out := result.(type) {
-	case *dynamodb.GetItemOutput:
-		if out.ConsumedCapacity != nil && out.ConsumedCapacity.CapacityUnits != nil {
-			u = *out.ConsumedCapacity.CapacityUnits
-		}
-	case *dynamodb.QueryOutput:
-		if out.ConsumedCapacity != nil && out.ConsumedCapacity.CapacityUnits != nil {
-			u = *out.ConsumedCapacity.CapacityUnits
-		}
-	case *dynamodb.BatchGetItemOutput:
-		reported := false
-		for _, c := range out.ConsumedCapacity {
-			if c.CapacityUnits != nil {
-				u += *c.CapacityUnits
-				reported = true
-			}
-		}
-		if !reported {
-			for _, items := range out.Responses {
-				for _, it := range items {
-					u += float64(ReadUnits(ItemSize(it)))
-				}
-			}
-		}
-	}
+func (r *ReadCapacity) add(op string, u float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.units == nil {

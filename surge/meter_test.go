@@ -91,7 +91,7 @@ func (m *ddbMeter) register(s *middleware.Stack) error {
 			if awsmiddleware.GetServiceID(ctx) != dynamodb.ServiceID {
 				return next.HandleInitialize(ctx, in)
 			}
-			askCapacity(in.Parameters)
+			bench.AskCapacity(in.Parameters, types.ReturnConsumedCapacityIndexes)
 			out, md, err := next.HandleInitialize(ctx, in)
 			booking := false
 			if u, ok := in.Parameters.(*dynamodb.UpdateItemInput); ok && aws.ToString(u.TableName) == m.Budget && err == nil {
@@ -133,44 +133,6 @@ func (m *ddbMeter) slot(in *dynamodb.UpdateItemInput, result any) {
 	m.slots[ch] = append(m.slots[ch], time.UnixMicro(n).Add(shift))
 }
 
-func askCapacity(params any) {
-	const c = types.ReturnConsumedCapacityIndexes
-	switch in := params.(type) {
-	case *dynamodb.PutItemInput:
-		in.ReturnConsumedCapacity = c
-	case *dynamodb.UpdateItemInput:
-		in.ReturnConsumedCapacity = c
-	case *dynamodb.DeleteItemInput:
-		in.ReturnConsumedCapacity = c
-	case *dynamodb.GetItemInput:
-		in.ReturnConsumedCapacity = c
-	case *dynamodb.QueryInput:
-		in.ReturnConsumedCapacity = c
-	case *dynamodb.BatchGetItemInput:
-		in.ReturnConsumedCapacity = c
-	case *dynamodb.TransactWriteItemsInput:
-		in.ReturnConsumedCapacity = c
-	}
-}
-
-func units(cs ...types.ConsumedCapacity) (float64, bool) {
-	total, found := 0.0, false
-	for _, c := range cs {
-		if c.CapacityUnits != nil {
-			total += *c.CapacityUnits
-			found = true
-		}
-	}
-	return total, found
-}
-
-func one(c *types.ConsumedCapacity) []types.ConsumedCapacity {
-	if c == nil {
-		return nil
-	}
-	return []types.ConsumedCapacity{*c}
-}
-
 func (m *ddbMeter) add(op string, result any, err error, booking bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -191,48 +153,14 @@ func (m *ddbMeter) add(op string, result any, err error, booking bool) {
 		m.failed[op]++
 		return
 	}
-	var (
-		u     float64
-		ok    bool
-		write bool
-	)
-	switch out := result.(type) {
-	case *dynamodb.PutItemOutput:
-		u, ok = units(one(out.ConsumedCapacity)...)
-		write = true
-	case *dynamodb.UpdateItemOutput:
-		u, ok = units(one(out.ConsumedCapacity)...)
-		write = true
-	case *dynamodb.DeleteItemOutput:
-		u, ok = units(one(out.ConsumedCapacity)...)
-		write = true
-	case *dynamodb.GetItemOutput:
-		u, ok = units(one(out.ConsumedCapacity)...)
-	case *dynamodb.QueryOutput:
-		u, ok = units(one(out.ConsumedCapacity)...)
-	case *dynamodb.TransactWriteItemsOutput:
-		u, ok = units(out.ConsumedCapacity...)
-		write = true
-	case *dynamodb.BatchGetItemOutput:
-		if u, ok = units(out.ConsumedCapacity...); !ok {
-			// ministack reports none for BatchGetItem: size the
-			// strongly consistent reads of the items returned.
-			for _, items := range out.Responses {
-				for _, it := range items {
-					u += float64(bench.ReadUnits(bench.ItemSize(it)))
-				}
-			}
-			ok = true
-		}
-	}
-	if !ok {
+	got := bench.Consumed(result)
+	switch {
+	case !got.Reported:
 		m.unreported[op]++
-		return
-	}
-	if write {
-		m.wcu += u
-	} else {
-		m.rcu += u
+	case got.Write:
+		m.wcu += got.Units
+	default:
+		m.rcu += got.Units
 	}
 }
 
