@@ -58,9 +58,9 @@ func (p *LedgerStackProps) operator(stack awscdk.Stack, fns map[settings.Role]aw
 	})
 	targets := map[string]*string{
 		ledgerTarget:           st.ledger.TableArn(),
-		openIndexTarget:        awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + dynamostore.IndexName)}),
-		subjectIndexTarget:     awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + dynamostore.SubjectIndex)}),
-		destinationIndexTarget: awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + dynamostore.DestinationIndex)}),
+		openIndexTarget:        st.ledgerIndexArn(dynamostore.IndexName),
+		subjectIndexTarget:     st.ledgerIndexArn(dynamostore.SubjectIndex),
+		destinationIndexTarget: st.ledgerIndexArn(dynamostore.DestinationIndex),
 		contentTarget:          st.content.TableArn(),
 	}
 	byTarget := map[string][]string{}

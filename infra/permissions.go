@@ -47,7 +47,7 @@ func (p *LedgerStackProps) grant(stack awscdk.Stack, fns map[settings.Role]awsla
 // grantCalls allows each function the DynamoDB and SQS calls it makes.
 func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues, ev providerEvents) {
 	ledgerArn, contentArn := st.ledger.TableArn(), st.content.TableArn()
-	openIndexArn := awscdk.Fn_Join(jsii.String(""), &[]*string{ledgerArn, jsii.String("/index/" + dynamostore.IndexName)})
+	openIndexArn := st.ledgerIndexArn(dynamostore.IndexName)
 	allow := func(name settings.Role, resources []*string, actions ...string) {
 		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings(actions...),
@@ -101,9 +101,8 @@ func (p *LedgerStackProps) grantReclaim(dispatch awslambda.Function, st storage)
 	if p.SkipSubjectIndex {
 		return
 	}
-	subjectIndexArn := awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + dynamostore.SubjectIndex)})
 	dispatch.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions: jsii.Strings("dynamodb:Query"), Resources: &[]*string{subjectIndexArn},
+		Actions: jsii.Strings("dynamodb:Query"), Resources: &[]*string{st.ledgerIndexArn(dynamostore.SubjectIndex)},
 	}))
 	dispatch.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("dynamodb:BatchGetItem"), Resources: &[]*string{st.ledger.TableArn()},

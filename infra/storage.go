@@ -23,6 +23,11 @@ type storage struct {
 	ledger, content, budget, limits awsdynamodb.Table
 }
 
+// ledgerIndexArn is the ARN of the ledger table's index name, what a grant to Query it names.
+func (st storage) ledgerIndexArn(name string) *string {
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{st.ledger.TableArn(), jsii.String("/index/" + name)})
+}
+
 // storage defines the keys and the three tables.
 func (p *LedgerStackProps) storage(stack awscdk.Stack) storage {
 	key := func(id, desc, alias string) awskms.Key {

@@ -3,6 +3,7 @@ package layout
 import (
 	"fmt"
 	"io/fs"
+	"iter"
 	"net/url"
 	"os"
 	"path"
@@ -138,25 +139,34 @@ var (
 	emphasisRun = regexp.MustCompile(`\*+`)
 )
 
+// proseLines yields the lines of a Markdown text outside fenced code blocks, each with its
+// index (0-based).
+func proseLines(text string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		inFence := ""
+		for i, line := range strings.Split(text, "\n") {
+			if m := fence.FindStringSubmatch(line); m != nil {
+				switch {
+				case inFence == "":
+					inFence = m[1][:3]
+				case strings.HasPrefix(m[1], inFence):
+					inFence = ""
+				}
+				continue
+			}
+			if inFence == "" && !yield(i, line) {
+				return
+			}
+		}
+	}
+}
+
 // markdownLinks returns the relative link targets of a Markdown text, outside code blocks and
 // code spans: inline links and images, and link reference definitions. Absolute URLs (with a
 // scheme, such as https: or mailto:) are left out.
 func markdownLinks(text string) []mdLink {
 	var out []mdLink
-	inFence := ""
-	for i, line := range strings.Split(text, "\n") {
-		if m := fence.FindStringSubmatch(line); m != nil {
-			switch {
-			case inFence == "":
-				inFence = m[1][:3]
-			case strings.HasPrefix(m[1], inFence):
-				inFence = ""
-			}
-			continue
-		}
-		if inFence != "" {
-			continue
-		}
+	for i, line := range proseLines(text) {
 		line = inlineCode.ReplaceAllString(line, "")
 		var targets []string
 		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
@@ -181,20 +191,7 @@ func markdownLinks(text string) []mdLink {
 func markdownAnchors(text string) map[string]bool {
 	anchors := map[string]bool{}
 	seen := map[string]int{}
-	inFence := ""
-	for _, line := range strings.Split(text, "\n") {
-		if m := fence.FindStringSubmatch(line); m != nil {
-			switch {
-			case inFence == "":
-				inFence = m[1][:3]
-			case strings.HasPrefix(m[1], inFence):
-				inFence = ""
-			}
-			continue
-		}
-		if inFence != "" {
-			continue
-		}
+	for _, line := range proseLines(text) {
 		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
 			anchors[m[1]] = true
 		}
