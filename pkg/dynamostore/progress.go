@@ -2,8 +2,10 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,9 +21,17 @@ import (
 // (the lateness only grows within its window, the mark only moves forward);
 // a write its condition refuses is not an error. Reconcile reads the item
 // with one GetItem per re-drive pass.
+//
+// Lagging's answer and Marks' read are kept as what Seen returns: the newest
+// by when its request started, so that a slow answer does not replace a
+// newer one.
 type Progress struct {
 	client Client
 	table  string
+
+	mu        sync.Mutex
+	seen      ledger.Marks
+	seenSince time.Time // when the request that read seen started (monotonic)
 }
 
 var _ ledger.Progress = (*Progress)(nil)
@@ -43,9 +53,12 @@ func progressKey() map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: s("progress#dispatch")}
 }
 
-// Lagging implements ledger.Progress.
-func (p *Progress) Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) error {
-	_, err := p.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+// Lagging implements ledger.Progress. The stored lag comes back with the
+// write: the new item when it was written, the old one when its condition
+// kept it (no read of its own).
+func (p *Progress) Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) (ledger.Lag, error) {
+	started := time.Now()
+	out, err := p.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(p.table),
 		Key:                      progressKey(),
 		UpdateExpression:         aws.String("SET #b = :b, #at = :at"),
@@ -54,11 +67,35 @@ func (p *Progress) Lagging(ctx context.Context, behind time.Duration, at, staleB
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":b": n(behind.Milliseconds()), ":at": n(at.UnixMilli()), ":stale": n(staleBefore.UnixMilli()),
 		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err := conditionFailed(err); err != nil {
-		return fmt.Errorf("progress stream: %w", err)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return p.saw(started, marksOf(ccf.Item)).Stream, nil
+	case err != nil:
+		return ledger.Lag{}, fmt.Errorf("progress stream: %w", err)
 	}
-	return nil
+	return p.saw(started, marksOf(out.Attributes)).Stream, nil
+}
+
+// saw keeps m, read by a request that started at started, as what Seen
+// returns unless a later request's answer is kept already. It returns m.
+func (p *Progress) saw(started time.Time, m ledger.Marks) ledger.Marks {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !started.Before(p.seenSince) {
+		p.seen, p.seenSince = m, started
+	}
+	return m
+}
+
+// Seen implements ledger.Progress.
+func (p *Progress) Seen() ledger.Marks {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen
 }
 
 // Advance implements ledger.Progress.
@@ -96,12 +133,19 @@ func (p *Progress) Redriven(ctx context.Context, at time.Time) error {
 
 // Marks implements ledger.Progress with a strongly consistent read.
 func (p *Progress) Marks(ctx context.Context) (ledger.Marks, error) {
+	started := time.Now()
 	out, err := p.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(p.table), Key: progressKey(), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return ledger.Marks{}, fmt.Errorf("progress: %w", err)
 	}
+	return p.saw(started, marksOf(out.Item)), nil
+}
+
+// marksOf decodes the progress item; an attribute missing or unreadable is
+// a zero mark.
+func marksOf(item map[string]types.AttributeValue) ledger.Marks {
 	num := func(name string) (int64, bool) {
-		v, ok := out.Item[name].(*types.AttributeValueMemberN)
+		v, ok := item[name].(*types.AttributeValueMemberN)
 		if !ok {
 			return 0, false
 		}
@@ -119,5 +163,5 @@ func (p *Progress) Marks(ctx context.Context) (ledger.Marks, error) {
 		Stream:   ledger.Lag{Behind: time.Duration(behind) * time.Millisecond, At: ms(attrStreamAt)},
 		Queue:    ledger.Mark{Through: ms(attrQueueThrough), At: ms(attrQueueAt)},
 		Redriven: ms(attrRedriven),
-	}, nil
+	}
 }

@@ -61,9 +61,10 @@ func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchR
 	return s.dispatch(ctx, key, nil, w)
 }
 
-// DispatchRow is Dispatch starting from a row the caller already holds, such
-// as the new image of the stream record that announced the claim: it saves
-// the first read. The row may be stale; the conditional writes still decide,
+// DispatchRow is Dispatch starting from the new image of the stream record
+// that announced the claim: it saves the first read, and a claim that waits
+// in-process for its send slot past its re-drive time can rest on the
+// stream's mark instead of holding the slot on the row (streamCovers). The row may be stale; the conditional writes still decide,
 // and a stale row that loses one is read again like any lost race.
 //
 // With a send-rate budget the row is read anyway unless it is a claim still
@@ -80,7 +81,7 @@ func (s *Service) DispatchRow(ctx context.Context, row Entry, w Worker) (Dispatc
 
 func (s *Service) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
 	var e Entry
-	if row != nil && (s.Budget == nil || row.State == Claimed && s.now().Before(row.LeaseUntil)) {
+	if now := s.now(); row != nil && (s.Budget == nil || row.State == Claimed && (now.Before(row.LeaseUntil) || s.streamImageCurrent(*row, now))) {
 		e = *row
 	} else {
 		var err error
@@ -91,15 +92,16 @@ func (s *Service) dispatch(ctx context.Context, key string, row *Entry, w Worker
 	var res DispatchResult
 	var sent bool
 	err := s.onConflict(ctx, e, func(e Entry) (err error) {
-		res, sent, err = s.dispatchRow(ctx, e, w)
+		res, sent, err = s.dispatchRow(ctx, e, w, row != nil)
 		return err
 	}, func(Entry) bool { return !sent }) // a lost race before the send is decided afresh
 	return res, err
 }
 
-// dispatchRow makes the dispatch decision for the row e as read. sent reports
-// whether the transport was called; a conflict before that is safe to retry.
-func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ DispatchResult, sent bool, _ error) {
+// dispatchRow makes the dispatch decision for the row e as read; streamed
+// says the delivery is the ledger stream's. sent reports whether the
+// transport was called; a conflict before that is safe to retry.
+func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker, streamed bool) (_ DispatchResult, sent bool, _ error) {
 	now := s.now()
 	switch {
 	case e.State == Claimed:
@@ -148,7 +150,7 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker) (_ Dispatc
 		msg = m
 	}
 
-	e, waited, err := s.waitForSlot(ctx, e, w, now, at)
+	e, waited, err := s.waitForSlot(ctx, e, w, now, at, streamed)
 	if err != nil {
 		return DispatchResult{}, false, err
 	}
@@ -220,7 +222,7 @@ func (s *Service) admitClaimed(ctx context.Context, e Entry, w Worker) (_ *Messa
 
 // waitForSlot waits until the send slot at booked at now, if it is later.
 // It returns the row as it then stands and how long it waited.
-func (s *Service) waitForSlot(ctx context.Context, e Entry, w Worker, now, at time.Time) (Entry, time.Duration, error) {
+func (s *Service) waitForSlot(ctx context.Context, e Entry, w Worker, now, at time.Time, streamed bool) (Entry, time.Duration, error) {
 	d := at.Sub(now)
 	if d <= 0 {
 		return e, 0, nil
@@ -234,8 +236,8 @@ func (s *Service) waitForSlot(ctx context.Context, e Entry, w Worker, now, at ti
 	// to this slot: the other delivery waits for the same slot and
 	// loses the move to dispatching, booking nothing. (A provider's
 	// wait without a budget books nothing and needs no hold; nor does a
-	// wait no other delivery can interrupt: holdsSlot.)
-	if s.Budget != nil && holdsSlot(e, at) {
+	// wait no other delivery can interrupt: holdsSlot, streamCovers.)
+	if s.Budget != nil && holdsSlot(e, at) && !(streamed && s.streamCovers(ctx, e, at)) {
 		reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
 		var err error
 		if e, err = s.deferral(ctx, e, w, reason, BudgetCode, at, true); err != nil {

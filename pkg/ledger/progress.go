@@ -61,8 +61,9 @@ type Marks struct {
 type Progress interface {
 	// Lagging records that a stream batch arrived behind by behind at at:
 	// it replaces the stored lag if that is smaller, or older than
-	// staleBefore, and otherwise keeps it.
-	Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) error
+	// staleBefore, and otherwise keeps it. It returns the lag stored after
+	// the call: the one written, or the one kept.
+	Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) (Lag, error)
 	// Advance moves the queue's mark to through, and its At to at, unless
 	// the stored mark is already at or past through.
 	Advance(ctx context.Context, through, at time.Time) error
@@ -70,6 +71,10 @@ type Progress interface {
 	Redriven(ctx context.Context, at time.Time) error
 	// Marks returns the stored marks; zero marks where none is stored.
 	Marks(ctx context.Context) (Marks, error)
+	// Seen returns, without a request, the newest marks this Progress
+	// has read or written back (Lagging answers with the stored item):
+	// zero marks if none. They may be behind the stored ones.
+	Seen() Marks
 }
 
 // markSlack is how far past a row's point a source's mark must be before
@@ -88,7 +93,8 @@ func (s *Service) Read(ctx context.Context, src Source, t time.Time) error {
 	}
 	now := s.now()
 	if src == FromStream {
-		return s.Progress.Lagging(ctx, max(now.Sub(t), 0), now, now.Add(-s.Policy.RedriveAfter))
+		_, err := s.lagging(ctx, max(now.Sub(t), 0), now)
+		return err
 	}
 	return s.Progress.Advance(ctx, t.UTC().Truncate(Precision), now)
 }
@@ -106,4 +112,55 @@ func (s *Service) owes(m Mark, since, now time.Time) bool {
 // margin covers a backlog that grows while the claim waits in it).
 func (s *Service) streamOwes(l Lag, claimed, now time.Time) bool {
 	return now.Sub(l.At) < s.Policy.RedriveAfter && now.Sub(claimed) < l.Behind+s.Policy.RedriveAfter
+}
+
+// lagging records the stream's lateness behind at now (Progress.Lagging)
+// and returns the lag stored after it.
+func (s *Service) lagging(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
+	return s.Progress.Lagging(ctx, behind, now, now.Add(-s.Policy.RedriveAfter))
+}
+
+// leftToStream reports whether, by the marks m, reconcile leaves the claim e
+// to the stream from m's time until until: the stream owes it (streamOwes)
+// until then, markSlack past it for the workers' clocks. A stored lag only
+// grows within its window, so a later reconcile reads one at least as
+// large.
+func (s *Service) leftToStream(m Marks, e Entry, until time.Time) bool {
+	return e.State == Claimed && s.streamOwes(m.Stream, e.UpdatedAt, until.Add(markSlack))
+}
+
+// streamImageCurrent reports whether the stream record's image of the
+// claim e can be trusted without a read, past its re-drive time: by the
+// marks this process last saw, no hand-back since the claim became due for
+// one (Marks.Redriven), and none from then until now (leftToStream). Only
+// the stream then delivers a claim, and a repeat of the same record is the
+// one stale image left. A hand-back pass that read older marks and wrote
+// its Redriven after these were seen can still have moved it: its slot is
+// then booked for nothing (capacity, never a second send: the conditional
+// write decides).
+func (s *Service) streamImageCurrent(e Entry, now time.Time) bool {
+	if s.Progress == nil {
+		return false
+	}
+	m := s.Progress.Seen()
+	return m.Redriven.Before(e.LeaseUntil.Add(-markSlack)) && s.leftToStream(m, e, now)
+}
+
+// streamCovers reports whether reconcile leaves the claim e, delivered by
+// the stream, to this dispatch until its send slot at, so that waiting for
+// it needs no hold on the row. The marks this process last saw answer
+// without a request when they cover it (a stream batch refreshes them);
+// otherwise this claim's own lateness is recorded, and the lag stored after
+// that answers. Without Progress, or if the write fails, it does not: the
+// caller holds the slot.
+func (s *Service) streamCovers(ctx context.Context, e Entry, at time.Time) bool {
+	if s.Progress == nil || e.State != Claimed {
+		return false
+	}
+	if s.leftToStream(s.Progress.Seen(), e, at) {
+		return true
+	}
+	now := s.now()
+	l, err := s.lagging(ctx, max(now.Sub(e.UpdatedAt), 0), now)
+	return err == nil && s.leftToStream(Marks{Stream: l}, e, at)
 }

@@ -81,7 +81,7 @@ func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
 	}
 	now := func(s setup) time.Time { return s.e.Clock.Now() }
 	lag := func(s setup, behind time.Duration, at time.Time) {
-		_ = s.prog.Lagging(ctx, behind, at, at.Add(-s.e.Svc.Policy.RedriveAfter))
+		_, _ = s.prog.Lagging(ctx, behind, at, at.Add(-s.e.Svc.Policy.RedriveAfter))
 	}
 	t.Run("the stream runs late and moves", func(t *testing.T) {
 		s := claimed(t)

@@ -72,14 +72,14 @@ func TestSweepsReadOnlyDueClaims(t *testing.T) {
 	// Due for a re-drive, but the stream runs 30 s late and moves: it
 	// still owes them, and they are not read.
 	e.Clock.Advance(2 * time.Second)
-	_ = prog.Lagging(ctx, 30*time.Second, e.Clock.Now(), e.Clock.Now().Add(-after))
+	_, _ = prog.Lagging(ctx, 30*time.Second, e.Clock.Now(), e.Clock.Now().Add(-after))
 	if handed, _ := pass(); reads.rows != 0 || handed != 0 {
 		t.Fatalf("claims the stream owes: the sweeps read %d rows, handed back %d", reads.rows, handed)
 	}
 	// The stream is on time (the late batch's mark has gone stale): the
 	// claims were lost, and are read and handed back.
 	e.Clock.Advance(time.Second)
-	_ = prog.Lagging(ctx, 0, e.Clock.Now(), e.Clock.Now())
+	_, _ = prog.Lagging(ctx, 0, e.Clock.Now(), e.Clock.Now())
 	if handed, stats := pass(); reads.rows != len(keys) || handed != len(keys) || stats[ledger.Claimed].Count != 0 {
 		t.Fatalf("lost claims: the sweeps read %d rows and handed back %d, want %d; counted %d expired", reads.rows, handed, len(keys), stats[ledger.Claimed].Count)
 	}

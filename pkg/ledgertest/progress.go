@@ -19,13 +19,15 @@ var progressContract = []property[NewProgress]{
 	{"the stream's lateness keeps the largest within its window", progressLagWindow},
 	{"the stream, the queue and the hand-back are independent", progressIndependent},
 	{"concurrent advances keep the furthest", progressConcurrent},
+	{"the stream's lateness answers with the stored lag, and Seen keeps it", progressLaggingAnswers},
 }
 
 // RunProgressContract checks that a Progress starts with zero marks, moves
 // the queue's mark only forward (a write that finds it further is no
 // error), keeps the stream's largest lateness until it is stale, keeps the
-// stream, the queue and the last hand-back apart, and keeps the furthest of
-// concurrent advances.
+// stream, the queue and the last hand-back apart, keeps the furthest of
+// concurrent advances, and answers a lateness with the lag then stored,
+// which Seen returns until a newer read.
 func RunProgressContract(t *testing.T, newProgress NewProgress) {
 	runProperties(t, progressContract, newProgress)
 }
@@ -50,7 +52,7 @@ func advance(t *testing.T, p ledger.Progress, through, at time.Time) {
 
 func lagging(t *testing.T, p ledger.Progress, behind time.Duration, at time.Time) {
 	t.Helper()
-	if err := p.Lagging(context.Background(), behind, at, at.Add(-20*time.Second)); err != nil {
+	if _, err := p.Lagging(context.Background(), behind, at, at.Add(-20*time.Second)); err != nil {
 		t.Fatalf("lagging %s at %s: %v", behind, at, err)
 	}
 }
@@ -121,5 +123,35 @@ func progressConcurrent(t *testing.T, newProgress NewProgress) {
 	wg.Wait()
 	if got := marks(t, p).Queue.Through; !got.Equal(progressT0.Add(19 * time.Second)) {
 		t.Fatalf("queue mark %s after concurrent advances, want the furthest", got)
+	}
+}
+
+func progressLaggingAnswers(t *testing.T, newProgress NewProgress) {
+	p := newProgress(t)
+	if m := p.Seen(); m != (ledger.Marks{}) {
+		t.Fatalf("seen before any request: %+v", m)
+	}
+	ctx := context.Background()
+	stale := func(at time.Time) time.Time { return at.Add(-20 * time.Second) }
+	got, err := p.Lagging(ctx, 40*time.Second, progressT0, stale(progressT0))
+	if err != nil || got != (ledger.Lag{Behind: 40 * time.Second, At: progressT0}) {
+		t.Fatalf("lagging 40 s answered %+v, %v; want the lag it wrote", got, err)
+	}
+	// Kept out by the larger lag in its window: the answer is the lag kept.
+	got, err = p.Lagging(ctx, 5*time.Second, progressT0.Add(10*time.Second), stale(progressT0.Add(10*time.Second)))
+	if err != nil || got != (ledger.Lag{Behind: 40 * time.Second, At: progressT0}) {
+		t.Fatalf("a smaller lateness in the window answered %+v, %v; want the 40 s kept", got, err)
+	}
+	if err := p.Redriven(ctx, progressT0.Add(11*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Seen is what the last request answered: the hand-back, written
+	// since, is not in it until a request reads it back.
+	if m := p.Seen(); m.Stream != got {
+		t.Fatalf("seen %+v after the lateness, want its answer %+v", m.Stream, got)
+	}
+	m := marks(t, p)
+	if seen := p.Seen(); seen != m || !seen.Redriven.Equal(progressT0.Add(11*time.Second)) {
+		t.Fatalf("seen %+v after Marks read %+v", seen, m)
 	}
 }

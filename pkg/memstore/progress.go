@@ -17,13 +17,13 @@ type Progress struct {
 var _ ledger.Progress = (*Progress)(nil)
 
 // Lagging implements ledger.Progress: the largest lateness within the window.
-func (p *Progress) Lagging(_ context.Context, behind time.Duration, at, staleBefore time.Time) error {
+func (p *Progress) Lagging(_ context.Context, behind time.Duration, at, staleBefore time.Time) (ledger.Lag, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if l := p.marks.Stream; l.At.IsZero() || l.Behind <= behind || l.At.Before(staleBefore) {
 		p.marks.Stream = ledger.Lag{Behind: behind, At: at}
 	}
-	return nil
+	return p.marks.Stream, nil
 }
 
 // Advance implements ledger.Progress: the queue's mark never moves back.
@@ -49,4 +49,11 @@ func (p *Progress) Marks(context.Context) (ledger.Marks, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.marks, nil
+}
+
+// Seen implements ledger.Progress: the stored marks, which are all there is.
+func (p *Progress) Seen() ledger.Marks {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.marks
 }

@@ -1,0 +1,167 @@
+package ledger_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/memstore"
+)
+
+// countingProgress counts the stream lateness writes.
+type countingProgress struct {
+	*memstore.Progress
+	laggings int
+}
+
+func (p *countingProgress) Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) (ledger.Lag, error) {
+	p.laggings++
+	return p.Progress.Lagging(ctx, behind, at, staleBefore)
+}
+
+func states(row ledger.Entry) []ledger.State {
+	var path []ledger.State
+	for _, ev := range row.History {
+		path = append(path, ev.To)
+	}
+	return path
+}
+
+// TestLateStreamClaimWaitsOnTheStreamMark: in a surge the stream delivers
+// claims past their re-drive time. A claim that then waits in-process for its
+// send slot needs no hold on the row (a deferral write, an index move and a
+// history entry) when the stream's mark keeps reconcile from handing it back
+// until the slot: dispatch records the claim's own lateness first, and a
+// re-drive pass during the wait hands back nothing. The next claim, as
+// late, rests on the mark already seen: no write at all. Its image is
+// trusted too (no hand-back since it became due), so it is not read.
+func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
+	ctx := context.Background()
+	e, sch := pacedEnv(t)
+	counting := &countingStore{Store: e.Svc.Store}
+	e.Svc.Store = counting
+	prog := &countingProgress{Progress: &memstore.Progress{}}
+	e.Svc.Progress = prog
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = 2 * time.Second
+	first, _, image1 := e.claim(t, 70, ledger.Email, ledger.ClaimCreated)
+	second, _, image2 := e.claim(t, 71, ledger.Email, ledger.ClaimCreated)
+	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 10*time.Second) // the stream runs 30 s late
+	t0 := e.Clock.Now()
+	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	handedBack := -1
+	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
+		if handedBack < 0 {
+			// Reconcile runs while the first claim waits for its slot.
+			if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+				t.Fatal(err)
+			}
+			_, n1 := sch.last(first.Key())
+			_, n2 := sch.last(second.Key())
+			handedBack = n1 + n2
+		}
+		e.Clock.Advance(d)
+		return nil
+	}
+	counting.gets = 0
+	res, err := e.Svc.DispatchRow(ctx, image1, "dispatch/stream")
+	if err != nil || res.Outcome != ledger.DispatchAccepted || res.BudgetWait != time.Second {
+		t.Fatalf("first: %s after waiting %s, %v; want accepted after 1s", res.Outcome, res.BudgetWait, err)
+	}
+	if handedBack != 0 {
+		t.Fatalf("reconcile handed back %d claims while the stream was delivering them", handedBack)
+	}
+	if got := states(e.get(t, first.Key())); !slices.Equal(got, []ledger.State{ledger.Claimed, ledger.Dispatching, ledger.Accepted}) {
+		t.Fatalf("first: history %v; want no hold (claimed, dispatching, accepted)", got)
+	}
+	if prog.laggings != 1 || counting.gets != 1 {
+		t.Fatalf("first: %d lateness writes, %d row reads; want 1 and 1 (no marks seen yet: the image is read)", prog.laggings, counting.gets)
+	}
+	m, _ := prog.Marks(ctx)
+	if m.Stream.Behind != e.Svc.Policy.RedriveAfter+10*time.Second {
+		t.Fatalf("stream lag %s; want the claim's own lateness", m.Stream.Behind)
+	}
+
+	counting.gets = 0
+	res, err = e.Svc.DispatchRow(ctx, image2, "dispatch/stream")
+	if err != nil || res.Outcome != ledger.DispatchAccepted || res.BudgetWait != time.Second {
+		t.Fatalf("second: %s after waiting %s, %v; want accepted after 1s", res.Outcome, res.BudgetWait, err)
+	}
+	if got := states(e.get(t, second.Key())); len(got) != 3 {
+		t.Fatalf("second: history %v; want no hold", got)
+	}
+	if prog.laggings != 1 || counting.gets != 0 {
+		t.Fatalf("second: %d more lateness writes, %d row reads; want none (the mark seen covers it)", prog.laggings-1, counting.gets)
+	}
+	if e.Transport.Recorded(first.Key()) != 1 || e.Transport.Recorded(second.Key()) != 1 {
+		t.Fatal("each claim must be sent exactly once")
+	}
+}
+
+// TestLateStreamClaimHoldsWithoutAMark: the same late claim with no
+// Progress to rest on holds its slot on the row, as before.
+func TestLateStreamClaimHoldsWithoutAMark(t *testing.T) {
+	ctx := context.Background()
+	e, _ := pacedEnv(t)
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = 2 * time.Second
+	in, _, image := e.claim(t, 72, ledger.Email, ledger.ClaimCreated)
+	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 10*time.Second)
+	if _, err := budget.Reserve(ctx, ledger.Email, e.Clock.Now(), e.Clock.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.DispatchAccepted {
+		t.Fatalf("%s, %v", res.Outcome, err)
+	}
+	if got := states(e.get(t, in.Key())); len(got) != 4 || got[1] != ledger.Deferred {
+		t.Fatalf("history %v; want the slot held (claimed, deferred, dispatching, accepted)", got)
+	}
+}
+
+// TestStreamImageReadAfterAHandBack: once reconcile has handed back a claim
+// past its re-drive time (recorded as the marks' Redriven), a stream image of
+// that claim may be stale even while the stream's lag is fresh: it is read,
+// and books no second slot.
+func TestStreamImageReadAfterAHandBack(t *testing.T) {
+	ctx := context.Background()
+	e, sch := pacedEnv(t)
+	prog := &memstore.Progress{}
+	e.Svc.Progress = prog
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = 0
+	in, _, image := e.claim(t, 73, ledger.Email, ledger.ClaimCreated)
+	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 3*time.Second)
+	// No stream mark yet: reconcile hands the claim back.
+	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := sch.last(in.Key()); n != 1 {
+		t.Fatalf("handed back %d times, want 1", n)
+	}
+	t0 := e.Clock.Now()
+	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	// The hand-back arrives first and defers the row to its slot.
+	if res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/queue"); err != nil || res.Outcome != ledger.DispatchDeferred {
+		t.Fatalf("hand-back: %s, %v; want deferred", res.Outcome, err)
+	}
+	// The stream catches up: a fresh lag that covers the claim.
+	if _, err := prog.Lagging(ctx, e.Svc.Policy.RedriveAfter+3*time.Second, t0, t0.Add(-e.Svc.Policy.RedriveAfter)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream")
+	if err != nil || res.Outcome != ledger.DispatchNotDue || res.Entry.State != ledger.Deferred {
+		t.Fatalf("stale image: %s %s, %v; want not due, still deferred (the row read)", res.Outcome, res.Entry.State, err)
+	}
+	if at, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil || !at.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("next free slot t0+%s, %v; want t0+2s (the stale image booked a slot for nothing)", at.Sub(t0), err)
+	}
+}
