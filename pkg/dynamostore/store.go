@@ -134,10 +134,15 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 		// The SDK retries a request whose response was lost; if the first
 		// attempt landed, the retry fails its condition against our own
 		// write. The stored history then already holds our event.
-		if cur, derr := decode(ccf.Item); derr == nil && cur.Holds(c.Event.ID) {
+		// Otherwise the stored row answers the conflict.
+		cur, derr := decode(ccf.Item)
+		if derr == nil && cur.Holds(c.Event.ID) {
 			return cur, nil
 		}
-		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, ledger.ErrConflict)
+		if derr != nil {
+			cur = ledger.Entry{}
+		}
+		return cur, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, ledger.ErrConflict)
 	}
 	if err != nil {
 		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, err)

@@ -19,9 +19,11 @@ type Store interface {
 	Get(ctx context.Context, key string) (Entry, error)
 	// Apply writes c.Next over the row if the stored row still has state
 	// c.From and version c.Version (and, if c.NotExpiredBy is set, an expiry
-	// after it), appending c.Event to the history. It returns the stored row
-	// or an error wrapping ErrConflict. A change whose event the row already
-	// holds (a retry whose first attempt landed) returns the row, unchanged.
+	// after it), appending c.Event to the history. It returns the stored row,
+	// or, when the condition fails, the row as it is stored (in the same
+	// round trip) and an error wrapping ErrConflict. A change whose event the
+	// row already holds (a retry whose first attempt landed) returns the
+	// row, unchanged.
 	Apply(ctx context.Context, c Change) (Entry, error)
 	// ListOpen returns rows in the open state s whose OpenDue is not after
 	// dueBy (all open rows in s if dueBy is zero), oldest due first, at most

@@ -165,3 +165,31 @@ func TestStreamImageReadAfterAHandBack(t *testing.T) {
 		t.Fatalf("next free slot t0+%s, %v; want t0+2s (the stale image booked a slot for nothing)", at.Sub(t0), err)
 	}
 }
+
+// TestLostRaceReadsNothing: a stream record arrives for a claim the expire
+// sweep has already closed. Dispatch decides from the image (expired), loses
+// the conditional write, and decides afresh from the row the conflict
+// returned: a skip, with no read of the row. Before, the lost race read the
+// row twice (once to look for its own event, once to decide again).
+func TestLostRaceReadsNothing(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	counting := &countingStore{Store: e.Svc.Store}
+	e.Svc.Store = counting
+	in, _, image := e.claim(t, 74, ledger.Email, ledger.ClaimCreated)
+	e.Clock.Advance(in.ExpiresAt.Sub(e.Clock.Now()) + time.Second)
+	if _, err := e.Svc.ExpireSweep(ctx, "expire/sweep", 10); err != nil {
+		t.Fatal(err)
+	}
+	if row := e.get(t, in.Key()); row.State != ledger.Expired {
+		t.Fatalf("after the sweep: %s", row.State)
+	}
+	counting.gets = 0
+	res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream")
+	if err != nil || res.Outcome != ledger.DispatchSkipped || res.Entry.State != ledger.Expired {
+		t.Fatalf("late stream record: %s %s, %v; want skipped, the row expired", res.Outcome, res.Entry.State, err)
+	}
+	if counting.gets != 0 {
+		t.Fatalf("%d reads of the row; want none (the conflict returned it)", counting.gets)
+	}
+}

@@ -50,10 +50,16 @@ func (s *Service) record(e Entry, k EventKind, to State, w Worker, reason string
 
 // write applies c. When the store reports a failure, the row is read back:
 // if its history holds our event, the write landed (its response was lost,
-// or a retry of it failed its own condition) and counts as done.
+// or a retry of it failed its own condition) and counts as done. A conflict
+// that came back with the stored row needs no read: the store looked for
+// our event in it, and the row travels with the error (conflictAt) for the
+// caller's fresh decision.
 func (s *Service) write(ctx context.Context, c Change) (Entry, error) {
 	e, err := s.Store.Apply(ctx, c)
 	if err != nil {
+		if errors.Is(err, ErrConflict) && e.Key == c.Next.Key {
+			return Entry{}, &conflictAt{row: e, err: err}
+		}
 		fresh, gerr := s.Store.Get(ctx, c.Next.Key)
 		if gerr != nil || !fresh.Holds(c.Event.ID) {
 			return Entry{}, err
@@ -84,9 +90,9 @@ func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (Dis
 const maxRaces = 5
 
 // onConflict runs try on the row e. When try loses a compare-and-set to a
-// concurrent write (an error wrapping ErrConflict), the row is read again
-// and, if again accepts the fresh row, try runs on it; at most maxRaces
-// times in all. It returns try's last error. The one read-decide-write loop
+// concurrent write (an error wrapping ErrConflict), the fresh row (the one
+// the conflict returned, or else read again) goes to again, and if again
+// accepts it, try runs on it; at most maxRaces times in all. It returns try's last error. The one read-decide-write loop
 // of the use cases.
 func (s *Service) onConflict(ctx context.Context, e Entry, try func(Entry) error, again func(fresh Entry) bool) error {
 	for race := 1; ; race++ {
@@ -94,7 +100,13 @@ func (s *Service) onConflict(ctx context.Context, e Entry, try func(Entry) error
 		if !errors.Is(err, ErrConflict) || race == maxRaces {
 			return err
 		}
-		fresh, gerr := s.Store.Get(ctx, e.Key)
+		var fresh Entry
+		var gerr error
+		if ca := (*conflictAt)(nil); errors.As(err, &ca) && ca.row.Key == e.Key {
+			fresh = ca.row
+		} else {
+			fresh, gerr = s.Store.Get(ctx, e.Key)
+		}
 		if gerr != nil || !again(fresh) {
 			return err
 		}
@@ -135,3 +147,13 @@ func (s *Service) openContent(ctx context.Context, e Entry) (Message, error) {
 	}
 	return m, nil
 }
+
+// conflictAt is a lost compare-and-set that carries the row as the store
+// holds it, so that onConflict decides afresh without reading it again.
+type conflictAt struct {
+	row Entry
+	err error
+}
+
+func (c *conflictAt) Error() string { return c.err.Error() }
+func (c *conflictAt) Unwrap() error { return c.err }

@@ -86,8 +86,14 @@ func applyIsCompareAndSet(t *testing.T, newStore NewStore) {
 		"wrong version": mk(ledger.Claimed, e.Version+7, time.Time{}),
 		"expired":       mk(ledger.Claimed, e.Version, in.ExpiresAt),
 	} {
-		if _, err := env.Store.Apply(ctx, c); !errors.Is(err, ledger.ErrConflict) {
+		cur, err := env.Store.Apply(ctx, c)
+		if !errors.Is(err, ledger.ErrConflict) {
 			t.Fatalf("%s: want conflict, got %v", name, err)
+		}
+		// The conflict answers with the row as stored, so the caller can
+		// decide afresh without reading it again.
+		if cur.Key != e.Key || cur.State != e.State || cur.Version != e.Version || len(cur.History) != len(e.History) {
+			t.Fatalf("%s: the conflict returned %q %s v%d, want the stored row %s v%d", name, cur.Key, cur.State, cur.Version, e.State, e.Version)
 		}
 	}
 	got, err := env.Store.Apply(ctx, mk(ledger.Claimed, e.Version, in.ExpiresAt.Add(-time.Second)))

@@ -68,10 +68,10 @@ func (s *Store) Apply(_ context.Context, c ledger.Change) (ledger.Entry, error) 
 		return clone(cur), nil // the same change, repeated
 	}
 	if cur.State != c.From || cur.Version != c.Version {
-		return ledger.Entry{}, fmt.Errorf("apply %s: %w", c.Next.Key, ledger.ErrConflict)
+		return clone(cur), fmt.Errorf("apply %s: %w", c.Next.Key, ledger.ErrConflict)
 	}
 	if !c.NotExpiredBy.IsZero() && !cur.ExpiresAt.After(c.NotExpiredBy) {
-		return ledger.Entry{}, fmt.Errorf("apply %s: expiry condition: %w", c.Next.Key, ledger.ErrConflict)
+		return clone(cur), fmt.Errorf("apply %s: expiry condition: %w", c.Next.Key, ledger.ErrConflict)
 	}
 	// Like the DynamoDB store, only the event is appended: the stored
 	// history is never rewritten from the caller's copy.
