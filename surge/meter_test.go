@@ -40,6 +40,9 @@ type ddbMeter struct {
 	// Interval is the budget's spacing of sends (1/R).
 	Budget   string
 	Interval time.Duration
+	// Tables names the tables by role (ledger, content, budget, limits)
+	// for the breakdown by table.
+	Tables map[string]string
 
 	mu       sync.Mutex
 	requests map[string]int
@@ -54,6 +57,10 @@ type ddbMeter struct {
 	// wcu and rcu are the units reported; unreported counts successful
 	// requests that reported none.
 	wcu, rcu, conditionWCU float64
+	// byTable counts requests, and wcuByTable the write units (failed
+	// conditions included), by "Operation(table role)".
+	byTable    map[string]int
+	wcuByTable map[string]float64
 	unreported             map[string]int
 	// operations and attempts count SDK operations and their HTTP
 	// attempts, by service.
@@ -94,13 +101,20 @@ func (m *ddbMeter) register(s *middleware.Stack) error {
 			bench.AskCapacity(in.Parameters, types.ReturnConsumedCapacityIndexes)
 			out, md, err := next.HandleInitialize(ctx, in)
 			booking := false
-			if u, ok := in.Parameters.(*dynamodb.UpdateItemInput); ok && aws.ToString(u.TableName) == m.Budget && err == nil {
+			if u, ok := in.Parameters.(*dynamodb.UpdateItemInput); ok && aws.ToString(u.TableName) == m.Budget && isBooking(u) && err == nil {
 				booking = true
 				m.slot(u, out.Result)
 			}
-			m.add(awsmiddleware.GetOperationName(ctx), out.Result, err, booking)
+			m.add(awsmiddleware.GetOperationName(ctx), m.tableOf(in.Parameters), out.Result, err, booking)
 			return out, md, err
 		}), middleware.After)
+}
+
+// isBooking tells a send-rate booking from the other writes to the budget
+// table (the dispatch marks): its key is a channel's rate item.
+func isBooking(u *dynamodb.UpdateItemInput) bool {
+	pk, ok := u.Key["pk"].(*types.AttributeValueMemberS)
+	return ok && strings.HasPrefix(pk.Value, "rate#")
 }
 
 // slot records the send time a successful budget booking got: the old tat
@@ -133,13 +147,58 @@ func (m *ddbMeter) slot(in *dynamodb.UpdateItemInput, result any) {
 	m.slots[ch] = append(m.slots[ch], time.UnixMicro(n).Add(shift))
 }
 
-func (m *ddbMeter) add(op string, result any, err error, booking bool) {
+// tableOf names the role of the table a request goes to ("?" if unknown,
+// roles joined by "+" for a request to several).
+func (m *ddbMeter) tableOf(params any) string {
+	var names []string
+	switch in := params.(type) {
+	case *dynamodb.PutItemInput:
+		names = []string{aws.ToString(in.TableName)}
+	case *dynamodb.UpdateItemInput:
+		names = []string{aws.ToString(in.TableName)}
+	case *dynamodb.DeleteItemInput:
+		names = []string{aws.ToString(in.TableName)}
+	case *dynamodb.GetItemInput:
+		names = []string{aws.ToString(in.TableName)}
+	case *dynamodb.QueryInput:
+		names = []string{aws.ToString(in.TableName)}
+	case *dynamodb.BatchGetItemInput:
+		names = slices.Collect(maps.Keys(in.RequestItems))
+	case *dynamodb.TransactWriteItemsInput:
+		for _, it := range in.TransactItems {
+			switch {
+			case it.Update != nil:
+				names = append(names, aws.ToString(it.Update.TableName))
+			case it.Put != nil:
+				names = append(names, aws.ToString(it.Put.TableName))
+			case it.ConditionCheck != nil:
+				names = append(names, aws.ToString(it.ConditionCheck.TableName))
+			case it.Delete != nil:
+				names = append(names, aws.ToString(it.Delete.TableName))
+			}
+		}
+	}
+	roles := map[string]bool{}
+	for _, n := range names {
+		r, ok := m.Tables[n]
+		if !ok {
+			r = "?"
+		}
+		roles[r] = true
+	}
+	return strings.Join(slices.Sorted(maps.Keys(roles)), "+")
+}
+
+func (m *ddbMeter) add(op, table string, result any, err error, booking bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.requests == nil {
 		m.requests, m.failed, m.unreported = map[string]int{}, map[string]int{}, map[string]int{}
+		m.byTable, m.wcuByTable = map[string]int{}, map[string]float64{}
 	}
 	m.requests[op]++
+	at := op + "(" + table + ")"
+	m.byTable[at]++
 	if booking {
 		m.bookings++
 	}
@@ -147,7 +206,9 @@ func (m *ddbMeter) add(op string, result any, err error, booking bool) {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			m.conditionFailed++
-			m.conditionWCU += float64(bench.WriteUnits(bench.ItemSize(ccf.Item)))
+			u := float64(bench.WriteUnits(bench.ItemSize(ccf.Item)))
+			m.conditionWCU += u
+			m.wcuByTable[at] += u
 			return
 		}
 		m.failed[op]++
@@ -159,6 +220,7 @@ func (m *ddbMeter) add(op string, result any, err error, booking bool) {
 		m.unreported[op]++
 	case got.Write:
 		m.wcu += got.Units
+		m.wcuByTable[at] += got.Units
 	default:
 		m.rcu += got.Units
 	}
@@ -167,6 +229,10 @@ func (m *ddbMeter) add(op string, result any, err error, booking bool) {
 // meterSnapshot is what a ddbMeter counted.
 type meterSnapshot struct {
 	Requests, Failed, Unreported map[string]int
+	// ByTable and WCUByTable are the requests and write units by
+	// "Operation(table role)".
+	ByTable    map[string]int
+	WCUByTable map[string]float64
 	ConditionFailed, Bookings    int
 	WCU, RCU, ConditionFailedWCU float64
 	// Slots are the booked send times by channel name.
@@ -181,6 +247,7 @@ func (m *ddbMeter) snapshot() meterSnapshot {
 	defer m.mu.Unlock()
 	return meterSnapshot{
 		Requests: maps.Clone(m.requests), Failed: maps.Clone(m.failed),
+		ByTable: maps.Clone(m.byTable), WCUByTable: maps.Clone(m.wcuByTable),
 		ConditionFailed: m.conditionFailed, Unreported: maps.Clone(m.unreported), Bookings: m.bookings,
 		WCU: m.wcu, RCU: m.rcu, ConditionFailedWCU: m.conditionWCU, Slots: maps.Clone(m.slots),
 		Operations: maps.Clone(m.operations), Attempts: maps.Clone(m.attempts),

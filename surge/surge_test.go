@@ -167,6 +167,7 @@ func TestSurge(t *testing.T) {
 		OutputTail:     256 << 10,
 	})
 	meter.Budget, meter.Interval = p.BudgetTable, ledger.Interval(cfg.Rate)
+	meter.Tables = map[string]string{p.LedgerTable: "ledger", p.ContentTable: "content", p.BudgetTable: "budget", p.LimitsTable: "limits"}
 	emuLog := markEmulatorLog(t, p.Endpoint)
 
 	tp := &topology{p: p, ClaimPollers: 10, StreamShards: 4, QueuePollers: 8, Tick: 30 * time.Second}
@@ -757,7 +758,9 @@ func (r *report) print(w io.Writer) {
 		ops = append(ops, fmt.Sprintf("%s %s", op, per(float64(d.Requests[op]))))
 	}
 	row("  by operation", strings.Join(ops, ", "))
+	row("  by operation and table", byTable(d.ByTable, per))
 	row("DynamoDB WCU per accepted message", fmt.Sprintf("%s (of which failed conditions %s)", per(d.WCU+d.ConditionFailedWCU), per(d.ConditionFailedWCU)))
+	row("  by operation and table (index writes included)", byTable(d.WCUByTable, per))
 	fmt.Fprintln(w, "    (capacity as the emulator reports it for ReturnConsumedCapacity=INDEXES, by DynamoDB's item-size rules,")
 	fmt.Fprintln(w, "    index writes included; failed conditional writes and BatchGetItem sized here from the items)")
 	row("DynamoDB RCU per accepted message", per(d.RCU))
@@ -832,4 +835,23 @@ func sumValues(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// byTable lists figures by "Operation(table)", largest first, each per
+// accepted message.
+func byTable[V int | float64](m map[string]V, per func(float64) string) string {
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int {
+		if m[a] != m[b] {
+			if m[a] > m[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+" "+per(float64(m[k])))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -28,9 +28,9 @@ type Dispatch struct {
 }
 
 // Handle dispatches the claimed rows of one batch of stream records, in
-// order, and reports the first record that failed. It then moves the
-// stream's mark to the newest claim it handled (ledger.Service.Read), so
-// reconcile does not hand back rows the stream is still delivering.
+// order, and reports the first record that failed. It then records how late
+// the oldest claim it handled arrived (ledger.Service.Read), so reconcile
+// does not hand back rows the stream is still delivering.
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	worker, log := invocation(ctx, settings.Dispatch, h.Log)
 	var through time.Time
@@ -51,7 +51,7 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 			// after it are redelivered with it.
 			return streamFailedAt(rec), nil
 		}
-		if row, err := dynamostore.DecodeItem(itemOf(rec.Change.NewImage)); err == nil && row.UpdatedAt.After(through) {
+		if row, err := dynamostore.DecodeItem(itemOf(rec.Change.NewImage)); err == nil && (through.IsZero() || row.UpdatedAt.Before(through)) {
 			through = row.UpdatedAt
 		}
 	}

@@ -15,7 +15,10 @@ import "time"
 //     before it needs no hold. That saves the deferral write, a whole-item
 //     write with an index move and a history entry that every later write
 //     of the row pays for again. A claim written without a re-drive time,
-//     or whose slot is at or past it, holds the slot.
+//     or whose slot is at or past it, holds the slot here; the stream's
+//     delivery of it can still do without (Service.streamCovers: in a
+//     surge the stream delivers most claims past their re-drive time, and
+//     its lateness mark keeps reconcile from handing them back).
 //
 // A duplicate of the stream record arriving during an unheld wait can still
 // book a second slot: send capacity lost, never a second send, since the
