@@ -61,7 +61,7 @@ type ddbMeter struct {
 	// conditions included), by "Operation(table role)".
 	byTable    map[string]int
 	wcuByTable map[string]float64
-	unreported             map[string]int
+	unreported map[string]int
 	// operations and attempts count SDK operations and their HTTP
 	// attempts, by service.
 	operations, attempts map[string]int
@@ -231,8 +231,8 @@ type meterSnapshot struct {
 	Requests, Failed, Unreported map[string]int
 	// ByTable and WCUByTable are the requests and write units by
 	// "Operation(table role)".
-	ByTable    map[string]int
-	WCUByTable map[string]float64
+	ByTable                      map[string]int
+	WCUByTable                   map[string]float64
 	ConditionFailed, Bookings    int
 	WCU, RCU, ConditionFailedWCU float64
 	// Slots are the booked send times by channel name.
