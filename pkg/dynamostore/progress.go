@@ -44,6 +44,7 @@ func NewProgress(client Client, table string) *Progress {
 const (
 	attrStreamBehind = "stream_behind"
 	attrStreamAt     = "stream_at"
+	attrStreamHeard  = "stream_heard"
 	attrQueueThrough = "queue_through"
 	attrQueueAt      = "queue_at"
 	attrRedriven     = "redriven_at"
@@ -53,17 +54,24 @@ func progressKey() map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: s("progress#dispatch")}
 }
 
+// heardEvery is how stale the stream's Heard may grow before a lateness the
+// window keeps out writes it anyway: a second, small UpdateItem at most
+// about this often, however many batches arrive.
+const heardEvery = 5 * time.Second
+
 // Lagging implements ledger.Progress. The stored lag comes back with the
 // write: the new item when it was written, the old one when its condition
-// kept it (no read of its own).
+// kept it (no read of its own). A lateness kept out still records that the
+// stream was heard, with a second write when the stored Heard is more than
+// heardEvery old.
 func (p *Progress) Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) (ledger.Lag, error) {
 	started := time.Now()
 	out, err := p.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(p.table),
 		Key:                      progressKey(),
-		UpdateExpression:         aws.String("SET #b = :b, #at = :at"),
+		UpdateExpression:         aws.String("SET #b = :b, #at = :at, #h = :at"),
 		ConditionExpression:      aws.String("attribute_not_exists(#b) OR #b <= :b OR #at < :stale"),
-		ExpressionAttributeNames: map[string]string{"#b": attrStreamBehind, "#at": attrStreamAt},
+		ExpressionAttributeNames: map[string]string{"#b": attrStreamBehind, "#at": attrStreamAt, "#h": attrStreamHeard},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":b": n(behind.Milliseconds()), ":at": n(at.UnixMilli()), ":stale": n(staleBefore.UnixMilli()),
 		},
@@ -73,11 +81,34 @@ func (p *Progress) Lagging(ctx context.Context, behind time.Duration, at, staleB
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		return p.saw(started, marksOf(ccf.Item)).Stream, nil
+		m := marksOf(ccf.Item)
+		if at.Sub(m.Stream.Heard) > heardEvery {
+			if err := p.heard(ctx, at); err != nil {
+				return ledger.Lag{}, err
+			}
+			m.Stream.Heard = at
+		}
+		return p.saw(started, m).Stream, nil
 	case err != nil:
 		return ledger.Lag{}, fmt.Errorf("progress stream: %w", err)
 	}
 	return p.saw(started, marksOf(out.Attributes)).Stream, nil
+}
+
+// heard moves the stream's Heard to at, never back.
+func (p *Progress) heard(ctx context.Context, at time.Time) error {
+	_, err := p.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(p.table),
+		Key:                       progressKey(),
+		UpdateExpression:          aws.String("SET #h = :at"),
+		ConditionExpression:       aws.String("attribute_not_exists(#h) OR #h < :at"),
+		ExpressionAttributeNames:  map[string]string{"#h": attrStreamHeard},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":at": n(at.UnixMilli())},
+	})
+	if err := conditionFailed(err); err != nil {
+		return fmt.Errorf("progress stream heard: %w", err)
+	}
+	return nil
 }
 
 // saw keeps m, read by a request that started at started, as what Seen
@@ -160,7 +191,7 @@ func marksOf(item map[string]types.AttributeValue) ledger.Marks {
 	}
 	behind, _ := num(attrStreamBehind)
 	return ledger.Marks{
-		Stream:   ledger.Lag{Behind: time.Duration(behind) * time.Millisecond, At: ms(attrStreamAt)},
+		Stream:   ledger.Lag{Behind: time.Duration(behind) * time.Millisecond, At: ms(attrStreamAt), Heard: ms(attrStreamHeard)},
 		Queue:    ledger.Mark{Through: ms(attrQueueThrough), At: ms(attrQueueAt)},
 		Redriven: ms(attrRedriven),
 	}

@@ -43,6 +43,19 @@ type Lag struct {
 	Behind time.Duration
 	// At is when it was recorded, by the dispatch's clock.
 	At time.Time
+	// Heard is when a dispatch last reported a stream batch at all, even
+	// one whose lateness the window kept out (by its clock): the stream
+	// is moving while Heard is recent, whatever At says.
+	Heard time.Time
+}
+
+// moved is when the stream was last known to deliver: the later of At and
+// Heard.
+func (l Lag) moved() time.Time {
+	if l.Heard.After(l.At) {
+		return l.Heard
+	}
+	return l.At
 }
 
 // Marks is what Progress keeps.
@@ -61,8 +74,9 @@ type Marks struct {
 type Progress interface {
 	// Lagging records that a stream batch arrived behind by behind at at:
 	// it replaces the stored lag if that is smaller, or older than
-	// staleBefore, and otherwise keeps it. It returns the lag stored after
-	// the call: the one written, or the one kept.
+	// staleBefore, and otherwise keeps it; either way the stream was heard
+	// at at (Lag.Heard never moves back). It returns the lag stored after
+	// the call.
 	Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) (Lag, error)
 	// Advance moves the queue's mark to through, and its At to at, unless
 	// the stored mark is already at or past through.
@@ -107,11 +121,12 @@ func (s *Service) owes(m Mark, since, now time.Time) bool {
 }
 
 // streamOwes reports whether the stream, running behind by l, can still
-// deliver the claim made at claimed: it moved within Policy.RedriveAfter,
+// deliver the claim made at claimed: it moved (Lag.Heard) within
+// Policy.RedriveAfter,
 // and the claim is younger than its lateness plus Policy.RedriveAfter (the
 // margin covers a backlog that grows while the claim waits in it).
 func (s *Service) streamOwes(l Lag, claimed, now time.Time) bool {
-	return now.Sub(l.At) < s.Policy.RedriveAfter && now.Sub(claimed) < l.Behind+s.Policy.RedriveAfter
+	return now.Sub(l.moved()) < s.Policy.RedriveAfter && now.Sub(claimed) < l.Behind+s.Policy.RedriveAfter
 }
 
 // lagging records the stream's lateness behind at now (Progress.Lagging)

@@ -62,7 +62,7 @@ func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	// due, and while the stream moves, only those it no longer owes (due
 	// by its lateness before now). Claims not yet due are never read.
 	dueBy := now
-	if l := marks.Stream; now.Sub(l.At) < s.Policy.RedriveAfter && l.Behind > 0 {
+	if l := marks.Stream; now.Sub(l.moved()) < s.Policy.RedriveAfter && l.Behind > 0 {
 		dueBy = now.Add(-l.Behind)
 	}
 	err := s.sweepOpen(ctx, &rep, "redrive", Claimed, dueBy, limit, redrive)

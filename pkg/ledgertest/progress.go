@@ -134,13 +134,17 @@ func progressLaggingAnswers(t *testing.T, newProgress NewProgress) {
 	ctx := context.Background()
 	stale := func(at time.Time) time.Time { return at.Add(-20 * time.Second) }
 	got, err := p.Lagging(ctx, 40*time.Second, progressT0, stale(progressT0))
-	if err != nil || got != (ledger.Lag{Behind: 40 * time.Second, At: progressT0}) {
+	if err != nil || got != (ledger.Lag{Behind: 40 * time.Second, At: progressT0, Heard: progressT0}) {
 		t.Fatalf("lagging 40 s answered %+v, %v; want the lag it wrote", got, err)
 	}
-	// Kept out by the larger lag in its window: the answer is the lag kept.
+	// Kept out by the larger lag in its window: the answer is the lag
+	// kept, and the stream was heard now.
 	got, err = p.Lagging(ctx, 5*time.Second, progressT0.Add(10*time.Second), stale(progressT0.Add(10*time.Second)))
-	if err != nil || got != (ledger.Lag{Behind: 40 * time.Second, At: progressT0}) {
-		t.Fatalf("a smaller lateness in the window answered %+v, %v; want the 40 s kept", got, err)
+	if err != nil || got != (ledger.Lag{Behind: 40 * time.Second, At: progressT0, Heard: progressT0.Add(10 * time.Second)}) {
+		t.Fatalf("a smaller lateness in the window answered %+v, %v; want the 40 s kept, heard at +10s", got, err)
+	}
+	if m := marks(t, p); !m.Stream.Heard.Equal(progressT0.Add(10 * time.Second)) {
+		t.Fatalf("stored heard %s, want +10s", m.Stream.Heard)
 	}
 	if err := p.Redriven(ctx, progressT0.Add(11*time.Second)); err != nil {
 		t.Fatal(err)

@@ -20,8 +20,13 @@ var _ ledger.Progress = (*Progress)(nil)
 func (p *Progress) Lagging(_ context.Context, behind time.Duration, at, staleBefore time.Time) (ledger.Lag, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	heard := p.marks.Stream.Heard
 	if l := p.marks.Stream; l.At.IsZero() || l.Behind <= behind || l.At.Before(staleBefore) {
 		p.marks.Stream = ledger.Lag{Behind: behind, At: at}
+	}
+	p.marks.Stream.Heard = heard
+	if at.After(heard) {
+		p.marks.Stream.Heard = at
 	}
 	return p.marks.Stream, nil
 }
