@@ -136,12 +136,15 @@ func (s *Service) lagging(ctx context.Context, behind time.Duration, now time.Ti
 }
 
 // leftToStream reports whether, by the marks m, reconcile leaves the claim e
-// to the stream from m's time until until: the stream owes it (streamOwes)
-// until then, markSlack past it for the workers' clocks. A stored lag only
-// grows within its window, so a later reconcile reads one at least as
-// large.
+// to the stream from m's time until until, markSlack past it for the
+// workers' clocks: the claim is younger than the lag's lateness plus
+// Policy.RedriveAfter then, and the lag's window (At, not Heard) is still
+// open then. Within its window a stored lag only grows, so every reconcile
+// until then reads one at least as large; after it, a smaller lateness may
+// replace it, however recently the stream was heard.
 func (s *Service) leftToStream(m Marks, e Entry, until time.Time) bool {
-	return e.State == Claimed && s.streamOwes(m.Stream, e.UpdatedAt, until.Add(markSlack))
+	l, t := m.Stream, until.Add(markSlack)
+	return e.State == Claimed && t.Sub(l.At) < s.Policy.RedriveAfter && t.Sub(e.UpdatedAt) < l.Behind+s.Policy.RedriveAfter
 }
 
 // streamImageCurrent reports whether the stream record's image of the

@@ -193,3 +193,59 @@ func TestLostRaceReadsNothing(t *testing.T) {
 		t.Fatalf("%d reads of the row; want none (the conflict returned it)", counting.gets)
 	}
 }
+
+// TestHeardStreamDoesNotCoverAWait: the marks say the stream was heard a
+// second ago, but its largest lateness (40 s) was recorded 19.5 s ago, so
+// its window ends during this claim's wait and a smaller lateness (5 s)
+// may replace it. Heard says the stream moves; it does not keep the 40 s.
+// The wait must not rest on those marks: the claim (30 s late) holds its
+// slot, and the re-drive pass that runs once the 5 s replaced the 40 s
+// hands nothing back.
+func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
+	ctx := context.Background()
+	e, sch := pacedEnv(t)
+	prog := &memstore.Progress{}
+	e.Svc.Progress = prog
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = 2 * time.Second
+	in, _, image := e.claim(t, 75, ledger.Email, ledger.ClaimCreated)
+	e.Clock.Advance(30 * time.Second)
+	now := e.Clock.Now()
+	stale := func(at time.Time) time.Time { return at.Add(-e.Svc.Policy.RedriveAfter) }
+	if _, err := prog.Lagging(ctx, 40*time.Second, now.Add(-19500*time.Millisecond), stale(now.Add(-19500*time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prog.Lagging(ctx, 5*time.Second, now.Add(-time.Second), stale(now.Add(-time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := budget.Reserve(ctx, ledger.Email, now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	handedBack := -1
+	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
+		e.Clock.Advance(d)
+		if handedBack < 0 {
+			// Another shard's batch, 5 s late, once the 40 s is stale;
+			// then reconcile.
+			at := e.Clock.Now()
+			if _, err := prog.Lagging(ctx, 5*time.Second, at, stale(at)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+				t.Fatal(err)
+			}
+			_, handedBack = sch.last(in.Key())
+		}
+		return nil
+	}
+	if res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.DispatchAccepted {
+		t.Fatalf("%s, %v", res.Outcome, err)
+	}
+	if handedBack != 0 {
+		t.Fatalf("reconcile handed the waiting claim back %d times", handedBack)
+	}
+	if got := states(e.get(t, in.Key())); len(got) != 4 || got[1] != ledger.Deferred {
+		t.Fatalf("history %v; want the slot held (claimed, deferred, dispatching, accepted)", got)
+	}
+}
