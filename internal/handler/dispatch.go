@@ -33,8 +33,8 @@ type Dispatch struct {
 // does not hand back rows the stream is still delivering.
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	worker, log := invocation(ctx, settings.Dispatch, h.Log)
-	var through time.Time
-	defer func() { h.read(ctx, ledger.FromStream, through, log) }()
+	var oldest time.Time
+	defer func() { h.read(ctx, ledger.FromStream, oldest, log) }()
 	for _, rec := range ev.Records {
 		key, ok, err := DispatchKey(rec)
 		if err != nil {
@@ -51,8 +51,8 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 			// after it are redelivered with it.
 			return streamFailedAt(rec), nil
 		}
-		if row, err := dynamostore.DecodeItem(itemOf(rec.Change.NewImage)); err == nil && (through.IsZero() || row.UpdatedAt.Before(through)) {
-			through = row.UpdatedAt
+		if row, err := dynamostore.DecodeItem(itemOf(rec.Change.NewImage)); err == nil && (oldest.IsZero() || row.UpdatedAt.Before(oldest)) {
+			oldest = row.UpdatedAt
 		}
 	}
 	// An empty list, never nil (see sqsBatch).

@@ -134,13 +134,11 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 		// The SDK retries a request whose response was lost; if the first
 		// attempt landed, the retry fails its condition against our own
 		// write. The stored history then already holds our event.
-		// Otherwise the stored row answers the conflict.
+		// Otherwise the stored row answers the conflict (a zero row if it
+		// does not decode: the caller then reads it).
 		cur, derr := decode(ccf.Item)
 		if derr == nil && cur.Holds(c.Event.ID) {
 			return cur, nil
-		}
-		if derr != nil {
-			cur = ledger.Entry{}
 		}
 		return cur, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, ledger.ErrConflict)
 	}

@@ -75,8 +75,9 @@ type Progress interface {
 	// Lagging records that a stream batch arrived behind by behind at at:
 	// it replaces the stored lag if that is smaller, or older than
 	// staleBefore, and otherwise keeps it; either way the stream was heard
-	// at at (Lag.Heard never moves back). It returns the lag stored after
-	// the call.
+	// at at (Lag.Heard). A written lateness sets Heard to its at, so a
+	// writer whose clock runs behind may set it back by that much; a kept
+	// one only moves it forward. It returns the lag stored after the call.
 	Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) (Lag, error)
 	// Advance moves the queue's mark to through, and its At to at, unless
 	// the stored mark is already at or past through.

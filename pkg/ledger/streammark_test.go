@@ -21,6 +21,21 @@ func (p *countingProgress) Lagging(ctx context.Context, behind time.Duration, at
 	return p.Progress.Lagging(ctx, behind, at, staleBefore)
 }
 
+// markedEnv is pacedEnv with an email send-rate budget of one send a second,
+// the in-process budget wait given, and, if marked, the dispatch marks.
+func markedEnv(t *testing.T, wait time.Duration, marked bool) (*env, *scheduler, *memstore.Budget, *memstore.Progress) {
+	e, sch := pacedEnv(t)
+	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Svc.Budget = budget
+	e.Svc.Policy.BudgetWait = wait
+	var prog *memstore.Progress
+	if marked {
+		prog = &memstore.Progress{}
+		e.Svc.Progress = prog
+	}
+	return e, sch, budget, prog
+}
+
 func states(row ledger.Entry) []ledger.State {
 	var path []ledger.State
 	for _, ev := range row.History {
@@ -39,14 +54,11 @@ func states(row ledger.Entry) []ledger.State {
 // trusted too (no hand-back since it became due), so it is not read.
 func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 	ctx := context.Background()
-	e, sch := pacedEnv(t)
+	e, sch, budget, marks := markedEnv(t, 2*time.Second, true)
 	counting := &countingStore{Store: e.Svc.Store}
 	e.Svc.Store = counting
-	prog := &countingProgress{Progress: &memstore.Progress{}}
+	prog := &countingProgress{Progress: marks}
 	e.Svc.Progress = prog
-	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
-	e.Svc.Budget = budget
-	e.Svc.Policy.BudgetWait = 2 * time.Second
 	first, _, image1 := e.claim(t, 70, ledger.Email, ledger.ClaimCreated)
 	second, _, image2 := e.claim(t, 71, ledger.Email, ledger.ClaimCreated)
 	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 10*time.Second) // the stream runs 30 s late
@@ -107,10 +119,7 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 // Progress to rest on holds its slot on the row, as before.
 func TestLateStreamClaimHoldsWithoutAMark(t *testing.T) {
 	ctx := context.Background()
-	e, _ := pacedEnv(t)
-	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
-	e.Svc.Budget = budget
-	e.Svc.Policy.BudgetWait = 2 * time.Second
+	e, _, budget, _ := markedEnv(t, 2*time.Second, false)
 	in, _, image := e.claim(t, 72, ledger.Email, ledger.ClaimCreated)
 	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 10*time.Second)
 	if _, err := budget.Reserve(ctx, ledger.Email, e.Clock.Now(), e.Clock.Now().Add(time.Hour)); err != nil {
@@ -130,12 +139,7 @@ func TestLateStreamClaimHoldsWithoutAMark(t *testing.T) {
 // and books no second slot.
 func TestStreamImageReadAfterAHandBack(t *testing.T) {
 	ctx := context.Background()
-	e, sch := pacedEnv(t)
-	prog := &memstore.Progress{}
-	e.Svc.Progress = prog
-	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
-	e.Svc.Budget = budget
-	e.Svc.Policy.BudgetWait = 0
+	e, sch, budget, prog := markedEnv(t, 0, true)
 	in, _, image := e.claim(t, 73, ledger.Email, ledger.ClaimCreated)
 	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 3*time.Second)
 	// No stream mark yet: reconcile hands the claim back.
@@ -203,12 +207,7 @@ func TestLostRaceReadsNothing(t *testing.T) {
 // hands nothing back.
 func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 	ctx := context.Background()
-	e, sch := pacedEnv(t)
-	prog := &memstore.Progress{}
-	e.Svc.Progress = prog
-	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
-	e.Svc.Budget = budget
-	e.Svc.Policy.BudgetWait = 2 * time.Second
+	e, sch, budget, prog := markedEnv(t, 2*time.Second, true)
 	in, _, image := e.claim(t, 75, ledger.Email, ledger.ClaimCreated)
 	e.Clock.Advance(30 * time.Second)
 	now := e.Clock.Now()

@@ -17,6 +17,7 @@ type Progress struct {
 var _ ledger.Progress = (*Progress)(nil)
 
 // Lagging implements ledger.Progress: the largest lateness within the window.
+// Heard only moves forward here, a stronger promise than the interface's.
 func (p *Progress) Lagging(_ context.Context, behind time.Duration, at, staleBefore time.Time) (ledger.Lag, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
