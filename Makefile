@@ -105,11 +105,13 @@ surge:
 
 ## surge-check: the surge at 1,000 intents, without -race (part of make test; about a minute);
 ## asserts every correctness criterion, prints the drain ratio without asserting it (a busy machine
-## drains slower with a correct system); prints the summary line, and everything the test printed if it fails
+## drains slower with a correct system); prints the summary line, and everything the test printed if it fails,
+## then its failures again, last, where a truncated log still shows them
 surge-check:
 	@mkdir -p .run
 	@SURGE_INTENTS=1000 LEDGER_REQUIRE_EMULATOR=1 go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 15m > .run/surge-check.out 2>&1; \
-	status=$$?; if [ $$status -ne 0 ]; then cat .run/surge-check.out; fi; \
+	status=$$?; if [ $$status -ne 0 ]; then cat .run/surge-check.out; \
+		echo "surge-check failed on:"; grep -E '^ +surge_test\.go:[0-9]+: ' .run/surge-check.out | head -n 40; fi; \
 	grep '^surge: intents=' .run/surge-check.out | tail -n 1; exit $$status
 
 ## simulate: deterministic simulation of the protocol, no emulator needed (see RELIABILITY.md): the

@@ -43,8 +43,14 @@ const (
 	// and bunch are throttled, as a strict provider would.
 	providerBurst = 2
 	// expiryMargin is EXPIRY_MARGIN for the run (the default is 30 s): the
-	// short challenges live tens of seconds.
-	expiryMargin = 2 * time.Second
+	// short challenges live tens of seconds. sendGuard is SEND_GUARD (the
+	// default is 5 s): a send that starts at the margin has their
+	// difference to finish before the deadline cuts it, which a busy
+	// emulator's SES call needs (with a margin under the guard, a send
+	// could start a millisecond before its deadline, be cut, and end
+	// quarantined: its outcome unknown after its challenge expired).
+	expiryMargin = 3 * time.Second
+	sendGuard    = time.Second
 	// shortShare is the share of the minimum drain a short challenge lives,
 	// up to shortMax: the few reached early are sent, the others expire
 	// (reconcile's re-drive takes claimed rows soonest-expiring first, so a
@@ -138,7 +144,7 @@ func TestSurge(t *testing.T) {
 	smsLimit := &pipeline.Limiter{Rate: cfg.Rate, Burst: providerBurst}
 	env := map[string]string{
 		"SEND_RATE_EMAIL": rate, "SEND_RATE_SMS": rate,
-		"EXPIRY_MARGIN": expiryMargin.String(),
+		"EXPIRY_MARGIN": expiryMargin.String(), "SEND_GUARD": sendGuard.String(),
 	}
 	if cfg.Limits {
 		// Normal traffic must pass the limits: every intent has its own
@@ -718,8 +724,8 @@ func (r *report) print(w io.Writer) {
 		return fmt.Sprintf("%.2f", x/float64(acc))
 	}
 	tp := r.Topology
-	fmt.Fprintf(w, "\nsurge: %d intents (%d email, %d SMS), R = %g sends/s per channel, provider burst %d, EXPIRY_MARGIN %s\n",
-		r.Intents, (r.Intents+1)/2, r.Intents/2, r.Cfg.Rate, providerBurst, expiryMargin)
+	fmt.Fprintf(w, "\nsurge: %d intents (%d email, %d SMS), R = %g sends/s per channel, provider burst %d, EXPIRY_MARGIN %s, SEND_GUARD %s\n",
+		r.Intents, (r.Intents+1)/2, r.Intents/2, r.Cfg.Rate, providerBurst, expiryMargin, sendGuard)
 	fmt.Fprintf(w, "  short challenges (10%%) live %s, the others %s; published in %s; drained in %s (wall %s)\n",
 		r.ShortTTL.Round(time.Second), r.LongTTL.Round(time.Second), r.Published.Round(time.Millisecond), r.Drain.Round(time.Millisecond), r.Wall.Round(time.Second))
 	fmt.Fprintf(w, "  topology: %d claim pollers, %d stream shards, %d dispatch-queue pollers, reconcile and expire every %s\n\n",

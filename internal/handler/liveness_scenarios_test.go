@@ -181,7 +181,7 @@ func TestThrottledProvidersEndInASendNotInQuarantine(t *testing.T) {
 // booked beyond a challenge's deadline, the message is not sent and its row
 // says why, at once, instead of waiting to expire.
 func TestNoBudgetSlotBeforeExpiryEndsExpiredNotSent(t *testing.T) {
-	p := pipeline.NewWithOptions(t, pipeline.Options{Env: map[string]string{"SEND_RATE_SMS": "0.01", "EXPIRY_MARGIN": "1s"}})
+	p := pipeline.NewWithOptions(t, pipeline.Options{Env: map[string]string{"SEND_RATE_SMS": "0.01", "EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms"}})
 	first := p.Notification(1, ledger.SMS, 30*time.Second)
 	second := p.Notification(2, ledger.SMS, 30*time.Second)
 	p.Publish(first)

@@ -45,7 +45,7 @@ func TestEmailIsSentOnceAcrossRedeliveryAndDuplicateStreamRecords(t *testing.T) 
 }
 
 func TestExpiredIntentsAreRecordedAndNeverSent(t *testing.T) {
-	p := pipeline.New(t, map[string]string{"EXPIRY_MARGIN": "1s"})
+	p := pipeline.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms"})
 	late := p.Notification(1, ledger.Email, 1500*time.Millisecond) // expires while it waits in the queue
 	waiting := p.Notification(2, ledger.Email, 30*time.Second)     // claimed, then expires before dispatch
 	p.Publish(late)
@@ -76,7 +76,7 @@ func TestExpiredIntentsAreRecordedAndNeverSent(t *testing.T) {
 }
 
 func TestExpireSweepClosesClaimsWhoseStreamRecordNeverArrived(t *testing.T) {
-	p := pipeline.New(t, map[string]string{"EXPIRY_MARGIN": "1s"})
+	p := pipeline.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms"})
 	n := p.Notification(1, ledger.SMS, 20*time.Second)
 	p.Publish(n)
 	p.PumpQueue()

@@ -149,7 +149,7 @@ func TestFallbackFollowsARejectionThroughTheStream(t *testing.T) {
 // expire over accepted, unknown, expired, mismatched and poison intents that
 // all carry the canary token, then sweeps every place the system writes.
 func TestCanaryNeverLeavesTheEnvelope(t *testing.T) {
-	p := pipeline.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "RECHECK_AFTER": "1ms"})
+	p := pipeline.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms", "RECHECK_AFTER": "1ms"})
 	email := p.Notification(1, ledger.Email, 10*time.Minute)
 	sms := p.Notification(2, ledger.SMS, 10*time.Minute)
 	expiring := p.Notification(3, ledger.SMS, 20*time.Second)

@@ -70,6 +70,12 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 	if !role.sends() {
 		return
 	}
+	if s.Policy.ExpiryMargin <= s.Policy.SendGuard {
+		// A send may start up to the margin before expiry and is cut at the
+		// guard: with no time between them, a call that starts late is cut
+		// at once and its outcome is unknown for nothing.
+		add(ExpiryMargin, "must exceed "+SendGuard.Env+" ("+FormatDuration(s.Policy.SendGuard)+"): a send that starts at the margin has their difference to finish")
+	}
 	if s.WebhookTimeout <= 0 {
 		add(WebhookTimeout, "must be positive")
 	}

@@ -49,7 +49,8 @@ func TestLoadDefaultsAndRoles(t *testing.T) {
 		s.Policy.RedriveAfter != 20*time.Second || s.SendRates["email"] != 0 || s.SendRates["sms"] != 0 {
 		t.Fatalf("liveness defaults: %+v rates %v", s.Policy, s.SendRates)
 	}
-	for name, v := range map[string]string{"SEND_RATE_EMAIL": "0", "SEND_RATE_SMS": "fast", "BUDGET_MAX_WAIT": "500ms", "SMS_MAX_PRICE": "1e-1"} {
+	// EXPIRY_MARGIN at SEND_GUARD's default (5s) leaves a send that starts at the margin no time.
+	for name, v := range map[string]string{"SEND_RATE_EMAIL": "0", "SEND_RATE_SMS": "fast", "BUDGET_MAX_WAIT": "500ms", "SMS_MAX_PRICE": "1e-1", "EXPIRY_MARGIN": "5s"} {
 		bad := map[string]string{}
 		for k, x := range base {
 			bad[k] = x
@@ -58,6 +59,14 @@ func TestLoadDefaultsAndRoles(t *testing.T) {
 		if _, err := Load(Dispatch, env(bad)); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%s accepted: %v", name, v, err)
 		}
+	}
+	small := map[string]string{}
+	for k, x := range base {
+		small[k] = x
+	}
+	small["EXPIRY_MARGIN"], small["SEND_GUARD"] = "2s", "1500ms"
+	if _, err := Load(Dispatch, env(small)); err != nil {
+		t.Fatalf("a margin above the guard: %v", err)
 	}
 	base["SEND_RATE_EMAIL"], base["SEND_RATE_SMS"] = "14", "0.5"
 	if s, err = Load(Dispatch, env(base)); err != nil || s.SendRates["email"] != 14 || s.SendRates["sms"] != 0.5 {

@@ -46,7 +46,7 @@ func TestEnvironLoadsBack(t *testing.T) {
 	s.LedgerTable, s.ContentTable, s.ContentKeyARN, s.BudgetTable = "ledger-x", "content-x", "arn:key", "budget-x"
 	s.AttemptProofKeyARN = "arn:proof"
 	s.DispatchQueueURL = "https://sqs.example.test/q"
-	s.Policy = ledger.Policy{Version: "policy-7", Lease: 90 * time.Second, ExpiryMargin: 0, SendGuard: 3 * time.Second, Retention: 100 * time.Hour,
+	s.Policy = ledger.Policy{Version: "policy-7", Lease: 90 * time.Second, ExpiryMargin: 4 * time.Second, SendGuard: 3 * time.Second, Retention: 100 * time.Hour,
 		MaxAttempts: 5, SettlePeriod: 5 * time.Minute, RecheckAfter: time.Minute, RetryBase: time.Second,
 		RetryMax: 90 * time.Second, BudgetWait: 1500 * time.Millisecond, RedriveAfter: 45 * time.Second}
 	s.Transports[ledger.Email], s.Transports[ledger.SMS] = TransportWebhook, TransportWebhook
