@@ -263,8 +263,9 @@ func (b *writesBench) reportHappyPath(rep *Report, tot *happyTotals) {
 	})
 	if tot.maxLedgerUnits > 1 {
 		rep.Figures[len(rep.Figures)-1].Note += " Target missed because the row, not the change, is what DynamoDB charges: every UpdateItem costs the whole item, " +
-			"and the history grows by one entry per write. Entries are already compact (hashes and event ids as bytes, the link to the previous entry and a content hash equal to the row's not stored, millisecond timestamps), " +
-			"which brought claimed→dispatching under 1 KB; each entry still carries its time, worker (function and request id), reason, policy version, attempt and hash. " +
+			"and the history grows by one entry per write. Entries are already compact (hashes, event ids and the workers' request ids as bytes; millisecond timestamps; " +
+			"nothing decode restores is stored: the link to the previous entry, the state an entry left, a transition's kind, the row's policy version and content hash, a zero attempt), " +
+			"which keeps claimed→dispatching under 1 KB with a subject_ref; each entry still carries its time, worker, reason and hash. " +
 			"What would meet it: keep the history in a separate item per event (an append is then a small PutItem, but that is a second write per transition, so more requests and as many WCU), " +
 			"or shorten the row's attribute names at the cost of a less readable item."
 	}

@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -77,12 +78,15 @@ func n(v int64) types.AttributeValue {
 // the attribute is removed.
 func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	m := map[string]types.AttributeValue{
-		AttrState:      s(string(e.State)),
-		attrVersion:    n(e.Version),
-		attrUpdatedAt:  s(fmtTime(e.UpdatedAt)),
-		attrAttempts:   n(int64(e.Attempts)),
-		attrMismatches: n(int64(e.Mismatches)),
-		AttrTTL:        n(e.RetainUntil.Unix()),
+		AttrState:     s(string(e.State)),
+		attrVersion:   n(e.Version),
+		attrUpdatedAt: s(fmtTime(e.UpdatedAt)),
+		attrAttempts:  n(int64(e.Attempts)),
+		AttrTTL:       n(e.RetainUntil.Unix()),
+	}
+	m[attrMismatches] = nil // none, by far the most common, costs no bytes
+	if e.Mismatches != 0 {
+		m[attrMismatches] = n(int64(e.Mismatches))
 	}
 	optTime := func(name string, t time.Time) {
 		m[name] = nil
@@ -121,7 +125,7 @@ func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
 		attrChallenge:       s(e.Identity.ChallengeID),
 		attrChannel:         s(string(e.Identity.Channel)),
 		attrWorkflow:        s(string(e.Workflow.Kind)),
-		attrContentHash:     s(e.ContentHash),
+		attrContentHash:     compact(e.ContentHash),
 		attrTemplateID:      s(e.TemplateID),
 		attrTemplateVersion: s(e.TemplateVersion),
 		attrPolicyVersion:   s(e.PolicyVersion),
@@ -145,7 +149,7 @@ func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
 	}
 	hist := make([]types.AttributeValue, len(e.History))
 	for i, ev := range e.History {
-		hist[i] = event(ev, e.ContentHash)
+		hist[i] = event(ev, e, i)
 	}
 	m[attrHistory] = &types.AttributeValueMemberL{Value: hist}
 	for k, v := range st.mutable(e) {
@@ -156,31 +160,43 @@ func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
 	return m
 }
 
-// event encodes one history entry. The row is charged write capacity on its
-// whole size, so entries are kept small: hex hashes and ids are stored as
-// raw bytes, the link to the previous entry is not stored (it is that
-// entry's hash; decode restores it), and the content hash only when it
-// differs from the row's.
-func event(ev ledger.Event, rowContentHash string) types.AttributeValue {
+// event encodes history entry i of the row e. The row is charged write
+// capacity on its whole size, so entries are kept small: hex hashes and ids
+// are stored as raw bytes, and what decode can restore is not stored: the
+// link to the previous entry (that entry's hash), the state it left when
+// that is the state the previous entry reached, the kind when it is a
+// transition, the policy version and content hash when they are the row's,
+// an attempt of 0. A worker named after a Lambda request id stores the id
+// as its 16 bytes (packWorker). Every omission is of a field that items
+// written before it always carried, so decode reads both.
+func event(ev ledger.Event, e ledger.Entry, i int) types.AttributeValue {
 	m := map[string]types.AttributeValue{
 		"id":   compact(ev.ID),
-		"kind": s(string(ev.Kind)),
-		"from": s(ev.From.String()),
 		"to":   s(ev.To.String()),
 		"at":   s(fmtTime(ev.At)),
-		"by":   s(ev.Worker),
-		"pv":   s(ev.PolicyVersion),
-		"n":    n(int64(ev.Attempt)),
+		"by":   packWorker(ev.Worker),
 		"hash": compact(ev.Hash),
+	}
+	if ev.From != previousState(e.History, i) {
+		m["from"] = s(ev.From.String())
+	}
+	if ev.Kind != ledger.KindTransition {
+		m["kind"] = s(string(ev.Kind))
+	}
+	if ev.PolicyVersion != e.PolicyVersion {
+		m["pv"] = s(ev.PolicyVersion)
+	}
+	if ev.Attempt != 0 {
+		m["n"] = n(int64(ev.Attempt))
+	}
+	if ev.ContentHash != e.ContentHash {
+		m["ch"] = s(ev.ContentHash)
 	}
 	if ev.Reason != "" {
 		m["why"] = s(ev.Reason)
 	}
 	if ev.AckID != "" {
 		m["ack"] = s(ev.AckID)
-	}
-	if ev.ContentHash != rowContentHash {
-		m["ch"] = s(ev.ContentHash)
 	}
 	if ev.Code != "" {
 		m["code"] = s(ev.Code)
@@ -201,6 +217,64 @@ func event(ev ledger.Event, rowContentHash string) types.AttributeValue {
 		m["perm"] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	return &types.AttributeValueMemberM{Value: m}
+}
+
+// previousState is the state history entry i starts from when it follows
+// on from the entry before it: the state that entry reached, or none for
+// the first.
+func previousState(h []ledger.Event, i int) ledger.State {
+	if i == 0 {
+		return ledger.None
+	}
+	return h[i-1].To
+}
+
+// packWorker stores a worker named "<function>/<request id>", where the
+// request id is a UUID in Lambda's lowercase form, as the function's name,
+// the slash and the id's 16 bytes (36 bytes become 16); any other worker
+// (an operator, a function without a request id) as a string.
+func packWorker(w string) types.AttributeValue {
+	i := strings.LastIndexByte(w, '/')
+	if i < 0 {
+		return s(w)
+	}
+	id, ok := uuidBytes(w[i+1:])
+	if !ok {
+		return s(w)
+	}
+	return &types.AttributeValueMemberB{Value: append([]byte(w[:i+1]), id...)}
+}
+
+// uuidBytes returns the 16 bytes of a UUID written in lowercase
+// 8-4-4-4-12 form, and whether v is one; formatUUID writes them back.
+func uuidBytes(v string) ([]byte, bool) {
+	if len(v) != 36 || v[8] != '-' || v[13] != '-' || v[18] != '-' || v[23] != '-' {
+		return nil, false
+	}
+	b, err := hex.DecodeString(v[:8] + v[9:13] + v[14:18] + v[19:23] + v[24:])
+	if err != nil || formatUUID(b) != v {
+		return nil, false
+	}
+	return b, true
+}
+
+func formatUUID(b []byte) string {
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// worker reads what packWorker wrote.
+func (d *decoder) worker(name string) string {
+	b, ok := d.m[name].(*types.AttributeValueMemberB)
+	if !ok {
+		return d.str(name)
+	}
+	n := len(b.Value) - 16
+	if n < 1 || b.Value[n-1] != '/' {
+		d.fail(name, "not a packed worker")
+		return ""
+	}
+	return string(b.Value[:n]) + formatUUID(b.Value[n:])
 }
 
 // compact stores a lowercase hex string as its bytes (half the size) and
@@ -303,6 +377,40 @@ func (d *decoder) fail(name, why string) {
 // read rather than returning a half-filled row.
 func DecodeItem(m map[string]types.AttributeValue) (ledger.Entry, error) { return decode(m) }
 
+// decodeEvent reads the history entry v that follows e's history so far,
+// restoring what event left out.
+func decodeEvent(v types.AttributeValue, e ledger.Entry) (ledger.Event, error) {
+	mv, ok := v.(*types.AttributeValueMemberM)
+	if !ok {
+		return ledger.Event{}, errors.New("entry is not a map")
+	}
+	h := &decoder{m: mv.Value}
+	ev := ledger.Event{
+		ID: h.hexOrStr("id"), Kind: ledger.KindTransition, From: previousState(e.History, len(e.History)), To: h.state("to"),
+		At: h.time("at"), Worker: h.worker("by"), Reason: h.str("why"), PolicyVersion: e.PolicyVersion,
+		Attempt: int(h.num("n")), AckID: h.str("ack"), ContentHash: e.ContentHash, Hash: h.hexOrStr("hash"),
+		Code: h.str("code"), NextAttemptAt: h.time("next"),
+		ProviderType: h.str("ptype"), Detail: h.str("detail"), ProviderAt: h.time("pat"), Permanent: h.flag("perm"),
+	}
+	// What event left out, because it equals what was restored above.
+	if _, ok := mv.Value["kind"]; ok {
+		ev.Kind = ledger.EventKind(h.str("kind"))
+	}
+	if _, ok := mv.Value["from"]; ok {
+		ev.From = h.state("from")
+	}
+	if _, ok := mv.Value["pv"]; ok {
+		ev.PolicyVersion = h.str("pv")
+	}
+	if _, ok := mv.Value["ch"]; ok {
+		ev.ContentHash = h.str("ch")
+	}
+	if k := len(e.History); k > 0 {
+		ev.Prev = e.History[k-1].Hash
+	}
+	return ev, h.err
+}
+
 // decode reads a ledger item. It rejects items it cannot read rather than
 // returning a half-filled row.
 func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
@@ -315,7 +423,7 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 		Workflow:        ledger.Workflow{Kind: ledger.WorkflowKind(d.str(attrWorkflow))},
 		State:           d.state(AttrState),
 		Version:         d.num(attrVersion),
-		ContentHash:     d.str(attrContentHash),
+		ContentHash:     d.hexOrStr(attrContentHash),
 		DestinationRef:  d.str(attrDestinationRef),
 		SubjectRef:      d.str(AttrSubjectRef),
 		TemplateID:      d.str(attrTemplateID),
@@ -350,29 +458,11 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 	}
 	if l, ok := m[attrHistory].(*types.AttributeValueMemberL); ok {
 		for _, v := range l.Value {
-			mv, ok := v.(*types.AttributeValueMemberM)
-			if !ok {
-				d.fail(attrHistory, "entry is not a map")
-				continue
-			}
-			h := &decoder{m: mv.Value}
-			ev := ledger.Event{
-				ID: h.hexOrStr("id"), Kind: ledger.EventKind(h.str("kind")), From: h.state("from"), To: h.state("to"),
-				At: h.time("at"), Worker: h.str("by"), Reason: h.str("why"), PolicyVersion: h.str("pv"),
-				Attempt: int(h.num("n")), AckID: h.str("ack"), ContentHash: h.str("ch"), Hash: h.hexOrStr("hash"),
-				Code: h.str("code"), NextAttemptAt: h.time("next"),
-				ProviderType: h.str("ptype"), Detail: h.str("detail"), ProviderAt: h.time("pat"), Permanent: h.flag("perm"),
-			}
-			if ev.ContentHash == "" {
-				ev.ContentHash = e.ContentHash
-			}
-			if k := len(e.History); k > 0 {
-				ev.Prev = e.History[k-1].Hash
+			ev, err := decodeEvent(v, e)
+			if err != nil && d.err == nil {
+				d.err = fmt.Errorf("history: %w", err)
 			}
 			e.History = append(e.History, ev)
-			if h.err != nil && d.err == nil {
-				d.err = fmt.Errorf("history: %w", h.err)
-			}
 		}
 	}
 	if e.Key == "" {

@@ -62,3 +62,76 @@ func TestItemRoundTripsACompactHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestItemOmitsOnlyWhatDecodeRestores: an entry leaves out its kind, the
+// state it left, its policy version and a zero attempt only when decode
+// restores them, and packs a worker's request id only when it is a UUID in
+// Lambda's lowercase form; rows whose entries break the usual pattern (an
+// entry that does not start where the previous one ended, a policy change
+// mid-row, workers of every shape) come back field for field.
+func TestItemOmitsOnlyWhatDecodeRestores(t *testing.T) {
+	const (
+		packed  = "dispatch/9c4e1f7a-2b3d-4a5e-8f6c-1d7b3e9a5c2f"
+		nested  = "ops/run/3f2b8a4c-6d1e-4f7a-9b0c-2e5d8f1a7c3b"
+		upper   = "claim/3F2B8A4C-6D1E-4F7A-9B0C-2E5D8F1A7C3B"
+		plain   = "operator:alice"
+		badUUID = "claim/3f2b8a4c-6d1e-4f7a-9b0c-2e5d8f1a7c3"
+	)
+	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	ev := func(kind ledger.EventKind, from, to ledger.State, by, pv string, attempt int) ledger.Event {
+		at = at.Add(time.Second)
+		return ledger.Event{ID: "0123456789abcdef0123456789abcdef", Kind: kind, From: from, To: to, At: at, Worker: by,
+			PolicyVersion: pv, Attempt: attempt, ContentHash: "ab", Hash: "cd"}
+	}
+	want := ledger.Entry{
+		Key: "k", State: ledger.Accepted, Version: 5, ContentHash: "ab", PolicyVersion: "policy-1",
+		History: []ledger.Event{
+			ev(ledger.KindTransition, ledger.None, ledger.Claimed, packed, "policy-1", 0),
+			ev(ledger.KindContentMismatch, ledger.Claimed, ledger.Claimed, upper, "policy-1", 0),
+			ev(ledger.KindTransition, ledger.Deferred, ledger.Dispatching, nested, "policy-2", 1), // not where entry 1 ended
+			ev(ledger.KindTransition, ledger.Dispatching, ledger.Unknown, plain, "", 1),
+			ev(ledger.KindTransition, ledger.Unknown, ledger.Accepted, badUUID, "policy-1", 2),
+		},
+	}
+	for i := range want.History {
+		if i > 0 {
+			want.History[i].Prev = want.History[i-1].Hash
+		}
+	}
+	st := New(nil, "t", DefaultShards)
+	item := st.item(want)
+	got, err := decode(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(want.History, got.History) {
+		t.Fatalf("history did not round-trip:\nwant %+v\ngot  %+v", want.History, got.History)
+	}
+	if _, ok := item["content_hash"].(*types.AttributeValueMemberB); !ok || got.ContentHash != want.ContentHash {
+		t.Fatalf("content hash stored as %T, read back %q", item["content_hash"], got.ContentHash)
+	}
+	if _, ok := item["mismatches"]; ok {
+		t.Fatal("a row without mismatches stores the attribute")
+	}
+	hist := item[attrHistory].(*types.AttributeValueMemberL).Value
+	stored := func(i int, name string) bool { _, ok := hist[i].(*types.AttributeValueMemberM).Value[name]; return ok }
+	for i, c := range []struct{ kind, from, pv, n, packedBy bool }{
+		{false, false, false, false, true},
+		{true, false, false, false, false},
+		{false, true, true, true, true},
+		{false, false, true, true, false},
+		{false, false, false, true, false},
+	} {
+		by := hist[i].(*types.AttributeValueMemberM).Value["by"]
+		_, isBytes := by.(*types.AttributeValueMemberB)
+		if stored(i, "kind") != c.kind || stored(i, "from") != c.from || stored(i, "pv") != c.pv || stored(i, "n") != c.n || isBytes != c.packedBy {
+			t.Errorf("entry %d stores kind %v from %v pv %v n %v, worker as bytes %v; want %+v",
+				i, stored(i, "kind"), stored(i, "from"), stored(i, "pv"), stored(i, "n"), isBytes, c)
+		}
+	}
+	// A packed worker that is not one fails the decode rather than inventing a name.
+	hist[0].(*types.AttributeValueMemberM).Value["by"] = &types.AttributeValueMemberB{Value: []byte("short")}
+	if _, err := decode(item); err == nil {
+		t.Fatal("a malformed packed worker decoded")
+	}
+}

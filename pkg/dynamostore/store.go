@@ -164,7 +164,7 @@ func (st *Store) applyExpression(c ledger.Change) (expression.Expression, error)
 	if !c.NotExpiredBy.IsZero() {
 		cond = cond.And(expression.Name(attrExpiresAt).GreaterThan(expression.Value(s(fmtTime(c.NotExpiredBy)))))
 	}
-	appended := &types.AttributeValueMemberL{Value: []types.AttributeValue{event(c.Event, c.Next.ContentHash)}}
+	appended := &types.AttributeValueMemberL{Value: []types.AttributeValue{event(c.Event, c.Next, len(c.Next.History)-1)}}
 	update := expression.Set(expression.Name(attrHistory), expression.ListAppend(expression.Name(attrHistory), expression.Value(appended)))
 	attrs := st.mutable(c.Next)
 	for _, name := range slices.Sorted(maps.Keys(attrs)) {

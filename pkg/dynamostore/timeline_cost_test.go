@@ -103,6 +103,14 @@ func TestTimelineIndexWriteCost(t *testing.T) {
 					}
 				}
 				t.Logf("table per message: claimed->dispatching %.2f WCU, dispatching->accepted %.2f WCU", toDispatching/messages, toAccepted/messages)
+				// The row a send starts from stays under 1 KB with both refs and
+				// deployed-size workers: the history stores what it cannot derive
+				// (item.go's event), and workers' request ids as bytes.
+				if got := toDispatching / messages; got != 1 {
+					t.Errorf("claimed->dispatching: %.2f WCU per message, want 1 (the dispatching row under 1 KB)", got)
+				}
+			} else {
+				t.Errorf("%d ledger UpdateItems, want %d", len(m.updates), 2*messages)
 			}
 			t.Logf("timeline indexes: claim PutItem subject %.2f WCU, destination %.2f WCU; transitions (UpdateItem) subject %.2f, destination %.2f; table: claim %.2f, transitions %.2f",
 				per("PutItem index "+dynamostore.SubjectIndex), per("PutItem index "+dynamostore.DestinationIndex),
