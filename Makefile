@@ -13,7 +13,7 @@ EMULATOR   := localstack/ministack.sh
 # Runs a command with the emulator up; stops it afterwards only if it was started here.
 WITH_EMULATOR := localstack/with-emulator.sh
 
-.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench bench-quick gate simulate surge surge-check emulator-start emulator-stop fuzz clean \
+.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench bench-quick gate simulate surge surge-quiet surge-check emulator-start emulator-stop fuzz clean \
 	node-producer node-producer-deps node-producer-emulator python-producer python-producer-deps python-producer-emulator vectors
 
 all: build
@@ -102,6 +102,17 @@ surge:
 		go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 90m 2>&1 | tee .run/surge.out; \
 	status=$$?; cp .run/surge.out .run/surge-limits-$${SURGE_LIMITS:-on}.out; \
 	grep '^surge: intents=' .run/surge.out | tail -n 1; exit $$status
+
+## surge-quiet: the surge's traffic (SURGE_QUIET_INTENTS, default 2,000) published at a quiet pace
+## instead (R intents/s in all, half of each channel's budget; no short-lived challenge): what the
+## same traffic costs when nothing waits, the figure make bench sets beside make surge's. Same checks
+## except the drain; the output is kept in .run/surge-quiet-limits-on.out (or -off).
+surge-quiet:
+	@mkdir -p .run
+	set -o pipefail; $(WITH_EMULATOR) env SURGE_PACE=quiet SURGE_INTENTS=$${SURGE_QUIET_INTENTS:-2000} LEDGER_REQUIRE_EMULATOR=1 \
+		go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 60m 2>&1 | tee .run/surge-quiet.out; \
+	status=$$?; cp .run/surge-quiet.out .run/surge-quiet-limits-$${SURGE_LIMITS:-on}.out; \
+	grep '^surge: intents=' .run/surge-quiet.out | tail -n 1; exit $$status
 
 ## surge-check: the surge at 1,000 intents, without -race (part of make test; about a minute);
 ## asserts every correctness criterion, prints the drain ratio without asserting it (a busy machine

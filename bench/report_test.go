@@ -47,13 +47,13 @@ func TestSurgeSection(t *testing.T) {
 	// No file, and a summary line without the cost figures: a marked
 	// placeholder that claims no figure.
 	for _, path := range []string{dir + "/absent", write("old.out", "=== RUN TestSurge\nsurge: intents=10000 accepted=9990 rate_ratio=1.010 drain_ratio=1.100\n")} {
-		s := surgeSection(path)
+		s := surgeSection(path, "")
 		if !strings.Contains(s.Body, "Not measured here (placeholder)") || strings.Contains(s.Body, "| yes |") || strings.Contains(s.Body, "**no**") {
 			t.Errorf("%s: section = %q", path, s.Body)
 		}
 	}
 	// The last line with the figures fills the table against the targets.
-	s := surgeSection(write("new.out", "surge: intents=10 wcu=99\nsurge: intents=10000 accepted=10000 expired_not_sent=0 quarantined=0 unknown=0 duplicates=0 rate_ratio=1.010 drain_ratio=1.100 wcu=10.50 rcu=4.20 requests=7.90 redriven=600\n"))
+	s := surgeSection(write("new.out", "surge: intents=10 wcu=99\nsurge: intents=10000 accepted=10000 expired_not_sent=0 quarantined=0 unknown=0 duplicates=0 rate_ratio=1.010 drain_ratio=1.100 wcu=10.50 rcu=4.20 requests=7.90 redriven=600\n"), "")
 	for _, want := range []string{
 		"| DynamoDB WCU per accepted message | 10.50 | ≤ 11 | yes |",
 		"| DynamoDB RCU per accepted message | 4.20 | ≤ 4 | **no** |",
@@ -63,6 +63,40 @@ func TestSurgeSection(t *testing.T) {
 	} {
 		if !strings.Contains(s.Body, want) {
 			t.Errorf("section lacks %q:\n%s", want, s.Body)
+		}
+	}
+}
+
+// TestSurgeSectionBesideQuiet: a quiet-pace run of the same limits stands
+// beside the burst, with the burst as a multiple of it; one of other
+// limits, or a burst's line, does not.
+func TestSurgeSectionBesideQuiet(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	burst := write("burst.out", "surge: intents=10000 accepted=9000 wcu=13.00 rcu=1.20 requests=8.00 redriven=0 limits=on pace=burst\n")
+	s := surgeSection(burst, write("quiet.out", "surge: intents=2000 accepted=2000 wcu=12.50 rcu=0.60 requests=8.00 redriven=0 limits=on pace=quiet\n"))
+	for _, want := range []string{
+		"| DynamoDB WCU per accepted message | 13.00 | 12.50 | ×1.04 | ≤ 11 | **no** |",
+		"| DynamoDB RCU per accepted message | 1.20 | 0.60 | ×2.00 | ≤ 4 | yes |",
+		"| Re-driven rows | 0 of 10000 (0.0 %) | 0 | — | ≤ 5 % of intents | yes |",
+		"Quiet pace: `surge: intents=2000",
+	} {
+		if !strings.Contains(s.Body, want) {
+			t.Errorf("section lacks %q:\n%s", want, s.Body)
+		}
+	}
+	for _, other := range []string{
+		"surge: intents=2000 accepted=2000 wcu=12.50 limits=off pace=quiet\n",
+		"surge: intents=2000 accepted=2000 wcu=12.50 limits=on pace=burst\n",
+	} {
+		if s := surgeSection(burst, write("other.out", other)); strings.Contains(s.Body, "Quiet pace") {
+			t.Errorf("%q set beside a limits=on burst:\n%s", other, s.Body)
 		}
 	}
 }

@@ -34,13 +34,13 @@ func surgeSections(dir string) []Section {
 		{"surge-limits-off.out", "Surge cost (`SURGE_LIMITS=off make surge`)"},
 	} {
 		if _, err := os.Stat(filepath.Join(dir, run.file)); err == nil {
-			sec := surgeSection(filepath.Join(dir, run.file))
+			sec := surgeSection(filepath.Join(dir, run.file), filepath.Join(dir, "surge-quiet-"+strings.TrimPrefix(run.file, "surge-")))
 			sec.Title = run.title
 			secs = append(secs, sec)
 		}
 	}
 	if len(secs) == 0 {
-		secs = append(secs, surgeSection(filepath.Join(dir, "surge.out")))
+		secs = append(secs, surgeSection(filepath.Join(dir, "surge.out"), ""))
 	}
 	return secs
 }
@@ -49,8 +49,10 @@ func surgeSections(dir string) []Section {
 // the surge (make surge takes most of an hour); it takes the figures from
 // the summary line of the last make surge in this working tree (the file at
 // path), saying so and when that was. If that line does not carry them,
-// the section says the figures are missing and what fills them.
-func surgeSection(path string) Section {
+// the section says the figures are missing and what fills them. When the
+// file at quietPath holds a make surge-quiet line of the same limits, its
+// figures stand beside the burst's, with the burst's as a multiple of them.
+func surgeSection(path, quietPath string) Section {
 	sec := Section{Title: "Surge cost (`make surge`)"}
 	file := "`.run/" + filepath.Base(path) + "`"
 	targets := "WCU ≤ 11, RCU ≤ 4, DynamoDB requests ≤ 8, re-driven rows ≤ 5 % of intents"
@@ -71,7 +73,19 @@ func surgeSection(path string) Section {
 	fmt.Fprintf(&b, "From the summary line of the last `make surge` in this working tree (%s, written %s), "+
 		"not re-run by `make bench`: the figures are those of the code at that time. Targets from issue 22: %s.\n\n",
 		file, mod.UTC().Format("2006-01-02 15:04 MST"), targets)
-	fmt.Fprintf(&b, "| Figure | Measured | Target | Met? |\n|---|---|---|---|\n")
+	quietLine, quietMod := lastSurgeLine(quietPath)
+	quiet := surgeFields(quietLine)
+	if quiet["limits"] != fields["limits"] || quiet["pace"] != "quiet" {
+		quiet = nil
+	}
+	if quiet != nil {
+		fmt.Fprintf(&b, "Beside it, the same traffic published at a quiet pace (`make surge-quiet`, `.run/%s`, written %s): "+
+			"nothing waits for a slot and nothing expires, which is what a burst is compared with.\n\n",
+			filepath.Base(quietPath), quietMod.UTC().Format("2006-01-02 15:04 MST"))
+		fmt.Fprintf(&b, "| Figure | Measured | Quiet pace | Burst ÷ quiet | Target | Met? |\n|---|---|---|---|---|---|\n")
+	} else {
+		fmt.Fprintf(&b, "| Figure | Measured | Target | Met? |\n|---|---|---|---|\n")
+	}
 	intents, _ := strconv.ParseFloat(fields["intents"], 64)
 	for _, tg := range surgeTargets {
 		raw := fields[tg.key]
@@ -85,9 +99,25 @@ func surgeSection(path string) Section {
 				}
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | ≤ %s%s | %s |\n", tg.name, cell(measured), trimFloat(tg.max), map[string]string{"%": " % of intents"}[tg.unit], verdict)
+		limit := "≤ " + trimFloat(tg.max) + map[string]string{"%": " % of intents"}[tg.unit]
+		if quiet == nil {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", tg.name, cell(measured), limit, verdict)
+			continue
+		}
+		q, ratio := quiet[tg.key], "—"
+		if tg.unit == "" {
+			burst, okB := surgeValue(raw, "", 0)
+			calm, okQ := surgeValue(q, "", 0)
+			if okB && okQ && calm > 0 {
+				ratio = fmt.Sprintf("×%.2f", burst/calm)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", tg.name, cell(measured), cell(q), ratio, limit, verdict)
 	}
 	fmt.Fprintf(&b, "\nSummary line: `%s`", line)
+	if quiet != nil {
+		fmt.Fprintf(&b, "\n\nQuiet pace: `%s`", quietLine)
+	}
 	sec.Body = b.String()
 	return sec
 }

@@ -31,6 +31,14 @@
 // fails above 1.25 ×, so that a busy machine cannot fail `make test` with
 // a correct system.
 //
+// SURGE_PACE=quiet (`make surge-quiet`) publishes the same traffic at a
+// pace instead: R intents a second in all, half of each channel's budget,
+// none short-lived, so nothing waits for a slot and nothing expires. Its
+// cost per accepted message is what the same traffic costs in a quiet
+// hour, and make bench sets it beside the burst's. The checks are the same
+// but for the drain (the pace sets it) and the supersession of repeat
+// subjects (at a quiet pace an older ask is usually sent first).
+//
 // `make surge` runs it at full size (SURGE_INTENTS, default 10,000); plain
 // `go test ./surge` runs 1,000 intents, and so does `make surge-check`, part
 // of `make test`. R is 10 sends/s per channel unless SURGE_RATE says

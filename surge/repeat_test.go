@@ -245,15 +245,16 @@ func bookedSlot(e ledger.Entry) bool {
 	})
 }
 
-// check fails t for every repeat subject supersession got wrong, and when
-// none of their older asks was superseded: then no backlog held them (or
-// supersession did not act), and the run proved nothing about it.
-func (f repeatFigures) check(t *testing.T) {
+// check fails t for every repeat subject supersession got wrong, and, in a
+// burst, when none of their older asks was superseded: then no backlog held
+// them (or supersession did not act), and the run proved nothing about it.
+// At a quiet pace an older ask is usually sent before a newer one arrives.
+func (f repeatFigures) check(t *testing.T, burst bool) {
 	t.Helper()
 	for _, v := range f.Violations {
 		t.Errorf("supersession: %s", v)
 	}
-	if f.Subjects > 0 && f.Superseded == 0 {
+	if burst && f.Subjects > 0 && f.Superseded == 0 {
 		t.Errorf("supersession: none of the %d repeat subjects' older challenges was superseded: either none was still waiting when a newer one was claimed (no backlog; a larger SURGE_INTENTS makes one) or supersession did not act; the run proved nothing", f.Subjects)
 	}
 }
