@@ -37,13 +37,7 @@ func TestReportMarkdown(t *testing.T) {
 
 func TestSurgeSection(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := dir + "/" + name
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := fileWriter(t, dir)
 	// No file, and a summary line without the cost figures: a marked
 	// placeholder that claims no figure.
 	for _, path := range []string{dir + "/absent", write("old.out", "=== RUN TestSurge\nsurge: intents=10000 accepted=9990 rate_ratio=1.010 drain_ratio=1.100\n")} {
@@ -72,13 +66,7 @@ func TestSurgeSection(t *testing.T) {
 // limits, or a burst's line, does not.
 func TestSurgeSectionBesideQuiet(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := fileWriter(t, dir)
 	burst := write("burst.out", "surge: intents=10000 accepted=9000 wcu=13.00 rcu=1.20 requests=8.00 redriven=0 limits=on pace=burst\n")
 	s := surgeSection(burst, write("quiet.out", "surge: intents=2000 accepted=2000 wcu=12.50 rcu=0.60 requests=8.00 redriven=0 limits=on pace=quiet\n"))
 	for _, want := range []string{
@@ -132,5 +120,17 @@ func TestSurgeSections(t *testing.T) {
 	if len(secs) != 2 || !strings.Contains(secs[0].Title, "limits on") || !strings.Contains(secs[1].Title, "SURGE_LIMITS=off") ||
 		!strings.Contains(secs[1].Body, "`.run/surge-limits-off.out`") {
 		t.Fatalf("two runs kept: %+v", secs)
+	}
+}
+
+// fileWriter returns a function that writes text to the file name in dir
+// and returns its path.
+func fileWriter(t *testing.T, dir string) func(name, text string) string {
+	return func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
 }

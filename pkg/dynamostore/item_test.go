@@ -35,15 +35,7 @@ func TestItemRoundTripsACompactHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := New(nil, "t", DefaultShards)
-	item := st.item(want)
-	got, err := decode(item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(want.History, got.History) {
-		t.Fatalf("history did not round-trip:\nwant %+v\ngot  %+v", want.History, got.History)
-	}
+	item, got := roundTrip(t, want)
 	if err := got.Verify(); err != nil {
 		t.Fatal(err)
 	}
@@ -98,15 +90,7 @@ func TestItemOmitsOnlyWhatDecodeRestores(t *testing.T) {
 			want.History[i].Prev = want.History[i-1].Hash
 		}
 	}
-	st := New(nil, "t", DefaultShards)
-	item := st.item(want)
-	got, err := decode(item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(want.History, got.History) {
-		t.Fatalf("history did not round-trip:\nwant %+v\ngot  %+v", want.History, got.History)
-	}
+	item, got := roundTrip(t, want)
 	if _, ok := item["content_hash"].(*types.AttributeValueMemberB); !ok || got.ContentHash != want.ContentHash {
 		t.Fatalf("content hash stored as %T, read back %q", item["content_hash"], got.ContentHash)
 	}
@@ -134,4 +118,19 @@ func TestItemOmitsOnlyWhatDecodeRestores(t *testing.T) {
 	if _, err := decode(item); err == nil {
 		t.Fatal("a malformed packed worker decoded")
 	}
+}
+
+// roundTrip encodes want as the store writes it, decodes it again, and
+// fails t unless the history came back field for field.
+func roundTrip(t *testing.T, want ledger.Entry) (map[string]types.AttributeValue, ledger.Entry) {
+	t.Helper()
+	item := New(nil, "t", DefaultShards).item(want)
+	got, err := decode(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(want.History, got.History) {
+		t.Fatalf("history did not round-trip:\nwant %+v\ngot  %+v", want.History, got.History)
+	}
+	return item, got
 }
