@@ -57,7 +57,7 @@ func progressKey() map[string]types.AttributeValue {
 // heardEvery is how stale the stream's Heard may grow before a lateness the
 // window keeps out writes it anyway: a second, small UpdateItem at most
 // about this often, however many batches arrive.
-const heardEvery = 5 * time.Second
+const heardEvery = ledger.HeardEvery
 
 // Lagging implements ledger.Progress. The stored lag comes back with the
 // write: the new item when it was written, the old one when its condition

@@ -108,10 +108,33 @@ func (s *Service) Read(ctx context.Context, src Source, t time.Time) error {
 	}
 	now := s.now()
 	if src == FromStream {
-		_, err := s.lagging(ctx, max(now.Sub(t), 0), now)
+		behind := max(now.Sub(t), 0)
+		if s.streamMarked(behind, now) {
+			return nil
+		}
+		_, err := s.lagging(ctx, behind, now)
 		return err
 	}
 	return s.Progress.Advance(ctx, t.UTC().Truncate(Precision), now)
+}
+
+// HeardEvery is how stale the stream's Lag.Heard may grow before a
+// stream batch records it again: reconcile judges the stream stopped only
+// after Policy.RedriveAfter without it, far longer.
+const HeardEvery = 5 * time.Second
+
+// streamMarked reports whether a stream batch behind by behind at now
+// would change nothing worth a write, by the marks this process last saw:
+// they hold a larger lateness, recorded within the window (a stored lag
+// only grows within its window, so the write would be refused), and the
+// stream was heard less than HeardEvery ago. A prompt stream then costs a
+// mark write per HeardEvery, not one per batch. Marks that moved since
+// they were seen only hold a lateness as large, or a window written by a
+// clock behind: it closes sooner, which costs hand-backs, never one
+// skipped.
+func (s *Service) streamMarked(behind time.Duration, now time.Time) bool {
+	l := s.Progress.Seen().Stream
+	return l.Behind > behind && now.Sub(l.At) < s.Policy.RedriveAfter && now.Sub(l.moved()) < HeardEvery
 }
 
 // owes reports whether the queue, with mark m, can still deliver what was

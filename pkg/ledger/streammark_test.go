@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -246,5 +247,47 @@ func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 	}
 	if got := states(e.get(t, in.Key())); len(got) != 4 || got[1] != ledger.Deferred {
 		t.Fatalf("history %v; want the slot held (claimed, deferred, dispatching, accepted)", got)
+	}
+}
+
+// TestPromptStreamWritesFewMarks: a prompt stream's batches, each less
+// late than the largest lateness of the window this process saw, write no
+// mark (the store would refuse it), except to say the stream was heard,
+// once per HeardEvery; a batch later than the window's largest, or one
+// after the window ended, writes.
+func TestPromptStreamWritesFewMarks(t *testing.T) {
+	ctx := context.Background()
+	e, _, _, marks := markedEnv(t, 0, true)
+	prog := &countingProgress{Progress: marks}
+	e.Svc.Progress = prog
+	batch := func(late time.Duration) {
+		t.Helper()
+		if err := e.Svc.Read(ctx, ledger.FromStream, e.Clock.Now().Add(-late)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(name string, late time.Duration, wantWrites int) {
+		t.Helper()
+		before := prog.laggings
+		batch(late)
+		if got := prog.laggings - before; got != wantWrites {
+			t.Fatalf("%s: %d mark writes, want %d", name, got, wantWrites)
+		}
+	}
+	step("the first batch", 300*time.Millisecond, 1)
+	for i := range 8 {
+		e.Clock.Advance(500 * time.Millisecond)
+		step(fmt.Sprintf("a batch less late, the stream heard %v ago", time.Duration(i+1)*500*time.Millisecond), 200*time.Millisecond, 0)
+	}
+	e.Clock.Advance(time.Second) // 5 s since the stream was last heard
+	step("a batch less late, heard HeardEvery ago", 200*time.Millisecond, 1)
+	e.Clock.Advance(time.Second)
+	step("a batch later than the window's largest", 400*time.Millisecond, 1)
+	e.Clock.Advance(time.Second)
+	step("a batch as late as the window's largest", 400*time.Millisecond, 1)
+	e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Millisecond)
+	step("a batch less late after the window ended", 100*time.Millisecond, 1)
+	if l := marks.Seen().Stream; l.Behind != 100*time.Millisecond {
+		t.Fatalf("stored lateness after the window: %v, want 100ms", l.Behind)
 	}
 }
