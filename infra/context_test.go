@@ -166,3 +166,18 @@ func TestConfigurationTable(t *testing.T) {
 		t.Errorf("%s: the stage parameter table has a row for %s, which stageParams does not declare", configurationDoc, key)
 	}
 }
+
+// TestMarginMustExceedSendGuard: a stage whose expiry margin is not above
+// its send guard fails synth with the setting's context name, before any
+// function could start a send with no time left before its deadline.
+func TestMarginMustExceedSendGuard(t *testing.T) {
+	p := testProps(t)
+	p.Functions.Policy.ExpiryMargin = p.Functions.Policy.SendGuard
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "expiryMargin") || !strings.Contains(err.Error(), "SEND_GUARD") {
+		t.Fatalf("margin equal to the guard: Validate() = %v", err)
+	}
+	p.Functions.Policy.ExpiryMargin = p.Functions.Policy.SendGuard + time.Second
+	if err := p.Validate(); err != nil {
+		t.Fatalf("margin above the guard: %v", err)
+	}
+}
