@@ -48,17 +48,13 @@ func TestSurgeSection(t *testing.T) {
 	}
 	// The last line with the figures fills the table against the targets.
 	s := surgeSection(write("new.out", "surge: intents=10 wcu=99\nsurge: intents=10000 accepted=10000 expired_not_sent=0 quarantined=0 unknown=0 duplicates=0 rate_ratio=1.010 drain_ratio=1.100 wcu=10.50 rcu=4.20 requests=7.90 redriven=600\n"), "")
-	for _, want := range []string{
+	sectionHas(t, s,
 		"| DynamoDB WCU per accepted message | 10.50 | ≤ 11 | yes |",
 		"| DynamoDB RCU per accepted message | 4.20 | ≤ 4 | **no** |",
 		"| DynamoDB requests per accepted message | 7.90 | ≤ 8 | yes |",
 		"| Re-driven rows | 600 of 10000 (6.0 %) | ≤ 5 % of intents | **no** |",
 		"redriven=600`",
-	} {
-		if !strings.Contains(s.Body, want) {
-			t.Errorf("section lacks %q:\n%s", want, s.Body)
-		}
-	}
+	)
 }
 
 // TestSurgeSectionBesideQuiet: a quiet-pace run of the same limits stands
@@ -69,16 +65,12 @@ func TestSurgeSectionBesideQuiet(t *testing.T) {
 	write := fileWriter(t, dir)
 	burst := write("burst.out", "surge: intents=10000 accepted=9000 wcu=13.00 rcu=1.20 requests=8.00 redriven=0 limits=on pace=burst\n")
 	s := surgeSection(burst, write("quiet.out", "surge: intents=2000 accepted=2000 wcu=12.50 rcu=0.60 requests=8.00 redriven=0 limits=on pace=quiet\n"))
-	for _, want := range []string{
+	sectionHas(t, s,
 		"| DynamoDB WCU per accepted message | 13.00 | 12.50 | ×1.04 | ≤ 11 | **no** |",
 		"| DynamoDB RCU per accepted message | 1.20 | 0.60 | ×2.00 | ≤ 4 | yes |",
 		"| Re-driven rows | 0 of 10000 (0.0 %) | 0 | — | ≤ 5 % of intents | yes |",
 		"Quiet pace: `surge: intents=2000",
-	} {
-		if !strings.Contains(s.Body, want) {
-			t.Errorf("section lacks %q:\n%s", want, s.Body)
-		}
-	}
+	)
 	for _, other := range []string{
 		"surge: intents=2000 accepted=2000 wcu=12.50 limits=off pace=quiet\n",
 		"surge: intents=2000 accepted=2000 wcu=12.50 limits=on pace=burst\n",
@@ -132,5 +124,15 @@ func fileWriter(t *testing.T, dir string) func(name, text string) string {
 			t.Fatal(err)
 		}
 		return p
+	}
+}
+
+// sectionHas fails t for each of wants the section's body lacks.
+func sectionHas(t *testing.T, s Section, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(s.Body, want) {
+			t.Errorf("section lacks %q:\n%s", want, s.Body)
+		}
 	}
 }

@@ -306,6 +306,14 @@ func (d *decoder) str(name string) string {
 	}
 }
 
+// strOr reads a string attribute, or returns def when it is absent.
+func (d *decoder) strOr(name, def string) string {
+	if _, ok := d.m[name]; !ok {
+		return def
+	}
+	return d.str(name)
+}
+
 // hexOrStr reads what compact wrote.
 func (d *decoder) hexOrStr(name string) string {
 	if b, ok := d.m[name].(*types.AttributeValueMemberB); ok {
@@ -392,18 +400,12 @@ func decodeEvent(v types.AttributeValue, e ledger.Entry) (ledger.Event, error) {
 		Code: h.str("code"), NextAttemptAt: h.time("next"),
 		ProviderType: h.str("ptype"), Detail: h.str("detail"), ProviderAt: h.time("pat"), Permanent: h.flag("perm"),
 	}
-	// What event left out, because it equals what was restored above.
-	if _, ok := mv.Value["kind"]; ok {
-		ev.Kind = ledger.EventKind(h.str("kind"))
-	}
+	// What event left out equals what was restored above; what it stored wins.
+	ev.Kind = ledger.EventKind(h.strOr("kind", string(ev.Kind)))
+	ev.PolicyVersion = h.strOr("pv", ev.PolicyVersion)
+	ev.ContentHash = h.strOr("ch", ev.ContentHash)
 	if _, ok := mv.Value["from"]; ok {
 		ev.From = h.state("from")
-	}
-	if _, ok := mv.Value["pv"]; ok {
-		ev.PolicyVersion = h.str("pv")
-	}
-	if _, ok := mv.Value["ch"]; ok {
-		ev.ContentHash = h.str("ch")
 	}
 	if k := len(e.History); k > 0 {
 		ev.Prev = e.History[k-1].Hash

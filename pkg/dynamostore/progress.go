@@ -54,16 +54,12 @@ func progressKey() map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: s("progress#dispatch")}
 }
 
-// heardEvery is how stale the stream's Heard may grow before a lateness the
-// window keeps out writes it anyway: a second, small UpdateItem at most
-// about this often, however many batches arrive.
-const heardEvery = ledger.HeardEvery
-
 // Lagging implements ledger.Progress. The stored lag comes back with the
 // write: the new item when it was written, the old one when its condition
 // kept it (no read of its own). A lateness kept out still records that the
 // stream was heard, with a second write when the stored Heard is more than
-// heardEvery old.
+// ledger.HeardEvery old: a second, small UpdateItem at most about this
+// often, however many batches the window keeps out.
 func (p *Progress) Lagging(ctx context.Context, behind time.Duration, at, staleBefore time.Time) (ledger.Lag, error) {
 	started := time.Now()
 	out, err := p.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -82,7 +78,7 @@ func (p *Progress) Lagging(ctx context.Context, behind time.Duration, at, staleB
 	switch {
 	case errors.As(err, &ccf):
 		m := marksOf(ccf.Item)
-		if at.Sub(m.Stream.Heard) > heardEvery {
+		if at.Sub(m.Stream.Heard) > ledger.HeardEvery {
 			if err := p.heard(ctx, at); err != nil {
 				return ledger.Lag{}, err
 			}

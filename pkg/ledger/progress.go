@@ -145,12 +145,19 @@ func (s *Service) owes(m Mark, since, now time.Time) bool {
 }
 
 // streamOwes reports whether the stream, running behind by l, can still
-// deliver the claim made at claimed: it moved (Lag.Heard) within
-// Policy.RedriveAfter,
-// and the claim is younger than its lateness plus Policy.RedriveAfter (the
-// margin covers a backlog that grows while the claim waits in it).
+// deliver the claim made at claimed: it moved (Lag.moved) within
+// Policy.RedriveAfter, and lagCovers the claim.
 func (s *Service) streamOwes(l Lag, claimed, now time.Time) bool {
-	return now.Sub(l.moved()) < s.Policy.RedriveAfter && now.Sub(claimed) < l.Behind+s.Policy.RedriveAfter
+	return s.lagCovers(l, l.moved(), claimed, now)
+}
+
+// lagCovers reports whether, at now, the lag l still speaks for the claim
+// made at claimed: since (the time the caller trusts the lag from) is within
+// Policy.RedriveAfter, and the claim is younger than l's lateness plus
+// Policy.RedriveAfter (the margin covers a backlog that grows while the
+// claim waits in it).
+func (s *Service) lagCovers(l Lag, since, claimed, now time.Time) bool {
+	return now.Sub(since) < s.Policy.RedriveAfter && now.Sub(claimed) < l.Behind+s.Policy.RedriveAfter
 }
 
 // lagging records the stream's lateness behind at now (Progress.Lagging)
@@ -167,8 +174,7 @@ func (s *Service) lagging(ctx context.Context, behind time.Duration, now time.Ti
 // until then reads one at least as large; after it, a smaller lateness may
 // replace it, however recently the stream was heard.
 func (s *Service) leftToStream(m Marks, e Entry, until time.Time) bool {
-	l, t := m.Stream, until.Add(markSlack)
-	return e.State == Claimed && t.Sub(l.At) < s.Policy.RedriveAfter && t.Sub(e.UpdatedAt) < l.Behind+s.Policy.RedriveAfter
+	return e.State == Claimed && s.lagCovers(m.Stream, m.Stream.At, e.UpdatedAt, until.Add(markSlack))
 }
 
 // streamImageCurrent reports whether the stream record's image of the
