@@ -36,6 +36,9 @@ const (
 	// redelivery, a lost answer, a crash after the count): admitted, not
 	// counted again.
 	pathRepeatAdmission = "repeat admission"
+	// A count given back: a counter that counted an unsent message lost it
+	// when the message ended without a send.
+	pathRelease = "count released"
 )
 
 // limitPath is the path of a row stopped by rule: "limited by <rule>", or
@@ -50,4 +53,4 @@ func limitPath(rule ledger.Rule) string {
 // Paths lists the paths whose coverage is measured.
 var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome, pathDuplicateEvent, pathForgedRefused, pathHandOver,
 	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry),
-	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission}
+	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease}

@@ -103,6 +103,10 @@ const (
 	invSupersededSent = "superseded-sent"
 	// A message counts once: no counter is raised twice by one message.
 	invCountedTwice = "counted-twice"
+	// Counts are conserved: at every step each counter holds exactly the
+	// messages it counted minus those given back, and a release takes back
+	// only from the counters that counted the message.
+	invCountsConserved = "counts-conserved"
 	// A newest challenge is not limited by a counter its own older
 	// challenges filled while they waited for their slots, when they end
 	// superseded by it: the player would get no link at all.
@@ -113,7 +117,7 @@ const (
 var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invLateArrival, invUnknownExit, invAcceptedNoAck, invFallback,
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
 	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invEvidenceResent, invHandOver,
-	invCapExceeded, invLimitedSent, invRefusedRegionSent, invSupersededSent, invCountedTwice, invStarved}
+	invCapExceeded, invLimitedSent, invRefusedRegionSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved}
 
 type violation struct {
 	name   string

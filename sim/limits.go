@@ -177,22 +177,42 @@ func (p *limiterPort) Admit(ctx context.Context, key string, counts []ledger.Cou
 	return a, err
 }
 
-// Release gives a superseded message's count back. It is not a point the
+// Release gives an unsent message's count back. It is not a point the
 // schedule interleaves or faults: a release that fails leaves a count too
-// high, which no invariant of the world can mistake for a send.
-func (p *limiterPort) Release(ctx context.Context, key string, counts []ledger.Count, admittedAt time.Time) error {
+// high, which no invariant of the world can mistake for a send. What it
+// takes back is judged against the world's own bookkeeping: only counters
+// that counted the message may lose one, each at most once.
+func (p *limiterPort) Release(ctx context.Context, key string) error {
 	s := p.inv.sim
-	before := make([]int, len(counts))
-	for i, c := range counts {
-		before[i] = s.limiter.Counter(ledger.CounterID(c, admittedAt))
+	before := map[string]int{}
+	for id, n := range s.limiter.Counters() {
+		before[id] = n
 	}
-	err := s.limiter.Release(ctx, key, counts, admittedAt)
-	for i, c := range counts {
-		if id := ledger.CounterID(c, admittedAt); s.limiter.Counter(id) < before[i] {
+	err := s.limiter.Release(ctx, key)
+	for id, n := range s.limiter.Counters() {
+		switch d := before[id] - n; {
+		case d <= 0:
+		case d > 1 || !s.countedIn[id][key]:
+			s.fail(invCountsConserved, fmt.Sprintf("%s's release of %s took %d from counter %s, which counted it %v",
+				p.inv, s.label(key), d, id, s.countedIn[id][key]), key)
+		default:
 			delete(s.countedIn[id], key)
+			s.stats.Paths[pathRelease]++
 		}
 	}
+	s.checkConserved(key)
 	return err
+}
+
+// checkConserved judges every counter against the world's bookkeeping:
+// each holds exactly the messages it counted minus those given back.
+func (s *sim) checkConserved(key string) {
+	for id, n := range s.limiter.Counters() {
+		if n != len(s.countedIn[id]) {
+			s.fail(invCountsConserved, fmt.Sprintf("counter %s holds %d, but %d messages are counted in it", id, n, len(s.countedIn[id])), key)
+			return
+		}
+	}
 }
 
 // admit is the counters' Admit for inv, with the mutant's slip, and what
@@ -243,6 +263,7 @@ func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []l
 			s.admittedAt[key] = inv.issuedAt()
 		}
 	}
+	s.checkConserved(key)
 	return a, err
 }
 

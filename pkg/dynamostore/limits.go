@@ -27,17 +27,19 @@ type LimitsClient interface {
 //
 //   - "limit#<rule>#<key>#<window start>": one counter per rule, key and
 //     window, n the sends counted, expiring an hour after its window ends.
-//     The counter the message counts in first, if its cap is small (at most
-//     memberCap), also holds the set of messages it counted (ids, the first
-//     16 hex digits of each dedupe key): its condition makes a repeat
-//     count nothing. Without such a counter, a marker item
-//     "admit#<dedupe key>" does that, at one more write.
+//   - "admit#<dedupe key>": the message's admission, written in the same
+//     transaction as its counts: the counters it counted in (their keys,
+//     window included) and when. Its condition makes a repeat count
+//     nothing, in any window, and a release reads it to take back exactly
+//     those counters. It lives as long as the longest of them.
 //   - "newest#<purpose>#<channel>#<subject>": the newest challenge of a
 //     subject, by expiry.
 //
-// A message that counts in one counter is one conditional UpdateItem; in
-// more, one TransactWriteItems: all count it or none does. The fingerprint
-// that keys the destination counter appears in nothing else.
+// An admission is one TransactWriteItems: every counter and the marker, or
+// none. A release is one strongly consistent GetItem of the marker and one
+// TransactWriteItems that deletes it and takes one from each counter it
+// names. The fingerprint that keys the destination counter appears in
+// nothing else.
 type Limits struct {
 	client LimitsClient
 	table  string
@@ -74,202 +76,183 @@ func CreateLimitsTable(ctx context.Context, c TableClient, name string) error {
 }
 
 const (
-	attrCount   = "n"
-	attrMembers = "ids"
-	// memberCap is the largest cap whose counter keeps its members: 64
-	// ids of 16 characters keep the item near 1 KB, one write unit.
-	memberCap = 64
+	attrCount     = "n"
+	attrCounters  = "counters"
+	attrCountedAt = "at"
 	// counterSlack keeps a counter an hour past its window.
 	counterSlack = time.Hour
 	// maxLimitRaces bounds retries of a transaction another one conflicted with.
 	maxLimitRaces = 8
 )
 
-func memberID(key string) string { return key[:min(len(key), 16)] }
+func markerKey(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: s("admit#" + key)}
+}
 
 // Admit implements ledger.Limiter.
 func (l *Limits) Admit(ctx context.Context, key string, counts []ledger.Count, now, until time.Time) (ledger.Admission, error) {
 	if len(counts) == 0 {
-		return ledger.Admission{Limited: -1}, nil
+		return ledger.Admission{Limited: -1, CountedAt: now}, nil
 	}
-	anchor := slices.IndexFunc(counts, func(c ledger.Count) bool { return c.Cap.Max <= memberCap })
 	items := make([]types.TransactWriteItem, 0, len(counts)+1)
+	ids := make([]string, len(counts))
+	keep := until
 	for i, c := range counts {
-		items = append(items, types.TransactWriteItem{Update: l.counter(c, now, i == anchor, key)})
-	}
-	if anchor < 0 {
-		items = append(items, types.TransactWriteItem{Put: &types.Put{
-			TableName:                &l.table,
-			Item:                     map[string]types.AttributeValue{AttrPK: s("admit#" + key), AttrTTL: n(until.Unix())},
-			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
+		ids[i] = "limit#" + ledger.CounterID(c, now)
+		end := ledger.WindowStart(c.Cap, now).Add(c.Cap.Window).Add(counterSlack)
+		keep = latest(keep, end)
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName:                           &l.table,
+			Key:                                 map[string]types.AttributeValue{AttrPK: s(ids[i])},
+			UpdateExpression:                    aws.String("ADD #n :one SET #ttl = :ttl"),
+			ConditionExpression:                 aws.String("attribute_not_exists(#n) OR #n < :max"),
+			ExpressionAttributeNames:            map[string]string{"#n": attrCount, "#ttl": AttrTTL},
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":one": n(1), ":max": n(int64(c.Cap.Max)), ":ttl": n(end.Unix())},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}})
 	}
-	for range maxLimitRaces {
-		a, retry, err := l.admitOnce(ctx, key, counts, items, anchor, now)
-		if !retry {
-			return a, err
-		}
-	}
-	return ledger.Admission{}, fmt.Errorf("limits: %d transaction conflicts: %w", maxLimitRaces, ledger.ErrConflict)
-}
-
-// counter is the conditional increment of c's counter in its window at now.
-func (l *Limits) counter(c ledger.Count, now time.Time, members bool, key string) *types.Update {
-	end := ledger.WindowStart(c.Cap, now).Add(c.Cap.Window)
-	u := &types.Update{
+	marker := markerKey(key)
+	marker[attrCounters] = &types.AttributeValueMemberL{Value: sList(ids)}
+	marker[attrCountedAt] = n(now.UnixMilli())
+	marker[AttrTTL] = n(keep.Unix())
+	items = append(items, types.TransactWriteItem{Put: &types.Put{
 		TableName:                           &l.table,
-		Key:                                 map[string]types.AttributeValue{AttrPK: s("limit#" + ledger.CounterID(c, now))},
-		UpdateExpression:                    aws.String("ADD #n :one SET #ttl = :ttl"),
-		ConditionExpression:                 aws.String("attribute_not_exists(#n) OR #n < :max"),
-		ExpressionAttributeNames:            map[string]string{"#n": attrCount, "#ttl": AttrTTL},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":one": n(1), ":max": n(int64(c.Cap.Max)), ":ttl": n(end.Add(counterSlack).Unix())},
+		Item:                                marker,
+		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames:            map[string]string{"#pk": AttrPK},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-	if members {
-		u.UpdateExpression = aws.String("ADD #n :one, #ids :id SET #ttl = :ttl")
-		u.ConditionExpression = aws.String("(attribute_not_exists(#n) OR #n < :max) AND NOT contains(#ids, :mid)")
-		u.ExpressionAttributeNames["#ids"] = attrMembers
-		u.ExpressionAttributeValues[":id"] = &types.AttributeValueMemberSS{Value: []string{memberID(key)}}
-		u.ExpressionAttributeValues[":mid"] = s(memberID(key))
-	}
-	return u
-}
-
-// admitOnce makes one try; retry reports a transaction conflict.
-func (l *Limits) admitOnce(ctx context.Context, key string, counts []ledger.Count, items []types.TransactWriteItem, anchor int, now time.Time) (_ ledger.Admission, retry bool, _ error) {
-	var olds []map[string]types.AttributeValue
-	if len(items) == 1 {
-		_, err := l.client.UpdateItem(ctx, updateInput(items[0].Update))
-		var ccf *types.ConditionalCheckFailedException
-		switch {
-		case err == nil:
-			return ledger.Admission{Limited: -1}, false, nil
-		case !errors.As(err, &ccf):
-			return ledger.Admission{}, false, fmt.Errorf("limits: %w", err)
-		}
-		olds = []map[string]types.AttributeValue{ccf.Item}
-	} else {
+	}})
+	for range maxLimitRaces {
 		_, err := l.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		var tce *types.TransactionCanceledException
 		switch {
 		case err == nil:
-			return ledger.Admission{Limited: -1}, false, nil
+			return ledger.Admission{Limited: -1, CountedAt: now}, nil
 		case !errors.As(err, &tce):
-			return ledger.Admission{}, false, fmt.Errorf("limits: %w", err)
+			return ledger.Admission{}, fmt.Errorf("limits: %w", err)
+		case hasReason(tce, "TransactionConflict"):
+			continue
+		case !hasReason(tce, "ConditionalCheckFailed"):
+			return ledger.Admission{}, fmt.Errorf("limits: %w", err)
 		}
-		olds = make([]map[string]types.AttributeValue, len(items))
-		failed := false
-		for i, r := range tce.CancellationReasons {
-			switch aws.ToString(r.Code) {
-			case "ConditionalCheckFailed":
-				failed = true
-				if i < len(olds) {
-					olds[i] = r.Item
-					if olds[i] == nil {
-						olds[i] = map[string]types.AttributeValue{}
-					}
-				}
-			case "TransactionConflict":
-				return ledger.Admission{}, true, nil
-			}
-		}
-		if !failed {
-			return ledger.Admission{}, false, fmt.Errorf("limits: %w", err)
-		}
+		return decide(counts, tce.CancellationReasons, now)
 	}
-	return decide(key, counts, olds, anchor, now), false, nil
+	return ledger.Admission{}, fmt.Errorf("limits: %d transaction conflicts: %w", maxLimitRaces, ledger.ErrConflict)
 }
 
-// decide reads the failed conditions: a counter or marker that already
-// holds the message is a repeat; otherwise the first full counter limits.
-func decide(key string, counts []ledger.Count, olds []map[string]types.AttributeValue, anchor int, now time.Time) ledger.Admission {
-	if anchor < 0 && len(olds) > len(counts) && olds[len(counts)] != nil {
-		return ledger.Admission{Limited: -1, Repeat: true}
+func hasReason(tce *types.TransactionCanceledException, code string) bool {
+	return slices.ContainsFunc(tce.CancellationReasons, func(r types.CancellationReason) bool { return aws.ToString(r.Code) == code })
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	if anchor >= 0 && olds[anchor] != nil {
-		if ss, ok := olds[anchor][attrMembers].(*types.AttributeValueMemberSS); ok && slices.Contains(ss.Value, memberID(key)) {
-			return ledger.Admission{Limited: -1, Repeat: true}
+	return a
+}
+
+func sList(vs []string) []types.AttributeValue {
+	out := make([]types.AttributeValue, len(vs))
+	for i, v := range vs {
+		out[i] = s(v)
+	}
+	return out
+}
+
+// decide reads the failed conditions of an admission (the counters', then
+// the marker's): a marker that exists makes a repeat; otherwise the first
+// full counter limits.
+func decide(counts []ledger.Count, reasons []types.CancellationReason, now time.Time) (ledger.Admission, error) {
+	failed := func(i int) bool {
+		return i < len(reasons) && aws.ToString(reasons[i].Code) == "ConditionalCheckFailed"
+	}
+	if failed(len(counts)) {
+		old := reasons[len(counts)].Item
+		v, ok := old[attrCountedAt].(*types.AttributeValueMemberN)
+		if !ok {
+			return ledger.Admission{}, fmt.Errorf("limits: admission marker without %s", attrCountedAt)
 		}
+		ms, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			return ledger.Admission{}, fmt.Errorf("limits: admission marker %s %q: %w", attrCountedAt, v.Value, err)
+		}
+		return ledger.Admission{Limited: -1, Repeat: true, CountedAt: time.UnixMilli(ms).UTC()}, nil
 	}
-	for i, old := range olds {
-		if old == nil || i >= len(counts) {
+	for i := range counts {
+		if !failed(i) {
 			continue
 		}
 		var cnt int
-		if v, ok := old[attrCount].(*types.AttributeValueMemberN); ok {
+		if v, ok := reasons[i].Item[attrCount].(*types.AttributeValueMemberN); ok {
 			cnt, _ = strconv.Atoi(v.Value)
 		}
-		return ledger.Admission{Limited: i, Count: cnt, Window: ledger.WindowStart(counts[i].Cap, now)}
+		return ledger.Admission{Limited: i, Count: cnt, Window: ledger.WindowStart(counts[i].Cap, now)}, nil
 	}
-	return ledger.Admission{Limited: 0, Window: ledger.WindowStart(counts[0].Cap, now)}
+	return ledger.Admission{}, errors.New("limits: admission cancelled without a failed condition")
 }
 
-// Release implements ledger.Limiter: the counters of counts in their
-// windows at admittedAt each lose one, in the one step that removes the
-// message from the first small counter's members (or deletes its marker).
-// That step's condition (the message is a member, the marker exists) makes a
-// repeated release, or the release of a message never counted there,
-// change nothing.
-func (l *Limits) Release(ctx context.Context, key string, counts []ledger.Count, admittedAt time.Time) error {
-	if len(counts) == 0 {
+// Release implements ledger.Limiter: it reads the message's marker and,
+// in one transaction conditioned on the marker still being there, deletes
+// it and takes one from each counter it names. A counter that is gone (its
+// window ended more than an hour ago) is left out; a marker that is gone
+// (never counted, or released by another worker) makes it a no-op.
+func (l *Limits) Release(ctx context.Context, key string) error {
+	out, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: markerKey(key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("limits: release: %w", err)
+	}
+	list, ok := out.Item[attrCounters].(*types.AttributeValueMemberL)
+	if !ok {
 		return nil
 	}
-	anchor := slices.IndexFunc(counts, func(c ledger.Count) bool { return c.Cap.Max <= memberCap })
-	items := make([]types.TransactWriteItem, 0, len(counts)+1)
-	for i, c := range counts {
-		u := &types.Update{
-			TableName:                 &l.table,
-			Key:                       map[string]types.AttributeValue{AttrPK: s("limit#" + ledger.CounterID(c, admittedAt))},
-			UpdateExpression:          aws.String("ADD #n :minus"),
-			ConditionExpression:       aws.String("#n > :zero"),
-			ExpressionAttributeNames:  map[string]string{"#n": attrCount},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":minus": n(-1), ":zero": n(0)},
+	var ids []string
+	for _, v := range list.Value {
+		if id, ok := v.(*types.AttributeValueMemberS); ok {
+			ids = append(ids, id.Value)
 		}
-		if i == anchor {
-			u.UpdateExpression = aws.String("ADD #n :minus DELETE #ids :id")
-			u.ConditionExpression = aws.String("#n > :zero AND contains(#ids, :mid)")
-			u.ExpressionAttributeNames["#ids"] = attrMembers
-			u.ExpressionAttributeValues[":id"] = &types.AttributeValueMemberSS{Value: []string{memberID(key)}}
-			u.ExpressionAttributeValues[":mid"] = s(memberID(key))
-		}
-		items = append(items, types.TransactWriteItem{Update: u})
 	}
-	if anchor < 0 {
+	for range maxLimitRaces + len(ids) {
+		items := make([]types.TransactWriteItem, 0, len(ids)+1)
 		items = append(items, types.TransactWriteItem{Delete: &types.Delete{
-			TableName: &l.table, Key: map[string]types.AttributeValue{AttrPK: s("admit#" + key)},
+			TableName: &l.table, Key: markerKey(key),
 			ConditionExpression: aws.String("attribute_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
 		}})
-	}
-	for range maxLimitRaces {
-		var err error
-		if len(items) == 1 {
-			_, err = l.client.UpdateItem(ctx, updateInput(items[0].Update))
-		} else {
-			_, err = l.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		for _, id := range ids {
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName:                 &l.table,
+				Key:                       map[string]types.AttributeValue{AttrPK: s(id)},
+				UpdateExpression:          aws.String("ADD #n :minus"),
+				ConditionExpression:       aws.String("#n > :zero"),
+				ExpressionAttributeNames:  map[string]string{"#n": attrCount},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":minus": n(-1), ":zero": n(0)},
+			}})
 		}
-		var ccf *types.ConditionalCheckFailedException
+		_, err := l.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		var tce *types.TransactionCanceledException
 		switch {
-		case err == nil, errors.As(err, &ccf):
-			return nil // released, or nothing to release
+		case err == nil:
+			return nil
 		case !errors.As(err, &tce):
 			return fmt.Errorf("limits: release: %w", err)
-		case !slices.ContainsFunc(tce.CancellationReasons, func(r types.CancellationReason) bool { return aws.ToString(r.Code) == "TransactionConflict" }):
-			return nil // a condition failed: nothing to release
+		case hasReason(tce, "TransactionConflict"):
+			continue
 		}
+		r := tce.CancellationReasons
+		if len(r) == 0 || aws.ToString(r[0].Code) == "ConditionalCheckFailed" {
+			return nil // released meanwhile
+		}
+		kept := ids[:0:0]
+		for i, id := range ids {
+			if i+1 >= len(r) || aws.ToString(r[i+1].Code) != "ConditionalCheckFailed" {
+				kept = append(kept, id)
+			}
+		}
+		if len(kept) == len(ids) {
+			return fmt.Errorf("limits: release: %w", err)
+		}
+		ids = kept // counters gone with their windows: nothing to take back there
 	}
 	return fmt.Errorf("limits: release: %d transaction conflicts: %w", maxLimitRaces, ledger.ErrConflict)
-}
-
-// updateInput is the one update of a transaction that has only one, made
-// as a plain UpdateItem: a transaction would cost twice the write units.
-func updateInput(u *types.Update) *dynamodb.UpdateItemInput {
-	return &dynamodb.UpdateItemInput{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
-	}
 }
 
 func newestKey(ref ledger.SubjectStream) map[string]types.AttributeValue {

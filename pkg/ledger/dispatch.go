@@ -90,11 +90,17 @@ func (s *Service) dispatch(ctx context.Context, key string, row *Entry, w Worker
 		}
 	}
 	var res DispatchResult
-	var sent bool
+	var sent, raced bool
 	err := s.onConflict(ctx, e, func(e Entry) (err error) {
 		res, sent, err = s.dispatchRow(ctx, e, w, row != nil)
 		return err
-	}, func(Entry) bool { return !sent }) // a lost race before the send is decided afresh
+	}, func(Entry) bool { raced = true; return !sent }) // a lost race before the send is decided afresh
+	if err == nil && raced && e.State == Claimed && res.Outcome == DispatchSkipped {
+		// The claim this dispatch admitted had ended meanwhile (a stale
+		// stream copy of a row another worker limited, superseded or
+		// expired): a count taken for it is given back.
+		err = s.releaseUnsent(ctx, res.Entry)
+	}
 	return res, err
 }
 

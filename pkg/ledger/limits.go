@@ -17,10 +17,18 @@ import (
 // on as before; a deferred row passed already and is not counted again.
 //
 // Superseded challenges: a row whose subject has a newer challenge for the
-// same purpose and channel, while it has not been sent (claimed, or
-// deferred before its first attempt), ends suppressed with the reason
-// "superseded by challenge <id>". A row that is dispatching, or further on,
-// is never touched.
+// same purpose and channel, while nothing of it can have reached the
+// provider (Supersedable), ends suppressed with the reason "superseded by
+// challenge <id>". A row that is dispatching, or whose attempt may have
+// been taken, is never touched.
+//
+// Counts are exact: a message counts once, in the windows of its first
+// admission, and the limiter records which counters those were. Every
+// write that ends a counted row while nothing of it can have reached the
+// provider (superseded, expired, quarantined for its content) gives the
+// count back (apply); a dispatch that counted a row from a stale copy and
+// then found it already ended gives back what it counted (dispatch). A
+// count whose release failed stays: too high, never too low.
 
 // Rule names a send limit. It is what the reason, the metrics and
 // ledgerctl show; the counted key (a destination fingerprint, a subject)
@@ -129,6 +137,9 @@ type Admission struct {
 	// Repeat reports that the message had been counted already (a
 	// redelivery of an admitted row): admitted, nothing counted again.
 	Repeat bool
+	// CountedAt is, when admitted, when the message was counted: now, or
+	// the time of the admission a Repeat repeats.
+	CountedAt time.Time
 	// Window is the start of the full counter's window when limited.
 	Window time.Time
 }
@@ -136,19 +147,25 @@ type Admission struct {
 // Limiter keeps the send-limit counters in shared storage: items with
 // conditional writes and a TTL at the end of their window, never in
 // process memory.
+//
+// A message counts once, in the windows containing the time it was first
+// admitted, and the store records which counters those were: a release
+// takes back exactly them, whenever it comes and whatever the time then.
 type Limiter interface {
 	// Admit counts the message key in every counter of counts, each in its
 	// window containing now, in one atomic step, unless one of them holds
 	// its Max already: then none counts it, and the answer names that one.
-	// A message counted once is never counted again: a repeated Admit of
-	// the same key answers Repeat. Racing calls never push a counter past
-	// its Max. until bounds how long the key must be remembered.
+	// A message counted once is never counted again, in this window or a
+	// later one, until it is released: a repeated Admit of the same key
+	// answers Repeat, with the time it was counted. Racing calls never push
+	// a counter past its Max. until bounds how long the key must be
+	// remembered.
 	Admit(ctx context.Context, key string, counts []Count, now, until time.Time) (Admission, error)
-	// Release gives back the count of the message key, admitted at
-	// admittedAt in the counters of counts, when it ended without a send
-	// (superseded while it waited for its slot). A release of a message
-	// not counted, or released already, changes nothing.
-	Release(ctx context.Context, key string, counts []Count, admittedAt time.Time) error
+	// Release gives back the count of the message key in exactly the
+	// counters, and their windows, that its admission counted it in. A
+	// release of a message not counted, or released already, changes
+	// nothing.
+	Release(ctx context.Context, key string) error
 }
 
 // Challenges records the newest challenge of each subject, purpose and
@@ -211,11 +228,18 @@ func (s *Service) limitsOn(ch Channel) bool {
 		ch == SMS && (l.SMSCountries != nil || l.SMSCountryCap.On() || l.SMSGlobal.On()))
 }
 
+// Supersedable reports whether a newer challenge may still end e: it is
+// claimed or deferred, and nothing of it can have reached the provider
+// (Unsent: no attempt, or only attempts answered with a definite not
+// sent). A row with an unknown, accepted or in-flight attempt never is.
+func Supersedable(e Entry) bool {
+	return (e.State == Claimed || e.State == Deferred) && e.Unsent()
+}
+
 // superseded returns the newer challenge that supersedes e, if any. Only a
-// row nothing was sent for yet is superseded.
+// row nothing of which reached the provider is superseded.
 func (s *Service) superseded(ctx context.Context, e Entry) (string, bool, error) {
-	if !s.Limits.Supersede || s.Challenges == nil || e.SubjectRef == "" || e.Attempts > 0 ||
-		(e.State != Claimed && e.State != Deferred) {
+	if !s.Limits.Supersede || s.Challenges == nil || e.SubjectRef == "" || !Supersedable(e) {
 		return "", false, nil
 	}
 	id, exp, ok, err := s.Challenges.Newest(ctx, streamOf(e))
@@ -235,7 +259,7 @@ func (s *Service) supersedeIfNewer(ctx context.Context, e Entry, w Worker) (_ Di
 	if !ok || err != nil {
 		return DispatchResult{}, false, err
 	}
-	res, err := s.supersede(ctx, e, w, newer, e.AdmittedAt)
+	res, err := s.supersede(ctx, e, w, newer)
 	return res, true, err
 }
 
@@ -252,28 +276,10 @@ func (s *Service) noteChallenge(ctx context.Context, e Entry) error {
 }
 
 // supersede ends the unsent row e suppressed in favour of challenge newer.
-// A row the limits counted while it waited for its slot gives its count
-// back after the write that ends it: superseded rows must not fill the
-// counters the newest challenge is counted in. Its counters are worked out
-// before that write, which purges the content they may need. A release
-// that fails leaves the count (too high, never too low) and is reported.
-//
-// countedAt is when the limits counted e (its AdmittedAt), or, for a row
-// whose worker counted it and waits in process without recording it, the
-// time whose windows to release it from: a release of a message those
-// windows did not count changes nothing.
-func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string, countedAt time.Time) (DispatchResult, error) {
-	var counted []Count
-	if !countedAt.IsZero() && s.limitsOn(e.Identity.Channel) {
-		var msg Message
-		var err error
-		if s.Limits.needsAddress(e.Identity.Channel) {
-			msg, err = s.openContent(ctx, e)
-		}
-		if err == nil {
-			counted, _ = s.counts(ctx, e, msg) // refused outright: never counted
-		}
-	}
+// A row the limits counted gives its count back with that write (apply):
+// superseded rows must not fill the counters the newest challenge is
+// counted in.
+func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string) (DispatchResult, error) {
 	reason := supersededPrefix + newer
 	c, err := s.transition(e, Suppressed, w, reason, func(n *Entry) {
 		s.clearDeferral(n)
@@ -282,14 +288,21 @@ func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string
 	if err != nil {
 		return DispatchResult{}, err
 	}
-	res, err := s.apply(ctx, c, DispatchSuppressed)
-	if err != nil || len(counted) == 0 {
-		return res, err
+	return s.apply(ctx, c, DispatchSuppressed)
+}
+
+// releaseUnsent gives back the send-limit count of the ended row e if the
+// limits may have counted it and nothing of it can have reached the
+// provider. A row never claimed was never admitted.
+func (s *Service) releaseUnsent(ctx context.Context, e Entry) error {
+	if !e.State.Terminal() && e.State != Quarantined || !e.Unsent() ||
+		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
+		return nil
 	}
-	if err := s.Limiter.Release(ctx, e.Key, counted, countedAt); err != nil {
-		return res, fmt.Errorf("dispatch %s: superseded, but its count stays: %w", e.Key, err)
+	if err := s.Limiter.Release(ctx, e.Key); err != nil {
+		return fmt.Errorf("%s ended %s, but its send-limit count stays: %w", e.Key, e.State, err)
 	}
-	return res, nil
+	return nil
 }
 
 // errRefused is a limit decision made without a counter: the region is
@@ -357,18 +370,12 @@ func (s *Service) admit(ctx context.Context, e Entry, w Worker, msg Message) (ti
 	if len(cs) == 0 {
 		return time.Time{}, DispatchResult{}, nil
 	}
-	now := s.now()
-	a, err := s.admitReclaiming(ctx, e, w, cs, now)
+	a, err := s.admitReclaiming(ctx, e, w, cs, s.now())
 	if err != nil {
 		return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
 	}
-	if a.Limited < 0 && a.Repeat {
-		// Counted by an earlier dispatch whose time this one does not know:
-		// a supersession then keeps the count (too high, never too low).
-		return time.Time{}, DispatchResult{}, nil
-	}
 	if a.Limited < 0 {
-		return now, DispatchResult{}, nil
+		return a.CountedAt, DispatchResult{}, nil
 	}
 	c := cs[a.Limited]
 	what := map[Rule]string{
@@ -394,7 +401,7 @@ func (s *Service) admitReclaiming(ctx context.Context, e Entry, w Worker, cs []C
 	if err != nil || a.Limited < 0 {
 		return a, err
 	}
-	n, err := s.reclaim(ctx, e, w, now)
+	n, err := s.reclaim(ctx, e, w)
 	if err != nil || n == 0 {
 		return a, err
 	}
@@ -411,11 +418,8 @@ const ReclaimLookback = 16
 // newer challenge supersedes them whatever they hold), giving back the
 // counts they hold, and returns how many rows of the stream are now
 // superseded by e (by this call, or by their own dispatch meanwhile: either
-// gave its count back). A row counted by a worker that waits in process for
-// its slot has no admission on record yet: its count is released from the
-// windows of now, where such a short wait counted it. A row that moved on
-// to its send keeps its count.
-func (s *Service) reclaim(ctx context.Context, e Entry, w Worker, now time.Time) (int, error) {
+// gave its count back). A row that moved on to its send keeps its count.
+func (s *Service) reclaim(ctx context.Context, e Entry, w Worker) (int, error) {
 	if !s.Limits.Supersede || s.Timeline == nil || e.SubjectRef == "" {
 		return 0, nil
 	}
@@ -428,17 +432,13 @@ func (s *Service) reclaim(ctx context.Context, e Entry, w Worker, now time.Time)
 		if o.Key == e.Key || streamOf(o) != streamOf(e) || !e.ExpiresAt.After(o.ExpiresAt) {
 			continue
 		}
-		if o.Attempts > 0 || (o.State != Claimed && o.State != Deferred) {
+		if !Supersedable(o) {
 			if supersededBy(o, e) {
 				n++
 			}
 			continue
 		}
-		countedAt := o.AdmittedAt
-		if countedAt.IsZero() {
-			countedAt = now
-		}
-		_, err := s.supersede(ctx, o, w, e.Identity.ChallengeID, countedAt)
+		_, err := s.supersede(ctx, o, w, e.Identity.ChallengeID)
 		if errors.Is(err, ErrConflict) {
 			// Moved on meanwhile: to its send, or superseded at its wake-up.
 			o, err = s.Store.Get(ctx, o.Key)

@@ -311,3 +311,23 @@ func (e Entry) lastAttemptAt() time.Time {
 	}
 	return e.FirstAttemptAt
 }
+
+// Unsent reports whether nothing of the row can have reached the provider:
+// no attempt began, or every attempt that began was answered with a
+// definite not sent (it went back to deferred, never through unknown,
+// accepted or rejected), and the provider reported nothing of it. A row
+// that is dispatching now is judged by its past attempts only: its caller
+// knows whether the current one was sent.
+func (e Entry) Unsent() bool {
+	_, reached := e.first(func(ev Event) bool {
+		return ev.Kind.Provider() || ev.To == Unknown || ev.To == Accepted || ev.To == Rejected || ev.To == Abandoned
+	})
+	return !reached
+}
+
+// WasClaimed reports whether the row was ever claimed: only a claimed row
+// is admitted through the send limits.
+func (e Entry) WasClaimed() bool {
+	_, ok := e.first(func(ev Event) bool { return ev.To == Claimed })
+	return ok
+}

@@ -70,7 +70,8 @@ func (s *Service) write(ctx context.Context, c Change) (Entry, error) {
 	return e, nil
 }
 
-// apply writes c and purges sealed content when the row ends.
+// apply writes c and, when the row ends, purges its sealed content and gives
+// back a send-limit count nothing was sent for (releaseUnsent).
 func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (DispatchResult, error) {
 	e, err := s.write(ctx, c)
 	if err != nil {
@@ -79,6 +80,13 @@ func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (Dis
 	if e.State.Terminal() || e.State == Quarantined {
 		if err := s.purge(ctx, e); err != nil {
 			return DispatchResult{Outcome: out, Entry: e}, err
+		}
+		// A row that ends limited was refused by the counters: nothing to
+		// give back (a stale dispatch that counted it gives its own back).
+		if e.State != Limited {
+			if err := s.releaseUnsent(ctx, e); err != nil {
+				return DispatchResult{Outcome: out, Entry: e}, err
+			}
 		}
 	}
 	s.settleSuccessor(ctx, e, Worker(c.Event.Worker))

@@ -29,12 +29,15 @@ var limitsContract = []property[NewLimits]{
 	{"each window starts empty", limitsWindows},
 	{"8 racing workers never exceed a cap", limitsRacing},
 	{"a release gives a count back once", limitsRelease},
+	{"a message counts once across windows", limitsOnceAcrossWindows},
+	{"a release takes back exactly the windows that counted", limitsReleaseExact},
 	{"the newest challenge is the one expiring last", limitsNewest},
 }
 
 // RunLimitsContract checks that a limit store admits a message in every
 // counter or in none, never past a cap, even under 8 racing workers;
-// counts a message once however often it is admitted; starts each window
+// counts a message once however often, and in whatever window, it is
+// admitted; releases exactly the windows that counted it; starts each window
 // empty; and keeps the newest challenge of a subject by expiry.
 func RunLimitsContract(t *testing.T, newLimits NewLimits) {
 	runProperties(t, limitsContract, newLimits)
@@ -195,35 +198,84 @@ func limitsNewest(t *testing.T, newLimits NewLimits) {
 // limitsRelease: a message released gives its count back in every counter,
 // once; releasing a message never counted changes nothing.
 func limitsRelease(t *testing.T, newLimits NewLimits) {
-	ctx := context.Background()
 	l := newLimits(t)
 	small := count(ledger.RuleDestination, "email#fp", 2, time.Hour)
 	large := count(ledger.RuleSMSGlobal, "sms", 100, time.Hour)
 	admit(t, l, "m1", limitsT0, small, large)
 	admit(t, l, "m2", limitsT0, small, large)
-	for range 2 { // a repeated release
-		if err := l.Release(ctx, "m1", []ledger.Count{small, large}, limitsT0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := l.Release(ctx, "never", []ledger.Count{small, large}, limitsT0); err != nil {
-		t.Fatal(err)
-	}
+	release(t, l, "m1", "m1", "never") // a repeated release, and one of a message never counted
 	if a := admit(t, l, "m3", limitsT0.Add(time.Minute), small, large); a.Limited != -1 {
 		t.Fatalf("m3 after m1's release: %+v, want admitted", a)
 	}
 	if a := admit(t, l, "m4", limitsT0.Add(time.Minute), small, large); a.Limited != 0 || a.Count != 2 {
 		t.Fatalf("m4: %+v, want the small counter full at 2 (m2, m3): one release gave back one count", a)
 	}
-	only := count(ledger.RuleSMSGlobal, "sms-2", 100, time.Hour) // no small counter: the marker decides
+	only := count(ledger.RuleSMSGlobal, "sms-2", 100, time.Hour)
 	admit(t, l, "m5", limitsT0, only)
-	for range 2 {
-		if err := l.Release(ctx, "m5", []ledger.Count{only}, limitsT0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	release(t, l, "m5", "m5")
 	capped := count(ledger.RuleSMSGlobal, "sms-2", 1, time.Hour)
 	if a := admit(t, l, "m6", limitsT0, capped); a.Limited != -1 {
 		t.Fatalf("m6: %+v, want admitted: m5's count was given back once (a second release must not go below zero)", a)
+	}
+	if a := admit(t, l, "m5", limitsT0, capped); a.Limited != 0 || a.Repeat {
+		t.Fatalf("m5 after its release: %+v, want counted afresh (and limited by m6): a released message holds nothing", a)
+	}
+}
+
+func release(t *testing.T, l ledger.Limiter, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if err := l.Release(context.Background(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// limitsOnceAcrossWindows: a message admitted again in a later window (a
+// redelivery after its first dispatch counted it and failed) is a repeat
+// that names the time it was counted, and counts nothing in the new window.
+func limitsOnceAcrossWindows(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	perMinute := count(ledger.RuleSubject, "acct-1", 1, time.Minute)
+	roomy := count(ledger.RuleSMSGlobal, "sms", 100, time.Hour)
+	admit(t, l, "old", limitsT0.Add(10*time.Second), perMinute, roomy)
+	a := admit(t, l, "old", limitsT0.Add(70*time.Second), perMinute, roomy)
+	if a.Limited != -1 || !a.Repeat || !a.CountedAt.Equal(limitsT0.Add(10*time.Second)) {
+		t.Fatalf("old again in the next minute: %+v, want a repeat counted at %s", a, limitsT0.Add(10*time.Second))
+	}
+	if a := admit(t, l, "new", limitsT0.Add(75*time.Second), perMinute, roomy); a.Limited != -1 || a.Repeat {
+		t.Fatalf("new in the second minute: %+v, want admitted: old's repeat counted nothing there", a)
+	}
+	if a := admit(t, l, "third", limitsT0.Add(80*time.Second), roomy); a.Limited != -1 {
+		t.Fatalf("third: %+v", a)
+	}
+	// The roomy counter holds old, new and third: 3, not 4.
+	tight := count(ledger.RuleSMSGlobal, "sms", 4, time.Hour)
+	if a := admit(t, l, "fourth", limitsT0.Add(85*time.Second), tight); a.Limited != -1 {
+		t.Fatalf("fourth under a cap of 4: %+v, want admitted (old counted once)", a)
+	}
+	if a := admit(t, l, "fifth", limitsT0.Add(85*time.Second), tight); a.Limited != 0 || a.Count != 4 {
+		t.Fatalf("fifth under a cap of 4: %+v, want limited at 4", a)
+	}
+}
+
+// limitsReleaseExact: a release takes back exactly the windows that counted
+// the message, whenever it comes: the sequence of a reclaim after a
+// repeat (an older email counted in minute 1, deferred, its newest sibling
+// claimed in minute 2 when an SMS of the subject filled minute 2's counter).
+func limitsReleaseExact(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	perMinute := count(ledger.RuleSubject, "acct-1", 1, time.Minute)
+	admit(t, l, "old-email", limitsT0.Add(10*time.Second), perMinute)
+	admit(t, l, "old-email", limitsT0.Add(65*time.Second), perMinute) // the redelivery: a repeat
+	if a := admit(t, l, "sms", limitsT0.Add(70*time.Second), perMinute); a.Limited != -1 {
+		t.Fatalf("sms in minute 2: %+v, want admitted", a)
+	}
+	release(t, l, "old-email") // superseded in minute 2
+	if a := admit(t, l, "new-email", limitsT0.Add(75*time.Second), perMinute); a.Limited != 0 || a.Count != 1 {
+		t.Fatalf("new email in minute 2 after old-email's release: %+v, want limited at 1: the release must take back minute 1's count, not minute 2's", a)
+	}
+	if a := admit(t, l, "late", limitsT0.Add(20*time.Second), perMinute); a.Limited != -1 {
+		t.Fatalf("minute 1 after the release: %+v, want admitted: old-email's count there was given back", a)
 	}
 }

@@ -13,8 +13,15 @@ import (
 type Limits struct {
 	mu       sync.Mutex
 	counters map[string]int
-	counted  map[string]bool
+	counted  map[string]admission
 	newest   map[ledger.SubjectStream]newest
+}
+
+// admission is what a counted message holds: the counters it counted in,
+// in their windows, and when.
+type admission struct {
+	ids []string
+	at  time.Time
 }
 
 type newest struct {
@@ -32,10 +39,10 @@ func (l *Limits) Admit(_ context.Context, key string, counts []ledger.Count, now
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.counters == nil {
-		l.counters, l.counted = map[string]int{}, map[string]bool{}
+		l.counters, l.counted = map[string]int{}, map[string]admission{}
 	}
-	if l.counted[key] {
-		return ledger.Admission{Limited: -1, Repeat: true}, nil
+	if a, ok := l.counted[key]; ok {
+		return ledger.Admission{Limited: -1, Repeat: true, CountedAt: a.at}, nil
 	}
 	ids := make([]string, len(counts))
 	for i, c := range counts {
@@ -47,22 +54,21 @@ func (l *Limits) Admit(_ context.Context, key string, counts []ledger.Count, now
 	for _, id := range ids {
 		l.counters[id]++
 	}
-	l.counted[key] = true
-	return ledger.Admission{Limited: -1}, nil
+	l.counted[key] = admission{ids, now}
+	return ledger.Admission{Limited: -1, CountedAt: now}, nil
 }
 
 // Release implements ledger.Limiter.
-func (l *Limits) Release(_ context.Context, key string, counts []ledger.Count, admittedAt time.Time) error {
+func (l *Limits) Release(_ context.Context, key string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.counted[key] {
+	a, ok := l.counted[key]
+	if !ok {
 		return nil
 	}
 	delete(l.counted, key)
-	for _, c := range counts {
-		if id := ledger.CounterID(c, admittedAt); l.counters[id] > 0 {
-			l.counters[id]--
-		}
+	for _, id := range a.ids {
+		l.counters[id]--
 	}
 	return nil
 }
@@ -86,6 +92,30 @@ func (l *Limits) Newest(_ context.Context, ref ledger.SubjectStream) (string, ti
 	defer l.mu.Unlock()
 	n, ok := l.newest[ref]
 	return n.challenge, n.expiresAt, ok, nil
+}
+
+// Counters returns a copy of every counter (by ledger.CounterID) and how
+// many messages it holds: for checks from outside the ledger.
+func (l *Limits) Counters() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.counters))
+	for id, n := range l.counters {
+		out[id] = n
+	}
+	return out
+}
+
+// Add adds n to the counter id outside any admission or release: for a
+// simulator that plants a limit store's fault (a release from the wrong
+// window) and must see the ledger's checks catch it.
+func (l *Limits) Add(id string, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counters == nil {
+		l.counters, l.counted = map[string]int{}, map[string]admission{}
+	}
+	l.counters[id] += n
 }
 
 // Counter returns how many messages the counter id (ledger.CounterID)

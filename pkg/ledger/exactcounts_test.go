@@ -1,0 +1,155 @@
+package ledger_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// TestThrottledOlderChallengeIsSuperseded: the provider answered every
+// attempt for a number with a definite not sent (429) while the player
+// asked three times. When the throttle lifts, only the newest challenge is
+// sent: the older ones, of which nothing reached the provider, end
+// superseded at their wake-ups.
+func TestThrottledOlderChallengeIsSuperseded(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Supersede: true})
+	throttled := true
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
+		if throttled {
+			return ledgertest.Throttle
+		}
+		return ledgertest.Accept
+	}
+	var asks []ledger.Intent
+	for i := range 3 {
+		in := e.claimTo(t, 1+i, ledger.SMS, "+15550100001", "acct-1", time.Duration(i)*time.Second)
+		asks = append(asks, in)
+		mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+		e.Clock.Advance(time.Second)
+	}
+	throttled = false
+	e.Clock.Advance(time.Minute)
+	for i, in := range asks {
+		want := ledger.DispatchSuppressed
+		if i == len(asks)-1 {
+			want = ledger.DispatchAccepted
+		}
+		row := mustDispatch(t, e, in.Key(), want)
+		mustVerify(t, row)
+	}
+	if got := e.Transport.Recorded(asks[0].Key()) + e.Transport.Recorded(asks[1].Key()); got != 0 {
+		t.Fatalf("%d messages of older challenges reached the player", got)
+	}
+	if got := e.Transport.Recorded(asks[2].Key()); got != 1 {
+		t.Fatalf("the newest challenge was recorded %d times, want 1", got)
+	}
+}
+
+// TestUnknownAttemptIsNeverSuperseded: a row whose attempt may have been
+// taken (its acknowledgement was lost, then a retry was answered not sent)
+// is not superseded by a newer challenge: the player may hold its link.
+func TestUnknownAttemptIsNeverSuperseded(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Supersede: true})
+	older := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+	mustDispatch(t, e, older.Key(), ledger.DispatchUnknown)
+	row := e.get(t, older.Key())
+	if ledger.Supersedable(row) || row.Unsent() {
+		t.Fatalf("an unknown row reads as unsent: %s", historyPath(row))
+	}
+	// The same history, back to deferred after a later not-sent answer.
+	row.State = ledger.Deferred
+	if ledger.Supersedable(row) {
+		t.Fatal("a deferred row that went through unknown is supersedable")
+	}
+}
+
+// TestReleaseTakesBackTheWindowThatCounted is the sequence of issue 32
+// against the memory store: an older email is counted in minute 1 and its
+// first dispatch fails after the count; its redelivery is a repeat; in
+// minute 2 an SMS of the same subject is sent under a 1-per-minute subject
+// cap; the newest email's admission reclaims the older one. The release
+// gives back minute 1's count, so the newest email finds minute 2 full: one
+// send per window, never two.
+func TestReleaseTakesBackTheWindowThatCounted(t *testing.T) {
+	e, store := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Minute}, Supersede: true})
+	e.Svc.Timeline = e.mem
+	e.Svc.Scheduler = &scheduler{}
+	now := e.Clock.Now()
+	e.Clock.Advance(now.Truncate(time.Minute).Add(time.Minute + 10*time.Second).Sub(now))
+	older := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
+	real := e.Svc.Store
+	e.Svc.Store = failBegin{real}
+	if _, err := e.Svc.Dispatch(context.Background(), older.Key(), "dispatch/1"); err == nil {
+		t.Fatal("the failing begin write reported no error")
+	}
+	e.Svc.Store = real
+	e.Clock.Advance(time.Minute) // minute 2
+	sms := e.claimTo(t, 2, ledger.SMS, "+15550100001", "acct-1", 0)
+	mustDispatch(t, e, sms.Key(), ledger.DispatchAccepted)
+	newest := e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
+	mustDispatch(t, e, newest.Key(), ledger.DispatchLimited)
+	if got := e.get(t, older.Key()); got.State != ledger.Suppressed {
+		t.Fatalf("older: %s, want superseded by the reclaim", got.State)
+	}
+	if n := e.Transport.Calls(); n != 1 {
+		t.Fatalf("%d sends in minute 2 under a cap of 1", n)
+	}
+	// Minute 1's count was the one given back.
+	minute1 := "#" + strconv.FormatInt(e.Clock.Now().Truncate(time.Minute).Add(-time.Minute).Unix(), 10)
+	for id, n := range store.Counters() {
+		if strings.HasSuffix(id, minute1) && n != 0 {
+			t.Fatalf("minute 1's counter %s holds %d after the older email's release, want 0", id, n)
+		}
+	}
+}
+
+// TestStaleStreamCopyGivesItsCountBack: a stream record of a claim that
+// already ended limited arrives again after its window rolled over. The
+// dispatch that trusts the stale copy counts it, loses its begin write,
+// and gives the count back: a message that never sends holds no count.
+func TestStaleStreamCopyGivesItsCountBack(t *testing.T) {
+	// The subject limit needs no address: the stale copy's dispatch
+	// reaches its count without opening the (purged) content.
+	e, store := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Minute}})
+	first := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
+	mustDispatch(t, e, first.Key(), ledger.DispatchAccepted)
+	second := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
+	stale := e.get(t, second.Key())
+	mustDispatch(t, e, second.Key(), ledger.DispatchLimited)
+	e.Clock.Advance(time.Minute)
+	res, err := e.Svc.DispatchRow(context.Background(), stale, "dispatch/2")
+	if err != nil || res.Outcome != ledger.DispatchSkipped {
+		t.Fatalf("stale copy: %s %v, want skipped", res.Outcome, err)
+	}
+	minute2 := "#" + strconv.FormatInt(e.Clock.Now().Truncate(time.Minute).Unix(), 10)
+	for id, n := range store.Counters() {
+		if strings.HasSuffix(id, minute2) && n != 0 {
+			t.Fatalf("counter %s of the window the stale copy was dispatched in holds %d, want 0", id, n)
+		}
+	}
+	third := e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", 0)
+	mustDispatch(t, e, third.Key(), ledger.DispatchAccepted)
+}
+
+// TestExpiredUnsentGivesCountBack: a counted row that expires without a
+// send (the provider answered not sent until the deadline) gives its count
+// back; a row that was sent keeps its count.
+func TestExpiredUnsentGivesCountBack(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}})
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+	in := e.claimTo(t, 1, ledger.Email, "p@example.test", "", 0)
+	mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+	e.Clock.Advance(ttl)
+	mustDispatch(t, e, in.Key(), ledger.DispatchExpired)
+	e.Transport.Script = nil
+	next := e.claimTo(t, 2, ledger.Email, "p@example.test", "", 0)
+	mustDispatch(t, e, next.Key(), ledger.DispatchAccepted)
+	last := e.claimTo(t, 3, ledger.Email, "p@example.test", "", 0)
+	mustDispatch(t, e, last.Key(), ledger.DispatchLimited)
+}
