@@ -13,9 +13,9 @@ import (
 func TestFunctions(t *testing.T) {
 	s := synth(t, nil)
 	common := []string{"LEDGER_TABLE", "CONTENT_TABLE", "POLICY_VERSION", "LEASE_DURATION", "EXPIRY_MARGIN",
-		"HISTORY_RETENTION", "LOG_LEVEL", "FALLBACK_DELIVERY_WAIT", "OPEN_INDEX_SHARDS"}
+		"HISTORY_RETENTION", "LOG_LEVEL", "LEDGER_AWSCALL_LOG", "FALLBACK_DELIVERY_WAIT", "OPEN_INDEX_SHARDS"}
 	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "ATTEMPT_PROOF_KEY_ARN", "SEND_GUARD", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
-		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "RECONCILE_MAX_ATTEMPTS", "SES_CONFIGURATION_SET", "SMS_CONFIGURATION_SET")
+		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "WEBHOOK_LOOKUP", "RECONCILE_MAX_ATTEMPTS", "SES_CONFIGURATION_SET", "SMS_CONFIGURATION_SET")
 	for _, tc := range []struct {
 		name    settings.Role
 		timeout float64
@@ -85,7 +85,9 @@ func TestFunctions(t *testing.T) {
 					t.Errorf("%s = %v, want %s", k, got, v)
 				}
 			}
-			for k, v := range map[string]string{"LEASE_DURATION": "2m", "EXPIRY_MARGIN": "30s", "HISTORY_RETENTION": "9600h", "LOG_LEVEL": "info"} {
+			// A false flag is written out: unset, the function would read its default.
+			for k, v := range map[string]string{"LEASE_DURATION": "2m", "EXPIRY_MARGIN": "30s", "HISTORY_RETENTION": "9600h", "LOG_LEVEL": "info",
+				"LEDGER_AWSCALL_LOG": "false"} {
 				if vars[k] != v {
 					t.Errorf("%s = %v, want %s", k, vars[k], v)
 				}

@@ -77,6 +77,12 @@ func synth(t *testing.T, mutate func(*LedgerStackProps)) *synthesized {
 	if mutate != nil {
 		mutate(props)
 	}
+	return synthProps(t, props)
+}
+
+// synthProps builds the stack from props with cdk-nag's AwsSolutions pack applied.
+func synthProps(t *testing.T, props *LedgerStackProps) *synthesized {
+	t.Helper()
 	ctx := cdkContext(t)
 	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
 	stack, err := NewLedgerStack(app, "Test", props)

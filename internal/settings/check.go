@@ -42,6 +42,10 @@ func (s Settings) Check(roles ...Role) []Problem {
 		if err := v.field.check(&s); err != nil {
 			add(v, err.Error())
 		}
+		if v.Default != "" && v.Text(s) == "" {
+			// Environ leaves it out, and the functions would read the default.
+			add(v, "must not be empty: the functions read an empty variable as unset, which is "+v.Default)
+		}
 	}
 	if s.OpenIndexShards > MaxOpenIndexShards {
 		add(OpenIndexShards, "must be at most "+strconv.Itoa(MaxOpenIndexShards)+" (every sweep queries each shard of each open state)")

@@ -15,8 +15,10 @@ import (
 // variable, in CDK context and in a default. Parse refuses text the
 // functions would refuse, with an error that says what it wants and never
 // quotes the text; Format writes a value so that Parse reads it back, and
-// writes "" for a value that means "unset" (a false flag, no rate), which
-// the stack then leaves out of the environment.
+// writes "" only for a value that means "unset" (no rate, an empty optional
+// text), which the stack then leaves out of the environment. False and zero
+// are values: they are written ("false", "0s"), or the function would read
+// its default instead.
 type Kind[T any] struct {
 	Parse  func(text string) (T, error)
 	Format func(T) string
@@ -48,7 +50,8 @@ var (
 		Format: strconv.Itoa,
 		check:  positiveInt,
 	}
-	// Flag is true or false; false is written as "" (unset).
+	// Flag is true or false, each written out: a false flag whose default is
+	// true must reach the functions as false.
 	Flag = Kind[bool]{
 		Parse: func(s string) (bool, error) {
 			b, err := strconv.ParseBool(s)
@@ -57,12 +60,7 @@ var (
 			}
 			return b, nil
 		},
-		Format: func(b bool) string {
-			if b {
-				return "true"
-			}
-			return ""
-		},
+		Format: strconv.FormatBool,
 	}
 	// Rate is a number of sends per second above zero; 0, written as "", is no configured rate.
 	Rate = Kind[float64]{

@@ -232,8 +232,9 @@ func Defaults() Settings {
 
 // Environ returns the environment the stack gives the function role: every
 // variable role reads that the stack sets (Deployed), with its value in s
-// as text. A setting whose text is "" (optional and unset, a false flag, no
-// rate) is left out, so the function sees its default.
+// as text. A setting whose text is "" (optional and unset, no rate) is left
+// out, so the function sees its default; Check refuses a setting with a
+// default whose text is "", which would be lost that way.
 func (s Settings) Environ(role Role) map[string]string {
 	env := map[string]string{}
 	for _, v := range Vars {

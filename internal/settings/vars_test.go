@@ -40,7 +40,7 @@ func TestDeclarations(t *testing.T) {
 }
 
 // TestEnvironLoadsBack: what Environ writes for a function, Load reads back into the same
-// settings, for settings away from every default.
+// settings, for settings away from every default (false and zero included).
 func TestEnvironLoadsBack(t *testing.T) {
 	s := Defaults()
 	s.LedgerTable, s.ContentTable, s.ContentKeyARN, s.BudgetTable = "ledger-x", "content-x", "arn:key", "budget-x"
@@ -58,6 +58,8 @@ func TestEnvironLoadsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SweepLimit, s.LogLevel, s.LogAWSCalls = 7, -4, true
+	// A false flag whose default is true is a value, not "unset": it must reach the function.
+	s.Limits.Supersede = false
 	for _, role := range Functions {
 		env := s.Environ(role)
 		got, err := Load(role, func(k string) string { return env[k] })
@@ -100,5 +102,18 @@ func TestOpenIndexShardsDefault(t *testing.T) {
 	s.OpenIndexShards = MaxOpenIndexShards + 1
 	if ps := s.Check(); len(ps) != 1 || ps[0].Var != OpenIndexShards {
 		t.Errorf("Check with %d shards = %v, want one problem with %s", s.OpenIndexShards, ps, OpenIndexShards.Env)
+	}
+}
+
+// TestCheckRefusesAnEmptyValueWithADefault: a setting with a default whose value writes as ""
+// would be left out of the environment and read back as its default, so Check refuses it by name.
+func TestCheckRefusesAnEmptyValueWithADefault(t *testing.T) {
+	s := Defaults()
+	s.Policy.Version = ""
+	s.Transports[ledger.Email] = ""
+	for _, v := range []*Var{PolicyVersion, EmailTransport} {
+		if ps := s.Check(Claim); !slices.ContainsFunc(ps, func(p Problem) bool { return p.Var == v }) {
+			t.Errorf("Check with an empty %s = %v, want a problem naming it", v.Env, ps)
+		}
 	}
 }
