@@ -142,7 +142,7 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 			// recorded the first attempt, this one and the provider's.
 			return "unknown->quarantined", s.quarantine(ctx, e, w, "transport idempotency window passed, or would before a retry could finish within its lease; outcome unknown")
 		}
-		return s.retry(ctx, e, tr, w)
+		return s.retry(ctx, e, tr, w, now.Add(s.Policy.Lease))
 	}
 	return "unknown->quarantined", s.quarantine(ctx, e, w, "transport has no idempotency key or lookup; outcome unknown, needs an operator decision")
 }
@@ -159,7 +159,9 @@ func (s *Service) recheck(ctx context.Context, e Entry, w Worker, now time.Time,
 // retry makes another attempt under the same idempotency key. The attempt is
 // recorded (and the next look pushed past the lease) before the send, so a
 // crash during the retry leaves an unknown row with an honest attempt count.
-func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (string, error) {
+// The transport call is cut at until (the lease the window check allowed it)
+// or at the send deadline, whichever comes first.
+func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker, until time.Time) (string, error) {
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry impossible: sealed content unavailable; outcome unknown")
@@ -182,7 +184,9 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker) (s
 	if s.expiredAt(e.ExpiresAt, s.now()) {
 		return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry not made: challenge expired before it could start; outcome unknown")
 	}
-	ack, err := s.attempt(ctx, e, tr, msg)
+	callCtx, cancel := context.WithTimeout(ctx, until.Sub(s.Clock()))
+	ack, err := s.attempt(callCtx, e, tr, msg)
+	cancel()
 	to, out, reason, ackID := outcomeOf(ack, err)
 	var ns *NotSent
 	if errors.As(err, &ns) {
