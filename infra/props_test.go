@@ -30,6 +30,9 @@ func TestValidate(t *testing.T) {
 		{"odd log retention", func(p *LedgerStackProps) { p.LogRetentionDays = 31 }, "LogRetentionDays"},
 		{"zero lease", func(p *LedgerStackProps) { p.Functions.Policy.Lease = 0 }, "LEASE_DURATION"},
 		{"webhook timeout too long", func(p *LedgerStackProps) { p.Functions.WebhookTimeout = time.Minute }, "WEBHOOK_TIMEOUT"},
+		{"webhook timeout above the lease", func(p *LedgerStackProps) {
+			p.Functions.Policy.Lease, p.Functions.WebhookTimeout = 20*time.Second, 30*time.Second
+		}, "webhookTimeout (WEBHOOK_TIMEOUT): must be at most LEASE_DURATION"},
 		{"no architecture", func(p *LedgerStackProps) { p.Architecture = nil }, "Architecture"},
 		{"visibility below claim timeout", func(p *LedgerStackProps) { p.IntentVisibilityTimeout = 10 * time.Second }, "IntentVisibilityTimeout"},
 		{"intent age alarm after retention", func(p *LedgerStackProps) {

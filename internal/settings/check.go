@@ -83,6 +83,16 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 	if s.WebhookTimeout <= 0 {
 		add(WebhookTimeout, "must be positive")
 	}
+	// Reconcile sweeps a dispatching row to unknown once its lease is over,
+	// and lets a same-key retry start only if it is over within its lease
+	// before the transport forgets the key, cutting the retry's call there
+	// (ledger.Service.Reconcile). A transport that may wait longer than the
+	// lease would have its answer cut or overtaken.
+	for v, timeout := range s.transportTimeouts() {
+		if timeout > s.Policy.Lease {
+			add(v, "must be at most "+LeaseDuration.Env+" ("+FormatDuration(s.Policy.Lease)+"): a retry's call is cut at its lease, and a dispatching row is unknown after it")
+		}
+	}
 	for _, t := range []struct {
 		v  *Var
 		ch ledger.Channel
@@ -105,6 +115,13 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 			add(t.v, "unknown transport (email: ses|webhook, sms: sms|webhook)")
 		}
 	}
+}
+
+// transportTimeouts returns every setting that bounds one transport call,
+// with its value. The SES and SMS transports have none of their own: their
+// calls end with their context (the send deadline, and a retry's lease).
+func (s Settings) transportTimeouts() map[*Var]time.Duration {
+	return map[*Var]time.Duration{WebhookTimeout: s.WebhookTimeout}
 }
 
 // webhookURL accepts an https URL with a host, and plain http on loopback.

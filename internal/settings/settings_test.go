@@ -91,3 +91,31 @@ func TestWebhookTimeoutIsPositive(t *testing.T) {
 		t.Fatalf("WEBHOOK_TIMEOUT=2s: %v, %v", s.WebhookTimeout, err)
 	}
 }
+
+// TestTransportTimeoutWithinLease: reconcile lets a same-key retry start only
+// if it is over within its lease before the transport's idempotency window
+// ends, and cuts the retry's call at the lease; a dispatching row is swept to
+// unknown after it. A transport timeout above the lease is refused by name.
+func TestTransportTimeoutWithinLease(t *testing.T) {
+	for _, tc := range []struct {
+		lease, timeout string
+		ok             bool
+	}{
+		{"2m", "5s", true},
+		{"2m", "2m", true},
+		{"2m", "3m", false},
+		{"30s", "31s", false},
+		{"1s", "1s", true},
+	} {
+		env := map[string]string{"LEASE_DURATION": tc.lease, "WEBHOOK_TIMEOUT": tc.timeout}
+		for _, role := range Senders {
+			_, err := Load(role, dispatchEnv(env))
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("%s: lease %s, webhook timeout %s: %v", role, tc.lease, tc.timeout, err)
+			case !tc.ok && (err == nil || !strings.Contains(err.Error(), "WEBHOOK_TIMEOUT: must be at most LEASE_DURATION")):
+				t.Errorf("%s: lease %s, webhook timeout %s accepted or not named: %v", role, tc.lease, tc.timeout, err)
+			}
+		}
+	}
+}

@@ -160,7 +160,7 @@ var (
 		Doc:   "how long the webhook honors Idempotency-Key; 0 for an endpoint that does not",
 		field: at(Duration, func(s *Settings) *time.Duration { return &s.WebhookKeyWindow })}
 	WebhookTimeout = &Var{Env: "WEBHOOK_TIMEOUT", Context: "webhookTimeout", Default: "5s", Roles: Senders,
-		Doc:   "bounds one webhook request; a timeout is an unknown outcome",
+		Doc:   "bounds one webhook request; a timeout is an unknown outcome; at most LEASE_DURATION (a retry's call is cut at its lease)",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.WebhookTimeout })}
 	WebhookLookup = &Var{Env: "WEBHOOK_LOOKUP", Context: "webhookLookup", Default: "false", Roles: Senders,
 		Doc:   "true if the webhook answers GET <url>/<key>",
