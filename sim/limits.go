@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -181,35 +182,90 @@ func (p *limiterPort) Admit(ctx context.Context, key string, counts []ledger.Cou
 // schedule interleaves or faults: a release that fails leaves a count too
 // high, which no invariant of the world can mistake for a send. What it
 // takes back is judged against the world's own bookkeeping: only counters
-// that counted the message may lose one, each at most once.
+// that counted the message may lose one, each at most once, and once the
+// release answers, the message counts in none of them.
 func (p *limiterPort) Release(ctx context.Context, key string) error {
 	s := p.inv.sim
-	before := map[string]int{}
-	for id, n := range s.limiter.Counters() {
-		before[id] = n
-	}
+	before := s.limiter.Counters()
 	err := s.limiter.Release(ctx, key)
-	for id, n := range s.limiter.Counters() {
-		switch d := before[id] - n; {
-		case d <= 0:
-		case d > 1 || !s.countedIn[id][key]:
-			s.fail(invCountsConserved, fmt.Sprintf("%s's release of %s took %d from counter %s, which counted it %v",
-				p.inv, s.label(key), d, id, s.countedIn[id][key]), key)
-		default:
-			delete(s.countedIn[id], key)
+	if s.mutant == ReleaseInReleaseWindows {
+		s.releaseInWindowsOf(key, before, p.inv.clock())
+	}
+	after := s.limiter.Counters()
+	for id, n := range after {
+		if d := before[id] - n; d > 1 || d == 1 && !s.countedIn[id][key] {
+			s.fail(invCountsConserved, fmt.Sprintf("%s's release of %s took %d from counter %s, where it counted %d (its admission counted it in %s)",
+				p.inv, s.label(key), d, id, b2i(s.countedIn[id][key]), strings.Join(s.countersOf(key), ", ")), key)
+		}
+	}
+	if err != nil {
+		s.checkConserved(key)
+		return err
+	}
+	for _, id := range s.countersOf(key) {
+		delete(s.countedIn[id], key)
+		if after[id] < before[id] {
 			s.stats.Paths[pathRelease]++
 		}
 	}
 	s.checkConserved(key)
-	return err
+	return nil
+}
+
+// countersOf lists, in order, the counters the world saw count key.
+func (s *sim) countersOf(key string) []string {
+	var ids []string
+	for id, keys := range s.countedIn {
+		if keys[key] {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// releaseInWindowsOf turns the release of key that just landed into the
+// mutant's: each counter its admission counted in (before holds the
+// counters before the release) keeps its count, and the counter of the same
+// rule and key in the window containing at loses one, if it holds any (the
+// old adapter's guard).
+func (s *sim) releaseInWindowsOf(key string, before map[string]int, at time.Time) {
+	for id, n := range s.limiter.Counters() {
+		if before[id]-n != 1 {
+			continue
+		}
+		rule, rest, _ := strings.Cut(id, "#")
+		i := strings.LastIndexByte(rest, '#')
+		c := s.capOf(ledger.Rule(rule))
+		if i < 0 || !c.On() {
+			continue
+		}
+		now := fmt.Sprintf("%s#%s#%d", rule, rest[:i], ledger.WindowStart(c, at).Unix())
+		if now == id {
+			continue
+		}
+		s.limiter.Add(id, 1)
+		if s.limiter.Counter(now) > 0 {
+			s.limiter.Add(now, -1)
+		}
+	}
 }
 
 // checkConserved judges every counter against the world's bookkeeping:
 // each holds exactly the messages it counted minus those given back.
 func (s *sim) checkConserved(key string) {
-	for id, n := range s.limiter.Counters() {
-		if n != len(s.countedIn[id]) {
-			s.fail(invCountsConserved, fmt.Sprintf("counter %s holds %d, but %d messages are counted in it", id, n, len(s.countedIn[id])), key)
+	cs := s.limiter.Counters()
+	ids := slices.Sorted(maps.Keys(cs))
+	for _, id := range ids {
+		if n := cs[id]; n != len(s.countedIn[id]) {
+			s.fail(invCountsConserved, fmt.Sprintf("counter %s holds %d, but the world counts %d messages in it (counted and not given back)", id, n, len(s.countedIn[id])), key)
 			return
 		}
 	}

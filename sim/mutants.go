@@ -116,6 +116,12 @@ const (
 	// challenges, and the newest ends limited by counts its superseded
 	// siblings held.
 	TimelineWrongIndex Mutant = "timeline-wrong-index"
+	// ReleaseInReleaseWindows: the limits adapter's release takes one from
+	// the counters of the message's rules in the windows containing the
+	// release's time, not from those its admission counted in (the bug
+	// before counts were exact): a release in a later window takes back a
+	// count the message never made there, and leaves its own.
+	ReleaseInReleaseWindows Mutant = "release-in-release-windows"
 )
 
 // Mutants lists every mutant.
@@ -123,7 +129,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
-	TimelineWrongIndex}
+	TimelineWrongIndex, ReleaseInReleaseWindows}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry

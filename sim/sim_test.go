@@ -71,13 +71,14 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.RefusalQuotesRecipient:          {"secret-leak"},
 	sim.ReconcileSweepsDispatchingTwice: {"liveness"},
 	sim.LimitCapOffByOne:                {"cap-exceeded"},
-	sim.LimitCountsAgain:                {"counted-twice"},
+	sim.LimitCountsAgain:                {"counted-twice", "counts-conserved"},
 	sim.LimitFullAsRepeat:               {"limited-sent", "cap-exceeded"},
 	sim.RegionDefaultUS:                 {"refused-region-sent"},
 	sim.SupersedeLastNoted:              {"superseded-sent"},
 	sim.DecryptFailureAsUnavailable:     {"quarantined-unsent"},
 	sim.LimitIndexByItem:                {"panic"},
 	sim.TimelineWrongIndex:              {"superseded-starve-newest"},
+	sim.ReleaseInReleaseWindows:         {"counts-conserved"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;
