@@ -10,8 +10,15 @@ ARCH       ?= $(shell go env GOARCH)
 DIST       := dist
 GOBUILD    := CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -tags lambda.norpc -trimpath -ldflags='-s -w'
 EMULATOR   := localstack/ministack.sh
-# Runs a command with the emulator up; stops it afterwards only if it was started here.
+# Runs a command with the emulator up; afterwards, whatever the outcome, stops by its pid every
+# process started meanwhile (the emulator, if it was started here; the webhook provider).
 WITH_EMULATOR := localstack/with-emulator.sh
+# The last step of the targets that run WITH_EMULATOR --record $(STARTED): fails if a process the
+# run recorded in $(STARTED) is still running or its port still served (localstack/leftover_test.go);
+# prints nothing if none is.
+STARTED        = .run/started-$@
+LEFTOVER_CHECK = { LEDGER_STARTED_CHECK=$(CURDIR)/$(STARTED) go test -count=1 -run '^TestNothingLeftRunning$$' ./localstack/ \
+	| grep -v '^ok '; test $${PIPESTATUS[0]} -eq 0; }
 
 .PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench bench-quick gate simulate surge surge-quiet surge-check emulator-start emulator-stop fuzz clean \
 	node-producer node-producer-deps node-producer-emulator python-producer python-producer-deps python-producer-emulator vectors
@@ -27,9 +34,11 @@ $(DIST)/%/bootstrap: FORCE
 FORCE:
 
 ## test: the template linters, then everything, including end to end on a locally deployed
-## stack, against the emulator (started here if nothing listens on $MINISTACK_PORT, default 4566)
+## stack, against the emulator (started here if nothing listens on $MINISTACK_PORT, default 4566);
+## stops what it started (emulator, webhook provider), then checks that nothing of it is left running
 test: node_modules node-producer python-producer lint-template
-	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local integration node-producer-emulator python-producer-emulator iam-coverage surge-check bench-quick
+	E2E_REQUIRED=1 $(WITH_EMULATOR) --record $(STARTED) $(MAKE) --no-print-directory deploy-local integration node-producer-emulator python-producer-emulator iam-coverage surge-check bench-quick; \
+	status=$$?; $(LEFTOVER_CHECK) || status=1; exit $$status
 
 ## unit: tests that need no emulator
 unit: node-producer python-producer
@@ -68,7 +77,8 @@ bench: build
 bench-quick: build
 	$(WITH_EMULATOR) env BENCH_QUICK=1 BENCH_DIST=$(CURDIR)/$(DIST) ARCH=$(ARCH) go test ./bench -run '^TestReport$$' -count=1 -v -timeout 10m
 
-## run: the whole stack on the local emulator, one sample email delivered; left running
+## run: the whole stack on the local emulator, one sample email delivered; left running (make
+## emulator-stop stops it), unless it fails or is interrupted: then it stops what it started
 run: node_modules
 	localstack/run-local.sh
 
@@ -76,7 +86,8 @@ run: node_modules
 ## (the Go producer's, the Node.js producer's and the Python producer's, and the send limits' proofs:
 ## email bombing and SMS pumping at E2E_BOMB_INTENTS and E2E_PUMP_SMS, default 200 and 60)
 e2e: node_modules node-producer python-producer
-	E2E_REQUIRED=1 $(WITH_EMULATOR) $(MAKE) --no-print-directory deploy-local e2e-test
+	E2E_REQUIRED=1 $(WITH_EMULATOR) --record $(STARTED) $(MAKE) --no-print-directory deploy-local e2e-test; \
+	status=$$?; $(LEFTOVER_CHECK) || status=1; exit $$status
 
 deploy-local: node_modules
 	localstack/deploy-local.sh
@@ -86,7 +97,8 @@ e2e-test:
 
 ## gate: release gate at full size (GATE_INTENTS, default 2000); ends with the accounting table
 gate:
-	$(WITH_EMULATOR) env GATE_INTENTS=$${GATE_INTENTS:-2000} LEDGER_REQUIRE_EMULATOR=1 go test ./gate -run '^TestGate$$' -count=1 -v -timeout 20m
+	$(WITH_EMULATOR) --record $(STARTED) env GATE_INTENTS=$${GATE_INTENTS:-2000} LEDGER_REQUIRE_EMULATOR=1 go test ./gate -run '^TestGate$$' -count=1 -v -timeout 20m; \
+	status=$$?; $(LEFTOVER_CHECK) || status=1; exit $$status
 
 ## surge: SURGE_INTENTS intents (default 10,000) published in one burst through the real handlers,
 ## both providers throttling above the send-rate budget (SURGE_RATE sends/s per channel, default 10);
@@ -98,9 +110,9 @@ gate:
 SURGE_INTENTS ?= 10000
 surge:
 	@mkdir -p .run
-	set -o pipefail; $(WITH_EMULATOR) env SURGE_INTENTS=$(SURGE_INTENTS) SURGE_DRAIN_CHECK=1 LEDGER_REQUIRE_EMULATOR=1 \
+	set -o pipefail; $(WITH_EMULATOR) --record $(STARTED) env SURGE_INTENTS=$(SURGE_INTENTS) SURGE_DRAIN_CHECK=1 LEDGER_REQUIRE_EMULATOR=1 \
 		go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 90m 2>&1 | tee .run/surge.out; \
-	status=$$?; cp .run/surge.out .run/surge-limits-$${SURGE_LIMITS:-on}.out; \
+	status=$$?; cp .run/surge.out .run/surge-limits-$${SURGE_LIMITS:-on}.out; $(LEFTOVER_CHECK) || status=1; \
 	grep '^surge: intents=' .run/surge.out | tail -n 1; exit $$status
 
 ## surge-quiet: the surge's traffic (SURGE_QUIET_INTENTS, default 2,000) published at a quiet pace
@@ -109,9 +121,9 @@ surge:
 ## except the drain; the output is kept in .run/surge-quiet-limits-on.out (or -off).
 surge-quiet:
 	@mkdir -p .run
-	set -o pipefail; $(WITH_EMULATOR) env SURGE_PACE=quiet SURGE_INTENTS=$${SURGE_QUIET_INTENTS:-2000} LEDGER_REQUIRE_EMULATOR=1 \
+	set -o pipefail; $(WITH_EMULATOR) --record $(STARTED) env SURGE_PACE=quiet SURGE_INTENTS=$${SURGE_QUIET_INTENTS:-2000} LEDGER_REQUIRE_EMULATOR=1 \
 		go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 60m 2>&1 | tee .run/surge-quiet.out; \
-	status=$$?; cp .run/surge-quiet.out .run/surge-quiet-limits-$${SURGE_LIMITS:-on}.out; \
+	status=$$?; cp .run/surge-quiet.out .run/surge-quiet-limits-$${SURGE_LIMITS:-on}.out; $(LEFTOVER_CHECK) || status=1; \
 	grep '^surge: intents=' .run/surge-quiet.out | tail -n 1; exit $$status
 
 ## surge-check: the surge at 1,000 intents, without -race (part of make test; about a minute);
@@ -147,8 +159,10 @@ emulator-start:
 	$(EMULATOR) install
 	$(EMULATOR) start
 
+## emulator-stop: stops what make run (or emulator-start, deploy-local) left running: the webhook
+## provider on WEBHOOK_PROVIDER_PORT and the emulator on MINISTACK_PORT, each by its recorded pid
 emulator-stop:
-	$(EMULATOR) stop
+	localstack/stop-local.sh
 
 synth: build node_modules
 	cd infra && npx cdk synth --quiet -c arch=$(if $(filter amd64,$(ARCH)),x86_64,arm64) -c sesFromAddress=no-reply@example.com

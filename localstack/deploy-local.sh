@@ -8,7 +8,10 @@
 #   2. builds and starts the local webhook provider (cmd/webhook-provider) in the
 #      background on 127.0.0.1:$WEBHOOK_PROVIDER_PORT: the emulator has no SMS
 #      service, so the local stage sends SMS through the webhook transport to it.
-#      It records every POST (--key-window 0) so tests see every send.
+#      It records every POST (--key-window 0) so tests see every send. A provider
+#      this script started earlier is reused; one it starts is left running, and
+#      its pid recorded in $LEDGER_STARTED if set: with-emulator.sh (make test)
+#      and a failed run-local.sh stop it when they end.
 #   3. cdk bootstrap (idempotent)
 #   4. cdk synth into .run/cdk.out-<stage>, skipped when nothing it depends on changed
 #   5. cdk deploy of that assembly, outputs written to .run/outputs.json
@@ -25,8 +28,8 @@
 #
 # Files (.run/): outputs.json (outputs-<stage>.json for other stages), <stage>.env,
 # cdk.out-<stage>/, webhook-provider-<port>.pid/.log, bin/, deploy-<stage>.log.
-# Stop the provider: kill "$(cut -d' ' -f1 .run/webhook-provider-<port>.pid)"; the emulator:
-# localstack/ministack.sh stop (with the same MINISTACK_PORT).
+# Stop the provider and the emulator: make emulator-stop (localstack/stop-local.sh, with the
+# same WEBHOOK_PROVIDER_PORT and MINISTACK_PORT).
 set -euo pipefail
 
 # shellcheck source=localstack/lib.sh
@@ -85,8 +88,7 @@ if [[ -f "$PROVIDER_PID" ]]; then
       running_pid="$pid"
     else
       step "webhook provider binary changed; restarting it (pid $pid)"
-      kill -TERM "$pid" 2>/dev/null || true
-      wait_exit "$pid" 50
+      stop_pid "$pid" webhook-provider
     fi
   fi
 fi
@@ -99,6 +101,7 @@ else
   setsid "$BIN_DIR/webhook-provider" --addr "127.0.0.1:$PORT" --key-window 0 </dev/null >>"$PROVIDER_LOG" 2>&1 &
   pid=$!
   echo "$pid $provider_sum" >"$PROVIDER_PID"
+  record_started "$pid" webhook-provider "$PORT"
   for _ in $(seq 50); do port_open "$PORT" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   port_open "$PORT" || { tail -n 20 "$PROVIDER_LOG" >&2; die "webhook provider did not start (log $PROVIDER_LOG)"; }
   step "webhook provider started on 127.0.0.1:$PORT (pid $pid, log $PROVIDER_LOG)"

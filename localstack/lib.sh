@@ -49,6 +49,47 @@ wait_exit() {
   done
 }
 
+# Background processes. A script that starts one (ministack.sh start: the
+# emulator; deploy-local.sh: the webhook provider) starts it with setsid, so its
+# pid is also its process group, writes the pid to $RUN_DIR/<name>-<port>.pid
+# and calls record_started. with-emulator.sh and run-local.sh set
+# LEDGER_STARTED to a file for the run and stop_recorded what it lists when
+# they end. Processes are only ever stopped by these recorded pids, never by name.
+
+# record_started PID NAME PORT: appends "PID NAME PORT" to $LEDGER_STARTED, if set.
+record_started() {
+  if [[ -n "${LEDGER_STARTED:-}" ]]; then echo "$1 $2 $3" >>"$LEDGER_STARTED"; fi
+}
+
+# stop_pid PID NAME: if PID is still NAME (pid_is), sends SIGTERM to its
+# process group (or to PID alone if it leads none), SIGKILL after 10 s.
+stop_pid() {
+  pid_is "$1" "$2" || return 0
+  kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null || true
+  wait_exit "$1" 100
+  if kill -0 "$1" 2>/dev/null; then
+    echo "$2 (pid $1) ignored SIGTERM for 10s; sending SIGKILL" >&2
+    kill -KILL -- "-$1" 2>/dev/null || kill -KILL "$1" 2>/dev/null || true
+    wait_exit "$1" 50
+  fi
+}
+
+# stop_recorded FILE: stops every process FILE lists (record_started), the
+# last started first, and removes its pid file if that still names it. FILE is
+# kept: make test checks it afterwards (localstack/leftover_test.go).
+stop_recorded() {
+  [[ -s "$1" ]] || return 0
+  local pid name port pid_file
+  while read -r pid name port; do
+    if pid_is "$pid" "$name"; then
+      stop_pid "$pid" "$name"
+      echo "$(basename "$LIB_SCRIPT"): stopped $name (pid $pid) on 127.0.0.1:$port"
+    fi
+    pid_file="$RUN_DIR/$name-$port.pid"
+    if [[ "$(cut -d' ' -f1 "$pid_file" 2>/dev/null)" == "$pid" ]]; then rm -f "$pid_file"; fi
+  done < <(tac "$1")
+}
+
 # outputs_file STAGE: where deploy-local.sh writes the stack outputs of STAGE.
 outputs_file() {
   if [[ "$1" == local ]]; then echo "$RUN_DIR/outputs.json"; else echo "$RUN_DIR/outputs-$1.json"; fi
@@ -58,9 +99,8 @@ outputs_file() {
 # is set, points the AWS_* variables at ministack on
 # 127.0.0.1:${MINISTACK_PORT:-4566}. With start, ministack is installed and
 # started there first if nothing answers (after a step line MESSAGE, if
-# given), and EMULATOR_STARTED=1 says so; with require, nothing answering is
-# fatal.
-EMULATOR_STARTED=0
+# given; ministack.sh records its pid: record_started); with require, nothing
+# answering is fatal.
 use_emulator() {
   [[ -z "${AWS_ENDPOINT_URL:-}" ]] || return 0
   if ! "$MS" status >/dev/null 2>&1; then
@@ -69,7 +109,6 @@ use_emulator() {
     if [[ -n "${2:-}" ]]; then step "$2"; fi
     "$MS" install
     "$MS" start
-    EMULATOR_STARTED=1
   fi
   eval "$("$MS" env)"
 }

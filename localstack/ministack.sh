@@ -7,7 +7,8 @@
 #            hash-checked ministack from localstack/requirements.txt
 #   start    start ministack in the background on 127.0.0.1:${MINISTACK_PORT:-4566}
 #            (no-op, exit 0, if something already answers on that port) and wait
-#            for /_ministack/health (up to ${MINISTACK_START_TIMEOUT:-60} s)
+#            for /_ministack/health (up to ${MINISTACK_START_TIMEOUT:-60} s); its pid
+#            is also recorded in $LEDGER_STARTED, if set (see with-emulator.sh)
 #   stop     stop the instance this script started on that port (pid file), wait for exit
 #   status   print whether the port answers and whether this script owns it
 #            (exit 0 if healthy, 1 if not)
@@ -101,6 +102,7 @@ cmd_start() {
     setsid "$VENV/bin/ministack" </dev/null >"$LOG_FILE" 2>&1 &
   local pid=$!
   echo "$pid" >"$PID_FILE"
+  record_started "$pid" ministack "$PORT"
   local deadline=$((SECONDS + TIMEOUT))
   while ((SECONDS < deadline)); do
     if ! kill -0 "$pid" 2>/dev/null; then
@@ -133,14 +135,8 @@ cmd_stop() {
     fi
     return 0
   fi
-  # Signal the process group (ministack + its Lambda bootstrap subprocesses).
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  wait_exit "$pid" 100
-  if kill -0 "$pid" 2>/dev/null; then
-    echo "ministack (pid $pid) ignored SIGTERM for 10s; sending SIGKILL" >&2
-    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-    wait_exit "$pid" 50
-  fi
+  # Signals the process group (ministack + its Lambda bootstrap subprocesses).
+  stop_pid "$pid" ministack
   rm -f "$PID_FILE"
   echo "ministack (pid $pid) on $HOST:$PORT stopped"
 }

@@ -9,7 +9,10 @@
 #   4. waits until its ledger row is terminal (accepted, normally)
 #   5. prints the email the emulator's SES captured and `ledgerctl explain`, the
 #      row's evidence trail
-# Everything stays up afterwards; the last lines say how to stop it.
+# Everything stays up afterwards; `make emulator-stop` (localstack/stop-local.sh)
+# stops it all. If this script fails or is interrupted (INT, TERM), it stops
+# what it started itself (the emulator, the webhook provider), by the pids it
+# recorded, and leaves what was already running.
 #
 # Environment: as deploy-local.sh, plus SAMPLE_TO (recipient of the sample email;
 # default an address at SES's mailbox simulator, accepted even in the SES sandbox).
@@ -21,6 +24,21 @@ BIN_DIR="$RUN_DIR/bin"
 STAGE="${LEDGER_STAGE:-local}"
 PORT="${WEBHOOK_PROVIDER_PORT:-4599}"
 OUTPUTS="$(outputs_file "$STAGE")"
+
+mkdir -p "$RUN_DIR"
+export LEDGER_STARTED="$RUN_DIR/started-$$"
+: >"$LEDGER_STARTED"
+on_exit() {
+  local status=$?
+  if ((status != 0)); then
+    echo "run-local.sh: failed or interrupted; stopping what it started" >&2
+    stop_recorded "$LEDGER_STARTED"
+  fi
+  rm -f "$LEDGER_STARTED"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 use_emulator start "starting the emulator (ministack)"
 
@@ -47,6 +65,8 @@ echo
 step "ledgerctl explain $CHALLENGE"
 "$BIN_DIR/ledgerctl" explain "$CHALLENGE"
 
+# The ports, if not the defaults, for the stop command.
+STOP_ENV="${MINISTACK_PORT:+MINISTACK_PORT=$MINISTACK_PORT }${WEBHOOK_PROVIDER_PORT:+WEBHOOK_PROVIDER_PORT=$PORT }"
 cat <<EOF
 
 The stack $LEDGER_STACK is running on $AWS_ENDPOINT_URL (done in $((SECONDS - T0))s).
@@ -54,7 +74,5 @@ The stack $LEDGER_STACK is running on $AWS_ENDPOINT_URL (done in $((SECONDS - T0
   Send more:  .run/bin/ledgerctl send --challenge <id> --channel email|sms --to <address>
   End to end: go test -count=1 -v ./e2e/
   SMS (webhook provider): curl -s http://127.0.0.1:$PORT/messages
-Stop:
-  kill "\$(cut -d' ' -f1 .run/webhook-provider-$PORT.pid)"     # the webhook provider
-  localstack/ministack.sh stop                                # the emulator (only if this script's ministack.sh started it)
+  Stop it:    ${STOP_ENV}make emulator-stop     # the webhook provider and the emulator, if these scripts started them
 EOF
