@@ -39,6 +39,21 @@ const (
 	// A count given back: a counter that counted an unsent message lost it
 	// when the message ended without a send.
 	pathRelease = "count released"
+	// A later attempt (second or after) of a message the provider had only
+	// answered not sent, judged for supersession at the provider.
+	pathSupersedeLater = "later attempt judged for supersession"
+	// A row superseded after a throttled attempt: nothing of it reached
+	// the player, so a newer challenge ends it.
+	pathSupersededThrottled = "superseded after a throttled attempt"
+	// A row that waited unsent (claimed or deferred) when the faults
+	// stopped, later taken by its provider: liveness means sent.
+	pathSentAfterFaults = "waiting when the faults stopped, then sent"
+	// A row whose dispatch-queue message was lost, later taken by its
+	// provider (a re-drive or another delivery found it).
+	pathSentAfterLostWake = "sent after a lost queue message"
+	// A send the provider took after a streak of throttling on its
+	// channel ended, of a row the streak had throttled.
+	pathSentAfterStreak = "sent after a throttle streak"
 )
 
 // limitPath is the path of a row stopped by rule: "limited by <rule>", or
@@ -53,4 +68,5 @@ func limitPath(rule ledger.Rule) string {
 // Paths lists the paths whose coverage is measured.
 var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome, pathDuplicateEvent, pathForgedRefused, pathHandOver,
 	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry),
-	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease}
+	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
+	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak}

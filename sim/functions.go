@@ -28,7 +28,7 @@ func (s *sim) service(inv *invocation) *ledger.Service {
 		Clock:      inv.clock,
 		Policy:     s.policy(inv),
 		NewID:      s.newID,
-		Progress:   s.progress,
+		Progress:   progressPort{s},
 		Proofs:     s.proofs,
 		// The send limits: counters and newest challenges behind ports,
 		// the fingerprint key and the numbering plan in process.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // The invariants, by the name a violation is reported under.
@@ -97,9 +98,11 @@ const (
 	// An SMS to a region outside the allow-list, or to a number of no
 	// region, never reaches a provider.
 	invRefusedRegionSent = "refused-region-sent"
-	// A superseded message is never sent: no first attempt reaches a
-	// provider when a newer challenge of its subject, purpose and channel
-	// was claimed before the sender's last read of the newest challenge.
+	// A superseded message is never sent: no attempt of a message nothing
+	// of which the provider took (its first, or one after attempts the
+	// provider answered not sent) reaches a provider when a newer challenge
+	// of its subject, purpose and channel was claimed before the sender's
+	// last read of the newest challenge.
 	invSupersededSent = "superseded-sent"
 	// A message counts once: no counter is raised twice by one message.
 	invCountedTwice = "counted-twice"
@@ -117,7 +120,8 @@ const (
 var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invLateArrival, invUnknownExit, invAcceptedNoAck, invFallback,
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
 	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invEvidenceResent, invHandOver,
-	invCapExceeded, invLimitedSent, invRefusedRegionSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved}
+	invCapExceeded, invLimitedSent, invRefusedRegionSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved,
+	invNotSent}
 
 type violation struct {
 	name   string
@@ -174,6 +178,9 @@ type sendFact struct {
 	auth      time.Time // the sender's clock when it issued the authorizing write
 	callAt    time.Time // the sender's clock when it called the transport
 	evidenced bool      // the row held provider evidence at the authorizing write
+	// unsent: nothing of the row could have reached the provider before the
+	// authorizing write (nothingTaken), by its history then.
+	unsent    bool
 	fn        function
 	expiresAt time.Time
 	// earlier holds the rows of the earlier fallback channels as they were
@@ -189,7 +196,7 @@ type endFact struct {
 
 func (s *sim) sendFact(inv *invocation, m ledger.Send, b behavior, res sendResult) sendFact {
 	f := sendFact{inv: inv, key: m.IdempotencyKey, attempt: m.Attempt, behavior: b, res: res, at: s.now, expiresAt: m.ExpiresAt,
-		callAt: inv.issuedAt(), evidenced: inv.evidenced[m.IdempotencyKey], fn: inv.fn}
+		callAt: inv.issuedAt(), evidenced: inv.evidenced[m.IdempotencyKey], unsent: inv.unsent[m.IdempotencyKey], fn: inv.fn}
 	var ok bool
 	if f.auth, ok = inv.auth[m.IdempotencyKey]; !ok {
 		f.auth = inv.clock() // no write started this attempt: judge the send itself
@@ -385,6 +392,9 @@ func (s *sim) checkSend(f sendFact) {
 	p := s.providers[s.w.rows[f.key].channel]
 	if f.behavior == throttle && f.res.reached && p.notSent[f.key] == 3 {
 		s.stats.Paths[pathThrottled3]++
+	}
+	if st := p.spec.streak; f.res.recorded && st > 0 && p.notSent[f.key] > 0 && !f.at.Before(ledgertest.Epoch.Add(st)) {
+		s.stats.Paths[pathSentAfterStreak]++
 	}
 	if rs := p.msgs[f.key]; p.spec.cap == capKey && f.res.reached && len(rs) > 0 && rs[0].attempt < f.attempt {
 		end := rs[0].at.Add(p.spec.window)

@@ -488,7 +488,7 @@ func (s *sim) checkLimits(f sendFact) {
 			return
 		}
 	}
-	if f.attempt == 1 && l.Supersede && info.challenge.subject != "" {
+	if l.Supersede && info.challenge.subject != "" && (f.attempt == 1 || s.on(ClassSupersede) && s.untaken(f)) {
 		s.checkSuperseded(f, info)
 	}
 	if s.received[f.key] {
@@ -500,6 +500,9 @@ func (s *sim) checkLimits(f sendFact) {
 	if len(counts) > 0 && !admitted {
 		s.fail(invLimitedSent, fmt.Sprintf("%s sent %s (attempt %d); the limits count it (%s first), and no admission ever counted it",
 			f.inv, lbl, f.attempt, counts[0].rule), f.key)
+		return
+	}
+	if !f.res.recorded {
 		return
 	}
 	for _, k := range counts {
@@ -522,12 +525,45 @@ func (s *sim) checkLimits(f sendFact) {
 	}
 }
 
-// checkSuperseded judges a first attempt that reached a provider: no newer
-// challenge of its subject, purpose and channel was claimed before the
-// sender's last read of the newest challenge (or, without one, before the
-// write that began the attempt). A claim recorded after that read is the
-// documented race: the check is the last read before the send.
+// untaken reports whether the later attempt f (its second or after) is of a
+// message nothing of which the provider took before it: the provider took
+// no message under its key and refused none, and by the row's history when
+// the attempt began no earlier attempt could have reached it (every one was
+// answered not sent). Such a message is, for the player, unsent: a newer
+// challenge supersedes it at its wake-up as at its first dispatch.
+func (s *sim) untaken(f sendFact) bool {
+	if f.attempt < 2 || !f.unsent {
+		return false
+	}
+	p := s.providers[s.w.rows[f.key].channel]
+	return len(p.msgs[f.key]) == b2i(f.res.recorded) && p.rejected[f.key] == b2i(f.behavior == reject && f.res.reached)
+}
+
+// nothingTaken reports whether nothing of the row e can have reached its
+// provider, read from its history by the simulator (not ledger.Unsent): no
+// attempt went through unknown, accepted, rejected or abandoned, and no
+// provider event was recorded. Every attempt it made was answered not sent.
+func nothingTaken(e ledger.Entry) bool {
+	for _, ev := range e.History {
+		switch {
+		case ev.Kind.Provider(), ev.To == ledger.Unknown, ev.To == ledger.Accepted, ev.To == ledger.Rejected, ev.To == ledger.Abandoned:
+			return false
+		}
+	}
+	return true
+}
+
+// checkSuperseded judges an attempt that reached a provider, of a message
+// nothing of which the provider took before (its first attempt, or one
+// after not-sent answers only: untaken): no newer challenge of its subject,
+// purpose and channel was claimed before the sender's last read of the
+// newest challenge (or, without one, before the write that began the
+// attempt). A claim recorded after that read is the documented race: the
+// check is the last read before the send.
 func (s *sim) checkSuperseded(f sendFact, info rowInfo) {
+	if f.attempt > 1 {
+		s.stats.Paths[pathSupersedeLater]++
+	}
 	read := f.inv.newestStep
 	if read == 0 {
 		read = f.inv.begun[f.key]
@@ -538,8 +574,12 @@ func (s *sim) checkSuperseded(f sendFact, info rowInfo) {
 		}
 		okey := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: o.id, Channel: info.channel}.Key()
 		if c, ok := s.claimedStep[okey]; ok && c < read {
-			s.fail(invSupersededSent, fmt.Sprintf("%s sent %s (attempt 1) after newer challenge c%d (expires %s, later than %s) was claimed at step %d, before the sender's check at step %d",
-				f.inv, s.label(f.key), o.n, s.rel(o.expiresAt()), s.rel(info.challenge.expiresAt()), c, read), f.key, okey)
+			before := ""
+			if f.attempt > 1 {
+				before = fmt.Sprintf("; the provider answered its %d earlier attempts not sent", f.attempt-1)
+			}
+			s.fail(invSupersededSent, fmt.Sprintf("%s sent %s (attempt %d%s) after newer challenge c%d (expires %s, later than %s) was claimed at step %d, before the sender's check at step %d",
+				f.inv, s.label(f.key), f.attempt, before, o.n, s.rel(o.expiresAt()), s.rel(info.challenge.expiresAt()), c, read), f.key, okey)
 			return
 		}
 	}
@@ -552,5 +592,8 @@ func (s *sim) limitPaths(w writeFact, entered bool) {
 	}
 	if rule, ok := ledger.LimitRule(w.after); ok {
 		s.stats.Paths[limitPath(rule)]++
+		if rule == ledger.RuleSuperseded && w.after.Attempts > 0 {
+			s.stats.Paths[pathSupersededThrottled]++
+		}
 	}
 }

@@ -122,6 +122,17 @@ const (
 	// before counts were exact): a release in a later window takes back a
 	// count the message never made there, and leaves its own.
 	ReleaseInReleaseWindows Mutant = "release-in-release-windows"
+	// DeferralDropsSubject: the store's write of a deferral after a
+	// provider's not-sent answer rewrites the row's attributes without its
+	// subject_ref, so the throttled row's wake-up finds no subject to look
+	// a newer challenge up for, and sends the older challenge.
+	DeferralDropsSubject Mutant = "deferral-drops-subject"
+	// QueueMarkAtTTL: the dispatch marks' adapter writes the queue mark's
+	// time as the mark item's expiry (an hour on), so a queue that stopped
+	// delivering looks as if it had just moved: reconcile keeps waiting
+	// for a lost wake-up the queue will never deliver, and the row ends
+	// expired unsent.
+	QueueMarkAtTTL Mutant = "queue-mark-at-ttl"
 )
 
 // Mutants lists every mutant.
@@ -129,7 +140,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
-	TimelineWrongIndex, ReleaseInReleaseWindows}
+	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry
@@ -252,6 +263,10 @@ func (s *sim) apply(ctx context.Context, inv *invocation, c ledger.Change) (ledg
 		if cur, err := s.store.Get(ctx, c.Next.Key); err == nil {
 			c.Next.FirstAttemptAt = cur.FirstAttemptAt
 		}
+	}
+	if s.mutant == DeferralDropsSubject && c.Next.State == ledger.Deferred && c.Next.Attempts > 0 &&
+		c.Next.NotSentCode != ledger.BudgetCode && c.Next.NotSentCode != ledger.HandOffCode {
+		c.Next.SubjectRef = ""
 	}
 	if s.mutant == BeginStaleClock && inv.fn == fnDispatch && c.Next.State == ledger.Dispatching && c.From != ledger.Dispatching {
 		inv.frozen = inv.issuedAt()

@@ -144,8 +144,12 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 	if !existed && (after.State == ledger.Claimed || after.State == ledger.Held) {
 		s.claimedStep[key] = s.step // its challenge was noted as its subject's newest before
 	}
+	if _, ok := s.claimedAt[key]; !ok && after.State == ledger.Claimed {
+		s.claimedAt[key] = s.now
+	}
 	if after.Attempts > before.Attempts {
 		inv.begun[key] = s.step
+		inv.unsent[key] = nothingTaken(before)
 		auth := inv.issuedAt()
 		inv.auth[key] = auth
 		_, inv.evidenced[key] = before.ProviderEvidence()
@@ -236,7 +240,11 @@ func (p *budgetPort) Reserve(ctx context.Context, ch ledger.Channel, now, notAft
 	if r.fault == failCall {
 		return time.Time{}, injected("reserve", string(ch))
 	}
-	at, err := p.inv.sim.budget.Reserve(ctx, ch, now, notAfter)
+	s := p.inv.sim
+	at, err := s.budget.Reserve(ctx, ch, now, notAfter)
+	if err == nil && s.w.rates[ch] > 0 {
+		s.budgetTat[ch] = later(s.budgetTat[ch], at.Add(ledger.Interval(s.w.rates[ch])))
+	}
 	switch r.fault {
 	case lostResponse:
 		return time.Time{}, lost("reserve", string(ch))

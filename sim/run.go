@@ -133,6 +133,9 @@ type Config struct {
 	ShrinkTime time.Duration
 	// Trace keeps the seed's whole run in Result.Trace.
 	Trace bool
+	// Without names classes (Classes) to switch off: their worlds are not
+	// drawn and their checks not made.
+	Without []string
 }
 
 // rapid's settings are process-wide flags: one run at a time.
@@ -162,7 +165,7 @@ func RunSeed(seed uint64, cfg Config) Result {
 	var last *Violation
 	prop := func(t *rapid.T) {
 		res.Schedules++
-		s := newSim(&rapidChooser{t: t, ints: map[int]*rapid.Generator[int]{}}, cfg.Mutant)
+		s := newSim(&rapidChooser{t: t, ints: map[int]*rapid.Generator[int]{}}, cfg)
 		v := s.run()
 		if res.Schedules == 1 {
 			res.Steps, res.Digest, res.Stats = s.step, s.digest(), s.stats

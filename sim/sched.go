@@ -164,6 +164,10 @@ type invocation struct {
 	// its latest attempt.
 	newestStep int
 	begun      map[string]int
+	// unsent holds, per key, whether nothing of its row could have reached
+	// the provider before the write that started its latest attempt
+	// (nothingTaken).
+	unsent map[string]bool
 }
 
 func (inv *invocation) String() string { return fmt.Sprintf("%s/%d", inv.fn, inv.id) }
@@ -248,6 +252,8 @@ type sim struct {
 	w      *world
 	c      chooser
 	mutant Mutant
+	// without names the classes switched off (Config.Without).
+	without []string
 
 	store     *memstore.Store
 	content   *memstore.Content
@@ -278,6 +284,18 @@ type sim struct {
 	// held counts in the counter its latest refused admission found full
 	// and that a reclaim could then supersede (reclaimable).
 	refusals map[string][]string
+	// The world's own account of liveness (ClassSent, liveness.go): which
+	// keys lost a dispatch-queue message, when each row was first claimed
+	// (the true clock), the send-rate budget's next free time per channel as
+	// the world saw its bookings, and what the rows waited for when the
+	// faults stopped.
+	lostWake  map[string]bool
+	claimedAt map[string]time.Time
+	budgetTat map[ledger.Channel]time.Time
+	owedFrom  map[string]time.Time
+	// waitingAt0 holds the rows that waited unsent (claimed or deferred,
+	// nothing taken) when the faults stopped.
+	waitingAt0 map[string]bool
 
 	now        time.Time
 	step       int
@@ -302,10 +320,10 @@ type sim struct {
 	stats     Stats
 }
 
-func newSim(c chooser, m Mutant) *sim {
-	w := drawWorld(c)
+func newSim(c chooser, cfg Config) *sim {
+	w := drawWorld(c, cfg.Without)
 	s := &sim{
-		w: w, c: c, mutant: m,
+		w: w, c: c, mutant: cfg.Mutant, without: cfg.Without,
 		store: &memstore.Store{}, content: &memstore.Content{},
 		providers:  map[ledger.Channel]*provider{},
 		proofs:     newProofs(),
@@ -315,7 +333,9 @@ func newSim(c chooser, m Mutant) *sim {
 		limiter:    &memstore.Limits{},
 		admittedAt: map[string]time.Time{}, countedIn: map[string]map[string]bool{}, received: map[string]bool{},
 		receivedIn: map[limitKey]map[string]bool{}, claimedStep: map[string]int{}, lastNoted: map[ledger.SubjectStream]string{},
-		refusals:   map[string][]string{},
+		refusals: map[string][]string{},
+		lostWake: map[string]bool{}, claimedAt: map[string]time.Time{}, budgetTat: map[ledger.Channel]time.Time{}, owedFrom: map[string]time.Time{},
+		waitingAt0: map[string]bool{},
 		jitter:     rand.New(rand.NewPCG(w.jitterSeed, 0x5eed)),
 		now:        ledgertest.Epoch,
 		faultPhase: true,
@@ -377,6 +397,9 @@ func (s *sim) run() *violation {
 			s.jump()
 		}
 	}
+	if s.violation == nil && !s.faultPhase && s.on(ClassSent) {
+		s.checkSent()
+	}
 	s.finalStats()
 	return s.violation
 }
@@ -392,6 +415,7 @@ func (s *sim) endFaults() {
 	}
 	s.liveUntil = last.Add(liveWindow)
 	s.note(nil, "faults stop", "", "the schedule is fair from here")
+	s.owedAtFaultsEnd()
 }
 
 // settled reports whether the run is over: every intent claimed, no
@@ -504,10 +528,27 @@ func (s *sim) flushEmits() {
 			d := *t
 			s.enqueue(&d)
 		}
+		if s.faultPhase && t.source == "queue" && s.on(ClassSent) && s.c.coin(2, "queue message fault") {
+			// The dispatch queue loses a message (a wake-up, a hand-back), or
+			// delivers it late.
+			if s.c.pick(2, "lost or late") == 0 {
+				s.stats.Faults["queue message lost"]++
+				s.lostWake[t.key] = true
+				s.note(nil, "queue message lost", t.key, "dispatch queue")
+				continue
+			}
+			late := queueLate[s.c.pick(len(queueLate), "queue message late by")]
+			s.stats.Faults["queue message late"]++
+			s.note(nil, "queue message late", t.key, "by "+late.String())
+			t.due = t.due.Add(late)
+		}
 		s.enqueue(t)
 	}
 	s.emits = s.emits[:0]
 }
+
+// queueLate are how late the dispatch queue may deliver a message.
+var queueLate = []time.Duration{5 * time.Second, 40 * time.Second, 3 * time.Minute}
 
 var skews = []time.Duration{0, time.Second, -time.Second}
 
@@ -522,6 +563,7 @@ func (s *sim) start(t *trigger) {
 		auth:      map[string]time.Time{},
 		evidenced: map[string]bool{},
 		begun:     map[string]int{},
+		unsent:    map[string]bool{},
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
 	if t.fn == fnOperator {
@@ -575,6 +617,9 @@ func (s *sim) resume(inv *invocation) {
 				r.late = lateAnswers[s.c.pick(len(lateAnswers), "late by")]
 			}
 		}
+	}
+	if c.op == opSend && r.fault != crashBefore && r.fault != timedOut && r.behavior != failBeforeReach && s.streaking(c.key) {
+		r.behavior = throttle
 	}
 	if s.now.After(inv.deadline) {
 		r.fault = timedOut
@@ -665,6 +710,12 @@ func (s *sim) retry(t *trigger) {
 }
 
 var jumpOffsets = []time.Duration{time.Millisecond, 0, -time.Millisecond, time.Second}
+
+// streaking reports whether key's provider is in a throttle streak now.
+func (s *sim) streaking(key string) bool {
+	st := s.w.transports[s.w.rows[key].channel].streak
+	return st > 0 && s.now.Before(ledgertest.Epoch.Add(st))
+}
 
 // deadline is a time at which the protocol's decisions about a row change.
 type deadline struct {

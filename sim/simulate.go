@@ -34,6 +34,8 @@ type Options struct {
 	// MinCoverage is how often each of Paths must be reached; the summary
 	// names the paths reached less often (Summary.Uncovered).
 	MinCoverage int
+	// Without names classes to switch off (Config.Without).
+	Without []string
 }
 
 // MutantResult is how a mutant was caught, or not.
@@ -113,7 +115,7 @@ func (opts *Options) defaults() {
 // (cmd/simulate runs them in parallel processes).
 func Run(opts Options) Summary {
 	opts.defaults()
-	cfg := Config{ShrinkTime: opts.ShrinkTime}
+	cfg := Config{ShrinkTime: opts.ShrinkTime, Without: opts.Without}
 	sum := Summary{FirstSeed: opts.FirstSeed}
 	dig := fnv.New64a()
 	last := opts.FirstSeed + uint64(opts.Seeds) - 1
@@ -193,7 +195,11 @@ func Merge(parts []Summary, mutants []Mutant) Summary {
 func Print(out io.Writer, opts Options, sum *Summary) {
 	opts.defaults()
 	last := sum.FirstSeed + uint64(sum.Seeds) - 1
-	fmt.Fprintf(out, "simulate: the protocol over seeds %d..%d\n", sum.FirstSeed, last)
+	without := ""
+	if len(opts.Without) > 0 {
+		without = " without " + strings.Join(opts.Without, ", ")
+	}
+	fmt.Fprintf(out, "simulate: the protocol over seeds %d..%d%s\n", sum.FirstSeed, last, without)
 	for _, r := range sum.Reports {
 		fmt.Fprintln(out, r)
 	}
@@ -215,7 +221,7 @@ func Print(out io.Writer, opts Options, sum *Summary) {
 			mark = "  BELOW"
 			sum.Uncovered = append(sum.Uncovered, p)
 		}
-		fmt.Fprintf(out, "    %-36s %7d%s\n", p, n, mark)
+		fmt.Fprintf(out, "    %-46s %7d%s\n", p, n, mark)
 	}
 	fmt.Fprintf(out, "  schedule digest %016x\n", sum.Digest)
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,6 +87,10 @@ type transportSpec struct {
 	// deep paths (throttled again and again, answers lost again and again)
 	// are reached often enough to be explored.
 	mood mood
+	// streak, if set, is when a streak of throttling ends (from the
+	// epoch): until then the provider answers every send that reaches it
+	// not sent, faults or no faults (ClassSent).
+	streak time.Duration
 }
 
 // mood is how a provider tends to answer during the fault phase.
@@ -111,6 +116,9 @@ func (t transportSpec) String() string {
 	}
 	if t.events {
 		s += ", provider events"
+	}
+	if t.streak > 0 {
+		s += ", throttles every send until +" + t.streak.String()
 	}
 	switch t.mood {
 	case moodThrottling:
@@ -179,7 +187,12 @@ type world struct {
 	// asksAgain: every challenge is one player's, asked for seconds after
 	// the one before, against a slow send-rate budget (limits.go).
 	asksAgain bool
+	// without names the classes whose worlds are not drawn.
+	without []string
 }
+
+// on reports whether the world draws class c's worlds.
+func (w *world) on(c string) bool { return !slices.Contains(w.without, c) }
 
 // Choices offered to the draws; index 0 is where shrinking goes.
 var (
@@ -209,8 +222,9 @@ func simPolicy() ledger.Policy {
 
 // drawWorld draws one world from c. It is long because every draw is made
 // here, in one fixed order: a seed must draw the same world whatever is added.
-func drawWorld(c chooser) *world {
+func drawWorld(c chooser, without []string) *world {
 	w := &world{
+		without:    without,
 		policy:     simPolicy(),
 		transports: map[ledger.Channel]transportSpec{},
 		rates:      map[ledger.Channel]float64{},
@@ -313,8 +327,33 @@ func drawWorld(c chooser) *world {
 	w.policy.MaxAttempts = attemptBudgets[c.pick(len(attemptBudgets), "attempt budget")]
 	w.faultSteps = faultStepUnit * (1 + c.pick(maxFaultSteps/faultStepUnit, "fault steps"))
 	w.jitterSeed = uint64(c.pick(1<<16, "jitter seed"))
+	w.drawLater(c)
 	return w
 }
+
+// drawLater draws what the classes of issue 32 add to a world (classes.go),
+// after everything else, so that a class switched off draws the world it
+// drew before. Index 0 of each choice is where shrinking goes.
+func (w *world) drawLater(c chooser) {
+	if w.on(ClassSent) {
+		for _, chn := range ledger.Channels {
+			// A streak of throttling, more often where a player asks again
+			// (an older challenge throttled while a newer one is claimed).
+			odds := 2
+			if w.asksAgain && w.sendLimits.Supersede {
+				odds = 1
+			}
+			if c.coin(odds, "throttle streak "+string(chn)) {
+				t := w.transports[chn]
+				t.streak = streakEnds[c.pick(len(streakEnds), "streak ends")]
+				w.transports[chn] = t
+			}
+		}
+	}
+}
+
+// streakEnds are when a throttle streak ends, from the epoch.
+var streakEnds = []time.Duration{45 * time.Second, 2 * time.Minute, 4 * time.Minute}
 
 func (w *world) add(m *message) {
 	m.id = len(w.messages) + 1

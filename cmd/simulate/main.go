@@ -8,8 +8,12 @@
 //
 // Usage:
 //
-//	simulate [-seeds N] [-first S] [-mutant-seeds N] [-shrink D] [-mutant-shrink D] [-jobs J] [-min-coverage N] [-v]
-//	simulate -seed S [-mutant NAME]    print one seed's whole run
+//	simulate [-seeds N] [-first S] [-mutant-seeds N] [-mutants M,...] [-without C,...] [-shrink D] [-mutant-shrink D] [-jobs J] [-min-coverage N] [-v]
+//	simulate -seed S [-mutant NAME] [-without C,...]    print one seed's whole run
+//
+// -mutants hunts only the named mutants. -without switches off classes of
+// worlds and checks (sim.Classes): `-seeds 0 -mutants M -without C` shows
+// whether mutant M is caught without class C.
 //
 // Defaults come from SIMULATE_SEEDS (20000), SIMULATE_FIRST_SEED (1),
 // SIMULATE_MUTANT_SEEDS (300), SIMULATE_SHRINK (30s),
@@ -55,11 +59,21 @@ func main() {
 	jobs := flag.Int("jobs", envInt("SIMULATE_JOBS", min(runtime.NumCPU(), 4)), "processes to split the seeds and mutants among")
 	minCov := flag.Int("min-coverage", -1, "times each path must be reached (default: SIMULATE_MIN_COVERAGE, or 100 at 20,000 seeds or more)")
 	verbose := flag.Bool("v", false, "print the minimized run that caught each mutant")
+	only := flag.String("mutants", "", "hunt only these mutants (comma-separated; default all)")
+	without := flag.String("without", "", "switch off these classes of worlds and checks (comma-separated: "+strings.Join(sim.Classes, ", ")+")")
 	one := flag.Uint64("seed", 0, "print this seed's whole run and nothing else")
 	mutant := flag.String("mutant", "", "with -seed: run this mutant instead of the protocol")
 	mutantFirst := flag.Uint64("mutant-first", 0, "internal: the seed the mutants' hunts start at (-first if 0)")
 	part := flag.String("part", "", "internal: run these mutants (comma-separated, or -) over -first/-seeds and write the summary as JSON")
 	flag.Parse()
+	var off []string
+	if *without != "" {
+		var err error
+		if off, err = sim.ParseClasses(strings.Split(*without, ",")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 
 	if *one != 0 {
 		m := sim.Protocol
@@ -70,7 +84,7 @@ func main() {
 				os.Exit(2)
 			}
 		}
-		r := sim.RunSeed(*one, sim.Config{Mutant: m, ShrinkTime: *shrink, Trace: true})
+		r := sim.RunSeed(*one, sim.Config{Mutant: m, ShrinkTime: *shrink, Trace: true, Without: off})
 		fmt.Print(r.Trace)
 		if r.Violation != nil {
 			fmt.Printf("\nminimized:\n%s", r.Violation.Report)
@@ -86,7 +100,18 @@ func main() {
 		*minCov = envInt("SIMULATE_MIN_COVERAGE", def)
 	}
 	opts := sim.Options{Seeds: *seeds, FirstSeed: *first, MutantSeeds: *mutantSeeds, ShrinkTime: *shrink,
-		MutantShrinkTime: *mutantShrink, MaxReports: 5, Verbose: *verbose, MinCoverage: *minCov, MutantFirstSeed: *mutantFirst}
+		MutantShrinkTime: *mutantShrink, MaxReports: 5, Verbose: *verbose, MinCoverage: *minCov, MutantFirstSeed: *mutantFirst, Without: off}
+	if *only != "" && *part == "" {
+		opts.Mutants = []sim.Mutant{}
+		for _, name := range strings.Split(*only, ",") {
+			m, err := sim.ParseMutant(name)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			opts.Mutants = append(opts.Mutants, m)
+		}
+	}
 	if *part != "" {
 		opts.Mutants = []sim.Mutant{}
 		for _, name := range strings.Split(*part, ",") {
@@ -155,6 +180,9 @@ func parallel(opts sim.Options, jobs int) (sim.Summary, error) {
 		}
 		args := []string{"-part", strings.Join(names, ","), "-first", strconv.FormatUint(next, 10), "-seeds", strconv.Itoa(n),
 			"-mutant-seeds", strconv.Itoa(opts.MutantSeeds), "-mutant-first", strconv.FormatUint(opts.FirstSeed, 10), "-shrink", opts.ShrinkTime.String(), "-mutant-shrink", opts.MutantShrinkTime.String()}
+		if len(opts.Without) > 0 {
+			args = append(args, "-without", strings.Join(opts.Without, ","))
+		}
 		next += uint64(n)
 		wg.Add(1)
 		go func() {

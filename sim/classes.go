@@ -1,0 +1,56 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+)
+
+// The classes of issue 32's item 6: the worlds and invariants that let the
+// simulator see what it missed before, judged from the providers' side and
+// the world's own bookkeeping. Config.Without switches classes off (their
+// worlds are not drawn, their checks not made), so that a run shows what
+// the simulator misses without them: each class has a mutant that only it
+// catches.
+const (
+	// ClassSent: liveness means sent. Dispatch-queue messages are lost
+	// and delivered late, providers throttle in long streaks, and a
+	// message that had time to be sent once the faults stopped must reach
+	// its provider (invNotSent).
+	ClassSent = "liveness-sent"
+	// ClassDeadline: the deadline at the provider. Database calls answer
+	// after a latency of their own (a begin write answering late), stream
+	// records and queue messages arrive long after they were written, and
+	// no send reaches a provider at or after its send deadline (expiry
+	// minus the guard) by the world's clock (invLateArrival).
+	ClassDeadline = "deadline-at-provider"
+	// ClassChain: every chain verified at every step, by the simulator's
+	// own verifier (chain.go), over every row a write left and every row a
+	// read returned, every entry of it (invHashChain).
+	ClassChain = "chain-every-step"
+	// ClassCaps: caps judged by what the providers took, and a message the
+	// provider took is counted until its window ends (invCapExceeded,
+	// invSentUncounted).
+	ClassCaps = "caps-by-provider"
+	// ClassConserved: counts conserved at every step (invCountsConserved).
+	ClassConserved = "counts-conserved"
+	// ClassSupersede: supersession judged for every attempt of a message
+	// nothing of which the provider took, not only the first
+	// (invSupersededSent).
+	ClassSupersede = "supersede-after-throttle"
+)
+
+// Classes lists the classes Config.Without may name.
+var Classes = []string{ClassSent, ClassDeadline, ClassChain, ClassCaps, ClassConserved, ClassSupersede}
+
+// ParseClasses checks the class names in names.
+func ParseClasses(names []string) ([]string, error) {
+	for _, n := range names {
+		if !slices.Contains(Classes, n) {
+			return nil, fmt.Errorf("sim: unknown class %q (want one of %v)", n, Classes)
+		}
+	}
+	return names, nil
+}
+
+// on reports whether the run has class c.
+func (s *sim) on(c string) bool { return !slices.Contains(s.without, c) }
