@@ -54,6 +54,8 @@ const (
 	// A send the provider took after a streak of throttling on its
 	// channel ended, of a row the streak had throttled.
 	pathSentAfterStreak = "sent after a throttle streak"
+	// A message a provider took, judged counted in its own counters.
+	pathTakenCounted = "taken message judged counted"
 )
 
 // limitPath is the path of a row stopped by rule: "limited by <rule>", or
@@ -69,4 +71,5 @@ func limitPath(rule ledger.Rule) string {
 var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome, pathDuplicateEvent, pathForgedRefused, pathHandOver,
 	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry),
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
-	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak}
+	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,
+	pathTakenCounted}

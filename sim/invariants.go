@@ -114,6 +114,11 @@ const (
 	// challenges filled while they waited for their slots, when they end
 	// superseded by it: the player would get no link at all.
 	invStarved = "superseded-starve-newest"
+	// A sent message is always counted (ClassCaps): when a provider takes a
+	// message the limits count, every counter of its own (its rule, key
+	// and admission's window, by the world's policy) counts it, and no
+	// release gives that count back afterwards.
+	invSentUncounted = "sent-uncounted"
 )
 
 // Invariants lists the invariants checked after every step.
@@ -121,7 +126,7 @@ var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAt
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
 	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invEvidenceResent, invHandOver,
 	invCapExceeded, invLimitedSent, invRefusedRegionSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved,
-	invNotSent}
+	invNotSent, invSentUncounted}
 
 type violation struct {
 	name   string

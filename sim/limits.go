@@ -193,9 +193,13 @@ func (p *limiterPort) Release(ctx context.Context, key string) error {
 	}
 	after := s.limiter.Counters()
 	for id, n := range after {
+		if d := before[id] - n; d > 0 && s.on(ClassCaps) && len(s.providers[s.w.rows[key].channel].msgs[key]) > 0 {
+			s.fail(invSentUncounted, fmt.Sprintf("%s's release of %s took %d from counter %s, though the provider took the message (%s)",
+				p.inv, s.label(key), d, s.counterName(id), s.providers[s.w.rows[key].channel].msgs[key][0].ack), key)
+		}
 		if d := before[id] - n; d > 1 || d == 1 && !s.countedIn[id][key] {
 			s.fail(invCountsConserved, fmt.Sprintf("%s's release of %s took %d from counter %s, where it counted %d (its admission counted it in %s)",
-				p.inv, s.label(key), d, id, b2i(s.countedIn[id][key]), strings.Join(s.countersOf(key), ", ")), key)
+				p.inv, s.label(key), d, s.counterName(id), b2i(s.countedIn[id][key]), s.counterNames(s.countersOf(key))), key)
 		}
 	}
 	if err != nil {
@@ -210,6 +214,32 @@ func (p *limiterPort) Release(ctx context.Context, key string) error {
 	}
 	s.checkConserved(key)
 	return nil
+}
+
+// counterName renders the counter id (ledger.CounterID) for a report: its
+// rule, its key (a destination's fingerprint as "fingerprint …": it
+// stays in the counters) and its window, relative to the epoch.
+func (s *sim) counterName(id string) string {
+	rule, rest, _ := strings.Cut(id, "#")
+	i := strings.LastIndexByte(rest, '#')
+	if i < 0 {
+		return id
+	}
+	key, unix := rest[:i], rest[i+1:]
+	if ch, fp, ok := strings.Cut(key, "#"); ok && fp != "" {
+		key = ch + " fingerprint " + fp[:min(4, len(fp))] + "…"
+	}
+	var sec int64
+	fmt.Sscan(unix, &sec)
+	return fmt.Sprintf("%s[%s, window from %s]", rule, key, s.rel(time.Unix(sec, 0)))
+}
+
+func (s *sim) counterNames(ids []string) string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = s.counterName(id)
+	}
+	return "[" + strings.Join(out, ", ") + "]"
 }
 
 // countersOf lists, in order, the counters the world saw count key.
@@ -265,21 +295,18 @@ func (s *sim) checkConserved(key string) {
 	ids := slices.Sorted(maps.Keys(cs))
 	for _, id := range ids {
 		if n := cs[id]; n != len(s.countedIn[id]) {
-			s.fail(invCountsConserved, fmt.Sprintf("counter %s holds %d, but the world counts %d messages in it (counted and not given back)", id, n, len(s.countedIn[id])), key)
+			s.fail(invCountsConserved, fmt.Sprintf("counter %s holds %d, but the world counts %d messages in it (counted and not given back)", s.counterName(id), n, len(s.countedIn[id])), key)
 			return
 		}
 	}
 }
 
 // admit is the counters' Admit for inv, with the mutant's slip, and what
-// the world sees of it: which counters a call raised, and for which message.
+// the world sees of it: which counters the call raised (read from the
+// store before and after, whatever the counts named), and for which
+// message.
 func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []ledger.Count, now, until time.Time) (ledger.Admission, error) {
-	ids := make([]string, len(counts))
-	before := make([]int, len(counts))
-	for i, c := range counts {
-		ids[i] = ledger.CounterID(c, now)
-		before[i] = s.limiter.Counter(ids[i])
-	}
+	before := s.limiter.Counters()
 	storeKey, cs := key, counts
 	switch s.mutant {
 	case LimitCapOffByOne:
@@ -287,12 +314,17 @@ func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []l
 		for i := range cs {
 			cs[i].Cap.Max++
 		}
+	case CounterWithoutKey:
+		cs = slices.Clone(counts)
+		for i := range cs {
+			cs[i].Key = ""
+		}
 	case LimitCountsAgain:
 		storeKey = key + "#" + string(inv.worker)
 	}
 	a, err := s.limiter.Admit(ctx, storeKey, cs, now, until)
-	if err == nil && a.Limited >= 0 && a.Limited < len(ids) {
-		s.refused(key, ids[a.Limited])
+	if err == nil && a.Limited >= 0 && a.Limited < len(cs) {
+		s.refused(key, ledger.CounterID(cs[a.Limited], now))
 	}
 	if s.mutant == LimitFullAsRepeat && err == nil && a.Limited >= 0 {
 		a = ledger.Admission{Limited: -1, Repeat: true}
@@ -303,20 +335,21 @@ func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []l
 	if _, ok := s.admittedAt[key]; ok {
 		s.stats.Paths[pathRepeatAdmission]++
 	}
-	for i, id := range ids {
-		if s.limiter.Counter(id) <= before[i] {
+	after := s.limiter.Counters()
+	for _, id := range slices.Sorted(maps.Keys(after)) {
+		if after[id] <= before[id] {
 			continue
 		}
 		if s.countedIn[id] == nil {
 			s.countedIn[id] = map[string]bool{}
 		}
 		if s.countedIn[id][key] {
-			s.fail(invCountedTwice, fmt.Sprintf("%s's admission of %s counted it again in the %s counter (window from %s): it holds %d, for %d messages",
-				inv, s.label(key), counts[i].Rule, s.rel(ledger.WindowStart(counts[i].Cap, now)), s.limiter.Counter(id), len(s.countedIn[id])), key)
+			s.fail(invCountedTwice, fmt.Sprintf("%s's admission of %s counted it again in counter %s: it holds %d, for %d messages",
+				inv, s.label(key), s.counterName(id), after[id], len(s.countedIn[id])), key)
 		}
 		s.countedIn[id][key] = true
 		if _, ok := s.admittedAt[key]; !ok {
-			s.admittedAt[key] = inv.issuedAt()
+			s.admittedAt[key] = now
 		}
 	}
 	s.checkConserved(key)
@@ -505,6 +538,9 @@ func (s *sim) checkLimits(f sendFact) {
 	if !f.res.recorded {
 		return
 	}
+	if s.on(ClassCaps) {
+		s.checkCounted(f, at)
+	}
 	for _, k := range counts {
 		if s.receivedIn[k] == nil {
 			s.receivedIn[k] = map[string]bool{}
@@ -551,6 +587,48 @@ func nothingTaken(e ledger.Entry) bool {
 		}
 	}
 	return true
+}
+
+// counterIDs names the counters a message of key counts in, by the world's
+// policy and knowledge (its address, subject and region, the stack's
+// fingerprint key), in the windows containing at: what the store must hold
+// it in (ledger.CounterID is the counters' naming, which both sides share).
+func (s *sim) counterIDs(key string, at time.Time) []string {
+	info := s.w.rows[key]
+	l, ch := s.w.sendLimits, info.channel
+	addr := info.challenge.to[ch]
+	var ids []string
+	add := func(rule ledger.Rule, c ledger.Cap, k string) {
+		if c.On() {
+			ids = append(ids, ledger.CounterID(ledger.Count{Rule: rule, Key: k, Cap: c}, at))
+		}
+	}
+	fp, _ := (&fingerprint.Local{Key: fingerprintKey}).Fingerprint(context.Background(), ch, addr)
+	add(ledger.RuleDestination, l.Destination, string(ch)+"#"+fp)
+	if info.challenge.subject != "" {
+		add(ledger.RuleSubject, l.Subject, info.challenge.subject)
+	}
+	if ch == ledger.SMS {
+		r, _ := regionOf(addr)
+		add(ledger.RuleSMSCountryCap, l.SMSCountryCap, r)
+		add(ledger.RuleSMSGlobal, l.SMSGlobal, string(ledger.SMS))
+	}
+	return ids
+}
+
+// checkCounted judges a message a provider took (ClassCaps): a sent message
+// is counted, in every counter of its own that the world's policy names,
+// in the windows of its admission at (the admitting worker's clock), and
+// holds that count from then on (Release judges that none is given back).
+func (s *sim) checkCounted(f sendFact, at time.Time) {
+	s.stats.Paths[pathTakenCounted]++
+	for _, id := range s.counterIDs(f.key, at) {
+		if !s.countedIn[id][f.key] {
+			s.fail(invSentUncounted, fmt.Sprintf("the %s provider took %s (attempt %d, %s's send) while its counter %s did not count it (it is counted in %s)",
+				s.w.rows[f.key].channel, s.label(f.key), f.attempt, f.inv, s.counterName(id), s.counterNames(s.countersOf(f.key))), f.key)
+			return
+		}
+	}
 }
 
 // checkSuperseded judges an attempt that reached a provider, of a message

@@ -133,6 +133,12 @@ const (
 	// for a lost wake-up the queue will never deliver, and the row ends
 	// expired unsent.
 	QueueMarkAtTTL Mutant = "queue-mark-at-ttl"
+	// CounterWithoutKey: the limits adapter names its counter items by
+	// rule and window only, leaving out the counted key (a destination's
+	// fingerprint, a subject, a region): every destination shares one
+	// counter, a message is counted in none of its own, and players limit
+	// each other.
+	CounterWithoutKey Mutant = "counter-without-key"
 )
 
 // Mutants lists every mutant.
@@ -140,7 +146,8 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
-	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL}
+	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
+	CounterWithoutKey}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry

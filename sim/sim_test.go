@@ -81,6 +81,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.ReleaseInReleaseWindows:         {"counts-conserved"},
 	sim.DeferralDropsSubject:            {"superseded-sent"},
 	sim.QueueMarkAtTTL:                  {"liveness-sent"},
+	sim.CounterWithoutKey:               {"sent-uncounted"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;
