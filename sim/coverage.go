@@ -56,6 +56,13 @@ const (
 	pathSentAfterStreak = "sent after a throttle streak"
 	// A message a provider took, judged counted in its own counters.
 	pathTakenCounted = "taken message judged counted"
+	// A write that started an attempt (dispatch's move to dispatching,
+	// reconcile's retry record) answering after a database latency.
+	pathBeginLate = "begin write answered late"
+	// A send reaching its provider inside the margin (at or after
+	// expires_at − margin, before its send deadline), by the world's
+	// clock: it started in time and took long to get there.
+	pathNearDeadline = "send reaching the provider inside the margin"
 )
 
 // limitPath is the path of a row stopped by rule: "limited by <rule>", or
@@ -72,4 +79,4 @@ var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome
 	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry),
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
 	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,
-	pathTakenCounted}
+	pathTakenCounted, pathBeginLate, pathNearDeadline}

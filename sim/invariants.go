@@ -28,9 +28,13 @@ const (
 	// the write's own condition must refuse it (DESIGN invariant 4), whether
 	// or not a later check would stop the send.
 	invLateAttempt = "late-attempt"
-	// No provider receives a send at or after expires_at (by the true
-	// clock), however long the call took to get there: the send deadline
-	// (expiry minus Policy.SendGuard) cuts it first.
+	// No provider receives a send at or after its send deadline (expires_at
+	// minus Policy.SendGuard) by the world's clock when the request
+	// arrives, however long the calls before it took to answer: the
+	// deadline cuts the call first. The deadline is a duration on the
+	// sender's clock, so a sender whose clock runs behind may reach the
+	// provider that much later (ClassDeadline; without it, the bound is
+	// expires_at).
 	invLateArrival = "late-arrival"
 	// unknown (and quarantined) is left only with transport evidence (an ack
 	// the provider issued for the key, a refusal, a not-sent answer), to
@@ -374,8 +378,20 @@ func (s *sim) checkSend(f sendFact) {
 	if f.res.reached && !f.at.Before(f.expiresAt) {
 		s.stats.LateArrivals++
 		s.stats.MaxLateness = max(s.stats.MaxLateness, f.at.Sub(f.expiresAt))
-		s.fail(invLateArrival, fmt.Sprintf("%s sent %s (attempt %d) reached the provider at %s, %s after expires_at",
-			f.inv, lbl, f.attempt, s.rel(f.at), f.at.Sub(f.expiresAt)), f.key)
+		if !s.on(ClassDeadline) {
+			s.fail(invLateArrival, fmt.Sprintf("%s sent %s (attempt %d) reached the provider at %s, %s after expires_at",
+				f.inv, lbl, f.attempt, s.rel(f.at), f.at.Sub(f.expiresAt)), f.key)
+		}
+	}
+	if deadline := f.expiresAt.Add(-s.w.policy.SendGuard); f.res.reached && s.on(ClassDeadline) {
+		allowed := deadline.Add(max(-f.inv.skew, 0))
+		switch {
+		case !f.at.Before(allowed):
+			s.fail(invLateArrival, fmt.Sprintf("%s sent %s (attempt %d) reached the provider at %s by the world's clock, %s after its send deadline %s (expires_at − guard; the sender's clock skew %s)",
+				f.inv, lbl, f.attempt, s.rel(f.at), f.at.Sub(deadline), s.rel(deadline), f.inv.skew), f.key)
+		case !f.at.Before(f.expiresAt.Add(-s.w.policy.ExpiryMargin)):
+			s.stats.Paths[pathNearDeadline]++
+		}
 	}
 	margin := s.w.policy.ExpiryMargin
 	if !f.callAt.Add(margin).Before(f.expiresAt) {

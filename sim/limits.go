@@ -175,6 +175,7 @@ func (p *limiterPort) Admit(ctx context.Context, key string, counts []ledger.Cou
 	case crashAfter:
 		inv.crash()
 	}
+	inv.answerLate(key, false)
 	return a, err
 }
 
@@ -445,6 +446,7 @@ func (p *challengesPort) Newest(ctx context.Context, ref ledger.SubjectStream) (
 	if last, noted := s.lastNoted[ref]; noted && s.mutant == SupersedeLastNoted {
 		id, exp = last, s.w.challenge(last).expiresAt()
 	}
+	inv.answerLate("", false)
 	return id, exp, ok, err
 }
 

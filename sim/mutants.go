@@ -139,6 +139,11 @@ const (
 	// counter, a message is counted in none of its own, and players limit
 	// each other.
 	CounterWithoutKey Mutant = "counter-without-key"
+	// SendGuardMillis: the sending functions (dispatch, reconcile) read the
+	// send guard's setting "5" as milliseconds, not seconds: a send may
+	// start with almost no time before expires_at, and a slow one reaches
+	// the provider within the guard.
+	SendGuardMillis Mutant = "send-guard-millis"
 )
 
 // Mutants lists every mutant.
@@ -147,18 +152,21 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
-	CounterWithoutKey}
+	CounterWithoutKey, SendGuardMillis}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry
 // within the function's timeout, a write answering after the deadline, a
 // retry budget spent under a window of 5 or 6 minutes, an event recorded
 // before the outcome write of a send whose answer was lost, a full counter
-// an older challenge filled while it waited for its slot. (Since half the
+// an older challenge filled while it waited for its slot, a hard bounce
+// recorded within the fallback wait (rarer since issue 32's worlds: database
+// latency and throttle streaks delay the fallback's first send; first
+// caught at seed 507). (Since half the
 // worlds have send limits that stop some messages, a stall past the expiry
 // is rarer: first caught at seed 1,193.)
 var rareMutants = map[Mutant]int{SendNoDeadline: 8, BeginStaleClock: 4, WindowFromLastAttempt: 8, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 8,
-	TimelineWrongIndex: 10}
+	TimelineWrongIndex: 10, BounceLosesPermanent: 4}
 
 // Budget is how many seeds m may take to be caught, given the usual budget.
 func (m Mutant) Budget(usual int) int {
@@ -238,6 +246,8 @@ func (s *sim) policy(inv *invocation) ledger.Policy {
 		p.MaxAttempts++
 	case s.mutant == FallbackWaitZero:
 		p.FallbackWait = 0
+	case s.mutant == SendGuardMillis && (inv.fn == fnDispatch || inv.fn == fnReconcile):
+		p.SendGuard = time.Duration(p.SendGuard.Seconds()) * time.Millisecond
 	}
 	return p
 }

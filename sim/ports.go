@@ -33,7 +33,9 @@ func (p *storePort) Get(ctx context.Context, key string) (ledger.Entry, error) {
 	if r.fault == failCall {
 		return ledger.Entry{}, injected("get", key)
 	}
-	return p.inv.sim.get(ctx, p.inv, key)
+	e, err := p.inv.sim.get(ctx, p.inv, key)
+	p.inv.answerLate(key, false)
+	return e, err
 }
 
 func (p *storePort) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
@@ -51,6 +53,7 @@ func (p *storePort) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, e
 	case crashAfter:
 		inv.crash()
 	}
+	inv.answerLate(e.Key, false)
 	return got, err
 }
 
@@ -76,6 +79,7 @@ func (p *storePort) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, e
 	case crashAfter:
 		inv.crash()
 	}
+	inv.answerLate(c.Next.Key, err == nil && c.Next.Attempts > before.Attempts)
 	return got, err
 }
 
@@ -184,6 +188,7 @@ func (p *contentPort) Put(ctx context.Context, key string, sealed []byte, expire
 	case crashAfter:
 		p.inv.crash()
 	}
+	p.inv.answerLate(rowKey(key), false)
 	return ok, err
 }
 
@@ -192,7 +197,9 @@ func (p *contentPort) Get(ctx context.Context, key string) ([]byte, error) {
 	if r.fault == failCall {
 		return nil, injected("get content", rowKey(key))
 	}
-	return p.inv.sim.content.Get(ctx, key)
+	b, err := p.inv.sim.content.Get(ctx, key)
+	p.inv.answerLate(rowKey(key), false)
+	return b, err
 }
 
 func (p *contentPort) Delete(ctx context.Context, key string) error {
@@ -251,6 +258,7 @@ func (p *budgetPort) Reserve(ctx context.Context, ch ledger.Channel, now, notAft
 	case crashAfter:
 		p.inv.crash()
 	}
+	p.inv.answerLate("", false)
 	return at, err
 }
 
@@ -345,6 +353,24 @@ func (t *transportPort) Lookup(ctx context.Context, key string) (ledger.Ack, boo
 		}
 	}
 	return ack, ok, nil
+}
+
+// answerLate is the latency of a database call of inv that took effect
+// (ClassDeadline): in a world with database latency, during the faults, the
+// answer may come back long after, while the clock runs and other
+// invocations step. begins says the call was a write that started an
+// attempt (a begin write answering late).
+func (inv *invocation) answerLate(key string, begins bool) {
+	s := inv.sim
+	if !s.w.dbLatency || !s.faultPhase || !s.c.coin(2, "database latency") {
+		return
+	}
+	d := dbLatencies[s.c.pick(len(dbLatencies), "answers after")]
+	s.stats.Faults["database answer late"]++
+	if begins {
+		s.stats.Paths[pathBeginLate]++
+	}
+	inv.yield(&call{op: opAwait, key: key, d: d, detail: "database answers in " + d.String()})
 }
 
 // sleep is the in-process wait for a send-rate budget slot.

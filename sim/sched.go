@@ -528,6 +528,14 @@ func (s *sim) flushEmits() {
 			d := *t
 			s.enqueue(&d)
 		}
+		if s.faultPhase && t.source == "stream" && s.on(ClassDeadline) && s.c.coin(3, "stream record late") {
+			// A stream record delivered long after its write: dispatch works
+			// from a stale image.
+			late := streamLate[s.c.pick(len(streamLate), "stream record late by")]
+			s.stats.Faults["stream record late"]++
+			s.note(nil, "stream record late", t.key, "by "+late.String())
+			t.due = t.due.Add(late)
+		}
 		if s.faultPhase && t.source == "queue" && s.on(ClassSent) && s.c.coin(2, "queue message fault") {
 			// The dispatch queue loses a message (a wake-up, a hand-back), or
 			// delivers it late.
@@ -546,6 +554,9 @@ func (s *sim) flushEmits() {
 	}
 	s.emits = s.emits[:0]
 }
+
+// streamLate are how late the ledger stream may deliver a record.
+var streamLate = []time.Duration{10 * time.Second, 45 * time.Second, 3 * time.Minute}
 
 // queueLate are how late the dispatch queue may deliver a message.
 var queueLate = []time.Duration{5 * time.Second, 40 * time.Second, 3 * time.Minute}
@@ -594,6 +605,10 @@ func (s *sim) resume(inv *invocation) {
 			// The write that starts an attempt (dispatch's move to
 			// dispatching, reconcile's retry record) answering late is where
 			// a send can start after its deadline: explored more often.
+			r.fault = slowCall
+		} else if c.op == opSend && s.w.dbLatency && s.c.coin(3, "slow send") {
+			// A send whose request takes long to reach the provider: where
+			// the send deadline decides (ClassDeadline), explored more often.
 			r.fault = slowCall
 		}
 		if r.fault == slowCall {
@@ -739,6 +754,9 @@ func (s *sim) deadlines(key string) []deadline {
 	}
 	p := s.w.policy
 	add(e.ExpiresAt.Add(-p.ExpiryMargin), "expires_at − margin")
+	if s.on(ClassDeadline) {
+		add(e.ExpiresAt.Add(-p.SendGuard), "send deadline")
+	}
 	add(e.ExpiresAt, "expires_at")
 	add(e.LeaseUntil, "lease end")
 	add(e.NextCheckAt, "next check")

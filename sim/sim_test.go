@@ -82,6 +82,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.DeferralDropsSubject:            {"superseded-sent"},
 	sim.QueueMarkAtTTL:                  {"liveness-sent"},
 	sim.CounterWithoutKey:               {"sent-uncounted"},
+	sim.SendGuardMillis:                 {"late-arrival"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;

@@ -189,6 +189,10 @@ type world struct {
 	asksAgain bool
 	// without names the classes whose worlds are not drawn.
 	without []string
+	// dbLatency: during the faults, database calls (the ledger, the
+	// content store, the counters, the budget) may answer long after they
+	// took effect (ClassDeadline).
+	dbLatency bool
 }
 
 // on reports whether the world draws class c's worlds.
@@ -350,7 +354,13 @@ func (w *world) drawLater(c chooser) {
 			}
 		}
 	}
+	if w.on(ClassDeadline) {
+		w.dbLatency = c.coin(1, "database latency")
+	}
 }
+
+// dbLatencies are how long after it took effect a database call may answer.
+var dbLatencies = []time.Duration{300 * time.Millisecond, 3 * time.Second, 12 * time.Second}
 
 // streakEnds are when a throttle streak ends, from the epoch.
 var streakEnds = []time.Duration{45 * time.Second, 2 * time.Minute, 4 * time.Minute}
@@ -403,6 +413,9 @@ func (w *world) describe() string {
 		fmt.Fprintf(&b, "    %s transport: %s; %s\n", chn, w.transports[chn], rate)
 	}
 	fmt.Fprintf(&b, "    %s\n", w.describeLimits())
+	if w.dbLatency {
+		fmt.Fprintf(&b, "    database calls may answer %v after they take effect\n", dbLatencies)
+	}
 	fmt.Fprintf(&b, "    concurrency: claim %d, dispatch %d, reconcile %d, expire %d; fault phase %d steps\n",
 		w.limits[fnClaim], w.limits[fnDispatch], w.limits[fnReconcile], w.limits[fnExpire], w.faultSteps)
 	return b.String()
