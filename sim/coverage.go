@@ -63,6 +63,11 @@ const (
 	// expires_at − margin, before its send deadline), by the world's
 	// clock: it started in time and took long to get there.
 	pathNearDeadline = "send reaching the provider inside the margin"
+	// A written row whose chain, verified by the simulator's own verifier,
+	// holds deferral entries (a not-sent code and a next attempt time).
+	pathChainDeferral = "chain with deferral entries verified"
+	// A written row whose chain holds provider-event entries.
+	pathChainProvider = "chain with provider-event entries verified"
 )
 
 // limitPath is the path of a row stopped by rule: "limited by <rule>", or
@@ -79,4 +84,5 @@ var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome
 	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry),
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
 	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,
-	pathTakenCounted, pathBeginLate, pathNearDeadline}
+	pathTakenCounted, pathBeginLate, pathNearDeadline,
+	pathChainDeferral, pathChainProvider}

@@ -24,5 +24,9 @@ func (p *storePort) ListExpired(ctx context.Context, st ledger.State, by time.Ti
 	if r.fault == failCall {
 		return nil, injected("list expired", st.String())
 	}
-	return p.inv.sim.store.ListExpired(ctx, st, by, limit)
+	rows, err := p.inv.sim.store.ListExpired(ctx, st, by, limit)
+	for i := range rows {
+		rows[i] = p.inv.sim.read(p.inv, rows[i], "store.ListExpired")
+	}
+	return rows, err
 }

@@ -144,6 +144,14 @@ const (
 	// start with almost no time before expires_at, and a slow one reaches
 	// the provider within the guard.
 	SendGuardMillis Mutant = "send-guard-millis"
+	// EntryCodeFromRow: the store's item decoder restores each deferral
+	// entry's not-sent code from the row's current one (as it restores an
+	// entry's content hash from the row's), so an entry written with
+	// another code (the budget's, then the provider's; cleared once the
+	// row moves on) reads back edited. The stored items are intact and the
+	// protocol's decisions never read the code: only the evidence, as read,
+	// is broken.
+	EntryCodeFromRow Mutant = "entry-code-from-row"
 )
 
 // Mutants lists every mutant.
@@ -152,7 +160,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
-	CounterWithoutKey, SendGuardMillis}
+	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry

@@ -34,6 +34,9 @@ func (p *storePort) Get(ctx context.Context, key string) (ledger.Entry, error) {
 		return ledger.Entry{}, injected("get", key)
 	}
 	e, err := p.inv.sim.get(ctx, p.inv, key)
+	if err == nil {
+		e = p.inv.sim.read(p.inv, e, "store.Get")
+	}
 	p.inv.answerLate(key, false)
 	return e, err
 }
@@ -53,6 +56,7 @@ func (p *storePort) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, e
 	case crashAfter:
 		inv.crash()
 	}
+	got = s.read(inv, got, "store.Create")
 	inv.answerLate(e.Key, false)
 	return got, err
 }
@@ -79,6 +83,7 @@ func (p *storePort) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, e
 	case crashAfter:
 		inv.crash()
 	}
+	got = s.read(inv, got, "store.Apply")
 	inv.answerLate(c.Next.Key, err == nil && c.Next.Attempts > before.Attempts)
 	return got, err
 }
@@ -118,7 +123,7 @@ func (p *storePort) ListOpen(ctx context.Context, st ledger.State, dueBy time.Ti
 		rows = rows[:limit]
 	}
 	for i := range rows {
-		rows[i] = p.inv.sim.view(p.inv, rows[i])
+		rows[i] = p.inv.sim.read(p.inv, p.inv.sim.view(p.inv, rows[i]), "store.ListOpen")
 	}
 	return rows, nil
 }
@@ -132,7 +137,11 @@ func (p *storePort) ListByRef(ctx context.Context, kind ledger.RefKind, ref stri
 	if p.inv.sim.mutant == TimelineWrongIndex {
 		kind = ledger.ByDestination
 	}
-	return p.inv.sim.store.ListByRef(ctx, kind, ref, since, limit)
+	rows, err := p.inv.sim.store.ListByRef(ctx, kind, ref, since, limit)
+	for i := range rows {
+		rows[i] = p.inv.sim.read(p.inv, rows[i], "store.ListByRef")
+	}
+	return rows, err
 }
 
 // wrote records a write that landed in this call (the row now holds
@@ -169,7 +178,8 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 		from = before.State
 	}
 	if ledger.TriggersDispatch(from, after.State) {
-		img := after
+		img := s.decoded(after)
+		s.checkChain(img, "as its stream record's image")
 		s.emit(&trigger{fn: fnDispatch, source: "stream", key: key, image: &img, due: s.now})
 	}
 }

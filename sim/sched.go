@@ -296,6 +296,9 @@ type sim struct {
 	// waitingAt0 holds the rows that waited unsent (claimed or deferred,
 	// nothing taken) when the faults stopped.
 	waitingAt0 map[string]bool
+	// verified holds, per row, the history the simulator's verifier last
+	// verified (chain.go).
+	verified map[string][]ledger.Event
 
 	now        time.Time
 	step       int
@@ -335,7 +338,7 @@ func newSim(c chooser, cfg Config) *sim {
 		receivedIn: map[limitKey]map[string]bool{}, claimedStep: map[string]int{}, lastNoted: map[ledger.SubjectStream]string{},
 		refusals: map[string][]string{},
 		lostWake: map[string]bool{}, claimedAt: map[string]time.Time{}, budgetTat: map[ledger.Channel]time.Time{}, owedFrom: map[string]time.Time{},
-		waitingAt0: map[string]bool{},
+		waitingAt0: map[string]bool{}, verified: map[string][]ledger.Event{},
 		jitter:     rand.New(rand.NewPCG(w.jitterSeed, 0x5eed)),
 		now:        ledgertest.Epoch,
 		faultPhase: true,
@@ -399,6 +402,9 @@ func (s *sim) run() *violation {
 	}
 	if s.violation == nil && !s.faultPhase && s.on(ClassSent) {
 		s.checkSent()
+	}
+	if s.violation == nil {
+		s.checkChains()
 	}
 	s.finalStats()
 	return s.violation

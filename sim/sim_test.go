@@ -83,6 +83,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.QueueMarkAtTTL:                  {"liveness-sent"},
 	sim.CounterWithoutKey:               {"sent-uncounted"},
 	sim.SendGuardMillis:                 {"late-arrival"},
+	sim.EntryCodeFromRow:                {"hash-chain"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;
