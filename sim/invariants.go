@@ -245,6 +245,9 @@ func (s *sim) check() {
 			s.checkSecrets("error of "+e.inv.String(), e.err.Error(), nil)
 		}
 	}
+	if s.w.limitsOn() {
+		s.checkConserved("")
+	}
 	s.facts = facts{writes: s.facts.writes[:0], sends: s.facts.sends[:0], ends: s.facts.ends[:0], events: s.facts.events[:0]}
 }
 
