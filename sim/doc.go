@@ -35,4 +35,18 @@
 // interesting path was reached; the world is biased until each is reached
 // often. Mutants (mutants.go) are slips a maintainer could plausibly make;
 // the simulator must catch each of them.
+//
+// Issue 32 added classes of worlds and invariants (classes.go), each with a
+// mutant only it catches, and each can be switched off (Config.Without,
+// simulate -without) to show what the simulator misses without it:
+// liveness means sent (throttle streaks, lost and late dispatch-queue
+// messages, and a message owed a send once the faults stopped must reach
+// its provider: liveness.go); the deadline at the provider (database calls
+// answering late, stream records arriving late, and no send reaching a
+// provider at or after expires_at minus the guard by the world's clock);
+// every chain verified at every step by the simulator's own verifier
+// (chain.go); caps judged by what the providers took, and a sent message
+// always counted in its own counters; counts conserved at every step; and
+// supersession judged for every attempt of a message nothing of which the
+// provider took, not only the first.
 package sim
