@@ -3,10 +3,12 @@ package surge
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,6 +118,10 @@ type repeatFigures struct {
 	// SentWaiting counts older asks sent although they still waited when
 	// a newer ask was claimed: each is a violation.
 	SentWaiting int
+	// Held counts the older SMS asks the provider held back (olderHold);
+	// HeldThrottled how many 429 answers it gave them, HeldSuperseded how
+	// many of them ended superseded.
+	Held, HeldThrottled, HeldSuperseded int
 	// NewestSent counts newest asks accepted with one provider acceptance.
 	NewestSent int
 	Violations []string
@@ -196,7 +202,7 @@ func (f *repeatFigures) checkOlder(e ledger.Entry, subject string, newer []inten
 		}
 		return
 	}
-	began, ok := firstDispatching(e)
+	began, ok := takenDispatching(e)
 	if e.State != ledger.Accepted || !ok {
 		f.violate("%s: older challenge of %s ended %s (%q): want sent, or superseded", e.Key, subject, e.State, e.Reason)
 		return
@@ -228,14 +234,96 @@ func supersededBy(e ledger.Entry) string {
 	return by
 }
 
-// firstDispatching returns when e first moved to dispatching.
-func firstDispatching(e ledger.Entry) (time.Time, bool) {
-	for _, ev := range e.History {
-		if ev.To == ledger.Dispatching {
+// takenDispatching returns when e last moved to dispatching: the attempt
+// the provider took. An earlier attempt the provider answered with a
+// definite not sent (a 429) left nothing at the provider, so an older ask
+// throttled before a newer claim and sent after it is judged by the send
+// that reached the player.
+func takenDispatching(e ledger.Entry) (time.Time, bool) {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		if ev := e.History[i]; ev.To == ledger.Dispatching {
 			return ev.At, true
 		}
 	}
 	return time.Time{}, false
+}
+
+// holdSlack is how long after a subject's newest ask is published the
+// provider keeps answering 429 to its held older asks: long enough for the
+// newest to be claimed (and noted as the subject's newest) first.
+const holdSlack = 2 * time.Second
+
+// olderHold throttles, at the SMS provider, the older asks of every other
+// SMS repeat subject until holdSlack after its newest ask was published:
+// the player asked again while the provider refused the earlier sends. A
+// 429 leaves nothing at the provider, so when the throttle lifts only the
+// newest ask may be sent; the older ones end superseded at their next
+// wake-up (or were sent before the newest was claimed).
+type olderHold struct {
+	mu        sync.Mutex
+	held      map[string]string    // dedupe key → subject
+	newest    map[string]time.Time // subject → when its newest ask was published
+	throttled int
+}
+
+// publishing records pl, about to be published: an older ask of a held
+// subject is held; a newest ask's time starts its subject's release.
+func (h *olderHold) publishing(pl intentPlan, published bool) {
+	if pl.Ask == 0 || pl.Channel != ledger.SMS {
+		return
+	}
+	var j int
+	if _, err := fmt.Sscanf(pl.Subject, "repeat-%d:", &j); err != nil || j%2 != 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		h.held, h.newest = map[string]string{}, map[string]time.Time{}
+	}
+	switch {
+	case pl.Ask < repeatAsks && !published:
+		h.held[pl.Key] = pl.Subject
+	case pl.Ask == repeatAsks && published:
+		h.newest[pl.Subject] = time.Now()
+	}
+}
+
+// wrap answers 429 to a held older ask until its subject's newest ask was
+// published holdSlack ago; everything else goes to next.
+func (h *olderHold) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		h.mu.Lock()
+		subject, held := h.held[key]
+		at, newer := h.newest[subject]
+		hold := held && (!newer || time.Since(at) < holdSlack)
+		if hold {
+			h.throttled++
+		}
+		h.mu.Unlock()
+		if r.Method == http.MethodPost && hold {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"error":"rate limit exceeded for this number"}`))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// figures adds what the hold did to f: how many asks it held, how many
+// 429s it gave, and how many held asks ended superseded.
+func (h *olderHold) figures(f *repeatFigures, rows map[string]ledger.Entry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f.Held, f.HeldThrottled = len(h.held), h.throttled
+	for key := range h.held {
+		if supersededBy(rows[key]) != "" {
+			f.HeldSuperseded++
+		}
+	}
 }
 
 // bookedSlot reports whether e waited for a send-rate slot it booked.
@@ -257,6 +345,9 @@ func (f repeatFigures) check(t *testing.T, burst bool) {
 	if burst && f.Subjects > 0 && f.Superseded == 0 {
 		t.Errorf("supersession: none of the %d repeat subjects' older challenges was superseded: either none was still waiting when a newer one was claimed (no backlog; a larger SURGE_INTENTS makes one) or supersession did not act; the run proved nothing", f.Subjects)
 	}
+	if burst && f.Held > 0 && (f.HeldThrottled == 0 || f.HeldSuperseded == 0) {
+		t.Errorf("supersession: the provider held %d older SMS asks back with %d 429s and %d of them ended superseded: no older ask was throttled before its newest was claimed and superseded after, so the run proved nothing about throttled older challenges", f.Held, f.HeldThrottled, f.HeldSuperseded)
+	}
 }
 
 // printRepeats prints the repeat subjects' rows of the report.
@@ -268,6 +359,7 @@ func (r *report) printRepeats(row func(string, any)) {
 	row("  older asks sent before a newer ask's claim", f.OlderSent)
 	row(fmt.Sprintf("  older asks sent after it, within %s (the race)", supersedeRace), fmt.Sprintf("%d (latest %s after)", f.InRace, f.MaxLag.Round(time.Millisecond)))
 	row("  older asks sent though waiting at a newer claim (must be 0)", f.SentWaiting)
+	row("  older SMS asks the provider throttled until the newest (429s; superseded)", fmt.Sprintf("%d (%d; %d)", f.Held, f.HeldThrottled, f.HeldSuperseded))
 }
 
 func TestPlanBurst(t *testing.T) {
@@ -337,6 +429,11 @@ func TestAnalyzeRepeats(t *testing.T) {
 		{"as it should be", func(map[string]ledger.Entry, map[string][]time.Time) {}, ""},
 		{"older sent while waiting", func(rows map[string]ledger.Entry, sends map[string][]time.Time) {
 			rows["k2"], sends["k2"] = sent("k2", 2*time.Second, 30*time.Second), []time.Time{t0.Add(30 * time.Second)}
+		}, "k2: sent, but it was still waiting"},
+		{"older throttled before the newer claim, sent after it", func(rows map[string]ledger.Entry, sends map[string][]time.Time) {
+			e := sent("k2", 2*time.Second, time.Second)
+			e.History = []ledger.Event{e.History[0], e.History[1], {To: ledger.Deferred, Code: "HTTP 429"}, {To: ledger.Dispatching, At: t0.Add(30 * time.Second)}, {To: ledger.Accepted}}
+			rows["k2"], sends["k2"] = e, []time.Time{t0.Add(30 * time.Second)}
 		}, "k2: sent, but it was still waiting"},
 		{"older sent within the race", func(rows map[string]ledger.Entry, sends map[string][]time.Time) {
 			rows["k2"], sends["k2"] = sent("k2", 2*time.Second, 3500*time.Millisecond), []time.Time{t0.Add(3500 * time.Millisecond)}

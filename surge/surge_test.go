@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -164,6 +165,7 @@ func TestSurge(t *testing.T) {
 	sesAccepted := &acceptLog{}
 	sesLimit := &pipeline.Limiter{Rate: cfg.Rate, Burst: providerBurst}
 	smsLimit := &pipeline.Limiter{Rate: cfg.Rate, Burst: providerBurst}
+	hold := &olderHold{}
 	env := map[string]string{
 		"SEND_RATE_EMAIL": rate, "SEND_RATE_SMS": rate,
 		"EXPIRY_MARGIN": expiryMargin.String(), "SEND_GUARD": sendGuard.String(),
@@ -189,7 +191,7 @@ func TestSurge(t *testing.T) {
 			pipeline.SESThrottle(func() bool { return sesLimit.Allow(time.Now()) }),
 		},
 		FunctionConfig: func(c *aws.Config) { c.Logger = sdkWarnings },
-		WrapProvider:   pipeline.Throttle429(smsLimit, time.Now),
+		WrapProvider:   func(h http.Handler) http.Handler { return hold.wrap(pipeline.Throttle429(smsLimit, time.Now)(h)) },
 		SweepLimit:     500, // the deployed default (SWEEP_LIMIT)
 		SkipStreamRaw:  true,
 		OutputTail:     256 << 10,
@@ -227,12 +229,14 @@ func TestSurge(t *testing.T) {
 				}
 				pl.ChallengeID, pl.Published, pl.ExpiresAt = n.ChallengeID, time.Now(), n.ExpiresAt
 				pl.Key = ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: pl.Channel}.Key()
+				hold.publishing(*pl, false)
 				var err error
 				for try := 0; try < 3; try++ {
 					if _, err = p.Producer.Publish(p.Ctx, n); err == nil {
 						break
 					}
 				}
+				hold.publishing(*pl, true)
 				if err != nil {
 					pubErrs <- fmt.Errorf("publish %d: %w", i, err)
 				}
@@ -289,7 +293,7 @@ run:
 		t.Errorf("%v", err)
 	}
 
-	r := analyze(t, p, cfg, plans, sesAccepted.all(), meter.snapshot())
+	r := analyze(t, p, cfg, plans, sesAccepted.all(), meter.snapshot(), hold)
 	r.Wall, r.Published, r.ShortTTL, r.LongTTL = wall, publishedAt, shortTTL, longTTL
 	r.SESDenied, r.SMSDenied = sesLimit.Denied(), smsLimit.Denied()
 	r.SESErrors = sesAccepted.errors()
@@ -509,7 +513,7 @@ type report struct {
 	Ops   opsView
 }
 
-func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan, sesAcc []acceptance, ddb meterSnapshot) *report {
+func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan, sesAcc []acceptance, ddb meterSnapshot, hold *olderHold) *report {
 	t.Helper()
 	rows, err := scanLedger(p.Ctx, p)
 	if err != nil {
@@ -663,6 +667,7 @@ func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan,
 		r.MinDrain = max(r.MinDrain, time.Duration(float64(slots)/cfg.Rate*float64(time.Second)))
 	}
 	r.Repeats = analyzeRepeats(plans, rows, sends)
+	hold.figures(&r.Repeats, rows)
 	r.Sends = byChannel
 	r.Drain = r.LastEnd.Sub(r.FirstPublish)
 	if r.MinDrain > 0 {
