@@ -438,18 +438,26 @@ func (s *Service) reclaim(ctx context.Context, e Entry, w Worker) (int, error) {
 			}
 			continue
 		}
-		_, err := s.supersede(ctx, o, w, e.Identity.ChallengeID)
-		if errors.Is(err, ErrConflict) {
-			// Moved on meanwhile: to its send, or superseded at its wake-up.
-			o, err = s.Store.Get(ctx, o.Key)
-			if err == nil && !supersededBy(o, e) {
-				continue
+		// A lost write is tried again on the fresh row while it is still
+		// supersedable: its own dispatch may only have deferred it to a
+		// send slot (a hold), and it still holds its count.
+		last := o
+		err := s.onConflict(ctx, o, func(o Entry) error {
+			res, err := s.supersede(ctx, o, w, e.Identity.ChallengeID)
+			if err == nil {
+				last = res.Entry
 			}
+			return err
+		}, func(fresh Entry) bool { last = fresh; return Supersedable(fresh) })
+		if errors.Is(err, ErrConflict) && !Supersedable(last) {
+			err = nil // moved on meanwhile: to its send, or superseded at its wake-up
 		}
 		if err != nil {
 			return n, err
 		}
-		n++
+		if supersededBy(last, e) {
+			n++
+		}
 	}
 	return n, nil
 }
