@@ -102,8 +102,9 @@ type Send struct {
 	Message        Message
 	// Deadline is when the call must be over, by the worker's clock: the
 	// challenge's expiry minus Policy.SendGuard. The call's context ends
-	// then too; a transport that cannot finish by it must not reach the
-	// provider after it.
+	// then at the latest (a reconcile retry's ends earlier, at its lease);
+	// a transport that cannot finish by it must not reach the provider
+	// after it.
 	Deadline time.Time
 	// Proof is the attempt's proof (Proofs.Sign), "" when the transport
 	// reports no events. The transport carries it to the provider beside the
