@@ -65,10 +65,12 @@ func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake,
 	allow(settings.Dispatch, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
 	allow(settings.Dispatch, []*string{st.budget.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem")
 	// Send limits: claim notes each subject's newest challenge (UpdateItem); dispatch reads it
-	// (GetItem) and counts a message in its counters, in one UpdateItem or one TransactWriteItems
-	// of UpdateItems and, where no counter keeps its members, a PutItem marker.
+	// (GetItem), counts a message in one TransactWriteItems of its counters' UpdateItems and its
+	// admission marker's PutItem, and releases a count it no longer needs by reading the marker
+	// (GetItem) and, in one TransactWriteItems, deleting it (DeleteItem) and taking one from each
+	// counter it names (UpdateItem).
 	allow(settings.Claim, []*string{st.limits.TableArn()}, "dynamodb:UpdateItem")
-	allow(settings.Dispatch, []*string{st.limits.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
+	allow(settings.Dispatch, []*string{st.limits.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 	// The mapping's poller, and dispatch re-scheduling a row (a deferred row's wake-up).
 	allow(settings.Dispatch, []*string{q.queue.QueueArn()}, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
 		"sqs:SendMessage")
@@ -377,10 +379,6 @@ var unexercisedGrants = []struct {
 		"The emulator has no End User Messaging SMS service, so no run sends through it; the SMS adapter's own tests " +
 			"drive the real SDK against a local HTTP server. Granted on the configured origination identity, or on " +
 			"this account's sms-voice resources when none is configured."},
-	{"Dispatch", "dynamodb:PutItem", "LimitsTable",
-		"The marker item that makes a message count once when none of its send-limit counters is small enough to " +
-			"keep its members (dynamostore.Limits). The default destination cap (5) always keeps them, so only a " +
-			"policy with the destination and subject limits off reaches it; the limits contract suite runs it on the emulator."},
 	{"Reconcile", "dynamodb:GetItem", "",
 		"Read-back after a conditional write failed or lost its response (ledger.Service.write recognizes its own " +
 			"landed write) and the lookup of a held fallback channel when a row ends (settleSuccessor). Both run only " +

@@ -42,7 +42,7 @@ func TestLeastPrivilege(t *testing.T) {
 				"dynamodb:GetShardIterator on LedgerTable.StreamArn", "dynamodb:ListStreams on *",
 				"sqs:SendMessage on StreamFailureDlq",
 				"dynamodb:GetItem on BudgetTable", "dynamodb:UpdateItem on BudgetTable",
-				"dynamodb:GetItem on LimitsTable", "dynamodb:UpdateItem on LimitsTable", "dynamodb:PutItem on LimitsTable", // send limits
+				"dynamodb:GetItem on LimitsTable", "dynamodb:UpdateItem on LimitsTable", "dynamodb:PutItem on LimitsTable", "dynamodb:DeleteItem on LimitsTable", // send limits
 				// a refused admission's look at the subject's older challenges (Store.ListByRef)
 				"dynamodb:Query on LedgerTable/index/subject", "dynamodb:BatchGetItem on LedgerTable",
 				"sqs:DeleteMessage on DispatchQueue", "sqs:GetQueueAttributes on DispatchQueue", "sqs:ReceiveMessage on DispatchQueue",
