@@ -480,28 +480,34 @@ type limitKey struct {
 	rule   ledger.Rule
 	key    string
 	window time.Time
+	// id is the store's name for the counter (ledger.CounterID, keyed by
+	// the stack's fingerprint of the address where the rule needs one).
+	id string
 }
 
 // worldCounts are the counters a message of key counts in, by the world's
-// policy and knowledge, in the windows containing at.
+// policy and knowledge (its address, subject and region, the stack's
+// fingerprint key), in the windows containing at.
 func (s *sim) worldCounts(key string, at time.Time) []limitKey {
 	info := s.w.rows[key]
 	l, ch := s.w.sendLimits, info.channel
 	addr := info.challenge.to[ch]
 	var out []limitKey
-	add := func(rule ledger.Rule, c ledger.Cap, k string) {
+	add := func(rule ledger.Rule, c ledger.Cap, k, storeKey string) {
 		if c.On() {
-			out = append(out, limitKey{rule, k, ledger.WindowStart(c, at)})
+			id := ledger.CounterID(ledger.Count{Rule: rule, Key: storeKey, Cap: c}, at)
+			out = append(out, limitKey{rule, k, ledger.WindowStart(c, at), id})
 		}
 	}
-	add(ledger.RuleDestination, l.Destination, string(ch)+" "+addr)
+	fp, _ := (&fingerprint.Local{Key: fingerprintKey}).Fingerprint(context.Background(), ch, addr)
+	add(ledger.RuleDestination, l.Destination, string(ch)+" "+addr, string(ch)+"#"+fp)
 	if info.challenge.subject != "" {
-		add(ledger.RuleSubject, l.Subject, info.challenge.subject)
+		add(ledger.RuleSubject, l.Subject, info.challenge.subject, info.challenge.subject)
 	}
 	if ch == ledger.SMS {
 		r, _ := regionOf(addr)
-		add(ledger.RuleSMSCountryCap, l.SMSCountryCap, r)
-		add(ledger.RuleSMSGlobal, l.SMSGlobal, "sms")
+		add(ledger.RuleSMSCountryCap, l.SMSCountryCap, r, r)
+		add(ledger.RuleSMSGlobal, l.SMSGlobal, "sms", string(ledger.SMS))
 	}
 	return out
 }
@@ -600,41 +606,14 @@ func nothingTaken(e ledger.Entry) bool {
 	return true
 }
 
-// counterIDs names the counters a message of key counts in, by the world's
-// policy and knowledge (its address, subject and region, the stack's
-// fingerprint key), in the windows containing at: what the store must hold
-// it in (ledger.CounterID is the counters' naming, which both sides share).
-func (s *sim) counterIDs(key string, at time.Time) []string {
-	info := s.w.rows[key]
-	l, ch := s.w.sendLimits, info.channel
-	addr := info.challenge.to[ch]
-	var ids []string
-	add := func(rule ledger.Rule, c ledger.Cap, k string) {
-		if c.On() {
-			ids = append(ids, ledger.CounterID(ledger.Count{Rule: rule, Key: k, Cap: c}, at))
-		}
-	}
-	fp, _ := (&fingerprint.Local{Key: fingerprintKey}).Fingerprint(context.Background(), ch, addr)
-	add(ledger.RuleDestination, l.Destination, string(ch)+"#"+fp)
-	if info.challenge.subject != "" {
-		add(ledger.RuleSubject, l.Subject, info.challenge.subject)
-	}
-	if ch == ledger.SMS {
-		r, _ := regionOf(addr)
-		add(ledger.RuleSMSCountryCap, l.SMSCountryCap, r)
-		add(ledger.RuleSMSGlobal, l.SMSGlobal, string(ledger.SMS))
-	}
-	return ids
-}
-
 // checkCounted judges a message a provider took (ClassCaps): a sent message
 // is counted, in every counter of its own that the world's policy names,
 // in the windows of its admission at (the admitting worker's clock), and
 // holds that count from then on (Release judges that none is given back).
 func (s *sim) checkCounted(f sendFact, at time.Time) {
 	s.stats.Paths[pathTakenCounted]++
-	for _, id := range s.counterIDs(f.key, at) {
-		if !s.countedIn[id][f.key] {
+	for _, k := range s.worldCounts(f.key, at) {
+		if id := k.id; !s.countedIn[id][f.key] {
 			s.fail(invSentUncounted, fmt.Sprintf("the %s provider took %s (attempt %d, %s's send) while its counter %s did not count it (it is counted in %s)",
 				s.w.rows[f.key].channel, s.label(f.key), f.attempt, f.inv, s.counterName(id), s.counterNames(s.countersOf(f.key))), f.key)
 			return

@@ -44,9 +44,10 @@ type Entry struct {
 	// message was not taken ("TooManyRequestsException", "HTTP 429"), or
 	// BudgetCode while the row waits for the send-rate budget.
 	NotSentCode string
-	// AdmittedAt is when the send limits counted the row (zero if they did
-	// not): a row superseded before its send gives its count back in the
-	// windows of that time.
+	// AdmittedAt is when the send limits counted the row, as recorded by
+	// the write after its admission (zero if they did not, or if that
+	// write never landed): evidence only. A release does not need it: the
+	// limiter records which counters counted the message.
 	AdmittedAt time.Time
 	// FirstAttemptAt is when the first transport attempt began; the
 	// idempotency window of a transport is measured from it.

@@ -83,12 +83,7 @@ func TestReleaseTakesBackTheWindowThatCounted(t *testing.T) {
 	now := e.Clock.Now()
 	e.Clock.Advance(now.Truncate(time.Minute).Add(time.Minute + 10*time.Second).Sub(now))
 	older := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
-	real := e.Svc.Store
-	e.Svc.Store = failBegin{real}
-	if _, err := e.Svc.Dispatch(context.Background(), older.Key(), "dispatch/1"); err == nil {
-		t.Fatal("the failing begin write reported no error")
-	}
-	e.Svc.Store = real
+	e.dispatchCutAfterCount(t, older.Key())
 	e.Clock.Advance(time.Minute) // minute 2
 	sms := e.claimTo(t, 2, ledger.SMS, "+15550100001", "acct-1", 0)
 	mustDispatch(t, e, sms.Key(), ledger.DispatchAccepted)

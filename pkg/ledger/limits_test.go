@@ -112,16 +112,7 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 func TestLimitCountsOnce(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}})
 	a := e.claimTo(t, 1, ledger.SMS, "+15550100001", "", 0)
-	// The begin write fails after the count: the row stays claimed.
-	real := e.Svc.Store
-	e.Svc.Store = failBegin{real}
-	if _, err := e.Svc.Dispatch(context.Background(), a.Key(), "dispatch/1"); err == nil {
-		t.Fatal("the failing begin write reported no error")
-	}
-	e.Svc.Store = real
-	if got := e.get(t, a.Key()); got.State != ledger.Claimed {
-		t.Fatalf("state %s, want still claimed", got.State)
-	}
+	e.dispatchCutAfterCount(t, a.Key())
 	for range 3 {
 		mustDispatch(t, e, a.Key(), map[bool]ledger.DispatchOutcome{true: ledger.DispatchAccepted, false: ledger.DispatchSkipped}[e.get(t, a.Key()).State == ledger.Claimed])
 	}
@@ -129,6 +120,22 @@ func TestLimitCountsOnce(t *testing.T) {
 	mustDispatch(t, e, b.Key(), ledger.DispatchAccepted) // the second of 2: a's retries counted once
 	c := e.claimTo(t, 3, ledger.SMS, "+15550100001", "", 0)
 	mustDispatch(t, e, c.Key(), ledger.DispatchLimited)
+}
+
+// dispatchCutAfterCount dispatches the claimed row key with a begin write
+// that fails after the limits counted it: the row stays claimed.
+func (e *env) dispatchCutAfterCount(t *testing.T, key string) {
+	t.Helper()
+	real := e.Svc.Store
+	e.Svc.Store = failBegin{real}
+	_, err := e.Svc.Dispatch(context.Background(), key, "dispatch/1")
+	e.Svc.Store = real
+	if err == nil {
+		t.Fatal("the failing begin write reported no error")
+	}
+	if got := e.get(t, key); got.State != ledger.Claimed {
+		t.Fatalf("state %s, want still claimed", got.State)
+	}
 }
 
 type failBegin struct{ ledger.Store }
