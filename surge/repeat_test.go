@@ -1,6 +1,7 @@
 package surge
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -258,35 +259,74 @@ const holdSlack = 2 * time.Second
 // the player asked again while the provider refused the earlier sends. A
 // 429 leaves nothing at the provider, so when the throttle lifts only the
 // newest ask may be sent; the older ones end superseded at their next
-// wake-up (or were sent before the newest was claimed).
+// wake-up. So that every held subject shows it, whatever the machine's
+// pace, its newest ask is published only after the provider refused one of
+// its older asks (waitRefused).
 type olderHold struct {
 	mu        sync.Mutex
-	held      map[string]string    // dedupe key → subject
-	newest    map[string]time.Time // subject → when its newest ask was published
+	held      map[string]string        // dedupe key → subject
+	newest    map[string]time.Time     // subject → when its newest ask was published
+	refused   map[string]chan struct{} // subject → closed at its first 429
 	throttled int
+}
+
+// holds reports whether pl's subject is one the provider holds back.
+func (h *olderHold) holds(pl intentPlan) bool {
+	if pl.Ask == 0 || pl.Channel != ledger.SMS {
+		return false
+	}
+	var j int
+	_, err := fmt.Sscanf(pl.Subject, "repeat-%d:", &j)
+	return err == nil && j%2 == 0
+}
+
+// refusal returns the channel closed when subject's first older ask is
+// refused; h.mu must be held.
+func (h *olderHold) refusal(subject string) chan struct{} {
+	if h.held == nil {
+		h.held, h.newest, h.refused = map[string]string{}, map[string]time.Time{}, map[string]chan struct{}{}
+	}
+	c, ok := h.refused[subject]
+	if !ok {
+		c = make(chan struct{})
+		h.refused[subject] = c
+	}
+	return c
 }
 
 // publishing records pl, about to be published: an older ask of a held
 // subject is held; a newest ask's time starts its subject's release.
 func (h *olderHold) publishing(pl intentPlan, published bool) {
-	if pl.Ask == 0 || pl.Channel != ledger.SMS {
-		return
-	}
-	var j int
-	if _, err := fmt.Sscanf(pl.Subject, "repeat-%d:", &j); err != nil || j%2 != 0 {
+	if !h.holds(pl) {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.held == nil {
-		h.held, h.newest = map[string]string{}, map[string]time.Time{}
-	}
+	h.refusal(pl.Subject)
 	switch {
 	case pl.Ask < repeatAsks && !published:
 		h.held[pl.Key] = pl.Subject
 	case pl.Ask == repeatAsks && published:
 		h.newest[pl.Subject] = time.Now()
 	}
+}
+
+// waitRefused reports whether pl is a held subject's newest ask, and if so
+// waits until the provider refused one of its older asks, or until limit:
+// the older ask is then throttled before the newest is claimed.
+func (h *olderHold) waitRefused(ctx context.Context, pl intentPlan, limit time.Duration) bool {
+	if !h.holds(pl) || pl.Ask != repeatAsks {
+		return false
+	}
+	h.mu.Lock()
+	c := h.refusal(pl.Subject)
+	h.mu.Unlock()
+	select {
+	case <-c:
+	case <-time.After(limit):
+	case <-ctx.Done():
+	}
+	return true
 }
 
 // wrap answers 429 to a held older ask until its subject's newest ask was
@@ -297,12 +337,19 @@ func (h *olderHold) wrap(next http.Handler) http.Handler {
 		h.mu.Lock()
 		subject, held := h.held[key]
 		at, newer := h.newest[subject]
-		hold := held && (!newer || time.Since(at) < holdSlack)
+		hold := r.Method == http.MethodPost && held && (!newer || time.Since(at) < holdSlack)
 		if hold {
 			h.throttled++
+			if c := h.refusal(subject); !newer {
+				select {
+				case <-c:
+				default:
+					close(c)
+				}
+			}
 		}
 		h.mu.Unlock()
-		if r.Method == http.MethodPost && hold {
+		if hold {
 			w.Header().Set("Retry-After", "1")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)

@@ -212,34 +212,45 @@ func TestSurge(t *testing.T) {
 	next := make(chan int, cfg.Intents)
 	begin := time.Now()
 	go feed(ctx, next, cfg)
+	publish := func(i int) {
+		pl := &plans[i]
+		ttl := longTTL
+		if pl.Short {
+			ttl = shortTTL
+		}
+		n := p.Notification(pl.Challenge, pl.Channel, ttl)
+		n.SubjectRef = pl.Subject
+		if pl.Ask > 0 {
+			// Each ask expires later than the one before, whatever
+			// order the producers publish them in.
+			n.ExpiresAt = begin.Add(longTTL + time.Duration(pl.Ask)*askSpacing)
+		}
+		pl.ChallengeID, pl.Published, pl.ExpiresAt = n.ChallengeID, time.Now(), n.ExpiresAt
+		pl.Key = ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: pl.Channel}.Key()
+		hold.publishing(*pl, false)
+		var err error
+		for try := 0; try < 3; try++ {
+			if _, err = p.Producer.Publish(p.Ctx, n); err == nil {
+				break
+			}
+		}
+		hold.publishing(*pl, true)
+		if err != nil {
+			pubErrs <- fmt.Errorf("publish %d: %w", i, err)
+		}
+	}
 	for range 16 {
 		pubWG.Go(func() {
 			for i := range next {
-				pl := &plans[i]
-				ttl := longTTL
-				if pl.Short {
-					ttl = shortTTL
+				if pl := plans[i]; hold.holds(pl) && pl.Ask == repeatAsks {
+					// Published once the provider refused an older ask.
+					pubWG.Go(func() {
+						hold.waitRefused(ctx, pl, minDrain)
+						publish(i)
+					})
+					continue
 				}
-				n := p.Notification(pl.Challenge, pl.Channel, ttl)
-				n.SubjectRef = pl.Subject
-				if pl.Ask > 0 {
-					// Each ask expires later than the one before, whatever
-					// order the producers publish them in.
-					n.ExpiresAt = begin.Add(longTTL + time.Duration(pl.Ask)*askSpacing)
-				}
-				pl.ChallengeID, pl.Published, pl.ExpiresAt = n.ChallengeID, time.Now(), n.ExpiresAt
-				pl.Key = ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: pl.Channel}.Key()
-				hold.publishing(*pl, false)
-				var err error
-				for try := 0; try < 3; try++ {
-					if _, err = p.Producer.Publish(p.Ctx, n); err == nil {
-						break
-					}
-				}
-				hold.publishing(*pl, true)
-				if err != nil {
-					pubErrs <- fmt.Errorf("publish %d: %w", i, err)
-				}
+				publish(i)
 			}
 		})
 	}
