@@ -378,7 +378,7 @@ func (s *sim) refused(key, id string) {
 	for h := range s.countedIn[id] {
 		o, ok := s.peek(h)
 		if ok && h != key && o.SubjectRef == self.SubjectRef && o.Identity.Channel == self.Identity.Channel &&
-			o.ExpiresAt.Before(self.ExpiresAt) && o.Attempts == 0 &&
+			s.w.challenge(self.Identity.ChallengeID).mark().Newer(s.w.challenge(o.Identity.ChallengeID).mark()) && o.Attempts == 0 &&
 			(o.State == ledger.Claimed || o.State == ledger.Deferred) {
 			holders = append(holders, h)
 		}
@@ -423,40 +423,40 @@ func (s *sim) checkStarved(w writeFact) {
 // invocation.
 type challengesPort struct{ inv *invocation }
 
-func (p *challengesPort) Note(ctx context.Context, ref ledger.SubjectStream, challenge string, expiresAt time.Time) error {
+func (p *challengesPort) Note(ctx context.Context, ref ledger.SubjectStream, c ledger.Challenge) error {
 	s, inv := p.inv.sim, p.inv
-	r := inv.yield(&call{op: opNote, detail: fmt.Sprintf("%s %s newest %s", ref.Subject, ref.Channel, challenge)})
+	r := inv.yield(&call{op: opNote, detail: fmt.Sprintf("%s %s newest %s", ref.Subject, ref.Channel, c.ID)})
 	if r.fault == failCall {
-		return injected("note", challenge)
+		return injected("note", c.ID)
 	}
 	if s.mutant == SupersedeLastNoted {
-		// The write without its condition on the later expiry: the last
-		// challenge noted wins.
-		s.lastNoted[ref] = challenge
+		// The write without its condition on the later issue time: the
+		// last challenge noted wins.
+		s.lastNoted[ref] = c
 	}
-	err := s.limiter.Note(ctx, ref, challenge, expiresAt)
+	err := s.limiter.Note(ctx, ref, c)
 	switch r.fault {
 	case lostResponse:
-		return lost("note", challenge)
+		return lost("note", c.ID)
 	case crashAfter:
 		inv.crash()
 	}
 	return err
 }
 
-func (p *challengesPort) Newest(ctx context.Context, ref ledger.SubjectStream) (string, time.Time, bool, error) {
+func (p *challengesPort) Newest(ctx context.Context, ref ledger.SubjectStream) (ledger.Challenge, bool, error) {
 	s, inv := p.inv.sim, p.inv
 	r := inv.yield(&call{op: opNewest, detail: fmt.Sprintf("%s %s", ref.Subject, ref.Channel)})
 	if r.fault == failCall {
-		return "", time.Time{}, false, injected("newest", ref.Subject)
+		return ledger.Challenge{}, false, injected("newest", ref.Subject)
 	}
 	inv.newestStep = s.step
-	id, exp, ok, err := s.limiter.Newest(ctx, ref)
+	c, ok, err := s.limiter.Newest(ctx, ref)
 	if last, noted := s.lastNoted[ref]; noted && s.mutant == SupersedeLastNoted {
-		id, exp = last, s.w.challenge(last).expiresAt()
+		c = last
 	}
 	inv.answerLate("", false)
-	return id, exp, ok, err
+	return c, ok, err
 }
 
 // challenge returns the world's challenge id.
@@ -637,7 +637,7 @@ func (s *sim) checkSuperseded(f sendFact, info rowInfo) {
 		read = f.inv.begun[f.key]
 	}
 	for _, o := range s.w.challenges {
-		if o.subject != info.challenge.subject || !slices.Contains(o.channels, info.channel) || !o.expiresAt().After(info.challenge.expiresAt()) {
+		if o.subject != info.challenge.subject || !slices.Contains(o.channels, info.channel) || !o.mark().Newer(info.challenge.mark()) {
 			continue
 		}
 		okey := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: o.id, Channel: info.channel}.Key()
@@ -646,8 +646,8 @@ func (s *sim) checkSuperseded(f sendFact, info rowInfo) {
 			if f.attempt > 1 {
 				before = fmt.Sprintf("; the provider answered its %d earlier attempts not sent", f.attempt-1)
 			}
-			s.fail(invSupersededSent, fmt.Sprintf("%s sent %s (attempt %d%s) after newer challenge c%d (expires %s, later than %s) was claimed at step %d, before the sender's check at step %d",
-				f.inv, s.label(f.key), f.attempt, before, o.n, s.rel(o.expiresAt()), s.rel(info.challenge.expiresAt()), c, read), f.key, okey)
+			s.fail(invSupersededSent, fmt.Sprintf("%s sent %s (attempt %d%s) after newer challenge c%d (issued %s, later than %s) was claimed at step %d, before the sender's check at step %d",
+				f.inv, s.label(f.key), f.attempt, before, o.n, s.rel(o.issuedAt()), s.rel(info.challenge.issuedAt()), c, read), f.key, okey)
 			return
 		}
 	}

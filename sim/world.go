@@ -150,6 +150,16 @@ type challenge struct {
 // expiresAt is the challenge's expires_at.
 func (ch *challenge) expiresAt() time.Time { return ledgertest.Epoch.Add(ch.arrival + ch.lifetime) }
 
+// issuedAt is the challenge's issued_at: when its intents are published.
+// Lifetimes differ, so a later challenge may expire sooner than an
+// earlier one: supersession must order by this, not by the expiry.
+func (ch *challenge) issuedAt() time.Time { return ledgertest.Epoch.Add(ch.arrival) }
+
+// mark is the challenge as supersession orders it.
+func (ch *challenge) mark() ledger.Challenge {
+	return ledger.Challenge{ID: ch.id, IssuedAt: ch.issuedAt(), ExpiresAt: ch.expiresAt()}
+}
+
 // message is one intent on the intent queue.
 type message struct {
 	id     int
@@ -381,6 +391,7 @@ func (w *world) intent(ch *challenge, chn ledger.Channel, templateVersion, bodyS
 		Workflow:        ch.workflow,
 		DestinationRef:  fmt.Sprintf("acct-%06d:%s", ch.n, chn),
 		SubjectRef:      ch.subject,
+		IssuedAt:        ch.issuedAt(),
 		ExpiresAt:       ch.expiresAt(),
 		TemplateID:      "reset-" + string(chn),
 		TemplateVersion: templateVersion,

@@ -100,6 +100,9 @@ var (
 	FallbackDeliveryWait = &Var{Env: "FALLBACK_DELIVERY_WAIT", Context: "fallbackDeliveryWait", Default: FormatDuration(policy.FallbackWait),
 		Roles: Functions, Doc: "how long a held fallback channel waits, after the earlier channel was accepted, for its delivery or a permanent bounce; 0 suppresses it at acceptance",
 		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.FallbackWait })}
+	MaxChallengeLifetime = &Var{Env: "MAX_CHALLENGE_LIFETIME", Context: "maxChallengeLifetime", Default: FormatDuration(policy.MaxChallengeLifetime),
+		Roles: []Role{Claim}, Doc: "claim refuses (dead-letters, no row) an intent whose expires_at lies further than this past the claim's time; a reset link should not live longer",
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.MaxChallengeLifetime })}
 	RecheckAfter = &Var{Env: "RECHECK_AFTER", Default: FormatDuration(policy.RecheckAfter),
 		Roles: Senders, Doc: "how long reconcile waits between looks at an unknown row",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RecheckAfter })}
@@ -204,7 +207,7 @@ var (
 // Vars lists every declaration, in the README's order.
 var Vars = []*Var{
 	LedgerTable, ContentTable, ContentKeyARN, AttemptProofKeyARN, BudgetTable, DispatchQueueURL,
-	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, RecheckAfter,
+	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, MaxChallengeLifetime, RecheckAfter,
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	SMSAllowedCountries, SMSProtectConfigurationID,
 	LimitsTable, SubjectIndex, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,

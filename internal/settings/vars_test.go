@@ -48,7 +48,7 @@ func TestEnvironLoadsBack(t *testing.T) {
 	s.DispatchQueueURL = "https://sqs.example.test/q"
 	s.Policy = ledger.Policy{Version: "policy-7", Lease: 90 * time.Second, ExpiryMargin: 4 * time.Second, SendGuard: 3 * time.Second, Retention: 100 * time.Hour,
 		MaxAttempts: 5, SettlePeriod: 5 * time.Minute, RecheckAfter: time.Minute, RetryBase: time.Second,
-		RetryMax: 90 * time.Second, BudgetWait: 1500 * time.Millisecond, RedriveAfter: 45 * time.Second}
+		RetryMax: 90 * time.Second, BudgetWait: 1500 * time.Millisecond, RedriveAfter: 45 * time.Second, MaxChallengeLifetime: 20 * time.Minute}
 	s.Transports[ledger.Email], s.Transports[ledger.SMS] = TransportWebhook, TransportWebhook
 	s.SESFrom, s.SESConfigurationSet, s.SMSOrigination, s.SMSMaxPrice = "no-reply@example.test", "cs", "arn:pool", "0.25"
 	s.WebhookURL, s.WebhookKeyWindow, s.WebhookTimeout, s.WebhookLookup = "https://gw.example.test/send", 0, 3*time.Second, true

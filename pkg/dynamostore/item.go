@@ -49,6 +49,7 @@ const (
 	attrPolicyVersion   = "policy_version"
 	attrExpiresAt       = "expires_at"
 	attrCreatedAt       = "created_at"
+	attrIssuedAt        = "issued_at"
 	attrUpdatedAt       = "updated_at"
 	attrLeaseUntil      = "lease_until"
 	attrNextCheckAt     = "next_check_at"
@@ -131,6 +132,9 @@ func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
 		attrPolicyVersion:   s(e.PolicyVersion),
 		attrExpiresAt:       s(fmtTime(e.ExpiresAt)),
 		attrCreatedAt:       s(fmtTime(e.CreatedAt)),
+	}
+	if !e.IssuedAt.IsZero() {
+		m[attrIssuedAt] = s(fmtTime(e.IssuedAt))
 	}
 	// The timeline indexes' keys: an index key attribute may not be an
 	// empty string, and a row without a subject is in no subject's index.
@@ -433,6 +437,7 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 		PolicyVersion:   d.str(attrPolicyVersion),
 		ExpiresAt:       d.time(attrExpiresAt),
 		CreatedAt:       d.time(attrCreatedAt),
+		IssuedAt:        d.time(attrIssuedAt),
 		UpdatedAt:       d.time(attrUpdatedAt),
 		LeaseUntil:      d.time(attrLeaseUntil),
 		NextCheckAt:     d.time(attrNextCheckAt),

@@ -261,21 +261,31 @@ func newestKey(ref ledger.SubjectStream) map[string]types.AttributeValue {
 
 const (
 	attrChallengeID = "challenge"
-	attrNewestExp   = "exp"
+	// attrNewestIssued is when the newest challenge was issued (Unix ms):
+	// what supersession orders by. An item an older release wrote orders
+	// by expiry ("exp") instead; it has no "iss", and the next note
+	// replaces it.
+	attrNewestIssued = "iss"
+	attrNewestExp    = "exp"
 	// newestKeep keeps the newest challenge a day past its expiry.
 	newestKeep = 24 * time.Hour
 )
 
-// Note implements ledger.Challenges: one conditional UpdateItem.
-func (l *Limits) Note(ctx context.Context, ref ledger.SubjectStream, challenge string, expiresAt time.Time) error {
+// Note implements ledger.Challenges: one conditional UpdateItem, which
+// lands only if no newer challenge is recorded (ledger.Challenge.Newer:
+// a later issue time, or the same one and a greater id).
+func (l *Limits) Note(ctx context.Context, ref ledger.SubjectStream, c ledger.Challenge) error {
 	_, err := l.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &l.table,
-		Key:                      newestKey(ref),
-		UpdateExpression:         aws.String("SET #c = :c, #exp = :exp, #ttl = :ttl"),
-		ConditionExpression:      aws.String("attribute_not_exists(#exp) OR #exp < :exp OR (#exp = :exp AND #c = :c)"),
-		ExpressionAttributeNames: map[string]string{"#c": attrChallengeID, "#exp": attrNewestExp, "#ttl": AttrTTL},
+		TableName:           &l.table,
+		Key:                 newestKey(ref),
+		UpdateExpression:    aws.String("SET #c = :c, #iss = :iss, #exp = :exp, #ttl = :ttl"),
+		ConditionExpression: aws.String("attribute_not_exists(#iss) OR #iss < :iss OR (#iss = :iss AND #c <= :c)"),
+		ExpressionAttributeNames: map[string]string{
+			"#c": attrChallengeID, "#iss": attrNewestIssued, "#exp": attrNewestExp, "#ttl": AttrTTL,
+		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":c": s(challenge), ":exp": n(expiresAt.UnixMilli()), ":ttl": n(expiresAt.Add(newestKeep).Unix()),
+			":c": s(c.ID), ":iss": n(c.IssuedAt.UnixMilli()), ":exp": n(c.ExpiresAt.UnixMilli()),
+			":ttl": n(c.ExpiresAt.Add(newestKeep).Unix()),
 		},
 	})
 	var ccf *types.ConditionalCheckFailedException
@@ -286,19 +296,29 @@ func (l *Limits) Note(ctx context.Context, ref ledger.SubjectStream, challenge s
 }
 
 // Newest implements ledger.Challenges: one strongly consistent GetItem.
-func (l *Limits) Newest(ctx context.Context, ref ledger.SubjectStream) (string, time.Time, bool, error) {
+func (l *Limits) Newest(ctx context.Context, ref ledger.SubjectStream) (ledger.Challenge, bool, error) {
 	out, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: newestKey(ref), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return "", time.Time{}, false, fmt.Errorf("newest challenge: %w", err)
+		return ledger.Challenge{}, false, fmt.Errorf("newest challenge: %w", err)
 	}
 	c, ok := out.Item[attrChallengeID].(*types.AttributeValueMemberS)
-	e, ok2 := out.Item[attrNewestExp].(*types.AttributeValueMemberN)
-	if !ok || !ok2 {
-		return "", time.Time{}, false, nil
+	if !ok || out.Item[attrNewestIssued] == nil {
+		return ledger.Challenge{}, false, nil
 	}
-	ms, err := strconv.ParseInt(e.Value, 10, 64)
-	if err != nil {
-		return "", time.Time{}, false, fmt.Errorf("newest challenge: expiry %q: %w", e.Value, err)
+	newest := ledger.Challenge{ID: c.Value}
+	for _, f := range []struct {
+		attr string
+		dst  *time.Time
+	}{{attrNewestIssued, &newest.IssuedAt}, {attrNewestExp, &newest.ExpiresAt}} {
+		v, ok := out.Item[f.attr].(*types.AttributeValueMemberN)
+		if !ok {
+			return ledger.Challenge{}, false, fmt.Errorf("newest challenge: %s is not a number", f.attr)
+		}
+		ms, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			return ledger.Challenge{}, false, fmt.Errorf("newest challenge: %s: %w", f.attr, err)
+		}
+		*f.dst = time.UnixMilli(ms).UTC()
 	}
-	return c.Value, time.UnixMilli(ms).UTC(), true, nil
+	return newest, true, nil
 }

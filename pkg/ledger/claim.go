@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ClaimOutcome says what Claim did.
@@ -38,11 +39,19 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 		return ClaimResult{}, fieldErr("sealed_content", "missing")
 	}
 	now := s.now()
+	if err := s.checkLifetime(in, now); err != nil {
+		return ClaimResult{}, err
+	}
+	issued := in.IssuedAt
+	if issued.IsZero() {
+		issued = now
+	}
 	key := in.Key()
 	row := Entry{
 		Key: key, Identity: in.Identity, Workflow: in.Workflow, ContentHash: in.ContentHash,
 		DestinationRef: in.DestinationRef, SubjectRef: in.SubjectRef, TemplateID: in.TemplateID, TemplateVersion: in.TemplateVersion,
-		PolicyVersion: in.PolicyVersion, ExpiresAt: in.ExpiresAt.UTC().Truncate(Precision), CreatedAt: now,
+		PolicyVersion: in.PolicyVersion, IssuedAt: issued.UTC().Truncate(Precision),
+		ExpiresAt: in.ExpiresAt.UTC().Truncate(Precision), CreatedAt: now,
 	}
 
 	// No read first: the conditional create finds an existing identity, and
@@ -122,4 +131,20 @@ func (s *Service) existing(ctx context.Context, e Entry, in Intent, w Worker) (C
 		return ClaimResult{}, fmt.Errorf("claim %s: record mismatch: %w", e.Key, err)
 	}
 	return res, nil
+}
+
+// checkLifetime refuses, before any row exists, an intent whose challenge
+// would outlive Policy.MaxChallengeLifetime past the claim's time now, or
+// that says it was issued after now. Either is a producer's bug or a
+// forgery: a row would let it shadow the subject's later challenges (and
+// keep its content) for as long as it claims to live. A refused intent is
+// an invalid one: the claim function dead-letters it with this reason.
+func (s *Service) checkLifetime(in Intent, now time.Time) error {
+	if limit := s.Policy.MaxChallengeLifetime; limit > 0 && in.ExpiresAt.Truncate(Precision).After(now.Add(limit)) {
+		return fieldErr("expires_at", fmt.Sprintf("more than %s after the claim's time (the maximum challenge lifetime)", limit))
+	}
+	if in.IssuedAt.Truncate(Precision).After(now) {
+		return fieldErr("issued_at", "later than the claim's time")
+	}
+	return nil
 }

@@ -25,9 +25,13 @@ type Entry struct {
 	TemplateID      string
 	TemplateVersion string
 	PolicyVersion   string
-	ExpiresAt       time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	// IssuedAt is when the account service issued the challenge, as the
+	// intent sealed it (the claim's time for a wire version without it):
+	// supersession orders a subject's challenges by it.
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// LeaseUntil is when a dispatching row counts as stuck, and when a
 	// claimed row is due for a re-drive: the stream has had until then to
 	// deliver it (its claim time plus Policy.RedriveAfter). A claimed row

@@ -51,7 +51,12 @@ type Intent struct {
 	// SubjectRef is an opaque reference to the account the challenge is
 	// for, never an address; "" when the producer gave none. Send limits
 	// per subject and supersession of older challenges key on it.
-	SubjectRef      string
+	SubjectRef string
+	// IssuedAt is when the account service issued the challenge: the
+	// newest challenge of a subject is the one issued last, whatever the
+	// expiries say. Zero for an intent of a wire version that does not
+	// carry it; the claim then records its own time.
+	IssuedAt        time.Time
 	ExpiresAt       time.Time
 	TemplateID      string
 	TemplateVersion string
@@ -93,6 +98,9 @@ func (in Intent) Validate() error {
 	}
 	if in.ExpiresAt.IsZero() {
 		return fieldErr("expires_at", "missing")
+	}
+	if !in.IssuedAt.IsZero() && !in.IssuedAt.Before(in.ExpiresAt) {
+		return fieldErr("issued_at", "not before expires_at")
 	}
 	if err := checkOpaque("template_id", in.TemplateID, 64); err != nil {
 		return err

@@ -171,13 +171,42 @@ type Limiter interface {
 // Challenges records the newest challenge of each subject, purpose and
 // channel, for supersession.
 type Challenges interface {
-	// Note records challenge (expiring at expiresAt) as the newest of ref
-	// unless a challenge with a later expiry is recorded; a repeated note is
-	// harmless.
-	Note(ctx context.Context, ref SubjectStream, challenge string, expiresAt time.Time) error
-	// Newest returns the newest recorded challenge of ref and its expiry;
-	// ok is false if none is recorded. It reads strongly consistently.
-	Newest(ctx context.Context, ref SubjectStream) (challenge string, expiresAt time.Time, ok bool, err error)
+	// Note records challenge c as the newest of ref unless a newer one is
+	// recorded (Challenge.Newer); a repeated note is harmless. The record
+	// is kept at least until c.ExpiresAt.
+	Note(ctx context.Context, ref SubjectStream, c Challenge) error
+	// Newest returns the newest recorded challenge of ref; ok is false if
+	// none is recorded. It reads strongly consistently.
+	Newest(ctx context.Context, ref SubjectStream) (c Challenge, ok bool, err error)
+}
+
+// Challenge is one challenge of a subject stream, as supersession orders
+// them: by when the account service issued it, never by its expiry (a
+// far-future expiry must not shadow a later challenge), ties broken by the
+// challenge id so that every reader orders them alike.
+type Challenge struct {
+	ID        string
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+}
+
+// Newer reports whether c was issued after o (or, issued in the same
+// instant, has the greater id).
+func (c Challenge) Newer(o Challenge) bool {
+	if d := c.IssuedAt.Compare(o.IssuedAt); d != 0 {
+		return d > 0
+	}
+	return c.ID > o.ID
+}
+
+// challengeOf returns e's challenge. A row written before rows carried
+// IssuedAt counts as issued when it was claimed.
+func challengeOf(e Entry) Challenge {
+	issued := e.IssuedAt
+	if issued.IsZero() {
+		issued = e.CreatedAt
+	}
+	return Challenge{ID: e.Identity.ChallengeID, IssuedAt: issued, ExpiresAt: e.ExpiresAt}
 }
 
 // SubjectStream is what one subject's challenges supersede each other in.
@@ -242,14 +271,14 @@ func (s *Service) superseded(ctx context.Context, e Entry) (string, bool, error)
 	if !s.Limits.Supersede || s.Challenges == nil || e.SubjectRef == "" || !Supersedable(e) {
 		return "", false, nil
 	}
-	id, exp, ok, err := s.Challenges.Newest(ctx, streamOf(e))
+	newest, ok, err := s.Challenges.Newest(ctx, streamOf(e))
 	if err != nil {
 		return "", false, fmt.Errorf("dispatch %s: newest challenge: %w", e.Key, err)
 	}
-	if !ok || id == e.Identity.ChallengeID || !exp.After(e.ExpiresAt) {
+	if !ok || newest.ID == e.Identity.ChallengeID || !newest.Newer(challengeOf(e)) {
 		return "", false, nil
 	}
-	return id, true, nil
+	return newest.ID, true, nil
 }
 
 // supersedeIfNewer ends e superseded if a newer challenge of its stream
@@ -269,7 +298,7 @@ func (s *Service) noteChallenge(ctx context.Context, e Entry) error {
 	if !s.Limits.Supersede || s.Challenges == nil || e.SubjectRef == "" {
 		return nil
 	}
-	if err := s.Challenges.Note(ctx, streamOf(e), e.Identity.ChallengeID, e.ExpiresAt); err != nil {
+	if err := s.Challenges.Note(ctx, streamOf(e), challengeOf(e)); err != nil {
 		return fmt.Errorf("claim %s: note newest challenge: %w", e.Key, err)
 	}
 	return nil
@@ -429,7 +458,7 @@ func (s *Service) reclaim(ctx context.Context, e Entry, w Worker) (int, error) {
 	}
 	n := 0
 	for _, o := range rows {
-		if o.Key == e.Key || streamOf(o) != streamOf(e) || !e.ExpiresAt.After(o.ExpiresAt) {
+		if o.Key == e.Key || streamOf(o) != streamOf(e) || !challengeOf(e).Newer(challengeOf(o)) {
 			continue
 		}
 		if !Supersedable(o) {

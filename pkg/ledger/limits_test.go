@@ -46,6 +46,8 @@ func (e *env) claimTo(t *testing.T, i int, ch ledger.Channel, to, subject string
 	m := ledger.Message{To: to, Subject: "Reset your password", Body: fmt.Sprintf("reset link %d", i)}
 	in.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
 	in.SubjectRef = subject
+	// extra orders challenges: a greater one was issued (and expires) later.
+	in.IssuedAt = e.Clock.Now().Add(extra - 5*time.Minute)
 	if _, err := e.Svc.Claim(context.Background(), in, ledgertest.Seal(m), "claim/req-1"); err != nil {
 		t.Fatal(err)
 	}

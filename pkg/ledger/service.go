@@ -54,6 +54,12 @@ type Policy struct {
 	// RedriveAfter is how long past due a claimed or deferred row may wait
 	// for a dispatch before reconcile hands it back to dispatch.
 	RedriveAfter time.Duration
+	// MaxChallengeLifetime bounds how far past the claim's time a
+	// challenge may expire: an intent whose expires_at lies further out is
+	// refused before any row exists. A reset link should not live long,
+	// and a far-future challenge would otherwise keep its content, and its
+	// place as a subject's newest, that long.
+	MaxChallengeLifetime time.Duration
 }
 
 // DefaultPolicy returns the policy used when a field is left zero.
@@ -72,6 +78,8 @@ func DefaultPolicy() Policy {
 		RetryMax:     time.Minute,
 		BudgetWait:   2 * time.Second,
 		RedriveAfter: 20 * time.Second,
+
+		MaxChallengeLifetime: time.Hour,
 	}
 }
 
@@ -100,6 +108,8 @@ func (p Policy) Validate() error {
 		return errors.New("ledger: budget wait must not be negative")
 	case p.RedriveAfter <= 0:
 		return errors.New("ledger: re-drive delay must be positive")
+	case p.MaxChallengeLifetime <= p.ExpiryMargin:
+		return errors.New("ledger: max challenge lifetime must exceed the expiry margin")
 	}
 	return nil
 }

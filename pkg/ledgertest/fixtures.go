@@ -60,14 +60,20 @@ func Message(i int, ch ledger.Channel) ledger.Message {
 	}
 }
 
-// Intent returns a valid single-channel intent for challenge i expiring ttl
-// after now, and its sealed content as PlainOpener understands it.
+// Intent returns a valid single-channel intent for challenge i issued at
+// now and expiring ttl after it, and its sealed content as PlainOpener
+// understands it.
 func Intent(i int, ch ledger.Channel, now time.Time, ttl time.Duration) (ledger.Intent, []byte) {
 	m := Message(i, ch)
+	issued := now
+	if ttl <= 0 {
+		issued = now.Add(ttl - time.Minute) // issued before it expired
+	}
 	in := ledger.Intent{
 		Identity:        ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: fmt.Sprintf("chal-%06d", i), Channel: ch},
 		Workflow:        ledger.Workflow{Kind: ledger.Single},
 		DestinationRef:  fmt.Sprintf("acct-%06d:%s", i, ch),
+		IssuedAt:        issued,
 		ExpiresAt:       now.Add(ttl),
 		TemplateID:      "reset-" + string(ch),
 		TemplateVersion: "3",

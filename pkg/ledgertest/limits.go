@@ -168,29 +168,47 @@ func limitsNewest(t *testing.T, newLimits NewLimits) {
 	ctx := context.Background()
 	l := newLimits(t)
 	ref := ledger.SubjectStream{Subject: "acct-1", Purpose: ledger.PurposePasswordReset, Channel: ledger.Email}
-	if _, _, ok, err := l.Newest(ctx, ref); err != nil || ok {
+	if _, ok, err := l.Newest(ctx, ref); err != nil || ok {
 		t.Fatalf("empty: ok=%v err=%v, want none", ok, err)
 	}
-	note := func(id string, exp time.Time) {
+	note := func(id string, issued, exp time.Duration) ledger.Challenge {
 		t.Helper()
-		if err := l.Note(ctx, ref, id, exp); err != nil {
+		c := ledger.Challenge{ID: id, IssuedAt: limitsT0.Add(issued), ExpiresAt: limitsT0.Add(exp)}
+		if err := l.Note(ctx, ref, c); err != nil {
 			t.Fatal(err)
 		}
+		return c
 	}
-	note("c2", limitsT0.Add(20*time.Minute))
-	note("c1", limitsT0.Add(15*time.Minute)) // older, arriving late
-	note("c2", limitsT0.Add(20*time.Minute)) // repeated
-	id, exp, ok, err := l.Newest(ctx, ref)
-	if err != nil || !ok || id != "c2" || !exp.Equal(limitsT0.Add(20*time.Minute)) {
-		t.Fatalf("newest = %q %s %v %v, want c2", id, exp, ok, err)
+	newest := func() ledger.Challenge {
+		t.Helper()
+		c, ok, err := l.Newest(ctx, ref)
+		if err != nil || !ok {
+			t.Fatalf("newest: ok=%v err=%v", ok, err)
+		}
+		return c
 	}
-	note("c3", limitsT0.Add(25*time.Minute))
-	if id, _, _, _ := l.Newest(ctx, ref); id != "c3" {
-		t.Fatalf("newest = %q, want c3", id)
+	c2 := note("c2", 2*time.Minute, 20*time.Minute)
+	note("c1", time.Minute, 15*time.Minute)   // older, arriving late
+	note("c2", 2*time.Minute, 20*time.Minute) // repeated
+	if got := newest(); got != c2 {
+		t.Fatalf("newest = %+v, want %+v", got, c2)
+	}
+	// Issued later, expiring sooner: the newest is the one issued last,
+	// whatever the expiries say (a far-future expiry shadows nothing).
+	c3 := note("c3", 3*time.Minute, 10*time.Minute)
+	note("far", 150*time.Second, 99*time.Hour)
+	if got := newest(); got != c3 {
+		t.Fatalf("newest = %+v, want %+v: ordered by issue time", got, c3)
+	}
+	// Issued in the same instant: the greater id, whatever the order.
+	c5 := note("c5", 4*time.Minute, 10*time.Minute)
+	note("c4", 4*time.Minute, 10*time.Minute)
+	if got := newest(); got != c5 {
+		t.Fatalf("newest = %+v, want %+v: a tie goes to the greater id", got, c5)
 	}
 	sms := ref
 	sms.Channel = ledger.SMS
-	if _, _, ok, _ := l.Newest(ctx, sms); ok {
+	if _, ok, _ := l.Newest(ctx, sms); ok {
 		t.Fatal("the email stream's challenges leaked into the SMS stream")
 	}
 }

@@ -14,7 +14,7 @@ type Limits struct {
 	mu       sync.Mutex
 	counters map[string]int
 	counted  map[string]admission
-	newest   map[ledger.SubjectStream]newest
+	newest   map[ledger.SubjectStream]ledger.Challenge
 }
 
 // admission is what a counted message holds: the counters it counted in,
@@ -22,11 +22,6 @@ type Limits struct {
 type admission struct {
 	ids []string
 	at  time.Time
-}
-
-type newest struct {
-	challenge string
-	expiresAt time.Time
 }
 
 var (
@@ -74,24 +69,24 @@ func (l *Limits) Release(_ context.Context, key string) error {
 }
 
 // Note implements ledger.Challenges.
-func (l *Limits) Note(_ context.Context, ref ledger.SubjectStream, challenge string, expiresAt time.Time) error {
+func (l *Limits) Note(_ context.Context, ref ledger.SubjectStream, c ledger.Challenge) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.newest == nil {
-		l.newest = map[ledger.SubjectStream]newest{}
+		l.newest = map[ledger.SubjectStream]ledger.Challenge{}
 	}
-	if cur, ok := l.newest[ref]; !ok || cur.expiresAt.Before(expiresAt) {
-		l.newest[ref] = newest{challenge, expiresAt}
+	if cur, ok := l.newest[ref]; !ok || !cur.Newer(c) {
+		l.newest[ref] = c
 	}
 	return nil
 }
 
 // Newest implements ledger.Challenges.
-func (l *Limits) Newest(_ context.Context, ref ledger.SubjectStream) (string, time.Time, bool, error) {
+func (l *Limits) Newest(_ context.Context, ref ledger.SubjectStream) (ledger.Challenge, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, ok := l.newest[ref]
-	return n.challenge, n.expiresAt, ok, nil
+	c, ok := l.newest[ref]
+	return c, ok, nil
 }
 
 // Counters returns a copy of every counter (by ledger.CounterID) and how

@@ -1,0 +1,97 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// TestClaimRefusesAChallengeThatOutlivesItsPurpose: an intent whose
+// challenge expires further past the claim's time than the policy's
+// maximum lifetime (one expiring in 2099), or that says it was issued
+// after the claim, is refused as invalid, with its reason, and no row, no
+// content and no newest-challenge note exist: a tampered or buggy intent
+// that arrives first cannot block the genuine one or shadow a player's
+// later challenges.
+func TestClaimRefusesAChallengeThatOutlivesItsPurpose(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		edit   func(in *ledger.Intent, now time.Time)
+		field  string
+		reason string
+	}{
+		{"expires in 2099", func(in *ledger.Intent, now time.Time) {
+			in.ExpiresAt = time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
+		}, "expires_at", "more than 1h0m0s after the claim's time"},
+		{"a millisecond past the maximum", func(in *ledger.Intent, now time.Time) {
+			in.ExpiresAt = now.Add(time.Hour + time.Millisecond)
+		}, "expires_at", "more than 1h0m0s after the claim's time"},
+		{"issued after the claim", func(in *ledger.Intent, now time.Time) {
+			in.IssuedAt = now.Add(time.Second)
+		}, "issued_at", "later than the claim's time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, limits := limitedEnv(t, ledger.Limits{Supersede: true})
+			now := e.Clock.Now()
+			in, sealed := ledgertest.Intent(1, ledger.Email, now, 10*time.Minute)
+			in.SubjectRef = "acct-7"
+			tc.edit(&in, now)
+			_, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
+			var fe *ledger.FieldError
+			if !errors.Is(err, ledger.ErrInvalidIntent) || !errors.As(err, &fe) || fe.Field != tc.field || !strings.HasPrefix(fe.Reason, tc.reason) {
+				t.Fatalf("claim = %v, want an invalid %s: %s", err, tc.field, tc.reason)
+			}
+			if _, err := e.Svc.Store.Get(ctx, in.Key()); !errors.Is(err, ledger.ErrNotFound) {
+				t.Fatalf("a refused intent left a row (get: %v)", err)
+			}
+			if _, ok, _ := limits.Newest(ctx, ledger.SubjectStream{Subject: "acct-7", Purpose: in.Purpose, Channel: in.Channel}); ok {
+				t.Fatal("a refused intent was noted as its subject's newest challenge")
+			}
+		})
+	}
+	// Exactly at the maximum is a challenge, not a refusal.
+	e := newEnv(t)
+	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), time.Hour)
+	if res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || res.Outcome != ledger.ClaimCreated {
+		t.Fatalf("claim at the maximum lifetime = %+v %v, want claimed", res.Outcome, err)
+	}
+}
+
+// TestSupersessionOrdersByIssueTimeNotExpiry: a later challenge with a
+// nearer expiry supersedes an earlier one with a farther expiry (ordering
+// by expiry would send the earlier one and suppress the later), and an
+// earlier challenge that arrives after the later one was claimed is
+// superseded too (ordering by claim time would get that wrong).
+func TestSupersessionOrdersByIssueTimeNotExpiry(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Supersede: true})
+	ctx := context.Background()
+	now := e.Clock.Now()
+	claim := func(i int, issued, ttl time.Duration) ledger.Intent {
+		t.Helper()
+		in, sealed := ledgertest.Intent(i, ledger.Email, now, ttl)
+		in.SubjectRef, in.IssuedAt = "acct-7", now.Add(issued)
+		if _, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	earlier := claim(1, -2*time.Minute, 55*time.Minute) // issued first, expires last
+	later := claim(2, -time.Minute, 5*time.Minute)      // issued last, expires first
+	late := claim(3, -3*time.Minute, 30*time.Minute)    // issued before both, claimed after both
+	for _, in := range []ledger.Intent{earlier, late} {
+		row := mustDispatch(t, e, in.Key(), ledger.DispatchSuppressed)
+		if row.Reason != "superseded by challenge "+later.ChallengeID {
+			t.Fatalf("%s: %s %q, want superseded by the challenge issued last", in.ChallengeID, row.State, row.Reason)
+		}
+	}
+	mustDispatch(t, e, later.Key(), ledger.DispatchAccepted)
+	if got := e.get(t, later.Key()); !got.IssuedAt.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("row issued_at = %s, want the sealed %s", got.IssuedAt, now.Add(-time.Minute))
+	}
+}
