@@ -138,7 +138,7 @@ func functionEnv(role settings.Role) map[string]string {
 	s.SendRates[ledger.Email] = 14
 	env := s.Environ(role)
 	for _, v := range settings.Vars {
-		if v.Required && v.Reads(role) && env[v.Env] == "" {
+		if v.Required && v.ReadsIn(s, role) && env[v.Env] == "" {
 			env[v.Env] = "bench-" + strings.ToLower(strings.ReplaceAll(v.Env, "_", "-"))
 		}
 	}

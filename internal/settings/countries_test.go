@@ -7,7 +7,7 @@ import (
 )
 
 func dispatchEnv(extra map[string]string) func(string) string {
-	m := map[string]string{"LEDGER_TABLE": "l", "CONTENT_TABLE": "c", "CONTENT_KEY_ARN": "arn:k", "ATTEMPT_PROOF_KEY_ARN": "arn:p",
+	m := map[string]string{"LEDGER_TABLE": "l", "CONTENT_TABLE": "c", "CONTENT_KEY_ARN": "arn:k", "ATTEMPT_PROOF_KEY_ARN": "arn:p", "FINGERPRINT_KEY_ARN": "arn:f",
 		"BUDGET_TABLE": "b", "DISPATCH_QUEUE_URL": "https://sqs.example.test/q", "SES_FROM_ADDRESS": "no-reply@example.test"}
 	for k, v := range extra {
 		m[k] = v

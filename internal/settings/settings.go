@@ -59,6 +59,29 @@ const (
 	TransportWebhook = "webhook" // either channel through an HTTPS webhook
 )
 
+// OpensContent reports whether reconcile opens sealed content with these
+// settings: only for a same-key retry, which only a transport that honors
+// an idempotency key allows, and of the transports only the webhook does
+// (ledger.Service.Reconcile; SES and End User Messaging SMS are never sent
+// through again). Without one, reconcile holds no kms:Decrypt on the
+// content key and no GetItem on the content table, and is not given the
+// key's ARN. Dispatch always opens content.
+func (s Settings) OpensContent(role Role) bool {
+	switch role {
+	case Reconcile:
+		for _, kind := range s.Transports {
+			if kind == TransportWebhook {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// opensContent is ContentKeyARN's Needs.
+func opensContent(s Settings, role Role) bool { return s.OpensContent(role) }
+
 // sends reports whether the role sends through transports.
 func (r Role) sends() bool { return slices.Contains(Senders, r) }
 
@@ -75,7 +98,16 @@ type Settings struct {
 	// signs every SES and SMS send's attempt and the events function
 	// verifies what a provider event carries back (pkg/attemptproof).
 	AttemptProofKeyARN string
-	Policy             ledger.Policy
+	// FingerprintKeyARN is the KMS HMAC key (HMAC_256) of the destination
+	// fingerprints, the destination limit's counter keys (pkg/fingerprint):
+	// dispatch alone may GenerateMac with it and nobody may VerifyMac, so
+	// the limits table's keys confirm no guessed address.
+	FingerprintKeyARN string
+	// IntentKeyARN is the KMS HMAC key (HMAC_256) under which producers bind
+	// an intent's fields (kms:GenerateMac) and claim verifies them
+	// (kms:VerifyMac).
+	IntentKeyARN string
+	Policy       ledger.Policy
 	// Transports names each channel's transport: TransportSES or
 	// TransportWebhook for email, TransportSMS or TransportWebhook for SMS.
 	Transports map[ledger.Channel]string
@@ -151,15 +183,17 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 	s := Defaults()
 	var problems []Problem
 	for _, v := range Vars {
-		text := strings.TrimSpace(getenv(v.Env))
-		switch {
-		case text == "" && v.Required && v.Reads(role):
-			problems = append(problems, Problem{v, "required but not set"})
-		case text == "":
-		default:
+		if text := strings.TrimSpace(getenv(v.Env)); text != "" {
 			if err := v.Set(&s, text); err != nil {
 				problems = append(problems, Problem{v, err.Error()})
 			}
+		}
+	}
+	// After every variable is read: whether a role needs one can depend on
+	// others (reconcile needs the content key only with a webhook).
+	for _, v := range Vars {
+		if v.Required && v.ReadsIn(s, role) && strings.TrimSpace(getenv(v.Env)) == "" {
+			problems = append(problems, Problem{v, "required but not set"})
 		}
 	}
 	problems = append(problems, s.Check(role)...)

@@ -24,7 +24,7 @@ func TestLoadNamesEveryBadVariable(t *testing.T) {
 }
 
 func TestLoadDefaultsAndRoles(t *testing.T) {
-	base := map[string]string{"LEDGER_TABLE": "l", "CONTENT_TABLE": "c"}
+	base := map[string]string{"LEDGER_TABLE": "l", "CONTENT_TABLE": "c", "INTENT_KEY_ARN": "arn:intent"}
 	s, err := Load(Claim, env(base))
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestLoadDefaultsAndRoles(t *testing.T) {
 		t.Fatalf("dispatch with ses needs a sender: %v", err)
 	}
 	base["CONTENT_KEY_ARN"], base["SES_FROM_ADDRESS"], base["LEASE_DURATION"] = "arn:k", "no-reply@example.test", "90s"
-	base["ATTEMPT_PROOF_KEY_ARN"] = "arn:proof"
+	base["ATTEMPT_PROOF_KEY_ARN"], base["FINGERPRINT_KEY_ARN"] = "arn:proof", "arn:fingerprint"
 	if _, err := Load(Dispatch, env(base)); err == nil || !strings.Contains(err.Error(), "BUDGET_TABLE") || !strings.Contains(err.Error(), "DISPATCH_QUEUE_URL") {
 		t.Fatalf("dispatch needs its budget table and queue: %v", err)
 	}
@@ -117,5 +117,44 @@ func TestTransportTimeoutWithinLease(t *testing.T) {
 				t.Errorf("%s: lease %s, webhook timeout %s accepted or not named: %v", role, tc.lease, tc.timeout, err)
 			}
 		}
+	}
+}
+
+// TestReconcileContentOnlyWithWebhook: reconcile opens content only for a same-key retry, which
+// only the webhook allows. With SES and End User Messaging SMS it starts without CONTENT_KEY_ARN
+// and is not given it; with a webhook transport on either channel it refuses to start without it,
+// naming it, rather than start and quarantine every retry it could have made.
+func TestReconcileContentOnlyWithWebhook(t *testing.T) {
+	base := map[string]string{"CONTENT_KEY_ARN": ""}
+	s, err := Load(Reconcile, dispatchEnv(base))
+	if err != nil {
+		t.Fatalf("reconcile with ses and sms, no content key: %v", err)
+	}
+	if s.OpensContent(Reconcile) {
+		t.Error("reconcile with ses and sms opens content")
+	}
+	s.ContentKeyARN = "arn:k"
+	if _, given := s.Environ(Reconcile)["CONTENT_KEY_ARN"]; given {
+		t.Error("reconcile with ses and sms is given CONTENT_KEY_ARN")
+	}
+	if _, given := s.Environ(Dispatch)["CONTENT_KEY_ARN"]; !given {
+		t.Error("dispatch is not given CONTENT_KEY_ARN")
+	}
+	for _, v := range []string{"EMAIL_TRANSPORT", "SMS_TRANSPORT"} {
+		env := map[string]string{"CONTENT_KEY_ARN": "", v: "webhook", "WEBHOOK_URL": "https://gw.example.test/send"}
+		if _, err := Load(Reconcile, dispatchEnv(env)); err == nil || !strings.Contains(err.Error(), "CONTENT_KEY_ARN: required but not set") {
+			t.Errorf("reconcile with %s=webhook and no content key: %v, want CONTENT_KEY_ARN required", v, err)
+		}
+		env["CONTENT_KEY_ARN"] = "arn:k"
+		s, err := Load(Reconcile, dispatchEnv(env))
+		if err != nil {
+			t.Fatalf("reconcile with %s=webhook: %v", v, err)
+		}
+		if !s.OpensContent(Reconcile) || s.Environ(Reconcile)["CONTENT_KEY_ARN"] != "arn:k" {
+			t.Errorf("reconcile with %s=webhook: opens content %v, environment %v", v, s.OpensContent(Reconcile), s.Environ(Reconcile))
+		}
+	}
+	if _, err := Load(Dispatch, dispatchEnv(base)); err == nil || !strings.Contains(err.Error(), "CONTENT_KEY_ARN") {
+		t.Errorf("dispatch without a content key: %v, want CONTENT_KEY_ARN required", err)
 	}
 }

@@ -35,12 +35,23 @@ type Var struct {
 	Roles []Role
 	// Doc says what it is, in a line.
 	Doc string
+	// Needs, if set, narrows Roles by the other settings: a role in Roles
+	// reads v (is given it, and refuses to start without it if Required)
+	// only where Needs reports true. nil: every role in Roles reads it.
+	Needs func(s Settings, role Role) bool
 
 	field field
 }
 
-// Reads reports whether role reads v.
+// Reads reports whether role may read v (it is one of Roles); ReadsIn
+// says whether it does with the settings s.
 func (v *Var) Reads(role Role) bool { return slices.Contains(v.Roles, role) }
+
+// ReadsIn reports whether role reads v with the settings s: it is one of
+// Roles, and Needs, if set, says it needs v with s.
+func (v *Var) ReadsIn(s Settings, role Role) bool {
+	return v.Reads(role) && (v.Needs == nil || v.Needs(s, role))
+}
 
 // Deployed reports whether the stack sets v: from context or from a resource.
 func (v *Var) Deployed() bool { return v.Context != "" || v.Resource != "" }
@@ -60,15 +71,22 @@ var (
 		Roles: append(slices.Clone(Functions), Operator), Doc: "the ledger table",
 		field: at(Text, func(s *Settings) *string { return &s.LedgerTable })}
 	ContentTable = &Var{Env: "CONTENT_TABLE", Resource: "the content table's name", Required: true,
-		Roles: append(slices.Clone(Functions), Operator), Doc: "the sealed-content table",
+		Roles: append(slices.Clone(Functions), Operator), Doc: "the sealed-content table (reconcile without a webhook only purges it)",
 		field: at(Text, func(s *Settings) *string { return &s.ContentTable })}
 	ContentKeyARN = &Var{Env: "CONTENT_KEY_ARN", Resource: "the content key's ARN", Required: true,
-		Roles: append(slices.Clone(Senders), Operator), Doc: "the KMS key that seals content (ledgerctl send seals with it)",
+		Roles: append(slices.Clone(Senders), Operator), Needs: opensContent,
+		Doc:   "the KMS key that seals content (ledgerctl send seals with it); reconcile reads it only with a webhook transport",
 		field: at(Text, func(s *Settings) *string { return &s.ContentKeyARN })}
 	AttemptProofKeyARN = &Var{Env: "ATTEMPT_PROOF_KEY_ARN", Resource: "the attempt-proof key's ARN", Required: true,
 		Roles: append(slices.Clone(Senders), Events),
 		Doc:   "the KMS HMAC key that proves an attempt was ours: dispatch signs each send's tags with it, events verifies provider events",
 		field: at(Text, func(s *Settings) *string { return &s.AttemptProofKeyARN })}
+	FingerprintKeyARN = &Var{Env: "FINGERPRINT_KEY_ARN", Resource: "the fingerprint key's ARN", Required: true, Roles: []Role{Dispatch},
+		Doc:   "the KMS HMAC key of the destination fingerprints (the destination limit's counter keys); only dispatch may use it, and nobody may verify with it",
+		field: at(Text, func(s *Settings) *string { return &s.FingerprintKeyARN })}
+	IntentKeyARN = &Var{Env: "INTENT_KEY_ARN", Resource: "the intent key's ARN", Required: true, Roles: []Role{Claim},
+		Doc:   "the KMS HMAC key producers bind an intent's fields with (kms:GenerateMac) and claim verifies them with (kms:VerifyMac)",
+		field: at(Text, func(s *Settings) *string { return &s.IntentKeyARN })}
 	BudgetTable = &Var{Env: "BUDGET_TABLE", Resource: "the budget table's name", Required: true, Roles: []Role{Dispatch, Reconcile},
 		Doc:   "the send-rate budget table, which also keeps how far dispatch has read the stream and the dispatch queue",
 		field: at(Text, func(s *Settings) *string { return &s.BudgetTable })}
@@ -206,7 +224,7 @@ var (
 
 // Vars lists every declaration, in the README's order.
 var Vars = []*Var{
-	LedgerTable, ContentTable, ContentKeyARN, AttemptProofKeyARN, BudgetTable, DispatchQueueURL,
+	LedgerTable, ContentTable, ContentKeyARN, AttemptProofKeyARN, FingerprintKeyARN, IntentKeyARN, BudgetTable, DispatchQueueURL,
 	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, MaxChallengeLifetime, RecheckAfter,
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	SMSAllowedCountries, SMSProtectConfigurationID,
@@ -241,7 +259,7 @@ func Defaults() Settings {
 func (s Settings) Environ(role Role) map[string]string {
 	env := map[string]string{}
 	for _, v := range Vars {
-		if !v.Reads(role) || !v.Deployed() {
+		if !v.ReadsIn(s, role) || !v.Deployed() {
 			continue
 		}
 		if text := v.Text(s); text != "" {

@@ -44,7 +44,7 @@ func TestDeclarations(t *testing.T) {
 func TestEnvironLoadsBack(t *testing.T) {
 	s := Defaults()
 	s.LedgerTable, s.ContentTable, s.ContentKeyARN, s.BudgetTable = "ledger-x", "content-x", "arn:key", "budget-x"
-	s.AttemptProofKeyARN = "arn:proof"
+	s.AttemptProofKeyARN, s.FingerprintKeyARN, s.IntentKeyARN = "arn:proof", "arn:fingerprint", "arn:intent"
 	s.DispatchQueueURL = "https://sqs.example.test/q"
 	s.Policy = ledger.Policy{Version: "policy-7", Lease: 90 * time.Second, ExpiryMargin: 4 * time.Second, SendGuard: 3 * time.Second, Retention: 100 * time.Hour,
 		MaxAttempts: 5, SettlePeriod: 5 * time.Minute, RecheckAfter: time.Minute, RetryBase: time.Second,
@@ -67,7 +67,7 @@ func TestEnvironLoadsBack(t *testing.T) {
 			t.Fatalf("%s: %v", role, err)
 		}
 		for _, v := range Vars {
-			if v.Reads(role) && v.Deployed() && v.Text(got) != v.Text(s) {
+			if v.ReadsIn(s, role) && v.Deployed() && v.Text(got) != v.Text(s) {
 				t.Errorf("%s %s = %q, want %q", role, v.Env, v.Text(got), v.Text(s))
 			}
 		}

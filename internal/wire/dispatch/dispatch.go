@@ -1,6 +1,7 @@
 // Package dispatch builds the dispatch function's ports (see package wire):
 // the dispatch queue (SQS) it hands deferred rows back through, the content
-// key (KMS Decrypt) and the attempt-proof key (KMS GenerateMac), the
+// key (KMS Decrypt), the attempt-proof key and the fingerprint key (KMS
+// GenerateMac), the
 // send-rate budget and the dispatch marks (the budget table, DynamoDB), and
 // the transports: SES v2, End User Messaging SMS (pinpoint-sms-voice-v2)
 // and the webhook. Only functions/dispatch imports it.
@@ -40,10 +41,11 @@ func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
 	svc.Opener = &envelope.Opener{KMS: keys, KeyARN: s.ContentKeyARN}
 	svc.Proofs = &attemptproof.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
 	if s.LimitsTable != "" {
-		// The destination limit's key is a MAC under the attempt-proof key
-		// (pkg/fingerprint): the same kms:GenerateMac grant, its own domain.
+		// The destination limit's key is a MAC under the fingerprint key
+		// (pkg/fingerprint), which only dispatch may MAC with and nobody
+		// may verify with: the limits table's keys answer no guess.
 		svc.Limiter = dynamostore.NewLimits(env.DynamoDB, s.LimitsTable)
-		svc.Fingerprints = &fingerprint.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
+		svc.Fingerprints = &fingerprint.KMS{Client: keys, KeyARN: s.FingerprintKeyARN}
 		svc.Limits.SMSCountries = SMSCountries(s)
 		svc.RegionOf = RegionOf
 		if s.Limits.Supersede && s.SubjectIndex {

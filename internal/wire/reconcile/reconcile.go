@@ -1,8 +1,10 @@
 // Package reconcile builds the reconcile function's ports (see package
 // wire): the dispatch queue (SQS) it hands due rows back through, the
 // dispatch marks (the budget table, DynamoDB), the content key (KMS Decrypt)
-// for a same-key retry, and per channel what its reconcile policy needs of
-// the transport. Only functions/reconcile imports it.
+// for a same-key retry when a channel goes through the webhook (the only
+// transport reconcile sends through again: settings.OpensContent), and per
+// channel what its reconcile policy needs of the transport. Only
+// functions/reconcile imports it.
 //
 // Reconcile sends again only through a transport that deduplicates by key
 // (the webhook, with a key window); it never sends through SES or End User
@@ -33,7 +35,11 @@ func Ports(_ context.Context, env wire.Env, svc *ledger.Service) error {
 	svc.Progress = wire.Progress(env)
 	// Delays are measured on the service's clock (a test may set it later).
 	svc.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), s.DispatchQueueURL, func() time.Time { return svc.Clock() })
-	svc.Opener = &envelope.Opener{KMS: kms.NewFromConfig(env.Config), KeyARN: s.ContentKeyARN}
+	if s.OpensContent(settings.Reconcile) {
+		// Without a webhook reconcile never opens content: it holds no
+		// opener, and its role no kms:Decrypt on the content key.
+		svc.Opener = &envelope.Opener{KMS: kms.NewFromConfig(env.Config), KeyARN: s.ContentKeyARN}
+	}
 	svc.Transports = map[ledger.Channel]ledger.Transport{}
 	for ch, kind := range s.Transports {
 		tr, err := transport(s, kind)

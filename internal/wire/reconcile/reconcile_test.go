@@ -79,3 +79,17 @@ func TestPorts(t *testing.T) {
 		t.Errorf("email through SES: reconcile holds %T, want the stand-in", svc.Transports[ledger.Email])
 	}
 }
+
+// TestNoOpenerWithoutWebhook: with SES and End User Messaging SMS, reconcile never sends again,
+// so it holds no opener (and its role no kms:Decrypt on the content key).
+func TestNoOpenerWithoutWebhook(t *testing.T) {
+	s := settings.Defaults()
+	s.SESFrom = "no-reply@mail.example.com"
+	svc := &ledger.Service{}
+	if err := Ports(context.Background(), wire.Env{Config: aws.Config{Region: "us-east-1"}, Settings: s}, svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Opener != nil {
+		t.Errorf("reconcile with ses and sms holds an opener %T: it never opens content", svc.Opener)
+	}
+}
