@@ -53,7 +53,7 @@ const benchChunk = 1024
 func BenchmarkClaim(b *testing.B) {
 	ctx := context.Background()
 	sealer := handlertest.Sealer()
-	h := &handler.Claim{Deps: handler.Deps{Svc: inProcessService(), Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}}
+	h := &handler.Claim{Deps: handler.Deps{Svc: inProcessService(), Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, Seals: handlertest.Seals()}
 	benchChunked(b, func(i int, now time.Time) events.SQSEvent {
 		_, _, body := handlertest.WireIntent(b, sealer, i, now)
 		return events.SQSEvent{Records: []events.SQSMessage{sqsRecord(i, body)}}
@@ -115,7 +115,7 @@ func TestInProcessHandlers(t *testing.T) {
 	sealer := handlertest.Sealer()
 	svc := inProcessService()
 	in, _, body := handlertest.WireIntent(t, sealer, 1, time.Now())
-	claim := &handler.Claim{Deps: handler.Deps{Svc: svc, Log: quietLog()}}
+	claim := &handler.Claim{Deps: handler.Deps{Svc: svc, Log: quietLog()}, Seals: handlertest.Seals()}
 	if resp, err := claim.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{sqsRecord(1, body)}}); err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("claim: %v %v", err, resp)
 	}

@@ -51,13 +51,14 @@ func limitsReport(t *testing.T, rep *Report, sc scale) {
 	}
 	note := b.repeat(n, func(i int) (limitStep, error) {
 		return b.measure(func() error {
-			return b.limits.Note(b.ctx, b.stream(5000+i), fmt.Sprintf("chal-%06d", 5000+i), b.now.Add(10*time.Minute))
+			return b.limits.Note(b.ctx, b.stream(5000+i), ledger.Challenge{ID: fmt.Sprintf("chal-%06d", 5000+i), IssuedAt: b.now, ExpiresAt: b.now.Add(10 * time.Minute)})
 		})
 	})
 	lines = append(lines, note.line("Note at claim (supersession on, subject_ref set)", 0))
 	newest := b.repeat(n, func(i int) (limitStep, error) {
 		return b.measure(func() error {
-			id, _, ok, err := b.limits.Newest(b.ctx, b.stream(5000+i))
+			c, ok, err := b.limits.Newest(b.ctx, b.stream(5000+i))
+			id := c.ID
 			if err == nil && (!ok || id != fmt.Sprintf("chal-%06d", 5000+i)) {
 				err = fmt.Errorf("newest %q %v, want the noted challenge", id, ok)
 			}

@@ -19,10 +19,10 @@ import (
 
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
-	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
@@ -73,7 +73,7 @@ func claimRequestsWithLimits(t *testing.T, rep *Report, sc scale) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, err := intent.Encode(in, env)
+			body, err := handlertest.SealedBody(in, env)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func claimRequestsWithLimits(t *testing.T, rep *Report, sc scale) {
 	svc.Clock = time.Now
 	lim := dynamostore.NewLimits(r.db, limits)
 	svc.Limits, svc.Limiter, svc.Challenges = ledger.Limits{Supersede: true}, lim, lim
-	h := &handler.Claim{Deps: handler.Deps{Svc: svc, Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}}
+	h := &handler.Claim{Deps: handler.Deps{Svc: svc, Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, Seals: handlertest.Seals()}
 	r.counter.Reset()
 	start := time.Now()
 	for _, ev := range batches {

@@ -166,7 +166,7 @@ func (b *badRun) valid(i int) (producer.Notification, ledger.Intent, envelope.En
 	n := b.p.Notification(i, ledger.Email, 10*time.Minute)
 	in := ledger.Intent{
 		Identity: ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: n.Channel},
-		Workflow: n.Workflow, DestinationRef: n.DestinationRef, ExpiresAt: n.ExpiresAt,
+		Workflow: n.Workflow, DestinationRef: n.DestinationRef, IssuedAt: b.p.Now(), ExpiresAt: n.ExpiresAt,
 		TemplateID: n.TemplateID, TemplateVersion: n.TemplateVersion, PolicyVersion: n.PolicyVersion,
 		ContentHash: ledger.ContentHash(n.TemplateID, n.TemplateVersion, n.Message),
 	}
@@ -174,7 +174,15 @@ func (b *badRun) valid(i int) (producer.Notification, ledger.Intent, envelope.En
 }
 
 func (b *badRun) encode(in ledger.Intent, env envelope.Envelope) []byte {
-	body, err := intent.Encode(in, env)
+	binding, err := intent.Binding(in)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	seal, err := b.p.Seals.Sign(b.p.Ctx, binding)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	body, err := intent.Encode(in, env, seal)
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -426,7 +426,8 @@ func (g *gateRun) collectEvidence() *evidence {
 	}
 	ev.captured, ev.emails = capturedEmails(g.t, g.p)
 	for _, m := range ev.dlq {
-		in, _, err := intent.Decode([]byte(m.body))
+		dec, err := intent.Decode([]byte(m.body))
+		in := dec.Intent
 		if err != nil {
 			ev.dlqPoison++
 			continue

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/resetledger/resetledger/pkg/intentseal"
 	"os"
 	"path/filepath"
 	"slices"
@@ -648,13 +650,18 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 	kmsClient, sqsClient := kms.NewFromConfig(f.cfg), sqs.NewFromConfig(f.cfg)
 	arn := emulator.KMSKey(t, kmsClient, "ledgerctl-send")
 	url := emulator.Queue(t, sqsClient, "ledgerctl-intents")
+	macKey, err := kmsClient.CreateKey(ctx, &kms.CreateKeyInput{KeySpec: kmstypes.KeySpecHmac256, KeyUsage: kmstypes.KeyUsageTypeGenerateVerifyMac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	intentKey := *macKey.KeyMetadata.Arn
 
 	f.clock = ledgertest.NewClock()
 	realNow := time.Now().UTC()
 	f.clock.Advance(realNow.Sub(ledgertest.Epoch)) // the producer refuses expired challenges
 	const address = "player9@example.test"
 	out, errOut, code := f.run("send", "--challenge", "chal-send-1", "--channel", "email", "--to", address,
-		"--workflow", "fallback", "--queue-url", url, "--key-arn", arn)
+		"--workflow", "fallback", "--queue-url", url, "--key-arn", arn, "--intent-key-arn", intentKey)
 	wantCode(t, code, exitOK, out, errOut)
 	wantKey := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-send-1", Channel: ledger.Email}.Key()
 	if !strings.Contains(out, wantKey) {
@@ -664,7 +671,6 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 	// A long poll returns as soon as the message is there; a busy emulator
 	// may take longer than one short wait to show it.
 	var msgs *sqs.ReceiveMessageOutput
-	var err error
 	for deadline := time.Now().Add(15 * time.Second); ; {
 		msgs, err = sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 5})
 		if err != nil || len(msgs.Messages) > 0 || time.Now().After(deadline) {
@@ -678,12 +684,16 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 	if strings.Contains(body, address) || strings.Contains(body, "reset.invalid") {
 		t.Errorf("the intent carries the address or link outside the sealed envelope")
 	}
-	in, sealed, err := intent.Decode([]byte(body))
+	dec, err := intent.Decode([]byte(body))
+	in, sealed := dec.Intent, dec.Sealed
 	if err != nil {
 		t.Fatalf("the published intent does not decode as the claim function decodes it: %v", err)
 	}
 	if in.Key() != wantKey || in.Workflow.Kind != ledger.Fallback || in.ExpiresAt.Sub(realNow) < 9*time.Minute {
 		t.Errorf("intent = %+v", in)
+	}
+	if err := (&intentseal.KMS{Client: kmsClient, KeyARN: intentKey}).Verify(ctx, dec.Binding, dec.Seal); err != nil {
+		t.Errorf("the intent's seal does not verify under the intent key: %v", err)
 	}
 	m, err := (&envelope.Opener{KMS: kmsClient, KeyARN: arn}).Open(ctx, wantKey, sealed)
 	if err != nil || m.To != address || ledger.ContentHash(in.TemplateID, in.TemplateVersion, m) != in.ContentHash {
@@ -691,9 +701,10 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 	}
 
 	for _, args := range [][]string{
-		{"send", "--challenge", "c", "--channel", "fax", "--to", "x", "--queue-url", url, "--key-arn", arn},
+		{"send", "--challenge", "c", "--channel", "fax", "--to", "x", "--queue-url", url, "--key-arn", arn, "--intent-key-arn", intentKey},
+		{"send", "--challenge", "c", "--channel", "sms", "--to", "+15550000000", "--queue-url", url, "--key-arn", arn},
 		{"send", "--challenge", "c", "--channel", "sms", "--to", "x", "--key-arn", arn},
-		{"send", "--challenge", "bad id", "--channel", "sms", "--to", "+15550000000", "--queue-url", url, "--key-arn", arn},
+		{"send", "--challenge", "bad id", "--channel", "sms", "--to", "+15550000000", "--queue-url", url, "--key-arn", arn, "--intent-key-arn", intentKey},
 	} {
 		out, errOut, code := f.run(args...)
 		wantCode(t, code, exitUsage, out, errOut)

@@ -15,6 +15,7 @@ import (
 	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/intentseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
 )
@@ -29,8 +30,11 @@ does, to exercise a deployed or local stack end to end. The message carries
 a random sample reset link; the address and the link travel only inside the
 sealed envelope and are never printed.
 
-Needs the queue (--queue-url or INTENT_QUEUE_URL) and the KMS key
-(--key-arn or CONTENT_KEY_ARN). A fallback workflow tries email, then sms.
+Needs the queue (--queue-url or INTENT_QUEUE_URL), the KMS key that seals
+the content (--key-arn or CONTENT_KEY_ARN) and the one that seals the
+intent's fields (--intent-key-arn or INTENT_KEY_ARN): the caller must be
+allowed kms:GenerateDataKey on the first and kms:GenerateMac on the second,
+as a producer is. A fallback workflow tries email, then sms.
 Prints the SQS message id and the dedupe key; follow the row with
 'ledgerctl explain <challenge-id>'.`,
 	run: func(a *app, ctx context.Context, c *command, args []string) error {
@@ -46,6 +50,8 @@ Prints the SQS message id and the dedupe key; follow the row with
 		queueURL := fs.String("queue-url", strings.TrimSpace(a.getenv(outputs.IntentQueueURL.Env)), "intents queue `url` (env "+outputs.IntentQueueURL.Env+")")
 		keyARN := fs.String("key-arn", strings.TrimSpace(a.getenv(settings.ContentKeyARN.Env)),
 			"KMS key `arn` that seals content (env "+settings.ContentKeyARN.Env+")")
+		intentKeyARN := fs.String("intent-key-arn", strings.TrimSpace(a.getenv(settings.IntentKeyARN.Env)),
+			"KMS HMAC key `arn` that seals the intent's fields (env "+settings.IntentKeyARN.Env+")")
 		if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
@@ -63,6 +69,8 @@ Prints the SQS message id and the dedupe key; follow the row with
 			return usagef(c, "no queue: set --queue-url or %s", outputs.IntentQueueURL.Env)
 		case *keyARN == "":
 			return usagef(c, "no KMS key: set --key-arn or CONTENT_KEY_ARN")
+		case *intentKeyARN == "":
+			return usagef(c, "no intent key: set --intent-key-arn or %s", settings.IntentKeyARN.Env)
 		}
 		wf := ledger.Workflow{Kind: ledger.WorkflowKind(*workflow)}
 		switch wf.Kind {
@@ -105,6 +113,7 @@ Prints the SQS message id and the dedupe key; follow the row with
 		p := &producer.Producer{
 			Queue: sqs.NewFromConfig(cfg), QueueURL: *queueURL,
 			Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *keyARN},
+			Seals:  &intentseal.KMS{Client: kms.NewFromConfig(cfg), KeyARN: *intentKeyARN},
 			Clock:  a.now,
 		}
 		id, err := p.Publish(ctx, n)

@@ -4,14 +4,22 @@ package main
 
 import (
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/pkg/intentseal"
 )
 
 func main() {
 	fn := wire.Boot(settings.Claim, nil) // the ledger's tables only
-	h := &handler.Claim{Deps: fn.Deps}
+	h := &handler.Claim{
+		Deps: fn.Deps,
+		// Verify only: the intent key's policy lets claim check a seal,
+		// never make one.
+		Seals:    &intentseal.KMS{Client: kms.NewFromConfig(fn.Config), KeyARN: fn.Settings.IntentKeyARN},
+		AcceptV1: fn.Settings.AcceptIntentV1,
+	}
 	lambda.Start(h.Handle)
 }

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 
@@ -11,14 +12,29 @@ import (
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/intent"
+	"github.com/resetledger/resetledger/pkg/intentseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // Claim turns SQS records into claims. It never fails the whole batch:
 // each record that should be retried (or, after the queue's receive count,
 // dead-lettered) is reported by message id.
+//
+// Before any row exists, an intent's seal must verify: its intent_mac over
+// every field the claim decides on (intent.Binding). An intent whose
+// fields were changed after the producer sealed them (a copy read from the
+// queue or its DLQ and replayed, through the queue or by invoking the
+// function) is refused and dead-lettered with reason intent_mac: a row
+// would let a tampered copy that arrives first block the genuine one.
 type Claim struct {
 	Deps
+	// Seals verifies intent seals (intentseal.KMS under the intent key).
+	// Required: without it every sealed intent is reported failed, never
+	// claimed unchecked.
+	Seals intentseal.Verifier
+	// AcceptV1 admits intents of wire version 1, which seal nothing but
+	// their content (ACCEPT_INTENT_V1): only while producers migrate.
+	AcceptV1 bool
 }
 
 // Handle claims each record of one SQS batch and reports the ones to retry.
@@ -48,7 +64,15 @@ func sqsBatch(records []events.SQSMessage, one func(events.SQSMessage) error) ev
 func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.Worker, log *slog.Logger) error {
 	receives, _ := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
 	log = log.With("sqs_message_id", rec.MessageId, "receive_count", receives)
-	in, sealed, err := intent.Decode([]byte(rec.Body))
+	d, err := intent.Decode([]byte(rec.Body))
+	if err == nil {
+		err = h.checkSeal(ctx, d)
+	}
+	var unverified *sealUnavailable
+	if errors.As(err, &unverified) {
+		log.Error("intent seal not checked; will retry", "error", err.Error())
+		return err
+	}
 	if err != nil {
 		// Poison input: never half-applied, never acknowledged. The queue's
 		// redrive policy moves it to the DLQ after the receive count; this
@@ -62,12 +86,21 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{metrics.DimReason: reason}, 1)
 		return err
 	}
+	in, sealed := d.Intent, d.Sealed
 	log = log.With("challenge_id", in.ChallengeID, "channel", string(in.Channel), "dedupe_key", in.Key(), "content_hash", in.ContentHash)
 	res, err := h.Svc.Claim(ctx, in, sealed, worker)
 	switch {
 	case errors.Is(err, ledger.ErrInvalidIntent):
+		// A refusal the claim's own time decides (a challenge that would
+		// outlive MAX_CHALLENGE_LIFETIME, one issued after the claim):
+		// no row, dead-lettered like poison input.
 		log.Warn("intent rejected", "reason", err.Error(), "will_dead_letter", true)
-		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{metrics.DimReason: "validation"}, 1)
+		reason := "validation"
+		var fe *ledger.FieldError
+		if errors.As(err, &fe) {
+			reason = fe.Field
+		}
+		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{metrics.DimReason: reason}, 1)
 		return err
 	case err != nil:
 		log.Error("claim failed; will retry", "error", err.Error())
@@ -76,6 +109,39 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 	log.Info("intent handled", "outcome", string(res.Outcome), "state", string(res.Entry.State))
 	if res.Outcome == ledger.ClaimMismatch {
 		_ = h.Metrics.Count(metrics.ContentMismatch, nil, 1)
+	}
+	return nil
+}
+
+// sealUnavailable is a seal that could not be checked (KMS unreachable, no
+// verifier): the message is retried, never claimed unchecked.
+type sealUnavailable struct{ err error }
+
+func (e *sealUnavailable) Error() string { return "intent seal: " + e.err.Error() }
+func (e *sealUnavailable) Unwrap() error { return e.err }
+
+// checkSeal refuses a version 2 intent whose seal does not verify, and a
+// version 1 intent where the stage does not accept them, each as a
+// *ledger.FieldError (dead-lettered with its field as the reason). It
+// never says which field differs: it cannot know, and the caller must not
+// learn more than "not what was sealed".
+func (h *Claim) checkSeal(ctx context.Context, d intent.Decoded) error {
+	if d.Version == intent.SchemaVersionV1 {
+		if h.AcceptV1 {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", intent.ErrUnsupportedVersion, &ledger.FieldError{Field: "schema_version",
+			Reason: "version 1 seals nothing but the content and this stage does not accept it (ACCEPT_INTENT_V1)"})
+	}
+	if h.Seals == nil {
+		return &sealUnavailable{errors.New("no verifier configured")}
+	}
+	err := h.Seals.Verify(ctx, d.Binding, d.Seal)
+	switch {
+	case errors.Is(err, intentseal.ErrMismatch):
+		return &ledger.FieldError{Field: "intent_mac", Reason: "does not seal the intent's fields (changed after sealing, or sealed with another key)"}
+	case err != nil:
+		return &sealUnavailable{err}
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func TestClaimResponseEncoding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc, _ := memService(now)
-			h := &Claim{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}}
+			h := &Claim{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, Seals: handlertest.Seals()}
 			resp, err := h.Handle(context.Background(), events.SQSEvent{Records: tc.records})
 			if err != nil {
 				t.Fatal(err)

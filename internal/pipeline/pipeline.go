@@ -49,6 +49,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/intentseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/producer"
@@ -115,11 +116,17 @@ type Pipeline struct {
 	ConfigurationSet                             string
 	sns                                          *sns.Client
 	Producer                                     *producer.Producer
-	sender                                       string
-	base                                         int
-	Provider                                     *webhooktest.Provider
-	skewMu                                       sync.Mutex
-	skew                                         time.Duration
+	// Seals seals intents under IntentKeyARN, as the producer does: for
+	// tests that build intent bodies of their own.
+	Seals        *intentseal.KMS
+	IntentKeyARN string
+	// FingerprintKeyARN is the destination-fingerprint key (dispatch).
+	FingerprintKeyARN string
+	sender            string
+	base              int
+	Provider          *webhooktest.Provider
+	skewMu            sync.Mutex
+	skew              time.Duration
 	// Calls records the AWS calls the four functions make (internal/awscall),
 	// written for infra's IAM coverage test when LEDGER_AWSCALL_DIR is set.
 	Calls *awscall.Recorder
@@ -235,8 +242,12 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	}
 	p.createTables()
 	key := p.createKeyAndSender(cfg)
-	proofKey := p.createProofKey(cfg)
+	proofKey := p.createMACKey(cfg, "attempt-proof")
 	p.proofs = &attemptproof.KMS{Client: kms.NewFromConfig(cfg), KeyARN: *proofKey.Arn}
+	p.FingerprintKeyARN = *p.createMACKey(cfg, "fingerprint").Arn
+	intentKey := p.createMACKey(cfg, "intent")
+	p.IntentKeyARN = *intentKey.Arn
+	p.Seals = &intentseal.KMS{Client: kms.NewFromConfig(cfg), KeyARN: p.IntentKeyARN}
 	p.createQueues(o.MaxReceives)
 	if o.ProviderEvents {
 		p.createEventsRoute(cfg, o.MaxReceives)
@@ -260,6 +271,7 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	p.Producer = &producer.Producer{
 		Queue: p.SQS, QueueURL: p.QueueURL,
 		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.Arn},
+		Seals:  p.Seals,
 	}
 	return p
 }
@@ -298,12 +310,12 @@ func (p *Pipeline) createKeyAndSender(cfg aws.Config) *kmstypes.KeyMetadata {
 	return key.KeyMetadata
 }
 
-// createProofKey creates the attempt-proof key: an HMAC_256 key, as the
-// stack's AttemptProofKey.
-func (p *Pipeline) createProofKey(cfg aws.Config) *kmstypes.KeyMetadata {
+// createMACKey creates an HMAC_256 key, as the stack's AttemptProofKey
+// and IntentKey.
+func (p *Pipeline) createMACKey(cfg aws.Config, what string) *kmstypes.KeyMetadata {
 	p.t.Helper()
 	key, err := kms.NewFromConfig(cfg).CreateKey(p.Ctx, &kms.CreateKeyInput{
-		Description: aws.String("pipeline test attempt-proof key"),
+		Description: aws.String("pipeline test " + what + " key"),
 		KeySpec:     kmstypes.KeySpecHmac256, KeyUsage: kmstypes.KeyUsageTypeGenerateVerifyMac,
 	})
 	if err != nil {
@@ -398,7 +410,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	p.t.Helper()
 	fs := settings.Defaults()
 	fs.LedgerTable, fs.ContentTable, fs.ContentKeyARN = p.LedgerTable, p.ContentTable, keyARN
-	fs.AttemptProofKeyARN = proofKeyARN
+	fs.AttemptProofKeyARN, fs.IntentKeyARN, fs.FingerprintKeyARN = proofKeyARN, p.IntentKeyARN, p.FingerprintKeyARN
 	fs.BudgetTable, fs.DispatchQueueURL = p.BudgetTable, p.DispatchQueueURL
 	fs.LimitsTable = p.LimitsTable
 	fs.SubjectIndex = true // the ledger table is made with the stack's indexes (dynamostore.CreateTables)
@@ -412,6 +424,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	}
 	logger := slogJSON(p.Out)
 	em := &metrics.Emitter{W: p.Out}
+	cfgs := map[settings.Role]aws.Config{}
 	deps := func(role settings.Role) handler.Deps {
 		env := fs.Environ(role)
 		maps.Copy(env, o.Env)
@@ -426,9 +439,20 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 			p.t.Fatal(err)
 		}
 		svc.Clock = p.Now
+		cfgs[role] = roleCfg
 		return handler.Deps{Svc: svc, Log: logger, Metrics: em}
 	}
-	p.Claim = &handler.Claim{Deps: deps(settings.Claim)}
+	claimDeps := deps(settings.Claim)
+	claimSettings, err := settings.Load(settings.Claim, func(k string) string {
+		env := fs.Environ(settings.Claim)
+		maps.Copy(env, o.Env)
+		return env[k]
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.Claim = &handler.Claim{Deps: claimDeps, AcceptV1: claimSettings.AcceptIntentV1,
+		Seals: &intentseal.KMS{Client: kms.NewFromConfig(cfgs[settings.Claim]), KeyARN: claimSettings.IntentKeyARN}}
 	p.Dispatch = &handler.Dispatch{Deps: deps(settings.Dispatch)}
 	p.Reconcile = &handler.Reconcile{Deps: deps(settings.Reconcile), Limit: o.SweepLimit}
 	p.Expire = &handler.Expire{Deps: deps(settings.Expire), Limit: o.SweepLimit}

@@ -174,6 +174,9 @@ type Settings struct {
 	// resource: the local stack turns it on so the end-to-end test can check
 	// the deployed roles' permissions.
 	LogAWSCalls bool
+	// AcceptIntentV1 lets claim take intents of wire version 1 (nothing
+	// sealed but the content): a migration setting, off by default.
+	AcceptIntentV1 bool
 }
 
 // Load reads the settings for role through getenv (os.Getenv in main): the

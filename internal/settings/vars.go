@@ -171,6 +171,9 @@ var (
 	LimitSMSGlobal = &Var{Env: "LIMIT_SMS_GLOBAL", Context: "limitSmsGlobal", Default: Limit.Format(DefaultLimitSMSGlobal),
 		Roles: []Role{Dispatch}, Doc: "every SMS together per window: the circuit breaker (or off)",
 		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.SMSGlobal })}
+	AcceptIntentV1 = &Var{Env: "ACCEPT_INTENT_V1", Context: "acceptIntentV1", Default: "false", Roles: []Role{Claim},
+		Doc:   "true also claims intents of wire version 1, which seal nothing but their content: only while producers move to version 2 (docs/adopting.md)",
+		field: at(Flag, func(s *Settings) *bool { return &s.AcceptIntentV1 })}
 	SupersedeChallenges = &Var{Env: "SUPERSEDE_CHALLENGES", Context: "supersedeChallenges", Default: "true", Roles: []Role{Claim, Dispatch},
 		Doc:   "true suppresses an unsent row when its subject_ref has a newer challenge for the same purpose and channel",
 		field: at(Flag, func(s *Settings) *bool { return &s.Limits.Supersede })}
@@ -229,6 +232,7 @@ var Vars = []*Var{
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	SMSAllowedCountries, SMSProtectConfigurationID,
 	LimitsTable, SubjectIndex, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,
+	AcceptIntentV1,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
 	OpenIndexShards, SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,

@@ -174,13 +174,15 @@ type Workflow struct {
 }
 
 // Notification is a producer.Notification in a vector file, in the intent's
-// field names. ExpiresAt is RFC 3339; empty means none.
+// field names. IssuedAt and ExpiresAt are RFC 3339; empty means none (an
+// empty issued_at means the producer's clock).
 type Notification struct {
 	ChallengeID     string   `json:"challenge_id"`
 	Channel         string   `json:"channel"`
 	Workflow        Workflow `json:"workflow"`
 	DestinationRef  string   `json:"destination_ref"`
 	SubjectRef      string   `json:"subject_ref,omitempty"`
+	IssuedAt        string   `json:"issued_at,omitempty"`
 	ExpiresAt       string   `json:"expires_at"`
 	TemplateID      string   `json:"template_id"`
 	TemplateVersion string   `json:"template_version"`
@@ -200,12 +202,18 @@ func (n Notification) Producer() (producer.Notification, error) {
 	for _, c := range n.Workflow.Order {
 		p.Workflow.Order = append(p.Workflow.Order, ledger.Channel(c))
 	}
-	if n.ExpiresAt != "" {
-		t, err := time.Parse(time.RFC3339Nano, n.ExpiresAt)
-		if err != nil {
-			return p, fmt.Errorf("expires_at: %w", err)
+	for _, f := range []struct {
+		name, v string
+		dst     *time.Time
+	}{{"issued_at", n.IssuedAt, &p.IssuedAt}, {"expires_at", n.ExpiresAt, &p.ExpiresAt}} {
+		if f.v == "" {
+			continue
 		}
-		p.ExpiresAt = t.UTC()
+		t, err := time.Parse(time.RFC3339Nano, f.v)
+		if err != nil {
+			return p, fmt.Errorf("%s: %w", f.name, err)
+		}
+		*f.dst = t.UTC()
 	}
 	return p, nil
 }

@@ -37,6 +37,8 @@ import (
 type Function struct {
 	Settings settings.Settings
 	Deps     handler.Deps
+	// Config is the process's SDK configuration.
+	Config aws.Config
 }
 
 // Env is what a role's ports are built from.
@@ -84,7 +86,7 @@ func Boot(role settings.Role, ports Ports) Function {
 		log.Error("wiring failed", "error", err.Error())
 		os.Exit(2)
 	}
-	return Function{Settings: s, Deps: handler.Deps{Svc: svc, Log: log, Metrics: em}}
+	return Function{Settings: s, Deps: handler.Deps{Svc: svc, Log: log, Metrics: em}, Config: cfg}
 }
 
 // Service builds a ledger service from cfg and s: the ledger's tables, then

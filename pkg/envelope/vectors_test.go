@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,16 @@ const intentsFile = "intents.json"
 
 // vectorKeyID is the KMS key ARN the vectors' GenerateDataKey "returned".
 const vectorKeyID = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+// vectorIntentKeyID is the intent key the vectors' GenerateMac "used".
+const vectorIntentKeyID = "arn:aws:kms:us-east-1:111122223333:key/5678efab-56ef-78ab-90cd-5678901234ef"
+
+// generateMac is what KMS GenerateMac returned for a vector's binding.
+type generateMac struct {
+	KeyID        string `json:"KeyId"`
+	MacAlgorithm string `json:"MacAlgorithm"`
+	Mac          string `json:"Mac_base64"`
+}
 
 type intentsDoc struct {
 	Description string         `json:"description"`
@@ -62,6 +73,9 @@ type intentVector struct {
 	GenerateDataKey        generateDataKey      `json:"generate_data_key"`
 	NonceHex               string               `json:"nonce_hex"`
 	SealedContent          sealedContent        `json:"sealed_content"`
+	Binding                string               `json:"binding"`
+	GenerateMac            generateMac          `json:"generate_mac"`
+	IntentMAC              string               `json:"intent_mac"`
 	Body                   string               `json:"body"`
 }
 
@@ -73,7 +87,7 @@ func intentInputs() []struct {
 	base := func(challenge, ch string) vectors.Notification {
 		n := vectors.Notification{
 			ChallengeID: challenge, Channel: ch, Workflow: vectors.Workflow{Kind: "single"},
-			DestinationRef: "acct-1001:" + ch, ExpiresAt: "2026-11-30T10:52:52.306Z",
+			DestinationRef: "acct-1001:" + ch, IssuedAt: "2026-11-30T10:42:52.306Z", ExpiresAt: "2026-11-30T10:52:52.306Z",
 			TemplateID: "reset-" + ch, TemplateVersion: "3", PolicyVersion: "policy-1",
 			Message: vectors.Message{
 				To:      vectors.Plain("player1001@example.com"),
@@ -117,11 +131,14 @@ func intentInputs() []struct {
 	n.TemplateVersion = strings.Repeat("v", 32)
 	n.PolicyVersion = strings.Repeat("p", 32)
 	n.Message.Body = vectors.Plain(strings.Repeat("0123456789", 30) + "!")
-	n.ExpiresAt = "2026-11-30T10:50:00Z"
-	out = append(out, in{"longest identifiers, body over 255 bytes, whole-second expiry", n})
+	n.IssuedAt, n.ExpiresAt = "2026-11-30T10:40:00Z", "2026-11-30T10:50:00Z"
+	out = append(out, in{"longest identifiers, body over 255 bytes, whole-second times", n})
 	n = base("chal-7f3a9c07", "email")
-	n.ExpiresAt = "2026-11-30T10:50:00.5Z"
-	out = append(out, in{"expiry with a trailing-zero fraction", n})
+	n.IssuedAt, n.ExpiresAt = "2026-11-30T10:40:00.25Z", "2026-11-30T10:50:00.5Z"
+	out = append(out, in{"times with trailing-zero fractions", n})
+	n = base("chal-7f3a9c0b", "email")
+	n.IssuedAt, n.ExpiresAt = "2026-11-30T11:42:52.306+01:00", "2026-11-30T11:52:52.306+01:00"
+	out = append(out, in{"times with an offset (written back in UTC)", n})
 	n = base("chal-7f3a9c08", "email")
 	n.SubjectRef = "acct-1001"
 	out = append(out, in{"with subject_ref", n})
@@ -190,14 +207,61 @@ func generateIntentVector(t *testing.T, name string, n vectors.Notification) int
 	if err := json.Unmarshal(raw, &v.SealedContent); err != nil {
 		t.Fatal(err)
 	}
-	// The producer's body with this envelope is the intent on the wire.
+	// The binding, written here independently of intent.Binding, and
+	// the MAC the vector's GenerateMac returned for it.
+	v.Binding = bindingLayout(p, key)
+	mac := sha256.Sum256([]byte("resetledger test vector intent mac: " + name))
+	v.GenerateMac = generateMac{KeyID: vectorIntentKeyID, MacAlgorithm: "HMAC_SHA_256", Mac: base64.StdEncoding.EncodeToString(mac[:])}
+	v.IntentMAC = base64.RawURLEncoding.EncodeToString(mac[:])
+	// The producer's body with this envelope and MAC is the intent on the wire.
 	q := &bodyQueue{}
-	pr := &producer.Producer{Queue: q, QueueURL: "https://sqs.test/intents", Sealer: fixedSealer{env}, Clock: func() time.Time { return p.ExpiresAt.Add(-time.Minute) }}
+	signer := &fixedSigner{t: t, want: v.Binding, seal: v.IntentMAC}
+	pr := &producer.Producer{Queue: q, QueueURL: "https://sqs.test/intents", Sealer: fixedSealer{env}, Seals: signer,
+		Clock: func() time.Time { return p.ExpiresAt.Add(-time.Minute) }}
 	if _, err := pr.Publish(context.Background(), p); err != nil {
 		t.Fatalf("%s: Publish: %v", name, err)
 	}
 	v.Body = q.body
 	return v
+}
+
+// bindingLayout writes the binding of docs/intent-v2.md independently of
+// intent.Binding: the domain line, then one line per bound field,
+// "<name>:<byte length>:<value>", times as RFC 3339 in UTC with the
+// fraction's trailing zeros dropped (Go's RFC3339Nano), the fallback order
+// joined by commas.
+func bindingLayout(p producer.Notification, dedupeKey string) string {
+	order := make([]string, len(p.Workflow.Order))
+	for i, c := range p.Workflow.Order {
+		order[i] = string(c)
+	}
+	fields := [][2]string{
+		{"schema_version", "2"}, {"purpose", "password-reset"}, {"challenge_id", p.ChallengeID},
+		{"channel", string(p.Channel)}, {"dedupe_key", dedupeKey}, {"workflow.kind", string(p.Workflow.Kind)},
+		{"workflow.order", strings.Join(order, ",")}, {"destination_ref", p.DestinationRef}, {"subject_ref", p.SubjectRef},
+		{"issued_at", p.IssuedAt.UTC().Format(time.RFC3339Nano)}, {"expires_at", p.ExpiresAt.UTC().Format(time.RFC3339Nano)},
+		{"template_id", p.TemplateID}, {"template_version", p.TemplateVersion}, {"policy_version", p.PolicyVersion},
+		{"content_hash", ledger.ContentHash(p.TemplateID, p.TemplateVersion, p.Message)},
+	}
+	b := "resetledger-intent-binding/v2\n"
+	for _, f := range fields {
+		b += f[0] + ":" + strconv.Itoa(len(f[1])) + ":" + f[1] + "\n"
+	}
+	return b
+}
+
+// fixedSigner answers the vector's MAC, and fails the test if the producer
+// asks it to seal anything but the vector's binding.
+type fixedSigner struct {
+	t          *testing.T
+	want, seal string
+}
+
+func (f *fixedSigner) Sign(_ context.Context, binding []byte) (string, error) {
+	if string(binding) != f.want {
+		f.t.Errorf("the producer sealed\n%q\nwant the documented binding\n%q", binding, f.want)
+	}
+	return f.seal, nil
 }
 
 // sealedContent is the envelope as JSON carries it (base64 strings).
@@ -252,7 +316,8 @@ func TestVectorsIntents(t *testing.T) {
 	generated := intentsDoc{
 		Description: "Notifications and what a producer computes from each: dedupe key, content hash (with its preimage), " +
 			"the sealed plaintext, the GCM AAD and KMS encryption context, the envelope sealed with the data key and nonce given " +
-			"here (normally from GenerateDataKey and random), and the intent body on the wire. See docs/intent-v1.md.",
+			"here (normally from GenerateDataKey and random), the binding the intent key seals and the MAC given here (normally from " +
+			"GenerateMac), and the intent body on the wire. See docs/intent-v2.md.",
 	}
 	for _, in := range intentInputs() {
 		generated.Vectors = append(generated.Vectors, generateIntentVector(t, in.name, in.n))
@@ -279,6 +344,8 @@ func checkIntentVector(t *testing.T, v intentVector) {
 		{"plaintext_hex", got.PlaintextHex, v.PlaintextHex},
 		{"aad_hex", got.AADHex, v.AADHex},
 		{"nonce_hex", got.NonceHex, v.NonceHex},
+		{"binding", got.Binding, v.Binding},
+		{"intent_mac", got.IntentMAC, v.IntentMAC},
 		{"body", got.Body, v.Body},
 	} {
 		if f.got != f.want {
@@ -307,9 +374,13 @@ func checkIntentVector(t *testing.T, v intentVector) {
 	}
 
 	// The consumer accepts the body and opens the envelope.
-	in, sealed, err := intent.Decode([]byte(v.Body))
+	dec, err := intent.Decode([]byte(v.Body))
+	in, sealed := dec.Intent, dec.Sealed
 	if err != nil {
 		t.Fatalf("intent.Decode(body): %v", err)
+	}
+	if dec.Version != intent.SchemaVersion || string(dec.Binding) != v.Binding || dec.Seal != v.IntentMAC {
+		t.Errorf("decoded body: version %d, binding %q, seal %q; want 2, the vector's binding and intent_mac", dec.Version, dec.Binding, dec.Seal)
 	}
 	var decoded sealedContent
 	if err := json.Unmarshal(sealed, &decoded); err != nil || in.Key() != v.DedupeKey || in.ContentHash != v.ContentHash || decoded != v.SealedContent {
@@ -325,5 +396,29 @@ func checkIntentVector(t *testing.T, v intentVector) {
 	}
 	if ledger.ContentHash(in.TemplateID, in.TemplateVersion, m) != v.ContentHash {
 		t.Errorf("opened message does not match the content hash")
+	}
+}
+
+// TestVectorsV1StillDecode: the version 1 vectors (testdata/vectors/v1,
+// frozen as version 1 producers wrote them) decode as version 1, with
+// nothing sealed to verify and no issued_at, for the stages that accept
+// them while producers migrate; their envelopes still open.
+func TestVectorsV1StillDecode(t *testing.T) {
+	var doc intentsDoc
+	vectors.Load(t, "v1/"+intentsFile, &doc)
+	if len(doc.Vectors) == 0 {
+		t.Fatal("no version 1 vectors")
+	}
+	for _, v := range doc.Vectors {
+		dec, err := intent.Decode([]byte(v.Body))
+		if err != nil {
+			t.Fatalf("%s: %v", v.Name, err)
+		}
+		if dec.Version != intent.SchemaVersionV1 || dec.Binding != nil || dec.Seal != "" || !dec.Intent.IssuedAt.IsZero() || dec.Intent.Key() != v.DedupeKey {
+			t.Errorf("%s: decoded %+v", v.Name, dec)
+		}
+		if _, err := (&envelope.Opener{KMS: vectorKMS{v: v, key: v.DedupeKey}, KeyARN: v.GenerateDataKey.KeyID}).Open(context.Background(), v.DedupeKey, dec.Sealed); err != nil {
+			t.Errorf("%s: Open: %v", v.Name, err)
+		}
 	}
 }

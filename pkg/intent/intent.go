@@ -1,14 +1,22 @@
 // Package intent is the wire format of a notification intent: the SQS
 // message body the account service publishes and the claim function reads.
-// schema/intent-v1.schema.json describes the same document.
+// schema/intent-v2.schema.json describes the same document (and
+// schema/intent-v1.schema.json the version before it).
 //
 // Decode is strict. It accepts one JSON object of at most MaxBodySize bytes
-// with exactly the known fields (exact spelling, no duplicates, no unknown
-// ones, no trailing data; all required but the optional subject_ref), then runs ledger.Intent.Validate. Every rejection
+// with exactly the known fields of its schema_version (exact spelling, no
+// duplicates, no unknown ones, no trailing data; all required but the
+// optional subject_ref), then runs ledger.Intent.Validate. Every rejection
 // is a *ledger.FieldError naming the JSON field (so errors.Is(err,
 // ledger.ErrInvalidIntent) holds); an unknown schema_version also wraps
 // ErrUnsupportedVersion. No error message contains an input value: the body
 // may carry secrets in the wrong field.
+//
+// Version 2 adds issued_at (when the account service issued the
+// challenge) and intent_mac: the producer's seal (package intentseal) over
+// Binding, every field the claim decides on. Decode does not check the
+// seal (it needs the key); it returns the binding for the caller to
+// verify before anything is written.
 package intent
 
 import (
@@ -17,14 +25,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/envelope/wireform"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// SchemaVersion is the only supported value of schema_version.
-const SchemaVersion = 1
+// SchemaVersion is the version Encode writes: 2, sealed.
+const SchemaVersion = 2
+
+// SchemaVersionV1 is the version before it: no issued_at and nothing
+// sealed but the content. Decode reads it; the claim function accepts it
+// only where the stage allows (ACCEPT_INTENT_V1), during a migration.
+const SchemaVersionV1 = 1
 
 // MaxBodySize is the largest body Decode accepts, in bytes (64 KiB).
 const MaxBodySize = 64 << 10
@@ -45,12 +60,14 @@ type wire struct {
 	Workflow        wireWorkflow      `json:"workflow"`
 	DestinationRef  string            `json:"destination_ref"`
 	SubjectRef      string            `json:"subject_ref,omitempty"`
+	IssuedAt        string            `json:"issued_at,omitempty"`
 	ExpiresAt       string            `json:"expires_at"`
 	TemplateID      string            `json:"template_id"`
 	TemplateVersion string            `json:"template_version"`
 	PolicyVersion   string            `json:"policy_version"`
 	ContentHash     string            `json:"content_hash"`
 	SealedContent   wireform.Envelope `json:"sealed_content"`
+	IntentMAC       string            `json:"intent_mac,omitempty"`
 }
 
 type wireWorkflow struct {
@@ -62,7 +79,7 @@ type wireWorkflow struct {
 // admits any keys (the envelope checks its own).
 type shape map[string]shape
 
-var rootShape = shape{
+var rootShapeV1 = shape{
 	"schema_version": nil, "purpose": nil, "challenge_id": nil, "channel": nil,
 	"workflow":        {"kind": nil, "order": nil},
 	"destination_ref": nil, "subject_ref": nil, "expires_at": nil, "template_id": nil,
@@ -70,9 +87,25 @@ var rootShape = shape{
 	"sealed_content": nil,
 }
 
-// RequiredFields returns the top-level fields every intent must carry, in
-// wire order.
+var rootShape = func() shape {
+	sh := shape{"issued_at": nil, "intent_mac": nil}
+	for k, v := range rootShapeV1 {
+		sh[k] = v
+	}
+	return sh
+}()
+
+// RequiredFields returns the top-level fields every version 2 intent must
+// carry, in wire order.
 func RequiredFields() []string {
+	return []string{"schema_version", "purpose", "challenge_id", "channel", "workflow",
+		"destination_ref", "issued_at", "expires_at", "template_id", "template_version",
+		"policy_version", "content_hash", "sealed_content", "intent_mac"}
+}
+
+// RequiredFieldsV1 returns the top-level fields a version 1 intent must
+// carry, in wire order.
+func RequiredFieldsV1() []string {
 	return []string{"schema_version", "purpose", "challenge_id", "channel", "workflow",
 		"destination_ref", "expires_at", "template_id", "template_version",
 		"policy_version", "content_hash", "sealed_content"}
@@ -82,69 +115,167 @@ func RequiredFields() []string {
 // wire order: subject_ref, which producers omit when there is no subject.
 func OptionalFields() []string { return []string{"subject_ref"} }
 
-// Decode parses and validates an intent. It returns the intent and the
-// sealed content as the canonical JSON of its envelope, ready for a
-// ledger.ContentStore and an envelope.Opener.
-func Decode(body []byte) (ledger.Intent, []byte, error) {
-	raw, err := decodeObject(body)
+// Decoded is an intent as Decode read it.
+type Decoded struct {
+	// Intent is the validated intent; IssuedAt is zero for version 1.
+	Intent ledger.Intent
+	// Sealed is the sealed content as the canonical JSON of its envelope,
+	// ready for a ledger.ContentStore and an envelope.Opener.
+	Sealed []byte
+	// Version is the intent's schema_version: SchemaVersion or
+	// SchemaVersionV1.
+	Version int
+	// Binding is what intent_mac must seal (see Binding); Seal is
+	// intent_mac. Both are empty for version 1, which seals nothing.
+	Binding []byte
+	Seal    string
+}
+
+// Decode parses and validates an intent of either version. It does not
+// verify the seal: the caller verifies Decoded.Seal over Decoded.Binding
+// (intentseal.Verifier) before acting on the intent.
+func Decode(body []byte) (Decoded, error) {
+	raw, version, err := decodeObject(body)
 	if err != nil {
-		return ledger.Intent{}, nil, err
+		return Decoded{}, err
 	}
-	w, err := decodeFields(raw)
+	w, err := decodeFields(raw, version)
 	if err != nil {
-		return ledger.Intent{}, nil, err
+		return Decoded{}, err
 	}
-	expires, err := time.Parse(time.RFC3339, w.ExpiresAt)
+	expires, err := parseTime("expires_at", w.ExpiresAt)
 	if err != nil {
-		return ledger.Intent{}, nil, bad("expires_at", "not an RFC 3339 timestamp")
+		return Decoded{}, err
+	}
+	var issued time.Time
+	if version == SchemaVersion {
+		if issued, err = parseTime("issued_at", w.IssuedAt); err != nil {
+			return Decoded{}, err
+		}
 	}
 	sealedRaw, ok := raw["sealed_content"]
 	if !ok {
-		return ledger.Intent{}, nil, bad("sealed_content", "missing")
+		return Decoded{}, bad("sealed_content", "missing")
 	}
 	env, err := wireform.Parse(sealedRaw)
 	if err != nil {
-		return ledger.Intent{}, nil, prefix("sealed_content", err)
+		return Decoded{}, prefix("sealed_content", err)
 	}
-	in := w.intent(expires)
+	if version == SchemaVersion {
+		if err := field(raw, "intent_mac", &w.IntentMAC, "want a string"); err != nil {
+			return Decoded{}, err
+		}
+		if w.IntentMAC == "" {
+			return Decoded{}, bad("intent_mac", "empty")
+		}
+	}
+	in := w.intent(issued, expires)
 	if err := validate(in); err != nil {
-		return ledger.Intent{}, nil, err
+		return Decoded{}, err
 	}
 	sealed, err := json.Marshal(env)
 	if err != nil {
-		return ledger.Intent{}, nil, fmt.Errorf("intent: re-encode sealed content: %w", err)
+		return Decoded{}, fmt.Errorf("intent: re-encode sealed content: %w", err)
 	}
-	return in, sealed, nil
+	d := Decoded{Intent: in, Sealed: sealed, Version: version}
+	if version == SchemaVersion {
+		w.SchemaVersion = version
+		d.Binding, d.Seal = w.binding(in.Key()), w.IntentMAC
+	}
+	return d, nil
+}
+
+// parseTime reads an RFC 3339 timestamp field.
+func parseTime(name, v string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, bad(name, "not an RFC 3339 timestamp")
+	}
+	return t, nil
+}
+
+// BindingDomain opens every binding: it separates intent seals from any
+// other use of the key, and names the layout's version.
+const BindingDomain = "resetledger-intent-binding/v2"
+
+// bindingFields names the bound fields in binding order.
+var bindingFields = []string{"schema_version", "purpose", "challenge_id", "channel", "dedupe_key",
+	"workflow.kind", "workflow.order", "destination_ref", "subject_ref", "issued_at", "expires_at",
+	"template_id", "template_version", "policy_version", "content_hash"}
+
+// BindingFields returns the names of the fields a binding binds, in order.
+func BindingFields() []string { return append([]string(nil), bindingFields...) }
+
+// binding is the byte string intent_mac seals: BindingDomain and a line
+// feed, then for each bound field "<name>:<length>:<value>\n", the length
+// in bytes in decimal, the value as it is on the wire (timestamps
+// included, exactly as written; workflow.order its channels joined by
+// commas; subject_ref and workflow.order empty when absent; dedupe_key the
+// key the intent's identity gives). The lengths make it unambiguous
+// whatever a value holds.
+func (w wire) binding(dedupeKey string) []byte {
+	values := []string{strconv.Itoa(w.SchemaVersion), w.Purpose, w.ChallengeID, w.Channel, dedupeKey,
+		w.Workflow.Kind, strings.Join(w.Workflow.Order, ","), w.DestinationRef, w.SubjectRef, w.IssuedAt, w.ExpiresAt,
+		w.TemplateID, w.TemplateVersion, w.PolicyVersion, w.ContentHash}
+	var b bytes.Buffer
+	b.WriteString(BindingDomain + "\n")
+	for i, name := range bindingFields {
+		fmt.Fprintf(&b, "%s:%d:%s\n", name, len(values[i]), values[i])
+	}
+	return b.Bytes()
+}
+
+// Binding returns what intent_mac must seal for in, as Encode will write
+// it: the producer seals this (intentseal.Signer) and passes the seal to
+// Encode. It validates in first.
+func Binding(in ledger.Intent) ([]byte, error) {
+	if err := validateV2(in); err != nil {
+		return nil, err
+	}
+	return toWire(in).binding(in.Key()), nil
 }
 
 // decodeObject checks the body's size and structure (see checkStructure)
 // and its schema version, and returns its top-level fields undecoded.
-func decodeObject(body []byte) (map[string]json.RawMessage, error) {
+func decodeObject(body []byte) (map[string]json.RawMessage, int, error) {
 	if len(body) > MaxBodySize {
-		return nil, bad("body", fmt.Sprintf("larger than %d bytes", MaxBodySize))
+		return nil, 0, bad("body", fmt.Sprintf("larger than %d bytes", MaxBodySize))
 	}
-	if err := checkStructure(body); err != nil {
-		return nil, err
+	// The version first, from a lenient read, so that the structure is
+	// checked against its own version's fields.
+	var probe struct {
+		V json.RawMessage `json:"schema_version"`
+	}
+	_ = json.Unmarshal(body, &probe)
+	sh := rootShape
+	if string(bytes.TrimSpace(probe.V)) == "1" {
+		sh = rootShapeV1
+	}
+	if err := checkStructure(body, sh); err != nil {
+		return nil, 0, err
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, bad("body", "malformed JSON")
+		return nil, 0, bad("body", "malformed JSON")
 	}
 	var version json.Number
 	if err := field(raw, "schema_version", &version, "want an integer"); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if version.String() != "1" {
-		return nil, fmt.Errorf("%w: %w", ErrUnsupportedVersion,
-			bad("schema_version", "unsupported version (want 1)"))
+	switch version.String() {
+	case "2":
+		return raw, SchemaVersion, nil
+	case "1":
+		return raw, SchemaVersionV1, nil
 	}
-	return raw, nil
+	return nil, 0, fmt.Errorf("%w: %w", ErrUnsupportedVersion,
+		bad("schema_version", "unsupported version (want 2, or 1 where the stage accepts it)"))
 }
 
 // decodeFields decodes the string fields and the workflow, in wire order,
 // so that the first bad field is the one reported.
-func decodeFields(raw map[string]json.RawMessage) (wire, error) {
-	var w wire
+func decodeFields(raw map[string]json.RawMessage, version int) (wire, error) {
+	w := wire{SchemaVersion: version}
 	if err := decodeStrings(raw, stringField{"purpose", &w.Purpose},
 		stringField{"challenge_id", &w.ChallengeID}, stringField{"channel", &w.Channel}); err != nil {
 		return w, err
@@ -157,6 +288,11 @@ func decodeFields(raw map[string]json.RawMessage) (wire, error) {
 	}
 	if err := decodeSubjectRef(raw, &w.SubjectRef); err != nil {
 		return w, err
+	}
+	if version == SchemaVersion {
+		if err := decodeStrings(raw, stringField{"issued_at", &w.IssuedAt}); err != nil {
+			return w, err
+		}
 	}
 	err := decodeStrings(raw, stringField{"expires_at", &w.ExpiresAt},
 		stringField{"template_id", &w.TemplateID}, stringField{"template_version", &w.TemplateVersion},
@@ -197,8 +333,8 @@ func decodeStrings(raw map[string]json.RawMessage, fields ...stringField) error 
 }
 
 // intent converts the decoded wire fields to a ledger.Intent (not yet
-// validated) with the parsed expiry.
-func (w wire) intent(expires time.Time) ledger.Intent {
+// validated) with the parsed times.
+func (w wire) intent(issued, expires time.Time) ledger.Intent {
 	in := ledger.Intent{
 		Identity: ledger.Identity{
 			Purpose:     ledger.Purpose(w.Purpose),
@@ -208,6 +344,7 @@ func (w wire) intent(expires time.Time) ledger.Intent {
 		Workflow:        ledger.Workflow{Kind: ledger.WorkflowKind(w.Workflow.Kind)},
 		DestinationRef:  w.DestinationRef,
 		SubjectRef:      w.SubjectRef,
+		IssuedAt:        issued.UTC(),
 		ExpiresAt:       expires.UTC(),
 		TemplateID:      w.TemplateID,
 		TemplateVersion: w.TemplateVersion,
@@ -220,15 +357,27 @@ func (w wire) intent(expires time.Time) ledger.Intent {
 	return in
 }
 
-// Encode returns the wire form of in with its sealed content. It validates
-// both first, so whatever Encode returns, Decode accepts.
-func Encode(in ledger.Intent, sealed wireform.Envelope) ([]byte, error) {
-	if err := validate(in); err != nil {
+// Encode returns the version 2 wire form of in with its sealed content
+// and seal (the intentseal seal of Binding(in)). It validates all three
+// first, so whatever Encode returns, Decode accepts; it cannot check that
+// the seal is Binding(in)'s: only the key can.
+func Encode(in ledger.Intent, sealed wireform.Envelope, seal string) ([]byte, error) {
+	if err := validateV2(in); err != nil {
 		return nil, err
 	}
 	if err := sealed.Validate(); err != nil {
 		return nil, prefix("sealed_content", err)
 	}
+	if seal == "" {
+		return nil, bad("intent_mac", "empty")
+	}
+	w := toWire(in)
+	w.SealedContent, w.IntentMAC = sealed, seal
+	return json.Marshal(w)
+}
+
+// toWire is in's wire fields, without the sealed content and the seal.
+func toWire(in ledger.Intent) wire {
 	w := wire{
 		SchemaVersion:   SchemaVersion,
 		Purpose:         string(in.Purpose),
@@ -237,29 +386,49 @@ func Encode(in ledger.Intent, sealed wireform.Envelope) ([]byte, error) {
 		Workflow:        wireWorkflow{Kind: string(in.Workflow.Kind)},
 		DestinationRef:  in.DestinationRef,
 		SubjectRef:      in.SubjectRef,
+		IssuedAt:        in.IssuedAt.UTC().Format(time.RFC3339Nano),
 		ExpiresAt:       in.ExpiresAt.UTC().Format(time.RFC3339Nano),
 		TemplateID:      in.TemplateID,
 		TemplateVersion: in.TemplateVersion,
 		PolicyVersion:   in.PolicyVersion,
 		ContentHash:     in.ContentHash,
-		SealedContent:   sealed,
 	}
 	for _, c := range in.Workflow.Order {
 		w.Workflow.Order = append(w.Workflow.Order, string(c))
 	}
-	return json.Marshal(w)
+	return w
 }
 
 // validate is ledger.Intent.Validate (which also checks that every
 // workflow.order entry is a known channel, listed once, whatever the kind)
-// plus the check only the wire needs: the expiry is a time RFC 3339 can
+// plus the check only the wire needs: the times are ones RFC 3339 can
 // carry.
 func validate(in ledger.Intent) error {
-	if err := in.Validate(); err != nil {
+	if err := in.Identity.Validate(); err != nil {
 		return err
 	}
-	if y := in.ExpiresAt.UTC().Year(); y < 1 || y > 9999 {
-		return bad("expires_at", "year outside 0001..9999")
+	for _, f := range []struct {
+		name string
+		t    time.Time
+	}{{"issued_at", in.IssuedAt}, {"expires_at", in.ExpiresAt}} {
+		if f.t.IsZero() {
+			continue
+		}
+		if y := f.t.UTC().Year(); y < 1 || y > 9999 {
+			return bad(f.name, "year outside 0001..9999")
+		}
+	}
+	return in.Validate()
+}
+
+// validateV2 is validate for an intent version 2 writes: issued_at is
+// required.
+func validateV2(in ledger.Intent) error {
+	if err := validate(in); err != nil {
+		return err
+	}
+	if in.IssuedAt.IsZero() {
+		return bad("issued_at", "missing")
 	}
 	return nil
 }
@@ -326,7 +495,7 @@ func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []b
 // it, no duplicate keys anywhere, and only the known keys, spelled exactly,
 // in the objects rootShape names. encoding/json alone would match keys case
 // insensitively and let a duplicate key override the first.
-func checkStructure(body []byte) error {
+func checkStructure(body []byte, root shape) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -336,7 +505,7 @@ func checkStructure(body []byte) error {
 	if tok != json.Delim('{') {
 		return bad("body", "not a JSON object")
 	}
-	if err := walkObject(dec, rootShape, "body", 1); err != nil {
+	if err := walkObject(dec, root, "body", 1); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {

@@ -15,6 +15,10 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
+// testSeal stands for an intent_mac: Decode checks its presence, not the
+// MAC (that takes the key; see intentseal and the claim handler).
+var testSeal = strings.Repeat("s", 43)
+
 // secret marks values a test plants in bad fields; no error may repeat it.
 const secret = "S3CR3T"
 
@@ -36,7 +40,7 @@ func testIntent(t testing.TB) ledger.Intent {
 // validDoc returns a valid intent document as a generic map to mutate.
 func validDoc(t testing.TB) map[string]any {
 	t.Helper()
-	b, err := intent.Encode(testIntent(t), testEnvelope)
+	b, err := intent.Encode(testIntent(t), testEnvelope, testSeal)
 	if err != nil {
 		t.Fatalf("Encode: %v", err)
 	}
@@ -60,11 +64,12 @@ func sub(m map[string]any, k string) map[string]any { return m[k].(map[string]an
 
 func TestDecodeValid(t *testing.T) {
 	want := testIntent(t)
-	body, err := intent.Encode(want, testEnvelope)
+	body, err := intent.Encode(want, testEnvelope, testSeal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, sealed, err := intent.Decode(body)
+	dec, err := intent.Decode(body)
+	got, sealed := dec.Intent, dec.Sealed
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
@@ -89,29 +94,31 @@ func TestDecodeValid(t *testing.T) {
 // is byte for byte what it was before the member existed.
 func TestDecodeSubjectRef(t *testing.T) {
 	without := testIntent(t)
-	bodyWithout, err := intent.Encode(without, testEnvelope)
+	bodyWithout, err := intent.Encode(without, testEnvelope, testSeal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Contains(bodyWithout, []byte("subject_ref")) {
 		t.Errorf("an intent without a subject is encoded with subject_ref: %s", bodyWithout)
 	}
-	got, _, err := intent.Decode(bodyWithout)
+	dec, err := intent.Decode(bodyWithout)
+	got := dec.Intent
 	if err != nil || got.SubjectRef != "" {
 		t.Fatalf("Decode(no subject_ref) = %q, %v", got.SubjectRef, err)
 	}
 
 	with := testIntent(t)
 	with.SubjectRef = "tenant-7:acct_1001.eu"
-	body, err := intent.Encode(with, testEnvelope)
+	body, err := intent.Encode(with, testEnvelope, testSeal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte(`"destination_ref":"` + with.DestinationRef + `","subject_ref":"tenant-7:acct_1001.eu","expires_at":`)
+	want := []byte(`"destination_ref":"` + with.DestinationRef + `","subject_ref":"tenant-7:acct_1001.eu","issued_at":`)
 	if !bytes.Contains(body, want) {
 		t.Errorf("subject_ref is not written right after destination_ref: %s", body)
 	}
-	got, _, err = intent.Decode(body)
+	dec, err = intent.Decode(body)
+	got = dec.Intent
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
@@ -131,7 +138,8 @@ func TestDecodeNormalizes(t *testing.T) {
 	// Insignificant whitespace and key order do not matter.
 	body := append([]byte("\n  "), marshal(t, doc)...)
 	body = append(body, " \n"...)
-	got, _, err := intent.Decode(body)
+	dec, err := intent.Decode(body)
+	got := dec.Intent
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
@@ -146,7 +154,8 @@ func TestDecodeNormalizes(t *testing.T) {
 func TestDecodeFallback(t *testing.T) {
 	doc := validDoc(t)
 	doc["workflow"] = map[string]any{"kind": "fallback", "order": []any{"sms", "email"}}
-	got, _, err := intent.Decode(marshal(t, doc))
+	dec, err := intent.Decode(marshal(t, doc))
+	got := dec.Intent
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
@@ -210,7 +219,7 @@ func badCases() []badCase {
 			sub(m, "workflow")["order"] = v
 		}), field: "workflow.order"},
 
-		{name: "unknown schema_version", body: mutate(func(m map[string]any) { m["schema_version"] = 2 }), field: "schema_version", version: true},
+		{name: "unknown schema_version", body: mutate(func(m map[string]any) { m["schema_version"] = 3 }), field: "schema_version", version: true},
 		{name: "schema_version zero", body: mutate(func(m map[string]any) { m["schema_version"] = 0 }), field: "schema_version", version: true},
 		{name: "schema_version as string", body: mutate(func(m map[string]any) { m["schema_version"] = "1" }), field: "schema_version"},
 		{name: "schema_version fractional", body: mutate(func(m map[string]any) { m["schema_version"] = 1.5 }), field: "schema_version", version: true},
@@ -293,7 +302,8 @@ func TestDecodeRejects(t *testing.T) {
 	for _, tc := range badCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			body := tc.body(t)
-			in, sealed, err := intent.Decode(body)
+			dec, err := intent.Decode(body)
+			in, sealed := dec.Intent, dec.Sealed
 			if err == nil {
 				t.Fatalf("Decode accepted %s", body)
 			}
@@ -323,23 +333,23 @@ func TestDecodeRejects(t *testing.T) {
 func TestEncodeRejectsInvalid(t *testing.T) {
 	in := testIntent(t)
 	in.DestinationRef = "player@example.test"
-	if _, err := intent.Encode(in, testEnvelope); !errors.Is(err, ledger.ErrInvalidIntent) {
+	if _, err := intent.Encode(in, testEnvelope, testSeal); !errors.Is(err, ledger.ErrInvalidIntent) {
 		t.Errorf("Encode(bad destination_ref) = %v, want ErrInvalidIntent", err)
 	}
 	env := testEnvelope
 	env.Nonce = nil
 	var fe *ledger.FieldError
-	if _, err := intent.Encode(testIntent(t), env); !errors.As(err, &fe) || fe.Field != "sealed_content.nonce" {
+	if _, err := intent.Encode(testIntent(t), env, testSeal); !errors.As(err, &fe) || fe.Field != "sealed_content.nonce" {
 		t.Errorf("Encode(no nonce) = %v, want a field error on sealed_content.nonce", err)
 	}
 	in = testIntent(t)
 	in.SubjectRef = "player@example.test"
-	if _, err := intent.Encode(in, testEnvelope); !errors.As(err, &fe) || fe.Field != "subject_ref" {
+	if _, err := intent.Encode(in, testEnvelope, testSeal); !errors.As(err, &fe) || fe.Field != "subject_ref" {
 		t.Errorf("Encode(bad subject_ref) = %v, want a field error on subject_ref", err)
 	}
 	in = testIntent(t)
 	in.ExpiresAt = time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("", -2*3600))
-	if _, err := intent.Encode(in, testEnvelope); !errors.As(err, &fe) || fe.Field != "expires_at" {
+	if _, err := intent.Encode(in, testEnvelope, testSeal); !errors.As(err, &fe) || fe.Field != "expires_at" {
 		t.Errorf("Encode(expiry past year 9999) = %v, want a field error on expires_at", err)
 	}
 }
@@ -360,7 +370,8 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		in, sealed, err := intent.Decode(body)
+		dec, err := intent.Decode(body)
+		in, sealed := dec.Intent, dec.Sealed
 		if err != nil {
 			if !errors.Is(err, ledger.ErrInvalidIntent) {
 				t.Fatalf("rejection %q does not wrap ErrInvalidIntent", err)
@@ -371,11 +382,15 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted sealed content does not parse: %v", err)
 		}
-		again, err := intent.Encode(in, env)
+		if dec.Version != intent.SchemaVersion {
+			return // Encode writes version 2 only
+		}
+		again, err := intent.Encode(in, env, dec.Seal)
 		if err != nil {
 			t.Fatalf("accepted intent does not encode: %v", err)
 		}
-		in2, sealed2, err := intent.Decode(again)
+		dec2, err := intent.Decode(again)
+		in2, sealed2 := dec2.Intent, dec2.Sealed
 		if err != nil {
 			t.Fatalf("re-encoded intent does not decode: %v\n%s", err, again)
 		}

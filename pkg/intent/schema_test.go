@@ -13,7 +13,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/intent"
 )
 
-const schemaPath = "../../schema/intent-v1.schema.json"
+const schemaPath = "../../schema/intent-v2.schema.json"
 
 func compileSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
@@ -85,7 +85,7 @@ func TestSchemaAgreesWithDecode(t *testing.T) {
 		withSubject["subject_ref"] = "acct-1001"
 		for name, doc := range map[string]map[string]any{"single": single, "fallback": fallback, "dual": dual, "with subject_ref": withSubject} {
 			body := marshal(t, doc)
-			if _, _, err := intent.Decode(body); err != nil {
+			if _, err := intent.Decode(body); err != nil {
 				t.Errorf("%s: Decode rejects: %v", name, err)
 			}
 			if ok, err := schemaAccepts(t, sch, body); !ok {
@@ -100,7 +100,7 @@ func TestSchemaAgreesWithDecode(t *testing.T) {
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			body := tc.body(t)
-			if _, _, err := intent.Decode(body); err == nil {
+			if _, err := intent.Decode(body); err == nil {
 				t.Fatal("Decode accepts")
 			}
 			if ok, _ := schemaAccepts(t, sch, body); ok {

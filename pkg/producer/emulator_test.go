@@ -1,7 +1,11 @@
 package producer_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/resetledger/resetledger/pkg/intentseal"
 	"strings"
 	"testing"
 	"time"
@@ -26,10 +30,16 @@ func TestEmulatorPublishReceiveOpen(t *testing.T) {
 	arn := emulator.KMSKey(t, kmsClient, "producer-test")
 	queueURL := emulator.Queue(t, sqsClient, "intents")
 
+	macKey, err := kmsClient.CreateKey(ctx, &kms.CreateKeyInput{KeySpec: kmstypes.KeySpecHmac256, KeyUsage: kmstypes.KeyUsageTypeGenerateVerifyMac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seals := &intentseal.KMS{Client: kmsClient, KeyARN: *macKey.KeyMetadata.Arn}
 	p := &producer.Producer{
 		Queue:    sqsClient,
 		QueueURL: queueURL,
 		Sealer:   &envelope.Sealer{KMS: kmsClient, KeyID: arn},
+		Seals:    seals,
 		Clock:    time.Now,
 	}
 	sent := map[ledger.Channel]producer.Notification{}
@@ -60,7 +70,8 @@ func TestEmulatorPublishReceiveOpen(t *testing.T) {
 		}
 		for _, msg := range out.Messages {
 			body := aws.ToString(msg.Body)
-			in, sealed, err := intent.Decode([]byte(body))
+			dec, err := intent.Decode([]byte(body))
+			in, sealed := dec.Intent, dec.Sealed
 			if err != nil {
 				t.Fatalf("Decode: %v", err)
 			}
@@ -74,6 +85,15 @@ func TestEmulatorPublishReceiveOpen(t *testing.T) {
 				continue
 			}
 			got[in.Channel] = true
+			// The seal KMS made verifies under the same key, and not over
+			// any other fields.
+			if err := seals.Verify(ctx, dec.Binding, dec.Seal); err != nil {
+				t.Fatalf("%s: the intent's seal does not verify: %v", in.Channel, err)
+			}
+			forged := append(bytes.Clone(dec.Binding), '!')
+			if err := seals.Verify(ctx, forged, dec.Seal); !errors.Is(err, intentseal.ErrMismatch) {
+				t.Fatalf("%s: a seal verified over other bytes: %v", in.Channel, err)
+			}
 			for _, secret := range []string{ledgertest.Canary, n.Message.To, n.Message.Body} {
 				if strings.Contains(body, secret) {
 					t.Errorf("%s: raw SQS body contains %q", in.Channel, secret)

@@ -1,7 +1,8 @@
 // Package producer is what the account service imports to publish a
 // password-reset notification intent: it seals the rendered message with
 // KMS, computes its content hash, validates the intent exactly as the claim
-// function will, and sends it to the intents queue.
+// function will, seals the intent's fields (intent_mac, under the stack's
+// intent key) and sends it to the intents queue.
 //
 // The producer never puts the address, the body or the reset link anywhere
 // but inside the sealed envelope, and its errors never contain them.
@@ -11,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -19,6 +21,7 @@ import (
 
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intent"
+	"github.com/resetledger/resetledger/pkg/intentseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -44,6 +47,10 @@ type Producer struct {
 	QueueURL string
 	// Sealer seals the rendered message.
 	Sealer Sealer
+	// Seals seals the intent's fields (intentseal.KMS under the stack's
+	// IntentKeyArn): the claim function refuses an intent without a seal
+	// it can verify.
+	Seals intentseal.Signer
 	// Clock refuses notifications that already expired; time.Now if nil.
 	Clock ledger.Clock
 }
@@ -58,7 +65,11 @@ type Notification struct {
 	// SubjectRef is an opaque reference to the account the challenge is
 	// for (the rules of DestinationRef), never an address. Optional: ""
 	// publishes the intent without subject_ref.
-	SubjectRef      string
+	SubjectRef string
+	// IssuedAt is when the account service issued the challenge: a
+	// subject's newest challenge is the one issued last. Zero means now
+	// (the producer's clock); it may not be later than the claim's clock.
+	IssuedAt        time.Time
 	ExpiresAt       time.Time
 	TemplateID      string
 	TemplateVersion string
@@ -76,9 +87,14 @@ type Notification struct {
 // KMS answered. KMS and SQS failures are wrapped and may be retried (a
 // duplicate intent is harmless: the ledger deduplicates).
 func (p *Producer) Publish(ctx context.Context, n Notification) (string, error) {
-	if p.Queue == nil || p.QueueURL == "" || p.Sealer == nil {
-		return "", errors.New("producer: needs a queue client, a queue URL and a sealer")
+	if p.Queue == nil || p.QueueURL == "" || p.Sealer == nil || p.Seals == nil {
+		return "", errors.New("producer: needs a queue client, a queue URL, a content sealer and an intent signer")
 	}
+	now := time.Now
+	if p.Clock != nil {
+		now = p.Clock
+	}
+
 	in := ledger.Intent{
 		Identity: ledger.Identity{
 			Purpose:     ledger.PurposePasswordReset,
@@ -100,19 +116,28 @@ func (p *Producer) Publish(ctx context.Context, n Notification) (string, error) 
 	if err := checkMessage(in, n.Message); err != nil {
 		return "", err
 	}
-	now := time.Now
-	if p.Clock != nil {
-		now = p.Clock
-	}
-	if !in.ExpiresAt.After(now()) {
+	t := now()
+	if !in.ExpiresAt.After(t) {
 		return "", fmt.Errorf("publish %s/%s: %w", in.ChallengeID, in.Channel, ErrExpired)
+	}
+	in.IssuedAt = n.IssuedAt
+	if in.IssuedAt.IsZero() {
+		in.IssuedAt = t
+	}
+	binding, err := intent.Binding(in)
+	if err != nil {
+		return "", err
 	}
 
 	sealed, err := p.Sealer.Seal(ctx, in.Key(), n.Message)
 	if err != nil {
 		return "", fmt.Errorf("publish %s/%s: %w", in.ChallengeID, in.Channel, err)
 	}
-	body, err := intent.Encode(in, sealed)
+	seal, err := p.Seals.Sign(ctx, binding)
+	if err != nil {
+		return "", fmt.Errorf("publish %s/%s: %w", in.ChallengeID, in.Channel, err)
+	}
+	body, err := intent.Encode(in, sealed, seal)
 	if err != nil {
 		return "", fmt.Errorf("publish %s/%s: %w", in.ChallengeID, in.Channel, err)
 	}
@@ -170,16 +195,24 @@ func sealedSizeAtLeast(in ledger.Intent, m ledger.Message) (int, error) {
 	if n+16 > envelope.MaxCiphertext {
 		return intent.MaxBodySize + 1, nil
 	}
+	if in.IssuedAt.IsZero() {
+		// Checked before the clock is read: the shortest issued_at RFC 3339
+		// writes keeps this a lower bound.
+		in.IssuedAt = in.ExpiresAt.Truncate(time.Second).Add(-time.Second)
+	}
 	smallest := envelope.Envelope{
 		V: envelope.Version, Alg: envelope.Algorithm, KMSKeyID: "k",
 		EDK: []byte{0}, Nonce: make([]byte, 12), CT: make([]byte, n+16),
 	}
-	body, err := intent.Encode(in, smallest)
+	body, err := intent.Encode(in, smallest, strings.Repeat("A", sealLen))
 	if err != nil {
 		return 0, err
 	}
 	return len(body), nil
 }
+
+// sealLen is the length of every seal: 32 bytes in unpadded base64url.
+const sealLen = 43
 
 func tooLarge() error {
 	return &ledger.FieldError{Field: "message", Reason: fmt.Sprintf("too large: the sealed intent must fit %d bytes", intent.MaxBodySize)}

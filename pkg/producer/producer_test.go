@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/resetledger/resetledger/pkg/intentseal"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func clock() time.Time { return ledgertest.Epoch }
 
 func TestPublish(t *testing.T) {
 	q, s := &fakeQueue{}, &fakeSealer{}
-	p := &producer.Producer{Queue: q, QueueURL: "https://queue.test/intents", Sealer: s, Clock: clock}
+	p := &producer.Producer{Queue: q, QueueURL: "https://queue.test/intents", Sealer: s, Seals: testSeals, Clock: clock}
 	n := notification(1, ledger.Email)
 	id, err := p.Publish(context.Background(), n)
 	if err != nil {
@@ -64,7 +65,8 @@ func TestPublish(t *testing.T) {
 	if id != "msg-1" || len(q.bodies) != 1 {
 		t.Fatalf("id %q, %d messages sent", id, len(q.bodies))
 	}
-	in, _, err := intent.Decode([]byte(q.bodies[0]))
+	dec, err := intent.Decode([]byte(q.bodies[0]))
+	in := dec.Intent
 	if err != nil {
 		t.Fatalf("published body does not decode: %v", err)
 	}
@@ -113,7 +115,7 @@ func TestPublishRefuses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			q, s := &fakeQueue{}, &bigSealer{edk: tc.edk}
-			p := &producer.Producer{Queue: q, QueueURL: "https://queue.test/intents", Sealer: s, Clock: clock}
+			p := &producer.Producer{Queue: q, QueueURL: "https://queue.test/intents", Sealer: s, Seals: testSeals, Clock: clock}
 			n := notification(2, ledger.Email)
 			tc.edit(&n)
 			_, err := p.Publish(context.Background(), n)
@@ -154,3 +156,6 @@ func (s *bigSealer) Seal(_ context.Context, _ string, m ledger.Message) (envelop
 		EDK: bytes.Repeat([]byte{2}, max(s.edk, 3)), Nonce: make([]byte, 12), CT: bytes.Repeat([]byte{1}, len(m.Body)+16),
 	}, nil
 }
+
+// testSeals seals intents in process: tests only.
+var testSeals = &intentseal.Local{Key: []byte("producer test intent key")}

@@ -94,13 +94,15 @@ func invalidInputs() []struct {
 		{"body whose escapes make the sealed intent too large", func(n *vectors.Notification) { n.Message.Body = vectors.Repeated("<", 16384) }},
 		{"challenge expires now", func(n *vectors.Notification) { n.ExpiresAt = vectorNow }},
 		{"challenge expired", func(n *vectors.Notification) { n.ExpiresAt = "2026-11-30T10:39:59.999Z" }},
+		{"issued at its expiry", func(n *vectors.Notification) { n.IssuedAt = n.ExpiresAt }},
+		{"issued after its expiry", func(n *vectors.Notification) { n.IssuedAt = "2026-11-30T10:50:00.001Z" }},
 	}
 }
 
 func validNotification() vectors.Notification {
 	return vectors.Notification{
 		ChallengeID: "chal-7f3a9c01", Channel: "email", Workflow: vectors.Workflow{Kind: "single"},
-		DestinationRef: "acct-1001:email", ExpiresAt: "2026-11-30T10:50:00Z",
+		DestinationRef: "acct-1001:email", IssuedAt: "2026-11-30T10:39:00Z", ExpiresAt: "2026-11-30T10:50:00Z",
 		TemplateID: "reset-email", TemplateVersion: "3", PolicyVersion: "policy-1",
 		Message: vectors.Message{
 			To: vectors.Plain("player1001@example.com"), Subject: vectors.Plain("Reset your password"),
@@ -118,6 +120,13 @@ func (s *countingSealer) Seal(context.Context, string, ledger.Message) (envelope
 	return envelope.Envelope{}, errors.New("sealer called")
 }
 
+type countingSigner struct{ calls int }
+
+func (m *countingSigner) Sign(context.Context, []byte) (string, error) {
+	m.calls++
+	return "", errors.New("intent key called")
+}
+
 type countingQueue struct{ calls int }
 
 func (q *countingQueue) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
@@ -133,11 +142,11 @@ func refuse(t *testing.T, n vectors.Notification) refusal {
 		t.Fatalf("notification: %v", err)
 	}
 	now, _ := time.Parse(time.RFC3339, vectorNow)
-	s, q := &countingSealer{}, &countingQueue{}
-	pr := &producer.Producer{Queue: q, QueueURL: "https://sqs.test/intents", Sealer: s, Clock: func() time.Time { return now }}
+	s, q, m := &countingSealer{}, &countingQueue{}, &countingSigner{}
+	pr := &producer.Producer{Queue: q, QueueURL: "https://sqs.test/intents", Sealer: s, Seals: m, Clock: func() time.Time { return now }}
 	_, err = pr.Publish(context.Background(), p)
-	if s.calls+q.calls != 0 {
-		t.Errorf("refusal after %d KMS and %d SQS calls, want none", s.calls, q.calls)
+	if s.calls+m.calls+q.calls != 0 {
+		t.Errorf("refusal after %d KMS and %d SQS calls, want none", s.calls+m.calls, q.calls)
 	}
 	var fe *ledger.FieldError
 	switch {
@@ -185,7 +194,7 @@ func TestVectorsInvalid(t *testing.T) {
 	p, _ := validNotification().Producer()
 	now, _ := time.Parse(time.RFC3339, vectorNow)
 	q := &fakeQueue{}
-	pr := &producer.Producer{Queue: q, QueueURL: "https://sqs.test/intents", Sealer: &fakeSealer{}, Clock: func() time.Time { return now }}
+	pr := &producer.Producer{Queue: q, QueueURL: "https://sqs.test/intents", Sealer: &fakeSealer{}, Seals: testSeals, Clock: func() time.Time { return now }}
 	if _, err := pr.Publish(context.Background(), p); err != nil || len(q.bodies) != 1 || len(q.bodies[0]) > intent.MaxBodySize {
 		t.Fatalf("the valid notification: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intent"
+	"github.com/resetledger/resetledger/pkg/intentseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
@@ -50,6 +51,13 @@ func (FixedKeyKMS) Decrypt(context.Context, *kms.DecryptInput, ...func(*kms.Opti
 // Sealer seals with FixedKeyKMS.
 func Sealer() *envelope.Sealer { return &envelope.Sealer{KMS: FixedKeyKMS{}, KeyID: KeyARN} }
 
+// IntentKey is the intent-seal key of Seals: no secret, tests only.
+var IntentKey = []byte("handlertest intent key")
+
+// Seals seals and verifies intents under IntentKey, as the producer and
+// the claim function do under the stack's intent key.
+func Seals() *intentseal.Local { return &intentseal.Local{Key: IntentKey} }
+
 // Opener opens what Sealer sealed.
 func Opener() *envelope.Opener { return &envelope.Opener{KMS: FixedKeyKMS{}, KeyARN: KeyARN} }
 
@@ -64,7 +72,7 @@ func WireIntent(tb testing.TB, sealer *envelope.Sealer, i int, now time.Time) (l
 	if err != nil {
 		tb.Fatal(err)
 	}
-	body, err := intent.Encode(in, env)
+	body, err := SealedBody(in, env)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -73,6 +81,20 @@ func WireIntent(tb testing.TB, sealer *envelope.Sealer, i int, now time.Time) (l
 		tb.Fatal(err)
 	}
 	return in, sealed, string(body)
+}
+
+// SealedBody is the wire form of in with its sealed content env, sealed
+// by Seals as a producer seals it.
+func SealedBody(in ledger.Intent, env envelope.Envelope) ([]byte, error) {
+	b, err := intent.Binding(in)
+	if err != nil {
+		return nil, err
+	}
+	seal, err := Seals().Sign(context.Background(), b)
+	if err != nil {
+		return nil, err
+	}
+	return intent.Encode(in, env, seal)
 }
 
 // SQSMessage is a first delivery of body from the intents queue.

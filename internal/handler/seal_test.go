@@ -1,0 +1,119 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/resetledger/resetledger/internal/handler/handlertest"
+	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+)
+
+// TestClaimRefusesAnIntentChangedAfterSealing: a sealed intent read from
+// the queue (or its DLQ) and replayed with any decision field changed is
+// refused before any row exists, counted with reason intent_mac and
+// reported failed (so the queue dead-letters it); the genuine intent,
+// arriving after the tampered copy, is then claimed. A seal made under
+// another key is refused the same way, and a version 1 intent is refused
+// unless the stage accepts it.
+func TestClaimRefusesAnIntentChangedAfterSealing(t *testing.T) {
+	now := time.Now()
+	_, _, genuine := handlertest.WireIntent(t, handlertest.Sealer(), 1, now)
+	edit := func(f func(m map[string]any)) string {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(genuine), &m); err != nil {
+			t.Fatal(err)
+		}
+		f(m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	later := now.Add(50 * time.Minute).UTC().Format(time.RFC3339Nano)
+	for _, tc := range []struct {
+		name string
+		body string
+	}{
+		{"a later expires_at", edit(func(m map[string]any) { m["expires_at"] = later })},
+		{"another subject_ref", edit(func(m map[string]any) { m["subject_ref"] = "acct-victim" })},
+		{"another destination_ref", edit(func(m map[string]any) { m["destination_ref"] = "acct-victim:email" })},
+		{"another workflow", edit(func(m map[string]any) {
+			m["workflow"] = map[string]any{"kind": "fallback", "order": []string{"email", "sms"}}
+		})},
+		{"an earlier issued_at", edit(func(m map[string]any) { m["issued_at"] = now.Add(-time.Hour).UTC().Format(time.RFC3339) })},
+		{"another template_version", edit(func(m map[string]any) { m["template_version"] = "4" })},
+		{"a seal under another key", edit(func(m map[string]any) {
+			// Re-sealed honestly, but not with the intent key.
+			m["intent_mac"] = strings.Repeat("A", 43)
+		})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, tr := memService(now)
+			var out bytes.Buffer
+			h := &Claim{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, Seals: handlertest.Seals()}
+			resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-forged", tc.body)}})
+			if err != nil || len(resp.BatchItemFailures) != 1 {
+				t.Fatalf("tampered intent: %+v %v, want it reported failed", resp, err)
+			}
+			if !strings.Contains(out.String(), `"Reason":"intent_mac"`) || !strings.Contains(out.String(), `"RejectedIntents":1`) {
+				t.Fatalf("no RejectedIntents with reason intent_mac: %s", out.String())
+			}
+			in, _ := ledgertest.Intent(1, ledger.Email, now, time.Hour)
+			if _, err := svc.Store.Get(context.Background(), in.Key()); !errors.Is(err, ledger.ErrNotFound) {
+				t.Fatalf("a tampered intent left a row (get: %v)", err)
+			}
+			// The genuine intent, arriving second, is claimed.
+			resp, _ = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-genuine", genuine)}})
+			if len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("the genuine intent after a tampered copy: %+v", resp)
+			}
+			if row, err := svc.Store.Get(context.Background(), in.Key()); err != nil || row.State != ledger.Claimed {
+				t.Fatalf("genuine row: %+v %v", row.State, err)
+			}
+			if tr.Calls() != 0 {
+				t.Fatal("claim sent something")
+			}
+		})
+	}
+}
+
+// TestClaimTakesVersion1OnlyWhereTheStageAllows: a version 1 intent seals
+// nothing but its content; claim refuses it (reason schema_version, no
+// row) unless ACCEPT_INTENT_V1 is set, and then records the claim's time
+// as its issued_at.
+func TestClaimTakesVersion1OnlyWhereTheStageAllows(t *testing.T) {
+	now := time.Now()
+	_, _, v2 := handlertest.WireIntent(t, handlertest.Sealer(), 1, now)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(v2), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["schema_version"] = 1
+	delete(m, "issued_at")
+	delete(m, "intent_mac")
+	b, _ := json.Marshal(m)
+	in, _ := ledgertest.Intent(1, ledger.Email, now, time.Hour)
+	for _, accept := range []bool{false, true} {
+		svc, _ := memService(now)
+		var out bytes.Buffer
+		h := &Claim{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, Seals: handlertest.Seals(), AcceptV1: accept}
+		resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-1", string(b))}})
+		row, err := svc.Store.Get(context.Background(), in.Key())
+		switch {
+		case !accept && (len(resp.BatchItemFailures) != 1 || !errors.Is(err, ledger.ErrNotFound) || !strings.Contains(out.String(), `"Reason":"schema_version"`)):
+			t.Fatalf("version 1 not accepted: %+v, row err %v, metrics %s", resp, err, out.String())
+		case accept && (len(resp.BatchItemFailures) != 0 || err != nil || !row.IssuedAt.Equal(row.CreatedAt)):
+			t.Fatalf("version 1 accepted: %+v, row %+v %v", resp, row, err)
+		}
+	}
+}
