@@ -118,7 +118,7 @@ func TestConfigurationTable(t *testing.T) {
 	section := docSection(t, configurationDoc, "# Configuration")
 	section, _, _ = strings.Cut(section, "\n## ") // the tables above the first subsection (the local stage has its own test)
 	rows := map[string][]string{}
-	for _, cells := range tableRows(section, regexp.MustCompile("^`[A-Z][A-Z_]*`$")) {
+	for _, cells := range tableRows(section, regexp.MustCompile("^`[A-Z][A-Z0-9_]*`$")) {
 		rows[strings.Trim(cells[0], "`")] = cells
 	}
 	for _, v := range settings.Vars {

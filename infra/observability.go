@@ -241,6 +241,10 @@ func (w *alarms) queues(o observed) {
 		o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
 	w.add("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
 		emf(metrics.ContentMismatch, nil, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+	w.add("IntentSealRefused", "An intent's intent_mac did not verify under the intent key: its fields were changed "+
+		"after the producer sealed them (a copy replayed from the queue or its DLQ, or a direct invoke), or it was "+
+		"sealed with another key. Refused before any row; it reaches the intent DLQ after the receive count.",
+		emf(metrics.RejectedIntents, map[string]*string{metrics.DimReason: jsii.String("intent_mac")}, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
 }
 
 // liveness under provider throttling. A not-sent answer is retried and a budget deferral waits in

@@ -138,6 +138,9 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			"Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
 		"ContentMismatch": {"Namespace": "ResetLedger", "MetricName": "ContentMismatch", "Statistic": "Sum",
 			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
+		"IntentSealRefused": {"Namespace": "ResetLedger", "MetricName": "RejectedIntents", "Statistic": "Sum",
+			"Dimensions": []any{map[string]any{"Name": "Reason", "Value": "intent_mac"}},
+			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
 		// Liveness under provider throttling.
 		"DispatchQueueDlqDepth": {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
 			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},

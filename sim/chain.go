@@ -13,7 +13,7 @@ import (
 
 // Every chain verified at every step (ClassChain). The simulator verifies
 // history chains with a verifier of its own, written from the export's
-// specification (docs/intent-v1.md, part 2), not with ledger.EventHash or
+// specification (docs/intent-v2.md, part 2), not with ledger.EventHash or
 // Entry.Verify: a field the ledger forgets to hash, or hashes for one kind
 // of entry and not another (deferrals carry a not-sent code and a next
 // attempt time, provider events a type, detail, time and permanence), is a

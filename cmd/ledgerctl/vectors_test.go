@@ -26,7 +26,7 @@ import (
 // a few rows with real histories (and a few tampered with), and chain.json
 // says, for each line, whether its hash chain verifies, where it breaks,
 // and the preimage of every entry's hash, so that a reviewer's own verifier
-// can be checked against them (docs/intent-v1.md, part 2).
+// can be checked against them (docs/intent-v2.md, part 2).
 const (
 	exportFile = "export.jsonl"
 	chainFile  = "chain.json"
@@ -184,7 +184,7 @@ func tampered(rows []ledger.Entry) ([]string, []ledger.Entry) {
 
 // TestVectorsChain writes the evidence of real histories as export lines,
 // then reads them back the way an independent verifier would (from the
-// JSON alone, following docs/intent-v1.md): it rebuilds each entry's hash
+// JSON alone, following docs/intent-v2.md): it rebuilds each entry's hash
 // preimage, checks that the Go implementation's hashes are their SHA-256,
 // and that the documented verdict (verified, or the first broken entry)
 // matches Entry.Verify's.
@@ -197,7 +197,7 @@ func TestVectorsChain(t *testing.T) {
 	enc := json.NewEncoder(&export) // as the export command writes its lines
 	doc := chainDoc{Description: "For each line of export.jsonl (ledgerctl export output): whether its hash chain verifies, " +
 		"the first entry that breaks it (len(history) when one is missing at the end) and the preimage of every entry's hash " +
-		"as the exported entry gives it. See docs/intent-v1.md, part 2."}
+		"as the exported entry gives it. See docs/intent-v2.md, part 2."}
 	for i, row := range rows {
 		if err := enc.Encode(newRowView(row)); err != nil {
 			t.Fatal(err)
@@ -326,7 +326,7 @@ type verdict struct {
 }
 
 // verifyExportLine verifies one export line from its JSON alone, as
-// docs/intent-v1.md tells a reviewer to, without pkg/ledger.
+// docs/intent-v2.md tells a reviewer to, without pkg/ledger.
 func verifyExportLine(line []byte) (verdict, error) {
 	var r exportedRow
 	if err := json.Unmarshal(line, &r); err != nil {

@@ -114,7 +114,7 @@ type eventView struct {
 	AckID         string `json:"ack_id,omitempty"`
 	Code          string `json:"not_sent_code,omitempty"`
 	NextAttemptAt string `json:"next_attempt_at,omitempty"`
-	// The fields of a provider-event entry (docs/intent-v1.md).
+	// The fields of a provider-event entry (docs/intent-v2.md).
 	ProviderType string `json:"provider_type,omitempty"`
 	Detail       string `json:"detail,omitempty"`
 	ProviderAt   string `json:"provider_at,omitempty"`

@@ -13,7 +13,7 @@ import (
 )
 
 // specDoc is the specification whose part 3 defines the attempt proof.
-const specDoc = "../../docs/intent-v1.md"
+const specDoc = "../../docs/intent-v2.md"
 
 // specVector reads the test vector of specDoc §3.2: the first fenced block
 // under its heading, one field per line ("name value [comment]"), a line

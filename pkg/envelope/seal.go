@@ -83,7 +83,7 @@ func (s *Sealer) Seal(ctx context.Context, key string, m ledger.Message) (Envelo
 // Plaintext returns the bytes Seal encrypts for m: the JSON object
 // {"to":...,"subject":...,"body":...} in that order, "subject" left out when
 // empty, encoded as encoding/json does (which also writes <, >, &, U+2028
-// and U+2029 as \u escapes). docs/intent-v1.md specifies it for other
+// and U+2029 as \u escapes). docs/intent-v2.md specifies it for other
 // languages. A field that is not valid UTF-8 is an error: encoding/json
 // would replace its bad bytes, and the opened message would no longer match
 // the content hash computed over the original.

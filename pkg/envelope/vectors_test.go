@@ -154,7 +154,7 @@ func intentInputs() []struct {
 	return out
 }
 
-// contentHashPreimage writes the layout of docs/intent-v1.md independently
+// contentHashPreimage writes the layout of docs/intent-v2.md independently
 // of ledger.ContentHash: the domain string, then each field, each after its
 // length as 8 bytes big-endian.
 func contentHashPreimage(templateID, templateVersion string, m ledger.Message) []byte {

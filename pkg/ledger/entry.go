@@ -184,7 +184,7 @@ func chain(key string, prev string, ev Event) Event {
 }
 
 // EventHash is the hash that chains history entry ev into the history of
-// the row with dedupe key key (docs/intent-v1.md specifies its bytes). ev.Hash
+// the row with dedupe key key (docs/intent-v2.md specifies its bytes). ev.Hash
 // itself takes no part; ev.Prev does.
 func EventHash(key string, ev Event) string {
 	h := sha256.New()

@@ -168,7 +168,7 @@ func TestVectorsInvalid(t *testing.T) {
 	generated := invalidDoc{
 		Description: "Notifications a producer must refuse before any AWS call: each is a valid notification with one defect. " +
 			"want.error is invalid_intent (with the field and reason) or expired (at \"now\"). Strings may be given as " +
-			"{\"repeat\": s, \"count\": n}. See docs/intent-v1.md.",
+			"{\"repeat\": s, \"count\": n}. See docs/intent-v2.md.",
 		Now: vectorNow,
 	}
 	for _, c := range invalidInputs() {
