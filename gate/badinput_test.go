@@ -37,7 +37,12 @@ type intentCase struct {
 	Append       string         `json:"append"`
 	AppendInside string         `json:"append_inside"`
 	Special      string         `json:"special"`
-	Expect       struct {
+	// Unsealed keeps the producer's seal as it was: the edit is a change
+	// after sealing (a replayed copy with other metadata). Otherwise an
+	// edited body that still decodes is sealed again, as a producer would
+	// have sealed it, so that the case tests the field, not the seal.
+	Unsealed bool `json:"unsealed"`
+	Expect   struct {
 		Outcome, Field, Reason string
 	} `json:"expect"`
 }
@@ -266,13 +271,15 @@ func (b *badRun) edit(c intentCase, body []byte) []byte {
 	for _, f := range c.Delete {
 		delete(doc, f)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
-		b.t.Fatal(err)
+	body = marshalDoc(b.t, doc)
+	if dec, err := intent.Decode(body); err == nil && dec.Version == intent.SchemaVersion && !c.Unsealed {
+		seal, err := b.p.Seals.Sign(b.p.Ctx, dec.Binding)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		doc["intent_mac"] = seal
+		body = marshalDoc(b.t, doc)
 	}
-	body = bytes.TrimSpace(buf.Bytes())
 	if c.Truncate > 0 {
 		body = body[:c.Truncate]
 	}
@@ -280,6 +287,17 @@ func (b *badRun) edit(c intentCase, body []byte) []byte {
 		body = append(body[:len(body)-1], []byte(c.AppendInside+"}")...)
 	}
 	return append(body, []byte(c.Append)...)
+}
+
+func marshalDoc(t *testing.T, doc map[string]any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSpace(buf.Bytes())
 }
 
 // badEvidence is what the intent cases left: the DLQ, the reasons the claim
