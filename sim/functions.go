@@ -36,7 +36,7 @@ func (s *sim) service(inv *invocation) *ledger.Service {
 		Limiter:      &limiterPort{inv},
 		Challenges:   &challengesPort{inv},
 		Fingerprints: &fingerprint.Local{Key: fingerprintKey},
-		RegionOf:     s.regionPort,
+		NumberOf:     s.numberPort,
 		Timeline:     &storePort{inv},
 	}
 	if s.mutant == ProofShapeOnly && inv.fn == fnEvents {

@@ -106,6 +106,9 @@ const (
 	// An SMS to a region outside the allow-list, or to a number of no
 	// region, never reaches a provider.
 	invRefusedRegionSent = "refused-region-sent"
+	// An SMS to a number of a kind outside the kind allow-list (a
+	// premium-rate number) never reaches a provider.
+	invRefusedKindSent = "refused-kind-sent"
 	// A superseded message is never sent: no attempt of a message nothing
 	// of which the provider took (its first, or one after attempts the
 	// provider answered not sent) reaches a provider when a newer challenge
@@ -133,7 +136,7 @@ const (
 var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invLateArrival, invUnknownExit, invAcceptedNoAck, invFallback,
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
 	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invEvidenceResent, invHandOver,
-	invCapExceeded, invLimitedSent, invRefusedRegionSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved,
+	invCapExceeded, invLimitedSent, invRefusedRegionSent, invRefusedKindSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved,
 	invNotSent, invSentUncounted}
 
 type violation struct {

@@ -28,8 +28,11 @@ var (
 	arrivals   = []time.Duration{0, 30 * time.Second, 90 * time.Second}
 	emails     = []string{"player1@example.test", "player2@example.test"}
 	// numbers are SMS destinations: three in the US, one in GB, one in FR,
-	// and one in an international range that belongs to no region.
-	numbers   = []string{"+15550000001", "+15550000002", "+15550000003", "+447700900001", "+33612345001", "+88299000001"}
+	// one in an international range that belongs to no region, and a GB
+	// premium-rate number (SMS pumping inside an allowed country).
+	numbers   = []string{"+15550000001", "+15550000002", "+15550000003", "+447700900001", "+33612345001", "+88299000001", "+449012345001"}
+	// kindLists are the number-kind allow-lists: off, or the default.
+	kindLists = [][]string{nil, {"fixed_line_or_mobile", "mobile"}}
 	subjects  = []string{"", "subj-000001", "subj-000001", "subj-000002"}
 	allowList = [][]string{nil, {"US", "GB", "FR"}, {"US"}}
 )
@@ -49,6 +52,18 @@ func regionOf(number string) (string, bool) {
 }
 
 var errNoRegion = errors.New("sim: number belongs to no region")
+
+// kindOf is the kind of a world number that has a region, as the
+// phone-number library's metadata classifies it.
+func kindOf(number string) string {
+	switch {
+	case strings.HasPrefix(number, "+4490"):
+		return "premium_rate"
+	case strings.HasPrefix(number, "+1"):
+		return "fixed_line_or_mobile"
+	}
+	return "mobile"
+}
 
 // fingerprintKey is the world's fingerprint key (the stack's HMAC key).
 var fingerprintKey = []byte("sim-fingerprint-key")
@@ -74,6 +89,10 @@ func (w *world) drawLimits(c chooser) {
 			w.allowed[r] = true
 		}
 		l.SMSCountries = func(r string) bool { return w.allowed[r] }
+	}
+	if kinds := kindLists[c.pick(len(kindLists), "number kinds")]; kinds != nil {
+		w.kinds = kinds
+		l.SMSNumberKinds = func(k string) bool { return slices.Contains(kinds, k) }
 	}
 	w.sendLimits = l
 	w.asksAgain = c.coin(2, "asks again")
@@ -124,7 +143,7 @@ func (w *world) drawParties(c chooser, ch *challenge) {
 
 func (w *world) limitsOn() bool {
 	l := w.sendLimits
-	return l.Destination.On() || l.Subject.On() || l.SMSCountryCap.On() || l.SMSGlobal.On() || l.SMSCountries != nil || l.Supersede
+	return l.Destination.On() || l.Subject.On() || l.SMSCountryCap.On() || l.SMSGlobal.On() || l.SMSCountries != nil || l.SMSNumberKinds != nil || l.Supersede
 }
 
 func (ch *challenge) describeParties() string {
@@ -144,19 +163,19 @@ func (w *world) describeLimits() string {
 		codes = append(codes, r)
 	}
 	slices.Sort(codes)
-	return fmt.Sprintf("send limits: destination %s, subject %s, SMS allow-list %v, SMS country %s, SMS global %s, supersede %t",
-		l.Destination, l.Subject, codes, l.SMSCountryCap, l.SMSGlobal, l.Supersede)
+	return fmt.Sprintf("send limits: destination %s, subject %s, SMS allow-list %v, SMS kinds %v, SMS country %s, SMS global %s, supersede %t",
+		l.Destination, l.Subject, codes, w.kinds, l.SMSCountryCap, l.SMSGlobal, l.Supersede)
 }
 
-// regionPort is the phone-number library: the region of a number.
-func (s *sim) regionPort(number string) (string, error) {
+// numberPort is the phone-number library: the region and kind of a number.
+func (s *sim) numberPort(number string) (ledger.PhoneNumber, error) {
 	if r, ok := regionOf(number); ok {
-		return r, nil
+		return ledger.PhoneNumber{Region: r, Kind: kindOf(number)}, nil
 	}
 	if s.mutant == RegionDefaultUS {
-		return "US", nil
+		return ledger.PhoneNumber{Region: "US", Kind: "fixed_line_or_mobile"}, nil
 	}
-	return "", errNoRegion
+	return ledger.PhoneNumber{}, errNoRegion
 }
 
 // limiterPort is the limits table's counters as seen from one invocation.
@@ -527,7 +546,14 @@ func (s *sim) checkLimits(f sendFact) {
 	info := s.w.rows[f.key]
 	lbl, l, ch := s.label(f.key), s.w.sendLimits, info.channel
 	addr := info.challenge.to[ch]
-	if ch == ledger.SMS && (l.SMSCountries != nil || l.SMSCountryCap.On()) {
+	if ch == ledger.SMS && l.SMSNumberKinds != nil {
+		if _, ok := regionOf(addr); ok && !slices.Contains(s.w.kinds, kindOf(addr)) {
+			s.fail(invRefusedKindSent, fmt.Sprintf("%s sent %s (attempt %d) to a %s number, outside the kind allow-list %v",
+				f.inv, lbl, f.attempt, kindOf(addr), s.w.kinds), f.key)
+			return
+		}
+	}
+	if ch == ledger.SMS && (l.SMSCountries != nil || l.SMSNumberKinds != nil || l.SMSCountryCap.On()) {
 		r, ok := regionOf(addr)
 		if !ok || l.SMSCountries != nil && !s.w.allowed[r] {
 			where := "a number of no region"

@@ -194,6 +194,7 @@ type world struct {
 	// allow-list (nil: none), as the world reads it (limits.go).
 	sendLimits ledger.Limits
 	allowed    map[string]bool
+	kinds      []string
 	// asksAgain: every challenge is one player's, asked for seconds after
 	// the one before, against a slow send-rate budget (limits.go).
 	asksAgain bool

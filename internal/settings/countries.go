@@ -30,3 +30,21 @@ var Countries = Kind[codes.AllowList]{
 	},
 	Format: codes.AllowList.String,
 }
+
+// smsregionDefaultKinds is smsregion.DefaultKinds (settings does not link
+// the phone-number library; a test holds the two equal).
+const smsregionDefaultKinds = "fixed_line_or_mobile,mobile"
+
+// NumberKinds is an SMS number-kind allow-list: comma-separated kind names
+// (codes.KindNames), or "*" for every kind.
+var NumberKinds = Kind[codes.KindList]{
+	Parse: func(s string) (codes.KindList, error) {
+		k, err := codes.ParseKindList(s)
+		if err != nil {
+			detail := strings.TrimPrefix(err.Error(), codes.ErrInvalidKindList.Error()+": ")
+			return codes.KindList{}, errors.New("want comma-separated number kinds such as mobile,fixed_line_or_mobile, or * for every kind: " + detail)
+		}
+		return k, nil
+	},
+	Format: codes.KindList.String,
+}

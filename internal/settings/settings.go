@@ -127,6 +127,11 @@ type Settings struct {
 	// never sent. The zero value allows every country; Defaults gives
 	// DefaultSMSCountries.
 	SMSAllowedCountries codes.AllowList
+	// SMSAllowedNumberKinds is the number-kind allow-list of SMS
+	// destinations (dispatch): a number whose kind (pkg/smsregion) it does
+	// not allow is never sent. The zero value allows every kind; Defaults
+	// gives mobile and fixed-line-or-mobile.
+	SMSAllowedNumberKinds codes.KindList
 	// SMSProtectConfigurationID is the End User Messaging protect
 	// configuration (id or ARN) every SMS names, so AWS also enforces its
 	// country rules (optional).

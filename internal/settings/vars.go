@@ -150,6 +150,10 @@ var (
 		Roles: []Role{Dispatch},
 		Doc:   "the countries SMS may go to, ISO 3166-1 alpha-2 codes (US,CA); * for every country; the stack's protect configuration allows the same",
 		field: at(Countries, func(s *Settings) *codes.AllowList { return &s.SMSAllowedCountries })}
+	SMSAllowedNumberKinds = &Var{Env: "SMS_ALLOWED_NUMBER_KINDS", Context: "smsAllowedNumberKinds", Default: smsregionDefaultKinds,
+		Roles: []Role{Dispatch},
+		Doc:   "the number kinds SMS may go to (mobile,fixed_line_or_mobile); premium_rate, shared_cost and every kind not listed end limited; * for every kind",
+		field: at(NumberKinds, func(s *Settings) *codes.KindList { return &s.SMSAllowedNumberKinds })}
 	SMSProtectConfigurationID = &Var{Env: "SMS_PROTECT_CONFIGURATION_ID", Context: "smsProtectConfigurationId", Roles: []Role{Dispatch},
 		Doc:   "the End User Messaging protect configuration every SMS names (optional; with SMS_TRANSPORT=sms the stack creates one from the allow-list unless the context key names one)",
 		field: at(Text, func(s *Settings) *string { return &s.SMSProtectConfigurationID })}
@@ -230,7 +234,7 @@ var Vars = []*Var{
 	LedgerTable, ContentTable, ContentKeyARN, AttemptProofKeyARN, FingerprintKeyARN, IntentKeyARN, BudgetTable, DispatchQueueURL,
 	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, MaxChallengeLifetime, RecheckAfter,
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
-	SMSAllowedCountries, SMSProtectConfigurationID,
+	SMSAllowedCountries, SMSAllowedNumberKinds, SMSProtectConfigurationID,
 	LimitsTable, SubjectIndex, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,
 	AcceptIntentV1,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,

@@ -25,8 +25,10 @@ type LimitsClient interface {
 // Limits is the DynamoDB ledger.Limiter and ledger.Challenges, on the
 // limits table (key pk, TTL on ttl, no stream):
 //
-//   - "limit#<rule>#<key>#<window start>": one counter per rule, key and
-//     window, n the sends counted, expiring an hour after its window ends.
+//   - "limit#<rule>#<key>#<window start>": one counter item per rule, key
+//     and window, n the sends counted in that window and the one before
+//     (ledger.Cap), expiring an hour after its window ends. An admission
+//     counts in two of them per rule: its window's and the next one's.
 //   - "admit#<dedupe key>": the message's admission, written in the same
 //     transaction as its counts: the counters it counted in (their keys,
 //     window included) and when. Its condition makes a repeat count
@@ -94,22 +96,26 @@ func (l *Limits) Admit(ctx context.Context, key string, counts []ledger.Count, n
 	if len(counts) == 0 {
 		return ledger.Admission{Limited: -1, CountedAt: now}, nil
 	}
-	items := make([]types.TransactWriteItem, 0, len(counts)+1)
-	ids := make([]string, len(counts))
+	items := make([]types.TransactWriteItem, 0, 2*len(counts)+1)
+	var ids []string
+	var of []itemOf // the count and counter item of each transaction item
 	keep := until
 	for i, c := range counts {
-		ids[i] = "limit#" + ledger.CounterID(c, now)
-		end := ledger.WindowStart(c.Cap, now).Add(c.Cap.Window).Add(counterSlack)
-		keep = latest(keep, end)
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName:                           &l.table,
-			Key:                                 map[string]types.AttributeValue{AttrPK: s(ids[i])},
-			UpdateExpression:                    aws.String("ADD #n :one SET #ttl = :ttl"),
-			ConditionExpression:                 aws.String("attribute_not_exists(#n) OR #n < :max"),
-			ExpressionAttributeNames:            map[string]string{"#n": attrCount, "#ttl": AttrTTL},
-			ExpressionAttributeValues:           map[string]types.AttributeValue{":one": n(1), ":max": n(int64(c.Cap.Max)), ":ttl": n(end.Unix())},
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}})
+		for _, item := range ledger.Counters(c, now) {
+			id := "limit#" + item.ID
+			end := item.To.Add(counterSlack)
+			keep = latest(keep, end)
+			ids, of = append(ids, id), append(of, itemOf{i, item})
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName:                           &l.table,
+				Key:                                 map[string]types.AttributeValue{AttrPK: s(id)},
+				UpdateExpression:                    aws.String("ADD #n :one SET #ttl = :ttl"),
+				ConditionExpression:                 aws.String("attribute_not_exists(#n) OR #n < :max"),
+				ExpressionAttributeNames:            map[string]string{"#n": attrCount, "#ttl": AttrTTL},
+				ExpressionAttributeValues:           map[string]types.AttributeValue{":one": n(1), ":max": n(int64(c.Cap.Max)), ":ttl": n(end.Unix())},
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			}})
+		}
 	}
 	marker := markerKey(key)
 	marker[attrCounters] = &types.AttributeValueMemberL{Value: sList(ids)}
@@ -135,7 +141,7 @@ func (l *Limits) Admit(ctx context.Context, key string, counts []ledger.Count, n
 		case !hasReason(tce, "ConditionalCheckFailed"):
 			return ledger.Admission{}, fmt.Errorf("limits: %w", err)
 		}
-		return decide(counts, tce.CancellationReasons, now)
+		return decide(of, tce.CancellationReasons)
 	}
 	return ledger.Admission{}, fmt.Errorf("limits: %d transaction conflicts: %w", maxLimitRaces, ledger.ErrConflict)
 }
@@ -159,15 +165,22 @@ func sList(vs []string) []types.AttributeValue {
 	return out
 }
 
-// decide reads the failed conditions of an admission (the counters', then
-// the marker's): a marker that exists makes a repeat; otherwise the first
-// full counter limits.
-func decide(counts []ledger.Count, reasons []types.CancellationReason, now time.Time) (ledger.Admission, error) {
+// itemOf is what one counter update of an admission's transaction is: a
+// counter item of the count at index count.
+type itemOf struct {
+	count int
+	item  ledger.Counter
+}
+
+// decide reads the failed conditions of an admission (the counter items',
+// then the marker's): a marker that exists makes a repeat; otherwise the
+// first full counter item limits, naming its count.
+func decide(of []itemOf, reasons []types.CancellationReason) (ledger.Admission, error) {
 	failed := func(i int) bool {
 		return i < len(reasons) && aws.ToString(reasons[i].Code) == "ConditionalCheckFailed"
 	}
-	if failed(len(counts)) {
-		old := reasons[len(counts)].Item
+	if failed(len(of)) {
+		old := reasons[len(of)].Item
 		v, ok := old[attrCountedAt].(*types.AttributeValueMemberN)
 		if !ok {
 			return ledger.Admission{}, fmt.Errorf("limits: admission marker without %s", attrCountedAt)
@@ -178,7 +191,7 @@ func decide(counts []ledger.Count, reasons []types.CancellationReason, now time.
 		}
 		return ledger.Admission{Limited: -1, Repeat: true, CountedAt: time.UnixMilli(ms).UTC()}, nil
 	}
-	for i := range counts {
+	for i, o := range of {
 		if !failed(i) {
 			continue
 		}
@@ -186,7 +199,7 @@ func decide(counts []ledger.Count, reasons []types.CancellationReason, now time.
 		if v, ok := reasons[i].Item[attrCount].(*types.AttributeValueMemberN); ok {
 			cnt, _ = strconv.Atoi(v.Value)
 		}
-		return ledger.Admission{Limited: i, Count: cnt, Window: ledger.WindowStart(counts[i].Cap, now)}, nil
+		return ledger.Admission{Limited: o.count, Count: cnt, Window: o.item.From}, nil
 	}
 	return ledger.Admission{}, errors.New("limits: admission cancelled without a failed condition")
 }

@@ -44,6 +44,10 @@ const (
 	RuleSubject Rule = "subject"
 	// RuleSMSCountry refuses an SMS to a region outside the allow-list.
 	RuleSMSCountry Rule = "sms-country"
+	// RuleSMSNumberKind refuses an SMS to a number whose kind (premium
+	// rate, shared cost, toll free, fixed line, ...) is outside the kind
+	// allow-list: SMS pumping inside an allowed country.
+	RuleSMSNumberKind Rule = "sms-number-kind"
 	// RuleSMSCountryCap counts SMS sends to one region.
 	RuleSMSCountryCap Rule = "sms-country-cap"
 	// RuleSMSGlobal counts every SMS send: the circuit breaker.
@@ -54,11 +58,23 @@ const (
 )
 
 // Rules lists the rules, in the order they are checked.
-var Rules = []Rule{RuleSMSCountry, RuleDestination, RuleSubject, RuleSMSCountryCap, RuleSMSGlobal, RuleSuperseded}
+var Rules = []Rule{RuleSMSCountry, RuleSMSNumberKind, RuleDestination, RuleSubject, RuleSMSCountryCap, RuleSMSGlobal, RuleSuperseded}
 
-// Cap is a limit of Max sends per Window, counted in fixed windows (the
-// time truncated to the window: whole hours for 1h, and so on). Max zero
-// switches the limit off.
+// Cap is a limit of Max sends in any span of Window, however it lies
+// across the clock's window edges. Max zero switches the limit off.
+//
+// It is counted in fixed windows (the time truncated to the window: whole
+// hours for 1h, and so on), by counter items that each cover two
+// consecutive windows: the item of window k counts the admissions of
+// windows k-1 and k, and holds at most Max. An admission in window k
+// counts in the items of windows k and k+1 (Counters), or in neither. Any
+// span of one Window lies inside two consecutive windows, so inside one
+// item's cover: no such span holds more than Max admissions, whatever the
+// burst at an edge (a fixed window let 2×Max through around it). The price
+// is that a full cap drains a window later than a sliding log would: after
+// Max sends the next admission waits for the window after next to begin,
+// between one and two Windows later; in steady traffic at most Max go
+// through every two windows.
 type Cap struct {
 	Max    int
 	Window time.Duration
@@ -101,6 +117,10 @@ type Limits struct {
 	// SMSCountries, if set, is the allow-list of SMS destination regions
 	// (ISO 3166-1 alpha-2): an SMS to any other region is never sent.
 	SMSCountries func(region string) bool
+	// SMSNumberKinds, if set, is the allow-list of SMS number kinds
+	// (PhoneNumber.Kind: "mobile", "fixed_line_or_mobile", ...): an SMS to
+	// a number of any other kind is never sent.
+	SMSNumberKinds func(kind string) bool
 	// SMSCountryCap caps SMS sends to one region.
 	SMSCountryCap Cap
 	// SMSGlobal caps every SMS send together: the circuit breaker.
@@ -113,7 +133,13 @@ type Limits struct {
 // needsAddress reports whether admitting a row of channel ch needs its
 // opened content.
 func (l Limits) needsAddress(ch Channel) bool {
-	return l.Destination.On() || ch == SMS && (l.SMSCountries != nil || l.SMSCountryCap.On())
+	return l.Destination.On() || ch == SMS && l.needsNumber()
+}
+
+// needsNumber reports whether an SMS is admitted by its number's region or
+// kind.
+func (l Limits) needsNumber() bool {
+	return l.SMSCountries != nil || l.SMSNumberKinds != nil || l.SMSCountryCap.On()
 }
 
 // Count is one counter a message counts in: a rule's cap over one key.
@@ -140,7 +166,8 @@ type Admission struct {
 	// CountedAt is, when admitted, when the message was counted: now, or
 	// the time of the admission a Repeat repeats.
 	CountedAt time.Time
-	// Window is the start of the full counter's window when limited.
+	// Window is, when limited, the start of what the full counter item
+	// counts: the window before the one it is named by (Counter.From).
 	Window time.Time
 }
 
@@ -152,9 +179,10 @@ type Admission struct {
 // admitted, and the store records which counters those were: a release
 // takes back exactly them, whenever it comes and whatever the time then.
 type Limiter interface {
-	// Admit counts the message key in every counter of counts, each in its
-	// window containing now, in one atomic step, unless one of them holds
-	// its Max already: then none counts it, and the answer names that one.
+	// Admit counts the message key in every counter item of every count
+	// (Counters: two per count, by now), in one atomic step, unless one of
+	// them holds its count's Max already: then none counts it, and the
+	// answer names that count.
 	// A message counted once is never counted again, in this window or a
 	// later one, until it is released: a repeated Admit of the same key
 	// answers Repeat, with the time it was counted. Racing calls never push
@@ -228,9 +256,19 @@ type Fingerprinter interface {
 	Fingerprint(ctx context.Context, ch Channel, address string) (string, error)
 }
 
-// RegionOf returns the ISO 3166-1 alpha-2 region of a phone number. Its
-// errors must not contain the number.
-type RegionOf func(number string) (string, error)
+// PhoneNumber is what the SMS limits know of a destination number: nothing
+// from which the number could be recovered.
+type PhoneNumber struct {
+	// Region is the ISO 3166-1 alpha-2 region ("GB").
+	Region string
+	// Kind is the number's kind by the phone-number metadata, in
+	// smsregion's names ("mobile", "premium_rate").
+	Kind string
+}
+
+// NumberOf looks a phone number up: its region and kind. Its errors must
+// not contain the number.
+type NumberOf func(number string) (PhoneNumber, error)
 
 // LimitCode is the NotSentCode prefix of the history entry that ends a
 // row limited: "limit:<rule>".
@@ -254,7 +292,7 @@ const supersededPrefix = "superseded by challenge "
 func (s *Service) limitsOn(ch Channel) bool {
 	l := s.Limits
 	return s.Limiter != nil && (l.Destination.On() || l.Subject.On() ||
-		ch == SMS && (l.SMSCountries != nil || l.SMSCountryCap.On() || l.SMSGlobal.On()))
+		ch == SMS && (l.needsNumber() || l.SMSGlobal.On()))
 }
 
 // Supersedable reports whether a newer challenge may still end e: it is
@@ -348,18 +386,21 @@ func (s *Service) counts(ctx context.Context, e Entry, msg Message) ([]Count, er
 	l, ch := s.Limits, e.Identity.Channel
 	var cs []Count
 	var region string
-	if ch == SMS && (l.SMSCountries != nil || l.SMSCountryCap.On()) {
-		if s.RegionOf == nil {
-			return nil, errors.New("ledger: SMS country limits need RegionOf")
+	if ch == SMS && l.needsNumber() {
+		if s.NumberOf == nil {
+			return nil, errors.New("ledger: SMS country and number-kind limits need NumberOf")
 		}
-		r, err := s.RegionOf(msg.To)
+		n, err := s.NumberOf(msg.To)
 		if err != nil {
 			return nil, &errRefused{RuleSMSCountry, "destination number has no recognizable region"}
 		}
-		if l.SMSCountries != nil && !l.SMSCountries(r) {
-			return nil, &errRefused{RuleSMSCountry, fmt.Sprintf("region %s is not in the SMS allow-list", r)}
+		if l.SMSCountries != nil && !l.SMSCountries(n.Region) {
+			return nil, &errRefused{RuleSMSCountry, fmt.Sprintf("region %s is not in the SMS allow-list", n.Region)}
 		}
-		region = r
+		if l.SMSNumberKinds != nil && !l.SMSNumberKinds(n.Kind) {
+			return nil, &errRefused{RuleSMSNumberKind, fmt.Sprintf("a %s number (region %s) is not in the SMS number-kind allow-list", kindText(n.Kind), n.Region)}
+		}
+		region = n.Region
 	}
 	if l.Destination.On() {
 		if s.Fingerprints == nil {
@@ -515,9 +556,45 @@ func (s *Service) limit(ctx context.Context, e Entry, w Worker, rule Rule, reaso
 // WindowStart is the start of c's window containing now.
 func WindowStart(c Cap, now time.Time) time.Time { return now.Truncate(c.Window) }
 
-// CounterID names the counter of c in its window containing now:
-// "<rule>#<key>#<window start, Unix seconds>". Stores key their counter
-// items by it.
+// CounterID names the counter item of c named by its window containing
+// now: "<rule>#<key>#<window start, Unix seconds>". The item counts the
+// admissions of that window and the one before it (Cap). Stores key their
+// counter items by it.
 func CounterID(c Count, now time.Time) string {
 	return fmt.Sprintf("%s#%s#%d", c.Rule, c.Key, WindowStart(c.Cap, now).Unix())
+}
+
+// Counter is one counter item an admission counts in.
+type Counter struct {
+	// ID is the item's name (CounterID).
+	ID string
+	// From and To bound the admissions it counts: two windows.
+	From, To time.Time
+}
+
+// Counters returns the items an admission of c at now counts in, each of
+// which must hold less than c's Max: the item of now's window (covering it
+// and the window before) and the item of the next window (covering now's
+// window and that one). See Cap.
+func Counters(c Count, now time.Time) []Counter {
+	w := WindowStart(c.Cap, now)
+	next := w.Add(c.Cap.Window)
+	return []Counter{
+		{ID: CounterID(c, w), From: w.Add(-c.Cap.Window), To: next},
+		{ID: CounterID(c, next), From: w, To: next.Add(c.Cap.Window)},
+	}
+}
+
+// kindText is a number kind for a reason: its name with spaces, or
+// "unknown-kind" for a name outside the metadata's (never other text).
+func kindText(kind string) string {
+	for _, r := range kind {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return "unknown-kind"
+		}
+	}
+	if kind == "" {
+		return "unknown-kind"
+	}
+	return strings.ReplaceAll(kind, "_", "-")
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/memstore"
+	"github.com/resetledger/resetledger/pkg/smsregion"
+	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 // limitedEnv is an env whose dispatch admits rows through limits, counted
@@ -24,16 +26,16 @@ func limitedEnv(t *testing.T, l ledger.Limits) (*env, *memstore.Limits) {
 	e.Svc.Limits = l
 	e.Svc.Limiter, e.Svc.Challenges = store, store
 	e.Svc.Fingerprints = &fingerprint.Local{Key: []byte("limits test key")}
-	e.Svc.RegionOf = func(n string) (string, error) {
+	e.Svc.NumberOf = func(n string) (ledger.PhoneNumber, error) {
 		switch {
 		case strings.HasPrefix(n, "+1"):
-			return "US", nil
+			return ledger.PhoneNumber{Region: "US", Kind: "fixed_line_or_mobile"}, nil
 		case strings.HasPrefix(n, "+44"):
-			return "GB", nil
+			return ledger.PhoneNumber{Region: "GB", Kind: "mobile"}, nil
 		case strings.HasPrefix(n, "+882"):
-			return "", errors.New("no region")
+			return ledger.PhoneNumber{}, errors.New("no region")
 		}
-		return "", errors.New("invalid number")
+		return ledger.PhoneNumber{}, errors.New("invalid number")
 	}
 	return e, store
 }
@@ -56,7 +58,8 @@ func (e *env) claimTo(t *testing.T, i int, ch ledger.Channel, to, subject string
 
 func TestDestinationLimitStopsBombing(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 5, Window: 10 * time.Minute}})
-	window := e.Clock.Now().Truncate(10 * time.Minute).UTC().Format(time.RFC3339)
+	// The full counter item counts this window and the one before it.
+	window := e.Clock.Now().Truncate(10 * time.Minute).Add(-10 * time.Minute).UTC().Format(time.RFC3339)
 	var limited []ledger.Entry
 	for i := range 8 {
 		to := "Victim@Example.test"
@@ -101,9 +104,14 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 			t.Fatal("a limited row's sealed content was kept")
 		}
 	}
-	// The next window starts empty.
+	// Just past the window's edge the sends of the last 10 minutes still
+	// count (no burst on both sides of an edge); the window after next
+	// starts empty.
 	e.Clock.Advance(10*time.Minute - e.Clock.Now().Sub(e.Clock.Now().Truncate(10*time.Minute)))
 	in := e.claimTo(t, 100, ledger.Email, "victim@example.test", "", 0)
+	mustDispatch(t, e, in.Key(), ledger.DispatchLimited)
+	e.Clock.Advance(10 * time.Minute)
+	in = e.claimTo(t, 101, ledger.Email, "victim@example.test", "", 0)
 	mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
 }
 
@@ -189,6 +197,66 @@ func TestSMSCountriesAndCaps(t *testing.T) {
 	in := e2.claimTo(t, 1, ledger.SMS, "+447700900003", "", 0)
 	if row := mustDispatch(t, e2, in.Key(), ledger.DispatchLimited); row.Reason != "region GB is not in the SMS allow-list; nothing sent" {
 		t.Fatalf("reason %q", row.Reason)
+	}
+}
+
+// TestSMSNumberKinds: under the default kind allow-list, with the real
+// phone-number metadata, a premium-rate or shared-cost number of an allowed
+// country ends limited by the number-kind rule, its reason naming the kind
+// and region and no digit of the number, and nothing is sent; a mobile
+// number of the same country is sent. The kind check comes after the
+// country check and before every counter: the refused SMS counts nowhere.
+func TestSMSNumberKinds(t *testing.T) {
+	kinds, err := codes.ParseKindList(smsregion.DefaultKinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, store := limitedEnv(t, ledger.Limits{
+		SMSCountries:   func(r string) bool { return r == "GB" || r == "DE" || r == "US" },
+		SMSNumberKinds: kinds.Allows,
+		SMSGlobal:      ledger.Cap{Max: 100, Window: time.Hour},
+	})
+	e.Svc.NumberOf = func(n string) (ledger.PhoneNumber, error) {
+		l, err := smsregion.Lookup(n)
+		return ledger.PhoneNumber{Region: l.Region, Kind: l.Kind.String()}, err
+	}
+	for i, tc := range []struct {
+		to, why string
+	}{
+		{"+447400123456", ""},
+		{"+12015550123", ""},
+		{"+449012345678", "a premium-rate number (region GB) is not in the SMS number-kind allow-list; nothing sent"},
+		{"+4918012345", "a shared-cost number (region DE) is not in the SMS number-kind allow-list; nothing sent"},
+		{"+448001234567", "a toll-free number (region GB) is not in the SMS number-kind allow-list; nothing sent"},
+		{"+33612345678", "region FR is not in the SMS allow-list; nothing sent"},
+	} {
+		in := e.claimTo(t, i, ledger.SMS, tc.to, "", 0)
+		if tc.why == "" {
+			mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+			continue
+		}
+		row := mustDispatch(t, e, in.Key(), ledger.DispatchLimited)
+		rule, _ := ledger.LimitRule(row)
+		want := ledger.RuleSMSNumberKind
+		if strings.HasPrefix(tc.why, "region") {
+			want = ledger.RuleSMSCountry
+		}
+		if rule != want || row.Reason != tc.why {
+			t.Errorf("%s: rule %s reason %q, want %s %q", tc.to, rule, row.Reason, want, tc.why)
+		}
+		if strings.Contains(row.Reason, tc.to[3:]) {
+			t.Errorf("the reason holds the number: %q", row.Reason)
+		}
+	}
+	if n := e.Transport.Calls(); n != 2 {
+		t.Fatalf("%d SMS sent, want 2 (the mobile and the US number)", n)
+	}
+	total := 0
+	for _, n := range store.Counters() {
+		total += n
+	}
+	if total != 2*2 { // two admitted SMS, each in the two items of its global window
+		t.Fatalf("the counters hold %d, want 4: a refused number counts nowhere", total)
 	}
 }
 

@@ -142,13 +142,14 @@ type Service struct {
 	Proofs Proofs
 	// Limits is the send-limit policy; Limiter keeps its counters,
 	// Challenges the newest challenge per subject (supersession),
-	// Fingerprints the destination keys and RegionOf the SMS regions. A
+	// Fingerprints the destination keys and NumberOf the SMS regions and
+	// number kinds. A
 	// limit whose port is missing is not applied: see limitsOn.
 	Limits       Limits
 	Limiter      Limiter
 	Challenges   Challenges
 	Fingerprints Fingerprinter
-	RegionOf     RegionOf
+	NumberOf     NumberOf
 	// Timeline, if set, lets a refused admission find the subject's older
 	// challenges that hold counts while they wait, supersede them and give
 	// the counts back (admitReclaiming). Without it they keep their counts

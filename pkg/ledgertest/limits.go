@@ -26,7 +26,8 @@ var limitsContract = []property[NewLimits]{
 	{"counts up to the cap, then limits naming the full counter", limitsUpToCap},
 	{"a message counts once", limitsCountsOnce},
 	{"a limited message counts in no counter", limitsAllOrNothing},
-	{"each window starts empty", limitsWindows},
+	{"a count holds through the next window, then is gone", limitsWindows},
+	{"no span of a window admits more than the cap, across an edge", limitsSliding},
 	{"8 racing workers never exceed a cap", limitsRacing},
 	{"a release gives a count back once", limitsRelease},
 	{"a message counts once across windows", limitsOnceAcrossWindows},
@@ -35,10 +36,11 @@ var limitsContract = []property[NewLimits]{
 }
 
 // RunLimitsContract checks that a limit store admits a message in every
-// counter or in none, never past a cap, even under 8 racing workers;
-// counts a message once however often, and in whatever window, it is
-// admitted; releases exactly the windows that counted it; starts each window
-// empty; and keeps the newest challenge of a subject by expiry.
+// counter or in none, never past a cap, even under 8 racing workers, nor
+// past a cap in any span of its window across an edge; counts a message
+// once however often, and in whatever window, it is admitted; releases
+// exactly the counters that counted it; forgets a count after the window
+// following its own; and keeps the newest challenge of a subject by expiry.
 func RunLimitsContract(t *testing.T, newLimits NewLimits) {
 	runProperties(t, limitsContract, newLimits)
 }
@@ -68,8 +70,8 @@ func limitsUpToCap(t *testing.T, newLimits NewLimits) {
 		}
 	}
 	a := admit(t, l, "m3", limitsT0.Add(time.Minute), free, c)
-	if a.Limited != 1 || a.Count != 3 || !a.Window.Equal(limitsT0) {
-		t.Fatalf("4th message: %+v, want limited by counter 1 at count 3, window %s", a, limitsT0)
+	if from := limitsT0.Add(-10 * time.Minute); a.Limited != 1 || a.Count != 3 || !a.Window.Equal(from) {
+		t.Fatalf("4th message: %+v, want limited by counter 1 at count 3, counted from %s (its window and the one before)", a, from)
 	}
 	other := count(ledger.RuleDestination, "email#fp-2", 3, 10*time.Minute)
 	if a := admit(t, l, "m4", limitsT0.Add(time.Minute), other); a.Limited != -1 {
@@ -111,6 +113,9 @@ func limitsAllOrNothing(t *testing.T, newLimits NewLimits) {
 	}
 }
 
+// limitsWindows: a count holds in its own window and the next (so that no
+// span of one window holds more than the cap) and is gone from the window
+// after next.
 func limitsWindows(t *testing.T, newLimits NewLimits) {
 	l := newLimits(t)
 	c := count(ledger.RuleDestination, "email#fp", 1, 10*time.Minute)
@@ -118,8 +123,56 @@ func limitsWindows(t *testing.T, newLimits NewLimits) {
 	if a := admit(t, l, "m2", limitsT0.Add(9*time.Minute+59*time.Second), c); a.Limited != 0 {
 		t.Fatalf("same window: %+v, want limited", a)
 	}
-	if a := admit(t, l, "m2", limitsT0.Add(10*time.Minute), c); a.Limited != -1 {
-		t.Fatalf("next window: %+v, want admitted", a)
+	if a := admit(t, l, "m2", limitsT0.Add(10*time.Minute), c); a.Limited != 0 || a.Count != 1 || !a.Window.Equal(limitsT0) {
+		t.Fatalf("next window, a second after the edge: %+v, want limited at 1, counted from %s", a, limitsT0)
+	}
+	if a := admit(t, l, "m2", limitsT0.Add(19*time.Minute+59*time.Second), c); a.Limited != 0 {
+		t.Fatalf("next window, within 10 minutes of m1: %+v, want limited", a)
+	}
+	if a := admit(t, l, "m2", limitsT0.Add(20*time.Minute), c); a.Limited != -1 {
+		t.Fatalf("the window after next: %+v, want admitted", a)
+	}
+}
+
+// limitsSliding: a burst on both sides of a window edge, then a steady
+// stream over several windows, under a cap of 3 per 10 minutes: no span of
+// 10 minutes, wherever it starts, holds more than 3 admissions (fixed
+// windows let 6 through in the two seconds around the edge), and the cap
+// frees again later (it is not stuck shut).
+func limitsSliding(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	const window = 10 * time.Minute
+	c := count(ledger.RuleSubject, "acct-burst", 3, window)
+	var at []time.Time
+	try := func(key string, now time.Time) {
+		if a := admit(t, l, key, now, c); a.Limited == -1 {
+			at = append(at, now)
+		}
+	}
+	edge := limitsT0.Add(window)
+	for i := range 3 {
+		try(fmt.Sprint("before-", i), edge.Add(-time.Second))
+		try(fmt.Sprint("after-", i), edge)
+	}
+	if len(at) != 3 {
+		t.Fatalf("the burst around the edge at %s: %d admitted, want 3", edge, len(at))
+	}
+	for i := range 150 { // every 17 s for 42.5 minutes after the burst
+		try(fmt.Sprint("steady-", i), edge.Add(time.Duration(i+1)*17*time.Second))
+	}
+	for i, from := range at {
+		n := 0
+		for _, t2 := range at[i:] {
+			if t2.Sub(from) < window {
+				n++
+			}
+		}
+		if n > c.Cap.Max {
+			t.Fatalf("%d admissions in the %s from %s, over the cap of %d (admitted at %v)", n, window, from, c.Cap.Max, at)
+		}
+	}
+	if len(at) < 6 {
+		t.Fatalf("%d admitted over 45 minutes under 3 per 10 minutes, want at least 6: the cap must free again", len(at))
 	}
 }
 
@@ -261,39 +314,44 @@ func limitsOnceAcrossWindows(t *testing.T, newLimits NewLimits) {
 	if a.Limited != -1 || !a.Repeat || !a.CountedAt.Equal(limitsT0.Add(10*time.Second)) {
 		t.Fatalf("old again in the next minute: %+v, want a repeat counted at %s", a, limitsT0.Add(10*time.Second))
 	}
-	if a := admit(t, l, "new", limitsT0.Add(75*time.Second), perMinute, roomy); a.Limited != -1 || a.Repeat {
-		t.Fatalf("new in the second minute: %+v, want admitted: old's repeat counted nothing there", a)
+	// Counted in minute 1, old's repeat would hold minute 2's item too.
+	if a := admit(t, l, "new", limitsT0.Add(125*time.Second), perMinute, roomy); a.Limited != -1 || a.Repeat {
+		t.Fatalf("new in the third minute: %+v, want admitted: old's repeat counted nothing in the second", a)
 	}
-	if a := admit(t, l, "third", limitsT0.Add(80*time.Second), roomy); a.Limited != -1 {
+	if a := admit(t, l, "third", limitsT0.Add(130*time.Second), roomy); a.Limited != -1 {
 		t.Fatalf("third: %+v", a)
 	}
 	// The roomy counter holds old, new and third: 3, not 4.
 	tight := count(ledger.RuleSMSGlobal, "sms", 4, time.Hour)
-	if a := admit(t, l, "fourth", limitsT0.Add(85*time.Second), tight); a.Limited != -1 {
+	if a := admit(t, l, "fourth", limitsT0.Add(135*time.Second), tight); a.Limited != -1 {
 		t.Fatalf("fourth under a cap of 4: %+v, want admitted (old counted once)", a)
 	}
-	if a := admit(t, l, "fifth", limitsT0.Add(85*time.Second), tight); a.Limited != 0 || a.Count != 4 {
+	if a := admit(t, l, "fifth", limitsT0.Add(135*time.Second), tight); a.Limited != 0 || a.Count != 4 {
 		t.Fatalf("fifth under a cap of 4: %+v, want limited at 4", a)
 	}
 }
 
-// limitsReleaseExact: a release takes back exactly the windows that counted
-// the message, whenever it comes: the sequence of a reclaim after a
+// limitsReleaseExact: a release takes back exactly the counters that
+// counted the message, whenever it comes: the sequence of a reclaim after a
 // repeat (an older email counted in minute 1, deferred, its newest sibling
-// claimed in minute 2 when an SMS of the subject filled minute 2's counter).
+// claimed in minute 3 when an SMS of the subject filled minute 3's
+// counters).
 func limitsReleaseExact(t *testing.T, newLimits NewLimits) {
 	l := newLimits(t)
 	perMinute := count(ledger.RuleSubject, "acct-1", 1, time.Minute)
 	admit(t, l, "old-email", limitsT0.Add(10*time.Second), perMinute)
-	admit(t, l, "old-email", limitsT0.Add(65*time.Second), perMinute) // the redelivery: a repeat
-	if a := admit(t, l, "sms", limitsT0.Add(70*time.Second), perMinute); a.Limited != -1 {
-		t.Fatalf("sms in minute 2: %+v, want admitted", a)
+	admit(t, l, "old-email", limitsT0.Add(125*time.Second), perMinute) // the redelivery: a repeat
+	if a := admit(t, l, "sms", limitsT0.Add(130*time.Second), perMinute); a.Limited != -1 {
+		t.Fatalf("sms in minute 3: %+v, want admitted", a)
 	}
-	release(t, l, "old-email") // superseded in minute 2
-	if a := admit(t, l, "new-email", limitsT0.Add(75*time.Second), perMinute); a.Limited != 0 || a.Count != 1 {
-		t.Fatalf("new email in minute 2 after old-email's release: %+v, want limited at 1: the release must take back minute 1's count, not minute 2's", a)
+	release(t, l, "old-email") // superseded in minute 3
+	if a := admit(t, l, "new-email", limitsT0.Add(135*time.Second), perMinute); a.Limited != 0 || a.Count != 1 {
+		t.Fatalf("new email in minute 3 after old-email's release: %+v, want limited at 1: the release must take back minute 1's counts, not minute 3's", a)
 	}
 	if a := admit(t, l, "late", limitsT0.Add(20*time.Second), perMinute); a.Limited != -1 {
-		t.Fatalf("minute 1 after the release: %+v, want admitted: old-email's count there was given back", a)
+		t.Fatalf("minute 1 after the release: %+v, want admitted: old-email's counts there (minutes 1 and 2) were given back", a)
+	}
+	if a := admit(t, l, "later", limitsT0.Add(70*time.Second), perMinute); a.Limited != 0 {
+		t.Fatalf("minute 2 after late's admission in minute 1: %+v, want limited: late counts there too", a)
 	}
 }

@@ -39,11 +39,13 @@ func (l *Limits) Admit(_ context.Context, key string, counts []ledger.Count, now
 	if a, ok := l.counted[key]; ok {
 		return ledger.Admission{Limited: -1, Repeat: true, CountedAt: a.at}, nil
 	}
-	ids := make([]string, len(counts))
+	var ids []string
 	for i, c := range counts {
-		ids[i] = ledger.CounterID(c, now)
-		if n := l.counters[ids[i]]; n >= c.Cap.Max {
-			return ledger.Admission{Limited: i, Count: n, Window: ledger.WindowStart(c.Cap, now)}, nil
+		for _, item := range ledger.Counters(c, now) {
+			if n := l.counters[item.ID]; n >= c.Cap.Max {
+				return ledger.Admission{Limited: i, Count: n, Window: item.From}, nil
+			}
+			ids = append(ids, item.ID)
 		}
 	}
 	for _, id := range ids {

@@ -15,7 +15,8 @@ func TestLimitsContract(t *testing.T) {
 }
 
 // Counter reads what a counter holds: a message counted once however often
-// it is admitted, a full counter unchanged by the message it stops.
+// it is admitted, in its window's item and the next one's, a full counter
+// unchanged by the message it stops.
 func TestLimitsCounter(t *testing.T) {
 	ctx, l := context.Background(), &memstore.Limits{}
 	now := ledgertest.Epoch
@@ -35,7 +36,10 @@ func TestLimitsCounter(t *testing.T) {
 	if n := l.Counter(id); n != 1 {
 		t.Fatalf("the counter holds %d, want 1", n)
 	}
-	if n := l.Counter(ledger.CounterID(c, now.Add(time.Minute))); n != 0 {
-		t.Fatalf("the next window holds %d", n)
+	if n := l.Counter(ledger.CounterID(c, now.Add(time.Minute))); n != 1 {
+		t.Fatalf("the next window's item holds %d, want 1: it counts this window too", n)
+	}
+	if n := l.Counter(ledger.CounterID(c, now.Add(2*time.Minute))); n != 0 {
+		t.Fatalf("the item of the window after next holds %d", n)
 	}
 }

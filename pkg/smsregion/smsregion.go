@@ -66,18 +66,13 @@ const (
 	Voicemail                     // a voicemail access number
 )
 
-var kindNames = [...]string{
-	Unknown: "unknown", FixedLine: "fixed_line", Mobile: "mobile", FixedLineOrMobile: "fixed_line_or_mobile",
-	TollFree: "toll_free", PremiumRate: "premium_rate", SharedCost: "shared_cost", VoIP: "voip",
-	Personal: "personal", Pager: "pager", UAN: "uan", Voicemail: "voicemail",
-}
-
-// String returns the kind's snake_case name ("premium_rate").
+// String returns the kind's snake_case name ("premium_rate"): its name in
+// codes.KindNames, which the stage's kind allow-list is written in.
 func (k Kind) String() string {
-	if k < 0 || int(k) >= len(kindNames) {
+	if k < 0 || int(k) >= len(codes.KindNames) {
 		return fmt.Sprintf("kind(%d)", int(k))
 	}
-	return kindNames[k]
+	return codes.KindNames[k]
 }
 
 // Premium reports whether numbers of this kind are premium-rate or
@@ -162,3 +157,10 @@ var ErrInvalidAllowList = codes.ErrInvalidAllowList
 // ParseAllowList reads a comma-separated list of ISO 3166-1 alpha-2 codes;
 // see codes.ParseAllowList.
 func ParseAllowList(s string) (AllowList, error) { return codes.ParseAllowList(s) }
+
+// DefaultKinds is the number kinds an SMS reset may go to unless a stage
+// says otherwise: mobile numbers, and the ranges whose metadata does not tell
+// mobile from fixed line (the +1 countries). Premium-rate and shared-cost
+// ranges (SMS pumping), toll-free, VoIP, pager, UAN, voicemail, personal and
+// fixed-line numbers are refused.
+const DefaultKinds = "fixed_line_or_mobile,mobile"

@@ -250,6 +250,12 @@ func TestKindString(t *testing.T) {
 		}
 		seen[s] = true
 	}
+	if len(codes.KindNames) != int(smsregion.Voicemail)+1 {
+		t.Errorf("codes.KindNames has %d names for %d kinds", len(codes.KindNames), int(smsregion.Voicemail)+1)
+	}
+	if _, err := codes.ParseKindList(smsregion.DefaultKinds); err != nil {
+		t.Errorf("DefaultKinds: %v", err)
+	}
 	if got := smsregion.Kind(99).String(); got != "kind(99)" {
 		t.Errorf("Kind(99) = %q", got)
 	}

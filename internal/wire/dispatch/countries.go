@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/smsregion"
 )
 
@@ -16,9 +17,25 @@ func SMSCountries(s settings.Settings) func(region string) bool {
 	return s.SMSAllowedCountries.Allows
 }
 
-// RegionOf returns the ISO 3166-1 alpha-2 region of an E.164 number
-// (smsregion.Region, from the phone-number library's metadata), for the
-// ledger's region lookup. Its errors never contain the number: an invalid
-// number wraps smsregion.ErrInvalidNumber, a non-geographic one (+800, +882)
-// is smsregion.ErrNoRegion.
-func RegionOf(number string) (string, error) { return smsregion.Region(number) }
+// SMSNumberKinds returns the number-kind check the SMS_ALLOWED_NUMBER_KINDS
+// setting asks for, in the shape of ledger.Limits.SMSNumberKinds; nil when
+// the list is off ("*").
+func SMSNumberKinds(s settings.Settings) func(kind string) bool {
+	if s.SMSAllowedNumberKinds.Off() {
+		return nil
+	}
+	return s.SMSAllowedNumberKinds.Allows
+}
+
+// NumberOf returns the ISO 3166-1 alpha-2 region and the kind of an E.164
+// number (smsregion.Lookup, from the phone-number library's metadata), for
+// the ledger's number lookup. Its errors never contain the number: an
+// invalid number wraps smsregion.ErrInvalidNumber, a non-geographic one
+// (+800, +882) is smsregion.ErrNoRegion.
+func NumberOf(number string) (ledger.PhoneNumber, error) {
+	n, err := smsregion.Lookup(number)
+	if err != nil {
+		return ledger.PhoneNumber{}, err
+	}
+	return ledger.PhoneNumber{Region: n.Region, Kind: n.Kind.String()}, nil
+}

@@ -27,12 +27,42 @@ func TestSMSCountries(t *testing.T) {
 	}
 	// A +1 number is not US because of its calling code: Jamaica's +1 876 is refused.
 	for number, want := range map[string]string{"+12015550123": "US", "+14165550123": "CA", "+18765550123": "JM"} {
-		region, err := RegionOf(number)
-		if err != nil || region != want {
-			t.Errorf("RegionOf = %q, %v; want %s", region, err, want)
+		n, err := NumberOf(number)
+		if err != nil || n.Region != want {
+			t.Errorf("NumberOf = %+v, %v; want %s", n, err, want)
 		}
 	}
-	if _, err := RegionOf("+15550001234"); !errors.Is(err, smsregion.ErrInvalidNumber) {
+	if _, err := NumberOf("+15550001234"); !errors.Is(err, smsregion.ErrInvalidNumber) {
 		t.Errorf("+1 555 000 1234 (no such area code): %v, want ErrInvalidNumber", err)
+	}
+}
+
+// TestSMSNumberKinds: the default kind allow-list is smsregion's, lets mobile
+// and fixed-line-or-mobile numbers through and refuses premium-rate and
+// shared-cost ones (a UK 09 number, a German 0180 number) by the kind the
+// lookup gives; "*" switches the check off.
+func TestSMSNumberKinds(t *testing.T) {
+	s := settings.Defaults()
+	if got := s.SMSAllowedNumberKinds.String(); got != smsregion.DefaultKinds {
+		t.Errorf("the settings' default kinds %q, smsregion's %q", got, smsregion.DefaultKinds)
+	}
+	allows := SMSNumberKinds(s)
+	if allows == nil {
+		t.Fatal("the default kind allow-list is off")
+	}
+	for number, want := range map[string]bool{"+447400123456": true, "+12015550123": true, "+449012345678": false, "+4918012345": false, "+448001234567": false} {
+		n, err := NumberOf(number)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := allows(n.Kind); got != want {
+			t.Errorf("a %s number of %s allowed = %v, want %v", n.Kind, n.Region, got, want)
+		}
+	}
+	if err := settings.SMSAllowedNumberKinds.Set(&s, "*"); err != nil {
+		t.Fatal(err)
+	}
+	if SMSNumberKinds(s) != nil {
+		t.Error(`"*" gives a kind check; want none`)
 	}
 }

@@ -47,7 +47,8 @@ func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
 		svc.Limiter = dynamostore.NewLimits(env.DynamoDB, s.LimitsTable)
 		svc.Fingerprints = &fingerprint.KMS{Client: keys, KeyARN: s.FingerprintKeyARN}
 		svc.Limits.SMSCountries = SMSCountries(s)
-		svc.RegionOf = RegionOf
+		svc.Limits.SMSNumberKinds = SMSNumberKinds(s)
+		svc.NumberOf = NumberOf
 		if s.Limits.Supersede && s.SubjectIndex {
 			// A refused admission reads the subject's newest rows through the
 			// subject index, to give back the counts of older challenges it
