@@ -30,8 +30,9 @@ import (
 const Domain = "resetledger-destination-fingerprint/v1"
 
 // Normalize returns the form of an address the limit counts per: an email
-// address trimmed and lowercased (one mailbox, however it is capitalised),
-// a phone number with spaces, dashes, dots and brackets removed.
+// address trimmed, lowercased and reduced to its mailbox by the providers'
+// rules (mailbox.go: sub-address tags, Gmail's dots, googlemail.com), a
+// phone number with spaces, dashes, dots and brackets removed.
 func Normalize(ch ledger.Channel, address string) string {
 	a := strings.TrimSpace(address)
 	if ch == ledger.SMS {
@@ -42,7 +43,7 @@ func Normalize(ch ledger.Channel, address string) string {
 			return r
 		}, a)
 	}
-	return strings.ToLower(a)
+	return normalizeEmail(a)
 }
 
 // Message is the byte string a fingerprint is the MAC of.

@@ -115,6 +115,29 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 	mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
 }
 
+// TestDestinationLimitCountsOneMailbox: the spellings Gmail delivers to one
+// mailbox (dots, a +tag, googlemail.com, capitals) share one destination
+// counter: under a cap of 2, the third spelling ends limited by the
+// destination rule, while another mailbox is still sent to.
+func TestDestinationLimitCountsOneMailbox(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}})
+	for i, tc := range []struct {
+		to   string
+		want ledger.DispatchOutcome
+	}{
+		{"a.b+x@gmail.com", ledger.DispatchAccepted},
+		{"ab@gmail.com", ledger.DispatchAccepted},
+		{"AB@googlemail.com", ledger.DispatchLimited},
+		{"abc@gmail.com", ledger.DispatchAccepted},
+	} {
+		in := e.claimTo(t, i, ledger.Email, tc.to, "", 0)
+		row := mustDispatch(t, e, in.Key(), tc.want)
+		if rule, _ := ledger.LimitRule(row); tc.want == ledger.DispatchLimited && rule != ledger.RuleDestination {
+			t.Fatalf("%s: limited by %q, want the destination rule", tc.to, rule)
+		}
+	}
+}
+
 // TestLimitCountsOnce: a claimed row handed to dispatch again and again
 // (redelivery, duplicate stream record, re-drive) counts once; a row whose
 // first dispatch was cut after the count counts nothing more when it runs
