@@ -30,7 +30,7 @@ var (
 	// numbers are SMS destinations: three in the US, one in GB, one in FR,
 	// one in an international range that belongs to no region, and a GB
 	// premium-rate number (SMS pumping inside an allowed country).
-	numbers   = []string{"+15550000001", "+15550000002", "+15550000003", "+447700900001", "+33612345001", "+88299000001", "+449012345001"}
+	numbers = []string{"+15550000001", "+15550000002", "+15550000003", "+447700900001", "+33612345001", "+88299000001", "+449012345001"}
 	// kindLists are the number-kind allow-lists: off, or the default.
 	kindLists = [][]string{nil, {"fixed_line_or_mobile", "mobile"}}
 	subjects  = []string{"", "subj-000001", "subj-000001", "subj-000002"}
@@ -169,7 +169,9 @@ func (w *world) describeLimits() string {
 
 // numberPort is the phone-number library: the region and kind of a number.
 func (s *sim) numberPort(number string) (ledger.PhoneNumber, error) {
-	if r, ok := regionOf(number); ok {
+	if r, ok := regionOf(number); ok && s.mutant == KindAsMobile {
+		return ledger.PhoneNumber{Region: r, Kind: "mobile"}, nil
+	} else if ok {
 		return ledger.PhoneNumber{Region: r, Kind: kindOf(number)}, nil
 	}
 	if s.mutant == RegionDefaultUS {

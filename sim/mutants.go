@@ -94,6 +94,10 @@ const (
 	// region, so a number of no region reads as a US number and passes
 	// the allow-list.
 	RegionDefaultUS Mutant = "region-default-us"
+	// KindAsMobile: the number lookup answers every number of a region as
+	// a mobile one (a lookup that drops the kind), so a premium-rate
+	// number passes the kind allow-list.
+	KindAsMobile Mutant = "kind-as-mobile"
 	// SupersedeLastNoted: the newest-challenge write lacks its condition
 	// on the later expiry: the challenge noted last wins, so an older
 	// challenge claimed after a newer one hides it.
@@ -158,7 +162,7 @@ const (
 var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, ClaimIgnoresExistingRow, ReconcileUnknownToClaimed, FallbackNoWait,
 	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
-	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
+	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
 	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow}
 

@@ -74,6 +74,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.LimitCountsAgain:                {"counted-twice", "counts-conserved"},
 	sim.LimitFullAsRepeat:               {"limited-sent", "cap-exceeded"},
 	sim.RegionDefaultUS:                 {"refused-region-sent"},
+	sim.KindAsMobile:                    {"refused-kind-sent"},
 	sim.SupersedeLastNoted:              {"superseded-sent"},
 	sim.DecryptFailureAsUnavailable:     {"quarantined-unsent"},
 	sim.LimitIndexByItem:                {"panic"},
