@@ -30,6 +30,7 @@ var contextStages = map[string][2]string{
 	"smsOriginationIdentity":    {"", "arn:aws:sms-voice:us-east-1:111122223333:pool/pool-0123456789abcdef"},
 	"smsMaxPrice":               {"0.00645", "0.10"},
 	"smsAllowedCountries":       {"*", "GB,IE"},
+	"smsAllowedNumberKinds":     {"*", "mobile"},
 	"smsProtectConfigurationId": {"", "protect-0123456789abcdef0123456789abcdef"},
 	"limitDestination":          {"off", "3/1m"},
 	"limitSubject":              {"off", "20/2h"},

@@ -171,7 +171,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	}
 	// Send limits: each limit's stops over an hour; the global SMS cap pages on its first stop.
 	for name, rule := range map[string]string{"LimitStopsDestination": "destination", "LimitStopsSubject": "subject",
-		"LimitStopsSmsCountry": "sms-country", "LimitStopsSmsCountryCap": "sms-country-cap"} {
+		"LimitStopsSmsCountry": "sms-country", "LimitStopsSmsNumberKind": "sms-number-kind", "LimitStopsSmsCountryCap": "sms-country-cap"} {
 		want[name] = map[string]any{"Namespace": "ResetLedger", "MetricName": "LimitStops",
 			"Dimensions": []any{map[string]any{"Name": "Rule", "Value": rule}}, "Statistic": "Sum", "Period": 3600.0,
 			"Threshold": 50.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
