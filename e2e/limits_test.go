@@ -107,6 +107,7 @@ func TestSendLimitsEndToEnd(t *testing.T) {
 		t.Run("bombing", func(t *testing.T) { t.Parallel(); e.bombing(t, run, s) })
 		t.Run("pumping-disallowed", func(t *testing.T) { t.Parallel(); e.pumpingDisallowed(t, run, s) })
 		t.Run("pumping-capped", func(t *testing.T) { t.Parallel(); e.pumpingCapped(t, run, s) })
+		t.Run("pumping-premium", func(t *testing.T) { t.Parallel(); e.pumpingPremium(t, run, s) })
 	})
 	if emulatorLog != nil {
 		problems, err := emulatorLog.Problems()
@@ -201,6 +202,59 @@ func (e *env) pumpingDisallowed(t *testing.T, run string, s settings.Settings) {
 		t.Errorf("the provider received %d of the %d SMS to regions outside the allow-list, want none", len(sent), n)
 	}
 	t.Logf("pumping outside the allow-list: sms=%d sent=%d in %v", n, len(sent), time.Since(first).Round(time.Second))
+}
+
+// pumpingPremium sends SMS to premium-rate numbers of an allowed region (US
+// +1 900): each ends limited by the number-kind rule, before any counter,
+// and the provider receives none.
+func (e *env) pumpingPremium(t *testing.T, run string, s settings.Settings) {
+	const region = "US"
+	if !s.SMSAllowedCountries.Allows(region) || s.SMSAllowedNumberKinds.Allows(smsregion.PremiumRate.String()) {
+		t.Fatalf("the deployed allow-lists (%s; kinds %s) must allow %s and refuse premium-rate numbers", s.SMSAllowedCountries, s.SMSAllowedNumberKinds, region)
+	}
+	n := min(sizeFromEnv(t, "E2E_PUMP_SMS", defaultPumpSMS), 20)
+	ns := make([]producer.Notification, n)
+	expires := time.Now().Add(30 * time.Minute)
+	for i := range ns {
+		ns[i] = notification(fmt.Sprintf("%s-premium-%04d", run, i), ledger.SMS, premiumNumber(t, region), expires)
+	}
+	first := time.Now()
+	e.publishAll(t, ns)
+	rows := e.terminalAll(t, ns, first)
+	for _, r := range rows {
+		rule, _ := ledger.LimitRule(r)
+		if r.State != ledger.Limited || rule != ledger.RuleSMSNumberKind || !strings.Contains(r.Reason, "premium-rate number (region US)") {
+			t.Errorf("row %s: %s by %q (%s), want limited by %s naming the kind", r.Key, r.State, rule, r.Reason, ledger.RuleSMSNumberKind)
+		}
+		if r.Attempts != 0 {
+			t.Errorf("row %s: %d attempts, want none", r.Key, r.Attempts)
+		}
+		if err := r.Verify(); err != nil {
+			t.Errorf("row %s history: %v", r.Key, err)
+		}
+	}
+	if sent := e.providerSends(t, ns); len(sent) != 0 {
+		t.Errorf("the provider received %d of the %d SMS to premium-rate numbers, want none", len(sent), n)
+	}
+	t.Logf("pumping premium-rate numbers: sms=%d sent=0 in %v", n, time.Since(first).Round(time.Second))
+}
+
+// premiumNumber draws a random +1 900 number that the phone-number library
+// classifies as a premium-rate number of region.
+func premiumNumber(t *testing.T, region string) string {
+	t.Helper()
+	for range 1000 {
+		d, err := rand.Int(rand.Reader, big.NewInt(10_000_000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := fmt.Sprintf("+1900%07d", d.Int64())
+		if l, err := smsregion.Lookup(n); err == nil && l.Region == region && l.Kind == smsregion.PremiumRate {
+			return n
+		}
+	}
+	t.Fatalf("no premium-rate number of %s drawn from +1 900", region)
+	return ""
 }
 
 // pumpingCapped sends SMS to distinct numbers of one allowed region.
