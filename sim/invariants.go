@@ -96,9 +96,11 @@ const (
 	invQuarantinedUnsent = "quarantined-unsent"
 	// The protocol code panicked.
 	invPanic = "panic"
-	// No send limit is exceeded: per rule, key and window (of the
-	// admission, by the admitting worker's clock), the providers receive
-	// at most the cap of distinct messages (issue 21).
+	// No send limit is exceeded: per rule and key, within any span of the
+	// rule's window, wherever it starts (admission times, by the admitting
+	// worker's clock), the providers receive at most the cap of distinct
+	// messages (issue 21; any span, not only the clock's windows, since
+	// issue 33).
 	invCapExceeded = "cap-exceeded"
 	// A message the limits count reaches a provider only once a counter
 	// call counted it: a limited message is never sent.

@@ -587,23 +587,43 @@ func (s *sim) checkLimits(f sendFact) {
 		s.checkCounted(f, at)
 	}
 	for _, k := range counts {
-		if s.receivedIn[k] == nil {
-			s.receivedIn[k] = map[string]bool{}
+		rk := [2]string{string(k.rule), k.key}
+		if s.receivedIn[rk] == nil {
+			s.receivedIn[rk] = map[string]time.Time{}
 		}
-		s.receivedIn[k][f.key] = true
-		if c := s.capOf(k.rule); len(s.receivedIn[k]) > c.Max {
-			var keys, lbls []string
-			for key := range s.receivedIn[k] {
-				keys = append(keys, key)
-			}
-			slices.Sort(keys)
+		s.receivedIn[rk][f.key] = at
+		c := s.capOf(k.rule)
+		if keys, from := overCap(s.receivedIn[rk], c); keys != nil {
+			var lbls []string
 			for _, key := range keys {
 				lbls = append(lbls, s.label(key))
 			}
-			s.fail(invCapExceeded, fmt.Sprintf("the providers received %d messages admitted in the %s window from %s (%s), over its cap %s",
-				len(keys), k.rule, s.rel(k.window), strings.Join(lbls, ", "), c), keys...)
+			s.fail(invCapExceeded, fmt.Sprintf("the providers received %d messages of %s admitted within %s from %s (%s), over its cap %s",
+				len(keys), k.rule, c.Window, s.rel(from), strings.Join(lbls, ", "), c), keys...)
+			return
 		}
 	}
+}
+
+// overCap returns the messages of admitted (message -> admission time)
+// admitted within one span of c's window, wherever the span starts, when
+// they are more than c's cap, and the span's start; nil if no span is.
+func overCap(admitted map[string]time.Time, c ledger.Cap) ([]string, time.Time) {
+	keys := slices.Sorted(maps.Keys(admitted))
+	slices.SortStableFunc(keys, func(a, b string) int { return admitted[a].Compare(admitted[b]) })
+	for i, first := range keys {
+		var in []string
+		for _, k := range keys[i:] {
+			if admitted[k].Sub(admitted[first]) < c.Window {
+				in = append(in, k)
+			}
+		}
+		if len(in) > c.Max {
+			slices.Sort(in)
+			return in, admitted[first]
+		}
+	}
+	return nil, time.Time{}
 }
 
 // untaken reports whether the later attempt f (its second or after) is of a

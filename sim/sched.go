@@ -277,7 +277,7 @@ type sim struct {
 	admittedAt  map[string]time.Time
 	countedIn   map[string]map[string]bool
 	received    map[string]bool
-	receivedIn  map[limitKey]map[string]bool
+	receivedIn  map[[2]string]map[string]time.Time // per rule and key: the messages the providers took, by admission time
 	claimedStep map[string]int
 	lastNoted   map[ledger.SubjectStream]ledger.Challenge // mutant SupersedeLastNoted
 	// refusals holds, per message, the older challenges of its stream that
@@ -335,7 +335,7 @@ func newSim(c chooser, cfg Config) *sim {
 		called:     map[string]int{},
 		limiter:    &memstore.Limits{},
 		admittedAt: map[string]time.Time{}, countedIn: map[string]map[string]bool{}, received: map[string]bool{},
-		receivedIn: map[limitKey]map[string]bool{}, claimedStep: map[string]int{}, lastNoted: map[ledger.SubjectStream]ledger.Challenge{},
+		receivedIn: map[[2]string]map[string]time.Time{}, claimedStep: map[string]int{}, lastNoted: map[ledger.SubjectStream]ledger.Challenge{},
 		refusals: map[string][]string{},
 		lostWake: map[string]bool{}, claimedAt: map[string]time.Time{}, budgetTat: map[ledger.Channel]time.Time{}, owedFrom: map[string]time.Time{},
 		waitingAt0: map[string]bool{}, verified: map[string][]ledger.Event{},
