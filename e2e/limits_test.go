@@ -88,10 +88,10 @@ func sizeFromEnv(t *testing.T, name string, def int) int {
 //     as many (read from its EMF log lines: the emulator's CloudWatch makes
 //     no metrics of them).
 //
-// The destination and country caps count in fixed windows, the time
-// truncated to the window: a run that crosses a window boundary may send up
-// to the cap on each side, so the bound is the cap times the windows the run
-// touched (at most 2 for a run shorter than the window). An earlier run in
+// A cap holds in any span of its window, across the clock's window edges
+// (issue 33: each counter item covers two windows), so the bound is the cap
+// times the spans of one window that cover the run: the cap itself for a
+// run shorter than the window, even one that crosses an edge. An earlier run in
 // the same window uses the same country counter, so the capped case bounds
 // this run's sends but cannot require any.
 func TestSendLimitsEndToEnd(t *testing.T) {
@@ -503,10 +503,10 @@ func ackIDs[M any](ms []M, id func(M) string) []string {
 	return out
 }
 
-// windows is how many of cap's fixed windows the span from first to last
-// touches.
+// windows is how many consecutive spans of cap's window it takes to cover
+// the run from first to last (at least one): the cap holds in each.
 func windows(lim ledger.Cap, first, last time.Time) int {
-	return int(ledger.WindowStart(lim, last).Sub(ledger.WindowStart(lim, first))/lim.Window) + 1
+	return max(1, int((last.Sub(first)+lim.Window-1)/lim.Window))
 }
 
 // numberPlans are national number patterns the phone-number library

@@ -164,16 +164,16 @@ var (
 		Doc:   "true lets a refused admission supersede the subject's older challenges that still hold counts, through the subject index, and admit again; unset: they keep their counts until they wake",
 		field: at(Flag, func(s *Settings) *bool { return &s.SubjectIndex })}
 	LimitDestination = &Var{Env: "LIMIT_DESTINATION", Context: "limitDestination", Default: Limit.Format(DefaultLimitDestination),
-		Roles: []Role{Dispatch}, Doc: "sends to one address on one channel per window (<max>/<window>, or off)",
+		Roles: []Role{Dispatch}, Doc: "sends to one mailbox or number on one channel in any span of the window (<max>/<window>, or off)",
 		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.Destination })}
 	LimitSubject = &Var{Env: "LIMIT_SUBJECT", Context: "limitSubject", Default: Limit.Format(DefaultLimitSubject),
-		Roles: []Role{Dispatch}, Doc: "sends for one subject_ref, every channel together, per window (or off)",
+		Roles: []Role{Dispatch}, Doc: "sends for one subject_ref, every channel together, in any span of the window (or off)",
 		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.Subject })}
 	LimitSMSCountry = &Var{Env: "LIMIT_SMS_COUNTRY", Context: "limitSmsCountry", Default: Limit.Format(DefaultLimitSMSCountry),
-		Roles: []Role{Dispatch}, Doc: "SMS to one country per window (or off)",
+		Roles: []Role{Dispatch}, Doc: "SMS to one country in any span of the window (or off)",
 		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.SMSCountryCap })}
 	LimitSMSGlobal = &Var{Env: "LIMIT_SMS_GLOBAL", Context: "limitSmsGlobal", Default: Limit.Format(DefaultLimitSMSGlobal),
-		Roles: []Role{Dispatch}, Doc: "every SMS together per window: the circuit breaker (or off)",
+		Roles: []Role{Dispatch}, Doc: "every SMS together in any span of the window: the circuit breaker (or off)",
 		field: at(Limit, func(s *Settings) *ledger.Cap { return &s.Limits.SMSGlobal })}
 	AcceptIntentV1 = &Var{Env: "ACCEPT_INTENT_V1", Context: "acceptIntentV1", Default: "false", Roles: []Role{Claim},
 		Doc:   "true also claims intents of wire version 1, which seal nothing but their content: only while producers move to version 2 (docs/adopting.md)",
