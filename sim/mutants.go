@@ -98,6 +98,10 @@ const (
 	// a mobile one (a lookup that drops the kind), so a premium-rate
 	// number passes the kind allow-list.
 	KindAsMobile Mutant = "kind-as-mobile"
+	// FixedWindowCounters: the limit store counts an admission only in
+	// its own window's item, not also in the next one's: fixed windows,
+	// whose cap a burst spends twice across an edge.
+	FixedWindowCounters Mutant = "fixed-window-counters"
 	// SupersedeLastNoted: the newest-challenge write lacks its condition
 	// on the later expiry: the challenge noted last wins, so an older
 	// challenge claimed after a newer one hides it.
@@ -162,7 +166,7 @@ const (
 var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, ClaimIgnoresExistingRow, ReconcileUnknownToClaimed, FallbackNoWait,
 	SendNoDeadline, ResetAsRejection, ExpireMarginMinutes, RetryBudgetOffByOne, WindowFromLastAttempt, BeginStaleClock, LookupByChallenge,
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
-	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
+	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, FixedWindowCounters, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
 	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow}
 
@@ -179,9 +183,11 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 // is rarer: first caught at seed 1,193.) A throttled older challenge whose
 // deferral dropped its subject is caught only when its newer challenge is
 // claimed during the throttle: since supersession orders by issue time
-// (issue 33), first caught at seed 1,064.
+// (issue 33), first caught at seed 1,064. Counters in fixed windows need a
+// world whose admissions of one key straddle a window edge up to the cap on
+// both sides: first caught at seed 712 (issue 33).
 var rareMutants = map[Mutant]int{SendNoDeadline: 8, BeginStaleClock: 4, WindowFromLastAttempt: 8, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 8,
-	TimelineWrongIndex: 10, BounceLosesPermanent: 4, DeferralDropsSubject: 4}
+	TimelineWrongIndex: 10, BounceLosesPermanent: 4, DeferralDropsSubject: 4, FixedWindowCounters: 4}
 
 // Budget is how many seeds m may take to be caught, given the usual budget.
 func (m Mutant) Budget(usual int) int {

@@ -350,6 +350,9 @@ func newSim(c chooser, cfg Config) *sim {
 	for _, ch := range ledger.Channels {
 		s.providers[ch] = newProvider(ch, w.transports[ch])
 	}
+	if s.mutant == FixedWindowCounters {
+		s.limiter.ItemsOf = func(c ledger.Count, now time.Time) []ledger.Counter { return ledger.Counters(c, now)[:1] }
+	}
 	if len(w.rates) > 0 {
 		s.budget = &memstore.Budget{Rates: w.rates}
 	}

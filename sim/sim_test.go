@@ -75,6 +75,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.LimitFullAsRepeat:               {"limited-sent", "cap-exceeded"},
 	sim.RegionDefaultUS:                 {"refused-region-sent"},
 	sim.KindAsMobile:                    {"refused-kind-sent"},
+	sim.FixedWindowCounters:             {"cap-exceeded"},
 	sim.SupersedeLastNoted:              {"superseded-sent"},
 	sim.DecryptFailureAsUnavailable:     {"quarantined-unsent"},
 	sim.LimitIndexByItem:                {"panic"},

@@ -11,6 +11,11 @@ import (
 // Limits is an in-memory ledger.Limiter and ledger.Challenges for tests: the
 // same rules as the DynamoDB one (see dynamostore.Limits), under a mutex.
 type Limits struct {
+	// ItemsOf returns the counter items an admission counts in; nil is
+	// ledger.Counters. A simulator sets it to plant a store's fault (fixed
+	// windows) and see the ledger's checks catch it.
+	ItemsOf func(c ledger.Count, now time.Time) []ledger.Counter
+
 	mu       sync.Mutex
 	counters map[string]int
 	counted  map[string]admission
@@ -41,7 +46,11 @@ func (l *Limits) Admit(_ context.Context, key string, counts []ledger.Count, now
 	}
 	var ids []string
 	for i, c := range counts {
-		for _, item := range ledger.Counters(c, now) {
+		items := ledger.Counters
+		if l.ItemsOf != nil {
+			items = l.ItemsOf
+		}
+		for _, item := range items(c, now) {
 			if n := l.counters[item.ID]; n >= c.Cap.Max {
 				return ledger.Admission{Limited: i, Count: n, Window: item.From}, nil
 			}
