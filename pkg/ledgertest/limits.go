@@ -28,6 +28,7 @@ var limitsContract = []property[NewLimits]{
 	{"a limited message counts in no counter", limitsAllOrNothing},
 	{"a count holds through the next window, then is gone", limitsWindows},
 	{"no span of a window admits more than the cap, across an edge", limitsSliding},
+	{"a worker whose clock is behind cannot spend the cap again", limitsSkewedClocks},
 	{"8 racing workers never exceed a cap", limitsRacing},
 	{"a release gives a count back once", limitsRelease},
 	{"a message counts once across windows", limitsOnceAcrossWindows},
@@ -131,6 +132,25 @@ func limitsWindows(t *testing.T, newLimits NewLimits) {
 	}
 	if a := admit(t, l, "m2", limitsT0.Add(20*time.Minute), c); a.Limited != -1 {
 		t.Fatalf("the window after next: %+v, want admitted", a)
+	}
+}
+
+// limitsSkewedClocks: workers' clocks differ. One a few seconds ahead has
+// counted a message just past a window edge; another, behind, admits one
+// just before the edge, two seconds earlier by its clock. Under a cap of 1
+// per 10 minutes the second is limited by the counter the first filled
+// (the next window's item counts this window too), so no span of 10
+// minutes, by the admissions' own times, holds two.
+func limitsSkewedClocks(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	c := count(ledger.RuleDestination, "sms#fp-skew", 1, 10*time.Minute)
+	edge := limitsT0.Add(10 * time.Minute)
+	if a := admit(t, l, "ahead", edge.Add(time.Second), c); a.Limited != -1 {
+		t.Fatalf("the first message: %+v, want admitted", a)
+	}
+	a := admit(t, l, "behind", edge.Add(-time.Second), c)
+	if a.Limited != 0 || a.Count != 1 || !a.Window.Equal(limitsT0) {
+		t.Fatalf("a message 2 s earlier by a clock behind: %+v, want limited at 1 by the item counting from %s", a, limitsT0)
 	}
 }
 
