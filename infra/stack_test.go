@@ -28,7 +28,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
 		"AWS::DynamoDB::Table":            4, // ledger, content, budget, limits
 		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
-		"AWS::KMS::Key":                   6, // ledger, content, provider events topic and queues, attempt proofs, backup vault
+		"AWS::KMS::Key":                   8, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault
 		"AWS::Events::Rule":               6, // the two sweeps' schedules; key, ledger, queue and topic policy changes (audit.go)
 		"AWS::Logs::LogGroup":             5,
 		"AWS::IAM::Role":                  8, // the five functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
