@@ -59,12 +59,6 @@ var destinationActions = map[string]bool{"sqs:SendMessage": true, "sqs:GetQueueA
 // while the same binary serves the stages with one. The "local" stage checks it is granted there.
 var linkedForWebhook = map[settings.Role][]string{settings.Reconcile: {"kms"}}
 
-// notYetLinked are grants made ahead of the code that uses them: the role may call the service,
-// the binary does not link its client yet. Claim verifies intents under the intent key
-// (kms:VerifyMac, macs.go) once intent binding lands (issue 33, part 1). An entry whose function
-// already links the client fails, so it is removed when the code lands.
-var notYetLinked = map[settings.Role][]string{settings.Claim: {"kms"}}
-
 func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 	linked := map[settings.Role][]string{}
 	for _, name := range settings.Functions {
@@ -89,13 +83,6 @@ func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 			p.DeletionProtection, p.PointInTimeRecovery, p.Functions.LogAWSCalls = false, false, true
 		}, false},
 	}
-	for name, svcs := range notYetLinked {
-		for _, svc := range svcs {
-			if slices.Contains(linked[name], svc) {
-				t.Errorf("%s now links the %s client: remove it from notYetLinked", name, svc)
-			}
-		}
-	}
 	for _, st := range stages {
 		t.Run(st.name, func(t *testing.T) {
 			s := synth(t, st.mutate)
@@ -113,7 +100,7 @@ func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 					}
 				}
 				for _, svc := range granted {
-					if !slices.Contains(linked[name], svc) && !slices.Contains(notYetLinked[name], svc) {
+					if !slices.Contains(linked[name], svc) {
 						t.Errorf("%s's role may call %s (%s), but the binary does not link a %s client",
 							name, svc, strings.Join(calls[name][svc], ", "), svc)
 					}

@@ -391,9 +391,6 @@ var unexercisedGrants = []struct {
 		"The purge of content a claim stored for an identity whose concurrent claim won with other content or had " +
 			"already ended (ledger.Service.Claim). Only two claims of one identity racing reach it; the release gate's " +
 			"redeliveries do at random, and pkg/ledger's race tests pin the behaviour."},
-	{"Claim", "kms:VerifyMac", "IntentKey",
-		"Granted ahead of the intent binding (issue 33, part 1): claim verifies the MAC producers bind an intent's " +
-			"fields with. Until claim makes that call no run records it; remove this entry once it does."},
 	{"Dispatch", "sms-voice:SendTextMessage", "",
 		"The emulator has no End User Messaging SMS service, so no run sends through it; the SMS adapter's own tests " +
 			"drive the real SDK against a local HTTP server. Granted on the configured origination identity, or on " +
