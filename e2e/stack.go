@@ -56,6 +56,9 @@ type Outputs struct {
 	ProviderEventsTopicARN string
 	// AttemptProofKeyARN is the HMAC key dispatch signs each send's attempt with.
 	AttemptProofKeyARN string
+	// IntentKeyARN is the HMAC key producers bind intents with; FingerprintKeyARN the one
+	// dispatch MACs destinations with.
+	IntentKeyARN, FingerprintKeyARN string
 	// SESConfigurationSet is the SES configuration set the senders send with.
 	SESConfigurationSet string
 	// All holds every output of the stage by name.
@@ -94,6 +97,7 @@ func ReadOutputs(path string) (Outputs, error) {
 	out.IntentQueueURL, out.IntentDLQURL, out.StreamFailureDLQURL = get(outputs.IntentQueueURL), get(outputs.IntentDLQURL), get(outputs.StreamFailureDLQURL)
 	out.LedgerTable, out.ContentTable, out.BudgetTable = get(outputs.LedgerTable), get(outputs.ContentTable), get(outputs.BudgetTable)
 	out.ContentKeyARN, out.AttemptProofKeyARN = get(outputs.ContentKeyARN), get(outputs.AttemptProofKeyARN)
+	out.IntentKeyARN, out.FingerprintKeyARN = get(outputs.IntentKeyARN), get(outputs.FingerprintKeyARN)
 	out.LimitsTable = get(outputs.LimitsTable)
 	out.DispatchQueueURL, out.DispatchQueueDLQURL = get(outputs.DispatchQueueURL), get(outputs.DispatchQueueDLQURL)
 	out.ClaimFunction, out.DispatchFunction = get(outputs.Function(settings.Claim)), get(outputs.Function(settings.Dispatch))

@@ -81,8 +81,13 @@ func TestEndToEndAWSCalls(t *testing.T) {
 	if e.out.SESConfigurationSet != "" {
 		binding[e.out.SESConfigurationSet] = awscall.SESConfigurationSet
 	}
-	if a := e.out.AttemptProofKeyARN; a != "" {
-		binding[a[strings.LastIndex(a, "/")+1:]] = awscall.AttemptProofKey
+	for arn, name := range map[string]string{
+		e.out.AttemptProofKeyARN: awscall.AttemptProofKey, e.out.IntentKeyARN: awscall.IntentKey,
+		e.out.FingerprintKeyARN: awscall.FingerprintKey,
+	} {
+		if arn != "" {
+			binding[arn[strings.LastIndex(arn, "/")+1:]] = name
+		}
 	}
 	if u := e.out.DispatchQueueURL; u != "" {
 		binding[u[strings.LastIndex(u, "/")+1:]] = awscall.DispatchQueue

@@ -19,9 +19,10 @@ import (
 //
 //   - a principal of the account whose own policy allows sqs:*, sns:*, kms:* and dynamodb:* on *
 //     (a role granted too broadly, or taken over) cannot send an intent, send or publish a
-//     provider event, open, re-encrypt or seal content, sign an attempt, read provider event
-//     payloads (from the queue, or by subscribing to the topic), purge the provider events in
-//     flight, or write the ledger;
+//     provider event, open, re-encrypt or seal content, sign or verify an attempt, bind or
+//     verify an intent, compute or verify a destination fingerprint (so the limits table's keys
+//     confirm no guessed address), read provider event payloads (from the queue, or by
+//     subscribing to the topic), purge the provider events in flight, or write the ledger;
 //   - the principals the stack exists for still can: the producer, SNS, SES, End User Messaging
 //     SMS, each function, the operator role, and CloudFormation subscribing the stack's queue;
 //   - each of the first is denied by the explicit Deny whose Sid it names: without that one
@@ -49,7 +50,7 @@ type boundaryResource struct{ typ, name string }
 // on names the resources the checks are made on.
 var on = struct {
 	intentQueue, eventsQueue, eventsDLQ, eventsTopic, topicKey, contentKey, proofKey, eventsQueueKey,
-	ledgerTable, operatorRole boundaryResource
+	fingerprintKey, intentKey, ledgerTable, operatorRole boundaryResource
 }{
 	intentQueue:    boundaryResource{"AWS::SQS::Queue", "IntentQueue"},
 	eventsQueue:    boundaryResource{"AWS::SQS::Queue", "ProviderEventsQueue"},
@@ -59,6 +60,8 @@ var on = struct {
 	contentKey:     boundaryResource{"AWS::KMS::Key", "ContentKey"},
 	proofKey:       boundaryResource{"AWS::KMS::Key", "AttemptProofKey"},
 	eventsQueueKey: boundaryResource{"AWS::KMS::Key", "ProviderEventsQueueKey"},
+	fingerprintKey: boundaryResource{"AWS::KMS::Key", "FingerprintKey"},
+	intentKey:      boundaryResource{"AWS::KMS::Key", "IntentKey"},
 	ledgerTable:    boundaryResource{"AWS::DynamoDB::Table", "LedgerTable"},
 	operatorRole:   boundaryResource{"AWS::IAM::Role", "LedgerOperatorRole"},
 }
@@ -97,10 +100,15 @@ var as = struct {
 		if err != nil {
 			return iampolicy.Policy{}, err
 		}
+		intentKey, err := b.arn(on.intentKey)
+		if err != nil {
+			return iampolicy.Policy{}, err
+		}
 		return parsePolicy("producer's policy (README)", `{"Statement":[
 			{"Effect":"Allow","Action":"sqs:SendMessage","Resource":"`+queue+`"},
 			{"Effect":"Allow","Action":"kms:GenerateDataKey","Resource":"`+key+`",
-			 "Condition":{"StringEquals":{"kms:EncryptionContext:purpose":"`+envelope.Purpose+`"}}}]}`)
+			 "Condition":{"StringEquals":{"kms:EncryptionContext:purpose":"`+envelope.Purpose+`"}}},
+			{"Effect":"Allow","Action":"kms:GenerateMac","Resource":"`+intentKey+`"}]}`)
 	}},
 	// The deployer is CloudFormation, allowed everything.
 	deployer: boundaryCaller{name: "deployer", principal: deployerARN, identity: func(*boundaries) (iampolicy.Policy, error) {
@@ -271,6 +279,16 @@ func attackerChecks() []boundaryCheck {
 		deny("seals content with a data key", "kms:GenerateDataKey", on.contentKey, sealed, "OnlyProducersSeal"),
 		deny("seals content with Encrypt", "kms:Encrypt", on.contentKey, sealed, "OnlyProducersSeal"),
 		deny("signs an attempt", "kms:GenerateMac", on.proofKey, nil, "OnlySendersSign"),
+		// No address oracle (issue 33): the limits table's keys are MACs of destinations under the
+		// fingerprint key. Whoever could VerifyMac a guessed address against a key, or MAC one and
+		// look it up, would learn whether it was sent to; nobody may verify, only dispatch may MAC.
+		deny("verifies a guessed address against a destination fingerprint", "kms:VerifyMac", on.fingerprintKey, nil, "NoFingerprintVerify"),
+		deny("fingerprints a guessed address", "kms:GenerateMac", on.fingerprintKey, nil, "OnlyDispatchFingerprints"),
+		// Fingerprints made under the attempt-proof key before the fingerprint key existed stay in
+		// the table until their windows end; and only events checks a proof.
+		deny("verifies with the attempt-proof key", "kms:VerifyMac", on.proofKey, nil, "OnlyEventsVerify"),
+		deny("binds an intent", "kms:GenerateMac", on.intentKey, nil, "OnlyProducersBindIntents"),
+		deny("verifies an intent", "kms:VerifyMac", on.intentKey, nil, "OnlyClaimVerifiesIntents"),
 		deny("reads provider events from the queue", "kms:Decrypt", on.eventsQueueKey, viaSQS(on.eventsQueue), "OnlyEventsReads"),
 		deny("reads provider events from the DLQ", "kms:Decrypt", on.eventsQueueKey, viaSQS(on.eventsDLQ), "OnlyEventsReads"),
 	}
@@ -338,11 +356,25 @@ func legitimateChecks() []boundaryCheck {
 			func(b *boundaries) map[string]string { return b.source(b.smsSet + "-other") }),
 
 		allow(asFunction(settings.Dispatch), "decrypts content", "kms:Decrypt", on.contentKey, sealing(envelope.Purpose)),
-		allow(asFunction(settings.Reconcile), "decrypts content", "kms:Decrypt", on.contentKey, sealing(envelope.Purpose)),
+		// The production stage sends through SES and SMS, never again from reconcile: it opens no content.
+		refuse(asFunction(settings.Reconcile), "decrypts content", "kms:Decrypt", on.contentKey, sealing(envelope.Purpose)),
 		refuse(asFunction(settings.Claim), "decrypts content", "kms:Decrypt", on.contentKey, sealing(envelope.Purpose)),
 		allow(asFunction(settings.Dispatch), "signs an attempt", "kms:GenerateMac", on.proofKey, nil),
 		allow(asFunction(settings.Events), "verifies an attempt", "kms:VerifyMac", on.proofKey, nil),
 		refuse(asFunction(settings.Events), "signs an attempt", "kms:GenerateMac", on.proofKey, nil),
+		refuse(asFunction(settings.Dispatch), "verifies an attempt", "kms:VerifyMac", on.proofKey, nil),
+		allow(asFunction(settings.Dispatch), "fingerprints a destination", "kms:GenerateMac", on.fingerprintKey, nil),
+		refuse(asFunction(settings.Dispatch), "verifies a destination fingerprint", "kms:VerifyMac", on.fingerprintKey, nil),
+		refuse(asFunction(settings.Events), "fingerprints a destination", "kms:GenerateMac", on.fingerprintKey, nil),
+		allow(as.producer, "binds an intent", "kms:GenerateMac", on.intentKey, nil),
+		refuse(as.producer, "verifies an intent", "kms:VerifyMac", on.intentKey, nil),
+		allow(asFunction(settings.Claim), "verifies an intent", "kms:VerifyMac", on.intentKey, nil),
+		refuse(asFunction(settings.Claim), "binds an intent", "kms:GenerateMac", on.intentKey, nil),
+		// The account root keeps administering the fingerprint key (its policy's default
+		// statement), but gets no MAC operation out of it.
+		allow(as.deployer, "administers the fingerprint key", "kms:PutKeyPolicy", on.fingerprintKey, nil),
+		refuse(as.deployer, "verifies a destination fingerprint", "kms:VerifyMac", on.fingerprintKey, nil),
+		refuse(as.deployer, "fingerprints a guessed address", "kms:GenerateMac", on.fingerprintKey, nil),
 		allow(asFunction(settings.Events), "reads provider events from the queue", "kms:Decrypt", on.eventsQueueKey, viaSQS(on.eventsQueue)),
 
 		allow(as.operator, "reads a row", "dynamodb:GetItem", on.ledgerTable, nil),

@@ -52,7 +52,7 @@ func TestConfigFromContext(t *testing.T) {
 		{map[string]any{"stage": "local", "requireAlarmTopic": "false"}, false},
 		{map[string]any{"stage": "dev", "requireAlarmTopic": "true"}, true},
 	} {
-		tc.ctx["assetDir"], tc.ctx["sesFromAddress"] = assets, "no-reply@mail.example.com"
+		tc.ctx["assetDir"], tc.ctx["sesFromAddress"], tc.ctx["producerArns"] = assets, "no-reply@mail.example.com", producerARN
 		cfg, err := configFromContext(from(tc.ctx))
 		if err != nil {
 			t.Fatal(err)

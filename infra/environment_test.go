@@ -67,7 +67,7 @@ var contextProbes = []string{"false", "true", "0", "0s"}
 // baseContext is a valid stage's context with stub assets.
 func baseContext(t *testing.T) map[string]any {
 	return map[string]any{"stage": "test", "assetDir": stubAssets(t), "alarmTopicArn": testTopic,
-		"sesFromAddress": "no-reply@mail.example.com"}
+		"sesFromAddress": "no-reply@mail.example.com", "producerArns": producerARN}
 }
 
 // stageFrom reads a stage from ctx as `cdk synth -c` does, and validates it.

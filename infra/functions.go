@@ -46,6 +46,7 @@ func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, e
 	fs.SubjectIndex = !p.SkipSubjectIndex
 	fs.ContentKeyARN, fs.DispatchQueueURL = *st.contentKey.KeyArn(), *dispatchQueue.QueueUrl()
 	fs.AttemptProofKeyARN = *ev.proofKey.KeyArn()
+	fs.FingerprintKeyARN, fs.IntentKeyARN = *st.fingerprintKey.KeyArn(), *st.intentKey.KeyArn()
 	fs.SESConfigurationSet, fs.SMSConfigurationSet = ev.sesSet, ev.smsSet
 	fs.SMSProtectConfigurationID = ev.smsProtect
 	env := map[settings.Role]map[string]*string{}

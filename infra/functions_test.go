@@ -14,21 +14,23 @@ func TestFunctions(t *testing.T) {
 	s := synth(t, nil)
 	common := []string{"LEDGER_TABLE", "CONTENT_TABLE", "POLICY_VERSION", "LEASE_DURATION", "EXPIRY_MARGIN",
 		"HISTORY_RETENTION", "LOG_LEVEL", "LEDGER_AWSCALL_LOG", "FALLBACK_DELIVERY_WAIT", "OPEN_INDEX_SHARDS"}
-	sending := append(slices.Clone(common), "CONTENT_KEY_ARN", "ATTEMPT_PROOF_KEY_ARN", "SEND_GUARD", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
+	sending := append(slices.Clone(common), "ATTEMPT_PROOF_KEY_ARN", "SEND_GUARD", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "SES_FROM_ADDRESS",
 		"WEBHOOK_KEY_WINDOW", "WEBHOOK_TIMEOUT", "WEBHOOK_LOOKUP", "RECONCILE_MAX_ATTEMPTS", "SES_CONFIGURATION_SET", "SMS_CONFIGURATION_SET")
 	for _, tc := range []struct {
 		name    settings.Role
 		timeout float64
 		env     []string
 	}{
-		{settings.Claim, 30, append(slices.Clone(common), "LIMITS_TABLE", "SUPERSEDE_CHALLENGES")},
+		{settings.Claim, 30, append(slices.Clone(common), "LIMITS_TABLE", "SUPERSEDE_CHALLENGES", "INTENT_KEY_ARN",
+			"MAX_CHALLENGE_LIFETIME", "ACCEPT_INTENT_V1")},
 		// No SEND_RATE_EMAIL: unset means SES's own rate. SEND_RATE_SMS: the stack's default for SMS
 		// through End User Messaging (spend.go).
-		{settings.Dispatch, 60, append(slices.Clone(sending), "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",
+		{settings.Dispatch, 60, append(slices.Clone(sending), "CONTENT_KEY_ARN", "FINGERPRINT_KEY_ARN", "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",
 			"RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX", "SEND_RATE_SMS",
 			"LIMITS_TABLE", "LIMIT_DESTINATION", "LIMIT_SUBJECT", "LIMIT_SMS_COUNTRY", "LIMIT_SMS_GLOBAL", "SUPERSEDE_CHALLENGES", "SUBJECT_INDEX",
 			"SMS_ALLOWED_COUNTRIES", "SMS_PROTECT_CONFIGURATION_ID")},
-		// BUDGET_TABLE: the dispatch marks live in the budget table (reconcile reads them).
+		// BUDGET_TABLE: the dispatch marks live in the budget table (reconcile reads them). No
+		// CONTENT_KEY_ARN: without a webhook transport reconcile opens no content.
 		{settings.Reconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER",
 			"LOOKUP_SETTLE_PERIOD", "BUDGET_TABLE")},
 		{settings.Expire, 50, append(slices.Clone(common), "SWEEP_LIMIT")},
@@ -66,6 +68,12 @@ func TestFunctions(t *testing.T) {
 			}
 			if k, ok := vars["ATTEMPT_PROOF_KEY_ARN"]; ok && label(k) != "AttemptProofKey" {
 				t.Errorf("ATTEMPT_PROOF_KEY_ARN = %v, want the attempt proof key", k)
+			}
+			if k, ok := vars["FINGERPRINT_KEY_ARN"]; ok && label(k) != "FingerprintKey" {
+				t.Errorf("FINGERPRINT_KEY_ARN = %v, want the fingerprint key", k)
+			}
+			if k, ok := vars["INTENT_KEY_ARN"]; ok && label(k) != "IntentKey" {
+				t.Errorf("INTENT_KEY_ARN = %v, want the intent key", k)
 			}
 			if l, ok := vars["SWEEP_LIMIT"]; ok && l != "500" {
 				t.Errorf("SWEEP_LIMIT = %v", l)

@@ -42,6 +42,7 @@ func testProps(t *testing.T) *LedgerStackProps {
 	p.AssetDir = stubAssets(t)
 	p.Functions.SESFrom = "no-reply@mail.example.com"
 	p.AlarmTopicArn = testTopic
+	p.ProducerPrincipalArns = []string{producerARN}
 	return p
 }
 

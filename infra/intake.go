@@ -45,8 +45,14 @@ func queueTrigger(stack awscdk.Stack, id string, fn awslambda.Function, queue aw
 	})
 }
 
-// validateIntake checks what the intent queue needs of the props.
+// validateIntake checks what the intent queue needs of the props: producers on every stage but
+// the local one.
 func (p *LedgerStackProps) validateIntake(bad func(string, ...any)) {
+	if len(p.ProducerPrincipalArns) == 0 && !p.LocalStage {
+		bad("producerArns is not set: without it any principal of the account whose IAM policies allow it can " +
+			"publish an intent this stack sends from the verified sender. Pass -c producerArns=<the account service's " +
+			"role ARNs> (only the local emulator's stage, -c localStage=true, may leave it unset)")
+	}
 	if p.IntentRetention < time.Minute || p.IntentRetention > 14*24*time.Hour {
 		bad("IntentRetention %v: want 1m..14d", p.IntentRetention)
 	}

@@ -28,7 +28,8 @@ func TestClaimEventSource(t *testing.T) {
 
 // TestProducers: with producerArns, only the producers may send intents (sqs:SendMessage, nothing
 // more) and seal content (GenerateDataKey under the envelope's purpose), and every other principal
-// is denied both; without, nothing is denied and the synth warns what that leaves open.
+// is denied both; without (the local stage only), nothing is denied and the synth warns what that
+// leaves open.
 func TestProducers(t *testing.T) {
 	const producer = "arn:aws:iam::111122223333:role/account-service"
 	s := synth(t, func(p *LedgerStackProps) { p.ProducerPrincipalArns = []string{producer} })
@@ -60,7 +61,7 @@ func TestProducers(t *testing.T) {
 		t.Errorf("producerArns set, yet the synth warns: %v", w)
 	}
 
-	open := synth(t, nil)
+	open := synth(t, func(p *LedgerStackProps) { p.ProducerPrincipalArns, p.LocalStage = nil, true })
 	for _, sid := range []string{"ProducersSendIntents", "OnlyProducersSendIntents"} {
 		if strings.Contains(mustJSON(queuePolicy(t, open, "IntentQueue")), sid) {
 			t.Errorf("no producerArns, yet the intent queue policy has %s", sid)
@@ -80,4 +81,35 @@ func producerWarnings(s *synthesized) []string {
 		out = append(out, fmt.Sprint(m.Entry.Data))
 	}
 	return out
+}
+
+// TestProducerArnsRequired: a stage without producerArns does not synthesize, and the error names
+// producerArns, unless it is the local stage (localStage), which still synthesizes; the same
+// holds for a stage read from context, as `cdk synth` and `make deploy` read it.
+func TestProducerArnsRequired(t *testing.T) {
+	for _, stage := range []string{"dev", "prod"} {
+		p := testProps(t)
+		p.ProducerPrincipalArns = nil
+		p.Prefix = "resetledger-" + stage
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), "producerArns is not set") {
+			t.Errorf("stage %s without producerArns: Validate = %v, want an error naming producerArns", stage, err)
+		}
+		ctx := map[string]any{"stage": stage}
+		cfg, err := configFromContext(func(k string) any { return ctx[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Props.AssetDir, cfg.Props.Functions.SESFrom, cfg.Props.AlarmTopicArn = p.AssetDir, "no-reply@mail.example.com", testTopic
+		if err := cfg.Props.Validate(); err == nil || !strings.Contains(err.Error(), "producerArns") {
+			t.Errorf("stage %s from context without producerArns: Validate = %v, want an error naming producerArns", stage, err)
+		}
+	}
+	local := synth(t, func(p *LedgerStackProps) { p.ProducerPrincipalArns, p.LocalStage = nil, true })
+	if w := producerWarnings(local); len(w) != 1 {
+		t.Errorf("local stage without producerArns: warnings %q, want the one saying who may publish intents", w)
+	}
+	if got := localContext(t)["localStage"]; got != "true" {
+		t.Errorf("deploy-local.sh sets localStage=%q, want true (its stage has no producerArns)", got)
+	}
 }

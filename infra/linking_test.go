@@ -53,6 +53,12 @@ var pollerActions = map[string]bool{
 // good to the mapping's on-failure destination.
 var destinationActions = map[string]bool{"sqs:SendMessage": true, "sqs:GetQueueAttributes": true, "sqs:GetQueueUrl": true, "sns:Publish": true}
 
+// linkedForWebhook are the clients a function links for a configuration the stage may not have:
+// reconcile opens content (kms:Decrypt on the content key) only when a channel goes through the
+// webhook (settings.OpensContent), so a stage without one grants it no KMS call its binary makes,
+// while the same binary serves the stages with one. The "local" stage checks it is granted there.
+var linkedForWebhook = map[settings.Role][]string{settings.Reconcile: {"kms"}}
+
 func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 	linked := map[settings.Role][]string{}
 	for _, name := range settings.Functions {
@@ -67,6 +73,9 @@ func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 		exact bool
 	}{
 		{"production", nil, true},
+		{"production with email through the webhook", func(p *LedgerStackProps) {
+			p.Functions.Transports[ledger.Email], p.Functions.WebhookURL = settings.TransportWebhook, "https://gw.example.test/send"
+		}, false},
 		{"production with a configured email rate", func(p *LedgerStackProps) { p.Functions.SendRates[ledger.Email] = 14 }, true},
 		{"local", func(p *LedgerStackProps) {
 			p.Functions.Transports[ledger.SMS], p.Functions.WebhookURL, p.Functions.WebhookKeyWindow =
@@ -76,12 +85,18 @@ func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 	}
 	for _, st := range stages {
 		t.Run(st.name, func(t *testing.T) {
-			calls := binaryCalls(t, synth(t, st.mutate))
+			s := synth(t, st.mutate)
+			calls := binaryCalls(t, s)
 			for _, name := range settings.Functions {
 				granted := slices.Sorted(maps.Keys(calls[name]))
 				for _, svc := range linked[name] {
-					if _, ok := calls[name][svc]; !ok && st.exact {
+					if _, ok := calls[name][svc]; !ok && st.exact && !slices.Contains(linkedForWebhook[name], svc) {
 						t.Errorf("%s links the %s client, but its role may not call %s", name, svc, svc)
+					}
+				}
+				for _, svc := range linkedForWebhook[name] {
+					if _, ok := calls[name][svc]; ok != webhookStage(st.mutate) {
+						t.Errorf("%s's role may call %s: %v, want %v (a channel through the webhook: %v)", name, svc, ok, !ok, webhookStage(st.mutate))
 					}
 				}
 				for _, svc := range granted {
@@ -267,4 +282,14 @@ func viaService(stmt map[string]any) bool {
 		}
 	}
 	return false
+}
+
+// webhookStage reports whether a stage of TestFunctionsLinkWhatTheirRolesMayCall sends a channel
+// through the webhook.
+func webhookStage(mutate func(*LedgerStackProps)) bool {
+	p := DefaultLedgerStackProps("test")
+	if mutate != nil {
+		mutate(p)
+	}
+	return p.Functions.OpensContent(settings.Reconcile)
 }

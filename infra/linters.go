@@ -88,6 +88,13 @@ var linterSkips = map[string]map[string][]linterSkip{
 		"AttemptProofKey": {{"CKV_AWS_7", "An HMAC_256 key (GenerateMac/VerifyMac for the attempt proofs): KMS " +
 			"supports automatic rotation only for symmetric encryption keys, and CloudFormation requires " +
 			"EnableKeyRotation to be omitted or false for HMAC keys. This check treats HMAC keys as rotatable."}},
+		"FingerprintKey": {{"CKV_AWS_7", "An HMAC_256 key (GenerateMac for the destination fingerprints): KMS " +
+			"supports automatic rotation only for symmetric encryption keys, and CloudFormation requires " +
+			"EnableKeyRotation to be omitted or false for HMAC keys. Rotating it by hand resets the destination " +
+			"counters (docs/deploy.md)."}},
+		"IntentKey": {{"CKV_AWS_7", "An HMAC_256 key (producers GenerateMac, claim VerifyMac, binding an intent's " +
+			"fields): KMS supports automatic rotation only for symmetric encryption keys, and CloudFormation requires " +
+			"EnableKeyRotation to be omitted or false for HMAC keys."}},
 	},
 	"AWS::DynamoDB::Table": {
 		"ContentTable": {{"CKV_AWS_28", "The content table holds sealed secret-bearing messages for minutes (TTL at " +

@@ -36,16 +36,18 @@ func (p *LedgerStackProps) grant(stack awscdk.Stack, fns map[settings.Role]awsla
 			},
 		}))
 	}
-	grantCalls(fns, st, in, q, ev)
+	p.grantCalls(fns, st, in, q, ev)
 	p.grantReclaim(fns[settings.Dispatch], st)
 	p.grantSenders(stack, fns, st.contentKey, in, ev)
 	grantProofs(fns, ev.proofKey)
+	grantFingerprints(fns, st.fingerprintKey)
+	p.grantIntents(fns, st.intentKey)
 	grantEventsQueueKey(fns[settings.Events], ev.queueKey)
 	p.suppressWildcards(fns[settings.Dispatch])
 }
 
 // grantCalls allows each function the DynamoDB and SQS calls it makes.
-func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues, ev providerEvents) {
+func (p *LedgerStackProps) grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake, q dispatchQueues, ev providerEvents) {
 	ledgerArn, contentArn := st.ledger.TableArn(), st.content.TableArn()
 	openIndexArn := st.ledgerIndexArn(dynamostore.IndexName)
 	allow := func(name settings.Role, resources []*string, actions ...string) {
@@ -78,7 +80,12 @@ func grantCalls(fns map[settings.Role]awslambda.Function, st storage, in intake,
 	allow(settings.Reconcile, []*string{openIndexArn}, "dynamodb:Query")
 	// Sweeps list the open index's keys, then read the rows in batches (Store.ListOpen).
 	allow(settings.Reconcile, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
-	allow(settings.Reconcile, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
+	// Reconcile purges the content of the rows it ends; it reads content only for a same-key
+	// retry, which only the webhook allows (settings.OpensContent).
+	allow(settings.Reconcile, []*string{contentArn}, "dynamodb:DeleteItem")
+	if p.Functions.OpensContent(settings.Reconcile) {
+		allow(settings.Reconcile, []*string{contentArn}, "dynamodb:GetItem")
+	}
 	// Re-drives: due rows no dispatch picked up within RedriveAfter go back to dispatch.
 	allow(settings.Reconcile, []*string{q.queue.QueueArn()}, "sqs:SendMessage")
 	// The dispatch marks (how far dispatch has read the stream and the queue) live in the budget
@@ -111,14 +118,18 @@ func (p *LedgerStackProps) grantReclaim(dispatch awslambda.Function, st storage)
 	}))
 }
 
-// grantSenders lets the senders decrypt content, and dispatch send through the configured
-// transports; a key-policy deny makes decrypting exclusive to them within the account. Only
-// dispatch sends through SES and SMS: reconcile retries only through a transport that honors an
-// idempotency key (the webhook), which needs no AWS permission. Producers may seal content and
+// grantSenders lets the senders that open content decrypt it, and dispatch send through the
+// configured transports; a key-policy deny makes decrypting exclusive to them within the account.
+// Only dispatch sends through SES and SMS: reconcile retries only through a transport that honors
+// an idempotency key (the webhook), which needs no AWS permission, and opens content only then
+// (settings.OpensContent): without a webhook it may not decrypt. Producers may seal content and
 // send intents (grantProducers).
 func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, contentKey awskms.Key, in intake, ev providerEvents) {
 	senderRoles := []*string{}
 	for _, name := range settings.Senders {
+		if !p.Functions.OpensContent(name) {
+			continue
+		}
 		contentKey.GrantDecrypt(fns[name])
 		senderRoles = append(senderRoles, fns[name].Role().RoleArn())
 	}
@@ -153,7 +164,8 @@ func (p *LedgerStackProps) grantSenders(stack awscdk.Stack, fns map[settings.Rol
 //     GrantSendMessages, which adds GetQueueAttributes and GetQueueUrl), and denies it to every
 //     other principal.
 //
-// Without producerArns nothing is denied, and the synth says what that leaves open.
+// Without producerArns (only the local stage may leave it unset: Validate) nothing is denied, and
+// the synth says what that leaves open.
 func (p *LedgerStackProps) grantProducers(stack awscdk.Stack, contentKey awskms.Key, in intake) {
 	if len(p.ProducerPrincipalArns) == 0 {
 		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("resetledger:producerArnsUnset"), jsii.String(
@@ -205,7 +217,10 @@ func (p *LedgerStackProps) grantProducers(stack awscdk.Stack, contentKey awskms.
 // send through SES or SMS) and events verify them (kms:VerifyMac). Reconcile reads the key's ARN
 // but never sends through SES or SMS, so it holds neither. The key policy denies GenerateMac to
 // every principal but dispatch's role, the account root included, so no IAM policy can let
-// anyone else make a proof that an event would carry as ours.
+// anyone else make a proof that an event would carry as ours; and VerifyMac to every principal
+// but the events role: nothing else checks a proof, and destination fingerprints made under this
+// key before the fingerprint key existed (macs.go) stay in the limits table until their windows
+// end, which a VerifyMac would let anyone test guessed addresses against.
 func grantProofs(fns map[settings.Role]awslambda.Function, proofKey awskms.Key) {
 	allow := func(name settings.Role, action string) {
 		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -225,6 +240,7 @@ func grantProofs(fns map[settings.Role]awslambda.Function, proofKey awskms.Key) 
 			"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": fns[settings.Dispatch].Role().RoleArn()},
 		},
 	}), jsii.Bool(false))
+	onlyMac(proofKey, "OnlyEventsVerify", "kms:VerifyMac", []*string{fns[settings.Events].Role().RoleArn()})
 }
 
 // grantEventsQueueKey lets the events role decrypt the provider events queue (the SQS event

@@ -34,7 +34,8 @@ func TestLeastPrivilege(t *testing.T) {
 			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:PutItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
 				"dynamodb:PutItem on ContentTable", "dynamodb:DeleteItem on ContentTable",
 				"dynamodb:UpdateItem on LimitsTable", // each subject's newest challenge
-				"sqs:DeleteMessage on IntentQueue", "sqs:GetQueueAttributes on IntentQueue", "sqs:ReceiveMessage on IntentQueue"}),
+				"sqs:DeleteMessage on IntentQueue", "sqs:GetQueueAttributes on IntentQueue", "sqs:ReceiveMessage on IntentQueue",
+				"kms:VerifyMac on IntentKey"}), // what the producer bound is what the claim decides on
 		"Dispatch": join(tableKey, logs("Dispatch"), send,
 			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
 				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable",
@@ -47,11 +48,14 @@ func TestLeastPrivilege(t *testing.T) {
 				"dynamodb:Query on LedgerTable/index/subject", "dynamodb:BatchGetItem on LedgerTable",
 				"sqs:DeleteMessage on DispatchQueue", "sqs:GetQueueAttributes on DispatchQueue", "sqs:ReceiveMessage on DispatchQueue",
 				"sqs:SendMessage on DispatchQueue",
-				"kms:GenerateMac on AttemptProofKey"}), // every SES or SMS send carries its attempt's proof
+				"kms:GenerateMac on AttemptProofKey", // every SES or SMS send carries its attempt's proof
+				"kms:GenerateMac on FingerprintKey"}), // the destination limit's counter keys
+		// No content read: without a webhook transport reconcile never opens content
+		// (TestReconcileContentOnlyWithWebhook); it purges the content of the rows it ends.
 		"Reconcile": join(tableKey, logs("Reconcile"),
-			[]string{"kms:Decrypt on ContentKey", "dynamodb:BatchGetItem on LedgerTable",
+			[]string{"dynamodb:BatchGetItem on LedgerTable",
 				"dynamodb:Query on LedgerTable/index/open", "dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
-				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable", "sqs:SendMessage on DispatchQueue",
+				"dynamodb:DeleteItem on ContentTable", "sqs:SendMessage on DispatchQueue",
 				"dynamodb:GetItem on BudgetTable", "dynamodb:UpdateItem on BudgetTable"}), // the dispatch marks
 		// The provider events queue's poller; rows read and updated; content purged.
 		"Events": join(tableKey, logs("Events"),
@@ -205,8 +209,9 @@ func TestContentKeyDecryptIsExclusive(t *testing.T) {
 		exempt = append(exempt, label(r))
 	}
 	sort.Strings(exempt)
-	if !slices.Equal(exempt, []string{"DispatchRole", "ReconcileRole"}) {
-		t.Errorf("decrypt exempt = %v, want the dispatch and reconcile roles", exempt)
+	// With SES and End User Messaging SMS reconcile never opens content (settings.OpensContent).
+	if !slices.Equal(exempt, []string{"DispatchRole"}) {
+		t.Errorf("decrypt exempt = %v, want the dispatch role only (no webhook transport)", exempt)
 	}
 	sort.Strings(producer)
 	if !slices.Equal(producer, []string{"kms:GenerateDataKey"}) {
@@ -220,4 +225,51 @@ func TestContentKeyDecryptIsExclusive(t *testing.T) {
 			})})},
 		})
 	})
+}
+
+// TestReconcileContentOnlyWithWebhook: reconcile opens content only for a same-key retry, which
+// only the webhook transport allows. With SES and End User Messaging SMS its role holds neither
+// kms:Decrypt on the content key nor GetItem on the content table (it keeps DeleteItem, to purge
+// the content of the rows it ends), the key's Deny exempts dispatch only, and its environment has
+// no CONTENT_KEY_ARN. With a webhook on either channel it holds both, the Deny exempts it, and
+// it is given the key.
+func TestReconcileContentOnlyWithWebhook(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*LedgerStackProps)
+		content bool
+	}{
+		{"ses and sms", nil, false},
+		{"sms through the webhook", func(p *LedgerStackProps) {
+			p.Functions.Transports[ledger.SMS], p.Functions.WebhookURL = settings.TransportWebhook, "https://gw.example.test/send"
+		}, true},
+		{"email through the webhook", func(p *LedgerStackProps) {
+			p.Functions.Transports[ledger.Email], p.Functions.WebhookURL = settings.TransportWebhook, "https://gw.example.test/send"
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := synth(t, tc.mutate)
+			grants := s.grants(t)["Reconcile"]
+			has := func(g string) bool { return slices.Contains(grants, g) }
+			if has("kms:Decrypt on ContentKey") != tc.content || has("dynamodb:GetItem on ContentTable") != tc.content {
+				t.Errorf("reconcile grants %v: want kms:Decrypt ContentKey and dynamodb:GetItem ContentTable: %v", grants, tc.content)
+			}
+			if !has("dynamodb:DeleteItem on ContentTable") {
+				t.Errorf("reconcile grants %v: want dynamodb:DeleteItem ContentTable (it purges the rows it ends)", grants)
+			}
+			key := props(s.resources("AWS::KMS::Key")[s.logicalID(t, "AWS::KMS::Key", "ContentKey")])
+			deny := policyStatement(t, key["KeyPolicy"].(map[string]any), "OnlySendersDecrypt")
+			var exempt []string
+			for _, r := range list(deny["Condition"].(map[string]any)["ArnNotEquals"].(map[string]any)["aws:PrincipalArn"]) {
+				exempt = append(exempt, label(r))
+			}
+			if slices.Contains(exempt, "ReconcileRole") != tc.content {
+				t.Errorf("OnlySendersDecrypt exempts %v: reconcile exempt want %v", exempt, tc.content)
+			}
+			env := s.function(t, settings.Reconcile)["Environment"].(map[string]any)["Variables"].(map[string]any)
+			if _, given := env[settings.ContentKeyARN.Env]; given != tc.content {
+				t.Errorf("reconcile environment has %s: %v, want %v", settings.ContentKeyARN.Env, given, tc.content)
+			}
+		})
+	}
 }

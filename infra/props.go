@@ -69,8 +69,13 @@ type LedgerStackProps struct {
 	// SESIdentity is the SES identity that authorises the sender; the from address's domain if empty.
 	SESIdentity string
 
-	// ProducerPrincipalArns may send intents and encrypt content (the account service's roles).
+	// ProducerPrincipalArns may send intents, seal content and bind intents (the account
+	// service's roles). Required unless LocalStage: without it nothing limits who may publish an
+	// intent, which the stack sends from the verified reset sender.
 	ProducerPrincipalArns []string
+	// LocalStage marks the stage deployed to the local emulator (localstack/deploy-local.sh),
+	// which enforces no IAM: the one stage that may leave ProducerPrincipalArns unset.
+	LocalStage bool
 	// OperatorPrincipalArns may assume the LedgerOperator role (operator.go); empty, any IAM
 	// principal of the account whose own policy allows sts:AssumeRole on it may.
 	OperatorPrincipalArns []string

@@ -121,6 +121,8 @@ func stackOutputs(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, 
 	out(outputs.LimitsTable, st.limits.TableName(), "Send-limit counters and each subject's newest challenge")
 	out(outputs.ContentKeyARN, st.contentKey.KeyArn(), "Producers encrypt notification content with this key")
 	out(outputs.AttemptProofKeyARN, ev.proofKey.KeyArn(), "Dispatch signs each send's attempt with this HMAC key; the events function verifies provider events with it")
+	out(outputs.IntentKeyARN, st.intentKey.KeyArn(), "Producers bind each intent's fields with this HMAC key (kms:GenerateMac); the claim function verifies them")
+	out(outputs.FingerprintKeyARN, st.fingerprintKey.KeyArn(), "Dispatch MACs destinations into the limits table's keys with this HMAC key; nobody may verify with it")
 	for _, name := range settings.Functions {
 		out(outputs.Function(name), fns[name].FunctionName(), string(name)+" function")
 	}

@@ -28,13 +28,13 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
 		"AWS::DynamoDB::Table":            4, // ledger, content, budget, limits
 		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
-		"AWS::KMS::Key":                   6, // ledger, content, provider events topic and queues, attempt proofs, backup vault
+		"AWS::KMS::Key":                   8, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault
 		"AWS::Events::Rule":               6, // the two sweeps' schedules; key, ledger, queue and topic policy changes (audit.go)
 		"AWS::Logs::LogGroup":             5,
 		"AWS::IAM::Role":                  8, // the five functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
-		// TestAlarmsAndDashboard names each one: 36 fixed, one per channel, one per open state, and
-		// the send limits' five (one per limit rule but supersession).
-		"AWS::CloudWatch::Alarm":                     float64(36 + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
+		// TestAlarmsAndDashboard names each one: 37 fixed (IntentSealRefused among them), one per
+		// channel, one per open state, and the send limits' five (one per limit rule but supersession).
+		"AWS::CloudWatch::Alarm":                     float64(37 + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
 		"AWS::Backup::BackupVault":                   1,
 		"AWS::Backup::BackupPlan":                    1,
 		"AWS::Backup::BackupSelection":               1, // the ledger table

@@ -17,6 +17,9 @@ type storage struct {
 	// ledgerKey encrypts every table at rest; contentKey seals the secret-bearing envelope, which
 	// the producer encrypts and only dispatch and reconcile may decrypt.
 	ledgerKey, contentKey awskms.Key
+	// fingerprintKey MACs destinations into the limits table's keys; intentKey binds an intent's
+	// fields (macs.go).
+	fingerprintKey, intentKey awskms.Key
 	// ledger holds the rows and streams their changes to dispatch; content holds sealed content
 	// for minutes; budget holds the send-rate budget; limits holds the send-limit counters and each
 	// subject's newest challenge.
@@ -51,6 +54,7 @@ func (p *LedgerStackProps) storage(stack awscdk.Stack) storage {
 		contentKey: key(awscall.ContentKey, "sealed reset-notification content (producer encrypts, dispatch decrypts)",
 			"alias/"+p.Prefix+"-content"),
 	}
+	s.fingerprintKey, s.intentKey = p.macKeys(stack)
 	s.ledger = p.ledgerTable(stack, s.ledgerKey)
 	s.content = p.contentTable(stack, s.ledgerKey)
 	s.budget = p.budgetTable(stack, s.ledgerKey)

@@ -129,6 +129,9 @@ CONTEXT=(
   -c logAwsCalls=true
   # Nobody is paged from the emulator: its alarms are deployed without a topic.
   -c requireAlarmTopic=false
+  # The emulator enforces no IAM, and the local tests publish intents with its static test
+  # credentials: the one stage that may leave producerArns unset (every other stage's synth fails).
+  -c localStage=true
   # The emulator's CloudFormation rejects metric-math alarms (the email bounce and complaint rates).
   -c mathAlarms=false
   # The emulator's CloudFormation has no provisioner for AWS::Backup::BackupSelection (it refuses

@@ -60,6 +60,12 @@ const (
 	// AttemptProofKey is the KMS HMAC key dispatch signs attempts with and
 	// events verifies provider events with.
 	AttemptProofKey = "AttemptProofKey"
+	// FingerprintKey is the KMS HMAC key dispatch MACs destinations with
+	// (the destination limit's counter keys).
+	FingerprintKey = "FingerprintKey"
+	// IntentKey is the KMS HMAC key producers bind intents with and claim
+	// verifies them with.
+	IntentKey = "IntentKey"
 )
 
 // Counted is a distinct call and how often it was made.

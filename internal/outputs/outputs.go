@@ -50,6 +50,12 @@ var (
 	// AttemptProofKeyARN is the HMAC key dispatch signs attempts with (the
 	// local end-to-end test signs the events it publishes with it).
 	AttemptProofKeyARN = Output{Name: "AttemptProofKeyArn", Env: settings.AttemptProofKeyARN.Env}
+	// IntentKeyARN is the HMAC key producers bind an intent's fields with
+	// (kms:GenerateMac), next to the content key they seal with.
+	IntentKeyARN = Output{Name: "IntentKeyArn", Env: settings.IntentKeyARN.Env, Required: true}
+	// FingerprintKeyARN is the HMAC key of the destination fingerprints (the
+	// end-to-end test binds dispatch's recorded calls to it).
+	FingerprintKeyARN = Output{Name: "FingerprintKeyArn"}
 	// OperatorRoleARN is the LedgerOperator role ledgerctl's operators assume.
 	OperatorRoleARN = Output{Name: "LedgerOperatorRoleArn"}
 	// BackupVault is the AWS Backup vault of the ledger table's daily backups (not on a
@@ -72,7 +78,8 @@ func All() []Output {
 	all := []Output{
 		IntentQueueURL, IntentQueueARN, IntentDLQURL, StreamFailureDLQURL, DispatchQueueURL, DispatchQueueDLQURL,
 		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
-		LedgerTable, ContentTable, BudgetTable, LimitsTable, ContentKeyARN, AttemptProofKeyARN, OperatorRoleARN, BackupVault,
+		LedgerTable, ContentTable, BudgetTable, LimitsTable, ContentKeyARN, AttemptProofKeyARN, IntentKeyARN, FingerprintKeyARN,
+		OperatorRoleARN, BackupVault,
 	}
 	for _, r := range settings.Functions {
 		all = append(all, Function(r))

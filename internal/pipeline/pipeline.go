@@ -244,7 +244,8 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	key := p.createKeyAndSender(cfg)
 	proofKey := p.createMACKey(cfg, "attempt-proof")
 	p.proofs = &attemptproof.KMS{Client: kms.NewFromConfig(cfg), KeyARN: *proofKey.Arn}
-	p.FingerprintKeyARN = *p.createMACKey(cfg, "fingerprint").Arn
+	fingerprintKey := p.createMACKey(cfg, "fingerprint")
+	p.FingerprintKeyARN = *fingerprintKey.Arn
 	intentKey := p.createMACKey(cfg, "intent")
 	p.IntentKeyARN = *intentKey.Arn
 	p.Seals = &intentseal.KMS{Client: kms.NewFromConfig(cfg), KeyARN: p.IntentKeyARN}
@@ -266,7 +267,9 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	if o.FunctionConfig != nil {
 		o.FunctionConfig(&fnCfg)
 	}
-	p.recordCalls(cfg.Region, *key.KeyId, *proofKey.KeyId)
+	p.recordCalls(cfg.Region, *key.KeyId, map[string]string{
+		*proofKey.KeyId: awscall.AttemptProofKey, *intentKey.KeyId: awscall.IntentKey, *fingerprintKey.KeyId: awscall.FingerprintKey,
+	})
 	p.startFunctions(fnCfg, o, *key.Arn, *proofKey.Arn, srv.URL+"/send")
 	p.Producer = &producer.Producer{
 		Queue: p.SQS, QueueURL: p.QueueURL,
@@ -467,14 +470,14 @@ var rolePorts = map[settings.Role]wire.Ports{
 
 // recordCalls writes the functions' AWS calls when the test ends, with the
 // binding of this pipeline's tables, key and sender to the template's names.
-func (p *Pipeline) recordCalls(region, keyID, proofKeyID string) {
+func (p *Pipeline) recordCalls(region, keyID string, hmacKeys map[string]string) {
 	_, domain, _ := strings.Cut(p.sender, "@")
 	binding := map[string]string{
 		p.LedgerTable: awscall.LedgerTable, p.ContentTable: awscall.ContentTable, keyID: awscall.ContentKey,
-		proofKeyID: awscall.AttemptProofKey,
-		p.sender:   awscall.SESFromAddress, domain: awscall.SESIdentity,
+		p.sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
 		p.BudgetTable: awscall.BudgetTable, p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: awscall.DispatchQueue,
 	}
+	maps.Copy(binding, hmacKeys)
 	if p.ConfigurationSet != "" {
 		binding[p.ConfigurationSet] = awscall.SESConfigurationSet
 	}

@@ -4,11 +4,14 @@
 //
 // A plain hash of a phone number (or of an address at a known domain) is
 // reversed by hashing every candidate, so the address is never hashed
-// without a key. The MAC is made under the stack's attempt-proof HMAC key
-// (KMS GenerateMac: the key never leaves KMS), with a domain string of its
-// own, so that no fingerprint is ever an attempt proof and no attempt proof
-// a fingerprint. Fingerprints stay in the limit counters' keys: never in a
-// history entry, a log line, an error or a metric.
+// without a key. The MAC is made under the stack's fingerprint HMAC key
+// (KMS GenerateMac: the key never leaves KMS), a key of its own that only
+// dispatch may MAC with and nobody may verify with, so that whoever can read
+// the limits table's keys cannot confirm a guessed address (no VerifyMac of
+// a guess, no MAC of one to look up). The domain string keeps fingerprints
+// apart from every other MAC even so. Fingerprints stay in the limit
+// counters' keys: never in a history entry, a log line, an error or a
+// metric.
 package fingerprint
 
 import (
