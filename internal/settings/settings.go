@@ -151,6 +151,9 @@ type Settings struct {
 	WebhookLookup bool
 	// WebhookTimeout bounds one webhook request; a timeout is an unknown outcome.
 	WebhookTimeout time.Duration
+	// WebhookSecretARN is the Secrets Manager secret whose value signs every
+	// webhook request; required if a channel uses the webhook.
+	WebhookSecretARN string
 	// BudgetTable holds the send-rate budget (dispatch).
 	BudgetTable string
 	// SendRates is the send-rate budget per channel in sends per second.
@@ -179,6 +182,17 @@ type Settings struct {
 	AcceptIntentV1 bool
 }
 
+// UsesWebhook reports whether a channel sends through the webhook: the
+// senders then sign every request with WEBHOOK_SECRET_ARN's secret.
+func (s Settings) UsesWebhook() bool {
+	for _, kind := range s.Transports {
+		if kind == TransportWebhook {
+			return true
+		}
+	}
+	return false
+}
+
 // Load reads the settings for role through getenv (os.Getenv in main): the
 // declared defaults, overridden by every declared variable that is set. The
 // error lists every bad variable by name, never its value.
@@ -200,6 +214,11 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 		}
 	}
 	problems = append(problems, s.Check(role)...)
+	if role.sends() && s.UsesWebhook() && s.WebhookSecretARN == "" {
+		// Not in Check: the stack checks its settings before it creates the
+		// secret and sets the variable from it.
+		problems = append(problems, Problem{WebhookSecretARN, "required when a channel's transport is " + TransportWebhook + ": every webhook request is signed"})
+	}
 	if len(problems) > 0 {
 		errs := make([]error, len(problems))
 		for i, p := range problems {
