@@ -60,6 +60,10 @@ const (
 	// AttemptProofKey is the KMS HMAC key dispatch signs attempts with and
 	// events verifies provider events with.
 	AttemptProofKey = "AttemptProofKey"
+	// WebhookSecret is the Secrets Manager secret the senders sign webhook
+	// requests with. A harness binds the secret's name with its random
+	// suffix (the last element of its ARN) to it.
+	WebhookSecret = "WebhookSecret"
 )
 
 // Counted is a distinct call and how often it was made.

@@ -31,6 +31,7 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -125,8 +126,11 @@ type Pipeline struct {
 	sender            string
 	base              int
 	Provider          *webhooktest.Provider
-	skewMu            sync.Mutex
-	skew              time.Duration
+	// WebhookSecret is the value of the signing secret the senders read
+	// from Secrets Manager and the provider checks requests with.
+	WebhookSecret []byte
+	skewMu        sync.Mutex
+	skew          time.Duration
 	// Calls records the AWS calls the four functions make (internal/awscall),
 	// written for infra's IAM coverage test when LEDGER_AWSCALL_DIR is set.
 	Calls *awscall.Recorder
@@ -252,6 +256,13 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	if o.ProviderEvents {
 		p.createEventsRoute(cfg, o.MaxReceives)
 	}
+	// The webhook signing secret, in Secrets Manager as the stack keeps it:
+	// the senders read it at start, the provider checks every request with it.
+	secretARN, secret := emulator.Secret(t, secretsmanager.NewFromConfig(cfg), "webhook-secret")
+	p.WebhookSecret = []byte(secret)
+	if o.Provider.Secrets == nil {
+		o.Provider.Secrets = webhooktest.Static(p.WebhookSecret)
+	}
 	p.Provider = webhooktest.NewProvider(o.Provider)
 	var h http.Handler = p.Provider
 	if o.WrapProvider != nil {
@@ -266,8 +277,8 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	if o.FunctionConfig != nil {
 		o.FunctionConfig(&fnCfg)
 	}
-	p.recordCalls(cfg.Region, *key.KeyId, *proofKey.KeyId)
-	p.startFunctions(fnCfg, o, *key.Arn, *proofKey.Arn, srv.URL+"/send")
+	p.recordCalls(cfg.Region, *key.KeyId, *proofKey.KeyId, secretARN)
+	p.startFunctions(fnCfg, o, *key.Arn, *proofKey.Arn, srv.URL+"/send", secretARN)
 	p.Producer = &producer.Producer{
 		Queue: p.SQS, QueueURL: p.QueueURL,
 		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.Arn},
@@ -406,7 +417,7 @@ func (p *Pipeline) PumpEvents() (failed int) {
 // local stack deploys it with (Settings.Environ) and o.Env on top: email through SES, SMS
 // through the webhook at webhookURL, which honors no Idempotency-Key. Their AWS calls are
 // recorded and their clock is the pipeline's.
-func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyARN, webhookURL string) {
+func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyARN, webhookURL, webhookSecretARN string) {
 	p.t.Helper()
 	fs := settings.Defaults()
 	fs.LedgerTable, fs.ContentTable, fs.ContentKeyARN = p.LedgerTable, p.ContentTable, keyARN
@@ -416,6 +427,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	fs.SubjectIndex = true // the ledger table is made with the stack's indexes (dynamostore.CreateTables)
 	fs.Transports[ledger.SMS], fs.SESFrom = settings.TransportWebhook, p.sender
 	fs.WebhookURL, fs.WebhookKeyWindow, fs.WebhookTimeout = webhookURL, 0, 2*time.Second
+	fs.WebhookSecretARN = webhookSecretARN
 	fs.SESConfigurationSet = p.ConfigurationSet
 	if p.ConfigurationSet == "" {
 		// No provider-events route: nothing can report a bounce, so a held
@@ -467,13 +479,14 @@ var rolePorts = map[settings.Role]wire.Ports{
 
 // recordCalls writes the functions' AWS calls when the test ends, with the
 // binding of this pipeline's tables, key and sender to the template's names.
-func (p *Pipeline) recordCalls(region, keyID, proofKeyID string) {
+func (p *Pipeline) recordCalls(region, keyID, proofKeyID, secretARN string) {
 	_, domain, _ := strings.Cut(p.sender, "@")
 	binding := map[string]string{
 		p.LedgerTable: awscall.LedgerTable, p.ContentTable: awscall.ContentTable, keyID: awscall.ContentKey,
 		proofKeyID: awscall.AttemptProofKey,
 		p.sender:   awscall.SESFromAddress, domain: awscall.SESIdentity,
 		p.BudgetTable: awscall.BudgetTable, p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: awscall.DispatchQueue,
+		secretARN[strings.LastIndex(secretARN, ":")+1:]: awscall.WebhookSecret,
 	}
 	if p.ConfigurationSet != "" {
 		binding[p.ConfigurationSet] = awscall.SESConfigurationSet
