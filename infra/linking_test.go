@@ -71,9 +71,9 @@ func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 	}{
 		{"production", nil, true, []string{"secretsmanager"}},
 		{"production with a configured email rate", func(p *LedgerStackProps) { p.Functions.SendRates[ledger.Email] = 14 }, true, []string{"secretsmanager"}},
-		{"production with a webhook", func(p *LedgerStackProps) {
-			p.Functions.Transports[ledger.Email], p.Functions.WebhookURL = settings.TransportWebhook, "https://gw.example.com/send"
-		}, true, nil},
+		{"production with email through a webhook", func(p *LedgerStackProps) {
+			p.Functions.Transports[ledger.Email], p.Functions.WebhookURL, p.Functions.SESFrom = settings.TransportWebhook, "https://gw.example.com/send", ""
+		}, true, []string{"ses"}},
 		{"local", func(p *LedgerStackProps) {
 			p.Functions.Transports[ledger.SMS], p.Functions.WebhookURL, p.Functions.WebhookKeyWindow =
 				settings.TransportWebhook, "http://127.0.0.1:4599/send", 0
