@@ -58,7 +58,7 @@ var (
 	// WebhookSecretARN is the Secrets Manager secret that signs every
 	// webhook request (only on a stage with a webhook transport): operators
 	// rotate it, and the local stage gives its value to the local provider.
-	WebhookSecretARN = Output{Name: "WebhookSecretArn", Env: settings.WebhookSecretARN.Env, Conditional: true}
+	WebhookSecretARN = Output{Name: "WebhookSecretArn", Conditional: true}
 )
 
 // Function is the output holding the deployed name of a function

@@ -7,6 +7,7 @@
 package webhooksecret
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,19 +28,28 @@ type Client interface {
 }
 
 // Load returns the current value (AWSCURRENT) of the secret arn: its
-// SecretString's bytes, or its SecretBinary.
+// SecretString's bytes, or its SecretBinary, used as they are. A value that
+// begins or ends with white space is refused: it is almost always a
+// newline a file put there, which the receiver would not sign with, so
+// every request would be refused.
 func Load(ctx context.Context, c Client, arn string) ([]byte, error) {
 	out, err := c.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrSecret, arn, err)
 	}
+	var v []byte
 	switch {
 	case out.SecretString != nil && *out.SecretString != "":
-		return []byte(*out.SecretString), nil
+		v = []byte(*out.SecretString)
 	case len(out.SecretBinary) > 0:
-		return out.SecretBinary, nil
+		v = out.SecretBinary
+	default:
+		return nil, fmt.Errorf("%w %s: the secret has no value", ErrSecret, arn)
 	}
-	return nil, fmt.Errorf("%w %s: the secret has no value", ErrSecret, arn)
+	if len(bytes.TrimSpace(v)) != len(v) {
+		return nil, fmt.Errorf("%w %s: the value begins or ends with white space (a trailing newline?)", ErrSecret, arn)
+	}
+	return v, nil
 }
 
 // Transports returns a builder of the webhook transport for env: the first
