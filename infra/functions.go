@@ -50,7 +50,7 @@ func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, e
 	fs.SESConfigurationSet, fs.SMSConfigurationSet = ev.sesSet, ev.smsSet
 	fs.SMSProtectConfigurationID = ev.smsProtect
 	if webhookSecret != nil {
-		fs.WebhookSecretARN = *webhookSecret.SecretArn()
+		fs.WebhookSecretARN = *secretARN(webhookSecret)
 	}
 	env := map[settings.Role]map[string]*string{}
 	for _, name := range settings.Functions {

@@ -53,7 +53,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	stackOutputs(stack, fns, st, in, q, ev)
 	if whSecret != nil {
 		awscdk.NewCfnOutput(stack, jsii.String(outputs.WebhookSecretARN.Name), &awscdk.CfnOutputProps{
-			Value: whSecret.SecretArn(), Description: jsii.String("The webhook signing secret; the receiver holds the same value"),
+			Value: secretARN(whSecret), Description: jsii.String("The webhook signing secret; the receiver holds the same value"),
 		})
 	}
 	suppressLinterFindings(stack) // cfn-lint and checkov findings that do not apply, with reasons (linters.go)

@@ -40,6 +40,12 @@ func (p *LedgerStackProps) webhookSecret(stack awscdk.Stack) awssecretsmanager.S
 	return secret
 }
 
+// secretARN is the secret's ARN as Fn::GetAtt Id, which is the ARN both in CloudFormation and in
+// the local emulator (whose Ref of a secret gives its name, where CloudFormation gives the ARN).
+func secretARN(secret awssecretsmanager.Secret) *string {
+	return secret.Node().DefaultChild().(awssecretsmanager.CfnSecret).AttrId()
+}
+
 // grantWebhookSecret lets the senders read the signing secret: secretsmanager:GetSecretValue on
 // it, nothing else (not GrantRead, which adds DescribeSecret). Dispatch signs its sends, reconcile
 // its same-key retries and its lookups. The secret is encrypted under the account's
@@ -51,7 +57,7 @@ func grantWebhookSecret(fns map[settings.Role]awslambda.Function, secret awssecr
 	for _, name := range settings.Senders {
 		fns[name].AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
-			Resources: jsii.Strings(*secret.SecretArn()),
+			Resources: &[]*string{secretARN(secret)},
 		}))
 	}
 }

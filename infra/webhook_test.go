@@ -39,7 +39,7 @@ func TestWebhookSecret(t *testing.T) {
 				}
 				var want []string
 				if tc.webhook && (role == "Dispatch" || role == "Reconcile") {
-					want = []string{"secretsmanager:GetSecretValue on WebhookSecret"}
+					want = []string{"secretsmanager:GetSecretValue on WebhookSecret.Id"}
 				}
 				if !slices.Equal(got, want) {
 					t.Errorf("%s: secretsmanager grants %q, want %q", role, got, want)
@@ -50,7 +50,7 @@ func TestWebhookSecret(t *testing.T) {
 				v, ok := vars[settings.WebhookSecretARN.Env]
 				if want := tc.webhook && slices.Contains(settings.Senders, role); ok != want {
 					t.Errorf("%s: %s set %v, want %v", role, settings.WebhookSecretARN.Env, ok, want)
-				} else if ok && label(v) != "WebhookSecret" {
+				} else if ok && label(v) != "WebhookSecret.Id" {
 					t.Errorf("%s: %s = %s, want the stack's secret", role, settings.WebhookSecretARN.Env, mustJSON(v))
 				}
 			}

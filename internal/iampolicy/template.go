@@ -480,6 +480,8 @@ func (s *Stack) attr(id, attr string) (string, error) {
 		return "arn:aws:logs:" + region + ":" + account + ":log-group:" + name + ":*", nil
 	case "AWS::SNS::Topic.Arn":
 		return "arn:aws:sns:" + region + ":" + account + ":" + name, nil
+	case "AWS::SecretsManager::Secret.Id":
+		return s.ref(id)
 	}
 	return "", fmt.Errorf("%w: Fn::GetAtt %s.%s (%s)", ErrUnsupported, id, attr, r.Type)
 }
