@@ -214,11 +214,6 @@ func Load(role Role, getenv func(string) string) (Settings, error) {
 		}
 	}
 	problems = append(problems, s.Check(role)...)
-	if role.sends() && s.UsesWebhook() && s.WebhookSecretARN == "" {
-		// Not in Check: the stack checks its settings before it creates the
-		// secret and sets the variable from it.
-		problems = append(problems, Problem{WebhookSecretARN, "required when a channel's transport is " + TransportWebhook + ": every webhook request is signed"})
-	}
 	if len(problems) > 0 {
 		errs := make([]error, len(problems))
 		for i, p := range problems {

@@ -86,6 +86,7 @@ func TestWebhookURLAndSecret(t *testing.T) {
 	base := map[string]string{
 		"LEDGER_TABLE": "l", "CONTENT_TABLE": "c", "CONTENT_KEY_ARN": "arn:k", "ATTEMPT_PROOF_KEY_ARN": "arn:proof",
 		"BUDGET_TABLE": "b", "DISPATCH_QUEUE_URL": "https://sqs.example.test/q", "SES_FROM_ADDRESS": "no-reply@example.test",
+		"FINGERPRINT_KEY_ARN": "arn:fingerprint",
 		"SMS_TRANSPORT": "webhook", "WEBHOOK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:111122223333:secret:w-AbCdEf",
 	}
 	for url, ok := range map[string]bool{
@@ -191,7 +192,8 @@ func TestReconcileContentOnlyWithWebhook(t *testing.T) {
 		t.Error("dispatch is not given CONTENT_KEY_ARN")
 	}
 	for _, v := range []string{"EMAIL_TRANSPORT", "SMS_TRANSPORT"} {
-		env := map[string]string{"CONTENT_KEY_ARN": "", v: "webhook", "WEBHOOK_URL": "https://gw.example.test/send"}
+		env := map[string]string{"CONTENT_KEY_ARN": "", v: "webhook", "WEBHOOK_URL": "https://gw.example.test/send",
+			"WEBHOOK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:111122223333:secret:w-AbCdEf"}
 		if _, err := Load(Reconcile, dispatchEnv(env)); err == nil || !strings.Contains(err.Error(), "CONTENT_KEY_ARN: required but not set") {
 			t.Errorf("reconcile with %s=webhook and no content key: %v, want CONTENT_KEY_ARN required", v, err)
 		}

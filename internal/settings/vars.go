@@ -186,7 +186,8 @@ var (
 	WebhookTimeout = &Var{Env: "WEBHOOK_TIMEOUT", Context: "webhookTimeout", Default: "5s", Roles: Senders,
 		Doc:   "bounds one webhook request; a timeout is an unknown outcome; at most LEASE_DURATION (a retry's call is cut at its lease)",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.WebhookTimeout })}
-	WebhookSecretARN = &Var{Env: "WEBHOOK_SECRET_ARN", Resource: "the webhook signing secret's ARN", Roles: Senders,
+	WebhookSecretARN = &Var{Env: "WEBHOOK_SECRET_ARN", Resource: "the webhook signing secret's ARN", Required: true, Roles: Senders,
+		Needs: func(s Settings, _ Role) bool { return s.UsesWebhook() },
 		Doc:   "the Secrets Manager secret whose value signs every webhook request (Webhook-Signature, HMAC-SHA-256); read once at start; required with a webhook transport",
 		field: at(Text, func(s *Settings) *string { return &s.WebhookSecretARN })}
 	WebhookLookup = &Var{Env: "WEBHOOK_LOOKUP", Context: "webhookLookup", Default: "false", Roles: Senders,
