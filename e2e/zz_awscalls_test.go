@@ -10,6 +10,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/outputs"
 )
 
 // TestEndToEndAWSCalls reads back the AWS calls the deployed functions logged
@@ -91,6 +92,10 @@ func TestEndToEndAWSCalls(t *testing.T) {
 	}
 	if u := e.out.DispatchQueueURL; u != "" {
 		binding[u[strings.LastIndex(u, "/")+1:]] = awscall.DispatchQueue
+	}
+	if a := e.out.All[outputs.WebhookSecretARN.Name]; a != "" {
+		// The secret's name with Secrets Manager's random suffix: the last element of its ARN.
+		binding[a[strings.LastIndex(a, ":")+1:]] = awscall.WebhookSecret
 	}
 	err := awscall.WriteRecording("deployed-"+e.out.Stack, awscall.Recording{
 		Source: "deployed stack " + e.out.Stack, Region: e.cfg.Region, Account: emulator.Account,

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 
@@ -26,8 +27,8 @@ const functionMemoryMB = 256
 
 // functions defines the five functions (settings.Functions), each with the environment its
 // settings give it and the stack's tables, content key and dispatch queue.
-func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, dispatchQueue awssqs.Queue, ev providerEvents) map[settings.Role]awslambda.Function {
-	env := p.environment(st, dispatchQueue, ev)
+func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, dispatchQueue awssqs.Queue, ev providerEvents, webhookSecret awssecretsmanager.Secret) map[settings.Role]awslambda.Function {
+	env := p.environment(st, dispatchQueue, ev, webhookSecret)
 	fns := map[settings.Role]awslambda.Function{}
 	for _, name := range settings.Functions {
 		fns[name] = p.function(stack, name, env[name])
@@ -39,7 +40,7 @@ func (p *LedgerStackProps) functions(stack awscdk.Stack, st storage, dispatchQue
 // it (settings.Settings.Environ), with the stack's tables, content key, attempt-proof key and
 // dispatch queue, and the configuration sets whose events reach the events function (the stack's
 // own or context's).
-func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, ev providerEvents) map[settings.Role]map[string]*string {
+func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, ev providerEvents, webhookSecret awssecretsmanager.Secret) map[settings.Role]map[string]*string {
 	fs := p.Functions
 	fs.LedgerTable, fs.ContentTable, fs.BudgetTable = *st.ledger.TableName(), *st.content.TableName(), *st.budget.TableName()
 	fs.LimitsTable = *st.limits.TableName()
@@ -49,6 +50,9 @@ func (p *LedgerStackProps) environment(st storage, dispatchQueue awssqs.Queue, e
 	fs.FingerprintKeyARN, fs.IntentKeyARN = *st.fingerprintKey.KeyArn(), *st.intentKey.KeyArn()
 	fs.SESConfigurationSet, fs.SMSConfigurationSet = ev.sesSet, ev.smsSet
 	fs.SMSProtectConfigurationID = ev.smsProtect
+	if webhookSecret != nil {
+		fs.WebhookSecretARN = *secretARN(webhookSecret)
+	}
 	env := map[settings.Role]map[string]*string{}
 	for _, name := range settings.Functions {
 		env[name] = map[string]*string{}

@@ -46,6 +46,10 @@ func TestIAMCoverage(t *testing.T) {
 		mutate func(*LedgerStackProps)
 	}{
 		{"production", func(p *LedgerStackProps) { p.Functions.SESFrom = iamFromAddress }},
+		{"production with SMS through a webhook", func(p *LedgerStackProps) {
+			p.Functions.SESFrom = iamFromAddress
+			p.Functions.Transports[ledger.SMS], p.Functions.WebhookURL = settings.TransportWebhook, "https://gw.example.com/send"
+		}},
 		{"local", func(p *LedgerStackProps) {
 			p.Functions.SESFrom = iamFromAddress
 			p.Functions.Transports[ledger.SMS], p.Functions.WebhookURL, p.Functions.WebhookKeyWindow =
@@ -138,6 +142,11 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 		load(ps)
 		rewrite := binder(rec.Binding, props)
 		for _, c := range rec.Calls {
+			if !props.Functions.UsesWebhook() && strings.HasSuffix(rewrite(c.Resource), ":secret:"+awscall.WebhookSecret) {
+				// The runs send a channel through the webhook, which signs with this secret; a
+				// stage without a webhook has no secret, and its senders never read one.
+				continue
+			}
 			ctx := map[string]string{}
 			for k, v := range c.Context {
 				ctx[k] = rewrite(v)

@@ -108,6 +108,12 @@ var linterSkips = map[string]map[string][]linterSkip{
 			"their window and each subject's newest challenge: a restore would bring back stale counts. Every " +
 			"limit decision is evidence in the ledger table, which has PITR."}},
 	},
+	"AWS::SecretsManager::Secret": {
+		// Only with a webhook transport (webhook.go).
+		"WebhookSecret": {{"CKV_AWS_149", "The webhook signing secret is encrypted with the account's aws/secretsmanager " +
+			"key. A customer-managed key would add a key policy and kms:Decrypt grants to the senders without narrowing " +
+			"who can read it: that is secretsmanager:GetSecretValue, which only the dispatch and reconcile roles hold."}},
+	},
 	"AWS::CloudTrail::Trail": {
 		"DataEventsTrail": {{"CKV_AWS_67", "This trail records the write data events of one DynamoDB table, the ledger, " +
 			"which exists only in this stack's region: a multi-region trail would record nothing more of it. The " +

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // linterMetadata returns, for one resource, its checkov skips and cfn-lint ignores with their reasons.
@@ -45,8 +48,12 @@ func linterMetadata(t *testing.T, id string, res map[string]any) map[string]stri
 // why, and each entry of linterSkips lands on the resources it names (so a renamed construct
 // cannot leave a suppression that silently applies to nothing).
 func TestLinterSuppressionsCarryReasons(t *testing.T) {
-	// With the optional data-events trail, so its suppressions have their resources.
-	s := synth(t, func(p *LedgerStackProps) { p.DataEventsTrail = "resetledger-test-ledger-writes" })
+	// With the optional data-events trail and SMS through a webhook (its signing secret), so their
+	// suppressions have their resources.
+	s := synth(t, func(p *LedgerStackProps) {
+		p.DataEventsTrail = "resetledger-test-ledger-writes"
+		p.Functions.Transports[ledger.SMS], p.Functions.WebhookURL = settings.TransportWebhook, "https://gw.example.com/send"
+	})
 	total := 0
 	for id, r := range s.json["Resources"].(map[string]any) {
 		for check, reason := range linterMetadata(t, id, r.(map[string]any)) {

@@ -34,12 +34,14 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	in := p.intake(stack)
 	q := p.dispatchQueues(stack)
 	ev := p.providerEvents(stack)
-	fns := p.functions(stack, st, q.queue, ev)
+	whSecret := p.webhookSecret(stack) // the webhook's signing secret, with a webhook transport (webhook.go)
+	fns := p.functions(stack, st, q.queue, ev, whSecret)
 	p.claimTrigger(stack, fns[settings.Claim], in)
 	p.dispatchTriggers(stack, fns[settings.Dispatch], st.ledger, q)
 	p.eventsTrigger(stack, fns[settings.Events], ev)
 	p.sweeps(stack, fns)
 	p.grant(stack, fns, st, in, q, ev)
+	grantWebhookSecret(fns, whSecret)
 	p.operator(stack, fns, st) // the operator role and the table's write Deny (operator.go)
 	p.auditTrail(stack, st)    // the ledger table's write data events, when a trail is named (audit.go)
 	p.backup(stack, st)        // daily backups for the retention period (backup.go)
@@ -49,6 +51,11 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 		}
 	}
 	stackOutputs(stack, fns, st, in, q, ev)
+	if whSecret != nil {
+		awscdk.NewCfnOutput(stack, jsii.String(outputs.WebhookSecretARN.Name), &awscdk.CfnOutputProps{
+			Value: secretARN(whSecret), Description: jsii.String("The webhook signing secret; the receiver holds the same value"),
+		})
+	}
 	suppressLinterFindings(stack) // cfn-lint and checkov findings that do not apply, with reasons (linters.go)
 	return stack, nil
 }

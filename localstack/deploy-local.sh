@@ -8,14 +8,18 @@
 #   2. builds and starts the local webhook provider (cmd/webhook-provider) in the
 #      background on 127.0.0.1:$WEBHOOK_PROVIDER_PORT: the emulator has no SMS
 #      service, so the local stage sends SMS through the webhook transport to it.
-#      It records every POST (--key-window 0) so tests see every send. A provider
-#      this script started earlier is reused; one it starts is left running, and
+#      It records every POST (--key-window 0) so tests see every send, and refuses (401)
+#      any request without a valid Webhook-Signature under the stage's signing secret,
+#      which it reads at every request from .run/webhook-provider-<port>.secret (step 6
+#      writes it). A provider this script started earlier is reused; one it starts is left running, and
 #      its pid recorded in $LEDGER_STARTED if set: with-emulator.sh (make test)
 #      and a failed run-local.sh stop it when they end.
 #   3. cdk bootstrap (idempotent)
 #   4. cdk synth into .run/cdk.out-<stage>, skipped when nothing it depends on changed
 #   5. cdk deploy of that assembly, outputs written to .run/outputs.json
-#   6. creates (verifies) the SES sender identity in the emulator
+#   6. creates (verifies) the SES sender identity in the emulator, and writes the stack's
+#      webhook signing secret (Secrets Manager, WebhookSecretArn) to the provider's secret
+#      file (mode 0600; the value is never printed)
 #   7. prints the outputs and the exports ledgerctl reads (also in .run/<stage>.env)
 # Re-running it updates the stack in place; an unchanged stack deploys in seconds.
 # Extra arguments are passed to cdk synth as context (e.g. -c logLevel=debug).
@@ -27,7 +31,7 @@
 #   AWS_ENDPOINT_URL       emulator endpoint (default: ministack on 127.0.0.1:${MINISTACK_PORT:-4566})
 #
 # Files (.run/): outputs.json (outputs-<stage>.json for other stages), <stage>.env,
-# cdk.out-<stage>/, webhook-provider-<port>.pid/.log, bin/, deploy-<stage>.log.
+# cdk.out-<stage>/, webhook-provider-<port>.pid/.log/.secret, bin/, deploy-<stage>.log.
 # Stop the provider and the emulator: make emulator-stop (localstack/stop-local.sh, with the
 # same WEBHOOK_PROVIDER_PORT and MINISTACK_PORT).
 set -euo pipefail
@@ -43,6 +47,7 @@ OUTPUTS="$(outputs_file "$STAGE")"
 CDK_OUT="$RUN_DIR/cdk.out-$STAGE"
 PROVIDER_PID="$RUN_DIR/webhook-provider-$PORT.pid"
 PROVIDER_LOG="$RUN_DIR/webhook-provider-$PORT.log"
+PROVIDER_SECRET="$RUN_DIR/webhook-provider-$PORT.secret"
 DEPLOY_LOG="$RUN_DIR/deploy-$STAGE.log"
 
 # Runs "$@" with its output in the deploy log; shows the log's tail if it fails.
@@ -95,10 +100,10 @@ fi
 if [[ -n "$running_pid" ]]; then
   step "webhook provider already running on 127.0.0.1:$PORT (pid $running_pid)"
 elif port_open "$PORT"; then
-  step "127.0.0.1:$PORT is served by a process this script did not start; using it as the webhook provider"
+  step "127.0.0.1:$PORT is served by a process this script did not start; using it as the webhook provider (it must check signatures with $PROVIDER_SECRET)"
 else
   rm -f "$PROVIDER_PID"
-  setsid "$BIN_DIR/webhook-provider" --addr "127.0.0.1:$PORT" --key-window 0 </dev/null >>"$PROVIDER_LOG" 2>&1 &
+  setsid "$BIN_DIR/webhook-provider" --addr "127.0.0.1:$PORT" --key-window 0 --secret-file "$PROVIDER_SECRET" </dev/null >>"$PROVIDER_LOG" 2>&1 &
   pid=$!
   echo "$pid $provider_sum" >"$PROVIDER_PID"
   record_started "$pid" webhook-provider "$PORT"
@@ -177,9 +182,12 @@ fi
 step "cdk deploy $STACK"
 (cd "$ROOT/infra" && logged "$CDK" deploy --app "$CDK_OUT" --require-approval never --outputs-file "$OUTPUTS" "$STACK")
 
-# 6. The SES sender must be a verified identity in the emulator.
+# 6. The SES sender must be a verified identity in the emulator; the provider checks every request
+#    against the stack's webhook signing secret.
 step "SES sender identity $SES_FROM"
 logged "$BIN_DIR/devstack" ses-identity "$SES_FROM"
+step "webhook signing secret -> $PROVIDER_SECRET"
+logged "$BIN_DIR/devstack" webhook-secret --outputs "$OUTPUTS" --out "$PROVIDER_SECRET"
 
 # 7. Outputs.
 "$BIN_DIR/devstack" outputs-env --outputs "$OUTPUTS" >"$RUN_DIR/$STAGE.env"

@@ -23,6 +23,6 @@ elif port_open "$PORT"; then
 else
   echo "webhook provider is not running on 127.0.0.1:$PORT"
 fi
-rm -f "$PROVIDER_PID"
+rm -f "$PROVIDER_PID" "$RUN_DIR/webhook-provider-$PORT.secret"
 
 "$MS" stop

@@ -3,7 +3,15 @@
 // no SMS service, so the local stage sends SMS through the webhook transport
 // to this process.
 //
-//	webhook-provider [--addr 127.0.0.1:4599] [--key-window 0]
+//	webhook-provider --secret-file FILE [--addr 127.0.0.1:4599] [--key-window 0]
+//
+// Every request but GET /messages must carry a valid Webhook-Signature (see
+// pkg/webhook: HMAC-SHA-256 under the stack's signing secret); others get
+// 401. The secret is read from FILE at every request (one secret per line;
+// two while one is rotated), so the deploy can write it after the stack
+// exists and a redeployed stack's new secret applies without a restart. A
+// missing or empty FILE refuses every request. localstack/deploy-local.sh
+// writes the stage's secret there (devstack webhook-secret).
 //
 // Routes (see webhooktest.Provider):
 //
@@ -21,6 +29,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -62,6 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs := flag.NewFlagSet("webhook-provider", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", net.JoinHostPort("127.0.0.1", port), "listen `address` (default 127.0.0.1:$PORT, PORT default "+DefaultPort+")")
+	secretFile := fs.String("secret-file", "", "`file` holding the webhook signing secret(s), one per line, read at every request (required)")
 	keyWindow := fs.Duration("key-window", 0,
 		"how long the provider deduplicates by Idempotency-Key; 0 records every POST, so a test sees every send "+
 			"(the provider keeps keys for its lifetime, so any positive value means it honors keys)")
@@ -74,9 +84,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if *keyWindow < 0 {
 		return errors.New("--key-window must not be negative")
 	}
+	if *secretFile == "" {
+		return errors.New("--secret-file is required: every request is checked against the webhook signing secret")
+	}
 
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	provider := webhooktest.NewProvider(webhooktest.ProviderConfig{HonorKeys: *keyWindow > 0})
+	provider := webhooktest.NewProvider(webhooktest.ProviderConfig{HonorKeys: *keyWindow > 0, Secrets: secretsFrom(*secretFile)})
 	srv := &http.Server{
 		Handler:           logged(log, provider),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -104,6 +117,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	err = srv.Shutdown(shutdown)
 	log.Info("webhook provider stopped", "messages", len(provider.Messages()))
 	return err
+}
+
+// secretsFrom returns the secrets in file, one per non-empty line, read at
+// every call; none if the file cannot be read.
+func secretsFrom(file string) func() [][]byte {
+	return func() [][]byte {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil
+		}
+		var out [][]byte
+		for _, line := range bytes.Split(raw, []byte("\n")) {
+			if line = bytes.TrimSpace(line); len(line) > 0 {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
 }
 
 // logged logs one line per request: method, path, status, idempotency key and

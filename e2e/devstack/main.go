@@ -10,6 +10,10 @@
 //	                                         print its state (exit 1 on timeout)
 //	devstack emails [--endpoint URL] --to ADDRESS
 //	                                         print the messages the emulator's SES captured for ADDRESS
+//	devstack webhook-secret [--outputs F] --out FILE
+//	                                         write the value of the stack's webhook signing secret
+//	                                         (WebhookSecretArn) to FILE, mode 0600, for the local
+//	                                         webhook provider (--secret-file); never print it
 //
 // It is a development tool for the local stack, not part of the ledger.
 package main
@@ -30,11 +34,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/resetledger/resetledger/e2e"
 	"github.com/resetledger/resetledger/internal/outputs"
+	"github.com/resetledger/resetledger/internal/wire/webhooksecret"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/sdkhttp"
@@ -43,7 +49,8 @@ import (
 const usage = `usage: devstack ses-identity IDENTITY...
        devstack outputs-env [--outputs FILE]
        devstack wait-row [--outputs FILE] [--timeout 60s] CHALLENGE CHANNEL
-       devstack emails [--endpoint URL] --to ADDRESS`
+       devstack emails [--endpoint URL] --to ADDRESS
+       devstack webhook-secret [--outputs FILE] --out FILE`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -67,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = waitRow(ctx, rest, stdout)
 	case "emails":
 		err = emails(ctx, rest, stdout)
+	case "webhook-secret":
+		err = webhookSecret(ctx, rest, stdout)
 	default:
 		err = errUsage
 	}
@@ -145,6 +154,43 @@ func outputsEnv(args []string, stdout io.Writer) error {
 			export(o.Env, out.All[o.Name])
 		}
 	}
+	return nil
+}
+
+// webhookSecret writes the stack's webhook signing secret to a file only its owner can read: the
+// local webhook provider checks every request's signature with it. The value is never printed.
+func webhookSecret(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("webhook-secret", flag.ContinueOnError)
+	outputsFile := fs.String("outputs", filepath.Join(".run", "outputs.json"), "stack outputs `file`")
+	dest := fs.String("out", "", "`file` to write the secret to (mode 0600)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *dest == "" {
+		return errUsage
+	}
+	out, err := e2e.ReadOutputs(*outputsFile)
+	if err != nil {
+		return err
+	}
+	arn := out.All[outputs.WebhookSecretARN.Name]
+	if arn == "" {
+		return fmt.Errorf("%s has no %s output: the stage has no webhook transport", *outputsFile, outputs.WebhookSecretARN.Name)
+	}
+	cfg, err := awsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	secret, err := webhooksecret.Load(ctx, secretsmanager.NewFromConfig(cfg), arn)
+	if err != nil {
+		return err
+	}
+	tmp := *dest + ".tmp"
+	_ = os.Remove(tmp) // WriteFile keeps the mode of a file that exists
+	if err := os.WriteFile(tmp, secret, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, *dest); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "webhook signing secret of %s written to %s\n", arn, *dest)
 	return nil
 }
 

@@ -99,6 +99,8 @@ func Map(service, operation string, input any, region, account string) []Call {
 		byService = m.smsCalls
 	case "SQS":
 		byService = m.sqsCalls
+	case "Secrets Manager":
+		byService = m.secretsCalls
 	}
 	if byService != nil {
 		if calls, ok := byService(operation, members{reflect.Indirect(reflect.ValueOf(input))}); ok {
@@ -153,6 +155,21 @@ func (m mapper) dynamoDBCalls(op string, in members) ([]Call, bool) {
 			}
 		}
 		return out, true
+	}
+	return nil, false
+}
+
+// secretsCalls: the secret the SecretId names. The senders name it by ARN
+// (WEBHOOK_SECRET_ARN); a bare name becomes an ARN without the random
+// suffix Secrets Manager appends.
+func (m mapper) secretsCalls(op string, in members) ([]Call, bool) {
+	switch op {
+	case "GetSecretValue":
+		id := in.str("SecretId")
+		if !strings.HasPrefix(id, "arn:") {
+			id = "arn:aws:secretsmanager:" + m.region + ":" + m.account + ":secret:" + id
+		}
+		return m.one("secretsmanager:"+op, id, nil), true
 	}
 	return nil, false
 }

@@ -9,6 +9,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -89,6 +90,11 @@ func TestMap(t *testing.T) {
 				{Action: "ses:SendEmail", Resource: "arn:aws:ses:us-east-1:111122223333:configuration-set/cs", Context: map[string]string{"ses:FromAddress": "no-reply@mail.example.com"}}}},
 		{"sqs queue url", "SQS", "SendMessage", &sqs.SendMessageInput{QueueUrl: aws.String("https://sqs.us-east-1.amazonaws.com/444455556666/intents")},
 			[]Call{{Action: "sqs:SendMessage", Resource: "arn:aws:sqs:us-east-1:444455556666:intents"}}},
+		{"secret by arn", secretsmanager.ServiceID, "GetSecretValue", &secretsmanager.GetSecretValueInput{
+			SecretId: aws.String("arn:aws:secretsmanager:us-east-1:111122223333:secret:webhook-AbCdEf")},
+			[]Call{{Action: "secretsmanager:GetSecretValue", Resource: "arn:aws:secretsmanager:us-east-1:111122223333:secret:webhook-AbCdEf"}}},
+		{"secret by name", secretsmanager.ServiceID, "GetSecretValue", &secretsmanager.GetSecretValueInput{SecretId: aws.String("webhook")},
+			[]Call{{Action: "secretsmanager:GetSecretValue", Resource: "arn:aws:secretsmanager:us-east-1:111122223333:secret:webhook"}}},
 		{"unmapped", "STS", "GetCallerIdentity", struct{}{}, []Call{{Action: "unmapped:STS:GetCallerIdentity", Resource: "*"}}},
 	}
 	for _, tc := range tests {

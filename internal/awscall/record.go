@@ -66,6 +66,10 @@ const (
 	// IntentKey is the KMS HMAC key producers bind intents with and claim
 	// verifies them with.
 	IntentKey = "IntentKey"
+	// WebhookSecret is the Secrets Manager secret the senders sign webhook
+	// requests with. A harness binds the secret's name with its random
+	// suffix (the last element of its ARN) to it.
+	WebhookSecret = "WebhookSecret"
 )
 
 // Counted is a distinct call and how often it was made.

@@ -21,6 +21,7 @@ package emulator
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"net"
 	"os"
 	"strings"
@@ -32,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/pkg/charclass"
@@ -216,4 +218,26 @@ func Queue(t testing.TB, client *sqs.Client, prefix string) string {
 		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 	})
 	return url
+}
+
+// Secret creates a Secrets Manager secret in the emulator named by
+// UniqueName from prefix, with a random 64-character value (as the stack's
+// webhook signing secret), deletes it when the test ends, and returns its
+// ARN and value.
+func Secret(t testing.TB, client *secretsmanager.Client, prefix string) (arn, value string) {
+	t.Helper()
+	buf := make([]byte, 32)
+	_, _ = rand.Read(buf)
+	value = hex.EncodeToString(buf)
+	out, err := client.CreateSecret(context.Background(), &secretsmanager.CreateSecretInput{
+		Name: aws.String(UniqueName(t, prefix)), SecretString: aws.String(value),
+	})
+	if err != nil {
+		t.Fatalf("emulator: CreateSecret: %v", err)
+	}
+	arn = aws.ToString(out.ARN)
+	t.Cleanup(func() {
+		_, _ = client.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(arn), ForceDeleteWithoutRecovery: aws.Bool(true)})
+	})
+	return arn, value
 }

@@ -1,7 +1,12 @@
 package handler_test
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,5 +183,63 @@ func TestCanaryNeverLeavesTheEnvelope(t *testing.T) {
 		if strings.Contains(item, ledgertest.Canary) || strings.Contains(item, "example.test") {
 			t.Fatalf("plaintext in the content table: %.200s", item)
 		}
+	}
+}
+
+// TestWebhookRedirectIsNotFollowed: a webhook that answers a send with a
+// redirect to another host never gets the reset message sent there (the
+// other host sees no request at all, neither the POST nor a GET), and the
+// row ends as the transport's table says: a 307 or 308 (send it there
+// instead) and a 301 are rejections, since the endpoint did not take the
+// message at WEBHOOK_URL; a 302 or 303 may answer a POST that was processed,
+// so it is unknown. Reconcile's lookups (WEBHOOK_LOOKUP) use the same client
+// and do not follow the redirect either.
+func TestWebhookRedirectIsNotFollowed(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		state  ledger.State
+		reason string
+	}{
+		{http.StatusTemporaryRedirect, ledger.Rejected, "HTTP 307: redirect not followed"},
+		{http.StatusPermanentRedirect, ledger.Rejected, "HTTP 308: redirect not followed"},
+		{http.StatusMovedPermanently, ledger.Rejected, "HTTP 301: redirect not followed"},
+		{http.StatusFound, ledger.Unknown, "no acknowledgement"},
+		{http.StatusSeeOther, ledger.Unknown, "no acknowledgement"},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			var elsewhere atomic.Int32
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				elsewhere.Add(1)
+				_, _ = io.WriteString(w, `{"id":"stolen"}`)
+			}))
+			t.Cleanup(other.Close)
+			p := pipeline.NewWithOptions(t, pipeline.Options{
+				Env: map[string]string{"WEBHOOK_LOOKUP": "true", "WEBHOOK_TIMEOUT": "1s", "LEASE_DURATION": "1s", "RECHECK_AFTER": "1ms"},
+				WrapProvider: func(h http.Handler) http.Handler {
+					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						http.Redirect(w, r, other.URL+"/collect", tc.status)
+					})
+				},
+			})
+			n := p.Notification(1, ledger.SMS, 10*time.Minute)
+			p.Publish(n)
+			p.PumpQueue()
+			p.PumpStream()
+			row := p.Row(n)
+			if row.State != tc.state || !strings.Contains(row.Reason, tc.reason) {
+				t.Fatalf("row %s %q, want %s with %q", row.State, row.Reason, tc.state, tc.reason)
+			}
+			if tc.state == ledger.Unknown {
+				p.Advance(1100 * time.Millisecond)
+				p.ReconcileNow() // looks the key up: the lookup is redirected too
+			}
+			if got := elsewhere.Load(); got != 0 {
+				t.Fatalf("the host the redirect named got %d requests, want none", got)
+			}
+			if got := p.Provider.Received(row.Key); got != 0 {
+				t.Fatalf("the provider behind the redirecting endpoint got %d sends", got)
+			}
+			p.AssertNoSecrets()
+		})
 	}
 }

@@ -443,6 +443,10 @@ func (s *Stack) ref(id string) (string, error) {
 		return s.attr(id, "Arn")
 	case "AWS::IAM::ManagedPolicy":
 		return "arn:aws:iam::" + s.Pseudo.Account + ":policy/" + name, nil
+	case "AWS::SecretsManager::Secret":
+		// The real ARN ends in a random suffix; a harness binds its secret's
+		// name and suffix to the construct name (awscall.WebhookSecret).
+		return "arn:aws:secretsmanager:" + s.Pseudo.Region + ":" + s.Pseudo.Account + ":secret:" + name, nil
 	}
 	return name, nil
 }
@@ -476,6 +480,8 @@ func (s *Stack) attr(id, attr string) (string, error) {
 		return "arn:aws:logs:" + region + ":" + account + ":log-group:" + name + ":*", nil
 	case "AWS::SNS::Topic.Arn":
 		return "arn:aws:sns:" + region + ":" + account + ":" + name, nil
+	case "AWS::SecretsManager::Secret.Id":
+		return s.ref(id)
 	}
 	return "", fmt.Errorf("%w: Fn::GetAtt %s.%s (%s)", ErrUnsupported, id, attr, r.Type)
 }

@@ -61,6 +61,10 @@ var (
 	// BackupVault is the AWS Backup vault of the ledger table's daily backups (not on a
 	// stage with backup=false).
 	BackupVault = Output{Name: "LedgerBackupVaultName", Conditional: true}
+	// WebhookSecretARN is the Secrets Manager secret that signs every
+	// webhook request (only on a stage with a webhook transport): operators
+	// rotate it, and the local stage gives its value to the local provider.
+	WebhookSecretARN = Output{Name: "WebhookSecretArn", Conditional: true}
 )
 
 // Function is the output holding the deployed name of a function
@@ -80,6 +84,7 @@ func All() []Output {
 		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
 		LedgerTable, ContentTable, BudgetTable, LimitsTable, ContentKeyARN, AttemptProofKeyARN, IntentKeyARN, FingerprintKeyARN,
 		OperatorRoleARN, BackupVault,
+		WebhookSecretARN,
 	}
 	for _, r := range settings.Functions {
 		all = append(all, Function(r))

@@ -31,6 +31,7 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -125,8 +126,11 @@ type Pipeline struct {
 	sender            string
 	base              int
 	Provider          *webhooktest.Provider
-	skewMu            sync.Mutex
-	skew              time.Duration
+	// WebhookSecret is the value of the signing secret the senders read
+	// from Secrets Manager and the provider checks requests with.
+	WebhookSecret []byte
+	skewMu        sync.Mutex
+	skew          time.Duration
 	// Calls records the AWS calls the four functions make (internal/awscall),
 	// written for infra's IAM coverage test when LEDGER_AWSCALL_DIR is set.
 	Calls *awscall.Recorder
@@ -253,6 +257,13 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	if o.ProviderEvents {
 		p.createEventsRoute(cfg, o.MaxReceives)
 	}
+	// The webhook signing secret, in Secrets Manager as the stack keeps it:
+	// the senders read it at start, the provider checks every request with it.
+	secretARN, secret := emulator.Secret(t, secretsmanager.NewFromConfig(cfg), "webhook-secret")
+	p.WebhookSecret = []byte(secret)
+	if o.Provider.Secrets == nil {
+		o.Provider.Secrets = webhooktest.Static(p.WebhookSecret)
+	}
 	p.Provider = webhooktest.NewProvider(o.Provider)
 	var h http.Handler = p.Provider
 	if o.WrapProvider != nil {
@@ -269,8 +280,8 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	}
 	p.recordCalls(cfg.Region, *key.KeyId, map[string]string{
 		*proofKey.KeyId: awscall.AttemptProofKey, *intentKey.KeyId: awscall.IntentKey, *fingerprintKey.KeyId: awscall.FingerprintKey,
-	})
-	p.startFunctions(fnCfg, o, *key.Arn, *proofKey.Arn, srv.URL+"/send")
+	}, secretARN)
+	p.startFunctions(fnCfg, o, *key.Arn, *proofKey.Arn, srv.URL+"/send", secretARN)
 	p.Producer = &producer.Producer{
 		Queue: p.SQS, QueueURL: p.QueueURL,
 		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.Arn},
@@ -409,7 +420,7 @@ func (p *Pipeline) PumpEvents() (failed int) {
 // local stack deploys it with (Settings.Environ) and o.Env on top: email through SES, SMS
 // through the webhook at webhookURL, which honors no Idempotency-Key. Their AWS calls are
 // recorded and their clock is the pipeline's.
-func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyARN, webhookURL string) {
+func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyARN, webhookURL, webhookSecretARN string) {
 	p.t.Helper()
 	fs := settings.Defaults()
 	fs.LedgerTable, fs.ContentTable, fs.ContentKeyARN = p.LedgerTable, p.ContentTable, keyARN
@@ -419,6 +430,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	fs.SubjectIndex = true // the ledger table is made with the stack's indexes (dynamostore.CreateTables)
 	fs.Transports[ledger.SMS], fs.SESFrom = settings.TransportWebhook, p.sender
 	fs.WebhookURL, fs.WebhookKeyWindow, fs.WebhookTimeout = webhookURL, 0, 2*time.Second
+	fs.WebhookSecretARN = webhookSecretARN
 	fs.SESConfigurationSet = p.ConfigurationSet
 	if p.ConfigurationSet == "" {
 		// No provider-events route: nothing can report a bounce, so a held
@@ -470,12 +482,13 @@ var rolePorts = map[settings.Role]wire.Ports{
 
 // recordCalls writes the functions' AWS calls when the test ends, with the
 // binding of this pipeline's tables, key and sender to the template's names.
-func (p *Pipeline) recordCalls(region, keyID string, hmacKeys map[string]string) {
+func (p *Pipeline) recordCalls(region, keyID string, hmacKeys map[string]string, secretARN string) {
 	_, domain, _ := strings.Cut(p.sender, "@")
 	binding := map[string]string{
 		p.LedgerTable: awscall.LedgerTable, p.ContentTable: awscall.ContentTable, keyID: awscall.ContentKey,
 		p.sender: awscall.SESFromAddress, domain: awscall.SESIdentity,
 		p.BudgetTable: awscall.BudgetTable, p.DispatchQueueURL[strings.LastIndex(p.DispatchQueueURL, "/")+1:]: awscall.DispatchQueue,
+		secretARN[strings.LastIndex(secretARN, ":")+1:]: awscall.WebhookSecret,
 	}
 	maps.Copy(binding, hmacKeys)
 	if p.ConfigurationSet != "" {
@@ -939,10 +952,14 @@ func (p *Pipeline) AssertNoSecrets() {
 	if len(p.StreamRaw) == 0 {
 		p.t.Fatal("privacy sweep saw no stream records")
 	}
-	needles := []string{ledgertest.Canary, "@example.test", "+1555", "reset?token"}
+	// The webhook signing secret too, under a name: printing it would leak it.
+	needles := []string{ledgertest.Canary, "@example.test", "+1555", "reset?token", string(p.WebhookSecret)}
 	for _, h := range haystacks {
-		for _, s := range needles {
+		for i, s := range needles {
 			if strings.Contains(h, s) {
+				if i == len(needles)-1 {
+					s = "the webhook signing secret"
+				}
 				p.t.Fatalf("secret %q leaked into: %.300s", s, h)
 			}
 		}

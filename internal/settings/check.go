@@ -1,12 +1,12 @@
 package settings
 
 import (
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
 // A Problem is one setting the functions would refuse, and why.
@@ -101,8 +101,8 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 		case kind == TransportWebhook:
 			if s.WebhookURL == "" {
 				add(WebhookURL, "required when "+t.v.Env+"="+TransportWebhook)
-			} else if !webhookURL(s.WebhookURL) {
-				add(WebhookURL, "must be https (plain http only on loopback)")
+			} else if _, err := webhook.ParseURL(s.WebhookURL); err != nil {
+				add(WebhookURL, err.Error())
 			}
 		case kind == TransportSES && t.ch == ledger.Email:
 			if s.SESFrom == "" {
@@ -122,14 +122,4 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 // calls end with their context (the send deadline, and a retry's lease).
 func (s Settings) transportTimeouts() map[*Var]time.Duration {
 	return map[*Var]time.Duration{WebhookTimeout: s.WebhookTimeout}
-}
-
-// webhookURL accepts an https URL with a host, and plain http on loopback.
-func webhookURL(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	loopback := u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost"
-	return u.Scheme == "https" || u.Scheme == "http" && loopback
 }

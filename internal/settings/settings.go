@@ -156,6 +156,9 @@ type Settings struct {
 	WebhookLookup bool
 	// WebhookTimeout bounds one webhook request; a timeout is an unknown outcome.
 	WebhookTimeout time.Duration
+	// WebhookSecretARN is the Secrets Manager secret whose value signs every
+	// webhook request; required if a channel uses the webhook.
+	WebhookSecretARN string
 	// BudgetTable holds the send-rate budget (dispatch).
 	BudgetTable string
 	// SendRates is the send-rate budget per channel in sends per second.
@@ -182,6 +185,17 @@ type Settings struct {
 	// AcceptIntentV1 lets claim take intents of wire version 1 (nothing
 	// sealed but the content): a migration setting, off by default.
 	AcceptIntentV1 bool
+}
+
+// UsesWebhook reports whether a channel sends through the webhook: the
+// senders then sign every request with WEBHOOK_SECRET_ARN's secret.
+func (s Settings) UsesWebhook() bool {
+	for _, kind := range s.Transports {
+		if kind == TransportWebhook {
+			return true
+		}
+	}
+	return false
 }
 
 // Load reads the settings for role through getenv (os.Getenv in main): the

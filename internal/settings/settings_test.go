@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,56 @@ func TestLoadDefaultsAndRoles(t *testing.T) {
 	}
 }
 
+// TestWebhookURLAndSecret: WEBHOOK_URL is https, or plain http only to a
+// loopback host (localhost, 127.0.0.0/8, ::1), and a sender with a webhook
+// transport refuses to start without WEBHOOK_SECRET_ARN.
+func TestWebhookURLAndSecret(t *testing.T) {
+	base := map[string]string{
+		"LEDGER_TABLE": "l", "CONTENT_TABLE": "c", "CONTENT_KEY_ARN": "arn:k", "ATTEMPT_PROOF_KEY_ARN": "arn:proof",
+		"BUDGET_TABLE": "b", "DISPATCH_QUEUE_URL": "https://sqs.example.test/q", "SES_FROM_ADDRESS": "no-reply@example.test",
+		"FINGERPRINT_KEY_ARN": "arn:fingerprint",
+		"SMS_TRANSPORT": "webhook", "WEBHOOK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:111122223333:secret:w-AbCdEf",
+	}
+	for url, ok := range map[string]bool{
+		"https://gw.example.test/send":         true,
+		"http://127.0.0.1:4599/send":           true,
+		"http://127.0.0.2:4599/send":           true,
+		"http://[::1]:4599/send":               true,
+		"http://localhost:4599/send":           true,
+		"http://gw.example.test/send":          false,
+		"http://10.0.0.7/send":                 false,
+		"http://0.0.0.0:4599/send":             false,
+		"http://localhost.evil.example/send":   false,
+		"http://127.0.0.1.nip.example/send":    false,
+		"https://user:pw@gw.example.test/send": false,
+	} {
+		env1 := maps.Clone(base)
+		env1["WEBHOOK_URL"] = url
+		for _, role := range Senders {
+			_, err := Load(role, env(env1))
+			if ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "WEBHOOK_URL")) {
+				t.Errorf("%s WEBHOOK_URL=%s: %v, want ok=%v", role, url, err, ok)
+			}
+			if err != nil && strings.Contains(err.Error(), "pw@") {
+				t.Errorf("the error repeats the URL: %v", err)
+			}
+		}
+	}
+	noSecret := maps.Clone(base)
+	noSecret["WEBHOOK_URL"] = "https://gw.example.test/send"
+	delete(noSecret, "WEBHOOK_SECRET_ARN")
+	for _, role := range Senders {
+		if _, err := Load(role, env(noSecret)); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRET_ARN") {
+			t.Errorf("%s without WEBHOOK_SECRET_ARN: %v, want it named", role, err)
+		}
+	}
+	// Without a webhook transport the secret is not needed.
+	delete(noSecret, "SMS_TRANSPORT")
+	if _, err := Load(Dispatch, env(noSecret)); err != nil {
+		t.Errorf("dispatch without a webhook: %v", err)
+	}
+}
+
 // WEBHOOK_TIMEOUT is a positive duration when it is read, not only when a
 // sending role's settings are checked.
 func TestWebhookTimeoutIsPositive(t *testing.T) {
@@ -141,7 +192,8 @@ func TestReconcileContentOnlyWithWebhook(t *testing.T) {
 		t.Error("dispatch is not given CONTENT_KEY_ARN")
 	}
 	for _, v := range []string{"EMAIL_TRANSPORT", "SMS_TRANSPORT"} {
-		env := map[string]string{"CONTENT_KEY_ARN": "", v: "webhook", "WEBHOOK_URL": "https://gw.example.test/send"}
+		env := map[string]string{"CONTENT_KEY_ARN": "", v: "webhook", "WEBHOOK_URL": "https://gw.example.test/send",
+			"WEBHOOK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:111122223333:secret:w-AbCdEf"}
 		if _, err := Load(Reconcile, dispatchEnv(env)); err == nil || !strings.Contains(err.Error(), "CONTENT_KEY_ARN: required but not set") {
 			t.Errorf("reconcile with %s=webhook and no content key: %v, want CONTENT_KEY_ARN required", v, err)
 		}

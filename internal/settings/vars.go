@@ -182,7 +182,7 @@ var (
 		Doc:   "true suppresses an unsent row when its subject_ref has a newer challenge for the same purpose and channel",
 		field: at(Flag, func(s *Settings) *bool { return &s.Limits.Supersede })}
 	WebhookURL = &Var{Env: "WEBHOOK_URL", Context: "webhookUrl", Roles: Senders,
-		Doc:   "the webhook endpoint, https (plain http only on loopback); required with a webhook transport",
+		Doc:   "the webhook endpoint, https (plain http only to localhost, 127.0.0.0/8 or ::1); no redirect is followed; required with a webhook transport",
 		field: at(Text, func(s *Settings) *string { return &s.WebhookURL })}
 	WebhookKeyWindow = &Var{Env: "WEBHOOK_KEY_WINDOW", Context: "webhookKeyWindow", Default: "24h", Roles: Senders,
 		Doc:   "how long the webhook honors Idempotency-Key; 0 for an endpoint that does not",
@@ -190,6 +190,10 @@ var (
 	WebhookTimeout = &Var{Env: "WEBHOOK_TIMEOUT", Context: "webhookTimeout", Default: "5s", Roles: Senders,
 		Doc:   "bounds one webhook request; a timeout is an unknown outcome; at most LEASE_DURATION (a retry's call is cut at its lease)",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.WebhookTimeout })}
+	WebhookSecretARN = &Var{Env: "WEBHOOK_SECRET_ARN", Resource: "the webhook signing secret's ARN", Required: true, Roles: Senders,
+		Needs: func(s Settings, _ Role) bool { return s.UsesWebhook() },
+		Doc:   "the Secrets Manager secret whose value signs every webhook request (Webhook-Signature, HMAC-SHA-256); read once at start; required with a webhook transport",
+		field: at(Text, func(s *Settings) *string { return &s.WebhookSecretARN })}
 	WebhookLookup = &Var{Env: "WEBHOOK_LOOKUP", Context: "webhookLookup", Default: "false", Roles: Senders,
 		Doc:   "true if the webhook answers GET <url>/<key>",
 		field: at(Flag, func(s *Settings) *bool { return &s.WebhookLookup })}
@@ -237,7 +241,7 @@ var Vars = []*Var{
 	SMSAllowedCountries, SMSAllowedNumberKinds, SMSProtectConfigurationID,
 	LimitsTable, SubjectIndex, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,
 	AcceptIntentV1,
-	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup,
+	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup, WebhookSecretARN,
 	OpenIndexShards, SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,
 }

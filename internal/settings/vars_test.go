@@ -52,6 +52,7 @@ func TestEnvironLoadsBack(t *testing.T) {
 	s.Transports[ledger.Email], s.Transports[ledger.SMS] = TransportWebhook, TransportWebhook
 	s.SESFrom, s.SESConfigurationSet, s.SMSOrigination, s.SMSMaxPrice = "no-reply@example.test", "cs", "arn:pool", "0.25"
 	s.WebhookURL, s.WebhookKeyWindow, s.WebhookTimeout, s.WebhookLookup = "https://gw.example.test/send", 0, 3*time.Second, true
+	s.WebhookSecretARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:webhook-AbCdEf"
 	s.SendRates[ledger.Email], s.SendRates[ledger.SMS] = 12.5, 0
 	s.SMSProtectConfigurationID = "protect-0123456789abcdef0123456789abcdef"
 	if err := SMSAllowedCountries.Set(&s, "GB,IE"); err != nil {

@@ -15,7 +15,6 @@ package wire
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"os"
 	"time"
 
@@ -141,8 +140,12 @@ func Progress(env Env) ledger.Progress {
 	return dynamostore.NewProgress(env.DynamoDB, env.Settings.BudgetTable)
 }
 
-// Webhook builds the webhook transport from s. It bounds each request with
-// its own timeout, so every attempt is one the ledger records.
-func Webhook(s settings.Settings) (ledger.Transport, error) {
-	return webhook.New(&http.Client{}, webhook.Config{URL: s.WebhookURL, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup})
+// Webhook builds the webhook transport from s, signing every request with
+// secret (internal/wire/webhooksecret reads it). It bounds each request with
+// its own timeout, so every attempt is one the ledger records, and follows
+// no redirect (webhook.NoRedirects).
+func Webhook(s settings.Settings, secret []byte) (ledger.Transport, error) {
+	return webhook.New(webhook.NoRedirects(nil), webhook.Config{
+		URL: s.WebhookURL, Secret: secret, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup,
+	})
 }

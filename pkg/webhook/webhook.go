@@ -6,10 +6,16 @@
 //
 //	Idempotency-Key: <dedupe key>
 //	Content-Type: application/json
-//	Authorization: Bearer <Config.Token>   (if a token is configured)
+//	Webhook-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256>   (see Sign)
 //
 // and no retries: neither this package nor net/http repeats the request (see
-// Transport.Send).
+// Transport.Send). Every request, sends and lookups, is signed with
+// Config.Secret, so the endpoint can tell the ledger's requests from anyone
+// else's (Verify is the receiver's check).
+//
+// The URL must be https, except to a loopback host (localhost, 127.0.0.0/8,
+// ::1). No redirect is followed: a 3xx answer is classified like any other
+// status, below, and the request is never repeated to where it points.
 //
 // Outcomes:
 //
@@ -17,7 +23,9 @@
 //	2xx without a usable id                     -> unknown (accepted, but no evidence to record)
 //	429 or 503, body read to its end            -> *ledger.NotSent{Code: "HTTP 429" or "HTTP 503", RetryAfter: from Retry-After}
 //	4xx except 408, 409, 425, 429               -> *ledger.Rejection ("HTTP <status>: <sanitized reason>")
-//	408, 409, 425, 5xx other than 503, 1xx, 3xx,
+//	301, 307, 308 (redirect not followed)       -> *ledger.Rejection ("HTTP <status>: redirect not followed; ...")
+//	408, 409, 425, 5xx other than 503, 1xx,
+//	302, 303 and the other 3xx,
 //	429 or 503 whose body was cut off           -> unknown
 //	timeout, connection reset or refused, EOF,
 //	cancelled context                           -> unknown
@@ -28,6 +36,14 @@
 // request: an endpoint behind a proxy that answers 503 after forwarding the
 // request (some service meshes do on an upstream reset) breaks that reading.
 //
+// A 301, 307 or 308 says the endpoint is elsewhere (307 and 308 ask for the
+// same POST to be repeated there): the endpoint did not handle the message,
+// and every later attempt at the same URL gets the same answer, so it is a
+// rejection, the misconfigured WEBHOOK_URL its reason. A 303 is the answer
+// to a POST that was processed (see the result elsewhere), and many servers
+// answer 302 the same way, so both, and the rarer 3xx, are unknown: the
+// message may have been taken.
+//
 // Retry-After on a 429 or 503 is read in both forms: delay-seconds, or an
 // HTTP-date measured from the answer's Date header (from Config.Now if the
 // answer has no valid one). An absent, unparseable or negative value, or a
@@ -35,7 +51,7 @@
 // backoff); a wait longer than outcome.MaxRetryAfter (1 h) is cut to it.
 //
 // Unknown outcomes wrap ErrOutcomeUnknown. No error text contains the
-// address, the message, the token or the URL.
+// address, the message, the secret or the URL.
 //
 // Capabilities follow the configuration: Config.KeyWindow is the window in
 // which the endpoint deduplicates by Idempotency-Key (the reconciler retries
@@ -93,7 +109,8 @@ var (
 
 // Doer sends an HTTP request; *http.Client implements it. Inject a client
 // with the transport (proxy, TLS) settings the deployment needs; this
-// package never uses http.DefaultClient.
+// package never uses http.DefaultClient. New makes an *http.Client it is
+// given follow no redirect; any other Doer must not follow redirects either.
 type Doer interface {
 	Do(req *http.Request) (*http.Response, error)
 }
@@ -102,13 +119,13 @@ type Doer interface {
 // Config, KeyWindow is 0, which claims that the endpoint honors no keys.
 type Config struct {
 	// URL is the endpoint that receives the POST. It must be https, except
-	// for a loopback host (localhost, 127.0.0.0/8, ::1) or when
-	// AllowInsecureHTTP is set. It must not carry user info or a fragment.
-	// Required.
+	// for a loopback host (localhost, 127.0.0.0/8, ::1). It must not carry
+	// user info or a fragment. Required.
 	URL string
-	// Token, if set, is sent as "Authorization: Bearer <Token>". It is never
-	// logged or put into an error.
-	Token string
+	// Secret keys the HMAC-SHA-256 signature every request carries (Sign);
+	// at least MinSecretLen bytes. It is never logged or put into an error.
+	// Required.
+	Secret []byte
 	// Timeout bounds one attempt, from sending the request to reading the
 	// response; reaching it is an unknown outcome. Default DefaultTimeout.
 	Timeout time.Duration
@@ -120,11 +137,9 @@ type Config struct {
 	// Lookup says the endpoint answers GET <URL>/<idempotency key> with
 	// 200 {"id": "..."} for a message it recorded and 404 otherwise.
 	Lookup bool
-	// AllowInsecureHTTP permits a plain http URL to a non-loopback host, for
-	// local stacks only (e.g. an emulator reaching the host).
-	AllowInsecureHTTP bool
-	// Now is the clock an HTTP-date in Retry-After is measured from when the
-	// answer carries no Date header. Default time.Now.
+	// Now is the clock of the signature's timestamp, and the one an
+	// HTTP-date in Retry-After is measured from when the answer carries no
+	// Date header. Default time.Now.
 	Now ledger.Clock
 }
 
@@ -145,16 +160,14 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports the first invalid field, after applying defaults. Its
-// errors wrap ErrInvalidConfig and never echo the URL or the token.
+// errors wrap ErrInvalidConfig and never echo the URL or the secret.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if _, err := c.endpoint(); err != nil {
 		return err
 	}
-	for _, r := range c.Token {
-		if r > unicode.MaxASCII || !unicode.IsPrint(r) || r == ' ' {
-			return fmt.Errorf("%w: Token must be printable ASCII without spaces", ErrInvalidConfig)
-		}
+	if len(c.Secret) < MinSecretLen {
+		return fmt.Errorf("%w: Secret must be at least %d bytes", ErrInvalidConfig, MinSecretLen)
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("%w: Timeout must be positive", ErrInvalidConfig)
@@ -166,30 +179,47 @@ func (c Config) Validate() error {
 }
 
 func (c Config) endpoint() (*url.URL, error) {
-	if strings.TrimSpace(c.URL) == "" {
-		return nil, fmt.Errorf("%w: URL is required", ErrInvalidConfig)
-	}
-	u, err := url.Parse(c.URL)
-	if err != nil || u.Host == "" || u.Opaque != "" {
-		return nil, fmt.Errorf("%w: URL is not an absolute http(s) URL", ErrInvalidConfig)
-	}
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && (c.AllowInsecureHTTP || loopback(u.Hostname())):
-	case u.Scheme == "http":
-		return nil, fmt.Errorf("%w: URL must be https (plain http only for loopback hosts or with AllowInsecureHTTP)", ErrInvalidConfig)
-	default:
-		return nil, fmt.Errorf("%w: URL scheme must be https", ErrInvalidConfig)
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("%w: URL must not carry credentials; use Token", ErrInvalidConfig)
-	}
-	if u.Fragment != "" || u.RawFragment != "" {
-		return nil, fmt.Errorf("%w: URL must not have a fragment", ErrInvalidConfig)
+	u, err := ParseURL(c.URL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return u, nil
 }
 
+// ErrInsecureURL is wrapped by ParseURL's errors for a URL that is not
+// https to a host that is not loopback.
+var ErrInsecureURL = errors.New("URL must be https (plain http only to a loopback host: localhost, 127.0.0.0/8, ::1)")
+
+// ParseURL parses an endpoint URL and checks it as Config.Validate does:
+// absolute, https (plain http only to localhost, 127.0.0.0/8 or ::1), no
+// user info, no fragment. Its errors never repeat the URL. The functions'
+// settings (WEBHOOK_URL) and the stack's props are checked with it.
+func ParseURL(raw string) (*url.URL, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, errors.New("URL is required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return nil, errors.New("URL is not an absolute https URL")
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && loopback(u.Hostname()):
+	default:
+		return nil, ErrInsecureURL
+	}
+	if u.User != nil {
+		return nil, errors.New("URL must not carry credentials: requests are signed with the secret")
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		return nil, errors.New("URL must not have a fragment")
+	}
+	return u, nil
+}
+
+// loopback reports whether host is localhost or a loopback address
+// (127.0.0.0/8, ::1). No name but localhost is resolved: a name that
+// resolves to a loopback address today may not tomorrow.
 func loopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
@@ -223,7 +253,9 @@ type Transport struct {
 	endpoint *url.URL
 }
 
-// New returns a transport that sends with client.
+// New returns a transport that sends with client. If client is an
+// *http.Client, New uses a copy of it that follows no redirect (see
+// NoRedirects); any other Doer must not follow redirects itself.
 func New(client Doer, cfg Config) (*Transport, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil HTTP client", ErrInvalidConfig)
@@ -232,8 +264,27 @@ func New(client Doer, cfg Config) (*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Secret = bytes.Clone(cfg.Secret)
+	if c, ok := client.(*http.Client); ok {
+		client = NoRedirects(c)
+	}
 	u, _ := cfg.endpoint()
 	return &Transport{client: client, cfg: cfg, endpoint: u}, nil
+}
+
+// NoRedirects returns a copy of c (a new client if c is nil) that follows
+// no redirect: a 3xx answer comes back as the response. Without it
+// net/http follows 301, 302 and 303 with a GET carrying the request's
+// headers (the Idempotency-Key and the signature included) to wherever the
+// Location points, plain http included, and 307 and 308 with the body too
+// when the request can be replayed.
+func NoRedirects(c *http.Client) *http.Client {
+	var cp http.Client
+	if c != nil {
+		cp = *c
+	}
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
 }
 
 // Capabilities reports the configured key window and lookup support.
@@ -274,7 +325,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", s.IdempotencyKey)
-	t.authorize(req)
+	t.sign(req, body)
 
 	resp, err := t.client.Do(req)
 	if err != nil {
@@ -305,6 +356,8 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 			return ledger.Ack{}, outcome.Unknown(ErrOutcomeUnknown, fmt.Sprintf("HTTP %d with a body over %d bytes, not read to its end", code, maxResponse), nil)
 		}
 		return ledger.Ack{}, outcome.NotSentFor(fmt.Sprintf("HTTP %d", code), t.retryAfter(resp.Header))
+	case code == http.StatusMovedPermanently || code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect:
+		return ledger.Ack{}, &ledger.Rejection{Reason: fmt.Sprintf("HTTP %d: redirect not followed; the endpoint did not take the message at WEBHOOK_URL (set it to the endpoint itself)", code)}
 	case code >= 400 && code < 500 && !unsettledStatus(code):
 		reason := fmt.Sprintf("HTTP %d", code)
 		if text := redact.Text(errorText(raw), t.secrets(s.Message)...); text != "" {
@@ -372,7 +425,7 @@ func (t *Transport) Lookup(ctx context.Context, key string) (ledger.Ack, bool, e
 		return ledger.Ack{}, false, fmt.Errorf("%w: cannot build the request", ErrLookupFailed)
 	}
 	req.Header.Set("Accept", "application/json")
-	t.authorize(req)
+	t.sign(req, nil)
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return ledger.Ack{}, false, outcome.Unknown(ErrLookupFailed, t.failureClass(err), err)
@@ -395,17 +448,17 @@ func (t *Transport) Lookup(ctx context.Context, key string) (ledger.Ack, bool, e
 	}
 }
 
-func (t *Transport) authorize(req *http.Request) {
-	if t.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+t.cfg.Token)
-	}
+// sign sets the request's signature header (Sign) over its method, target
+// and body, at Config.Now.
+func (t *Transport) sign(req *http.Request, body []byte) {
+	req.Header.Set(SignatureHeader, Sign(t.cfg.Secret, t.cfg.Now(), req.Method, Target(req.URL), body))
 }
 
 // secrets lists the strings no error may repeat: the message's fields (and
 // each line of the body, in case the endpoint echoes part of it) and the
-// token.
+// signing secret.
 func (t *Transport) secrets(m ledger.Message) []string {
-	out := []string{m.Body, m.To, t.cfg.Token}
+	out := []string{m.Body, m.To, string(t.cfg.Secret)}
 	for _, line := range strings.Split(m.Body, "\n") {
 		if line = strings.TrimSpace(line); len(line) >= 8 {
 			out = append(out, line)

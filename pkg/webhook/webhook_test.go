@@ -2,6 +2,9 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -19,10 +22,13 @@ import (
 )
 
 const (
-	testTo    = "player.one@example.org"
-	testBody  = "Hi!\nReset your password: https://game.example/reset?token=s3cr3t-t0ken-value\nIt expires in 10 minutes."
-	testToken = "tok_live_ABCDEF0123456789"
+	testTo     = "player.one@example.org"
+	testBody   = "Hi!\nReset your password: https://game.example/reset?token=s3cr3t-t0ken-value\nIt expires in 10 minutes."
+	testSecret = "whsec_ABCDEF0123456789-test-signing-secret"
 )
+
+// secret is testSecret as the transport and the provider take it.
+var secret = []byte(testSecret)
 
 func testSend(challenge string) ledger.Send {
 	m := ledger.Message{To: testTo, Subject: "Reset your password", Body: testBody}
@@ -32,11 +38,13 @@ func testSend(challenge string) ledger.Send {
 // setup starts a webhooktest.Provider behind an httptest server and a transport for it.
 func setup(t *testing.T, pcfg webhooktest.ProviderConfig, mutate func(*webhook.Config)) (*webhooktest.Provider, *webhook.Transport, *httptest.Server) {
 	t.Helper()
+	if pcfg.Secrets == nil {
+		pcfg.Secrets = webhooktest.Static(secret)
+	}
 	p := webhooktest.NewProvider(pcfg)
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
-	cfg := webhook.DefaultConfig(srv.URL + "/v1/notify")
-	cfg.Token = pcfg.Token
+	cfg := config(srv.URL + "/v1/notify")
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -47,34 +55,46 @@ func setup(t *testing.T, pcfg webhooktest.ProviderConfig, mutate func(*webhook.C
 	return p, tr, srv
 }
 
+// config is DefaultConfig(url) with the test secret.
+func config(url string) webhook.Config {
+	cfg := webhook.DefaultConfig(url)
+	cfg.Secret = secret
+	return cfg
+}
+
 // assertClean fails if s repeats the address, the body (or a part of it),
-// the reset link or the bearer token.
+// the reset link or the signing secret.
 func assertClean(t *testing.T, s string) {
 	t.Helper()
 	outcometest.AssertClean(t, s, secrets...)
 }
 
 // secrets are what no error text may repeat.
-var secrets = []string{testTo, "player.one", "s3cr3t-t0ken-value", "game.example", testToken, "ABCDEF0123456789", "expires in 10 minutes", "\n"}
+var secrets = []string{testTo, "player.one", "s3cr3t-t0ken-value", "game.example", testSecret, "ABCDEF0123456789", "expires in 10 minutes", "\n"}
 
 func TestConfigValidate(t *testing.T) {
 	outcometest.ValidateConfigs(t, webhook.ErrInvalidConfig, []outcometest.ConfigCase[webhook.Config]{
-		{Name: "https", Config: webhook.DefaultConfig("https://notify.example.com/v1/send"), OK: true},
-		{Name: "loopback http", Config: webhook.DefaultConfig("http://127.0.0.1:8080/send"), OK: true},
-		{Name: "localhost http", Config: webhook.DefaultConfig("http://localhost:8080"), OK: true},
-		{Name: "ipv6 loopback http", Config: webhook.DefaultConfig("http://[::1]:8080"), OK: true},
-		{Name: "remote http", Config: webhook.DefaultConfig("http://notify.example.com/send"), OK: false},
-		{Name: "remote http allowed", Config: webhook.Config{URL: "http://host.docker.internal:9000", AllowInsecureHTTP: true}, OK: true},
-		{Name: "missing url", Config: webhook.Config{}, OK: false},
-		{Name: "relative url", Config: webhook.DefaultConfig("/send"), OK: false},
-		{Name: "other scheme", Config: webhook.DefaultConfig("ftp://notify.example.com"), OK: false},
-		{Name: "credentials in url", Config: webhook.DefaultConfig("https://user:" + testToken + "@notify.example.com"), OK: false},
-		{Name: "fragment", Config: webhook.DefaultConfig("https://notify.example.com/#x"), OK: false},
-		{Name: "token with newline", Config: webhook.Config{URL: "https://notify.example.com", Token: "abc\r\nX-Evil: 1"}, OK: false},
-		{Name: "negative window", Config: webhook.Config{URL: "https://notify.example.com", KeyWindow: -time.Second}, OK: false},
-		{Name: "negative timeout", Config: webhook.Config{URL: "https://notify.example.com", Timeout: -time.Second}, OK: false},
+		{Name: "https", Config: config("https://notify.example.com/v1/send"), OK: true},
+		{Name: "loopback http", Config: config("http://127.0.0.1:8080/send"), OK: true},
+		{Name: "other loopback http", Config: config("http://127.3.4.5:8080/send"), OK: true},
+		{Name: "localhost http", Config: config("http://localhost:8080"), OK: true},
+		{Name: "ipv6 loopback http", Config: config("http://[::1]:8080"), OK: true},
+		{Name: "remote http", Config: config("http://notify.example.com/send"), OK: false},
+		{Name: "remote http by address", Config: config("http://203.0.113.9/send"), OK: false},
+		{Name: "host.docker.internal http", Config: config("http://host.docker.internal:9000"), OK: false},
+		{Name: "a name under localhost", Config: config("http://localhost.evil.example/send"), OK: false},
+		{Name: "unspecified address", Config: config("http://0.0.0.0:8080/send"), OK: false},
+		{Name: "missing url", Config: webhook.Config{Secret: secret}, OK: false},
+		{Name: "relative url", Config: config("/send"), OK: false},
+		{Name: "other scheme", Config: config("ftp://notify.example.com"), OK: false},
+		{Name: "credentials in url", Config: config("https://user:" + testSecret + "@notify.example.com"), OK: false},
+		{Name: "fragment", Config: config("https://notify.example.com/#x"), OK: false},
+		{Name: "no secret", Config: webhook.DefaultConfig("https://notify.example.com"), OK: false},
+		{Name: "short secret", Config: webhook.Config{URL: "https://notify.example.com", Secret: secret[:webhook.MinSecretLen-1]}, OK: false},
+		{Name: "negative window", Config: webhook.Config{URL: "https://notify.example.com", Secret: secret, KeyWindow: -time.Second}, OK: false},
+		{Name: "negative timeout", Config: webhook.Config{URL: "https://notify.example.com", Secret: secret, Timeout: -time.Second}, OK: false},
 	}, secrets...)
-	if _, err := webhook.New(nil, webhook.DefaultConfig("https://notify.example.com")); !errors.Is(err, webhook.ErrInvalidConfig) {
+	if _, err := webhook.New(nil, config("https://notify.example.com")); !errors.Is(err, webhook.ErrInvalidConfig) {
 		t.Fatalf("New(nil) = %v, want ErrInvalidConfig", err)
 	}
 }
@@ -85,10 +105,10 @@ func TestCapabilities(t *testing.T) {
 		cfg  webhook.Config
 		want ledger.Capabilities
 	}{
-		{"defaults", webhook.DefaultConfig("https://n.example.com"), ledger.Capabilities{IdempotencyWindow: 24 * time.Hour}},
-		{"zero config honors no keys", webhook.Config{URL: "https://n.example.com"}, ledger.Capabilities{}},
-		{"lookup, no keys", webhook.Config{URL: "https://n.example.com", Lookup: true}, ledger.Capabilities{Lookup: true}},
-		{"short window", webhook.Config{URL: "https://n.example.com", KeyWindow: time.Hour, Lookup: true}, ledger.Capabilities{IdempotencyWindow: time.Hour, Lookup: true}},
+		{"defaults", config("https://n.example.com"), ledger.Capabilities{IdempotencyWindow: 24 * time.Hour}},
+		{"zero config honors no keys", webhook.Config{URL: "https://n.example.com", Secret: secret}, ledger.Capabilities{}},
+		{"lookup, no keys", webhook.Config{URL: "https://n.example.com", Secret: secret, Lookup: true}, ledger.Capabilities{Lookup: true}},
+		{"short window", webhook.Config{URL: "https://n.example.com", Secret: secret, KeyWindow: time.Hour, Lookup: true}, ledger.Capabilities{IdempotencyWindow: time.Hour, Lookup: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,8 +137,9 @@ func TestSendRequest(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"prov-1"}`)
 	}))
 	defer srv.Close()
-	cfg := webhook.DefaultConfig(srv.URL + "/hooks/reset?tenant=game")
-	cfg.Token = testToken
+	cfg := config(srv.URL + "/hooks/reset?tenant=game")
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	cfg.Now = func() time.Time { return now }
 	tr, err := webhook.New(srv.Client(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -135,9 +156,9 @@ func TestSendRequest(t *testing.T) {
 		t.Errorf("request line = %s %s", got.Method, got.URL)
 	}
 	for h, want := range map[string]string{
-		"Idempotency-Key": s.IdempotencyKey,
-		"Content-Type":    "application/json",
-		"Authorization":   "Bearer " + testToken,
+		"Idempotency-Key":       s.IdempotencyKey,
+		"Content-Type":          "application/json",
+		webhook.SignatureHeader: webhook.Sign(secret, now, http.MethodPost, "/hooks/reset?tenant=game", body),
 	} {
 		if v := got.Header.Get(h); v != want {
 			t.Errorf("header %s = %q, want %q", h, v, want)
@@ -160,19 +181,20 @@ func TestSendRequest(t *testing.T) {
 			t.Errorf("body %s = %v, want %v", k, fields[k], v)
 		}
 	}
-
-	// Without a token there is no Authorization header.
-	tr2, _ := webhook.New(srv.Client(), webhook.DefaultConfig(srv.URL))
-	if _, err := tr2.Send(context.Background(), s); err != nil {
-		t.Fatal(err)
+	// The signature, worked by hand: HMAC-SHA-256 over "<t>.POST.<target>.<body>".
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("1893499200.POST./hooks/reset?tenant=game."))
+	m.Write(body)
+	if want := "t=1893499200,v1=" + hex.EncodeToString(m.Sum(nil)); got.Header.Get(webhook.SignatureHeader) != want {
+		t.Errorf("signature = %q, want %q", got.Header.Get(webhook.SignatureHeader), want)
 	}
 	if v, ok := got.Header["Authorization"]; ok {
-		t.Errorf("Authorization = %q without a token", v)
+		t.Errorf("Authorization = %q: the request is authenticated by its signature", v)
 	}
 }
 
 func TestSendResponseMapping(t *testing.T) {
-	echo := `{"error":{"message":"recipient ` + testTo + ` refused; body=` + strings.ReplaceAll(testBody, "\n", `\n`) + `; auth=` + testToken + `"}}`
+	echo := `{"error":{"message":"recipient ` + testTo + ` refused; body=` + strings.ReplaceAll(testBody, "\n", `\n`) + `; auth=` + testSecret + `"}}`
 	tests := []struct {
 		name     string
 		step     webhooktest.Step
@@ -193,14 +215,18 @@ func TestSendResponseMapping(t *testing.T) {
 		{"server error 500", webhooktest.Step{Action: webhooktest.Respond, Status: 500, Body: echo}, "unknown", "webhook: outcome unknown: HTTP 500"},
 		{"bad gateway 502", webhooktest.Step{Action: webhooktest.Respond, Status: 502}, "unknown", "webhook: outcome unknown: HTTP 502"},
 		{"unavailable 503", webhooktest.Step{Action: webhooktest.Unavailable}, "notsent", "HTTP 503"},
-		{"redirect 307", webhooktest.Step{Action: webhooktest.Respond, Status: 307}, "unknown", "webhook: outcome unknown: HTTP 307"},
+		{"moved 301", webhooktest.Step{Action: webhooktest.Respond, Status: 301}, "rejected", "HTTP 301: redirect not followed"},
+		{"found 302", webhooktest.Step{Action: webhooktest.Respond, Status: 302}, "unknown", "webhook: outcome unknown: HTTP 302"},
+		{"see other 303", webhooktest.Step{Action: webhooktest.Respond, Status: 303}, "unknown", "webhook: outcome unknown: HTTP 303"},
+		{"redirect 307", webhooktest.Step{Action: webhooktest.Respond, Status: 307}, "rejected", "HTTP 307: redirect not followed"},
+		{"redirect 308", webhooktest.Step{Action: webhooktest.Respond, Status: 308}, "rejected", "HTTP 308: redirect not followed"},
 		{"2xx without id", webhooktest.Step{Action: webhooktest.Respond, Status: 200, Body: `{"status":"ok"}`}, "unknown", "webhook: outcome unknown: HTTP 200 without a usable id"},
 		{"2xx not json", webhooktest.Step{Action: webhooktest.Respond, Status: 202, Body: "queued"}, "unknown", "webhook: outcome unknown: HTTP 202 without a usable id"},
 		{"accept then drop", webhooktest.Step{Action: webhooktest.AcceptThenDrop}, "unknown", "webhook: outcome unknown: connection closed before a complete response"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true, Token: testToken}, nil)
+			p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, nil)
 			p.Script(tt.step)
 			s := testSend("ch-" + tt.name)
 			ack, err := tr.Send(context.Background(), s)
@@ -289,7 +315,7 @@ func TestSendConnectionRefusedIsUnknown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	tr, err := webhook.New(&http.Client{}, webhook.DefaultConfig("http://"+addr+"/send"))
+	tr, err := webhook.New(&http.Client{}, config("http://"+addr+"/send"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,24 +408,25 @@ func TestProviderRejectsKeyReuseWithOtherContent(t *testing.T) {
 	}
 }
 
-func TestProviderRequiresToken(t *testing.T) {
-	p, tr, _ := setup(t, webhooktest.ProviderConfig{Token: testToken}, func(c *webhook.Config) { c.Token = "wrong-token" })
+func TestProviderRefusesAnotherSecret(t *testing.T) {
+	other := []byte("another-secret-of-at-least-32-bytes!")
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{}, func(c *webhook.Config) { c.Secret = other })
 	s := testSend("auth")
 	_, err := tr.Send(context.Background(), s)
 	var rej *ledger.Rejection
 	if !errors.As(err, &rej) || !strings.HasPrefix(rej.Reason, "HTTP 401") {
 		t.Fatalf("err = %v, want a 401 rejection", err)
 	}
-	if strings.Contains(err.Error(), "wrong-token") {
-		t.Fatalf("error %q repeats the token", err)
+	if strings.Contains(err.Error(), string(other)) {
+		t.Fatalf("error %q repeats the secret", err)
 	}
-	if p.Received(s.IdempotencyKey) != 0 || p.Recorded(s.IdempotencyKey) != 0 {
-		t.Fatal("an unauthorized request reached the send path")
+	if p.Received(s.IdempotencyKey) != 0 || p.Recorded(s.IdempotencyKey) != 0 || p.Refused() != 1 {
+		t.Fatal("a request signed with another secret reached the send path")
 	}
 }
 
 func TestLookup(t *testing.T) {
-	p, tr, srv := setup(t, webhooktest.ProviderConfig{HonorKeys: true, Token: testToken}, func(c *webhook.Config) { c.Lookup = true })
+	p, tr, srv := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, func(c *webhook.Config) { c.Lookup = true })
 	found := testSend("found")
 	p.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop})
 	if _, err := tr.Send(context.Background(), found); !errors.Is(err, webhook.ErrOutcomeUnknown) {
@@ -419,13 +446,13 @@ func TestLookup(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer down.Close()
-	trDown, _ := webhook.New(down.Client(), webhook.Config{URL: down.URL, Lookup: true})
+	trDown, _ := webhook.New(down.Client(), webhook.Config{URL: down.URL, Secret: secret, Lookup: true})
 	if _, ok, err := trDown.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, webhook.ErrLookupFailed) || ok {
 		t.Fatalf("Lookup(503) = %v, %v; want ErrLookupFailed", ok, err)
 	}
 
 	// webhook.Lookup off: no request at all.
-	off, _ := webhook.New(srv.Client(), webhook.DefaultConfig(srv.URL))
+	off, _ := webhook.New(srv.Client(), config(srv.URL))
 	if _, _, err := off.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, webhook.ErrLookupUnsupported) {
 		t.Fatalf("Lookup with webhook.Config.Lookup off = %v, want ErrLookupUnsupported", err)
 	}
@@ -529,8 +556,7 @@ func TestSendNotSent(t *testing.T) {
 	send := func(t *testing.T, serve http.HandlerFunc) error {
 		t.Helper()
 		err := outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
-			cfg := webhook.DefaultConfig(srv.URL + "/v1/notify")
-			cfg.Token = testToken
+			cfg := config(srv.URL + "/v1/notify")
 			cfg.Timeout = 300 * time.Millisecond
 			cfg.Now = func() time.Time { return clock }
 			tr, err := webhook.New(srv.Client(), cfg)

@@ -4,7 +4,8 @@
 // GenerateMac), the
 // send-rate budget and the dispatch marks (the budget table, DynamoDB), and
 // the transports: SES v2, End User Messaging SMS (pinpoint-sms-voice-v2)
-// and the webhook. Only functions/dispatch imports it.
+// and the webhook, with its signing secret (Secrets Manager GetSecretValue,
+// package webhooksecret). Only functions/dispatch imports it.
 package dispatch
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/internal/wire/webhooksecret"
 	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/dispatchqueue/sqsqueue"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
@@ -59,8 +61,9 @@ func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
 	ses := sesv2.NewFromConfig(env.Config)
 	svc.Budget = newBudget(ctx, env, ses, svc.Clock())
 	svc.Transports = map[ledger.Channel]ledger.Transport{}
+	webhook := webhooksecret.Transports(ctx, env)
 	for ch, kind := range s.Transports {
-		tr, err := transport(env, ses, kind)
+		tr, err := transport(env, ses, webhook, kind)
 		if err != nil {
 			return fmt.Errorf("%s transport %s: %w", ch, kind, err)
 		}
@@ -71,7 +74,7 @@ func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
 
 // transport builds one channel's transport. The transports turn SDK retries
 // off on every send, so every attempt is one the ledger records.
-func transport(env wire.Env, ses *sesv2.Client, kind string) (ledger.Transport, error) {
+func transport(env wire.Env, ses *sesv2.Client, webhook func() (ledger.Transport, error), kind string) (ledger.Transport, error) {
 	s := env.Settings
 	switch kind {
 	case settings.TransportSES:
@@ -82,7 +85,7 @@ func transport(env wire.Env, ses *sesv2.Client, kind string) (ledger.Transport, 
 			ProtectConfigurationID: s.SMSProtectConfigurationID,
 		})
 	case settings.TransportWebhook:
-		return wire.Webhook(s)
+		return webhook()
 	}
 	return nil, fmt.Errorf("unknown transport %q", kind)
 }

@@ -3,7 +3,9 @@
 // dispatch marks (the budget table, DynamoDB), the content key (KMS Decrypt)
 // for a same-key retry when a channel goes through the webhook (the only
 // transport reconcile sends through again: settings.OpensContent), and per
-// channel what its reconcile policy needs of the transport. Only
+// channel what its reconcile policy needs of the transport: the webhook's
+// with its signing secret (Secrets Manager GetSecretValue, package
+// webhooksecret), since its retries and lookups are signed. Only
 // functions/reconcile imports it.
 //
 // Reconcile sends again only through a transport that deduplicates by key
@@ -24,13 +26,14 @@ import (
 
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/internal/wire/webhooksecret"
 	"github.com/resetledger/resetledger/pkg/dispatchqueue/sqsqueue"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // Ports adds reconcile's ports to svc.
-func Ports(_ context.Context, env wire.Env, svc *ledger.Service) error {
+func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
 	s := env.Settings
 	svc.Progress = wire.Progress(env)
 	// Delays are measured on the service's clock (a test may set it later).
@@ -41,8 +44,9 @@ func Ports(_ context.Context, env wire.Env, svc *ledger.Service) error {
 		svc.Opener = &envelope.Opener{KMS: kms.NewFromConfig(env.Config), KeyARN: s.ContentKeyARN}
 	}
 	svc.Transports = map[ledger.Channel]ledger.Transport{}
+	webhook := webhooksecret.Transports(ctx, env)
 	for ch, kind := range s.Transports {
-		tr, err := transport(s, kind)
+		tr, err := transport(s, webhook, kind)
 		if err != nil {
 			return fmt.Errorf("%s transport %s: %w", ch, kind, err)
 		}
@@ -51,14 +55,14 @@ func Ports(_ context.Context, env wire.Env, svc *ledger.Service) error {
 	return nil
 }
 
-func transport(s settings.Settings, kind string) (ledger.Transport, error) {
+func transport(s settings.Settings, webhook func() (ledger.Transport, error), kind string) (ledger.Transport, error) {
 	switch kind {
 	case settings.TransportSES:
 		return unsent{ledger.Capabilities{Events: s.SESConfigurationSet != ""}}, nil
 	case settings.TransportSMS:
 		return unsent{ledger.Capabilities{Events: s.SMSConfigurationSet != ""}}, nil
 	case settings.TransportWebhook:
-		return wire.Webhook(s)
+		return webhook()
 	}
 	return nil, fmt.Errorf("unknown transport %q", kind)
 }

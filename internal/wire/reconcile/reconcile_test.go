@@ -7,8 +7,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
+	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -37,7 +39,7 @@ func TestUnsentCapabilities(t *testing.T) {
 			kind string
 			real ledger.Transport
 		}{{settings.TransportSES, ses}, {settings.TransportSMS, sms}} {
-			got, err := transport(s, tc.kind)
+			got, err := transport(s, nil, tc.kind)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,14 +58,17 @@ func TestUnsentCapabilities(t *testing.T) {
 }
 
 // TestPorts: reconcile gets the scheduler, the marks, the opener and a
-// transport per channel (the webhook itself; SES's stand-in), and no
+// transport per channel (the webhook itself, with the signing secret it
+// read from Secrets Manager on the emulator; SES's stand-in), and no
 // budget and no proofs, which only dispatch and events use.
 func TestPorts(t *testing.T) {
+	cfg := emulator.Config(t)
+	arn, _ := emulator.Secret(t, secretsmanager.NewFromConfig(cfg), "webhook-secret")
 	s := settings.Defaults()
-	s.SESFrom, s.WebhookURL = "no-reply@mail.example.com", "http://127.0.0.1:4599/send"
+	s.SESFrom, s.WebhookURL, s.WebhookSecretARN = "no-reply@mail.example.com", "http://127.0.0.1:4599/send", arn
 	s.Transports[ledger.SMS] = settings.TransportWebhook
 	svc := &ledger.Service{}
-	if err := Ports(context.Background(), wire.Env{Config: aws.Config{Region: "us-east-1"}, Settings: s}, svc); err != nil {
+	if err := Ports(context.Background(), wire.Env{Config: cfg, Settings: s}, svc); err != nil {
 		t.Fatal(err)
 	}
 	if svc.Scheduler == nil || svc.Progress == nil || svc.Opener == nil {
@@ -91,5 +96,18 @@ func TestNoOpenerWithoutWebhook(t *testing.T) {
 	}
 	if svc.Opener != nil {
 		t.Errorf("reconcile with ses and sms holds an opener %T: it never opens content", svc.Opener)
+	}
+}
+
+// TestPortsRefuseAnUnreadableSecret: a webhook transport whose signing
+// secret cannot be read is a configuration reconcile must not start with.
+func TestPortsRefuseAnUnreadableSecret(t *testing.T) {
+	cfg := emulator.Config(t)
+	s := settings.Defaults()
+	s.SESFrom, s.WebhookURL = "no-reply@mail.example.com", "http://127.0.0.1:4599/send"
+	s.WebhookSecretARN = "arn:aws:secretsmanager:us-east-1:000000000000:secret:" + emulator.UniqueName(t, "missing")
+	s.Transports[ledger.SMS] = settings.TransportWebhook
+	if err := Ports(context.Background(), wire.Env{Config: cfg, Settings: s}, &ledger.Service{}); err == nil {
+		t.Fatal("Ports built a webhook transport without its signing secret")
 	}
 }

@@ -1,12 +1,12 @@
 // Package webhooktest is a local HTTP provider for tests of the webhook
-// transport: it records what it receives per Idempotency-Key, can honor keys,
-// and follows a script of answers (accept, reject, drop, slow, any status).
+// transport: it checks every request's signature (webhook.Verify), records
+// what it receives per Idempotency-Key, can honor keys, and follows a script
+// of answers (accept, reject, drop, slow, any status).
 // It is test support, like net/http/httptest; nothing in production uses it.
 package webhooktest
 
 import (
-	"github.com/resetledger/resetledger/pkg/webhook"
-
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +14,8 @@ import (
 	"path"
 	"sync"
 	"time"
+
+	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
 // Action is what a Provider does with one POST.
@@ -56,9 +58,19 @@ type ProviderConfig struct {
 	// key gets the first message's id and is not recorded again (a different
 	// content hash under a known key gets 422).
 	HonorKeys bool
-	// Token, if set, is the bearer token every request except GET /messages
-	// must carry; others get 401.
-	Token string
+	// Secrets returns the signing secrets a request may be signed with
+	// (webhook.Sign; two while a secret is rotated). It is asked at every
+	// request, so a secret that changes (the local stage's provider reads a
+	// file the deploy writes) applies without a restart. Every request but
+	// GET /messages must carry a valid signature under one of them, within
+	// webhook.DefaultSignatureTolerance; others get 401 and are neither
+	// counted nor recorded. Nil, or no secret: every such request gets 401.
+	Secrets func() [][]byte
+}
+
+// Static returns a ProviderConfig.Secrets that always returns secrets.
+func Static(secrets ...[]byte) func() [][]byte {
+	return func() [][]byte { return secrets }
 }
 
 // RecordedMessage is a message the Provider accepted.
@@ -87,6 +99,7 @@ type Provider struct {
 	byKey    map[string]int // key -> index into messages of its first record
 	recorded map[string]int
 	received map[string]int
+	refused  int
 }
 
 // NewProvider returns a Provider with an empty script.
@@ -115,6 +128,14 @@ func (p *Provider) Received(key string) int {
 	return p.received[key]
 }
 
+// Refused returns how many requests were refused for a missing or bad
+// signature.
+func (p *Provider) Refused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
 // Messages returns a copy of the recorded messages, oldest first.
 func (p *Provider) Messages() []RecordedMessage {
 	p.mu.Lock()
@@ -124,14 +145,27 @@ func (p *Provider) Messages() []RecordedMessage {
 
 // ServeHTTP implements http.Handler.
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.Method == http.MethodGet && path.Base(r.URL.Path) == "messages":
+	if r.Method == http.MethodGet && path.Base(r.URL.Path) == "messages" {
 		writeJSON(w, http.StatusOK, p.Messages())
-	case !p.authorized(r):
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
-	case r.Method == http.MethodGet:
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "body too large"})
+		return
+	}
+	if err := p.verify(r, body); err != nil {
+		p.mu.Lock()
+		p.refused++
+		p.mu.Unlock()
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": err.Error()})
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	switch r.Method {
+	case http.MethodGet:
 		p.lookup(w, path.Base(r.URL.Path))
-	case r.Method == http.MethodPost:
+	case http.MethodPost:
 		p.send(w, r)
 	default:
 		w.Header().Set("Allow", "GET, POST")
@@ -139,8 +173,14 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (p *Provider) authorized(r *http.Request) bool {
-	return p.cfg.Token == "" || r.Header.Get("Authorization") == "Bearer "+p.cfg.Token
+// verify checks the request's signature against the configured secrets.
+func (p *Provider) verify(r *http.Request, body []byte) error {
+	var secrets [][]byte
+	if p.cfg.Secrets != nil {
+		secrets = p.cfg.Secrets()
+	}
+	return webhook.Verify(r.Header.Get(webhook.SignatureHeader), secrets, r.Method, webhook.Target(r.URL), body,
+		time.Now(), webhook.DefaultSignatureTolerance)
 }
 
 func (p *Provider) lookup(w http.ResponseWriter, key string) {
@@ -160,14 +200,10 @@ func (p *Provider) lookup(w http.ResponseWriter, key string) {
 
 func (p *Provider) send(w http.ResponseWriter, r *http.Request) {
 	var msg webhook.Payload
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	if err := dec.Decode(&msg); err != nil {
+	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body is not a JSON payload"})
 		return
 	}
-	// Reading to EOF lets the server notice a client that hangs up while a
-	// Slow step holds the answer.
-	_, _ = io.Copy(io.Discard, r.Body)
 	key := r.Header.Get("Idempotency-Key")
 
 	p.mu.Lock()
