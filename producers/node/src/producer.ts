@@ -122,9 +122,9 @@ export function validate(n: Notification, now: Date = new Date()): Validated {
   }
   // The body with the smallest envelope (a one-character key id, a one-byte
   // data key ciphertext, and the real ciphertext length) and the shortest
-  // issued_at RFC 3339 writes (whole seconds): checked before the clock is
-  // read, as the Go producer does.
-  const shortest = new Date(Math.floor(n.expiresAt.getTime() / 1000) * 1000 - 1000);
+  // issued_at RFC 3339 writes (any whole second): checked before the clock
+  // is read, as the Go producer does.
+  const shortest = new Date(Date.UTC(2000, 0, 1));
   const smallest = encodeIntent({ ...n, issuedAt: shortest }, hash,
     { v: 1, alg: 'AES-256-GCM', kms_key_id: 'k', edk: 'AA==', nonce: 'AAAAAAAAAAAAAAAA', ct: '' }, 'A'.repeat(INTENT_MAC_LENGTH));
   if (Buffer.byteLength(smallest, 'utf8') + base64Length(ctLength) > MAX_BODY_SIZE) {
