@@ -4,31 +4,34 @@
 // account service's batch job or smoke test would do, and what the
 // repository's end-to-end test runs against a deployed stack.
 //
-//   INTENT_QUEUE_URL=... CONTENT_KEY_ARN=... node examples/publish-json.mjs < notifications.json
+//   INTENT_QUEUE_URL=... CONTENT_KEY_ARN=... INTENT_KEY_ARN=... node examples/publish-json.mjs < notifications.json
 //
-// Each notification is the package's Notification with expiresAt as an
-// RFC 3339 string. The messages (addresses, reset links) come on stdin, not
+// Each notification is the package's Notification with expiresAt (and
+// issuedAt, optional: the producer's clock when left out) as RFC 3339
+// strings. The messages (addresses, reset links) come on stdin, not
 // in arguments, so no process listing shows them; the output holds only
 // ids, keys and hashes, never a message.
 import { text } from 'node:stream/consumers';
 
-import { Producer, ProducerError } from '@resetledger/producer';
+import { formatTime, Producer, ProducerError } from '@resetledger/producer';
 
 const queueUrl = process.env.INTENT_QUEUE_URL;
 const keyId = process.env.CONTENT_KEY_ARN;
-if (!queueUrl || !keyId) {
-  console.error('publish-json: set INTENT_QUEUE_URL and CONTENT_KEY_ARN');
+const intentKeyArn = process.env.INTENT_KEY_ARN;
+if (!queueUrl || !keyId || !intentKeyArn) {
+  console.error('publish-json: set INTENT_QUEUE_URL, CONTENT_KEY_ARN and INTENT_KEY_ARN');
   process.exit(2);
 }
 
-const producer = new Producer({ queueUrl, keyId });
+const producer = new Producer({ queueUrl, keyId, intentKeyArn });
 const notifications = JSON.parse(await text(process.stdin));
 const results = [];
 let failed = 0;
 for (const n of notifications) {
   const id = { challengeId: n.challengeId, channel: n.channel };
   try {
-    results.push({ ...id, ...(await producer.publish({ ...n, expiresAt: new Date(n.expiresAt) })) });
+    const r = await producer.publish({ ...n, expiresAt: new Date(n.expiresAt), issuedAt: n.issuedAt ? new Date(n.issuedAt) : undefined });
+    results.push({ ...id, ...r, issuedAt: formatTime(r.issuedAt) });
   } catch (err) {
     if (!(err instanceof ProducerError)) throw err;
     failed++;

@@ -52,14 +52,17 @@ export class ExpiredError extends ProducerError {
   }
 }
 
-/** Where a publish failed: sealing (KMS GenerateDataKey) or sending (SQS SendMessage). */
-export type PublishStage = 'seal' | 'send';
+/**
+ * Where a publish failed: sealing the content (KMS GenerateDataKey), sealing
+ * the intent's fields (KMS GenerateMac) or sending (SQS SendMessage).
+ */
+export type PublishStage = 'seal' | 'sign' | 'send';
 
 /**
  * An AWS call failed. `stage` says which; `attempts` how many SendMessage
- * calls were made (0 when sealing failed); `cause` is the SDK's error (it
- * can hold no secret: KMS never sees the message, and SQS sees only the
- * sealed intent). Publishing the same notification again is safe: the
+ * calls were made (0 when sealing or signing failed); `cause` is the SDK's
+ * error (it can hold no secret: KMS never sees the message, and SQS sees
+ * only the sealed intent). Publishing the same notification again is safe: the
  * ledger deduplicates by the intent's dedupe key.
  */
 export class PublishError extends ProducerError {

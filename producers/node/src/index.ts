@@ -5,16 +5,19 @@
  * ```ts
  * import { Producer } from '@resetledger/producer';
  *
- * const producer = new Producer({ queueUrl: process.env.INTENT_QUEUE_URL!, keyId: process.env.CONTENT_KEY_ARN! });
+ * const producer = new Producer({
+ *   queueUrl: process.env.INTENT_QUEUE_URL!, keyId: process.env.CONTENT_KEY_ARN!, intentKeyArn: process.env.INTENT_KEY_ARN!,
+ * });
  * const { dedupeKey, messageId } = await producer.publish({
  *   challengeId: challenge.id, channel: 'email', workflow: { kind: 'single' },
- *   destinationRef: `acct-${account.id}:email`, expiresAt: challenge.expiresAt,
+ *   destinationRef: `acct-${account.id}:email`, issuedAt: challenge.issuedAt, expiresAt: challenge.expiresAt,
  *   templateId: 'reset-email', templateVersion: '3', policyVersion: 'policy-1',
  *   message: { to: account.email, subject, body },
  * });
  * ```
  *
- * The specification is docs/intent-v1.md in the resetledger repository.
+ * The specification is docs/intent-v2.md (and schema/intent-v2.schema.json)
+ * in the resetledger repository.
  *
  * @packageDocumentation
  */
@@ -22,9 +25,12 @@ export { Producer, validate, isRetryable } from './producer.js';
 export type { ProducerOptions, PublishOptions, PublishResult, QueueClient, Validated } from './producer.js';
 export { seal, canonicalPlaintext, encryptionContext, aad, ENCRYPTION_CONTEXT_PURPOSE } from './envelope.js';
 export type { DataKeyClient, SealOptions } from './envelope.js';
+export { signIntent, encodeMac, MAC_ALGORITHM } from './intentseal.js';
+export type { MacClient, SignOptions } from './intentseal.js';
 export {
   dedupeKey,
   contentHash,
+  intentBinding,
   encodeIntent,
   formatTime,
   validateIntentFields,
@@ -32,9 +38,11 @@ export {
   CHANNELS,
   PURPOSE,
   SCHEMA_VERSION,
+  BINDING_DOMAIN,
+  INTENT_MAC_LENGTH,
   MAX_BODY_SIZE,
   MAX_CIPHERTEXT,
 } from './intent.js';
-export type { Channel, Envelope, Message, Notification, Workflow, WorkflowKind } from './intent.js';
+export type { Channel, Envelope, Issued, Message, Notification, Workflow, WorkflowKind } from './intent.js';
 export { ProducerError, IntentError, ExpiredError, PublishError } from './errors.js';
 export type { PublishStage } from './errors.js';

@@ -1,8 +1,9 @@
 /**
- * The intent: its fields and their rules, the dedupe key, the content hash
- * and the wire encoding. docs/intent-v1.md in the resetledger repository is
- * the specification; testdata/vectors holds the vectors this module is
- * tested against.
+ * The intent: its fields and their rules, the dedupe key, the content hash,
+ * the binding the intent key seals and the wire encoding (version 2).
+ * docs/intent-v2.md and schema/intent-v2.schema.json in the resetledger
+ * repository are the specification; testdata/vectors holds the vectors this
+ * module is tested against.
  *
  * @module
  */
@@ -56,6 +57,14 @@ export interface Notification {
    * Left out, or `''`, the intent carries no `subject_ref`.
    */
   subjectRef?: string;
+  /**
+   * When the account service issued the challenge: a subject's newest
+   * challenge is the one issued last, whatever the expiries. Optional: left
+   * out (or null), the producer's clock at publish. It must be before
+   * `expiresAt` and no later than the claim function's clock (which refuses
+   * the intent otherwise). Sealed with the rest of the intent.
+   */
+  issuedAt?: Date;
   /** When the challenge expires. Nothing is sent after it. */
   expiresAt: Date;
   /** 1 to 64 of `A-Za-z0-9._:-`. */
@@ -70,14 +79,20 @@ export interface Notification {
 /** The only purpose. */
 export const PURPOSE = 'password-reset';
 
-/** The only schema_version. */
-export const SCHEMA_VERSION = 1;
+/** The schema_version this package writes: 2, every decision field sealed by intent_mac. */
+export const SCHEMA_VERSION = 2;
 
 /** The largest intent body the consumer accepts, in bytes (64 KiB). */
 export const MAX_BODY_SIZE = 64 * 1024;
 
 /** The largest envelope ciphertext (ct) the consumer accepts, in bytes. */
 export const MAX_CIPHERTEXT = 64 * 1024;
+
+/** The length of every intent_mac: 32 bytes in base64url without padding. */
+export const INTENT_MAC_LENGTH = 43;
+
+/** The first line of every binding: it names the layout and separates intent seals from any other use of the key. */
+export const BINDING_DOMAIN = 'resetledger-intent-binding/v2';
 
 const CONTENT_HASH_DOMAIN = 'reset-notification-content-v1';
 const OPAQUE = /^[A-Za-z0-9._:-]*$/;
@@ -184,16 +199,37 @@ export function validateIntentFields(n: Notification): void {
   if (exp === undefined || exp === null) {
     throw new IntentError('expires_at', 'missing');
   }
-  if (!(exp instanceof Date) || Number.isNaN(exp.getTime())) {
-    throw new IntentError('expires_at', 'want a valid Date');
-  }
-  const year = exp.getUTCFullYear();
-  if (year < 1 || year > 9999) {
-    throw new IntentError('expires_at', 'year outside 0001..9999');
-  }
+  checkTime('expires_at', exp);
   checkOpaque('template_id', n.templateId, 64);
   checkOpaque('template_version', n.templateVersion, 32);
   checkOpaque('policy_version', n.policyVersion, 32);
+}
+
+/** Throws unless t is a valid Date RFC 3339 can carry. */
+function checkTime(field: string, t: unknown): asserts t is Date {
+  if (!(t instanceof Date) || Number.isNaN(t.getTime())) {
+    throw new IntentError(field, 'want a valid Date');
+  }
+  const year = t.getUTCFullYear();
+  if (year < 1 || year > 9999) {
+    throw new IntentError(field, 'year outside 0001..9999');
+  }
+}
+
+/**
+ * The issued_at an intent for n carries: `n.issuedAt`, or `now` when n has
+ * none. Throws an {@link IntentError} on `issued_at` unless it is a valid
+ * Date before `n.expiresAt` (which {@link validateIntentFields} checked).
+ * The Go producer checks it after the expiry, as {@link validate} does.
+ */
+export function issuedAtOf(n: Notification, now: Date): Date {
+  const given: unknown = n.issuedAt;
+  const t = given === undefined || given === null ? now : given;
+  checkTime('issued_at', t);
+  if (t.getTime() >= n.expiresAt.getTime()) {
+    throw new IntentError('issued_at', 'not before expires_at');
+  }
+  return t;
 }
 
 /**
@@ -223,7 +259,7 @@ export function validateMessage(m: Message): void {
 }
 
 /**
- * Formats t as the wire's expires_at: RFC 3339 in UTC with the fraction of
+ * Formats t as the wire's issued_at and expires_at: RFC 3339 in UTC with the fraction of
  * the second trimmed of trailing zeros (none when whole), as Go's
  * time.RFC3339Nano does.
  */
@@ -248,12 +284,64 @@ export interface Envelope {
   ct: string;
 }
 
+/** n with the issued_at it is published with (see {@link issuedAtOf}). */
+export type Issued = Notification & { issuedAt: Date };
+
+function requireIssued(n: Notification): asserts n is Issued {
+  const t: unknown = n.issuedAt;
+  if (t === undefined || t === null) {
+    throw new IntentError('issued_at', 'missing');
+  }
+  checkTime('issued_at', t);
+}
+
 /**
- * The intent body on the wire for n with its content hash and sealed
- * content: one JSON object, fields in the documented order, byte for byte
- * what the Go producer writes.
+ * The binding of the intent for n with its content hash: the bytes the
+ * intent key seals (KMS GenerateMac, HMAC_SHA_256) into intent_mac, every
+ * field the claim function decides on. {@link BINDING_DOMAIN} and a line
+ * feed, then for each field in the documented order a line
+ * `<name>:<length>:<value>\n`, the length the value's UTF-8 byte count in
+ * decimal, the value as the wire carries it (the times as
+ * {@link formatTime} writes them, workflow.order joined by commas,
+ * subject_ref and workflow.order empty when absent). n must carry its
+ * issuedAt.
  */
-export function encodeIntent(n: Notification, hash: string, sealed: Envelope): string {
+export function intentBinding(n: Notification, hash: string): Buffer {
+  requireIssued(n);
+  const fields: [string, string][] = [
+    ['schema_version', String(SCHEMA_VERSION)],
+    ['purpose', PURPOSE],
+    ['challenge_id', n.challengeId],
+    ['channel', n.channel],
+    ['dedupe_key', dedupeKey(n.challengeId, n.channel)],
+    ['workflow.kind', n.workflow.kind],
+    ['workflow.order', (n.workflow.order ?? []).join(',')],
+    ['destination_ref', n.destinationRef],
+    ['subject_ref', hasSubjectRef(n) ? (n.subjectRef as string) : ''],
+    ['issued_at', formatTime(n.issuedAt)],
+    ['expires_at', formatTime(n.expiresAt)],
+    ['template_id', n.templateId],
+    ['template_version', n.templateVersion],
+    ['policy_version', n.policyVersion],
+    ['content_hash', hash],
+  ];
+  let text = `${BINDING_DOMAIN}\n`;
+  for (const [name, value] of fields) {
+    text += `${name}:${Buffer.byteLength(value, 'utf8')}:${value}\n`;
+  }
+  return Buffer.from(text, 'utf8');
+}
+
+/**
+ * The intent body on the wire for n (which must carry its issuedAt) with
+ * its content hash, sealed content and intent_mac: one JSON object, fields
+ * in the documented order, byte for byte what the Go producer writes.
+ */
+export function encodeIntent(n: Notification, hash: string, sealed: Envelope, intentMac: string): string {
+  requireIssued(n);
+  if (typeof intentMac !== 'string' || intentMac === '') {
+    throw new IntentError('intent_mac', 'empty');
+  }
   const workflow: { kind: WorkflowKind; order?: Channel[] } = { kind: n.workflow.kind };
   if (n.workflow.order !== undefined && n.workflow.order.length > 0) {
     workflow.order = [...n.workflow.order];
@@ -266,6 +354,7 @@ export function encodeIntent(n: Notification, hash: string, sealed: Envelope): s
     workflow,
     destination_ref: n.destinationRef,
     ...(hasSubjectRef(n) ? { subject_ref: n.subjectRef } : {}),
+    issued_at: formatTime(n.issuedAt),
     expires_at: formatTime(n.expiresAt),
     template_id: n.templateId,
     template_version: n.templateVersion,
@@ -279,5 +368,6 @@ export function encodeIntent(n: Notification, hash: string, sealed: Envelope): s
       nonce: sealed.nonce,
       ct: sealed.ct,
     },
+    intent_mac: intentMac,
   });
 }

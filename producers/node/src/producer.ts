@@ -1,6 +1,7 @@
 /**
- * The producer: validate a notification, seal its message, publish the
- * intent, retrying only the publish (SQS SendMessage) of the sealed intent.
+ * The producer: validate a notification, seal its message, seal the
+ * intent's fields, publish the intent, retrying only the publish (SQS
+ * SendMessage) of the sealed intent.
  *
  * @module
  */
@@ -15,12 +16,16 @@ import {
   contentHash,
   dedupeKey,
   encodeIntent,
+  intentBinding,
+  issuedAtOf,
+  INTENT_MAC_LENGTH,
   MAX_BODY_SIZE,
   MAX_CIPHERTEXT,
   validateIntentFields,
   validateMessage,
   type Notification,
 } from './intent.js';
+import { signIntent, type MacClient } from './intentseal.js';
 
 /** The SQS call the producer makes; an SQSClient is one. */
 export type QueueClient = Pick<SQSClient, 'send'>;
@@ -31,6 +36,8 @@ export interface Validated {
   dedupeKey: string;
   /** The content hash recorded in the ledger. */
   contentHash: string;
+  /** The intent's issued_at: the notification's issuedAt, or the clock's time when it had none. */
+  issuedAt: Date;
 }
 
 /** What {@link Producer.publish} returns. */
@@ -48,11 +55,19 @@ export interface ProducerOptions {
   /** The content key (the stack output ContentKeyArn); a key id or alias works too. */
   keyId: string;
   /**
-   * KMS client for GenerateDataKey. Default: a KMSClient from the
-   * environment with the SDK's retries off (`maxAttempts: 1`): a failed
-   * seal is thrown at once, and calling publish again is safe.
+   * The intent key (the stack output IntentKeyArn; environment
+   * INTENT_KEY_ARN): an HMAC_256 KMS key whose GenerateMac seals the
+   * intent's fields. The claim function refuses an intent without a seal
+   * it can verify.
    */
-  kms?: DataKeyClient;
+  intentKeyArn: string;
+  /**
+   * KMS client for GenerateDataKey (content key) and GenerateMac (intent
+   * key). Default: a KMSClient from the environment with the SDK's retries
+   * off (`maxAttempts: 1`): a failed KMS call is thrown at once, and calling
+   * publish again is safe.
+   */
+  kms?: DataKeyClient & MacClient;
   /**
    * SQS client for SendMessage. Default: an SQSClient from the environment
    * with the SDK's retries off, so that the producer's own retries (below)
@@ -65,7 +80,7 @@ export interface ProducerOptions {
   /** Backoff before the n-th retry: random in [0, min(max, base * 2^(n-1))] ms (defaults 100 and 2000). */
   retryBaseDelayMs?: number;
   retryMaxDelayMs?: number;
-  /** The clock that decides expiry; `() => new Date()` by default. */
+  /** The clock that decides expiry and the default issued_at; `() => new Date()` by default. */
   clock?: () => Date;
 }
 
@@ -83,11 +98,12 @@ function tooLarge(): IntentError {
 
 /**
  * Validates a notification exactly as the Go producer does, with no AWS
- * call, and returns its dedupe key and content hash. It throws an
- * {@link IntentError} naming the first bad field (a message whose sealed
- * intent cannot fit the queue's 64 KiB even with the smallest data key KMS
- * could return is too large here already) or an {@link ExpiredError} when
- * `expiresAt` is not after `now`.
+ * call, and returns its dedupe key, content hash and issued_at (`now` when
+ * it has none). It throws an {@link IntentError} naming the first bad field
+ * (a message whose sealed intent cannot fit the queue's 64 KiB even with
+ * the smallest data key KMS could return is too large here already), an
+ * {@link ExpiredError} when `expiresAt` is not after `now`, and then an
+ * IntentError on `issued_at` when the issued_at is not before `expiresAt`.
  */
 export function validate(n: Notification, now: Date = new Date()): Validated {
   validateIntentFields(n);
@@ -104,16 +120,21 @@ export function validate(n: Notification, now: Date = new Date()): Validated {
   if (ctLength > MAX_CIPHERTEXT) {
     throw tooLarge();
   }
-  // The body with the smallest envelope: a one-character key id, a one-byte
-  // data key ciphertext, and the real ciphertext length.
-  const smallest = encodeIntent(n, hash, { v: 1, alg: 'AES-256-GCM', kms_key_id: 'k', edk: 'AA==', nonce: 'AAAAAAAAAAAAAAAA', ct: '' });
+  // The body with the smallest envelope (a one-character key id, a one-byte
+  // data key ciphertext, and the real ciphertext length) and the shortest
+  // issued_at RFC 3339 writes (any whole second): checked before the clock
+  // is read, as the Go producer does.
+  const shortest = new Date(Date.UTC(2000, 0, 1));
+  const smallest = encodeIntent({ ...n, issuedAt: shortest }, hash,
+    { v: 1, alg: 'AES-256-GCM', kms_key_id: 'k', edk: 'AA==', nonce: 'AAAAAAAAAAAAAAAA', ct: '' }, 'A'.repeat(INTENT_MAC_LENGTH));
   if (Buffer.byteLength(smallest, 'utf8') + base64Length(ctLength) > MAX_BODY_SIZE) {
     throw tooLarge();
   }
   if (n.expiresAt.getTime() <= now.getTime()) {
     throw new ExpiredError(n.challengeId, n.channel);
   }
-  return { dedupeKey: dedupeKey(n.challengeId, n.channel), contentHash: hash };
+  const issuedAt = issuedAtOf(n, now);
+  return { dedupeKey: dedupeKey(n.challengeId, n.channel), contentHash: hash, issuedAt };
 }
 
 /** Whether an SDK or network error may pass on a later attempt. */
@@ -155,7 +176,8 @@ function describe(err: unknown): string {
 export class Producer {
   readonly #queueUrl: string;
   readonly #keyId: string;
-  readonly #kms: DataKeyClient;
+  readonly #intentKeyArn: string;
+  readonly #kms: DataKeyClient & MacClient;
   readonly #sqs: QueueClient;
   readonly #attempts: number;
   readonly #base: number;
@@ -163,11 +185,13 @@ export class Producer {
   readonly #clock: () => Date;
 
   constructor(opts: ProducerOptions) {
-    if (!opts || typeof opts.queueUrl !== 'string' || opts.queueUrl === '' || typeof opts.keyId !== 'string' || opts.keyId === '') {
-      throw new TypeError('resetledger: Producer needs a queueUrl and a keyId');
+    const given = (v: unknown): v is string => typeof v === 'string' && v !== '';
+    if (!opts || !given(opts.queueUrl) || !given(opts.keyId) || !given(opts.intentKeyArn)) {
+      throw new TypeError('resetledger: Producer needs a queueUrl, a keyId (content key) and an intentKeyArn (intent key)');
     }
     this.#queueUrl = opts.queueUrl;
     this.#keyId = opts.keyId;
+    this.#intentKeyArn = opts.intentKeyArn;
     this.#kms = opts.kms ?? new KMSClient({ maxAttempts: 1 });
     this.#sqs = opts.sqs ?? new SQSClient({ maxAttempts: 1 });
     this.#attempts = Math.max(1, Math.floor(opts.maxSendAttempts ?? 3));
@@ -183,7 +207,8 @@ export class Producer {
 
   /**
    * Validates n, seals its message under the intent's dedupe key (one KMS
-   * GenerateDataKey call) and sends the intent to the queue. A failed send
+   * GenerateDataKey call), seals the intent's fields under the intent key
+   * (one KMS GenerateMac call) and sends the intent to the queue. A failed send
    * is retried with the same sealed intent while the error is transient,
    * up to `maxSendAttempts`, and never once the challenge has expired;
    * nothing else is retried. Publishing a notification twice is harmless:
@@ -196,6 +221,8 @@ export class Producer {
    */
   async publish(n: Notification, opts: PublishOptions = {}): Promise<PublishResult> {
     const v = this.validate(n);
+    const issued = { ...n, issuedAt: v.issuedAt };
+    const binding = intentBinding(issued, v.contentHash);
     const signal = opts.abortSignal;
     const callOpts = signal === undefined ? {} : { abortSignal: signal };
     let sealed;
@@ -204,7 +231,13 @@ export class Producer {
     } catch (err) {
       throw new PublishError('seal', n.challengeId, n.channel, 0, `seal: KMS GenerateDataKey failed: ${describe(err)}`, err);
     }
-    const body = encodeIntent(n, v.contentHash, sealed);
+    let mac;
+    try {
+      mac = await signIntent(this.#kms, this.#intentKeyArn, binding, callOpts);
+    } catch (err) {
+      throw new PublishError('sign', n.challengeId, n.channel, 0, `sign: KMS GenerateMac failed: ${describe(err)}`, err);
+    }
+    const body = encodeIntent(issued, v.contentHash, sealed, mac);
     if (Buffer.byteLength(body, 'utf8') > MAX_BODY_SIZE) {
       throw tooLarge();
     }

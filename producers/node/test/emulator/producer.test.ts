@@ -1,18 +1,20 @@
 // The producer against an AWS emulator (KMS and SQS): what it sends is an
 // intent whose sealed content KMS opens under the documented encryption
-// context. Needs AWS_ENDPOINT_URL (or ministack on 127.0.0.1:$MINISTACK_PORT,
+// context, and whose intent_mac KMS VerifyMac accepts over the binding
+// recomputed from the received body, and refuses once a field changed. Needs AWS_ENDPOINT_URL (or ministack on 127.0.0.1:$MINISTACK_PORT,
 // default 4566); skipped without one unless LEDGER_REQUIRE_EMULATOR=1 or CI.
 import assert from 'node:assert/strict';
 import { createDecipheriv, randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 
-import { CreateKeyCommand, DecryptCommand, KMSClient, ScheduleKeyDeletionCommand } from '@aws-sdk/client-kms';
+import { CreateKeyCommand, DecryptCommand, KMSClient, ScheduleKeyDeletionCommand, VerifyMacCommand } from '@aws-sdk/client-kms';
 import { CreateQueueCommand, DeleteQueueCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import {
   canonicalPlaintext,
   contentHash,
   dedupeKey,
   encryptionContext,
+  intentBinding,
   Producer,
   PublishError,
   type Envelope,
@@ -48,19 +50,25 @@ describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${
   const sqs = new SQSClient({});
   const run = `node-producer-${randomBytes(4).toString('hex')}`;
   let keyArn = '';
+  let intentKeyArn = '';
   let queueUrl = '';
 
   before(async () => {
     const key = await kms.send(new CreateKeyCommand({ Description: `${run} content key` }));
     keyArn = key.KeyMetadata?.Arn ?? '';
+    const intentKey = await kms.send(new CreateKeyCommand({
+      Description: `${run} intent key`, KeySpec: 'HMAC_256', KeyUsage: 'GENERATE_VERIFY_MAC',
+    }));
+    intentKeyArn = intentKey.KeyMetadata?.Arn ?? '';
     const q = await sqs.send(new CreateQueueCommand({ QueueName: run }));
     queueUrl = q.QueueUrl ?? '';
-    assert.ok(keyArn && queueUrl);
+    assert.ok(keyArn && intentKeyArn && queueUrl);
   });
 
   after(async () => {
     await sqs.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => undefined);
     await kms.send(new ScheduleKeyDeletionCommand({ KeyId: keyArn, PendingWindowInDays: 7 })).catch(() => undefined);
+    await kms.send(new ScheduleKeyDeletionCommand({ KeyId: intentKeyArn, PendingWindowInDays: 7 })).catch(() => undefined);
     kms.destroy();
     sqs.destroy();
   });
@@ -78,6 +86,41 @@ describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${
     };
   }
 
+  /**
+   * The binding of a received intent body, recomputed from its members as
+   * the claim function does (docs/intent-v2.md), not with the package.
+   */
+  function bindingOf(w: Record<string, unknown>): Buffer {
+    const wf = w['workflow'] as { kind: string; order?: string[] };
+    const challenge = w['challenge_id'] as string;
+    const channel = w['channel'] as 'email' | 'sms';
+    const values: [string, string][] = [
+      ['schema_version', String(w['schema_version'])], ['purpose', w['purpose'] as string],
+      ['challenge_id', challenge], ['channel', channel], ['dedupe_key', dedupeKey(challenge, channel)],
+      ['workflow.kind', wf.kind], ['workflow.order', (wf.order ?? []).join(',')],
+      ['destination_ref', w['destination_ref'] as string], ['subject_ref', (w['subject_ref'] as string | undefined) ?? ''],
+      ['issued_at', w['issued_at'] as string], ['expires_at', w['expires_at'] as string],
+      ['template_id', w['template_id'] as string], ['template_version', w['template_version'] as string],
+      ['policy_version', w['policy_version'] as string], ['content_hash', w['content_hash'] as string],
+    ];
+    return Buffer.from('resetledger-intent-binding/v2\n' + values.map(([k, v]) => `${k}:${Buffer.byteLength(v)}:${v}\n`).join(''));
+  }
+
+  /** Whether KMS accepts mac (intent_mac, base64url) over binding under the intent key. */
+  async function verifies(binding: Buffer, mac: string): Promise<boolean> {
+    try {
+      const out = await kms.send(new VerifyMacCommand({
+        KeyId: intentKeyArn, MacAlgorithm: 'HMAC_SHA_256', Message: binding, Mac: Buffer.from(mac, 'base64url'),
+      }));
+      return out.MacValid === true;
+    } catch (err) {
+      if ((err as Error).name === 'KMSInvalidMacException') {
+        return false;
+      }
+      throw err;
+    }
+  }
+
   async function receiveAll(want: number, waitMs = 15_000): Promise<string[]> {
     const bodies: string[] = [];
     const deadline = Date.now() + waitMs;
@@ -89,7 +132,7 @@ describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${
   }
 
   test('publishes intents whose content KMS and AES-GCM open under the dedupe key', async () => {
-    const producer = new Producer({ queueUrl, keyId: keyArn });
+    const producer = new Producer({ queueUrl, keyId: keyArn, intentKeyArn });
     const notifications = [
       notification(`${run}-1`, 'email', { kind: 'single' }),
       notification(`${run}-2`, 'email', { kind: 'fallback', order: ['email', 'sms'] }),
@@ -112,9 +155,24 @@ describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${
       for (const secret of [n.message.to, n.message.body]) {
         assert.ok(!body.includes(secret), 'the body holds the address or the link in clear');
       }
-      const intent = JSON.parse(body) as { content_hash: string; sealed_content: Envelope; workflow: unknown };
+      const intent = JSON.parse(body) as { content_hash: string; sealed_content: Envelope; workflow: unknown; intent_mac: string };
       assert.equal(intent.content_hash, contentHash(n.templateId, n.templateVersion, n.message));
       assert.deepEqual(intent.workflow, n.workflow);
+
+      // The seal: KMS accepts it over the binding recomputed from the body
+      // (the package's own binding is the same bytes), and refuses it once
+      // any field the claim decides on changed.
+      const wire = JSON.parse(body) as Record<string, unknown>;
+      const binding = bindingOf(wire);
+      assert.deepEqual(binding, intentBinding({ ...n, issuedAt: results[i]?.issuedAt ?? new Date(0) }, intent.content_hash));
+      assert.ok(await verifies(binding, intent.intent_mac), 'intent_mac does not verify under the intent key');
+      const tampered: Record<string, unknown>[] = [
+        { expires_at: '2099-01-01T00:00:00Z' }, { issued_at: '2099-01-01T00:00:00Z' }, { subject_ref: 'acct-8' },
+        { destination_ref: 'acct-8:email' }, { workflow: { kind: 'dual' } }, { template_version: '2' },
+      ];
+      for (const edit of tampered) {
+        assert.equal(await verifies(bindingOf({ ...wire, ...edit }), intent.intent_mac), false, `a changed ${Object.keys(edit)[0]} still verifies`);
+      }
       const env = intent.sealed_content;
       assert.equal(env.kms_key_id, keyArn, 'kms_key_id is the KeyId GenerateDataKey returned');
 
@@ -131,7 +189,7 @@ describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${
   });
 
   test('a KMS failure sends nothing', async () => {
-    const producer = new Producer({ queueUrl, keyId: 'arn:aws:kms:us-east-1:000000000000:key/00000000-0000-0000-0000-000000000000' });
+    const producer = new Producer({ queueUrl, keyId: 'arn:aws:kms:us-east-1:000000000000:key/00000000-0000-0000-0000-000000000000', intentKeyArn });
     await assert.rejects(producer.publish(notification(`${run}-3`, 'email', { kind: 'single' })), (err: unknown) => {
       assert.ok(err instanceof PublishError && err.stage === 'seal', String(err));
       return true;
@@ -139,8 +197,19 @@ describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${
     assert.equal((await receiveAll(1, 3_000)).length, 0);
   });
 
+  test('a GenerateMac failure (no such intent key) sends nothing', async () => {
+    const producer = new Producer({
+      queueUrl, keyId: keyArn, intentKeyArn: 'arn:aws:kms:us-east-1:000000000000:key/00000000-0000-0000-0000-000000000000',
+    });
+    await assert.rejects(producer.publish(notification(`${run}-5`, 'email', { kind: 'single' })), (err: unknown) => {
+      assert.ok(err instanceof PublishError && err.stage === 'sign' && err.attempts === 0, String(err));
+      return true;
+    });
+    assert.equal((await receiveAll(1, 3_000)).length, 0);
+  });
+
   test('a missing queue is a send failure, not retried', async () => {
-    const producer = new Producer({ queueUrl: `${queueUrl}-missing`, keyId: keyArn });
+    const producer = new Producer({ queueUrl: `${queueUrl}-missing`, keyId: keyArn, intentKeyArn });
     await assert.rejects(producer.publish(notification(`${run}-4`, 'sms', { kind: 'single' })), (err: unknown) => {
       assert.ok(err instanceof PublishError && err.stage === 'send' && err.attempts === 1, String(err));
       return true;

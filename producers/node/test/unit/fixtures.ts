@@ -1,9 +1,9 @@
 // Test helpers: the vector files and fake AWS clients.
 import { readFileSync } from 'node:fs';
 
-import { GenerateDataKeyCommand } from '@aws-sdk/client-kms';
+import { GenerateDataKeyCommand, GenerateMacCommand, type GenerateMacCommandInput } from '@aws-sdk/client-kms';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
-import type { DataKeyClient, Notification, QueueClient } from '@resetledger/producer';
+import type { DataKeyClient, MacClient, Notification, QueueClient } from '@resetledger/producer';
 
 /** testdata/vectors of the repository (this package is producers/node). */
 export const vectorsDir = new URL('../../../../testdata/vectors/', import.meta.url);
@@ -23,6 +23,7 @@ export interface VectorNotification {
   workflow: { kind: string; order?: string[] };
   destination_ref: string;
   subject_ref?: string;
+  issued_at?: string;
   expires_at: string;
   template_id: string;
   template_version: string;
@@ -38,6 +39,7 @@ export function notification(v: VectorNotification): Notification {
     workflow: v.workflow.order === undefined ? { kind: v.workflow.kind } : { kind: v.workflow.kind, order: v.workflow.order },
     destinationRef: v.destination_ref,
     ...(v.subject_ref === undefined ? {} : { subjectRef: v.subject_ref }),
+    ...(v.issued_at === undefined ? {} : { issuedAt: new Date(v.issued_at) }),
     expiresAt: v.expires_at === '' ? undefined : new Date(v.expires_at),
     templateId: v.template_id,
     templateVersion: v.template_version,
@@ -47,17 +49,39 @@ export function notification(v: VectorNotification): Notification {
   return n as unknown as Notification;
 }
 
-/** A KMS stand-in that hands out the given data key (or fails with err). */
+/** What the fake KMS answers GenerateMac with (or fails with err). */
+export interface FakeMac {
+  mac: Uint8Array;
+  keyId: string;
+  err?: Error;
+}
+
+/**
+ * A KMS stand-in that hands out the given data key (or fails with err) and
+ * answers GenerateMac with the given MAC. `calls` counts both calls;
+ * `inputs` holds the GenerateDataKey inputs, `macInputs` the GenerateMac
+ * ones.
+ */
 export class FakeKMS {
   calls = 0;
   handed: Uint8Array[] = [];
   inputs: unknown[] = [];
+  macInputs: GenerateMacCommandInput[] = [];
   constructor(
     private readonly key: { plaintext: Uint8Array; blob: Uint8Array; keyId: string },
     private readonly err?: Error,
+    private readonly mac: FakeMac = { mac: new Uint8Array(32).fill(9), keyId: 'arn:aws:kms:us-east-1:111122223333:key/intent' },
   ) {}
 
   async send(cmd: unknown): Promise<unknown> {
+    if (cmd instanceof GenerateMacCommand) {
+      this.calls++;
+      this.macInputs.push(cmd.input);
+      if (this.mac.err) {
+        throw this.mac.err;
+      }
+      return { KeyId: this.mac.keyId, MacAlgorithm: cmd.input.MacAlgorithm, Mac: Uint8Array.from(this.mac.mac) };
+    }
     if (!(cmd instanceof GenerateDataKeyCommand)) {
       throw new Error('fake KMS: unexpected command');
     }
@@ -71,8 +95,8 @@ export class FakeKMS {
     return { KeyId: this.key.keyId, Plaintext: plaintext, CiphertextBlob: Uint8Array.from(this.key.blob) };
   }
 
-  client(): DataKeyClient {
-    return this as unknown as DataKeyClient;
+  client(): DataKeyClient & MacClient {
+    return this as unknown as DataKeyClient & MacClient;
   }
 }
 

@@ -1,11 +1,13 @@
 // The producer's behaviour beyond the vectors: Node-specific input checks,
-// retries (of the send only), errors, and what never leaves the process.
+// issued_at and the intent's seal, retries (of the send only), errors, and
+// what never leaves the process.
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { describe, test } from 'node:test';
 
 import {
   ExpiredError,
+  intentBinding,
   IntentError,
   isRetryable,
   Producer,
@@ -38,7 +40,7 @@ const dataKey = { plaintext: new Uint8Array(32).fill(7), blob: new Uint8Array([1
 
 function producer(kms: FakeKMS, sqs: FakeSQS, extra: Partial<ProducerOptions> = {}): Producer {
   return new Producer({
-    queueUrl: 'https://sqs.test/intents', keyId: 'alias/reset-content', kms: kms.client(), sqs: sqs.client(),
+    queueUrl: 'https://sqs.test/intents', keyId: 'alias/reset-content', intentKeyArn: 'alias/reset-intent', kms: kms.client(), sqs: sqs.client(),
     clock: () => NOW, retryBaseDelayMs: 1, retryMaxDelayMs: 2, ...extra,
   });
 }
@@ -60,6 +62,9 @@ describe('input the Go producer has no equivalent for', () => {
     ['invalid Date', (n) => { n.expiresAt = new Date('not a date'); }, 'expires_at', 'want a valid Date'],
     ['expiry as a string', (n) => { n.expiresAt = '2026-11-30T10:50:00Z'; }, 'expires_at', 'want a valid Date'],
     ['expiry after year 9999', (n) => { n.expiresAt = new Date(Date.UTC(10000, 0, 1)); }, 'expires_at', 'year outside 0001..9999'],
+    ['invalid issued Date', (n) => { n.issuedAt = new Date('not a date'); }, 'issued_at', 'want a valid Date'],
+    ['issued_at as a string', (n) => { n.issuedAt = '2026-11-30T10:39:00Z'; }, 'issued_at', 'want a valid Date'],
+    ['issued in year 0', (n) => { n.issuedAt = new Date('0000-06-01T00:00:00Z'); }, 'issued_at', 'year outside 0001..9999'],
     ['challenge id as a number', (n) => { n.challengeId = 1234; }, 'challenge_id', 'want a string'],
     ['no workflow', (n) => { delete n.workflow; }, 'workflow.kind', 'unknown workflow (want single, dual or fallback)'],
     ['order not an array', (n) => { n.workflow = { kind: 'fallback', order: 'email,sms' }; }, 'workflow.order', 'want an array of channels'],
@@ -99,6 +104,51 @@ describe('input the Go producer has no equivalent for', () => {
     assert.equal(keys.indexOf('subject_ref'), keys.indexOf('destination_ref') + 1);
   });
 
+  test('issuedAt: none or null is the clock\'s time, written after subject_ref and sealed', async () => {
+    for (const issuedAt of [undefined, null]) {
+      const kms = new FakeKMS(dataKey);
+      const sqs = new FakeSQS();
+      const n = { ...valid(), subjectRef: 'acct-1001', issuedAt } as unknown as Notification;
+      const res = await producer(kms, sqs).publish(n);
+      assert.deepEqual(res.issuedAt, NOW);
+      const body = JSON.parse(sqs.bodies[0] ?? '{}') as Record<string, unknown>;
+      assert.equal(body.issued_at, '2026-11-30T10:40:00Z');
+      const keys = Object.keys(body);
+      assert.deepEqual(keys.slice(keys.indexOf('subject_ref'), keys.indexOf('subject_ref') + 3), ['subject_ref', 'issued_at', 'expires_at']);
+      assert.equal(keys.at(-1), 'intent_mac');
+      assert.deepEqual(kms.macInputs.map((i) => Buffer.from(i.Message ?? []).toString('utf8')),
+        [intentBinding({ ...valid(), subjectRef: 'acct-1001', issuedAt: NOW }, res.contentHash).toString('utf8')]);
+    }
+  });
+
+  test('issuedAt given is the one written and sealed, not the clock\'s', async () => {
+    const kms = new FakeKMS(dataKey);
+    const sqs = new FakeSQS();
+    const issuedAt = new Date('2026-11-30T10:38:12.5Z');
+    const res = await producer(kms, sqs).publish({ ...valid(), issuedAt });
+    assert.deepEqual(res.issuedAt, issuedAt);
+    assert.equal((JSON.parse(sqs.bodies[0] ?? '{}') as Record<string, unknown>).issued_at, '2026-11-30T10:38:12.5Z');
+    assert.match(Buffer.from(kms.macInputs[0]?.Message ?? []).toString('utf8'), /\nissued_at:22:2026-11-30T10:38:12\.5Z\n/);
+  });
+
+  test('the binding changes with every field the claim decides on', () => {
+    const n = { ...valid(), issuedAt: new Date('2026-11-30T10:39:00Z') };
+    const hash = '0'.repeat(64);
+    const base = intentBinding(n, hash).toString('utf8');
+    const edits: Partial<Notification>[] = [
+      { challengeId: 'chal-7f3a9c02' }, { channel: 'sms', destinationRef: 'acct-1001:email' },
+      { workflow: { kind: 'dual' } }, { workflow: { kind: 'fallback', order: ['email', 'sms'] } },
+      { destinationRef: 'acct-1002:email' }, { subjectRef: 'acct-1001' },
+      { issuedAt: new Date('2026-11-30T10:39:00.001Z') }, { expiresAt: new Date('2099-01-01T00:00:00Z') },
+      { templateId: 'reset-email-2' }, { templateVersion: '4' }, { policyVersion: 'policy-2' },
+    ];
+    for (const edit of edits) {
+      assert.notEqual(intentBinding({ ...n, ...edit }, hash).toString('utf8'), base, JSON.stringify(edit));
+    }
+    assert.notEqual(intentBinding(n, '1'.repeat(64)).toString('utf8'), base, 'content hash');
+    assert.throws(() => intentBinding(valid(), hash), (err: unknown) => err instanceof IntentError && err.field === 'issued_at');
+  });
+
   test('a fallback pair validates on both channels', () => {
     const p = producer(new FakeKMS(dataKey), new FakeSQS());
     for (const channel of ['email', 'sms'] as const) {
@@ -115,7 +165,7 @@ describe('retries: the send only, with the same sealed intent', () => {
     const res = await producer(kms, sqs).publish(valid());
     assert.equal(res.attempts, 3);
     assert.equal(res.messageId, 'msg-3');
-    assert.equal(kms.calls, 1, 'sealed once');
+    assert.deepEqual([kms.inputs.length, kms.macInputs.length], [1, 1], 'sealed and signed once');
     assert.equal(new Set(sqs.bodies).size, 1, 'every attempt sends the same body');
   });
 
@@ -171,6 +221,26 @@ describe('retries: the send only, with the same sealed intent', () => {
     assert.deepEqual([kms.calls, sqs.bodies.length], [1, 0]);
   });
 
+  test('a GenerateMac failure is not retried and sends nothing', async () => {
+    const kms = new FakeKMS(dataKey, undefined, { mac: new Uint8Array(32), keyId: 'k', err: serviceError('AccessDeniedException', 400) });
+    const sqs = new FakeSQS();
+    await assert.rejects(producer(kms, sqs).publish(valid()), (err: unknown) => {
+      assert.ok(err instanceof PublishError, String(err));
+      assert.deepEqual([err.stage, err.attempts], ['sign', 0]);
+      assert.match(err.message, /GenerateMac/);
+      assertNoSecret(err);
+      return true;
+    });
+    assert.deepEqual([kms.macInputs.length, sqs.bodies.length], [1, 0]);
+  });
+
+  test('a MAC of the wrong length is refused', async () => {
+    const kms = new FakeKMS(dataKey, undefined, { mac: new Uint8Array(16), keyId: 'k' });
+    const sqs = new FakeSQS();
+    await assert.rejects(producer(kms, sqs).publish(valid()), (err: unknown) => err instanceof PublishError && err.stage === 'sign');
+    assert.equal(sqs.bodies.length, 0);
+  });
+
   test('a malformed data key is refused', async () => {
     const kms = new FakeKMS({ ...dataKey, plaintext: new Uint8Array(16) });
     await assert.rejects(producer(kms, new FakeSQS()).publish(valid()), (err: unknown) => {
@@ -210,6 +280,16 @@ describe('errors', () => {
     assert.equal(kms.calls, 0);
   });
 
+  test('expiry is checked before issued_at, as the Go producer does', async () => {
+    const kms = new FakeKMS(dataKey);
+    const n = { ...valid(), expiresAt: NOW, issuedAt: new Date(NOW.getTime() + 3_600_000) };
+    await assert.rejects(producer(kms, new FakeSQS()).publish(n), ExpiredError);
+    // And a default issued_at (the clock) is never at or after a future expiry.
+    const soon = { ...valid(), expiresAt: new Date(NOW.getTime() + 1) };
+    assert.deepEqual(producer(kms, new FakeSQS()).validate(soon).issuedAt, NOW);
+    assert.equal(kms.calls, 0);
+  });
+
   test('no error names or quotes the message', async () => {
     const bad = [
       { ...valid(), destinationRef: ADDRESS },
@@ -225,9 +305,11 @@ describe('errors', () => {
     }
   });
 
-  test('the constructor needs a queue and a key', () => {
-    assert.throws(() => new Producer({ queueUrl: '', keyId: 'k' }), TypeError);
-    assert.throws(() => new Producer({ queueUrl: 'q', keyId: '' }), TypeError);
+  test('the constructor needs a queue, the content key and the intent key', () => {
+    assert.throws(() => new Producer({ queueUrl: '', keyId: 'k', intentKeyArn: 'i' }), TypeError);
+    assert.throws(() => new Producer({ queueUrl: 'q', keyId: '', intentKeyArn: 'i' }), TypeError);
+    assert.throws(() => new Producer({ queueUrl: 'q', keyId: 'k', intentKeyArn: '' }), TypeError);
+    assert.throws(() => new Producer({ queueUrl: 'q', keyId: 'k' } as ProducerOptions), /intentKeyArn/);
   });
 });
 

@@ -10,8 +10,11 @@ import {
   contentHash,
   dedupeKey,
   encodeIntent,
+  encodeMac,
   encryptionContext,
   ExpiredError,
+  formatTime,
+  intentBinding,
   IntentError,
   Producer,
   validate,
@@ -35,6 +38,9 @@ interface IntentVector {
   generate_data_key: { KeyId: string; Plaintext_hex: string; CiphertextBlob_base64: string };
   nonce_hex: string;
   sealed_content: Envelope;
+  binding: string;
+  generate_mac: { KeyId: string; MacAlgorithm: string; Mac_base64: string };
+  intent_mac: string;
   body: string;
 }
 
@@ -70,9 +76,26 @@ describe('intents.json', () => {
         assert.equal(contentHash(n.templateId, n.templateVersion, n.message), v.content_hash);
       });
 
-      test('validate returns the key and hash', () => {
+      const mac = { mac: Buffer.from(v.generate_mac.Mac_base64, 'base64'), keyId: v.generate_mac.KeyId };
+
+      test('validate returns the key, the hash and the issued_at', () => {
         const now = new Date(n.expiresAt.getTime() - 60_000);
-        assert.deepEqual(validate(n, now), { dedupeKey: v.dedupe_key, contentHash: v.content_hash });
+        assert.ok(n.issuedAt instanceof Date);
+        assert.deepEqual(validate(n, now), { dedupeKey: v.dedupe_key, contentHash: v.content_hash, issuedAt: n.issuedAt });
+        assert.equal(formatTime(n.issuedAt), JSON.parse(v.body).issued_at);
+      });
+
+      test('binding', () => {
+        const b = intentBinding(n, v.content_hash);
+        assert.ok(Buffer.isBuffer(b));
+        assert.equal(b.toString('utf8'), v.binding);
+        assert.deepEqual(b, Buffer.from(v.binding, 'utf8'));
+      });
+
+      test('intent_mac: the MAC in base64url without padding', () => {
+        assert.equal(v.generate_mac.MacAlgorithm, 'HMAC_SHA_256');
+        assert.equal(encodeMac(mac.mac), v.intent_mac);
+        assert.match(v.intent_mac, /^[A-Za-z0-9_-]{43}$/);
       });
 
       test('canonical plaintext, AAD, encryption context', () => {
@@ -100,28 +123,32 @@ describe('intents.json', () => {
       });
 
       test('intent body', () => {
-        assert.equal(encodeIntent(n, v.content_hash, v.sealed_content), v.body);
+        assert.equal(encodeIntent(n, v.content_hash, v.sealed_content, v.intent_mac), v.body);
       });
 
-      test('publish: one data key, the same body up to the random nonce', async () => {
-        const kms = new FakeKMS(dataKey);
+      test('publish: one data key, one MAC over the binding, the same body up to the random nonce', async () => {
+        const kms = new FakeKMS(dataKey, undefined, mac);
         const sqs = new FakeSQS();
         const p = new Producer({
-          queueUrl: 'https://sqs.test/intents', keyId: 'alias/reset-content', kms: kms.client(), sqs: sqs.client(),
-          clock: () => new Date(n.expiresAt.getTime() - 60_000),
+          queueUrl: 'https://sqs.test/intents', keyId: 'alias/reset-content', intentKeyArn: 'alias/reset-intent',
+          kms: kms.client(), sqs: sqs.client(), clock: () => new Date(n.expiresAt.getTime() - 60_000),
         });
         const res = await p.publish(n);
-        assert.deepEqual(res, { dedupeKey: v.dedupe_key, contentHash: v.content_hash, messageId: 'msg-1', attempts: 1 });
+        assert.deepEqual(res, { dedupeKey: v.dedupe_key, contentHash: v.content_hash, issuedAt: n.issuedAt, messageId: 'msg-1', attempts: 1 });
         assert.deepEqual(kms.inputs, [{ KeyId: 'alias/reset-content', KeySpec: 'AES_256', EncryptionContext: v.encryption_context }]);
+        assert.deepEqual(kms.macInputs, [{ KeyId: 'alias/reset-intent', MacAlgorithm: v.generate_mac.MacAlgorithm, Message: Buffer.from(v.binding, 'utf8') }]);
+        assert.equal(kms.calls, 2);
         assert.deepEqual(sqs.queueUrls, ['https://sqs.test/intents']);
-        const sent = JSON.parse(sqs.bodies[0] ?? '') as { sealed_content: Envelope };
+        const body = sqs.bodies[0] ?? '';
+        const sent = JSON.parse(body) as { sealed_content: Envelope };
         const want = JSON.parse(v.body) as { sealed_content: Envelope };
         assert.notEqual(sent.sealed_content.nonce, want.sealed_content.nonce, 'the nonce is random');
         const nonce = Buffer.from(sent.sealed_content.nonce, 'base64');
         const reSealed = sealWith(v.dedupe_key, canonicalPlaintext(n.message),
           { plaintext: dataKey.plaintext, ciphertextBlob: dataKey.blob, keyId: dataKey.keyId }, nonce);
         assert.deepEqual(sent.sealed_content, reSealed);
-        assert.equal(sqs.bodies[0], encodeIntent(n, v.content_hash, reSealed));
+        // Byte for byte the vector's body, but for the sealed content's random nonce (and so its ciphertext).
+        assert.equal(body.replace(JSON.stringify(reSealed), JSON.stringify(v.sealed_content)), v.body);
         assert.ok(kms.handed.every((k) => k.every((b) => b === 0)), 'the plaintext data key is zeroed');
       });
     });
@@ -135,7 +162,7 @@ describe('invalid.json', () => {
     test(v.name, async () => {
       const kms = new FakeKMS({ plaintext: new Uint8Array(32), blob: new Uint8Array(1), keyId: 'k' });
       const sqs = new FakeSQS();
-      const p = new Producer({ queueUrl: 'https://sqs.test/intents', keyId: 'k', kms: kms.client(), sqs: sqs.client(), clock: () => now });
+      const p = new Producer({ queueUrl: 'https://sqs.test/intents', keyId: 'k', intentKeyArn: 'i', kms: kms.client(), sqs: sqs.client(), clock: () => now });
       const n = notification(v.notification);
       await assert.rejects(p.publish(n), (err: unknown) => {
         if (v.want.error === 'expired') {
@@ -148,7 +175,7 @@ describe('invalid.json', () => {
         }
         return true;
       });
-      assert.equal(kms.calls + sqs.bodies.length, 0, 'no AWS call before a refusal');
+      assert.equal(kms.calls + sqs.bodies.length, 0, 'no AWS call (GenerateDataKey, GenerateMac, SendMessage) before a refusal');
       assert.throws(() => p.validate(n));
     });
   }

@@ -5,16 +5,17 @@ publish password-reset notification intents to a resetledger stack.
 
     from resetledger_producer import Message, Notification, Producer, Workflow
 
-    producer = Producer(os.environ["INTENT_QUEUE_URL"], os.environ["CONTENT_KEY_ARN"])
+    producer = Producer(os.environ["INTENT_QUEUE_URL"], os.environ["CONTENT_KEY_ARN"], os.environ["INTENT_KEY_ARN"])
     result = producer.publish(Notification(
         challenge_id=challenge.id, channel="email", workflow=Workflow("single"),
         destination_ref=f"acct-{account.id}:email", subject_ref=f"acct-{account.id}",
-        expires_at=challenge.expires_at,
+        issued_at=challenge.issued_at, expires_at=challenge.expires_at,
         template_id="reset-email", template_version="3", policy_version="policy-1",
         message=Message(to=account.email, subject=subject, body=body),
     ))
 
-The specification is docs/intent-v1.md in the resetledger repository.
+The specification is docs/intent-v2.md (and schema/intent-v2.schema.json) in
+the resetledger repository.
 """
 
 from .envelope import (
@@ -29,7 +30,9 @@ from .envelope import (
 )
 from .errors import ExpiredError, IntentError, ProducerError, PublishError, PublishStage
 from .intent import (
+    BINDING_DOMAIN,
     CHANNELS,
+    INTENT_MAC_LENGTH,
     MAX_BODY_SIZE,
     MAX_CIPHERTEXT,
     PURPOSE,
@@ -44,14 +47,19 @@ from .intent import (
     dedupe_key,
     encode_intent,
     format_time,
+    intent_binding,
     validate_intent_fields,
     validate_message,
 )
-from .producer import Producer, PublishResult, QueueClient, Validated, is_retryable, validate
+from .intentseal import MAC_ALGORITHM, MacClient, encode_mac, sign_intent
+from .producer import KeyClient, Producer, PublishResult, QueueClient, Validated, is_retryable, validate
 
 __all__ = [
+    "BINDING_DOMAIN",
     "CHANNELS",
     "ENCRYPTION_CONTEXT_PURPOSE",
+    "INTENT_MAC_LENGTH",
+    "MAC_ALGORITHM",
     "MAX_BODY_SIZE",
     "MAX_CIPHERTEXT",
     "PURPOSE",
@@ -62,6 +70,8 @@ __all__ = [
     "Envelope",
     "ExpiredError",
     "IntentError",
+    "KeyClient",
+    "MacClient",
     "Message",
     "Notification",
     "Producer",
@@ -78,11 +88,14 @@ __all__ = [
     "content_hash",
     "dedupe_key",
     "encode_intent",
+    "encode_mac",
     "encryption_context",
     "format_time",
+    "intent_binding",
     "is_retryable",
     "seal",
     "seal_with",
+    "sign_intent",
     "validate",
     "validate_intent_fields",
     "validate_message",

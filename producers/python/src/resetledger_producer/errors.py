@@ -59,15 +59,16 @@ class ExpiredError(ProducerError):
         self.channel = channel
 
 
-PublishStage = Literal["seal", "send"]
-"""Where a publish failed: sealing (KMS GenerateDataKey) or sending (SQS SendMessage)."""
+PublishStage = Literal["seal", "sign", "send"]
+"""Where a publish failed: sealing the content (KMS GenerateDataKey), sealing
+the intent's fields (KMS GenerateMac) or sending (SQS SendMessage)."""
 
 
 class PublishError(ProducerError):
     """An AWS call failed.
 
     ``stage`` says which; ``attempts`` how many SendMessage calls were made (0
-    when sealing failed); ``__cause__`` is the SDK's error (it can hold no
+    when sealing or signing failed); ``__cause__`` is the SDK's error (it can hold no
     secret: KMS never sees the message, and SQS sees only the sealed intent).
     Publishing the same notification again is safe: the ledger deduplicates by
     the intent's dedupe key.

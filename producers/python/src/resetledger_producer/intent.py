@@ -1,8 +1,9 @@
-"""The intent: its fields and their rules, the dedupe key, the content hash and
-the wire encoding.
+"""The intent: its fields and their rules, the dedupe key, the content hash,
+the binding the intent key seals and the wire encoding (version 2).
 
-docs/intent-v1.md in the resetledger repository is the specification;
-testdata/vectors holds the vectors this module is tested against.
+docs/intent-v2.md and schema/intent-v2.schema.json in the resetledger
+repository are the specification; testdata/vectors holds the vectors this
+module is tested against.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Final, Literal
 from .errors import IntentError
 
 __all__ = [
+    "BINDING_DOMAIN",
     "CHANNELS",
+    "INTENT_MAC_LENGTH",
     "MAX_BODY_SIZE",
     "MAX_CIPHERTEXT",
     "PURPOSE",
@@ -33,6 +36,8 @@ __all__ = [
     "dedupe_key",
     "encode_intent",
     "format_time",
+    "intent_binding",
+    "issued_at_of",
     "validate_intent_fields",
     "validate_message",
 ]
@@ -50,14 +55,21 @@ channel of ``order`` is sent only after the previous one was rejected)."""
 PURPOSE: Final = "password-reset"
 """The only purpose."""
 
-SCHEMA_VERSION: Final = 1
-"""The only schema_version."""
+SCHEMA_VERSION: Final = 2
+"""The schema_version this package writes: 2, every decision field sealed by intent_mac."""
 
 MAX_BODY_SIZE: Final = 64 * 1024
 """The largest intent body the consumer accepts, in bytes (64 KiB)."""
 
 MAX_CIPHERTEXT: Final = 64 * 1024
 """The largest envelope ciphertext (ct) the consumer accepts, in bytes."""
+
+INTENT_MAC_LENGTH: Final = 43
+"""The length of every intent_mac: 32 bytes in base64url without padding."""
+
+BINDING_DOMAIN: Final = "resetledger-intent-binding/v2"
+"""The first line of every binding: it names the layout and separates intent
+seals from any other use of the key."""
 
 _CONTENT_HASH_DOMAIN: Final = "reset-notification-content-v1"
 _OPAQUE: Final = re.compile(r"[A-Za-z0-9._:-]*")
@@ -108,6 +120,12 @@ class Notification:
     """Optional opaque reference to the account the challenge is for (1 to 256 of
     ``A-Za-z0-9._:-``), never an address. ``None`` or ``""`` is none: the intent
     then has no ``subject_ref`` member."""
+    issued_at: datetime | None = None
+    """When the account service issued the challenge (timezone-aware): a
+    subject's newest challenge is the one issued last, whatever the expiries.
+    ``None`` is the producer's clock at publish. It must be before
+    ``expires_at`` and no later than the claim function's clock (which refuses
+    the intent otherwise). Sealed with the rest of the intent."""
 
 
 @dataclass(frozen=True)
@@ -165,14 +183,16 @@ def _is_channel(c: object) -> bool:
     return c == "email" or c == "sms"
 
 
-def _utc(t: datetime) -> datetime:
-    """t in UTC; IntentError when it is not a timezone-aware datetime in 0001..9999."""
+def _utc(t: object, name: str = "expires_at") -> datetime:
+    """t in UTC; IntentError on name when it is not a timezone-aware datetime in 0001..9999."""
+    if not isinstance(t, datetime):
+        raise IntentError(name, "want a datetime")
     if t.tzinfo is None or t.utcoffset() is None:
-        raise IntentError("expires_at", "want a timezone-aware datetime")
+        raise IntentError(name, "want a timezone-aware datetime")
     try:
         return t.astimezone(timezone.utc)
     except OverflowError:
-        raise IntentError("expires_at", "year outside 0001..9999") from None
+        raise IntentError(name, "year outside 0001..9999") from None
 
 
 def validate_intent_fields(n: Notification) -> None:
@@ -209,12 +229,21 @@ def validate_intent_fields(n: Notification) -> None:
     exp: object = n.expires_at
     if exp is None:
         raise IntentError("expires_at", "missing")
-    if not isinstance(exp, datetime):
-        raise IntentError("expires_at", "want a datetime")
     _utc(exp)
     _check_opaque("template_id", n.template_id, 64)
     _check_opaque("template_version", n.template_version, 32)
     _check_opaque("policy_version", n.policy_version, 32)
+
+
+def issued_at_of(n: Notification, now: datetime) -> datetime:
+    """The issued_at an intent for n carries: ``n.issued_at``, or ``now`` when n
+    has none. Raises IntentError on ``issued_at`` unless it is a timezone-aware
+    datetime before ``n.expires_at`` (which validate_intent_fields checked).
+    The Go producer checks it after the expiry, as validate does."""
+    t = now if n.issued_at is None else n.issued_at
+    if _utc(t, "issued_at") >= _utc(n.expires_at):
+        raise IntentError("issued_at", "not before expires_at")
+    return t
 
 
 def validate_message(m: Message) -> None:
@@ -237,7 +266,7 @@ def validate_message(m: Message) -> None:
 
 
 def format_time(t: datetime) -> str:
-    """Formats t as the wire's expires_at: RFC 3339 in UTC with the fraction of
+    """Formats t as the wire's issued_at and expires_at: RFC 3339 in UTC with the fraction of
     the second trimmed of trailing zeros (none when whole), as Go's
     time.RFC3339Nano does."""
     u = _utc(t)
@@ -248,10 +277,56 @@ def format_time(t: datetime) -> str:
     return f"{whole}.{frac}Z" if frac else f"{whole}Z"
 
 
-def encode_intent(n: Notification, hash_: str, sealed: Envelope) -> str:
-    """The intent body on the wire for n with its content hash and sealed
-    content: one JSON object, members in the documented order, byte for byte
-    what the Go producer writes."""
+def _issued(n: Notification) -> datetime:
+    """n's issued_at, which an encoded intent needs; IntentError when it has none."""
+    if n.issued_at is None:
+        raise IntentError("issued_at", "missing")
+    _utc(n.issued_at, "issued_at")
+    return n.issued_at
+
+
+def intent_binding(n: Notification, hash_: str) -> bytes:
+    """The binding of the intent for n with its content hash: the bytes the
+    intent key seals (KMS GenerateMac, HMAC_SHA_256) into intent_mac, every
+    field the claim function decides on.
+
+    BINDING_DOMAIN and a line feed, then for each field in the documented
+    order a line ``<name>:<length>:<value>\\n``, the length the value's UTF-8
+    byte count in decimal, the value as the wire carries it (the times as
+    format_time writes them, workflow.order joined by commas, subject_ref and
+    workflow.order empty when absent). n must carry its issued_at."""
+    issued = _issued(n)
+    fields = (
+        ("schema_version", str(SCHEMA_VERSION)),
+        ("purpose", PURPOSE),
+        ("challenge_id", n.challenge_id),
+        ("channel", n.channel),
+        ("dedupe_key", dedupe_key(n.challenge_id, n.channel)),
+        ("workflow.kind", n.workflow.kind),
+        ("workflow.order", ",".join(n.workflow.order)),
+        ("destination_ref", n.destination_ref),
+        ("subject_ref", n.subject_ref or ""),
+        ("issued_at", format_time(issued)),
+        ("expires_at", format_time(n.expires_at)),
+        ("template_id", n.template_id),
+        ("template_version", n.template_version),
+        ("policy_version", n.policy_version),
+        ("content_hash", hash_),
+    )
+    out = bytearray(f"{BINDING_DOMAIN}\n".encode())
+    for name, value in fields:
+        b = value.encode()
+        out += f"{name}:{len(b)}:".encode() + b + b"\n"
+    return bytes(out)
+
+
+def encode_intent(n: Notification, hash_: str, sealed: Envelope, intent_mac: str) -> str:
+    """The intent body on the wire for n (which must carry its issued_at) with
+    its content hash, sealed content and intent_mac: one JSON object, members
+    in the documented order, byte for byte what the Go producer writes."""
+    issued = _issued(n)
+    if not isinstance(intent_mac, str) or not intent_mac:
+        raise IntentError("intent_mac", "empty")
     workflow: dict[str, object] = {"kind": n.workflow.kind}
     if n.workflow.order:
         workflow["order"] = list(n.workflow.order)
@@ -267,12 +342,14 @@ def encode_intent(n: Notification, hash_: str, sealed: Envelope) -> str:
         body["subject_ref"] = n.subject_ref
     body.update(
         {
+            "issued_at": format_time(issued),
             "expires_at": format_time(n.expires_at),
             "template_id": n.template_id,
             "template_version": n.template_version,
             "policy_version": n.policy_version,
             "content_hash": hash_,
             "sealed_content": sealed.to_dict(),
+            "intent_mac": intent_mac,
         }
     )
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)

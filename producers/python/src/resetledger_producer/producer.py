@@ -1,5 +1,6 @@
-"""The producer: validate a notification, seal its message, publish the
-intent, retrying only the publish (SQS SendMessage) of the sealed intent.
+"""The producer: validate a notification, seal its message, seal the intent's
+fields, publish the intent, retrying only the publish (SQS SendMessage) of the
+sealed intent.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Final, Protocol
 
@@ -18,6 +19,7 @@ from botocore.config import Config
 from .envelope import DataKeyClient, canonical_plaintext, seal
 from .errors import ExpiredError, IntentError, PublishError
 from .intent import (
+    INTENT_MAC_LENGTH,
     MAX_BODY_SIZE,
     MAX_CIPHERTEXT,
     Envelope,
@@ -25,17 +27,25 @@ from .intent import (
     content_hash,
     dedupe_key,
     encode_intent,
+    intent_binding,
+    issued_at_of,
     validate_intent_fields,
     validate_message,
 )
+from .intentseal import MacClient, sign_intent
 
-__all__ = ["Producer", "PublishResult", "QueueClient", "Validated", "is_retryable", "validate"]
+__all__ = ["KeyClient", "Producer", "PublishResult", "QueueClient", "Validated", "is_retryable", "validate"]
 
 
 class QueueClient(Protocol):
     """The SQS call the producer makes; a boto3 SQS client is one."""
 
     def send_message(self, *, QueueUrl: str, MessageBody: str) -> Mapping[str, object]: ...
+
+
+class KeyClient(DataKeyClient, MacClient, Protocol):
+    """The KMS calls the producer makes (GenerateDataKey on the content key,
+    GenerateMac on the intent key); a boto3 KMS client is one."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,8 @@ class Validated:
     """The dedupe key: the idempotency key of every send, and what ``ledgerctl explain`` shows."""
     content_hash: str
     """The content hash recorded in the ledger."""
+    issued_at: datetime
+    """The intent's issued_at: the notification's, or the clock's time when it had none."""
 
 
 @dataclass(frozen=True)
@@ -72,12 +84,14 @@ def _utf8_len(s: str) -> int:
 
 def validate(n: Notification, now: datetime | None = None) -> Validated:
     """Validates a notification exactly as the Go producer does, with no AWS
-    call, and returns its dedupe key and content hash.
+    call, and returns its dedupe key, content hash and issued_at (``now``
+    when it has none).
 
     Raises IntentError naming the first bad field (a message whose sealed
     intent cannot fit the queue's 64 KiB even with the smallest data key KMS
-    could return is too large here already) or ExpiredError when
-    ``expires_at`` is not after ``now`` (default: the current time).
+    could return is too large here already), ExpiredError when ``expires_at``
+    is not after ``now`` (default: the current time), and then IntentError on
+    ``issued_at`` when the issued_at is not before ``expires_at``.
     """
     validate_intent_fields(n)
     m = n.message
@@ -90,16 +104,25 @@ def validate(n: Notification, now: datetime | None = None) -> Validated:
     pt[:] = bytes(len(pt))
     if ct_length > MAX_CIPHERTEXT:
         raise _too_large()
-    # The body with the smallest envelope: a one-character key id, a one-byte
-    # data key ciphertext, and the real ciphertext length.
-    smallest = encode_intent(n, hash_, Envelope(kms_key_id="k", edk="AA==", nonce="AAAAAAAAAAAAAAAA", ct=""))
+    # The body with the smallest envelope (a one-character key id, a one-byte
+    # data key ciphertext, and the real ciphertext length) and the shortest
+    # issued_at RFC 3339 writes (any whole second): checked before the clock
+    # is read, as the Go producer does.
+    shortest = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    smallest = encode_intent(
+        replace(n, issued_at=shortest),
+        hash_,
+        Envelope(kms_key_id="k", edk="AA==", nonce="AAAAAAAAAAAAAAAA", ct=""),
+        "A" * INTENT_MAC_LENGTH,
+    )
     if _utf8_len(smallest) + _base64_length(ct_length) > MAX_BODY_SIZE:
         raise _too_large()
     if now is None:
         now = datetime.now(timezone.utc)
     if n.expires_at <= now:
         raise ExpiredError(n.challenge_id, n.channel)
-    return Validated(dedupe_key=dedupe_key(n.challenge_id, n.channel), content_hash=hash_)
+    issued_at = issued_at_of(n, now)
+    return Validated(dedupe_key=dedupe_key(n.challenge_id, n.channel), content_hash=hash_, issued_at=issued_at)
 
 
 _TRANSIENT: Final = frozenset(
@@ -162,7 +185,7 @@ def _sdk_config() -> Config:
     return Config(retries={"total_max_attempts": 1, "mode": "standard"})
 
 
-def _default_kms() -> DataKeyClient:
+def _default_kms() -> KeyClient:
     return boto3.client("kms", config=_sdk_config())
 
 
@@ -179,7 +202,11 @@ class Producer:
     ``queue_url``: the intents queue URL (the stack output IntentQueueUrl).
     ``key_id``: the content key (the stack output ContentKeyArn); a key id or
     alias works too.
-    ``kms``, ``sqs``: the clients. Default: boto3 clients from the environment
+    ``intent_key_arn``: the intent key (the stack output IntentKeyArn;
+    environment INTENT_KEY_ARN), an HMAC_256 KMS key whose GenerateMac seals
+    the intent's fields. The claim function refuses an intent without a seal
+    it can verify.
+    ``kms``, ``sqs``: the clients (``kms`` for GenerateDataKey and GenerateMac). Default: boto3 clients from the environment
     (region, credentials, ``AWS_ENDPOINT_URL``) with the SDK's retries off, so
     a failed seal is raised at once and the producer's own send retries are
     the only ones. A client you pass keeps its own retry settings, on top of
@@ -188,26 +215,29 @@ class Producer:
     included (default 3, at least 1).
     ``retry_base_delay``, ``retry_max_delay``: backoff before the n-th retry,
     random in [0, min(max, base * 2**(n-1))] seconds (defaults 0.1 and 2.0).
-    ``clock``: the clock that decides expiry; the current UTC time by default.
+    ``clock``: the clock that decides expiry and the default issued_at; the
+    current UTC time by default.
     """
 
     def __init__(
         self,
         queue_url: str,
         key_id: str,
+        intent_key_arn: str,
         *,
-        kms: DataKeyClient | None = None,
+        kms: KeyClient | None = None,
         sqs: QueueClient | None = None,
         max_send_attempts: int = 3,
         retry_base_delay: float = 0.1,
         retry_max_delay: float = 2.0,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        if not isinstance(queue_url, str) or not queue_url or not isinstance(key_id, str) or not key_id:
-            raise TypeError("resetledger: Producer needs a queue_url and a key_id")
+        if not all(isinstance(v, str) and v for v in (queue_url, key_id, intent_key_arn)):
+            raise TypeError("resetledger: Producer needs a queue_url, a key_id (content key) and an intent_key_arn (intent key)")
         self._queue_url = queue_url
         self._key_id = key_id
-        self._kms: DataKeyClient = kms if kms is not None else _default_kms()
+        self._intent_key_arn = intent_key_arn
+        self._kms: KeyClient = kms if kms is not None else _default_kms()
         self._sqs: QueueClient = sqs if sqs is not None else _default_sqs()
         self._attempts = max(1, int(max_send_attempts))
         self._base = max(0.0, float(retry_base_delay))
@@ -220,7 +250,8 @@ class Producer:
 
     def publish(self, n: Notification, *, cancel: threading.Event | None = None) -> PublishResult:
         """Validates n, seals its message under the intent's dedupe key (one KMS
-        GenerateDataKey call) and sends the intent to the queue.
+        GenerateDataKey call), seals the intent's fields under the intent key
+        (one KMS GenerateMac call) and sends the intent to the queue.
 
         A failed send is retried with the same sealed intent while the error is
         transient, up to ``max_send_attempts``, and never once the challenge
@@ -234,13 +265,19 @@ class Producer:
         answered (an IntentError on ``message`` then).
         """
         v = self.validate(n)
+        issued = replace(n, issued_at=v.issued_at)
+        binding = intent_binding(issued, v.content_hash)
         try:
             sealed = seal(self._kms, self._key_id, v.dedupe_key, n.message)
         except Exception as err:
             raise PublishError(
                 "seal", n.challenge_id, n.channel, 0, f"seal: KMS GenerateDataKey failed: {_describe(err)}"
             ) from err
-        body = encode_intent(n, v.content_hash, sealed)
+        try:
+            mac = sign_intent(self._kms, self._intent_key_arn, binding)
+        except Exception as err:
+            raise PublishError("sign", n.challenge_id, n.channel, 0, f"sign: KMS GenerateMac failed: {_describe(err)}") from err
+        body = encode_intent(issued, v.content_hash, sealed, mac)
         if _utf8_len(body) > MAX_BODY_SIZE:
             raise _too_large()
         attempt = 0
@@ -276,6 +313,7 @@ class Producer:
             return PublishResult(
                 dedupe_key=v.dedupe_key,
                 content_hash=v.content_hash,
+                issued_at=v.issued_at,
                 message_id=message_id if isinstance(message_id, str) else "",
                 attempts=attempt,
             )

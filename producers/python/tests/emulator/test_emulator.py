@@ -1,11 +1,13 @@
 """The producer against an AWS emulator (KMS and SQS): what it sends is an
 intent whose sealed content KMS opens under the documented encryption
-context. Needs AWS_ENDPOINT_URL (or ministack on 127.0.0.1:$MINISTACK_PORT,
+context, and whose intent_mac KMS VerifyMac accepts over the binding
+recomputed from the received body, and refuses once a field changed. Needs AWS_ENDPOINT_URL (or ministack on 127.0.0.1:$MINISTACK_PORT,
 default 4566); skipped without one unless LEDGER_REQUIRE_EMULATOR=1 or CI."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import secrets
@@ -17,6 +19,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from resetledger_producer import (
@@ -30,6 +33,7 @@ from resetledger_producer import (
     content_hash,
     dedupe_key,
     encryption_context,
+    intent_binding,
 )
 
 REQUIRED = os.environ.get("LEDGER_REQUIRE_EMULATOR") == "1" or "CI" in os.environ
@@ -74,11 +78,13 @@ def aws(environment: None) -> Iterator[dict[str, Any]]:
     kms = boto3.client("kms")
     sqs = boto3.client("sqs")
     key_arn = kms.create_key(Description=f"{RUN} content key")["KeyMetadata"]["Arn"]
+    intent_key_arn = kms.create_key(Description=f"{RUN} intent key", KeySpec="HMAC_256", KeyUsage="GENERATE_VERIFY_MAC")["KeyMetadata"]["Arn"]
     queue_url = sqs.create_queue(QueueName=RUN)["QueueUrl"]
-    yield {"kms": kms, "sqs": sqs, "key_arn": key_arn, "queue_url": queue_url}
+    yield {"kms": kms, "sqs": sqs, "key_arn": key_arn, "intent_key_arn": intent_key_arn, "queue_url": queue_url}
     try:
         sqs.delete_queue(QueueUrl=queue_url)
         kms.schedule_key_deletion(KeyId=key_arn, PendingWindowInDays=7)
+        kms.schedule_key_deletion(KeyId=intent_key_arn, PendingWindowInDays=7)
     except Exception:  # noqa: BLE001 (best-effort cleanup of a throwaway emulator)
         pass
 
@@ -104,6 +110,43 @@ def notification(challenge_id: str, channel: Channel, workflow: Workflow, subjec
     )
 
 
+def binding_of(w: dict[str, Any]) -> bytes:
+    """The binding of a received intent body, recomputed from its members as the
+    claim function does (docs/intent-v2.md), not with the package."""
+    wf = w["workflow"]
+    values = [
+        ("schema_version", str(w["schema_version"])),
+        ("purpose", w["purpose"]),
+        ("challenge_id", w["challenge_id"]),
+        ("channel", w["channel"]),
+        ("dedupe_key", dedupe_key(w["challenge_id"], w["channel"])),
+        ("workflow.kind", wf["kind"]),
+        ("workflow.order", ",".join(wf.get("order", []))),
+        ("destination_ref", w["destination_ref"]),
+        ("subject_ref", w.get("subject_ref", "")),
+        ("issued_at", w["issued_at"]),
+        ("expires_at", w["expires_at"]),
+        ("template_id", w["template_id"]),
+        ("template_version", w["template_version"]),
+        ("policy_version", w["policy_version"]),
+        ("content_hash", w["content_hash"]),
+    ]
+    return b"resetledger-intent-binding/v2\n" + b"".join(f"{k}:{len(v.encode())}:{v}\n".encode() for k, v in values)
+
+
+def verifies(aws: dict[str, Any], binding: bytes, mac: str) -> bool:
+    """Whether KMS accepts mac (intent_mac, base64url) over binding under the intent key."""
+    try:
+        out = aws["kms"].verify_mac(
+            KeyId=aws["intent_key_arn"], MacAlgorithm="HMAC_SHA_256", Message=binding, Mac=base64.urlsafe_b64decode(mac + "=")
+        )
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") == "KMSInvalidMacException":
+            return False
+        raise
+    return bool(out["MacValid"])
+
+
 def receive_all(aws: dict[str, Any], want: int, wait: float = 15.0) -> list[str]:
     bodies: list[str] = []
     deadline = time.monotonic() + wait
@@ -114,7 +157,7 @@ def receive_all(aws: dict[str, Any], want: int, wait: float = 15.0) -> list[str]
 
 
 def test_publishes_intents_whose_content_kms_and_aes_gcm_open_under_the_dedupe_key(aws: dict[str, Any]) -> None:
-    producer = Producer(aws["queue_url"], aws["key_arn"])
+    producer = Producer(aws["queue_url"], aws["key_arn"], aws["intent_key_arn"])
     fallback = Workflow("fallback", ("email", "sms"))
     notifications = [
         notification(f"{RUN}-1", "email", Workflow("single")),
@@ -137,6 +180,23 @@ def test_publishes_intents_whose_content_kms_and_aes_gcm_open_under_the_dedupe_k
         assert intent["content_hash"] == content_hash(n.template_id, n.template_version, n.message) == res.content_hash
         assert intent["workflow"] == ({"kind": "single"} if n.workflow.kind == "single" else {"kind": "fallback", "order": ["email", "sms"]})
         assert intent.get("subject_ref") == n.subject_ref
+
+        # The seal: KMS accepts it over the binding recomputed from the body
+        # (the package's own binding is the same bytes), and refuses it once any
+        # field the claim decides on changed.
+        binding = binding_of(intent)
+        assert binding == intent_binding(dataclasses.replace(n, issued_at=res.issued_at), res.content_hash)
+        assert verifies(aws, binding, intent["intent_mac"]), "intent_mac does not verify under the intent key"
+        tampered: list[dict[str, Any]] = [
+            {"expires_at": "2099-01-01T00:00:00Z"},
+            {"issued_at": "2099-01-01T00:00:00Z"},
+            {"subject_ref": "acct-8"},
+            {"destination_ref": "acct-8:email"},
+            {"workflow": {"kind": "dual"}},
+            {"template_version": "2"},
+        ]
+        for edit in tampered:
+            assert not verifies(aws, binding_of({**intent, **edit}), intent["intent_mac"]), f"a changed {next(iter(edit))} still verifies"
         env = intent["sealed_content"]
         assert env["kms_key_id"] == aws["key_arn"], "kms_key_id is the KeyId GenerateDataKey returned"
 
@@ -151,15 +211,23 @@ def test_publishes_intents_whose_content_kms_and_aes_gcm_open_under_the_dedupe_k
 
 
 def test_a_kms_failure_sends_nothing(aws: dict[str, Any]) -> None:
-    producer = Producer(aws["queue_url"], "arn:aws:kms:us-east-1:000000000000:key/00000000-0000-0000-0000-000000000000")
+    producer = Producer(aws["queue_url"], "arn:aws:kms:us-east-1:000000000000:key/00000000-0000-0000-0000-000000000000", aws["intent_key_arn"])
     with pytest.raises(PublishError) as info:
         producer.publish(notification(f"{RUN}-3", "email", Workflow("single")))
     assert (info.value.stage, info.value.attempts) == ("seal", 0)
     assert receive_all(aws, 1, wait=3.0) == []
 
 
+def test_a_generate_mac_failure_sends_nothing(aws: dict[str, Any]) -> None:
+    producer = Producer(aws["queue_url"], aws["key_arn"], "arn:aws:kms:us-east-1:000000000000:key/00000000-0000-0000-0000-000000000000")
+    with pytest.raises(PublishError) as info:
+        producer.publish(notification(f"{RUN}-5", "email", Workflow("single")))
+    assert (info.value.stage, info.value.attempts) == ("sign", 0)
+    assert receive_all(aws, 1, wait=3.0) == []
+
+
 def test_a_missing_queue_is_a_send_failure_not_retried(aws: dict[str, Any]) -> None:
-    producer = Producer(aws["queue_url"] + "-missing", aws["key_arn"])
+    producer = Producer(aws["queue_url"] + "-missing", aws["key_arn"], aws["intent_key_arn"])
     with pytest.raises(PublishError) as info:
         producer.publish(notification(f"{RUN}-4", "sms", Workflow("single")))
     assert (info.value.stage, info.value.attempts) == ("send", 1)

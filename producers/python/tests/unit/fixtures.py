@@ -41,6 +41,7 @@ def notification(v: Mapping[str, Any]) -> Notification:
         workflow=Workflow(kind=cast(WorkflowKind, wf["kind"]), order=tuple(wf.get("order", ()))),
         destination_ref=v["destination_ref"],
         subject_ref=v.get("subject_ref"),
+        issued_at=parse_time(v["issued_at"]) if v.get("issued_at") else None,
         expires_at=cast(datetime, parse_time(v["expires_at"]) if v["expires_at"] else None),
         template_id=v["template_id"],
         template_version=v["template_version"],
@@ -50,16 +51,37 @@ def notification(v: Mapping[str, Any]) -> Notification:
 
 
 class FakeKMS:
-    """A KMS stand-in that hands out the given data key (or raises err)."""
+    """A KMS stand-in that hands out the given data key (or raises err) and
+    answers GenerateMac with ``mac`` (or raises ``mac_err``). ``calls`` counts
+    both calls; ``inputs`` holds the GenerateDataKey inputs, ``mac_inputs``
+    the GenerateMac ones."""
 
-    def __init__(self, plaintext: bytes, blob: bytes, key_id: str, err: Exception | None = None) -> None:
+    def __init__(
+        self,
+        plaintext: bytes,
+        blob: bytes,
+        key_id: str,
+        err: Exception | None = None,
+        *,
+        mac: bytes = bytes([9]) * 32,
+        mac_key_id: str = "arn:aws:kms:us-east-1:111122223333:key/intent",
+        mac_err: Exception | None = None,
+    ) -> None:
         self.plaintext, self.blob, self.key_id, self.err = plaintext, blob, key_id, err
+        self.mac, self.mac_key_id, self.mac_err = mac, mac_key_id, mac_err
         self.inputs: list[dict[str, object]] = []
+        self.mac_inputs: list[dict[str, object]] = []
         self.handed: list[bytearray] = []
 
     @property
     def calls(self) -> int:
-        return len(self.inputs)
+        return len(self.inputs) + len(self.mac_inputs)
+
+    def generate_mac(self, *, Message: bytes, KeyId: str, MacAlgorithm: Literal["HMAC_SHA_256"]) -> Mapping[str, object]:
+        self.mac_inputs.append({"KeyId": KeyId, "MacAlgorithm": MacAlgorithm, "Message": Message})
+        if self.mac_err is not None:
+            raise self.mac_err
+        return {"KeyId": self.mac_key_id, "MacAlgorithm": MacAlgorithm, "Mac": bytes(self.mac)}
 
     def generate_data_key(
         self, *, KeyId: str, KeySpec: Literal["AES_256"], EncryptionContext: Mapping[str, str]

@@ -1,6 +1,6 @@
 """The producer's behaviour beyond the vectors: Python-specific input checks,
-subject_ref, retries (of the send only), errors, and what never leaves the
-process."""
+subject_ref, issued_at and the intent's seal, retries (of the send only),
+errors, and what never leaves the process."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from resetledger_producer import (
     ProducerError,
     PublishError,
     Workflow,
+    intent_binding,
     is_retryable,
 )
 
@@ -52,13 +53,14 @@ def valid(**changes: Any) -> Notification:
 
 
 def fake_kms(**kw: Any) -> FakeKMS:
-    return FakeKMS(kw.get("plaintext", bytes([7]) * 32), b"\x01\x02\x03", "arn:aws:kms:us-east-1:111122223333:key/k", kw.get("err"))
+    mac = {k: kw[k] for k in ("mac", "mac_err") if k in kw}
+    return FakeKMS(kw.get("plaintext", bytes([7]) * 32), b"\x01\x02\x03", "arn:aws:kms:us-east-1:111122223333:key/k", kw.get("err"), **mac)
 
 
 def producer(kms: FakeKMS, sqs: FakeSQS, **extra: Any) -> Producer:
     opts: dict[str, Any] = {"clock": lambda: NOW, "retry_base_delay": 0.001, "retry_max_delay": 0.002}
     opts.update(extra)
-    return Producer("https://sqs.test/intents", "alias/reset-content", kms=kms, sqs=sqs, **opts)
+    return Producer("https://sqs.test/intents", "alias/reset-content", "alias/reset-intent", kms=kms, sqs=sqs, **opts)
 
 
 def assert_no_secret(err: BaseException) -> None:
@@ -90,6 +92,9 @@ CASES: list[tuple[str, Callable[[Notification], Notification], str, str]] = [
     ("naive expiry", lambda n: valid(expires_at=datetime(2026, 11, 30, 10, 50)), "expires_at", "want a timezone-aware datetime"),
     ("expiry as a string", lambda n: valid(expires_at="2026-11-30T10:50:00Z"), "expires_at", "want a datetime"),
     ("expiry before year 1 in UTC", lambda n: valid(expires_at=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))), "expires_at", "year outside 0001..9999"),
+    ("naive issued_at", lambda n: valid(issued_at=datetime(2026, 11, 30, 10, 39)), "issued_at", "want a timezone-aware datetime"),
+    ("issued_at as a string", lambda n: valid(issued_at="2026-11-30T10:39:00Z"), "issued_at", "want a datetime"),
+    ("issued_at before year 1 in UTC", lambda n: valid(issued_at=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))), "issued_at", "year outside 0001..9999"),
     ("challenge id as a number", lambda n: valid(challenge_id=1234), "challenge_id", "want a string"),
     ("no workflow", lambda n: valid(workflow=None), "workflow.kind", "unknown workflow (want single, dual or fallback)"),
     ("order as a string", lambda n: valid(workflow=Workflow("fallback", "email,sms")), "workflow.order", "want a sequence of channels"),  # type: ignore[arg-type]
@@ -145,6 +150,60 @@ class TestSubjectRef:
         assert p.validate(valid(subject_ref="acct-1001")) == p.validate(valid())
 
 
+class TestIssuedAt:
+    def test_none_is_the_clocks_time_written_after_subject_ref_and_sealed(self) -> None:
+        kms, sqs = fake_kms(), FakeSQS()
+        res = producer(kms, sqs).publish(valid(subject_ref="acct-1001"))
+        assert res.issued_at == NOW
+        body: dict[str, Any] = json.loads(sqs.bodies[0])
+        assert body["issued_at"] == "2026-11-30T10:40:00Z"
+        members = list(body)
+        i = members.index("subject_ref")
+        assert members[i : i + 3] == ["subject_ref", "issued_at", "expires_at"]
+        assert members[-1] == "intent_mac"
+        assert [m["Message"] for m in kms.mac_inputs] == [intent_binding(valid(subject_ref="acct-1001", issued_at=NOW), res.content_hash)]
+
+    def test_given_is_the_one_written_and_sealed_not_the_clocks(self) -> None:
+        kms, sqs = fake_kms(), FakeSQS()
+        issued = datetime(2026, 11, 30, 11, 38, 12, 500000, tzinfo=timezone(timedelta(hours=1)))
+        res = producer(kms, sqs).publish(valid(issued_at=issued))
+        assert res.issued_at == issued
+        assert json.loads(sqs.bodies[0])["issued_at"] == "2026-11-30T10:38:12.5Z"
+        message = kms.mac_inputs[0]["Message"]
+        assert isinstance(message, bytes) and b"\nissued_at:22:2026-11-30T10:38:12.5Z\n" in message
+
+    def test_expiry_is_checked_before_issued_at_as_the_go_producer_does(self) -> None:
+        kms = fake_kms()
+        raises(producer(kms, FakeSQS()), valid(expires_at=NOW, issued_at=NOW + timedelta(hours=1)), ExpiredError)
+        # And a default issued_at (the clock) is never at or after a future expiry.
+        assert producer(kms, FakeSQS()).validate(valid(expires_at=NOW + timedelta(microseconds=1))).issued_at == NOW
+        assert kms.calls == 0
+
+    def test_the_binding_changes_with_every_field_the_claim_decides_on(self) -> None:
+        n = valid(issued_at=datetime(2026, 11, 30, 10, 39, tzinfo=timezone.utc))
+        hash_ = "0" * 64
+        base = intent_binding(n, hash_)
+        edits: list[dict[str, Any]] = [
+            {"challenge_id": "chal-7f3a9c02"},
+            {"channel": "sms"},
+            {"workflow": Workflow("dual")},
+            {"workflow": Workflow("fallback", ("email", "sms"))},
+            {"destination_ref": "acct-1002:email"},
+            {"subject_ref": "acct-1001"},
+            {"issued_at": datetime(2026, 11, 30, 10, 39, 0, 1000, tzinfo=timezone.utc)},
+            {"expires_at": datetime(2099, 1, 1, tzinfo=timezone.utc)},
+            {"template_id": "reset-email-2"},
+            {"template_version": "4"},
+            {"policy_version": "policy-2"},
+        ]
+        for edit in edits:
+            assert intent_binding(dataclasses.replace(n, **edit), hash_) != base, edit
+        assert intent_binding(n, "1" * 64) != base, "content hash"
+        with pytest.raises(IntentError) as info:
+            intent_binding(valid(), hash_)
+        assert info.value.field == "issued_at"
+
+
 class TestRetries:
     """The send only, with the same sealed intent."""
 
@@ -152,7 +211,7 @@ class TestRetries:
         kms, sqs = fake_kms(), FakeSQS([service_error("RequestThrottled", 403), service_error("InternalError", 500)])
         res = producer(kms, sqs).publish(valid())
         assert (res.attempts, res.message_id) == (3, "msg-3")
-        assert kms.calls == 1, "sealed once"
+        assert (len(kms.inputs), len(kms.mac_inputs)) == (1, 1), "sealed and signed once"
         assert len(set(sqs.bodies)) == 1, "every attempt sends the same body"
 
     def test_a_network_error_is_retried(self) -> None:
@@ -186,6 +245,19 @@ class TestRetries:
         err = raises(producer(kms, sqs), valid(), PublishError)
         assert (err.stage, err.attempts) == ("seal", 0)
         assert (kms.calls, len(sqs.bodies)) == (1, 0)
+
+    def test_a_generate_mac_failure_is_not_retried_and_sends_nothing(self) -> None:
+        kms, sqs = fake_kms(mac_err=service_error("AccessDeniedException", 400, "GenerateMac")), FakeSQS()
+        err = raises(producer(kms, sqs), valid(), PublishError)
+        assert (err.stage, err.attempts) == ("sign", 0)
+        assert "GenerateMac" in str(err)
+        assert (len(kms.mac_inputs), len(sqs.bodies)) == (1, 0)
+
+    def test_a_mac_of_the_wrong_length_is_refused(self) -> None:
+        kms, sqs = fake_kms(mac=bytes(16)), FakeSQS()
+        err = raises(producer(kms, sqs), valid(), PublishError)
+        assert err.stage == "sign"
+        assert len(sqs.bodies) == 0
 
     def test_a_malformed_data_key_is_refused(self) -> None:
         kms, sqs = fake_kms(plaintext=bytes(16)), FakeSQS()
@@ -233,11 +305,15 @@ class TestErrors:
     def test_no_error_names_or_quotes_the_message(self, n: Notification) -> None:
         raises(producer(fake_kms(), FakeSQS()), n, IntentError)
 
-    def test_the_constructor_needs_a_queue_and_a_key(self) -> None:
+    def test_the_constructor_needs_a_queue_the_content_key_and_the_intent_key(self) -> None:
         with pytest.raises(TypeError):
-            Producer("", "k", kms=fake_kms(), sqs=FakeSQS())
+            Producer("", "k", "i", kms=fake_kms(), sqs=FakeSQS())
         with pytest.raises(TypeError):
-            Producer("q", "", kms=fake_kms(), sqs=FakeSQS())
+            Producer("q", "", "i", kms=fake_kms(), sqs=FakeSQS())
+        with pytest.raises(TypeError, match="intent_key_arn"):
+            Producer("q", "k", "", kms=fake_kms(), sqs=FakeSQS())
+        with pytest.raises(TypeError):
+            Producer("q", "k", kms=fake_kms(), sqs=FakeSQS())  # type: ignore[call-arg]
 
     def test_every_error_is_a_producer_error(self) -> None:
         assert issubclass(IntentError, ProducerError) and issubclass(ExpiredError, ProducerError)
@@ -248,6 +324,6 @@ def test_the_default_clients_have_the_sdk_retries_off(monkeypatch: pytest.Monkey
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
-    p = Producer("https://sqs.test/intents", "k")
+    p = Producer("https://sqs.test/intents", "k", "i")
     for client in (p._kms, p._sqs):
         assert getattr(client, "meta").config.retries["total_max_attempts"] == 1

@@ -25,7 +25,10 @@ from resetledger_producer import (
     content_hash,
     dedupe_key,
     encode_intent,
+    encode_mac,
     encryption_context,
+    format_time,
+    intent_binding,
     seal_with,
     validate,
 )
@@ -71,10 +74,31 @@ def test_content_hash(v: dict[str, Any]) -> None:
     assert content_hash(n.template_id, n.template_version, n.message) == v["content_hash"]
 
 
+def mac_of(v: dict[str, Any]) -> bytes:
+    return base64.b64decode(v["generate_mac"]["Mac_base64"])
+
+
 @by_name
-def test_validate_returns_the_key_and_hash(v: dict[str, Any]) -> None:
+def test_validate_returns_the_key_hash_and_issued_at(v: dict[str, Any]) -> None:
     n = notification(v["notification"])
-    assert validate(n, n.expires_at - timedelta(minutes=1)) == Validated(v["dedupe_key"], v["content_hash"])
+    assert n.issued_at is not None
+    assert validate(n, n.expires_at - timedelta(minutes=1)) == Validated(v["dedupe_key"], v["content_hash"], n.issued_at)
+    assert format_time(n.issued_at) == json.loads(v["body"])["issued_at"]
+
+
+@by_name
+def test_binding(v: dict[str, Any]) -> None:
+    n = notification(v["notification"])
+    b = intent_binding(n, v["content_hash"])
+    assert isinstance(b, bytes)
+    assert b == v["binding"].encode()
+
+
+@by_name
+def test_intent_mac_is_the_mac_in_base64url_without_padding(v: dict[str, Any]) -> None:
+    assert v["generate_mac"]["MacAlgorithm"] == "HMAC_SHA_256"
+    assert encode_mac(mac_of(v)) == v["intent_mac"]
+    assert len(v["intent_mac"]) == 43 and "=" not in v["intent_mac"]
 
 
 @by_name
@@ -103,27 +127,36 @@ def test_envelope_with_the_fixed_data_key_and_nonce(v: dict[str, Any]) -> None:
 @by_name
 def test_intent_body(v: dict[str, Any]) -> None:
     n = notification(v["notification"])
-    assert encode_intent(n, v["content_hash"], envelope(v["sealed_content"])) == v["body"]
+    assert encode_intent(n, v["content_hash"], envelope(v["sealed_content"]), v["intent_mac"]) == v["body"]
     has_subject = "subject_ref" in v["notification"]
     assert ('"subject_ref":' in v["body"]) == has_subject
 
 
 @by_name
-def test_publish_one_data_key_the_same_body_up_to_the_random_nonce(v: dict[str, Any]) -> None:
+def test_publish_one_data_key_one_mac_over_the_binding_the_same_body_up_to_the_random_nonce(v: dict[str, Any]) -> None:
     n = notification(v["notification"])
+    assert n.issued_at is not None
     dk = data_key(v)
-    kms = FakeKMS(bytes(dk.plaintext), dk.ciphertext_blob, dk.key_id)
+    kms = FakeKMS(bytes(dk.plaintext), dk.ciphertext_blob, dk.key_id, mac=mac_of(v), mac_key_id=v["generate_mac"]["KeyId"])
     sqs = FakeSQS()
-    p = Producer("https://sqs.test/intents", "alias/reset-content", kms=kms, sqs=sqs, clock=lambda: n.expires_at - timedelta(minutes=1))
+    p = Producer(
+        "https://sqs.test/intents", "alias/reset-content", "alias/reset-intent", kms=kms, sqs=sqs, clock=lambda: n.expires_at - timedelta(minutes=1)
+    )
     res = p.publish(n)
-    assert res == PublishResult(dedupe_key=v["dedupe_key"], content_hash=v["content_hash"], message_id="msg-1", attempts=1)
+    assert res == PublishResult(
+        dedupe_key=v["dedupe_key"], content_hash=v["content_hash"], issued_at=n.issued_at, message_id="msg-1", attempts=1
+    )
     assert kms.inputs == [{"KeyId": "alias/reset-content", "KeySpec": "AES_256", "EncryptionContext": v["encryption_context"]}]
+    assert kms.mac_inputs == [{"KeyId": "alias/reset-intent", "MacAlgorithm": v["generate_mac"]["MacAlgorithm"], "Message": v["binding"].encode()}]
     assert sqs.queue_urls == ["https://sqs.test/intents"]
     sent = json.loads(sqs.bodies[0])["sealed_content"]
     assert sent["nonce"] != v["sealed_content"]["nonce"], "the nonce is random"
     resealed = seal_with(v["dedupe_key"], canonical_plaintext(n.message), dk, base64.b64decode(sent["nonce"]))
     assert sent == resealed.to_dict()
-    assert sqs.bodies[0] == encode_intent(n, v["content_hash"], resealed)
+    # Byte for byte the vector's body, but for the sealed content's random nonce (and so its ciphertext).
+    as_sent = json.dumps(resealed.to_dict(), separators=(",", ":"))
+    assert as_sent in sqs.bodies[0]
+    assert sqs.bodies[0].replace(as_sent, json.dumps(v["sealed_content"], separators=(",", ":"))) == v["body"]
     assert all(b == 0 for k in kms.handed for b in k), "the data key the client handed over is zeroed"
 
 
@@ -132,7 +165,7 @@ def test_invalid(v: dict[str, Any]) -> None:
     now = parse_time(INVALID["now"])
     kms = FakeKMS(bytes(32), b"\x01", "k")
     sqs = FakeSQS()
-    p = Producer("https://sqs.test/intents", "k", kms=kms, sqs=sqs, clock=lambda: now)
+    p = Producer("https://sqs.test/intents", "k", "i", kms=kms, sqs=sqs, clock=lambda: now)
     n = notification(v["notification"])
     want = v["want"]
     if want["error"] == "expired":
@@ -144,6 +177,6 @@ def test_invalid(v: dict[str, Any]) -> None:
             p.publish(n)
         assert invalid.value.code == "ERR_INVALID_INTENT"
         assert (invalid.value.field, invalid.value.reason) == (want["field"], want["reason"])
-    assert kms.calls + len(sqs.bodies) == 0, "no AWS call before a refusal"
+    assert kms.calls + len(sqs.bodies) == 0, "no AWS call (GenerateDataKey, GenerateMac, SendMessage) before a refusal"
     with pytest.raises((IntentError, ExpiredError)):
         p.validate(n)
