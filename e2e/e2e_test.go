@@ -26,6 +26,7 @@ import (
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
+	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
 )
@@ -98,6 +99,7 @@ func setup(t *testing.T) *env {
 	e.producer = &producer.Producer{
 		Queue: e.queue, QueueURL: out.IntentQueueURL,
 		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(e.cfg), KeyID: out.ContentKeyARN},
+		Seals:  &kmsseal.KMS{Client: kms.NewFromConfig(e.cfg), KeyARN: out.IntentKeyARN},
 		Clock:  time.Now,
 	}
 
@@ -214,6 +216,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Run("sms", func(t *testing.T) { t.Parallel(); e.sendOnce(t, run, ledger.SMS, res) })
 		t.Run("expired", func(t *testing.T) { t.Parallel(); e.expired(t, run, res) })
 		t.Run("poison", func(t *testing.T) { t.Parallel(); e.poison(t, run, res) })
+		t.Run("replayed-with-other-fields", func(t *testing.T) { t.Parallel(); e.replayed(t, run, res) })
+		t.Run("far-future-challenge", func(t *testing.T) { t.Parallel(); e.farFuture(t, run, res) })
 	})
 
 	// A good intent the event source failed to delete is received again
@@ -504,8 +508,67 @@ func (e *env) expired(t *testing.T, run string, res *results) {
 // poison: (e) a malformed intent is reported failed on every receive and
 // ends in the DLQ after maxReceiveCount receives, its reason logged.
 func (e *env) poison(t *testing.T, run string, res *results) {
-	ctx := context.Background()
 	body := fmt.Sprintf(`{"e2e_run":%q,"note":"deliberately malformed intent"}`, run)
+	e.refusedToDLQ(t, run, res, body, "body")
+}
+
+// sealedBody is the body the producer publishes for n, captured instead of
+// sent: sealed by the deployed stack's keys.
+func (e *env) sealedBody(t *testing.T, n producer.Notification) string {
+	t.Helper()
+	q := &captureQueue{}
+	p := *e.producer
+	p.Queue = q
+	if _, err := p.Publish(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	return q.body
+}
+
+type captureQueue struct{ body string }
+
+func (q *captureQueue) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	q.body = aws.ToString(in.MessageBody)
+	return &sqs.SendMessageOutput{MessageId: aws.String("captured")}, nil
+}
+
+// replayed: a sealed intent replayed with a later expires_at and another
+// subject_ref is refused by claim (reason intent_mac), dead-lettered, and
+// leaves no row; nothing of it is sent.
+func (e *env) replayed(t *testing.T, run string, res *results) {
+	n := notification(run+"-replayed", ledger.Email, "success+"+run+"-replayed@"+simulatorDomain, time.Now().Add(10*time.Minute))
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(e.sealedBody(t, n)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["expires_at"] = time.Now().Add(50 * time.Minute).UTC().Format(time.RFC3339)
+	doc["subject_ref"] = "acct-victim"
+	b, _ := json.Marshal(doc)
+	e.refusedToDLQ(t, run, res, string(b), "intent_mac")
+	e.noRow(t, n)
+}
+
+// farFuture: a properly sealed intent whose challenge expires in 2099 is
+// refused by claim (reason expires_at: past MAX_CHALLENGE_LIFETIME),
+// dead-lettered, and leaves no row.
+func (e *env) farFuture(t *testing.T, run string, res *results) {
+	n := notification(run+"-2099", ledger.Email, "success+"+run+"-2099@"+simulatorDomain, time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC))
+	e.refusedToDLQ(t, run, res, e.sealedBody(t, n), "expires_at")
+	e.noRow(t, n)
+}
+
+func (e *env) noRow(t *testing.T, n producer.Notification) {
+	t.Helper()
+	key := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: n.Channel}.Key()
+	if row, err := e.store.Get(context.Background(), key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("a refused intent left a row: %s (%v)", row.State, err)
+	}
+}
+
+// refusedToDLQ sends body to the intent queue and checks that claim refuses
+// it on every receive, naming field, until the queue dead-letters it.
+func (e *env) refusedToDLQ(t *testing.T, run string, res *results, body, field string) {
+	ctx := context.Background()
 	published := time.Now()
 	out, err := e.queue.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.out.IntentQueueURL), MessageBody: aws.String(body)})
 	if err != nil {
@@ -544,8 +607,8 @@ func (e *env) poison(t *testing.T, run string, res *results) {
 			continue
 		}
 		reason, _ := l["reason"].(string)
-		if reason == "" || l["will_dead_letter"] != true {
-			t.Errorf("rejection without a reason or will_dead_letter: %v", l)
+		if !strings.Contains(reason, field) || l["will_dead_letter"] != true {
+			t.Errorf("rejection without a reason naming %s or will_dead_letter: %v", field, l)
 		}
 		if strings.Contains(reason, run) {
 			t.Errorf("rejection reason quotes the input: %q", reason)

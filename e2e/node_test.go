@@ -298,7 +298,7 @@ func publishWithNode(t *testing.T, node, script string, e *env, ns []nodeNotific
 		t.Fatal(err)
 	}
 	cmd.Env = append(os.Environ(),
-		"INTENT_QUEUE_URL="+e.out.IntentQueueURL, "CONTENT_KEY_ARN="+e.out.ContentKeyARN,
+		"INTENT_QUEUE_URL="+e.out.IntentQueueURL, "CONTENT_KEY_ARN="+e.out.ContentKeyARN, "INTENT_KEY_ARN="+e.out.IntentKeyARN,
 		"AWS_ENDPOINT_URL="+e.endpoint, "AWS_REGION="+e.cfg.Region,
 		"AWS_ACCESS_KEY_ID="+creds.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+creds.SecretAccessKey)
 	cmd.Stdin = bytes.NewReader(in)

@@ -170,7 +170,7 @@ func publishWithPython(t *testing.T, python, script string, e *env, ns []nodeNot
 	}
 	// boto3 reads the region from AWS_DEFAULT_REGION (not AWS_REGION).
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+src,
-		"INTENT_QUEUE_URL="+e.out.IntentQueueURL, "CONTENT_KEY_ARN="+e.out.ContentKeyARN,
+		"INTENT_QUEUE_URL="+e.out.IntentQueueURL, "CONTENT_KEY_ARN="+e.out.ContentKeyARN, "INTENT_KEY_ARN="+e.out.IntentKeyARN,
 		"AWS_ENDPOINT_URL="+e.endpoint, "AWS_REGION="+e.cfg.Region, "AWS_DEFAULT_REGION="+e.cfg.Region,
 		"AWS_ACCESS_KEY_ID="+creds.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+creds.SecretAccessKey)
 	cmd.Stdin = bytes.NewReader(stdin)

@@ -118,8 +118,6 @@ var stageParams = []stageParam{
 		settings.Text, inProps(func(p *LedgerStackProps) *string { return &p.AlarmTopicArn })),
 	param("requireAlarmTopic", "true", "false for stage dev; false lets a throw-away stage deploy alarms without a topic",
 		settings.Flag, inProps(func(p *LedgerStackProps) *bool { return &p.RequireAlarmTopic })),
-	param("maxChallengeLifetime", "15m", "longest reset challenge producers issue (bounds the held, claimed and deferred age alarms)",
-		settings.Duration, inProps(func(p *LedgerStackProps) *time.Duration { return &p.MaxChallengeLifetime })),
 	param("dispatchLagLimit", "1m", "dispatch stream IteratorAge alarm threshold",
 		settings.Duration, inProps(func(p *LedgerStackProps) *time.Duration { return &p.DispatchLagLimit })),
 	param("smsMonthlyMessages", "30000", "SMS a month the stage expects at most; more accepted in a day than its daily pace (/30) alarms (SMS through End User Messaging)",

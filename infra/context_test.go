@@ -62,11 +62,11 @@ func TestConfigFromContext(t *testing.T) {
 		}
 	}
 	cfg, err = configFromContext(from(map[string]any{"claimMaxConcurrency": "25", "sweepTimeout": "40s",
-		"maxChallengeLifetime": "10m", "dispatchLagLimit": "30s"}))
+		"dispatchLagLimit": "30s"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := cfg.Props; p.ClaimMaxConcurrency != 25 || p.SweepTimeout != 40*time.Second || p.MaxChallengeLifetime != 10*time.Minute ||
+	if p := cfg.Props; p.ClaimMaxConcurrency != 25 || p.SweepTimeout != 40*time.Second ||
 		p.DispatchLagLimit != 30*time.Second {
 		t.Errorf("observability overrides = %+v", p)
 	}

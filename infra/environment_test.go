@@ -22,6 +22,8 @@ var contextStages = map[string][2]string{
 	"reconcileMaxAttempts":      {"1", "5"},
 	"settlePeriod":              {"0s", "7m"},
 	"fallbackDeliveryWait":      {"0s", "30s"},
+	"maxChallengeLifetime":      {"5m", "2h"},
+	"acceptIntentV1":            {"true", ""},
 	"emailTransport":            {settings.TransportWebhook, ""},
 	"smsTransport":              {settings.TransportWebhook, ""},
 	"sesFromAddress":            {"", "no-reply@mail.example.com"},

@@ -28,7 +28,7 @@ func TestFunctions(t *testing.T) {
 		{settings.Dispatch, 60, append(slices.Clone(sending), "CONTENT_KEY_ARN", "FINGERPRINT_KEY_ARN", "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",
 			"RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX", "SEND_RATE_SMS",
 			"LIMITS_TABLE", "LIMIT_DESTINATION", "LIMIT_SUBJECT", "LIMIT_SMS_COUNTRY", "LIMIT_SMS_GLOBAL", "SUPERSEDE_CHALLENGES", "SUBJECT_INDEX",
-			"SMS_ALLOWED_COUNTRIES", "SMS_PROTECT_CONFIGURATION_ID")},
+			"SMS_ALLOWED_COUNTRIES", "SMS_ALLOWED_NUMBER_KINDS", "SMS_PROTECT_CONFIGURATION_ID")},
 		// BUDGET_TABLE: the dispatch marks live in the budget table (reconcile reads them). No
 		// CONTENT_KEY_ARN: without a webhook transport reconcile opens no content.
 		{settings.Reconcile, 50, append(slices.Clone(sending), "SWEEP_LIMIT", "DISPATCH_QUEUE_URL", "REDRIVE_AFTER",

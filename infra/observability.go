@@ -85,8 +85,8 @@ func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 	return map[ledger.State]openStateAlarm{
 		ledger.Held:    age(ledger.Held, expireBound, expiring),
 		ledger.Claimed: age(ledger.Claimed, expireBound, expiring),
-		ledger.Deferred: age(ledger.Deferred, p.MaxChallengeLifetime+2*p.ExpireRate, fmt.Sprintf("past its next attempt by the longest "+
-			"challenge, %v, plus two expire sweeps): no wake-up or re-drive sent it and the expire sweep is not closing it", p.MaxChallengeLifetime)),
+		ledger.Deferred: age(ledger.Deferred, p.Functions.Policy.MaxChallengeLifetime+2*p.ExpireRate, fmt.Sprintf("past its next attempt by the longest "+
+			"challenge, %v, plus two expire sweeps): no wake-up or re-drive sent it and the expire sweep is not closing it", p.Functions.Policy.MaxChallengeLifetime)),
 		ledger.Dispatching: age(ledger.Dispatching, 2*p.ReconcileRate, fmt.Sprintf("two reconcile sweeps past its lease of %v): "+
 			"reconcile is not moving rows past their lease", p.Functions.Policy.Lease)),
 		ledger.Unknown:     count(ledger.Unknown, "the transport outcome is uncertain and awaits reconciliation."),
@@ -571,8 +571,8 @@ func (p *LedgerStackProps) validateObservability(bad func(string, ...any)) {
 			bad("AlarmTopicArn %q: want arn:<partition>:sns:<region>:<account>:<topic>", a)
 		}
 	}
-	if p.MaxChallengeLifetime <= 0 {
-		bad("MaxChallengeLifetime %v: want > 0", p.MaxChallengeLifetime)
+	if p.Functions.Policy.MaxChallengeLifetime <= 0 {
+		bad("MaxChallengeLifetime %v: want > 0", p.Functions.Policy.MaxChallengeLifetime)
 	}
 	if _, ok := retentionDays[p.LogRetentionDays]; !ok {
 		bad("LogRetentionDays %d is not a CloudWatch Logs retention value", p.LogRetentionDays)

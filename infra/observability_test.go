@@ -140,7 +140,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
 		"IntentSealRefused": {"Namespace": "ResetLedger", "MetricName": "RejectedIntents", "Statistic": "Sum",
 			"Dimensions": []any{map[string]any{"Name": "Reason", "Value": "intent_mac"}},
-			"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
+			"Threshold":  0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
 		// Liveness under provider throttling.
 		"DispatchQueueDlqDepth": {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
 			"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"},
@@ -188,7 +188,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			"Period": 300.0, "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
 	}
 	want["OldestDeferredAge"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds",
-		"Dimensions": state("deferred"), "Statistic": "Maximum", "Threshold": 1020.0, "ComparisonOperator": gt,
+		"Dimensions": state("deferred"), "Statistic": "Maximum", "Threshold": 3720.0, "ComparisonOperator": gt,
 		"TreatMissingData": "missing"}
 	for _, name := range settings.Functions {
 		for _, m := range []string{"Errors", "Throttles"} {
@@ -333,7 +333,7 @@ func TestEveryOpenStateIsWatched(t *testing.T) {
 func TestAlarmThresholdsFollowProps(t *testing.T) {
 	s := synth(t, func(p *LedgerStackProps) {
 		p.Functions.Policy.Lease, p.ReconcileRate, p.ExpireRate = 5*time.Minute, 10*time.Minute, 3*time.Minute
-		p.MaxChallengeLifetime, p.DispatchLagLimit, p.IntentVisibilityTimeout = 30*time.Minute, 20*time.Second, 90*time.Second
+		p.Functions.Policy.MaxChallengeLifetime, p.DispatchLagLimit, p.IntentVisibilityTimeout = 30*time.Minute, 20*time.Second, 90*time.Second
 	})
 	alarms := s.alarmsByName()
 	for name, want := range map[string][2]float64{ // threshold, period
@@ -395,7 +395,7 @@ func TestRunbookCoversEveryAlarm(t *testing.T) {
 // expire sweeps, not counted (a surge defers rows by design).
 func TestOpenStateRules(t *testing.T) {
 	p := testProps(t)
-	p.MaxChallengeLifetime, p.ExpireRate = 20*time.Minute, 2*time.Minute
+	p.Functions.Policy.MaxChallengeLifetime, p.ExpireRate = 20*time.Minute, 2*time.Minute
 	rules := p.openStateRules()
 	for _, st := range ledger.States {
 		if _, ok := rules[st]; st.Open() != ok {

@@ -48,7 +48,7 @@ func TestLeastPrivilege(t *testing.T) {
 				"dynamodb:Query on LedgerTable/index/subject", "dynamodb:BatchGetItem on LedgerTable",
 				"sqs:DeleteMessage on DispatchQueue", "sqs:GetQueueAttributes on DispatchQueue", "sqs:ReceiveMessage on DispatchQueue",
 				"sqs:SendMessage on DispatchQueue",
-				"kms:GenerateMac on AttemptProofKey", // every SES or SMS send carries its attempt's proof
+				"kms:GenerateMac on AttemptProofKey",  // every SES or SMS send carries its attempt's proof
 				"kms:GenerateMac on FingerprintKey"}), // the destination limit's counter keys
 		// No content read: without a webhook transport reconcile never opens content
 		// (TestReconcileContentOnlyWithWebhook); it purges the content of the rows it ends.

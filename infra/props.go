@@ -88,9 +88,6 @@ type LedgerStackProps struct {
 	// RequireAlarmTopic makes Validate refuse a stage without AlarmTopicArn, or one that skips
 	// observability: alarms that notify no one are silent failures. On for every stage but dev.
 	RequireAlarmTopic bool
-	// MaxChallengeLifetime is the longest reset challenge producers issue (expires_at minus
-	// issue time). A held or claimed row older than it plus two expire sweeps raises an alarm.
-	MaxChallengeLifetime time.Duration
 	// DispatchLagLimit is how far dispatch may fall behind the ledger stream (IteratorAge) before
 	// it alarms; below the stream's one-hour record age limit, and well below a challenge's life.
 	DispatchLagLimit time.Duration

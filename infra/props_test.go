@@ -48,7 +48,7 @@ func TestValidate(t *testing.T) {
 		{"no alarm topic", func(p *LedgerStackProps) { p.AlarmTopicArn = "" }, "AlarmTopicArn"},
 		{"required alarms skipped", func(p *LedgerStackProps) { p.SkipObservability = true }, "SkipObservability"},
 		{"topic is not an SNS ARN", func(p *LedgerStackProps) { p.AlarmTopicArn = "arn:aws:sqs:us-east-1:111122223333:q" }, "AlarmTopicArn"},
-		{"no challenge lifetime", func(p *LedgerStackProps) { p.MaxChallengeLifetime = 0 }, "MaxChallengeLifetime"},
+		{"no challenge lifetime", func(p *LedgerStackProps) { p.Functions.Policy.MaxChallengeLifetime = 0 }, "MaxChallengeLifetime"},
 		{"lag limit past the record age", func(p *LedgerStackProps) { p.DispatchLagLimit = 2 * time.Hour }, "DispatchLagLimit"},
 		{"negative email rate", func(p *LedgerStackProps) { p.Functions.SendRates[ledger.Email] = -1 }, "SEND_RATE_EMAIL"},
 		{"infinite sms rate", func(p *LedgerStackProps) { p.Functions.SendRates[ledger.SMS] = math.Inf(1) }, "SEND_RATE_SMS"},

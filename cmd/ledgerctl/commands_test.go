@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
-	"github.com/resetledger/resetledger/pkg/intentseal"
+	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"os"
 	"path/filepath"
 	"slices"
@@ -692,7 +692,7 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 	if in.Key() != wantKey || in.Workflow.Kind != ledger.Fallback || in.ExpiresAt.Sub(realNow) < 9*time.Minute {
 		t.Errorf("intent = %+v", in)
 	}
-	if err := (&intentseal.KMS{Client: kmsClient, KeyARN: intentKey}).Verify(ctx, dec.Binding, dec.Seal); err != nil {
+	if err := (&kmsseal.KMS{Client: kmsClient, KeyARN: intentKey}).Verify(ctx, dec.Binding, dec.Seal); err != nil {
 		t.Errorf("the intent's seal does not verify under the intent key: %v", err)
 	}
 	m, err := (&envelope.Opener{KMS: kmsClient, KeyARN: arn}).Open(ctx, wantKey, sealed)

@@ -15,7 +15,7 @@ import (
 	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/envelope"
-	"github.com/resetledger/resetledger/pkg/intentseal"
+	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
 )
@@ -113,7 +113,7 @@ Prints the SQS message id and the dedupe key; follow the row with
 		p := &producer.Producer{
 			Queue: sqs.NewFromConfig(cfg), QueueURL: *queueURL,
 			Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *keyARN},
-			Seals:  &intentseal.KMS{Client: kms.NewFromConfig(cfg), KeyARN: *intentKeyARN},
+			Seals:  &kmsseal.KMS{Client: kms.NewFromConfig(cfg), KeyARN: *intentKeyARN},
 			Clock:  a.now,
 		}
 		id, err := p.Publish(ctx, n)

@@ -9,7 +9,7 @@ import (
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/pkg/intentseal"
+	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 )
 
 func main() {
@@ -18,7 +18,7 @@ func main() {
 		Deps: fn.Deps,
 		// Verify only: the intent key's policy lets claim check a seal,
 		// never make one.
-		Seals:    &intentseal.KMS{Client: kms.NewFromConfig(fn.Config), KeyARN: fn.Settings.IntentKeyARN},
+		Seals:    &kmsseal.KMS{Client: kms.NewFromConfig(fn.Config), KeyARN: fn.Settings.IntentKeyARN},
 		AcceptV1: fn.Settings.AcceptIntentV1,
 	}
 	lambda.Start(h.Handle)

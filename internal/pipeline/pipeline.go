@@ -50,7 +50,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
-	"github.com/resetledger/resetledger/pkg/intentseal"
+	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/producer"
@@ -119,7 +119,7 @@ type Pipeline struct {
 	Producer                                     *producer.Producer
 	// Seals seals intents under IntentKeyARN, as the producer does: for
 	// tests that build intent bodies of their own.
-	Seals        *intentseal.KMS
+	Seals        *kmsseal.KMS
 	IntentKeyARN string
 	// FingerprintKeyARN is the destination-fingerprint key (dispatch).
 	FingerprintKeyARN string
@@ -252,7 +252,7 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	p.FingerprintKeyARN = *fingerprintKey.Arn
 	intentKey := p.createMACKey(cfg, "intent")
 	p.IntentKeyARN = *intentKey.Arn
-	p.Seals = &intentseal.KMS{Client: kms.NewFromConfig(cfg), KeyARN: p.IntentKeyARN}
+	p.Seals = &kmsseal.KMS{Client: kms.NewFromConfig(cfg), KeyARN: p.IntentKeyARN}
 	p.createQueues(o.MaxReceives)
 	if o.ProviderEvents {
 		p.createEventsRoute(cfg, o.MaxReceives)
@@ -467,7 +467,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 		p.t.Fatal(err)
 	}
 	p.Claim = &handler.Claim{Deps: claimDeps, AcceptV1: claimSettings.AcceptIntentV1,
-		Seals: &intentseal.KMS{Client: kms.NewFromConfig(cfgs[settings.Claim]), KeyARN: claimSettings.IntentKeyARN}}
+		Seals: &kmsseal.KMS{Client: kms.NewFromConfig(cfgs[settings.Claim]), KeyARN: claimSettings.IntentKeyARN}}
 	p.Dispatch = &handler.Dispatch{Deps: deps(settings.Dispatch)}
 	p.Reconcile = &handler.Reconcile{Deps: deps(settings.Reconcile), Limit: o.SweepLimit}
 	p.Expire = &handler.Expire{Deps: deps(settings.Expire), Limit: o.SweepLimit}

@@ -11,8 +11,9 @@
 // function checks the seal without being able to make one, and without
 // any right to open the sealed content.
 //
-//   - KMS (production) asks AWS KMS (GenerateMac, VerifyMac); the key never
-//     leaves KMS.
+//   - kmsseal.KMS (production) asks AWS KMS (GenerateMac, VerifyMac); the
+//     key never leaves KMS. It is a package of its own so that what imports
+//     the interfaces links no KMS client.
 //   - Local holds the key in memory, for tests, benchmarks and the
 //     simulator.
 //
@@ -28,10 +29,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
-	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 )
 
 // ErrMismatch reports a seal that is not the MAC of the intent's binding
@@ -59,9 +56,9 @@ var encoding = base64.RawURLEncoding
 // Encode writes a MAC as a seal.
 func Encode(mac []byte) string { return encoding.EncodeToString(mac) }
 
-// decode reads a seal back into a MAC; anything but the 32 bytes of an
+// Decode reads a seal back into a MAC; anything but the 32 bytes of an
 // HMAC-SHA-256 is a mismatch without asking anyone.
-func decode(seal string) ([]byte, error) {
+func Decode(seal string) ([]byte, error) {
 	mac, err := encoding.DecodeString(seal)
 	if err != nil || len(mac) != sha256.Size {
 		return nil, fmt.Errorf("%w (not a 32-byte MAC in base64url)", ErrMismatch)
@@ -69,7 +66,8 @@ func decode(seal string) ([]byte, error) {
 	return mac, nil
 }
 
-func checkLen(binding []byte) error {
+// CheckLen refuses a binding KMS cannot MAC.
+func CheckLen(binding []byte) error {
 	if len(binding) == 0 || len(binding) > MaxBinding {
 		return fmt.Errorf("intentseal: binding of %d bytes (want 1 to %d)", len(binding), MaxBinding)
 	}
@@ -88,7 +86,7 @@ var (
 
 // Sign returns the seal of binding.
 func (l *Local) Sign(_ context.Context, binding []byte) (string, error) {
-	if err := checkLen(binding); err != nil {
+	if err := CheckLen(binding); err != nil {
 		return "", err
 	}
 	return Encode(l.mac(binding)), nil
@@ -96,7 +94,7 @@ func (l *Local) Sign(_ context.Context, binding []byte) (string, error) {
 
 // Verify reports whether seal is binding's.
 func (l *Local) Verify(_ context.Context, binding []byte, seal string) error {
-	mac, err := decode(seal)
+	mac, err := Decode(seal)
 	if err != nil {
 		return err
 	}
@@ -110,70 +108,4 @@ func (l *Local) mac(binding []byte) []byte {
 	h := hmac.New(sha256.New, l.Key)
 	h.Write(binding)
 	return h.Sum(nil)
-}
-
-// Client is the part of the KMS API KMS uses; *kms.Client implements it.
-// A producer calls only GenerateMac, the claim function only VerifyMac,
-// each as the key policy allows.
-type Client interface {
-	GenerateMac(ctx context.Context, in *kms.GenerateMacInput, optFns ...func(*kms.Options)) (*kms.GenerateMacOutput, error)
-	VerifyMac(ctx context.Context, in *kms.VerifyMacInput, optFns ...func(*kms.Options)) (*kms.VerifyMacOutput, error)
-}
-
-// KMS seals under a KMS HMAC_256 key (usage GENERATE_VERIFY_MAC). It is
-// safe for concurrent use.
-type KMS struct {
-	Client Client
-	// KeyARN is the intent key's ARN (the stack's IntentKeyArn output).
-	KeyARN string
-}
-
-var (
-	_ Signer   = (*KMS)(nil)
-	_ Verifier = (*KMS)(nil)
-)
-
-const algorithm = types.MacAlgorithmSpecHmacSha256
-
-// Sign asks KMS for the seal of binding. Errors never contain the binding.
-func (k *KMS) Sign(ctx context.Context, binding []byte) (string, error) {
-	if err := checkLen(binding); err != nil {
-		return "", err
-	}
-	out, err := k.Client.GenerateMac(ctx, &kms.GenerateMacInput{
-		KeyId: aws.String(k.KeyARN), MacAlgorithm: algorithm, Message: binding,
-	})
-	if err != nil {
-		return "", fmt.Errorf("intentseal: sign: %w", err)
-	}
-	if len(out.Mac) != sha256.Size {
-		return "", fmt.Errorf("intentseal: sign: KMS returned a %d-byte MAC", len(out.Mac))
-	}
-	return Encode(out.Mac), nil
-}
-
-// Verify asks KMS whether seal is binding's. KMS answers a wrong MAC with
-// KMSInvalidMacException (and never with MacValid false), which is
-// ErrMismatch; any other error is returned as is, for the caller to retry.
-func (k *KMS) Verify(ctx context.Context, binding []byte, seal string) error {
-	mac, err := decode(seal)
-	if err != nil {
-		return err
-	}
-	if err := checkLen(binding); err != nil {
-		return fmt.Errorf("%w: %w", ErrMismatch, err)
-	}
-	out, err := k.Client.VerifyMac(ctx, &kms.VerifyMacInput{
-		KeyId: aws.String(k.KeyARN), MacAlgorithm: algorithm, Message: binding, Mac: mac,
-	})
-	var invalid *types.KMSInvalidMacException
-	switch {
-	case errors.As(err, &invalid):
-		return ErrMismatch
-	case err != nil:
-		return fmt.Errorf("intentseal: verify: %w", err)
-	case !out.MacValid:
-		return ErrMismatch
-	}
-	return nil
 }

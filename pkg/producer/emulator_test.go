@@ -6,6 +6,7 @@ import (
 	"errors"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/resetledger/resetledger/pkg/intentseal"
+	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestEmulatorPublishReceiveOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seals := &intentseal.KMS{Client: kmsClient, KeyARN: *macKey.KeyMetadata.Arn}
+	seals := &kmsseal.KMS{Client: kmsClient, KeyARN: *macKey.KeyMetadata.Arn}
 	p := &producer.Producer{
 		Queue:    sqsClient,
 		QueueURL: queueURL,
