@@ -107,8 +107,11 @@ func TestPythonProducerEndToEnd(t *testing.T) {
 	ns := []nodeNotification{
 		mk(run+"-email", "email", single, subject, "success+"+run+"-email@"+simulatorDomain, ledger.Accepted, 1),
 		mk(run+"-sms", "sms", single, "", phone, ledger.Accepted, 1),
-		mk(run+"-fallback", "email", fallback, subject, "success+"+run+"-fallback@"+simulatorDomain, ledger.Accepted, 1),
-		mk(run+"-fallback", "sms", fallback, subject, phone, ledger.Suppressed, 0),
+		// Another account: with the first one's subject, the fallback
+		// challenge, issued later, would supersede the email challenge on
+		// its email step whenever that one had not yet been sent.
+		mk(run+"-fallback", "email", fallback, subject+"-2", "success+"+run+"-fallback@"+simulatorDomain, ledger.Accepted, 1),
+		mk(run+"-fallback", "sms", fallback, subject+"-2", phone, ledger.Suppressed, 0),
 	}
 
 	pyResults := publishWithPython(t, python, script, e, ns)
