@@ -60,10 +60,11 @@ var mailboxRules = []mailboxRule{
 	{domains: []string{"proton.me", "protonmail.com", "protonmail.ch", "pm.me"}, tags: "+"},
 }
 
-// otherMailbox is the rule of every other domain: RFC 5233 sub-addressing
-// with '+', as Google Workspace and Microsoft 365 deliver it for the
-// domains they host; dots count.
-var otherMailbox = mailboxRule{tags: "+"}
+// otherMailbox is the rule of every other domain: only lowercased. Whether
+// a domain delivers "name+tag" to "name" is its own choice (RFC 5321 leaves
+// the local part to it; a '+' may be part of a distinct mailbox), so
+// merging them could let one person spend another's limit.
+var otherMailbox = mailboxRule{}
 
 var mailboxByDomain = func() map[string]mailboxRule {
 	m := map[string]mailboxRule{}
