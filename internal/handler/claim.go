@@ -74,17 +74,7 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 		return err
 	}
 	if err != nil {
-		// Poison input: never half-applied, never acknowledged. The queue's
-		// redrive policy moves it to the DLQ after the receive count; this
-		// line is the recorded reason.
-		log.Warn("intent rejected", "reason", err.Error(), "will_dead_letter", true)
-		var fe *ledger.FieldError
-		reason := "decode"
-		if errors.As(err, &fe) {
-			reason = fe.Field
-		}
-		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{metrics.DimReason: reason}, 1)
-		return err
+		return h.reject(log, err, "decode")
 	}
 	in, sealed := d.Intent, d.Sealed
 	log = log.With("challenge_id", in.ChallengeID, "channel", string(in.Channel), "dedupe_key", in.Key(), "content_hash", in.ContentHash)
@@ -94,14 +84,7 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 		// A refusal the claim's own time decides (a challenge that would
 		// outlive MAX_CHALLENGE_LIFETIME, one issued after the claim):
 		// no row, dead-lettered like poison input.
-		log.Warn("intent rejected", "reason", err.Error(), "will_dead_letter", true)
-		reason := "validation"
-		var fe *ledger.FieldError
-		if errors.As(err, &fe) {
-			reason = fe.Field
-		}
-		_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{metrics.DimReason: reason}, 1)
-		return err
+		return h.reject(log, err, "validation")
 	case err != nil:
 		log.Error("claim failed; will retry", "error", err.Error())
 		return err
@@ -144,4 +127,20 @@ func (h *Claim) checkSeal(ctx context.Context, d intent.Decoded) error {
 		return &sealUnavailable{err}
 	}
 	return nil
+}
+
+// reject reports an intent refused before any row: poison input, a seal
+// that does not verify, or a claim-time refusal. It is never half-applied
+// and never acknowledged; the queue's redrive policy moves it to the DLQ
+// after the receive count, and this line is the recorded reason. The
+// metric's Reason is the field at fault, or fallback when none is named.
+func (h *Claim) reject(log *slog.Logger, err error, fallback string) error {
+	log.Warn("intent rejected", "reason", err.Error(), "will_dead_letter", true)
+	reason := fallback
+	var fe *ledger.FieldError
+	if errors.As(err, &fe) {
+		reason = fe.Field
+	}
+	_ = h.Metrics.Count(metrics.RejectedIntents, map[string]string{metrics.DimReason: reason}, 1)
+	return err
 }
