@@ -161,8 +161,12 @@ func TestOperateRefusesRequestsWithoutIAMContext(t *testing.T) {
 	otherAccount := operatorIAM(operatorSession)
 	otherAccount.AccountID = "444455556666"
 	cases := map[string]events.LambdaFunctionURLRequest{
-		"no authorizer":     urlRequest(body, nil),
-		"authorizer no iam": func() events.LambdaFunctionURLRequest { r := urlRequest(body, nil); r.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{}; return r }(),
+		"no authorizer": urlRequest(body, nil),
+		"authorizer no iam": func() events.LambdaFunctionURLRequest {
+			r := urlRequest(body, nil)
+			r.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{}
+			return r
+		}(),
 		"empty userArn":     urlRequest(body, operatorIAM("")),
 		"not an ARN":        urlRequest(body, operatorIAM("alice")),
 		"control character": urlRequest(body, operatorIAM(operatorSession+"\n")),
