@@ -52,6 +52,14 @@ var (
 	AttemptProofKeyARN = Output{Name: "AttemptProofKeyArn", Env: settings.AttemptProofKeyARN.Env}
 	// OperatorRoleARN is the LedgerOperator role ledgerctl's operators assume.
 	OperatorRoleARN = Output{Name: "LedgerOperatorRoleArn"}
+	// OperatorFunctionURL is the operator function's URL (AuthType
+	// AWS_IAM): ledgerctl resolve posts to it, signed with the caller's
+	// credentials.
+	OperatorFunctionURL = Output{Name: "OperatorFunctionUrl", Env: "OPERATOR_URL"}
+	// OperatorFunction is the operator function's name (the local end-to-end
+	// test invokes it with a URL-shaped event: the emulator's function URLs
+	// carry no IAM context).
+	OperatorFunction = Output{Name: "OperateFunctionName"}
 	// BackupVault is the AWS Backup vault of the ledger table's daily backups (not on a
 	// stage with backup=false).
 	BackupVault = Output{Name: "LedgerBackupVaultName", Conditional: true}
@@ -72,7 +80,7 @@ func All() []Output {
 	all := []Output{
 		IntentQueueURL, IntentQueueARN, IntentDLQURL, StreamFailureDLQURL, DispatchQueueURL, DispatchQueueDLQURL,
 		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
-		LedgerTable, ContentTable, BudgetTable, LimitsTable, ContentKeyARN, AttemptProofKeyARN, OperatorRoleARN, BackupVault,
+		LedgerTable, ContentTable, BudgetTable, LimitsTable, ContentKeyARN, AttemptProofKeyARN, OperatorRoleARN, OperatorFunctionURL, OperatorFunction, BackupVault,
 	}
 	for _, r := range settings.Functions {
 		all = append(all, Function(r))
