@@ -7,16 +7,18 @@ import (
 )
 
 // operatorGrants is every permission the LedgerOperator role holds: what ledgerctl's read commands
-// (timeline included) and resolve call (operatorCalls), the ledger key through DynamoDB, and nothing to send with.
+// (timeline included) call (operatorCalls), the ledger key through DynamoDB to read, and the
+// operator function through its URL (resolve). No write of any table, and nothing to send with.
 var operatorGrants = []string{
 	"dynamodb:GetItem on LedgerTable", "dynamodb:BatchGetItem on LedgerTable", "dynamodb:Scan on LedgerTable",
-	"dynamodb:UpdateItem on LedgerTable", "dynamodb:Query on LedgerTable/index/open", "dynamodb:DeleteItem on ContentTable",
+	"dynamodb:Query on LedgerTable/index/open",
 	"dynamodb:Query on LedgerTable/index/subject", "dynamodb:Query on LedgerTable/index/destination",
-	"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", "kms:Encrypt on LedgerKey", "kms:GenerateDataKey on LedgerKey",
+	"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey",
+	"lambda:InvokeFunction on OperateFunction", "lambda:InvokeFunctionUrl on OperateFunction",
 }
 
-// TestOperatorRole: the role reads and resolves and nothing more; the account may assume it unless
-// operatorArns names who may; its ARN is an output.
+// TestOperatorRole: the role reads and invokes the operator function and nothing more; the account
+// may assume it unless operatorArns names who may; its ARN is an output.
 func TestOperatorRole(t *testing.T) {
 	s := synth(t, nil)
 	want := slices.Clone(operatorGrants)
@@ -59,7 +61,8 @@ func (s *synthesized) roleTrust(t *testing.T, name string) map[string]any {
 }
 
 // TestLedgerWritesOnlyByItsRoles: the ledger table's resource policy denies every item write to
-// every principal but the five function roles and the operator role; the other tables have none.
+// every principal but the five function roles and the operator function's role; the other tables
+// have none.
 func TestLedgerWritesOnlyByItsRoles(t *testing.T) {
 	s := synth(t, nil)
 	tables := s.resources("AWS::DynamoDB::Table")
@@ -96,7 +99,8 @@ func TestLedgerWritesOnlyByItsRoles(t *testing.T) {
 		writers = append(writers, label(r))
 	}
 	sort.Strings(writers)
-	wantWriters := []string{"ClaimRole", "DispatchRole", "EventsRole", "ExpireRole", "LedgerOperatorRole", "ReconcileRole"}
+	// The operator role is not among them: it writes through the operator function.
+	wantWriters := []string{"ClaimRole", "DispatchRole", "EventsRole", "ExpireRole", "OperateRole", "ReconcileRole"}
 	if !slices.Equal(writers, wantWriters) {
 		t.Errorf("OnlyLedgerWriters exempts %v, want %v", writers, wantWriters)
 	}
