@@ -53,9 +53,12 @@ var pollerActions = map[string]bool{
 // good to the mapping's on-failure destination.
 var destinationActions = map[string]bool{"sqs:SendMessage": true, "sqs:GetQueueAttributes": true, "sqs:GetQueueUrl": true, "sns:Publish": true}
 
+// linkedFunctions are the functions whose binaries are checked: the five and the operator function.
+var linkedFunctions = append(slices.Clone(settings.Functions), settings.Operate)
+
 func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 	linked := map[settings.Role][]string{}
-	for _, name := range settings.Functions {
+	for _, name := range linkedFunctions {
 		linked[name] = linkedServices(t, name)
 	}
 	stages := []struct {
@@ -77,7 +80,7 @@ func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 	for _, st := range stages {
 		t.Run(st.name, func(t *testing.T) {
 			calls := binaryCalls(t, synth(t, st.mutate))
-			for _, name := range settings.Functions {
+			for _, name := range linkedFunctions {
 				granted := slices.Sorted(maps.Keys(calls[name]))
 				for _, svc := range linked[name] {
 					if _, ok := calls[name][svc]; !ok && st.exact {
@@ -175,7 +178,7 @@ func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]st
 	for id, fn := range s.resources("AWS::Lambda::Function") {
 		p := props(fn)
 		name, ok := strings.CutPrefix(fmt.Sprint(p["FunctionName"]), "resetledger-test-")
-		if !ok || !slices.Contains(settings.Functions, settings.Role(name)) {
+		if !ok || !slices.Contains(linkedFunctions, settings.Role(name)) {
 			continue
 		}
 		byLogical[id] = settings.Role(name)
@@ -185,8 +188,8 @@ func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]st
 		}
 		roleOf[ga[0].(string)] = settings.Role(name)
 	}
-	if len(byLogical) != len(settings.Functions) {
-		t.Fatalf("want %d functions in the template, found %v", len(settings.Functions), byLogical)
+	if len(byLogical) != len(linkedFunctions) {
+		t.Fatalf("want %d functions in the template, found %v", len(linkedFunctions), byLogical)
 	}
 	for id, r := range s.resources("AWS::IAM::Role") {
 		if name, ok := roleOf[id]; ok && props(r)["ManagedPolicyArns"] != nil {
@@ -210,7 +213,7 @@ func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]st
 		}
 	}
 	calls := map[settings.Role]map[string][]string{}
-	for _, name := range settings.Functions {
+	for _, name := range linkedFunctions {
 		calls[name] = map[string][]string{}
 	}
 	for _, pol := range s.resources("AWS::IAM::Policy") {

@@ -209,7 +209,7 @@ func operateFunctionPolicy(fnArn *string, invokers []*string) awsiam.PolicyDocum
 	return awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid: jsii.String("OperatorsInvokeUrl"), Principals: &principals, Actions: jsii.Strings("lambda:InvokeFunctionUrl"),
-			Resources: resources,
+			Resources:  resources,
 			Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"lambda:FunctionUrlAuthType": "AWS_IAM"}},
 		}),
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
