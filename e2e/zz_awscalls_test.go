@@ -31,6 +31,8 @@ func TestEndToEndAWSCalls(t *testing.T) {
 	for role, fn := range map[string]string{
 		"claim": e.out.ClaimFunction, "dispatch": e.out.DispatchFunction,
 		"reconcile": e.out.ReconcileFunction, "expire": e.out.ExpireFunction,
+		// The operator function's calls, from TestOperatorResolveRecordsTheAuthenticatedCaller.
+		"operate": e.out.All[outputs.OperatorFunction.Name],
 	} {
 		if fn == "" {
 			continue

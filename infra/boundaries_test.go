@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,6 +40,11 @@ var (
 	boundaryPseudo = iampolicy.Pseudo{Region: "us-east-1", Account: "111122223333"}
 	producerARN    = "arn:aws:iam::111122223333:role/account-service"
 	attackerARN    = "arn:aws:iam::111122223333:role/attacker"
+	// insiderARN is an in-account principal with what a real insider has (issue 34).
+	insiderARN = "arn:aws:iam::111122223333:role/insider"
+	// oncallARN is the principal operatorArns names in the production template: it may assume
+	// LedgerOperator and invoke the operator function.
+	oncallARN = "arn:aws:iam::111122223333:role/oncall"
 	// deployerARN is the role CloudFormation deploys the stack with (the CDK bootstrap's
 	// execution role, which has AdministratorAccess by default).
 	deployerARN = "arn:aws:iam::111122223333:role/cdk-hnb659fds-cfn-exec-role-111122223333-us-east-1"
@@ -50,7 +56,7 @@ type boundaryResource struct{ typ, name string }
 // on names the resources the checks are made on.
 var on = struct {
 	intentQueue, eventsQueue, eventsDLQ, eventsTopic, topicKey, contentKey, proofKey, eventsQueueKey,
-	fingerprintKey, intentKey, ledgerTable, operatorRole boundaryResource
+	fingerprintKey, intentKey, ledgerTable, operatorRole, operateFn boundaryResource
 }{
 	intentQueue:    boundaryResource{"AWS::SQS::Queue", "IntentQueue"},
 	eventsQueue:    boundaryResource{"AWS::SQS::Queue", "ProviderEventsQueue"},
@@ -64,6 +70,7 @@ var on = struct {
 	intentKey:      boundaryResource{"AWS::KMS::Key", "IntentKey"},
 	ledgerTable:    boundaryResource{"AWS::DynamoDB::Table", "LedgerTable"},
 	operatorRole:   boundaryResource{"AWS::IAM::Role", "LedgerOperatorRole"},
+	operateFn:      boundaryResource{"AWS::Lambda::Function", "OperateFunction"},
 }
 
 // functionRole is the role of one function, as the template names it (DispatchRole).
@@ -83,12 +90,24 @@ type boundaryCaller struct {
 
 // as names the callers.
 var as = struct {
-	attacker, producer, deployer, sns, ses, sms, operator boundaryCaller
+	attacker, insider, oncall, producer, deployer, sns, ses, sms, operator boundaryCaller
 }{
 	// The attacker is any role of the account whose policy allows every action of the four
 	// services on every resource.
 	attacker: boundaryCaller{name: "attacker", principal: attackerARN, identity: func(*boundaries) (iampolicy.Policy, error) {
 		return parsePolicy("attacker's policy", `{"Statement":[{"Effect":"Allow","Action":["sqs:*","sns:*","kms:*","dynamodb:*"],"Resource":"*"}]}`)
+	}},
+	// The insider is any principal of the account with what a real one has: every action of
+	// DynamoDB, KMS (what key policies deny aside), S3, SES and End User Messaging SMS, and
+	// sts:AssumeRole and lambda:InvokeFunction on every resource. (What it can do once it assumed
+	// LedgerOperator is the operator role's checks: as.operator.)
+	insider: boundaryCaller{name: "insider", principal: insiderARN, identity: func(*boundaries) (iampolicy.Policy, error) {
+		return parsePolicy("insider's policy", `{"Statement":[{"Effect":"Allow","Action":["dynamodb:*","kms:*","s3:*","ses:*","sms-voice:*",
+			"sts:AssumeRole","lambda:InvokeFunction"],"Resource":"*"}]}`)
+	}},
+	// On-call is named by operatorArns; its own policy allows it every Lambda invocation.
+	oncall: boundaryCaller{name: "oncall", principal: oncallARN, identity: func(*boundaries) (iampolicy.Policy, error) {
+		return parsePolicy("oncall's policy", `{"Statement":[{"Effect":"Allow","Action":["lambda:InvokeFunction","lambda:InvokeFunctionUrl"],"Resource":"*"}]}`)
 	}},
 	// The producer has the policy the README gives the account service's role.
 	producer: boundaryCaller{name: "producer", principal: producerARN, identity: func(b *boundaries) (iampolicy.Policy, error) {
@@ -223,7 +242,7 @@ func TestBoundaries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range settings.Functions {
+		for _, name := range append(slices.Clone(settings.Functions), settings.Operate) {
 			t.Run(string(name), func(t *testing.T) {
 				role, err := b.arn(functionRole(name))
 				if err != nil {
@@ -294,8 +313,23 @@ func attackerChecks() []boundaryCheck {
 	}
 	for _, action := range boundaryWrites {
 		checks = append(checks, deny("writes the ledger ("+strings.TrimPrefix(action, "dynamodb:")+")", action, on.ledgerTable, nil, "OnlyLedgerWriters"))
+		checks = append(checks, boundaryCheck{name: "writes the ledger (" + strings.TrimPrefix(action, "dynamodb:") + ")", who: as.insider,
+			action: action, on: on.ledgerTable, deniedBy: "OnlyLedgerWriters"})
 	}
+	// The operator function records whoever its request context names: only a request through
+	// the URL carries a context AWS wrote, and only an operator may make one.
+	checks = append(checks,
+		boundaryCheck{name: "invokes the operator function through its URL", who: as.insider, action: "lambda:InvokeFunction",
+			on: on.operateFn, ctx: throughURL, deniedBy: "OnlyOperatorsInvoke"},
+		boundaryCheck{name: "invokes the operator function directly, with a request context it wrote", who: as.oncall,
+			action: "lambda:InvokeFunction", on: on.operateFn, deniedBy: "OnlyThroughTheUrl"},
+	)
 	return checks
+}
+
+// throughURL is the context of the invocation a function URL request with AuthType AWS_IAM makes.
+func throughURL(*boundaries) map[string]string {
+	return map[string]string{"lambda:InvokedViaFunctionUrl": "true", "lambda:FunctionUrlAuthType": "AWS_IAM"}
 }
 
 // legitimateChecks are the requests the stack exists for, and the nearby ones it must refuse
@@ -378,9 +412,15 @@ func legitimateChecks() []boundaryCheck {
 		allow(asFunction(settings.Events), "reads provider events from the queue", "kms:Decrypt", on.eventsQueueKey, viaSQS(on.eventsQueue)),
 
 		allow(as.operator, "reads a row", "dynamodb:GetItem", on.ledgerTable, nil),
-		allow(as.operator, "resolves a row", "dynamodb:UpdateItem", on.ledgerTable, nil),
+		// The operator role writes nothing itself (checked twice over in TestOperatorCannotWriteTheLedger).
+		refuse(as.operator, "updates a row", "dynamodb:UpdateItem", on.ledgerTable, nil),
 		refuse(as.operator, "puts a row", "dynamodb:PutItem", on.ledgerTable, nil),
 		refuse(as.operator, "deletes a row", "dynamodb:DeleteItem", on.ledgerTable, nil),
+		allow(as.operator, "invokes the operator function's URL", "lambda:InvokeFunctionUrl", on.operateFn, throughURL),
+		allow(as.operator, "invokes the operator function through its URL", "lambda:InvokeFunction", on.operateFn, throughURL),
+		refuse(as.operator, "invokes the operator function directly", "lambda:InvokeFunction", on.operateFn, nil),
+		allow(as.oncall, "invokes the operator function through its URL", "lambda:InvokeFunction", on.operateFn, throughURL),
+		allow(asFunction(settings.Operate), "resolves a row", "dynamodb:UpdateItem", on.ledgerTable, nil),
 	}
 }
 
@@ -393,6 +433,7 @@ func loadBoundaries(t *testing.T) *boundaries {
 		prod.AssetDir, prod.Functions.SESFrom, prod.AlarmTopicArn = p.AssetDir, p.Functions.SESFrom, p.AlarmTopicArn
 		prod.Functions.Transports[ledger.Email], prod.Functions.Transports[ledger.SMS] = settings.TransportSES, settings.TransportSMS
 		prod.ProducerPrincipalArns = []string{producerARN}
+		prod.OperatorPrincipalArns = []string{oncallARN}
 		*p = *prod
 		stageProps = p
 	})
@@ -519,4 +560,44 @@ func grantedWrites(role *iampolicy.Role, table string) []string {
 		}
 	}
 	return out
+}
+
+// TestOperatorCannotWriteTheLedger: whoever can assume LedgerOperator (the insider of issue 34
+// included, when operatorArns is unset) cannot write the ledger table directly, for two reasons
+// that each suffice: the role's identity policies allow no write (an implicit deny), and the
+// table's resource policy denies every write by a principal that is not a writer (OnlyLedgerWriters,
+// which no longer exempts the operator role). Its writes go through the operator function, which
+// records who AWS authenticated.
+func TestOperatorCannotWriteTheLedger(t *testing.T) {
+	b := loadBoundaries(t)
+	table, err := b.arn(on.ledgerTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role, err := b.arn(on.operatorRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes := grantedWrites(b.stack.Roles[role], table); len(writes) != 0 {
+		t.Errorf("the operator role is granted %v on the ledger table, want no write", writes)
+	}
+	without, err := b.stack.WithoutStatement(table, "OnlyLedgerWriters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range boundaryWrites {
+		t.Run(action, func(t *testing.T) {
+			d, err := b.stack.Decide(role, action, table, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed || !strings.HasSuffix(d.Reason, " statement OnlyLedgerWriters") {
+				t.Errorf("operator role %s on the ledger: %v (%s), want denied by the table's OnlyLedgerWriters", action, d.Allowed, d.Reason)
+			}
+			// Without the table's Deny, the role's own policies still allow nothing.
+			if d, err = without.Decide(role, action, table, nil); err != nil || d.Allowed {
+				t.Errorf("without OnlyLedgerWriters, operator role %s on the ledger: %v (%s, %v), want an implicit deny", action, d.Allowed, d.Reason, err)
+			}
+		})
+	}
 }

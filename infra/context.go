@@ -31,6 +31,9 @@ type appConfig struct {
 	MathAlarms bool
 	// Backup keeps the ledger table's AWS Backup plan (Props.SkipBackup is its negation).
 	Backup bool
+	// OperatorDenies keeps the operator function's resource policy with its Denies
+	// (Props.SkipOperatorDenies is its negation).
+	OperatorDenies bool
 	// SubjectIndex keeps the ledger table's subject index (Props.SkipSubjectIndex is its negation).
 	SubjectIndex bool
 }
@@ -41,6 +44,7 @@ func (c *appConfig) toProps() {
 	c.Props.SkipObservability = !c.Observability
 	c.Props.SkipMathAlarms = !c.MathAlarms
 	c.Props.SkipBackup = !c.Backup
+	c.Props.SkipOperatorDenies = !c.OperatorDenies
 	c.Props.SkipSubjectIndex = !c.SubjectIndex
 }
 
@@ -128,6 +132,8 @@ var stageParams = []stageParam{
 		settings.Flag, func(c *appConfig) *bool { return &c.MathAlarms }),
 	param("backup", "true", "false leaves out the AWS Backup plan of the ledger table (the local emulator cannot create a backup selection)",
 		settings.Flag, func(c *appConfig) *bool { return &c.Backup }),
+	param("operatorDenies", "true", "false gives the operator function its invoke permissions as AWS::Lambda::Permission allows, without the Denies of direct invocations and of other principals (the local emulator cannot create AWS::Lambda::ResourcePolicy)",
+		settings.Flag, func(c *appConfig) *bool { return &c.OperatorDenies }),
 	param("subjectIndex", "true", "false leaves out the ledger table's subject index (the first of two deploys that add the timeline indexes to an existing stack)",
 		settings.Flag, func(c *appConfig) *bool { return &c.SubjectIndex }),
 	param("nag", "true", "false skips the cdk-nag AwsSolutions checks",

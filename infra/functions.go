@@ -21,6 +21,8 @@ var functionTimeouts = map[settings.Role]time.Duration{
 	settings.Dispatch: 60 * time.Second,
 	// Events records one provider event per message: a read and a conditional update or two.
 	settings.Events: 30 * time.Second,
+	// The operator function (operator.go).
+	settings.Operate: operateTimeout,
 }
 
 const functionMemoryMB = 256

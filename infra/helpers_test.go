@@ -24,7 +24,7 @@ import (
 func stubAssets(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, name := range settings.Functions {
+	for _, name := range append(slices.Clone(settings.Functions), settings.Operate) {
 		if err := os.MkdirAll(filepath.Join(dir, string(name)), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -60,9 +60,12 @@ var destinationActions = map[string]bool{"sqs:SendMessage": true, "sqs:GetQueueA
 // while the same binary serves the stages with one. The "local" stage checks it is granted there.
 var linkedForWebhook = map[settings.Role][]string{settings.Reconcile: {"kms"}}
 
+// linkedFunctions are the functions whose binaries are checked: the five and the operator function.
+var linkedFunctions = append(slices.Clone(settings.Functions), settings.Operate)
+
 func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 	linked := map[settings.Role][]string{}
-	for _, name := range settings.Functions {
+	for _, name := range linkedFunctions {
 		linked[name] = linkedServices(t, name)
 	}
 	stages := []struct {
@@ -88,9 +91,8 @@ func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 	}
 	for _, st := range stages {
 		t.Run(st.name, func(t *testing.T) {
-			s := synth(t, st.mutate)
-			calls := binaryCalls(t, s)
-			for _, name := range settings.Functions {
+			calls := binaryCalls(t, synth(t, st.mutate))
+			for _, name := range linkedFunctions {
 				granted := slices.Sorted(maps.Keys(calls[name]))
 				for _, svc := range linked[name] {
 					if _, ok := calls[name][svc]; !ok && st.exact && !slices.Contains(st.unused, svc) &&
@@ -194,7 +196,7 @@ func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]st
 	for id, fn := range s.resources("AWS::Lambda::Function") {
 		p := props(fn)
 		name, ok := strings.CutPrefix(fmt.Sprint(p["FunctionName"]), "resetledger-test-")
-		if !ok || !slices.Contains(settings.Functions, settings.Role(name)) {
+		if !ok || !slices.Contains(linkedFunctions, settings.Role(name)) {
 			continue
 		}
 		byLogical[id] = settings.Role(name)
@@ -204,8 +206,8 @@ func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]st
 		}
 		roleOf[ga[0].(string)] = settings.Role(name)
 	}
-	if len(byLogical) != len(settings.Functions) {
-		t.Fatalf("want %d functions in the template, found %v", len(settings.Functions), byLogical)
+	if len(byLogical) != len(linkedFunctions) {
+		t.Fatalf("want %d functions in the template, found %v", len(linkedFunctions), byLogical)
 	}
 	for id, r := range s.resources("AWS::IAM::Role") {
 		if name, ok := roleOf[id]; ok && props(r)["ManagedPolicyArns"] != nil {
@@ -229,7 +231,7 @@ func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]st
 		}
 	}
 	calls := map[settings.Role]map[string][]string{}
-	for _, name := range settings.Functions {
+	for _, name := range linkedFunctions {
 		calls[name] = map[string][]string{}
 	}
 	for _, pol := range s.resources("AWS::IAM::Policy") {

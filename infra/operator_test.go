@@ -1,22 +1,28 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/resetledger/resetledger/internal/outputs"
+	"github.com/resetledger/resetledger/internal/settings"
 )
 
 // operatorGrants is every permission the LedgerOperator role holds: what ledgerctl's read commands
-// (timeline included) and resolve call (operatorCalls), the ledger key through DynamoDB, and nothing to send with.
+// (timeline included) call (operatorCalls), the ledger key through DynamoDB to read, and the
+// operator function through its URL (resolve). No write of any table, and nothing to send with.
 var operatorGrants = []string{
 	"dynamodb:GetItem on LedgerTable", "dynamodb:BatchGetItem on LedgerTable", "dynamodb:Scan on LedgerTable",
-	"dynamodb:UpdateItem on LedgerTable", "dynamodb:Query on LedgerTable/index/open", "dynamodb:DeleteItem on ContentTable",
+	"dynamodb:Query on LedgerTable/index/open",
 	"dynamodb:Query on LedgerTable/index/subject", "dynamodb:Query on LedgerTable/index/destination",
-	"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", "kms:Encrypt on LedgerKey", "kms:GenerateDataKey on LedgerKey",
+	"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey",
+	"lambda:InvokeFunction on OperateFunction", "lambda:InvokeFunctionUrl on OperateFunction",
 }
 
-// TestOperatorRole: the role reads and resolves and nothing more; the account may assume it unless
-// operatorArns names who may; its ARN is an output.
+// TestOperatorRole: the role reads and invokes the operator function and nothing more; the account
+// may assume it unless operatorArns names who may; its ARN is an output.
 func TestOperatorRole(t *testing.T) {
 	s := synth(t, nil)
 	want := slices.Clone(operatorGrants)
@@ -59,7 +65,8 @@ func (s *synthesized) roleTrust(t *testing.T, name string) map[string]any {
 }
 
 // TestLedgerWritesOnlyByItsRoles: the ledger table's resource policy denies every item write to
-// every principal but the five function roles and the operator role; the other tables have none.
+// every principal but the five function roles and the operator function's role; the other tables
+// have none.
 func TestLedgerWritesOnlyByItsRoles(t *testing.T) {
 	s := synth(t, nil)
 	tables := s.resources("AWS::DynamoDB::Table")
@@ -96,7 +103,8 @@ func TestLedgerWritesOnlyByItsRoles(t *testing.T) {
 		writers = append(writers, label(r))
 	}
 	sort.Strings(writers)
-	wantWriters := []string{"ClaimRole", "DispatchRole", "EventsRole", "ExpireRole", "LedgerOperatorRole", "ReconcileRole"}
+	// The operator role is not among them: it writes through the operator function.
+	wantWriters := []string{"ClaimRole", "DispatchRole", "EventsRole", "ExpireRole", "OperateRole", "ReconcileRole"}
 	if !slices.Equal(writers, wantWriters) {
 		t.Errorf("OnlyLedgerWriters exempts %v, want %v", writers, wantWriters)
 	}
@@ -104,5 +112,96 @@ func TestLedgerWritesOnlyByItsRoles(t *testing.T) {
 		if _, ok := props(tb)["ResourcePolicy"]; ok && id != s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable") {
 			t.Errorf("table %s has a resource policy", id)
 		}
+	}
+}
+
+// TestOperatorFunction: the operator function answers only through its function URL, whose
+// AuthType AWS_IAM makes AWS authenticate every request; its resource policy lets the operator
+// role (and operatorArns) invoke it through the URL and denies every other invocation; the URL is
+// an output. The local stage (operatorDenies=false) gets the two allows as permissions instead.
+func TestOperatorFunction(t *testing.T) {
+	named := "arn:aws:iam::111122223333:role/oncall"
+	s := synth(t, func(p *LedgerStackProps) { p.OperatorPrincipalArns = []string{named} })
+	fn := s.function(t, settings.Operate)
+	if env := fn["Environment"].(map[string]any)["Variables"].(map[string]any); label(env["LEDGER_TABLE"]) != "LedgerTable" ||
+		label(env["CONTENT_TABLE"]) != "ContentTable" {
+		t.Errorf("operate environment = %s, want the ledger and content tables", mustJSON(env))
+	}
+	urls := s.resources("AWS::Lambda::Url")
+	if len(urls) != 1 {
+		t.Fatalf("want one function URL, got %d", len(urls))
+	}
+	for _, u := range urls {
+		if p := props(u); p["AuthType"] != "AWS_IAM" || label(p["TargetFunctionArn"]) != "OperateFunction" || p["Qualifier"] != nil {
+			t.Errorf("function URL = %s, want AuthType AWS_IAM on OperateFunction", mustJSON(p))
+		}
+	}
+	if n := len(s.resources("AWS::Lambda::Permission")); n != len(settings.Sweepers) {
+		t.Errorf("%d Lambda permissions, want only the sweeps' schedules' (%d): the operator function's are its resource policy", n, len(settings.Sweepers))
+	}
+	policies := s.resources("AWS::Lambda::ResourcePolicy")
+	if len(policies) != 1 {
+		t.Fatalf("want one Lambda resource policy, got %d", len(policies))
+	}
+	var sids []string
+	for _, rp := range policies {
+		p := props(rp)
+		if label(p["ResourceArn"]) != "OperateFunction" {
+			t.Errorf("resource policy on %s, want OperateFunction", label(p["ResourceArn"]))
+		}
+		for _, st := range list(p["PolicyDocument"].(map[string]any)["Statement"]) {
+			stmt := st.(map[string]any)
+			sids = append(sids, stmt["Sid"].(string))
+			var who []string
+			for _, w := range list(stmt["Principal"].(map[string]any)["AWS"]) {
+				who = append(who, label(w))
+			}
+			switch stmt["Sid"] {
+			case "OperatorsInvokeUrl", "OperatorsInvokeViaUrl":
+				sort.Strings(who)
+				if stmt["Effect"] != "Allow" || !slices.Equal(who, []string{"LedgerOperatorRole", named}) {
+					t.Errorf("%s = %s, want an Allow to the operator role and operatorArns", stmt["Sid"], mustJSON(stmt))
+				}
+			case "OnlyThroughTheUrl":
+				if stmt["Effect"] != "Deny" || !slices.Equal(who, []string{"*"}) ||
+					mustJSON(stmt["Condition"]) != `{"BoolIfExists":{"lambda:InvokedViaFunctionUrl":"false"}}` {
+					t.Errorf("OnlyThroughTheUrl = %s", mustJSON(stmt))
+				}
+			case "OnlyOperatorsInvoke":
+				cond := stmt["Condition"].(map[string]any)["ArnNotEquals"].(map[string]any)["aws:PrincipalArn"]
+				var exempt []string
+				for _, c := range list(cond) {
+					exempt = append(exempt, label(c))
+				}
+				if stmt["Effect"] != "Deny" || !slices.Equal(who, []string{"*"}) || !slices.Equal(exempt, []string{"LedgerOperatorRole", named}) {
+					t.Errorf("OnlyOperatorsInvoke = %s", mustJSON(stmt))
+				}
+			}
+		}
+	}
+	sort.Strings(sids)
+	if want := []string{"OnlyOperatorsInvoke", "OnlyThroughTheUrl", "OperatorsInvokeUrl", "OperatorsInvokeViaUrl"}; !slices.Equal(sids, want) {
+		t.Errorf("operator function policy statements = %v, want %v", sids, want)
+	}
+	out, ok := s.json["Outputs"].(map[string]any)[outputs.OperatorFunctionURL.Name].(map[string]any)
+	if !ok || mustJSON(out["Value"]) != `{"Fn::GetAtt":["`+s.logicalID(t, "AWS::Lambda::Url", "OperateFunctionFunctionUrl")+`","FunctionUrl"]}` {
+		t.Errorf("%s output = %v", outputs.OperatorFunctionURL.Name, out)
+	}
+
+	local := synth(t, func(p *LedgerStackProps) { p.SkipOperatorDenies = true })
+	if n := len(local.resources("AWS::Lambda::ResourcePolicy")); n != 0 {
+		t.Errorf("operatorDenies=false: %d Lambda resource policies, want none", n)
+	}
+	var perms []string
+	for _, pm := range local.resources("AWS::Lambda::Permission") {
+		p := props(pm)
+		if label(p["FunctionName"]) != "OperateFunction" {
+			continue
+		}
+		perms = append(perms, fmt.Sprintf("%s %s %v %v", p["Action"], label(p["Principal"]), p["FunctionUrlAuthType"], p["InvokedViaFunctionUrl"]))
+	}
+	sort.Strings(perms)
+	if want := []string{"lambda:InvokeFunction LedgerOperatorRole <nil> true", "lambda:InvokeFunctionUrl LedgerOperatorRole AWS_IAM <nil>"}; !slices.Equal(perms, want) {
+		t.Errorf("operatorDenies=false: permissions %q, want %q", perms, want)
 	}
 }

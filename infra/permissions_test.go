@@ -66,8 +66,11 @@ func TestLeastPrivilege(t *testing.T) {
 		"Expire": join(tableKey, logs("Expire"),
 			[]string{"dynamodb:Query on LedgerTable/index/open", "dynamodb:BatchGetItem on LedgerTable",
 				"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),
-		// ledgerctl's reads and resolve (operator.go).
+		// ledgerctl's reads, and resolve through the operator function (operator.go).
 		"LedgerOperator": slices.Clone(operatorGrants),
+		// The operator function: resolve's read and conditional update, and the content purge.
+		"Operate": join(tableKey, logs("Operate"),
+			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),
 		// EventBridge publishing key and ledger policy changes to the alarm topic (audit.go).
 		"SecurityEvents": {"sns:Publish on " + testTopic},
 	}

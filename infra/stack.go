@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -75,7 +76,7 @@ func (p *LedgerStackProps) Validate() error {
 	if p.AssetDir == "" {
 		bad("AssetDir is empty")
 	} else {
-		for _, name := range settings.Functions {
+		for _, name := range append(slices.Clone(settings.Functions), settings.Operate) {
 			f := filepath.Join(p.AssetDir, string(name), "bootstrap")
 			if st, err := os.Stat(f); err != nil || st.IsDir() {
 				bad("missing %s: build the functions first (make build)", f)

@@ -24,14 +24,16 @@ import (
 func TestResourceCounts(t *testing.T) {
 	s := synth(t, nil)
 	for typ, n := range map[string]float64{
-		"AWS::Lambda::Function":           5,
+		"AWS::Lambda::Function":           6, // the five and the operator function
+		"AWS::Lambda::Url":                1, // the operator function's, AuthType AWS_IAM
+		"AWS::Lambda::ResourcePolicy":     1, // the operator function's (operator.go)
 		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
 		"AWS::DynamoDB::Table":            4, // ledger, content, budget, limits
 		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
 		"AWS::KMS::Key":                   8, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault
 		"AWS::Events::Rule":               6, // the two sweeps' schedules; key, ledger, queue and topic policy changes (audit.go)
-		"AWS::Logs::LogGroup":             5,
-		"AWS::IAM::Role":                  8, // the five functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
+		"AWS::Logs::LogGroup":             6,
+		"AWS::IAM::Role":                  9, // the six functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
 		// TestAlarmsAndDashboard names each one: 37 fixed (IntentSealRefused among them), one per
 		// channel, one per open state, and the send limits' five (one per limit rule but supersession).
 		"AWS::CloudWatch::Alarm":                     float64(37 + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),

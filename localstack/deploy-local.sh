@@ -143,6 +143,10 @@ CONTEXT=(
   # the template as an unrecognized resource type): the local stage has no backup plan, vault or
   # vault key. The ledger table's ResourcePolicy is accepted (and not enforced: the emulator has no IAM).
   -c backup=false
+  # The emulator's CloudFormation has no provisioner for AWS::Lambda::ResourcePolicy either: the
+  # operator function's invokers get AWS::Lambda::Permission allows, without the Denies (the
+  # emulator enforces no IAM anyway; the Denies are proven by infra's boundary tests).
+  -c operatorDenies=false
   # SMS goes through the webhook here, so the stack creates no End User Messaging SMS configuration
   # set and no protect configuration (AWS::SMSVOICE::*, which the emulator cannot provision: its
   # CloudFormation refuses the template). A local stage that sets smsTransport=sms must also name

@@ -357,7 +357,8 @@ func (s *sim) checkWrite(w writeFact) {
 		case ledger.Deferred:
 			ok = p.notSent[key] > 0
 		case ledger.Abandoned:
-			ok = strings.HasPrefix(by, "operator:")
+			// Only through the operator function, which names the authenticated session.
+			ok = strings.HasPrefix(by, "operator:"+simOperatorRole+"/")
 		case ledger.Quarantined:
 			ok = true
 		}

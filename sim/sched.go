@@ -587,7 +587,9 @@ func (s *sim) start(t *trigger) {
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
 	if t.fn == fnOperator {
-		inv.worker = ledger.Worker(fmt.Sprintf("operator:sim-%d", inv.id))
+		// The operator's decisions go through the operator function, which records the caller
+		// AWS authenticated: an operator session of the LedgerOperator role.
+		inv.worker = ledger.Worker(fmt.Sprintf("operator:%s/sim-%d", simOperatorRole, inv.id))
 	}
 	if s.faultPhase {
 		inv.skew = skews[s.c.pick(len(skews), "skew")]

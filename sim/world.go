@@ -40,6 +40,10 @@ var functionNames = [numFunctions]string{
 
 func (f function) String() string { return functionNames[f] }
 
+// simOperatorRole is the STS assumed-role ARN prefix of the simulated operator's sessions, as
+// the operator function records it (operator:<userArn>).
+const simOperatorRole = "arn:aws:sts::111122223333:assumed-role/LedgerOperator"
+
 // functionTimeouts are the deployed timeouts (infra/functions.go): an invocation
 // that outlives its timeout is killed at its next port call. The operator is
 // a person at a terminal.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -44,9 +45,10 @@ type app struct {
 
 	cfg    *aws.Config
 	dynamo *dynamodb.Client
-	// identity answers who the caller is (resolve records it); built from
-	// cfg on first use.
-	identity callerIdentity
+	// operatorURL is the operator function's URL (resolve posts to it);
+	// httpClient, if set, makes that request.
+	operatorURL string
+	httpClient  *http.Client
 }
 
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
@@ -58,6 +60,7 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *app {
 		// left for a row it closes when it is set.
 		contentTable:  strings.TrimSpace(getenv(settings.ContentTable.Env)),
 		policyVersion: strings.TrimSpace(getenv(settings.PolicyVersion.Env)),
+		operatorURL:   strings.TrimSpace(getenv(operatorURLEnv)),
 	}
 }
 

@@ -43,10 +43,10 @@ var globalFlagNames = map[string]bool{"table": true, "content-table": true, "pol
 func (a *app) addGlobalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.table, "table", a.table, "ledger `table` name (env "+settings.LedgerTable.Env+")")
 	fs.StringVar(&a.contentTable, "content-table", a.contentTable,
-		"sealed-content `table` name (env "+settings.ContentTable.Env+"); resolve purges a closed row's leftover content from it")
+		"sealed-content `table` name (env "+settings.ContentTable.Env+"); ledgerctl no longer writes it: the operator function purges a resolved row's content")
 	fs.StringVar(&a.policyVersion, "policy-version", a.policyVersion,
-		"policy `version` recorded in history entries written by ledgerctl (env "+settings.PolicyVersion.Env+
-			", default "+settings.PolicyVersion.Default+")")
+		"policy `version` of the figures ledgerctl computes (env "+settings.PolicyVersion.Env+
+			", default "+settings.PolicyVersion.Default+"); resolve's entry records the operator function's")
 }
 
 func (a *app) flagSet(name string) *flag.FlagSet {

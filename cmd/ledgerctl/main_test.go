@@ -37,6 +37,11 @@ type fixture struct {
 	crash    map[string]bool                // Send panics: the worker "dies" mid-send
 
 	afterPage func(page int) error
+	// url is the operator function's URL in front of handler.Operate over
+	// this fixture's table (resolve posts to it); made on first use.
+	url *functionURL
+	// env overrides the variables ledgerctl runs with ("" unsets one).
+	env map[string]string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -154,7 +159,14 @@ func (f *fixture) run(args ...string) (stdout, stderr string, code int) {
 func (f *fixture) runAs(cfg aws.Config, args ...string) (stdout, stderr string, code int) {
 	f.t.Helper()
 	var out, errb bytes.Buffer
-	env := map[string]string{"LEDGER_TABLE": f.table, "CONTENT_TABLE": f.content}
+	if f.url == nil {
+		f.url = newFunctionURL(f)
+	}
+	f.url.knows(cfg)
+	env := map[string]string{"LEDGER_TABLE": f.table, "CONTENT_TABLE": f.content, operatorURLEnv: f.url.srv.URL + "/"}
+	for k, v := range f.env {
+		env[k] = v
+	}
 	a := newApp(&out, &errb, func(k string) string { return env[k] })
 	a.loadConfig = func(context.Context) (aws.Config, error) { return cfg, nil }
 	a.now = f.clock.Now

@@ -5,27 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/arn"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
-
+	"github.com/resetledger/resetledger/internal/operatorapi"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // maxNoteLen is the longest --note, in bytes. The ledger refuses a reason
 // (the operator's reason and the note together) longer than 500 bytes.
-const maxNoteLen = 200
-
-// operatorPrefix starts the worker of every entry ledgerctl resolve
-// records; the caller's STS ARN follows it.
-const operatorPrefix = "operator:"
+const maxNoteLen = operatorapi.MaxNote
 
 var cmdResolve = &command{
 	name:     "resolve",
-	synopsis: "<dedupe-key> --decision accepted|rejected|abandoned --reason TEXT [--evidence ACK] [--note TEXT]",
+	synopsis: "<dedupe-key> --decision accepted|rejected|abandoned --reason TEXT [--evidence ACK] [--note TEXT] [--operator-url URL]",
 	summary:  "record an operator decision on an unknown or quarantined row",
 	help: `Records an operator's decision on a row whose outcome is unknown or that
 reconcile quarantined, as a new history entry made by worker
@@ -37,16 +28,20 @@ reconcile quarantined, as a new history entry made by worker
   abandoned  close the row without evidence: it is recorded as
              "abandoned, outcome unknown" and never as accepted or rejected
 
-The operator is always the caller's ARN from STS GetCallerIdentity; run as
-the stack's operator role (output LedgerOperatorRoleArn), it reads
-arn:aws:sts::<account>:assumed-role/<role name>/<session name>. No flag
-replaces it. GetCallerIdentity needs no IAM permission. If it fails, nothing
-is recorded. --note adds free text (a ticket, who asked) to the
-recorded reason, after the reason: "<reason>; note: <note>". --operator is a
-deprecated alias of --note.
+ledgerctl does not write the table: it posts the decision to the stack's
+operator function (--operator-url, or OPERATOR_URL: the stack's output
+OperatorFunctionUrl), signed with SigV4 with the caller's AWS credentials.
+The function URL's AWS_IAM auth checks the signature, and the function
+records the principal AWS authenticated: run as the stack's operator role
+(output LedgerOperatorRoleArn), it is
+arn:aws:sts::<account>:assumed-role/<role name>/<session name>. Nothing
+ledgerctl sends names the operator, and no flag replaces it. If AWS does not
+authenticate the request, nothing is recorded. --note adds free text (a
+ticket, who asked) to the recorded reason, after the reason:
+"<reason>; note: <note>". --operator is a deprecated alias of --note.
 
 Prints the history entry it recorded. Exits 3 if no row has the key, 1 if
-the row is in no state to be resolved or the caller's identity cannot be read.`,
+the row is in no state to be resolved or AWS refused the credentials.`,
 	run: func(a *app, ctx context.Context, c *command, args []string) error {
 		fs := a.flagSet(c.name)
 		decision := fs.String("decision", "", "the `decision`: accepted, rejected or abandoned (required)")
@@ -54,6 +49,7 @@ the row is in no state to be resolved or the caller's identity cannot be read.`,
 		evidence := fs.String("evidence", "", "transport evidence `ACK`: the provider's message or request id (required for accepted and rejected)")
 		note := fs.String("note", "", "free `TEXT` appended to the recorded reason (a ticket, who asked); never the operator's identity")
 		operator := fs.String("operator", "", "deprecated alias of --note (`TEXT`): recorded in the reason, not as the operator")
+		fs.StringVar(&a.operatorURL, "operator-url", a.operatorURL, "the operator function's `URL` (env "+operatorURLEnv+"; the stack's output OperatorFunctionUrl)")
 		asJSON := fs.Bool("json", false, "print JSON instead of text")
 		pos, err := a.parse(c, fs, args, 1, 1)
 		if err != nil {
@@ -98,41 +94,39 @@ the row is in no state to be resolved or the caller's identity cannot be read.`,
 			if err := checkText(text, maxNoteLen); err != nil {
 				return usagef(c, "%s: %v", flagName, err)
 			}
-			why += "; note: " + text
 		}
-		svc, err := a.service(ctx)
-		if err != nil {
-			return err
+		req := operatorapi.Request{Action: operatorapi.ActionResolve, DedupeKey: key, Decision: string(d), Reason: why,
+			Evidence: strings.TrimSpace(*evidence), Note: text}
+		if err := req.Validate(); err != nil {
+			return usagef(c, "%v", strings.TrimPrefix(err.Error(), operatorapi.ErrRequest.Error()+": "))
 		}
-		// Who is asking comes first: without it, nothing is written.
-		who, err := a.callerARN(ctx)
-		if err != nil {
-			return fmt.Errorf("resolve: nothing recorded: the operator's identity (sts:GetCallerIdentity) could not be read: %w", a.explainAWS(err))
-		}
-		e, err := svc.Resolve(ctx, key, d, why, strings.TrimSpace(*evidence), ledger.Worker(operatorPrefix+who))
-		var (
-			te *ledger.TransitionError
-			fe *ledger.FieldError
-		)
-		switch {
-		case errors.Is(err, ledger.ErrNotFound):
-			return notFound("no ledger row with dedupe key %s in table %s", key, a.table)
-		case errors.As(err, &te):
-			return fmt.Errorf("row %s is %s: only unknown or quarantined rows can be resolved", key, te.From)
-		case errors.Is(err, ledger.ErrConflict):
-			return fmt.Errorf("row %s changed while resolving it (a sweep may have acted on it); run 'ledgerctl explain' and try again", key)
-		case errors.As(err, &fe):
-			// The ledger's own free-text check: an address, a phone
-			// number, a reason too long with its note.
-			what := "--" + fe.Field
-			if fe.Field == "reason" && text != "" {
-				what = "--reason with the note appended"
+		answer, err := a.operate(ctx, req)
+		var oe *operateError
+		if errors.As(err, &oe) {
+			switch oe.answer.Code {
+			case operatorapi.CodeNotFound:
+				return notFound("no ledger row with dedupe key %s (operator function)", key)
+			case operatorapi.CodeNotResolvable:
+				return fmt.Errorf("row %s is %s: only unknown or quarantined rows can be resolved", key, oe.answer.State)
+			case operatorapi.CodeConflict:
+				return fmt.Errorf("row %s changed while resolving it (a sweep may have acted on it); run 'ledgerctl explain' and try again", key)
+			case operatorapi.CodeInvalidField:
+				// The ledger's own free-text check: an address, a phone
+				// number, a reason too long with its note.
+				what := "--" + oe.answer.Field
+				if oe.answer.Field == "reason" && text != "" {
+					what = "--reason with the note appended"
+				}
+				return usagef(c, "%s: %s; nothing recorded", what, oe.answer.Error)
+			case operatorapi.CodeUnauthenticated:
+				return fmt.Errorf("resolve: nothing recorded: %w", err)
 			}
-			return usagef(c, "%s: %s; nothing recorded", what, fe.Reason)
-		case err != nil:
-			return err
 		}
-		last := e.Last()
+		if err != nil {
+			return fmt.Errorf("resolve: nothing recorded: %w", err)
+		}
+		last := eventOf(answer.Entry)
+		state, _ := ledger.ParseState(answer.State)
 		if *asJSON {
 			return writeJSON(a.stdout, struct {
 				DedupeKey   string    `json:"dedupe_key"`
@@ -140,58 +134,24 @@ the row is in no state to be resolved or the caller's identity cannot be read.`,
 				Channel     string    `json:"channel"`
 				State       string    `json:"state"`
 				Entry       eventView `json:"entry"`
-			}{e.Key, e.Identity.ChallengeID, string(e.Identity.Channel), e.State.String(), newEventView(len(e.History)-1, last)})
+			}{answer.DedupeKey, answer.ChallengeID, answer.Channel, answer.State, newEventView(answer.Entry.Index, last)})
 		}
-		fmt.Fprintf(a.stdout, "%s / %s  %s  resolved: %s\n", e.Identity.ChallengeID, e.Identity.Channel, e.Key, e.State)
-		printEvent(a.stdout, "  ", len(e.History)-1, last, "")
+		fmt.Fprintf(a.stdout, "%s / %s  %s  resolved: %s\n", answer.ChallengeID, answer.Channel, answer.DedupeKey, state)
+		printEvent(a.stdout, "  ", answer.Entry.Index, last, "")
 		return nil
 	},
 }
 
-// checkText refuses operator free text that is not valid UTF-8, holds a
-// control or format character (line breaks, escapes, bidirectional
-// overrides: anything that could forge or hide text in a log line or a
-// terminal), or is longer than max bytes (0: no limit here). The ledger
-// checks the recorded reason again (addresses, phone numbers, 500 bytes).
-func checkText(s string, max int) error {
-	if !utf8.ValidString(s) {
-		return errors.New("not valid UTF-8")
+// eventOf is the ledger event the operator function's answer describes.
+func eventOf(e *operatorapi.Entry) ledger.Event {
+	from, _ := ledger.ParseState(e.From)
+	to, _ := ledger.ParseState(e.To)
+	return ledger.Event{
+		ID: e.ID, Kind: ledger.EventKind(e.Kind), From: from, To: to, At: e.At, Worker: e.Worker, Reason: e.Reason,
+		PolicyVersion: e.PolicyVersion, Attempt: e.Attempt, AckID: e.AckID,
 	}
-	if max > 0 && len(s) > max {
-		return fmt.Errorf("too long (%d bytes at most)", max)
-	}
-	for _, r := range s {
-		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) {
-			return fmt.Errorf("contains a control character (%U)", r)
-		}
-	}
-	return nil
 }
 
-// callerIdentity is the one STS call ledgerctl makes: who the caller is.
-// AWS answers it for any valid credentials and needs no IAM permission,
-// even under an explicit Deny.
-type callerIdentity interface {
-	GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
-}
-
-// callerARN returns the caller's ARN from STS, the operator's identity in
-// the evidence.
-func (a *app) callerARN(ctx context.Context) (string, error) {
-	if a.identity == nil {
-		cfg, err := a.awsConfig(ctx)
-		if err != nil {
-			return "", err
-		}
-		a.identity = sts.NewFromConfig(cfg)
-	}
-	out, err := a.identity.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
-	if err != nil {
-		return "", err
-	}
-	who := aws.ToString(out.Arn)
-	if !arn.IsARN(who) || checkText(who, 2048) != nil {
-		return "", fmt.Errorf("STS returned no usable caller ARN (%q)", who)
-	}
-	return who, nil
-}
+// checkText is operatorapi.CheckText: the operator function applies the
+// same rule.
+func checkText(s string, max int) error { return operatorapi.CheckText(s, max) }

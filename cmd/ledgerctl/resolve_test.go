@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/sdkhttp"
 )
 
 // operatorRole is the role an operator assumes to run ledgerctl resolve.
@@ -111,88 +108,110 @@ func TestResolveRefusesBadNotes(t *testing.T) {
 	}
 }
 
+// TestResolveWithoutIdentityWritesNothing: a request AWS does not
+// authenticate, or that reaches the function without an IAM caller, records
+// nothing; nor does ledgerctl without the function's URL (it no longer
+// writes the table itself).
 func TestResolveWithoutIdentityWritesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// setup runs before the fixture loads its configuration and returns
-		// the configuration ledgerctl runs with.
-		setup func(t *testing.T) func(f *fixture) aws.Config
+		// setup prepares the fixture and returns the configuration ledgerctl
+		// runs with.
+		setup func(t *testing.T, f *fixture) aws.Config
+		code  int
 		want  string
 	}{
 		{
-			// STS cannot be reached (a VPC without an STS endpoint, a
-			// proxy refusing it). The configuration is loaded as main
-			// loads it, from the environment: the emulator for every
-			// service, and the SDK's own per-service variable sending STS
-			// to a closed port.
-			name: "STS unreachable",
-			setup: func(t *testing.T) func(f *fixture) aws.Config {
-				ep, ok := emulator.Endpoint()
-				if !ok {
-					return func(*fixture) aws.Config { return aws.Config{} } // newFixture skips or fails
+			// The operator's role session has expired: AWS refuses it.
+			name: "expired session",
+			setup: func(t *testing.T, f *fixture) aws.Config {
+				out, err := sts.NewFromConfig(f.cfg).AssumeRole(context.Background(), &sts.AssumeRoleInput{
+					RoleArn: aws.String(operatorRole), RoleSessionName: aws.String("alice"), DurationSeconds: aws.Int32(1),
+				})
+				if err != nil {
+					t.Fatalf("AssumeRole: %v", err)
 				}
-				dir := t.TempDir()
-				for k, v := range map[string]string{
-					"AWS_ENDPOINT_URL": ep, "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:1",
-					"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "", "AWS_PROFILE": "",
-					"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"),
-				} {
-					t.Setenv(k, v)
-				}
-				if os.Getenv("AWS_REGION") == "" {
-					t.Setenv("AWS_REGION", "us-east-1")
-				}
-				return func(f *fixture) aws.Config {
-					cfg, err := sdkhttp.LoadDefaultConfig(context.Background())
-					if err != nil {
-						t.Fatal(err)
-					}
-					return cfg
-				}
+				time.Sleep(1500 * time.Millisecond)
+				c := out.Credentials
+				cfg := f.cfg.Copy()
+				cfg.Credentials = credentials.NewStaticCredentialsProvider(aws.ToString(c.AccessKeyId), aws.ToString(c.SecretAccessKey), aws.ToString(c.SessionToken))
+				return cfg
 			},
-			want: "connection refused",
+			code: exitFailure, want: "the operator function's URL refused the request (403)",
 		},
 		{
-			// The operator's role session has expired: STS refuses it.
-			name: "expired session",
-			setup: func(t *testing.T) func(f *fixture) aws.Config {
-				return func(f *fixture) aws.Config {
-					out, err := sts.NewFromConfig(f.cfg).AssumeRole(context.Background(), &sts.AssumeRoleInput{
-						RoleArn: aws.String(operatorRole), RoleSessionName: aws.String("alice"), DurationSeconds: aws.Int32(1),
-					})
-					if err != nil {
-						t.Fatalf("AssumeRole: %v", err)
-					}
-					time.Sleep(1500 * time.Millisecond)
-					c := out.Credentials
-					cfg := f.cfg.Copy()
-					cfg.Credentials = credentials.NewStaticCredentialsProvider(aws.ToString(c.AccessKeyId), aws.ToString(c.SecretAccessKey), aws.ToString(c.SessionToken))
-					return cfg
+			// A client that signs with a secret AWS did not issue for the key
+			// (or whose request was changed after signing).
+			name: "signature AWS does not accept",
+			setup: func(t *testing.T, f *fixture) aws.Config {
+				good := asOperator(f, "alice")
+				f.run("stats") // registers the fixture's own credentials
+				f.url.knows(good)
+				f.url.frozen = true
+				c, err := good.Credentials.Retrieve(context.Background())
+				if err != nil {
+					t.Fatal(err)
 				}
+				bad := f.cfg.Copy()
+				bad.Credentials = credentials.NewStaticCredentialsProvider(c.AccessKeyID, "not-"+c.SecretAccessKey, c.SessionToken)
+				return bad
 			},
-			want: "AWS rejected the credentials calling sts:GetCallerIdentity (ExpiredToken)",
+			code: exitFailure, want: "the operator function's URL refused the request (403)",
+		},
+		{
+			// A URL with AuthType NONE, or a request that is not a URL
+			// request: the function has no caller to record.
+			name: "no IAM context",
+			setup: func(t *testing.T, f *fixture) aws.Config {
+				f.run("stats")
+				f.url.authNone = true
+				return asOperator(f, "alice")
+			},
+			code: exitFailure, want: "the request carries no IAM-authenticated caller",
+		},
+		{
+			name: "no operator URL",
+			setup: func(t *testing.T, f *fixture) aws.Config {
+				f.env = map[string]string{operatorURLEnv: ""}
+				return asOperator(f, "alice")
+			},
+			code: exitUsage, want: "no operator function URL: set --operator-url or OPERATOR_URL",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfgFor := tc.setup(t)
 			f := newFixture(t)
 			s := populate(f)
-			cfg := cfgFor(f)
+			cfg := tc.setup(t, f)
 			before := f.get(s.quarantined)
 			out, errOut, code := f.runAs(cfg, "resolve", s.quarantined, "--decision", "abandoned", "--reason", "no record", "--note", "OPS-17")
-			wantCode(t, code, exitFailure, out, errOut)
-			for _, want := range []string{"nothing recorded: the operator's identity (sts:GetCallerIdentity) could not be read", tc.want} {
-				if !strings.Contains(errOut, want) {
-					t.Errorf("stderr = %q, want it to contain %q", errOut, want)
-				}
+			wantCode(t, code, tc.code, out, errOut)
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut, tc.want)
 			}
 			if out != "" {
 				t.Errorf("stdout = %q, want nothing", out)
 			}
 			after := f.get(s.quarantined)
 			if after.Version != before.Version || after.State != ledger.Quarantined || len(after.History) != len(before.History) {
-				t.Errorf("a resolve without the caller's identity wrote the row: version %d -> %d, state %s", before.Version, after.Version, after.State)
+				t.Errorf("a resolve without an authenticated caller wrote the row: version %d -> %d, state %s", before.Version, after.Version, after.State)
 			}
 		})
+	}
+}
+
+// TestResolveGoesThroughTheFunction: ledgerctl resolve writes nothing
+// itself. With the ledger table named wrongly it still resolves: the
+// function, not ledgerctl, wrote the row, and the request reached it signed.
+func TestResolveGoesThroughTheFunction(t *testing.T) {
+	f := newFixture(t)
+	s := populate(f)
+	f.env = map[string]string{"LEDGER_TABLE": "no-such-table", "CONTENT_TABLE": ""}
+	out, errOut, code := f.runAs(asOperator(f, "bob"), "resolve", s.quarantined, "--decision", "abandoned", "--reason", "no record")
+	wantCode(t, code, exitOK, out, errOut)
+	if f.url.reached != 1 {
+		t.Errorf("%d requests reached the function, want 1", f.url.reached)
+	}
+	if got, want := f.get(s.quarantined).Last().Worker, "operator:arn:aws:sts::"+emulator.Account+":assumed-role/LedgerOperator/bob"; got != want {
+		t.Errorf("worker = %q, want %q", got, want)
 	}
 }

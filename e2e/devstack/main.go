@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -151,7 +152,7 @@ func outputsEnv(args []string, stdout io.Writer) error {
 	export("LEDGER_STACK", out.Stack)
 	for _, o := range outputs.All() {
 		if o.Env != "" {
-			export(o.Env, out.All[o.Name])
+			export(o.Env, localURL(o, out.All[o.Name]))
 		}
 	}
 	return nil
@@ -251,4 +252,20 @@ func emails(ctx context.Context, args []string, stdout io.Writer) error {
 			m.MessageID, m.Sent().Format(time.RFC3339), m.Source, strings.Join(m.To, ", "), m.Subject, m.BodyText)
 	}
 	return nil
+}
+
+// localURL is the address a function URL output answers at on the emulator: its path-based
+// form under AWS_ENDPOINT_URL (ministack serves <endpoint>/_aws/lambda-url/<url id>/), so that
+// ledgerctl reaches it. Other outputs, and any output without an emulator, are unchanged.
+func localURL(o outputs.Output, v string) string {
+	endpoint := strings.TrimRight(os.Getenv("AWS_ENDPOINT_URL"), "/")
+	if o != outputs.OperatorFunctionURL || endpoint == "" {
+		return v
+	}
+	u, err := url.Parse(v)
+	if err != nil || !strings.Contains(u.Host, ".lambda-url.") {
+		return v
+	}
+	id, _, _ := strings.Cut(u.Host, ".")
+	return endpoint + "/_aws/lambda-url/" + id + "/"
 }

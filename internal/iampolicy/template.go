@@ -125,6 +125,8 @@ func (s *Stack) load(id string, r resource) error {
 		"AWS::DynamoDB::Table":            s.loadTable,
 		"AWS::Lambda::Function":           s.loadFunction,
 		"AWS::Lambda::EventSourceMapping": s.loadEventSource,
+		"AWS::Lambda::ResourcePolicy":     s.loadLambdaPolicy,
+		"AWS::Lambda::Permission":         s.loadLambdaPermission,
 	}
 	if load, ok := loaders[r.Type]; ok {
 		return load(id, r)
@@ -339,6 +341,82 @@ func (s *Stack) loadTable(id string, r resource) error {
 	return nil
 }
 
+// loadLambdaPolicy reads a function's whole resource policy
+// (AWS::Lambda::ResourcePolicy); its ResourceArn names the function.
+func (s *Stack) loadLambdaPolicy(id string, r resource) error {
+	arn, err := s.stringProp(r, "ResourceArn")
+	if err != nil {
+		return err
+	}
+	pol, err := s.policyProp(r, "PolicyDocument", id)
+	if err != nil {
+		return err
+	}
+	return s.setResourcePolicy(arn, pol)
+}
+
+// loadLambdaPermission adds one AWS::Lambda::Permission to its function's
+// resource policy, as Lambda's AddPermission does: an Allow of Action to
+// Principal (an ARN or an account), with the conditions its
+// FunctionUrlAuthType and InvokedViaFunctionUrl add. A function has either
+// permissions or an AWS::Lambda::ResourcePolicy here, not both.
+func (s *Stack) loadLambdaPermission(id string, r resource) error {
+	fn, err := s.stringProp(r, "FunctionName")
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(fn, "arn:") {
+		fn = "arn:aws:lambda:" + s.Pseudo.Region + ":" + s.Pseudo.Account + ":function:" + fn
+	}
+	action, err := s.stringProp(r, "Action")
+	if err != nil {
+		return err
+	}
+	who, err := s.stringProp(r, "Principal")
+	if err != nil {
+		return err
+	}
+	for _, unsupported := range []string{"PrincipalOrgID", "EventSourceToken"} {
+		if _, ok := r.Properties[unsupported]; ok {
+			return fmt.Errorf("%w: AWS::Lambda::Permission %s", ErrUnsupported, unsupported)
+		}
+	}
+	st := Statement{Sid: id, Effect: Allow, Action: []string{action}, Resource: []string{fn}, Condition: map[string]map[string][]string{}}
+	switch {
+	case strings.HasSuffix(who, ".amazonaws.com"):
+		st.Principal = &Principal{Service: []string{who}}
+	case strings.HasPrefix(who, "arn:"):
+		st.Principal = &Principal{AWS: []string{who}}
+	default:
+		st.Principal = &Principal{AWS: []string{"arn:aws:iam::" + who + ":root"}}
+	}
+	for prop, cond := range map[string][2]string{"SourceArn": {"ArnLike", "aws:SourceArn"}, "SourceAccount": {"StringEquals", "aws:SourceAccount"}} {
+		if _, ok := r.Properties[prop]; !ok {
+			continue
+		}
+		v, err := s.stringProp(r, prop)
+		if err != nil {
+			return err
+		}
+		st.Condition[cond[0]] = map[string][]string{cond[1]: {v}}
+	}
+	if v, ok := r.Properties["FunctionUrlAuthType"].(string); ok {
+		st.Condition["StringEquals"] = map[string][]string{"lambda:FunctionUrlAuthType": {v}}
+	}
+	if v, ok := r.Properties["InvokedViaFunctionUrl"]; ok {
+		st.Condition["Bool"] = map[string][]string{"lambda:InvokedViaFunctionUrl": {fmt.Sprint(v)}}
+	}
+	pol := s.ResourcePolicies[fn]
+	if pol == nil {
+		pol = &Policy{Source: fn + " permissions"}
+		s.ResourcePolicies[fn] = pol
+	} else if !strings.HasSuffix(pol.Source, " permissions") {
+		return fmt.Errorf("%w: %s has a resource policy (%s) and permissions", ErrUnsupported, fn, pol.Source)
+	}
+	pol.Statements = append(pol.Statements, st)
+	return nil
+}
+
 func (s *Stack) loadFunction(id string, r resource) error {
 	name, err := s.ref(id)
 	if err != nil {
@@ -407,7 +485,7 @@ func (s *Stack) name(id string) (string, error) {
 		"AWS::DynamoDB::Table": "TableName", "AWS::SQS::Queue": "QueueName", "AWS::Lambda::Function": "FunctionName",
 		"AWS::Logs::LogGroup": "LogGroupName", "AWS::IAM::Role": "RoleName", "AWS::SNS::Topic": "TopicName",
 		"AWS::IAM::ManagedPolicy": "ManagedPolicyName", "AWS::SES::ConfigurationSet": "Name",
-		"AWS::SMSVOICE::ConfigurationSet": "ConfigurationSetName",
+		"AWS::SMSVOICE::ConfigurationSet": "ConfigurationSetName", "AWS::Events::Rule": "Name",
 	}[r.Type]
 	if prop != "" {
 		if v, ok := r.Properties[prop].(string); ok && v != "" {
@@ -482,6 +560,8 @@ func (s *Stack) attr(id, attr string) (string, error) {
 		return "arn:aws:sns:" + region + ":" + account + ":" + name, nil
 	case "AWS::SecretsManager::Secret.Id":
 		return s.ref(id)
+	case "AWS::Events::Rule.Arn":
+		return "arn:aws:events:" + region + ":" + account + ":rule/" + name, nil
 	}
 	return "", fmt.Errorf("%w: Fn::GetAtt %s.%s (%s)", ErrUnsupported, id, attr, r.Type)
 }

@@ -172,3 +172,60 @@ func TestAWSManagedPolicy(t *testing.T) {
 		t.Errorf("a request of a role with an AWS managed policy: err = %v, want ErrUnsupported", err)
 	}
 }
+
+// TestLoadLambdaPolicies: a function's AWS::Lambda::ResourcePolicy is its resource policy, Denies
+// included; AWS::Lambda::Permission resources add one Allow each, with the conditions their
+// FunctionUrlAuthType, InvokedViaFunctionUrl and SourceArn set.
+func TestLoadLambdaPolicies(t *testing.T) {
+	const tpl = `{"Resources":{
+ "CallerAB12CD34":{"Type":"AWS::IAM::Role","Properties":{"Policies":[{"PolicyName":"p","PolicyDocument":{"Statement":[
+   {"Effect":"Allow","Action":"lambda:*","Resource":"*"}]}}]}},
+ "FnAB12CD34":{"Type":"AWS::Lambda::Function","Properties":{"FunctionName":"op","Role":{"Fn::GetAtt":["CallerAB12CD34","Arn"]}}},
+ "FnPolicyAB12CD34":{"Type":"AWS::Lambda::ResourcePolicy","Properties":{"ResourceArn":{"Fn::GetAtt":["FnAB12CD34","Arn"]},
+   "PolicyDocument":{"Statement":[
+     {"Sid":"OnlyThroughTheUrl","Effect":"Deny","Principal":{"AWS":"*"},"Action":"lambda:InvokeFunction","Resource":{"Fn::GetAtt":["FnAB12CD34","Arn"]},
+      "Condition":{"BoolIfExists":{"lambda:InvokedViaFunctionUrl":"false"}}}]}}},
+ "OtherAB12CD34":{"Type":"AWS::Lambda::Function","Properties":{"FunctionName":"other","Role":{"Fn::GetAtt":["CallerAB12CD34","Arn"]}}},
+ "RuleAB12CD34":{"Type":"AWS::Events::Rule","Properties":{}},
+ "PermAB12CD34":{"Type":"AWS::Lambda::Permission","Properties":{"FunctionName":{"Fn::GetAtt":["OtherAB12CD34","Arn"]},
+   "Action":"lambda:InvokeFunction","Principal":"events.amazonaws.com","SourceArn":{"Fn::GetAtt":["RuleAB12CD34","Arn"]}}},
+ "UrlPermAB12CD34":{"Type":"AWS::Lambda::Permission","Properties":{"FunctionName":{"Fn::GetAtt":["OtherAB12CD34","Arn"]},
+   "Action":"lambda:InvokeFunctionUrl","Principal":"arn:aws:iam::` + account + `:role/oncall","FunctionUrlAuthType":"AWS_IAM"}}
+}}`
+	s, err := LoadTemplate([]byte(tpl), pseudo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := "arn:aws:lambda:us-east-1:" + account + ":function:op"
+	role := "arn:aws:iam::" + account + ":role/Caller"
+	for _, tc := range []struct {
+		ctx     map[string]string
+		allowed bool
+	}{
+		{nil, false}, // a direct invocation: denied whatever the role allows
+		{map[string]string{"lambda:InvokedViaFunctionUrl": "true"}, true},
+	} {
+		d, err := s.Decide(role, "lambda:InvokeFunction", fn, tc.ctx)
+		if err != nil || d.Allowed != tc.allowed {
+			t.Errorf("InvokeFunction %v: %+v %v, want allowed=%v", tc.ctx, d, err, tc.allowed)
+		}
+	}
+	other := "arn:aws:lambda:us-east-1:" + account + ":function:other"
+	rule := "arn:aws:events:us-east-1:" + account + ":rule/Rule"
+	for _, tc := range []struct {
+		req     Request
+		allowed bool
+	}{
+		{Request{Service: "events.amazonaws.com", Action: "lambda:InvokeFunction", Resource: other, Context: map[string]string{"aws:SourceArn": rule}}, true},
+		{Request{Service: "events.amazonaws.com", Action: "lambda:InvokeFunction", Resource: other, Context: map[string]string{"aws:SourceArn": rule + "-x"}}, false},
+		{Request{Principal: "arn:aws:iam::" + account + ":role/oncall", Account: account, Action: "lambda:InvokeFunctionUrl", Resource: other,
+			Context: map[string]string{"lambda:FunctionUrlAuthType": "AWS_IAM"}}, true},
+		{Request{Principal: "arn:aws:iam::" + account + ":role/oncall", Account: account, Action: "lambda:InvokeFunctionUrl", Resource: other,
+			Context: map[string]string{"lambda:FunctionUrlAuthType": "NONE"}}, false},
+	} {
+		d, err := s.Authorize(tc.req, nil)
+		if err != nil || d.Allowed != tc.allowed {
+			t.Errorf("%s %s %v: %+v %v, want allowed=%v", tc.req.Principal+tc.req.Service, tc.req.Action, tc.req.Context, d, err, tc.allowed)
+		}
+	}
+}

@@ -58,6 +58,14 @@ var (
 	FingerprintKeyARN = Output{Name: "FingerprintKeyArn"}
 	// OperatorRoleARN is the LedgerOperator role ledgerctl's operators assume.
 	OperatorRoleARN = Output{Name: "LedgerOperatorRoleArn"}
+	// OperatorFunctionURL is the operator function's URL (AuthType
+	// AWS_IAM): ledgerctl resolve posts to it, signed with the caller's
+	// credentials.
+	OperatorFunctionURL = Output{Name: "OperatorFunctionUrl", Env: "OPERATOR_URL"}
+	// OperatorFunction is the operator function's name (the local end-to-end
+	// test invokes it with a URL-shaped event: the emulator's function URLs
+	// carry no IAM context).
+	OperatorFunction = Output{Name: "OperateFunctionName"}
 	// BackupVault is the AWS Backup vault of the ledger table's daily backups (not on a
 	// stage with backup=false).
 	BackupVault = Output{Name: "LedgerBackupVaultName", Conditional: true}
@@ -83,7 +91,7 @@ func All() []Output {
 		IntentQueueURL, IntentQueueARN, IntentDLQURL, StreamFailureDLQURL, DispatchQueueURL, DispatchQueueDLQURL,
 		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
 		LedgerTable, ContentTable, BudgetTable, LimitsTable, ContentKeyARN, AttemptProofKeyARN, IntentKeyARN, FingerprintKeyARN,
-		OperatorRoleARN, BackupVault,
+		OperatorRoleARN, OperatorFunctionURL, OperatorFunction, BackupVault,
 		WebhookSecretARN,
 	}
 	for _, r := range settings.Functions {

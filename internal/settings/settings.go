@@ -28,6 +28,11 @@ const (
 	// SMS) into the ledger's evidence trail.
 	Events   Role = "events"
 	Operator Role = "operator" // ledgerctl
+	// Operate is the operator function: it makes the ledger writes an
+	// operator asks for (ledgerctl resolve) through its function URL
+	// (AWS_IAM auth), and records the caller AWS authenticated. It is not
+	// one of Functions: no event source drives it.
+	Operate Role = "operate"
 )
 
 // Functions lists the five Lambda functions, each built from functions/<role>

@@ -210,3 +210,24 @@ func TestReconcileContentOnlyWithWebhook(t *testing.T) {
 		t.Errorf("dispatch without a content key: %v, want CONTENT_KEY_ARN required", err)
 	}
 }
+
+// TestLoadOperate: the operator function needs the ledger's two tables and nothing else: no key,
+// no queue, no transport.
+func TestLoadOperate(t *testing.T) {
+	if _, err := Load(Operate, env(map[string]string{})); err == nil ||
+		!strings.Contains(err.Error(), "LEDGER_TABLE") || !strings.Contains(err.Error(), "CONTENT_TABLE") {
+		t.Fatalf("operate without its tables: %v", err)
+	}
+	s, err := Load(Operate, env(map[string]string{"LEDGER_TABLE": "l", "CONTENT_TABLE": "c"}))
+	if err != nil || s.LedgerTable != "l" || s.ContentTable != "c" {
+		t.Fatalf("operate: %+v %v", s, err)
+	}
+	for _, v := range Vars {
+		if v.Reads(Operate) && v.Required && v != LedgerTable && v != ContentTable {
+			t.Errorf("operate requires %s", v.Env)
+		}
+	}
+	if got := (Settings{LedgerTable: "l", ContentTable: "c"}).Environ(Operate); got["LEDGER_TABLE"] != "l" || got["CONTENT_TABLE"] != "c" || got["CONTENT_KEY_ARN"] != "" {
+		t.Errorf("operate environment = %v", got)
+	}
+}

@@ -68,10 +68,10 @@ var policy = ledger.DefaultPolicy()
 // The declarations. The policy's defaults are the domain's (ledger.DefaultPolicy).
 var (
 	LedgerTable = &Var{Env: "LEDGER_TABLE", Resource: "the ledger table's name", Required: true,
-		Roles: append(slices.Clone(Functions), Operator), Doc: "the ledger table",
+		Roles: append(slices.Clone(Functions), Operate, Operator), Doc: "the ledger table",
 		field: at(Text, func(s *Settings) *string { return &s.LedgerTable })}
 	ContentTable = &Var{Env: "CONTENT_TABLE", Resource: "the content table's name", Required: true,
-		Roles: append(slices.Clone(Functions), Operator), Doc: "the sealed-content table (reconcile without a webhook only purges it)",
+		Roles: append(slices.Clone(Functions), Operate, Operator), Doc: "the sealed-content table (reconcile without a webhook only purges it)",
 		field: at(Text, func(s *Settings) *string { return &s.ContentTable })}
 	ContentKeyARN = &Var{Env: "CONTENT_KEY_ARN", Resource: "the content key's ARN", Required: true,
 		Roles: append(slices.Clone(Senders), Operator), Needs: opensContent,
@@ -95,7 +95,7 @@ var (
 		field: at(Text, func(s *Settings) *string { return &s.DispatchQueueURL })}
 
 	PolicyVersion = &Var{Env: "POLICY_VERSION", Context: "policyVersion", Default: policy.Version,
-		Roles: append(slices.Clone(Functions), Operator), Doc: "recorded in every history entry",
+		Roles: append(slices.Clone(Functions), Operate, Operator), Doc: "recorded in every history entry",
 		field: at(Text, func(s *Settings) *string { return &s.Policy.Version })}
 	LeaseDuration = &Var{Env: "LEASE_DURATION", Context: "leaseDuration", Default: FormatDuration(policy.Lease),
 		Roles: Functions, Doc: "dispatching rows older than this are swept to unknown",
@@ -107,7 +107,7 @@ var (
 		Doc:   "every transport call is cut at the challenge's expiry minus this (covers clock skew and a request in flight)",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.SendGuard })}
 	HistoryRetention = &Var{Env: "HISTORY_RETENTION", Context: "historyRetention", Default: FormatDuration(policy.Retention),
-		Roles: append(slices.Clone(Functions), Operator), Doc: "row TTL after its last write",
+		Roles: append(slices.Clone(Functions), Operate, Operator), Doc: "row TTL after its last write",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.Retention })}
 	ReconcileMaxAttempts = &Var{Env: "RECONCILE_MAX_ATTEMPTS", Context: "reconcileMaxAttempts",
 		Default: strconv.Itoa(policy.MaxAttempts), Roles: Senders, Doc: "attempts per row, first included",
@@ -199,7 +199,7 @@ var (
 		field: at(Flag, func(s *Settings) *bool { return &s.WebhookLookup })}
 
 	OpenIndexShards = &Var{Env: "OPEN_INDEX_SHARDS", Context: "openIndexShards", Default: strconv.Itoa(DefaultOpenIndexShards),
-		Roles: append(slices.Clone(Functions), Operator),
+		Roles: append(slices.Clone(Functions), Operate, Operator),
 		Doc:   "partition keys per open state in the open-row index; every writer and reader of a table must agree, and it may only grow (docs/scale.md)",
 		field: at(Count, func(s *Settings) *int { return &s.OpenIndexShards })}
 	SweepLimit = &Var{Env: "SWEEP_LIMIT", Context: "sweepLimit", Default: "500", Roles: Sweepers,
@@ -225,10 +225,10 @@ var (
 		Roles: []Role{Reconcile}, Doc: "how long past due a row waits before reconcile re-drives it",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RedriveAfter })}
 
-	LogLevel = &Var{Env: "LOG_LEVEL", Context: "logLevel", Default: "info", Roles: Functions,
+	LogLevel = &Var{Env: "LOG_LEVEL", Context: "logLevel", Default: "info", Roles: append(slices.Clone(Functions), Operate),
 		Doc:   "debug, info, warn or error",
 		field: at(Level, func(s *Settings) *slog.Level { return &s.LogLevel })}
-	LogAWSCalls = &Var{Env: "LEDGER_AWSCALL_LOG", Context: "logAwsCalls", Default: "false", Roles: Functions,
+	LogAWSCalls = &Var{Env: "LEDGER_AWSCALL_LOG", Context: "logAwsCalls", Default: "false", Roles: append(slices.Clone(Functions), Operate),
 		Doc:   "true logs every AWS call with its IAM action (the local stack's permission check)",
 		field: at(Flag, func(s *Settings) *bool { return &s.LogAWSCalls })}
 )

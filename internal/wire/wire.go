@@ -5,7 +5,7 @@
 // Every function gets the ledger's tables (DynamoDB). Every other port is a
 // role's own, built by that role's Ports in a package of its own:
 // internal/wire/dispatch, internal/wire/reconcile and internal/wire/events;
-// claim and expire need none. A function imports its role's package only, so
+// claim, expire and the operator function (operate) need none. A function imports its role's package only, so
 // its binary links the SDK clients of the calls its role may make and no
 // other; infra's TestFunctionsLinkWhatTheirRolesMayCall compares the two.
 // Keep it so: this package must not import an SDK client other than
