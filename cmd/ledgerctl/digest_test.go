@@ -248,6 +248,24 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 		}
 		out, errOut, code := f.run("verify", "--all", "--digest-bucket", f.bucket, "--public-key", path)
 		wantCode(t, code, exitOK, out, errOut)
+		// Offline: a copy of the digests in a folder.
+		dir := digest.DirStore{Dir: t.TempDir()}
+		for _, s := range seqs {
+			raw, _ := s3digest.New(f.s3, f.bucket).Get(ctx, s)
+			if err := dir.Put(ctx, s, raw, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, errOut, code = f.run("verify", "--all", "--digest-dir", dir.Dir, "--public-key", path)
+		wantCode(t, code, exitOK, out, errOut)
+		if err := os.Remove(filepath.Join(dir.Dir, "digests", filepath.Base(digest.ObjectName(1)))); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code = f.run("verify", "--all", "--digest-dir", dir.Dir, "--public-key", path)
+		wantCode(t, code, exitFailure, out, errOut)
+		if !strings.Contains(out, "DIGEST 1  missing") {
+			t.Fatalf("verify output:\n%s", out)
+		}
 	})
 	t.Run("a row changed since the last digest is pending, not failed", func(t *testing.T) {
 		f.clock.Advance(time.Minute)

@@ -28,12 +28,9 @@ type digestCheck struct {
 // of keyARN (kms:GetPublicKey) or the one in the PEM or DER file
 // publicKey. It runs before the table is read, so a digest written during
 // the scan cannot record more than the scan saw.
-func (a *app) loadDigests(ctx context.Context, bucket, keyARN, publicKey string) (*digestCheck, error) {
-	cfg, err := a.awsConfig(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (a *app) loadDigests(ctx context.Context, bucket, dir, keyARN, publicKey string) (*digestCheck, error) {
 	var v digest.Verifier
+	var err error
 	switch {
 	case publicKey != "":
 		b, err := os.ReadFile(publicKey)
@@ -44,14 +41,26 @@ func (a *app) loadDigests(ctx context.Context, bucket, keyARN, publicKey string)
 			return nil, &usageError{err: fmt.Errorf("--public-key: %w", err)}
 		}
 	case keyARN != "":
+		cfg, err := a.awsConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
 		if v, err = kmsdigest.Verifier(ctx, kms.NewFromConfig(cfg), keyARN); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, &usageError{err: fmt.Errorf("--digest-bucket needs --digest-key (or DIGEST_KEY_ARN) or --public-key")}
+		return nil, &usageError{err: fmt.Errorf("checking digests needs --digest-key (or DIGEST_KEY_ARN) or --public-key")}
 	}
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
-	c, err := digest.Load(ctx, s3digest.New(client, bucket), v)
+	var store digest.Store = digest.DirStore{Dir: dir}
+	if dir == "" {
+		cfg, err := a.awsConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
+		store = s3digest.New(client, bucket)
+	}
+	c, err := digest.Load(ctx, store, v)
 	if err != nil {
 		return nil, err
 	}

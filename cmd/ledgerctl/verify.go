@@ -22,7 +22,8 @@ whole table (cost follows the table). Prints each broken row with the first
 failing entry and exits 1 if any chain is broken; exits 3 if the challenge
 has no row.
 
-With --digest-bucket (default DIGEST_BUCKET) it also checks the rows against
+With --digest-bucket (default DIGEST_BUCKET), or --digest-dir (a copy of
+the bucket's digests/ folder), it also checks the rows against
 the signed digests (docs/digests.md), trusting neither the table nor its
 writers: every digest's signature under the digest key's public key
 (--digest-key, default DIGEST_KEY_ARN, read with kms:GetPublicKey; or
@@ -39,6 +40,7 @@ PENDING with their age; they do not fail.`,
 		bucket := fs.String("digest-bucket", a.getenv(settings.DigestBucket.Env), "the digest bucket: also check against the signed digests")
 		keyARN := fs.String("digest-key", a.getenv(settings.DigestKeyARN.Env), "the digest key's ARN (its public key is read with kms:GetPublicKey)")
 		publicKey := fs.String("public-key", "", "a PEM or DER file holding the digest key's public key (instead of --digest-key)")
+		dir := fs.String("digest-dir", "", "a folder holding a copy of the digests (<dir>/digests/<seq>.json), instead of --digest-bucket")
 		pos, err := a.parse(c, fs, args, 0, 1)
 		if err != nil {
 			return err
@@ -47,8 +49,8 @@ PENDING with their age; they do not fail.`,
 			return usagef(c, "give either a challenge id or --all")
 		}
 		var dc *digestCheck
-		if *bucket != "" {
-			if dc, err = a.loadDigests(ctx, *bucket, *keyARN, *publicKey); err != nil {
+		if *bucket != "" || *dir != "" {
+			if dc, err = a.loadDigests(ctx, *bucket, *dir, *keyARN, *publicKey); err != nil {
 				return err
 			}
 		}

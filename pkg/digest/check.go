@@ -23,8 +23,24 @@ const (
 	FindPending = "pending"
 )
 
+// Finding codes: what a finding says, for machines (docs/digests.md §4).
+const (
+	CodeMissing    = "missing"    // a digest number has no digest
+	CodeSignature  = "signature"  // the signature does not verify
+	CodeMalformed  = "malformed"  // not a digest of this format, or numbered otherwise than stored
+	CodePrev       = "prev"       // prev is not the previous digest's hash
+	CodeGap        = "gap"        // the digest records a gap
+	CodeLost       = "lost"       // a row's records between two digests were never digested
+	CodeRewritten  = "rewritten"  // the entry at a digested count has another hash
+	CodeTruncated  = "truncated"  // the row holds fewer entries than a digest recorded
+	CodeReappeared = "reappeared" // the row exists though a digest recorded it removed
+	CodeDeleted    = "deleted"    // the row is gone before its retention ended
+	CodePending    = "pending"    // entries not yet digested (not a failure)
+)
+
 // Finding is one result of a check. Fail is false only for FindPending.
 type Finding struct {
+	Code   string
 	Kind   string
 	Seq    uint64 // the digest concerned, 0 if none
 	Key    string // the row concerned, "" if none
@@ -74,17 +90,17 @@ func Load(ctx context.Context, s Store, v Verifier) (*Chain, error) {
 		return nil, fmt.Errorf("digest: list: %w", err)
 	}
 	c := &Chain{refs: map[string][]ref{}, seen: map[string]bool{}}
-	fail := func(seq uint64, format string, a ...any) {
-		c.Findings = append(c.Findings, Finding{Kind: FindDigest, Seq: seq, Fail: true, Detail: fmt.Sprintf(format, a...)})
+	fail := func(seq uint64, code, format string, a ...any) {
+		c.Findings = append(c.Findings, Finding{Code: code, Kind: FindDigest, Seq: seq, Fail: true, Detail: fmt.Sprintf(format, a...)})
 	}
 	want := uint64(1)
 	prevHash, prevOK := "", true // digest 0 "exists" with hash ""
 	for _, seq := range seqs {
 		if seq > want {
 			if seq-1 == want {
-				fail(want, "missing: the chain has a hole (digest %d exists)", seq)
+				fail(want, CodeMissing, "missing: the chain has a hole (digest %d exists)", seq)
 			} else {
-				fail(want, "missing up to digest %d: the chain has a hole (digest %d exists)", seq-1, seq)
+				fail(want, CodeMissing, "missing up to digest %d: the chain has a hole (digest %d exists)", seq-1, seq)
 			}
 			prevOK = false
 		}
@@ -93,7 +109,7 @@ func Load(ctx context.Context, s Store, v Verifier) (*Chain, error) {
 		raw, err := s.Get(ctx, seq)
 		if err != nil {
 			if errors.Is(err, ErrNotFound) {
-				fail(seq, "listed but unreadable")
+				fail(seq, CodeMissing, "listed but unreadable")
 				prevOK = false
 				continue
 			}
@@ -102,25 +118,25 @@ func Load(ctx context.Context, s Store, v Verifier) (*Chain, error) {
 		d, body, err := v.Open(raw)
 		switch {
 		case errors.Is(err, ErrSignature):
-			fail(seq, "signature does not verify under the digest key (forged or altered)")
+			fail(seq, CodeSignature, "signature does not verify under the digest key (forged or altered)")
 			prevOK = false
 			continue
 		case err != nil:
-			fail(seq, "%v", err)
+			fail(seq, CodeMalformed, "%v", err)
 			prevOK = false
 			continue
 		case d.Seq != seq:
-			fail(seq, "stored as digest %d but its body says %d", seq, d.Seq)
+			fail(seq, CodeMalformed, "stored as digest %d but its body says %d", seq, d.Seq)
 			prevOK = false
 			continue
 		}
 		if prevOK && d.Prev != prevHash {
-			fail(seq, "its prev hash does not match digest %d (the chain was cut and spliced)", seq-1)
+			fail(seq, CodePrev, "its prev hash does not match digest %d (the chain was cut and spliced)", seq-1)
 		}
 		prevHash, prevOK = Hash(body), true
 		c.Digests++
 		for _, g := range d.Gaps {
-			c.Findings = append(c.Findings, Finding{Kind: FindGap, Seq: seq, Key: g.Key, Fail: true,
+			c.Findings = append(c.Findings, Finding{Code: CodeGap, Kind: FindGap, Seq: seq, Key: g.Key, Fail: true,
 				Detail: fmt.Sprintf("the digest records a gap (%s): %s", g.Kind, g.Detail)})
 		}
 		for _, r := range d.Rows {
@@ -136,7 +152,7 @@ func Load(ctx context.Context, s Store, v Verifier) (*Chain, error) {
 		rs := c.refs[k]
 		for i := 1; i < len(rs); i++ {
 			if p, n := rs[i-1], rs[i]; n.row.From != p.row.Count && p.row.Removed == "" {
-				c.Findings = append(c.Findings, Finding{Kind: FindGap, Seq: n.seq, Key: k, Fail: true,
+				c.Findings = append(c.Findings, Finding{Code: CodeLost, Kind: FindGap, Seq: n.seq, Key: k, Fail: true,
 					Detail: fmt.Sprintf("digest %d recorded %d entries, this one starts from %d: stream records were never digested", p.seq, p.row.Count, n.row.From)})
 			}
 		}
@@ -160,15 +176,15 @@ func (c *Chain) CheckRow(e ledger.Entry, now time.Time) []Finding {
 	for _, r := range c.refs[e.Key] {
 		switch {
 		case r.row.Removed != "":
-			out = append(out, Finding{Kind: FindRow, Seq: r.seq, Key: e.Key, Fail: true,
+			out = append(out, Finding{Code: CodeReappeared, Kind: FindRow, Seq: r.seq, Key: e.Key, Fail: true,
 				Detail: fmt.Sprintf("the digest records the row removed (%s), yet the table holds it", r.row.Removed)})
 		case r.row.Count > n:
-			out = append(out, Finding{Kind: FindRow, Seq: r.seq, Key: e.Key, Fail: true,
+			out = append(out, Finding{Code: CodeTruncated, Kind: FindRow, Seq: r.seq, Key: e.Key, Fail: true,
 				Detail: fmt.Sprintf("the digest recorded %d entries, the table holds %d: entries were removed", r.row.Count, n)})
 		case r.row.Count < 1:
-			out = append(out, Finding{Kind: FindRow, Seq: r.seq, Key: e.Key, Fail: true, Detail: "the digest records an empty history"})
+			out = append(out, Finding{Code: CodeMalformed, Kind: FindRow, Seq: r.seq, Key: e.Key, Fail: true, Detail: "the digest records an empty history"})
 		case e.History[r.row.Count-1].Hash != r.row.Head:
-			out = append(out, Finding{Kind: FindRow, Seq: r.seq, Key: e.Key, Fail: true,
+			out = append(out, Finding{Code: CodeRewritten, Kind: FindRow, Seq: r.seq, Key: e.Key, Fail: true,
 				Detail: fmt.Sprintf("entry %d does not match the head the digest recorded: the history was rewritten", r.row.Count-1)})
 		}
 		covered = max(covered, r.row.Count)
@@ -178,7 +194,7 @@ func (c *Chain) CheckRow(e ledger.Entry, now time.Time) []Finding {
 		if !e.Last().At.IsZero() {
 			age = now.Sub(e.Last().At)
 		}
-		out = append(out, Finding{Kind: FindPending, Key: e.Key, Age: age,
+		out = append(out, Finding{Code: CodePending, Kind: FindPending, Key: e.Key, Age: age,
 			Detail: fmt.Sprintf("entries %d to %d not yet digested (last write %s ago)", covered, n-1, age.Truncate(time.Second))})
 	}
 	return out
@@ -205,11 +221,11 @@ func (c *Chain) Missing(now time.Time) []Finding {
 		switch {
 		case last.row.Removed == RemovedTTL:
 		case last.row.Removed == RemovedDelete && (last.row.RetainUntil == 0 || last.at.Before(until)):
-			out = append(out, Finding{Kind: FindRow, Seq: last.seq, Key: k, Fail: true,
+			out = append(out, Finding{Code: CodeDeleted, Kind: FindRow, Seq: last.seq, Key: k, Fail: true,
 				Detail: fmt.Sprintf("deleted (DeleteItem) before its retention ended (%s)", until.Format(time.RFC3339))})
 		case last.row.Removed == RemovedDelete:
 		case last.row.RetainUntil == 0 || now.Before(until):
-			out = append(out, Finding{Kind: FindRow, Seq: last.seq, Key: k, Fail: true,
+			out = append(out, Finding{Code: CodeDeleted, Kind: FindRow, Seq: last.seq, Key: k, Fail: true,
 				Detail: fmt.Sprintf("missing from the table before its retention ends (%s): deleted", until.Format(time.RFC3339))})
 		}
 	}
