@@ -48,7 +48,9 @@ func removeRecord(seq, key string, ttl bool) events.DynamoDBEventRecord {
 
 type failingStore struct{ digest.Store }
 
-func (failingStore) Exists(context.Context, uint64) (bool, error) { return false, errors.New("s3 down") }
+func (failingStore) Exists(context.Context, uint64) (bool, error) {
+	return false, errors.New("s3 down")
+}
 
 // TestDigestHandler: TTL removals and deletions are told apart by the
 // stream's user identity; an unreadable record is a gap in the digest,

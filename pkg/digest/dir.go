@@ -21,7 +21,9 @@ type DirStore struct{ Dir string }
 
 var _ Store = DirStore{}
 
-func (d DirStore) path(seq uint64) string { return filepath.Join(d.Dir, filepath.FromSlash(ObjectName(seq))) }
+func (d DirStore) path(seq uint64) string {
+	return filepath.Join(d.Dir, filepath.FromSlash(ObjectName(seq)))
+}
 
 // Put implements Store.
 func (d DirStore) Put(_ context.Context, seq uint64, raw []byte, _ time.Time) error {
