@@ -2,6 +2,7 @@ package digest
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -74,6 +75,9 @@ func (v Verifier) Open(raw []byte) (Digest, []byte, error) {
 type LocalSigner struct {
 	ID  string
 	Key *ecdsa.PrivateKey
+	// Deterministic signs per RFC 6979 (the same body, the same
+	// signature): for test vectors only.
+	Deterministic bool
 }
 
 // NewLocalSigner makes a fresh key named id.
@@ -90,6 +94,9 @@ func (s *LocalSigner) KeyID() string { return s.ID }
 
 // Sign implements Signer.
 func (s *LocalSigner) Sign(_ context.Context, sum []byte) ([]byte, error) {
+	if s.Deterministic {
+		return s.Key.Sign(nil, sum, crypto.SHA256)
+	}
 	return ecdsa.SignASN1(rand.Reader, s.Key, sum)
 }
 
