@@ -24,9 +24,12 @@ import (
 )
 
 // Client is the part of the S3 client the store calls. The digest
-// function needs PutObject, GetObject and HeadObject (s3:PutObject,
-// s3:PutObjectRetention, s3:GetObject); ledgerctl verify needs GetObject and
-// ListObjectsV2 (s3:GetObject, s3:ListBucket).
+// function calls PutObject, GetObject and HeadObject: it needs
+// s3:PutObject, s3:PutObjectRetention, s3:GetObject, and s3:ListBucket on
+// the bucket, without which S3 answers a HeadObject of a missing key with
+// 403 instead of 404 (and the writer could not find the newest digest).
+// ledgerctl verify calls GetObject and ListObjectsV2 (s3:GetObject,
+// s3:ListBucket).
 type Client interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
