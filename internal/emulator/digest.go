@@ -22,6 +22,9 @@ func SigningKey(t testing.TB, client *kms.Client, prefix string) string {
 		KeyUsage:    kmstypes.KeyUsageTypeSignVerify,
 	})
 	if err != nil {
+		if strings.Contains(err.Error(), "cryptography") {
+			t.Fatalf("emulator: CreateKey ECC_NIST_P256: the emulator's KMS lacks the Python cryptography package, which localstack/requirements.txt pins: run localstack/ministack.sh install, then restart the emulator (%v)", err)
+		}
 		t.Fatalf("emulator: CreateKey ECC_NIST_P256: %v", err)
 	}
 	arn := aws.ToString(out.KeyMetadata.Arn)
