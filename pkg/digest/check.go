@@ -35,6 +35,7 @@ const (
 	CodeTruncated  = "truncated"  // the row holds fewer entries than a digest recorded
 	CodeReappeared = "reappeared" // the row exists though a digest recorded it removed
 	CodeDeleted    = "deleted"    // the row is gone before its retention ended
+	CodeShortened  = "shortened"  // a later digest records an earlier retention deadline
 	CodePending    = "pending"    // entries not yet digested (not a failure)
 )
 
@@ -150,7 +151,13 @@ func Load(ctx context.Context, s Store, v Verifier) (*Chain, error) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		rs := c.refs[k]
+		longest := rs[0].row.RetainUntil
 		for i := 1; i < len(rs); i++ {
+			if n := rs[i]; n.row.Removed == "" && earlier(n.row.RetainUntil, longest) {
+				c.Findings = append(c.Findings, Finding{Code: CodeShortened, Kind: FindRow, Seq: n.seq, Key: k, Fail: true,
+					Detail: fmt.Sprintf("the row's retention was moved earlier, to %s, than an earlier digest recorded (%s)", unix(n.row.RetainUntil), unix(longest))})
+			}
+			longest = latest(longest, rs[i].row.RetainUntil)
 			if p, n := rs[i-1], rs[i]; n.row.From != p.row.Count && p.row.Removed == "" {
 				c.Findings = append(c.Findings, Finding{Code: CodeLost, Kind: FindGap, Seq: n.seq, Key: k, Fail: true,
 					Detail: fmt.Sprintf("digest %d recorded %d entries, this one starts from %d: stream records were never digested", p.seq, p.row.Count, n.row.From)})
@@ -217,17 +224,48 @@ func (c *Chain) Missing(now time.Time) []Finding {
 	for _, k := range keys {
 		rs := c.refs[k]
 		last := rs[len(rs)-1]
-		until := time.Unix(last.row.RetainUntil, 0).UTC()
+		// The longest retention any digest recorded: a write that shortened
+		// it (to have the TTL remove the row early) does not count.
+		longest := int64(-1)
+		for _, r := range rs {
+			longest = latest(longest, r.row.RetainUntil)
+		}
+		until := unix(longest)
+		kept := func(at time.Time) bool { return longest == 0 || at.Before(time.Unix(longest, 0)) }
 		switch {
-		case last.row.Removed == RemovedTTL:
-		case last.row.Removed == RemovedDelete && (last.row.RetainUntil == 0 || last.at.Before(until)):
+		case last.row.Removed == RemovedTTL && kept(last.at):
 			out = append(out, Finding{Code: CodeDeleted, Kind: FindRow, Seq: last.seq, Key: k, Fail: true,
-				Detail: fmt.Sprintf("deleted (DeleteItem) before its retention ended (%s)", until.Format(time.RFC3339))})
-		case last.row.Removed == RemovedDelete:
-		case last.row.RetainUntil == 0 || now.Before(until):
+				Detail: fmt.Sprintf("removed by the TTL before the retention a digest recorded (%s): its TTL was moved earlier", until)})
+		case last.row.Removed == RemovedDelete && kept(last.at):
 			out = append(out, Finding{Code: CodeDeleted, Kind: FindRow, Seq: last.seq, Key: k, Fail: true,
-				Detail: fmt.Sprintf("missing from the table before its retention ends (%s): deleted", until.Format(time.RFC3339))})
+				Detail: fmt.Sprintf("deleted (DeleteItem) before its retention ended (%s)", until)})
+		case last.row.Removed == "" && kept(now):
+			out = append(out, Finding{Code: CodeDeleted, Kind: FindRow, Seq: last.seq, Key: k, Fail: true,
+				Detail: fmt.Sprintf("missing from the table before its retention ends (%s): deleted", until)})
 		}
 	}
 	return out
+}
+
+// earlier reports whether retention deadline a (Unix seconds, 0 for none:
+// kept forever) ends before b.
+func earlier(a, b int64) bool { return a != 0 && (b == 0 || a < b) }
+
+// latest is the later of two retention deadlines (0 is forever; -1 is
+// none yet).
+func latest(a, b int64) int64 {
+	switch {
+	case a == -1:
+		return b
+	case a == 0 || b == 0:
+		return 0
+	}
+	return max(a, b)
+}
+
+func unix(s int64) string {
+	if s == 0 {
+		return "never"
+	}
+	return time.Unix(s, 0).UTC().Format(time.RFC3339)
 }

@@ -84,6 +84,9 @@ func Collect(records []Record, now time.Time) Batch {
 			gap(Gap{Kind: GapCount, Key: r.Key, Shard: r.Shard, Detail: fmt.Sprintf("record %s starts at %d entries; the previous record left %d", r.Seq, from, row.Count)})
 		}
 		if r.Event == Modify && r.Old != nil && r.New != nil {
+			if was, is := r.Old.RetainUntil, r.New.RetainUntil; !was.IsZero() && !is.IsZero() && is.Before(was) {
+				gap(Gap{Kind: GapRetention, Key: r.Key, Shard: r.Shard, Detail: fmt.Sprintf("record %s: the row's retention was shortened from %s to %s", r.Seq, was.UTC().Format(time.RFC3339), is.UTC().Format(time.RFC3339))})
+			}
 			switch o, n := r.Old.Hashes, r.New.Hashes; {
 			case len(n) < len(o):
 				gap(Gap{Kind: GapCount, Key: r.Key, Shard: r.Shard, Detail: fmt.Sprintf("record %s: the history shrank from %d to %d entries", r.Seq, len(o), len(n))})

@@ -57,6 +57,14 @@ func TestCollect(t *testing.T) {
 			t.Fatalf("gaps %v", b.Gaps)
 		}
 	})
+	t.Run("a write that moves the retention earlier is a gap", func(t *testing.T) {
+		short := img("a", "b")
+		short.RetainUntil = short.RetainUntil.Add(-time.Hour)
+		b := digest.Collect([]digest.Record{rec("100", digest.Modify, "k1", img("a", "b"), short)}, now)
+		if gapKinds(b)[digest.GapRetention] != 1 {
+			t.Fatalf("gaps %v", b.Gaps)
+		}
+	})
 	t.Run("a record older than the stream's retention is an age gap", func(t *testing.T) {
 		r := rec("100", digest.Insert, "k1", nil, img("a"))
 		r.At = now.Add(-25 * time.Hour)

@@ -87,6 +87,10 @@ const (
 	GapAge = "age"
 	// GapUnreadable: a record the function could not decode.
 	GapUnreadable = "unreadable"
+	// GapRetention: a write moved a row's retention deadline (its TTL)
+	// earlier, which no write of the ledger does: the TTL would remove the
+	// row before its retention ends.
+	GapRetention = "retention"
 )
 
 // Gap is a record of evidence the function knows it lacks.

@@ -2,6 +2,7 @@ package digest_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,41 @@ func TestTamperFound(t *testing.T) {
 		ds.Replace(4, resigned)
 		fails, _ := verify(t, ds, r.signer.Verifier(), table, now)
 		wantFail(t, fails, digest.FindDigest, 4, "")
+	})
+	t.Run("TTL moved earlier, then the row removed by the TTL", func(t *testing.T) {
+		// An insider cannot delete the row unseen, so they shorten its TTL
+		// and let DynamoDB remove it: both writes reach the stream.
+		ds := copyDigests()
+		at := now
+		w := &digest.Writer{Store: ds, Signer: r.signer, Clock: func() time.Time { return at }}
+		hashes := make([]string, len(victim.History))
+		for i, ev := range victim.History {
+			hashes[i] = ev.Hash
+		}
+		was := &digest.Image{Hashes: hashes, RetainUntil: victim.RetainUntil}
+		soon := &digest.Image{Hashes: hashes, RetainUntil: now.Add(time.Minute)}
+		recs := []digest.Record{
+			{Shard: "shard-1", Seq: "900", Event: digest.Modify, Key: victim.Key, Old: was, New: soon},
+			{Shard: "shard-1", Seq: "901", Event: digest.Remove, Key: victim.Key, Old: soon, Removal: digest.RemovedTTL},
+		}
+		for _, rec := range recs {
+			if _, err := w.Write(context.Background(), digest.Collect([]digest.Record{rec}, at)); err != nil {
+				t.Fatal(err)
+			}
+			at = at.Add(5 * time.Minute) // the removal is digested after the shortened TTL passed
+		}
+		tb := clone()
+		delete(tb, victim.Key)
+		fails, _ := verify(t, ds, r.signer.Verifier(), tb, now.Add(time.Hour))
+		var codes []string
+		for _, f := range fails {
+			if f.Key == victim.Key {
+				codes = append(codes, f.Code)
+			}
+		}
+		if !slices.Contains(codes, digest.CodeDeleted) || !slices.Contains(codes, digest.CodeShortened) || !slices.Contains(codes, digest.CodeGap) {
+			t.Fatalf("findings for the row: %v", fails)
+		}
 	})
 	t.Run("row changed after the last digest is pending", func(t *testing.T) {
 		r.clock.Advance(3 * time.Minute)
