@@ -277,6 +277,20 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 			t.Fatalf("verify output:\n%s", out)
 		}
 	})
+	t.Run("a forged version written over a locked digest", func(t *testing.T) {
+		// Object Lock keeps every version, but a PutObject without
+		// If-None-Match makes a new current version. verify checks the
+		// first version and reports the one written over it. (This case
+		// runs last among those that read f.bucket: the version stays.)
+		if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(digest.ObjectName(2)), Body: strings.NewReader("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := f.verify(f.bucket)
+		wantCode(t, code, exitFailure, out, errOut)
+		if !strings.Contains(out, "DIGEST 2  1 later versions were written over it") || strings.Contains(out, "signature") || strings.Contains(out, "ROW") {
+			t.Fatalf("verify output:\n%s", out)
+		}
+	})
 }
 
 func (f *digestFixture) rawItem(key string) map[string]types.AttributeValue {

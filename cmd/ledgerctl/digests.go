@@ -58,7 +58,7 @@ func (a *app) loadDigests(ctx context.Context, bucket, dir, keyARN, publicKey st
 			return nil, err
 		}
 		client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
-		store = s3digest.New(client, bucket)
+		store = s3digest.NewFirstVersions(client, bucket)
 	}
 	c, err := digest.Load(ctx, store, v)
 	if err != nil {

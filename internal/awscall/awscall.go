@@ -181,8 +181,9 @@ func (m mapper) kmsCalls(op string, in members) ([]Call, bool) {
 }
 
 // s3Calls: the digest bucket's calls. Object actions are authorized on
-// arn:aws:s3:::<bucket>/<key>; HeadObject as s3:GetObject; ListObjectsV2 as
-// s3:ListBucket on the bucket. A PutObject that sets an Object Lock
+// arn:aws:s3:::<bucket>/<key>; HeadObject as s3:GetObject (of a version:
+// s3:GetObjectVersion); ListObjectsV2 as s3:ListBucket and
+// ListObjectVersions as s3:ListBucketVersions on the bucket. A PutObject that sets an Object Lock
 // retention is also authorized as s3:PutObjectRetention, with the mode as
 // s3:object-lock-mode.
 func (m mapper) s3Calls(op string, in members) ([]Call, bool) {
@@ -196,9 +197,14 @@ func (m mapper) s3Calls(op string, in members) ([]Call, bool) {
 		}
 		return out, true
 	case "GetObject", "HeadObject":
+		if in.str("VersionId") != "" {
+			return m.one("s3:GetObjectVersion", object, nil), true
+		}
 		return m.one("s3:GetObject", object, nil), true
 	case "ListObjectsV2":
 		return m.one("s3:ListBucket", "arn:aws:s3:::"+bucket, nil), true
+	case "ListObjectVersions":
+		return m.one("s3:ListBucketVersions", "arn:aws:s3:::"+bucket, nil), true
 	}
 	return nil, false
 }

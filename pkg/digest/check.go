@@ -25,18 +25,19 @@ const (
 
 // Finding codes: what a finding says, for machines (docs/digests.md §4).
 const (
-	CodeMissing    = "missing"    // a digest number has no digest
-	CodeSignature  = "signature"  // the signature does not verify
-	CodeMalformed  = "malformed"  // not a digest of this format, or numbered otherwise than stored
-	CodePrev       = "prev"       // prev is not the previous digest's hash
-	CodeGap        = "gap"        // the digest records a gap
-	CodeLost       = "lost"       // a row's records between two digests were never digested
-	CodeRewritten  = "rewritten"  // the entry at a digested count has another hash
-	CodeTruncated  = "truncated"  // the row holds fewer entries than a digest recorded
-	CodeReappeared = "reappeared" // the row exists though a digest recorded it removed
-	CodeDeleted    = "deleted"    // the row is gone before its retention ended
-	CodeShortened  = "shortened"  // a later digest records an earlier retention deadline
-	CodePending    = "pending"    // entries not yet digested (not a failure)
+	CodeMissing     = "missing"     // a digest number has no digest
+	CodeSignature   = "signature"   // the signature does not verify
+	CodeMalformed   = "malformed"   // not a digest of this format, or numbered otherwise than stored
+	CodePrev        = "prev"        // prev is not the previous digest's hash
+	CodeGap         = "gap"         // the digest records a gap
+	CodeLost        = "lost"        // a row's records between two digests were never digested
+	CodeRewritten   = "rewritten"   // the entry at a digested count has another hash
+	CodeTruncated   = "truncated"   // the row holds fewer entries than a digest recorded
+	CodeReappeared  = "reappeared"  // the row exists though a digest recorded it removed
+	CodeDeleted     = "deleted"     // the row is gone before its retention ended
+	CodeShortened   = "shortened"   // a later digest records an earlier retention deadline
+	CodeOverwritten = "overwritten" // a later object version was written over a digest
+	CodePending     = "pending"     // entries not yet digested (not a failure)
 )
 
 // Finding is one result of a check. Fail is false only for FindPending.
@@ -144,6 +145,13 @@ func Load(ctx context.Context, s Store, v Verifier) (*Chain, error) {
 			c.refs[r.Key] = append(c.refs[r.Key], ref{seq: seq, at: d.At, row: r})
 		}
 	}
+	if o, ok := s.(Overwrites); ok {
+		for _, seq := range seqs {
+			if n := o.Overwritten()[seq]; n > 0 {
+				fail(seq, CodeOverwritten, "%d later versions were written over it (its first version, the one checked, is the digest)", n)
+			}
+		}
+	}
 	keys := make([]string, 0, len(c.refs))
 	for k := range c.refs {
 		keys = append(keys, k)
@@ -165,6 +173,14 @@ func Load(ctx context.Context, s Store, v Verifier) (*Chain, error) {
 		}
 	}
 	return c, nil
+}
+
+// Overwrites is a Store that can tell which digests had later versions
+// written over them (S3 keeps versions; Object Lock locks each one).
+type Overwrites interface {
+	// Overwritten returns, after List, how many versions were written
+	// after the first of each digest that has any.
+	Overwritten() map[uint64]int
 }
 
 // Covers reports whether some digest recorded key.

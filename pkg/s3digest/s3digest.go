@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,12 +42,40 @@ type Client interface {
 type Store struct {
 	client Client
 	bucket string
+	// first, for a verifier: each digest's first version, and how many
+	// versions were written over it (NewFirstVersions).
+	versions VersionClient
+	first    map[uint64]string
+	over     map[uint64]int
 }
 
 var _ digest.Store = (*Store)(nil)
 
 // New returns a Store on bucket.
 func New(client Client, bucket string) *Store { return &Store{client: client, bucket: bucket} }
+
+// VersionClient lists object versions (s3:ListBucketVersions).
+type VersionClient interface {
+	ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput, opts ...func(*s3.Options)) (*s3.ListObjectVersionsOutput, error)
+}
+
+// NewFirstVersions returns a Store for a verifier: List lists every
+// version, Get reads each digest's first version (the one its writer
+// locked; s3:GetObjectVersion), and Overwritten reports the digests that
+// someone wrote a later version over. Object Lock keeps versions, not
+// names: a PutObject without If-None-Match makes a new current version
+// over a locked digest, which a verifier reading current versions would
+// take for the digest.
+func NewFirstVersions(client interface {
+	Client
+	VersionClient
+}, bucket string) *Store {
+	return &Store{client: client, bucket: bucket, versions: client}
+}
+
+// Overwritten implements digest.Overwrites: for each digest with versions
+// written after its first, how many (after List).
+func (s *Store) Overwritten() map[uint64]int { return s.over }
 
 const prefix = "digests/"
 
@@ -73,7 +102,11 @@ func (s *Store) Put(ctx context.Context, seq uint64, raw []byte, retainUntil tim
 
 // Get implements digest.Store.
 func (s *Store) Get(ctx context.Context, seq uint64) ([]byte, error) {
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: aws.String(digest.ObjectName(seq))})
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: aws.String(digest.ObjectName(seq))}
+	if v, ok := s.first[seq]; ok && v != "" && v != "null" {
+		in.VersionId = aws.String(v)
+	}
+	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
 		if notFound(err) {
 			return nil, fmt.Errorf("digest %d: %w", seq, digest.ErrNotFound)
@@ -99,6 +132,9 @@ func (s *Store) Exists(ctx context.Context, seq uint64) (bool, error) {
 // List implements digest.Store. Names that are not digest names are
 // skipped (the bucket holds nothing else).
 func (s *Store) List(ctx context.Context) ([]uint64, error) {
+	if s.versions != nil {
+		return s.listVersions(ctx)
+	}
 	var out []uint64
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(prefix)})
 	for p.HasMorePages() {
@@ -113,6 +149,52 @@ func (s *Store) List(ctx context.Context) ([]uint64, error) {
 			}
 		}
 	}
+	return out, nil
+}
+
+// listVersions lists every version of every digest name, keeping the
+// first version of each (the oldest LastModified; delete markers aside).
+func (s *Store) listVersions(ctx context.Context) ([]uint64, error) {
+	type v struct {
+		id string
+		at time.Time
+	}
+	all := map[uint64][]v{}
+	in := &s3.ListObjectVersionsInput{Bucket: &s.bucket, Prefix: aws.String(prefix)}
+	for {
+		page, err := s.versions.ListObjectVersions(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("s3digest: list versions: %w", err)
+		}
+		for _, o := range page.Versions {
+			name := aws.ToString(o.Key)
+			n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, prefix), ".json"), 10, 64)
+			if err != nil || digest.ObjectName(n) != name {
+				continue
+			}
+			all[n] = append(all[n], v{id: aws.ToString(o.VersionId), at: aws.ToTime(o.LastModified)})
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			break
+		}
+		in.KeyMarker, in.VersionIdMarker = page.NextKeyMarker, page.NextVersionIdMarker
+	}
+	s.first, s.over = map[uint64]string{}, map[uint64]int{}
+	out := make([]uint64, 0, len(all))
+	for n, vs := range all {
+		first := vs[0]
+		for _, x := range vs[1:] {
+			if x.at.Before(first.at) {
+				first = x
+			}
+		}
+		s.first[n] = first.id
+		if len(vs) > 1 {
+			s.over[n] = len(vs) - 1
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
 	return out, nil
 }
 
