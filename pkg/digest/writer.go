@@ -29,6 +29,10 @@ type Writer struct {
 	MaxRaces int
 
 	latest uint64 // a number known taken: a hint for Latest
+	// mine is the body hash of digest latest when this writer wrote it
+	// ("" otherwise): its own digest need not be read back, and a version
+	// written over it later cannot mislead it.
+	mine string
 }
 
 // Write signs and stores one digest for b, chained to the newest stored
@@ -44,7 +48,10 @@ func (w *Writer) Write(ctx context.Context, b Batch) (Digest, error) {
 			return Digest{}, fmt.Errorf("digest: find the newest: %w", err)
 		}
 		prev := ""
-		if seq > 0 {
+		switch {
+		case seq > 0 && seq == w.latest && w.mine != "":
+			prev = w.mine
+		case seq > 0:
 			raw, err := w.Store.Get(ctx, seq)
 			if err != nil {
 				return Digest{}, fmt.Errorf("digest %d: read: %w", seq, err)
@@ -56,7 +63,7 @@ func (w *Writer) Write(ctx context.Context, b Batch) (Digest, error) {
 			prev = Hash([]byte(o.Body))
 		}
 		d := Digest{Seq: seq + 1, Prev: prev, At: w.Clock().UTC(), Positions: b.Positions, Gaps: b.Gaps, Rows: b.Rows}
-		raw, _, err := Seal(ctx, w.Signer, d)
+		raw, hash, err := Seal(ctx, w.Signer, d)
 		if err != nil {
 			return Digest{}, err
 		}
@@ -68,13 +75,13 @@ func (w *Writer) Write(ctx context.Context, b Batch) (Digest, error) {
 		}
 		err = w.Store.Put(ctx, d.Seq, raw, until)
 		if errors.Is(err, ErrExists) {
-			w.latest = d.Seq
+			w.latest, w.mine = d.Seq, ""
 			continue
 		}
 		if err != nil {
 			return Digest{}, fmt.Errorf("digest %d: store: %w", d.Seq, err)
 		}
-		w.latest = d.Seq
+		w.latest, w.mine = d.Seq, hash
 		return d, nil
 	}
 	return Digest{}, errRaced
