@@ -20,8 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/resetledger/resetledger/internal/digeststream"
 	"github.com/resetledger/resetledger/internal/emulator"
-	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/kmsdigest"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -114,7 +114,7 @@ func newDigestFixture(t *testing.T, extra int) *digestFixture {
 	f.s3 = emulator.S3(f.cfg)
 	f.keyARN = emulator.SigningKey(t, kc, "digest-key")
 	f.bucket = emulator.LockedBucket(t, f.s3, "digests")
-	h := &handler.Digest{
+	h := &digeststream.Digest{
 		Writer: &digest.Writer{Store: s3digest.New(f.s3, f.bucket), Signer: kmsdigest.New(kc, f.keyARN), Clock: time.Now, Retention: time.Hour},
 		Clock:  time.Now, Log: slog.New(slog.DiscardHandler),
 	}

@@ -1,6 +1,6 @@
 // Command digest is the digest Lambda function of the reset-notification
 // ledger: it reads every record of the ledger table's stream and writes
-// signed digests to the digest bucket. See internal/handler.Digest for what
+// signed digests to the digest bucket. See internal/digeststream for what
 // it does, docs/digests.md for the format and docs/configuration.md for its
 // settings.
 package main
@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/resetledger/resetledger/internal/awscall"
-	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/digeststream"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/digest"
@@ -45,7 +45,7 @@ func main() {
 	}
 	// Path-style addressing where an endpoint is configured (a local emulator).
 	bucket := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
-	h := &handler.Digest{
+	h := &digeststream.Digest{
 		Writer: &digest.Writer{
 			Store: s3digest.New(bucket, s.DigestBucket), Signer: kmsdigest.New(kms.NewFromConfig(cfg), s.DigestKeyARN),
 			Clock: time.Now, Retention: s.Policy.Retention,

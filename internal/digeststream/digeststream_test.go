@@ -1,4 +1,4 @@
-package handler
+package digeststream
 
 import (
 	"bytes"
@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/digest"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
 )
 
 // streamImage is a ledger item image whose history has the entries hashes.
@@ -98,5 +100,59 @@ func TestDigestHandler(t *testing.T) {
 	out.Reset()
 	if _, err := h.Handle(context.Background(), ev); err == nil || !strings.Contains(out.String(), `"DigestFailures":1`) {
 		t.Fatalf("a failed write: err %v, metrics %s", err, out.String())
+	}
+}
+
+// ddb converts an event image into the SDK's attribute values.
+func ddb(m map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
+	out := map[string]types.AttributeValue{}
+	for k, v := range m {
+		out[k] = ddbValue(v)
+	}
+	return out
+}
+
+func ddbValue(v events.DynamoDBAttributeValue) types.AttributeValue {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}
+	case events.DataTypeList:
+		var l []types.AttributeValue
+		for _, x := range v.List() {
+			l = append(l, ddbValue(x))
+		}
+		return &types.AttributeValueMemberL{Value: l}
+	case events.DataTypeMap:
+		return &types.AttributeValueMemberM{Value: ddb(v.Map())}
+	}
+	return &types.AttributeValueMemberNULL{Value: true}
+}
+
+// TestImageReadsWhatTheStoreDecodes: the handler's own reader of a stream
+// image finds the key, hashes and retention dynamostore's decoder finds.
+func TestImageReadsWhatTheStoreDecodes(t *testing.T) {
+	if attrPK != dynamostore.AttrPK || attrTTL != dynamostore.AttrTTL {
+		t.Fatalf("attribute names differ from dynamostore's")
+	}
+	m := streamImage("k1", "aa01", "bb02")
+	e, err := dynamostore.DecodeItem(ddb(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, bad := imageOf(m)
+	if bad || len(img.Hashes) != len(e.History) || !img.RetainUntil.Equal(e.RetainUntil) {
+		t.Fatalf("image %+v bad %v; store %d entries, retain %v", img, bad, len(e.History), e.RetainUntil)
+	}
+	for i, ev := range e.History {
+		if img.Hashes[i] != ev.Hash {
+			t.Errorf("entry %d: %s, store %s", i, img.Hashes[i], ev.Hash)
+		}
+	}
+	if _, bad := imageOf(map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute("k"), "history": events.NewStringAttribute("x")}); !bad {
+		t.Error("a history that is not a list is read")
 	}
 }

@@ -1,16 +1,32 @@
-package handler
+// Package digeststream is the digest function's handler: it reads batches
+// of the ledger table's stream into signed digests (package digest,
+// docs/digests.md). It reads the stream images itself, knowing only the
+// few attributes a digest needs (the key, each history entry's hash, the
+// TTL), and imports no DynamoDB client: the digest function links no client
+// its role may not call (it reads the stream only through its event source).
+package digeststream
 
 import (
 	"context"
+	"encoding/hex"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/resetledger/resetledger/internal/metrics"
-	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/digest"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
+)
+
+// The ledger item's attributes a digest reads (pkg/dynamostore writes them;
+// a test holds the names equal to its own).
+const (
+	attrPK      = "pk"      // the dedupe key
+	attrTTL     = "ttl"     // the retention deadline, Unix seconds
+	attrHistory = "history" // the history entries, oldest first
+	attrHash    = "hash"    // an entry's hash: bytes, or hex text
 )
 
 // Digest writes one signed digest per batch of the ledger table's stream:
@@ -34,7 +50,10 @@ const ttlPrincipal = "dynamodb.amazonaws.com"
 // the shard id is known where the event source sets a tumbling window;
 // without one, the shard is named by the stream's ARN.
 func (h *Digest) Handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
-	_, log := invocation(ctx, settings.Digest, h.Log)
+	log := h.Log
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		log = log.With("request_id", lc.AwsRequestID)
+	}
 	if len(ev.Records) == 0 {
 		return events.DynamoDBTimeWindowEventResponse{}, nil
 	}
@@ -70,25 +89,18 @@ func recordOf(shard string, r events.DynamoDBEventRecord) digest.Record {
 		Shard: shard, Seq: r.Change.SequenceNumber, Event: r.EventName,
 		At: r.Change.ApproximateCreationDateTime.Time,
 	}
-	if k, ok := r.Change.Keys[dynamostore.AttrPK]; ok && k.DataType() == events.DataTypeString {
+	if k, ok := r.Change.Keys[attrPK]; ok && k.DataType() == events.DataTypeString {
 		out.Key = k.String()
 	}
-	image := func(m map[string]events.DynamoDBAttributeValue) *digest.Image {
-		if m == nil {
-			return nil
-		}
-		e, err := dynamostore.DecodeItem(itemOf(m))
-		if err != nil {
-			out.Unreadable = "an image does not decode as a ledger row"
-			return nil
-		}
-		img := &digest.Image{RetainUntil: e.RetainUntil, Hashes: make([]string, len(e.History))}
-		for i, ev := range e.History {
-			img.Hashes[i] = ev.Hash
-		}
-		return img
+	var bad bool
+	out.Old, bad = imageOf(r.Change.OldImage)
+	if bad {
+		out.Unreadable = "the old image is not a ledger row"
 	}
-	out.Old, out.New = image(r.Change.OldImage), image(r.Change.NewImage)
+	out.New, bad = imageOf(r.Change.NewImage)
+	if bad {
+		out.Unreadable = "the new image is not a ledger row"
+	}
 	if r.EventName == digest.Remove {
 		out.Removal = digest.RemovedDelete
 		if u := r.UserIdentity; u != nil && u.Type == "Service" && u.PrincipalID == ttlPrincipal {
@@ -96,4 +108,46 @@ func recordOf(shard string, r events.DynamoDBEventRecord) digest.Record {
 		}
 	}
 	return out
+}
+
+// imageOf reads the hashes of an image's history entries and its TTL; nil
+// for no image, and bad if the image is not a ledger row.
+func imageOf(m map[string]events.DynamoDBAttributeValue) (img *digest.Image, bad bool) {
+	if m == nil {
+		return nil, false
+	}
+	if pk, ok := m[attrPK]; !ok || pk.DataType() != events.DataTypeString || pk.String() == "" {
+		return nil, true
+	}
+	img = &digest.Image{}
+	if ttl, ok := m[attrTTL]; ok {
+		if ttl.DataType() != events.DataTypeNumber {
+			return nil, true
+		}
+		n, err := strconv.ParseInt(ttl.Number(), 10, 64)
+		if err != nil {
+			return nil, true
+		}
+		if n != 0 {
+			img.RetainUntil = time.Unix(n, 0).UTC()
+		}
+	}
+	hist, ok := m[attrHistory]
+	if !ok || hist.DataType() != events.DataTypeList {
+		return nil, true
+	}
+	for _, ev := range hist.List() {
+		if ev.DataType() != events.DataTypeMap {
+			return nil, true
+		}
+		switch h := ev.Map()[attrHash]; h.DataType() {
+		case events.DataTypeBinary:
+			img.Hashes = append(img.Hashes, hex.EncodeToString(h.Binary()))
+		case events.DataTypeString:
+			img.Hashes = append(img.Hashes, h.String())
+		default:
+			return nil, true
+		}
+	}
+	return img, false
 }
