@@ -54,8 +54,10 @@ func (h *Digest) Handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) 
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		log = log.With("request_id", lc.AwsRequestID)
 	}
+	// An empty list, never null: ministack iterates it without a null check.
+	ok := events.DynamoDBTimeWindowEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	if len(ev.Records) == 0 {
-		return events.DynamoDBTimeWindowEventResponse{}, nil
+		return ok, nil
 	}
 	shard := ev.ShardID
 	if shard == "" {
@@ -79,7 +81,7 @@ func (h *Digest) Handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) 
 		log.Warn("digest records a gap", "seq", d.Seq, "kind", g.Kind, "key", g.Key, "detail", g.Detail)
 	}
 	log.Info("digest written", "seq", d.Seq, "rows", len(d.Rows), "records", len(records), "gaps", len(d.Gaps))
-	return events.DynamoDBTimeWindowEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}, nil
+	return ok, nil
 }
 
 // recordOf decodes a stream record. A record it cannot decode becomes a
