@@ -240,14 +240,15 @@ func (c *Chain) Missing(now time.Time) []Finding {
 	for _, k := range keys {
 		rs := c.refs[k]
 		last := rs[len(rs)-1]
-		// The longest retention any digest recorded: a write that shortened
-		// it (to have the TTL remove the row early) does not count.
+		// The longest retention any digest recorded, less RetentionSlack: a
+		// write that shortened it (to have the TTL remove the row early)
+		// does not count.
 		longest := int64(-1)
 		for _, r := range rs {
 			longest = latest(longest, r.row.RetainUntil)
 		}
 		until := unix(longest)
-		kept := func(at time.Time) bool { return longest == 0 || at.Before(time.Unix(longest, 0)) }
+		kept := func(at time.Time) bool { return longest == 0 || at.Before(time.Unix(longest, 0).Add(-RetentionSlack)) }
 		switch {
 		case last.row.Removed == RemovedTTL && kept(last.at):
 			out = append(out, Finding{Code: CodeDeleted, Kind: FindRow, Seq: last.seq, Key: k, Fail: true,
@@ -264,8 +265,8 @@ func (c *Chain) Missing(now time.Time) []Finding {
 }
 
 // earlier reports whether retention deadline a (Unix seconds, 0 for none:
-// kept forever) ends before b.
-func earlier(a, b int64) bool { return a != 0 && (b == 0 || a < b) }
+// kept forever) ends more than RetentionSlack before b.
+func earlier(a, b int64) bool { return a != 0 && (b == 0 || a < b-int64(RetentionSlack/time.Second)) }
 
 // latest is the later of two retention deadlines (0 is forever; -1 is
 // none yet).

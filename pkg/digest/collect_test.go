@@ -59,10 +59,16 @@ func TestCollect(t *testing.T) {
 	})
 	t.Run("a write that moves the retention earlier is a gap", func(t *testing.T) {
 		short := img("a", "b")
-		short.RetainUntil = short.RetainUntil.Add(-time.Hour)
+		short.RetainUntil = short.RetainUntil.Add(-48 * time.Hour)
 		b := digest.Collect([]digest.Record{rec("100", digest.Modify, "k1", img("a", "b"), short)}, now)
 		if gapKinds(b)[digest.GapRetention] != 1 {
 			t.Fatalf("gaps %v", b.Gaps)
+		}
+		// A worker whose clock is behind sets it a little earlier: not a gap.
+		skewed := img("a", "b", "c")
+		skewed.RetainUntil = skewed.RetainUntil.Add(-time.Second)
+		if b := digest.Collect([]digest.Record{rec("100", digest.Modify, "k1", img("a", "b"), skewed)}, now); len(b.Gaps) != 0 {
+			t.Fatalf("clock skew is a gap: %v", b.Gaps)
 		}
 	})
 	t.Run("a record older than the stream's retention is an age gap", func(t *testing.T) {
