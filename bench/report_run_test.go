@@ -34,17 +34,22 @@ type scale struct {
 	benchtime               string // of the in-process benchmarks; "" leaves go test's -benchtime (1s)
 	coldStartRuns           int    // starts per function
 	limitMessages           int    // messages of each kind the send limits' cost is measured over
+	// digestQuiet and digestBusy accepted messages per interval, over
+	// digestIntervals intervals, for the digest's cost.
+	digestQuiet, digestBusy, digestIntervals int
 }
 
 var (
 	// fullScale is make bench's: the figures in BENCHMARKS.md.
 	fullScale = scale{writesPerMessage: 20, sweepOpen: 100, sweepSmall: 1000, sweepLarge: 50000, sweepReps: 5,
-		runSmall: 100, runLarge: 10000, throughputMsgs: 500, rawPuts: 300, coldStartRuns: 7, limitMessages: 20}
+		runSmall: 100, runLarge: 10000, throughputMsgs: 500, rawPuts: 300, coldStartRuns: 7, limitMessages: 20,
+		digestQuiet: 10, digestBusy: 1000, digestIntervals: 12}
 	// quickScale is make bench-quick's (in make test): every measurement
 	// runs, in seconds, so that a broken one fails CI. Its figures mean
 	// nothing and are never checked against their targets.
 	quickScale = scale{writesPerMessage: 2, sweepOpen: 3, sweepSmall: 10, sweepLarge: 30, sweepReps: 1,
-		runSmall: 4, runLarge: 20, throughputMsgs: 20, rawPuts: 10, benchtime: "20x", coldStartRuns: 1, limitMessages: 2}
+		runSmall: 4, runLarge: 20, throughputMsgs: 20, rawPuts: 10, benchtime: "20x", coldStartRuns: 1, limitMessages: 2,
+		digestQuiet: 2, digestBusy: 20, digestIntervals: 2}
 )
 
 // reportPart is one measurement of the report and how many figures it adds.
@@ -63,6 +68,7 @@ var reportParts = []reportPart{
 	{"inprocess", inProcessReport, 2},
 	{"coldstart", coldStartReport, 2 * len(settings.Functions)}, // a size and a cold start per function
 	{"limits", limitsReport, 1},
+	{"digest", digestReport, 2},
 }
 
 // TestReport runs every measurement. With BENCH_REPORT=1 (make bench) it
@@ -72,7 +78,7 @@ var reportParts = []reportPart{
 // and writes nothing. Either way it fails if a measurement did not run, or
 // left a figure unmeasured, and never on a number: a figure that misses its
 // target is reported as such. Parts can be chosen with BENCH_ONLY
-// (comma-separated: writes, sweeps, reconcile-run, throughput, scale, inprocess, coldstart, limits);
+// (comma-separated: writes, sweeps, reconcile-run, throughput, scale, inprocess, coldstart, limits, digest);
 // BENCHMARKS.md is then not written unless BENCH_OUT names a file.
 func TestReport(t *testing.T) {
 	quick := os.Getenv("BENCH_QUICK") == "1"

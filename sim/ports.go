@@ -154,6 +154,7 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 	}
 	w := writeFact{inv: inv, before: before, existed: existed, after: after}
 	s.facts.writes = append(s.facts.writes, w)
+	s.streamed(before, existed, after)
 	if !existed && (after.State == ledger.Claimed || after.State == ledger.Held) {
 		s.claimedStep[key] = s.step // its challenge was noted as its subject's newest before
 	}

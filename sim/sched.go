@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/attemptproof"
+	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/memstore"
@@ -299,6 +300,9 @@ type sim struct {
 	// verified holds, per row, the history the simulator's verifier last
 	// verified (chain.go).
 	verified map[string][]ledger.Event
+	// digestRecs are the stream records of every write that landed, for
+	// the signed digests (checkDigests).
+	digestRecs []digest.Record
 
 	now        time.Time
 	step       int
@@ -408,6 +412,9 @@ func (s *sim) run() *violation {
 	}
 	if s.violation == nil {
 		s.checkChains()
+	}
+	if s.violation == nil {
+		s.checkDigests()
 	}
 	s.finalStats()
 	return s.violation

@@ -101,6 +101,8 @@ func Map(service, operation string, input any, region, account string) []Call {
 		byService = m.sqsCalls
 	case "Secrets Manager":
 		byService = m.secretsCalls
+	case "S3":
+		byService = m.s3Calls
 	}
 	if byService != nil {
 		if calls, ok := byService(operation, members{reflect.Indirect(reflect.ValueOf(input))}); ok {
@@ -188,9 +190,38 @@ func (m mapper) kmsCalls(op string, in members) ([]Call, bool) {
 	switch op {
 	case "Decrypt", "GenerateDataKey", "Encrypt":
 		return m.one("kms:"+op, key(in.str("KeyId"), m.region, m.account), kmsContext(in.stringMap("EncryptionContext"), m.account)), true
-	case "DescribeKey", "GenerateMac", "VerifyMac":
-		// The attempt proofs' HMAC key: no encryption context.
+	case "DescribeKey", "GenerateMac", "VerifyMac", "Sign", "GetPublicKey":
+		// The HMAC keys and the digest key: no encryption context.
 		return m.one("kms:"+op, key(in.str("KeyId"), m.region, m.account), kmsContext(nil, m.account)), true
+	}
+	return nil, false
+}
+
+// s3Calls: the digest bucket's calls. Object actions are authorized on
+// arn:aws:s3:::<bucket>/<key>; HeadObject as s3:GetObject (of a version:
+// s3:GetObjectVersion); ListObjectsV2 as s3:ListBucket and
+// ListObjectVersions as s3:ListBucketVersions on the bucket. A PutObject that sets an Object Lock
+// retention is also authorized as s3:PutObjectRetention, with the mode as
+// s3:object-lock-mode.
+func (m mapper) s3Calls(op string, in members) ([]Call, bool) {
+	bucket := in.str("Bucket")
+	object := "arn:aws:s3:::" + bucket + "/" + in.str("Key")
+	switch op {
+	case "PutObject":
+		out := m.one("s3:PutObject", object, nil)
+		if mode := in.str("ObjectLockMode"); mode != "" {
+			out = append(out, m.one("s3:PutObjectRetention", object, map[string]string{"s3:object-lock-mode": mode})...)
+		}
+		return out, true
+	case "GetObject", "HeadObject":
+		if in.str("VersionId") != "" {
+			return m.one("s3:GetObjectVersion", object, nil), true
+		}
+		return m.one("s3:GetObject", object, nil), true
+	case "ListObjectsV2":
+		return m.one("s3:ListBucket", "arn:aws:s3:::"+bucket, nil), true
+	case "ListObjectVersions":
+		return m.one("s3:ListBucketVersions", "arn:aws:s3:::"+bucket, nil), true
 	}
 	return nil, false
 }

@@ -9,6 +9,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -53,6 +55,21 @@ func TestMap(t *testing.T) {
 			[]Call{{Action: "kms:Encrypt", Resource: "arn:aws:kms:us-east-1:111122223333:alias/ledger", Context: map[string]string{"kms:CallerAccount": a}}}},
 		{"kms describe key", kms.ServiceID, "DescribeKey", &kms.DescribeKeyInput{KeyId: aws.String("k1")},
 			[]Call{{Action: "kms:DescribeKey", Resource: "arn:aws:kms:us-east-1:111122223333:key/k1", Context: map[string]string{"kms:CallerAccount": a}}}},
+		{"kms sign with the digest key", kms.ServiceID, "Sign", &kms.SignInput{KeyId: aws.String("arn:aws:kms:us-east-1:111122223333:key/d1")},
+			[]Call{{Action: "kms:Sign", Resource: "arn:aws:kms:us-east-1:111122223333:key/d1", Context: map[string]string{"kms:CallerAccount": a}}}},
+		{"kms get public key", kms.ServiceID, "GetPublicKey", &kms.GetPublicKeyInput{KeyId: aws.String("d1")},
+			[]Call{{Action: "kms:GetPublicKey", Resource: "arn:aws:kms:us-east-1:111122223333:key/d1", Context: map[string]string{"kms:CallerAccount": a}}}},
+		{"s3 locked put", s3.ServiceID, "PutObject", &s3.PutObjectInput{Bucket: aws.String("dg"), Key: aws.String("digests/1.json"), ObjectLockMode: s3types.ObjectLockModeCompliance},
+			[]Call{{Action: "s3:PutObject", Resource: "arn:aws:s3:::dg/digests/1.json"},
+				{Action: "s3:PutObjectRetention", Resource: "arn:aws:s3:::dg/digests/1.json", Context: map[string]string{"s3:object-lock-mode": "COMPLIANCE"}}}},
+		{"s3 head", s3.ServiceID, "HeadObject", &s3.HeadObjectInput{Bucket: aws.String("dg"), Key: aws.String("digests/2.json")},
+			[]Call{{Action: "s3:GetObject", Resource: "arn:aws:s3:::dg/digests/2.json"}}},
+		{"s3 get a version", s3.ServiceID, "GetObject", &s3.GetObjectInput{Bucket: aws.String("dg"), Key: aws.String("digests/2.json"), VersionId: aws.String("v1")},
+			[]Call{{Action: "s3:GetObjectVersion", Resource: "arn:aws:s3:::dg/digests/2.json"}}},
+		{"s3 list versions", s3.ServiceID, "ListObjectVersions", &s3.ListObjectVersionsInput{Bucket: aws.String("dg")},
+			[]Call{{Action: "s3:ListBucketVersions", Resource: "arn:aws:s3:::dg"}}},
+		{"s3 list", s3.ServiceID, "ListObjectsV2", &s3.ListObjectsV2Input{Bucket: aws.String("dg")},
+			[]Call{{Action: "s3:ListBucket", Resource: "arn:aws:s3:::dg"}}},
 		{"ses account", sesv2.ServiceID, "GetAccount", &sesv2.GetAccountInput{}, []Call{{Action: "ses:GetAccount", Resource: "*"}}},
 		{"sms origination arn", pinpointsmsvoicev2.ServiceID, "SendTextMessage", &pinpointsmsvoicev2.SendTextMessageInput{OriginationIdentity: aws.String("arn:aws:sms-voice:us-east-1:111122223333:pool/p")},
 			[]Call{{Action: "sms-voice:SendTextMessage", Resource: "arn:aws:sms-voice:us-east-1:111122223333:pool/p"}}},

@@ -50,6 +50,9 @@ func (s Settings) Check(roles ...Role) []Problem {
 	if s.OpenIndexShards > MaxOpenIndexShards {
 		add(OpenIndexShards, "must be at most "+strconv.Itoa(MaxOpenIndexShards)+" (every sweep queries each shard of each open state)")
 	}
+	if s.DigestInterval > 5*time.Minute {
+		add(DigestInterval, "must be at most 5m (the longest batching window Lambda allows on a stream)")
+	}
 	if s.Policy.RetryMax < s.Policy.RetryBase {
 		add(RetryBackoffMax, "must be at least "+RetryBackoffBase.Env)
 	}

@@ -33,6 +33,11 @@ const (
 	// (AWS_IAM auth), and records the caller AWS authenticated. It is not
 	// one of Functions: no event source drives it.
 	Operate Role = "operate"
+	// Digest reads the ledger table's stream and writes the signed digests
+	// (functions/digest, docs/digests.md). It is not yet one of Functions:
+	// the stack adds it there when it creates the function, its key and its
+	// bucket.
+	Digest Role = "digest"
 )
 
 // Functions lists the five Lambda functions, each built from functions/<role>
@@ -96,6 +101,13 @@ func (r Role) sends() bool { return slices.Contains(Senders, r) }
 type Settings struct {
 	LedgerTable  string
 	ContentTable string
+	// DigestBucket is the S3 bucket (Object Lock, COMPLIANCE) the digests
+	// are written to; DigestKeyARN the KMS ECC_NIST_P256 key they are signed
+	// with; DigestInterval how long the stream's records gather before a
+	// digest is written (the event source's batching window).
+	DigestBucket   string
+	DigestKeyARN   string
+	DigestInterval time.Duration
 	// ContentKeyARN is the KMS key that seals content (opened where content
 	// is sent: dispatch and reconcile).
 	ContentKeyARN string

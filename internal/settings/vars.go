@@ -87,6 +87,15 @@ var (
 	IntentKeyARN = &Var{Env: "INTENT_KEY_ARN", Resource: "the intent key's ARN", Required: true, Roles: []Role{Claim},
 		Doc:   "the KMS HMAC key producers bind an intent's fields with (kms:GenerateMac) and claim verifies them with (kms:VerifyMac)",
 		field: at(Text, func(s *Settings) *string { return &s.IntentKeyARN })}
+	DigestBucket = &Var{Env: "DIGEST_BUCKET", Resource: "the digest bucket's name", Required: true, Roles: []Role{Digest},
+		Doc:   "the S3 bucket with Object Lock (COMPLIANCE) the signed digests are written to; ledgerctl verify --digest-bucket reads it",
+		field: at(Text, func(s *Settings) *string { return &s.DigestBucket })}
+	DigestKeyARN = &Var{Env: "DIGEST_KEY_ARN", Resource: "the digest key's ARN", Required: true, Roles: []Role{Digest},
+		Doc:   "the KMS ECC_NIST_P256 key the digests are signed with (kms:Sign, digest function only); ledgerctl verify --digest-key reads its public key",
+		field: at(Text, func(s *Settings) *string { return &s.DigestKeyARN })}
+	DigestInterval = &Var{Env: "DIGEST_INTERVAL", Default: "5m", Roles: []Role{Digest},
+		Doc:   "how long stream records gather before one digest covers them: the digest event source's batching window (at most 5m)",
+		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.DigestInterval })}
 	BudgetTable = &Var{Env: "BUDGET_TABLE", Resource: "the budget table's name", Required: true, Roles: []Role{Dispatch, Reconcile},
 		Doc:   "the send-rate budget table, which also keeps how far dispatch has read the stream and the dispatch queue",
 		field: at(Text, func(s *Settings) *string { return &s.BudgetTable })}
@@ -107,7 +116,7 @@ var (
 		Doc:   "every transport call is cut at the challenge's expiry minus this (covers clock skew and a request in flight)",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.SendGuard })}
 	HistoryRetention = &Var{Env: "HISTORY_RETENTION", Context: "historyRetention", Default: FormatDuration(policy.Retention),
-		Roles: append(slices.Clone(Functions), Operate, Operator), Doc: "row TTL after its last write",
+		Roles: append(slices.Clone(Functions), Operate, Operator, Digest), Doc: "row TTL after its last write (the digests are locked at least as long)",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.Retention })}
 	ReconcileMaxAttempts = &Var{Env: "RECONCILE_MAX_ATTEMPTS", Context: "reconcileMaxAttempts",
 		Default: strconv.Itoa(policy.MaxAttempts), Roles: Senders, Doc: "attempts per row, first included",
@@ -225,10 +234,10 @@ var (
 		Roles: []Role{Reconcile}, Doc: "how long past due a row waits before reconcile re-drives it",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RedriveAfter })}
 
-	LogLevel = &Var{Env: "LOG_LEVEL", Context: "logLevel", Default: "info", Roles: append(slices.Clone(Functions), Operate),
+	LogLevel = &Var{Env: "LOG_LEVEL", Context: "logLevel", Default: "info", Roles: append(slices.Clone(Functions), Operate, Digest),
 		Doc:   "debug, info, warn or error",
 		field: at(Level, func(s *Settings) *slog.Level { return &s.LogLevel })}
-	LogAWSCalls = &Var{Env: "LEDGER_AWSCALL_LOG", Context: "logAwsCalls", Default: "false", Roles: append(slices.Clone(Functions), Operate),
+	LogAWSCalls = &Var{Env: "LEDGER_AWSCALL_LOG", Context: "logAwsCalls", Default: "false", Roles: append(slices.Clone(Functions), Operate, Digest),
 		Doc:   "true logs every AWS call with its IAM action (the local stack's permission check)",
 		field: at(Flag, func(s *Settings) *bool { return &s.LogAWSCalls })}
 )
@@ -236,6 +245,7 @@ var (
 // Vars lists every declaration, in the README's order.
 var Vars = []*Var{
 	LedgerTable, ContentTable, ContentKeyARN, AttemptProofKeyARN, FingerprintKeyARN, IntentKeyARN, BudgetTable, DispatchQueueURL,
+	DigestBucket, DigestKeyARN, DigestInterval,
 	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, MaxChallengeLifetime, RecheckAfter,
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	SMSAllowedCountries, SMSAllowedNumberKinds, SMSProtectConfigurationID,

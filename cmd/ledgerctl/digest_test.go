@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/resetledger/resetledger/internal/digeststream"
+	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/pkg/digest"
+	"github.com/resetledger/resetledger/pkg/kmsdigest"
+	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
+	"github.com/resetledger/resetledger/pkg/s3digest"
+)
+
+// streamEvent reads every record of the table's stream (from the trim
+// horizon) as the Lambda events the digest function receives, in batches
+// of at most size records.
+func streamEvents(t *testing.T, cfg aws.Config, db *dynamodb.Client, table string, size int) []events.DynamoDBTimeWindowEvent {
+	t.Helper()
+	ctx := context.Background()
+	desc, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := dynamodbstreams.NewFromConfig(cfg)
+	arn := desc.Table.LatestStreamArn
+	sd, err := streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: arn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.DynamoDBTimeWindowEvent
+	for _, sh := range sd.StreamDescription.Shards {
+		it, err := streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: arn, ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var batch events.DynamoDBTimeWindowEvent
+		batch.ShardID = aws.ToString(sh.ShardId)
+		for i := it.ShardIterator; i != nil; {
+			got, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i = got.NextShardIterator
+			if len(got.Records) == 0 {
+				break
+			}
+			for _, r := range got.Records {
+				rec := events.DynamoDBEventRecord{
+					EventName: string(r.EventName), EventSource: "aws:dynamodb", EventSourceArn: aws.ToString(arn),
+					Change: events.DynamoDBStreamRecord{
+						Keys: attrs(r.Dynamodb.Keys), NewImage: attrs(r.Dynamodb.NewImage), OldImage: attrs(r.Dynamodb.OldImage),
+						SequenceNumber: aws.ToString(r.Dynamodb.SequenceNumber), StreamViewType: string(r.Dynamodb.StreamViewType),
+					},
+				}
+				if r.Dynamodb.ApproximateCreationDateTime != nil {
+					rec.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: *r.Dynamodb.ApproximateCreationDateTime}
+				}
+				if r.UserIdentity != nil {
+					rec.UserIdentity = &events.DynamoDBUserIdentity{Type: aws.ToString(r.UserIdentity.Type), PrincipalID: aws.ToString(r.UserIdentity.PrincipalId)}
+				}
+				batch.Records = append(batch.Records, rec)
+				if len(batch.Records) == size {
+					out = append(out, batch)
+					batch.Records = nil
+				}
+			}
+		}
+		if len(batch.Records) > 0 {
+			out = append(out, batch)
+		}
+	}
+	return out
+}
+
+// digestFixture is a ledgerctl fixture whose stream the digest handler
+// has digested into a locked bucket, signed by the emulator's KMS.
+type digestFixture struct {
+	*fixture
+	s3             *s3.Client
+	bucket, keyARN string
+	keys           []string
+}
+
+func newDigestFixture(t *testing.T, extra int) *digestFixture {
+	t.Helper()
+	f := &digestFixture{fixture: newFixture(t)}
+	populate(f.fixture)
+	for i := 100; i < 100+extra; i++ {
+		key := f.claim(i, ledger.Email, ledger.Single)
+		f.keys = append(f.keys, key)
+		if i%2 == 0 {
+			f.dispatch(key, ledgertest.Accept)
+		}
+	}
+	kc := kms.NewFromConfig(f.cfg)
+	f.s3 = emulator.S3(f.cfg)
+	f.keyARN = emulator.SigningKey(t, kc, "digest-key")
+	f.bucket = emulator.LockedBucket(t, f.s3, "digests")
+	h := &digeststream.Digest{
+		Writer: &digest.Writer{Store: s3digest.New(f.s3, f.bucket), Signer: kmsdigest.New(kc, f.keyARN), Clock: time.Now, Retention: time.Hour},
+		Clock:  time.Now, Log: slog.New(slog.DiscardHandler),
+	}
+	batches := streamEvents(t, f.cfg, f.db, f.table, 40)
+	if len(batches) < 3 {
+		t.Fatalf("only %d stream batches", len(batches))
+	}
+	for _, b := range batches {
+		if _, err := h.Handle(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (f *digestFixture) verify(bucket string, extra ...string) (string, string, int) {
+	f.t.Helper()
+	return f.run(append([]string{"verify", "--all", "--digest-bucket", bucket, "--digest-key", f.keyARN}, extra...)...)
+}
+
+// TestVerifyAgainstDigestsOnEmulator: the digest handler digests the
+// stream of a ledger with rows of every state into an Object Lock bucket,
+// signed by the emulator's KMS (ECC_NIST_P256); verify passes on the
+// untouched ledger and fails, naming the row or digest, on each tampering.
+func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
+	f := newDigestFixture(t, 150)
+	ctx := context.Background()
+	out, errOut, code := f.verify(f.bucket)
+	wantCode(t, code, exitOK, out, errOut)
+	if !strings.Contains(out, "ok: 158 rows") || !strings.Contains(out, "digests verify") || strings.Contains(out, "PENDING") {
+		t.Fatalf("untouched ledger: %s", out)
+	}
+
+	victim := f.keys[0] // accepted: three entries
+	item := f.rawItem(victim)
+
+	t.Run("entry rewritten, chain recomputed", func(t *testing.T) {
+		defer f.putItem(item)
+		f.rewriteRecomputed(victim, 1, "operator decision: accepted")
+		if out, _, code := f.run("verify", "--all"); code != exitOK {
+			t.Fatalf("the rewrite should pass the chain check alone:\n%s", out)
+		}
+		out, errOut, code := f.verify(f.bucket)
+		wantCode(t, code, exitFailure, out, errOut)
+		if !strings.Contains(out, "ROW  "+victim) || !strings.Contains(out, "rewritten") {
+			t.Fatalf("verify does not name the row:\n%s", out)
+		}
+	})
+	t.Run("row deleted before its retention ends", func(t *testing.T) {
+		defer f.putItem(item)
+		if _, err := f.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &f.table, Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: victim}}}); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := f.verify(f.bucket)
+		wantCode(t, code, exitFailure, out, errOut)
+		if !strings.Contains(out, "ROW  "+victim) || !strings.Contains(out, "retention") {
+			t.Fatalf("verify does not name the row:\n%s", out)
+		}
+	})
+
+	// The locked bucket refuses overwrites and deletes (s3digest's tests);
+	// these cases copy the digests into an unlocked bucket to show verify
+	// finds what Object Lock is there to prevent.
+	seqs, err := s3digest.New(f.s3, f.bucket).List(ctx)
+	if err != nil || len(seqs) < 4 {
+		t.Fatalf("digests %v: %v", seqs, err)
+	}
+	copyTo := func(t *testing.T) (string, *s3digest.Store) {
+		name := strings.ToLower(emulator.UniqueName(t, "copy"))
+		if _, err := f.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &name}); err != nil {
+			t.Fatal(err)
+		}
+		src, dst := s3digest.New(f.s3, f.bucket), s3digest.New(f.s3, name)
+		for _, s := range seqs {
+			raw, err := src.Get(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &name, Key: aws.String(digest.ObjectName(s)), Body: bytes.NewReader(raw)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return name, dst
+	}
+	t.Run("copy verifies", func(t *testing.T) {
+		name, _ := copyTo(t)
+		out, errOut, code := f.verify(name)
+		wantCode(t, code, exitOK, out, errOut)
+	})
+	t.Run("digest replaced by one signed with another key", func(t *testing.T) {
+		name, _ := copyTo(t)
+		raw, _ := s3digest.New(f.s3, f.bucket).Get(ctx, 2)
+		_, d, err := digest.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Rows = d.Rows[1:]
+		other := kmsdigest.New(kms.NewFromConfig(f.cfg), emulator.SigningKey(t, kms.NewFromConfig(f.cfg), "attacker"))
+		forged, _, err := digest.Seal(ctx, other, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &name, Key: aws.String(digest.ObjectName(2)), Body: bytes.NewReader(forged)}); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := f.verify(name)
+		wantCode(t, code, exitFailure, out, errOut)
+		if !strings.Contains(out, "DIGEST 2  signature does not verify") {
+			t.Fatalf("verify does not name digest 2:\n%s", out)
+		}
+	})
+	t.Run("digest deleted", func(t *testing.T) {
+		name, _ := copyTo(t)
+		if _, err := f.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &name, Key: aws.String(digest.ObjectName(3))}); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := f.verify(name)
+		wantCode(t, code, exitFailure, out, errOut)
+		if !strings.Contains(out, "DIGEST 3  missing") {
+			t.Fatalf("verify does not name digest 3:\n%s", out)
+		}
+	})
+	t.Run("public key from a file", func(t *testing.T) {
+		pub, err := kms.NewFromConfig(f.cfg).GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: &f.keyARN})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "digest-key.der")
+		if err := os.WriteFile(path, pub.PublicKey, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := f.run("verify", "--all", "--digest-bucket", f.bucket, "--public-key", path)
+		wantCode(t, code, exitOK, out, errOut)
+		// Offline: a copy of the digests in a folder.
+		dir := digest.DirStore{Dir: t.TempDir()}
+		for _, s := range seqs {
+			raw, _ := s3digest.New(f.s3, f.bucket).Get(ctx, s)
+			if err := dir.Put(ctx, s, raw, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, errOut, code = f.run("verify", "--all", "--digest-dir", dir.Dir, "--public-key", path)
+		wantCode(t, code, exitOK, out, errOut)
+		if err := os.Remove(filepath.Join(dir.Dir, "digests", filepath.Base(digest.ObjectName(1)))); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code = f.run("verify", "--all", "--digest-dir", dir.Dir, "--public-key", path)
+		wantCode(t, code, exitFailure, out, errOut)
+		if !strings.Contains(out, "DIGEST 1  missing") {
+			t.Fatalf("verify output:\n%s", out)
+		}
+	})
+	t.Run("a row changed since the last digest is pending, not failed", func(t *testing.T) {
+		f.clock.Advance(time.Minute)
+		f.claim(999, ledger.Email, ledger.Single)
+		f.clock.Advance(2 * time.Minute)
+		out, errOut, code := f.verify(f.bucket)
+		wantCode(t, code, exitOK, out, errOut)
+		if !strings.Contains(out, "PENDING") || !strings.Contains(out, "1 rows not yet digested (oldest change 2m0s ago)") {
+			t.Fatalf("verify output:\n%s", out)
+		}
+	})
+	t.Run("a forged version written over a locked digest", func(t *testing.T) {
+		// Object Lock keeps every version, but a PutObject without
+		// If-None-Match makes a new current version. verify checks the
+		// first version and reports the one written over it. (This case
+		// runs last among those that read f.bucket: the version stays.)
+		if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(digest.ObjectName(2)), Body: strings.NewReader("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := f.verify(f.bucket)
+		wantCode(t, code, exitFailure, out, errOut)
+		if !strings.Contains(out, "DIGEST 2  1 later versions were written over it") || strings.Contains(out, "signature") || strings.Contains(out, "ROW") {
+			t.Fatalf("verify output:\n%s", out)
+		}
+	})
+}
+
+func (f *digestFixture) rawItem(key string) map[string]types.AttributeValue {
+	f.t.Helper()
+	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &f.table, ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}}})
+	if err != nil || out.Item == nil {
+		f.t.Fatalf("get %s: %v", key, err)
+	}
+	return out.Item
+}
+
+func (f *digestFixture) putItem(item map[string]types.AttributeValue) {
+	f.t.Helper()
+	if _, err := f.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &f.table, Item: item}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// rewriteRecomputed rewrites the reason of entry i of key's history and
+// every hash from it on, directly in DynamoDB, as an insider with write
+// access to the table could: the row's own chain still verifies.
+func (f *digestFixture) rewriteRecomputed(key string, i int, reason string) {
+	f.t.Helper()
+	e := f.get(key)
+	e.History[i].Reason = reason
+	item := f.rawItem(key)
+	hist := item["history"].(*types.AttributeValueMemberL).Value
+	hist[i].(*types.AttributeValueMemberM).Value["why"] = &types.AttributeValueMemberS{Value: reason}
+	prev := ""
+	if i > 0 {
+		prev = e.History[i-1].Hash
+	}
+	for j := i; j < len(e.History); j++ {
+		e.History[j].Prev = prev
+		e.History[j].Hash = ledger.EventHash(key, e.History[j])
+		prev = e.History[j].Hash
+		b, _ := hex.DecodeString(prev)
+		hist[j].(*types.AttributeValueMemberM).Value["hash"] = &types.AttributeValueMemberB{Value: b}
+	}
+	f.putItem(item)
+	if got := f.get(key); got.History[i].Reason != reason || got.Verify() != nil {
+		f.t.Fatalf("rewrite did not land as a valid chain: %v", got.Verify())
+	}
+}
+
+// attrs converts stream attribute values into the Lambda event's.
+func attrs(m map[string]streamtypes.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]events.DynamoDBAttributeValue, len(m))
+	for k, v := range m {
+		out[k] = attr(v)
+	}
+	return out
+}
+
+func attr(v streamtypes.AttributeValue) events.DynamoDBAttributeValue {
+	switch v := v.(type) {
+	case *streamtypes.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *streamtypes.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *streamtypes.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value)
+	case *streamtypes.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value)
+	case *streamtypes.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, x := range v.Value {
+			l[i] = attr(x)
+		}
+		return events.NewListAttribute(l)
+	case *streamtypes.AttributeValueMemberM:
+		return events.NewMapAttribute(attrs(v.Value))
+	case *streamtypes.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value)
+	}
+	return events.NewNullAttribute()
+}

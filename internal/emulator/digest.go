@@ -1,0 +1,55 @@
+package emulator
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// SigningKey creates an ECC_NIST_P256 SIGN_VERIFY key (the digest key's
+// kind) in the emulator, schedules its deletion when the test ends, and
+// returns its ARN.
+func SigningKey(t testing.TB, client *kms.Client, prefix string) string {
+	t.Helper()
+	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
+		Description: aws.String(UniqueName(t, prefix)),
+		KeySpec:     kmstypes.KeySpecEccNistP256,
+		KeyUsage:    kmstypes.KeyUsageTypeSignVerify,
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "cryptography") {
+			t.Fatalf("emulator: CreateKey ECC_NIST_P256: the emulator's KMS lacks the Python cryptography package, which localstack/requirements.txt pins: run localstack/ministack.sh install, then restart the emulator (%v)", err)
+		}
+		t.Fatalf("emulator: CreateKey ECC_NIST_P256: %v", err)
+	}
+	arn := aws.ToString(out.KeyMetadata.Arn)
+	t.Cleanup(func() {
+		_, _ = client.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
+	})
+	return arn
+}
+
+// S3 returns an S3 client on the emulator (path-style addressing, which a
+// local endpoint needs).
+func S3(cfg aws.Config) *s3.Client {
+	return s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+}
+
+// LockedBucket creates a bucket with Object Lock enabled (and so
+// versioning), named by UniqueName from prefix in lower case, and returns
+// its name. It is not deleted: its objects are locked in COMPLIANCE mode.
+func LockedBucket(t testing.TB, client *s3.Client, prefix string) string {
+	t.Helper()
+	name := strings.ToLower(strings.ReplaceAll(UniqueName(t, prefix), "_", "-"))
+	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{
+		Bucket: aws.String(name), ObjectLockEnabledForBucket: aws.Bool(true),
+	}); err != nil {
+		t.Fatalf("emulator: CreateBucket with Object Lock: %v", err)
+	}
+	return name
+}
