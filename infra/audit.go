@@ -365,13 +365,6 @@ func (w *alarms) securityRules(o observed) []securityRule {
 					}}},
 				},
 			}},
-		{"BucketChanged", "a bucket of this stack (the data-events trail's, the digests') had its policy, Object Lock, " +
-			"versioning, lifecycle, encryption, public access block, ACL, ownership or replication changed, or was deleted", "aws.s3",
-			map[string]interface{}{
-				"eventSource":       []string{"s3.amazonaws.com"},
-				"eventName":         bucketCalls,
-				"requestParameters": map[string]interface{}{"bucketName": stackRefs(stack, "AWS::S3::Bucket")},
-			}},
 		{"FunctionChanged", "a function of this stack had its configuration (the send limits are its environment), code, " +
 			"permissions, resource policy, URL or reserved concurrency changed, or was deleted", "aws.lambda",
 			map[string]interface{}{
@@ -389,6 +382,18 @@ func (w *alarms) securityRules(o observed) []securityRule {
 				"eventName":         roleCalls,
 				"requestParameters": map[string]interface{}{"roleName": stackRefs(stack, "AWS::IAM::Role")},
 			}},
+	}
+	// A pattern may not match on an empty list: a stage without buckets (the local one, without a
+	// trail) has no bucket rule.
+	if buckets := stackRefs(stack, "AWS::S3::Bucket"); len(buckets) > 0 {
+		rules = append(rules, securityRule{"BucketChanged", "a bucket of this stack (the data-events trail's, the digests') " +
+			"had its policy, Object Lock, versioning, lifecycle, encryption, public access block, ACL, ownership or " +
+			"replication changed, or was deleted", "aws.s3",
+			map[string]interface{}{
+				"eventSource":       []string{"s3.amazonaws.com"},
+				"eventName":         bucketCalls,
+				"requestParameters": map[string]interface{}{"bucketName": buckets},
+			}})
 	}
 	if set := o.events.sesSet; set != "" {
 		rules = append(rules, securityRule{"SesConfigurationSetChanged", "the SES configuration set the senders name had an " +
