@@ -343,6 +343,14 @@ func TestSecurityRulesMatch(t *testing.T) {
 		if _, ok := s.alarmsByName()[tc.rule+"Undelivered"]; !ok {
 			t.Errorf("%s has no %sUndelivered alarm", tc.rule, tc.rule)
 		}
+		r := props(s.resources("AWS::Events::Rule")[s.logicalID(t, "AWS::Events::Rule", tc.rule)])
+		if targets := list(r["Targets"]); len(targets) != 1 || targets[0].(map[string]any)["Arn"] != testTopic ||
+			label(targets[0].(map[string]any)["RoleArn"]) != "SecurityEventsRole" {
+			t.Errorf("%s targets = %s, want the alarm topic through SecurityEventsRole", tc.rule, mustJSON(r["Targets"]))
+		}
+		if !strings.Contains(r["Description"].(string), "Runbook: docs/operations.md, Alarms and what to do, "+tc.rule+".") {
+			t.Errorf("%s description does not point at its runbook row: %v", tc.rule, r["Description"])
+		}
 	}
 }
 
