@@ -38,7 +38,15 @@ func (s *synthesized) physical(id, attr string) string {
 		panic("no resource " + id)
 	}
 	p := props(r)
-	name := strings.ToLower(logicalSuffix.ReplaceAllString(id, "")) + "-x1y2"
+	// A generated name as long as CloudFormation makes them: the stack's name (a long stage's),
+	// the logical id and a random suffix, cut to 64 characters; a key's id is a UUID.
+	name := ("resetledger-abcdefghijklmnopqrstuvwxy-" + id + "-ABCDEFGHIJKLM")[:64]
+	switch r["Type"] {
+	case "AWS::S3::Bucket":
+		name = strings.ToLower(name[:63])
+	case "AWS::KMS::Key":
+		name = fmt.Sprintf("%08x-0000-4000-8000-%012x", len(id), len(id)*7919)
+	}
 	for _, k := range []string{"FunctionName", "RoleName", "BucketName", "TableName", "QueueName", "TrailName", "ConfigurationSetName"} {
 		if v, ok := p[k].(string); ok {
 			name = v
@@ -287,8 +295,9 @@ func TestSecurityRulesMatch(t *testing.T) {
 				{"RemovePermission20150331v2", map[string]any{"functionName": fnArn("operate") + ":1"}},
 				{"PutResourcePolicy", map[string]any{"resourceArn": fnArn("operate")}},
 				{"DeleteFunction20150331", map[string]any{"functionName": fnName("events")}}},
-			[]call{{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": fnName("dispatch") + "er"}},
+			[]call{{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": "resetledger-test2-dispatch"}},
 				{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": "x" + fnName("dispatch")}},
+				{"UpdateFunctionCode20150331v2", map[string]any{"functionName": "arn:aws:lambda:us-east-1:111122223333:function:resetledger-tester-claim"}},
 				{"UpdateFunctionCode20150331v2", map[string]any{"functionName": "arn:aws:lambda:us-east-1:111122223333:function:other"}},
 				{"PutResourcePolicy", map[string]any{"resourceArn": "arn:aws:lambda:us-east-1:111122223333:function:other"}},
 				{"GetFunctionConfiguration20150331v2", map[string]any{"functionName": fnName("dispatch")}},
@@ -444,5 +453,36 @@ func TestOperatorArnsAndTrailRequired(t *testing.T) {
 				t.Errorf("make %s synthesizes a non-local stage without -c %s=", target, key)
 			}
 		}
+	}
+}
+
+// TestSecurityRulePatternSizes: every rule's pattern, with its names resolved at the longest a
+// stage name and CloudFormation's generated names make them, stays within EventBridge's default
+// event pattern size of 2048 characters (a quota increase can raise it to 4096; a deploy must not
+// depend on one). FunctionChanged matches the functions by the stack's prefix, not one by one.
+func TestSecurityRulePatternSizes(t *testing.T) {
+	stage := "abcdefghijklmnopqrstuvwxy" // the longest stage name context accepts (stageName)
+	if !stageName.MatchString(stage) || stageName.MatchString(stage+"z") {
+		t.Fatalf("stage %q is not the longest stage name", stage)
+	}
+	s := synth(t, func(p *LedgerStackProps) { p.Prefix = "resetledger-" + stage })
+	n := 0
+	for id, r := range s.resources("AWS::Events::Rule") {
+		p := props(r)["EventPattern"]
+		if p == nil {
+			continue
+		}
+		n++
+		if size := len(mustJSON(s.resolve(p))); size > 2048 {
+			t.Errorf("%s: pattern of %d characters, over EventBridge's default 2048", id, size)
+		}
+		if strings.HasPrefix(id, "FunctionChanged") {
+			if got := mustJSON(p.(map[string]any)["detail"].(map[string]any)["$or"]); strings.Contains(got, "Ref") {
+				t.Errorf("FunctionChanged names functions one by one: %s", got)
+			}
+		}
+	}
+	if n != len(securityRuleNames) {
+		t.Errorf("%d security rules, want %d", n, len(securityRuleNames))
 	}
 }
