@@ -184,9 +184,13 @@ lint-template: node_modules
 		-c operatorArns=arn:aws:iam::111122223333:role/oncall -c dataEventsTrail=resetledger-$(LINT_STAGE)-ledger-writes
 	lint/template.sh run $(LINT_DIR)/cdk.out/resetledger-$(LINT_STAGE).template.json
 
+## deploy: builds for arm64 and deploys a stage to AWS with the context in DEPLOY_CONTEXT, which must
+## name producerArns, operatorArns and dataEventsTrail (synth fails otherwise), e.g.
+## make deploy DEPLOY_CONTEXT='-c stage=prod -c sesFromAddress=... -c alarmTopicArn=... -c producerArns=...
+## -c operatorArns=... -c dataEventsTrail=resetledger-prod-ledger-writes' (docs/deploy.md)
 deploy: node_modules
 	$(MAKE) build ARCH=arm64
-	cd infra && npx cdk deploy -c arch=arm64
+	cd infra && npx cdk deploy -c arch=arm64 $(DEPLOY_CONTEXT)
 
 ## node-producer: the Node.js producer (producers/node): npm ci from its lockfile, build (dist/),
 ## unit tests against testdata/vectors; no emulator
