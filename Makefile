@@ -166,7 +166,8 @@ emulator-stop:
 
 synth: build node_modules
 	cd infra && npx cdk synth --quiet -c arch=$(if $(filter amd64,$(ARCH)),x86_64,arm64) -c sesFromAddress=no-reply@example.com \
-		-c producerArns=arn:aws:iam::111122223333:role/account-service
+		-c producerArns=arn:aws:iam::111122223333:role/account-service -c operatorArns=arn:aws:iam::111122223333:role/oncall \
+		-c dataEventsTrail=resetledger-dev-ledger-writes
 
 ## lint-template: cfn-lint (with the cfn-lint-serverless rules) and checkov on the template that
 ## ships: arm64 functions (built into their own folder), SES email, a non-local stage. Fails on
@@ -179,12 +180,17 @@ lint-template: node_modules
 	rm -rf $(LINT_DIR)/cdk.out
 	cd infra && npx cdk synth --quiet -o ../$(LINT_DIR)/cdk.out -c stage=$(LINT_STAGE) -c arch=arm64 \
 		-c assetDir=../$(LINT_DIR)/arm64 -c sesFromAddress=no-reply@example.com \
-		-c alarmTopicArn=arn:aws:sns:us-east-1:111122223333:oncall -c producerArns=arn:aws:iam::111122223333:role/account-service
+		-c alarmTopicArn=arn:aws:sns:us-east-1:111122223333:oncall -c producerArns=arn:aws:iam::111122223333:role/account-service \
+		-c operatorArns=arn:aws:iam::111122223333:role/oncall -c dataEventsTrail=resetledger-$(LINT_STAGE)-ledger-writes
 	lint/template.sh run $(LINT_DIR)/cdk.out/resetledger-$(LINT_STAGE).template.json
 
+## deploy: builds for arm64 and deploys a stage to AWS with the context in DEPLOY_CONTEXT, which must
+## name producerArns, operatorArns and dataEventsTrail (synth fails otherwise), e.g.
+## make deploy DEPLOY_CONTEXT='-c stage=prod -c sesFromAddress=... -c alarmTopicArn=... -c producerArns=...
+## -c operatorArns=... -c dataEventsTrail=resetledger-prod-ledger-writes' (docs/deploy.md)
 deploy: node_modules
 	$(MAKE) build ARCH=arm64
-	cd infra && npx cdk deploy -c arch=arm64
+	cd infra && npx cdk deploy -c arch=arm64 $(DEPLOY_CONTEXT)
 
 ## node-producer: the Node.js producer (producers/node): npm ci from its lockfile, build (dist/),
 ## unit tests against testdata/vectors; no emulator

@@ -11,11 +11,12 @@ import (
 // data events only, with log file validation, into its own encrypted, private bucket; without it
 // there is no trail.
 func TestDataEventsTrail(t *testing.T) {
-	if n := len(synth(t, nil).resources("AWS::CloudTrail::Trail")); n != 0 {
+	// Only the local stage may go without a trail.
+	if n := len(synth(t, func(p *LedgerStackProps) { p.DataEventsTrail, p.LocalStage = "", true }).resources("AWS::CloudTrail::Trail")); n != 0 {
 		t.Errorf("trails without dataEventsTrail = %d, want 0", n)
 	}
 
-	s := synth(t, func(p *LedgerStackProps) { p.DataEventsTrail = "resetledger-test-ledger-writes" })
+	s := synth(t, nil) // the test stage names testTrail
 	trails := s.resources("AWS::CloudTrail::Trail")
 	if len(trails) != 1 {
 		t.Fatalf("trails = %d, want 1", len(trails))
@@ -25,7 +26,7 @@ func TestDataEventsTrail(t *testing.T) {
 		trail = props(tr)
 	}
 	for k, want := range map[string]string{
-		"TrailName":               `"resetledger-test-ledger-writes"`,
+		"TrailName":               `"` + testTrail + `"`,
 		"EnableLogFileValidation": `true`,
 		"IsMultiRegionTrail":      `false`,
 		"IsLogging":               `true`,
@@ -81,7 +82,7 @@ func TestDataEventsTrail(t *testing.T) {
 // every change of the provider events topic's attributes or permissions, subscription to it or
 // change of its subscriptions; each rule's failed deliveries alarm; without a topic there are none.
 func TestSecurityEvents(t *testing.T) {
-	s := synth(t, func(p *LedgerStackProps) { p.DataEventsTrail = "resetledger-test-ledger-writes" })
+	s := synth(t, nil)
 	rules := map[string]map[string]any{}
 	for id, r := range s.resources("AWS::Events::Rule") {
 		if p := props(r); p["EventPattern"] != nil {

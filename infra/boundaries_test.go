@@ -434,6 +434,7 @@ func loadBoundaries(t *testing.T) *boundaries {
 		prod.Functions.Transports[ledger.Email], prod.Functions.Transports[ledger.SMS] = settings.TransportSES, settings.TransportSMS
 		prod.ProducerPrincipalArns = []string{producerARN}
 		prod.OperatorPrincipalArns = []string{oncallARN}
+		prod.DataEventsTrail = "resetledger-prod-ledger-writes"
 		*p = *prod
 		stageProps = p
 	})

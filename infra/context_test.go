@@ -53,6 +53,7 @@ func TestConfigFromContext(t *testing.T) {
 		{map[string]any{"stage": "dev", "requireAlarmTopic": "true"}, true},
 	} {
 		tc.ctx["assetDir"], tc.ctx["sesFromAddress"], tc.ctx["producerArns"] = assets, "no-reply@mail.example.com", producerARN
+		tc.ctx["operatorArns"], tc.ctx["dataEventsTrail"] = oncallARN, testTrail
 		cfg, err := configFromContext(from(tc.ctx))
 		if err != nil {
 			t.Fatal(err)

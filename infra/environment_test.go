@@ -69,7 +69,8 @@ var contextProbes = []string{"false", "true", "0", "0s"}
 // baseContext is a valid stage's context with stub assets.
 func baseContext(t *testing.T) map[string]any {
 	return map[string]any{"stage": "test", "assetDir": stubAssets(t), "alarmTopicArn": testTopic,
-		"sesFromAddress": "no-reply@mail.example.com", "producerArns": producerARN}
+		"sesFromAddress": "no-reply@mail.example.com", "producerArns": producerARN,
+		"operatorArns": oncallARN, "dataEventsTrail": testTrail}
 }
 
 // stageFrom reads a stage from ctx as `cdk synth -c` does, and validates it.

@@ -43,8 +43,13 @@ func testProps(t *testing.T) *LedgerStackProps {
 	p.Functions.SESFrom = "no-reply@mail.example.com"
 	p.AlarmTopicArn = testTopic
 	p.ProducerPrincipalArns = []string{producerARN}
+	p.OperatorPrincipalArns = []string{oncallARN}
+	p.DataEventsTrail = testTrail
 	return p
 }
+
+// testTrail is the test stage's data-events trail.
+const testTrail = "resetledger-test-ledger-writes"
 
 const testTopic = "arn:aws:sns:us-east-1:111122223333:oncall"
 

@@ -174,6 +174,14 @@ var linterSkips = map[string]map[string][]linterSkip{
 		},
 		"ReconcileFunction": {{"CKV_AWS_116", sweepNoDLQ + " and in the open-claim age alarm."}},
 		"ExpireFunction":    {{"CKV_AWS_116", sweepNoDLQ + "."}},
+		"OperateFunction": {
+			{"CKV_AWS_116", "Invoked only synchronously, through its AWS_IAM function URL (its resource policy denies " +
+				"every other invocation, OnlyThroughTheUrl), so a function DLQ would never receive anything: the " +
+				"operator's ledgerctl gets the answer or the error and retries itself."},
+			{"CKV_AWS_115", "Called by hand by a few operators (ledgerctl resolve), one request at a time; each call is a " +
+				"conditional update, so concurrent calls are harmless, and a reservation would only take capacity " +
+				"from the account pool the other functions draw on."},
+		},
 	},
 	"AWS::Lambda::EventSourceMapping": {
 		"ClaimIntentQueueSource": {{"ES1001", sqsSourceNoDestination + " The intent queue's redrive policy is its failure destination."}},

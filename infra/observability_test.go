@@ -182,8 +182,8 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	// SMS spend: the daily pace of smsMonthlyMessages (30000 / 30), spend.go.
 	want["SmsDailyMessages"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "Transitions", "Statistic": "Sum",
 		"Period": 86400.0, "Threshold": 1000.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
-	// Deliveries of the key, ledger, queue and topic policy change rules that failed (audit.go).
-	for _, rule := range []string{"KeyStateOrPolicyChanged", "LedgerResourcePolicyChanged", "QueueChanged", "ProviderEventsTopicChanged"} {
+	// Deliveries of the security rules' events that failed (audit.go).
+	for _, rule := range securityRuleNames {
 		want[rule+"Undelivered"] = map[string]any{"Namespace": "AWS/Events", "MetricName": "FailedInvocations", "Statistic": "Sum",
 			"Period": 300.0, "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
 	}

@@ -22,9 +22,9 @@ var operatorGrants = []string{
 }
 
 // TestOperatorRole: the role reads and invokes the operator function and nothing more; the account
-// may assume it unless operatorArns names who may; its ARN is an output.
+// may assume it on the local stage, which alone may leave operatorArns unset; its ARN is an output.
 func TestOperatorRole(t *testing.T) {
-	s := synth(t, nil)
+	s := synth(t, func(p *LedgerStackProps) { p.OperatorPrincipalArns, p.LocalStage = nil, true })
 	want := slices.Clone(operatorGrants)
 	sort.Strings(want)
 	if got := s.grants(t)["LedgerOperator"]; !slices.Equal(got, want) {
@@ -188,7 +188,9 @@ func TestOperatorFunction(t *testing.T) {
 		t.Errorf("%s output = %v", outputs.OperatorFunctionURL.Name, out)
 	}
 
-	local := synth(t, func(p *LedgerStackProps) { p.SkipOperatorDenies = true })
+	local := synth(t, func(p *LedgerStackProps) {
+		p.SkipOperatorDenies, p.LocalStage, p.OperatorPrincipalArns = true, true, nil
+	})
 	if n := len(local.resources("AWS::Lambda::ResourcePolicy")); n != 0 {
 		t.Errorf("operatorDenies=false: %d Lambda resource policies, want none", n)
 	}

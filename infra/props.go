@@ -74,13 +74,15 @@ type LedgerStackProps struct {
 	// intent, which the stack sends from the verified reset sender.
 	ProducerPrincipalArns []string
 	// LocalStage marks the stage deployed to the local emulator (localstack/deploy-local.sh),
-	// which enforces no IAM: the one stage that may leave ProducerPrincipalArns unset.
+	// which enforces no IAM: the one stage that may leave ProducerPrincipalArns,
+	// OperatorPrincipalArns and DataEventsTrail unset.
 	LocalStage bool
-	// OperatorPrincipalArns may assume the LedgerOperator role (operator.go); empty, any IAM
-	// principal of the account whose own policy allows sts:AssumeRole on it may.
+	// OperatorPrincipalArns may assume the LedgerOperator role (operator.go). Required unless
+	// LocalStage: empty, any IAM principal of the account whose own policy allows sts:AssumeRole
+	// on it may.
 	OperatorPrincipalArns []string
-	// DataEventsTrail, if set, names a CloudTrail trail the stack creates to log the ledger
-	// table's write data events (audit.go).
+	// DataEventsTrail names a CloudTrail trail the stack creates to log the ledger table's write
+	// data events (audit.go). Required unless LocalStage.
 	DataEventsTrail string
 	// AlarmTopicArn is the SNS topic that receives alarm and OK notifications (the on-call
 	// team's topic; the stack does not own it).

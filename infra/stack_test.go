@@ -30,17 +30,21 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
 		"AWS::DynamoDB::Table":            4, // ledger, content, budget, limits
 		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
-		"AWS::KMS::Key":                   8, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault
-		"AWS::Events::Rule":               6, // the two sweeps' schedules; key, ledger, queue and topic policy changes (audit.go)
-		"AWS::Logs::LogGroup":             6,
-		"AWS::IAM::Role":                  9, // the six functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
-		// TestAlarmsAndDashboard names each one: 37 fixed (IntentSealRefused among them), one per
-		// channel, one per open state, and the send limits' five (one per limit rule but supersession).
-		"AWS::CloudWatch::Alarm":                     float64(37 + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
+		"AWS::KMS::Key":                   9, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault, data-events trail
+		// the two sweeps' schedules; key, ledger, queue, topic, bucket, function, role, SES and SMS
+		// configuration set, protect configuration and trail changes (audit.go)
+		"AWS::Events::Rule":   float64(2 + len(securityRuleNames)),
+		"AWS::S3::Bucket":     1, // the data-events trail's
+		"AWS::Logs::LogGroup": 6,
+		"AWS::IAM::Role":      9, // the six functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
+		// TestAlarmsAndDashboard names each one: 33 fixed (IntentSealRefused among them), one per
+		// security rule (its Undelivered), one per channel, one per open state, and the send
+		// limits' five (one per limit rule but supersession).
+		"AWS::CloudWatch::Alarm":                     float64(33 + len(securityRuleNames) + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
 		"AWS::Backup::BackupVault":                   1,
 		"AWS::Backup::BackupPlan":                    1,
 		"AWS::Backup::BackupSelection":               1, // the ledger table
-		"AWS::CloudTrail::Trail":                     0, // only with dataEventsTrail
+		"AWS::CloudTrail::Trail":                     1, // dataEventsTrail, required on every stage but the local one
 		"AWS::SNS::Topic":                            1, // provider events; the alarm topic is the on-call team's, imported
 		"AWS::SNS::Subscription":                     1, // the provider events queue
 		"AWS::SES::ConfigurationSet":                 1,
