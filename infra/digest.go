@@ -116,9 +116,10 @@ func (p *LedgerStackProps) digests(stack awscdk.Stack, st storage) digests {
 	return d
 }
 
-// digestKey defines the digest key. KMS rotates no asymmetric key; the key is retained with the
-// stack whatever the stage: the digests it signed outlive the stack, and a verifier reads its
-// public key (ledgerctl verify --digest-key, or the public key saved with an evidence copy).
+// digestKey defines the digest key. KMS rotates no asymmetric key. It is retained with the stack
+// where the stage protects its evidence (deletionProtection): the digests it signed outlive the
+// stack, and a verifier reads its public key (ledgerctl verify --digest-key, or the public key
+// saved with an evidence copy). A throw-away stage deletes it with the ledger table.
 func (p *LedgerStackProps) digestKey(stack awscdk.Stack) awskms.Key {
 	key := awskms.NewKey(stack, jsii.String(digestKeyID), &awskms.KeyProps{
 		Description:       jsii.String(p.Prefix + " digest signing (the digest function signs the ledger's digests; anyone in the account verifies)"),
@@ -126,7 +127,7 @@ func (p *LedgerStackProps) digestKey(stack awscdk.Stack) awskms.Key {
 		KeyUsage:          awskms.KeyUsage_SIGN_VERIFY,
 		EnableKeyRotation: jsii.Bool(false),
 		PendingWindow:     awscdk.Duration_Days(jsii.Number(keyDeletionWindowDays)),
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy:     p.removalPolicy(),
 	})
 	// Any principal of the account may read the public key and verify, without an IAM grant.
 	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -158,7 +159,6 @@ func (p *LedgerStackProps) digestBucket(stack awscdk.Stack) awss3.Bucket {
 		Encryption:                 awss3.BucketEncryption_S3_MANAGED,
 		BlockPublicAccess:          awss3.BlockPublicAccess_BLOCK_ALL(),
 		EnforceSSL:                 jsii.Bool(true),
-		MinimumTLSVersion:          jsii.Number(1.2),
 		Versioned:                  jsii.Bool(true),
 		ObjectLockEnabled:          jsii.Bool(true),
 		ObjectLockDefaultRetention: awss3.ObjectLockRetention_Compliance(awscdk.Duration_Days(jsii.Number(p.digestRetentionDays()))),

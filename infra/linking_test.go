@@ -29,6 +29,7 @@ var iamPrefixOf = map[string]string{
 	"sesv2":              "ses",
 	"pinpointsmsvoicev2": "sms-voice",
 	"secretsmanager":     "secretsmanager",
+	"s3":                 "s3",
 }
 
 // credentialClients are the service clients the SDK's default configuration loader

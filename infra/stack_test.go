@@ -24,19 +24,21 @@ import (
 func TestResourceCounts(t *testing.T) {
 	s := synth(t, nil)
 	for typ, n := range map[string]float64{
-		"AWS::Lambda::Function":           6, // the five and the operator function
+		"AWS::Lambda::Function":           7, // the five, the operator function and the digest function
 		"AWS::Lambda::Url":                1, // the operator function's, AuthType AWS_IAM
 		"AWS::Lambda::ResourcePolicy":     1, // the operator function's (operator.go)
-		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
+		"AWS::Lambda::EventSourceMapping": 5, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events; stream -> digest
 		"AWS::DynamoDB::Table":            4, // ledger, content, budget, limits
-		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
-		"AWS::KMS::Key":                   8, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault
+		"AWS::SQS::Queue":                 8, // intent, dispatch, provider events, their DLQs, the stream's and the digest stream's
+		"AWS::KMS::Key":                   9, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault, digests
 		"AWS::Events::Rule":               6, // the two sweeps' schedules; key, ledger, queue and topic policy changes (audit.go)
-		"AWS::Logs::LogGroup":             6,
-		"AWS::IAM::Role":                  9, // the six functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
-		// TestAlarmsAndDashboard names each one: 37 fixed (IntentSealRefused among them), one per
+		"AWS::Logs::LogGroup":             7,
+		"AWS::IAM::Role":                  10, // the seven functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
+		"AWS::S3::Bucket":                 1, // the digests (the data events trail's only with dataEventsTrail)
+		"AWS::S3::BucketPolicy":           1,
+		// TestAlarmsAndDashboard names each one: 42 fixed (IntentSealRefused and the five digest alarms among them), one per
 		// channel, one per open state, and the send limits' five (one per limit rule but supersession).
-		"AWS::CloudWatch::Alarm":                     float64(37 + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
+		"AWS::CloudWatch::Alarm":                     float64(42 + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
 		"AWS::Backup::BackupVault":                   1,
 		"AWS::Backup::BackupPlan":                    1,
 		"AWS::Backup::BackupSelection":               1, // the ledger table
@@ -220,6 +222,6 @@ func TestQueuesAreTLSOnly(t *testing.T) {
 			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
 				"Effect": "Deny", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
 			})})},
-		}, jsii.Number(7))
+		}, jsii.Number(8))
 	})
 }
