@@ -248,7 +248,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	for alarm, queue := range map[string]string{"StreamFailureDlqDepth": "StreamFailureDlq.QueueName",
 		"IntentDlqDepth": "IntentDlq.QueueName", "IntentQueueOldestAge": "IntentQueue.QueueName",
 		"DispatchQueueDlqDepth": "DispatchQueueDlq.QueueName", "DispatchQueueOldestAge": "DispatchQueue.QueueName",
-		"DigestFailureDlqDepth": "DigestFailureDlq.QueueName",
+		"DigestFailureDlqDepth":  "DigestFailureDlq.QueueName",
 		"ProviderEventsDlqDepth": "ProviderEventsDlq.QueueName", "ProviderEventsQueueOldestAge": "ProviderEventsQueue.QueueName"} {
 		if got := queueOf(alarm); got != queue {
 			t.Errorf("%s watches %s, want %s", alarm, got, queue)

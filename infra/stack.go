@@ -43,10 +43,10 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	p.sweeps(stack, fns)
 	p.grant(stack, fns, st, in, q, ev)
 	grantWebhookSecret(fns, whSecret)
-	dg := p.digests(stack, st) // the signed digests: key, bucket, function and its trigger (digest.go)
+	dg := p.digests(stack, st)     // the signed digests: key, bucket, function and its trigger (digest.go)
 	p.operator(stack, fns, st, dg) // the operator role and the table's write Deny (operator.go)
-	p.auditTrail(stack, st)    // the ledger table's write data events, when a trail is named (audit.go)
-	p.backup(stack, st)        // daily backups for the retention period (backup.go)
+	p.auditTrail(stack, st)        // the ledger table's write data events, when a trail is named (audit.go)
+	p.backup(stack, st)            // daily backups for the retention period (backup.go)
 	if !p.SkipObservability {
 		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev, ledger: st.ledger, digests: dg}); err != nil {
 			return nil, err

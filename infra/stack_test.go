@@ -34,7 +34,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::Events::Rule":               6, // the two sweeps' schedules; key, ledger, queue and topic policy changes (audit.go)
 		"AWS::Logs::LogGroup":             7,
 		"AWS::IAM::Role":                  10, // the seven functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
-		"AWS::S3::Bucket":                 1, // the digests (the data events trail's only with dataEventsTrail)
+		"AWS::S3::Bucket":                 1,  // the digests (the data events trail's only with dataEventsTrail)
 		"AWS::S3::BucketPolicy":           1,
 		// TestAlarmsAndDashboard names each one: 42 fixed (IntentSealRefused and the five digest alarms among them), one per
 		// channel, one per open state, and the send limits' five (one per limit rule but supersession).
