@@ -14,6 +14,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/internal/settings"
 )
@@ -40,8 +41,8 @@ import (
 
 // Construct ids the boundary tests and the emulator-bound harnesses name.
 const (
-	digestKeyID    = "DigestKey"
-	digestBucketID = "DigestBucket"
+	digestKeyID    = awscall.DigestKey
+	digestBucketID = awscall.DigestBucket
 	digestDLQID    = "DigestFailureDlq"
 )
 
