@@ -141,6 +141,9 @@ func (p *LedgerStackProps) digestKey(stack awscdk.Stack) awskms.Key {
 	return key
 }
 
+// maxObjectLockDays is the longest default retention S3 Object Lock accepts (100 years).
+const maxObjectLockDays = 36500
+
 // digestRetentionDays is the digest bucket's default COMPLIANCE retention: HISTORY_RETENTION in
 // days, rounded up. The writer also sets each digest's retain-until date explicitly (the latest
 // retention of the rows it covers), so the default is the floor, not the rule.
@@ -256,14 +259,15 @@ func (p *LedgerStackProps) digestTrigger(stack awscdk.Stack, fn awslambda.Functi
 	cfn.AddPropertyOverride(jsii.String("MaximumRecordAgeInSeconds"), -1)
 }
 
-// validateDigest checks the digest interval against what a batching window may be and what the
-// heartbeat alarm's period needs.
+// validateDigest checks the digest interval against what a batching window may be, and the
+// retention against what Object Lock accepts.
 func (p *LedgerStackProps) validateDigest(bad func(string, ...any)) {
 	if i := p.Functions.DigestInterval; i > 0 && i%time.Second != 0 {
 		bad("%s %v: want whole seconds (a batching window)", varName(settings.DigestInterval), i)
 	}
-	if p.digestRetentionDays() < 1 {
-		bad("%s %v: the digests' Object Lock needs at least a day", varName(settings.HistoryRetention), p.Functions.Policy.Retention)
+	// S3 Object Lock's default retention is at most 100 years.
+	if d := p.digestRetentionDays(); d > maxObjectLockDays {
+		bad("%s %v: the digest bucket's Object Lock keeps at most %d days", varName(settings.HistoryRetention), p.Functions.Policy.Retention, maxObjectLockDays)
 	}
 }
 

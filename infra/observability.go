@@ -463,6 +463,19 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed, alarms []in
 	rows = append(rows, providerEventWidgets(o))
 	rows = append(rows, livenessWidgets(o)...)
 	rows = append(rows, &[]awscloudwatch.IWidget{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)})
+	d := o.digests
+	rows = append(rows, &[]awscloudwatch.IWidget{
+		graph("Digests written, rows digested, gaps", []awscloudwatch.IMetric{
+			labelled(emf(metrics.DigestsWritten, nil, "Sum", seconds(alarmPeriod)), "digests"),
+			labelled(emf(metrics.DigestRows, nil, "Sum", seconds(alarmPeriod)), "rows"),
+			labelled(emf(metrics.DigestGaps, nil, "Sum", seconds(alarmPeriod)), "gaps"),
+		}, 12),
+		graph("Digest stream lag (ms)", []awscloudwatch.IMetric{d.fn.Metric(jsii.String("IteratorAge"), maxOver5m())}, 6),
+		graph("Digest failures", []awscloudwatch.IMetric{
+			labelled(d.fn.MetricErrors(sumOver5m()), "function errors"),
+			labelled(d.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "failure DLQ"),
+		}, 6),
+	})
 	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(p.Prefix),
 		Widgets:       &rows,
