@@ -105,7 +105,7 @@ func (p *LedgerStackProps) digests(stack awscdk.Stack, st storage) digests {
 			"stream mapping (cdk-nag only recognises redrive-policy DLQs). It holds record metadata, is kept 14 days " +
 			"and is alarmed on depth."),
 	}}, jsii.Bool(true))
-	p.digestTrigger(stack, d.fn, st, d)
+	p.digestTrigger(stack, st, d)
 
 	out := func(o outputs.Output, v *string, desc string) {
 		awscdk.NewCfnOutput(stack, jsii.String(o.Name), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
@@ -141,14 +141,17 @@ func (p *LedgerStackProps) digestKey(stack awscdk.Stack) awskms.Key {
 	return key
 }
 
-// maxObjectLockDays is the longest default retention S3 Object Lock accepts (100 years).
+// maxObjectLockDays is the longest default retention S3 Object Lock accepts (100 years). A longer
+// HISTORY_RETENTION is not refused: the writer locks each digest with an explicit retain-until
+// date, which the default does not bound.
 const maxObjectLockDays = 36500
 
 // digestRetentionDays is the digest bucket's default COMPLIANCE retention: HISTORY_RETENTION in
-// days, rounded up. The writer also sets each digest's retain-until date explicitly (the latest
-// retention of the rows it covers), so the default is the floor, not the rule.
+// days, rounded up, at most maxObjectLockDays. The writer also sets each digest's retain-until
+// date explicitly (the latest retention of the rows it covers), so the default is the floor, not
+// the rule.
 func (p *LedgerStackProps) digestRetentionDays() float64 {
-	return math.Ceil(p.Functions.Policy.Retention.Hours() / 24)
+	return min(math.Ceil(p.Functions.Policy.Retention.Hours()/24), maxObjectLockDays)
 }
 
 // digestBucket defines the digest bucket.
@@ -225,8 +228,8 @@ func digestBucketPolicy(bucket awss3.Bucket, digestRole *string) {
 //
 // Declared without DynamoEventSource, as dispatch's is, so the stream read widens nothing: the
 // role reads the stream's records through DynamoDB's use of the ledger key only.
-func (p *LedgerStackProps) digestTrigger(stack awscdk.Stack, fn awslambda.Function, st storage, d digests) {
-	dlq := d.dlq
+func (p *LedgerStackProps) digestTrigger(stack awscdk.Stack, st storage, d digests) {
+	fn, dlq := d.fn, d.dlq
 	bucketLogicalID := *stack.GetLogicalId(d.bucket.Node().DefaultChild().(awscdk.CfnElement))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"),
@@ -259,15 +262,10 @@ func (p *LedgerStackProps) digestTrigger(stack awscdk.Stack, fn awslambda.Functi
 	cfn.AddPropertyOverride(jsii.String("MaximumRecordAgeInSeconds"), -1)
 }
 
-// validateDigest checks the digest interval against what a batching window may be, and the
-// retention against what Object Lock accepts.
+// validateDigest checks the digest interval against what a batching window may be.
 func (p *LedgerStackProps) validateDigest(bad func(string, ...any)) {
 	if i := p.Functions.DigestInterval; i > 0 && i%time.Second != 0 {
 		bad("%s %v: want whole seconds (a batching window)", varName(settings.DigestInterval), i)
-	}
-	// S3 Object Lock's default retention is at most 100 years.
-	if d := p.digestRetentionDays(); d > maxObjectLockDays {
-		bad("%s %v: the digest bucket's Object Lock keeps at most %d days", varName(settings.HistoryRetention), p.Functions.Policy.Retention, maxObjectLockDays)
 	}
 }
 
