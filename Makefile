@@ -5,7 +5,7 @@
 # See README.md.
 
 SHELL      := /bin/bash
-FUNCTIONS  := claim dispatch reconcile expire events operate
+FUNCTIONS  := claim dispatch reconcile expire events operate digest
 ARCH       ?= $(shell go env GOARCH)
 DIST       := dist
 GOBUILD    := CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) go build -tags lambda.norpc -trimpath -ldflags='-s -w'

@@ -86,11 +86,14 @@ func TestEndToEndAWSCalls(t *testing.T) {
 	}
 	for arn, name := range map[string]string{
 		e.out.AttemptProofKeyARN: awscall.AttemptProofKey, e.out.IntentKeyARN: awscall.IntentKey,
-		e.out.FingerprintKeyARN: awscall.FingerprintKey,
+		e.out.FingerprintKeyARN: awscall.FingerprintKey, e.out.All[outputs.DigestKeyARN.Name]: awscall.DigestKey,
 	} {
 		if arn != "" {
 			binding[arn[strings.LastIndex(arn, "/")+1:]] = name
 		}
+	}
+	if b := e.out.All[outputs.DigestBucket.Name]; b != "" {
+		binding[b] = awscall.DigestBucket
 	}
 	if u := e.out.DispatchQueueURL; u != "" {
 		binding[u[strings.LastIndex(u, "/")+1:]] = awscall.DispatchQueue

@@ -101,7 +101,7 @@ func TestSecurityEvents(t *testing.T) {
 		queueEnds = append(queueEnds, mustJSON(map[string]any{"suffix": map[string]any{"Fn::Join": []any{"", []any{
 			"/", map[string]any{"Ref": "AWS::AccountId"}, "/", map[string]any{"Fn::GetAtt": []any{id, "QueueName"}}}}}}))
 	}
-	if len(queueEnds) != 7 {
+	if len(queueEnds) != 8 {
 		t.Fatalf("queues in the template: %v", queueEnds)
 	}
 	topic := map[string]any{"Ref": s.logicalID(t, "AWS::SNS::Topic", "ProviderEventsTopic")}

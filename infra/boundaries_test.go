@@ -50,32 +50,37 @@ var (
 	deployerARN = "arn:aws:iam::111122223333:role/cdk-hnb659fds-cfn-exec-role-111122223333-us-east-1"
 )
 
-// A resource of the template, by type and construct name.
-type boundaryResource struct{ typ, name string }
+// A resource of the template, by type and construct name; for an S3 bucket, path names an object
+// in it (the request is on arn:aws:s3:::<bucket>/<path>, the policy the bucket's).
+type boundaryResource struct{ typ, name, path string }
 
 // on names the resources the checks are made on.
 var on = struct {
 	intentQueue, eventsQueue, eventsDLQ, eventsTopic, topicKey, contentKey, proofKey, eventsQueueKey,
-	fingerprintKey, intentKey, ledgerTable, operatorRole, operateFn boundaryResource
+	fingerprintKey, intentKey, ledgerTable, operatorRole, operateFn, digestKey, digestBucket, digestObject boundaryResource
 }{
-	intentQueue:    boundaryResource{"AWS::SQS::Queue", "IntentQueue"},
-	eventsQueue:    boundaryResource{"AWS::SQS::Queue", "ProviderEventsQueue"},
-	eventsDLQ:      boundaryResource{"AWS::SQS::Queue", "ProviderEventsDlq"},
-	eventsTopic:    boundaryResource{"AWS::SNS::Topic", "ProviderEventsTopic"},
-	topicKey:       boundaryResource{"AWS::KMS::Key", "ProviderEventsKey"},
-	contentKey:     boundaryResource{"AWS::KMS::Key", "ContentKey"},
-	proofKey:       boundaryResource{"AWS::KMS::Key", "AttemptProofKey"},
-	eventsQueueKey: boundaryResource{"AWS::KMS::Key", "ProviderEventsQueueKey"},
-	fingerprintKey: boundaryResource{"AWS::KMS::Key", "FingerprintKey"},
-	intentKey:      boundaryResource{"AWS::KMS::Key", "IntentKey"},
-	ledgerTable:    boundaryResource{"AWS::DynamoDB::Table", "LedgerTable"},
-	operatorRole:   boundaryResource{"AWS::IAM::Role", "LedgerOperatorRole"},
-	operateFn:      boundaryResource{"AWS::Lambda::Function", "OperateFunction"},
+	intentQueue:    boundaryResource{typ: "AWS::SQS::Queue", name: "IntentQueue"},
+	eventsQueue:    boundaryResource{typ: "AWS::SQS::Queue", name: "ProviderEventsQueue"},
+	eventsDLQ:      boundaryResource{typ: "AWS::SQS::Queue", name: "ProviderEventsDlq"},
+	eventsTopic:    boundaryResource{typ: "AWS::SNS::Topic", name: "ProviderEventsTopic"},
+	topicKey:       boundaryResource{typ: "AWS::KMS::Key", name: "ProviderEventsKey"},
+	contentKey:     boundaryResource{typ: "AWS::KMS::Key", name: "ContentKey"},
+	proofKey:       boundaryResource{typ: "AWS::KMS::Key", name: "AttemptProofKey"},
+	eventsQueueKey: boundaryResource{typ: "AWS::KMS::Key", name: "ProviderEventsQueueKey"},
+	fingerprintKey: boundaryResource{typ: "AWS::KMS::Key", name: "FingerprintKey"},
+	intentKey:      boundaryResource{typ: "AWS::KMS::Key", name: "IntentKey"},
+	ledgerTable:    boundaryResource{typ: "AWS::DynamoDB::Table", name: "LedgerTable"},
+	operatorRole:   boundaryResource{typ: "AWS::IAM::Role", name: "LedgerOperatorRole"},
+	operateFn:      boundaryResource{typ: "AWS::Lambda::Function", name: "OperateFunction"},
+	digestKey:      boundaryResource{typ: "AWS::KMS::Key", name: digestKeyID},
+	digestBucket:   boundaryResource{typ: "AWS::S3::Bucket", name: digestBucketID},
+	// A digest the writer already wrote (s3digest names them digests/<seq>.json).
+	digestObject: boundaryResource{typ: "AWS::S3::Bucket", name: digestBucketID, path: "digests/00000000000000000001.json"},
 }
 
 // functionRole is the role of one function, as the template names it (DispatchRole).
 func functionRole(name settings.Role) boundaryResource {
-	return boundaryResource{"AWS::IAM::Role", title(name) + "Role"}
+	return boundaryResource{typ: "AWS::IAM::Role", name: title(name) + "Role"}
 }
 
 // A boundaryCaller makes requests: a role the template defines (its identity policies are the
@@ -316,6 +321,19 @@ func attackerChecks() []boundaryCheck {
 		checks = append(checks, boundaryCheck{name: "writes the ledger (" + strings.TrimPrefix(action, "dynamodb:") + ")", who: as.insider,
 			action: action, on: on.ledgerTable, deniedBy: "OnlyLedgerWriters"})
 	}
+	// The signed digests (issue 34): the insider (kms:* and s3:* on *) can neither sign a digest nor
+	// delete or overwrite one. Object Lock would refuse to delete a locked version too, but the
+	// evaluator sees policies, not locks: the Denies are checked here, the lock by TestDigestBucket.
+	insiderDenied := func(name, action string, on boundaryResource, sid string) boundaryCheck {
+		return boundaryCheck{name: name, who: as.insider, action: action, on: on, deniedBy: sid}
+	}
+	checks = append(checks,
+		insiderDenied("signs a digest", "kms:Sign", on.digestKey, "OnlyDigestSigns"),
+		insiderDenied("deletes a digest", "s3:DeleteObject", on.digestObject, "NoDigestDeletes"),
+		insiderDenied("deletes a digest's version", "s3:DeleteObjectVersion", on.digestObject, "NoDigestDeletes"),
+		insiderDenied("overwrites a digest", "s3:PutObject", on.digestObject, "OnlyDigestWrites"),
+		insiderDenied("sets a digest's retention", "s3:PutObjectRetention", on.digestObject, "OnlyDigestWrites"),
+	)
 	// The operator function records whoever its request context names: only a request through
 	// the URL carries a context AWS wrote, and only an operator may make one.
 	checks = append(checks,
@@ -325,6 +343,11 @@ func attackerChecks() []boundaryCheck {
 			action: "lambda:InvokeFunction", on: on.operateFn, deniedBy: "OnlyThroughTheUrl"},
 	)
 	return checks
+}
+
+// callerAccount is the context of a KMS request from a principal of the account.
+func callerAccount(*boundaries) map[string]string {
+	return map[string]string{"kms:CallerAccount": boundaryPseudo.Account}
 }
 
 // throughURL is the context of the invocation a function URL request with AuthType AWS_IAM makes.
@@ -421,6 +444,22 @@ func legitimateChecks() []boundaryCheck {
 		refuse(as.operator, "invokes the operator function directly", "lambda:InvokeFunction", on.operateFn, nil),
 		allow(as.oncall, "invokes the operator function through its URL", "lambda:InvokeFunction", on.operateFn, throughURL),
 		allow(asFunction(settings.Operate), "resolves a row", "dynamodb:UpdateItem", on.ledgerTable, nil),
+
+		// The digest role writes and signs digests; the operator role and any principal of the
+		// account check them; neither of those signs or writes.
+		allow(asFunction(settings.Digest), "signs a digest", "kms:Sign", on.digestKey, nil),
+		allow(asFunction(settings.Digest), "writes a digest", "s3:PutObject", on.digestObject, nil),
+		allow(asFunction(settings.Digest), "locks a digest", "s3:PutObjectRetention", on.digestObject, nil),
+		allow(asFunction(settings.Digest), "reads the newest digest", "s3:GetObject", on.digestObject, nil),
+		allow(asFunction(settings.Digest), "probes for the newest digest", "s3:ListBucket", on.digestBucket, nil),
+		refuse(asFunction(settings.Digest), "deletes a digest's version", "s3:DeleteObjectVersion", on.digestObject, nil),
+		refuse(asFunction(settings.Dispatch), "signs a digest", "kms:Sign", on.digestKey, nil),
+		allow(as.operator, "lists the digests' versions", "s3:ListBucketVersions", on.digestBucket, nil),
+		allow(as.operator, "reads a digest's first version", "s3:GetObjectVersion", on.digestObject, nil),
+		allow(as.operator, "reads the digest key's public key", "kms:GetPublicKey", on.digestKey, callerAccount),
+		refuse(as.operator, "signs a digest", "kms:Sign", on.digestKey, callerAccount),
+		refuse(as.operator, "writes a digest", "s3:PutObject", on.digestObject, nil),
+		allow(as.insider, "verifies a digest's signature", "kms:Verify", on.digestKey, callerAccount),
 	}
 }
 
@@ -508,6 +547,9 @@ func (b *boundaries) decide(stack *iampolicy.Stack, c boundaryCheck) (iampolicy.
 	resource, err := b.arn(c.on)
 	if err != nil {
 		return iampolicy.Decision{}, err
+	}
+	if c.on.path != "" {
+		resource += "/" + c.on.path
 	}
 	var ctx map[string]string
 	if c.ctx != nil {

@@ -19,6 +19,7 @@ var contextStages = map[string][2]string{
 	"expiryMargin":              {"4s", "45s"},
 	"sendGuard":                 {"3s", "6s"},
 	"historyRetention":          {"1h", "100h"},
+	"digestInterval":            {"5s", "2m"},
 	"reconcileMaxAttempts":      {"1", "5"},
 	"settlePeriod":              {"0s", "7m"},
 	"fallbackDeliveryWait":      {"0s", "30s"},
@@ -60,6 +61,8 @@ var contextStages = map[string][2]string{
 var contextRefused = map[string][]string{
 	"expiryMargin":  {"0s"},
 	"budgetMaxWait": {"0s"},
+	// A batching window: at most 5m, whole seconds (0s does not parse: PositiveDuration).
+	"digestInterval": {"6m", "1500ms"},
 }
 
 // contextProbes are the values a setting that is not free text must carry to its functions (or

@@ -23,6 +23,8 @@ var functionTimeouts = map[settings.Role]time.Duration{
 	settings.Events: 30 * time.Second,
 	// The operator function (operator.go).
 	settings.Operate: operateTimeout,
+	// The digest function (digest.go).
+	settings.Digest: digestTimeout,
 }
 
 const functionMemoryMB = 256

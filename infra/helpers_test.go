@@ -24,7 +24,7 @@ import (
 func stubAssets(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, name := range append(slices.Clone(settings.Functions), settings.Operate) {
+	for _, name := range append(slices.Clone(settings.Functions), settings.Operate, settings.Digest) {
 		if err := os.MkdirAll(filepath.Join(dir, string(name)), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -29,6 +29,7 @@ var iamPrefixOf = map[string]string{
 	"sesv2":              "ses",
 	"pinpointsmsvoicev2": "sms-voice",
 	"secretsmanager":     "secretsmanager",
+	"s3":                 "s3",
 }
 
 // credentialClients are the service clients the SDK's default configuration loader
@@ -61,7 +62,7 @@ var destinationActions = map[string]bool{"sqs:SendMessage": true, "sqs:GetQueueA
 var linkedForWebhook = map[settings.Role][]string{settings.Reconcile: {"kms"}}
 
 // linkedFunctions are the functions whose binaries are checked: the five and the operator function.
-var linkedFunctions = append(slices.Clone(settings.Functions), settings.Operate)
+var linkedFunctions = append(slices.Clone(settings.Functions), settings.Operate, settings.Digest)
 
 func TestFunctionsLinkWhatTheirRolesMayCall(t *testing.T) {
 	linked := map[settings.Role][]string{}

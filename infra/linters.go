@@ -76,6 +76,10 @@ var linterSkips = map[string]map[string][]linterSkip{
 		"DispatchQueueDlq": {opaqueQueue, {"ES6000", "This queue is the dispatch queue's dead-letter queue (its redrive target), " +
 			"so it is the end of the line: a redrive policy on it would only move the messages to yet another queue. " +
 			"It keeps them 14 days as evidence; the rows they name are re-driven by reconcile, not lost."}},
+		digestDLQID: {opaqueQueue, {"ES6000", "This queue is the digest stream mapping's on-failure destination, a " +
+			"dead-letter queue itself: nothing consumes it, so a redrive policy would never apply. It keeps the " +
+			"metadata (shard, sequence range) of the batches the digest function gave up on 14 days as evidence, " +
+			"and is alarmed on depth."}},
 		// The provider events queue and its DLQ hold personal data under a customer-managed key
 		// (KmsMasterKeyId), so CKV_AWS_27 passes on them and is not skipped.
 		"ProviderEventsDlq": {{"ES6000", fmt.Sprintf("This queue is the provider events queue's dead-letter queue (its "+
@@ -85,6 +89,10 @@ var linterSkips = map[string]map[string][]linterSkip{
 			int(providerEventsDLQRetention.Hours()/24), int(providerEventsRetention.Hours()/24))}},
 	},
 	"AWS::KMS::Key": {
+		digestKeyID: {{"CKV_AWS_33", "The wildcard principals are a Deny (OnlyDigestSigns: kms:Sign for every principal " +
+			"but the digest role) and an Allow of kms:GetPublicKey, kms:Verify and kms:DescribeKey only, conditioned on " +
+			"kms:CallerAccount being this account (AccountVerifies): any principal of the account may check a digest's " +
+			"signature without an IAM grant, nobody outside it, and nobody but the digest role may sign."}},
 		"AttemptProofKey": {{"CKV_AWS_7", "An HMAC_256 key (GenerateMac/VerifyMac for the attempt proofs): KMS " +
 			"supports automatic rotation only for symmetric encryption keys, and CloudFormation requires " +
 			"EnableKeyRotation to be omitted or false for HMAC keys. This check treats HMAC keys as rotatable."}},
@@ -120,6 +128,10 @@ var linterSkips = map[string]map[string][]linterSkip{
 			"account's management-event trail, which should cover every region, belongs to the account, not to this stack."}},
 	},
 	"AWS::S3::Bucket": {
+		digestBucketID: {{"CKV_AWS_18", "This bucket holds only the signed digests, written by the digest role alone " +
+			"(its policy denies every other write and every delete; Object Lock COMPLIANCE keeps every version). Reads " +
+			"of it are S3 data events, which an account trail records where S3 access must be audited; server access " +
+			"logs would need yet another bucket, whose own access would go unlogged in turn."}},
 		"DataEventsTrailBucket": {{"CKV_AWS_18", "This bucket holds only the CloudTrail log of the ledger table's " +
 			"writes. Reads of it are S3 data events, which an account trail records where S3 access must be audited; " +
 			"server access logs would need yet another bucket, whose own access would go unlogged in turn."}},
@@ -171,6 +183,14 @@ var linterSkips = map[string]map[string][]linterSkip{
 			{"CKV_AWS_115", "Reserved concurrency on an SQS-triggered function throttles the pollers, and throttled " +
 				"receives count toward maxReceiveCount, sending good provider events to the DLQ. Concurrency is bounded " +
 				"by the event source's MaximumConcurrency (eventsMaxConcurrency)."},
+		},
+		"DigestFunction": {
+			{"CKV_AWS_116", "Invoked only by its stream event source mapping (synchronously), never asynchronously, so " +
+				"a function DLQ would never receive anything. Batches it gives up on go to the mapping's on-failure " +
+				"destination, DigestFailureDlq (alarmed)."},
+			{"CKV_AWS_115", "Concurrency is bounded by its source: one batch per stream shard at a time " +
+				"(parallelization factor 1). A reservation would only take capacity from the account pool, and a " +
+				"throttled digest batch waits in the stream, where a long wait becomes a gap (DigestIteratorAge alarms)."},
 		},
 		"ReconcileFunction": {{"CKV_AWS_116", sweepNoDLQ + " and in the open-claim age alarm."}},
 		"ExpireFunction":    {{"CKV_AWS_116", sweepNoDLQ + "."}},

@@ -102,6 +102,8 @@ type observed struct {
 	events   providerEvents
 	// ledger is the evidence: who changes its resource policy is watched (audit.go).
 	ledger awsdynamodb.Table
+	// digests are the signed digests' function, bucket and on-failure queue (digest.go).
+	digests digests
 }
 
 // observability defines the alarms and the dashboard. Every alarm is a plain single-metric alarm
@@ -125,6 +127,7 @@ func (p *LedgerStackProps) observability(stack awscdk.Stack, o observed) error {
 	w.queues(o)
 	w.liveness(o)
 	w.providerEvents(o)
+	w.digests(o)
 	if p.smsAlarmed() {
 		w.smsSpend() // spend.go
 	}
@@ -460,6 +463,19 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed, alarms []in
 	rows = append(rows, providerEventWidgets(o))
 	rows = append(rows, livenessWidgets(o)...)
 	rows = append(rows, &[]awscloudwatch.IWidget{graph("Sweep runs (heartbeat)", heartbeats, 12), graph("Sweep row errors", sweepErrs, 12)})
+	d := o.digests
+	rows = append(rows, &[]awscloudwatch.IWidget{
+		graph("Digests written, rows digested, gaps", []awscloudwatch.IMetric{
+			labelled(emf(metrics.DigestsWritten, nil, "Sum", seconds(alarmPeriod)), "digests"),
+			labelled(emf(metrics.DigestRows, nil, "Sum", seconds(alarmPeriod)), "rows"),
+			labelled(emf(metrics.DigestGaps, nil, "Sum", seconds(alarmPeriod)), "gaps"),
+		}, 12),
+		graph("Digest stream lag (ms)", []awscloudwatch.IMetric{d.fn.Metric(jsii.String("IteratorAge"), maxOver5m())}, 6),
+		graph("Digest failures", []awscloudwatch.IMetric{
+			labelled(d.fn.MetricErrors(sumOver5m()), "function errors"),
+			labelled(d.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "failure DLQ"),
+		}, 6),
+	})
 	awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(p.Prefix),
 		Widgets:       &rows,
@@ -577,4 +593,65 @@ func (p *LedgerStackProps) validateObservability(bad func(string, ...any)) {
 	if _, ok := retentionDays[p.LogRetentionDays]; !ok {
 		bad("LogRetentionDays %d is not a CloudWatch Logs retention value", p.LogRetentionDays)
 	}
+}
+
+// digests: the signed digests are evidence only while they keep up with the ledger. A gap the
+// function recorded (records it never saw or could not read) pages at once; so does a batch the
+// function failed on (it is retried in order, so every later record of its shard waits) and a
+// batch it gave up on (its records were never digested). Its lag behind the stream pages long
+// before the stream's 24-hour retention loses records. The heartbeat catches a function that
+// silently stopped: the table was written in two consecutive heartbeat periods and no digest
+// was written in either.
+func (w *alarms) digests(o observed) {
+	d := o.digests
+	w.add("DigestGaps", "The digest function recorded a gap in a digest: stream records it never saw (older than the "+
+		"stream's 24 h retention, a skipped shard) or could not read, or a row whose history moved in a way a writer "+
+		"never moves it. ledgerctl verify reports the rows.",
+		emf(metrics.DigestGaps, nil, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+	w.add("DigestFailures", "The digest function failed a batch (error, crash or timeout): Lambda retries it in order, "+
+		"so no later record of its shard is digested until it succeeds.",
+		d.fn.MetricErrors(sumOver5m()), 1, gte, quiet)
+	w.add("DigestFailureDlqDepth", "The digest function gave up on a stream batch (its records left the stream): "+
+		"the rows it covered are not digested from those records. The message names the shard and sequence range.",
+		d.dlq.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
+	w.add("DigestIteratorAge", fmt.Sprintf("The digest function is more than %v behind the ledger stream; at 24 h "+
+		"DynamoDB Streams drops records and the digests get a gap.", digestLagLimit),
+		d.fn.Metric(jsii.String("IteratorAge"), maxOver5m()), float64(digestLagLimit.Milliseconds()), gt, quiet)
+	if w.p.SkipMathAlarms {
+		return
+	}
+	// Written and digested, per period: a write with no digest in the same period is normal near
+	// the period's end (its digest lands in the next); two periods in a row are not. Missing data
+	// is no writes (a quiet ledger writes no digest, by design) and is not breaching: FILL makes
+	// both series 0 where they have no datapoint, so the expression has a value every period.
+	period := seconds(w.p.digestHeartbeatPeriod())
+	writes := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace: jsii.String("AWS/DynamoDB"), MetricName: jsii.String("ConsumedWriteCapacityUnits"),
+		DimensionsMap: &map[string]*string{"TableName": o.ledger.TableName()}, Statistic: jsii.String("Sum"), Period: period,
+	})
+	digested := emf(metrics.DigestsWritten, nil, "Sum", period)
+	stalled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression:   jsii.String("IF(FILL(writes, 0) > 0 AND FILL(digests, 0) < 1, 1, 0)"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{"writes": writes, "digests": digested},
+		Label:        jsii.String("ledger written, no digest"),
+		Period:       period,
+	})
+	id := "DigestHeartbeat"
+	a := awscloudwatch.NewAlarm(w.stack, jsii.String(id), &awscloudwatch.AlarmProps{
+		AlarmName: jsii.String(w.p.Prefix + "-" + id),
+		AlarmDescription: jsii.String(fmt.Sprintf("The ledger table was written and no digest was written, in two periods "+
+			"of %s in a row: the digest function or its stream mapping stopped. Runbook: docs/operations.md, Alarms and "+
+			"what to do, %s.", w.p.digestPeriodText(), id)),
+		Metric:             stalled,
+		Threshold:          jsii.Number(1),
+		ComparisonOperator: gte,
+		EvaluationPeriods:  jsii.Number(2),
+		DatapointsToAlarm:  jsii.Number(2),
+		TreatMissingData:   quiet,
+	})
+	if w.topic != nil {
+		a.AddAlarmAction(awscloudwatchactions.NewSnsAction(w.topic))
+		a.AddOkAction(awscloudwatchactions.NewSnsAction(w.topic))
+	}
+	w.made = append(w.made, a)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/internal/settings"
@@ -67,7 +68,7 @@ const operateTimeout = 30 * time.Second
 
 // operator defines the LedgerOperator role, the operator function with its function URL, and the
 // ledger table's write Deny. It returns the role.
-func (p *LedgerStackProps) operator(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage) awsiam.Role {
+func (p *LedgerStackProps) operator(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, st storage, dg digests) awsiam.Role {
 	role := awsiam.NewRole(stack, jsii.String("LedgerOperatorRole"), &awsiam.RoleProps{
 		AssumedBy:   p.operatorPrincipal(),
 		Description: jsii.String(p.Prefix + " operator: ledgerctl explain, export, verify, stuck, stats and timeline, and resolve through the operator function"),
@@ -77,6 +78,7 @@ func (p *LedgerStackProps) operator(stack awscdk.Stack, fns map[settings.Role]aw
 	// The tables are under the ledger key: DynamoDB uses it with the caller's permissions, and only
 	// through DynamoDB; the role only reads.
 	role.AddToPolicy(ledgerKeyViaDynamoDB(st, "kms:Decrypt", "kms:DescribeKey"))
+	grantDigestReads(stack, role, dg)
 
 	fn := p.operateFunction(stack, st, role)
 	writers := []*string{fn.Role().RoleArn()}
@@ -91,6 +93,29 @@ func (p *LedgerStackProps) operator(stack awscdk.Stack, fns map[settings.Role]aw
 		Value: fn.FunctionName(), Description: jsii.String("operator function"),
 	})
 	return role
+}
+
+// grantDigestReads lets the operator role run ledgerctl verify --digest-bucket --digest-key: list
+// every version of every digest (s3digest.NewFirstVersions), read each digest's first version,
+// and read the key's public key. (The key policy's AccountVerifies allows the key reads to any
+// principal of the account; the role's own grant says what the role is for.)
+func grantDigestReads(stack awscdk.Stack, role awsiam.Role, dg digests) {
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("s3:ListBucket", "s3:ListBucketVersions"), Resources: jsii.Strings(*dg.bucket.BucketArn()),
+	}))
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("s3:GetObject", "s3:GetObjectVersion"),
+		Resources: jsii.Strings(*dg.bucket.ArnForObjects(jsii.String("digests/*"))),
+	}))
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("kms:GetPublicKey", "kms:Verify", "kms:DescribeKey"), Resources: jsii.Strings(*dg.key.KeyArn()),
+	}))
+	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-IAM5"),
+		Reason: jsii.String("ledgerctl verify reads every digest, each its own object digests/<seq>.json, so the read " +
+			"is granted on the digest bucket's digests/* (read only; the bucket's policy denies every write but the digest role's)."),
+		AppliesTo: &[]interface{}{"Resource::<" + *stack.GetLogicalId(dg.bucket.Node().DefaultChild().(awscdk.CfnElement)) + ".Arn>/digests/*"},
+	}}, jsii.Bool(true))
 }
 
 // operatorTargets are the resources operator and operate calls are made on.

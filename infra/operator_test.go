@@ -19,6 +19,10 @@ var operatorGrants = []string{
 	"dynamodb:Query on LedgerTable/index/subject", "dynamodb:Query on LedgerTable/index/destination",
 	"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey",
 	"lambda:InvokeFunction on OperateFunction", "lambda:InvokeFunctionUrl on OperateFunction",
+	// ledgerctl verify --digest-bucket --digest-key: every version of every digest, and the public key.
+	"s3:ListBucket on DigestBucket", "s3:ListBucketVersions on DigestBucket",
+	"s3:GetObject on DigestBucket/digests/*", "s3:GetObjectVersion on DigestBucket/digests/*",
+	"kms:GetPublicKey on DigestKey", "kms:Verify on DigestKey", "kms:DescribeKey on DigestKey",
 }
 
 // TestOperatorRole: the role reads and invokes the operator function and nothing more; the account

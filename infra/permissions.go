@@ -399,6 +399,10 @@ var unexercisedGrants = []struct {
 		"Read-back after a conditional write failed or lost its response (ledger.Service.write recognizes its own " +
 			"landed write) and the lookup of a held fallback channel when a row ends (settleSuccessor). Both run only " +
 			"under faults or in fallback workflows that end during a sweep; the full-size release gate (make gate) reaches them."},
+	{"Digest", "s3:ListBucket", "",
+		"Never called: the writer finds the newest digest with HeadObject probes (authorized as s3:GetObject), and S3 " +
+			"answers a HeadObject of a missing key with 403 instead of 404 to a caller without s3:ListBucket on the bucket " +
+			"(pkg/s3digest), so the probe could not tell a missing digest from a refused one."},
 	{"Expire", "dynamodb:GetItem", "",
 		"Read-back after a conditional write failed or lost its response (ledger.Service.write) and the lookup of a " +
 			"held fallback channel when an expired row ends (settleSuccessor); reached under faults and by the full-size gate."},

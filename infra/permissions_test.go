@@ -71,6 +71,15 @@ func TestLeastPrivilege(t *testing.T) {
 		// The operator function: resolve's read and conditional update, and the content purge.
 		"Operate": join(tableKey, logs("Operate"),
 			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable", "dynamodb:DeleteItem on ContentTable"}),
+		// The digest function (digest.go): its stream (read through DynamoDB's use of the ledger key),
+		// the on-failure queue, kms:Sign on the digest key, and pkg/s3digest's writer's calls.
+		"Digest": join(logs("Digest"),
+			[]string{"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey",
+				"dynamodb:DescribeStream on LedgerTable.StreamArn", "dynamodb:GetRecords on LedgerTable.StreamArn",
+				"dynamodb:GetShardIterator on LedgerTable.StreamArn", "dynamodb:ListStreams on *",
+				"sqs:SendMessage on DigestFailureDlq", "kms:Sign on DigestKey",
+				"s3:PutObject on DigestBucket/digests/*", "s3:PutObjectRetention on DigestBucket/digests/*",
+				"s3:GetObject on DigestBucket/digests/*", "s3:ListBucket on DigestBucket"}),
 		// EventBridge publishing key and ledger policy changes to the alarm topic (audit.go).
 		"SecurityEvents": {"sns:Publish on " + testTopic},
 	}

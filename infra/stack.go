@@ -18,7 +18,7 @@ import (
 
 // NewLedgerStack defines the whole ledger for one stage, one part of it per file: the keys and
 // tables (storage.go), the intent queue and claim's trigger (intake.go), dispatch's queues and
-// triggers (dispatch.go), the provider events route with its configuration sets (events.go), the five functions (functions.go), the sweeps' schedules (sweeps.go),
+// triggers (dispatch.go), the provider events route with its configuration sets (events.go), the five functions (functions.go), the signed digests (digest.go), the sweeps' schedules (sweeps.go),
 // the least-privilege permissions (permissions.go), the alarms and the dashboard
 // (observability.go), and the outputs.
 func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackProps) (awscdk.Stack, error) {
@@ -43,11 +43,12 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	p.sweeps(stack, fns)
 	p.grant(stack, fns, st, in, q, ev)
 	grantWebhookSecret(fns, whSecret)
-	p.operator(stack, fns, st) // the operator role and the table's write Deny (operator.go)
-	p.auditTrail(stack, st)    // the ledger table's write data events, when a trail is named (audit.go)
-	p.backup(stack, st)        // daily backups for the retention period (backup.go)
+	dg := p.digests(stack, st)     // the signed digests: key, bucket, function and its trigger (digest.go)
+	p.operator(stack, fns, st, dg) // the operator role and the table's write Deny (operator.go)
+	p.auditTrail(stack, st)        // the ledger table's write data events, when a trail is named (audit.go)
+	p.backup(stack, st)            // daily backups for the retention period (backup.go)
 	if !p.SkipObservability {
-		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev, ledger: st.ledger}); err != nil {
+		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev, ledger: st.ledger, digests: dg}); err != nil {
 			return nil, err
 		}
 	}
@@ -76,7 +77,7 @@ func (p *LedgerStackProps) Validate() error {
 	if p.AssetDir == "" {
 		bad("AssetDir is empty")
 	} else {
-		for _, name := range append(slices.Clone(settings.Functions), settings.Operate) {
+		for _, name := range append(slices.Clone(settings.Functions), settings.Operate, settings.Digest) {
 			f := filepath.Join(p.AssetDir, string(name), "bootstrap")
 			if st, err := os.Stat(f); err != nil || st.IsDir() {
 				bad("missing %s: build the functions first (make build)", f)
@@ -99,6 +100,7 @@ func (p *LedgerStackProps) Validate() error {
 	p.validateAudit(bad)
 	p.validateSpend(bad)
 	p.validateBackup(bad)
+	p.validateDigest(bad)
 	return errors.Join(errs...)
 }
 

@@ -24,23 +24,24 @@ import (
 func TestResourceCounts(t *testing.T) {
 	s := synth(t, nil)
 	for typ, n := range map[string]float64{
-		"AWS::Lambda::Function":           6, // the five and the operator function
-		"AWS::Lambda::Url":                1, // the operator function's, AuthType AWS_IAM
-		"AWS::Lambda::ResourcePolicy":     1, // the operator function's (operator.go)
-		"AWS::Lambda::EventSourceMapping": 4, // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events
-		"AWS::DynamoDB::Table":            4, // ledger, content, budget, limits
-		"AWS::SQS::Queue":                 7, // intent, dispatch, provider events, their DLQs and the stream's
-		"AWS::KMS::Key":                   9, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault, data-events trail
+		"AWS::Lambda::Function":           7,  // the five, the operator function and the digest function
+		"AWS::Lambda::Url":                1,  // the operator function's, AuthType AWS_IAM
+		"AWS::Lambda::ResourcePolicy":     1,  // the operator function's (operator.go)
+		"AWS::Lambda::EventSourceMapping": 5,  // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events; stream -> digest
+		"AWS::DynamoDB::Table":            4,  // ledger, content, budget, limits
+		"AWS::SQS::Queue":                 8,  // intent, dispatch, provider events, their DLQs, the stream's and the digest stream's
+		"AWS::KMS::Key":                   10, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault, data-events trail, digests
 		// the two sweeps' schedules; key, ledger, queue, topic, bucket, function, role, SES and SMS
 		// configuration set, protect configuration and trail changes (audit.go)
-		"AWS::Events::Rule":   float64(2 + len(securityRuleNames)),
-		"AWS::S3::Bucket":     1, // the data-events trail's
-		"AWS::Logs::LogGroup": 6,
-		"AWS::IAM::Role":      9, // the six functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
-		// TestAlarmsAndDashboard names each one: 33 fixed (IntentSealRefused among them), one per
-		// security rule (its Undelivered), one per channel, one per open state, and the send
-		// limits' five (one per limit rule but supersession).
-		"AWS::CloudWatch::Alarm":                     float64(33 + len(securityRuleNames) + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
+		"AWS::Events::Rule":     float64(2 + len(securityRuleNames)),
+		"AWS::S3::Bucket":       2, // the digests and the data-events trail's
+		"AWS::S3::BucketPolicy": 2,
+		"AWS::Logs::LogGroup":   7,
+		"AWS::IAM::Role":        10, // the seven functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
+		// TestAlarmsAndDashboard names each one: 38 fixed (IntentSealRefused and the five digest
+		// alarms among them), one per security rule (its Undelivered), one per channel, one per open
+		// state, and the send limits' five (one per limit rule but supersession).
+		"AWS::CloudWatch::Alarm":                     float64(38 + len(securityRuleNames) + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
 		"AWS::Backup::BackupVault":                   1,
 		"AWS::Backup::BackupPlan":                    1,
 		"AWS::Backup::BackupSelection":               1, // the ledger table
@@ -224,6 +225,6 @@ func TestQueuesAreTLSOnly(t *testing.T) {
 			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
 				"Effect": "Deny", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
 			})})},
-		}, jsii.Number(7))
+		}, jsii.Number(8))
 	})
 }

@@ -17,9 +17,10 @@
 #   3. cdk bootstrap (idempotent)
 #   4. cdk synth into .run/cdk.out-<stage>, skipped when nothing it depends on changed
 #   5. cdk deploy of that assembly, outputs written to .run/outputs.json
-#   6. creates (verifies) the SES sender identity in the emulator, and writes the stack's
+#   6. creates (verifies) the SES sender identity in the emulator, writes the stack's
 #      webhook signing secret (Secrets Manager, WebhookSecretArn) to the provider's secret
-#      file (mode 0600; the value is never printed)
+#      file (mode 0600; the value is never printed), and gives the digest bucket the Object
+#      Lock configuration the template declares (the emulator's CloudFormation leaves it out)
 #   7. prints the outputs and the exports ledgerctl reads (also in .run/<stage>.env)
 # Re-running it updates the stack in place; an unchanged stack deploys in seconds.
 # Extra arguments are passed to cdk synth as context (e.g. -c logLevel=debug).
@@ -162,6 +163,9 @@ CONTEXT=(
   # than the per-country cap allows: 20 per 10 minutes here instead of 200 an hour keeps that test
   # short, and the rest of the suite, whose SMS go to US numbers, far below it.
   -c limitSmsCountry=20/10m
+  # A digest per 5 s of stream records instead of per 5 min: the end-to-end test (e2e/digest_test.go)
+  # waits for the digests of the rows it wrote.
+  -c digestInterval=5s
   "$@"
 )
 inputs_hash="$(
@@ -192,6 +196,10 @@ step "SES sender identity $SES_FROM"
 logged "$BIN_DIR/devstack" ses-identity "$SES_FROM"
 step "webhook signing secret -> $PROVIDER_SECRET"
 logged "$BIN_DIR/devstack" webhook-secret --outputs "$OUTPUTS" --out "$PROVIDER_SECRET"
+# The emulator's CloudFormation creates the digest bucket without its ObjectLockConfiguration; the
+# digest function's locked PutObject needs it. On AWS the template has created it already.
+step "digest bucket Object Lock"
+logged "$BIN_DIR/devstack" digest-lock --outputs "$OUTPUTS" --template "$CDK_OUT/$STACK.template.json"
 
 # 7. Outputs.
 "$BIN_DIR/devstack" outputs-env --outputs "$OUTPUTS" >"$RUN_DIR/$STAGE.env"

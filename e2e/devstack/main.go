@@ -14,6 +14,10 @@
 //	                                         write the value of the stack's webhook signing secret
 //	                                         (WebhookSecretArn) to FILE, mode 0600, for the local
 //	                                         webhook provider (--secret-file); never print it
+//	devstack digest-lock [--outputs F] --template T
+//	                                         give the digest bucket the Object Lock configuration
+//	                                         template T declares if it has none (the emulator's
+//	                                         CloudFormation creates the bucket without it)
 //
 // It is a development tool for the local stack, not part of the ledger.
 package main
@@ -51,7 +55,8 @@ const usage = `usage: devstack ses-identity IDENTITY...
        devstack outputs-env [--outputs FILE]
        devstack wait-row [--outputs FILE] [--timeout 60s] CHALLENGE CHANNEL
        devstack emails [--endpoint URL] --to ADDRESS
-       devstack webhook-secret [--outputs FILE] --out FILE`
+       devstack webhook-secret [--outputs FILE] --out FILE
+       devstack digest-lock [--outputs FILE] --template FILE`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -77,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = emails(ctx, rest, stdout)
 	case "webhook-secret":
 		err = webhookSecret(ctx, rest, stdout)
+	case "digest-lock":
+		err = digestLock(ctx, rest, stdout)
 	default:
 		err = errUsage
 	}

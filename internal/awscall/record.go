@@ -70,6 +70,11 @@ const (
 	// requests with. A harness binds the secret's name with its random
 	// suffix (the last element of its ARN) to it.
 	WebhookSecret = "WebhookSecret"
+	// DigestBucket is the S3 bucket (Object Lock) the digest function writes
+	// the signed digests to, and DigestKey the KMS ECC_NIST_P256 key it signs
+	// them with (infra/digest.go's construct names).
+	DigestBucket = "DigestBucket"
+	DigestKey    = "DigestKey"
 )
 
 // Counted is a distinct call and how often it was made.

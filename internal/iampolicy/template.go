@@ -127,6 +127,7 @@ func (s *Stack) load(id string, r resource) error {
 		"AWS::Lambda::EventSourceMapping": s.loadEventSource,
 		"AWS::Lambda::ResourcePolicy":     s.loadLambdaPolicy,
 		"AWS::Lambda::Permission":         s.loadLambdaPermission,
+		"AWS::S3::BucketPolicy":           s.loadBucketPolicy,
 	}
 	if load, ok := loaders[r.Type]; ok {
 		return load(id, r)
@@ -341,6 +342,21 @@ func (s *Stack) loadTable(id string, r resource) error {
 	return nil
 }
 
+// loadBucketPolicy reads an S3 bucket policy; its Bucket is a Ref (the
+// bucket's name) or a name. ResourcePolicy finds it for the bucket's ARN and
+// for each of its objects' (arn:aws:s3:::<bucket>/<key>).
+func (s *Stack) loadBucketPolicy(id string, r resource) error {
+	bucket, err := s.stringProp(r, "Bucket")
+	if err != nil {
+		return err
+	}
+	pol, err := s.policyProp(r, "PolicyDocument", id)
+	if err != nil {
+		return err
+	}
+	return s.setResourcePolicy("arn:aws:s3:::"+bucket, pol)
+}
+
 // loadLambdaPolicy reads a function's whole resource policy
 // (AWS::Lambda::ResourcePolicy); its ResourceArn names the function.
 func (s *Stack) loadLambdaPolicy(id string, r resource) error {
@@ -486,6 +502,7 @@ func (s *Stack) name(id string) (string, error) {
 		"AWS::Logs::LogGroup": "LogGroupName", "AWS::IAM::Role": "RoleName", "AWS::SNS::Topic": "TopicName",
 		"AWS::IAM::ManagedPolicy": "ManagedPolicyName", "AWS::SES::ConfigurationSet": "Name",
 		"AWS::SMSVOICE::ConfigurationSet": "ConfigurationSetName", "AWS::Events::Rule": "Name",
+		"AWS::S3::Bucket": "BucketName",
 	}[r.Type]
 	if prop != "" {
 		if v, ok := r.Properties[prop].(string); ok && v != "" {
@@ -560,6 +577,8 @@ func (s *Stack) attr(id, attr string) (string, error) {
 		return "arn:aws:sns:" + region + ":" + account + ":" + name, nil
 	case "AWS::SecretsManager::Secret.Id":
 		return s.ref(id)
+	case "AWS::S3::Bucket.Arn":
+		return "arn:aws:s3:::" + name, nil
 	case "AWS::Events::Rule.Arn":
 		return "arn:aws:events:" + region + ":" + account + ":rule/" + name, nil
 	}
@@ -757,12 +776,16 @@ func (s *Stack) Authorize(req Request, identity []Policy) (Decision, error) {
 }
 
 // ResourcePolicy is the resource policy a request on arn meets: the
-// resource's own, or for a DynamoDB index (table/T/index/I) its table's,
-// which governs the table's indexes. Nil when there is none. (A stream's
+// resource's own; for a DynamoDB index (table/T/index/I) its table's, which
+// governs the table's indexes; for an S3 object (arn:aws:s3:::B/K) its
+// bucket's. Nil when there is none. (A stream's
 // policy is its own; the template gives streams none.)
 func (s *Stack) ResourcePolicy(arn string) *Policy {
 	if p, ok := s.ResourcePolicies[arn]; ok {
 		return p
+	}
+	if bucket, _, ok := strings.Cut(arn, "/"); ok && strings.HasPrefix(arn, "arn:aws:s3:::") {
+		return s.ResourcePolicies[bucket]
 	}
 	if strings.HasPrefix(arn, "arn:aws:dynamodb:") {
 		if table, _, ok := strings.Cut(arn, "/index/"); ok {

@@ -229,3 +229,46 @@ func TestLoadLambdaPolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadBucketPolicies: an AWS::S3::BucketPolicy is its bucket's resource policy, and governs
+// the bucket's objects (arn:aws:s3:::<bucket>/<key>): its Deny wins over a role's s3:*.
+func TestLoadBucketPolicies(t *testing.T) {
+	const tpl = `{"Resources":{
+ "CallerAB12CD34":{"Type":"AWS::IAM::Role","Properties":{"Policies":[{"PolicyName":"p","PolicyDocument":{"Statement":[
+   {"Effect":"Allow","Action":"s3:*","Resource":"*"}]}}]}},
+ "BucketAB12CD34":{"Type":"AWS::S3::Bucket","Properties":{}},
+ "BucketPolicyAB12CD34":{"Type":"AWS::S3::BucketPolicy","Properties":{"Bucket":{"Ref":"BucketAB12CD34"},
+   "PolicyDocument":{"Statement":[
+     {"Sid":"NoDeletes","Effect":"Deny","Principal":{"AWS":"*"},"Action":"s3:DeleteObject",
+      "Resource":{"Fn::Join":["",[{"Fn::GetAtt":["BucketAB12CD34","Arn"]},"/*"]]}}]}}}
+}}`
+	s, err := LoadTemplate([]byte(tpl), pseudo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := s.ARN("AWS::S3::Bucket", "Bucket")
+	if err != nil || bucket != "arn:aws:s3:::Bucket" {
+		t.Fatalf("bucket ARN = %q, %v", bucket, err)
+	}
+	role := "arn:aws:iam::" + account + ":role/Caller"
+	for _, tc := range []struct {
+		action, resource string
+		allowed          bool
+	}{
+		{"s3:DeleteObject", bucket + "/digests/1.json", false},
+		{"s3:GetObject", bucket + "/digests/1.json", true},
+		{"s3:DeleteObject", "arn:aws:s3:::other/digests/1.json", true},
+	} {
+		d, err := s.Decide(role, tc.action, tc.resource, nil)
+		if err != nil || d.Allowed != tc.allowed {
+			t.Errorf("%s %s: %+v %v, want allowed=%v", tc.action, tc.resource, d, err, tc.allowed)
+		}
+	}
+	without, err := s.WithoutStatement(bucket, "NoDeletes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := without.Decide(role, "s3:DeleteObject", bucket+"/digests/1.json", nil); err != nil || !d.Allowed {
+		t.Errorf("without NoDeletes: %+v %v, want allowed", d, err)
+	}
+}

@@ -66,6 +66,16 @@ var (
 	// test invokes it with a URL-shaped event: the emulator's function URLs
 	// carry no IAM context).
 	OperatorFunction = Output{Name: "OperateFunctionName"}
+	// DigestBucket is the digest bucket (Object Lock, COMPLIANCE) and
+	// DigestKeyARN the KMS key the digests are signed with: ledgerctl
+	// verify --digest-bucket --digest-key reads both.
+	DigestBucket = Output{Name: "DigestBucketName", Env: settings.DigestBucket.Env, Required: true}
+	DigestKeyARN = Output{Name: "DigestKeyArn", Env: settings.DigestKeyARN.Env, Required: true}
+	// DigestFunction is the digest function's name.
+	DigestFunction = Output{Name: "DigestFunctionName"}
+	// DigestFailureDLQURL is the on-failure destination of the digest
+	// function's stream mapping.
+	DigestFailureDLQURL = Output{Name: "DigestFailureDlqUrl"}
 	// BackupVault is the AWS Backup vault of the ledger table's daily backups (not on a
 	// stage with backup=false).
 	BackupVault = Output{Name: "LedgerBackupVaultName", Conditional: true}
@@ -92,6 +102,7 @@ func All() []Output {
 		ProviderEventsTopicARN, ProviderEventsQueueURL, ProviderEventsDLQURL, SESConfigurationSet, SMSConfigurationSet,
 		LedgerTable, ContentTable, BudgetTable, LimitsTable, ContentKeyARN, AttemptProofKeyARN, IntentKeyARN, FingerprintKeyARN,
 		OperatorRoleARN, OperatorFunctionURL, OperatorFunction, BackupVault,
+		DigestBucket, DigestKeyARN, DigestFunction, DigestFailureDLQURL,
 		WebhookSecretARN,
 	}
 	for _, r := range settings.Functions {

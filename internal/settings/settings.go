@@ -34,9 +34,9 @@ const (
 	// one of Functions: no event source drives it.
 	Operate Role = "operate"
 	// Digest reads the ledger table's stream and writes the signed digests
-	// (functions/digest, docs/digests.md). It is not yet one of Functions:
-	// the stack adds it there when it creates the function, its key and its
-	// bucket.
+	// (functions/digest, docs/digests.md). It is not one of Functions, the
+	// ledger's writers: it writes no table (infra/digest.go deploys it with
+	// its key and bucket).
 	Digest Role = "digest"
 )
 

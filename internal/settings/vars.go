@@ -93,7 +93,7 @@ var (
 	DigestKeyARN = &Var{Env: "DIGEST_KEY_ARN", Resource: "the digest key's ARN", Required: true, Roles: []Role{Digest},
 		Doc:   "the KMS ECC_NIST_P256 key the digests are signed with (kms:Sign, digest function only); ledgerctl verify --digest-key reads its public key",
 		field: at(Text, func(s *Settings) *string { return &s.DigestKeyARN })}
-	DigestInterval = &Var{Env: "DIGEST_INTERVAL", Default: "5m", Roles: []Role{Digest},
+	DigestInterval = &Var{Env: "DIGEST_INTERVAL", Context: "digestInterval", Default: "5m", Roles: []Role{Digest},
 		Doc:   "how long stream records gather before one digest covers them: the digest event source's batching window (at most 5m)",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.DigestInterval })}
 	BudgetTable = &Var{Env: "BUDGET_TABLE", Resource: "the budget table's name", Required: true, Roles: []Role{Dispatch, Reconcile},
