@@ -26,12 +26,11 @@ package smsregion
 import (
 	"errors"
 	"fmt"
-	"regexp"
-
-	"github.com/nyaruka/phonenumbers"
 
 	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
+
+//go:generate go run ./internal/gen
 
 // ErrInvalidNumber is returned for a destination that is not an E.164
 // number ("+" and 2 to 15 digits, the first not 0) or that is not valid
@@ -43,9 +42,20 @@ var ErrInvalidNumber = errors.New("smsregion: invalid phone number")
 // freephone) or +882 (international networks).
 var ErrNoRegion = errors.New("smsregion: number belongs to no region")
 
-// e164 is the E.164 form: a plus sign, a country code that does not start
-// with 0, at most 15 digits in all.
-var e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
+// isE164 reports whether s has the E.164 form, ^\+[1-9][0-9]{1,14}$: a plus
+// sign, a country code that does not start with 0, 2 to 15 digits in all.
+// (Written out rather than a regexp compiled at package initialization.)
+func isE164(s string) bool {
+	if len(s) < 3 || len(s) > 16 || s[0] != '+' || s[1] == '0' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // Kind is what the library's metadata says a number is.
 type Kind int
@@ -80,20 +90,6 @@ func (k Kind) String() string {
 // them, the target of SMS pumping. A reset is never legitimately sent there.
 func (k Kind) Premium() bool { return k == PremiumRate || k == SharedCost }
 
-var kinds = map[phonenumbers.PhoneNumberType]Kind{
-	phonenumbers.FIXED_LINE:           FixedLine,
-	phonenumbers.MOBILE:               Mobile,
-	phonenumbers.FIXED_LINE_OR_MOBILE: FixedLineOrMobile,
-	phonenumbers.TOLL_FREE:            TollFree,
-	phonenumbers.PREMIUM_RATE:         PremiumRate,
-	phonenumbers.SHARED_COST:          SharedCost,
-	phonenumbers.VOIP:                 VoIP,
-	phonenumbers.PERSONAL_NUMBER:      Personal,
-	phonenumbers.PAGER:                Pager,
-	phonenumbers.UAN:                  UAN,
-	phonenumbers.VOICEMAIL:            Voicemail,
-}
-
 // Number is what Lookup found out about a destination. It holds nothing from
 // which the number could be recovered.
 type Number struct {
@@ -108,22 +104,17 @@ type Number struct {
 // wrapping ErrInvalidNumber for text that is not E.164 or not a valid number,
 // and ErrNoRegion for a valid non-geographic number.
 func Lookup(number string) (Number, error) {
-	if !e164.MatchString(number) {
+	if !isE164(number) {
 		return Number{}, fmt.Errorf("%w: want E.164 (+ and 2 to 15 digits)", ErrInvalidNumber)
 	}
-	n, err := phonenumbers.Parse(number, "")
-	if err != nil {
-		// The library's errors are constant texts, but keep ours in our words.
-		return Number{}, fmt.Errorf("%w: unparsable", ErrInvalidNumber)
-	}
-	if !phonenumbers.IsValidNumber(n) {
+	region, kind, valid := lookup(number)
+	if !valid {
 		return Number{}, fmt.Errorf("%w: in no assigned range", ErrInvalidNumber)
 	}
-	region := phonenumbers.GetRegionCodeForNumber(n)
 	if !KnownRegion(region) {
 		return Number{}, ErrNoRegion
 	}
-	return Number{Region: region, Kind: kinds[phonenumbers.GetNumberType(n)]}, nil
+	return Number{Region: region, Kind: kind}, nil
 }
 
 // Region returns the ISO 3166-1 alpha-2 region of an E.164 number; see Lookup.
