@@ -154,6 +154,7 @@ fuzz:
 	go test ./pkg/providerevent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
 	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKey$$' -fuzztime=$(FUZZTIME) -parallel=2
 	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKeyFields$$' -fuzztime=$(FUZZTIME) -parallel=2
+	go test ./pkg/smsregion -run '^$$' -fuzz '^FuzzLookupMatchesLibrary$$' -fuzztime=$(FUZZTIME) -parallel=2
 
 emulator-start:
 	$(EMULATOR) install
