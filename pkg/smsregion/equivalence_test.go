@@ -55,14 +55,18 @@ func refLookup(number string) (Number, error) {
 	return Number{Region: region, Kind: refKinds[phonenumbers.GetNumberType(n)]}, nil
 }
 
-// refRaw is the library's answer before Lookup's region filter: valid,
-// region ("001" for a non-geographic entity) and type.
-func refRaw(number string) (region string, kind Kind, valid bool) {
+// refRaw is the library's answer before Lookup's region filter: region
+// ("001" for a non-geographic entity), type, whether Parse succeeds and
+// whether the number is valid.
+func refRaw(number string) (region string, kind Kind, parsed, valid bool) {
 	n, err := phonenumbers.Parse(number, "")
-	if err != nil || !phonenumbers.IsValidNumber(n) {
-		return "", Unknown, false
+	if err != nil {
+		return "", Unknown, false, false
 	}
-	return phonenumbers.GetRegionCodeForNumber(n), refKinds[phonenumbers.GetNumberType(n)], true
+	if !phonenumbers.IsValidNumber(n) {
+		return "", Unknown, true, false
+	}
+	return phonenumbers.GetRegionCodeForNumber(n), refKinds[phonenumbers.GetNumberType(n)], true, true
 }
 
 // agree reports how ours and the library's answers for number differ ("" if
@@ -71,16 +75,16 @@ func agree(number string) string {
 	got, gotErr := Lookup(number)
 	want, wantErr := refLookup(number)
 	if got != want || errors.Is(gotErr, ErrInvalidNumber) != errors.Is(wantErr, ErrInvalidNumber) ||
-		errors.Is(gotErr, ErrNoRegion) != errors.Is(wantErr, ErrNoRegion) || (gotErr == nil) != (wantErr == nil) {
+		errors.Is(gotErr, ErrNoRegion) != errors.Is(wantErr, ErrNoRegion) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 		return fmt.Sprintf("Lookup(%q) = %+v, %v; the library's %+v, %v", number, got, gotErr, want, wantErr)
 	}
 	if !refE164.MatchString(number) {
 		return ""
 	}
-	r, k, v := lookup(number)
-	wr, wk, wv := refRaw(number)
-	if r != wr || k != wk || v != wv {
-		return fmt.Sprintf("lookup(%q) = %q %s %v; the library's %q %s %v", number, r, k, v, wr, wk, wv)
+	r, k, p, v := lookup(number)
+	wr, wk, wp, wv := refRaw(number)
+	if r != wr || k != wk || p != wp || v != wv {
+		return fmt.Sprintf("lookup(%q) = %q %s parsed %v valid %v; the library's %q %s %v %v", number, r, k, p, v, wr, wk, wp, wv)
 	}
 	return ""
 }
@@ -161,7 +165,7 @@ func TestExamplesMatchLibrary(t *testing.T) {
 			t.Error(diff)
 			continue
 		}
-		if r, k, ok := lookup(ex); ok {
+		if r, k, _, ok := lookup(ex); ok {
 			kinds[k]++
 			regions[r] = true
 		}
@@ -240,7 +244,7 @@ func TestSampleMatchesLibrary(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 20_000 // the library takes about 20 µs a number, 5 to 10 times that under -race
 	}
-	valid, failures := 0, 0
+	valid, unparsable, failures := 0, 0, 0
 	kinds := map[Kind]int{}
 	for _, number := range sample(t, n) {
 		if diff := agree(number); diff != "" {
@@ -249,15 +253,19 @@ func TestSampleMatchesLibrary(t *testing.T) {
 			}
 			continue
 		}
-		if _, k, ok := lookup(number); ok {
+		_, k, parsed, ok := lookup(number)
+		if ok {
 			valid++
 			kinds[k]++
+		}
+		if !parsed {
+			unparsable++
 		}
 	}
 	if failures > 0 {
 		t.Errorf("%d of %d numbers differ", failures, n)
 	}
-	t.Logf("%d numbers, %d valid; by kind %v", n, valid, kinds)
+	t.Logf("%d numbers, %d valid, %d unparsable; valid by kind %v", n, valid, unparsable, kinds)
 	if valid < n/10 {
 		t.Errorf("only %d of %d sampled numbers are valid: the sample tests little", valid, n)
 	}

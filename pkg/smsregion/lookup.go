@@ -286,24 +286,24 @@ func regionFor(p parsed) *regionMeta {
 }
 
 // lookup mirrors Parse(number, ""), IsValidNumber, GetRegionCodeForNumber
-// and GetNumberType for number = "+" and digits. valid is false where the
-// library fails to parse or finds the number invalid; region is "001" for
-// a non-geographic entity.
-func lookup(number string) (region string, kind Kind, valid bool) {
+// and GetNumberType for number = "+" and digits. parsed is false where Parse
+// fails, valid where IsValidNumber does; region is "001" for a
+// non-geographic entity.
+func lookup(number string) (region string, kind Kind, parsed, valid bool) {
 	p, ok := parse(number)
 	if !ok {
-		return "", Unknown, false
+		return "", Unknown, false, false
 	}
 	// IsValidNumberForRegion(number, GetRegionCodeForNumber(number)). Every
 	// region listed for a code has that code in its metadata (the
 	// generator checks), so the library's calling-code test holds.
 	meta := regionFor(p)
 	if meta == nil {
-		return "", Unknown, false
+		return "", Unknown, true, false
 	}
 	kind, ok = numberType(p.nsn, meta)
 	if !ok {
-		return "", Unknown, false
+		return "", Unknown, true, false
 	}
-	return meta.id, kind, true
+	return meta.id, kind, true, true
 }

@@ -118,7 +118,10 @@ func Lookup(number string) (Number, error) {
 	if !isE164(number) {
 		return Number{}, fmt.Errorf("%w: want E.164 (+ and 2 to 15 digits)", ErrInvalidNumber)
 	}
-	region, kind, valid := lookup(number)
+	region, kind, parsed, valid := lookup(number)
+	if !parsed {
+		return Number{}, fmt.Errorf("%w: unparsable", ErrInvalidNumber)
+	}
 	if !valid {
 		return Number{}, fmt.Errorf("%w: in no assigned range", ErrInvalidNumber)
 	}
