@@ -326,20 +326,3 @@ func TestGeneratedIsCurrent(t *testing.T) {
 		}
 	}
 }
-
-// TestLinksNoLibrary: neither this package nor the dispatch function links
-// the phone-number library (whose package initialization parses all of its
-// metadata at every cold start) or protobuf.
-func TestLinksNoLibrary(t *testing.T) {
-	for _, pkg := range []string{".", "../../functions/dispatch"} {
-		out, err := exec.Command("go", "list", "-deps", pkg).Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", pkg, err)
-		}
-		for _, dep := range strings.Fields(string(out)) {
-			if strings.Contains(dep, "phonenumbers") || (pkg == "." && strings.Contains(dep, "protobuf")) {
-				t.Errorf("%s links %s", pkg, dep)
-			}
-		}
-	}
-}
