@@ -114,14 +114,12 @@ func parse(number string) (parsed, bool) {
 	if len(national) < minLengthForNSN {
 		return parsed{}, false // ErrTooShortNSN
 	}
-	if potential, _ := maybeStripNationalPrefix(national, meta); true {
-		// Keep the stripped number only if its length is possible for the
-		// region.
-		switch testNumberLength(potential, meta) {
-		case tooShort, isPossibleLocalOnly, invalidLength:
-		default:
-			national = potential
-		}
+	// Keep the stripped number only if its length is possible for the region.
+	potential, _ := maybeStripNationalPrefix(national, meta)
+	switch testNumberLength(potential, meta) {
+	case tooShort, isPossibleLocalOnly, invalidLength:
+	default:
+		national = potential
 	}
 	if len(national) < minLengthForNSN {
 		return parsed{}, false // ErrTooShortNSN
