@@ -21,7 +21,7 @@ LEFTOVER_CHECK = { LEDGER_STARTED_CHECK=$(CURDIR)/$(STARTED) go test -count=1 -r
 	| grep -v '^ok '; test $${PIPESTATUS[0]} -eq 0; }
 
 .PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench bench-quick gate simulate surge surge-quiet surge-check emulator-start emulator-stop fuzz clean \
-	node-producer node-producer-deps node-producer-emulator python-producer python-producer-deps python-producer-emulator vectors
+	node-producer node-producer-deps node-producer-emulator python-producer python-producer-deps python-producer-emulator vectors smsregion
 
 all: build
 
@@ -154,6 +154,7 @@ fuzz:
 	go test ./pkg/providerevent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
 	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKey$$' -fuzztime=$(FUZZTIME) -parallel=2
 	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKeyFields$$' -fuzztime=$(FUZZTIME) -parallel=2
+	go test ./pkg/smsregion -run '^$$' -fuzz '^FuzzLookupMatchesLibrary$$' -fuzztime=$(FUZZTIME) -parallel=2
 
 emulator-start:
 	$(EMULATOR) install
@@ -238,6 +239,12 @@ vectors:
 	VECTORS_UPDATE=1 go test -count=1 -run Vectors ./pkg/envelope ./pkg/producer ./cmd/ledgerctl
 	go test -count=1 -run Vectors ./pkg/envelope ./pkg/producer ./cmd/ledgerctl
 	$(MAKE) --no-print-directory node-producer python-producer
+
+## smsregion: regenerate pkg/smsregion's copy of nyaruka/phonenumbers' metadata and its known codes
+## (after upgrading the library; review the diff), then check its lookup against the library's
+smsregion:
+	go generate ./pkg/smsregion
+	go test -count=1 ./pkg/smsregion/...
 
 # The CDK CLI is pinned in package.json/package-lock.json. The go.mod dropped
 # into node_modules keeps `go ... ./...` from walking into npm's Go templates.

@@ -1,24 +1,35 @@
 // Package smsregion tells which country or region an SMS destination belongs
 // to, and whether a country allow-list lets a message go there.
 //
-// The region comes from github.com/nyaruka/phonenumbers (a port of Google's
-// libphonenumber and its metadata), not from a prefix table of our own: a
+// The region comes from the metadata of github.com/nyaruka/phonenumbers (a
+// port of Google's libphonenumber), not from a prefix table of our own: a
 // shared calling code is resolved by the number's ranges (+1 787 is PR, +1
 // 416 is CA, +44 1481 is GG), and a number outside every assigned range is
 // refused rather than guessed. Regions are ISO 3166-1 alpha-2 codes, the
 // codes AWS End User Messaging SMS protect configurations use.
 //
-// Lookup also reports the number's Kind as the library's metadata classifies
-// it; Kind.Premium is true for premium-rate and shared-cost ranges, the
-// ranges whose operators share revenue with the caller (SMS pumping). The
+// Lookup also reports the number's Kind as the metadata classifies it;
+// Kind.Premium is true for premium-rate and shared-cost ranges, the ranges
+// whose operators share revenue with the caller (SMS pumping). The
 // classification is only as complete as the metadata: a country whose
 // metadata lists no premium range classifies none as premium.
 //
-// The allow-list and the table of known codes live in package codes, which
-// does not link the library (its package initialization parses all of its
-// metadata: about 2.4 MB allocated, 16 to 150 ms on a development machine):
-// the settings every function loads read the allow-list, and only dispatch
-// looks numbers up.
+// The package does not link the library: its package initialization parses
+// all of its metadata (about 6 ms and 2.5 MB at every cold start of the
+// function that links it). metadata_gen.go is a copy of the part of the
+// metadata Lookup reads, generated from the library by internal/gen, and
+// lookup.go follows the library's own parse and validation path over it
+// (Parse, IsValidNumber, GetRegionCodeForNumber, GetNumberType); patterns
+// are compiled on first use. After upgrading the library, run
+// go generate ./pkg/smsregion (make smsregion); TestGeneratedIsCurrent fails
+// until then, and the equivalence tests (equivalence_test.go: every example
+// number of the metadata, 200,000 random and mutated numbers, and
+// FuzzLookupMatchesLibrary) hold Lookup to the library's answers. Only the
+// generator and the tests link the library.
+//
+// The allow-lists and the table of known codes (also generated) live in
+// package codes: the settings every function loads read them, and only
+// dispatch looks numbers up.
 //
 // No error text contains the number or any of its digits.
 package smsregion
@@ -26,12 +37,11 @@ package smsregion
 import (
 	"errors"
 	"fmt"
-	"regexp"
-
-	"github.com/nyaruka/phonenumbers"
 
 	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
+
+//go:generate go run ./internal/gen
 
 // ErrInvalidNumber is returned for a destination that is not an E.164
 // number ("+" and 2 to 15 digits, the first not 0) or that is not valid
@@ -43,9 +53,20 @@ var ErrInvalidNumber = errors.New("smsregion: invalid phone number")
 // freephone) or +882 (international networks).
 var ErrNoRegion = errors.New("smsregion: number belongs to no region")
 
-// e164 is the E.164 form: a plus sign, a country code that does not start
-// with 0, at most 15 digits in all.
-var e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
+// isE164 reports whether s has the E.164 form, ^\+[1-9][0-9]{1,14}$: a plus
+// sign, a country code that does not start with 0, 2 to 15 digits in all.
+// (Written out rather than a regexp compiled at package initialization.)
+func isE164(s string) bool {
+	if len(s) < 3 || len(s) > 16 || s[0] != '+' || s[1] == '0' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // Kind is what the library's metadata says a number is.
 type Kind int
@@ -80,20 +101,6 @@ func (k Kind) String() string {
 // them, the target of SMS pumping. A reset is never legitimately sent there.
 func (k Kind) Premium() bool { return k == PremiumRate || k == SharedCost }
 
-var kinds = map[phonenumbers.PhoneNumberType]Kind{
-	phonenumbers.FIXED_LINE:           FixedLine,
-	phonenumbers.MOBILE:               Mobile,
-	phonenumbers.FIXED_LINE_OR_MOBILE: FixedLineOrMobile,
-	phonenumbers.TOLL_FREE:            TollFree,
-	phonenumbers.PREMIUM_RATE:         PremiumRate,
-	phonenumbers.SHARED_COST:          SharedCost,
-	phonenumbers.VOIP:                 VoIP,
-	phonenumbers.PERSONAL_NUMBER:      Personal,
-	phonenumbers.PAGER:                Pager,
-	phonenumbers.UAN:                  UAN,
-	phonenumbers.VOICEMAIL:            Voicemail,
-}
-
 // Number is what Lookup found out about a destination. It holds nothing from
 // which the number could be recovered.
 type Number struct {
@@ -108,22 +115,20 @@ type Number struct {
 // wrapping ErrInvalidNumber for text that is not E.164 or not a valid number,
 // and ErrNoRegion for a valid non-geographic number.
 func Lookup(number string) (Number, error) {
-	if !e164.MatchString(number) {
+	if !isE164(number) {
 		return Number{}, fmt.Errorf("%w: want E.164 (+ and 2 to 15 digits)", ErrInvalidNumber)
 	}
-	n, err := phonenumbers.Parse(number, "")
-	if err != nil {
-		// The library's errors are constant texts, but keep ours in our words.
+	region, kind, parsed, valid := lookup(number)
+	if !parsed {
 		return Number{}, fmt.Errorf("%w: unparsable", ErrInvalidNumber)
 	}
-	if !phonenumbers.IsValidNumber(n) {
+	if !valid {
 		return Number{}, fmt.Errorf("%w: in no assigned range", ErrInvalidNumber)
 	}
-	region := phonenumbers.GetRegionCodeForNumber(n)
 	if !KnownRegion(region) {
 		return Number{}, ErrNoRegion
 	}
-	return Number{Region: region, Kind: kinds[phonenumbers.GetNumberType(n)]}, nil
+	return Number{Region: region, Kind: kind}, nil
 }
 
 // Region returns the ISO 3166-1 alpha-2 region of an E.164 number; see Lookup.

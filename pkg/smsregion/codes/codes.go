@@ -1,8 +1,9 @@
 // Package codes holds the ISO 3166-1 alpha-2 region codes that package
 // smsregion can tell a phone number belongs to, and the SMS country
-// allow-list over them. It does not link the phone-number library: the
-// settings every function loads read an allow-list through it, and only the
-// function that looks numbers up (dispatch) pays for the library's metadata.
+// allow-list over them. It does not link the phone-number library (no
+// function does: package smsregion looks numbers up in a copy of its
+// metadata); its list of known codes is generated from the library with
+// smsregion's metadata.
 package codes
 
 import (

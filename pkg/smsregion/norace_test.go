@@ -1,0 +1,5 @@
+//go:build !race
+
+package smsregion
+
+const raceEnabled = false
