@@ -87,7 +87,7 @@ func TestWebhookURLAndSecret(t *testing.T) {
 		"LEDGER_TABLE": "l", "CONTENT_TABLE": "c", "CONTENT_KEY_ARN": "arn:k", "ATTEMPT_PROOF_KEY_ARN": "arn:proof",
 		"BUDGET_TABLE": "b", "DISPATCH_QUEUE_URL": "https://sqs.example.test/q", "SES_FROM_ADDRESS": "no-reply@example.test",
 		"FINGERPRINT_KEY_ARN": "arn:fingerprint",
-		"SMS_TRANSPORT": "webhook", "WEBHOOK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:111122223333:secret:w-AbCdEf",
+		"SMS_TRANSPORT":       "webhook", "WEBHOOK_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:111122223333:secret:w-AbCdEf",
 	}
 	for url, ok := range map[string]bool{
 		"https://gw.example.test/send":         true,
