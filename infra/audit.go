@@ -156,6 +156,11 @@ func (p *LedgerStackProps) validateAudit(bad func(string, ...any)) {
 			"-c operatorArns=<the on-call and compliance role ARNs> (only the local emulator's stage, -c localStage=true, " +
 			"may leave it unset)")
 	}
+	if p.SkipOperatorDenies {
+		bad("operatorDenies=false is only for the local emulator's stage (-c localStage=true): without the operator " +
+			"function's Denies any principal of the account allowed lambda:InvokeFunction can invoke it directly with " +
+			"a request context it wrote, naming anyone")
+	}
 	if p.DataEventsTrail == "" {
 		bad("dataEventsTrail is not set: without it nothing outside the ledger records who wrote to it. Pass "+
 			"-c dataEventsTrail=<a trail name, e.g. %s-ledger-writes> (only the local emulator's stage, -c localStage=true, "+

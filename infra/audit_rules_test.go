@@ -429,8 +429,15 @@ func TestOperatorArnsAndTrailRequired(t *testing.T) {
 			t.Errorf("operatorArns %q: Validate = %v", arn, err)
 		}
 	}
+	open := testProps(t)
+	open.SkipOperatorDenies = true
+	if err := open.Validate(); err == nil || !strings.Contains(err.Error(), "operatorDenies=false") {
+		t.Errorf("a non-local stage with operatorDenies=false: Validate = %v, want an error naming it", err)
+	}
 
-	local := synth(t, func(p *LedgerStackProps) { p.OperatorPrincipalArns, p.DataEventsTrail, p.LocalStage = nil, "", true })
+	local := synth(t, func(p *LedgerStackProps) {
+		p.OperatorPrincipalArns, p.DataEventsTrail, p.LocalStage, p.SkipOperatorDenies = nil, "", true, true
+	})
 	if n := len(local.resources("AWS::CloudTrail::Trail")); n != 0 {
 		t.Errorf("local stage without dataEventsTrail: %d trails", n)
 	}

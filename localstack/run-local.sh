@@ -9,6 +9,8 @@
 #   4. waits until its ledger row is terminal (accepted, normally)
 #   5. prints the email the emulator's SES captured and `ledgerctl explain`, the
 #      row's evidence trail
+#   6. waits for a signed digest to cover the row and prints `ledgerctl verify`
+#      checking it against the digest bucket and the digest key
 # Everything stays up afterwards; `make emulator-stop` (localstack/stop-local.sh)
 # stops it all. If this script fails or is interrupted (INT, TERM), it stops
 # what it started itself (the emulator, the webhook provider), by the pids it
@@ -64,6 +66,26 @@ step "the email the emulator's SES captured"
 echo
 step "ledgerctl explain $CHALLENGE"
 "$BIN_DIR/ledgerctl" explain "$CHALLENGE"
+
+echo
+step "ledgerctl verify $CHALLENGE, against the signed digests (DIGEST_BUCKET, DIGEST_KEY_ARN)"
+# The local stage digests every 5 s; until a digest covers the row, verify reports it PENDING.
+for _ in $(seq 60); do
+  verified="$("$BIN_DIR/ledgerctl" verify "$CHALLENGE" 2>&1)" && status=0 || status=$?
+  if ((status != 0)) || ! grep -q '^PENDING' <<<"$verified"; then
+    break
+  fi
+  sleep 1
+done
+sed 's/^/    /' <<<"$verified"
+if ((status != 0)); then
+  echo "run-local.sh: ledgerctl verify failed (exit $status)" >&2
+  exit "$status"
+fi
+if grep -q '^PENDING' <<<"$verified"; then
+  echo "run-local.sh: no digest covered the row within 60 s (see the DigestFunction's log)" >&2
+  exit 1
+fi
 
 # The ports, if not the defaults, for the stop command.
 STOP_ENV="${MINISTACK_PORT:+MINISTACK_PORT=$MINISTACK_PORT }${WEBHOOK_PROVIDER_PORT:+WEBHOOK_PROVIDER_PORT=$PORT }"
