@@ -192,6 +192,8 @@ type shapeRun struct {
 	// content item; the ledger row after each write.
 	body, plaintext, sealed, contentItem int
 	rows                                 []string
+	// admissionItems is the most items one limits transaction wrote.
+	admissionItems int
 }
 
 func (r *shapeRun) total(m map[string]float64) float64 {
@@ -232,6 +234,7 @@ type shapeBench struct {
 	ctx    context.Context
 	r      *rig
 	lm     *limitsMeter
+	tx     *txItems
 	sealer *envelope.Sealer
 	clk    *ledgertest.Clock
 	svc    *ledger.Service
@@ -267,7 +270,8 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 		// ports wire it: claim notes the newest challenge, dispatch counts
 		// (fingerprint, SMS region and kind) and reads it.
 		s := settings.Defaults()
-		b.lm = &limitsMeter{client: dynamodb.NewFromConfig(r.cfg, r.counter.Option), raw: r.raw}
+		b.tx = &txItems{LimitsClient: dynamodb.NewFromConfig(r.cfg, r.counter.Option)}
+		b.lm = &limitsMeter{client: b.tx, raw: r.raw}
 		lim := dynamostore.NewLimits(b.lm, table)
 		b.svc.Limits = s.Limits
 		b.svc.Limits.SMSCountries = wiredispatch.SMSCountries(s)
@@ -323,6 +327,7 @@ type shapeStep struct {
 	lrcu     float64
 	lreqs    int
 	lrefused bool
+	litems   int // items of the limits transactions
 }
 
 // message runs message i of s through claim, dispatch and its two events.
@@ -412,6 +417,7 @@ func (b *shapeBench) step(kind string, f func() error) (shapeStep, error) {
 	s := shapeStep{kind: kind, st: st, reads: b.r.meter.Reads()}
 	if b.lm != nil {
 		s.lwcu, s.lrcu, _, _, s.lrefused = b.lm.snapshot()
+		s.litems = b.tx.take()
 		if s.lrefused {
 			err = fmt.Errorf("a send-limit write was refused: %w", err)
 		}
@@ -450,6 +456,7 @@ func (run *shapeRun) add(b *shapeBench, s shapeStep) {
 			run.wcu["subject and destination indexes"] += float64(w.TimelineUnits)
 		}
 	}
+	run.admissionItems = max(run.admissionItems, s.litems)
 	if s.lwcu > 0 {
 		run.wcu[map[string]string{"claim": "limits: newest-challenge note", "dispatch": "limits: counters"}[s.kind]] += s.lwcu
 	}
@@ -498,12 +505,13 @@ func shapeFigure(s prodShape, on, off *shapeRun) Figure {
 		"WCU by DynamoDB's item-size rules over the item read back before and after each write (1 per started KB of the larger, 2 per item in a transaction), including the KEYS_ONLY index entries (open-row, subject and destination indexes; "+
 		"figure 1 counts the open-row index only); RCU 1 per started 4 KB of a strongly consistent read. "+
 		"Limits on (the default policy as dispatch wires it, supersession on): %s. "+
+		"The counters' admission is one TransactWriteItems of %d items (each rule's counter in its window and the next one's, and the admission marker), each charged 2 WCU. "+
 		"Limits off: %s. "+
 		"Against the targets (limits on): %s. "+
 		"Not counted (no DynamoDB request): KMS GenerateDataKey at the producer, Decrypt at dispatch, GenerateMac for the attempt proof and the destination fingerprint, VerifyMac per event.",
 		on.n, map[ledger.Channel]string{ledger.Email: "SES Send and Delivery", ledger.SMS: "End User Messaging TEXT_SUCCESSFUL and TEXT_DELIVERED"}[s.ch],
 		len(s.ackID(0)), on.body, on.plaintext, on.sealed, on.contentItem, strings.Join(on.rows, "; "),
-		describe(on), describe(off), strings.Join(by, ", "))
+		describe(on), on.admissionItems, describe(off), strings.Join(by, ", "))
 	return Figure{
 		Name:     fmt.Sprintf("Production shape: %s, per accepted message with its two provider events (limits on; off)", s.name),
 		Measured: fmt.Sprintf("on: %s; off: %s", measured(on), measured(off)),
@@ -536,4 +544,27 @@ func (tr *shapeTransport) last() ledger.Send {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.sent
+}
+
+// txItems is a limits client that counts the items of its transactions.
+type txItems struct {
+	dynamostore.LimitsClient
+	mu sync.Mutex
+	n  int
+}
+
+func (c *txItems) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.mu.Lock()
+	c.n += len(in.TransactItems)
+	c.mu.Unlock()
+	return c.LimitsClient.TransactWriteItems(ctx, in, opts...)
+}
+
+// take returns the items counted since the last take.
+func (c *txItems) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = 0
+	return n
 }
