@@ -208,6 +208,21 @@ func (r *shapeRun) wcuPer() float64 { return r.total(r.wcu) }
 func (r *shapeRun) rcuPer() float64 { return r.total(r.rcu) }
 func (r *shapeRun) reqPer() float64 { return float64(r.all.Total()) / float64(r.n) }
 
+// shares names the k largest parts of the WCU with their share of it.
+func (r *shapeRun) shares(k int) string {
+	total := r.total(r.wcu) * float64(r.n)
+	keys := make([]string, 0, len(r.wcu))
+	for key := range r.wcu {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return r.wcu[keys[i]] > r.wcu[keys[j]] || r.wcu[keys[i]] == r.wcu[keys[j]] && keys[i] < keys[j] })
+	var parts []string
+	for _, key := range keys[:min(k, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", key, 100*r.wcu[key]/total))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // breakdown lists m per message, largest first.
 func (r *shapeRun) breakdown(m map[string]float64) string {
 	keys := make([]string, 0, len(m))
@@ -507,11 +522,11 @@ func shapeFigure(s prodShape, on, off *shapeRun) Figure {
 		"Limits on (the default policy as dispatch wires it, supersession on): %s. "+
 		"The counters' admission is one TransactWriteItems of %d items (each rule's counter in its window and the next one's, and the admission marker), each charged 2 WCU. "+
 		"Limits off: %s. "+
-		"Against the targets (limits on): %s. "+
+		"Against the targets (limits on): %s; the largest shares of the WCU: %s. "+
 		"Not counted (no DynamoDB request): KMS GenerateDataKey at the producer, Decrypt at dispatch, GenerateMac for the attempt proof and the destination fingerprint, VerifyMac per event.",
 		on.n, map[ledger.Channel]string{ledger.Email: "SES Send and Delivery", ledger.SMS: "End User Messaging TEXT_SUCCESSFUL and TEXT_DELIVERED"}[s.ch],
 		len(s.ackID(0)), on.body, on.plaintext, on.sealed, on.contentItem, strings.Join(on.rows, "; "),
-		describe(on), on.admissionItems, describe(off), strings.Join(by, ", "))
+		describe(on), on.admissionItems, describe(off), strings.Join(by, ", "), on.shares(3))
 	return Figure{
 		Name:     fmt.Sprintf("Production shape: %s, per accepted message with its two provider events (limits on; off)", s.name),
 		Measured: fmt.Sprintf("on: %s; off: %s", measured(on), measured(off)),
