@@ -215,7 +215,9 @@ func (r *shapeRun) shares(k int) string {
 	for key := range r.wcu {
 		keys = append(keys, key)
 	}
-	sort.Slice(keys, func(i, j int) bool { return r.wcu[keys[i]] > r.wcu[keys[j]] || r.wcu[keys[i]] == r.wcu[keys[j]] && keys[i] < keys[j] })
+	sort.Slice(keys, func(i, j int) bool {
+		return r.wcu[keys[i]] > r.wcu[keys[j]] || r.wcu[keys[i]] == r.wcu[keys[j]] && keys[i] < keys[j]
+	})
 	var parts []string
 	for _, key := range keys[:min(k, len(keys))] {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", key, 100*r.wcu[key]/total))
