@@ -412,6 +412,11 @@ func (b *shapeBench) message(s prodShape, i int, run *shapeRun, first bool) ([]s
 		if err != nil {
 			return nil, err
 		}
+		// The handler acknowledges an event it refuses (an unproven one)
+		// without writing: an event that is measured must be recorded.
+		if ws := st.st.on(b.r.ledger); len(ws) != 1 || ws[0].Failed {
+			return nil, fmt.Errorf("provider event %d: %d ledger writes, want its one history append", j+1, len(ws))
+		}
 		steps = append(steps, st)
 	}
 	if first {
