@@ -516,8 +516,8 @@ func shapeFigure(s prodShape, on, off *shapeRun) Figure {
 		}
 	}
 	describe := func(r *shapeRun) string {
-		return fmt.Sprintf("WCU %s; RCU %s; requests %s",
-			r.breakdown(r.wcu), r.breakdown(r.rcu), r.all.Format(r.labels)+fmt.Sprintf(" (%s per message)", trimFloat(r.reqPer())))
+		return fmt.Sprintf("WCU per message %s; RCU per message %s; requests over the %d messages %s (%s per message)",
+			r.breakdown(r.wcu), r.breakdown(r.rcu), r.n, r.all.Format(r.labels), trimFloat(r.reqPer()))
 	}
 	note := fmt.Sprintf("%d accepted messages per run, each claimed and dispatched through ledger.Service on dynamostore (sealed content from the emulator's KMS, the send-rate budget) "+
 		"and followed by its two provider events (%s), each delivered as an SQS record to the events function's handler (handler.Events: decode, attempt-proof check, RecordProviderEvent); one message a second. "+
