@@ -27,7 +27,10 @@ type Write struct {
 	IndexWrites int
 	// IndexUnits is the capacity those index writes consumed.
 	IndexUnits int
-	Failed     bool
+	// TimelineWrites and TimelineUnits are the same for Meter.Timeline's
+	// indexes.
+	TimelineWrites, TimelineUnits int
+	Failed                        bool
 }
 
 // Meter is a dynamostore.Client that forwards every call to Client and, for
@@ -40,9 +43,60 @@ type Meter struct {
 	Raw    *dynamodb.Client
 	// IndexHash and IndexRange name the open-row index's key attributes.
 	IndexHash, IndexRange string
+	// Timeline, if set, names the key attributes (hash, range) of further
+	// KEYS_ONLY indexes (the ledger's subject and destination indexes),
+	// whose writes are recorded apart, in TimelineWrites and TimelineUnits.
+	Timeline [][2]string
 
 	mu     sync.Mutex
 	writes []Write
+	reads  []Read
+}
+
+// Read is one read the Meter saw: the items it returned, sized by
+// DynamoDB's rules.
+type Read struct {
+	Op, Table string
+	// Size is the bytes returned (for a Query, of every item together).
+	Size int
+	// Units is the read capacity it consumed: 1 per started 4 KB, per item
+	// (a Query rounds its total), half that for an eventually consistent
+	// read, at least one unit's worth for a read that returned nothing.
+	Units      float64
+	Consistent bool
+}
+
+// Reads returns the reads recorded since the last Reset.
+func (m *Meter) Reads() []Read {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Read(nil), m.reads...)
+}
+
+func (m *Meter) read(op, table string, consistent *bool, sizes ...int) {
+	r := Read{Op: op, Table: table, Consistent: consistent != nil && *consistent}
+	rate := 1.0
+	if !r.Consistent {
+		rate = 0.5
+	}
+	if op == "Query" {
+		total := 0
+		for _, s := range sizes {
+			total += s
+		}
+		r.Size, r.Units = total, rate*float64(ReadUnits(total))
+	} else {
+		for _, s := range sizes {
+			r.Size += s
+			r.Units += rate * float64(ReadUnits(s))
+		}
+		if len(sizes) == 0 {
+			r.Units = rate
+		}
+	}
+	m.mu.Lock()
+	m.reads = append(m.reads, r)
+	m.mu.Unlock()
 }
 
 var _ dynamostore.Client = (*Meter)(nil)
@@ -58,7 +112,7 @@ func (m *Meter) Writes() []Write {
 func (m *Meter) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes = nil
+	m.writes, m.reads = nil, nil
 }
 
 func (m *Meter) snapshot(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
@@ -91,6 +145,20 @@ func (m *Meter) measure(ctx context.Context, op, table string, key map[string]ty
 			for _, it := range []map[string]types.AttributeValue{before, after} {
 				if _, in := indexKey(it, m.IndexHash, m.IndexRange); in {
 					w.IndexUnits += WriteUnits(IndexEntrySize(it, dynamostore.AttrPK, m.IndexHash, m.IndexRange))
+				}
+			}
+		}
+	}
+	if werr == nil {
+		for _, ix := range m.Timeline {
+			n := IndexWrites(before, after, ix[0], ix[1])
+			if n == 0 {
+				continue
+			}
+			w.TimelineWrites += n
+			for _, it := range []map[string]types.AttributeValue{before, after} {
+				if _, in := indexKey(it, ix[0], ix[1]); in {
+					w.TimelineUnits += WriteUnits(IndexEntrySize(it, dynamostore.AttrPK, ix[0], ix[1]))
 				}
 			}
 		}
@@ -141,15 +209,37 @@ func (m *Meter) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, op
 
 // GetItem implements dynamostore.Client.
 func (m *Meter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return m.Client.GetItem(ctx, in, opts...)
+	out, err := m.Client.GetItem(ctx, in, opts...)
+	if err == nil {
+		m.read("GetItem", deref(in.TableName), in.ConsistentRead, sizeOf(out.Item))
+	}
+	return out, err
 }
 
 // Query implements dynamostore.Client.
 func (m *Meter) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	return m.Client.Query(ctx, in, opts...)
+	out, err := m.Client.Query(ctx, in, opts...)
+	if err == nil {
+		m.read("Query", deref(in.TableName), in.ConsistentRead, itemSizes(out.Items)...)
+	}
+	return out, err
 }
 
 // BatchGetItem implements dynamostore.Client.
 func (m *Meter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	return m.Client.BatchGetItem(ctx, in, opts...)
+	out, err := m.Client.BatchGetItem(ctx, in, opts...)
+	if err == nil {
+		for table, items := range out.Responses {
+			m.read("BatchGetItem", table, in.RequestItems[table].ConsistentRead, itemSizes(items)...)
+		}
+	}
+	return out, err
+}
+
+func itemSizes(items []map[string]types.AttributeValue) []int {
+	sizes := make([]int, len(items))
+	for i, it := range items {
+		sizes[i] = sizeOf(it)
+	}
+	return sizes
 }

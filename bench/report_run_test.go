@@ -37,19 +37,22 @@ type scale struct {
 	// digestQuiet and digestBusy accepted messages per interval, over
 	// digestIntervals intervals, for the digest's cost.
 	digestQuiet, digestBusy, digestIntervals int
+	// shapeMessages accepted messages of each production shape, limits on
+	// and off, each with its two provider events.
+	shapeMessages int
 }
 
 var (
 	// fullScale is make bench's: the figures in BENCHMARKS.md.
 	fullScale = scale{writesPerMessage: 20, sweepOpen: 100, sweepSmall: 1000, sweepLarge: 50000, sweepReps: 5,
 		runSmall: 100, runLarge: 10000, throughputMsgs: 500, rawPuts: 300, coldStartRuns: 7, limitMessages: 20,
-		digestQuiet: 10, digestBusy: 5000, digestIntervals: 12}
+		digestQuiet: 10, digestBusy: 5000, digestIntervals: 12, shapeMessages: 20}
 	// quickScale is make bench-quick's (in make test): every measurement
 	// runs, in seconds, so that a broken one fails CI. Its figures mean
 	// nothing and are never checked against their targets.
 	quickScale = scale{writesPerMessage: 2, sweepOpen: 3, sweepSmall: 10, sweepLarge: 30, sweepReps: 1,
 		runSmall: 4, runLarge: 20, throughputMsgs: 20, rawPuts: 10, benchtime: "20x", coldStartRuns: 1, limitMessages: 2,
-		digestQuiet: 2, digestBusy: 20, digestIntervals: 2}
+		digestQuiet: 2, digestBusy: 20, digestIntervals: 2, shapeMessages: 2}
 )
 
 // reportPart is one measurement of the report and how many figures it adds.
@@ -69,6 +72,7 @@ var reportParts = []reportPart{
 	{"coldstart", coldStartReport, 2 * len(settings.Functions)}, // a size and a cold start per function
 	{"limits", limitsReport, 1},
 	{"digest", digestReport, 2},
+	{"shapes", shapesReport, 2}, // the 8 KB HTML email and the SMS, limits on and off
 }
 
 // TestReport runs every measurement. With BENCH_REPORT=1 (make bench) it
@@ -78,7 +82,7 @@ var reportParts = []reportPart{
 // and writes nothing. Either way it fails if a measurement did not run, or
 // left a figure unmeasured, and never on a number: a figure that misses its
 // target is reported as such. Parts can be chosen with BENCH_ONLY
-// (comma-separated: writes, sweeps, reconcile-run, throughput, scale, inprocess, coldstart, limits, digest);
+// (comma-separated: writes, sweeps, reconcile-run, throughput, scale, inprocess, coldstart, limits, digest, shapes);
 // BENCHMARKS.md is then not written unless BENCH_OUT names a file.
 func TestReport(t *testing.T) {
 	quick := os.Getenv("BENCH_QUICK") == "1"

@@ -25,7 +25,8 @@ type rig struct {
 	meter   *Meter           // sizes writes made through db
 	ledger  string           // table names
 	content string
-	budget  string // "" until addBudget
+	budget  string            // "" until addBudget
+	extra   map[string]string // further tables' labels (label)
 }
 
 func newRig(t testing.TB, prefix string) *rig {
@@ -76,6 +77,9 @@ func (r *rig) labels() map[string]string {
 	l := map[string]string{r.ledger: "ledger", r.content: "content"}
 	if r.budget != "" {
 		l[r.budget] = "budget"
+	}
+	for table, label := range r.extra {
+		l[table] = label
 	}
 	return l
 }
