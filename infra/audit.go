@@ -397,9 +397,15 @@ func (w *alarms) securityRules(o observed) []securityRule {
 				"requestParameters": map[string]interface{}{"roleName": stackRefs(stack, "AWS::IAM::Role")},
 			}},
 	}
-	// A pattern may not match on an empty list: a stage without buckets (the local one, without a
-	// trail) has no bucket rule.
-	if buckets := stackRefs(stack, "AWS::S3::Bucket"); len(buckets) > 0 {
+	return append(rules, w.stageSecurityRules(o)...)
+}
+
+// stageSecurityRules are the rules on what a stage may not have: a pattern may not match on an
+// empty list, so a stage without buckets, configuration sets, a protect configuration or a trail
+// has no rule on them.
+func (w *alarms) stageSecurityRules(o observed) []securityRule {
+	var rules []securityRule
+	if buckets := stackRefs(w.stack, "AWS::S3::Bucket"); len(buckets) > 0 {
 		rules = append(rules, securityRule{"BucketChanged", "a bucket of this stack (the data-events trail's, the digests') " +
 			"had its policy, Object Lock, versioning, lifecycle, encryption, public access block, ACL, ownership or " +
 			"replication changed, or was deleted", "aws.s3",
