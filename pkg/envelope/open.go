@@ -38,12 +38,13 @@ type Opener struct {
 
 var _ ledger.Opener = (*Opener)(nil)
 
-// Open returns the message sealed for key.
+// Open returns the message sealed for key. sealed is the envelope as the
+// content table stores it: its compact stored form or its JSON form.
 func (o *Opener) Open(ctx context.Context, key string, sealed []byte) (ledger.Message, error) {
 	if o.KMS == nil || o.KeyARN == "" {
 		return ledger.Message{}, errors.New("envelope: opener needs a KMS client and a key ARN")
 	}
-	e, err := Parse(sealed)
+	e, err := ParseStored(sealed)
 	if err != nil {
 		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: %v", key, ledger.ErrContentUnavailable, err)
 	}
