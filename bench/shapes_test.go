@@ -188,10 +188,10 @@ type shapeRun struct {
 	wcu, rcu map[string]float64
 	all      Counts
 	labels   map[string]string
-	// sizes of the first message: body, sealed plaintext, envelope,
-	// content item; the ledger row after each write.
-	body, plaintext, sealed, contentItem int
-	rows                                 []string
+	// sizes of the first message: body, sealed plaintext, envelope (wire
+	// JSON), its stored form, content item; the ledger row after each write.
+	body, plaintext, sealed, stored, contentItem int
+	rows                                         []string
 	// admissionItems is the most items one limits transaction wrote.
 	admissionItems int
 }
@@ -354,13 +354,19 @@ func (b *shapeBench) message(s prodShape, i int, run *shapeRun, first bool) ([]s
 	if err != nil {
 		return nil, fmt.Errorf("seal: %w", err)
 	}
-	sealed, err := env.Marshal()
+	wire, err := env.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	// What the claim function stores (intent.Decode's Sealed): the
+	// envelope's compact stored form, not its JSON wire form.
+	sealed, err := env.MarshalStored()
 	if err != nil {
 		return nil, err
 	}
 	if first {
 		pt, _ := envelope.Plaintext(m)
-		run.body, run.plaintext, run.sealed = len(m.Body), len(pt), len(sealed)
+		run.body, run.plaintext, run.sealed, run.stored = len(m.Body), len(pt), len(wire), len(sealed)
 	}
 	var steps []shapeStep
 	var claimed ledger.Entry
@@ -522,7 +528,7 @@ func shapeFigure(s prodShape, on, off *shapeRun) Figure {
 	note := fmt.Sprintf("%d accepted messages per run, each claimed and dispatched through ledger.Service on dynamostore (sealed content from the emulator's KMS, the send-rate budget) "+
 		"and followed by its two provider events (%s), each delivered as an SQS record to the events function's handler (handler.Events: decode, attempt-proof check, RecordProviderEvent); one message a second. "+
 		"Production-length identities: UUID challenge ids, 64-character subject_ref and destination_ref, provider message ids of %d characters, Lambda request ids in the worker identities. "+
-		"The first message: body %d B, sealed plaintext %d B (encoding/json writes <, > and & as \\u escapes), envelope %d B, content item %d B. "+
+		"The first message: body %d B, sealed plaintext %d B (encoding/json writes <, > and & as \\u escapes), envelope %d B on the wire (JSON), %d B in its stored form, content item %d B. "+
 		"Its ledger row, write by write: %s. "+
 		"WCU by DynamoDB's item-size rules over the item read back before and after each write (1 per started KB of the larger, 2 per item in a transaction), including the KEYS_ONLY index entries (open-row, subject and destination indexes; "+
 		"figure 1 counts the open-row index only); RCU 1 per started 4 KB of a strongly consistent read. "+
@@ -532,7 +538,7 @@ func shapeFigure(s prodShape, on, off *shapeRun) Figure {
 		"Against the targets (limits on): %s; the largest shares of the WCU: %s. "+
 		"Not counted (no DynamoDB request): KMS GenerateDataKey at the producer, Decrypt at dispatch, GenerateMac for the attempt proof and the destination fingerprint, VerifyMac per event.",
 		on.n, map[ledger.Channel]string{ledger.Email: "SES Send and Delivery", ledger.SMS: "End User Messaging TEXT_SUCCESSFUL and TEXT_DELIVERED"}[s.ch],
-		len(s.ackID(0)), on.body, on.plaintext, on.sealed, on.contentItem, strings.Join(on.rows, "; "),
+		len(s.ackID(0)), on.body, on.plaintext, on.sealed, on.stored, on.contentItem, strings.Join(on.rows, "; "),
 		describe(on), on.admissionItems, describe(off), strings.Join(by, ", "), on.shares(3))
 	return Figure{
 		Name:     fmt.Sprintf("Production shape: %s, per accepted message with its two provider events (limits on; off)", s.name),

@@ -64,7 +64,8 @@ func (s step) on(table string) []Write {
 	return out
 }
 
-// sealedIntent seals message i with the emulator's KMS, as the producer does.
+// sealedIntent seals message i with the emulator's KMS, as the producer does,
+// and returns its content in the stored form the claim function writes.
 func sealedIntent(ctx context.Context, t testing.TB, sealer *envelope.Sealer, i int, now time.Time, ttl time.Duration) (ledger.Intent, []byte) {
 	t.Helper()
 	in, _ := ledgertest.Intent(i, ledger.Email, now, ttl)
@@ -72,7 +73,7 @@ func sealedIntent(ctx context.Context, t testing.TB, sealer *envelope.Sealer, i 
 	if err != nil {
 		t.Fatalf("seal: %v", err)
 	}
-	b, err := env.Marshal()
+	b, err := env.MarshalStored() // what the claim function stores (intent.Decode)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,3 +46,8 @@ func Fields() []string { return wireform.Fields() }
 // Errors are *ledger.FieldError values naming the field relative to the
 // envelope; they never contain the input.
 func Parse(b []byte) (Envelope, error) { return wireform.Parse(b) }
+
+// ParseStored decodes an envelope as the content table holds it: the
+// compact stored form (Envelope.MarshalStored) or, for items written before
+// it, the JSON form (see wireform.ParseStored). Opener.Open reads both.
+func ParseStored(b []byte) (Envelope, error) { return wireform.ParseStored(b) }

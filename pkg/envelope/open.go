@@ -38,14 +38,15 @@ type Opener struct {
 
 var _ ledger.Opener = (*Opener)(nil)
 
-// Open returns the message sealed for key.
+// Open returns the message sealed for key. sealed is the envelope as the
+// content table stores it: its compact stored form or its JSON form.
 func (o *Opener) Open(ctx context.Context, key string, sealed []byte) (ledger.Message, error) {
 	if o.KMS == nil || o.KeyARN == "" {
 		return ledger.Message{}, errors.New("envelope: opener needs a KMS client and a key ARN")
 	}
-	e, err := Parse(sealed)
+	e, err := ParseStored(sealed)
 	if err != nil {
-		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: %v", key, ledger.ErrContentUnavailable, err)
+		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: %s", key, ledger.ErrContentUnavailable, storedFault(err))
 	}
 	out, err := o.KMS.Decrypt(ctx, &kms.DecryptInput{
 		CiphertextBlob:    e.EDK,
@@ -79,6 +80,20 @@ func (o *Opener) Open(ctx context.Context, key string, sealed []byte) (ledger.Me
 		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: content is not a message", key, ledger.ErrContentUnavailable)
 	}
 	return m, nil
+}
+
+// storedFault describes why stored content did not decode: the field and
+// reason of ParseStored's *ledger.FieldError (never the input), without
+// calling the content table's item an intent.
+func storedFault(err error) string {
+	var fe *ledger.FieldError
+	if !errors.As(err, &fe) {
+		return "stored envelope does not decode"
+	}
+	if fe.Field == "" {
+		return "stored envelope: " + fe.Reason
+	}
+	return "stored envelope: " + fe.Field + ": " + fe.Reason
 }
 
 // unauthentic reports KMS errors that say the data key cannot be

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -382,9 +383,13 @@ func checkIntentVector(t *testing.T, v intentVector) {
 	if dec.Version != intent.SchemaVersion || string(dec.Binding) != v.Binding || dec.Seal != v.IntentMAC {
 		t.Errorf("decoded body: version %d, binding %q, seal %q; want 2, the vector's binding and intent_mac", dec.Version, dec.Binding, dec.Seal)
 	}
-	var decoded sealedContent
-	if err := json.Unmarshal(sealed, &decoded); err != nil || in.Key() != v.DedupeKey || in.ContentHash != v.ContentHash || decoded != v.SealedContent {
-		t.Errorf("decoded body: key %s hash %s sealed %s (%v)", in.Key(), in.ContentHash, sealed, err)
+	// Sealed is the envelope in the content table's stored form: the
+	// vector's sealed_content, field for field.
+	wire, _ := json.Marshal(v.SealedContent)
+	want, werr := envelope.Parse(wire)
+	stored, err := envelope.ParseStored(sealed)
+	if err != nil || werr != nil || in.Key() != v.DedupeKey || in.ContentHash != v.ContentHash || !reflect.DeepEqual(stored, want) {
+		t.Errorf("decoded body: key %s hash %s sealed %x (%v, %v)", in.Key(), in.ContentHash, sealed, err, werr)
 	}
 	if in.DestinationRef != v.Notification.DestinationRef || in.SubjectRef != v.Notification.SubjectRef {
 		t.Errorf("decoded body: destination_ref %q subject_ref %q, want %q %q", in.DestinationRef, in.SubjectRef,

@@ -119,8 +119,9 @@ func OptionalFields() []string { return []string{"subject_ref"} }
 type Decoded struct {
 	// Intent is the validated intent; IssuedAt is zero for version 1.
 	Intent ledger.Intent
-	// Sealed is the sealed content as the canonical JSON of its envelope,
-	// ready for a ledger.ContentStore and an envelope.Opener.
+	// Sealed is the sealed content in its compact stored form
+	// (wireform.Envelope.MarshalStored), ready for a ledger.ContentStore and
+	// an envelope.Opener; about three quarters of the JSON form's size.
 	Sealed []byte
 	// Version is the intent's schema_version: SchemaVersion or
 	// SchemaVersionV1.
@@ -173,9 +174,9 @@ func Decode(body []byte) (Decoded, error) {
 	if err := validate(in); err != nil {
 		return Decoded{}, err
 	}
-	sealed, err := json.Marshal(env)
+	sealed, err := env.MarshalStored()
 	if err != nil {
-		return Decoded{}, fmt.Errorf("intent: re-encode sealed content: %w", err)
+		return Decoded{}, fmt.Errorf("intent: store sealed content: %w", err)
 	}
 	d := Decoded{Intent: in, Sealed: sealed, Version: version}
 	if version == SchemaVersion {

@@ -76,16 +76,16 @@ func TestDecodeValid(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Decode = %+v, want %+v", got, want)
 	}
-	env, err := envelope.Parse(sealed)
+	env, err := envelope.ParseStored(sealed)
 	if err != nil {
 		t.Fatalf("sealed content does not parse: %v", err)
 	}
 	if !reflect.DeepEqual(env, testEnvelope) {
 		t.Fatalf("sealed content = %+v, want %+v", env, testEnvelope)
 	}
-	canonical, _ := testEnvelope.Marshal()
-	if !bytes.Equal(sealed, canonical) {
-		t.Fatalf("sealed content is not the canonical envelope JSON:\n%s\n%s", sealed, canonical)
+	stored, _ := testEnvelope.MarshalStored()
+	if !bytes.Equal(sealed, stored) {
+		t.Fatalf("sealed content is not the envelope's compact stored form:\n%x\n%x", sealed, stored)
 	}
 }
 
@@ -378,7 +378,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		env, err := envelope.Parse(sealed)
+		env, err := envelope.ParseStored(sealed)
 		if err != nil {
 			t.Fatalf("accepted sealed content does not parse: %v", err)
 		}
