@@ -23,7 +23,7 @@ import {
 } from '@resetledger/producer';
 
 import { sealWith } from '../../dist/envelope.js';
-import { FakeKMS, FakeSQS, loadVectors, notification, type VectorNotification } from './fixtures.js';
+import { FakeKMS, FakeSQS, loadVectors, notification, writeVectors, type VectorNotification } from './fixtures.js';
 
 interface IntentVector {
   name: string;
@@ -170,6 +170,40 @@ function openWith(dataKey: Uint8Array, dedupeKey: string, e: Envelope): string {
   d.setAuthTag(ct.subarray(ct.length - 16));
   return inflateRawSync(Buffer.concat([d.update(ct.subarray(0, ct.length - 16)), d.final()])).toString('utf8');
 }
+
+/**
+ * foreign/node.json: this producer's envelope for every vector of
+ * intents.json, sealed with the vector's data key and nonce. The Go tests
+ * open each with the Go opener (docs/intent-v2.md §1.10); here the file
+ * must be what this producer writes today (VECTORS_UPDATE=1 rewrites it).
+ */
+describe('foreign/node.json', () => {
+  test('is what this producer seals', () => {
+    const sealed = intents.map((v) => ({
+      name: v.name,
+      sealed_content: sealWith(
+        v.dedupe_key,
+        canonicalPlaintext(notification(v.notification).message),
+        {
+          plaintext: Buffer.from(v.generate_data_key.Plaintext_hex, 'hex'),
+          ciphertextBlob: Buffer.from(v.generate_data_key.CiphertextBlob_base64, 'base64'),
+          keyId: v.generate_data_key.KeyId,
+        },
+        Buffer.from(v.nonce_hex, 'hex'),
+      ),
+    }));
+    const doc = { producer: 'node', zlib: process.versions.zlib, vectors: sealed };
+    if (process.env['VECTORS_UPDATE'] === '1') {
+      writeVectors('foreign/node.json', `${JSON.stringify(doc, null, 2)}\n`);
+    }
+    // Byte for byte only with the zlib that wrote the file: another zlib
+    // may write another, equally valid, stream.
+    const file = loadVectors<{ zlib: string; vectors: unknown[] }>('foreign/node.json');
+    if (file.zlib === process.versions.zlib) {
+      assert.deepEqual(file.vectors, sealed);
+    }
+  });
+});
 
 describe('invalid.json', () => {
   const now = new Date(invalid.now);

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import zlib
 from datetime import timedelta
 from typing import Any
@@ -34,7 +35,7 @@ from resetledger_producer import (
     validate,
 )
 
-from .fixtures import FakeKMS, FakeSQS, load_vectors, notification, parse_time
+from .fixtures import VECTORS_DIR, FakeKMS, FakeSQS, load_vectors, notification, parse_time
 
 INTENTS: list[dict[str, Any]] = load_vectors("intents.json")["vectors"]
 INVALID: dict[str, Any] = load_vectors("invalid.json")
@@ -195,3 +196,29 @@ def test_invalid(v: dict[str, Any]) -> None:
     assert kms.calls + len(sqs.bodies) == 0, "no AWS call (GenerateDataKey, GenerateMac, SendMessage) before a refusal"
     with pytest.raises((IntentError, ExpiredError)):
         p.validate(n)
+
+
+def test_foreign_python_json_is_what_this_producer_seals() -> None:
+    """foreign/python.json: this producer's envelope for every vector of
+    intents.json, sealed with the vector's data key and nonce. The Go tests
+    open each with the Go opener (docs/intent-v2.md §1.10); here the file must
+    be what this producer writes today (VECTORS_UPDATE=1 rewrites it)."""
+    sealed = [
+        {
+            "name": v["name"],
+            "sealed_content": seal_with(
+                v["dedupe_key"], canonical_plaintext(notification(v["notification"]).message), data_key(v), bytes.fromhex(v["nonce_hex"])
+            ).to_dict(),
+        }
+        for v in INTENTS
+    ]
+    path = VECTORS_DIR / "foreign" / "python.json"
+    if os.environ.get("VECTORS_UPDATE") == "1":
+        path.parent.mkdir(exist_ok=True)
+        doc = {"producer": "python", "zlib": zlib.ZLIB_RUNTIME_VERSION, "vectors": sealed}
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    # Byte for byte only with the zlib that wrote the file: another zlib may
+    # write another, equally valid, stream.
+    file = load_vectors("foreign/python.json")
+    if file["zlib"] == zlib.ZLIB_RUNTIME_VERSION:
+        assert file["vectors"] == sealed
