@@ -234,9 +234,12 @@ $(PY_PRODUCER_VENV)/.installed: $(PY_PRODUCER)/requirements-dev.txt
 	@touch $@
 
 ## vectors: rewrite testdata/vectors from the Go implementation (after a deliberate change of a
-## layout; review the diff), then check the Node.js and Python producers against them
-vectors:
+## layout; review the diff), have the Node.js and Python producers rewrite their envelopes of them
+## (testdata/vectors/foreign, which the Go opener must open), then check all three against them
+vectors: node-producer-deps python-producer-deps
 	VECTORS_UPDATE=1 go test -count=1 -run Vectors ./pkg/envelope ./pkg/producer ./cmd/ledgerctl
+	cd $(NODE_PRODUCER) && VECTORS_UPDATE=1 npm test --silent >/dev/null
+	cd $(PY_PRODUCER) && VECTORS_UPDATE=1 $(PY_PRODUCER_PY) -m pytest -q -p no:cacheprovider tests/unit -k foreign >/dev/null
 	go test -count=1 -run Vectors ./pkg/envelope ./pkg/producer ./cmd/ledgerctl
 	$(MAKE) --no-print-directory node-producer python-producer
 

@@ -16,6 +16,7 @@ package vectors
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -221,4 +222,21 @@ func (n Notification) Producer() (producer.Notification, error) {
 // Identity is the dedupe identity of n.
 func (n Notification) Identity() ledger.Identity {
 	return ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: n.ChallengeID, Channel: ledger.Channel(n.Channel)}
+}
+
+// Noise returns n printable ASCII characters drawn from SHA-256 of seed and
+// a counter: text that no DEFLATE implementation compresses much (about 6.5
+// bits a character), with none of the characters JSON or the canonical
+// plaintext escape (", \, <, >, &). The vectors use it where a size must
+// hold whichever codec compressed the message.
+func Noise(seed string, n int) string {
+	const alphabet = "!#$%'()*+,-./0123456789:;=?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~"
+	b := make([]byte, 0, n+32)
+	for i := 0; len(b) < n; i++ {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s:%d", seed, i)))
+		for _, c := range sum {
+			b = append(b, alphabet[int(c)%len(alphabet)])
+		}
+	}
+	return string(b[:n])
 }

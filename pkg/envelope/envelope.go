@@ -6,6 +6,8 @@
 // under an encryption context that names the dedupe key, encrypts the JSON of
 // the ledger.Message with AES-256-GCM using the dedupe key as additional
 // authenticated data, and keeps only the KMS-encrypted copy of the data key.
+// Since version 2 the JSON is compressed with raw DEFLATE (RFC 1951) before
+// it is encrypted; the content hash is still over the message itself.
 // An Opener (held by dispatch) implements ledger.Opener: it has KMS decrypt
 // the data key under the same context and opens the ciphertext. Both the KMS
 // context and the GCM AAD bind the content to its dedupe key, so content
@@ -13,16 +15,27 @@
 //
 // The wire form is the JSON object
 //
-//	{"v":1,"alg":"AES-256-GCM","kms_key_id":"arn:...","edk":"<base64>","nonce":"<base64>","ct":"<base64>"}
+//	{"v":2,"alg":"AES-256-GCM","kms_key_id":"arn:...","edk":"<base64>","nonce":"<base64>","ct":"<base64>"}
 //
 // where edk is the encrypted data key, nonce the 12-byte GCM nonce and ct the
-// GCM ciphertext with its 16-byte tag (standard base64, padded).
+// GCM ciphertext with its 16-byte tag (standard base64, padded). In version
+// 2 the GCM plaintext is the raw DEFLATE stream of the message's JSON; in
+// version 1 (still opened, no longer written) it is the JSON itself.
 package envelope
 
 import "github.com/resetledger/resetledger/pkg/envelope/wireform"
 
-// Version is the only envelope format version.
+// Version is the envelope format version Seal writes (DEFLATE, then
+// AES-256-GCM).
 const Version = wireform.Version
+
+// VersionUncompressed is version 1 (AES-256-GCM of the JSON itself), which
+// Open still opens.
+const VersionUncompressed = wireform.VersionUncompressed
+
+// MaxPlaintext is the largest plaintext (the message's JSON, before
+// compression) Seal seals and Open inflates.
+const MaxPlaintext = wireform.MaxPlaintext
 
 // Algorithm is the only content cipher.
 const Algorithm = wireform.Algorithm

@@ -179,7 +179,7 @@ func TestSealOpen(t *testing.T) {
 	if err := json.Unmarshal(b, &wire); err != nil {
 		t.Fatal(err)
 	}
-	if wire["v"] != 1.0 || wire["alg"] != "AES-256-GCM" || wire["kms_key_id"] != fakeARN {
+	if wire["v"] != 2.0 || wire["alg"] != "AES-256-GCM" || wire["kms_key_id"] != fakeARN {
 		t.Errorf("envelope header = %v", wire)
 	}
 
@@ -244,7 +244,8 @@ func TestOpenRejectsUnauthentic(t *testing.T) {
 		{name: "other dedupe key, KMS ignores the context", ignoreContext: true, openKey: keyB},
 		{name: "other KMS key", openARN: "arn:aws:kms:us-east-1:000000000000:key/99999999-2222-3333-4444-555555555555"},
 		{name: "not JSON", raw: []byte("{\"v\":1," + ledgertest.Canary)},
-		{name: "unknown version", tamper: func(e *envelope.Envelope) { e.V = 2 }},
+		{name: "unknown version", tamper: func(e *envelope.Envelope) { e.V = 3 }},
+		{name: "version 2 relabelled version 1", tamper: func(e *envelope.Envelope) { e.V = envelope.VersionUncompressed }},
 		{name: "empty", raw: []byte{}},
 	}
 	for _, tc := range tests {

@@ -6,3 +6,15 @@ package envelope
 func SealWith(key string, pt, dataKeyPlain, dataKeyBlob []byte, keyID string, nonce []byte) (Envelope, error) {
 	return sealWith(key, pt, dataKey{plain: dataKeyPlain, encrypted: dataKeyBlob, keyID: keyID}, nonce)
 }
+
+// SealRaw encrypts z as the GCM plaintext of an envelope of version v as it
+// is, with no compression: the seam the tests use to write envelopes no
+// producer writes (a decompression bomb, trailing bytes, version 1).
+func SealRaw(v int, key string, z, dataKeyPlain, dataKeyBlob []byte, keyID string, nonce []byte) (Envelope, error) {
+	gcm, err := newGCM(dataKeyPlain)
+	if err != nil {
+		return Envelope{}, err
+	}
+	e := Envelope{V: v, Alg: Algorithm, KMSKeyID: keyID, EDK: dataKeyBlob, Nonce: nonce, CT: gcm.Seal(nil, nonce, z, []byte(key))}
+	return e, e.Validate()
+}

@@ -2,10 +2,12 @@ package envelope
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -72,6 +74,13 @@ func (o *Opener) Open(ctx context.Context, key string, sealed []byte) (ledger.Me
 		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: authentication failed", key, ledger.ErrContentUnavailable)
 	}
 	defer clear(pt)
+	if e.V == Version {
+		z := pt
+		if pt, err = inflate(z); err != nil {
+			return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: %v", key, ledger.ErrContentUnavailable, err)
+		}
+		defer clear(pt)
+	}
 	var m ledger.Message
 	dec := json.NewDecoder(bytes.NewReader(pt))
 	dec.DisallowUnknownFields()
@@ -94,6 +103,38 @@ func storedFault(err error) string {
 		return "stored envelope: " + fe.Reason
 	}
 	return "stored envelope: " + fe.Field + ": " + fe.Reason
+}
+
+// Errors of inflate; they never quote the content.
+var (
+	errTooLarge = fmt.Errorf("content inflates past %d bytes", MaxPlaintext)
+	errNotFlate = errors.New("content is not one raw DEFLATE stream")
+)
+
+// inflate decompresses the raw DEFLATE stream z, refusing a stream that
+// inflates past MaxPlaintext (a decompression bomb: it stops reading there,
+// so at most MaxPlaintext+1 bytes are ever written), is truncated or
+// corrupt, or has bytes after its final block. GCM has authenticated z
+// already, so only the holder of the data key could have written any of
+// these; they are refused all the same.
+func inflate(z []byte) ([]byte, error) {
+	src := bytes.NewReader(z) // an io.ByteReader: flate reads no further than its final block
+	r := flate.NewReader(src)
+	defer r.Close()
+	var b bytes.Buffer
+	n, err := io.Copy(&b, io.LimitReader(r, MaxPlaintext+1))
+	switch {
+	case n > MaxPlaintext:
+		clear(b.Bytes())
+		return nil, errTooLarge
+	case err != nil:
+		clear(b.Bytes())
+		return nil, errNotFlate
+	case src.Len() != 0:
+		clear(b.Bytes())
+		return nil, errNotFlate
+	}
+	return b.Bytes(), nil
 }
 
 // unauthentic reports KMS errors that say the data key cannot be

@@ -1,6 +1,8 @@
 package envelope
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -52,6 +54,9 @@ func (s *Sealer) Seal(ctx context.Context, key string, m ledger.Message) (Envelo
 		return Envelope{}, fmt.Errorf("envelope: seal %s: %w", key, err)
 	}
 	defer clear(pt)
+	if len(pt) > MaxPlaintext {
+		return Envelope{}, fmt.Errorf("envelope: seal %s: message larger than %d bytes", key, MaxPlaintext)
+	}
 
 	out, err := s.KMS.GenerateDataKey(ctx, &kms.GenerateDataKeyInput{
 		KeyId:             aws.String(s.KeyID),
@@ -107,22 +112,51 @@ type dataKey struct {
 	keyID     string // KeyId: the ARN of the KMS key that encrypted it
 }
 
-// sealWith encrypts the plaintext pt for the dedupe key key with data key k
-// and nonce. Seal calls it with a fresh data key and a random nonce; the
-// cross-language test vectors call it with fixed ones. A data key must never
-// seal twice.
+// Compress returns the raw DEFLATE stream (RFC 1951, no zlib or gzip
+// header) of plaintext pt that Seal encrypts, at compress/flate's
+// BestCompression. Other implementations' streams differ byte for byte and
+// are equally valid: Open inflates any DEFLATE stream. The caller should
+// zero the result after use.
+func Compress(pt []byte) ([]byte, error) {
+	if len(pt) > MaxPlaintext {
+		return nil, fmt.Errorf("message larger than %d bytes", MaxPlaintext)
+	}
+	var b bytes.Buffer
+	b.Grow(len(pt)/2 + 64)
+	w, err := flate.NewWriter(&b, flate.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(pt); err != nil {
+		return nil, fmt.Errorf("compress: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("compress: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// sealWith compresses the plaintext pt and encrypts it for the dedupe key
+// key with data key k and nonce. Seal calls it with a fresh data key and a
+// random nonce; the cross-language test vectors call it with fixed ones. A
+// data key must never seal twice.
 func sealWith(key string, pt []byte, k dataKey, nonce []byte) (Envelope, error) {
 	gcm, err := newGCM(k.plain)
 	if err != nil {
 		return Envelope{}, err
 	}
+	z, err := Compress(pt)
+	if err != nil {
+		return Envelope{}, err
+	}
+	defer clear(z)
 	e := Envelope{
 		V:        Version,
 		Alg:      Algorithm,
 		KMSKeyID: k.keyID,
 		EDK:      k.encrypted,
 		Nonce:    nonce,
-		CT:       gcm.Seal(nil, nonce, pt, []byte(key)),
+		CT:       gcm.Seal(nil, nonce, z, []byte(key)),
 	}
 	if err := e.Validate(); err != nil {
 		return Envelope{}, err

@@ -207,7 +207,7 @@ func badCases() []badCase {
 			return strings.Replace(v, `"channel":"email"`, `"channel":"email","channel":"sms"`, 1)
 		}), field: "body", decodeOnly: "JSON parsers keep the last duplicate"},
 		{name: "duplicate field in envelope", body: raw(func(v string) string {
-			return strings.Replace(v, `"v":1`, `"v":1,"v":1`, 1)
+			return strings.Replace(v, `"v":2`, `"v":2,"v":2`, 1)
 		}), field: "sealed_content", decodeOnly: "JSON parsers keep the last duplicate"},
 		{name: "unknown workflow field", body: mutate(func(m map[string]any) { sub(m, "workflow")["priority"] = secret }), field: "workflow"},
 		{name: "unknown envelope field", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["plaintext"] = secret }), field: "sealed_content"},
@@ -281,7 +281,7 @@ func badCases() []badCase {
 
 		{name: "sealed_content wrong type", body: mutate(func(m map[string]any) { m["sealed_content"] = secret }), field: "sealed_content"},
 		{name: "sealed_content null", body: mutate(func(m map[string]any) { m["sealed_content"] = nil }), field: "sealed_content"},
-		{name: "envelope version", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["v"] = 2 }), field: "sealed_content.v"},
+		{name: "envelope version", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["v"] = 3 }), field: "sealed_content.v"},
 		{name: "envelope algorithm", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["alg"] = "AES-128-CBC" }), field: "sealed_content.alg"},
 		{name: "envelope key id with spaces", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["kms_key_id"] = "my key" }), field: "sealed_content.kms_key_id"},
 		{name: "envelope edk missing", body: mutate(func(m map[string]any) { delete(sub(m, "sealed_content"), "edk") }), field: "sealed_content.edk"},

@@ -167,8 +167,9 @@ func checkMessage(in ledger.Intent, m ledger.Message) error {
 			return &ledger.FieldError{Field: "message." + f.name, Reason: "not valid UTF-8"}
 		}
 	}
-	// The sealed JSON is at least as long as the fields, and base64 makes
-	// it longer: past the limit here, it cannot fit.
+	// The sealed JSON is at least as long as the fields, and it may not
+	// be longer than envelope.MaxPlaintext: past the limit here, it cannot
+	// be sealed.
 	if len(m.To)+len(m.Subject)+len(m.Body) > intent.MaxBodySize {
 		return tooLarge()
 	}
@@ -190,11 +191,18 @@ func sealedSizeAtLeast(in ledger.Intent, m ledger.Message) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := len(pt)
-	clear(pt)
-	if n+16 > envelope.MaxCiphertext {
+	defer clear(pt)
+	if len(pt) > envelope.MaxPlaintext {
 		return intent.MaxBodySize + 1, nil
 	}
+	// Seal encrypts the DEFLATE stream, which compress/flate writes the
+	// same way every time: its length is the ciphertext's, less the tag.
+	z, err := envelope.Compress(pt)
+	if err != nil {
+		return 0, err
+	}
+	n := len(z)
+	clear(z)
 	if in.IssuedAt.IsZero() {
 		// Checked before the clock is read: the shortest issued_at RFC 3339
 		// writes keeps this a lower bound.

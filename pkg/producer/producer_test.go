@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/resetledger/resetledger/internal/vectors"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -103,8 +104,9 @@ func TestPublishRefuses(t *testing.T) {
 		{"no address", func(n *producer.Notification) { n.Message.To = "" }, "message.to", 0},
 		{"no body", func(n *producer.Notification) { n.Message.Body = "" }, "message.body", 0},
 		{"message too large to seal", func(n *producer.Notification) { n.Message.Body = strings.Repeat("x", intent.MaxBodySize) }, "message", 0},
-		{"sealed intent too large", func(n *producer.Notification) { n.Message.Body = strings.Repeat("x", intent.MaxBodySize*3/4-200) }, "message", 0},
-		{"sealed intent too large once KMS answered", func(n *producer.Notification) { n.Message.Body = strings.Repeat("x", 48000) }, "message", 6000},
+		// Noise barely compresses (to about 82%), whichever codec.
+		{"sealed intent too large", func(n *producer.Notification) { n.Message.Body = vectors.Noise("too large", 63000) }, "message", 0},
+		{"sealed intent too large once KMS answered", func(n *producer.Notification) { n.Message.Body = vectors.Noise("too large", 54000) }, "message", 6000},
 		{"escapes make the sealed intent too large", func(n *producer.Notification) { n.Message.Body = strings.Repeat("<", intent.MaxBodySize/4) }, "message", 0},
 		{"address not UTF-8", func(n *producer.Notification) { n.Message.To = "player\xff@example.com" }, "message.to", 0},
 		{"subject not UTF-8", func(n *producer.Notification) { n.Message.Subject = "Reset \xc3" }, "message.subject", 0},
@@ -151,9 +153,17 @@ type bigSealer struct{ edk, calls int }
 
 func (s *bigSealer) Seal(_ context.Context, _ string, m ledger.Message) (envelope.Envelope, error) {
 	s.calls++
+	pt, err := envelope.Plaintext(m)
+	if err != nil {
+		return envelope.Envelope{}, err
+	}
+	z, err := envelope.Compress(pt)
+	if err != nil {
+		return envelope.Envelope{}, err
+	}
 	return envelope.Envelope{
 		V: envelope.Version, Alg: envelope.Algorithm, KMSKeyID: "alias/test",
-		EDK: bytes.Repeat([]byte{2}, max(s.edk, 3)), Nonce: make([]byte, 12), CT: bytes.Repeat([]byte{1}, len(m.Body)+16),
+		EDK: bytes.Repeat([]byte{2}, max(s.edk, 3)), Nonce: make([]byte, 12), CT: bytes.Repeat([]byte{1}, len(z)+16),
 	}, nil
 }
 

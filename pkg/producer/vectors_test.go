@@ -90,7 +90,7 @@ func invalidInputs() []struct {
 		{"no address", func(n *vectors.Notification) { n.Message.To = vectors.Plain("") }},
 		{"no body", func(n *vectors.Notification) { n.Message.Body = vectors.Plain("") }},
 		{"body of 64 KiB", func(n *vectors.Notification) { n.Message.Body = vectors.Repeated("x", 65536) }},
-		{"body whose sealed intent cannot fit 64 KiB", func(n *vectors.Notification) { n.Message.Body = vectors.Repeated("x", 49000) }},
+		{"body whose sealed intent cannot fit 64 KiB", func(n *vectors.Notification) { n.Message.Body = vectors.Plain(vectors.Noise("too large", 63000)) }},
 		{"body whose escapes make the sealed intent too large", func(n *vectors.Notification) { n.Message.Body = vectors.Repeated("<", 16384) }},
 		{"challenge expires now", func(n *vectors.Notification) { n.ExpiresAt = vectorNow }},
 		{"challenge expired", func(n *vectors.Notification) { n.ExpiresAt = "2026-11-30T10:39:59.999Z" }},

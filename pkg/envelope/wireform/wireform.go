@@ -1,6 +1,6 @@
 // Package wireform is the wire form of sealed content (package envelope):
 //
-//	{"v":1,"alg":"AES-256-GCM","kms_key_id":"arn:...","edk":"<base64>","nonce":"<base64>","ct":"<base64>"}
+//	{"v":2,"alg":"AES-256-GCM","kms_key_id":"arn:...","edk":"<base64>","nonce":"<base64>","ct":"<base64>"}
 //
 // its strict parsing and its shape validation, with no cryptography and no
 // KMS: what the claim function checks an intent's sealed content against
@@ -19,8 +19,13 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Version is the only envelope format version.
-const Version = 1
+// Version is the envelope format version Seal writes: the plaintext is
+// compressed with raw DEFLATE (RFC 1951) before AES-256-GCM.
+const Version = 2
+
+// VersionUncompressed is the first envelope format version: AES-256-GCM over
+// the plaintext itself. Producers no longer write it; Open still opens it.
+const VersionUncompressed = 1
 
 // Algorithm is the only content cipher.
 const Algorithm = "AES-256-GCM"
@@ -35,6 +40,10 @@ const (
 	// MaxCiphertext bounds ct; a message never comes close (the whole SQS
 	// body is limited to 64 KiB).
 	MaxCiphertext = 64 << 10
+	// MaxPlaintext bounds the plaintext a message may have, compressed or
+	// not: the largest version 1 could carry (MaxCiphertext less the tag).
+	// Seal refuses a longer one and Open stops inflating past it.
+	MaxPlaintext = MaxCiphertext - tagSize
 )
 
 // Envelope is sealed content: everything needed to open it given access to
@@ -52,8 +61,8 @@ type Envelope struct {
 // *ledger.FieldError naming the first bad field, relative to the envelope.
 func (e Envelope) Validate() error {
 	switch {
-	case e.V != Version:
-		return bad("v", "unsupported envelope version (want 1)")
+	case e.V != Version && e.V != VersionUncompressed:
+		return bad("v", "unsupported envelope version (want 1 or 2)")
 	case e.Alg != Algorithm:
 		return bad("alg", "unsupported algorithm (want AES-256-GCM)")
 	}
@@ -113,7 +122,7 @@ func Parse(b []byte) (Envelope, error) {
 		}
 	}
 	var e Envelope
-	if err := field(raw, "v", &e.V, "want the integer 1"); err != nil {
+	if err := field(raw, "v", &e.V, "want the integer 1 or 2"); err != nil {
 		return Envelope{}, err
 	}
 	if err := field(raw, "alg", &e.Alg, "want a string"); err != nil {

@@ -1,16 +1,18 @@
 /**
  * Sealing: a fresh AES-256 data key from KMS GenerateDataKey for every
- * message, AES-256-GCM over the canonical plaintext with the dedupe key as
- * AAD, and only the KMS-encrypted copy of the data key kept.
+ * message, the canonical plaintext compressed with raw DEFLATE (RFC 1951),
+ * AES-256-GCM over that with the dedupe key as AAD, and only the
+ * KMS-encrypted copy of the data key kept (envelope version 2).
  *
  * @module
  */
 import { createCipheriv, randomBytes } from 'node:crypto';
+import { deflateRawSync } from 'node:zlib';
 
 import { GenerateDataKeyCommand, type KMSClient } from '@aws-sdk/client-kms';
 
 import { ProducerError } from './errors.js';
-import { MAX_CIPHERTEXT, type Envelope, type Message } from './intent.js';
+import { ENVELOPE_VERSION, MAX_CIPHERTEXT, MAX_PLAINTEXT, type Envelope, type Message } from './intent.js';
 
 /** The "purpose" entry of the KMS encryption context. */
 export const ENCRYPTION_CONTEXT_PURPOSE = 'password-reset-notification';
@@ -59,6 +61,19 @@ export function canonicalPlaintext(m: Message): Buffer {
   return Buffer.from(json, 'utf8');
 }
 
+/**
+ * The raw DEFLATE stream (RFC 1951: no zlib or gzip header) of canonical
+ * plaintext `pt`, at level 9. Another implementation's stream may differ
+ * byte for byte; the consumer inflates any. Throws a RangeError for a
+ * plaintext over {@link MAX_PLAINTEXT}. The caller should zero the result.
+ */
+export function compress(pt: Uint8Array): Buffer {
+  if (pt.length > MAX_PLAINTEXT) {
+    throw new RangeError('plaintext too long');
+  }
+  return deflateRawSync(pt, { level: 9 });
+}
+
 /** A data key as GenerateDataKey returns it. */
 export interface DataKey {
   /** The 32-byte AES key. Zeroed by {@link seal} after use. */
@@ -77,7 +92,8 @@ class MalformedDataKeyError extends ProducerError {
 }
 
 /**
- * Seals plaintext `pt` for dedupe key `key` with a given data key and nonce.
+ * Seals plaintext `pt` for dedupe key `key` with a given data key and nonce:
+ * compresses it ({@link compress}) and encrypts the stream.
  * {@link seal} calls it with a fresh data key and a random nonce; the test
  * vectors call it with fixed ones. A data key must never seal twice.
  */
@@ -94,14 +110,16 @@ export function sealWith(key: string, pt: Uint8Array, dataKey: DataKey, nonce: U
   if (nonce.length !== NONCE_SIZE) {
     throw new RangeError('nonce: want 12 bytes');
   }
+  const z = compress(pt);
   const cipher = createCipheriv('aes-256-gcm', dataKey.plaintext, nonce);
   cipher.setAAD(aad(key));
-  const ct = Buffer.concat([cipher.update(pt), cipher.final(), cipher.getAuthTag()]);
+  const ct = Buffer.concat([cipher.update(z), cipher.final(), cipher.getAuthTag()]);
+  z.fill(0);
   if (ct.length > MAX_CIPHERTEXT) {
     throw new RangeError('ciphertext too long');
   }
   return {
-    v: 1,
+    v: ENVELOPE_VERSION,
     alg: 'AES-256-GCM',
     kms_key_id: dataKey.keyId,
     edk: Buffer.from(dataKey.ciphertextBlob).toString('base64'),

@@ -42,6 +42,8 @@ export {
   INTENT_MAC_LENGTH,
   MAX_BODY_SIZE,
   MAX_CIPHERTEXT,
+  MAX_PLAINTEXT,
+  ENVELOPE_VERSION,
 } from './intent.js';
 export type { Channel, Envelope, Issued, Message, Notification, Workflow, WorkflowKind } from './intent.js';
 export { ProducerError, IntentError, ExpiredError, PublishError } from './errors.js';

@@ -88,6 +88,15 @@ export const MAX_BODY_SIZE = 64 * 1024;
 /** The largest envelope ciphertext (ct) the consumer accepts, in bytes. */
 export const MAX_CIPHERTEXT = 64 * 1024;
 
+/**
+ * The largest canonical plaintext (before compression) a message may have,
+ * in bytes: the consumer stops inflating past it.
+ */
+export const MAX_PLAINTEXT = MAX_CIPHERTEXT - 16;
+
+/** The envelope version this package writes: raw DEFLATE, then AES-256-GCM. */
+export const ENVELOPE_VERSION = 2;
+
 /** The length of every intent_mac: 32 bytes in base64url without padding. */
 export const INTENT_MAC_LENGTH = 43;
 
@@ -272,7 +281,8 @@ export function formatTime(t: Date): string {
 
 /** The sealed content as it travels in the intent. */
 export interface Envelope {
-  v: 1;
+  /** 2: the GCM plaintext is the raw DEFLATE stream of the canonical plaintext. */
+  v: 2;
   alg: 'AES-256-GCM';
   /** The KeyId GenerateDataKey returned: the KMS key's ARN. */
   kms_key_id: string;

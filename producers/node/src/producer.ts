@@ -10,7 +10,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { KMSClient } from '@aws-sdk/client-kms';
 import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 
-import { seal, canonicalPlaintext, type DataKeyClient } from './envelope.js';
+import { seal, canonicalPlaintext, compress, type DataKeyClient } from './envelope.js';
 import { ExpiredError, IntentError, PublishError } from './errors.js';
 import {
   contentHash,
@@ -20,6 +20,7 @@ import {
   issuedAtOf,
   INTENT_MAC_LENGTH,
   MAX_BODY_SIZE,
+  MAX_PLAINTEXT,
   MAX_CIPHERTEXT,
   validateIntentFields,
   validateMessage,
@@ -115,7 +116,15 @@ export function validate(n: Notification, now: Date = new Date()): Validated {
   }
   const hash = contentHash(n.templateId, n.templateVersion, m);
   const pt = canonicalPlaintext(m);
-  const ctLength = pt.length + 16;
+  if (pt.length > MAX_PLAINTEXT) {
+    pt.fill(0);
+    throw tooLarge();
+  }
+  // Sealing encrypts the DEFLATE stream, which zlib writes the same way
+  // every time: its length is the ciphertext's, less the tag.
+  const z = compress(pt);
+  const ctLength = z.length + 16;
+  z.fill(0);
   pt.fill(0);
   if (ctLength > MAX_CIPHERTEXT) {
     throw tooLarge();
@@ -126,7 +135,7 @@ export function validate(n: Notification, now: Date = new Date()): Validated {
   // is read, as the Go producer does.
   const shortest = new Date(Date.UTC(2000, 0, 1));
   const smallest = encodeIntent({ ...n, issuedAt: shortest }, hash,
-    { v: 1, alg: 'AES-256-GCM', kms_key_id: 'k', edk: 'AA==', nonce: 'AAAAAAAAAAAAAAAA', ct: '' }, 'A'.repeat(INTENT_MAC_LENGTH));
+    { v: 2, alg: 'AES-256-GCM', kms_key_id: 'k', edk: 'AA==', nonce: 'AAAAAAAAAAAAAAAA', ct: '' }, 'A'.repeat(INTENT_MAC_LENGTH));
   if (Buffer.byteLength(smallest, 'utf8') + base64Length(ctLength) > MAX_BODY_SIZE) {
     throw tooLarge();
   }

@@ -5,6 +5,7 @@
 // default 4566); skipped without one unless LEDGER_REQUIRE_EMULATOR=1 or CI.
 import assert from 'node:assert/strict';
 import { createDecipheriv, randomBytes } from 'node:crypto';
+import { inflateRawSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 
 import { CreateKeyCommand, DecryptCommand, KMSClient, ScheduleKeyDeletionCommand, VerifyMacCommand } from '@aws-sdk/client-kms';
@@ -183,7 +184,9 @@ describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${
       const d = createDecipheriv('aes-256-gcm', dk.Plaintext ?? new Uint8Array(), Buffer.from(env.nonce, 'base64'));
       d.setAAD(Buffer.from(key, 'ascii'));
       d.setAuthTag(ct.subarray(ct.length - 16));
-      const pt = Buffer.concat([d.update(ct.subarray(0, ct.length - 16)), d.final()]);
+      // Envelope version 2: the GCM plaintext is the raw DEFLATE stream of the canonical plaintext.
+      assert.equal(env.v, 2);
+      const pt = inflateRawSync(Buffer.concat([d.update(ct.subarray(0, ct.length - 16)), d.final()]));
       assert.deepEqual(pt, canonicalPlaintext(n.message));
     }
   });

@@ -1,5 +1,5 @@
 // Test helpers: the vector files and fake AWS clients.
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 import { GenerateDataKeyCommand, GenerateMacCommand, type GenerateMacCommandInput } from '@aws-sdk/client-kms';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
@@ -10,6 +10,13 @@ export const vectorsDir = new URL('../../../../testdata/vectors/', import.meta.u
 
 export function loadVectors<T>(name: string): T {
   return JSON.parse(readFileSync(new URL(name, vectorsDir), 'utf8')) as T;
+}
+
+/** Writes a vector file (only under VECTORS_UPDATE=1). */
+export function writeVectors(name: string, content: string): void {
+  const url = new URL(name, vectorsDir);
+  mkdirSync(new URL('.', url), { recursive: true });
+  writeFileSync(url, content);
 }
 
 /** A string in a vector file: plain, or {repeat, count}. */

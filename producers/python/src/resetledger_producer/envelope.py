@@ -1,6 +1,7 @@
 """Sealing: a fresh AES-256 data key from KMS GenerateDataKey for every
-message, AES-256-GCM over the canonical plaintext with the dedupe key as AAD,
-and only the KMS-encrypted copy of the data key kept.
+message, the canonical plaintext compressed with raw DEFLATE (RFC 1951),
+AES-256-GCM over that with the dedupe key as AAD, and only the KMS-encrypted
+copy of the data key kept (envelope version 2).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import base64
 import json
 import os
 import re
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
@@ -16,7 +18,7 @@ from typing import Final, Literal, Protocol
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .errors import ProducerError
-from .intent import MAX_CIPHERTEXT, Envelope, Message
+from .intent import MAX_CIPHERTEXT, MAX_PLAINTEXT, Envelope, Message
 
 __all__ = [
     "ENCRYPTION_CONTEXT_PURPOSE",
@@ -25,6 +27,7 @@ __all__ = [
     "MalformedDataKeyError",
     "aad",
     "canonical_plaintext",
+    "compress",
     "encryption_context",
     "seal",
     "seal_with",
@@ -67,6 +70,17 @@ def canonical_plaintext(m: Message) -> bytearray:
     return bytearray(_GO_ESCAPED.sub(lambda c: _GO_ESCAPES[c.group(0)], text).encode())
 
 
+def compress(pt: bytes | bytearray) -> bytes:
+    """The raw DEFLATE stream (RFC 1951: no zlib or gzip header) of canonical
+    plaintext ``pt``, at level 9. Another implementation's stream may differ
+    byte for byte; the consumer inflates any. Raises ValueError for a
+    plaintext over MAX_PLAINTEXT."""
+    if len(pt) > MAX_PLAINTEXT:
+        raise ValueError("plaintext too long")
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return c.compress(pt) + c.flush()
+
+
 @dataclass(frozen=True)
 class DataKey:
     """A data key as GenerateDataKey returns it."""
@@ -88,7 +102,7 @@ class MalformedDataKeyError(ProducerError):
 
 def seal_with(key: str, pt: bytes | bytearray, data_key: DataKey, nonce: bytes) -> Envelope:
     """Seals plaintext ``pt`` for dedupe key ``key`` with a given data key and
-    nonce. seal calls it with a fresh data key and a random nonce; the test
+    nonce: compresses it (compress) and encrypts the stream. seal calls it with a fresh data key and a random nonce; the test
     vectors call it with fixed ones. A data key must never seal twice."""
     if len(data_key.plaintext) != 32:
         raise MalformedDataKeyError("want 32 bytes")
@@ -98,7 +112,7 @@ def seal_with(key: str, pt: bytes | bytearray, data_key: DataKey, nonce: bytes) 
         raise MalformedDataKeyError("key id missing, too long or with a character outside [A-Za-z0-9:/_.-]")
     if len(nonce) != _NONCE_SIZE:
         raise ValueError("nonce: want 12 bytes")
-    ct = AESGCM(data_key.plaintext).encrypt(nonce, pt, aad(key))
+    ct = AESGCM(data_key.plaintext).encrypt(nonce, compress(pt), aad(key))
     if len(ct) > MAX_CIPHERTEXT:
         raise ValueError("ciphertext too long")
     return Envelope(kms_key_id=data_key.key_id, edk=_b64(data_key.ciphertext_blob), nonce=_b64(nonce), ct=_b64(ct))

@@ -24,6 +24,7 @@ __all__ = [
     "INTENT_MAC_LENGTH",
     "MAX_BODY_SIZE",
     "MAX_CIPHERTEXT",
+    "MAX_PLAINTEXT",
     "PURPOSE",
     "SCHEMA_VERSION",
     "Channel",
@@ -62,6 +63,10 @@ MAX_BODY_SIZE: Final = 64 * 1024
 """The largest intent body the consumer accepts, in bytes (64 KiB)."""
 
 MAX_CIPHERTEXT: Final = 64 * 1024
+
+MAX_PLAINTEXT: Final = MAX_CIPHERTEXT - 16
+"""The largest canonical plaintext (before compression) a message may have,
+in bytes: the consumer stops inflating past it."""
 """The largest envelope ciphertext (ct) the consumer accepts, in bytes."""
 
 INTENT_MAC_LENGTH: Final = 43
@@ -140,7 +145,8 @@ class Envelope:
     """The 12-byte GCM nonce, standard padded base64."""
     ct: str
     """GCM ciphertext followed by its 16-byte tag, standard padded base64."""
-    v: Literal[1] = 1
+    v: Literal[2] = 2
+    """2: the GCM plaintext is the raw DEFLATE stream of the canonical plaintext."""
     alg: Literal["AES-256-GCM"] = "AES-256-GCM"
 
     def to_dict(self) -> dict[str, object]:

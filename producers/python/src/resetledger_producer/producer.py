@@ -16,12 +16,13 @@ from typing import Final, Protocol
 import boto3
 from botocore.config import Config
 
-from .envelope import DataKeyClient, canonical_plaintext, seal
+from .envelope import DataKeyClient, canonical_plaintext, compress, seal
 from .errors import ExpiredError, IntentError, PublishError
 from .intent import (
     INTENT_MAC_LENGTH,
     MAX_BODY_SIZE,
     MAX_CIPHERTEXT,
+    MAX_PLAINTEXT,
     Envelope,
     Notification,
     content_hash,
@@ -100,7 +101,12 @@ def validate(n: Notification, now: datetime | None = None) -> Validated:
         raise _too_large()
     hash_ = content_hash(n.template_id, n.template_version, m)
     pt = canonical_plaintext(m)
-    ct_length = len(pt) + 16
+    if len(pt) > MAX_PLAINTEXT:
+        pt[:] = bytes(len(pt))
+        raise _too_large()
+    # Sealing encrypts the DEFLATE stream, which zlib writes the same way
+    # every time: its length is the ciphertext's, less the tag.
+    ct_length = len(compress(pt)) + 16
     pt[:] = bytes(len(pt))
     if ct_length > MAX_CIPHERTEXT:
         raise _too_large()

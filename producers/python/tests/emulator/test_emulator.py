@@ -13,6 +13,7 @@ import os
 import secrets
 import time
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -201,8 +202,10 @@ def test_publishes_intents_whose_content_kms_and_aes_gcm_open_under_the_dedupe_k
         assert env["kms_key_id"] == aws["key_arn"], "kms_key_id is the KeyId GenerateDataKey returned"
 
         dk = aws["kms"].decrypt(CiphertextBlob=base64.b64decode(env["edk"]), KeyId=aws["key_arn"], EncryptionContext=encryption_context(key))
-        pt = AESGCM(dk["Plaintext"]).decrypt(base64.b64decode(env["nonce"]), base64.b64decode(env["ct"]), key.encode("ascii"))
-        assert pt == canonical_plaintext(n.message)
+        z = AESGCM(dk["Plaintext"]).decrypt(base64.b64decode(env["nonce"]), base64.b64decode(env["ct"]), key.encode("ascii"))
+        # Envelope version 2: the GCM plaintext is the raw DEFLATE stream of the canonical plaintext.
+        assert env["v"] == 2
+        assert zlib.decompress(z, -15) == canonical_plaintext(n.message)
         # Under another dedupe key's context the data key does not open.
         with pytest.raises(Exception, match="InvalidCiphertext|AccessDenied|Invalid"):
             aws["kms"].decrypt(

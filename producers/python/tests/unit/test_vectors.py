@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import zlib
 from datetime import timedelta
 from typing import Any
 
@@ -33,7 +35,7 @@ from resetledger_producer import (
     validate,
 )
 
-from .fixtures import FakeKMS, FakeSQS, load_vectors, notification, parse_time
+from .fixtures import VECTORS_DIR, FakeKMS, FakeSQS, load_vectors, notification, parse_time
 
 INTENTS: list[dict[str, Any]] = load_vectors("intents.json")["vectors"]
 INVALID: dict[str, Any] = load_vectors("invalid.json")
@@ -116,12 +118,26 @@ def test_envelope_with_the_fixed_data_key_and_nonce(v: dict[str, Any]) -> None:
     n = notification(v["notification"])
     dk = data_key(v)
     env = seal_with(v["dedupe_key"], canonical_plaintext(n.message), dk, bytes.fromhex(v["nonce_hex"]))
-    assert env.to_dict() == v["sealed_content"]
+    # Every member but ct is the vector's byte for byte; ct differs where
+    # zlib's DEFLATE stream differs from Go's (docs/intent-v2.md).
+    assert {**env.to_dict(), "ct": ""} == {**v["sealed_content"], "ct": ""}
+    assert env.v == 2
     assert list(env.to_dict()) == list(v["sealed_content"]), "members in the documented order"
-    # And it opens with the cryptography package alone, under the dedupe key as AAD.
-    ct = base64.b64decode(v["sealed_content"]["ct"])
-    nonce = base64.b64decode(v["sealed_content"]["nonce"])
-    assert AESGCM(dk.plaintext).decrypt(nonce, ct, v["dedupe_key"].encode("ascii")).decode() == v["plaintext"]
+    # Ours opens, with the cryptography package and zlib alone, to the plaintext;
+    # so does the Go producer's (the vector's), whose stream is deflate_hex.
+    assert _open(dk.plaintext, v["dedupe_key"], env.to_dict()) == v["plaintext"]
+    assert _open(dk.plaintext, v["dedupe_key"], v["sealed_content"]) == v["plaintext"]
+    assert zlib.decompress(bytes.fromhex(v["deflate_hex"]), -15).decode() == v["plaintext"]
+
+
+def _open(data_key: bytes | bytearray, dedupe_key: str, e: dict[str, Any]) -> str:
+    """Opens envelope e (version 2) as the consumer does: AES-256-GCM under
+    the dedupe key as AAD, then raw inflate, refusing trailing bytes."""
+    z = AESGCM(data_key).decrypt(base64.b64decode(e["nonce"]), base64.b64decode(e["ct"]), dedupe_key.encode("ascii"))
+    d = zlib.decompressobj(-15)
+    pt = d.decompress(z)
+    assert d.eof and not d.unused_data
+    return pt.decode()
 
 
 @by_name
@@ -180,3 +196,29 @@ def test_invalid(v: dict[str, Any]) -> None:
     assert kms.calls + len(sqs.bodies) == 0, "no AWS call (GenerateDataKey, GenerateMac, SendMessage) before a refusal"
     with pytest.raises((IntentError, ExpiredError)):
         p.validate(n)
+
+
+def test_foreign_python_json_is_what_this_producer_seals() -> None:
+    """foreign/python.json: this producer's envelope for every vector of
+    intents.json, sealed with the vector's data key and nonce. The Go tests
+    open each with the Go opener (docs/intent-v2.md §1.10); here the file must
+    be what this producer writes today (VECTORS_UPDATE=1 rewrites it)."""
+    sealed = [
+        {
+            "name": v["name"],
+            "sealed_content": seal_with(
+                v["dedupe_key"], canonical_plaintext(notification(v["notification"]).message), data_key(v), bytes.fromhex(v["nonce_hex"])
+            ).to_dict(),
+        }
+        for v in INTENTS
+    ]
+    path = VECTORS_DIR / "foreign" / "python.json"
+    if os.environ.get("VECTORS_UPDATE") == "1":
+        path.parent.mkdir(exist_ok=True)
+        doc = {"producer": "python", "zlib": zlib.ZLIB_RUNTIME_VERSION, "vectors": sealed}
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    # Byte for byte only with the zlib that wrote the file: another zlib may
+    # write another, equally valid, stream.
+    file = load_vectors("foreign/python.json")
+    if file["zlib"] == zlib.ZLIB_RUNTIME_VERSION:
+        assert file["vectors"] == sealed
