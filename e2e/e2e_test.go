@@ -578,7 +578,10 @@ func (e *env) refusedToDLQ(t *testing.T, run string, res *results, body, field s
 	res.add(func(r *results) { r.poison[id] = body })
 
 	// Find it in the DLQ (shared with concurrent runs: match by id, leave the rest).
-	timeout := e.visibility*time.Duration(e.maxReceive) + 60*time.Second
+	// Each receive's visibility timeout, twice over (the emulator's poller falls behind on a
+	// busy machine: a poison intent was seen reaching the DLQ 2m20s after it was published), and
+	// a minute.
+	timeout := 2*e.visibility*time.Duration(e.maxReceive) + 60*time.Second
 	err = Poll(ctx, timeout, pollEvery, func(ctx context.Context) (bool, string, error) {
 		got, err := e.queue.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(e.out.IntentDLQURL), MaxNumberOfMessages: 10, VisibilityTimeout: 2, WaitTimeSeconds: 1,
