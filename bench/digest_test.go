@@ -68,13 +68,6 @@ type recordingStore struct {
 	seq     int
 }
 
-func imageOf(e ledger.Entry) *digest.Image {
-	img := &digest.Image{RetainUntil: e.RetainUntil}
-	for _, ev := range e.History {
-		img.Hashes = append(img.Hashes, ev.Hash)
-	}
-	return img
-}
 
 func (s *recordingStore) emit(e ledger.Entry) {
 	old, had := s.last[e.Key]
@@ -82,9 +75,9 @@ func (s *recordingStore) emit(e ledger.Entry) {
 		return
 	}
 	s.seq++
-	r := digest.Record{Shard: "shard-1", Seq: fmt.Sprintf("%021d", s.seq), At: e.UpdatedAt, Key: e.Key, Event: digest.Insert, New: imageOf(e)}
+	r := digest.Record{Shard: "shard-1", Seq: fmt.Sprintf("%021d", s.seq), At: e.UpdatedAt, Key: e.Key, Event: digest.Insert, New: digest.ImageOf(e)}
 	if had {
-		r.Event, r.Old = digest.Modify, imageOf(old)
+		r.Event, r.Old = digest.Modify, digest.ImageOf(old)
 	}
 	s.last[e.Key] = e
 	s.records = append(s.records, r)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -213,27 +213,9 @@ func (e *env) putItem(t *testing.T, item map[string]types.AttributeValue) {
 // the same): the row's own chain still verifies.
 func (e *env) rewriteRecomputed(t *testing.T, key string, i int, reason string) {
 	t.Helper()
-	row := e.rowNow(t, key)
-	if len(row.History) <= i {
-		t.Fatalf("row %s has %d entries, want more than %d", key, len(row.History), i)
-	}
-	row.History[i].Reason = reason
 	item := e.rawItem(t, key)
-	hist := item["history"].(*types.AttributeValueMemberL).Value
-	hist[i].(*types.AttributeValueMemberM).Value["why"] = &types.AttributeValueMemberS{Value: reason}
-	prev := ""
-	if i > 0 {
-		prev = row.History[i-1].Hash
-	}
-	for j := i; j < len(row.History); j++ {
-		row.History[j].Prev = prev
-		row.History[j].Hash = ledger.EventHash(key, row.History[j])
-		prev = row.History[j].Hash
-		b, err := hex.DecodeString(prev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hist[j].(*types.AttributeValueMemberM).Value["hash"] = &types.AttributeValueMemberB{Value: b}
+	if err := emulator.RewriteRecomputed(item, e.rowNow(t, key), i, reason); err != nil {
+		t.Fatal(err)
 	}
 	e.putItem(t, item)
 }

@@ -33,22 +33,15 @@ var simSigner = sync.OnceValue(func() *digest.LocalSigner {
 	return &digest.LocalSigner{ID: "local:sim", Key: k, Deterministic: true}
 })
 
-func digestImage(e ledger.Entry) *digest.Image {
-	img := &digest.Image{RetainUntil: e.RetainUntil, Hashes: make([]string, len(e.History))}
-	for i, ev := range e.History {
-		img.Hashes[i] = ev.Hash
-	}
-	return img
-}
 
 // streamed records the stream record of a write that landed.
 func (s *sim) streamed(before ledger.Entry, existed bool, after ledger.Entry) {
 	if !s.on(ClassChain) {
 		return
 	}
-	r := digest.Record{Shard: "sim", Seq: fmt.Sprintf("%021d", len(s.digestRecs)+1), Key: after.Key, Event: digest.Insert, New: digestImage(after)}
+	r := digest.Record{Shard: "sim", Seq: fmt.Sprintf("%021d", len(s.digestRecs)+1), Key: after.Key, Event: digest.Insert, New: digest.ImageOf(after)}
 	if existed {
-		r.Event, r.Old = digest.Modify, digestImage(before)
+		r.Event, r.Old = digest.Modify, digest.ImageOf(before)
 	}
 	s.digestRecs = append(s.digestRecs, r)
 }

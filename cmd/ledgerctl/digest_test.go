@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -66,7 +65,7 @@ func streamEvents(t *testing.T, cfg aws.Config, db *dynamodb.Client, table strin
 				rec := events.DynamoDBEventRecord{
 					EventName: string(r.EventName), EventSource: "aws:dynamodb", EventSourceArn: aws.ToString(arn),
 					Change: events.DynamoDBStreamRecord{
-						Keys: attrs(r.Dynamodb.Keys), NewImage: attrs(r.Dynamodb.NewImage), OldImage: attrs(r.Dynamodb.OldImage),
+						Keys: emulator.StreamImage(r.Dynamodb.Keys), NewImage: emulator.StreamImage(r.Dynamodb.NewImage), OldImage: emulator.StreamImage(r.Dynamodb.OldImage),
 						SequenceNumber: aws.ToString(r.Dynamodb.SequenceNumber), StreamViewType: string(r.Dynamodb.StreamViewType),
 					},
 				}
@@ -315,60 +314,9 @@ func (f *digestFixture) putItem(item map[string]types.AttributeValue) {
 // access to the table could: the row's own chain still verifies.
 func (f *digestFixture) rewriteRecomputed(key string, i int, reason string) {
 	f.t.Helper()
-	e := f.get(key)
-	e.History[i].Reason = reason
 	item := f.rawItem(key)
-	hist := item["history"].(*types.AttributeValueMemberL).Value
-	hist[i].(*types.AttributeValueMemberM).Value["why"] = &types.AttributeValueMemberS{Value: reason}
-	prev := ""
-	if i > 0 {
-		prev = e.History[i-1].Hash
-	}
-	for j := i; j < len(e.History); j++ {
-		e.History[j].Prev = prev
-		e.History[j].Hash = ledger.EventHash(key, e.History[j])
-		prev = e.History[j].Hash
-		b, _ := hex.DecodeString(prev)
-		hist[j].(*types.AttributeValueMemberM).Value["hash"] = &types.AttributeValueMemberB{Value: b}
+	if err := emulator.RewriteRecomputed(item, f.get(key), i, reason); err != nil {
+		f.t.Fatal(err)
 	}
 	f.putItem(item)
-	if got := f.get(key); got.History[i].Reason != reason || got.Verify() != nil {
-		f.t.Fatalf("rewrite did not land as a valid chain: %v", got.Verify())
-	}
-}
-
-// attrs converts stream attribute values into the Lambda event's.
-func attrs(m map[string]streamtypes.AttributeValue) map[string]events.DynamoDBAttributeValue {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]events.DynamoDBAttributeValue, len(m))
-	for k, v := range m {
-		out[k] = attr(v)
-	}
-	return out
-}
-
-func attr(v streamtypes.AttributeValue) events.DynamoDBAttributeValue {
-	switch v := v.(type) {
-	case *streamtypes.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberL:
-		l := make([]events.DynamoDBAttributeValue, len(v.Value))
-		for i, x := range v.Value {
-			l[i] = attr(x)
-		}
-		return events.NewListAttribute(l)
-	case *streamtypes.AttributeValueMemberM:
-		return events.NewMapAttribute(attrs(v.Value))
-	case *streamtypes.AttributeValueMemberSS:
-		return events.NewStringSetAttribute(v.Value)
-	}
-	return events.NewNullAttribute()
 }

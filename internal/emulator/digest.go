@@ -16,22 +16,7 @@ import (
 // returns its ARN.
 func SigningKey(t testing.TB, client *kms.Client, prefix string) string {
 	t.Helper()
-	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
-		Description: aws.String(UniqueName(t, prefix)),
-		KeySpec:     kmstypes.KeySpecEccNistP256,
-		KeyUsage:    kmstypes.KeyUsageTypeSignVerify,
-	})
-	if err != nil {
-		if strings.Contains(err.Error(), "cryptography") {
-			t.Fatalf("emulator: CreateKey ECC_NIST_P256: the emulator's KMS lacks the Python cryptography package, which localstack/requirements.txt pins: run localstack/ministack.sh install, then restart the emulator (%v)", err)
-		}
-		t.Fatalf("emulator: CreateKey ECC_NIST_P256: %v", err)
-	}
-	arn := aws.ToString(out.KeyMetadata.Arn)
-	t.Cleanup(func() {
-		_, _ = client.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
-	})
-	return arn
+	return createKey(t, client, prefix, kmstypes.KeySpecEccNistP256, kmstypes.KeyUsageTypeSignVerify)
 }
 
 // S3 returns an S3 client on the emulator (path-style addressing, which a

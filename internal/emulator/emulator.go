@@ -170,19 +170,7 @@ func UniqueName(t testing.TB, prefix string) string {
 // returns its ARN.
 func KMSKey(t testing.TB, client *kms.Client, prefix string) string {
 	t.Helper()
-	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
-		Description: aws.String(UniqueName(t, prefix)),
-		KeySpec:     kmstypes.KeySpecSymmetricDefault,
-		KeyUsage:    kmstypes.KeyUsageTypeEncryptDecrypt,
-	})
-	if err != nil {
-		t.Fatalf("emulator: CreateKey: %v", err)
-	}
-	arn := aws.ToString(out.KeyMetadata.Arn)
-	t.Cleanup(func() {
-		_, _ = client.ScheduleKeyDeletion(context.Background(), &kms.ScheduleKeyDeletionInput{KeyId: aws.String(arn), PendingWindowInDays: aws.Int32(7)})
-	})
-	return arn
+	return createKey(t, client, prefix, kmstypes.KeySpecSymmetricDefault, kmstypes.KeyUsageTypeEncryptDecrypt)
 }
 
 // HMACKey creates an HMAC_256 key (usage GENERATE_VERIFY_MAC, the attempt-proof
@@ -190,13 +178,21 @@ func KMSKey(t testing.TB, client *kms.Client, prefix string) string {
 // returns its ARN.
 func HMACKey(t testing.TB, client *kms.Client, prefix string) string {
 	t.Helper()
+	return createKey(t, client, prefix, kmstypes.KeySpecHmac256, kmstypes.KeyUsageTypeGenerateVerifyMac)
+}
+
+// createKey creates a key of spec and usage, described by a UniqueName from
+// prefix, and schedules its deletion when the test ends.
+func createKey(t testing.TB, client *kms.Client, prefix string, spec kmstypes.KeySpec, usage kmstypes.KeyUsageType) string {
+	t.Helper()
 	out, err := client.CreateKey(context.Background(), &kms.CreateKeyInput{
-		Description: aws.String(UniqueName(t, prefix)),
-		KeySpec:     kmstypes.KeySpecHmac256,
-		KeyUsage:    kmstypes.KeyUsageTypeGenerateVerifyMac,
+		Description: aws.String(UniqueName(t, prefix)), KeySpec: spec, KeyUsage: usage,
 	})
 	if err != nil {
-		t.Fatalf("emulator: CreateKey HMAC_256: %v", err)
+		if strings.Contains(err.Error(), "cryptography") {
+			t.Fatalf("emulator: CreateKey %s: the emulator's KMS lacks the Python cryptography package, which localstack/requirements.txt pins: run localstack/ministack.sh install, then restart the emulator (%v)", spec, err)
+		}
+		t.Fatalf("emulator: CreateKey %s: %v", spec, err)
 	}
 	arn := aws.ToString(out.KeyMetadata.Arn)
 	t.Cleanup(func() {

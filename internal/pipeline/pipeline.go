@@ -685,7 +685,7 @@ func (p *Pipeline) StreamRecords() (events.DynamoDBEvent, error) {
 				rec := events.DynamoDBEventRecord{
 					EventName: string(r.EventName), EventSource: "aws:dynamodb",
 					Change: events.DynamoDBStreamRecord{
-						Keys: attrs(r.Dynamodb.Keys), NewImage: attrs(r.Dynamodb.NewImage), OldImage: attrs(r.Dynamodb.OldImage),
+						Keys: emulator.StreamImage(r.Dynamodb.Keys), NewImage: emulator.StreamImage(r.Dynamodb.NewImage), OldImage: emulator.StreamImage(r.Dynamodb.OldImage),
 						SequenceNumber: *r.Dynamodb.SequenceNumber, StreamViewType: string(r.Dynamodb.StreamViewType),
 					},
 				}
@@ -757,43 +757,6 @@ func (p *Pipeline) PumpDispatchQueue() int {
 func passesDispatchFilter(rec events.DynamoDBEventRecord) bool {
 	from, to, ok := handler.StreamChange(rec)
 	return ok && ledger.TriggersDispatch(from, to)
-}
-
-func attrs(m map[string]streamtypes.AttributeValue) map[string]events.DynamoDBAttributeValue {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]events.DynamoDBAttributeValue, len(m))
-	for k, v := range m {
-		out[k] = attr(v)
-	}
-	return out
-}
-
-func attr(v streamtypes.AttributeValue) events.DynamoDBAttributeValue {
-	switch v := v.(type) {
-	case *streamtypes.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberNULL:
-		return events.NewNullAttribute()
-	case *streamtypes.AttributeValueMemberL:
-		l := make([]events.DynamoDBAttributeValue, len(v.Value))
-		for i, x := range v.Value {
-			l[i] = attr(x)
-		}
-		return events.NewListAttribute(l)
-	case *streamtypes.AttributeValueMemberM:
-		return events.NewMapAttribute(attrs(v.Value))
-	case *streamtypes.AttributeValueMemberSS:
-		return events.NewStringSetAttribute(v.Value)
-	}
-	panic(fmt.Sprintf("unhandled attribute type %T", v))
 }
 
 // Row reads the ledger row of a notification.

@@ -3,6 +3,8 @@ package digest
 import (
 	"fmt"
 	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // Stream event names.
@@ -28,6 +30,15 @@ const RetentionSlack = 24 * time.Hour
 type Image struct {
 	Hashes      []string
 	RetainUntil time.Time
+}
+
+// ImageOf is the image of entry e: its entries' hashes and its retention.
+func ImageOf(e ledger.Entry) *Image {
+	img := &Image{RetainUntil: e.RetainUntil, Hashes: make([]string, len(e.History))}
+	for i, ev := range e.History {
+		img.Hashes[i] = ev.Hash
+	}
+	return img
 }
 
 // Record is one stream record, decoded.

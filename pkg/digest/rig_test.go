@@ -23,13 +23,6 @@ type streamed struct {
 	seq     int
 }
 
-func image(e ledger.Entry) *digest.Image {
-	img := &digest.Image{RetainUntil: e.RetainUntil}
-	for _, ev := range e.History {
-		img.Hashes = append(img.Hashes, ev.Hash)
-	}
-	return img
-}
 
 func (s *streamed) emit(e ledger.Entry, at time.Time) {
 	s.mu.Lock()
@@ -39,9 +32,9 @@ func (s *streamed) emit(e ledger.Entry, at time.Time) {
 		return
 	}
 	s.seq++
-	r := digest.Record{Shard: "shard-1", Seq: fmt.Sprintf("%021d", s.seq*100), At: at, Key: e.Key, New: image(e), Event: digest.Insert}
+	r := digest.Record{Shard: "shard-1", Seq: fmt.Sprintf("%021d", s.seq*100), At: at, Key: e.Key, New: digest.ImageOf(e), Event: digest.Insert}
 	if had {
-		r.Event, r.Old = digest.Modify, image(old)
+		r.Event, r.Old = digest.Modify, digest.ImageOf(old)
 	}
 	s.last[e.Key] = e
 	s.records = append(s.records, r)
