@@ -87,10 +87,6 @@ func (p *LedgerStackProps) Validate() error {
 	for _, pr := range p.Functions.Check(settings.Functions...) {
 		bad("%s", contextName(pr))
 	}
-	// The stack asks for a margin for the workers' clock skew even though the domain takes 0.
-	if m := p.Functions.Policy.ExpiryMargin; m <= 0 {
-		bad("%s %v: want > 0", varName(settings.ExpiryMargin), m)
-	}
 	p.validateIntake(bad)
 	p.validateDispatch(bad)
 	p.validateEvents(bad)

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,16 +54,27 @@ func (s Settings) Check(roles ...Role) []Problem {
 	if s.DigestInterval > 5*time.Minute {
 		add(DigestInterval, "must be at most 5m (the longest batching window Lambda allows on a stream)")
 	}
-	if s.Policy.RetryMax < s.Policy.RetryBase {
-		add(RetryBackoffMax, "must be at least "+RetryBackoffBase.Env)
+	// The policy's own fields and their relations: ledger.Policy.Validate
+	// owns them, and its message is reported against the variable that
+	// sets the field. A role is told only of the fields it reads (a field
+	// it does not read holds the default there, not the stage's value);
+	// the stack checks every role at once, so it is told of every one.
+	reads := func(field string) bool {
+		v := policyVars[field]
+		return field == "" || len(roles) == 0 || v == nil || slices.ContainsFunc(roles, v.Reads)
+	}
+	for _, pe := range policyProblems(s.Policy) {
+		if !reads(pe.Field) || !reads(pe.Related) {
+			continue
+		}
+		why := pe.Why
+		if v := policyVars[pe.Related]; v != nil {
+			why = strings.Replace(why, pe.Related, v.Env, 1)
+		}
+		add(policyVars[pe.Field], why)
 	}
 	for _, role := range roles {
 		s.checkRole(role, add)
-	}
-	if len(problems) == 0 {
-		if err := s.Policy.Validate(); err != nil {
-			add(nil, err.Error())
-		}
 	}
 	return problems
 }
@@ -76,12 +88,6 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 	}
 	if !role.sends() {
 		return
-	}
-	if s.Policy.ExpiryMargin <= s.Policy.SendGuard {
-		// A send may start up to the margin before expiry and is cut at the
-		// guard: with no time between them, a call that starts late is cut
-		// at once and its outcome is unknown for nothing.
-		add(ExpiryMargin, "must exceed "+SendGuard.Env+" ("+FormatDuration(s.Policy.SendGuard)+"): a send that starts at the margin has their difference to finish")
 	}
 	if s.WebhookTimeout <= 0 {
 		add(WebhookTimeout, "must be positive")
@@ -125,4 +131,26 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 // calls end with their context (the send deadline, and a retry's lease).
 func (s Settings) transportTimeouts() map[*Var]time.Duration {
 	return map[*Var]time.Duration{WebhookTimeout: s.WebhookTimeout}
+}
+
+// policyVars is the variable that sets each field of ledger.Policy.
+var policyVars = map[string]*Var{
+	"Version": PolicyVersion, "Lease": LeaseDuration, "ExpiryMargin": ExpiryMargin, "SendGuard": SendGuard,
+	"Retention": HistoryRetention, "MaxAttempts": ReconcileMaxAttempts, "SettlePeriod": LookupSettlePeriod,
+	"FallbackWait": FallbackDeliveryWait, "RecheckAfter": RecheckAfter, "RetryBase": RetryBackoffBase,
+	"RetryMax": RetryBackoffMax, "BudgetWait": BudgetMaxWait, "RedriveAfter": RedriveAfter,
+	"MaxChallengeLifetime": MaxChallengeLifetime,
+}
+
+// policyProblems splits the policy's Validate error into its problems.
+func policyProblems(p ledger.Policy) []*ledger.PolicyError {
+	err := p.Validate()
+	if err == nil {
+		return nil
+	}
+	var out []*ledger.PolicyError
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		out = append(out, e.(*ledger.PolicyError))
+	}
+	return out
 }

@@ -1,10 +1,15 @@
 package settings
 
 import (
+	"errors"
 	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -229,5 +234,39 @@ func TestLoadOperate(t *testing.T) {
 	}
 	if got := (Settings{LedgerTable: "l", ContentTable: "c"}).Environ(Operate); got["LEDGER_TABLE"] != "l" || got["CONTENT_TABLE"] != "c" || got["CONTENT_KEY_ARN"] != "" {
 		t.Errorf("operate environment = %v", got)
+	}
+}
+
+// TestPolicyRelationsOneOwner: every relation between policy settings is
+// ledger.Policy.Validate's, and the settings refuse what it refuses with its
+// message, reported against the variable that sets the field.
+func TestPolicyRelationsOneOwner(t *testing.T) {
+	for f := range reflect.TypeFor[ledger.Policy]().Fields() {
+		if policyVars[f.Name] == nil {
+			t.Errorf("policy field %s has no variable in policyVars: its problems would be reported against none", f.Name)
+		}
+	}
+	cases := map[string]func(p *ledger.Policy){
+		"margin at the guard":    func(p *ledger.Policy) { p.ExpiryMargin = p.SendGuard },
+		"zero margin":            func(p *ledger.Policy) { p.ExpiryMargin = 0 },
+		"retry max below base":   func(p *ledger.Policy) { p.RetryMax = p.RetryBase / 2 },
+		"lifetime at the margin": func(p *ledger.Policy) { p.MaxChallengeLifetime = p.ExpiryMargin },
+	}
+	for name, mutate := range cases {
+		s := Defaults()
+		mutate(&s.Policy)
+		perr := s.Policy.Validate()
+		var pe *ledger.PolicyError
+		if !errors.As(perr, &pe) {
+			t.Fatalf("%s: Policy.Validate() = %v, want a PolicyError", name, perr)
+		}
+		want := Problem{Var: policyVars[pe.Field], Why: pe.Why}
+		if pe.Related != "" {
+			want.Why = strings.Replace(pe.Why, pe.Related, policyVars[pe.Related].Env, 1)
+		}
+		got := s.Check(Functions...)
+		if !slices.Contains(got, want) {
+			t.Errorf("%s: Check() = %v, want it to hold %v (Policy.Validate: %v)", name, got, want, perr)
+		}
 	}
 }

@@ -110,7 +110,7 @@ var (
 		Roles: Functions, Doc: "dispatching rows older than this are swept to unknown",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.Lease })}
 	ExpiryMargin = &Var{Env: "EXPIRY_MARGIN", Context: "expiryMargin", Default: FormatDuration(policy.ExpiryMargin),
-		Roles: Functions, Doc: "subtracted from every challenge expiry before a send; in dispatch and reconcile it must exceed SEND_GUARD (their difference is the least time a send that starts is given)",
+		Roles: Functions, Doc: "subtracted from every challenge expiry before a send; positive, and in dispatch and reconcile it must exceed SEND_GUARD (their difference is the least time a send that starts is given)",
 		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.ExpiryMargin })}
 	SendGuard = &Var{Env: "SEND_GUARD", Context: "sendGuard", Default: FormatDuration(policy.SendGuard), Roles: Senders,
 		Doc:   "every transport call is cut at the challenge's expiry minus this (covers clock skew and a request in flight)",

@@ -23,7 +23,6 @@ type streamed struct {
 	seq     int
 }
 
-
 func (s *streamed) emit(e ledger.Entry, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

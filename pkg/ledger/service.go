@@ -83,35 +83,55 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// Validate reports a policy field that cannot work.
+// PolicyError is one policy field, or one relation between fields, that
+// cannot work. Field names the Policy field the error is reported against;
+// Related, for a relation, the other field, which Why names.
+type PolicyError struct {
+	Field, Related string
+	Why            string
+}
+
+func (e *PolicyError) Error() string { return "ledger: policy " + e.Field + ": " + e.Why }
+
+// Validate reports every policy field, and every relation between fields,
+// that cannot work: each as a *PolicyError, joined. It is the one place
+// these rules live: the functions' settings and the stack both refuse
+// exactly what it refuses, with its message.
 func (p Policy) Validate() error {
-	switch {
-	case p.Version == "":
-		return errors.New("ledger: policy version is empty")
-	case p.Lease <= 0:
-		return errors.New("ledger: lease must be positive")
-	case p.ExpiryMargin < 0:
-		return errors.New("ledger: expiry margin must not be negative")
-	case p.SendGuard <= 0:
-		return errors.New("ledger: send guard must be positive")
-	case p.Retention <= 0:
-		return errors.New("ledger: retention must be positive")
-	case p.MaxAttempts < 1:
-		return errors.New("ledger: max attempts must be at least 1")
-	case p.RecheckAfter <= 0:
-		return errors.New("ledger: recheck interval must be positive")
-	case p.RetryBase <= 0 || p.RetryMax < p.RetryBase:
-		return errors.New("ledger: retry backoff base must be positive and at most the maximum")
-	case p.FallbackWait < 0:
-		return errors.New("ledger: fallback wait must not be negative")
-	case p.BudgetWait < 0:
-		return errors.New("ledger: budget wait must not be negative")
-	case p.RedriveAfter <= 0:
-		return errors.New("ledger: re-drive delay must be positive")
-	case p.MaxChallengeLifetime <= p.ExpiryMargin:
-		return errors.New("ledger: max challenge lifetime must exceed the expiry margin")
+	var errs []error
+	bad := func(ok bool, field, why string) {
+		if !ok {
+			errs = append(errs, &PolicyError{Field: field, Why: why})
+		}
 	}
-	return nil
+	relation := func(ok bool, field, related, why string) {
+		if !ok {
+			errs = append(errs, &PolicyError{Field: field, Related: related, Why: why})
+		}
+	}
+	bad(p.Version != "", "Version", "must not be empty (it is recorded in every history entry)")
+	bad(p.Lease > 0, "Lease", "must be positive")
+	// The worker's clock may be behind the producer's: a margin of zero
+	// would let a send start at the very instant the challenge expires.
+	bad(p.ExpiryMargin > 0, "ExpiryMargin", "must be positive (it covers the workers' clock skew)")
+	bad(p.SendGuard > 0, "SendGuard", "must be positive")
+	// A send may start up to the margin before expiry and is cut at the
+	// guard: with no time between them, a call that starts late is cut at
+	// once and its outcome is unknown for nothing.
+	relation(p.SendGuard <= 0 || p.ExpiryMargin > p.SendGuard, "ExpiryMargin", "SendGuard",
+		"must exceed SendGuard ("+p.SendGuard.String()+"): a send that starts at the margin has their difference to finish")
+	bad(p.Retention > 0, "Retention", "must be positive")
+	bad(p.MaxAttempts >= 1, "MaxAttempts", "must be at least 1")
+	bad(p.SettlePeriod >= 0, "SettlePeriod", "must not be negative")
+	bad(p.RecheckAfter > 0, "RecheckAfter", "must be positive")
+	bad(p.RetryBase > 0, "RetryBase", "must be positive")
+	relation(p.RetryMax >= p.RetryBase, "RetryMax", "RetryBase", "must be at least RetryBase ("+p.RetryBase.String()+")")
+	bad(p.FallbackWait >= 0, "FallbackWait", "must not be negative")
+	bad(p.BudgetWait >= 0, "BudgetWait", "must not be negative")
+	bad(p.RedriveAfter > 0, "RedriveAfter", "must be positive")
+	relation(p.MaxChallengeLifetime > p.ExpiryMargin, "MaxChallengeLifetime", "ExpiryMargin",
+		"must exceed ExpiryMargin ("+p.ExpiryMargin.String()+"): a challenge must be sendable for some time")
+	return errors.Join(errs...)
 }
 
 // Worker identifies who performed a transition: a function invocation

@@ -14,7 +14,11 @@ func TestPolicyValidate(t *testing.T) {
 		ok     bool
 	}{
 		{"default", func(*ledger.Policy) {}, true},
-		{"zero margin", func(p *ledger.Policy) { p.ExpiryMargin = 0 }, true},
+		{"zero margin", func(p *ledger.Policy) { p.ExpiryMargin = 0 }, false},
+		{"margin at the send guard", func(p *ledger.Policy) { p.ExpiryMargin = p.SendGuard }, false},
+		{"margin just above the send guard", func(p *ledger.Policy) { p.ExpiryMargin = p.SendGuard + time.Millisecond }, true},
+		{"retry max below base", func(p *ledger.Policy) { p.RetryMax = p.RetryBase - 1 }, false},
+		{"lifetime at the margin", func(p *ledger.Policy) { p.MaxChallengeLifetime = p.ExpiryMargin }, false},
 		{"no version", func(p *ledger.Policy) { p.Version = "" }, false},
 		{"zero lease", func(p *ledger.Policy) { p.Lease = 0 }, false},
 		{"negative margin", func(p *ledger.Policy) { p.ExpiryMargin = -time.Second }, false},
