@@ -117,11 +117,11 @@ func runDigests(t testing.TB, perInterval, intervals int) digestRun {
 	ctx := context.Background()
 	clock := ledgertest.NewClock()
 	rs := &recordingStore{Store: &memstore.Store{}, last: map[string]ledger.Entry{}}
-	svc := &ledger.Service{
+	svc := &ledgertest.UseCases{Ports: ledger.Ports{
 		Store: rs, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: &ledgertest.Transport{}},
 		Clock:      clock.Now, Policy: ledger.DefaultPolicy(),
-	}
+	}}
 	run := digestRun{intervals: intervals, store: &countedDigests{Store: digest.NewMemStore()},
 		signer: &countedSigner{Signer: digest.NewLocalSigner("local:bench")}}
 	w := &digest.Writer{Store: run.store, Signer: run.signer, Clock: clock.Now, Retention: svc.Policy.Retention}
@@ -196,8 +196,8 @@ func BenchmarkDigestBatch(b *testing.B) {
 	ctx := context.Background()
 	clock := ledgertest.NewClock()
 	rs := &recordingStore{Store: &memstore.Store{}, last: map[string]ledger.Entry{}}
-	svc := &ledger.Service{Store: rs, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
-		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: &ledgertest.Transport{}}, Clock: clock.Now, Policy: ledger.DefaultPolicy()}
+	svc := &ledgertest.UseCases{Ports: ledger.Ports{Store: rs, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
+		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: &ledgertest.Transport{}}, Clock: clock.Now, Policy: ledger.DefaultPolicy()}}
 	for i := range 100 {
 		in, sealed := ledgertest.Intent(i, ledger.Email, clock.Now(), time.Hour)
 		res, _ := svc.Claim(ctx, in, sealed, "claim/bench")

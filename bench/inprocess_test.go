@@ -15,6 +15,7 @@ import (
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/ledger"
+	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
@@ -24,13 +25,13 @@ import (
 
 // inProcessService is a service on the memory stores with the envelope
 // opener and an accepting transport.
-func inProcessService() *ledger.Service {
-	return &ledger.Service{
+func inProcessService() *ledgertest.UseCases {
+	return &ledgertest.UseCases{Ports: ledger.Ports{
 		Store: &memstore.Store{}, Content: &memstore.Content{},
 		Opener:     handlertest.Opener(),
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: ackTransport{}, ledger.SMS: ackTransport{}},
 		Clock:      time.Now, Policy: ledger.DefaultPolicy(),
-	}
+	}}
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)) }
@@ -53,7 +54,7 @@ const benchChunk = 1024
 func BenchmarkClaim(b *testing.B) {
 	ctx := context.Background()
 	sealer := handlertest.Sealer()
-	h := &handler.Claim{Deps: handler.Deps{Svc: inProcessService(), Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, Seals: handlertest.Seals()}
+	h := &handler.Claim{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: inProcessService(), Seals: handlertest.Seals()}
 	benchChunked(b, func(i int, now time.Time) events.SQSEvent {
 		_, _, body := handlertest.WireIntent(b, sealer, i, now)
 		return events.SQSEvent{Records: []events.SQSMessage{sqsRecord(i, body)}}
@@ -70,7 +71,7 @@ func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
 	sealer := handlertest.Sealer()
 	svc := inProcessService()
-	h := &handler.Dispatch{Deps: handler.Deps{Svc: svc, Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}}
+	h := &handler.Dispatch{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: svc}
 	benchChunked(b, func(i int, now time.Time) events.DynamoDBEvent {
 		in, sealed, _ := handlertest.WireIntent(b, sealer, i, now)
 		if _, err := svc.Claim(ctx, in, sealed, claimWorker); err != nil {
@@ -115,14 +116,14 @@ func TestInProcessHandlers(t *testing.T) {
 	sealer := handlertest.Sealer()
 	svc := inProcessService()
 	in, _, body := handlertest.WireIntent(t, sealer, 1, time.Now())
-	claim := &handler.Claim{Deps: handler.Deps{Svc: svc, Log: quietLog()}, Seals: handlertest.Seals()}
+	claim := &handler.Claim{Deps: handler.Deps{Log: quietLog()}, UseCase: svc, Seals: handlertest.Seals()}
 	if resp, err := claim.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{sqsRecord(1, body)}}); err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("claim: %v %v", err, resp)
 	}
 	if e, err := svc.Store.Get(ctx, in.Key()); err != nil || e.State != ledger.Claimed {
 		t.Fatalf("after claim: %v %v", e.State, err)
 	}
-	dispatch := &handler.Dispatch{Deps: handler.Deps{Svc: svc, Log: quietLog()}}
+	dispatch := &handler.Dispatch{Deps: handler.Deps{Log: quietLog()}, UseCase: svc}
 	if resp, err := dispatch.Handle(ctx, streamRecord(1, in.Key())); err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("dispatch: %v %v", err, resp)
 	}

@@ -86,15 +86,15 @@ func (r *rig) labels() map[string]string {
 
 // service returns a ledger service on the rig's tables through client
 // (r.db, or r.meter to size writes).
-func (r *rig) service(client dynamostore.Client, clk *ledgertest.Clock, opener ledger.Opener, tr ledger.Transport) *ledger.Service {
-	return &ledger.Service{
+func (r *rig) service(client dynamostore.Client, clk *ledgertest.Clock, opener ledger.Opener, tr ledger.Transport) *ledgertest.UseCases {
+	return &ledgertest.UseCases{Ports: ledger.Ports{
 		Store:      dynamostore.New(client, r.ledger, dynamostore.DefaultShards),
 		Content:    dynamostore.NewContent(client, r.content),
 		Opener:     opener,
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 		Clock:      clk.Now,
 		Policy:     ledger.DefaultPolicy(),
-	}
+	}}
 }
 
 // newClock is a manual clock that starts at the wall clock, so TTLs the

@@ -66,11 +66,11 @@ func items(t testing.TB, kind rowKind, first, count int, t0 time.Time) []map[str
 	if kind == dispatchingRow {
 		store = lostOutcome{mem}
 	}
-	svc := &ledger.Service{
+	svc := &ledgertest.UseCases{Ports: ledger.Ports{
 		Store: store, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: ackTransport{}},
 		Clock:      func() time.Time { return t0 }, Policy: ledger.DefaultPolicy(),
-	}
+	}}
 	capture := &captureClient{}
 	enc := dynamostore.New(capture, "capture", dynamostore.DefaultShards)
 	for i := first; i < first+count; i++ {

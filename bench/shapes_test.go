@@ -254,7 +254,7 @@ type shapeBench struct {
 	tx     *txItems
 	sealer *envelope.Sealer
 	clk    *ledgertest.Clock
-	svc    *ledger.Service
+	svc    *ledgertest.UseCases
 	events *handler.Events
 	tr     *shapeTransport
 }
@@ -298,7 +298,7 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 		b.svc.NumberOf = wiredispatch.NumberOf
 		b.svc.Timeline = dynamostore.New(r.meter, r.ledger, dynamostore.DefaultShards)
 	}
-	b.events = &handler.Events{Deps: handler.Deps{Svc: b.svc, Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}}
+	b.events = &handler.Events{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: b.svc}
 	return b
 }
 

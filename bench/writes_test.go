@@ -115,7 +115,7 @@ type writesBench struct {
 	r      *rig
 	sealer *envelope.Sealer
 	clk    *ledgertest.Clock
-	svc    *ledger.Service
+	svc    *ledgertest.UseCases
 	// perMessage is the number of accepted messages the happy path
 	// measures.
 	perMessage int

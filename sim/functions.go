@@ -14,10 +14,11 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// service is the ledger service one invocation runs: the real use cases
-// over ports that park at every call.
-func (s *sim) service(inv *invocation) *ledger.Service {
-	svc := &ledger.Service{
+// ports are the ports one invocation's use case is built from: ports that
+// park at every call. As in a deployed function, each function builds only
+// its own use case from them (body), with its constructor.
+func (s *sim) ports(inv *invocation) ledger.Ports {
+	svc := ledger.Ports{
 		Store:      &storePort{inv},
 		Content:    &contentPort{inv},
 		Opener:     &openerPort{inv},
@@ -45,6 +46,7 @@ func (s *sim) service(inv *invocation) *ledger.Service {
 	for _, ch := range ledger.Channels {
 		svc.Transports[ch] = &transportPort{inv: inv, p: s.providers[ch]}
 	}
+	svc.Budget = ledger.NoBudget
 	if s.budget != nil {
 		svc.Budget = &budgetPort{inv}
 	}
@@ -53,10 +55,14 @@ func (s *sim) service(inv *invocation) *ledger.Service {
 
 // body is what the invocation does, as the function's handler would, and
 // the log line the handler would write.
-func (s *sim) body(inv *invocation, svc *ledger.Service) func(ctx context.Context) (string, error) {
+//
+// A use case the ports cannot build is a bug of the simulator's wiring: it
+// panics.
+func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (string, error) {
 	t := inv.trig
 	switch inv.fn {
 	case fnClaim:
+		svc := must(ledger.NewClaimer(p))
 		return func(ctx context.Context) (string, error) {
 			res, err := svc.Claim(ctx, t.msg.intent, t.msg.sealed, inv.worker)
 			return logLine(inv, err, "challenge_id", t.msg.intent.ChallengeID, "channel", string(t.msg.intent.Channel),
@@ -64,6 +70,7 @@ func (s *sim) body(inv *invocation, svc *ledger.Service) func(ctx context.Contex
 				"reason", res.Entry.Reason), err
 		}
 	case fnDispatch:
+		svc := must(ledger.NewDispatcher(p))
 		return func(ctx context.Context) (string, error) {
 			var res ledger.DispatchResult
 			var err error
@@ -89,6 +96,7 @@ func (s *sim) body(inv *invocation, svc *ledger.Service) func(ctx context.Contex
 			return line, err
 		}
 	case fnReconcile:
+		svc := must(ledger.NewReconciler(p))
 		return func(ctx context.Context) (string, error) {
 			rep, err := svc.Reconcile(ctx, inv.worker, sweepLimit)
 			if err == nil {
@@ -105,15 +113,25 @@ func (s *sim) body(inv *invocation, svc *ledger.Service) func(ctx context.Contex
 			return sweepLine(inv, rep, err), err
 		}
 	case fnExpire:
+		svc := must(ledger.NewExpirer(p))
 		return func(ctx context.Context) (string, error) {
 			rep, err := svc.ExpireSweep(ctx, inv.worker, sweepLimit)
 			return sweepLine(inv, rep, err), err
 		}
 	case fnEvents:
+		svc := must(ledger.NewEventRecorder(p))
 		return func(ctx context.Context) (string, error) { return s.recordEvent(ctx, inv, svc) }
 	default:
-		return func(ctx context.Context) (string, error) { return s.operate(ctx, inv, svc) }
+		svc := must(ledger.NewResolver(p))
+		return func(ctx context.Context) (string, error) { return s.operate(ctx, inv, p.Store, svc) }
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic("sim: " + err.Error())
+	}
+	return v
 }
 
 // operate is the operator's round: every quarantined row is resolved with
@@ -121,8 +139,8 @@ func (s *sim) body(inv *invocation, svc *ledger.Service) func(ctx context.Contex
 // provider's log): accepted with the provider's id when it took the
 // message, abandoned when it has no record of it. The operator never
 // decides rejected.
-func (s *sim) operate(ctx context.Context, inv *invocation, svc *ledger.Service) (string, error) {
-	rows, err := svc.Store.ListOpen(ctx, ledger.Quarantined, time.Time{}, 0)
+func (s *sim) operate(ctx context.Context, inv *invocation, store ledger.Store, svc *ledger.Resolver) (string, error) {
+	rows, err := store.ListOpen(ctx, ledger.Quarantined, time.Time{}, 0)
 	if err != nil {
 		return logLine(inv, err), err
 	}

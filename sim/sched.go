@@ -603,7 +603,7 @@ func (s *sim) start(t *trigger) {
 	}
 	s.invs = append(s.invs, inv)
 	s.traceStart(inv)
-	body := s.body(inv, s.service(inv))
+	body := s.body(inv, s.ports(inv))
 	goPooled(func() { inv.main(body) })
 	inv.resume <- resumeMsg{}
 	s.await(inv)

@@ -189,35 +189,6 @@ func (a *app) scanner(ctx context.Context) (*dynamostore.Scanner, error) {
 	return dynamostore.NewScanner(db, a.table), nil
 }
 
-// service builds the ledger service for the operator's use cases. The
-// policy is the functions' default one, with the version from
-// --policy-version / POLICY_VERSION and the retention from
-// HISTORY_RETENTION, read as the functions read them.
-func (a *app) service(ctx context.Context) (*ledger.Service, error) {
-	st, err := a.store(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s := settings.Defaults()
-	if a.policyVersion != "" {
-		s.Policy.Version = a.policyVersion
-	}
-	if v := strings.TrimSpace(a.getenv(settings.HistoryRetention.Env)); v != "" {
-		if err := settings.HistoryRetention.Set(&s, v); err != nil {
-			return nil, &usageError{err: fmt.Errorf("%s: %w", settings.HistoryRetention.Env, err)}
-		}
-	}
-	p := s.Policy
-	if err := p.Validate(); err != nil {
-		return nil, &usageError{err: err}
-	}
-	svc := &ledger.Service{Store: st, Clock: a.now, Policy: p}
-	if a.contentTable != "" {
-		svc.Content = dynamostore.NewContent(a.dynamo, a.contentTable)
-	}
-	return svc, nil
-}
-
 // challengeRows reads every row of challenge id, one per channel, skipping
 // channels without a row. It fails with a not-found exit when there is none.
 func (a *app) challengeRows(ctx context.Context, id string) ([]ledger.Entry, error) {

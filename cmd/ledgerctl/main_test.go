@@ -29,7 +29,7 @@ type fixture struct {
 	db             *dynamodb.Client
 	table, content string
 	clock          *ledgertest.Clock
-	svc            *ledger.Service
+	svc            *ledgertest.UseCases
 	store          *dynamostore.Store
 
 	mu       sync.Mutex
@@ -74,7 +74,7 @@ func newFixture(t *testing.T) *fixture {
 		return f.behavior[s.IdempotencyKey]
 	}
 	f.store = dynamostore.New(f.db, f.table, dynamostore.DefaultShards)
-	f.svc = &ledger.Service{
+	f.svc = &ledgertest.UseCases{Ports: ledger.Ports{
 		Store:   f.store,
 		Content: dynamostore.NewContent(f.db, f.content),
 		Opener:  ledgertest.PlainOpener{},
@@ -84,7 +84,7 @@ func newFixture(t *testing.T) *fixture {
 		},
 		Clock:  f.clock.Now,
 		Policy: ledger.DefaultPolicy(),
-	}
+	}}
 	return f
 }
 

@@ -27,11 +27,11 @@ entries only: its cost follows what is due, not what is open or the table.`,
 		if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 			return err
 		}
-		svc, err := a.service(ctx)
+		st, err := a.store(ctx)
 		if err != nil {
 			return err
 		}
-		stats, err := svc.Stats(ctx)
+		stats, err := ledger.Stats(ctx, st, a.now())
 		if err != nil {
 			return err
 		}

@@ -10,12 +10,14 @@ import (
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Claim, nil) // the ledger's tables only
+	fn := wire.Boot(settings.Claim, nil, ledger.NewClaimer) // the ledger's tables only
 	h := &handler.Claim{
-		Deps: fn.Deps,
+		Deps:    fn.Deps,
+		UseCase: fn.UseCase,
 		// Verify only: the intent key's policy lets claim check a seal,
 		// never make one.
 		Seals:    &kmsseal.KMS{Client: kms.NewFromConfig(fn.Config), KeyARN: fn.Settings.IntentKeyARN},

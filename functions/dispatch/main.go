@@ -9,10 +9,11 @@ import (
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/dispatch"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Dispatch, dispatch.Ports)
-	h := &handler.Dispatch{Deps: fn.Deps}
+	fn := wire.Boot(settings.Dispatch, dispatch.Ports, ledger.NewDispatcher)
+	h := &handler.Dispatch{Deps: fn.Deps, UseCase: fn.UseCase}
 	lambda.Start(h.Invoke)
 }

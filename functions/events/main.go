@@ -11,10 +11,11 @@ import (
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/events"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Events, events.Ports)
-	h := &handler.Events{Deps: fn.Deps}
+	fn := wire.Boot(settings.Events, events.Ports, ledger.NewEventRecorder)
+	h := &handler.Events{Deps: fn.Deps, UseCase: fn.UseCase}
 	lambda.Start(h.Handle)
 }

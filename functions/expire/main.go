@@ -8,10 +8,11 @@ import (
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Expire, nil) // the ledger's tables only
-	h := &handler.Expire{Deps: fn.Deps, Limit: fn.Settings.SweepLimit}
+	fn := wire.Boot(settings.Expire, nil, ledger.NewExpirer) // the ledger's tables only
+	h := &handler.Expire{Deps: fn.Deps, UseCase: fn.UseCase, Limit: fn.Settings.SweepLimit}
 	lambda.Start(h.Handle)
 }

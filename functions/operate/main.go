@@ -10,10 +10,11 @@ import (
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Operate, nil) // the ledger's tables only
-	h := &handler.Operate{Deps: fn.Deps}
+	fn := wire.Boot(settings.Operate, nil, ledger.NewResolver) // the ledger's tables only
+	h := &handler.Operate{Deps: fn.Deps, UseCase: fn.UseCase}
 	lambda.Start(h.Handle)
 }

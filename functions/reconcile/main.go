@@ -11,10 +11,11 @@ import (
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/reconcile"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Reconcile, reconcile.Ports)
-	h := &handler.Reconcile{Deps: fn.Deps, Limit: fn.Settings.SweepLimit, RedriveEvery: 30 * time.Second}
+	fn := wire.Boot(settings.Reconcile, reconcile.Ports, ledger.NewReconciler)
+	h := &handler.Reconcile{Deps: fn.Deps, UseCase: fn.UseCase, Limit: fn.Settings.SweepLimit, RedriveEvery: 30 * time.Second}
 	lambda.Start(h.Handle)
 }

@@ -28,6 +28,7 @@ import (
 // would let a tampered copy that arrives first block the genuine one.
 type Claim struct {
 	Deps
+	UseCase Claimer
 	// Seals verifies intent seals (intentseal.KMS under the intent key).
 	// Required: without it every sealed intent is reported failed, never
 	// claimed unchecked.
@@ -78,7 +79,7 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 	}
 	in, sealed := d.Intent, d.Sealed
 	log = log.With("challenge_id", in.ChallengeID, "channel", string(in.Channel), "dedupe_key", in.Key(), "content_hash", in.ContentHash)
-	res, err := h.Svc.Claim(ctx, in, sealed, worker)
+	res, err := h.UseCase.Claim(ctx, in, sealed, worker)
 	switch {
 	case errors.Is(err, ledger.ErrInvalidIntent):
 		// A refusal the claim's own time decides (a challenge that would
@@ -94,6 +95,11 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 		_ = h.Metrics.Count(metrics.ContentMismatch, nil, 1)
 	}
 	return nil
+}
+
+// Claimer is the claim use case (*ledger.Claimer).
+type Claimer interface {
+	Claim(ctx context.Context, in ledger.Intent, sealed []byte, w ledger.Worker) (ledger.ClaimResult, error)
 }
 
 // sealUnavailable is a seal that could not be checked (KMS unreachable, no

@@ -25,11 +25,20 @@ import (
 // harmless: the conditional write to dispatching decides who sends.
 type Dispatch struct {
 	Deps
+	UseCase Dispatcher
+}
+
+// Dispatcher is the dispatch use case (*ledger.Dispatcher).
+type Dispatcher interface {
+	Dispatch(ctx context.Context, key string, w ledger.Worker) (ledger.DispatchResult, error)
+	DispatchRow(ctx context.Context, row ledger.Entry, w ledger.Worker) (ledger.DispatchResult, error)
+	RescheduleNotDue(ctx context.Context, res ledger.DispatchResult) error
+	Read(ctx context.Context, src ledger.Source, t time.Time) error
 }
 
 // Handle dispatches the claimed rows of one batch of stream records, in
 // order, and reports the first record that failed. It then records how late
-// the oldest claim it handled arrived (ledger.Service.Read), so reconcile
+// the oldest claim it handled arrived (ledger.Dispatcher.Read), so reconcile
 // does not hand back rows the stream is still delivering.
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	worker, log := invocation(ctx, settings.Dispatch, h.Log)
@@ -87,13 +96,13 @@ func (h *Dispatch) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.
 		}
 		// A wake-up that came early (a delay longer than SQS allows) goes
 		// back on the queue; failing to is a retry of this one.
-		return h.Svc.RescheduleNotDue(ctx, res)
+		return h.UseCase.RescheduleNotDue(ctx, res)
 	}), nil
 }
 
 // read moves src's mark; a failure only costs hand-backs, so it is logged.
 func (h *Dispatch) read(ctx context.Context, src ledger.Source, through time.Time, log *slog.Logger) {
-	if err := h.Svc.Read(ctx, src, through); err != nil {
+	if err := h.UseCase.Read(ctx, src, through); err != nil {
 		log.Warn("dispatch mark not moved; reconcile may hand back rows the source still delivers", "source", string(src), "error", err.Error())
 	}
 }
@@ -135,12 +144,12 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 	var res ledger.DispatchResult
 	var err error
 	if row, derr := dynamostore.DecodeItem(itemOf(image)); image != nil && derr == nil && row.Key == key {
-		res, err = h.Svc.DispatchRow(ctx, row, worker)
+		res, err = h.UseCase.DispatchRow(ctx, row, worker)
 	} else {
 		if image != nil {
 			log.Debug("stream image not decodable; reading the row", "reason", fmt.Sprint(derr))
 		}
-		res, err = h.Svc.Dispatch(ctx, key, worker)
+		res, err = h.UseCase.Dispatch(ctx, key, worker)
 	}
 	h.observe(res, log)
 	if res.Entry.Key != "" {

@@ -27,8 +27,14 @@ import (
 //     channel: reported failed, logged with the reason and counted, so the
 //     queue's redrive policy keeps it in the DLQ after its receive count;
 //   - a storage error: reported failed and retried by the queue.
+// EventRecorder is the provider-events use case (*ledger.EventRecorder).
+type EventRecorder interface {
+	RecordProviderEvent(ctx context.Context, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error)
+}
+
 type Events struct {
 	Deps
+	UseCase EventRecorder
 }
 
 // Handle records each event of one SQS batch and reports the ones to retry
@@ -71,7 +77,7 @@ func (h *Events) record(ctx context.Context, rec events.SQSMessage, worker ledge
 	if err == nil {
 		log = log.With("dedupe_key", p.Key, "channel", string(p.Channel), "event_type", p.Type, "provider_message_id", p.MessageID)
 		var res ledger.EventResult
-		if res, err = h.Svc.RecordProviderEvent(ctx, p, worker); err == nil {
+		if res, err = h.UseCase.RecordProviderEvent(ctx, p, worker); err == nil {
 			h.count(p, res)
 			log.Info("provider event handled", "outcome", string(res.Outcome), "kind", string(p.Kind), "state", string(res.Entry.State))
 			return nil

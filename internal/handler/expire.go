@@ -9,9 +9,15 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
+// Expirer is the expire use case (*ledger.Expirer).
+type Expirer interface {
+	ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error)
+}
+
 // Expire runs one expire sweep per scheduled event.
 type Expire struct {
 	Deps
+	UseCase Expirer
 	Limit int
 }
 
@@ -19,6 +25,6 @@ type Expire struct {
 func (h *Expire) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	worker, log := invocation(ctx, settings.Expire, h.Log)
 	return sweep(ctx, settings.Expire, h.Metrics, log, func() (ledger.SweepReport, error) {
-		return h.Svc.ExpireSweep(ctx, worker, h.Limit)
+		return h.UseCase.ExpireSweep(ctx, worker, h.Limit)
 	})
 }

@@ -11,10 +11,9 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Deps is what every handler works with: the ledger service built for its
-// function, the function's logger and its metrics emitter.
+// Deps is what every handler works with besides its use case: the
+// function's logger and its metrics emitter.
 type Deps struct {
-	Svc     *ledger.Service
 	Log     *slog.Logger
 	Metrics *metrics.Emitter
 }

@@ -25,9 +25,15 @@ import (
 // the body names the caller (operatorapi.Decode refuses unknown fields), so
 // a client cannot record another identity than the credentials it signed
 // with. A request without that context (AuthType NONE, or an invocation
+// Resolver is the operator use case (*ledger.Resolver).
+type Resolver interface {
+	Resolve(ctx context.Context, key string, d ledger.Decision, reason, evidence string, w ledger.Worker) (ledger.Entry, error)
+}
+
 // that is not a URL request) is refused before anything is read.
 type Operate struct {
 	Deps
+	UseCase Resolver
 }
 
 // Handle serves one function URL request.
@@ -54,7 +60,7 @@ func (h *Operate) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 	}
 	log = log.With("action", r.Action, "dedupe_key", r.DedupeKey, "decision", r.Decision)
 	worker := ledger.Worker(operatorapi.WorkerPrefix + caller)
-	e, err := h.Svc.Resolve(ctx, r.DedupeKey, ledger.Decision(r.Decision), r.RecordedReason(), r.Evidence, worker)
+	e, err := h.UseCase.Resolve(ctx, r.DedupeKey, ledger.Decision(r.Decision), r.RecordedReason(), r.Evidence, worker)
 	var (
 		te *ledger.TransitionError
 		fe *ledger.FieldError

@@ -70,7 +70,7 @@ func unknownRow(t *testing.T) (*handler.Operate, *ledgertest.Env, string, *bytes
 		t.Fatalf("dispatch = %v, %v; want unknown", res, err)
 	}
 	var logs bytes.Buffer
-	h := &handler.Operate{Deps: handler.Deps{Svc: env.Svc, Log: slog.New(slog.NewJSONHandler(&logs, nil))}}
+	h := &handler.Operate{Deps: handler.Deps{Log: slog.New(slog.NewJSONHandler(&logs, nil))}, UseCase: env.Svc}
 	return h, env, in.Key(), &logs
 }
 

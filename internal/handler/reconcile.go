@@ -13,10 +13,18 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
+// Reconciler is the reconcile use case (*ledger.Reconciler).
+type Reconciler interface {
+	Reconcile(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error)
+	Redrive(ctx context.Context, limit int) (ledger.SweepReport, error)
+	Stats(ctx context.Context) (map[ledger.State]ledger.StateStats, error)
+}
+
 // Reconcile runs one reconcile sweep per scheduled event and publishes the
 // open claims by state and age.
 type Reconcile struct {
 	Deps
+	UseCase Reconciler
 	Limit int
 	// RedriveEvery, if set, repeats the re-drive pass within one invocation
 	// every RedriveEvery while the invocation has time left: the schedule
@@ -36,7 +44,7 @@ func (h *Reconcile) Handle(ctx context.Context, _ events.CloudWatchEvent) error 
 	start := time.Now()
 	worker, log := invocation(ctx, settings.Reconcile, h.Log)
 	err := sweep(ctx, settings.Reconcile, h.Metrics, log, func() (ledger.SweepReport, error) {
-		return h.Svc.Reconcile(ctx, worker, h.Limit)
+		return h.UseCase.Reconcile(ctx, worker, h.Limit)
 	})
 	if err != nil {
 		return err
@@ -44,7 +52,7 @@ func (h *Reconcile) Handle(ctx context.Context, _ events.CloudWatchEvent) error 
 	if err := h.redrive(ctx, log); err != nil {
 		return err
 	}
-	if err := publishStats(ctx, h.Svc, h.Metrics, log); err != nil {
+	if err := publishStats(ctx, h.UseCase, h.Metrics, log); err != nil {
 		log.Error("open-claim figures not published", "error", err.Error())
 	}
 	for next := start.Add(h.RedriveEvery); h.RedriveEvery > 0; next = next.Add(h.RedriveEvery) {
@@ -66,7 +74,7 @@ func (h *Reconcile) Handle(ctx context.Context, _ events.CloudWatchEvent) error 
 // redrive hands due rows no dispatch picked up back to dispatch and counts
 // them by state.
 func (h *Reconcile) redrive(ctx context.Context, log *slog.Logger) error {
-	rep, err := h.Svc.Redrive(ctx, h.Limit)
+	rep, err := h.UseCase.Redrive(ctx, h.Limit)
 	if err != nil {
 		return err
 	}
@@ -96,7 +104,7 @@ func (h *Reconcile) redrive(ctx context.Context, log *slog.Logger) error {
 
 // publishStats emits OpenClaims, OpenClaimOldestAgeSeconds and
 // OpenClaimsByAge for every open state.
-func publishStats(ctx context.Context, svc *ledger.Service, m *metrics.Emitter, log *slog.Logger) error {
+func publishStats(ctx context.Context, svc Reconciler, m *metrics.Emitter, log *slog.Logger) error {
 	stats, err := svc.Stats(ctx)
 	if err != nil {
 		return err

@@ -23,13 +23,13 @@ import (
 // then deletes nothing, so every good message is received again and, after
 // the redrive count, dead-lettered.
 
-func memService(now time.Time) (*ledger.Service, *ledgertest.Transport) {
+func memService(now time.Time) (*ledgertest.UseCases, *ledgertest.Transport) {
 	tr := &ledgertest.Transport{}
-	return &ledger.Service{
+	return &ledgertest.UseCases{Ports: ledger.Ports{
 		Store: &memstore.Store{}, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 		Clock:      func() time.Time { return now }, Policy: ledger.DefaultPolicy(),
-	}, tr
+	}}, tr
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)) }
@@ -66,7 +66,7 @@ func TestClaimResponseEncoding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc, _ := memService(now)
-			h := &Claim{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, Seals: handlertest.Seals()}
+			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: svc, Seals: handlertest.Seals()}
 			resp, err := h.Handle(context.Background(), events.SQSEvent{Records: tc.records})
 			if err != nil {
 				t.Fatal(err)
@@ -87,7 +87,7 @@ func TestDispatchResponseEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	record := handlertest.StreamRecord
-	h := &Dispatch{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}}
+	h := &Dispatch{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: svc}
 	for _, tc := range []struct {
 		name    string
 		records []events.DynamoDBEventRecord

@@ -60,7 +60,7 @@ func TestClaimRefusesAnIntentChangedAfterSealing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			svc, tr := memService(now)
 			var out bytes.Buffer
-			h := &Claim{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, Seals: handlertest.Seals()}
+			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals()}
 			resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-forged", tc.body)}})
 			if err != nil || len(resp.BatchItemFailures) != 1 {
 				t.Fatalf("tampered intent: %+v %v, want it reported failed", resp, err)
@@ -106,7 +106,7 @@ func TestClaimTakesVersion1OnlyWhereTheStageAllows(t *testing.T) {
 	for _, accept := range []bool{false, true} {
 		svc, _ := memService(now)
 		var out bytes.Buffer
-		h := &Claim{Deps: Deps{Svc: svc, Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, Seals: handlertest.Seals(), AcceptV1: accept}
+		h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals(), AcceptV1: accept}
 		resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-1", string(b))}})
 		row, err := svc.Store.Get(context.Background(), in.Key())
 		switch {

@@ -440,7 +440,9 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	logger := slogJSON(p.Out)
 	em := &metrics.Emitter{W: p.Out}
 	cfgs := map[settings.Role]aws.Config{}
-	deps := func(role settings.Role) handler.Deps {
+	// ports builds a function's ports as its main does, on this pipeline's
+	// clock.
+	ports := func(role settings.Role) ledger.Ports {
 		env := fs.Environ(role)
 		maps.Copy(env, o.Env)
 		s, err := settings.Load(role, func(k string) string { return env[k] })
@@ -449,15 +451,16 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 		}
 		roleCfg := fnCfg.Copy()
 		roleCfg.APIOptions = append(slices.Clone(roleCfg.APIOptions), awscall.Middleware(string(role), emulator.Account, p.Calls.Sink()))
-		svc, err := wire.Service(p.Ctx, roleCfg, s, logger, em, rolePorts[role])
+		svc, err := wire.Build(p.Ctx, roleCfg, s, logger, em, rolePorts[role])
 		if err != nil {
 			p.t.Fatal(err)
 		}
 		svc.Clock = p.Now
 		cfgs[role] = roleCfg
-		return handler.Deps{Svc: svc, Log: logger, Metrics: em}
+		return *svc
 	}
-	claimDeps := deps(settings.Claim)
+	deps := handler.Deps{Log: logger, Metrics: em}
+	claimPorts := ports(settings.Claim)
 	claimSettings, err := settings.Load(settings.Claim, func(k string) string {
 		env := fs.Environ(settings.Claim)
 		maps.Copy(env, o.Env)
@@ -466,12 +469,31 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.Claim = &handler.Claim{Deps: claimDeps, AcceptV1: claimSettings.AcceptIntentV1,
+	claimer, err := ledger.NewClaimer(claimPorts)
+	p.wired(err)
+	dispatcher, err := ledger.NewDispatcher(ports(settings.Dispatch))
+	p.wired(err)
+	reconciler, err := ledger.NewReconciler(ports(settings.Reconcile))
+	p.wired(err)
+	expirer, err := ledger.NewExpirer(ports(settings.Expire))
+	p.wired(err)
+	recorder, err := ledger.NewEventRecorder(ports(settings.Events))
+	p.wired(err)
+	p.Claim = &handler.Claim{Deps: deps, UseCase: claimer, AcceptV1: claimSettings.AcceptIntentV1,
 		Seals: &kmsseal.KMS{Client: kms.NewFromConfig(cfgs[settings.Claim]), KeyARN: claimSettings.IntentKeyARN}}
-	p.Dispatch = &handler.Dispatch{Deps: deps(settings.Dispatch)}
-	p.Reconcile = &handler.Reconcile{Deps: deps(settings.Reconcile), Limit: o.SweepLimit}
-	p.Expire = &handler.Expire{Deps: deps(settings.Expire), Limit: o.SweepLimit}
-	p.Events = &handler.Events{Deps: deps(settings.Events)}
+	p.Dispatch = &handler.Dispatch{Deps: deps, UseCase: dispatcher}
+	p.Reconcile = &handler.Reconcile{Deps: deps, UseCase: reconciler, Limit: o.SweepLimit}
+	p.Expire = &handler.Expire{Deps: deps, UseCase: expirer, Limit: o.SweepLimit}
+	p.Events = &handler.Events{Deps: deps, UseCase: recorder}
+}
+
+// wired fails the test on a use case its constructor refused (a missing
+// port, named).
+func (p *Pipeline) wired(err error) {
+	p.t.Helper()
+	if err != nil {
+		p.t.Fatal(err)
+	}
 }
 
 // rolePorts is each function's own ports, as its main wires them (claim

@@ -1,6 +1,6 @@
 // Package wire builds what a function needs from its settings: the logger,
-// the metrics emitter, the SDK configuration (loaded once per process) and
-// the ledger service.
+// the metrics emitter, the SDK configuration (loaded once per process), the
+// ledger's ports and, from them, the function's one use case.
 //
 // Every function gets the ledger's tables (DynamoDB). Every other port is a
 // role's own, built by that role's Ports in a package of its own:
@@ -31,11 +31,12 @@ import (
 	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
-// Function is everything a function's main needs: its settings, and the
-// service, logger and metrics emitter its handler works with.
-type Function struct {
+// Function is everything a function's main needs: its settings, its use
+// case U, and the logger and metrics emitter its handler works with.
+type Function[U any] struct {
 	Settings settings.Settings
 	Deps     handler.Deps
+	UseCase  U
 	// Config is the process's SDK configuration.
 	Config aws.Config
 }
@@ -51,16 +52,17 @@ type Env struct {
 	Log      *slog.Logger
 }
 
-// Ports adds a role's own ports to svc, which holds the ledger's store and
-// content store, its clock and policy, and the transition counter. An error
-// is a configuration the function must not start with.
-type Ports func(ctx context.Context, env Env, svc *ledger.Service) error
+// Ports adds a role's own ports to p, which holds the ledger's store and
+// content store, its clock and policy, the send limits, and the transition
+// counter. An error is a configuration the function must not start with.
+type Ports func(ctx context.Context, env Env, p *ledger.Ports) error
 
 // Boot loads the settings of role from the environment and the SDK
-// configuration, and builds the service with ports (nil: the tables only).
-// It exits the process with a clear message on bad configuration: a function
-// must not start half-configured.
-func Boot(role settings.Role, ports Ports) Function {
+// configuration, builds the ports with ports (nil: the tables only), and
+// from them the role's use case with build (its ledger constructor). It
+// exits the process with a clear message on bad configuration, a missing
+// port named: a function must not start half-configured.
+func Boot[U any](role settings.Role, ports Ports, build func(ledger.Ports) (U, error)) Function[U] {
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", string(role))
 	s, err := settings.Load(role, os.Getenv)
 	if err != nil {
@@ -80,20 +82,32 @@ func Boot(role settings.Role, ports Ports) Function {
 		cfg.APIOptions = append(cfg.APIOptions, awscall.Middleware(string(role), "", awscall.LogSink(log)))
 	}
 	em := &metrics.Emitter{W: os.Stdout}
-	svc, err := Service(ctx, cfg, s, log, em, ports)
+	p, err := Build(ctx, cfg, s, log, em, ports)
 	if err != nil {
 		log.Error("wiring failed", "error", err.Error())
 		os.Exit(2)
 	}
-	return Function{Settings: s, Deps: handler.Deps{Svc: svc, Log: log, Metrics: em}, Config: cfg}
+	uc, err := build(*p)
+	if err != nil {
+		log.Error("wiring failed", "error", err.Error())
+		os.Exit(2)
+	}
+	return Function[U]{Settings: s, Deps: handler.Deps{Log: log, Metrics: em}, UseCase: uc, Config: cfg}
 }
 
-// Service builds a ledger service from cfg and s: the ledger's tables, then
-// ports (nil: none). Every state change it stores is counted on em as the
-// Transitions metric (by state and channel), whichever use case made it.
-func Service(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.Logger, em *metrics.Emitter, ports Ports) (*ledger.Service, error) {
+// Build builds the ledger's ports from cfg and s: the ledger's tables and
+// the send limits, then ports (nil: none). Ports that read the clock read
+// the returned Ports' Clock, so a test may set it afterwards. Every state change the use case
+// stores is counted on em as the Transitions metric (by state and channel),
+// whichever use case made it.
+//
+// With the limits table, claim notes each subject's newest challenge and
+// dispatch counts (its ports add the counters); every other function keeps
+// the counts of the rows it ends (ledger.KeepCounts: "too high, never too
+// low", docs/design.md): its role may not write the counters.
+func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.Logger, em *metrics.Emitter, ports Ports) (*ledger.Ports, error) {
 	db := dynamodb.NewFromConfig(cfg)
-	svc := &ledger.Service{
+	p := &ledger.Ports{
 		Store:        dynamostore.New(db, s.LedgerTable, s.OpenIndexShards),
 		Content:      dynamostore.NewContent(db, s.ContentTable),
 		Clock:        time.Now,
@@ -101,18 +115,17 @@ func Service(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog
 		OnTransition: func(e ledger.Entry) { countTransition(em, e) },
 	}
 	if s.LimitsTable != "" {
-		// Claim notes each subject's newest challenge; dispatch counts and
-		// reads (its ports add the limiter).
-		svc.Limits = s.Limits
-		svc.Challenges = dynamostore.NewLimits(db, s.LimitsTable)
+		p.Limits = s.Limits
+		p.Challenges = dynamostore.NewLimits(db, s.LimitsTable)
+		p.Limiter = ledger.KeepCounts
 	}
 	if ports == nil {
-		return svc, nil
+		return p, nil
 	}
-	if err := ports(ctx, Env{Config: cfg, Settings: s, DynamoDB: db, Log: log}, svc); err != nil {
+	if err := ports(ctx, Env{Config: cfg, Settings: s, DynamoDB: db, Log: log}, p); err != nil {
 		return nil, err
 	}
-	return svc, nil
+	return p, nil
 }
 
 // countTransition counts every stored state change by state and channel,

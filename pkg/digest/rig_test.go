@@ -70,7 +70,7 @@ type ledgerRig struct {
 	t      *testing.T
 	clock  *ledgertest.Clock
 	store  *streamed
-	svc    *ledger.Service
+	svc    *ledgertest.UseCases
 	keys   []string
 	crash  map[string]bool // dispatch of these keys dies mid-send
 	digs   *digest.MemStore
@@ -92,14 +92,14 @@ func newRig(t *testing.T) *ledgerRig {
 	}
 	r := &ledgerRig{
 		t: t, clock: clock, store: st,
-		svc: &ledger.Service{
+		svc: &ledgertest.UseCases{Ports: ledger.Ports{
 			Store: st, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 			Transports: map[ledger.Channel]ledger.Transport{
 				ledger.Email: &ledgertest.Transport{Script: behave},
 				ledger.SMS:   &ledgertest.Transport{Script: behave},
 			},
 			Clock: clock.Now, Policy: ledger.DefaultPolicy(),
-		},
+		}},
 		crash: crash, digs: digest.NewMemStore(), signer: digest.NewLocalSigner("local:digest"),
 	}
 	r.writer = &digest.Writer{Store: r.digs, Signer: r.signer, Clock: clock.Now, Retention: r.svc.Policy.Retention}

@@ -30,12 +30,12 @@ func scanFixture(t *testing.T, n int) (*dynamostore.Scanner, []string) {
 		}
 	})
 	clock := ledgertest.NewClock()
-	svc := &ledger.Service{
+	svc := &ledgertest.UseCases{Ports: ledger.Ports{
 		Store:   dynamostore.New(client, table, dynamostore.DefaultShards),
 		Content: dynamostore.NewContent(client, content),
 		Clock:   clock.Now,
 		Policy:  ledger.DefaultPolicy(),
-	}
+	}}
 	var keys []string
 	for i := range n {
 		in, sealed := ledgertest.Intent(i, ledger.Email, clock.Now(), time.Hour)

@@ -31,7 +31,7 @@ type ClaimResult struct {
 // the ledger) when the claim is new and live. A fallback channel whose
 // earlier channel has not ended is recorded held. It returns an error
 // wrapping ErrInvalidIntent (nothing written) or a store error.
-func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker) (ClaimResult, error) {
+func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker) (ClaimResult, error) {
 	if err := in.Validate(); err != nil {
 		return ClaimResult{}, err
 	}
@@ -78,15 +78,15 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 		}
 		// Content first: the stream record of the claim triggers dispatch,
 		// which must find the content. An existing blob is left alone.
-		if wrote, err = s.Content.Put(ctx, contentKey(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {
+		if wrote, err = s.content.Put(ctx, contentKey(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {
 			return ClaimResult{}, fmt.Errorf("claim %s: store content: %w", key, err)
 		}
 	}
 	out := map[State]ClaimOutcome{Claimed: ClaimCreated, Held: ClaimHeld, Expired: ClaimExpired, Suppressed: ClaimSuppressed}[to]
-	created, err := s.Store.Create(ctx, c.Next)
+	created, err := s.store.Create(ctx, c.Next)
 	if err != nil && !errors.Is(err, ErrConflict) {
 		// The create may have landed before the failure was reported.
-		if fresh, gerr := s.Store.Get(ctx, key); gerr == nil && fresh.Holds(c.Event.ID) {
+		if fresh, gerr := s.store.Get(ctx, key); gerr == nil && fresh.Holds(c.Event.ID) {
 			created, err = fresh, nil
 		}
 	}
@@ -98,7 +98,7 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 		// Lost a race with a concurrent claim of the same identity. Content
 		// we stored that the winning row will never read is purged now.
 		if wrote && (created.ContentHash != in.ContentHash || created.State.Terminal() || created.State == Quarantined) {
-			_ = s.Content.Delete(ctx, contentKey(key, in.ContentHash))
+			_ = s.content.Delete(ctx, contentKey(key, in.ContentHash))
 		}
 		return s.existing(ctx, created, in, w)
 	}
@@ -110,7 +110,7 @@ func (s *Service) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 }
 
 // existing handles an intent whose identity already has a row.
-func (s *Service) existing(ctx context.Context, e Entry, in Intent, w Worker) (ClaimResult, error) {
+func (s *Claimer) existing(ctx context.Context, e Entry, in Intent, w Worker) (ClaimResult, error) {
 	var res ClaimResult
 	err := s.onConflict(ctx, e, func(e Entry) error {
 		if e.ContentHash == in.ContentHash {
@@ -139,8 +139,8 @@ func (s *Service) existing(ctx context.Context, e Entry, in Intent, w Worker) (C
 // forgery: a row would let it shadow the subject's later challenges (and
 // keep its content) for as long as it claims to live. A refused intent is
 // an invalid one: the claim function dead-letters it with this reason.
-func (s *Service) checkLifetime(in Intent, now time.Time) error {
-	if limit := s.Policy.MaxChallengeLifetime; limit > 0 && in.ExpiresAt.Truncate(Precision).After(now.Add(limit)) {
+func (s *Claimer) checkLifetime(in Intent, now time.Time) error {
+	if limit := s.policy.MaxChallengeLifetime; limit > 0 && in.ExpiresAt.Truncate(Precision).After(now.Add(limit)) {
 		return fieldErr("expires_at", fmt.Sprintf("more than %s after the claim's time (the maximum challenge lifetime)", limit))
 	}
 	if in.IssuedAt.Truncate(Precision).After(now) {

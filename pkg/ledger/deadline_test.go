@@ -63,7 +63,7 @@ func TestSendDeadline(t *testing.T) {
 		in, _, _ := e.claim(t, 51, ledger.Email, ledger.ClaimCreated)
 		// 100 ms left before the deadline when dispatch begins.
 		e.Svc.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) - 100*time.Millisecond
-		e.Svc.Policy.ExpiryMargin = 0
+		e.Svc.Policy.ExpiryMargin = e.Svc.Policy.SendGuard + time.Millisecond
 		start := time.Now()
 		row := mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
 		if el := time.Since(start); el > 5*time.Second {
@@ -78,9 +78,20 @@ func TestSendDeadline(t *testing.T) {
 		tr := &stallingTransport{}
 		e.Svc.Transports[ledger.Email] = tr
 		in, _, _ := e.claim(t, 52, ledger.Email, ledger.ClaimCreated)
+		// A valid policy's margin exceeds its guard, so the expiry check
+		// stops a send before its deadline passes; only a clock read between
+		// the two reaches this defence. A margin of zero stands in for it.
 		e.Svc.Policy.ExpiryMargin = 0
 		e.Svc.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) + time.Second
-		row := mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+		d, err := ledger.NewDispatcherWithAnyPolicy(e.Svc.Filled())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := d.Dispatch(context.Background(), in.Key(), "dispatch/req-1")
+		if err != nil || res.Outcome != ledger.DispatchDeferred {
+			t.Fatalf("dispatch: %v %v, want deferred", res.Outcome, err)
+		}
+		row := res.Entry
 		if tr.calls != 0 || row.NotSentCode != ledger.DeadlineCode {
 			t.Fatalf("%d calls, row %s code %q; want no call, not sent for the deadline", tr.calls, row.State, row.NotSentCode)
 		}

@@ -28,7 +28,7 @@ func expiryReason(e Entry) string {
 	return "challenge expired before dispatch"
 }
 
-func (s *Service) clearDeferral(n *Entry) {
+func (s *core) clearDeferral(n *Entry) {
 	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
 }
 
@@ -53,12 +53,12 @@ const HandOffCode = "invocation_deadline"
 // never past the invocation's deadline minus SendReserve) the row is
 // deferred to it instead (deferred.Outcome is set); when no send time is
 // left before the challenge's deadline the row ends expired.
-func (s *Service) slot(ctx context.Context, e Entry, w Worker, now time.Time) (at time.Time, deferred DispatchResult, err error) {
+func (s *Dispatcher) slot(ctx context.Context, e Entry, w Worker, now time.Time) (at time.Time, deferred DispatchResult, err error) {
 	booked, code := true, BudgetCode
 	switch {
 	case e.State == Deferred && !e.SlotAt.IsZero() && !now.After(e.SlotAt.Add(slotGrace)):
 		at = e.SlotAt
-	case s.Budget == nil:
+	case s.budget == NoBudget:
 		at, booked, code = now, false, HandOffCode
 		if e.State == Deferred && e.NextAttemptAt.After(now) {
 			at, code = e.NextAttemptAt, e.NotSentCode // the provider's wait
@@ -69,8 +69,8 @@ func (s *Service) slot(ctx context.Context, e Entry, w Worker, now time.Time) (a
 			earliest = e.NextAttemptAt // the provider's wait, not shortened by BudgetWait
 		}
 		// The last send time the move to dispatching still accepts.
-		deadline := e.ExpiresAt.Add(-s.Policy.ExpiryMargin - Precision)
-		at, err = s.Budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
+		deadline := e.ExpiresAt.Add(-s.policy.ExpiryMargin - Precision)
+		at, err = s.budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
 		if errors.Is(err, ErrNoBudget) {
 			res, err := s.expire(ctx, e, w, NotSentReason(BudgetCode), DispatchExpired)
 			return time.Time{}, res, err
@@ -95,8 +95,8 @@ func (s *Service) slot(ctx context.Context, e Entry, w Worker, now time.Time) (a
 // maxWait is how long this dispatch may wait in-process before a send:
 // Policy.BudgetWait, less if the invocation would not have SendReserve
 // left after it (negative when it has not even that).
-func (s *Service) maxWait(ctx context.Context) time.Duration {
-	wait := s.Policy.BudgetWait
+func (s *Dispatcher) maxWait(ctx context.Context) time.Duration {
+	wait := s.policy.BudgetWait
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl)-SendReserve)
 	}
@@ -106,7 +106,7 @@ func (s *Service) maxWait(ctx context.Context) time.Duration {
 // deferTo records that the row waits until at (holding that budget slot
 // if booked) and schedules its wake-up. From claimed, dispatching or
 // unknown it is a transition; a deferred row records a deferral event.
-func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (DispatchResult, error) {
+func (s *Dispatcher) deferTo(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (DispatchResult, error) {
 	got, err := s.deferral(ctx, e, w, reason, code, at, booked)
 	if err != nil {
 		return DispatchResult{}, err
@@ -115,7 +115,7 @@ func (s *Service) deferTo(ctx context.Context, e Entry, w Worker, reason, code s
 }
 
 // deferral writes what deferTo records, without scheduling the wake-up.
-func (s *Service) deferral(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (Entry, error) {
+func (s *Dispatcher) deferral(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (Entry, error) {
 	at = at.Truncate(Precision) // as stored
 	mut := func(n *Entry) {
 		n.NextAttemptAt = at
@@ -148,7 +148,7 @@ func (s *Service) deferral(ctx context.Context, e Entry, w Worker, reason, code 
 
 // RescheduleNotDue schedules the wake-up of a deferred row again after a
 // wake-up delivered it before it was due (res.Outcome DispatchNotDue).
-func (s *Service) RescheduleNotDue(ctx context.Context, res DispatchResult) error {
+func (s *Dispatcher) RescheduleNotDue(ctx context.Context, res DispatchResult) error {
 	if res.Outcome != DispatchNotDue {
 		return nil
 	}
@@ -157,19 +157,19 @@ func (s *Service) RescheduleNotDue(ctx context.Context, res DispatchResult) erro
 
 // schedule asks for the deferred row e to be dispatched at its next
 // attempt time.
-func (s *Service) schedule(ctx context.Context, e Entry) error {
-	if s.Scheduler == nil {
+func (s *Dispatcher) schedule(ctx context.Context, e Entry) error {
+	if s.scheduler == NoScheduler {
 		return nil
 	}
-	if err := s.Scheduler.Schedule(ctx, e.Key, e.NextAttemptAt); err != nil {
+	if err := s.scheduler.Schedule(ctx, e.Key, e.NextAttemptAt); err != nil {
 		return fmt.Errorf("schedule %s: %w", e.Key, err)
 	}
 	return nil
 }
 
-func (s *Service) sleep(ctx context.Context, d time.Duration) error {
-	if s.Sleep != nil {
-		return s.Sleep(ctx, d)
+func (s *Dispatcher) sleep(ctx context.Context, d time.Duration) error {
+	if s.sleepFn != nil {
+		return s.sleepFn(ctx, d)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -184,15 +184,15 @@ func (s *Service) sleep(ctx context.Context, d time.Duration) error {
 // backoff is the wait before attempt n+1 after attempt n was not sent:
 // RetryBase * 2^(n-1) capped at RetryMax, the upper half of it random, or
 // the provider's Retry-After if that is longer.
-func (s *Service) backoff(n int, retryAfter time.Duration) time.Duration {
-	d := s.Policy.RetryBase
-	for i := 1; i < n && d < s.Policy.RetryMax; i++ {
+func (s *Dispatcher) backoff(n int, retryAfter time.Duration) time.Duration {
+	d := s.policy.RetryBase
+	for i := 1; i < n && d < s.policy.RetryMax; i++ {
 		d *= 2
 	}
-	d = min(d, s.Policy.RetryMax)
+	d = min(d, s.policy.RetryMax)
 	j := rand.Float64
-	if s.Jitter != nil {
-		j = s.Jitter
+	if s.jitter != nil {
+		j = s.jitter
 	}
 	d = d/2 + time.Duration(j()*float64(d/2))
 	return max(d, retryAfter).Truncate(Precision)
@@ -201,7 +201,7 @@ func (s *Service) backoff(n int, retryAfter time.Duration) time.Duration {
 // notSent records a provider's proof that attempt e.Attempts was not taken:
 // the row is deferred to its next attempt, or ends expired when that would
 // start after the deadline (expiry minus the margin).
-func (s *Service) notSent(ctx context.Context, e Entry, ns *NotSent, w Worker) (DispatchResult, error) {
+func (s *Dispatcher) notSent(ctx context.Context, e Entry, ns *NotSent, w Worker) (DispatchResult, error) {
 	code := ns.Code
 	if code == "" {
 		code = "unspecified"

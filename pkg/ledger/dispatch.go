@@ -57,7 +57,7 @@ type DispatchResult struct {
 // row, or a content-mismatch event bumped its version) is not an error: the
 // row is read again and the decision made afresh, so a lost race is a skip
 // and a write that kept the row due never costs the send.
-func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchResult, error) {
+func (s *Dispatcher) Dispatch(ctx context.Context, key string, w Worker) (DispatchResult, error) {
 	return s.dispatch(ctx, key, nil, w)
 }
 
@@ -75,17 +75,17 @@ func (s *Service) Dispatch(ctx context.Context, key string, w Worker) (DispatchR
 // nothing but the stream can have moved a claim on (reconcile hands back
 // only claims past it), so the image is trusted then; only a second delivery
 // of the same stream record can still be stale, and its slot is the one lost.
-func (s *Service) DispatchRow(ctx context.Context, row Entry, w Worker) (DispatchResult, error) {
+func (s *Dispatcher) DispatchRow(ctx context.Context, row Entry, w Worker) (DispatchResult, error) {
 	return s.dispatch(ctx, row.Key, &row, w)
 }
 
-func (s *Service) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
+func (s *Dispatcher) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
 	var e Entry
-	if now := s.now(); row != nil && (s.Budget == nil || row.State == Claimed && (now.Before(row.LeaseUntil) || s.streamImageCurrent(*row, now))) {
+	if now := s.now(); row != nil && (s.budget == NoBudget || row.State == Claimed && (now.Before(row.LeaseUntil) || s.streamImageCurrent(*row, now))) {
 		e = *row
 	} else {
 		var err error
-		if e, err = s.Store.Get(ctx, key); err != nil {
+		if e, err = s.store.Get(ctx, key); err != nil {
 			return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
 		}
 	}
@@ -107,11 +107,11 @@ func (s *Service) dispatch(ctx context.Context, key string, row *Entry, w Worker
 // dispatchRow makes the dispatch decision for the row e as read; streamed
 // says the delivery is the ledger stream's. sent reports whether the
 // transport was called; a conflict before that is safe to retry.
-func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker, streamed bool) (_ DispatchResult, sent bool, _ error) {
+func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streamed bool) (_ DispatchResult, sent bool, _ error) {
 	now := s.now()
 	switch {
 	case e.State == Claimed:
-	case e.State == Deferred && now.Add(s.Policy.BudgetWait).Before(e.NextAttemptAt):
+	case e.State == Deferred && now.Add(s.policy.BudgetWait).Before(e.NextAttemptAt):
 		return DispatchResult{Outcome: DispatchNotDue, Entry: e}, false, nil
 	case e.State == Deferred:
 	default:
@@ -127,7 +127,7 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker, streamed b
 		res, err := s.expire(ctx, e, w, expiryReason(e), DispatchExpired)
 		return res, false, err
 	}
-	tr, ok := s.Transports[e.Identity.Channel]
+	tr, ok := s.transports[e.Identity.Channel]
 	if !ok {
 		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %s: %w", e.Key, e.Identity.Channel, ErrNoTransport)
 	}
@@ -185,7 +185,7 @@ func (s *Service) dispatchRow(ctx context.Context, e Entry, w Worker, streamed b
 
 // open returns the row's opened content. Content that cannot be read or
 // authenticated quarantines the row: it returns nil and the result of that.
-func (s *Service) open(ctx context.Context, e Entry, w Worker) (*Message, DispatchResult, error) {
+func (s *Dispatcher) open(ctx context.Context, e Entry, w Worker) (*Message, DispatchResult, error) {
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		const reason = "sealed content unavailable or failed verification; nothing sent"
@@ -207,12 +207,12 @@ func (s *Service) open(ctx context.Context, e Entry, w Worker) (*Message, Dispat
 // admitted before it was deferred. It returns the opened content if the
 // limits needed it, when they counted it, and the result of ending the row
 // if they stopped it.
-func (s *Service) admitClaimed(ctx context.Context, e Entry, w Worker) (_ *Message, admittedAt time.Time, _ DispatchResult, _ error) {
+func (s *Dispatcher) admitClaimed(ctx context.Context, e Entry, w Worker) (_ *Message, admittedAt time.Time, _ DispatchResult, _ error) {
 	if e.State != Claimed || !s.limitsOn(e.Identity.Channel) {
 		return nil, time.Time{}, DispatchResult{}, nil
 	}
 	var msg Message
-	if s.Limits.needsAddress(e.Identity.Channel) {
+	if s.limits.needsAddress(e.Identity.Channel) {
 		m, res, err := s.open(ctx, e, w)
 		if m == nil {
 			return nil, time.Time{}, res, err
@@ -228,7 +228,7 @@ func (s *Service) admitClaimed(ctx context.Context, e Entry, w Worker) (_ *Messa
 
 // waitForSlot waits until the send slot at booked at now, if it is later.
 // It returns the row as it then stands and how long it waited.
-func (s *Service) waitForSlot(ctx context.Context, e Entry, w Worker, now, at time.Time, streamed bool) (Entry, time.Duration, error) {
+func (s *Dispatcher) waitForSlot(ctx context.Context, e Entry, w Worker, now, at time.Time, streamed bool) (Entry, time.Duration, error) {
 	d := at.Sub(now)
 	if d <= 0 {
 		return e, 0, nil
@@ -243,7 +243,7 @@ func (s *Service) waitForSlot(ctx context.Context, e Entry, w Worker, now, at ti
 	// loses the move to dispatching, booking nothing. (A provider's
 	// wait without a budget books nothing and needs no hold; nor does a
 	// wait no other delivery can interrupt: holdsSlot, streamCovers.)
-	if s.Budget != nil && holdsSlot(e, at) && !(streamed && s.streamCovers(ctx, e, at)) {
+	if s.budget != NoBudget && holdsSlot(e, at) && !(streamed && s.streamCovers(ctx, e, at)) {
 		reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
 		var err error
 		if e, err = s.deferral(ctx, e, w, reason, BudgetCode, at, true); err != nil {
@@ -260,21 +260,21 @@ func (s *Service) waitForSlot(ctx context.Context, e Entry, w Worker, now, at ti
 // content read, decryption and budget booking before it took time: the
 // write is conditioned on the clock as it reads now, not as it read before
 // them.
-func (s *Service) begin(ctx context.Context, e Entry, w Worker) (Entry, error) {
+func (s *Dispatcher) begin(ctx context.Context, e Entry, w Worker) (Entry, error) {
 	now := s.now()
 	c, err := s.transition(e, Dispatching, w, dispatchReason(e), func(n *Entry) {
 		n.Attempts++
 		if n.FirstAttemptAt.IsZero() {
 			n.FirstAttemptAt = now
 		}
-		n.LeaseUntil = now.Add(s.Policy.Lease)
+		n.LeaseUntil = now.Add(s.policy.Lease)
 		s.clearDeferral(n)
 		n.Reason = ""
 	})
 	if err != nil {
 		return e, err
 	}
-	c.NotExpiredBy = now.Add(s.Policy.ExpiryMargin)
+	c.NotExpiredBy = now.Add(s.policy.ExpiryMargin)
 	e, err = s.write(ctx, c)
 	if err != nil {
 		return e, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
@@ -291,7 +291,7 @@ func dispatchReason(e Entry) string {
 
 // send makes one transport attempt for the dispatching row e and records
 // its outcome.
-func (s *Service) send(ctx context.Context, e Entry, tr Transport, msg Message, w Worker) (DispatchResult, error) {
+func (s *Dispatcher) send(ctx context.Context, e Entry, tr Transport, msg Message, w Worker) (DispatchResult, error) {
 	ack, err := s.attempt(ctx, e, tr, msg)
 	var ns *NotSent
 	if errors.As(err, &ns) {
@@ -309,9 +309,9 @@ func (s *Service) send(ctx context.Context, e Entry, tr Transport, msg Message, 
 //
 // The deadline is a duration on the worker's clock, so the call is cut
 // when that much time has passed, whatever the clock reads then.
-func (s *Service) attempt(ctx context.Context, e Entry, tr Transport, msg Message) (Ack, error) {
-	deadline := e.ExpiresAt.Add(-s.Policy.SendGuard)
-	left := deadline.Sub(s.Clock())
+func (s *sender) attempt(ctx context.Context, e Entry, tr Transport, msg Message) (Ack, error) {
+	deadline := e.ExpiresAt.Add(-s.policy.SendGuard)
+	left := deadline.Sub(s.clock())
 	if left <= 0 {
 		return Ack{}, &NotSent{Code: DeadlineCode}
 	}
@@ -322,10 +322,7 @@ func (s *Service) attempt(ctx context.Context, e Entry, tr Transport, msg Messag
 		Attempt: e.Attempts, ExpiresAt: e.ExpiresAt, Deadline: deadline, Message: msg,
 	}
 	if tr.Capabilities().Events {
-		if s.Proofs == nil {
-			return Ack{}, &NotSent{Code: ProofCode + ": no signer configured"}
-		}
-		proof, err := s.Proofs.Sign(ctx, AttemptRef{Key: e.Key, Channel: e.Identity.Channel, Attempt: e.Attempts})
+		proof, err := s.proofs.Sign(ctx, AttemptRef{Key: e.Key, Channel: e.Identity.Channel, Attempt: e.Attempts})
 		if err != nil {
 			return Ack{}, &NotSent{Code: ProofCode}
 		}
@@ -353,7 +350,7 @@ func outcomeOf(ack Ack, err error) (State, DispatchOutcome, string, string) {
 // write that kept the row's state and attempt (a content-mismatch event)
 // bumped its version while the send was in flight, the outcome is recorded
 // on the fresh row rather than lost.
-func (s *Service) recordOutcome(ctx context.Context, e Entry, to State, out DispatchOutcome, reason, ackID string, w Worker) (DispatchResult, error) {
+func (s *sender) recordOutcome(ctx context.Context, e Entry, to State, out DispatchOutcome, reason, ackID string, w Worker) (DispatchResult, error) {
 	from := e
 	var res DispatchResult
 	err := s.onConflict(ctx, e, func(e Entry) error {
@@ -364,7 +361,7 @@ func (s *Service) recordOutcome(ctx context.Context, e Entry, to State, out Disp
 			n.LeaseUntil = timeZero
 			n.NextCheckAt = timeZero
 			if to == Unknown {
-				n.NextCheckAt = now.Add(s.Policy.RecheckAfter)
+				n.NextCheckAt = now.Add(s.policy.RecheckAfter)
 			}
 		})
 		if err != nil {

@@ -319,7 +319,7 @@ func (c *hookContent) Get(ctx context.Context, key string) ([]byte, error) {
 func TestDispatchInterleavings(t *testing.T) {
 	ctx := context.Background()
 	// dispatchFirst is a hook in which other dispatches key to accepted.
-	dispatchFirst := func(t *testing.T, other *ledger.Service, key string) func() {
+	dispatchFirst := func(t *testing.T, other *ledgertest.UseCases, key string) func() {
 		return func() {
 			if r, err := other.Dispatch(ctx, key, "dispatch/other"); err != nil || r.Outcome != ledger.DispatchAccepted {
 				t.Errorf("other dispatch: %s %v", r.Outcome, err)
@@ -328,7 +328,7 @@ func TestDispatchInterleavings(t *testing.T) {
 	}
 	// mismatchFirst is a hook in which other claims in again with changed
 	// content: a content-mismatch event on the row.
-	mismatchFirst := func(t *testing.T, other *ledger.Service, in ledger.Intent) func() {
+	mismatchFirst := func(t *testing.T, other *ledgertest.UseCases, in ledger.Intent) func() {
 		return func() {
 			m := ledgertest.Message(60, ledger.Email)
 			m.Body = "tampered"
@@ -343,15 +343,15 @@ func TestDispatchInterleavings(t *testing.T) {
 		name string
 		// wire installs the interleaving on svc (the worker under test);
 		// other is an untouched service over the same stores.
-		wire      func(t *testing.T, e *env, svc *ledger.Service, other *ledger.Service, in ledger.Intent)
+		wire      func(t *testing.T, e *env, svc *ledgertest.UseCases, other *ledgertest.UseCases, in ledger.Intent)
 		want      ledger.DispatchOutcome
 		wantState ledger.State
 		wantCalls int
 	}{
-		{"another worker dispatched and purged the content first", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+		{"another worker dispatched and purged the content first", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			svc.Content = &hookContent{ContentStore: e.Content, beforeGet: dispatchFirst(t, other, in.Key())}
 		}, ledger.DispatchSkipped, ledger.Accepted, 1},
-		{"another worker expired the row first", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+		{"another worker expired the row first", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			e.Clock.Advance(time.Hour)
 			svc.Store = &hookStore{Store: e.Store, afterGet: func() {
 				if _, err := other.ExpireSweep(ctx, "expire/other", 10); err != nil {
@@ -359,13 +359,13 @@ func TestDispatchInterleavings(t *testing.T) {
 				}
 			}}
 		}, ledger.DispatchSkipped, ledger.Expired, 0},
-		{"another worker won the move to dispatching", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+		{"another worker won the move to dispatching", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			svc.Store = &hookStore{Store: e.Store, beforeBegin: dispatchFirst(t, other, in.Key())}
 		}, ledger.DispatchSkipped, ledger.Accepted, 1},
-		{"a content-mismatch event landed between read and write", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+		{"a content-mismatch event landed between read and write", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			svc.Store = &hookStore{Store: e.Store, beforeBegin: mismatchFirst(t, other, in)}
 		}, ledger.DispatchAccepted, ledger.Accepted, 1},
-		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *env, svc, other *ledger.Service, in ledger.Intent) {
+		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			var once sync.Once
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
 				once.Do(mismatchFirst(t, other, in))

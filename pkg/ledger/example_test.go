@@ -19,31 +19,41 @@ func Example() {
 	clock := ledgertest.NewClock()
 	content := &memstore.Content{}
 	transport := &ledgertest.Transport{}
-	svc := &ledger.Service{
+	ports := ledger.Ports{
 		Store:      &memstore.Store{},
 		Content:    content,
 		Opener:     ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: transport},
 		Clock:      clock.Now,
 		Policy:     ledger.DefaultPolicy(),
+		// No send-rate budget, no hand-backs, no marks: each off explicitly.
+		Budget: ledger.NoBudget, Scheduler: ledger.NoScheduler, Progress: ledger.NoProgress,
+	}
+	claimer, err := ledger.NewClaimer(ports)
+	if err != nil {
+		panic(err)
+	}
+	dispatcher, err := ledger.NewDispatcher(ports)
+	if err != nil {
+		panic(err)
 	}
 
 	in, sealed := ledgertest.Intent(1, ledger.Email, clock.Now(), 10*time.Minute)
-	claim, err := svc.Claim(ctx, in, sealed, "claim/req-1")
+	claim, err := claimer.Claim(ctx, in, sealed, "claim/req-1")
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("claim:", claim.Outcome, claim.Entry.State, "content stored:", content.Len())
 
-	sent, err := svc.Dispatch(ctx, claim.Entry.Key, "dispatch/req-1")
+	sent, err := dispatcher.Dispatch(ctx, claim.Entry.Key, "dispatch/req-1")
 	if err != nil {
 		panic(err)
 	}
 	e := sent.Entry
 	fmt.Println("dispatch:", sent.Outcome, "ack:", e.AckID, "attempts:", e.Attempts, "content stored:", content.Len())
 
-	again, _ := svc.Claim(ctx, in, sealed, "claim/req-2")
-	dup, _ := svc.Dispatch(ctx, claim.Entry.Key, "dispatch/req-2")
+	again, _ := claimer.Claim(ctx, in, sealed, "claim/req-2")
+	dup, _ := dispatcher.Dispatch(ctx, claim.Entry.Key, "dispatch/req-2")
 	fmt.Println("redelivery:", again.Outcome, "duplicate dispatch:", dup.Outcome, "sends:", transport.Calls())
 
 	for _, ev := range e.History {

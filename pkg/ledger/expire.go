@@ -10,14 +10,14 @@ import (
 // challenge ran out before their next attempt, as expired, and purges their
 // sealed content. It also settles held fallback rows: claimed or suppressed
 // once their earlier channel ended, expired with their challenge.
-func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepReport, error) {
+func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepReport, error) {
 	var rep SweepReport
 	now := s.now()
 	// By expiry, not by OpenDue: a claim is due for its re-drive earlier,
 	// and a surge's claims waiting in the stream would crowd the expired
 	// ones out of the limit.
 	listExpired := func() ([]Entry, error) {
-		return s.Store.ListExpired(ctx, Claimed, now.Add(s.Policy.ExpiryMargin), limit)
+		return s.store.ListExpired(ctx, Claimed, now.Add(s.policy.ExpiryMargin), limit)
 	}
 	err := s.sweepRows(&rep, "expire", Claimed, listExpired, func(e Entry) (string, error) {
 		if !s.expiredAt(e.ExpiresAt, now) {
@@ -59,7 +59,7 @@ func (s *Service) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 	return rep, err
 }
 
-func (s *Service) expire(ctx context.Context, e Entry, w Worker, reason string, out DispatchOutcome) (DispatchResult, error) {
+func (s *core) expire(ctx context.Context, e Entry, w Worker, reason string, out DispatchOutcome) (DispatchResult, error) {
 	c, err := s.transition(e, Expired, w, reason, func(n *Entry) {
 		n.LeaseUntil, n.NextCheckAt, n.NextAttemptAt, n.SlotAt = timeZero, timeZero, timeZero, timeZero
 		n.Reason = reason

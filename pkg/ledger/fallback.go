@@ -13,12 +13,12 @@ import (
 // wf: -1 the earlier fallback channel, +1 the next. ok is false when there
 // is no such channel; a channel without a row yet is the zero Entry (state
 // None). The one read of a fallback neighbor.
-func (s *Service) neighbor(ctx context.Context, id Identity, wf Workflow, step int) (ch Channel, row Entry, ok bool, err error) {
+func (s *core) neighbor(ctx context.Context, id Identity, wf Workflow, step int) (ch Channel, row Entry, ok bool, err error) {
 	if ch, ok = wf.neighbor(id.Channel, step); !ok {
 		return "", Entry{}, false, nil
 	}
 	id.Channel = ch
-	row, err = s.Store.Get(ctx, id.Key())
+	row, err = s.store.Get(ctx, id.Key())
 	if errors.Is(err, ErrNotFound) {
 		return ch, Entry{}, true, nil
 	}
@@ -31,7 +31,7 @@ func (s *Service) neighbor(ctx context.Context, id Identity, wf Workflow, step i
 // fallbackGate decides the first state of a new claim: claimed, unless it
 // is a fallback channel, whose state follows its predecessor's. The
 // predecessor's terminal state is immutable, so reading it is safe.
-func (s *Service) fallbackGate(ctx context.Context, in Intent) (State, string, error) {
+func (s *core) fallbackGate(ctx context.Context, in Intent) (State, string, error) {
 	prev, p, ok, err := s.neighbor(ctx, in.Identity, in.Workflow, -1)
 	if err != nil {
 		return None, "", fmt.Errorf("claim %s: %w", in.Key(), err)
@@ -51,7 +51,7 @@ func (s *Service) fallbackGate(ctx context.Context, in Intent) (State, string, e
 //     after prev was accepted, waiting for its delivery or failure;
 //   - suppressed once prev was delivered, that wait passed, or prev ended
 //     any other way.
-func (s *Service) heldNext(p Entry, prev Channel) (State, string) {
+func (s *core) heldNext(p Entry, prev Channel) (State, string) {
 	switch {
 	case p.State == Rejected:
 		return Claimed, fmt.Sprintf("fallback: %s ended rejected", prev)
@@ -62,11 +62,11 @@ func (s *Service) heldNext(p Entry, prev Channel) (State, string) {
 		if p.Delivered() {
 			return Suppressed, fmt.Sprintf("fallback not needed: %s was delivered", prev)
 		}
-		if until := p.enteredAt().Add(s.Policy.FallbackWait); s.now().Before(until) {
+		if until := p.enteredAt().Add(s.policy.FallbackWait); s.now().Before(until) {
 			return Held, fmt.Sprintf("fallback: held until %s is delivered or fails permanently, at most until %s", prev, until.Format(time.RFC3339))
 		}
-		if s.Policy.FallbackWait > 0 {
-			return Suppressed, fmt.Sprintf("fallback not needed: %s ended accepted, no permanent delivery failure reported within %s", prev, s.Policy.FallbackWait)
+		if s.policy.FallbackWait > 0 {
+			return Suppressed, fmt.Sprintf("fallback not needed: %s ended accepted, no permanent delivery failure reported within %s", prev, s.policy.FallbackWait)
 		}
 		return Suppressed, fmt.Sprintf("fallback not needed: %s ended accepted", prev)
 	case p.State.Terminal():
@@ -89,7 +89,7 @@ func describeFailure(f Event) string {
 // settleSuccessor moves the held fallback channel after e, if any, now that
 // e has ended. It is best effort; the expire sweep settles whatever it
 // misses.
-func (s *Service) settleSuccessor(ctx context.Context, e Entry, w Worker) {
+func (s *core) settleSuccessor(ctx context.Context, e Entry, w Worker) {
 	if !e.State.Terminal() {
 		return
 	}
@@ -101,7 +101,7 @@ func (s *Service) settleSuccessor(ctx context.Context, e Entry, w Worker) {
 // settleHeld moves the held row h given the row p of its predecessor:
 // expired if its challenge expired, else as heldNext says. It reports the
 // new state; Held means nothing was written.
-func (s *Service) settleHeld(ctx context.Context, h Entry, p Entry, w Worker) (State, error) {
+func (s *core) settleHeld(ctx context.Context, h Entry, p Entry, w Worker) (State, error) {
 	prev, _ := h.Workflow.neighbor(h.Identity.Channel, -1)
 	to, reason := s.heldNext(p, prev)
 	if s.expiredAt(h.ExpiresAt, s.now()) {

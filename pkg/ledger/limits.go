@@ -288,12 +288,17 @@ func LimitRule(e Entry) (Rule, bool) {
 
 const supersededPrefix = "superseded by challenge "
 
-// limitsOn reports whether dispatch admits rows through the limits.
-func (s *Service) limitsOn(ch Channel) bool {
-	l := s.Limits
-	return s.Limiter != nil && (l.Destination.On() || l.Subject.On() ||
-		ch == SMS && (l.needsNumber() || l.SMSGlobal.On()))
+// limitsOn reports whether dispatch admits rows of channel ch through the
+// limits (the constructors make sure the ports they need are there).
+func (s *core) limitsOn(ch Channel) bool { return s.limits.on(ch) }
+
+// on reports whether a rule limits rows of channel ch.
+func (l Limits) on(ch Channel) bool {
+	return l.Destination.On() || l.Subject.On() || ch == SMS && (l.needsNumber() || l.SMSGlobal.On())
 }
+
+// counting reports whether a rule limits rows of any channel.
+func (l Limits) counting() bool { return l.on(SMS) || l.on(Email) }
 
 // Supersedable reports whether a newer challenge may still end e: it is
 // claimed or deferred, and nothing of it can have reached the provider
@@ -305,11 +310,11 @@ func Supersedable(e Entry) bool {
 
 // superseded returns the newer challenge that supersedes e, if any. Only a
 // row nothing of which reached the provider is superseded.
-func (s *Service) superseded(ctx context.Context, e Entry) (string, bool, error) {
-	if !s.Limits.Supersede || s.Challenges == nil || e.SubjectRef == "" || !Supersedable(e) {
+func (s *Dispatcher) superseded(ctx context.Context, e Entry) (string, bool, error) {
+	if !s.limits.Supersede || e.SubjectRef == "" || !Supersedable(e) {
 		return "", false, nil
 	}
-	newest, ok, err := s.Challenges.Newest(ctx, streamOf(e))
+	newest, ok, err := s.challenges.Newest(ctx, streamOf(e))
 	if err != nil {
 		return "", false, fmt.Errorf("dispatch %s: newest challenge: %w", e.Key, err)
 	}
@@ -321,7 +326,7 @@ func (s *Service) superseded(ctx context.Context, e Entry) (string, bool, error)
 
 // supersedeIfNewer ends e superseded if a newer challenge of its stream
 // exists; done reports that it did.
-func (s *Service) supersedeIfNewer(ctx context.Context, e Entry, w Worker) (_ DispatchResult, done bool, _ error) {
+func (s *Dispatcher) supersedeIfNewer(ctx context.Context, e Entry, w Worker) (_ DispatchResult, done bool, _ error) {
 	newer, ok, err := s.superseded(ctx, e)
 	if !ok || err != nil {
 		return DispatchResult{}, false, err
@@ -332,11 +337,11 @@ func (s *Service) supersedeIfNewer(ctx context.Context, e Entry, w Worker) (_ Di
 
 // noteChallenge records a claimed row's challenge as its subject's newest,
 // before the row exists: once a newer row can be sent, older ones see it.
-func (s *Service) noteChallenge(ctx context.Context, e Entry) error {
-	if !s.Limits.Supersede || s.Challenges == nil || e.SubjectRef == "" {
+func (s *Claimer) noteChallenge(ctx context.Context, e Entry) error {
+	if !s.limits.Supersede || e.SubjectRef == "" {
 		return nil
 	}
-	if err := s.Challenges.Note(ctx, streamOf(e), challengeOf(e)); err != nil {
+	if err := s.challenges.Note(ctx, streamOf(e), challengeOf(e)); err != nil {
 		return fmt.Errorf("claim %s: note newest challenge: %w", e.Key, err)
 	}
 	return nil
@@ -346,7 +351,7 @@ func (s *Service) noteChallenge(ctx context.Context, e Entry) error {
 // A row the limits counted gives its count back with that write (apply):
 // superseded rows must not fill the counters the newest challenge is
 // counted in.
-func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string) (DispatchResult, error) {
+func (s *Dispatcher) supersede(ctx context.Context, e Entry, w Worker, newer string) (DispatchResult, error) {
 	reason := supersededPrefix + newer
 	c, err := s.transition(e, Suppressed, w, reason, func(n *Entry) {
 		s.clearDeferral(n)
@@ -361,12 +366,12 @@ func (s *Service) supersede(ctx context.Context, e Entry, w Worker, newer string
 // releaseUnsent gives back the send-limit count of the ended row e if the
 // limits may have counted it and nothing of it can have reached the
 // provider. A row never claimed was never admitted.
-func (s *Service) releaseUnsent(ctx context.Context, e Entry) error {
+func (s *core) releaseUnsent(ctx context.Context, e Entry) error {
 	if !e.State.Terminal() && e.State != Quarantined || !e.Unsent() ||
 		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
 		return nil
 	}
-	if err := s.Limiter.Release(ctx, e.Key); err != nil {
+	if err := s.limiter.Release(ctx, e.Key); err != nil {
 		return fmt.Errorf("%s ended %s, but its send-limit count stays: %w", e.Key, e.State, err)
 	}
 	return nil
@@ -382,15 +387,12 @@ type errRefused struct {
 func (e *errRefused) Error() string { return e.reason }
 
 // counts returns the counters the message msg of row e counts in.
-func (s *Service) counts(ctx context.Context, e Entry, msg Message) ([]Count, error) {
-	l, ch := s.Limits, e.Identity.Channel
+func (s *Dispatcher) counts(ctx context.Context, e Entry, msg Message) ([]Count, error) {
+	l, ch := s.limits, e.Identity.Channel
 	var cs []Count
 	var region string
 	if ch == SMS && l.needsNumber() {
-		if s.NumberOf == nil {
-			return nil, errors.New("ledger: SMS country and number-kind limits need NumberOf")
-		}
-		n, err := s.NumberOf(msg.To)
+		n, err := s.numberOf(msg.To)
 		if err != nil {
 			return nil, &errRefused{RuleSMSCountry, "destination number has no recognizable region"}
 		}
@@ -403,10 +405,7 @@ func (s *Service) counts(ctx context.Context, e Entry, msg Message) ([]Count, er
 		region = n.Region
 	}
 	if l.Destination.On() {
-		if s.Fingerprints == nil {
-			return nil, errors.New("ledger: the destination limit needs a Fingerprinter")
-		}
-		fp, err := s.Fingerprints.Fingerprint(ctx, ch, msg.To)
+		fp, err := s.fingerprints.Fingerprint(ctx, ch, msg.To)
 		if err != nil {
 			return nil, fmt.Errorf("fingerprint destination: %w", err)
 		}
@@ -427,7 +426,7 @@ func (s *Service) counts(ctx context.Context, e Entry, msg Message) ([]Count, er
 // admit decides whether the claimed row e may be sent under the limits.
 // It returns the result of ending e limited, or a zero result and when the
 // counters counted it (zero if none applied) if admitted.
-func (s *Service) admit(ctx context.Context, e Entry, w Worker, msg Message) (time.Time, DispatchResult, error) {
+func (s *Dispatcher) admit(ctx context.Context, e Entry, w Worker, msg Message) (time.Time, DispatchResult, error) {
 	cs, err := s.counts(ctx, e, msg)
 	var ref *errRefused
 	if errors.As(err, &ref) {
@@ -465,9 +464,9 @@ func (s *Service) admit(ctx context.Context, e Entry, w Worker, msg Message) (ti
 // and e is admitted again, once. Without this the newest challenge, reaching
 // dispatch before its older siblings wake, would find the counter full of
 // them: it would end limited, they superseded, and the player get nothing.
-func (s *Service) admitReclaiming(ctx context.Context, e Entry, w Worker, cs []Count, now time.Time) (Admission, error) {
-	until := e.ExpiresAt.Add(s.Policy.Lease)
-	a, err := s.Limiter.Admit(ctx, e.Key, cs, now, until)
+func (s *Dispatcher) admitReclaiming(ctx context.Context, e Entry, w Worker, cs []Count, now time.Time) (Admission, error) {
+	until := e.ExpiresAt.Add(s.policy.Lease)
+	a, err := s.limiter.Admit(ctx, e.Key, cs, now, until)
 	if err != nil || a.Limited < 0 {
 		return a, err
 	}
@@ -475,7 +474,7 @@ func (s *Service) admitReclaiming(ctx context.Context, e Entry, w Worker, cs []C
 	if err != nil || n == 0 {
 		return a, err
 	}
-	return s.Limiter.Admit(ctx, e.Key, cs, now, until)
+	return s.limiter.Admit(ctx, e.Key, cs, now, until)
 }
 
 // ReclaimLookback is how many of a subject's newest rows a refused
@@ -489,11 +488,11 @@ const ReclaimLookback = 16
 // counts they hold, and returns how many rows of the stream are now
 // superseded by e (by this call, or by their own dispatch meanwhile: either
 // gave its count back). A row that moved on to its send keeps its count.
-func (s *Service) reclaim(ctx context.Context, e Entry, w Worker) (int, error) {
-	if !s.Limits.Supersede || s.Timeline == nil || e.SubjectRef == "" {
+func (s *Dispatcher) reclaim(ctx context.Context, e Entry, w Worker) (int, error) {
+	if !s.limits.Supersede || s.timeline == NoTimeline || e.SubjectRef == "" {
 		return 0, nil
 	}
-	rows, err := s.Timeline.ListByRef(ctx, BySubject, e.SubjectRef, time.Time{}, ReclaimLookback)
+	rows, err := s.timeline.ListByRef(ctx, BySubject, e.SubjectRef, time.Time{}, ReclaimLookback)
 	if err != nil {
 		return 0, fmt.Errorf("older challenges of its subject: %w", err)
 	}
@@ -538,7 +537,7 @@ func supersededBy(o, e Entry) bool {
 }
 
 // limit ends the claimed row e limited by rule.
-func (s *Service) limit(ctx context.Context, e Entry, w Worker, rule Rule, reason string) (DispatchResult, error) {
+func (s *Dispatcher) limit(ctx context.Context, e Entry, w Worker, rule Rule, reason string) (DispatchResult, error) {
 	c, err := s.transition(e, Limited, w, reason, func(n *Entry) {
 		s.clearDeferral(n)
 		n.Reason = reason

@@ -102,8 +102,8 @@ const markSlack = 2 * time.Second
 // the due time of the newest message. It writes nothing without Progress or
 // a time. Its error is the caller's to log: a mark that did not move only
 // costs hand-backs.
-func (s *Service) Read(ctx context.Context, src Source, t time.Time) error {
-	if s.Progress == nil || t.IsZero() {
+func (s *Dispatcher) Read(ctx context.Context, src Source, t time.Time) error {
+	if s.progress == NoProgress || t.IsZero() {
 		return nil
 	}
 	now := s.now()
@@ -115,7 +115,7 @@ func (s *Service) Read(ctx context.Context, src Source, t time.Time) error {
 		_, err := s.lagging(ctx, behind, now)
 		return err
 	}
-	return s.Progress.Advance(ctx, t.UTC().Truncate(Precision), now)
+	return s.progress.Advance(ctx, t.UTC().Truncate(Precision), now)
 }
 
 // HeardEvery is how stale the stream's Lag.Heard may grow before a
@@ -132,22 +132,22 @@ const HeardEvery = 5 * time.Second
 // they were seen only hold a lateness as large, or a window written by a
 // clock behind: it closes sooner, which costs hand-backs, never one
 // skipped.
-func (s *Service) streamMarked(behind time.Duration, now time.Time) bool {
-	l := s.Progress.Seen().Stream
-	return l.Behind > behind && now.Sub(l.At) < s.Policy.RedriveAfter && now.Sub(l.moved()) < HeardEvery
+func (s *Dispatcher) streamMarked(behind time.Duration, now time.Time) bool {
+	l := s.progress.Seen().Stream
+	return l.Behind > behind && now.Sub(l.At) < s.policy.RedriveAfter && now.Sub(l.moved()) < HeardEvery
 }
 
 // owes reports whether the queue, with mark m, can still deliver what was
 // put on it at since: its mark has not passed since, and it moved within
 // Policy.RedriveAfter (a queue that stalled delivers nothing).
-func (s *Service) owes(m Mark, since, now time.Time) bool {
-	return m.Through.Before(since.Add(markSlack)) && now.Sub(m.At) < s.Policy.RedriveAfter
+func (s *Reconciler) owes(m Mark, since, now time.Time) bool {
+	return m.Through.Before(since.Add(markSlack)) && now.Sub(m.At) < s.policy.RedriveAfter
 }
 
 // streamOwes reports whether the stream, running behind by l, can still
 // deliver the claim made at claimed: it moved (Lag.moved) within
 // Policy.RedriveAfter, and lagCovers the claim.
-func (s *Service) streamOwes(l Lag, claimed, now time.Time) bool {
+func (s *Reconciler) streamOwes(l Lag, claimed, now time.Time) bool {
 	return s.lagCovers(l, l.moved(), claimed, now)
 }
 
@@ -156,14 +156,14 @@ func (s *Service) streamOwes(l Lag, claimed, now time.Time) bool {
 // Policy.RedriveAfter, and the claim is younger than l's lateness plus
 // Policy.RedriveAfter (the margin covers a backlog that grows while the
 // claim waits in it).
-func (s *Service) lagCovers(l Lag, since, claimed, now time.Time) bool {
-	return now.Sub(since) < s.Policy.RedriveAfter && now.Sub(claimed) < l.Behind+s.Policy.RedriveAfter
+func (s *core) lagCovers(l Lag, since, claimed, now time.Time) bool {
+	return now.Sub(since) < s.policy.RedriveAfter && now.Sub(claimed) < l.Behind+s.policy.RedriveAfter
 }
 
 // lagging records the stream's lateness behind at now (Progress.Lagging)
 // and returns the lag stored after it.
-func (s *Service) lagging(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
-	return s.Progress.Lagging(ctx, behind, now, now.Add(-s.Policy.RedriveAfter))
+func (s *Dispatcher) lagging(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
+	return s.progress.Lagging(ctx, behind, now, now.Add(-s.policy.RedriveAfter))
 }
 
 // leftToStream reports whether, by the marks m, reconcile leaves the claim e
@@ -173,7 +173,7 @@ func (s *Service) lagging(ctx context.Context, behind time.Duration, now time.Ti
 // open then. Within its window a stored lag only grows, so every reconcile
 // until then reads one at least as large; after it, a smaller lateness may
 // replace it, however recently the stream was heard.
-func (s *Service) leftToStream(m Marks, e Entry, until time.Time) bool {
+func (s *Dispatcher) leftToStream(m Marks, e Entry, until time.Time) bool {
 	return e.State == Claimed && s.lagCovers(m.Stream, m.Stream.At, e.UpdatedAt, until.Add(markSlack))
 }
 
@@ -186,11 +186,11 @@ func (s *Service) leftToStream(m Marks, e Entry, until time.Time) bool {
 // its Redriven after these were seen can still have moved it: its slot is
 // then booked for nothing (capacity, never a second send: the conditional
 // write decides).
-func (s *Service) streamImageCurrent(e Entry, now time.Time) bool {
-	if s.Progress == nil {
+func (s *Dispatcher) streamImageCurrent(e Entry, now time.Time) bool {
+	if s.progress == NoProgress {
 		return false
 	}
-	m := s.Progress.Seen()
+	m := s.progress.Seen()
 	return m.Redriven.Before(e.LeaseUntil.Add(-markSlack)) && s.leftToStream(m, e, now)
 }
 
@@ -201,11 +201,11 @@ func (s *Service) streamImageCurrent(e Entry, now time.Time) bool {
 // otherwise this claim's own lateness is recorded, and the lag stored after
 // that answers. Without Progress, or if the write fails, it does not: the
 // caller holds the slot.
-func (s *Service) streamCovers(ctx context.Context, e Entry, at time.Time) bool {
-	if s.Progress == nil || e.State != Claimed {
+func (s *Dispatcher) streamCovers(ctx context.Context, e Entry, at time.Time) bool {
+	if s.progress == NoProgress || e.State != Claimed {
 		return false
 	}
-	if s.leftToStream(s.Progress.Seen(), e, at) {
+	if s.leftToStream(s.progress.Seen(), e, at) {
 		return true
 	}
 	now := s.now()

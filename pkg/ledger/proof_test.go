@@ -143,16 +143,17 @@ func TestDispatchSignsEveryAttempt(t *testing.T) {
 
 // TestNoVerifierRefusesEveryEvent: a service without Proofs cannot tell a
 // genuine event from a forged one, so it takes none.
-func TestNoVerifierRefusesEveryEvent(t *testing.T) {
+// TestNoVerifierNoEventRecorder: the events use case cannot be built
+// without its verifier (it would have to trust or refuse every event), and
+// the refusal names the port.
+func TestNoVerifierNoEventRecorder(t *testing.T) {
 	e := newEnv(t)
-	e.Transport.Events = true
-	in, _, _ := e.claim(t, 45, ledger.Email, ledger.ClaimCreated)
-	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
-	p := e.providerEvent(t, in.Key(), ledger.Email, ledger.KindProviderSent, "Send", "", false)
-	e.Svc.Proofs = nil
-	if _, err := e.Svc.RecordProviderEvent(context.Background(), p, "events/req-1"); !errors.Is(err, ledger.ErrUnproven) {
-		t.Fatalf("without a verifier: %v, want ErrUnproven", err)
+	p := e.Svc.Filled()
+	p.Proofs = nil
+	_, err := ledger.NewEventRecorder(p)
+	var missing *ledger.MissingPortError
+	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "Proofs") {
+		t.Fatalf("NewEventRecorder without Proofs: %v, want a MissingPortError naming Proofs", err)
 	}
 }
 

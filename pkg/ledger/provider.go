@@ -167,7 +167,7 @@ type EventResult struct {
 // a delivery or a permanent failure settles a held fallback channel at once.
 //
 // Only an event that proves it answers an attempt this system made counts:
-// its attempt proof must verify (s.Proofs) before the row is read, and the
+// its attempt proof must verify (s.proofs) before the row is read, and the
 // attempt it names must be one the row has made. Anyone who can put a
 // message on the events route can write an event carrying a dedupe key (a
 // key is the hash of a challenge id); no one but the senders can sign one.
@@ -175,14 +175,14 @@ type EventResult struct {
 // It fails with ErrInvalidProviderEvent, ErrUnproven, ErrNotFound (no row for
 // the key) or ErrEventChannel; a repeated event is EventDuplicate, not an
 // error.
-func (s *Service) RecordProviderEvent(ctx context.Context, p ProviderEvent, w Worker) (EventResult, error) {
+func (s *EventRecorder) RecordProviderEvent(ctx context.Context, p ProviderEvent, w Worker) (EventResult, error) {
 	if err := p.Validate(); err != nil {
 		return EventResult{}, err
 	}
 	if err := s.verifyAttempt(ctx, p); err != nil {
 		return EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
 	}
-	e, err := s.Store.Get(ctx, p.Key)
+	e, err := s.store.Get(ctx, p.Key)
 	if err != nil {
 		return EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
 	}
@@ -202,19 +202,17 @@ func (s *Service) RecordProviderEvent(ctx context.Context, p ProviderEvent, w Wo
 
 // verifyAttempt checks p's attempt proof. Without a verifier nothing is
 // proven: the service refuses every event rather than trust one.
-func (s *Service) verifyAttempt(ctx context.Context, p ProviderEvent) error {
+func (s *EventRecorder) verifyAttempt(ctx context.Context, p ProviderEvent) error {
 	switch {
-	case s.Proofs == nil:
-		return fmt.Errorf("no attempt-proof verifier configured: %w", ErrUnproven)
 	case p.Attempt < 1:
 		return fmt.Errorf("the event names no attempt: %w", ErrUnproven)
 	case p.Proof == "":
 		return fmt.Errorf("the event carries no attempt proof: %w", ErrUnproven)
 	}
-	return s.Proofs.Verify(ctx, p.attempt(), p.Proof)
+	return s.proofs.Verify(ctx, p.attempt(), p.Proof)
 }
 
-func (s *Service) recordEvent(ctx context.Context, e Entry, p ProviderEvent, w Worker) (EventResult, error) {
+func (s *EventRecorder) recordEvent(ctx context.Context, e Entry, p ProviderEvent, w Worker) (EventResult, error) {
 	if e.Holds(p.ID()) {
 		return EventResult{Outcome: EventDuplicate, Entry: e}, nil
 	}

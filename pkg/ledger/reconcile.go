@@ -25,7 +25,7 @@ func (r *SweepReport) count(action string) {
 // Err joins the per-row failures, or returns nil.
 func (r SweepReport) Err() error { return errors.Join(r.Errors...) }
 
-func (s *Service) note(rep *SweepReport, action string, err error) {
+func (s *core) note(rep *SweepReport, action string, err error) {
 	switch {
 	case errors.Is(err, ErrConflict):
 		rep.count("skipped (changed concurrently)")
@@ -42,12 +42,12 @@ func (s *Service) note(rep *SweepReport, action string, err error) {
 // did: each returns the action it took, or "" for a row it left alone. A
 // failed listing ends the sweep with an error prefixed by op; a row's
 // failure is noted and the sweep goes on.
-func (s *Service) sweepOpen(ctx context.Context, rep *SweepReport, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
-	return s.sweepRows(rep, op, st, func() ([]Entry, error) { return s.Store.ListOpen(ctx, st, dueBy, limit) }, each)
+func (s *core) sweepOpen(ctx context.Context, rep *SweepReport, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
+	return s.sweepRows(rep, op, st, func() ([]Entry, error) { return s.store.ListOpen(ctx, st, dueBy, limit) }, each)
 }
 
 // sweepRows is sweepOpen over the rows list returns.
-func (s *Service) sweepRows(rep *SweepReport, op string, st State, list func() ([]Entry, error), each func(Entry) (string, error)) error {
+func (s *core) sweepRows(rep *SweepReport, op string, st State, list func() ([]Entry, error), each func(Entry) (string, error)) error {
 	rows, err := list()
 	if err != nil {
 		return fmt.Errorf("%s: list %s: %w", op, st, err)
@@ -67,7 +67,7 @@ func (s *Service) sweepRows(rep *SweepReport, op string, st State, list func() (
 // otherwise quarantine for an explicit decision. It never turns unknown into
 // accepted or rejected without transport evidence. At most limit rows per
 // state are handled per call.
-func (s *Service) Reconcile(ctx context.Context, w Worker, limit int) (SweepReport, error) {
+func (s *Reconciler) Reconcile(ctx context.Context, w Worker, limit int) (SweepReport, error) {
 	var rep SweepReport
 	now := s.now()
 	err := s.sweepOpen(ctx, &rep, "reconcile", Dispatching, now, limit, func(e Entry) (string, error) {
@@ -91,9 +91,9 @@ func (s *Service) Reconcile(ctx context.Context, w Worker, limit int) (SweepRepo
 }
 
 // resolveUnknown applies the reconcile policy of the row's transport.
-func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string, error) {
+func (s *Reconciler) resolveUnknown(ctx context.Context, e Entry, w Worker) (string, error) {
 	now := s.now()
-	tr, ok := s.Transports[e.Identity.Channel]
+	tr, ok := s.transports[e.Identity.Channel]
 	if !ok {
 		return "", fmt.Errorf("reconcile %s: %s: %w", e.Key, e.Identity.Channel, ErrNoTransport)
 	}
@@ -106,11 +106,11 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 			_, err := s.acceptOnEvidence(ctx, e, w, ev, "reconcile")
 			return "unknown->accepted (provider event)", err
 		}
-		if now.Before(e.lastAttemptAt().Add(s.Policy.SettlePeriod)) {
+		if now.Before(e.lastAttemptAt().Add(s.policy.SettlePeriod)) {
 			return "waiting (provider events settle period)", s.recheck(ctx, e, w, now, "reconcile: no provider event yet; waiting for the settle period")
 		}
 		if caps.IdempotencyWindow == 0 && !caps.Lookup {
-			return "unknown->quarantined", s.quarantine(ctx, e, w, fmt.Sprintf("no provider event within the settle period of %s, and the transport has no idempotency key or lookup; outcome unknown, needs an operator decision", s.Policy.SettlePeriod))
+			return "unknown->quarantined", s.quarantine(ctx, e, w, fmt.Sprintf("no provider event within the settle period of %s, and the transport has no idempotency key or lookup; outcome unknown, needs an operator decision", s.policy.SettlePeriod))
 		}
 	}
 
@@ -123,7 +123,7 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 			_, err := s.decide(ctx, e, Accepted, w, "reconcile: transport lookup found the message", ack.ID)
 			return "unknown->accepted (lookup)", err
 		}
-		if now.Before(e.FirstAttemptAt.Add(s.Policy.SettlePeriod)) {
+		if now.Before(e.FirstAttemptAt.Add(s.policy.SettlePeriod)) {
 			return "waiting (lookup settle period)", s.recheck(ctx, e, w, now, "reconcile: lookup found nothing yet; waiting for the settle period")
 		}
 		// Settled and not found: fall through to the retry or quarantine policy.
@@ -133,24 +133,24 @@ func (s *Service) resolveUnknown(ctx context.Context, e Entry, w Worker) (string
 		switch {
 		case s.expiredAt(e.ExpiresAt, now):
 			return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry not allowed: challenge expired; outcome unknown")
-		case e.Attempts >= s.Policy.MaxAttempts:
-			return "unknown->quarantined", s.quarantine(ctx, e, w, fmt.Sprintf("same-key retry budget of %d attempts spent; outcome unknown", s.Policy.MaxAttempts))
-		case !now.Add(s.Policy.Lease + s.Policy.ExpiryMargin).Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
+		case e.Attempts >= s.policy.MaxAttempts:
+			return "unknown->quarantined", s.quarantine(ctx, e, w, fmt.Sprintf("same-key retry budget of %d attempts spent; outcome unknown", s.policy.MaxAttempts))
+		case !now.Add(s.policy.Lease + s.policy.ExpiryMargin).Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
 			// The retry must reach the provider before it forgets the key:
 			// an attempt may take up to its lease (the next look is pushed
 			// past it), and the margin covers skew between the clock that
 			// recorded the first attempt, this one and the provider's.
 			return "unknown->quarantined", s.quarantine(ctx, e, w, "transport idempotency window passed, or would before a retry could finish within its lease; outcome unknown")
 		}
-		return s.retry(ctx, e, tr, w, now.Add(s.Policy.Lease))
+		return s.retry(ctx, e, tr, w, now.Add(s.policy.Lease))
 	}
 	return "unknown->quarantined", s.quarantine(ctx, e, w, "transport has no idempotency key or lookup; outcome unknown, needs an operator decision")
 }
 
 // recheck moves the row's next look later without a state change.
-func (s *Service) recheck(ctx context.Context, e Entry, w Worker, now time.Time, reason string) error {
+func (s *Reconciler) recheck(ctx context.Context, e Entry, w Worker, now time.Time, reason string) error {
 	c := s.record(e, KindRecheck, Unknown, w, reason, func(n *Entry) {
-		n.NextCheckAt = now.Add(s.Policy.RecheckAfter)
+		n.NextCheckAt = now.Add(s.policy.RecheckAfter)
 	})
 	_, err := s.write(ctx, c)
 	return err
@@ -161,7 +161,7 @@ func (s *Service) recheck(ctx context.Context, e Entry, w Worker, now time.Time,
 // crash during the retry leaves an unknown row with an honest attempt count.
 // The transport call is cut at until (the lease the window check allowed it)
 // or at the send deadline, whichever comes first.
-func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker, until time.Time) (string, error) {
+func (s *Reconciler) retry(ctx context.Context, e Entry, tr Transport, w Worker, until time.Time) (string, error) {
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry impossible: sealed content unavailable; outcome unknown")
@@ -172,9 +172,9 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker, un
 	now := s.now() // after the content read: the write's expiry condition uses the clock of the write
 	c := s.record(e, KindRetry, Unknown, w, "reconcile: same-key retry inside the transport's idempotency window", func(n *Entry) {
 		n.Attempts++
-		n.NextCheckAt = now.Add(s.Policy.Lease)
+		n.NextCheckAt = now.Add(s.policy.Lease)
 	})
-	c.NotExpiredBy = now.Add(s.Policy.ExpiryMargin)
+	c.NotExpiredBy = now.Add(s.policy.ExpiryMargin)
 	e, err = s.write(ctx, c)
 	if err != nil {
 		return "", err
@@ -184,7 +184,7 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker, un
 	if s.expiredAt(e.ExpiresAt, s.now()) {
 		return "unknown->quarantined", s.quarantine(ctx, e, w, "same-key retry not made: challenge expired before it could start; outcome unknown")
 	}
-	callCtx, cancel := context.WithTimeout(ctx, until.Sub(s.Clock()))
+	callCtx, cancel := context.WithTimeout(ctx, until.Sub(s.clock()))
 	ack, err := s.attempt(callCtx, e, tr, msg)
 	cancel()
 	to, out, reason, ackID := outcomeOf(ack, err)
@@ -197,7 +197,7 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker, un
 	if to == Unknown {
 		// Still no answer: the row stays unknown; record the attempt's result.
 		c := s.record(e, KindRetry, Unknown, w, "reconcile: same-key retry got "+reason, func(n *Entry) {
-			n.NextCheckAt = s.now().Add(s.Policy.RecheckAfter)
+			n.NextCheckAt = s.now().Add(s.policy.RecheckAfter)
 		})
 		_, err := s.write(ctx, c)
 		return "unknown (retry unanswered)", err
@@ -206,7 +206,7 @@ func (s *Service) retry(ctx context.Context, e Entry, tr Transport, w Worker, un
 	return "unknown->" + string(to) + " (same-key retry)", err
 }
 
-func (s *Service) quarantine(ctx context.Context, e Entry, w Worker, reason string) error {
+func (s *core) quarantine(ctx context.Context, e Entry, w Worker, reason string) error {
 	c, err := s.transition(e, Quarantined, w, reason, func(n *Entry) {
 		n.NextCheckAt = timeZero
 		n.Reason = reason
@@ -220,14 +220,14 @@ func (s *Service) quarantine(ctx context.Context, e Entry, w Worker, reason stri
 
 // acceptOnEvidence moves the row e, which already holds the provider-event
 // entry ev, to accepted with that event as its evidence; by says who decided.
-func (s *Service) acceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Event, by string) (Entry, error) {
+func (s *core) acceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Event, by string) (Entry, error) {
 	reason := fmt.Sprintf("%s: provider event %s (message %s) is transport evidence that the message was accepted", by, ev.ProviderType, ev.AckID)
 	return s.decide(ctx, e, Accepted, w, reason, ev.AckID)
 }
 
 // decide moves an unknown, quarantined (or, on provider evidence, deferred)
 // row to a final state.
-func (s *Service) decide(ctx context.Context, e Entry, to State, w Worker, reason, ackID string) (Entry, error) {
+func (s *core) decide(ctx context.Context, e Entry, to State, w Worker, reason, ackID string) (Entry, error) {
 	c, err := s.decision(e, to, w, reason, ackID)
 	if err != nil {
 		return Entry{}, err
@@ -238,7 +238,7 @@ func (s *Service) decide(ctx context.Context, e Entry, to State, w Worker, reaso
 
 // decision is the change decide writes: the row in its final state, with
 // nothing left to check or attempt.
-func (s *Service) decision(e Entry, to State, w Worker, reason, ackID string) (Change, error) {
+func (s *core) decision(e Entry, to State, w Worker, reason, ackID string) (Change, error) {
 	return s.transition(e, to, w, reason, func(n *Entry) {
 		s.clearDeferral(n)
 		n.NextCheckAt = timeZero

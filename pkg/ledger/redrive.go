@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -21,16 +20,13 @@ import (
 // conditional write decides as for any other delivery. Expired challenges
 // are left to the expire sweep. At most limit rows per state are handed
 // back per call.
-func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
+func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	var rep SweepReport
-	if s.Scheduler == nil {
-		return rep, errors.New("redrive: no scheduler configured")
-	}
 	now := s.now()
-	late := now.Add(-s.Policy.RedriveAfter)
+	late := now.Add(-s.policy.RedriveAfter)
 	var marks Marks
-	if s.Progress != nil {
-		m, err := s.Progress.Marks(ctx)
+	if s.progress != NoProgress {
+		m, err := s.progress.Marks(ctx)
 		if err != nil {
 			// Without marks every due row is handed back: the old cost, never a lost row.
 			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: read the dispatch marks: %w", err))
@@ -52,7 +48,7 @@ func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 			return "deferred: the queue still owes its wake-up", nil
 		}
 		handed++
-		return string(e.State) + "->redriven", s.Scheduler.Schedule(ctx, e.Key, now)
+		return string(e.State) + "->redriven", s.scheduler.Schedule(ctx, e.Key, now)
 	}
 	if err := s.sweepOpen(ctx, &rep, "redrive", Deferred, late, limit, redrive); err != nil {
 		return rep, err
@@ -62,12 +58,12 @@ func (s *Service) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	// due, and while the stream moves, only those it no longer owes (due
 	// by its lateness before now). Claims not yet due are never read.
 	dueBy := now
-	if l := marks.Stream; now.Sub(l.moved()) < s.Policy.RedriveAfter && l.Behind > 0 {
+	if l := marks.Stream; now.Sub(l.moved()) < s.policy.RedriveAfter && l.Behind > 0 {
 		dueBy = now.Add(-l.Behind)
 	}
 	err := s.sweepOpen(ctx, &rep, "redrive", Claimed, dueBy, limit, redrive)
-	if handed > 0 && s.Progress != nil {
-		if perr := s.Progress.Redriven(ctx, now); perr != nil {
+	if handed > 0 && s.progress != NoProgress {
+		if perr := s.progress.Redriven(ctx, now); perr != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: record the hand-back: %w", perr))
 		}
 	}

@@ -19,7 +19,7 @@ const (
 // Resolve records an operator's decision on an unknown or quarantined row.
 // evidence is the transport's acknowledgement or reference; a decision of
 // accepted or rejected without it fails with ErrNoEvidence.
-func (s *Service) Resolve(ctx context.Context, key string, d Decision, reason, evidence string, w Worker) (Entry, error) {
+func (s *Resolver) Resolve(ctx context.Context, key string, d Decision, reason, evidence string, w Worker) (Entry, error) {
 	if reason == "" {
 		return Entry{}, fmt.Errorf("resolve %s: %w", key, &FieldError{Field: "reason", Reason: "missing"})
 	}
@@ -32,7 +32,7 @@ func (s *Service) Resolve(ctx context.Context, key string, d Decision, reason, e
 	if err := checkFreeText("evidence", evidence, false); err != nil {
 		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
 	}
-	e, err := s.Store.Get(ctx, key)
+	e, err := s.store.Get(ctx, key)
 	if err != nil {
 		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
 	}

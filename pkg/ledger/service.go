@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -138,60 +140,121 @@ func (p Policy) Validate() error {
 // ("claim/<request id>") or an operator ("operator:<identity>").
 type Worker string
 
-// Service runs the use cases over the ports. Its zero value is not usable;
-// set Store and Clock at least, and Content, Opener and Transports for the
-// dispatch path.
-type Service struct {
-	Store      Store
-	Content    ContentStore
+// Ports is every port and setting a use case may take. Each use case's
+// constructor (NewClaimer, NewDispatcher, NewReconciler, NewExpirer,
+// NewEventRecorder, NewResolver) reads only the fields it uses, keeps
+// them, and refuses one it needs that is missing, naming it. A control a
+// stage turns off is given as its explicit off value (NoBudget,
+// NoScheduler, NoProgress, NoTimeline, KeepCounts, or limits whose rules
+// are all off), never as a nil.
+type Ports struct {
+	// Store and Content are the ledger's tables; Clock and Policy every use
+	// case's. Every use case needs them.
+	Store   Store
+	Content ContentStore
+	Clock   Clock
+	Policy  Policy
+	// Opener opens sealed content (dispatch; reconcile where a transport
+	// allows a same-key retry). Transports send per channel (dispatch,
+	// reconcile).
 	Opener     Opener
 	Transports map[Channel]Transport
-	// Budget, if set, paces sends per channel; Scheduler hands deferred
-	// and re-driven rows back to dispatch. Both belong to the dispatch
-	// path; reconcile needs only the Scheduler.
+	// Budget paces sends per channel (dispatch; NoBudget: unpaced).
+	// Scheduler hands deferred and re-driven rows back to dispatch
+	// (dispatch, reconcile; NoScheduler where nothing is handed back).
 	Budget    Budget
 	Scheduler Scheduler
-	// Progress, if set, keeps how far dispatch has read the stream and the
-	// dispatch queue (Read), so that Redrive hands back only rows neither
-	// can still deliver. Without it every due row is handed back.
+	// Progress keeps how far dispatch has read the stream and the dispatch
+	// queue (dispatch writes it, reconcile's re-drive reads it), so that
+	// Redrive hands back only rows neither can still deliver. NoProgress:
+	// every due row is handed back.
 	Progress Progress
 	// Proofs signs every attempt through a transport that reports events
 	// (dispatch) and verifies the proof a provider event carries back
-	// (RecordProviderEvent). Without it, such sends are not made and every
-	// provider event is refused.
+	// (provider events).
 	Proofs Proofs
-	// Limits is the send-limit policy; Limiter keeps its counters,
-	// Challenges the newest challenge per subject (supersession),
+	// Limits is the send-limit policy; Limiter keeps its counters (dispatch
+	// counts; every use case that ends a row gives back a count nothing was
+	// sent for, or keeps it with KeepCounts), Challenges the newest
+	// challenge per subject (claim notes it, dispatch reads it),
 	// Fingerprints the destination keys and NumberOf the SMS regions and
-	// number kinds. A
-	// limit whose port is missing is not applied: see limitsOn.
+	// number kinds (dispatch).
 	Limits       Limits
 	Limiter      Limiter
 	Challenges   Challenges
 	Fingerprints Fingerprinter
 	NumberOf     NumberOf
-	// Timeline, if set, lets a refused admission find the subject's older
+	// Timeline lets a refused admission find the subject's older
 	// challenges that hold counts while they wait, supersede them and give
-	// the counts back (admitReclaiming). Without it they keep their counts
-	// until they wake.
+	// the counts back (dispatch's admitReclaiming). NoTimeline: they keep
+	// their counts until they wake.
 	Timeline Timeline
 	// Sleep waits for d or until ctx ends; a timer if nil.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter returns a number in [0, 1) for backoff jitter; math/rand if nil.
 	Jitter func() float64
-	Clock  Clock
-	Policy Policy
 	// NewID returns a unique event id; random 128-bit hex if nil.
 	NewID func() string
 	// OnTransition, if set, is called once for every stored state change
-	// (a new row included), wherever it was made: the one place metrics
+	// (a new entry included), wherever it was made: the one place metrics
 	// of transitions are counted.
 	OnTransition func(e Entry)
 }
 
-func (s *Service) transitioned(from State, e Entry) {
-	if s.OnTransition != nil && from != e.State {
-		s.OnTransition(e)
+// core is what every use case holds: the ledger's tables, clock and
+// policy, and the one write path (write.go). limits and limiter are there
+// because every write that ends a row may give a count back.
+type core struct {
+	store        Store
+	content      ContentStore
+	clock        Clock
+	policy       Policy
+	ids          func() string
+	onTransition func(e Entry)
+	limits       Limits
+	limiter      Limiter
+}
+
+// newCore checks and keeps the ports every use case needs. role names the
+// use case in its errors.
+func newCore(role string, p Ports) (core, error) {
+	var missing []string
+	need := func(ok bool, port string) {
+		if !ok {
+			missing = append(missing, port)
+		}
+	}
+	need(p.Store != nil, "Store")
+	need(p.Content != nil, "Content")
+	need(p.Clock != nil, "Clock")
+	need(p.Limiter != nil || !p.Limits.counting(), "Limiter (the send limits count: give the counters, or KeepCounts where this use case never gives one back)")
+	if len(missing) > 0 {
+		return core{}, &MissingPortError{UseCase: role, Ports: missing}
+	}
+	if err := p.Policy.Validate(); err != nil {
+		return core{}, fmt.Errorf("ledger: %s: %w", role, err)
+	}
+	c := core{store: p.Store, content: p.Content, clock: p.Clock, policy: p.Policy, ids: p.NewID,
+		onTransition: p.OnTransition, limits: p.Limits, limiter: p.Limiter}
+	if c.ids == nil {
+		c.ids = randomID
+	}
+	return c, nil
+}
+
+// MissingPortError is a use case built without a port it needs.
+type MissingPortError struct {
+	UseCase string
+	Ports   []string
+}
+
+func (e *MissingPortError) Error() string {
+	return "ledger: " + e.UseCase + ": missing port " + strings.Join(e.Ports, ", missing port ")
+}
+
+func (s *core) transitioned(from State, e Entry) {
+	if s.onTransition != nil && from != e.State {
+		s.onTransition(e)
 	}
 }
 
@@ -200,12 +263,11 @@ func (s *Service) transitioned(from State, e Entry) {
 // size) and are exact when stored.
 const Precision = time.Millisecond
 
-func (s *Service) now() time.Time { return s.Clock().UTC().Truncate(Precision) }
+func (s *core) now() time.Time { return s.clock().UTC().Truncate(Precision) }
 
-func (s *Service) newID() string {
-	if s.NewID != nil {
-		return s.NewID()
-	}
+func (s *core) newID() string { return s.ids() }
+
+func randomID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -213,8 +275,8 @@ func (s *Service) newID() string {
 
 // expiredAt reports whether the challenge counts as expired at now: the
 // worker's clock, minus the safety margin.
-func (s *Service) expiredAt(expires, now time.Time) bool {
-	return !now.Add(s.Policy.ExpiryMargin).Before(expires)
+func (s *core) expiredAt(expires, now time.Time) bool {
+	return !now.Add(s.policy.ExpiryMargin).Before(expires)
 }
 
 var timeZero time.Time

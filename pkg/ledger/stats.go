@@ -37,22 +37,22 @@ type StateStats struct {
 	ByAge map[string]int
 }
 
-// Stats reports the due rows of every open state, from the open-row index
-// alone (Store.DueTimes): its reads follow the rows that are due, never the
-// rows that are open, so a reconcile run costs the same with ten thousand
-// claims waiting as with a hundred.
-func (s *Service) Stats(ctx context.Context) (map[State]StateStats, error) {
-	now := s.now()
+// Stats reports the due rows of every open state at now, from the
+// open-row index alone (Store.DueTimes): its reads follow the rows that are
+// due, never the rows that are open, so a reconcile run costs the same with
+// ten thousand claims waiting as with a hundred.
+func Stats(ctx context.Context, store Store, now time.Time) (map[State]StateStats, error) {
+	now = now.UTC().Truncate(Precision)
 	out := map[State]StateStats{}
 	for _, st := range States {
 		if !st.Open() {
 			continue
 		}
-		dueTimes := s.Store.DueTimes
+		dueTimes := store.DueTimes
 		if st == Claimed {
 			// A claim is due for the expire sweep at its expiry (and
 			// for a re-drive earlier, which the stream's lag shows).
-			dueTimes = s.Store.Expiries
+			dueTimes = store.Expiries
 		}
 		due, err := dueTimes(ctx, st, now)
 		if err != nil {
@@ -68,4 +68,10 @@ func (s *Service) Stats(ctx context.Context) (map[State]StateStats, error) {
 		out[st] = ss
 	}
 	return out, nil
+}
+
+// Stats is Stats over the reconciler's store, now: the figures reconcile
+// publishes after each sweep.
+func (s *Reconciler) Stats(ctx context.Context) (map[State]StateStats, error) {
+	return Stats(ctx, s.store, s.now())
 }

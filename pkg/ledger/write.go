@@ -11,7 +11,7 @@ import (
 
 // transition builds the compare-and-set change that moves e to state to,
 // after the mutations in mut, and appends the history event.
-func (s *Service) transition(e Entry, to State, w Worker, reason string, mut func(*Entry)) (Change, error) {
+func (s *core) transition(e Entry, to State, w Worker, reason string, mut func(*Entry)) (Change, error) {
 	if err := CanTransition(e.State, to); err != nil {
 		return Change{}, err
 	}
@@ -20,19 +20,19 @@ func (s *Service) transition(e Entry, to State, w Worker, reason string, mut fun
 
 // record builds a change that appends an event of kind k and moves the row to
 // state to (which may equal its current state for non-transition events).
-func (s *Service) record(e Entry, k EventKind, to State, w Worker, reason string, mut func(*Entry)) Change {
+func (s *core) record(e Entry, k EventKind, to State, w Worker, reason string, mut func(*Entry)) Change {
 	now := s.now()
 	next := e
 	next.History = append([]Event(nil), e.History...)
 	next.State = to
 	next.Version = e.Version + 1
 	next.UpdatedAt = now
-	next.RetainUntil = now.Add(s.Policy.Retention)
+	next.RetainUntil = now.Add(s.policy.Retention)
 	switch {
 	case to == Claimed && e.State != Claimed:
 		// A new claim (or a held row released) is the stream's to deliver
 		// until its re-drive time; the open-row index orders it by that.
-		next.LeaseUntil = now.Add(s.Policy.RedriveAfter)
+		next.LeaseUntil = now.Add(s.policy.RedriveAfter)
 	case e.State == Claimed && to != Claimed:
 		next.LeaseUntil = timeZero // the move to dispatching sets its own lease
 	}
@@ -41,7 +41,7 @@ func (s *Service) record(e Entry, k EventKind, to State, w Worker, reason string
 	}
 	ev := Event{
 		ID: s.newID(), Kind: k, From: e.State, To: to, At: now, Worker: string(w), Reason: reason,
-		PolicyVersion: s.Policy.Version, Attempt: next.Attempts, AckID: next.AckID, ContentHash: next.ContentHash,
+		PolicyVersion: s.policy.Version, Attempt: next.Attempts, AckID: next.AckID, ContentHash: next.ContentHash,
 	}
 	ev = chain(e.Key, e.Last().Hash, ev)
 	next.History = append(next.History, ev)
@@ -54,13 +54,13 @@ func (s *Service) record(e Entry, k EventKind, to State, w Worker, reason string
 // that came back with the stored row needs no read: the store looked for
 // our event in it, and the row travels with the error (conflictAt) for the
 // caller's fresh decision.
-func (s *Service) write(ctx context.Context, c Change) (Entry, error) {
-	e, err := s.Store.Apply(ctx, c)
+func (s *core) write(ctx context.Context, c Change) (Entry, error) {
+	e, err := s.store.Apply(ctx, c)
 	if err != nil {
 		if errors.Is(err, ErrConflict) && e.Key == c.Next.Key {
 			return Entry{}, &conflictAt{row: e, err: err}
 		}
-		fresh, gerr := s.Store.Get(ctx, c.Next.Key)
+		fresh, gerr := s.store.Get(ctx, c.Next.Key)
 		if gerr != nil || !fresh.Holds(c.Event.ID) {
 			return Entry{}, err
 		}
@@ -72,7 +72,7 @@ func (s *Service) write(ctx context.Context, c Change) (Entry, error) {
 
 // apply writes c and, when the row ends, purges its sealed content and gives
 // back a send-limit count nothing was sent for (releaseUnsent).
-func (s *Service) apply(ctx context.Context, c Change, out DispatchOutcome) (DispatchResult, error) {
+func (s *core) apply(ctx context.Context, c Change, out DispatchOutcome) (DispatchResult, error) {
 	e, err := s.write(ctx, c)
 	if err != nil {
 		return DispatchResult{}, fmt.Errorf("%s -> %s %s: %w", c.From, c.Next.State, c.Next.Key, err)
@@ -102,7 +102,7 @@ const maxRaces = 5
 // the conflict returned, or else read again) goes to again, and if again
 // accepts it, try runs on it; at most maxRaces times in all. It returns try's last error. The one read-decide-write loop
 // of the use cases.
-func (s *Service) onConflict(ctx context.Context, e Entry, try func(Entry) error, again func(fresh Entry) bool) error {
+func (s *core) onConflict(ctx context.Context, e Entry, try func(Entry) error, again func(fresh Entry) bool) error {
 	for race := 1; ; race++ {
 		err := try(e)
 		if !errors.Is(err, ErrConflict) || race == maxRaces {
@@ -113,7 +113,7 @@ func (s *Service) onConflict(ctx context.Context, e Entry, try func(Entry) error
 		if ca := (*conflictAt)(nil); errors.As(err, &ca) && ca.row.Key == e.Key {
 			fresh = ca.row
 		} else {
-			fresh, gerr = s.Store.Get(ctx, e.Key)
+			fresh, gerr = s.store.Get(ctx, e.Key)
 		}
 		if gerr != nil || !again(fresh) {
 			return err
@@ -129,11 +129,8 @@ func ContentKey(e Entry) string { return contentKey(e.Key, e.ContentHash) }
 
 func contentKey(key, hash string) string { return key + ":" + hash }
 
-func (s *Service) purge(ctx context.Context, e Entry) error {
-	if s.Content == nil {
-		return nil
-	}
-	if err := s.Content.Delete(ctx, ContentKey(e)); err != nil {
+func (s *core) purge(ctx context.Context, e Entry) error {
+	if err := s.content.Delete(ctx, ContentKey(e)); err != nil {
 		return fmt.Errorf("purge content %s: %w", e.Key, err)
 	}
 	return nil
@@ -141,12 +138,12 @@ func (s *Service) purge(ctx context.Context, e Entry) error {
 
 // openContent fetches and opens the sealed message of e and checks it
 // against the recorded content hash.
-func (s *Service) openContent(ctx context.Context, e Entry) (Message, error) {
-	sealed, err := s.Content.Get(ctx, ContentKey(e))
+func (s *sender) openContent(ctx context.Context, e Entry) (Message, error) {
+	sealed, err := s.content.Get(ctx, ContentKey(e))
 	if err != nil {
 		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
 	}
-	m, err := s.Opener.Open(ctx, e.Key, sealed)
+	m, err := s.opener.Open(ctx, e.Key, sealed)
 	if err != nil {
 		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
 	}

@@ -17,7 +17,7 @@ type NewStore func(t *testing.T) ledger.Store
 
 // Env is a Service wired for contract tests over a store.
 type Env struct {
-	Svc       *ledger.Service
+	Svc       *UseCases
 	Store     ledger.Store
 	Content   *memstore.Content
 	Clock     *Clock
@@ -35,11 +35,11 @@ func NewEnv(store ledger.Store) *Env {
 	proofs := &attemptproof.Local{Key: []byte("ledgertest attempt-proof key")}
 	return &Env{
 		Store: store, Content: content, Clock: clk, Transport: tr, Proofs: proofs,
-		Svc: &ledger.Service{
+		Svc: &UseCases{Ports: ledger.Ports{
 			Store: store, Content: content, Opener: PlainOpener{}, Clock: clk.Now, Proofs: proofs,
 			Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 			Policy:     ledger.DefaultPolicy(),
-		},
+		}},
 	}
 }
 

@@ -34,7 +34,7 @@ import (
 // Ports adds dispatch's ports to svc. Dispatch signs every send's attempt
 // (kms:GenerateMac) so that the events function can verify the provider
 // events it causes.
-func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
+func Ports(ctx context.Context, env wire.Env, svc *ledger.Ports) error {
 	s := env.Settings
 	svc.Progress = wire.Progress(env)
 	// Delays are measured on the service's clock (a test may set it later).
@@ -42,6 +42,7 @@ func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
 	keys := kms.NewFromConfig(env.Config)
 	svc.Opener = &envelope.Opener{KMS: keys, KeyARN: s.ContentKeyARN}
 	svc.Proofs = &attemptproof.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
+	svc.Timeline = ledger.NoTimeline
 	if s.LimitsTable != "" {
 		// The destination limit's key is a MAC under the fingerprint key
 		// (pkg/fingerprint), which only dispatch may MAC with and nobody
@@ -54,7 +55,7 @@ func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
 		if s.Limits.Supersede && s.SubjectIndex {
 			// A refused admission reads the subject's newest rows through the
 			// subject index, to give back the counts of older challenges it
-			// supersedes (ledger.Service.Timeline).
+			// supersedes (ledger.Ports.Timeline).
 			svc.Timeline = dynamostore.New(env.DynamoDB, s.LedgerTable, s.OpenIndexShards)
 		}
 	}

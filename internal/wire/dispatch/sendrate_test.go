@@ -216,7 +216,7 @@ func TestDispatchStartsWithoutGetAccount(t *testing.T) {
 	t.Cleanup(func() { _, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &s.BudgetTable}) })
 	s.SESFrom, s.Transports = "no-reply@mail.example.com", map[ledger.Channel]string{ledger.Email: settings.TransportSES}
 	log, lines := logLines(t)
-	svc, err := wire.Service(ctx, cfg, s, log, &metrics.Emitter{W: &bytes.Buffer{}}, Ports)
+	svc, err := wire.Build(ctx, cfg, s, log, &metrics.Emitter{W: &bytes.Buffer{}}, Ports)
 	if err != nil {
 		t.Fatalf("dispatch did not start with GetAccount failing: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // Ports adds the events function's ports to svc.
-func Ports(_ context.Context, env wire.Env, svc *ledger.Service) error {
+func Ports(_ context.Context, env wire.Env, svc *ledger.Ports) error {
 	svc.Proofs = &attemptproof.KMS{Client: kms.NewFromConfig(env.Config), KeyARN: env.Settings.AttemptProofKeyARN}
 	return nil
 }

@@ -33,7 +33,7 @@ import (
 )
 
 // Ports adds reconcile's ports to svc.
-func Ports(ctx context.Context, env wire.Env, svc *ledger.Service) error {
+func Ports(ctx context.Context, env wire.Env, svc *ledger.Ports) error {
 	s := env.Settings
 	svc.Progress = wire.Progress(env)
 	// Delays are measured on the service's clock (a test may set it later).
