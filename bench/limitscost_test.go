@@ -156,7 +156,7 @@ func newLimitsBench(t *testing.T) *limitsBench {
 }
 
 // counts are the counters a message counts in under the default policy, in
-// the order ledger.Service lists them: destination, subject, SMS country
+// the order the ledger lists them: destination, subject, SMS country
 // cap, SMS global.
 func (b *limitsBench) counts(ch ledger.Channel, subject bool, dest int, subj string) []ledger.Count {
 	fp, _ := b.fp.Fingerprint(b.ctx, ch, ledgertest.Message(dest, ch).To)

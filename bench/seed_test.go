@@ -16,7 +16,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
-// Seeding writes many rows fast: the rows are made by ledger.Service on the
+// Seeding writes many rows fast: the rows are made by the ledger's use cases on the
 // in-memory store (so their history is what the service writes), encoded by
 // dynamostore's own Create into a capturing client (so the item format is
 // the store's, not a copy of it), and written with BatchWriteItem.

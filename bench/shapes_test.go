@@ -168,7 +168,7 @@ func (s prodShape) intent(i int, now time.Time) (ledger.Intent, ledger.Message) 
 }
 
 // shapesReport measures each production shape with the send limits on and
-// off: claim and dispatch through ledger.Service on dynamostore, as in
+// off: claim and dispatch through the ledger's use cases on dynamostore, as in
 // writesReport (sealed content from the emulator's KMS, the send-rate
 // budget), plus the limits table and ports as dispatch wires them, and each
 // message's two provider events through the events function's handler.
@@ -525,7 +525,7 @@ func shapeFigure(s prodShape, on, off *shapeRun) Figure {
 		return fmt.Sprintf("WCU per message %s; RCU per message %s; requests over the %d messages %s (%s per message)",
 			r.breakdown(r.wcu), r.breakdown(r.rcu), r.n, r.all.Format(r.labels), trimFloat(r.reqPer()))
 	}
-	note := fmt.Sprintf("%d accepted messages per run, each claimed and dispatched through ledger.Service on dynamostore (sealed content from the emulator's KMS, the send-rate budget) "+
+	note := fmt.Sprintf("%d accepted messages per run, each claimed and dispatched through the ledger's use cases on dynamostore (sealed content from the emulator's KMS, the send-rate budget) "+
 		"and followed by its two provider events (%s), each delivered as an SQS record to the events function's handler (handler.Events: decode, attempt-proof check, RecordProviderEvent); one message a second. "+
 		"Production-length identities: UUID challenge ids, 64-character subject_ref and destination_ref, provider message ids of %d characters, Lambda request ids in the worker identities. "+
 		"The first message: body %d B, sealed plaintext %d B (encoding/json writes <, > and & as \\u escapes), envelope %d B on the wire (JSON), %d B in its stored form, content item %d B. "+

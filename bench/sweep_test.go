@@ -104,7 +104,7 @@ func sweepReport(t *testing.T, rep *Report, sc scale) {
 			Target:  "request ratio ≤ 1.1 (time reported)",
 			Verdict: Check(reqRatio <= 1.1),
 			Note: fmt.Sprintf("%s, %d open rows of other states also present. Requests: %d among %s closed rows, %d among %s (%s). "+
-				"Time, median of %d runs on the emulator: %s vs %s, of which listing the open rows (Query + BatchGetItem) %s vs %s. Closed rows written with BatchWriteItem in the store's own item format (rows made by ledger.Service, encoded by dynamostore's Create).",
+				"Time, median of %d runs on the emulator: %s vs %s, of which listing the open rows (Query + BatchGetItem) %s vs %s. Closed rows written with BatchWriteItem in the store's own item format (rows made by the ledger's use cases, encoded by dynamostore's Create).",
 				s.what, sweepOpen, reqS, thousands(sc.sweepSmall), reqL, thousands(sc.sweepLarge), s.large[0].counts.Format(map[string]string{r.ledger: "ledger", r.content: "content"}),
 				sweepReps, tS.Round(time.Millisecond), tL.Round(time.Millisecond), lS.Round(100*time.Microsecond), lL.Round(100*time.Microsecond)),
 		})

@@ -85,7 +85,7 @@ func sealedIntent(ctx context.Context, t testing.TB, sealer *envelope.Sealer, i 
 const budgetRate = 14
 
 // writesReport measures the happy path, the expired paths and a duplicate
-// redelivery through ledger.Service on dynamostore, with sealed content from
+// redelivery through the ledger's use cases on dynamostore, with sealed content from
 // the emulator's KMS, an accepting test transport, and dispatch's send-rate
 // budget on its own table, as the dispatch function is wired.
 func writesReport(t *testing.T, rep *Report, sc scale) {
@@ -275,7 +275,7 @@ func (b *writesBench) reportHappyPath(rep *Report, tot *happyTotals) {
 		Measured: fmt.Sprintf("%s (ledger table %s)", perMsg(tot.reqs), perMsg(tot.ledgerReqs)),
 		Target:   "≤ 5",
 		Verdict:  Check(tot.reqs <= 5*n),
-		Note: fmt.Sprintf("Counted by SDK middleware on the client's stack, claim + dispatch through ledger.Service on dynamostore with the send-rate budget, over %d messages: ", n) +
+		Note: fmt.Sprintf("Counted by SDK middleware on the client's stack, claim + dispatch through the ledger's use cases on dynamostore with the send-rate budget, over %d messages: ", n) +
 			tot.all.Format(b.r.labels()) + " (" + perMsg(tot.reqs) + " per message). " +
 			"Dispatch also makes one KMS Decrypt, and for an SES or SMS send one KMS GenerateMac (the attempt proof; the test transport here reports no events, so none is signed); neither is counted here.",
 	})

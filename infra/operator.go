@@ -56,11 +56,11 @@ var operatorCalls = []operatorCall{
 	{"dynamodb:Scan", ledgerTarget, "export and verify --all page through the table (Scanner.Page)"},
 }
 
-// operateCalls are the DynamoDB calls of the operator function (handler.Operate: ledger.Service.Resolve).
+// operateCalls are the DynamoDB calls of the operator function (handler.Operate: ledger.Resolver.Resolve).
 var operateCalls = []operatorCall{
 	{"dynamodb:GetItem", ledgerTarget, "resolve reads the row (Store.Get, consistent), reads back a write whose answer was lost, and the held fallback row it settles"},
 	{"dynamodb:UpdateItem", ledgerTarget, "resolve records the decision as a conditional update (Store.Apply), and settles a held fallback row the same way"},
-	{"dynamodb:DeleteItem", contentTarget, "resolve purges the sealed content of the row it closes (ledger.Service.purge); it cannot read content"},
+	{"dynamodb:DeleteItem", contentTarget, "resolve purges the sealed content of the row it closes (the ledger's purge); it cannot read content"},
 }
 
 // operateTimeout is the operator function's timeout: one read and one conditional write or two.

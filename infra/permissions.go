@@ -389,14 +389,14 @@ var unexercisedGrants = []struct {
 }{
 	{"Claim", "dynamodb:DeleteItem", "ContentTable",
 		"The purge of content a claim stored for an identity whose concurrent claim won with other content or had " +
-			"already ended (ledger.Service.Claim). Only two claims of one identity racing reach it; the release gate's " +
+			"already ended (ledger.Claimer.Claim). Only two claims of one identity racing reach it; the release gate's " +
 			"redeliveries do at random, and pkg/ledger's race tests pin the behaviour."},
 	{"Dispatch", "sms-voice:SendTextMessage", "",
 		"The emulator has no End User Messaging SMS service, so no run sends through it; the SMS adapter's own tests " +
 			"drive the real SDK against a local HTTP server. Granted on the configured origination identity, or on " +
 			"this account's sms-voice resources when none is configured."},
 	{"Reconcile", "dynamodb:GetItem", "",
-		"Read-back after a conditional write failed or lost its response (ledger.Service.write recognizes its own " +
+		"Read-back after a conditional write failed or lost its response (the ledger's write path (pkg/ledger/write.go) recognizes its own " +
 			"landed write) and the lookup of a held fallback channel when a row ends (settleSuccessor). Both run only " +
 			"under faults or in fallback workflows that end during a sweep; the full-size release gate (make gate) reaches them."},
 	{"Digest", "s3:ListBucket", "",
@@ -404,6 +404,6 @@ var unexercisedGrants = []struct {
 			"answers a HeadObject of a missing key with 403 instead of 404 to a caller without s3:ListBucket on the bucket " +
 			"(pkg/s3digest), so the probe could not tell a missing digest from a refused one."},
 	{"Expire", "dynamodb:GetItem", "",
-		"Read-back after a conditional write failed or lost its response (ledger.Service.write) and the lookup of a " +
+		"Read-back after a conditional write failed or lost its response (the ledger's write path (pkg/ledger/write.go)) and the lookup of a " +
 			"held fallback channel when an expired row ends (settleSuccessor); reached under faults and by the full-size gate."},
 }

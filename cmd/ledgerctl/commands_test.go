@@ -39,7 +39,7 @@ type scenario struct {
 	deferred                   string // challenge 8, throttled once
 }
 
-// populate writes one row per interesting state through ledger.Service and
+// populate writes one row per interesting state through the ledger's use cases and
 // leaves the clock at Epoch+13m:
 //
 //	Epoch       chal-1 email accepted, chal-1 sms rejected (dual)

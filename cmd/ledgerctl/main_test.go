@@ -21,7 +21,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
-// fixture is a ledger on the emulator, populated through ledger.Service,
+// fixture is a ledger on the emulator, populated through the ledger's use cases,
 // and a way to run ledgerctl against it in-process.
 type fixture struct {
 	t              *testing.T

@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	fn := wire.Boot(settings.Claim, nil, ledger.NewClaimer) // the ledger's tables only
+	fn := wire.Boot(settings.Claim, wire.ClaimPorts, ledger.NewClaimer)
 	h := &handler.Claim{
 		Deps:    fn.Deps,
 		UseCase: fn.UseCase,

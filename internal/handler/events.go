@@ -27,6 +27,7 @@ import (
 //     channel: reported failed, logged with the reason and counted, so the
 //     queue's redrive policy keeps it in the DLQ after its receive count;
 //   - a storage error: reported failed and retried by the queue.
+//
 // EventRecorder is the provider-events use case (*ledger.EventRecorder).
 type EventRecorder interface {
 	RecordProviderEvent(ctx context.Context, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error)

@@ -18,7 +18,7 @@ type Expirer interface {
 type Expire struct {
 	Deps
 	UseCase Expirer
-	Limit int
+	Limit   int
 }
 
 // Handle runs the sweep.

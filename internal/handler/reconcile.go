@@ -25,7 +25,7 @@ type Reconciler interface {
 type Reconcile struct {
 	Deps
 	UseCase Reconciler
-	Limit int
+	Limit   int
 	// RedriveEvery, if set, repeats the re-drive pass within one invocation
 	// every RedriveEvery while the invocation has time left: the schedule
 	// fires once a minute, and a second pass halfway bounds how long a due

@@ -25,7 +25,7 @@ import (
 // Actions.
 const (
 	// ActionResolve records an operator's decision on an unknown or
-	// quarantined row (ledger.Service.Resolve).
+	// quarantined row (ledger.Resolver.Resolve).
 	ActionResolve = "resolve"
 )
 

@@ -496,10 +496,10 @@ func (p *Pipeline) wired(err error) {
 	}
 }
 
-// rolePorts is each function's own ports, as its main wires them (claim
-// and expire have none).
+// rolePorts is each function's own ports, as its main wires them (expire
+// has none).
 var rolePorts = map[settings.Role]wire.Ports{
-	settings.Dispatch: wiredispatch.Ports, settings.Reconcile: wirereconcile.Ports, settings.Events: wireevents.Ports,
+	settings.Claim: wire.ClaimPorts, settings.Dispatch: wiredispatch.Ports, settings.Reconcile: wirereconcile.Ports, settings.Events: wireevents.Ports,
 }
 
 // recordCalls writes the functions' AWS calls when the test ends, with the

@@ -72,7 +72,7 @@ const (
 // OpensContent reports whether reconcile opens sealed content with these
 // settings: only for a same-key retry, which only a transport that honors
 // an idempotency key allows, and of the transports only the webhook does
-// (ledger.Service.Reconcile; SES and End User Messaging SMS are never sent
+// (ledger.Reconciler.Reconcile; SES and End User Messaging SMS are never sent
 // through again). Without one, reconcile holds no kms:Decrypt on the
 // content key and no GetItem on the content table, and is not given the
 // key's ARN. Dispatch always opens content.
@@ -159,7 +159,7 @@ type Settings struct {
 	LimitsTable string
 	// SubjectIndex reports that the ledger table has its subject index:
 	// dispatch then reads a subject's older challenges through it when an
-	// admission is refused (ledger.Service.Timeline).
+	// admission is refused (ledger.Ports.Timeline).
 	SubjectIndex bool
 	// Limits is the send-limit policy; its SMSCountries comes from
 	// SMSAllowedCountries where the functions are wired.

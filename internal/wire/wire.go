@@ -101,10 +101,11 @@ func Boot[U any](role settings.Role, ports Ports, build func(ledger.Ports) (U, e
 // stores is counted on em as the Transitions metric (by state and channel),
 // whichever use case made it.
 //
-// With the limits table, claim notes each subject's newest challenge and
-// dispatch counts (its ports add the counters); every other function keeps
-// the counts of the rows it ends (ledger.KeepCounts: "too high, never too
-// low", docs/design.md): its role may not write the counters.
+// With the limits table, claim notes each subject's newest challenge
+// (ClaimPorts) and dispatch counts (its ports add the counters); every
+// other function keeps the counts of the rows it ends (ledger.KeepCounts:
+// "too high, never too low", docs/design.md): its role may not write the
+// counters.
 func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.Logger, em *metrics.Emitter, ports Ports) (*ledger.Ports, error) {
 	db := dynamodb.NewFromConfig(cfg)
 	p := &ledger.Ports{
@@ -116,7 +117,6 @@ func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.L
 	}
 	if s.LimitsTable != "" {
 		p.Limits = s.Limits
-		p.Challenges = dynamostore.NewLimits(db, s.LimitsTable)
 		p.Limiter = ledger.KeepCounts
 	}
 	if ports == nil {
@@ -126,6 +126,20 @@ func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.L
 		return nil, err
 	}
 	return p, nil
+}
+
+// ClaimPorts adds claim's one port of its own: with the limits table and
+// supersession on, the newest challenge per subject, which claim notes.
+func ClaimPorts(_ context.Context, env Env, p *ledger.Ports) error {
+	if env.Settings.LimitsTable != "" && env.Settings.Limits.Supersede {
+		p.Challenges = Challenges(env)
+	}
+	return nil
+}
+
+// Challenges is the newest challenge per subject, kept in the limits table.
+func Challenges(env Env) ledger.Challenges {
+	return dynamostore.NewLimits(env.DynamoDB, env.Settings.LimitsTable)
 }
 
 // countTransition counts every stored state change by state and channel,

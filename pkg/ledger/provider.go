@@ -200,8 +200,8 @@ func (s *EventRecorder) RecordProviderEvent(ctx context.Context, p ProviderEvent
 	return res, err
 }
 
-// verifyAttempt checks p's attempt proof. Without a verifier nothing is
-// proven: the service refuses every event rather than trust one.
+// verifyAttempt checks p's attempt proof (NewEventRecorder refuses to
+// build without a verifier).
 func (s *EventRecorder) verifyAttempt(ctx context.Context, p ProviderEvent) error {
 	switch {
 	case p.Attempt < 1:

@@ -241,9 +241,9 @@ func (noProgress) Lagging(context.Context, time.Duration, time.Time, time.Time) 
 	return Lag{}, nil
 }
 func (noProgress) Advance(context.Context, time.Time, time.Time) error { return nil }
-func (noProgress) Redriven(context.Context, time.Time) error        { return nil }
-func (noProgress) Marks(context.Context) (Marks, error)             { return Marks{}, nil }
-func (noProgress) Seen() Marks                                      { return Marks{} }
+func (noProgress) Redriven(context.Context, time.Time) error           { return nil }
+func (noProgress) Marks(context.Context) (Marks, error)                { return Marks{}, nil }
+func (noProgress) Seen() Marks                                         { return Marks{} }
 
 type noTimeline struct{}
 

@@ -31,44 +31,47 @@ import (
 	"github.com/resetledger/resetledger/pkg/smstransport"
 )
 
-// Ports adds dispatch's ports to svc. Dispatch signs every send's attempt
+// Ports adds dispatch's ports to p. Dispatch signs every send's attempt
 // (kms:GenerateMac) so that the events function can verify the provider
 // events it causes.
-func Ports(ctx context.Context, env wire.Env, svc *ledger.Ports) error {
+func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 	s := env.Settings
-	svc.Progress = wire.Progress(env)
-	// Delays are measured on the service's clock (a test may set it later).
-	svc.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), s.DispatchQueueURL, func() time.Time { return svc.Clock() })
+	p.Progress = wire.Progress(env)
+	// Delays are measured on the ports' clock (a test may set it later).
+	p.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), s.DispatchQueueURL, func() time.Time { return p.Clock() })
 	keys := kms.NewFromConfig(env.Config)
-	svc.Opener = &envelope.Opener{KMS: keys, KeyARN: s.ContentKeyARN}
-	svc.Proofs = &attemptproof.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
-	svc.Timeline = ledger.NoTimeline
+	p.Opener = &envelope.Opener{KMS: keys, KeyARN: s.ContentKeyARN}
+	p.Proofs = &attemptproof.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
+	p.Timeline = ledger.NoTimeline
 	if s.LimitsTable != "" {
 		// The destination limit's key is a MAC under the fingerprint key
 		// (pkg/fingerprint), which only dispatch may MAC with and nobody
 		// may verify with: the limits table's keys answer no guess.
-		svc.Limiter = dynamostore.NewLimits(env.DynamoDB, s.LimitsTable)
-		svc.Fingerprints = &fingerprint.KMS{Client: keys, KeyARN: s.FingerprintKeyARN}
-		svc.Limits.SMSCountries = SMSCountries(s)
-		svc.Limits.SMSNumberKinds = SMSNumberKinds(s)
-		svc.NumberOf = NumberOf
+		p.Limiter = dynamostore.NewLimits(env.DynamoDB, s.LimitsTable)
+		if s.Limits.Supersede {
+			p.Challenges = wire.Challenges(env)
+		}
+		p.Fingerprints = &fingerprint.KMS{Client: keys, KeyARN: s.FingerprintKeyARN}
+		p.Limits.SMSCountries = SMSCountries(s)
+		p.Limits.SMSNumberKinds = SMSNumberKinds(s)
+		p.NumberOf = NumberOf
 		if s.Limits.Supersede && s.SubjectIndex {
 			// A refused admission reads the subject's newest rows through the
 			// subject index, to give back the counts of older challenges it
 			// supersedes (ledger.Ports.Timeline).
-			svc.Timeline = dynamostore.New(env.DynamoDB, s.LedgerTable, s.OpenIndexShards)
+			p.Timeline = dynamostore.New(env.DynamoDB, s.LedgerTable, s.OpenIndexShards)
 		}
 	}
 	ses := sesv2.NewFromConfig(env.Config)
-	svc.Budget = newBudget(ctx, env, ses, svc.Clock())
-	svc.Transports = map[ledger.Channel]ledger.Transport{}
+	p.Budget = newBudget(ctx, env, ses, p.Clock())
+	p.Transports = map[ledger.Channel]ledger.Transport{}
 	webhook := webhooksecret.Transports(ctx, env)
 	for ch, kind := range s.Transports {
 		tr, err := transport(env, ses, webhook, kind)
 		if err != nil {
 			return fmt.Errorf("%s transport %s: %w", ch, kind, err)
 		}
-		svc.Transports[ch] = tr
+		p.Transports[ch] = tr
 	}
 	return nil
 }

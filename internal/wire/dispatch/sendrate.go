@@ -38,7 +38,7 @@ type AccountReader interface {
 
 // newBudget returns dispatch's send-rate budget in the budget table: the
 // configured rates and, for email through SES without one, the account's
-// MaxSendRate (see accountRate). now is the service's clock at start.
+// MaxSendRate (see accountRate). now is the ports' clock at start.
 func newBudget(ctx context.Context, env wire.Env, ses AccountReader, now time.Time) ledger.Budget {
 	s := env.Settings
 	book := func(rates map[ledger.Channel]float64) ledger.Budget {

@@ -14,8 +14,8 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Ports adds the events function's ports to svc.
-func Ports(_ context.Context, env wire.Env, svc *ledger.Ports) error {
-	svc.Proofs = &attemptproof.KMS{Client: kms.NewFromConfig(env.Config), KeyARN: env.Settings.AttemptProofKeyARN}
+// Ports adds the events function's ports to p.
+func Ports(_ context.Context, env wire.Env, p *ledger.Ports) error {
+	p.Proofs = &attemptproof.KMS{Client: kms.NewFromConfig(env.Config), KeyARN: env.Settings.AttemptProofKeyARN}
 	return nil
 }

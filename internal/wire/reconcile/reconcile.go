@@ -32,25 +32,25 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Ports adds reconcile's ports to svc.
-func Ports(ctx context.Context, env wire.Env, svc *ledger.Ports) error {
+// Ports adds reconcile's ports to p.
+func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 	s := env.Settings
-	svc.Progress = wire.Progress(env)
-	// Delays are measured on the service's clock (a test may set it later).
-	svc.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), s.DispatchQueueURL, func() time.Time { return svc.Clock() })
+	p.Progress = wire.Progress(env)
+	// Delays are measured on the ports' clock (a test may set it later).
+	p.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), s.DispatchQueueURL, func() time.Time { return p.Clock() })
 	if s.OpensContent(settings.Reconcile) {
 		// Without a webhook reconcile never opens content: it holds no
 		// opener, and its role no kms:Decrypt on the content key.
-		svc.Opener = &envelope.Opener{KMS: kms.NewFromConfig(env.Config), KeyARN: s.ContentKeyARN}
+		p.Opener = &envelope.Opener{KMS: kms.NewFromConfig(env.Config), KeyARN: s.ContentKeyARN}
 	}
-	svc.Transports = map[ledger.Channel]ledger.Transport{}
+	p.Transports = map[ledger.Channel]ledger.Transport{}
 	webhook := webhooksecret.Transports(ctx, env)
 	for ch, kind := range s.Transports {
 		tr, err := transport(s, webhook, kind)
 		if err != nil {
 			return fmt.Errorf("%s transport %s: %w", ch, kind, err)
 		}
-		svc.Transports[ch] = tr
+		p.Transports[ch] = tr
 	}
 	return nil
 }

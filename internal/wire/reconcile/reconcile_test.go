@@ -67,21 +67,21 @@ func TestPorts(t *testing.T) {
 	s := settings.Defaults()
 	s.SESFrom, s.WebhookURL, s.WebhookSecretARN = "no-reply@mail.example.com", "http://127.0.0.1:4599/send", arn
 	s.Transports[ledger.SMS] = settings.TransportWebhook
-	svc := &ledger.Ports{}
-	if err := Ports(context.Background(), wire.Env{Config: cfg, Settings: s}, svc); err != nil {
+	p := &ledger.Ports{}
+	if err := Ports(context.Background(), wire.Env{Config: cfg, Settings: s}, p); err != nil {
 		t.Fatal(err)
 	}
-	if svc.Scheduler == nil || svc.Progress == nil || svc.Opener == nil {
-		t.Errorf("scheduler %v, progress %v, opener %v: want all three", svc.Scheduler, svc.Progress, svc.Opener)
+	if p.Scheduler == nil || p.Progress == nil || p.Opener == nil {
+		t.Errorf("scheduler %v, progress %v, opener %v: want all three", p.Scheduler, p.Progress, p.Opener)
 	}
-	if svc.Budget != nil || svc.Proofs != nil {
-		t.Errorf("budget %v, proofs %v: reconcile books no send time and signs no attempt", svc.Budget, svc.Proofs)
+	if p.Budget != nil || p.Proofs != nil {
+		t.Errorf("budget %v, proofs %v: reconcile books no send time and signs no attempt", p.Budget, p.Proofs)
 	}
-	if _, ok := svc.Transports[ledger.SMS].(*webhook.Transport); !ok {
-		t.Errorf("sms through the webhook: reconcile holds %T, want the webhook transport", svc.Transports[ledger.SMS])
+	if _, ok := p.Transports[ledger.SMS].(*webhook.Transport); !ok {
+		t.Errorf("sms through the webhook: reconcile holds %T, want the webhook transport", p.Transports[ledger.SMS])
 	}
-	if _, ok := svc.Transports[ledger.Email].(unsent); !ok {
-		t.Errorf("email through SES: reconcile holds %T, want the stand-in", svc.Transports[ledger.Email])
+	if _, ok := p.Transports[ledger.Email].(unsent); !ok {
+		t.Errorf("email through SES: reconcile holds %T, want the stand-in", p.Transports[ledger.Email])
 	}
 }
 
@@ -90,12 +90,12 @@ func TestPorts(t *testing.T) {
 func TestNoOpenerWithoutWebhook(t *testing.T) {
 	s := settings.Defaults()
 	s.SESFrom = "no-reply@mail.example.com"
-	svc := &ledger.Ports{}
-	if err := Ports(context.Background(), wire.Env{Config: aws.Config{Region: "us-east-1"}, Settings: s}, svc); err != nil {
+	p := &ledger.Ports{}
+	if err := Ports(context.Background(), wire.Env{Config: aws.Config{Region: "us-east-1"}, Settings: s}, p); err != nil {
 		t.Fatal(err)
 	}
-	if svc.Opener != nil {
-		t.Errorf("reconcile with ses and sms holds an opener %T: it never opens content", svc.Opener)
+	if p.Opener != nil {
+		t.Errorf("reconcile with ses and sms holds an opener %T: it never opens content", p.Opener)
 	}
 }
 

@@ -1,0 +1,98 @@
+package ledger_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// constructors builds each use case from ports.
+var constructors = map[string]func(ledger.Ports) error{
+	"claim":     func(p ledger.Ports) error { _, err := ledger.NewClaimer(p); return err },
+	"dispatch":  func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err },
+	"reconcile": func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err },
+	"expire":    func(p ledger.Ports) error { _, err := ledger.NewExpirer(p); return err },
+	"events":    func(p ledger.Ports) error { _, err := ledger.NewEventRecorder(p); return err },
+	"operate":   func(p ledger.Ports) error { _, err := ledger.NewResolver(p); return err },
+}
+
+// needs is every port each use case needs on a stage with every control
+// on (limits counting, supersession, events on the transports, a retry
+// window on the transports).
+var needs = map[string][]string{
+	"claim":     {"Store", "Content", "Clock", "Limiter", "Challenges"},
+	"dispatch":  {"Store", "Content", "Clock", "Limiter", "Opener", "Transports", "Proofs", "Budget", "Scheduler", "Progress", "Challenges", "Fingerprints", "NumberOf", "Timeline"},
+	"reconcile": {"Store", "Content", "Clock", "Limiter", "Opener", "Transports", "Proofs", "Scheduler", "Progress"},
+	"expire":    {"Store", "Content", "Clock", "Limiter"},
+	"events":    {"Store", "Content", "Clock", "Limiter", "Proofs"},
+	"operate":   {"Store", "Content", "Clock", "Limiter"},
+}
+
+// TestConstructorsNameMissingPorts: each use case builds from every port
+// it needs, and without any one of them refuses to build, naming it; a
+// port it does not need can be left out.
+func TestConstructorsNameMissingPorts(t *testing.T) {
+	hour := ledger.Cap{Max: 1, Window: time.Hour}
+	e, _ := limitedEnv(t, ledger.Limits{Subject: hour, Destination: hour, SMSCountryCap: hour, Supersede: true})
+	e.Transport.Events, e.Transport.Window = true, time.Hour
+	full := e.Svc.Filled()
+	full.Scheduler = &scheduler{}
+	for name, build := range constructors {
+		t.Run(name, func(t *testing.T) {
+			if err := build(full); err != nil {
+				t.Fatalf("with every port: %v", err)
+			}
+			v := reflect.ValueOf(full)
+			for i, f := range reflect.VisibleFields(v.Type()) {
+				if k := v.Field(i).Kind(); k != reflect.Interface && k != reflect.Map && k != reflect.Func {
+					continue
+				}
+				without := full
+				reflect.ValueOf(&without).Elem().Field(i).SetZero()
+				err := build(without)
+				var missing *ledger.MissingPortError
+				needed := slicesContains(needs[name], f.Name)
+				switch {
+				case needed && (!errors.As(err, &missing) || !strings.Contains(err.Error(), "missing port "+f.Name)):
+					t.Errorf("without %s: %v, want a MissingPortError naming it", f.Name, err)
+				case !needed && err != nil:
+					t.Errorf("without %s, which it does not use: %v", f.Name, err)
+				}
+			}
+		})
+	}
+}
+
+// TestDispatchWithoutLimiterRefusedWhileLimitsOn: a dispatch wired without
+// its counters while the stage's limits are on does not start (it would
+// send without limits); nor with KeepCounts, which counts nothing. With
+// them, the limits hold.
+func TestDispatchWithoutLimiterRefusedWhileLimitsOn(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Hour}})
+	for _, limiter := range []ledger.Limiter{nil, ledger.KeepCounts} {
+		p := e.Svc.Filled()
+		p.Limiter = limiter
+		_, err := ledger.NewDispatcher(p)
+		var missing *ledger.MissingPortError
+		if !errors.As(err, &missing) || !strings.Contains(err.Error(), "missing port Limiter") {
+			t.Errorf("dispatch with limits on and Limiter %T: %v, want it refused, naming Limiter", limiter, err)
+		}
+	}
+	first := e.claimTo(t, 1, ledger.Email, "a@example.com", "acct-1", 0)
+	second := e.claimTo(t, 2, ledger.Email, "b@example.com", "acct-1", time.Second)
+	mustDispatch(t, e, first.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, second.Key(), ledger.DispatchLimited)
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
