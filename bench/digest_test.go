@@ -68,7 +68,6 @@ type recordingStore struct {
 	seq     int
 }
 
-
 func (s *recordingStore) emit(e ledger.Entry) {
 	old, had := s.last[e.Key]
 	if had && old.Version == e.Version {

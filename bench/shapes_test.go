@@ -372,7 +372,7 @@ func (b *shapeBench) message(s prodShape, i int, run *shapeRun, first bool) ([]s
 	var claimed ledger.Entry
 	st, err := b.step("claim", func() error {
 		c, err := b.svc.Claim(b.ctx, in, sealed, claimWorker)
-		if err == nil && c.Outcome != ledger.ClaimCreated {
+		if err == nil && c.Outcome != ledger.OutcomeClaimed {
 			err = fmt.Errorf("claim outcome %s, want claimed", c.Outcome)
 		}
 		claimed = c.Entry
@@ -390,7 +390,7 @@ func (b *shapeBench) message(s prodShape, i int, run *shapeRun, first bool) ([]s
 	b.tr.next = s.ackID(i)
 	st, err = b.step("dispatch", func() error {
 		res, err := b.svc.DispatchRow(b.ctx, claimed, dispatchWorker)
-		if err == nil && res.Outcome != ledger.DispatchAccepted {
+		if err == nil && res.Outcome != ledger.OutcomeAccepted {
 			err = fmt.Errorf("dispatch outcome %s, want accepted", res.Outcome)
 		}
 		return err

@@ -166,7 +166,7 @@ func (b *writesBench) claimAndDispatch(in ledger.Intent, sealed []byte) (claim, 
 	var claimed ledger.Entry
 	claim, err = b.r.try(func() error {
 		c, err := b.svc.Claim(b.ctx, in, sealed, claimWorker)
-		if err == nil && c.Outcome != ledger.ClaimCreated {
+		if err == nil && c.Outcome != ledger.OutcomeClaimed {
 			err = fmt.Errorf("claim outcome %s, want claimed", c.Outcome)
 		}
 		claimed = c.Entry
@@ -179,7 +179,7 @@ func (b *writesBench) claimAndDispatch(in ledger.Intent, sealed []byte) (claim, 
 		// As the dispatch handler does: start from the claimed row the
 		// stream record's new image carries.
 		res, err := b.svc.DispatchRow(b.ctx, claimed, dispatchWorker)
-		if err == nil && res.Outcome != ledger.DispatchAccepted {
+		if err == nil && res.Outcome != ledger.OutcomeAccepted {
 			err = fmt.Errorf("dispatch outcome %s, want accepted", res.Outcome)
 		}
 		return err
@@ -298,7 +298,7 @@ func (b *writesBench) expiredBeforeDispatch(rep *Report) {
 	b.clk.Advance(11 * time.Minute)
 	exp := r.run(b.t, func() error {
 		res, err := svc.Dispatch(ctx, in.Key(), dispatchWorker)
-		if err == nil && res.Outcome != ledger.DispatchExpired {
+		if err == nil && res.Outcome != ledger.OutcomeExpired {
 			err = fmt.Errorf("dispatch outcome %s, want expired", res.Outcome)
 		}
 		return err
@@ -323,7 +323,7 @@ func (b *writesBench) expiredBeforeDispatch(rep *Report) {
 func (b *writesBench) expiredOnArrival(rep *Report) {
 	r := b.r
 	in, sealed := sealedIntent(b.ctx, b.t, b.sealer, b.perMessage+2, b.clk.Now(), 10*time.Second)
-	arr := r.run(b.t, func() error { return b.claimWant(in, sealed, ledger.ClaimExpired) })
+	arr := r.run(b.t, func() error { return b.claimWant(in, sealed, ledger.OutcomeExpired) })
 	rep.Add(Figure{
 		Name:     "Ledger writes, expired on arrival",
 		Measured: fmt.Sprintf("%d write, %s WCU; %d requests", len(arr.on(r.ledger)), unitsList(arr.on(r.ledger)), arr.counts.Total()),
@@ -335,7 +335,7 @@ func (b *writesBench) expiredOnArrival(rep *Report) {
 
 // duplicateRedelivery measures a redelivery of an accepted message.
 func (b *writesBench) duplicateRedelivery(rep *Report, first ledger.Intent, firstSealed []byte) {
-	dup := b.r.run(b.t, func() error { return b.claimWant(first, firstSealed, ledger.ClaimDuplicate) })
+	dup := b.r.run(b.t, func() error { return b.claimWant(first, firstSealed, ledger.OutcomeDuplicate) })
 	rep.Add(Figure{
 		Name:     "Duplicate redelivery",
 		Measured: fmt.Sprintf("%d request, %d writes", dup.counts.Total(), len(dup.writes)),
@@ -349,7 +349,7 @@ func (b *writesBench) duplicateRedelivery(rep *Report, first ledger.Intent, firs
 }
 
 // claimWant claims in and fails unless the outcome is want.
-func (b *writesBench) claimWant(in ledger.Intent, sealed []byte, want ledger.ClaimOutcome) error {
+func (b *writesBench) claimWant(in ledger.Intent, sealed []byte, want ledger.Outcome) error {
 	res, err := b.svc.Claim(b.ctx, in, sealed, claimWorker)
 	if err == nil && res.Outcome != want {
 		err = fmt.Errorf("claim outcome %s, want %s", res.Outcome, want)

@@ -128,7 +128,7 @@ func (e *env) unknownRow(t *testing.T) string {
 		t.Fatal(err)
 	}
 	res, err := mem.Svc.Dispatch(ctx, in.Key(), "dispatch/e2e")
-	if err != nil || res.Outcome != ledger.DispatchUnknown {
+	if err != nil || res.Outcome != ledger.OutcomeUnknown {
 		t.Fatalf("in-memory dispatch: %v %v, want unknown", res.Outcome, err)
 	}
 	if _, err := e.store.Create(ctx, res.Entry); err != nil {

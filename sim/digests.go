@@ -33,7 +33,6 @@ var simSigner = sync.OnceValue(func() *digest.LocalSigner {
 	return &digest.LocalSigner{ID: "local:sim", Key: k, Deterministic: true}
 })
 
-
 // streamed records the stream record of a write that landed.
 func (s *sim) streamed(before ledger.Entry, existed bool, after ledger.Entry) {
 	if !s.on(ClassChain) {

@@ -522,9 +522,9 @@ func (s *sim) checkEvent(f eventFact) {
 		return
 	}
 	switch {
-	case f.res.Outcome == ledger.EventDuplicate:
+	case f.res.Outcome == ledger.OutcomeDuplicate:
 		s.stats.Paths[pathDuplicateEvent]++
-	case f.res.Outcome == ledger.EventResolved:
+	case f.res.Outcome == ledger.OutcomeResolved:
 		s.stats.Paths[pathResolvedByEvent]++
 	case f.before.State == ledger.Dispatching:
 		s.stats.Paths[pathEventBeforeOutcome]++

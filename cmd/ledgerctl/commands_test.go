@@ -52,15 +52,15 @@ func populate(f *fixture) scenario {
 	var s scenario
 	s.acceptedEmail = f.claim(1, ledger.Email, ledger.Dual)
 	s.rejectedSMS = f.claim(1, ledger.SMS, ledger.Dual)
-	if out := f.dispatch(s.acceptedEmail, ledgertest.Accept); out != ledger.DispatchAccepted {
+	if out := f.dispatch(s.acceptedEmail, ledgertest.Accept); out != ledger.OutcomeAccepted {
 		f.t.Fatalf("dispatch chal-1 email: %s", out)
 	}
-	if out := f.dispatch(s.rejectedSMS, ledgertest.Reject); out != ledger.DispatchRejected {
+	if out := f.dispatch(s.rejectedSMS, ledgertest.Reject); out != ledger.OutcomeRejected {
 		f.t.Fatalf("dispatch chal-1 sms: %s", out)
 	}
 	f.clock.Advance(time.Minute)
 	s.quarantined = f.claim(4, ledger.Email, ledger.Single)
-	if out := f.dispatch(s.quarantined, ledgertest.AcceptThenDrop); out != ledger.DispatchUnknown {
+	if out := f.dispatch(s.quarantined, ledgertest.AcceptThenDrop); out != ledger.OutcomeUnknown {
 		f.t.Fatalf("dispatch chal-4: %s", out)
 	}
 	f.clock.Advance(5 * time.Minute)
@@ -70,7 +70,7 @@ func populate(f *fixture) scenario {
 	}
 	f.clock.Advance(time.Minute)
 	s.unknown = f.claim(3, ledger.SMS, ledger.Single)
-	if out := f.dispatch(s.unknown, ledgertest.AcceptThenDrop); out != ledger.DispatchUnknown {
+	if out := f.dispatch(s.unknown, ledgertest.AcceptThenDrop); out != ledger.OutcomeUnknown {
 		f.t.Fatalf("dispatch chal-3: %s", out)
 	}
 	f.clock.Advance(time.Minute)
@@ -81,7 +81,7 @@ func populate(f *fixture) scenario {
 	f.crashDispatch(s.freshDispatching)
 	s.claimed = f.claim(7, ledger.Email, ledger.Single)
 	s.deferred = f.claim(8, ledger.SMS, ledger.Single)
-	if out := f.dispatch(s.deferred, ledgertest.Throttle); out != ledger.DispatchDeferred {
+	if out := f.dispatch(s.deferred, ledgertest.Throttle); out != ledger.OutcomeDeferred {
 		f.t.Fatalf("dispatch chal-8: %s", out)
 	}
 	f.clock.Advance(time.Minute)

@@ -18,11 +18,11 @@ func TestExplainShowsLimitRule(t *testing.T) {
 	f.svc.Limits = ledger.Limits{SMSGlobal: ledger.Cap{Max: 1, Window: time.Hour}}
 	f.svc.Limiter, f.svc.Challenges = limits, limits
 	sent := f.claim(1, ledger.SMS, ledger.Single)
-	if out := f.dispatch(sent, ledgertest.Accept); out != ledger.DispatchAccepted {
+	if out := f.dispatch(sent, ledgertest.Accept); out != ledger.OutcomeAccepted {
 		t.Fatalf("first SMS: %s", out)
 	}
 	stopped := f.claim(2, ledger.SMS, ledger.Single)
-	if out := f.dispatch(stopped, ledgertest.Accept); out != ledger.DispatchLimited {
+	if out := f.dispatch(stopped, ledgertest.Accept); out != ledger.OutcomeLimited {
 		t.Fatalf("second SMS: %s, want limited", out)
 	}
 	out, errOut, code := f.run("explain", chal(2))

@@ -101,7 +101,7 @@ func (f *fixture) claim(i int, ch ledger.Channel, wf ledger.WorkflowKind) string
 }
 
 // dispatch runs the dispatch use case on key with transport behavior b.
-func (f *fixture) dispatch(key string, b ledgertest.Behavior) ledger.DispatchOutcome {
+func (f *fixture) dispatch(key string, b ledgertest.Behavior) ledger.Outcome {
 	f.t.Helper()
 	f.mu.Lock()
 	f.behavior[key] = b

@@ -43,12 +43,12 @@ func populateTimeline(f *fixture) timelineScenario {
 	f.t.Helper()
 	var s timelineScenario
 	s.c21 = f.claimRef(21, ledger.Email, "acct-9", "", time.Hour)
-	if out := f.dispatch(s.c21, ledgertest.Accept); out != ledger.DispatchAccepted {
+	if out := f.dispatch(s.c21, ledgertest.Accept); out != ledger.OutcomeAccepted {
 		f.t.Fatalf("dispatch chal-21: %s", out)
 	}
 	f.clock.Advance(time.Minute)
 	s.c22 = f.claimRef(22, ledger.Email, "acct-9", "", time.Hour)
-	if out := f.dispatch(s.c22, ledgertest.Reject); out != ledger.DispatchRejected {
+	if out := f.dispatch(s.c22, ledgertest.Reject); out != ledger.OutcomeRejected {
 		f.t.Fatalf("dispatch chal-22: %s", out)
 	}
 	f.clock.Advance(time.Minute)

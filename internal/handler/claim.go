@@ -91,7 +91,7 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 		return err
 	}
 	log.Info("intent handled", "outcome", string(res.Outcome), "state", string(res.Entry.State))
-	if res.Outcome == ledger.ClaimMismatch {
+	if res.Outcome == ledger.OutcomeMismatch {
 		_ = h.Metrics.Count(metrics.ContentMismatch, nil, 1)
 	}
 	return nil

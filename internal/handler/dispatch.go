@@ -181,7 +181,7 @@ func (h *Dispatch) observe(res ledger.DispatchResult, log *slog.Logger) {
 	}
 	// Deferrals to the budget only: a hand-off near the invocation's deadline
 	// or a provider's own wait are not budget waits.
-	if res.Outcome == ledger.DispatchDeferred && res.NotSent == nil && res.Entry.NotSentCode == ledger.BudgetCode {
+	if res.Outcome == ledger.OutcomeDeferred && res.NotSent == nil && res.Entry.NotSentCode == ledger.BudgetCode {
 		_ = h.Metrics.Count(metrics.BudgetDeferrals, ch, 1)
 	}
 	if res.ScheduleErr != nil {

@@ -104,7 +104,7 @@ func (h *Events) record(ctx context.Context, rec events.SQSMessage, worker ledge
 
 // count emits the metrics of one handled event.
 func (h *Events) count(p ledger.ProviderEvent, res ledger.EventResult) {
-	if res.Outcome == ledger.EventDuplicate {
+	if res.Outcome == ledger.OutcomeDuplicate {
 		_ = h.Metrics.Count(metrics.DuplicateProviderEvents, nil, 1)
 		return
 	}
@@ -116,7 +116,7 @@ func (h *Events) count(p ledger.ProviderEvent, res ledger.EventResult) {
 	case ledger.KindComplained:
 		_ = h.Metrics.Count(metrics.Complaints, nil, 1)
 	}
-	if res.Outcome == ledger.EventResolved {
+	if res.Outcome == ledger.OutcomeResolved {
 		_ = h.Metrics.Count(metrics.ResolvedByEvent, map[string]string{metrics.DimChannel: string(p.Channel)}, 1)
 	}
 }

@@ -66,7 +66,7 @@ func unknownRow(t *testing.T) (*handler.Operate, *ledgertest.Env, string, *bytes
 	if _, err := env.Svc.Claim(ctx, in, sealed, "claim/test"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := env.Svc.Dispatch(ctx, in.Key(), "dispatch/test"); err != nil || res.Outcome != ledger.DispatchUnknown {
+	if res, err := env.Svc.Dispatch(ctx, in.Key(), "dispatch/test"); err != nil || res.Outcome != ledger.OutcomeUnknown {
 		t.Fatalf("dispatch = %v, %v; want unknown", res, err)
 	}
 	var logs bytes.Buffer

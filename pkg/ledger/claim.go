@@ -7,22 +7,9 @@ import (
 	"time"
 )
 
-// ClaimOutcome says what Claim did.
-type ClaimOutcome string
-
-// Claim outcomes.
-const (
-	ClaimCreated    ClaimOutcome = "claimed"    // new row, claimed
-	ClaimExpired    ClaimOutcome = "expired"    // new row, recorded expired: intent arrived too late
-	ClaimSuppressed ClaimOutcome = "suppressed" // new row, recorded suppressed: fallback not needed
-	ClaimHeld       ClaimOutcome = "held"       // new row, held until the earlier fallback channel ends
-	ClaimDuplicate  ClaimOutcome = "duplicate"  // row existed with the same content: no-op
-	ClaimMismatch   ClaimOutcome = "mismatch"   // row existed with other content: blocked and recorded
-)
-
 // ClaimResult is the row after Claim and what happened.
 type ClaimResult struct {
-	Outcome ClaimOutcome
+	Outcome Outcome
 	Entry   Entry
 }
 
@@ -82,7 +69,7 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 			return ClaimResult{}, fmt.Errorf("claim %s: store content: %w", key, err)
 		}
 	}
-	out := map[State]ClaimOutcome{Claimed: ClaimCreated, Held: ClaimHeld, Expired: ClaimExpired, Suppressed: ClaimSuppressed}[to]
+	out := map[State]Outcome{Claimed: OutcomeClaimed, Held: OutcomeHeld, Expired: OutcomeExpired, Suppressed: OutcomeSuppressed}[to]
 	created, err := s.store.Create(ctx, c.Next)
 	if err != nil && !errors.Is(err, ErrConflict) {
 		// The create may have landed before the failure was reported.
@@ -114,7 +101,7 @@ func (s *Claimer) existing(ctx context.Context, e Entry, in Intent, w Worker) (C
 	var res ClaimResult
 	err := s.onConflict(ctx, e, func(e Entry) error {
 		if e.ContentHash == in.ContentHash {
-			res = ClaimResult{Outcome: ClaimDuplicate, Entry: e}
+			res = ClaimResult{Outcome: OutcomeDuplicate, Entry: e}
 			return nil
 		}
 		reason := "content hash " + in.ContentHash + " differs from recorded " + e.ContentHash + "; blocked"
@@ -124,7 +111,7 @@ func (s *Claimer) existing(ctx context.Context, e Entry, in Intent, w Worker) (C
 		c.Event = chain(e.Key, e.Last().Hash, c.Event)
 		c.Next.History[len(c.Next.History)-1] = c.Event
 		got, err := s.write(ctx, c)
-		res = ClaimResult{Outcome: ClaimMismatch, Entry: got}
+		res = ClaimResult{Outcome: OutcomeMismatch, Entry: got}
 		return err
 	}, func(Entry) bool { return true })
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 func TestClaimNewIntent(t *testing.T) {
 	e := newEnv(t)
-	in, sealed, got := e.claim(t, 1, ledger.Email, ledger.ClaimCreated)
+	in, sealed, got := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
 	if got.Key != in.Key() || got.State != ledger.Claimed || got.Version != 1 || got.ContentHash != in.ContentHash {
 		t.Fatalf("row %+v", got)
 	}
@@ -55,12 +55,12 @@ func TestClaimExpiredOnArrival(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !tt.wantExp {
-				if res.Outcome != ledger.ClaimCreated || !e.hasContent(t, in.Key()) {
+				if res.Outcome != ledger.OutcomeClaimed || !e.hasContent(t, in.Key()) {
 					t.Fatalf("outcome %s, content %v", res.Outcome, e.hasContent(t, in.Key()))
 				}
 				return
 			}
-			if res.Outcome != ledger.ClaimExpired {
+			if res.Outcome != ledger.OutcomeExpired {
 				t.Fatalf("outcome %s, want expired", res.Outcome)
 			}
 			got := e.get(t, in.Key())
@@ -74,13 +74,13 @@ func TestClaimExpiredOnArrival(t *testing.T) {
 				t.Fatal("sealed content stored for an expired intent")
 			}
 			d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
-			if err != nil || d.Outcome != ledger.DispatchSkipped {
+			if err != nil || d.Outcome != ledger.OutcomeSkipped {
 				t.Fatalf("dispatch: %s %v", d.Outcome, err)
 			}
 			// A redelivery of the same intent is a duplicate; it does not
 			// store content either.
 			r, err := e.Svc.Claim(ctx, in, sealed, "claim/req-2")
-			if err != nil || r.Outcome != ledger.ClaimDuplicate {
+			if err != nil || r.Outcome != ledger.OutcomeDuplicate {
 				t.Fatalf("redelivery: %s %v", r.Outcome, err)
 			}
 			if e.Transport.Calls() != 0 || e.Content.Len() != 0 {
@@ -120,7 +120,7 @@ func TestClaimRedeliverySameContent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			in, sealed, _ := e.claim(t, 3, ledger.Email, ledger.ClaimCreated)
+			in, sealed, _ := e.claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
 			tt.prepare(t, e, in.Key())
 			before := e.get(t, in.Key())
 			if before.State != tt.wantState {
@@ -130,7 +130,7 @@ func TestClaimRedeliverySameContent(t *testing.T) {
 			calls := e.Transport.Calls()
 			for i := range 3 {
 				res, err := e.Svc.Claim(ctx, in, sealed, ledger.Worker("claim/redelivery-"+string(rune('a'+i))))
-				if err != nil || res.Outcome != ledger.ClaimDuplicate {
+				if err != nil || res.Outcome != ledger.OutcomeDuplicate {
 					t.Fatalf("redelivery %d: %s %v", i, res.Outcome, err)
 				}
 				if res.Entry.Version != before.Version || res.Entry.State != before.State {
@@ -167,7 +167,7 @@ func TestClaimContentMismatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			in, sealed, _ := e.claim(t, 4, ledger.Email, ledger.ClaimCreated)
+			in, sealed, _ := e.claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
 			tt.prepare(t, e, in.Key())
 			before := e.get(t, in.Key())
 			calls := e.Transport.Calls()
@@ -179,7 +179,7 @@ func TestClaimContentMismatch(t *testing.T) {
 				changed.TemplateVersion = "4"
 				changed.ContentHash = ledger.ContentHash(changed.TemplateID, changed.TemplateVersion, m)
 				res, err := e.Svc.Claim(ctx, changed, ledgertest.Seal(m), ledger.Worker("claim/mismatch"))
-				if err != nil || res.Outcome != ledger.ClaimMismatch {
+				if err != nil || res.Outcome != ledger.OutcomeMismatch {
 					t.Fatalf("mismatch %d: %s %v", n, res.Outcome, err)
 				}
 				got := e.get(t, in.Key())
@@ -241,11 +241,11 @@ func TestClaimLosesCreateRace(t *testing.T) {
 	tests := []struct {
 		name         string
 		otherBody    string // "" means the same content
-		wantOutcome  ledger.ClaimOutcome
+		wantOutcome  ledger.Outcome
 		wantMismatch int
 	}{
-		{"same content", "", ledger.ClaimDuplicate, 0},
-		{"different content", "other wording", ledger.ClaimMismatch, 1},
+		{"same content", "", ledger.OutcomeDuplicate, 0},
+		{"different content", "other wording", ledger.OutcomeMismatch, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,7 +260,7 @@ func TestClaimLosesCreateRace(t *testing.T) {
 			other := *e.Svc
 			svc := *e.Svc
 			svc.Store = &createHookStore{Store: e.Store, beforeCreate: func() {
-				if r, err := other.Claim(ctx, otherIn, otherSealed, "claim/other"); err != nil || r.Outcome != ledger.ClaimCreated {
+				if r, err := other.Claim(ctx, otherIn, otherSealed, "claim/other"); err != nil || r.Outcome != ledger.OutcomeClaimed {
 					t.Errorf("other claim: %s %v", r.Outcome, err)
 				}
 			}}

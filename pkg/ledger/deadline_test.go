@@ -43,9 +43,9 @@ func TestSendDeadline(t *testing.T) {
 		e := newEnv(t)
 		tr := &stallingTransport{}
 		e.Svc.Transports[ledger.Email] = tr
-		in, _, _ := e.claim(t, 50, ledger.Email, ledger.ClaimCreated)
+		in, _, _ := e.claim(t, 50, ledger.Email, ledger.OutcomeClaimed)
 		start := time.Now()
-		mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 		want := in.ExpiresAt.Add(-e.Svc.Policy.SendGuard)
 		if !tr.send.Deadline.Equal(want) {
 			t.Fatalf("Send.Deadline %s, want expiry minus the guard %s", tr.send.Deadline, want)
@@ -60,12 +60,12 @@ func TestSendDeadline(t *testing.T) {
 		e := newEnv(t)
 		tr := &stallingTransport{stall: true}
 		e.Svc.Transports[ledger.Email] = tr
-		in, _, _ := e.claim(t, 51, ledger.Email, ledger.ClaimCreated)
+		in, _, _ := e.claim(t, 51, ledger.Email, ledger.OutcomeClaimed)
 		// 100 ms left before the deadline when dispatch begins.
 		e.Svc.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) - 100*time.Millisecond
 		e.Svc.Policy.ExpiryMargin = e.Svc.Policy.SendGuard + time.Millisecond
 		start := time.Now()
-		row := mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+		row := mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 		if el := time.Since(start); el > 5*time.Second {
 			t.Fatalf("the stalled call ran %s", el)
 		}
@@ -77,7 +77,7 @@ func TestSendDeadline(t *testing.T) {
 		e := newEnv(t)
 		tr := &stallingTransport{}
 		e.Svc.Transports[ledger.Email] = tr
-		in, _, _ := e.claim(t, 52, ledger.Email, ledger.ClaimCreated)
+		in, _, _ := e.claim(t, 52, ledger.Email, ledger.OutcomeClaimed)
 		// A valid policy's margin exceeds its guard, so the expiry check
 		// stops a send before its deadline passes; only a clock read between
 		// the two reaches this defence. A margin of zero stands in for it.
@@ -88,7 +88,7 @@ func TestSendDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := d.Dispatch(context.Background(), in.Key(), "dispatch/req-1")
-		if err != nil || res.Outcome != ledger.DispatchDeferred {
+		if err != nil || res.Outcome != ledger.OutcomeDeferred {
 			t.Fatalf("dispatch: %v %v, want deferred", res.Outcome, err)
 		}
 		row := res.Entry

@@ -72,7 +72,7 @@ func (s *Dispatcher) slot(ctx context.Context, e Entry, w Worker, now time.Time)
 		deadline := e.ExpiresAt.Add(-s.policy.ExpiryMargin - Precision)
 		at, err = s.budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
 		if errors.Is(err, ErrNoBudget) {
-			res, err := s.expire(ctx, e, w, NotSentReason(BudgetCode), DispatchExpired)
+			res, err := s.expire(ctx, e, w, NotSentReason(BudgetCode), OutcomeExpired)
 			return time.Time{}, res, err
 		}
 		if err != nil {
@@ -111,7 +111,7 @@ func (s *Dispatcher) deferTo(ctx context.Context, e Entry, w Worker, reason, cod
 	if err != nil {
 		return DispatchResult{}, err
 	}
-	return DispatchResult{Outcome: DispatchDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+	return DispatchResult{Outcome: OutcomeDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
 }
 
 // deferral writes what deferTo records, without scheduling the wake-up.
@@ -147,9 +147,9 @@ func (s *Dispatcher) deferral(ctx context.Context, e Entry, w Worker, reason, co
 }
 
 // RescheduleNotDue schedules the wake-up of a deferred row again after a
-// wake-up delivered it before it was due (res.Outcome DispatchNotDue).
+// wake-up delivered it before it was due (res.Outcome OutcomeNotDue).
 func (s *Dispatcher) RescheduleNotDue(ctx context.Context, res DispatchResult) error {
-	if res.Outcome != DispatchNotDue {
+	if res.Outcome != OutcomeNotDue {
 		return nil
 	}
 	return s.schedule(ctx, res.Entry)
@@ -213,7 +213,7 @@ func (s *Dispatcher) notSent(ctx context.Context, e Entry, ns *NotSent, w Worker
 		if s.expiredAt(e.ExpiresAt, next) && e.State == Dispatching {
 			// Unknown (reconcile got there first) cannot end expired
 			// directly; it is deferred, and its wake-up expires it.
-			res, err = s.expire(ctx, e, w, NotSentReason(code), DispatchExpired)
+			res, err = s.expire(ctx, e, w, NotSentReason(code), OutcomeExpired)
 		} else {
 			reason := fmt.Sprintf("transport did not take the message: %s; attempt %d; next attempt at %s", code, e.Attempts, next.UTC().Format(time.RFC3339Nano))
 			res, err = s.deferTo(ctx, e, w, reason, code, next, false)

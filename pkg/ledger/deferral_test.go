@@ -31,11 +31,11 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 		}
 		return ledgertest.Accept
 	})
-	in, _, _ := e.claim(t, 1, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
 	base := e.Svc.Policy.RetryBase
 	for attempt := 1; attempt <= 3; attempt++ {
 		res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
-		if err != nil || res.Outcome != ledger.DispatchDeferred {
+		if err != nil || res.Outcome != ledger.OutcomeDeferred {
 			t.Fatalf("attempt %d: %s, %v; want deferred", attempt, res.Outcome, err)
 		}
 		row := res.Entry
@@ -53,7 +53,7 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 		// came early is scheduled again.
 		_, wakes := sch.last(in.Key())
 		early, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-2")
-		if err != nil || early.Outcome != ledger.DispatchNotDue || early.Entry.Version != row.Version {
+		if err != nil || early.Outcome != ledger.OutcomeNotDue || early.Entry.Version != row.Version {
 			t.Fatalf("attempt %d handed back early: %s v%d, %v; want not_due, nothing written", attempt, early.Outcome, early.Entry.Version, err)
 		}
 		if _, n := sch.last(in.Key()); n != wakes {
@@ -68,7 +68,7 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 		e.Clock.Advance(row.NextAttemptAt.Sub(e.Clock.Now()))
 	}
 	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-3")
-	if err != nil || res.Outcome != ledger.DispatchAccepted || res.Entry.Attempts != 4 {
+	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.Entry.Attempts != 4 {
 		t.Fatalf("fourth attempt: %s attempt %d, %v", res.Outcome, res.Entry.Attempts, err)
 	}
 	for i, s := range e.Transport.Sent {
@@ -100,9 +100,9 @@ func TestNotSentHonorsRetryAfter(t *testing.T) {
 			e, _ := pacedEnv(t)
 			e.Transport.RetryAfter = tt.retryAfter
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-			in, _, _ := e.claim(t, 2, ledger.SMS, ledger.ClaimCreated)
+			in, _, _ := e.claim(t, 2, ledger.SMS, ledger.OutcomeClaimed)
 			res, err := e.Svc.Dispatch(context.Background(), in.Key(), "dispatch/req-1")
-			if err != nil || res.Outcome != ledger.DispatchDeferred {
+			if err != nil || res.Outcome != ledger.OutcomeDeferred {
 				t.Fatalf("%s, %v", res.Outcome, err)
 			}
 			if got := res.Entry.NextAttemptAt.Sub(e.Clock.Now()); got != tt.want {
@@ -117,7 +117,7 @@ func TestNotSentUntilExpiryEndsExpiredWithTheCode(t *testing.T) {
 	e, _ := pacedEnv(t)
 	e.Svc.Jitter = func() float64 { return 0.99 }
 	starts := sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle })
-	in, _, _ := e.claim(t, 3, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
 	deadline := in.ExpiresAt.Add(-e.Svc.Policy.ExpiryMargin)
 	var res ledger.DispatchResult
 	for i := 0; i < 100; i++ {
@@ -125,7 +125,7 @@ func TestNotSentUntilExpiryEndsExpiredWithTheCode(t *testing.T) {
 		if res, err = e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
 			t.Fatal(err)
 		}
-		if res.Outcome != ledger.DispatchDeferred {
+		if res.Outcome != ledger.OutcomeDeferred {
 			break
 		}
 		e.Clock.Advance(res.Entry.NextAttemptAt.Sub(e.Clock.Now()))
@@ -162,12 +162,12 @@ func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, _, _ := e.claim(t, 10, ledger.Email, ledger.ClaimCreated)
-	b, _, _ := e.claim(t, 11, ledger.Email, ledger.ClaimCreated)
-	c, _, _ := e.claim(t, 12, ledger.Email, ledger.ClaimCreated)
+	a, _, _ := e.claim(t, 10, ledger.Email, ledger.OutcomeClaimed)
+	b, _, _ := e.claim(t, 11, ledger.Email, ledger.OutcomeClaimed)
+	c, _, _ := e.claim(t, 12, ledger.Email, ledger.OutcomeClaimed)
 	for i, k := range []string{a.Key(), b.Key()} {
 		res, err := e.Svc.Dispatch(ctx, k, "dispatch/req-1")
-		if err != nil || res.Outcome != ledger.DispatchDeferred {
+		if err != nil || res.Outcome != ledger.OutcomeDeferred {
 			t.Fatalf("row %d: %s, %v; want deferred (slot beyond the 1 s wait)", i, res.Outcome, err)
 		}
 		want := t0.Add(time.Duration(3+i) * 500 * time.Millisecond)
@@ -186,7 +186,7 @@ func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 	e.Clock.Advance(1500 * time.Millisecond)
 	for _, k := range []string{a.Key(), b.Key(), c.Key()} {
 		res, err := e.Svc.Dispatch(ctx, k, "dispatch/req-2")
-		if err != nil || res.Outcome != ledger.DispatchAccepted {
+		if err != nil || res.Outcome != ledger.OutcomeAccepted {
 			t.Fatalf("%s, %v", res.Outcome, err)
 		}
 	}
@@ -202,20 +202,20 @@ func TestLateWakeUpBooksANewSlot(t *testing.T) {
 	e, _ := pacedEnv(t)
 	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Svc.Policy.BudgetWait = 0
-	in1, _, _ := e.claim(t, 20, ledger.Email, ledger.ClaimCreated)
-	in2, _, _ := e.claim(t, 21, ledger.Email, ledger.ClaimCreated)
-	if res, _ := e.Svc.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.DispatchAccepted {
+	in1, _, _ := e.claim(t, 20, ledger.Email, ledger.OutcomeClaimed)
+	in2, _, _ := e.claim(t, 21, ledger.Email, ledger.OutcomeClaimed)
+	if res, _ := e.Svc.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("first: %s", res.Outcome)
 	}
 	res, err := e.Svc.Dispatch(ctx, in2.Key(), "d")
-	if err != nil || res.Outcome != ledger.DispatchDeferred {
+	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("second: %s, %v", res.Outcome, err)
 	}
 	slot := res.Entry.SlotAt
 	// Woken 30 s late: the old slot is gone; it books a new one (now).
 	e.Clock.Advance(slot.Sub(e.Clock.Now()) + 30*time.Second)
 	res, err = e.Svc.Dispatch(ctx, in2.Key(), "d")
-	if err != nil || res.Outcome != ledger.DispatchAccepted {
+	if err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("late wake-up: %s, %v", res.Outcome, err)
 	}
 	// The budget knows about that send: the next booking is a second later.
@@ -229,9 +229,9 @@ func TestBudgetFullUntilExpiryEndsExpired(t *testing.T) {
 	ctx := context.Background()
 	e, _ := pacedEnv(t)
 	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.SMS: 1.0 / 3600}}
-	in1, _, _ := e.claim(t, 30, ledger.SMS, ledger.ClaimCreated)
-	in2, _, _ := e.claim(t, 31, ledger.SMS, ledger.ClaimCreated)
-	if res, _ := e.Svc.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.DispatchAccepted {
+	in1, _, _ := e.claim(t, 30, ledger.SMS, ledger.OutcomeClaimed)
+	in2, _, _ := e.claim(t, 31, ledger.SMS, ledger.OutcomeClaimed)
+	if res, _ := e.Svc.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("first: %s", res.Outcome)
 	}
 	res, err := e.Svc.Dispatch(ctx, in2.Key(), "d")
@@ -256,7 +256,7 @@ func TestStaleImageBooksNoSlot(t *testing.T) {
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Svc.Budget = budget
 	e.Svc.Policy.BudgetWait = 0
-	in, _, image := e.claim(t, 40, ledger.Email, ledger.ClaimCreated)
+	in, _, image := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Svc.Policy.RedriveAfter) // reconcile hands back only claims past this
 	t0 := e.Clock.Now()
 	// Another instance holds the slot at t0: the row's own booking is later.
@@ -264,14 +264,14 @@ func TestStaleImageBooksNoSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/redrive")
-	if err != nil || res.Outcome != ledger.DispatchDeferred || !res.Entry.SlotAt.Equal(t0.Add(time.Second)) {
+	if err != nil || res.Outcome != ledger.OutcomeDeferred || !res.Entry.SlotAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("re-driven dispatch: %s (slot %s), %v; want deferred to t0+1s", res.Outcome, res.Entry.SlotAt, err)
 	}
 	_, wakeUps := sch.last(in.Key())
 
 	// The stream record of the claim arrives now, with the claimed image.
 	res, err = e.Svc.DispatchRow(ctx, image, "dispatch/stream")
-	if err != nil || res.Outcome != ledger.DispatchNotDue || res.Entry.State != ledger.Deferred {
+	if err != nil || res.Outcome != ledger.OutcomeNotDue || res.Entry.State != ledger.Deferred {
 		t.Fatalf("stale image: %s %s, %v; want not due, still deferred", res.Outcome, res.Entry.State, err)
 	}
 	if _, n := sch.last(in.Key()); n > wakeUps+1 {
@@ -297,7 +297,7 @@ func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Svc.Budget = budget
 	e.Svc.Policy.BudgetWait = 2 * time.Second
-	in, _, _ := e.claim(t, 50, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 50, ledger.Email, ledger.OutcomeClaimed)
 	// The claim waited past its re-drive time (its stream record was
 	// lost): a re-drive can hand it back while the first dispatch waits.
 	e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Second)
@@ -320,8 +320,8 @@ func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 	if err != nil || secondErr != nil {
 		t.Fatalf("dispatch: %v / %v", err, secondErr)
 	}
-	outcomes := []ledger.DispatchOutcome{first.Outcome, second.Outcome}
-	if e.Transport.Recorded(in.Key()) != 1 || !(slices.Contains(outcomes, ledger.DispatchAccepted) && slices.Contains(outcomes, ledger.DispatchSkipped)) {
+	outcomes := []ledger.Outcome{first.Outcome, second.Outcome}
+	if e.Transport.Recorded(in.Key()) != 1 || !(slices.Contains(outcomes, ledger.OutcomeAccepted) && slices.Contains(outcomes, ledger.OutcomeSkipped)) {
 		t.Fatalf("outcomes %v, %d sends; want one accepted send and one skip", outcomes, e.Transport.Recorded(in.Key()))
 	}
 	if at, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil || !at.Equal(t0.Add(2*time.Second)) {
@@ -344,13 +344,13 @@ func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Svc.Budget = budget
 	e.Svc.Policy.BudgetWait = 2 * time.Second
-	in, _, _ := e.claim(t, 51, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 51, ledger.Email, ledger.OutcomeClaimed)
 	t0 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/stream")
-	if err != nil || res.Outcome != ledger.DispatchAccepted || res.BudgetWait != time.Second {
+	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.BudgetWait != time.Second {
 		t.Fatalf("%s after waiting %s, %v; want accepted after waiting 1s", res.Outcome, res.BudgetWait, err)
 	}
 	row := e.get(t, in.Key())
@@ -363,13 +363,13 @@ func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
 	}
 	mustVerify(t, row)
 	// Past its re-drive time the same wait holds the slot on the row.
-	late, _, _ := e.claim(t, 52, ledger.Email, ledger.ClaimCreated)
+	late, _, _ := e.claim(t, 52, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Svc.Policy.RedriveAfter)
 	t1 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t1, t1.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Svc.Dispatch(ctx, late.Key(), "dispatch/redrive"); err != nil || res.Outcome != ledger.DispatchAccepted {
+	if res, err := e.Svc.Dispatch(ctx, late.Key(), "dispatch/redrive"); err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	if row := e.get(t, late.Key()); len(row.History) != 4 || row.History[1].To != ledger.Deferred || row.History[1].Code != ledger.BudgetCode {
@@ -380,13 +380,13 @@ func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
 func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {
 	e, sch := pacedEnv(t)
 	sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Accept })
-	in, _, _ := e.claim(t, 60, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
 	// The function's timeout is 5 s away: a send could be cut off mid-call,
 	// leaving the row dispatching and then unknown. It is handed off instead.
 	ctx, cancel := context.WithTimeout(context.Background(), ledger.SendReserve/2)
 	defer cancel()
 	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
-	if err != nil || res.Outcome != ledger.DispatchDeferred || res.Entry.NotSentCode != ledger.HandOffCode {
+	if err != nil || res.Outcome != ledger.OutcomeDeferred || res.Entry.NotSentCode != ledger.HandOffCode {
 		t.Fatalf("near the deadline: %s (%q), %v; want deferred, handed off", res.Outcome, res.Entry.NotSentCode, err)
 	}
 	if e.Transport.Calls() != 0 {
@@ -397,7 +397,7 @@ func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {
 	}
 	// The next invocation, with time to spare, sends it.
 	res, err = e.Svc.Dispatch(context.Background(), in.Key(), "dispatch/req-2")
-	if err != nil || res.Outcome != ledger.DispatchAccepted || res.Entry.Attempts != 1 {
+	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.Entry.Attempts != 1 {
 		t.Fatalf("next invocation: %s attempt %d, %v", res.Outcome, res.Entry.Attempts, err)
 	}
 }

@@ -7,36 +7,9 @@ import (
 	"time"
 )
 
-// DispatchOutcome says what Dispatch did.
-type DispatchOutcome string
-
-// Dispatch outcomes.
-const (
-	DispatchSkipped     DispatchOutcome = "skipped"     // row not due for dispatch (duplicate delivery, or another worker won)
-	DispatchExpired     DispatchOutcome = "expired"     // challenge expired (or would before a send could start): nothing sent
-	DispatchQuarantined DispatchOutcome = "quarantined" // content unavailable: nothing sent
-	DispatchAccepted    DispatchOutcome = "accepted"
-	DispatchRejected    DispatchOutcome = "rejected"
-	DispatchUnknown     DispatchOutcome = "unknown"
-	// DispatchDeferred: nothing sent; the provider did not take the message
-	// for now, or the budget's next slot is later than Policy.BudgetWait.
-	// The row is deferred and its wake-up scheduled.
-	DispatchDeferred DispatchOutcome = "deferred"
-	// DispatchNotDue: a deferred row was handed to dispatch before its
-	// next attempt was due. Nothing was written: its wake-up is already
-	// scheduled, unless this delivery was that wake-up, arriving early (a
-	// delay longer than the queue allows); RescheduleNotDue covers that.
-	DispatchNotDue DispatchOutcome = "not_due"
-	// DispatchLimited: a send limit stopped the row; nothing sent.
-	DispatchLimited DispatchOutcome = "limited"
-	// DispatchSuppressed: the row's subject has a newer challenge;
-	// nothing sent.
-	DispatchSuppressed DispatchOutcome = "suppressed"
-)
-
 // DispatchResult is the row after Dispatch and what happened.
 type DispatchResult struct {
-	Outcome DispatchOutcome
+	Outcome Outcome
 	Entry   Entry
 	// BudgetWait is how long this dispatch waited in-process for its
 	// send-rate budget slot.
@@ -95,7 +68,7 @@ func (s *Dispatcher) dispatch(ctx context.Context, key string, row *Entry, w Wor
 		res, sent, err = s.dispatchRow(ctx, e, w, row != nil)
 		return err
 	}, func(Entry) bool { raced = true; return !sent }) // a lost race before the send is decided afresh
-	if err == nil && raced && e.State == Claimed && res.Outcome == DispatchSkipped {
+	if err == nil && raced && e.State == Claimed && res.Outcome == OutcomeSkipped {
 		// The claim this dispatch admitted had ended meanwhile (a stale
 		// stream copy of a row another worker limited, superseded or
 		// expired): a count taken for it is given back.
@@ -112,19 +85,19 @@ func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streame
 	switch {
 	case e.State == Claimed:
 	case e.State == Deferred && now.Add(s.policy.BudgetWait).Before(e.NextAttemptAt):
-		return DispatchResult{Outcome: DispatchNotDue, Entry: e}, false, nil
+		return DispatchResult{Outcome: OutcomeNotDue, Entry: e}, false, nil
 	case e.State == Deferred:
 	default:
-		return DispatchResult{Outcome: DispatchSkipped, Entry: e}, false, nil
+		return DispatchResult{Outcome: OutcomeSkipped, Entry: e}, false, nil
 	}
 	if ev, ok := e.ProviderEvidence(); ok && e.State == Deferred {
 		// A deferred row whose earlier attempt the provider reports it took
 		// (and perhaps bounced): another attempt would send twice.
 		res, err := s.acceptOnEvidence(ctx, e, w, ev, "dispatch: not sent again")
-		return DispatchResult{Outcome: DispatchSkipped, Entry: res}, false, err
+		return DispatchResult{Outcome: OutcomeSkipped, Entry: res}, false, err
 	}
 	if s.expiredAt(e.ExpiresAt, now) {
-		res, err := s.expire(ctx, e, w, expiryReason(e), DispatchExpired)
+		res, err := s.expire(ctx, e, w, expiryReason(e), OutcomeExpired)
 		return res, false, err
 	}
 	tr, ok := s.transports[e.Identity.Channel]
@@ -175,7 +148,7 @@ func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streame
 	// paused worker): the send starts only if the challenge still counts as
 	// unexpired now. Nothing was sent; the row says so.
 	if s.expiredAt(e.ExpiresAt, s.now()) {
-		res, err := s.expire(ctx, e, w, "challenge expired before the send started; nothing sent", DispatchExpired)
+		res, err := s.expire(ctx, e, w, "challenge expired before the send started; nothing sent", OutcomeExpired)
 		return res, true, err
 	}
 	res, err = s.send(ctx, e, tr, *msg, w)
@@ -193,7 +166,7 @@ func (s *Dispatcher) open(ctx context.Context, e Entry, w Worker) (*Message, Dis
 		if terr != nil {
 			return nil, DispatchResult{}, terr
 		}
-		res, err := s.apply(ctx, c, DispatchQuarantined)
+		res, err := s.apply(ctx, c, OutcomeQuarantined)
 		return nil, res, err
 	}
 	if err != nil {
@@ -334,15 +307,15 @@ func (s *sender) attempt(ctx context.Context, e Entry, tr Transport, msg Message
 // outcomeOf maps a transport result to the three outcomes. Only an ack is
 // accepted and only a *Rejection is rejected; everything else is unknown.
 // (A *NotSent never gets here: see send.)
-func outcomeOf(ack Ack, err error) (State, DispatchOutcome, string, string) {
+func outcomeOf(ack Ack, err error) (State, Outcome, string, string) {
 	var rej *Rejection
 	switch {
 	case err == nil:
-		return Accepted, DispatchAccepted, "transport accepted", ack.ID
+		return Accepted, OutcomeAccepted, "transport accepted", ack.ID
 	case errors.As(err, &rej):
-		return Rejected, DispatchRejected, "transport rejected: " + rej.Reason, ""
+		return Rejected, OutcomeRejected, "transport rejected: " + rej.Reason, ""
 	default:
-		return Unknown, DispatchUnknown, "no acknowledgement: " + err.Error(), ""
+		return Unknown, OutcomeUnknown, "no acknowledgement: " + err.Error(), ""
 	}
 }
 
@@ -350,7 +323,7 @@ func outcomeOf(ack Ack, err error) (State, DispatchOutcome, string, string) {
 // write that kept the row's state and attempt (a content-mismatch event)
 // bumped its version while the send was in flight, the outcome is recorded
 // on the fresh row rather than lost.
-func (s *sender) recordOutcome(ctx context.Context, e Entry, to State, out DispatchOutcome, reason, ackID string, w Worker) (DispatchResult, error) {
+func (s *sender) recordOutcome(ctx context.Context, e Entry, to State, out Outcome, reason, ackID string, w Worker) (DispatchResult, error) {
 	from := e
 	var res DispatchResult
 	err := s.onConflict(ctx, e, func(e Entry) error {

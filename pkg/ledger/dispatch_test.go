@@ -19,23 +19,23 @@ func TestDispatchOutcomes(t *testing.T) {
 	tests := []struct {
 		name        string
 		behavior    ledgertest.Behavior
-		want        ledger.DispatchOutcome
+		want        ledger.Outcome
 		state       ledger.State
 		reason      string // prefix
 		ackID       string
 		keepContent bool
 		recorded    int
 	}{
-		{"accepted", ledgertest.Accept, ledger.DispatchAccepted, ledger.Accepted, "transport accepted", "msg-1", false, 1},
-		{"rejected", ledgertest.Reject, ledger.DispatchRejected, ledger.Rejected, "transport rejected: destination suppressed", "", false, 0},
-		{"lost acknowledgement", ledgertest.AcceptThenDrop, ledger.DispatchUnknown, ledger.Unknown, "no acknowledgement: ", "", true, 1},
-		{"never reached the provider", ledgertest.FailBeforeReach, ledger.DispatchUnknown, ledger.Unknown, "no acknowledgement: ", "", true, 0},
+		{"accepted", ledgertest.Accept, ledger.OutcomeAccepted, ledger.Accepted, "transport accepted", "msg-1", false, 1},
+		{"rejected", ledgertest.Reject, ledger.OutcomeRejected, ledger.Rejected, "transport rejected: destination suppressed", "", false, 0},
+		{"lost acknowledgement", ledgertest.AcceptThenDrop, ledger.OutcomeUnknown, ledger.Unknown, "no acknowledgement: ", "", true, 1},
+		{"never reached the provider", ledgertest.FailBeforeReach, ledger.OutcomeUnknown, ledger.Unknown, "no acknowledgement: ", "", true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return tt.behavior }
-			in, _, _ := e.claim(t, 30, ledger.Email, ledger.ClaimCreated)
+			in, _, _ := e.claim(t, 30, ledger.Email, ledger.OutcomeClaimed)
 			e.Clock.Advance(time.Minute)
 			start := e.Clock.Now()
 
@@ -76,7 +76,7 @@ func TestDispatchOutcomes(t *testing.T) {
 
 			// A duplicate stream record or invocation is harmless.
 			again, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-10")
-			if err != nil || again.Outcome != ledger.DispatchSkipped || e.Transport.Calls() != 1 {
+			if err != nil || again.Outcome != ledger.OutcomeSkipped || e.Transport.Calls() != 1 {
 				t.Fatalf("duplicate dispatch: %s %v, calls %d", again.Outcome, err, e.Transport.Calls())
 			}
 			if e.get(t, in.Key()).Version != got.Version {
@@ -122,7 +122,7 @@ func TestDispatchContentProblems(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			in, _, _ := e.claim(t, 31, ledger.Email, ledger.ClaimCreated)
+			in, _, _ := e.claim(t, 31, ledger.Email, ledger.OutcomeClaimed)
 			tt.prepare(e, in.Key())
 			res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
 			got := e.get(t, in.Key())
@@ -135,7 +135,7 @@ func TestDispatchContentProblems(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || res.Outcome != ledger.DispatchQuarantined || got.State != ledger.Quarantined {
+			if err != nil || res.Outcome != ledger.OutcomeQuarantined || got.State != ledger.Quarantined {
 				t.Fatalf("dispatch: %s %v, row %s", res.Outcome, err, got.State)
 			}
 			if got.Last().Reason == "" || got.Attempts != 0 || got.Last().Attempt != 0 {
@@ -159,7 +159,7 @@ func TestDispatchWithoutTransport(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	delete(e.Svc.Transports, ledger.SMS)
-	in, _, _ := e.claim(t, 32, ledger.SMS, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 32, ledger.SMS, ledger.OutcomeClaimed)
 	_, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if !errors.Is(err, ledger.ErrNoTransport) {
 		t.Fatalf("want ErrNoTransport, got %v", err)
@@ -184,22 +184,22 @@ func TestDispatchAfterExpiry(t *testing.T) {
 	tests := []struct {
 		name    string
 		advance time.Duration
-		want    ledger.DispatchOutcome
+		want    ledger.Outcome
 	}{
-		{"just before the margin", ttl - margin - time.Second, ledger.DispatchAccepted},
-		{"at the margin", ttl - margin, ledger.DispatchExpired},
-		{"past expiry", ttl + time.Hour, ledger.DispatchExpired},
+		{"just before the margin", ttl - margin - time.Second, ledger.OutcomeAccepted},
+		{"at the margin", ttl - margin, ledger.OutcomeExpired},
+		{"past expiry", ttl + time.Hour, ledger.OutcomeExpired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			in, _, _ := e.claim(t, 33, ledger.SMS, ledger.ClaimCreated)
+			in, _, _ := e.claim(t, 33, ledger.SMS, ledger.OutcomeClaimed)
 			e.Clock.Advance(tt.advance)
 			res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
 			if err != nil || res.Outcome != tt.want {
 				t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, tt.want)
 			}
-			if tt.want == ledger.DispatchExpired {
+			if tt.want == ledger.OutcomeExpired {
 				got := e.get(t, in.Key())
 				if got.State != ledger.Expired || got.Reason == "" || e.Transport.Calls() != 0 || e.hasContent(t, in.Key()) {
 					t.Fatalf("row %s reason %q calls %d", got.State, got.Reason, e.Transport.Calls())
@@ -233,10 +233,10 @@ func (s *expiringStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entr
 func TestDispatchExpiryConditionInTheWrite(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	in, _, _ := e.claim(t, 34, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 34, ledger.Email, ledger.OutcomeClaimed)
 	e.Svc.Store = &expiringStore{Store: e.Store, clock: e.Clock, by: 2 * ttl}
 	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
-	if err != nil || res.Outcome != ledger.DispatchExpired {
+	if err != nil || res.Outcome != ledger.OutcomeExpired {
 		t.Fatalf("dispatch: %s %v, want expired", res.Outcome, err)
 	}
 	got := e.get(t, in.Key())
@@ -261,15 +261,15 @@ func TestDispatchRowSavesTheReadAndToleratesAStaleRow(t *testing.T) {
 	counting := &countingStore{Store: e.Svc.Store}
 	e.Svc.Store = counting
 	ctx := context.Background()
-	_, _, claimed := e.claim(t, 5, ledger.Email, ledger.ClaimCreated)
+	_, _, claimed := e.claim(t, 5, ledger.Email, ledger.OutcomeClaimed)
 	counting.gets = 0
 	res, err := e.Svc.DispatchRow(ctx, claimed, "dispatch/req-1")
-	if err != nil || res.Outcome != ledger.DispatchAccepted || counting.gets != 0 {
+	if err != nil || res.Outcome != ledger.OutcomeAccepted || counting.gets != 0 {
 		t.Fatalf("fresh row: %s %v, %d reads", res.Outcome, err, counting.gets)
 	}
 	// The same stream record again: its image still says claimed.
 	res, err = e.Svc.DispatchRow(ctx, claimed, "dispatch/req-2")
-	if err != nil || res.Outcome != ledger.DispatchSkipped || res.Entry.State != ledger.Accepted {
+	if err != nil || res.Outcome != ledger.OutcomeSkipped || res.Entry.State != ledger.Accepted {
 		t.Fatalf("stale row: %s %v (row %s)", res.Outcome, err, res.Entry.State)
 	}
 	if got := e.Transport.Recorded(claimed.Key); got != 1 {
@@ -321,7 +321,7 @@ func TestDispatchInterleavings(t *testing.T) {
 	// dispatchFirst is a hook in which other dispatches key to accepted.
 	dispatchFirst := func(t *testing.T, other *ledgertest.UseCases, key string) func() {
 		return func() {
-			if r, err := other.Dispatch(ctx, key, "dispatch/other"); err != nil || r.Outcome != ledger.DispatchAccepted {
+			if r, err := other.Dispatch(ctx, key, "dispatch/other"); err != nil || r.Outcome != ledger.OutcomeAccepted {
 				t.Errorf("other dispatch: %s %v", r.Outcome, err)
 			}
 		}
@@ -334,7 +334,7 @@ func TestDispatchInterleavings(t *testing.T) {
 			m.Body = "tampered"
 			bad := in
 			bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-			if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.ClaimMismatch {
+			if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.OutcomeMismatch {
 				t.Errorf("mismatch claim: %s %v", r.Outcome, err)
 			}
 		}
@@ -344,13 +344,13 @@ func TestDispatchInterleavings(t *testing.T) {
 		// wire installs the interleaving on svc (the worker under test);
 		// other is an untouched service over the same stores.
 		wire      func(t *testing.T, e *env, svc *ledgertest.UseCases, other *ledgertest.UseCases, in ledger.Intent)
-		want      ledger.DispatchOutcome
+		want      ledger.Outcome
 		wantState ledger.State
 		wantCalls int
 	}{
 		{"another worker dispatched and purged the content first", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			svc.Content = &hookContent{ContentStore: e.Content, beforeGet: dispatchFirst(t, other, in.Key())}
-		}, ledger.DispatchSkipped, ledger.Accepted, 1},
+		}, ledger.OutcomeSkipped, ledger.Accepted, 1},
 		{"another worker expired the row first", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			e.Clock.Advance(time.Hour)
 			svc.Store = &hookStore{Store: e.Store, afterGet: func() {
@@ -358,25 +358,25 @@ func TestDispatchInterleavings(t *testing.T) {
 					t.Error(err)
 				}
 			}}
-		}, ledger.DispatchSkipped, ledger.Expired, 0},
+		}, ledger.OutcomeSkipped, ledger.Expired, 0},
 		{"another worker won the move to dispatching", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			svc.Store = &hookStore{Store: e.Store, beforeBegin: dispatchFirst(t, other, in.Key())}
-		}, ledger.DispatchSkipped, ledger.Accepted, 1},
+		}, ledger.OutcomeSkipped, ledger.Accepted, 1},
 		{"a content-mismatch event landed between read and write", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			svc.Store = &hookStore{Store: e.Store, beforeBegin: mismatchFirst(t, other, in)}
-		}, ledger.DispatchAccepted, ledger.Accepted, 1},
+		}, ledger.OutcomeAccepted, ledger.Accepted, 1},
 		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
 			var once sync.Once
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
 				once.Do(mismatchFirst(t, other, in))
 				return ledgertest.Accept
 			}
-		}, ledger.DispatchAccepted, ledger.Accepted, 1},
+		}, ledger.OutcomeAccepted, ledger.Accepted, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			in, _, _ := e.claim(t, 60, ledger.Email, ledger.ClaimCreated)
+			in, _, _ := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
 			svc, other := *e.Svc, *e.Svc
 			tt.wire(t, e, &svc, &other, in)
 			res, err := svc.Dispatch(ctx, in.Key(), "dispatch/me")
@@ -407,7 +407,7 @@ func TestAttemptStartsOnTheClockOfItsWrite(t *testing.T) {
 	ctx := context.Background()
 	t.Run("dispatch", func(t *testing.T) {
 		e := newEnv(t)
-		in, _, _ := e.claim(t, 1, ledger.Email, ledger.ClaimCreated)
+		in, _, _ := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
 		slow := *e.Svc
 		// The content read returns when the deadline has just passed.
 		slow.Content = &hookContent{ContentStore: e.Content, beforeGet: func() {
@@ -417,7 +417,7 @@ func TestAttemptStartsOnTheClockOfItsWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Outcome != ledger.DispatchExpired || e.Transport.Calls() != 0 {
+		if res.Outcome != ledger.OutcomeExpired || e.Transport.Calls() != 0 {
 			t.Fatalf("outcome %s with %d sends; want expired and none", res.Outcome, e.Transport.Calls())
 		}
 		mustVerify(t, e.get(t, in.Key()))
@@ -449,7 +449,7 @@ func TestAttemptStartsOnTheClockOfItsWrite(t *testing.T) {
 func TestAcknowledgementArrivingAfterTheLeaseResolvesUnknown(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	in, _, _ := e.claim(t, 3, ledger.SMS, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 3, ledger.SMS, ledger.OutcomeClaimed)
 	swept := false
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
 		// The provider is slow: the lease runs out and reconcile marks the
@@ -485,7 +485,7 @@ func TestDispatchQuarantineRecordsItsReasonOnTheRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != ledger.DispatchQuarantined || res.Entry.State != ledger.Quarantined {
+	if res.Outcome != ledger.OutcomeQuarantined || res.Entry.State != ledger.Quarantined {
 		t.Fatalf("outcome %s state %s", res.Outcome, res.Entry.State)
 	}
 	if !strings.Contains(res.Entry.Reason, "nothing sent") || res.Entry.Reason != res.Entry.Last().Reason {
@@ -502,9 +502,9 @@ func TestDispatchQuarantineRecordsItsReasonOnTheRow(t *testing.T) {
 func TestNoRetryAfterProviderEvidence(t *testing.T) {
 	e := newEnv(t)
 	e.Transport.Events = true
-	in, _, _ := e.claim(t, 5, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 5, ledger.Email, ledger.OutcomeClaimed)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-	mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 	calls := e.Transport.Calls()
 	// The provider later reports a hard bounce of a message with this key.
 	p := ledger.ProviderEvent{
@@ -512,10 +512,10 @@ func TestNoRetryAfterProviderEvidence(t *testing.T) {
 		MessageID: "msg-earlier", At: e.Clock.Now(), Permanent: true,
 	}
 	e.prove(t, &p)
-	row := e.record(t, p, ledger.EventResolved)
+	row := e.record(t, p, ledger.OutcomeResolved)
 	e.Clock.Advance(time.Minute)
 	e.Transport.Script = nil
-	mustDispatch(t, e, in.Key(), ledger.DispatchSkipped)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeSkipped)
 	if row.State != ledger.Accepted || e.Transport.Calls() != calls {
 		t.Fatalf("row %s, %d more sends", row.State, e.Transport.Calls()-calls)
 	}
@@ -528,24 +528,24 @@ func TestNoRetryAfterProviderEvidence(t *testing.T) {
 func TestDeferredRowWithProviderEvidenceIsNotSentAgain(t *testing.T) {
 	e := newEnv(t)
 	e.Transport.Events = true
-	in, _, _ := e.claim(t, 6, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 6, ledger.Email, ledger.OutcomeClaimed)
 	p := ledger.ProviderEvent{
 		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindProviderSent, Type: "Send",
 		MessageID: "msg-in-flight", At: e.Clock.Now(),
 	}
 	e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
 		p.Attempt, p.Proof = s.Attempt, s.Proof // the provider's event carries what the send did
-		e.record(t, p, ledger.EventRecorded)
+		e.record(t, p, ledger.OutcomeRecorded)
 		return ledgertest.Throttle
 	}
-	mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 	if row := e.get(t, in.Key()); row.State != ledger.Deferred || !row.Holds(p.ID()) {
 		t.Fatalf("after the throttled attempt: %s, holds the event: %v", row.State, row.Holds(p.ID()))
 	}
 	calls := e.Transport.Calls()
 	e.Transport.Script = nil
 	e.Clock.Advance(time.Hour)
-	mustDispatch(t, e, in.Key(), ledger.DispatchSkipped)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeSkipped)
 	row := e.get(t, in.Key())
 	if row.State != ledger.Accepted || row.AckID != p.MessageID || e.Transport.Calls() != calls {
 		t.Fatalf("row %s ack %q, %d more sends", row.State, row.AckID, e.Transport.Calls()-calls)

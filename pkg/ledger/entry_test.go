@@ -153,7 +153,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	row := busyRow(t, e) // 6 entries, ends with a transition
 	mustVerify(t, row)
 	// A row whose last entry keeps the state: claimed, then a mismatch.
-	in, _, _ := e.claim(t, 91, ledger.SMS, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 91, ledger.SMS, ledger.OutcomeClaimed)
 	m := ledgertest.Message(91, ledger.SMS)
 	m.Body = "other"
 	other := in

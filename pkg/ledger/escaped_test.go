@@ -27,10 +27,10 @@ func TestRetryLateInWindowThenQuarantine(t *testing.T) {
 	p.MaxAttempts = 10 // the window decides here, not the attempt budget
 	p.Lease, p.ExpiryMargin, p.RecheckAfter = 2*time.Minute, 30*time.Second, time.Minute
 	start := e.Clock.Now()
-	in, _, _ := e.claim(t, 80, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
 	key := in.Key()
 
-	mustDispatch(t, e, key, ledger.DispatchUnknown)
+	mustDispatch(t, e, key, ledger.OutcomeUnknown)
 	// Attempt 2 early in the window, attempt 3 at the last moment a retry
 	// can still finish inside it: 3 min + lease + margin < 6 min.
 	for i, at := range []time.Duration{time.Minute, 3 * time.Minute} {
@@ -79,13 +79,13 @@ func (s *slowBeginStore) Apply(ctx context.Context, c ledger.Change) (ledger.Ent
 // with the clock as it reads then, and send nothing.
 func TestBeginAnsweredAfterDeadline(t *testing.T) {
 	e := newEnv(t)
-	in, _, _ := e.claim(t, 81, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 81, ledger.Email, ledger.OutcomeClaimed)
 	margin := e.Svc.Policy.ExpiryMargin
 	// One second before expires_at − margin: the write's condition holds.
 	e.Clock.Advance(in.ExpiresAt.Add(-margin - time.Second).Sub(e.Clock.Now()))
 	e.Svc.Store = &slowBeginStore{Store: e.Store, clock: e.Clock, delay: 2 * time.Second}
 
-	row := mustDispatch(t, e, in.Key(), ledger.DispatchExpired)
+	row := mustDispatch(t, e, in.Key(), ledger.OutcomeExpired)
 	if e.Transport.Calls() != 0 {
 		t.Fatalf("%d sends after the begin write answered past expires_at − margin, want none", e.Transport.Calls())
 	}
@@ -120,8 +120,8 @@ func TestRetryAnsweredAfterDeadline(t *testing.T) {
 	e := newEnv(t)
 	e.Transport.Window = 24 * time.Hour
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	in, _, _ := e.claim(t, 82, ledger.Email, ledger.ClaimCreated)
-	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+	in, _, _ := e.claim(t, 82, ledger.Email, ledger.OutcomeClaimed)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 	calls := e.Transport.Calls()
 	margin := e.Svc.Policy.ExpiryMargin
 	// One second before expires_at − margin: the retry's record may land.

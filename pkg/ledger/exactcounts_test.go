@@ -29,15 +29,15 @@ func TestThrottledOlderChallengeIsSuperseded(t *testing.T) {
 	for i := range 3 {
 		in := e.claimTo(t, 1+i, ledger.SMS, "+15550100001", "acct-1", time.Duration(i)*time.Second)
 		asks = append(asks, in)
-		mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 		e.Clock.Advance(time.Second)
 	}
 	throttled = false
 	e.Clock.Advance(time.Minute)
 	for i, in := range asks {
-		want := ledger.DispatchSuppressed
+		want := ledger.OutcomeSuppressed
 		if i == len(asks)-1 {
-			want = ledger.DispatchAccepted
+			want = ledger.OutcomeAccepted
 		}
 		row := mustDispatch(t, e, in.Key(), want)
 		mustVerify(t, row)
@@ -57,7 +57,7 @@ func TestUnknownAttemptIsNeverSuperseded(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Supersede: true})
 	older := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	mustDispatch(t, e, older.Key(), ledger.DispatchUnknown)
+	mustDispatch(t, e, older.Key(), ledger.OutcomeUnknown)
 	row := e.get(t, older.Key())
 	if ledger.Supersedable(row) || row.Unsent() {
 		t.Fatalf("an unknown row reads as unsent: %s", historyPath(row))
@@ -87,9 +87,9 @@ func TestReleaseTakesBackTheWindowThatCounted(t *testing.T) {
 	e.dispatchCutAfterCount(t, older.Key())
 	e.Clock.Advance(2 * time.Minute) // minute 3
 	sms := e.claimTo(t, 2, ledger.SMS, "+15550100001", "acct-1", 0)
-	mustDispatch(t, e, sms.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, sms.Key(), ledger.OutcomeAccepted)
 	newest := e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
-	mustDispatch(t, e, newest.Key(), ledger.DispatchLimited)
+	mustDispatch(t, e, newest.Key(), ledger.OutcomeLimited)
 	if got := e.get(t, older.Key()); got.State != ledger.Suppressed {
 		t.Fatalf("older: %s, want superseded by the reclaim", got.State)
 	}
@@ -117,13 +117,13 @@ func TestStaleStreamCopyGivesItsCountBack(t *testing.T) {
 	// reaches its count without opening the (purged) content.
 	e, store := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Minute}})
 	first := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
-	mustDispatch(t, e, first.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
 	second := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
 	stale := e.get(t, second.Key())
-	mustDispatch(t, e, second.Key(), ledger.DispatchLimited)
+	mustDispatch(t, e, second.Key(), ledger.OutcomeLimited)
 	e.Clock.Advance(2 * time.Minute)
 	res, err := e.Svc.DispatchRow(context.Background(), stale, "dispatch/2")
-	if err != nil || res.Outcome != ledger.DispatchSkipped {
+	if err != nil || res.Outcome != ledger.OutcomeSkipped {
 		t.Fatalf("stale copy: %s %v, want skipped", res.Outcome, err)
 	}
 	minute3 := "#" + strconv.FormatInt(e.Clock.Now().Truncate(time.Minute).Unix(), 10)
@@ -134,7 +134,7 @@ func TestStaleStreamCopyGivesItsCountBack(t *testing.T) {
 		}
 	}
 	third := e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", 0)
-	mustDispatch(t, e, third.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, third.Key(), ledger.OutcomeAccepted)
 }
 
 // TestExpiredUnsentGivesCountBack: a counted row that expires without a
@@ -144,12 +144,12 @@ func TestExpiredUnsentGivesCountBack(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}})
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
 	in := e.claimTo(t, 1, ledger.Email, "p@example.test", "", 0)
-	mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 	e.Clock.Advance(ttl)
-	mustDispatch(t, e, in.Key(), ledger.DispatchExpired)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeExpired)
 	e.Transport.Script = nil
 	next := e.claimTo(t, 2, ledger.Email, "p@example.test", "", 0)
-	mustDispatch(t, e, next.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, next.Key(), ledger.OutcomeAccepted)
 	last := e.claimTo(t, 3, ledger.Email, "p@example.test", "", 0)
-	mustDispatch(t, e, last.Key(), ledger.DispatchLimited)
+	mustDispatch(t, e, last.Key(), ledger.OutcomeLimited)
 }

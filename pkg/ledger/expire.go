@@ -23,7 +23,7 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 		if !s.expiredAt(e.ExpiresAt, now) {
 			return "", nil
 		}
-		_, err := s.expire(ctx, e, w, "challenge expired while claimed; never dispatched", DispatchExpired)
+		_, err := s.expire(ctx, e, w, "challenge expired while claimed; never dispatched", OutcomeExpired)
 		return "claimed->expired", err
 	})
 	if err != nil {
@@ -35,7 +35,7 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 		if !s.expiredAt(e.ExpiresAt, now) {
 			return "", nil
 		}
-		_, err := s.expire(ctx, e, w, expiryReason(e), DispatchExpired)
+		_, err := s.expire(ctx, e, w, expiryReason(e), OutcomeExpired)
 		return "deferred->expired", err
 	})
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 	return rep, err
 }
 
-func (s *core) expire(ctx context.Context, e Entry, w Worker, reason string, out DispatchOutcome) (DispatchResult, error) {
+func (s *core) expire(ctx context.Context, e Entry, w Worker, reason string, out Outcome) (DispatchResult, error) {
 	c, err := s.transition(e, Expired, w, reason, func(n *Entry) {
 		n.LeaseUntil, n.NextCheckAt, n.NextAttemptAt, n.SlotAt = timeZero, timeZero, timeZero, timeZero
 		n.Reason = reason

@@ -15,7 +15,7 @@ func TestExpireSweep(t *testing.T) {
 	start := e.Clock.Now()
 	claimAt := func(i int, ch ledger.Channel, life time.Duration) ledger.Intent {
 		in, sealed := ledgertest.Intent(i, ch, start, life)
-		if r, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || r.Outcome != ledger.ClaimCreated {
+		if r, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || r.Outcome != ledger.OutcomeClaimed {
 			t.Fatalf("claim %d: %s %v", i, r.Outcome, err)
 		}
 		return in
@@ -25,13 +25,13 @@ func TestExpireSweep(t *testing.T) {
 	inMargin := claimAt(71, ledger.SMS, 5*time.Minute+20*time.Second)
 	live := claimAt(72, ledger.Email, 30*time.Minute)
 	accepted := claimAt(73, ledger.Email, 2*time.Minute)
-	mustDispatch(t, e, accepted.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, accepted.Key(), ledger.OutcomeAccepted)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 	unknown := claimAt(74, ledger.Email, 2*time.Minute)
-	mustDispatch(t, e, unknown.Key(), ledger.DispatchUnknown)
+	mustDispatch(t, e, unknown.Key(), ledger.OutcomeUnknown)
 	quarantined := claimAt(75, ledger.Email, 2*time.Minute)
 	_ = e.Content.Delete(ctx, e.contentKey(quarantined.Key()))
-	mustDispatch(t, e, quarantined.Key(), ledger.DispatchQuarantined)
+	mustDispatch(t, e, quarantined.Key(), ledger.OutcomeQuarantined)
 	e.Transport.Script = nil
 	dispatching := e.stuckDispatching(t, 76, ledger.Email, ledgertest.Accept)
 
@@ -103,7 +103,7 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 	// A held sms whose email never arrives expires with its challenge.
 	lonely, lonelySealed := fallbackIntent(30, ledger.SMS, e.Clock.Now())
 	lonely.ExpiresAt = e.Clock.Now().Add(ttl / 2) // first in the held listing
-	if res, err := e.Svc.Claim(ctx, lonely, lonelySealed, "claim/sms"); err != nil || res.Outcome != ledger.ClaimHeld {
+	if res, err := e.Svc.Claim(ctx, lonely, lonelySealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
 		t.Fatalf("claim: %s %v", res.Outcome, err)
 	}
 	// A held sms whose move the email's outcome missed (the settle read
@@ -114,7 +114,7 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 	if _, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.ClaimHeld {
+	if res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
 		t.Fatalf("claim: %s %v", res.Outcome, err)
 	}
 	missing := *e.Svc
@@ -163,9 +163,9 @@ func TestExpireSweepClosesDeferredRowsThatRanOutOfTime(t *testing.T) {
 	ctx := context.Background()
 	e, _ := pacedEnv(t)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-	in, _, _ := e.claim(t, 50, ledger.SMS, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 50, ledger.SMS, ledger.OutcomeClaimed)
 	res, err := e.Svc.Dispatch(ctx, in.Key(), "d")
-	if err != nil || res.Outcome != ledger.DispatchDeferred {
+	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	// Its wake-up and every re-drive are lost; the challenge runs out.

@@ -20,49 +20,49 @@ func TestFallbackGate(t *testing.T) {
 		// means no email intent arrived yet.
 		email     func(t *testing.T, e *env, key string)
 		wantEmail ledger.State
-		wantSMS   ledger.ClaimOutcome
+		wantSMS   ledger.Outcome
 	}{
-		{"email not claimed yet", nil, ledger.None, ledger.ClaimHeld},
-		{"email claimed", func(*testing.T, *env, string) {}, ledger.Claimed, ledger.ClaimHeld},
+		{"email not claimed yet", nil, ledger.None, ledger.OutcomeHeld},
+		{"email claimed", func(*testing.T, *env, string) {}, ledger.Claimed, ledger.OutcomeHeld},
 		{"email dispatching", func(t *testing.T, e *env, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.FailBeforeReach }
 			crashing := *e.Svc
 			crashing.Store = &crashStore{Store: e.Store}
 			_, _ = crashing.Dispatch(ctx, key, "dispatch/crash")
-		}, ledger.Dispatching, ledger.ClaimHeld},
+		}, ledger.Dispatching, ledger.OutcomeHeld},
 		{"email unknown", func(t *testing.T, e *env, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			mustDispatch(t, e, key, ledger.DispatchUnknown)
-		}, ledger.Unknown, ledger.ClaimHeld},
+			mustDispatch(t, e, key, ledger.OutcomeUnknown)
+		}, ledger.Unknown, ledger.OutcomeHeld},
 		{"email quarantined", func(t *testing.T, e *env, key string) {
 			_ = e.Content.Delete(ctx, e.contentKey(key))
-			mustDispatch(t, e, key, ledger.DispatchQuarantined)
-		}, ledger.Quarantined, ledger.ClaimHeld},
+			mustDispatch(t, e, key, ledger.OutcomeQuarantined)
+		}, ledger.Quarantined, ledger.OutcomeHeld},
 		{"email rejected", func(t *testing.T, e *env, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Reject }
-			mustDispatch(t, e, key, ledger.DispatchRejected)
-		}, ledger.Rejected, ledger.ClaimCreated},
+			mustDispatch(t, e, key, ledger.OutcomeRejected)
+		}, ledger.Rejected, ledger.OutcomeClaimed},
 		{"email quarantined then resolved rejected", func(t *testing.T, e *env, key string) {
 			_ = e.Content.Delete(ctx, e.contentKey(key))
-			mustDispatch(t, e, key, ledger.DispatchQuarantined)
+			mustDispatch(t, e, key, ledger.OutcomeQuarantined)
 			if _, err := e.Svc.Resolve(ctx, key, ledger.DecideRejected, "provider console shows bounce", "bounce-123", "operator:alice"); err != nil {
 				t.Fatal(err)
 			}
-		}, ledger.Rejected, ledger.ClaimCreated},
+		}, ledger.Rejected, ledger.OutcomeClaimed},
 		{"email accepted", func(t *testing.T, e *env, key string) {
-			mustDispatch(t, e, key, ledger.DispatchAccepted)
-		}, ledger.Accepted, ledger.ClaimSuppressed},
+			mustDispatch(t, e, key, ledger.OutcomeAccepted)
+		}, ledger.Accepted, ledger.OutcomeSuppressed},
 		{"email abandoned", func(t *testing.T, e *env, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			mustDispatch(t, e, key, ledger.DispatchUnknown)
+			mustDispatch(t, e, key, ledger.OutcomeUnknown)
 			if _, err := e.Svc.Resolve(ctx, key, ledger.DecideAbandoned, "cannot tell", "", "operator:alice"); err != nil {
 				t.Fatal(err)
 			}
-		}, ledger.Abandoned, ledger.ClaimSuppressed},
+		}, ledger.Abandoned, ledger.OutcomeSuppressed},
 		{"email expired before dispatch", func(t *testing.T, e *env, key string) {
 			e.Clock.Advance(ttl - time.Minute) // inside the margin for email, but sms gets a fresh expiry below
-			mustDispatch(t, e, key, ledger.DispatchExpired)
-		}, ledger.Expired, ledger.ClaimSuppressed},
+			mustDispatch(t, e, key, ledger.OutcomeExpired)
+		}, ledger.Expired, ledger.OutcomeSuppressed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestFallbackGate(t *testing.T) {
 			emailIn, emailSealed := fallbackIntent(10, ledger.Email, e.Clock.Now())
 			if tt.email != nil {
 				res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email")
-				if err != nil || res.Outcome != ledger.ClaimCreated {
+				if err != nil || res.Outcome != ledger.OutcomeClaimed {
 					t.Fatalf("email claim: %s %v", res.Outcome, err)
 				}
 				tt.email(t, e, emailIn.Key())
@@ -85,8 +85,8 @@ func TestFallbackGate(t *testing.T) {
 
 			smsIn, smsSealed := fallbackIntent(10, ledger.SMS, e.Clock.Now())
 			res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms")
-			if tt.wantSMS == ledger.ClaimHeld {
-				if err != nil || res.Outcome != ledger.ClaimHeld {
+			if tt.wantSMS == ledger.OutcomeHeld {
+				if err != nil || res.Outcome != ledger.OutcomeHeld {
 					t.Fatalf("want the sms held, got %s %v", res.Outcome, err)
 				}
 				if got := e.get(t, smsIn.Key()); got.State != ledger.Held || got.Reason == "" {
@@ -95,7 +95,7 @@ func TestFallbackGate(t *testing.T) {
 				if !e.hasContent(t, smsIn.Key()) {
 					t.Fatal("held sms must keep its sealed content for later")
 				}
-				if d := mustDispatch(t, e, smsIn.Key(), ledger.DispatchSkipped); d.State != ledger.Held || e.Transport.Calls() != calls {
+				if d := mustDispatch(t, e, smsIn.Key(), ledger.OutcomeSkipped); d.State != ledger.Held || e.Transport.Calls() != calls {
 					t.Fatal("held sms sent")
 				}
 				return
@@ -110,12 +110,12 @@ func TestFallbackGate(t *testing.T) {
 			sms := e.get(t, smsIn.Key())
 			mustVerify(t, sms)
 			switch tt.wantSMS {
-			case ledger.ClaimCreated:
-				if d.Outcome != ledger.DispatchAccepted || sms.State != ledger.Accepted || e.Transport.Recorded(smsIn.Key()) != 1 {
+			case ledger.OutcomeClaimed:
+				if d.Outcome != ledger.OutcomeAccepted || sms.State != ledger.Accepted || e.Transport.Recorded(smsIn.Key()) != 1 {
 					t.Fatalf("sms %s/%s recorded %d", d.Outcome, sms.State, e.Transport.Recorded(smsIn.Key()))
 				}
-			case ledger.ClaimSuppressed:
-				if d.Outcome != ledger.DispatchSkipped || sms.State != ledger.Suppressed || sms.Reason == "" {
+			case ledger.OutcomeSuppressed:
+				if d.Outcome != ledger.OutcomeSkipped || sms.State != ledger.Suppressed || sms.Reason == "" {
 					t.Fatalf("sms %s/%s reason %q", d.Outcome, sms.State, sms.Reason)
 				}
 				if e.Transport.Calls() != calls || e.hasContent(t, smsIn.Key()) {
@@ -267,7 +267,7 @@ func TestDualWorkflowIndependentClaims(t *testing.T) {
 				in, sealed := ledgertest.Intent(20, ch, e.Clock.Now(), ttl)
 				in.Workflow = ledger.Workflow{Kind: ledger.Dual, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
 				res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
-				if err != nil || res.Outcome != ledger.ClaimCreated {
+				if err != nil || res.Outcome != ledger.OutcomeClaimed {
 					t.Fatalf("%s claim: %s %v", ch, res.Outcome, err)
 				}
 				keys = append(keys, in.Key())
@@ -312,10 +312,10 @@ func TestHeldFallbackIsSettledWhenTheEarlierChannelEnds(t *testing.T) {
 			e.Svc.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
 			emailIn, emailSealed := fallbackIntent(20, ledger.Email, e.Clock.Now())
 			smsIn, smsSealed := fallbackIntent(20, ledger.SMS, e.Clock.Now())
-			if res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.ClaimHeld {
+			if res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
 				t.Fatalf("sms: %s %v", res.Outcome, err)
 			}
-			if res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil || res.Outcome != ledger.ClaimCreated {
+			if res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil || res.Outcome != ledger.OutcomeClaimed {
 				t.Fatalf("email: %s %v", res.Outcome, err)
 			}
 			e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
@@ -371,12 +371,12 @@ func TestFallbackOnHardBounce(t *testing.T) {
 			e.Transport.Events = true
 			e.Svc.Policy.FallbackWait = 2 * time.Minute
 			emailIn, smsIn := claimFallbackPair(t, e, 30)
-			mustDispatch(t, e, emailIn.Key(), ledger.DispatchAccepted)
+			mustDispatch(t, e, emailIn.Key(), ledger.OutcomeAccepted)
 			if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
 				t.Fatalf("sms %s right after the email was accepted, want held for the wait", got.State)
 			}
 			e.Clock.Advance(30 * time.Second)
-			e.record(t, e.providerEvent(t, emailIn.Key(), ledger.Email, tt.kind, tt.typ, tt.det, tt.permanent), ledger.EventRecorded)
+			e.record(t, e.providerEvent(t, emailIn.Key(), ledger.Email, tt.kind, tt.typ, tt.det, tt.permanent), ledger.OutcomeRecorded)
 			if tt.sweep {
 				if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
 					t.Fatalf("sms %s after a transient bounce, want held", got.State)

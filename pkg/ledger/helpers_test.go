@@ -42,7 +42,7 @@ func newEnv(t *testing.T) *env {
 
 // claim claims intent i on ch, expiring ttl from now, and fails the test
 // unless the outcome is want.
-func (e *env) claim(t *testing.T, i int, ch ledger.Channel, want ledger.ClaimOutcome) (ledger.Intent, []byte, ledger.Entry) {
+func (e *env) claim(t *testing.T, i int, ch ledger.Channel, want ledger.Outcome) (ledger.Intent, []byte, ledger.Entry) {
 	t.Helper()
 	in, sealed := ledgertest.Intent(i, ch, e.Clock.Now(), ttl)
 	res, err := e.Svc.Claim(context.Background(), in, sealed, "claim/req-1")
@@ -115,7 +115,7 @@ func (s *crashStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, 
 // the provider's side of that one send.
 func (e *env) stuckDispatching(t *testing.T, i int, ch ledger.Channel, behavior ledgertest.Behavior) ledger.Intent {
 	t.Helper()
-	in, _, _ := e.claim(t, i, ch, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, i, ch, ledger.OutcomeClaimed)
 	prevScript := e.Transport.Script
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return behavior }
 	crashing := *e.Svc
@@ -167,7 +167,7 @@ func claimFallbackPair(t *testing.T, e *env, i int) (email, sms ledger.Intent) {
 	return email, sms
 }
 
-func mustDispatch(t *testing.T, e *env, key string, want ledger.DispatchOutcome) ledger.Entry {
+func mustDispatch(t *testing.T, e *env, key string, want ledger.Outcome) ledger.Entry {
 	t.Helper()
 	res, err := e.Svc.Dispatch(context.Background(), key, "dispatch/req-1")
 	if err != nil || res.Outcome != want {
@@ -272,7 +272,7 @@ func (e *env) prove(t *testing.T, p *ledger.ProviderEvent) {
 	p.Attempt, p.Proof = attempt, proof
 }
 
-func (e *env) record(t *testing.T, p ledger.ProviderEvent, want ledger.EventOutcome) ledger.Entry {
+func (e *env) record(t *testing.T, p ledger.ProviderEvent, want ledger.Outcome) ledger.Entry {
 	t.Helper()
 	res, err := e.Svc.RecordProviderEvent(context.Background(), p, "events/req-1")
 	if err != nil || res.Outcome != want {

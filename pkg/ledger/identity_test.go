@@ -108,11 +108,11 @@ func TestIdentityHasOnlyBusinessFields(t *testing.T) {
 	}
 
 	e := newEnv(t)
-	in, sealed, first := e.claim(t, 42, ledger.SMS, ledger.ClaimCreated)
+	in, sealed, first := e.claim(t, 42, ledger.SMS, ledger.OutcomeClaimed)
 	// Two SQS deliveries of one intent carry different message ids, which
 	// the domain never sees; the second is a duplicate of the same key.
 	res, err := e.Svc.Claim(context.Background(), in, sealed, "claim/req-2-other-sqs-envelope")
-	if err != nil || res.Outcome != ledger.ClaimDuplicate || res.Entry.Key != first.Key {
+	if err != nil || res.Outcome != ledger.OutcomeDuplicate || res.Entry.Key != first.Key {
 		t.Fatalf("redelivery: %v %v key %s", res.Outcome, err, res.Entry.Key)
 	}
 }

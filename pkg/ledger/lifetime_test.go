@@ -58,7 +58,7 @@ func TestClaimRefusesAChallengeThatOutlivesItsPurpose(t *testing.T) {
 	// Exactly at the maximum is a challenge, not a refusal.
 	e := newEnv(t)
 	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), time.Hour)
-	if res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || res.Outcome != ledger.ClaimCreated {
+	if res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("claim at the maximum lifetime = %+v %v, want claimed", res.Outcome, err)
 	}
 }
@@ -85,12 +85,12 @@ func TestSupersessionOrdersByIssueTimeNotExpiry(t *testing.T) {
 	later := claim(2, -time.Minute, 5*time.Minute)      // issued last, expires first
 	late := claim(3, -3*time.Minute, 30*time.Minute)    // issued before both, claimed after both
 	for _, in := range []ledger.Intent{earlier, late} {
-		row := mustDispatch(t, e, in.Key(), ledger.DispatchSuppressed)
+		row := mustDispatch(t, e, in.Key(), ledger.OutcomeSuppressed)
 		if row.Reason != "superseded by challenge "+later.ChallengeID {
 			t.Fatalf("%s: %s %q, want superseded by the challenge issued last", in.ChallengeID, row.State, row.Reason)
 		}
 	}
-	mustDispatch(t, e, later.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, later.Key(), ledger.OutcomeAccepted)
 	if got := e.get(t, later.Key()); !got.IssuedAt.Equal(now.Add(-time.Minute)) {
 		t.Fatalf("row issued_at = %s, want the sealed %s", got.IssuedAt, now.Add(-time.Minute))
 	}

@@ -360,7 +360,7 @@ func (s *Dispatcher) supersede(ctx context.Context, e Entry, w Worker, newer str
 	if err != nil {
 		return DispatchResult{}, err
 	}
-	return s.apply(ctx, c, DispatchSuppressed)
+	return s.apply(ctx, c, OutcomeSuppressed)
 }
 
 // releaseUnsent gives back the send-limit count of the ended row e if the
@@ -549,7 +549,7 @@ func (s *Dispatcher) limit(ctx context.Context, e Entry, w Worker, rule Rule, re
 	c.Event.Code = c.Next.NotSentCode
 	c.Event = chain(e.Key, e.Last().Hash, c.Event)
 	c.Next.History[len(c.Next.History)-1] = c.Event
-	return s.apply(ctx, c, DispatchLimited)
+	return s.apply(ctx, c, OutcomeLimited)
 }
 
 // WindowStart is the start of c's window containing now.

@@ -71,9 +71,9 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := ledger.DispatchAccepted
+		want := ledger.OutcomeAccepted
 		if i >= 5 {
-			want = ledger.DispatchLimited
+			want = ledger.OutcomeLimited
 			limited = append(limited, res.Entry)
 		}
 		if res.Outcome != want {
@@ -109,10 +109,10 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 	// starts empty.
 	e.Clock.Advance(10*time.Minute - e.Clock.Now().Sub(e.Clock.Now().Truncate(10*time.Minute)))
 	in := e.claimTo(t, 100, ledger.Email, "victim@example.test", "", 0)
-	mustDispatch(t, e, in.Key(), ledger.DispatchLimited)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeLimited)
 	e.Clock.Advance(10 * time.Minute)
 	in = e.claimTo(t, 101, ledger.Email, "victim@example.test", "", 0)
-	mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 }
 
 // TestDestinationLimitCountsOneMailbox: the spellings Gmail delivers to one
@@ -123,16 +123,16 @@ func TestDestinationLimitCountsOneMailbox(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}})
 	for i, tc := range []struct {
 		to   string
-		want ledger.DispatchOutcome
+		want ledger.Outcome
 	}{
-		{"a.b+x@gmail.com", ledger.DispatchAccepted},
-		{"ab@gmail.com", ledger.DispatchAccepted},
-		{"AB@googlemail.com", ledger.DispatchLimited},
-		{"abc@gmail.com", ledger.DispatchAccepted},
+		{"a.b+x@gmail.com", ledger.OutcomeAccepted},
+		{"ab@gmail.com", ledger.OutcomeAccepted},
+		{"AB@googlemail.com", ledger.OutcomeLimited},
+		{"abc@gmail.com", ledger.OutcomeAccepted},
 	} {
 		in := e.claimTo(t, i, ledger.Email, tc.to, "", 0)
 		row := mustDispatch(t, e, in.Key(), tc.want)
-		if rule, _ := ledger.LimitRule(row); tc.want == ledger.DispatchLimited && rule != ledger.RuleDestination {
+		if rule, _ := ledger.LimitRule(row); tc.want == ledger.OutcomeLimited && rule != ledger.RuleDestination {
 			t.Fatalf("%s: limited by %q, want the destination rule", tc.to, rule)
 		}
 	}
@@ -147,12 +147,12 @@ func TestLimitCountsOnce(t *testing.T) {
 	a := e.claimTo(t, 1, ledger.SMS, "+15550100001", "", 0)
 	e.dispatchCutAfterCount(t, a.Key())
 	for range 3 {
-		mustDispatch(t, e, a.Key(), map[bool]ledger.DispatchOutcome{true: ledger.DispatchAccepted, false: ledger.DispatchSkipped}[e.get(t, a.Key()).State == ledger.Claimed])
+		mustDispatch(t, e, a.Key(), map[bool]ledger.Outcome{true: ledger.OutcomeAccepted, false: ledger.OutcomeSkipped}[e.get(t, a.Key()).State == ledger.Claimed])
 	}
 	b := e.claimTo(t, 2, ledger.SMS, "+1 555 010 0001", "", 0)
-	mustDispatch(t, e, b.Key(), ledger.DispatchAccepted) // the second of 2: a's retries counted once
+	mustDispatch(t, e, b.Key(), ledger.OutcomeAccepted) // the second of 2: a's retries counted once
 	c := e.claimTo(t, 3, ledger.SMS, "+15550100001", "", 0)
-	mustDispatch(t, e, c.Key(), ledger.DispatchLimited)
+	mustDispatch(t, e, c.Key(), ledger.OutcomeLimited)
 }
 
 // dispatchCutAfterCount dispatches the claimed row key with a begin write
@@ -188,21 +188,21 @@ func TestSMSCountriesAndCaps(t *testing.T) {
 	})
 	for i, tc := range []struct {
 		to   string
-		want ledger.DispatchOutcome
+		want ledger.Outcome
 		rule ledger.Rule
 		why  string
 	}{
-		{"+33612345678", ledger.DispatchLimited, ledger.RuleSMSCountry, "destination number has no recognizable region"},
-		{"+88234567890", ledger.DispatchLimited, ledger.RuleSMSCountry, "destination number has no recognizable region"},
-		{"+15550100001", ledger.DispatchAccepted, "", ""},
-		{"+15550100002", ledger.DispatchAccepted, "", ""},
-		{"+15550100003", ledger.DispatchLimited, ledger.RuleSMSCountryCap, "limit sms-country-cap: 2 of 2 SMS to region US per 1h0m0s"},
-		{"+447700900001", ledger.DispatchAccepted, "", ""},
-		{"+447700900002", ledger.DispatchLimited, ledger.RuleSMSGlobal, "limit sms-global: 3 of 3 SMS in all per 1h0m0s"},
+		{"+33612345678", ledger.OutcomeLimited, ledger.RuleSMSCountry, "destination number has no recognizable region"},
+		{"+88234567890", ledger.OutcomeLimited, ledger.RuleSMSCountry, "destination number has no recognizable region"},
+		{"+15550100001", ledger.OutcomeAccepted, "", ""},
+		{"+15550100002", ledger.OutcomeAccepted, "", ""},
+		{"+15550100003", ledger.OutcomeLimited, ledger.RuleSMSCountryCap, "limit sms-country-cap: 2 of 2 SMS to region US per 1h0m0s"},
+		{"+447700900001", ledger.OutcomeAccepted, "", ""},
+		{"+447700900002", ledger.OutcomeLimited, ledger.RuleSMSGlobal, "limit sms-global: 3 of 3 SMS in all per 1h0m0s"},
 	} {
 		in := e.claimTo(t, i, ledger.SMS, tc.to, "", 0)
 		row := mustDispatch(t, e, in.Key(), tc.want)
-		if tc.want != ledger.DispatchLimited {
+		if tc.want != ledger.OutcomeLimited {
 			continue
 		}
 		if rule, _ := ledger.LimitRule(row); rule != tc.rule || !strings.HasPrefix(row.Reason, strings.SplitN(tc.why, ":", 2)[0]) && !strings.Contains(row.Reason, tc.why) {
@@ -218,7 +218,7 @@ func TestSMSCountriesAndCaps(t *testing.T) {
 	// A region outside the allow-list names the region.
 	e2, _ := limitedEnv(t, ledger.Limits{SMSCountries: func(r string) bool { return r == "US" }})
 	in := e2.claimTo(t, 1, ledger.SMS, "+447700900003", "", 0)
-	if row := mustDispatch(t, e2, in.Key(), ledger.DispatchLimited); row.Reason != "region GB is not in the SMS allow-list; nothing sent" {
+	if row := mustDispatch(t, e2, in.Key(), ledger.OutcomeLimited); row.Reason != "region GB is not in the SMS allow-list; nothing sent" {
 		t.Fatalf("reason %q", row.Reason)
 	}
 }
@@ -255,10 +255,10 @@ func TestSMSNumberKinds(t *testing.T) {
 	} {
 		in := e.claimTo(t, i, ledger.SMS, tc.to, "", 0)
 		if tc.why == "" {
-			mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+			mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 			continue
 		}
-		row := mustDispatch(t, e, in.Key(), ledger.DispatchLimited)
+		row := mustDispatch(t, e, in.Key(), ledger.OutcomeLimited)
 		rule, _ := ledger.LimitRule(row)
 		want := ledger.RuleSMSNumberKind
 		if strings.HasPrefix(tc.why, "region") {
@@ -288,20 +288,20 @@ func TestSubjectLimitAndSupersession(t *testing.T) {
 	older := e.claimTo(t, 1, ledger.Email, "p1@example.test", "acct-7", 0)
 	newer := e.claimTo(t, 2, ledger.Email, "p1@example.test", "acct-7", time.Minute)
 	late := e.claimTo(t, 3, ledger.Email, "p1@example.test", "acct-7", -time.Minute) // older challenge, claimed last
-	row := mustDispatch(t, e, older.Key(), ledger.DispatchSuppressed)
+	row := mustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
 	if row.Reason != "superseded by challenge chal-000002" || row.State != ledger.Suppressed {
 		t.Fatalf("older: %s %q", row.State, row.Reason)
 	}
 	if rule, ok := ledger.LimitRule(row); !ok || rule != ledger.RuleSuperseded {
 		t.Fatalf("LimitRule = %s %v", rule, ok)
 	}
-	mustDispatch(t, e, late.Key(), ledger.DispatchSuppressed)
-	mustDispatch(t, e, newer.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, late.Key(), ledger.OutcomeSuppressed)
+	mustDispatch(t, e, newer.Key(), ledger.OutcomeAccepted)
 	// Another channel is another stream; the subject counts every channel.
 	sms := e.claimTo(t, 2, ledger.SMS, "+15550100001", "acct-7", 0)
-	mustDispatch(t, e, sms.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, sms.Key(), ledger.OutcomeAccepted)
 	third := e.claimTo(t, 4, ledger.Email, "p2@example.test", "acct-7", 2*time.Minute)
-	if row := mustDispatch(t, e, third.Key(), ledger.DispatchLimited); !strings.HasPrefix(row.Reason, "limit subject: 2 of 2 sends for subject acct-7") {
+	if row := mustDispatch(t, e, third.Key(), ledger.OutcomeLimited); !strings.HasPrefix(row.Reason, "limit subject: 2 of 2 sends for subject acct-7") {
 		t.Fatalf("reason %q", row.Reason)
 	}
 	// A row already sent is never touched by a newer challenge.
@@ -311,7 +311,7 @@ func TestSubjectLimitAndSupersession(t *testing.T) {
 	// Without subject_ref: not counted per subject, never superseded.
 	for i := range 4 {
 		in := e.claimTo(t, 10+i, ledger.Email, fmt.Sprintf("q%d@example.test", i), "", time.Duration(i)*time.Minute)
-		mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 	}
 }
 
@@ -320,7 +320,7 @@ func TestSupersessionOff(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{})
 	older := e.claimTo(t, 1, ledger.Email, "p1@example.test", "acct-7", 0)
 	e.claimTo(t, 2, ledger.Email, "p1@example.test", "acct-7", time.Minute)
-	mustDispatch(t, e, older.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, older.Key(), ledger.OutcomeAccepted)
 }
 
 // TestLimitedFallbackDoesNotHandOver: a limited email does not open the
@@ -328,9 +328,9 @@ func TestSupersessionOff(t *testing.T) {
 func TestLimitedFallbackDoesNotHandOver(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}})
 	first := e.claimTo(t, 1, ledger.Email, ledgertest.Message(2, ledger.Email).To, "", 0)
-	mustDispatch(t, e, first.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
 	email, sms := claimFallbackPair(t, e, 2)
-	mustDispatch(t, e, email.Key(), ledger.DispatchLimited)
+	mustDispatch(t, e, email.Key(), ledger.OutcomeLimited)
 	if got := e.get(t, sms.Key()); got.State != ledger.Suppressed {
 		t.Fatalf("held SMS after a limited email: %s, want suppressed", got.State)
 	}
@@ -349,16 +349,16 @@ func TestSupersededGivesCountBack(t *testing.T) {
 	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
 	e.Svc.Policy.BudgetWait = 0
 	warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
-	mustDispatch(t, e, warm.Key(), ledger.DispatchAccepted) // the budget's next slot is 100 s away
+	mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the budget's next slot is 100 s away
 	older := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
-	if row := mustDispatch(t, e, older.Key(), ledger.DispatchDeferred); row.AdmittedAt.IsZero() {
+	if row := mustDispatch(t, e, older.Key(), ledger.OutcomeDeferred); row.AdmittedAt.IsZero() {
 		t.Fatal("the deferred row does not record its admission")
 	}
 	e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute) // newer, not dispatched yet
 	e.Clock.Advance(100 * time.Second)
-	mustDispatch(t, e, older.Key(), ledger.DispatchSuppressed)
+	mustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
 	e.Svc.Budget = nil
-	for i, want := range []ledger.DispatchOutcome{ledger.DispatchAccepted, ledger.DispatchAccepted, ledger.DispatchLimited} {
+	for i, want := range []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeAccepted, ledger.OutcomeLimited} {
 		in := e.claimTo(t, 10+i, ledger.Email, "p@example.test", "", 0)
 		mustDispatch(t, e, in.Key(), want)
 	}
@@ -382,19 +382,19 @@ func TestNewestReclaimsWaitingOlderCounts(t *testing.T) {
 			e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
 			e.Svc.Policy.BudgetWait = 0
 			warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
-			mustDispatch(t, e, warm.Key(), ledger.DispatchAccepted) // the next slot is 100 s away
+			mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 100 s away
 			var older []ledger.Intent
 			for i := range 2 {
 				in := e.claimTo(t, 2+i, ledger.Email, "p@example.test", "acct-1", time.Duration(i)*time.Second)
-				mustDispatch(t, e, in.Key(), ledger.DispatchDeferred) // counted, waiting
+				mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred) // counted, waiting
 				older = append(older, in)
 			}
 			newest := e.claimTo(t, 4, ledger.Email, "p@example.test", "acct-1", time.Minute)
 			if !reclaim {
-				mustDispatch(t, e, newest.Key(), ledger.DispatchLimited)
+				mustDispatch(t, e, newest.Key(), ledger.OutcomeLimited)
 				return
 			}
-			mustDispatch(t, e, newest.Key(), ledger.DispatchDeferred)
+			mustDispatch(t, e, newest.Key(), ledger.OutcomeDeferred)
 			for _, in := range older {
 				row := e.get(t, in.Key())
 				if row.State != ledger.Suppressed || row.Reason != "superseded by challenge chal-000004" {
@@ -403,9 +403,9 @@ func TestNewestReclaimsWaitingOlderCounts(t *testing.T) {
 			}
 			e.Clock.Advance(300 * time.Second)
 			for _, in := range older {
-				mustDispatch(t, e, in.Key(), ledger.DispatchSkipped)
+				mustDispatch(t, e, in.Key(), ledger.OutcomeSkipped)
 			}
-			mustDispatch(t, e, newest.Key(), ledger.DispatchAccepted)
+			mustDispatch(t, e, newest.Key(), ledger.OutcomeAccepted)
 			if n := e.Transport.Calls(); n != 2 {
 				t.Fatalf("%d sends, want 2 (the warm-up and the newest)", n)
 			}
@@ -423,7 +423,7 @@ func TestSupersededWhileWaitingForSlot(t *testing.T) {
 	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.2}}
 	e.Svc.Policy.BudgetWait = 10 * time.Second // waited in process
 	warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
-	mustDispatch(t, e, warm.Key(), ledger.DispatchAccepted) // the next slot is 5 s away
+	mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 5 s away
 	older := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
 	var newer ledger.Intent
 	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
@@ -433,11 +433,11 @@ func TestSupersededWhileWaitingForSlot(t *testing.T) {
 		e.Clock.Advance(d)
 		return nil
 	}
-	row := mustDispatch(t, e, older.Key(), ledger.DispatchSuppressed)
+	row := mustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
 	if row.Reason != "superseded by challenge chal-000003" {
 		t.Fatalf("older: %s %q, want superseded by the challenge claimed during its wait", row.State, row.Reason)
 	}
-	mustDispatch(t, e, newer.Key(), ledger.DispatchAccepted) // the count the older held is back
+	mustDispatch(t, e, newer.Key(), ledger.OutcomeAccepted) // the count the older held is back
 	if n := e.Transport.Calls(); n != 2 {
 		t.Fatalf("%d sends, want 2 (the warm-up and the newer)", n)
 	}

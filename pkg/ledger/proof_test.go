@@ -60,9 +60,9 @@ func refuseAll(t *testing.T, e *env, forged map[string]ledger.ProviderEvent) {
 func TestForgedDeliveryLeavesDeferredRowDeferred(t *testing.T) {
 	e := newEnv(t)
 	e.Transport.Events = true
-	in, _, _ := e.claim(t, 40, ledger.Email, ledger.ClaimCreated)
+	in, _, _ := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-	mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 	genuine := ledger.ProviderEvent{
 		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindDelivered, Type: "Delivery",
 		MessageID: "0100018f-made-up-000000", At: e.Clock.Now(),
@@ -74,7 +74,7 @@ func TestForgedDeliveryLeavesDeferredRowDeferred(t *testing.T) {
 	}
 	e.Transport.Script = nil
 	e.Clock.Advance(time.Minute)
-	mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 	if n := e.Transport.Recorded(in.Key()); n != 1 {
 		t.Fatalf("provider recorded %d messages, want 1", n)
 	}
@@ -88,7 +88,7 @@ func TestForgedBounceNeverReleasesHeldSMS(t *testing.T) {
 	e.Transport.Events = true
 	e.Svc.Policy.FallbackWait = 2 * time.Minute
 	emailIn, smsIn := claimFallbackPair(t, e, 41)
-	mustDispatch(t, e, emailIn.Key(), ledger.DispatchAccepted)
+	mustDispatch(t, e, emailIn.Key(), ledger.OutcomeAccepted)
 	bounce := e.providerEvent(t, emailIn.Key(), ledger.Email, ledger.KindBounced, "Bounce", "Permanent/General", true)
 	refuseAll(t, e, forgeries(t, e, bounce))
 	if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
@@ -114,8 +114,8 @@ func TestDispatchSignsEveryAttempt(t *testing.T) {
 	t.Run("events transport", func(t *testing.T) {
 		e := newEnv(t)
 		e.Transport.Events = true
-		in, _, _ := e.claim(t, 42, ledger.SMS, ledger.ClaimCreated)
-		mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+		in, _, _ := e.claim(t, 42, ledger.SMS, ledger.OutcomeClaimed)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 		attempt, proof, _ := e.Transport.Carried(in.Key())
 		if err := e.Proofs.Verify(context.Background(), ledger.AttemptRef{Key: in.Key(), Channel: ledger.SMS, Attempt: 1}, proof); err != nil || attempt != 1 {
 			t.Fatalf("attempt %d carried proof that does not verify: %v", attempt, err)
@@ -123,8 +123,8 @@ func TestDispatchSignsEveryAttempt(t *testing.T) {
 	})
 	t.Run("no events", func(t *testing.T) {
 		e := newEnv(t)
-		in, _, _ := e.claim(t, 43, ledger.Email, ledger.ClaimCreated)
-		mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+		in, _, _ := e.claim(t, 43, ledger.Email, ledger.OutcomeClaimed)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 		if _, proof, _ := e.Transport.Carried(in.Key()); proof != "" {
 			t.Fatalf("a send without events carried proof %q", proof)
 		}
@@ -133,8 +133,8 @@ func TestDispatchSignsEveryAttempt(t *testing.T) {
 		e := newEnv(t)
 		e.Transport.Events = true
 		e.Svc.Proofs = failingProofs{}
-		in, _, _ := e.claim(t, 44, ledger.Email, ledger.ClaimCreated)
-		row := mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+		in, _, _ := e.claim(t, 44, ledger.Email, ledger.OutcomeClaimed)
+		row := mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 		if e.Transport.Calls() != 0 || row.State != ledger.Deferred || !strings.HasPrefix(row.NotSentCode, ledger.ProofCode) {
 			t.Fatalf("%d sends, row %s code %q", e.Transport.Calls(), row.State, row.NotSentCode)
 		}

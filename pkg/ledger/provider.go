@@ -136,24 +136,9 @@ func validMessageID(v string) bool {
 	return opaqueChars.Fits(v, 256)
 }
 
-// EventOutcome says what RecordProviderEvent did.
-type EventOutcome string
-
-// Provider-event outcomes.
-const (
-	// EventRecorded: appended to the row's history; its state is unchanged.
-	EventRecorded EventOutcome = "recorded"
-	// EventResolved: the row was unknown, quarantined or deferred, and the
-	// event, evidence that the provider took the message, moved it to
-	// accepted without an operator.
-	EventResolved EventOutcome = "resolved"
-	// EventDuplicate: the row already holds the event; nothing was written.
-	EventDuplicate EventOutcome = "duplicate"
-)
-
 // EventResult is the row after RecordProviderEvent and what it did.
 type EventResult struct {
-	Outcome EventOutcome
+	Outcome Outcome
 	Entry   Entry
 }
 
@@ -173,7 +158,7 @@ type EventResult struct {
 // key is the hash of a challenge id); no one but the senders can sign one.
 //
 // It fails with ErrInvalidProviderEvent, ErrUnproven, ErrNotFound (no row for
-// the key) or ErrEventChannel; a repeated event is EventDuplicate, not an
+// the key) or ErrEventChannel; a repeated event is OutcomeDuplicate, not an
 // error.
 func (s *EventRecorder) RecordProviderEvent(ctx context.Context, p ProviderEvent, w Worker) (EventResult, error) {
 	if err := p.Validate(); err != nil {
@@ -214,7 +199,7 @@ func (s *EventRecorder) verifyAttempt(ctx context.Context, p ProviderEvent) erro
 
 func (s *EventRecorder) recordEvent(ctx context.Context, e Entry, p ProviderEvent, w Worker) (EventResult, error) {
 	if e.Holds(p.ID()) {
-		return EventResult{Outcome: EventDuplicate, Entry: e}, nil
+		return EventResult{Outcome: OutcomeDuplicate, Entry: e}, nil
 	}
 	switch e.State {
 	case Unknown, Quarantined, Deferred:
@@ -225,7 +210,7 @@ func (s *EventRecorder) recordEvent(ctx context.Context, e Entry, p ProviderEven
 		}
 		c.amend(e.Key, p)
 		r, err := s.apply(ctx, c, "")
-		return EventResult{Outcome: EventResolved, Entry: r.Entry}, err
+		return EventResult{Outcome: OutcomeResolved, Entry: r.Entry}, err
 	}
 	c := s.record(e, p.Kind, e.State, w, describeEvent(p), nil)
 	c.amend(e.Key, p)
@@ -236,7 +221,7 @@ func (s *EventRecorder) recordEvent(ctx context.Context, e Entry, p ProviderEven
 	if n.State == Accepted && (p.Permanent || p.Kind == KindDelivered) {
 		s.settleSuccessor(ctx, n, w)
 	}
-	return EventResult{Outcome: EventRecorded, Entry: n}, nil
+	return EventResult{Outcome: OutcomeRecorded, Entry: n}, nil
 }
 
 // amend makes the change's event the entry of provider event p (its id,

@@ -27,9 +27,9 @@ func TestProviderEventResolvesUnknown(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.Transport.Events = true
-			in, _, _ := e.claim(t, 1, ledger.Email, ledger.ClaimCreated)
+			in, _, _ := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			if tt.quarantine {
 				e.Clock.Advance(time.Hour)
 				if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
@@ -40,7 +40,7 @@ func TestProviderEventResolvesUnknown(t *testing.T) {
 				}
 			}
 			p := e.providerEvent(t, in.Key(), ledger.Email, tt.kind, tt.typ, "", false)
-			row := e.record(t, p, ledger.EventResolved)
+			row := e.record(t, p, ledger.OutcomeResolved)
 			last := row.Last()
 			if row.State != ledger.Accepted || row.AckID != p.MessageID || last.Kind != tt.kind || last.To != ledger.Accepted ||
 				last.AckID != p.MessageID || last.ProviderType != tt.typ || !last.ProviderAt.Equal(p.At) ||
@@ -50,7 +50,7 @@ func TestProviderEventResolvesUnknown(t *testing.T) {
 			if e.hasContent(t, in.Key()) {
 				t.Fatal("sealed content kept after the row ended")
 			}
-			if again := e.record(t, p, ledger.EventDuplicate); again.Version != row.Version {
+			if again := e.record(t, p, ledger.OutcomeDuplicate); again.Version != row.Version {
 				t.Fatalf("duplicate wrote: version %d -> %d", row.Version, again.Version)
 			}
 		})
@@ -63,8 +63,8 @@ func TestProviderEventResolvesUnknown(t *testing.T) {
 func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
 	e := newEnv(t)
 	e.Transport.Events = true
-	in, _, _ := e.claim(t, 2, ledger.Email, ledger.ClaimCreated)
-	mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+	in, _, _ := e.claim(t, 2, ledger.Email, ledger.OutcomeClaimed)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 	events := []ledger.ProviderEvent{
 		e.providerEvent(t, in.Key(), ledger.Email, ledger.KindDelivered, "Delivery", "", false), // before its Send: out of order
 		e.providerEvent(t, in.Key(), ledger.Email, ledger.KindProviderSent, "Send", "", false),
@@ -72,7 +72,7 @@ func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
 	}
 	var row ledger.Entry
 	for _, p := range events {
-		row = e.record(t, p, ledger.EventRecorded)
+		row = e.record(t, p, ledger.OutcomeRecorded)
 	}
 	if row.State != ledger.Accepted || len(row.History) != 3+len(events) {
 		t.Fatalf("row %s with %d entries", row.State, len(row.History))
@@ -147,7 +147,7 @@ type eventOnSend struct {
 
 func (s eventOnSend) Send(ctx context.Context, m ledger.Send) (ledger.Ack, error) {
 	ack, err := s.Transport.Send(ctx, m)
-	s.e.record(s.t, s.e.providerEvent(s.t, m.IdempotencyKey, m.Channel, s.typ, "Send", "", false), ledger.EventRecorded)
+	s.e.record(s.t, s.e.providerEvent(s.t, m.IdempotencyKey, m.Channel, s.typ, "Send", "", false), ledger.OutcomeRecorded)
 	return ack, err
 }
 
@@ -159,17 +159,17 @@ func TestProviderEventBeforeOutcomeWrite(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		behavior ledgertest.Behavior
-		want     ledger.DispatchOutcome
+		want     ledger.Outcome
 	}{
-		{"acknowledged", ledgertest.Accept, ledger.DispatchAccepted},
-		{"acknowledgement lost", ledgertest.AcceptThenDrop, ledger.DispatchUnknown},
+		{"acknowledged", ledgertest.Accept, ledger.OutcomeAccepted},
+		{"acknowledgement lost", ledgertest.AcceptThenDrop, ledger.OutcomeUnknown},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.Transport.Events = true
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return tt.behavior }
 			e.Svc.Transports[ledger.Email] = eventOnSend{Transport: e.Transport, t: t, e: e, typ: ledger.KindProviderSent}
-			in, _, _ := e.claim(t, 3, ledger.Email, ledger.ClaimCreated)
+			in, _, _ := e.claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
 			row := mustDispatch(t, e, in.Key(), tt.want)
 			kinds := []ledger.EventKind{}
 			for _, ev := range row.History {

@@ -83,8 +83,8 @@ func TestReconcileUnknownPolicy(t *testing.T) {
 			e.Transport.Window, e.Transport.CanLookup = tt.window, tt.lookup
 			behavior := tt.dispatch
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return behavior }
-			in, _, _ := e.claim(t, 40, ledger.Email, ledger.ClaimCreated)
-			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			in, _, _ := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
+			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 
 			for i, st := range tt.steps {
 				e.Clock.Advance(st.advance)
@@ -209,8 +209,8 @@ func TestCrashAfterProviderAccepted(t *testing.T) {
 	}{
 		{"ack lost, unknown recorded", func(t *testing.T, e *env) ledger.Intent {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			in, _, _ := e.claim(t, 42, ledger.Email, ledger.ClaimCreated)
-			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			in, _, _ := e.claim(t, 42, ledger.Email, ledger.OutcomeClaimed)
+			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			return in
 		}},
 		{"worker died before recording anything", func(t *testing.T, e *env) ledger.Intent {
@@ -231,10 +231,10 @@ func TestCrashAfterProviderAccepted(t *testing.T) {
 				reconcile(t, e)
 				// Redeliveries and duplicate stream records are harmless too.
 				sealed := ledgertest.Seal(ledgertest.Message(42, ledger.Email))
-				if r, err := e.Svc.Claim(ctx, in, sealed, "claim/redelivery"); err != nil || r.Outcome != ledger.ClaimDuplicate {
+				if r, err := e.Svc.Claim(ctx, in, sealed, "claim/redelivery"); err != nil || r.Outcome != ledger.OutcomeDuplicate {
 					t.Fatalf("redelivery: %s %v", r.Outcome, err)
 				}
-				if r, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/dup"); err != nil || r.Outcome != ledger.DispatchSkipped {
+				if r, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/dup"); err != nil || r.Outcome != ledger.OutcomeSkipped {
 					t.Fatalf("dispatch: %s %v", r.Outcome, err)
 				}
 			}
@@ -259,8 +259,8 @@ func TestReconcileLimitAndNoTransport(t *testing.T) {
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 	var keys []string
 	for i := range 3 {
-		in, _, _ := e.claim(t, 50+i, ledger.Email, ledger.ClaimCreated)
-		mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+		in, _, _ := e.claim(t, 50+i, ledger.Email, ledger.OutcomeClaimed)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 		keys = append(keys, in.Key())
 	}
 	e.Clock.Advance(time.Minute)
@@ -288,8 +288,8 @@ func TestReconcileRetryWithoutContent(t *testing.T) {
 	e := newEnv(t)
 	e.Transport.Window = 24 * time.Hour
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.FailBeforeReach }
-	in, _, _ := e.claim(t, 96, ledger.SMS, ledger.ClaimCreated)
-	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+	in, _, _ := e.claim(t, 96, ledger.SMS, ledger.OutcomeClaimed)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 	_ = e.Content.Delete(context.Background(), e.contentKey(in.Key()))
 	e.Clock.Advance(time.Minute)
 	reconcile(t, e)
@@ -306,9 +306,9 @@ func TestReconcileWaitsForProviderEvents(t *testing.T) {
 	for _, events := range []bool{true, false} {
 		e := newEnv(t)
 		e.Transport.Events = events
-		in, _, _ := e.claim(t, 4, ledger.Email, ledger.ClaimCreated)
+		in, _, _ := e.claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
 		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-		mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 		e.Clock.Advance(e.Svc.Policy.RecheckAfter)
 		if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
 			t.Fatal(err)

@@ -16,15 +16,15 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
 	after := e.Svc.Policy.RedriveAfter
 
-	lost, _, _ := e.claim(t, 40, ledger.Email, ledger.ClaimCreated) // its stream record is lost
-	wake, _, _ := e.claim(t, 41, ledger.Email, ledger.ClaimCreated) // deferred; its wake-up is lost
+	lost, _, _ := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed) // its stream record is lost
+	wake, _, _ := e.claim(t, 41, ledger.Email, ledger.OutcomeClaimed) // deferred; its wake-up is lost
 	res, err := e.Svc.Dispatch(ctx, wake.Key(), "d")
-	if err != nil || res.Outcome != ledger.DispatchDeferred {
+	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	_, wakes := sch.last(wake.Key())
 	e.Clock.Advance(res.Entry.NextAttemptAt.Sub(e.Clock.Now()) + after)
-	fresh, _, _ := e.claim(t, 42, ledger.Email, ledger.ClaimCreated) // just claimed: its stream record is on its way
+	fresh, _, _ := e.claim(t, 42, ledger.Email, ledger.OutcomeClaimed) // just claimed: its stream record is on its way
 	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 	// A moment earlier, the deferred row was not yet late.
 	e2, sch2 := pacedEnv(t)
 	e2.Transport.Script = e.Transport.Script
-	w2, _, _ := e2.claim(t, 43, ledger.Email, ledger.ClaimCreated)
+	w2, _, _ := e2.claim(t, 43, ledger.Email, ledger.OutcomeClaimed)
 	res, _ = e2.Svc.Dispatch(ctx, w2.Key(), "d")
 	e2.Clock.Advance(res.Entry.NextAttemptAt.Sub(e2.Clock.Now()) + after - time.Second)
 	_, before := sch2.last(w2.Key())
@@ -67,7 +67,7 @@ func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
 		e, sch := pacedEnv(t)
 		prog := &memstore.Progress{}
 		e.Svc.Progress = prog
-		_, _, row := e.claim(t, 60, ledger.Email, ledger.ClaimCreated)
+		_, _, row := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
 		e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Second)
 		return setup{e, sch, prog, row}
 	}
@@ -145,8 +145,8 @@ func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
 		prog := &memstore.Progress{}
 		e.Svc.Progress = prog
 		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-		in, _, _ := e.claim(t, 61, ledger.Email, ledger.ClaimCreated)
-		res := mustDispatch(t, e, in.Key(), ledger.DispatchDeferred)
+		in, _, _ := e.claim(t, 61, ledger.Email, ledger.OutcomeClaimed)
+		res := mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 		_, wakes := sch.last(in.Key())
 		e.Clock.Advance(res.NextAttemptAt.Sub(e.Clock.Now()) + e.Svc.Policy.RedriveAfter + time.Second)
 		_ = prog.Advance(ctx, res.NextAttemptAt.Add(-time.Second), e.Clock.Now())

@@ -17,27 +17,27 @@ func TestResolve(t *testing.T) {
 	// Each prepare returns the key of a row in the named state.
 	prepare := map[ledger.State]func(t *testing.T, e *env) string{
 		ledger.Claimed: func(t *testing.T, e *env) string {
-			in, _, _ := e.claim(t, 80, ledger.Email, ledger.ClaimCreated)
+			in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
 			return in.Key()
 		},
 		ledger.Dispatching: func(t *testing.T, e *env) string {
 			return e.stuckDispatching(t, 80, ledger.Email, ledgertest.Accept).Key()
 		},
 		ledger.Accepted: func(t *testing.T, e *env) string {
-			in, _, _ := e.claim(t, 80, ledger.Email, ledger.ClaimCreated)
-			mustDispatch(t, e, in.Key(), ledger.DispatchAccepted)
+			in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+			mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 			return in.Key()
 		},
 		ledger.Unknown: func(t *testing.T, e *env) string {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			in, _, _ := e.claim(t, 80, ledger.Email, ledger.ClaimCreated)
-			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			return in.Key()
 		},
 		ledger.Quarantined: func(t *testing.T, e *env) string {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			in, _, _ := e.claim(t, 80, ledger.Email, ledger.ClaimCreated)
-			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			e.Clock.Advance(time.Minute)
 			reconcile(t, e)
 			return in.Key()
@@ -141,8 +141,8 @@ func TestOperatorTextKeepsPersonalDataOut(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	in, _, _ := e.claim(t, 4, ledger.Email, ledger.ClaimCreated)
-	mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+	in, _, _ := e.claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
+	mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 	for _, tt := range []struct{ field, reason, evidence string }{
 		{"reason", "player jane@example.test asked", ""},
 		{"reason", "called +1 555 123 4567", ""},

@@ -52,8 +52,8 @@ func TestRetryCallBoundedByItsLease(t *testing.T) {
 			e := newEnv(t)
 			tr := &windowedTransport{}
 			e.Svc.Transports[ledger.Email] = tr
-			in, _, _ := e.claim(t, 90, ledger.Email, ledger.ClaimCreated)
-			mustDispatch(t, e, in.Key(), ledger.DispatchUnknown)
+			in, _, _ := e.claim(t, 90, ledger.Email, ledger.OutcomeClaimed)
+			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			e.Clock.Advance(in.ExpiresAt.Add(-tc.at).Sub(e.Clock.Now()))
 
 			left := in.ExpiresAt.Add(-e.Svc.Policy.SendGuard).Sub(e.Clock.Now())

@@ -60,8 +60,8 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 	e.Svc.Store = counting
 	prog := &countingProgress{Progress: marks}
 	e.Svc.Progress = prog
-	first, _, image1 := e.claim(t, 70, ledger.Email, ledger.ClaimCreated)
-	second, _, image2 := e.claim(t, 71, ledger.Email, ledger.ClaimCreated)
+	first, _, image1 := e.claim(t, 70, ledger.Email, ledger.OutcomeClaimed)
+	second, _, image2 := e.claim(t, 71, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 10*time.Second) // the stream runs 30 s late
 	t0 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
@@ -83,7 +83,7 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 	}
 	counting.gets = 0
 	res, err := e.Svc.DispatchRow(ctx, image1, "dispatch/stream")
-	if err != nil || res.Outcome != ledger.DispatchAccepted || res.BudgetWait != time.Second {
+	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.BudgetWait != time.Second {
 		t.Fatalf("first: %s after waiting %s, %v; want accepted after 1s", res.Outcome, res.BudgetWait, err)
 	}
 	if handedBack != 0 {
@@ -102,7 +102,7 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 
 	counting.gets = 0
 	res, err = e.Svc.DispatchRow(ctx, image2, "dispatch/stream")
-	if err != nil || res.Outcome != ledger.DispatchAccepted || res.BudgetWait != time.Second {
+	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.BudgetWait != time.Second {
 		t.Fatalf("second: %s after waiting %s, %v; want accepted after 1s", res.Outcome, res.BudgetWait, err)
 	}
 	if got := states(e.get(t, second.Key())); len(got) != 3 {
@@ -121,12 +121,12 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 func TestLateStreamClaimHoldsWithoutAMark(t *testing.T) {
 	ctx := context.Background()
 	e, _, budget, _ := markedEnv(t, 2*time.Second, false)
-	in, _, image := e.claim(t, 72, ledger.Email, ledger.ClaimCreated)
+	in, _, image := e.claim(t, 72, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 10*time.Second)
 	if _, err := budget.Reserve(ctx, ledger.Email, e.Clock.Now(), e.Clock.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.DispatchAccepted {
+	if res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	if got := states(e.get(t, in.Key())); len(got) != 4 || got[1] != ledger.Deferred {
@@ -141,7 +141,7 @@ func TestLateStreamClaimHoldsWithoutAMark(t *testing.T) {
 func TestStreamImageReadAfterAHandBack(t *testing.T) {
 	ctx := context.Background()
 	e, sch, budget, prog := markedEnv(t, 0, true)
-	in, _, image := e.claim(t, 73, ledger.Email, ledger.ClaimCreated)
+	in, _, image := e.claim(t, 73, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 3*time.Second)
 	// No stream mark yet: reconcile hands the claim back.
 	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
@@ -155,7 +155,7 @@ func TestStreamImageReadAfterAHandBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The hand-back arrives first and defers the row to its slot.
-	if res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/queue"); err != nil || res.Outcome != ledger.DispatchDeferred {
+	if res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/queue"); err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("hand-back: %s, %v; want deferred", res.Outcome, err)
 	}
 	// The stream catches up: a fresh lag that covers the claim.
@@ -163,7 +163,7 @@ func TestStreamImageReadAfterAHandBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream")
-	if err != nil || res.Outcome != ledger.DispatchNotDue || res.Entry.State != ledger.Deferred {
+	if err != nil || res.Outcome != ledger.OutcomeNotDue || res.Entry.State != ledger.Deferred {
 		t.Fatalf("stale image: %s %s, %v; want not due, still deferred (the row read)", res.Outcome, res.Entry.State, err)
 	}
 	if at, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil || !at.Equal(t0.Add(2*time.Second)) {
@@ -181,7 +181,7 @@ func TestLostRaceReadsNothing(t *testing.T) {
 	e := newEnv(t)
 	counting := &countingStore{Store: e.Svc.Store}
 	e.Svc.Store = counting
-	in, _, image := e.claim(t, 74, ledger.Email, ledger.ClaimCreated)
+	in, _, image := e.claim(t, 74, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(in.ExpiresAt.Sub(e.Clock.Now()) + time.Second)
 	if _, err := e.Svc.ExpireSweep(ctx, "expire/sweep", 10); err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestLostRaceReadsNothing(t *testing.T) {
 	}
 	counting.gets = 0
 	res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream")
-	if err != nil || res.Outcome != ledger.DispatchSkipped || res.Entry.State != ledger.Expired {
+	if err != nil || res.Outcome != ledger.OutcomeSkipped || res.Entry.State != ledger.Expired {
 		t.Fatalf("late stream record: %s %s, %v; want skipped, the row expired", res.Outcome, res.Entry.State, err)
 	}
 	if counting.gets != 0 {
@@ -209,7 +209,7 @@ func TestLostRaceReadsNothing(t *testing.T) {
 func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 	ctx := context.Background()
 	e, sch, budget, prog := markedEnv(t, 2*time.Second, true)
-	in, _, image := e.claim(t, 75, ledger.Email, ledger.ClaimCreated)
+	in, _, image := e.claim(t, 75, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(30 * time.Second)
 	now := e.Clock.Now()
 	stale := func(at time.Time) time.Time { return at.Add(-e.Svc.Policy.RedriveAfter) }
@@ -239,7 +239,7 @@ func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 		}
 		return nil
 	}
-	if res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.DispatchAccepted {
+	if res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	if handedBack != 0 {

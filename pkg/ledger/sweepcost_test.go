@@ -42,7 +42,7 @@ func TestSweepsReadOnlyDueClaims(t *testing.T) {
 	after := e.Svc.Policy.RedriveAfter
 	var keys []string
 	for i := range 20 {
-		in, _, _ := e.claim(t, 500+i, ledger.Email, ledger.ClaimCreated) // challenges of ten minutes
+		in, _, _ := e.claim(t, 500+i, ledger.Email, ledger.OutcomeClaimed) // challenges of ten minutes
 		keys = append(keys, in.Key())
 	}
 	pass := func() (handed int, stats map[ledger.State]ledger.StateStats) {

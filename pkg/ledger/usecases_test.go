@@ -84,8 +84,8 @@ func TestDispatchWithoutLimiterRefusedWhileLimitsOn(t *testing.T) {
 	}
 	first := e.claimTo(t, 1, ledger.Email, "a@example.com", "acct-1", 0)
 	second := e.claimTo(t, 2, ledger.Email, "b@example.com", "acct-1", time.Second)
-	mustDispatch(t, e, first.Key(), ledger.DispatchAccepted)
-	mustDispatch(t, e, second.Key(), ledger.DispatchLimited)
+	mustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
+	mustDispatch(t, e, second.Key(), ledger.OutcomeLimited)
 }
 
 func slicesContains(s []string, v string) bool {

@@ -72,7 +72,7 @@ func (s *core) write(ctx context.Context, c Change) (Entry, error) {
 
 // apply writes c and, when the row ends, purges its sealed content and gives
 // back a send-limit count nothing was sent for (releaseUnsent).
-func (s *core) apply(ctx context.Context, c Change, out DispatchOutcome) (DispatchResult, error) {
+func (s *core) apply(ctx context.Context, c Change, out Outcome) (DispatchResult, error) {
 	e, err := s.write(ctx, c)
 	if err != nil {
 		return DispatchResult{}, fmt.Errorf("%s -> %s %s: %w", c.From, c.Next.State, c.Next.Key, err)

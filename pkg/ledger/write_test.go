@@ -56,11 +56,11 @@ func testLostResponses(t *testing.T, asError bool) {
 	ctx := context.Background()
 	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), ttl)
 	res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
-	if err != nil || res.Outcome != ledger.ClaimCreated {
+	if err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("claim: %s %v", res.Outcome, err)
 	}
 	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
-	if err != nil || d.Outcome != ledger.DispatchAccepted {
+	if err != nil || d.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("dispatch: %s %v", d.Outcome, err)
 	}
 	row := e.get(t, in.Key())
@@ -92,7 +92,7 @@ func TestContentOfferedWithAnotherHashNeverStandsInForTheRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
-	if err != nil || d.Outcome != ledger.DispatchAccepted {
+	if err != nil || d.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("dispatch: %s %v", d.Outcome, err)
 	}
 	if s := e.Transport.Sent; len(s) != 1 || s[0].ContentHash != in.ContentHash || s[0].Message.Body == other.Body {

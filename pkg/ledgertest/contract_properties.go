@@ -19,7 +19,7 @@ func claimRoundTrips(t *testing.T, newStore NewStore) {
 	in.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
 	in.SubjectRef = "tenant-7:acct_000001.eu"
 	res, err := env.Svc.Claim(ctx, in, sealed, contractWorker)
-	if err != nil || res.Outcome != ledger.ClaimCreated {
+	if err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("claim: %v %v", res.Outcome, err)
 	}
 	got, err := env.Store.Get(ctx, in.Key())
@@ -121,7 +121,7 @@ func notSentDefers(t *testing.T, newStore NewStore) {
 	env.Transport.RetryAfter = 7 * time.Second
 	in, _, _ := env.claim(t, 13, ledger.Email)
 	res, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker)
-	if err != nil || res.Outcome != ledger.DispatchDeferred {
+	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("dispatch: %s, %v; want deferred", res.Outcome, err)
 	}
 	stored, err := env.Store.Get(ctx, in.Key())
@@ -146,7 +146,7 @@ func notSentDefers(t *testing.T, newStore NewStore) {
 	}
 	env.Clock.Advance(stored.NextAttemptAt.Sub(env.Clock.Now()))
 	res, err = env.Svc.Dispatch(ctx, in.Key(), contractWorker)
-	if err != nil || res.Outcome != ledger.DispatchAccepted || res.Entry.Attempts != 2 {
+	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.Entry.Attempts != 2 {
 		t.Fatalf("retry: %s attempt %d, %v; want accepted at attempt 2", res.Outcome, res.Entry.Attempts, err)
 	}
 	if got := env.Transport.Recorded(in.Key()); got != 1 {
@@ -315,11 +315,11 @@ func concurrentClaimsMakeOneRowEach(t *testing.T, newStore NewStore) {
 				if res.Entry.Key != in.Key() || res.Entry.ContentHash != in.ContentHash || res.Entry.State != ledger.Claimed {
 					errs <- fmt.Errorf("loser saw a different row for %s", in.Key())
 				}
-				if res.Outcome == ledger.ClaimCreated {
+				if res.Outcome == ledger.OutcomeClaimed {
 					mu.Lock()
 					created[in.Key()]++
 					mu.Unlock()
-				} else if res.Outcome != ledger.ClaimDuplicate {
+				} else if res.Outcome != ledger.OutcomeDuplicate {
 					errs <- fmt.Errorf("unexpected outcome %s", res.Outcome)
 				}
 			}
@@ -355,7 +355,7 @@ func racingDispatchSendsOnce(t *testing.T, newStore NewStore) {
 	for i := 0; i < 20; i++ {
 		in, _, _ := env.claim(t, 2000+i, ledger.Email)
 		var wg sync.WaitGroup
-		results := make([]ledger.DispatchOutcome, 2)
+		results := make([]ledger.Outcome, 2)
 		for k := range results {
 			wg.Add(1)
 			go func(k int) {
@@ -370,7 +370,7 @@ func racingDispatchSendsOnce(t *testing.T, newStore NewStore) {
 		wg.Wait()
 		wins := 0
 		for _, o := range results {
-			if o == ledger.DispatchAccepted {
+			if o == ledger.OutcomeAccepted {
 				wins++
 			}
 		}
@@ -389,7 +389,7 @@ func expiredClaimIsNotSent(t *testing.T, newStore NewStore) {
 	in, _, _ := env.claim(t, 3000, ledger.SMS)
 	env.Clock.Advance(10*time.Minute - env.Svc.Policy.ExpiryMargin)
 	res, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker)
-	if err != nil || res.Outcome != ledger.DispatchExpired {
+	if err != nil || res.Outcome != ledger.OutcomeExpired {
 		t.Fatalf("dispatch: %v %v", res.Outcome, err)
 	}
 	got, _ := env.Store.Get(ctx, in.Key())
@@ -413,7 +413,7 @@ func changedContentIsBlocked(t *testing.T, newStore NewStore) {
 	m.Body += " (new wording)"
 	changed.ContentHash = ledger.ContentHash(changed.TemplateID, changed.TemplateVersion, m)
 	res, err := env.Svc.Claim(ctx, changed, Seal(m), contractWorker)
-	if err != nil || res.Outcome != ledger.ClaimMismatch {
+	if err != nil || res.Outcome != ledger.OutcomeMismatch {
 		t.Fatalf("claim: %v %v", res.Outcome, err)
 	}
 	got, _ := env.Store.Get(ctx, in.Key())
@@ -443,15 +443,15 @@ func unknownStaysUnknown(t *testing.T, newStore NewStore) {
 	env.Transport.Script = func(ledger.Send) Behavior { return AcceptThenDrop }
 	in, sealed, _ := env.claim(t, 5000, ledger.Email)
 	res, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker)
-	if err != nil || res.Outcome != ledger.DispatchUnknown {
+	if err != nil || res.Outcome != ledger.OutcomeUnknown {
 		t.Fatalf("dispatch: %v %v", res.Outcome, err)
 	}
 	// Redelivery, a duplicate stream record, the expire sweep and an
 	// operator decision without evidence all leave it unknown.
-	if r, err := env.Svc.Claim(ctx, in, sealed, contractWorker); err != nil || r.Outcome != ledger.ClaimDuplicate {
+	if r, err := env.Svc.Claim(ctx, in, sealed, contractWorker); err != nil || r.Outcome != ledger.OutcomeDuplicate {
 		t.Fatalf("redelivery: %v %v", r.Outcome, err)
 	}
-	if r, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker); err != nil || r.Outcome != ledger.DispatchSkipped {
+	if r, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker); err != nil || r.Outcome != ledger.OutcomeSkipped {
 		t.Fatalf("second dispatch: %v %v", r.Outcome, err)
 	}
 	env.Clock.Advance(time.Hour)
@@ -488,7 +488,7 @@ func providerEventsRoundTrip(t *testing.T, newStore NewStore) {
 		Attempt: attempt, Proof: proof,
 	}
 	res, err := env.Svc.RecordProviderEvent(ctx, p, contractWorker)
-	if err != nil || res.Outcome != ledger.EventRecorded {
+	if err != nil || res.Outcome != ledger.OutcomeRecorded {
 		t.Fatalf("record: %s %v", res.Outcome, err)
 	}
 	got, err := env.Store.Get(ctx, in.Key())
@@ -507,7 +507,7 @@ func providerEventsRoundTrip(t *testing.T, newStore NewStore) {
 		t.Fatal("the stored bounce is not read back as a delivery failure")
 	}
 	again, err := env.Svc.RecordProviderEvent(ctx, p, contractWorker)
-	if err != nil || again.Outcome != ledger.EventDuplicate || again.Entry.Version != got.Version {
+	if err != nil || again.Outcome != ledger.OutcomeDuplicate || again.Entry.Version != got.Version {
 		t.Fatalf("duplicate: %s %v", again.Outcome, err)
 	}
 }

@@ -58,7 +58,7 @@ func claimTimeline(t *testing.T, env *Env, claims []timelineClaim) []string {
 			in.DestinationRef = c.destination
 		}
 		res, err := env.Svc.Claim(context.Background(), in, sealed, contractWorker)
-		if err != nil || res.Outcome != ledger.ClaimCreated {
+		if err != nil || res.Outcome != ledger.OutcomeClaimed {
 			t.Fatalf("claim %d/%s: %v %v", c.i, c.ch, res.Outcome, err)
 		}
 		keys = append(keys, in.Key())

@@ -1,0 +1,56 @@
+package ledger
+
+// Outcome says what one call of a use case did: Claim, Dispatch and
+// RecordProviderEvent answer one. Where the call left the row in a state
+// it names that state ("expired" whoever expired it); the others say why
+// nothing changed.
+type Outcome string
+
+// Outcomes that name the state the call left the row in.
+const (
+	OutcomeClaimed     Outcome = "claimed"     // claim: new row, claimed
+	OutcomeHeld        Outcome = "held"        // claim: new row, held until the earlier fallback channel ends
+	OutcomeAccepted    Outcome = "accepted"    // dispatch: the transport accepted the message
+	OutcomeRejected    Outcome = "rejected"    // dispatch: the transport refused it for good
+	OutcomeUnknown     Outcome = "unknown"     // dispatch: no answer that tells; the row is unknown
+	OutcomeQuarantined Outcome = "quarantined" // dispatch: content unavailable; nothing sent
+	// OutcomeExpired: the challenge expired (or would before a send could
+	// start): the claim arrived too late, or dispatch found it so; nothing
+	// sent.
+	OutcomeExpired Outcome = "expired"
+	// OutcomeSuppressed: nothing sent and nothing will be: the fallback
+	// channel was not needed (claim), or the row's subject has a newer
+	// challenge (dispatch).
+	OutcomeSuppressed Outcome = "suppressed"
+	// OutcomeDeferred: nothing sent; the provider did not take the message
+	// for now, or the budget's next slot is later than Policy.BudgetWait.
+	// The row is deferred and its wake-up scheduled.
+	OutcomeDeferred Outcome = "deferred"
+	// OutcomeLimited: a send limit stopped the row; nothing sent.
+	OutcomeLimited Outcome = "limited"
+)
+
+// Outcomes of a call that left the row's state as it was.
+const (
+	// OutcomeDuplicate: the row already holds what the call carried (the
+	// same claim, the same provider event); nothing was written.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeMismatch: claim: the row exists with other content; blocked
+	// and recorded.
+	OutcomeMismatch Outcome = "mismatch"
+	// OutcomeSkipped: dispatch: the row is not due for dispatch (a
+	// duplicate delivery, or another worker won).
+	OutcomeSkipped Outcome = "skipped"
+	// OutcomeNotDue: dispatch: a deferred row was handed to dispatch before
+	// its next attempt was due. Nothing was written: its wake-up is already
+	// scheduled, unless this delivery was that wake-up, arriving early (a
+	// delay longer than the queue allows); RescheduleNotDue covers that.
+	OutcomeNotDue Outcome = "not_due"
+	// OutcomeRecorded: a provider event was appended to the row's history;
+	// its state is unchanged.
+	OutcomeRecorded Outcome = "recorded"
+	// OutcomeResolved: the row was unknown, quarantined or deferred, and a
+	// provider event, evidence that the provider took the message, moved it
+	// to accepted without an operator.
+	OutcomeResolved Outcome = "resolved"
+)
