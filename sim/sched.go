@@ -776,6 +776,7 @@ func (s *sim) deadlines(key string) []deadline {
 		add(e.ExpiresAt.Add(-p.SendGuard), "send deadline")
 	}
 	add(e.ExpiresAt, "expires_at")
+	add(e.RedriveAt, "re-drive time")
 	add(e.LeaseUntil, "lease end")
 	add(e.NextCheckAt, "next check")
 	add(e.NextAttemptAt, "next attempt")

@@ -38,6 +38,7 @@ type rowView struct {
 	ExpiresAt       string    `json:"expires_at"`
 	CreatedAt       string    `json:"created_at"`
 	UpdatedAt       string    `json:"updated_at"`
+	RedriveAt       string    `json:"redrive_at,omitempty"`
 	LeaseUntil      string    `json:"lease_until,omitempty"`
 	NextCheckAt     string    `json:"next_check_at,omitempty"`
 	FirstAttemptAt  string    `json:"first_attempt_at,omitempty"`
@@ -191,7 +192,7 @@ func newRowView(e ledger.Entry) rowView {
 		ContentHash: e.ContentHash, DestinationRef: e.DestinationRef, SubjectRef: e.SubjectRef,
 		TemplateID: e.TemplateID, TemplateVersion: e.TemplateVersion, PolicyVersion: e.PolicyVersion,
 		ExpiresAt: jsonTime(e.ExpiresAt), CreatedAt: jsonTime(e.CreatedAt), UpdatedAt: jsonTime(e.UpdatedAt),
-		LeaseUntil: jsonTime(e.LeaseUntil), NextCheckAt: jsonTime(e.NextCheckAt), FirstAttemptAt: jsonTime(e.FirstAttemptAt),
+		RedriveAt: jsonTime(e.RedriveAt), LeaseUntil: jsonTime(e.LeaseUntil), NextCheckAt: jsonTime(e.NextCheckAt), FirstAttemptAt: jsonTime(e.FirstAttemptAt),
 		RetainUntil: jsonTime(e.RetainUntil), NextAttemptAt: jsonTime(e.NextAttemptAt), SlotAt: jsonTime(e.SlotAt),
 		NotSentCode: e.NotSentCode, AttemptLog: attemptLog(e.History),
 		Attempts: e.Attempts, AckID: e.AckID, Reason: e.Reason, Mismatches: e.Mismatches,
@@ -250,6 +251,9 @@ func printRow(w io.Writer, e ledger.Entry) {
 		fields = slices.Insert(fields, i+1, [2]string{"subject", e.SubjectRef + "  (opaque account reference)"})
 	}
 	fields = withLimitRule(fields, e)
+	if !e.RedriveAt.IsZero() {
+		fields = append(fields, [2]string{"re-drive at", textTime(e.RedriveAt)})
+	}
 	if !e.LeaseUntil.IsZero() {
 		fields = append(fields, [2]string{"lease until", textTime(e.LeaseUntil)})
 	}

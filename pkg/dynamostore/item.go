@@ -101,7 +101,13 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 			m[name] = s(v)
 		}
 	}
+	// One attribute for the two deadlines of an in-flight row: a claim's
+	// re-drive time, a dispatching row's lease (only one is set in any
+	// state; decode tells them apart by the state).
 	optTime(attrLeaseUntil, e.LeaseUntil)
+	if e.State == ledger.Claimed {
+		optTime(attrLeaseUntil, e.RedriveAt)
+	}
 	optTime(attrNextCheckAt, e.NextCheckAt)
 	optTime(attrFirstAttemptAt, e.FirstAttemptAt)
 	optTime(attrAdmittedAt, e.AdmittedAt)
@@ -450,6 +456,9 @@ func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
 		AckID:           d.str(attrAckID),
 		Reason:          d.str(attrReason),
 		Mismatches:      int(d.num(attrMismatches)),
+	}
+	if e.State == ledger.Claimed {
+		e.RedriveAt, e.LeaseUntil = e.LeaseUntil, time.Time{}
 	}
 	if ttl := d.num(AttrTTL); ttl != 0 {
 		e.RetainUntil = time.Unix(ttl, 0).UTC()

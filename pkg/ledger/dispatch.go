@@ -54,7 +54,7 @@ func (s *Dispatcher) DispatchRow(ctx context.Context, row Entry, w Worker) (Disp
 
 func (s *Dispatcher) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
 	var e Entry
-	if now := s.now(); row != nil && (s.budget == NoBudget || row.State == Claimed && (now.Before(row.LeaseUntil) || s.streamImageCurrent(*row, now))) {
+	if now := s.now(); row != nil && (s.budget == NoBudget || row.State == Claimed && (now.Before(row.RedriveAt) || s.streamImageCurrent(*row, now))) {
 		e = *row
 	} else {
 		var err error

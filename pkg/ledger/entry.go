@@ -32,10 +32,14 @@ type Entry struct {
 	ExpiresAt time.Time
 	CreatedAt time.Time
 	UpdatedAt time.Time
-	// LeaseUntil is when a dispatching row counts as stuck, and when a
-	// claimed row is due for a re-drive: the stream has had until then to
-	// deliver it (its claim time plus Policy.RedriveAfter). A claimed row
-	// written before claims carried it has none.
+	// RedriveAt is when a claimed row is due for a re-drive: the stream has
+	// had until then to deliver it (its claim time plus
+	// Policy.RedriveAfter). Zero in every other state, and on a claim
+	// written before claims carried it.
+	RedriveAt time.Time
+	// LeaseUntil is when a dispatching row counts as stuck: reconcile then
+	// marks it unknown. Zero in every other state. (A store may keep it and
+	// RedriveAt in one attribute: one of them is zero in every state.)
 	LeaseUntil time.Time
 	// NextCheckAt is when reconcile next looks at an unknown row.
 	NextCheckAt time.Time
@@ -131,15 +135,15 @@ func (k EventKind) Provider() bool { return slices.Contains(ProviderKinds, k) }
 
 // OpenDue is the sort key of the row in the open-row index: when a sweep
 // should look at it. The zero time means the row is not open. A claimed row
-// is due at the earlier of its re-drive time (LeaseUntil) and its expiry,
+// is due at the earlier of its re-drive time (RedriveAt) and its expiry,
 // so a re-drive lists only the claims it may hand back; the expire sweep
 // finds expired claims by their expiry (Store.ListExpired), which is never
 // before OpenDue.
 func (e Entry) OpenDue() time.Time {
 	switch e.State {
 	case Claimed:
-		if !e.LeaseUntil.IsZero() && e.LeaseUntil.Before(e.ExpiresAt) {
-			return e.LeaseUntil
+		if !e.RedriveAt.IsZero() && e.RedriveAt.Before(e.ExpiresAt) {
+			return e.RedriveAt
 		}
 		return e.ExpiresAt
 	case Held:

@@ -10,7 +10,7 @@ import "time"
 //   - A deferred row is the dispatch queue's, whose messages may be repeated
 //     and whose row reconcile re-drives once its wake-up is late: it holds
 //     the slot unless it already holds this one.
-//   - A claim is the stream's until its re-drive time (LeaseUntil): no
+//   - A claim is the stream's until its re-drive time (RedriveAt): no
 //     re-drive hands it back before then (Redrive), so a wait that ends
 //     before it needs no hold. That saves the deferral write, a whole-item
 //     write with an index move and a history entry that every later write
@@ -28,7 +28,7 @@ func holdsSlot(e Entry, at time.Time) bool {
 	case Deferred:
 		return !e.SlotAt.Equal(at)
 	case Claimed:
-		return e.LeaseUntil.IsZero() || !at.Before(e.LeaseUntil)
+		return e.RedriveAt.IsZero() || !at.Before(e.RedriveAt)
 	}
 	return true
 }

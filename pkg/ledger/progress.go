@@ -191,7 +191,7 @@ func (s *Dispatcher) streamImageCurrent(e Entry, now time.Time) bool {
 		return false
 	}
 	m := s.progress.Seen()
-	return m.Redriven.Before(e.LeaseUntil.Add(-markSlack)) && s.leftToStream(m, e, now)
+	return m.Redriven.Before(e.RedriveAt.Add(-markSlack)) && s.leftToStream(m, e, now)
 }
 
 // streamCovers reports whether reconcile leaves the claim e, delivered by

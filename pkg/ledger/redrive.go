@@ -53,7 +53,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error
 	if err := s.sweepOpen(ctx, &rep, "redrive", Deferred, late, limit, redrive); err != nil {
 		return rep, err
 	}
-	// Claimed rows are indexed at their re-drive time (LeaseUntil: the
+	// Claimed rows are indexed at their re-drive time (RedriveAt: the
 	// claim plus RedriveAfter) or their expiry if sooner: list only those
 	// due, and while the stream moves, only those it no longer owes (due
 	// by its lateness before now). Claims not yet due are never read.

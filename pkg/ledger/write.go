@@ -32,9 +32,9 @@ func (s *core) record(e Entry, k EventKind, to State, w Worker, reason string, m
 	case to == Claimed && e.State != Claimed:
 		// A new claim (or a held row released) is the stream's to deliver
 		// until its re-drive time; the open-row index orders it by that.
-		next.LeaseUntil = now.Add(s.policy.RedriveAfter)
+		next.RedriveAt = now.Add(s.policy.RedriveAfter)
 	case e.State == Claimed && to != Claimed:
-		next.LeaseUntil = timeZero // the move to dispatching sets its own lease
+		next.RedriveAt = timeZero // the move to dispatching sets its lease
 	}
 	if mut != nil {
 		mut(&next)

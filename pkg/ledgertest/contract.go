@@ -107,7 +107,7 @@ func assertSameEntry(t *testing.T, want, got ledger.Entry) {
 		want.TemplateID != got.TemplateID || want.TemplateVersion != got.TemplateVersion ||
 		want.PolicyVersion != got.PolicyVersion || !want.ExpiresAt.Equal(got.ExpiresAt) ||
 		!want.CreatedAt.Equal(got.CreatedAt) || !want.UpdatedAt.Equal(got.UpdatedAt) ||
-		!want.LeaseUntil.Equal(got.LeaseUntil) || !want.NextCheckAt.Equal(got.NextCheckAt) ||
+		!want.RedriveAt.Equal(got.RedriveAt) || !want.LeaseUntil.Equal(got.LeaseUntil) || !want.NextCheckAt.Equal(got.NextCheckAt) ||
 		!want.FirstAttemptAt.Equal(got.FirstAttemptAt) || !want.RetainUntil.Equal(got.RetainUntil) ||
 		want.Attempts != got.Attempts || want.AckID != got.AckID || want.Reason != got.Reason ||
 		want.Mismatches != got.Mismatches || want.Workflow.Kind != got.Workflow.Kind ||

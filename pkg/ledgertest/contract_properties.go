@@ -76,7 +76,7 @@ func applyIsCompareAndSet(t *testing.T, newStore NewStore) {
 		next := e
 		next.State = ledger.Dispatching
 		next.Version = e.Version + 1
-		next.LeaseUntil = env.Clock.Now().Add(time.Minute)
+		next.RedriveAt, next.LeaseUntil = time.Time{}, env.Clock.Now().Add(time.Minute)
 		ev := ledger.Event{ID: fmt.Sprint("ev-", version), Kind: ledger.KindTransition, From: e.State, To: ledger.Dispatching, At: env.Clock.Now()}
 		next.History = append(append([]ledger.Event(nil), e.History...), ev)
 		return ledger.Change{From: from, Version: version, NotExpiredBy: notExpiredBy, Next: next, Event: ev}
