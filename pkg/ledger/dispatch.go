@@ -37,7 +37,7 @@ func (s *Dispatcher) Dispatch(ctx context.Context, key string, w Worker) (Dispat
 // DispatchRow is Dispatch starting from the new image of the stream record
 // that announced the claim: it saves the first read, and a claim that waits
 // in-process for its send slot past its re-drive time can rest on the
-// stream's mark instead of holding the slot on the row (streamCovers). The row may be stale; the conditional writes still decide,
+// stream's mark instead of holding the slot on the row (streamKeepsClaimUntil). The row may be stale; the conditional writes still decide,
 // and a stale row that loses one is read again like any lost race.
 //
 // With a send-rate budget the row is read anyway unless it is a claim still
@@ -54,7 +54,7 @@ func (s *Dispatcher) DispatchRow(ctx context.Context, row Entry, w Worker) (Disp
 
 func (s *Dispatcher) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
 	var e Entry
-	if now := s.now(); row != nil && (s.budget == NoBudget || row.State == Claimed && (now.Before(row.RedriveAt) || s.streamImageCurrent(*row, now))) {
+	if now := s.now(); row != nil && (s.budget == NoBudget || row.State == Claimed && (now.Before(row.RedriveAt) || s.imageTrusted(*row, now))) {
 		e = *row
 	} else {
 		var err error
@@ -215,8 +215,8 @@ func (s *Dispatcher) waitForSlot(ctx context.Context, e Entry, w Worker, now, at
 	// to this slot: the other delivery waits for the same slot and
 	// loses the move to dispatching, booking nothing. (A provider's
 	// wait without a budget books nothing and needs no hold; nor does a
-	// wait no other delivery can interrupt: holdsSlot, streamCovers.)
-	if s.budget != NoBudget && holdsSlot(e, at) && !(streamed && s.streamCovers(ctx, e, at)) {
+	// wait no other delivery can interrupt: holdsSlot, streamKeepsClaimUntil.)
+	if s.budget != NoBudget && holdsSlot(e, at) && !(streamed && s.streamKeepsClaimUntil(ctx, e, at)) {
 		reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
 		var err error
 		if e, err = s.deferral(ctx, e, w, reason, BudgetCode, at, true); err != nil {

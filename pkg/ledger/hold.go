@@ -16,7 +16,7 @@ import "time"
 //     write with an index move and a history entry that every later write
 //     of the row pays for again. A claim written without a re-drive time,
 //     or whose slot is at or past it, holds the slot here; the stream's
-//     delivery of it can still do without (Service.streamCovers: in a
+//     delivery of it can still do without (Dispatcher.streamKeepsClaimUntil: in a
 //     surge the stream delivers most claims past their re-drive time, and
 //     its lateness mark keeps reconcile from handing them back).
 //

@@ -97,11 +97,64 @@ type Progress interface {
 // the marks and the messages differ by up to this.
 const markSlack = 2 * time.Second
 
+// The marks answer one question for reconcile's re-drive: can a source
+// still deliver this row, so that handing it back would only deliver it
+// twice? handBack is that rule, over Policy.RedriveAfter (its window):
+//
+//   - queueWillDeliver: the queue will still deliver what was put on it at
+//     some time (a deferred row's wake-up, the last hand-backs);
+//   - streamWillDeliver: the stream will still deliver a claim;
+//   - lagSpeaksFor: a recorded lag still covers a claim (both of the
+//     stream's questions rest on it);
+//   - streamKeepsClaim: reconcile leaves a claim to the stream until a
+//     given time, whatever it reads meanwhile.
+//
+// Dispatch asks the last one, of the marks it last saw, to trust a stream
+// record's image (imageTrusted) or to wait for its send slot without a hold
+// on the row (streamKeepsClaimUntil).
+type handBack struct{ window time.Duration }
+
+// queueWillDeliver reports whether the queue, with mark q, can still
+// deliver what was put on it at putAt: its mark has not passed putAt, and
+// it moved within the window (a queue that stalled delivers nothing).
+func (r handBack) queueWillDeliver(q Mark, putAt, now time.Time) bool {
+	return q.Through.Before(putAt.Add(markSlack)) && now.Sub(q.At) < r.window
+}
+
+// streamWillDeliver reports whether the stream, running behind by l, can
+// still deliver the claim made at claimedAt: it moved (Lag.moved) within
+// the window, and its lag speaks for the claim.
+func (r handBack) streamWillDeliver(l Lag, claimedAt, now time.Time) bool {
+	return r.lagSpeaksFor(l, l.moved(), claimedAt, now)
+}
+
+// lagSpeaksFor reports whether, at now, the lag l still speaks for the
+// claim made at claimedAt: since (the time the caller trusts the lag from)
+// is within the window, and the claim is younger than l's lateness plus the
+// window (the margin covers a backlog that grows while the claim waits in
+// it).
+func (r handBack) lagSpeaksFor(l Lag, since, claimedAt, now time.Time) bool {
+	return now.Sub(since) < r.window && now.Sub(claimedAt) < l.Behind+r.window
+}
+
+// streamKeepsClaim reports whether, by the marks m, reconcile leaves the
+// claim e to the stream from m's time until until, markSlack past it for
+// the workers' clocks: the claim is younger than the lag's lateness plus
+// the window then, and the lag's window (At, not Heard) is still open then.
+// Within its window a stored lag only grows, so every reconcile until then
+// reads one at least as large; after it, a smaller lateness may replace it,
+// however recently the stream was heard.
+func (r handBack) streamKeepsClaim(m Marks, e Entry, until time.Time) bool {
+	return e.State == Claimed && r.lagSpeaksFor(m.Stream, m.Stream.At, e.UpdatedAt, until.Add(markSlack))
+}
+
+func (s *core) handBack() handBack { return handBack{window: s.policy.RedriveAfter} }
+
 // Read records what dispatch took from src: for the stream, the claims of
 // one batch (their UpdatedAt, the oldest sets the lateness); for the queue,
-// the due time of the newest message. It writes nothing without Progress or
-// a time. Its error is the caller's to log: a mark that did not move only
-// costs hand-backs.
+// the due time of the newest message. It writes nothing without marks
+// (NoProgress) or a time. Its error is the caller's to log: a mark that did
+// not move only costs hand-backs.
 func (s *Dispatcher) Read(ctx context.Context, src Source, t time.Time) error {
 	if s.progress == NoProgress || t.IsZero() {
 		return nil
@@ -109,10 +162,10 @@ func (s *Dispatcher) Read(ctx context.Context, src Source, t time.Time) error {
 	now := s.now()
 	if src == FromStream {
 		behind := max(now.Sub(t), 0)
-		if s.streamMarked(behind, now) {
+		if s.lagRecorded(behind, now) {
 			return nil
 		}
-		_, err := s.lagging(ctx, behind, now)
+		_, err := s.recordLag(ctx, behind, now)
 		return err
 	}
 	return s.progress.Advance(ctx, t.UTC().Truncate(Precision), now)
@@ -123,7 +176,7 @@ func (s *Dispatcher) Read(ctx context.Context, src Source, t time.Time) error {
 // after Policy.RedriveAfter without it, far longer.
 const HeardEvery = 5 * time.Second
 
-// streamMarked reports whether a stream batch behind by behind at now
+// lagRecorded reports whether a stream batch behind by behind at now
 // would change nothing worth a write, by the marks this process last saw:
 // they hold a larger lateness, recorded within the window (a stored lag
 // only grows within its window, so the write would be refused), and the
@@ -132,83 +185,49 @@ const HeardEvery = 5 * time.Second
 // they were seen only hold a lateness as large, or a window written by a
 // clock behind: it closes sooner, which costs hand-backs, never one
 // skipped.
-func (s *Dispatcher) streamMarked(behind time.Duration, now time.Time) bool {
+func (s *Dispatcher) lagRecorded(behind time.Duration, now time.Time) bool {
 	l := s.progress.Seen().Stream
 	return l.Behind > behind && now.Sub(l.At) < s.policy.RedriveAfter && now.Sub(l.moved()) < HeardEvery
 }
 
-// owes reports whether the queue, with mark m, can still deliver what was
-// put on it at since: its mark has not passed since, and it moved within
-// Policy.RedriveAfter (a queue that stalled delivers nothing).
-func (s *Reconciler) owes(m Mark, since, now time.Time) bool {
-	return m.Through.Before(since.Add(markSlack)) && now.Sub(m.At) < s.policy.RedriveAfter
-}
-
-// streamOwes reports whether the stream, running behind by l, can still
-// deliver the claim made at claimed: it moved (Lag.moved) within
-// Policy.RedriveAfter, and lagCovers the claim.
-func (s *Reconciler) streamOwes(l Lag, claimed, now time.Time) bool {
-	return s.lagCovers(l, l.moved(), claimed, now)
-}
-
-// lagCovers reports whether, at now, the lag l still speaks for the claim
-// made at claimed: since (the time the caller trusts the lag from) is within
-// Policy.RedriveAfter, and the claim is younger than l's lateness plus
-// Policy.RedriveAfter (the margin covers a backlog that grows while the
-// claim waits in it).
-func (s *core) lagCovers(l Lag, since, claimed, now time.Time) bool {
-	return now.Sub(since) < s.policy.RedriveAfter && now.Sub(claimed) < l.Behind+s.policy.RedriveAfter
-}
-
-// lagging records the stream's lateness behind at now (Progress.Lagging)
+// recordLag records the stream's lateness behind at now (Progress.Lagging)
 // and returns the lag stored after it.
-func (s *Dispatcher) lagging(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
+func (s *Dispatcher) recordLag(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
 	return s.progress.Lagging(ctx, behind, now, now.Add(-s.policy.RedriveAfter))
 }
 
-// leftToStream reports whether, by the marks m, reconcile leaves the claim e
-// to the stream from m's time until until, markSlack past it for the
-// workers' clocks: the claim is younger than the lag's lateness plus
-// Policy.RedriveAfter then, and the lag's window (At, not Heard) is still
-// open then. Within its window a stored lag only grows, so every reconcile
-// until then reads one at least as large; after it, a smaller lateness may
-// replace it, however recently the stream was heard.
-func (s *Dispatcher) leftToStream(m Marks, e Entry, until time.Time) bool {
-	return e.State == Claimed && s.lagCovers(m.Stream, m.Stream.At, e.UpdatedAt, until.Add(markSlack))
-}
-
-// streamImageCurrent reports whether the stream record's image of the
-// claim e can be trusted without a read, past its re-drive time: by the
-// marks this process last saw, no hand-back since the claim became due for
-// one (Marks.Redriven), and none from then until now (leftToStream). Only
+// imageTrusted reports whether the stream record's image of the claim e
+// can be trusted without a read, past its re-drive time: by the marks this
+// process last saw, no hand-back since the claim became due for one
+// (Marks.Redriven), and none from then until now (streamKeepsClaim). Only
 // the stream then delivers a claim, and a repeat of the same record is the
 // one stale image left. A hand-back pass that read older marks and wrote
 // its Redriven after these were seen can still have moved it: its slot is
 // then booked for nothing (capacity, never a second send: the conditional
 // write decides).
-func (s *Dispatcher) streamImageCurrent(e Entry, now time.Time) bool {
+func (s *Dispatcher) imageTrusted(e Entry, now time.Time) bool {
 	if s.progress == NoProgress {
 		return false
 	}
 	m := s.progress.Seen()
-	return m.Redriven.Before(e.RedriveAt.Add(-markSlack)) && s.leftToStream(m, e, now)
+	return m.Redriven.Before(e.RedriveAt.Add(-markSlack)) && s.handBack().streamKeepsClaim(m, e, now)
 }
 
-// streamCovers reports whether reconcile leaves the claim e, delivered by
-// the stream, to this dispatch until its send slot at, so that waiting for
-// it needs no hold on the row. The marks this process last saw answer
-// without a request when they cover it (a stream batch refreshes them);
-// otherwise this claim's own lateness is recorded, and the lag stored after
-// that answers. Without Progress, or if the write fails, it does not: the
-// caller holds the slot.
-func (s *Dispatcher) streamCovers(ctx context.Context, e Entry, at time.Time) bool {
+// streamKeepsClaimUntil reports whether reconcile leaves the claim e,
+// delivered by the stream, to this dispatch until its send slot at, so
+// that waiting for it needs no hold on the row. The marks this process last
+// saw answer without a request when they cover it (a stream batch
+// refreshes them); otherwise this claim's own lateness is recorded, and the
+// lag stored after that answers. Without marks (NoProgress), or if the
+// write fails, it does not: the caller holds the slot.
+func (s *Dispatcher) streamKeepsClaimUntil(ctx context.Context, e Entry, at time.Time) bool {
 	if s.progress == NoProgress || e.State != Claimed {
 		return false
 	}
-	if s.leftToStream(s.progress.Seen(), e, at) {
+	if s.handBack().streamKeepsClaim(s.progress.Seen(), e, at) {
 		return true
 	}
 	now := s.now()
-	l, err := s.lagging(ctx, max(now.Sub(e.UpdatedAt), 0), now)
-	return err == nil && s.leftToStream(Marks{Stream: l}, e, at)
+	l, err := s.recordLag(ctx, max(now.Sub(e.UpdatedAt), 0), now)
+	return err == nil && s.handBack().streamKeepsClaim(Marks{Stream: l}, e, at)
 }

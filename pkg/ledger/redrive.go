@@ -25,6 +25,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error
 	now := s.now()
 	late := now.Add(-s.policy.RedriveAfter)
 	var marks Marks
+	rule := s.handBack()
 	if s.progress != NoProgress {
 		m, err := s.progress.Marks(ctx)
 		if err != nil {
@@ -33,7 +34,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error
 		}
 		marks = m
 	}
-	if !marks.Redriven.IsZero() && s.owes(marks.Queue, marks.Redriven, now) {
+	if !marks.Redriven.IsZero() && rule.queueWillDeliver(marks.Queue, marks.Redriven, now) {
 		rep.count("skipped: the queue still owes the last hand-backs")
 		return rep, nil
 	}
@@ -42,9 +43,9 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error
 		switch {
 		case e.UpdatedAt.After(late) || s.expiredAt(e.ExpiresAt, now):
 			return "", nil
-		case e.State == Claimed && s.streamOwes(marks.Stream, e.UpdatedAt, now):
+		case e.State == Claimed && rule.streamWillDeliver(marks.Stream, e.UpdatedAt, now):
 			return "claimed: the stream still owes it", nil
-		case e.State == Deferred && s.owes(marks.Queue, e.NextAttemptAt, now):
+		case e.State == Deferred && rule.queueWillDeliver(marks.Queue, e.NextAttemptAt, now):
 			return "deferred: the queue still owes its wake-up", nil
 		}
 		handed++
