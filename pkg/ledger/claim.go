@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// ClaimResult is the row after Claim and what happened.
+// ClaimResult is the entry after Claim and what happened.
 type ClaimResult struct {
 	Outcome Outcome
 	Entry   Entry
@@ -83,7 +83,7 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	}
 	if errors.Is(err, ErrConflict) {
 		// Lost a race with a concurrent claim of the same identity. Content
-		// we stored that the winning row will never read is purged now.
+		// we stored that the winning entry will never read is purged now.
 		if wrote && (created.ContentHash != in.ContentHash || created.State.Terminal() || created.State == Quarantined) {
 			_ = s.content.Delete(ctx, contentKey(key, in.ContentHash))
 		}
@@ -96,7 +96,7 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	return ClaimResult{Outcome: out, Entry: created}, nil
 }
 
-// existing handles an intent whose identity already has a row.
+// existing handles an intent whose identity already has an entry.
 func (s *Claimer) existing(ctx context.Context, e Entry, in Intent, w Worker) (ClaimResult, error) {
 	var res ClaimResult
 	err := s.onConflict(ctx, e, func(e Entry) error {
@@ -106,7 +106,7 @@ func (s *Claimer) existing(ctx context.Context, e Entry, in Intent, w Worker) (C
 		}
 		reason := "content hash " + in.ContentHash + " differs from recorded " + e.ContentHash + "; blocked"
 		c := s.record(e, KindContentMismatch, e.State, w, reason, func(n *Entry) { n.Mismatches++ })
-		// The event records the offered hash; the row keeps its own.
+		// The event records the offered hash; the entry keeps its own.
 		c.Event.ContentHash = in.ContentHash
 		c.Event = chain(e.Key, e.Last().Hash, c.Event)
 		c.Next.History[len(c.Next.History)-1] = c.Event
@@ -120,10 +120,10 @@ func (s *Claimer) existing(ctx context.Context, e Entry, in Intent, w Worker) (C
 	return res, nil
 }
 
-// checkLifetime refuses, before any row exists, an intent whose challenge
+// checkLifetime refuses, before any entry exists, an intent whose challenge
 // would outlive Policy.MaxChallengeLifetime past the claim's time now, or
 // that says it was issued after now. Either is a producer's bug or a
-// forgery: a row would let it shadow the subject's later challenges (and
+// forgery: an entry would let it shadow the subject's later challenges (and
 // keep its content) for as long as it claims to live. A refused intent is
 // an invalid one: the claim function dead-letters it with this reason.
 func (s *Claimer) checkLifetime(in Intent, now time.Time) error {

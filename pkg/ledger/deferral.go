@@ -11,16 +11,16 @@ import (
 // Not sent, and waiting: the send-rate budget, deferrals, wake-ups and
 // backoff.
 
-// BudgetCode is the NotSentCode of a row waiting for the send-rate budget
+// BudgetCode is the NotSentCode of an entry waiting for the send-rate budget
 // rather than for a provider.
 const BudgetCode = "send_rate_budget"
 
-// NotSentReason is the reason of a row that ended expired because every
+// NotSentReason is the reason of an entry that ended expired because every
 // attempt before the deadline was refused for now (code is the provider's
 // last code, or BudgetCode).
 func NotSentReason(code string) string { return "not sent before the challenge expired: " + code }
 
-// expiryReason says why a row that never reached the provider expired.
+// expiryReason says why an entry that never reached the provider expired.
 func expiryReason(e Entry) string {
 	if e.State == Deferred && e.NotSentCode != "" {
 		return NotSentReason(e.NotSentCode)
@@ -32,27 +32,27 @@ func (s *core) clearDeferral(n *Entry) {
 	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
 }
 
-// slotGrace is how late a deferred row may wake and still use the send time
+// slotGrace is how late a deferred entry may wake and still use the send time
 // it booked; later than that it books a new one, so a late wake-up can
 // never bunch sends above the budget.
 const slotGrace = time.Second
 
 // SendReserve is the time an invocation must have left to start a send: a
-// transport call that the function's timeout cuts off would leave the row
-// dispatching, then unknown. With less left, the row is handed to the
+// transport call that the function's timeout cuts off would leave the entry
+// dispatching, then unknown. With less left, the entry is handed to the
 // dispatch queue instead.
 const SendReserve = 10 * time.Second
 
-// HandOffCode is the NotSentCode of a row handed to the dispatch queue
+// HandOffCode is the NotSentCode of an entry handed to the dispatch queue
 // because its invocation had no time left to send it.
 const HandOffCode = "invocation_deadline"
 
-// slot returns the send time of the attempt about to start from row e: the
-// one a deferred row holds, or a new booking in the budget. When the send
+// slot returns the send time of the attempt about to start from entry e: the
+// one a deferred entry holds, or a new booking in the budget. When the send
 // time is further away than this dispatch may wait (Policy.BudgetWait, and
-// never past the invocation's deadline minus SendReserve) the row is
+// never past the invocation's deadline minus SendReserve) the entry is
 // deferred to it instead (deferred.Outcome is set); when no send time is
-// left before the challenge's deadline the row ends expired.
+// left before the challenge's deadline the entry ends expired.
 func (s *Dispatcher) slot(ctx context.Context, e Entry, w Worker, now time.Time) (at time.Time, deferred DispatchResult, err error) {
 	booked, code := true, BudgetCode
 	switch {
@@ -103,9 +103,9 @@ func (s *Dispatcher) maxWait(ctx context.Context) time.Duration {
 	return wait
 }
 
-// deferTo records that the row waits until at (holding that budget slot
+// deferTo records that the entry waits until at (holding that budget slot
 // if booked) and schedules its wake-up. From claimed, dispatching or
-// unknown it is a transition; a deferred row records a deferral event.
+// unknown it is a transition; a deferred entry records a deferral event.
 func (s *Dispatcher) deferTo(ctx context.Context, e Entry, w Worker, reason, code string, at time.Time, booked bool) (DispatchResult, error) {
 	got, err := s.deferral(ctx, e, w, reason, code, at, booked)
 	if err != nil {
@@ -146,7 +146,7 @@ func (s *Dispatcher) deferral(ctx context.Context, e Entry, w Worker, reason, co
 	return got, nil
 }
 
-// RescheduleNotDue schedules the wake-up of a deferred row again after a
+// RescheduleNotDue schedules the wake-up of a deferred entry again after a
 // wake-up delivered it before it was due (res.Outcome OutcomeNotDue).
 func (s *Dispatcher) RescheduleNotDue(ctx context.Context, res DispatchResult) error {
 	if res.Outcome != OutcomeNotDue {
@@ -155,7 +155,7 @@ func (s *Dispatcher) RescheduleNotDue(ctx context.Context, res DispatchResult) e
 	return s.schedule(ctx, res.Entry)
 }
 
-// schedule asks for the deferred row e to be dispatched at its next
+// schedule asks for the deferred entry e to be dispatched at its next
 // attempt time.
 func (s *Dispatcher) schedule(ctx context.Context, e Entry) error {
 	if s.scheduler == NoScheduler {
@@ -199,7 +199,7 @@ func (s *Dispatcher) backoff(n int, retryAfter time.Duration) time.Duration {
 }
 
 // notSent records a provider's proof that attempt e.Attempts was not taken:
-// the row is deferred to its next attempt, or ends expired when that would
+// the entry is deferred to its next attempt, or ends expired when that would
 // start after the deadline (expiry minus the margin).
 func (s *Dispatcher) notSent(ctx context.Context, e Entry, ns *NotSent, w Worker) (DispatchResult, error) {
 	code := ns.Code
@@ -221,7 +221,7 @@ func (s *Dispatcher) notSent(ctx context.Context, e Entry, ns *NotSent, w Worker
 		return err
 	}, func(fresh Entry) bool {
 		// As in recordOutcome: a concurrent write that kept the attempt (a
-		// content-mismatch event, or reconcile marking the row unknown
+		// content-mismatch event, or reconcile marking the entry unknown
 		// after its lease) does not lose the answer in hand.
 		return fresh.Attempts == from.Attempts && (fresh.State == from.State || fresh.State == Unknown)
 	})

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// DispatchResult is the row after Dispatch and what happened.
+// DispatchResult is the entry after Dispatch and what happened.
 type DispatchResult struct {
 	Outcome Outcome
 	Entry   Entry
@@ -16,20 +16,20 @@ type DispatchResult struct {
 	BudgetWait time.Duration
 	// NotSent is the provider's answer when it did not take the message.
 	NotSent *NotSent
-	// ScheduleErr is set when the row was deferred but its wake-up could not
+	// ScheduleErr is set when the entry was deferred but its wake-up could not
 	// be scheduled; reconcile's re-drive finds it instead.
 	ScheduleErr error
 }
 
-// Dispatch sends the message of a claimed, or due deferred, row at most
+// Dispatch sends the message of a claimed, or due deferred, entry at most
 // once per attempt. Duplicate calls are harmless: only the caller that wins
 // the conditional move to dispatching sends. The move also requires the
 // challenge to be unexpired (minus the margin) in the database's condition.
 //
 // A conditional write before the send that loses (another worker moved the
-// row, or a content-mismatch event bumped its version) is not an error: the
-// row is read again and the decision made afresh, so a lost race is a skip
-// and a write that kept the row due never costs the send.
+// entry, or a content-mismatch event bumped its version) is not an error: the
+// entry is read again and the decision made afresh, so a lost race is a skip
+// and a write that kept the entry due never costs the send.
 func (s *Dispatcher) Dispatch(ctx context.Context, key string, w Worker) (DispatchResult, error) {
 	return s.dispatch(ctx, key, nil, w)
 }
@@ -37,14 +37,14 @@ func (s *Dispatcher) Dispatch(ctx context.Context, key string, w Worker) (Dispat
 // DispatchRow is Dispatch starting from the new image of the stream record
 // that announced the claim: it saves the first read, and a claim that waits
 // in-process for its send slot past its re-drive time can rest on the
-// stream's mark instead of holding the slot on the row (streamKeepsClaimUntil). The row may be stale; the conditional writes still decide,
-// and a stale row that loses one is read again like any lost race.
+// stream's mark instead of holding the slot on the entry (streamKeepsClaimUntil). The entry may be stale; the conditional writes still decide,
+// and a stale entry that loses one is read again like any lost race.
 //
-// With a send-rate budget the row is read anyway unless it is a claim still
+// With a send-rate budget the entry is read anyway unless it is a claim still
 // before its re-drive time: the slot is booked before the conditional write,
-// and a booking is not undone when the write loses. A stale claimed row (the
+// and a booking is not undone when the write loses. A stale claimed entry (the
 // stream record arrived after a re-drive or a wake-up had already moved the
-// row on) would book a slot that nobody sends in. Before its re-drive time
+// entry on) would book a slot that nobody sends in. Before its re-drive time
 // nothing but the stream can have moved a claim on (reconcile hands back
 // only claims past it), so the image is trusted then; only a second delivery
 // of the same stream record can still be stale, and its slot is the one lost.
@@ -70,14 +70,14 @@ func (s *Dispatcher) dispatch(ctx context.Context, key string, row *Entry, w Wor
 	}, func(Entry) bool { raced = true; return !sent }) // a lost race before the send is decided afresh
 	if err == nil && raced && e.State == Claimed && res.Outcome == OutcomeSkipped {
 		// The claim this dispatch admitted had ended meanwhile (a stale
-		// stream copy of a row another worker limited, superseded or
+		// stream copy of an entry another worker limited, superseded or
 		// expired): a count taken for it is given back.
 		err = s.releaseUnsent(ctx, res.Entry)
 	}
 	return res, err
 }
 
-// dispatchRow makes the dispatch decision for the row e as read; streamed
+// dispatchRow makes the dispatch decision for the entry e as read; streamed
 // says the delivery is the ledger stream's. sent reports whether the
 // transport was called; a conflict before that is safe to retry.
 func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streamed bool) (_ DispatchResult, sent bool, _ error) {
@@ -91,7 +91,7 @@ func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streame
 		return DispatchResult{Outcome: OutcomeSkipped, Entry: e}, false, nil
 	}
 	if ev, ok := e.ProviderEvidence(); ok && e.State == Deferred {
-		// A deferred row whose earlier attempt the provider reports it took
+		// A deferred entry whose earlier attempt the provider reports it took
 		// (and perhaps bounced): another attempt would send twice.
 		res, err := s.acceptOnEvidence(ctx, e, w, ev, "dispatch: not sent again")
 		return DispatchResult{Outcome: OutcomeSkipped, Entry: res}, false, err
@@ -118,7 +118,7 @@ func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streame
 	if deferred.Outcome != "" || err != nil {
 		return deferred, false, err
 	}
-	// Opened only for a send this dispatch makes: a row deferred to a later
+	// Opened only for a send this dispatch makes: an entry deferred to a later
 	// slot is decrypted once, by the dispatch that sends it (and once more
 	// before, when the limits need its address).
 	if msg == nil {
@@ -146,7 +146,7 @@ func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streame
 	}
 	// The write's answer can come back late (a slow or retried request, a
 	// paused worker): the send starts only if the challenge still counts as
-	// unexpired now. Nothing was sent; the row says so.
+	// unexpired now. Nothing was sent; the entry says so.
 	if s.expiredAt(e.ExpiresAt, s.now()) {
 		res, err := s.expire(ctx, e, w, "challenge expired before the send started; nothing sent", OutcomeExpired)
 		return res, true, err
@@ -156,8 +156,8 @@ func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streame
 	return res, true, err
 }
 
-// open returns the row's opened content. Content that cannot be read or
-// authenticated quarantines the row: it returns nil and the result of that.
+// open returns the entry's opened content. Content that cannot be read or
+// authenticated quarantines the entry: it returns nil and the result of that.
 func (s *Dispatcher) open(ctx context.Context, e Entry, w Worker) (*Message, DispatchResult, error) {
 	msg, err := s.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
@@ -175,10 +175,10 @@ func (s *Dispatcher) open(ctx context.Context, e Entry, w Worker) (*Message, Dis
 	return &msg, DispatchResult{}, nil
 }
 
-// admitClaimed admits a claimed row through the send limits, before it
-// books a slot: a limited row costs no send capacity. A deferred row was
+// admitClaimed admits a claimed entry through the send limits, before it
+// books a slot: a limited entry costs no send capacity. A deferred entry was
 // admitted before it was deferred. It returns the opened content if the
-// limits needed it, when they counted it, and the result of ending the row
+// limits needed it, when they counted it, and the result of ending the entry
 // if they stopped it.
 func (s *Dispatcher) admitClaimed(ctx context.Context, e Entry, w Worker) (_ *Message, admittedAt time.Time, _ DispatchResult, _ error) {
 	if e.State != Claimed || !s.limitsOn(e.Identity.Channel) {
@@ -200,18 +200,18 @@ func (s *Dispatcher) admitClaimed(ctx context.Context, e Entry, w Worker) (_ *Me
 }
 
 // waitForSlot waits until the send slot at booked at now, if it is later.
-// It returns the row as it then stands and how long it waited.
+// It returns the entry as it then stands and how long it waited.
 func (s *Dispatcher) waitForSlot(ctx context.Context, e Entry, w Worker, now, at time.Time, streamed bool) (Entry, time.Duration, error) {
 	d := at.Sub(now)
 	if d <= 0 {
 		return e, 0, nil
 	}
-	// Hold a booked slot on the row before waiting for it. The booking
+	// Hold a booked slot on the entry before waiting for it. The booking
 	// is made before any conditional write and is not undone when one
 	// loses; while this dispatch waits, another delivery of the same
-	// row (a re-drive, a duplicate wake-up, the stream record) would
+	// entry (a re-drive, a duplicate wake-up, the stream record) would
 	// otherwise find it still claimed and book a slot of its own, and
-	// one of the two slots would go unused. Held, the row is deferred
+	// one of the two slots would go unused. Held, the entry is deferred
 	// to this slot: the other delivery waits for the same slot and
 	// loses the move to dispatching, booking nothing. (A provider's
 	// wait without a budget books nothing and needs no hold; nor does a
@@ -262,7 +262,7 @@ func dispatchReason(e Entry) string {
 	return "dispatch started"
 }
 
-// send makes one transport attempt for the dispatching row e and records
+// send makes one transport attempt for the dispatching entry e and records
 // its outcome.
 func (s *Dispatcher) send(ctx context.Context, e Entry, tr Transport, msg Message, w Worker) (DispatchResult, error) {
 	ack, err := s.attempt(ctx, e, tr, msg)
@@ -274,7 +274,7 @@ func (s *Dispatcher) send(ctx context.Context, e Entry, tr Transport, msg Messag
 	return s.recordOutcome(ctx, e, to, out, reason, ackID, w)
 }
 
-// attempt makes the transport call for the attempt the dispatching row e
+// attempt makes the transport call for the attempt the dispatching entry e
 // records, under the send deadline (expiry minus Policy.SendGuard), with the
 // attempt's proof when the transport reports events. An attempt with no
 // time left, or whose proof cannot be signed, stops before the provider: it
@@ -319,10 +319,10 @@ func outcomeOf(ack Ack, err error) (State, Outcome, string, string) {
 	}
 }
 
-// recordOutcome records the outcome of the attempt made from row e. If a
-// write that kept the row's state and attempt (a content-mismatch event)
+// recordOutcome records the outcome of the attempt made from entry e. If a
+// write that kept the entry's state and attempt (a content-mismatch event)
 // bumped its version while the send was in flight, the outcome is recorded
-// on the fresh row rather than lost.
+// on the fresh entry rather than lost.
 func (s *sender) recordOutcome(ctx context.Context, e Entry, to State, out Outcome, reason, ackID string, w Worker) (DispatchResult, error) {
 	from := e
 	var res DispatchResult
@@ -350,7 +350,7 @@ func (s *sender) recordOutcome(ctx context.Context, e Entry, to State, out Outco
 			return true
 		case from.State == Dispatching && (fresh.State == Unknown || fresh.State == Quarantined) && to != Unknown:
 			// The send outlived its lease and reconcile already marked the
-			// row unknown (or quarantined it); the provider's answer in hand
+			// entry unknown (or quarantined it); the provider's answer in hand
 			// is the evidence that resolves it.
 			reason += " (acknowledged after the lease expired)"
 			return true

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Entry is one ledger row: the current state of one logical message and its
+// Entry is one ledger entry: the current state of one logical message and its
 // append-only history. It holds no secret: no token, body or address.
 type Entry struct {
 	Key            string
@@ -32,27 +32,27 @@ type Entry struct {
 	ExpiresAt time.Time
 	CreatedAt time.Time
 	UpdatedAt time.Time
-	// RedriveAt is when a claimed row is due for a re-drive: the stream has
+	// RedriveAt is when a claimed entry is due for a re-drive: the stream has
 	// had until then to deliver it (its claim time plus
 	// Policy.RedriveAfter). Zero in every other state, and on a claim
 	// written before claims carried it.
 	RedriveAt time.Time
-	// LeaseUntil is when a dispatching row counts as stuck: reconcile then
+	// LeaseUntil is when a dispatching entry counts as stuck: reconcile then
 	// marks it unknown. Zero in every other state. (A store may keep it and
 	// RedriveAt in one attribute: one of them is zero in every state.)
 	LeaseUntil time.Time
-	// NextCheckAt is when reconcile next looks at an unknown row.
+	// NextCheckAt is when reconcile next looks at an unknown entry.
 	NextCheckAt time.Time
-	// NextAttemptAt is when the next attempt of a deferred row is due.
+	// NextAttemptAt is when the next attempt of a deferred entry is due.
 	NextAttemptAt time.Time
-	// SlotAt is the send time a deferred row holds in the send-rate budget,
+	// SlotAt is the send time a deferred entry holds in the send-rate budget,
 	// or zero if it holds none (a provider deferral books a new one).
 	SlotAt time.Time
 	// NotSentCode is the provider code of the latest answer that proved the
 	// message was not taken ("TooManyRequestsException", "HTTP 429"), or
-	// BudgetCode while the row waits for the send-rate budget.
+	// BudgetCode while the entry waits for the send-rate budget.
 	NotSentCode string
-	// AdmittedAt is when the send limits counted the row, as recorded by
+	// AdmittedAt is when the send limits counted the entry, as recorded by
 	// the write after its admission (zero if they did not, or if that
 	// write never landed): evidence only. A release does not need it: the
 	// limiter records which counters counted the message.
@@ -96,7 +96,7 @@ type Event struct {
 	ProviderAt   time.Time
 	Permanent    bool
 	// Prev is the Hash of the previous entry ("" for the first); Hash chains
-	// this entry to Prev and to the row's key. See Verify.
+	// this entry to Prev and to the entry's key. See Verify.
 	Prev string
 	Hash string
 }
@@ -110,7 +110,7 @@ const (
 	KindContentMismatch EventKind = "content_mismatch"
 	KindRetry           EventKind = "retry"
 	KindRecheck         EventKind = "recheck"
-	// KindDeferral moves a deferred row's next attempt without a state
+	// KindDeferral moves a deferred entry's next attempt without a state
 	// change (the budget or the provider asked it to wait longer).
 	KindDeferral EventKind = "deferral"
 
@@ -133,8 +133,8 @@ var ProviderKinds = []EventKind{
 // Provider reports whether k is the kind of a provider-event entry.
 func (k EventKind) Provider() bool { return slices.Contains(ProviderKinds, k) }
 
-// OpenDue is the sort key of the row in the open-row index: when a sweep
-// should look at it. The zero time means the row is not open. A claimed row
+// OpenDue is the sort key of the entry in the open-row index: when a sweep
+// should look at it. The zero time means the entry is not open. A claimed entry
 // is due at the earlier of its re-drive time (RedriveAt) and its expiry,
 // so a re-drive lists only the claims it may hand back; the expire sweep
 // finds expired claims by their expiry (Store.ListExpired), which is never
@@ -169,7 +169,7 @@ func (e Entry) Last() Event {
 }
 
 // Holds reports whether the history contains the event id. A write whose
-// event the row already holds has landed (a retried request whose first
+// event the entry already holds has landed (a retried request whose first
 // attempt succeeded).
 func (e Entry) Holds(id string) bool {
 	for i := len(e.History) - 1; i >= 0; i-- {
@@ -188,7 +188,7 @@ func chain(key string, prev string, ev Event) Event {
 }
 
 // EventHash is the hash that chains history entry ev into the history of
-// the row with dedupe key key (docs/intent-v2.md specifies its bytes). ev.Hash
+// the entry with dedupe key key (docs/intent-v2.md specifies its bytes). ev.Hash
 // itself takes no part; ev.Prev does.
 func EventHash(key string, ev Event) string {
 	h := sha256.New()

@@ -9,9 +9,9 @@ import (
 // Sentinel errors. Adapters and use cases wrap them with context; callers
 // test with errors.Is.
 var (
-	// ErrNotFound reports that no row (or no sealed content) exists for a key.
+	// ErrNotFound reports that no entry (or no sealed content) exists for a key.
 	ErrNotFound = errors.New("ledger: not found")
-	// ErrConflict reports that a compare-and-set lost: the row was not in the
+	// ErrConflict reports that a compare-and-set lost: the entry was not in the
 	// expected state or version, or already existed on create.
 	ErrConflict = errors.New("ledger: conflict")
 	// ErrInvalidTransition reports a state change the transition table forbids.

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// ExpireSweep marks still-claimed rows whose challenge expired (for example
-// a stream record that never reached dispatch), and deferred rows whose
+// ExpireSweep marks still-claimed entries whose challenge expired (for example
+// a stream record that never reached dispatch), and deferred entries whose
 // challenge ran out before their next attempt, as expired, and purges their
-// sealed content. It also settles held fallback rows: claimed or suppressed
+// sealed content. It also settles held fallback entries: claimed or suppressed
 // once their earlier channel ended, expired with their challenge.
 func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepReport, error) {
 	var rep SweepReport
@@ -29,7 +29,7 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 	if err != nil {
 		return rep, err
 	}
-	// Deferred rows whose challenge ran out while they waited (a lost
+	// Deferred entries whose challenge ran out while they waited (a lost
 	// wake-up and a missed re-drive): they were never sent.
 	err = s.sweepOpen(ctx, &rep, "expire", Deferred, now, limit, func(e Entry) (string, error) {
 		if !s.expiredAt(e.ExpiresAt, now) {
@@ -43,7 +43,7 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 	}
 	// Held fallback channels: settle those whose earlier channel ended (a
 	// missed settleSuccessor) and expire those whose challenge did. All of
-	// them are listed, not the first limit: rows still waiting would
+	// them are listed, not the first limit: entries still waiting would
 	// otherwise hide a straggler behind them on every tick.
 	err = s.sweepOpen(ctx, &rep, "expire", Held, time.Time{}, 0, func(h Entry) (string, error) {
 		_, p, _, err := s.neighbor(ctx, h.Identity, h.Workflow, -1)

@@ -9,9 +9,9 @@ import (
 
 // The fallback rule: one active channel per challenge.
 
-// neighbor reads the row of the channel step places from id's channel in
+// neighbor reads the entry of the channel step places from id's channel in
 // wf: -1 the earlier fallback channel, +1 the next. ok is false when there
-// is no such channel; a channel without a row yet is the zero Entry (state
+// is no such channel; a channel without an entry yet is the zero Entry (state
 // None). The one read of a fallback neighbor.
 func (s *core) neighbor(ctx context.Context, id Identity, wf Workflow, step int) (ch Channel, row Entry, ok bool, err error) {
 	if ch, ok = wf.neighbor(id.Channel, step); !ok {
@@ -43,7 +43,7 @@ func (s *core) fallbackGate(ctx context.Context, in Intent) (State, string, erro
 	return to, reason, nil
 }
 
-// heldNext is the one fallback rule. Given the row p of the earlier channel
+// heldNext is the one fallback rule. Given the entry p of the earlier channel
 // prev (the zero Entry if it has no claim yet), the next channel is:
 //   - claimed if prev ended rejected, or ended accepted and the provider then
 //     reported a permanent delivery failure (a hard bounce);
@@ -98,7 +98,7 @@ func (s *core) settleSuccessor(ctx context.Context, e Entry, w Worker) {
 	}
 }
 
-// settleHeld moves the held row h given the row p of its predecessor:
+// settleHeld moves the held entry h given the entry p of its predecessor:
 // expired if its challenge expired, else as heldNext says. It reports the
 // new state; Held means nothing was written.
 func (s *core) settleHeld(ctx context.Context, h Entry, p Entry, w Worker) (State, error) {

@@ -3,18 +3,18 @@ package ledger
 import "time"
 
 // holdsSlot reports whether a dispatch that booked the send slot at for the
-// row e must hold the slot on the row (a deferral to it) before waiting for
-// it: whether another delivery of the row can arrive during the wait and
+// entry e must hold the slot on the entry (a deferral to it) before waiting for
+// it: whether another delivery of the entry can arrive during the wait and
 // book a slot of its own, which one of the two would then leave unused.
 //
-//   - A deferred row is the dispatch queue's, whose messages may be repeated
-//     and whose row reconcile re-drives once its wake-up is late: it holds
+//   - A deferred entry is the dispatch queue's, whose messages may be repeated
+//     and whose entry reconcile re-drives once its wake-up is late: it holds
 //     the slot unless it already holds this one.
 //   - A claim is the stream's until its re-drive time (RedriveAt): no
 //     re-drive hands it back before then (Redrive), so a wait that ends
 //     before it needs no hold. That saves the deferral write, a whole-item
 //     write with an index move and a history entry that every later write
-//     of the row pays for again. A claim written without a re-drive time,
+//     of the entry pays for again. A claim written without a re-drive time,
 //     or whose slot is at or past it, holds the slot here; the stream's
 //     delivery of it can still do without (Dispatcher.streamKeepsClaimUntil: in a
 //     surge the stream delivers most claims past their re-drive time, and

@@ -8,25 +8,25 @@ import (
 	"time"
 )
 
-// Send limits: the rate-control layer in front of the send. A claimed row
+// Send limits: the rate-control layer in front of the send. A claimed entry
 // is admitted once, at its first dispatch, before it books a send-rate slot:
 // every counter that applies to it (its destination on its channel, its
 // subject, its SMS country and the global SMS cap) counts it in one atomic
-// step, or, if one of them is full, none does and the row ends limited, its
-// reason naming the rule, the window and the count. A row that passed goes
-// on as before; a deferred row passed already and is not counted again.
+// step, or, if one of them is full, none does and the entry ends limited, its
+// reason naming the rule, the window and the count. An entry that passed goes
+// on as before; a deferred entry passed already and is not counted again.
 //
-// Superseded challenges: a row whose subject has a newer challenge for the
+// Superseded challenges: an entry whose subject has a newer challenge for the
 // same purpose and channel, while nothing of it can have reached the
 // provider (Supersedable), ends suppressed with the reason "superseded by
-// challenge <id>". A row that is dispatching, or whose attempt may have
+// challenge <id>". An entry that is dispatching, or whose attempt may have
 // been taken, is never touched.
 //
 // Counts are exact: a message counts once, in the windows of its first
 // admission, and the limiter records which counters those were. Every
-// write that ends a counted row while nothing of it can have reached the
+// write that ends a counted entry while nothing of it can have reached the
 // provider (superseded, expired, quarantined for its content) gives the
-// count back (apply); a dispatch that counted a row from a stale copy and
+// count back (apply); a dispatch that counted an entry from a stale copy and
 // then found it already ended gives back what it counted (dispatch). A
 // count whose release failed stays: too high, never too low.
 
@@ -52,7 +52,7 @@ const (
 	RuleSMSCountryCap Rule = "sms-country-cap"
 	// RuleSMSGlobal counts every SMS send: the circuit breaker.
 	RuleSMSGlobal Rule = "sms-global"
-	// RuleSuperseded is the rule of a row suppressed because a newer
+	// RuleSuperseded is the rule of an entry suppressed because a newer
 	// challenge of its subject exists (metrics only: it ends suppressed).
 	RuleSuperseded Rule = "superseded"
 )
@@ -125,12 +125,12 @@ type Limits struct {
 	SMSCountryCap Cap
 	// SMSGlobal caps every SMS send together: the circuit breaker.
 	SMSGlobal Cap
-	// Supersede suppresses a row whose subject has a newer challenge for
+	// Supersede suppresses an entry whose subject has a newer challenge for
 	// the same purpose and channel before it is sent.
 	Supersede bool
 }
 
-// needsAddress reports whether admitting a row of channel ch needs its
+// needsAddress reports whether admitting an entry of channel ch needs its
 // opened content.
 func (l Limits) needsAddress(ch Channel) bool {
 	return l.Destination.On() || ch == SMS && l.needsNumber()
@@ -161,7 +161,7 @@ type Admission struct {
 	// admitted, unused.
 	Count int
 	// Repeat reports that the message had been counted already (a
-	// redelivery of an admitted row): admitted, nothing counted again.
+	// redelivery of an admitted entry): admitted, nothing counted again.
 	Repeat bool
 	// CountedAt is, when admitted, when the message was counted: now, or
 	// the time of the admission a Repeat repeats.
@@ -227,7 +227,7 @@ func (c Challenge) Newer(o Challenge) bool {
 	return c.ID > o.ID
 }
 
-// challengeOf returns e's challenge. A row written before rows carried
+// challengeOf returns e's challenge. An entry written before entries carried
 // IssuedAt counts as issued when it was claimed.
 func challengeOf(e Entry) Challenge {
 	issued := e.IssuedAt
@@ -271,11 +271,11 @@ type PhoneNumber struct {
 type NumberOf func(number string) (PhoneNumber, error)
 
 // LimitCode is the NotSentCode prefix of the history entry that ends a
-// row limited: "limit:<rule>".
+// entry limited: "limit:<rule>".
 const LimitCode = "limit:"
 
-// LimitRule returns the rule that stopped e: a limit for a limited row,
-// RuleSuperseded for a row suppressed as superseded.
+// LimitRule returns the rule that stopped e: a limit for a limited entry,
+// RuleSuperseded for an entry suppressed as superseded.
 func LimitRule(e Entry) (Rule, bool) {
 	switch {
 	case e.State == Limited && strings.HasPrefix(e.NotSentCode, LimitCode):
@@ -288,28 +288,28 @@ func LimitRule(e Entry) (Rule, bool) {
 
 const supersededPrefix = "superseded by challenge "
 
-// limitsOn reports whether dispatch admits rows of channel ch through the
+// limitsOn reports whether dispatch admits entries of channel ch through the
 // limits (the constructors make sure the ports they need are there).
 func (s *core) limitsOn(ch Channel) bool { return s.limits.on(ch) }
 
-// on reports whether a rule limits rows of channel ch.
+// on reports whether a rule limits entries of channel ch.
 func (l Limits) on(ch Channel) bool {
 	return l.Destination.On() || l.Subject.On() || ch == SMS && (l.needsNumber() || l.SMSGlobal.On())
 }
 
-// counting reports whether a rule limits rows of any channel.
+// counting reports whether a rule limits entries of any channel.
 func (l Limits) counting() bool { return l.on(SMS) || l.on(Email) }
 
 // Supersedable reports whether a newer challenge may still end e: it is
 // claimed or deferred, and nothing of it can have reached the provider
 // (Unsent: no attempt, or only attempts answered with a definite not
-// sent). A row with an unknown, accepted or in-flight attempt never is.
+// sent). An entry with an unknown, accepted or in-flight attempt never is.
 func Supersedable(e Entry) bool {
 	return (e.State == Claimed || e.State == Deferred) && e.Unsent()
 }
 
 // superseded returns the newer challenge that supersedes e, if any. Only a
-// row nothing of which reached the provider is superseded.
+// entry nothing of which reached the provider is superseded.
 func (s *Dispatcher) superseded(ctx context.Context, e Entry) (string, bool, error) {
 	if !s.limits.Supersede || e.SubjectRef == "" || !Supersedable(e) {
 		return "", false, nil
@@ -335,8 +335,8 @@ func (s *Dispatcher) supersedeIfNewer(ctx context.Context, e Entry, w Worker) (_
 	return res, true, err
 }
 
-// noteChallenge records a claimed row's challenge as its subject's newest,
-// before the row exists: once a newer row can be sent, older ones see it.
+// noteChallenge records a claimed entry's challenge as its subject's newest,
+// before the entry exists: once a newer entry can be sent, older ones see it.
 func (s *Claimer) noteChallenge(ctx context.Context, e Entry) error {
 	if !s.limits.Supersede || e.SubjectRef == "" {
 		return nil
@@ -347,9 +347,9 @@ func (s *Claimer) noteChallenge(ctx context.Context, e Entry) error {
 	return nil
 }
 
-// supersede ends the unsent row e suppressed in favour of challenge newer.
-// A row the limits counted gives its count back with that write (apply):
-// superseded rows must not fill the counters the newest challenge is
+// supersede ends the unsent entry e suppressed in favour of challenge newer.
+// An entry the limits counted gives its count back with that write (apply):
+// superseded entries must not fill the counters the newest challenge is
 // counted in.
 func (s *Dispatcher) supersede(ctx context.Context, e Entry, w Worker, newer string) (DispatchResult, error) {
 	reason := supersededPrefix + newer
@@ -363,9 +363,9 @@ func (s *Dispatcher) supersede(ctx context.Context, e Entry, w Worker, newer str
 	return s.apply(ctx, c, OutcomeSuppressed)
 }
 
-// releaseUnsent gives back the send-limit count of the ended row e if the
+// releaseUnsent gives back the send-limit count of the ended entry e if the
 // limits may have counted it and nothing of it can have reached the
-// provider. A row never claimed was never admitted.
+// provider. An entry never claimed was never admitted.
 func (s *core) releaseUnsent(ctx context.Context, e Entry) error {
 	if !e.State.Terminal() && e.State != Quarantined || !e.Unsent() ||
 		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
@@ -386,7 +386,7 @@ type errRefused struct {
 
 func (e *errRefused) Error() string { return e.reason }
 
-// counts returns the counters the message msg of row e counts in.
+// counts returns the counters the message msg of entry e counts in.
 func (s *Dispatcher) counts(ctx context.Context, e Entry, msg Message) ([]Count, error) {
 	l, ch := s.limits, e.Identity.Channel
 	var cs []Count
@@ -423,7 +423,7 @@ func (s *Dispatcher) counts(ctx context.Context, e Entry, msg Message) ([]Count,
 	return cs, nil
 }
 
-// admit decides whether the claimed row e may be sent under the limits.
+// admit decides whether the claimed entry e may be sent under the limits.
 // It returns the result of ending e limited, or a zero result and when the
 // counters counted it (zero if none applied) if admitted.
 func (s *Dispatcher) admit(ctx context.Context, e Entry, w Worker, msg Message) (time.Time, DispatchResult, error) {
@@ -477,17 +477,17 @@ func (s *Dispatcher) admitReclaiming(ctx context.Context, e Entry, w Worker, cs 
 	return s.limiter.Admit(ctx, e.Key, cs, now, until)
 }
 
-// ReclaimLookback is how many of a subject's newest rows a refused
+// ReclaimLookback is how many of a subject's newest entries a refused
 // admission reads (one index Query and one batch read, bounded by it) to
-// find the older challenges that still hold counts. Such rows are recent:
+// find the older challenges that still hold counts. Such entries are recent:
 // each waits in the backlog behind a newer claim of the same subject.
 const ReclaimLookback = 16
 
 // reclaim supersedes by e the unsent older challenges of e's stream (a
 // newer challenge supersedes them whatever they hold), giving back the
-// counts they hold, and returns how many rows of the stream are now
+// counts they hold, and returns how many entries of the stream are now
 // superseded by e (by this call, or by their own dispatch meanwhile: either
-// gave its count back). A row that moved on to its send keeps its count.
+// gave its count back). An entry that moved on to its send keeps its count.
 func (s *Dispatcher) reclaim(ctx context.Context, e Entry, w Worker) (int, error) {
 	if !s.limits.Supersede || s.timeline == NoTimeline || e.SubjectRef == "" {
 		return 0, nil
@@ -507,7 +507,7 @@ func (s *Dispatcher) reclaim(ctx context.Context, e Entry, w Worker) (int, error
 			}
 			continue
 		}
-		// A lost write is tried again on the fresh row while it is still
+		// A lost write is tried again on the fresh entry while it is still
 		// supersedable: its own dispatch may only have deferred it to a
 		// send slot (a hold), and it still holds its count.
 		last := o
@@ -536,7 +536,7 @@ func supersededBy(o, e Entry) bool {
 	return o.State == Suppressed && o.Reason == supersededPrefix+e.Identity.ChallengeID
 }
 
-// limit ends the claimed row e limited by rule.
+// limit ends the claimed entry e limited by rule.
 func (s *Dispatcher) limit(ctx context.Context, e Entry, w Worker, rule Rule, reason string) (DispatchResult, error) {
 	c, err := s.transition(e, Limited, w, reason, func(n *Entry) {
 		s.clearDeferral(n)

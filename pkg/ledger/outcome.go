@@ -1,12 +1,12 @@
 package ledger
 
 // Outcome says what one call of a use case did: Claim, Dispatch and
-// RecordProviderEvent answer one. Where the call left the row in a state
+// RecordProviderEvent answer one. Where the call left the entry in a state
 // it names that state ("expired" whoever expired it); the others say why
 // nothing changed.
 type Outcome string
 
-// Outcomes that name the state the call left the row in.
+// Outcomes that name the state the call left the entry in.
 const (
 	OutcomeClaimed     Outcome = "claimed"     // claim: new row, claimed
 	OutcomeHeld        Outcome = "held"        // claim: new row, held until the earlier fallback channel ends
@@ -19,37 +19,37 @@ const (
 	// sent.
 	OutcomeExpired Outcome = "expired"
 	// OutcomeSuppressed: nothing sent and nothing will be: the fallback
-	// channel was not needed (claim), or the row's subject has a newer
+	// channel was not needed (claim), or the entry's subject has a newer
 	// challenge (dispatch).
 	OutcomeSuppressed Outcome = "suppressed"
 	// OutcomeDeferred: nothing sent; the provider did not take the message
 	// for now, or the budget's next slot is later than Policy.BudgetWait.
-	// The row is deferred and its wake-up scheduled.
+	// The entry is deferred and its wake-up scheduled.
 	OutcomeDeferred Outcome = "deferred"
-	// OutcomeLimited: a send limit stopped the row; nothing sent.
+	// OutcomeLimited: a send limit stopped the entry; nothing sent.
 	OutcomeLimited Outcome = "limited"
 )
 
-// Outcomes of a call that left the row's state as it was.
+// Outcomes of a call that left the entry's state as it was.
 const (
-	// OutcomeDuplicate: the row already holds what the call carried (the
+	// OutcomeDuplicate: the entry already holds what the call carried (the
 	// same claim, the same provider event); nothing was written.
 	OutcomeDuplicate Outcome = "duplicate"
-	// OutcomeMismatch: claim: the row exists with other content; blocked
+	// OutcomeMismatch: claim: the entry exists with other content; blocked
 	// and recorded.
 	OutcomeMismatch Outcome = "mismatch"
-	// OutcomeSkipped: dispatch: the row is not due for dispatch (a
+	// OutcomeSkipped: dispatch: the entry is not due for dispatch (a
 	// duplicate delivery, or another worker won).
 	OutcomeSkipped Outcome = "skipped"
-	// OutcomeNotDue: dispatch: a deferred row was handed to dispatch before
+	// OutcomeNotDue: dispatch: a deferred entry was handed to dispatch before
 	// its next attempt was due. Nothing was written: its wake-up is already
 	// scheduled, unless this delivery was that wake-up, arriving early (a
 	// delay longer than the queue allows); RescheduleNotDue covers that.
 	OutcomeNotDue Outcome = "not_due"
-	// OutcomeRecorded: a provider event was appended to the row's history;
+	// OutcomeRecorded: a provider event was appended to the entry's history;
 	// its state is unchanged.
 	OutcomeRecorded Outcome = "recorded"
-	// OutcomeResolved: the row was unknown, quarantined or deferred, and a
+	// OutcomeResolved: the entry was unknown, quarantined or deferred, and a
 	// provider event, evidence that the provider took the message, moved it
 	// to accepted without an operator.
 	OutcomeResolved Outcome = "resolved"

@@ -5,20 +5,20 @@ import (
 	"time"
 )
 
-// How far dispatch has read the two ways rows reach it, so that reconcile
+// How far dispatch has read the two ways entries reach it, so that reconcile
 // hands back only what neither can still deliver (Redrive). In a surge the
 // ledger stream lags far behind REDRIVE_AFTER; without the marks every
-// claimed row waiting in the stream was re-driven, and then dispatched
+// claimed entry waiting in the stream was re-driven, and then dispatched
 // twice (once a skip).
 
-// Source is a way rows reach dispatch.
+// Source is a way entries reach dispatch.
 type Source string
 
 // The two sources.
 const (
 	// FromStream: the ledger table's stream delivers each new claim.
 	FromStream Source = "stream"
-	// FromQueue: the dispatch queue delivers wake-ups of deferred rows and
+	// FromQueue: the dispatch queue delivers wake-ups of deferred entries and
 	// reconcile's hand-backs.
 	FromQueue Source = "queue"
 )
@@ -62,14 +62,14 @@ func (l Lag) moved() time.Time {
 type Marks struct {
 	Stream Lag
 	Queue  Mark
-	// Redriven is when reconcile last handed rows back to the dispatch
+	// Redriven is when reconcile last handed entries back to the dispatch
 	// queue.
 	Redriven time.Time
 }
 
 // Progress keeps the marks in storage every dispatch and reconcile instance
 // shares. Marks only spare hand-backs: a lost or stale mark makes reconcile
-// hand back rows the sources may still deliver (the old cost), never skip
+// hand back entries the sources may still deliver (the old cost), never skip
 // one they cannot.
 type Progress interface {
 	// Lagging records that a stream batch arrived behind by behind at at:
@@ -82,7 +82,7 @@ type Progress interface {
 	// Advance moves the queue's mark to through, and its At to at, unless
 	// the stored mark is already at or past through.
 	Advance(ctx context.Context, through, at time.Time) error
-	// Redriven records that reconcile handed rows back at at.
+	// Redriven records that reconcile handed entries back at at.
 	Redriven(ctx context.Context, at time.Time) error
 	// Marks returns the stored marks; zero marks where none is stored.
 	Marks(ctx context.Context) (Marks, error)
@@ -92,17 +92,17 @@ type Progress interface {
 	Seen() Marks
 }
 
-// markSlack is how far past a row's point a source's mark must be before
-// the row counts as passed: the clocks of the workers that write the rows,
+// markSlack is how far past an entry's point a source's mark must be before
+// the entry counts as passed: the clocks of the workers that write the entries,
 // the marks and the messages differ by up to this.
 const markSlack = 2 * time.Second
 
 // The marks answer one question for reconcile's re-drive: can a source
-// still deliver this row, so that handing it back would only deliver it
+// still deliver this entry, so that handing it back would only deliver it
 // twice? handBack is that rule, over Policy.RedriveAfter (its window):
 //
 //   - queueWillDeliver: the queue will still deliver what was put on it at
-//     some time (a deferred row's wake-up, the last hand-backs);
+//     some time (a deferred entry's wake-up, the last hand-backs);
 //   - streamWillDeliver: the stream will still deliver a claim;
 //   - lagSpeaksFor: a recorded lag still covers a claim (both of the
 //     stream's questions rest on it);
@@ -111,7 +111,7 @@ const markSlack = 2 * time.Second
 //
 // Dispatch asks the last one, of the marks it last saw, to trust a stream
 // record's image (imageTrusted) or to wait for its send slot without a hold
-// on the row (streamKeepsClaimUntil).
+// on the entry (streamKeepsClaimUntil).
 type handBack struct{ window time.Duration }
 
 // queueWillDeliver reports whether the queue, with mark q, can still
@@ -215,7 +215,7 @@ func (s *Dispatcher) imageTrusted(e Entry, now time.Time) bool {
 
 // streamKeepsClaimUntil reports whether reconcile leaves the claim e,
 // delivered by the stream, to this dispatch until its send slot at, so
-// that waiting for it needs no hold on the row. The marks this process last
+// that waiting for it needs no hold on the entry. The marks this process last
 // saw answer without a request when they cover it (a stream batch
 // refreshes them); otherwise this claim's own lateness is recorded, and the
 // lag stored after that answers. Without marks (NoProgress), or if the

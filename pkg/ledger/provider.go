@@ -12,20 +12,20 @@ import (
 )
 
 // The provider-event use case: what SES or End User Messaging SMS reported
-// about a message after the send becomes evidence in the row's history, and
+// about a message after the send becomes evidence in the entry's history, and
 // resolves an unknown outcome without an operator.
 
-// Errors of RecordProviderEvent besides ErrNotFound (no row for the key).
+// Errors of RecordProviderEvent besides ErrNotFound (no entry for the key).
 var (
 	// ErrInvalidProviderEvent reports a provider event that fails
 	// validation. Its message never quotes the rejected value.
 	ErrInvalidProviderEvent = errors.New("ledger: invalid provider event")
-	// ErrEventChannel reports a provider event for a row of another
-	// channel (an SES event carrying the key of an SMS row).
+	// ErrEventChannel reports a provider event for an entry of another
+	// channel (an SES event carrying the key of an SMS entry).
 	ErrEventChannel = errors.New("ledger: provider event for a row of another channel")
 	// ErrUnproven reports a provider event that carries no valid proof that
 	// this system made the attempt it names: a missing or wrong attempt
-	// proof, or an attempt the row never made. Such an event is evidence of
+	// proof, or an attempt the entry never made. Such an event is evidence of
 	// nothing and is recorded nowhere.
 	ErrUnproven = errors.New("ledger: provider event without a valid attempt proof")
 )
@@ -136,28 +136,28 @@ func validMessageID(v string) bool {
 	return opaqueChars.Fits(v, 256)
 }
 
-// EventResult is the row after RecordProviderEvent and what it did.
+// EventResult is the entry after RecordProviderEvent and what it did.
 type EventResult struct {
 	Outcome Outcome
 	Entry   Entry
 }
 
-// RecordProviderEvent appends the provider event p to its row's history, as
-// an entry of its own kind, whatever the row's state: evidence is kept even
+// RecordProviderEvent appends the provider event p to its entry's history, as
+// an entry of its own kind, whatever the entry's state: evidence is kept even
 // when it arrives out of order, or before the outcome write of the send it
-// reports (a dispatch that then records its outcome re-reads the row and
+// reports (a dispatch that then records its outcome re-reads the entry and
 // records it after the event). Every provider event shows that the provider
-// took the request, so an unknown, quarantined or deferred row is resolved
-// to accepted with the event as its evidence. On a row that ended accepted,
+// took the request, so an unknown, quarantined or deferred entry is resolved
+// to accepted with the event as its evidence. On an entry that ended accepted,
 // a delivery or a permanent failure settles a held fallback channel at once.
 //
 // Only an event that proves it answers an attempt this system made counts:
-// its attempt proof must verify (s.proofs) before the row is read, and the
-// attempt it names must be one the row has made. Anyone who can put a
+// its attempt proof must verify (s.proofs) before the entry is read, and the
+// attempt it names must be one the entry has made. Anyone who can put a
 // message on the events route can write an event carrying a dedupe key (a
 // key is the hash of a challenge id); no one but the senders can sign one.
 //
-// It fails with ErrInvalidProviderEvent, ErrUnproven, ErrNotFound (no row for
+// It fails with ErrInvalidProviderEvent, ErrUnproven, ErrNotFound (no entry for
 // the key) or ErrEventChannel; a repeated event is OutcomeDuplicate, not an
 // error.
 func (s *EventRecorder) RecordProviderEvent(ctx context.Context, p ProviderEvent, w Worker) (EventResult, error) {
@@ -246,7 +246,7 @@ func describeEvent(p ProviderEvent) string {
 	return r
 }
 
-// ProviderEvidence returns the first provider-event entry of the row: the
+// ProviderEvidence returns the first provider-event entry of the entry: the
 // provider's own record that it took the request.
 func (e Entry) ProviderEvidence() (Event, bool) {
 	return e.first(func(ev Event) bool { return ev.Kind.Provider() })
@@ -274,7 +274,7 @@ func (e Entry) first(match func(Event) bool) (Event, bool) {
 	return Event{}, false
 }
 
-// enteredAt returns when the row entered its current state: the newest
+// enteredAt returns when the entry entered its current state: the newest
 // entry that moved it there (UpdatedAt if the history shows none).
 func (e Entry) enteredAt() time.Time {
 	for i := len(e.History) - 1; i >= 0; i-- {
@@ -295,10 +295,10 @@ func (e Entry) lastAttemptAt() time.Time {
 	return e.FirstAttemptAt
 }
 
-// Unsent reports whether nothing of the row can have reached the provider:
+// Unsent reports whether nothing of the entry can have reached the provider:
 // no attempt began, or every attempt that began was answered with a
 // definite not sent (it went back to deferred, never through unknown,
-// accepted or rejected), and the provider reported nothing of it. A row
+// accepted or rejected), and the provider reported nothing of it. An entry
 // that is dispatching now is judged by its past attempts only: its caller
 // knows whether the current one was sent.
 func (e Entry) Unsent() bool {
@@ -308,7 +308,7 @@ func (e Entry) Unsent() bool {
 	return !reached
 }
 
-// WasClaimed reports whether the row was ever claimed: only a claimed row
+// WasClaimed reports whether the entry was ever claimed: only a claimed entry
 // is admitted through the send limits.
 func (e Entry) WasClaimed() bool {
 	_, ok := e.first(func(ev Event) bool { return ev.To == Claimed })

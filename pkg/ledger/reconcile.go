@@ -11,7 +11,7 @@ import (
 type SweepReport struct {
 	Seen    int
 	Actions map[string]int
-	// Errors holds per-row failures; the sweep continues past them.
+	// Errors holds per-entry failures; the sweep continues past them.
 	Errors []error
 }
 
@@ -22,7 +22,7 @@ func (r *SweepReport) count(action string) {
 	r.Actions[action]++
 }
 
-// Err joins the per-row failures, or returns nil.
+// Err joins the per-entry failures, or returns nil.
 func (r SweepReport) Err() error { return errors.Join(r.Errors...) }
 
 func (s *core) note(rep *SweepReport, action string, err error) {
@@ -37,16 +37,16 @@ func (s *core) note(rep *SweepReport, action string, err error) {
 	}
 }
 
-// sweepOpen lists up to limit rows in the open state st that are due by
+// sweepOpen lists up to limit entries in the open state st that are due by
 // dueBy (limit 0: all of them), counts each as seen and notes what each
-// did: each returns the action it took, or "" for a row it left alone. A
-// failed listing ends the sweep with an error prefixed by op; a row's
+// did: each returns the action it took, or "" for an entry it left alone. A
+// failed listing ends the sweep with an error prefixed by op; an entry's
 // failure is noted and the sweep goes on.
 func (s *core) sweepOpen(ctx context.Context, rep *SweepReport, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
 	return s.sweepRows(rep, op, st, func() ([]Entry, error) { return s.store.ListOpen(ctx, st, dueBy, limit) }, each)
 }
 
-// sweepRows is sweepOpen over the rows list returns.
+// sweepRows is sweepOpen over the entries list returns.
 func (s *core) sweepRows(rep *SweepReport, op string, st State, list func() ([]Entry, error), each func(Entry) (string, error)) error {
 	rows, err := list()
 	if err != nil {
@@ -61,11 +61,11 @@ func (s *core) sweepRows(rep *SweepReport, op string, st State, list func() ([]E
 	return nil
 }
 
-// Reconcile sweeps rows stuck in dispatching past their lease (to unknown)
-// and due unknown rows, applying the transport's policy: a same-key retry
+// Reconcile sweeps entries stuck in dispatching past their lease (to unknown)
+// and due unknown entries, applying the transport's policy: a same-key retry
 // inside the window the transport honors, a lookup where supported, and
 // otherwise quarantine for an explicit decision. It never turns unknown into
-// accepted or rejected without transport evidence. At most limit rows per
+// accepted or rejected without transport evidence. At most limit entries per
 // state are handled per call.
 func (s *Reconciler) Reconcile(ctx context.Context, w Worker, limit int) (SweepReport, error) {
 	var rep SweepReport
@@ -90,7 +90,7 @@ func (s *Reconciler) Reconcile(ctx context.Context, w Worker, limit int) (SweepR
 	return rep, err
 }
 
-// resolveUnknown applies the reconcile policy of the row's transport.
+// resolveUnknown applies the reconcile policy of the entry's transport.
 func (s *Reconciler) resolveUnknown(ctx context.Context, e Entry, w Worker) (string, error) {
 	now := s.now()
 	tr, ok := s.transports[e.Identity.Channel]
@@ -100,7 +100,7 @@ func (s *Reconciler) resolveUnknown(ctx context.Context, e Entry, w Worker) (str
 	caps := tr.Capabilities()
 
 	if caps.Events {
-		// An event may have arrived while the row was still dispatching:
+		// An event may have arrived while the entry was still dispatching:
 		// it was kept in the history, and is the evidence now.
 		if ev, ok := e.ProviderEvidence(); ok {
 			_, err := s.acceptOnEvidence(ctx, e, w, ev, "reconcile")
@@ -147,7 +147,7 @@ func (s *Reconciler) resolveUnknown(ctx context.Context, e Entry, w Worker) (str
 	return "unknown->quarantined", s.quarantine(ctx, e, w, "transport has no idempotency key or lookup; outcome unknown, needs an operator decision")
 }
 
-// recheck moves the row's next look later without a state change.
+// recheck moves the entry's next look later without a state change.
 func (s *Reconciler) recheck(ctx context.Context, e Entry, w Worker, now time.Time, reason string) error {
 	c := s.record(e, KindRecheck, Unknown, w, reason, func(n *Entry) {
 		n.NextCheckAt = now.Add(s.policy.RecheckAfter)
@@ -158,7 +158,7 @@ func (s *Reconciler) recheck(ctx context.Context, e Entry, w Worker, now time.Ti
 
 // retry makes another attempt under the same idempotency key. The attempt is
 // recorded (and the next look pushed past the lease) before the send, so a
-// crash during the retry leaves an unknown row with an honest attempt count.
+// crash during the retry leaves an unknown entry with an honest attempt count.
 // The transport call is cut at until (the lease the window check allowed it)
 // or at the send deadline, whichever comes first.
 func (s *Reconciler) retry(ctx context.Context, e Entry, tr Transport, w Worker, until time.Time) (string, error) {
@@ -195,7 +195,7 @@ func (s *Reconciler) retry(ctx context.Context, e Entry, tr Transport, w Worker,
 		reason = "not sent: " + ns.Code
 	}
 	if to == Unknown {
-		// Still no answer: the row stays unknown; record the attempt's result.
+		// Still no answer: the entry stays unknown; record the attempt's result.
 		c := s.record(e, KindRetry, Unknown, w, "reconcile: same-key retry got "+reason, func(n *Entry) {
 			n.NextCheckAt = s.now().Add(s.policy.RecheckAfter)
 		})
@@ -218,7 +218,7 @@ func (s *core) quarantine(ctx context.Context, e Entry, w Worker, reason string)
 	return err
 }
 
-// acceptOnEvidence moves the row e, which already holds the provider-event
+// acceptOnEvidence moves the entry e, which already holds the provider-event
 // entry ev, to accepted with that event as its evidence; by says who decided.
 func (s *core) acceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Event, by string) (Entry, error) {
 	reason := fmt.Sprintf("%s: provider event %s (message %s) is transport evidence that the message was accepted", by, ev.ProviderType, ev.AckID)
@@ -226,7 +226,7 @@ func (s *core) acceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Event
 }
 
 // decide moves an unknown, quarantined (or, on provider evidence, deferred)
-// row to a final state.
+// entry to a final state.
 func (s *core) decide(ctx context.Context, e Entry, to State, w Worker, reason, ackID string) (Entry, error) {
 	c, err := s.decision(e, to, w, reason, ackID)
 	if err != nil {
@@ -236,7 +236,7 @@ func (s *core) decide(ctx context.Context, e Entry, to State, w Worker, reason, 
 	return r.Entry, err
 }
 
-// decision is the change decide writes: the row in its final state, with
+// decision is the change decide writes: the entry in its final state, with
 // nothing left to check or attempt.
 func (s *core) decision(e Entry, to State, w Worker, reason, ackID string) (Change, error) {
 	return s.transition(e, to, w, reason, func(n *Entry) {

@@ -5,20 +5,20 @@ import (
 	"fmt"
 )
 
-// Redrive hands back to dispatch the rows that are due for dispatch and
+// Redrive hands back to dispatch the entries that are due for dispatch and
 // that no dispatch picked up within Policy.RedriveAfter, and that no source
 // can still deliver (see Progress):
-//   - a claimed row once it has waited longer than the stream's lateness
+//   - a claimed entry once it has waited longer than the stream's lateness
 //     plus REDRIVE_AFTER (its record was lost, or given up after its
 //     retries), or the stream stopped moving;
-//   - a deferred row past its next attempt once the dispatch queue has
+//   - a deferred entry past its next attempt once the dispatch queue has
 //     passed that time (a lost wake-up) or stalled.
 //
 // A hand-back is itself a queue message: while the queue has not passed the
 // previous pass's hand-backs, nothing is handed back again. Redrive writes
 // nothing to the ledger: the Scheduler delivers the key to dispatch, whose
 // conditional write decides as for any other delivery. Expired challenges
-// are left to the expire sweep. At most limit rows per state are handed
+// are left to the expire sweep. At most limit entries per state are handed
 // back per call.
 func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	var rep SweepReport
@@ -29,7 +29,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error
 	if s.progress != NoProgress {
 		m, err := s.progress.Marks(ctx)
 		if err != nil {
-			// Without marks every due row is handed back: the old cost, never a lost row.
+			// Without marks every due entry is handed back: the old cost, never a lost entry.
 			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: read the dispatch marks: %w", err))
 		}
 		marks = m
@@ -54,7 +54,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error
 	if err := s.sweepOpen(ctx, &rep, "redrive", Deferred, late, limit, redrive); err != nil {
 		return rep, err
 	}
-	// Claimed rows are indexed at their re-drive time (RedriveAt: the
+	// Claimed entries are indexed at their re-drive time (RedriveAt: the
 	// claim plus RedriveAfter) or their expiry if sooner: list only those
 	// due, and while the stream moves, only those it no longer owes (due
 	// by its lateness before now). Claims not yet due are never read.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Decision is an operator's resolution of an unknown or quarantined row.
+// Decision is an operator's resolution of an unknown or quarantined entry.
 type Decision string
 
 // Decisions. Accepted and rejected require transport evidence (an ack or
@@ -16,7 +16,7 @@ const (
 	DecideAbandoned Decision = "abandoned"
 )
 
-// Resolve records an operator's decision on an unknown or quarantined row.
+// Resolve records an operator's decision on an unknown or quarantined entry.
 // evidence is the transport's acknowledgement or reference; a decision of
 // accepted or rejected without it fails with ErrNoEvidence.
 func (s *Resolver) Resolve(ctx context.Context, key string, d Decision, reason, evidence string, w Worker) (Entry, error) {

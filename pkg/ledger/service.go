@@ -16,7 +16,7 @@ import (
 type Policy struct {
 	// Version is recorded in every history entry.
 	Version string
-	// Lease is how long a dispatching row may stay without an outcome
+	// Lease is how long a dispatching entry may stay without an outcome
 	// before reconcile marks it unknown.
 	Lease time.Duration
 	// ExpiryMargin is subtracted from a challenge's expiry before any send,
@@ -30,10 +30,10 @@ type Policy struct {
 	// request already on its way takes to reach the provider. An attempt
 	// with no time left before that deadline is not made (not sent).
 	SendGuard time.Duration
-	// Retention is how long a row (and its history) is kept after its last
+	// Retention is how long an entry (and its history) is kept after its last
 	// write. It becomes the table's TTL.
 	Retention time.Duration
-	// MaxAttempts bounds transport attempts per row, the first included.
+	// MaxAttempts bounds transport attempts per entry, the first included.
 	MaxAttempts int
 	// SettlePeriod is how long a lookup-capable transport is given to show a
 	// message before "not found" counts as evidence of nothing.
@@ -44,21 +44,21 @@ type Policy struct {
 	// failure (it is then claimed). Past it, with no such event, the held
 	// channel is suppressed. Zero suppresses it at acceptance.
 	FallbackWait time.Duration
-	// RecheckAfter is how long reconcile waits between looks at an unknown row.
+	// RecheckAfter is how long reconcile waits between looks at an unknown entry.
 	RecheckAfter time.Duration
 	// RetryBase and RetryMax shape the backoff after a not-sent answer:
 	// attempt n waits RetryBase * 2^(n-1), at most RetryMax, with jitter
 	// (half of it random), or the provider's Retry-After if that is longer.
 	RetryBase, RetryMax time.Duration
 	// BudgetWait is the longest dispatch waits in-process for a send-rate
-	// budget slot; a later slot defers the row to it instead.
+	// budget slot; a later slot defers the entry to it instead.
 	BudgetWait time.Duration
-	// RedriveAfter is how long past due a claimed or deferred row may wait
+	// RedriveAfter is how long past due a claimed or deferred entry may wait
 	// for a dispatch before reconcile hands it back to dispatch.
 	RedriveAfter time.Duration
 	// MaxChallengeLifetime bounds how far past the claim's time a
 	// challenge may expire: an intent whose expires_at lies further out is
-	// refused before any row exists. A reset link should not live long,
+	// refused before any entry exists. A reset link should not live long,
 	// and a far-future challenge would otherwise keep its content, and its
 	// place as a subject's newest, that long.
 	MaxChallengeLifetime time.Duration
@@ -160,21 +160,21 @@ type Ports struct {
 	Opener     Opener
 	Transports map[Channel]Transport
 	// Budget paces sends per channel (dispatch; NoBudget: unpaced).
-	// Scheduler hands deferred and re-driven rows back to dispatch
+	// Scheduler hands deferred and re-driven entries back to dispatch
 	// (dispatch, reconcile; NoScheduler where nothing is handed back).
 	Budget    Budget
 	Scheduler Scheduler
 	// Progress keeps how far dispatch has read the stream and the dispatch
 	// queue (dispatch writes it, reconcile's re-drive reads it), so that
-	// Redrive hands back only rows neither can still deliver. NoProgress:
-	// every due row is handed back.
+	// Redrive hands back only entries neither can still deliver. NoProgress:
+	// every due entry is handed back.
 	Progress Progress
 	// Proofs signs every attempt through a transport that reports events
 	// (dispatch) and verifies the proof a provider event carries back
 	// (provider events).
 	Proofs Proofs
 	// Limits is the send-limit policy; Limiter keeps its counters (dispatch
-	// counts; every use case that ends a row gives back a count nothing was
+	// counts; every use case that ends an entry gives back a count nothing was
 	// sent for, or keeps it with KeepCounts), Challenges the newest
 	// challenge per subject (claim notes it, dispatch reads it),
 	// Fingerprints the destination keys and NumberOf the SMS regions and
@@ -203,7 +203,7 @@ type Ports struct {
 
 // core is what every use case holds: the ledger's tables, clock and
 // policy, and the one write path (write.go). limits and limiter are there
-// because every write that ends a row may give a count back.
+// because every write that ends an entry may give a count back.
 type core struct {
 	store        Store
 	content      ContentStore
@@ -259,7 +259,7 @@ func (s *core) transitioned(from State, e Entry) {
 }
 
 // Precision is the resolution of every time the ledger records. Millisecond
-// timestamps keep rows small (a row is charged write capacity on its whole
+// timestamps keep entries small (an entry is charged write capacity on its whole
 // size) and are exact when stored.
 const Precision = time.Millisecond
 

@@ -5,7 +5,7 @@ import "fmt"
 // State is the lifecycle state of one logical message.
 type State string
 
-// The states of the "States" section of docs/design.md. None is the pseudo-state before a row exists.
+// The states of the "States" section of docs/design.md. None is the pseudo-state before an entry exists.
 const (
 	None        State = ""
 	Claimed     State = "claimed"
@@ -13,7 +13,7 @@ const (
 	// Deferred records a message the provider proved it did not take for
 	// now (throttling, a quota, a paused account), or one the send-rate
 	// budget could not fit in soon: nothing was sent, and another attempt
-	// under the same key is due at the row's NextAttemptAt, while the
+	// under the same key is due at the entry's NextAttemptAt, while the
 	// challenge lasts.
 	Deferred    State = "deferred"
 	Accepted    State = "accepted"
@@ -21,7 +21,7 @@ const (
 	Unknown     State = "unknown"
 	Expired     State = "expired"
 	Quarantined State = "quarantined"
-	// Abandoned closes an unknown or quarantined row without transport
+	// Abandoned closes an unknown or quarantined entry without transport
 	// evidence: the outcome stays unknown, and the record says so.
 	Abandoned State = "abandoned"
 	// Held records a fallback channel whose earlier channel is still open
@@ -31,7 +31,7 @@ const (
 	Held State = "held"
 	// Suppressed records a fallback channel that was not needed because an
 	// earlier channel of the same challenge did not end rejected, or an
-	// unsent row whose subject has a newer challenge (superseded).
+	// unsent entry whose subject has a newer challenge (superseded).
 	Suppressed State = "suppressed"
 	// Limited records a message a send limit stopped before its send
 	// (Limits): nothing was sent, and its reason names the rule, the
@@ -64,10 +64,10 @@ func CanTransition(from, to State) error {
 	return &TransitionError{From: from, To: to}
 }
 
-// TriggersDispatch reports whether a stored change of a row from state from
-// to state to must start a dispatch: the row became claimed, by being
-// inserted claimed (from None) or by a held fallback row moving to claimed.
-// Nothing else starts one: a row that is already claimed, deferred or
+// TriggersDispatch reports whether a stored change of an entry from state from
+// to state to must start a dispatch: the entry became claimed, by being
+// inserted claimed (from None) or by a held fallback entry moving to claimed.
+// Nothing else starts one: an entry that is already claimed, deferred or
 // unknown is handed back to dispatch by its wake-up or by reconcile, not by
 // its change. The ledger stream's filter, the dispatch function and the test
 // pipeline all decide with this one rule.
@@ -78,7 +78,7 @@ func TriggersDispatch(from, to State) bool {
 // Terminal reports whether no transition leaves s.
 func (s State) Terminal() bool { return s != None && len(transitions[s]) == 0 }
 
-// Open reports whether rows in state s are kept in the open-row index, so
+// Open reports whether entries in state s are kept in the open-row index, so
 // that sweeps and operators can find them: every real state some
 // transition leaves.
 func (s State) Open() bool { return s.Valid() && !s.Terminal() }

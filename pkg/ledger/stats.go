@@ -22,14 +22,14 @@ func BucketName(overdue time.Duration) string {
 	return ">" + lower
 }
 
-// StateStats summarizes the rows of one open state that are due: whose
-// sweep time (a held or claimed row's expiry, a lease's end, a deferred
-// row's next attempt, an unknown row's next check, a quarantined row's last
+// StateStats summarizes the entries of one open state that are due: whose
+// sweep time (a held or claimed entry's expiry, a lease's end, a deferred
+// entry's next attempt, an unknown entry's next check, a quarantined entry's last
 // write: Entry.OpenDue, but for a claim its expiry, not its re-drive time)
-// has passed. Rows not yet due are not counted: a surge's backlog of
+// has passed. Entries not yet due are not counted: a surge's backlog of
 // claims waiting in the stream shows in the stream's lag, not here.
 type StateStats struct {
-	// Count is the number of due rows.
+	// Count is the number of due entries.
 	Count int
 	// Oldest is how long past due the earliest of them is.
 	Oldest time.Duration
@@ -37,9 +37,9 @@ type StateStats struct {
 	ByAge map[string]int
 }
 
-// Stats reports the due rows of every open state at now, from the
-// open-row index alone (Store.DueTimes): its reads follow the rows that are
-// due, never the rows that are open, so a reconcile run costs the same with
+// Stats reports the due entries of every open state at now, from the
+// open-row index alone (Store.DueTimes): its reads follow the entries that are
+// due, never the entries that are open, so a reconcile run costs the same with
 // ten thousand claims waiting as with a hundred.
 func Stats(ctx context.Context, store Store, now time.Time) (map[State]StateStats, error) {
 	now = now.UTC().Truncate(Precision)

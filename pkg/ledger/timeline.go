@@ -7,15 +7,15 @@ import (
 	"time"
 )
 
-// RefKind names the opaque reference a timeline lists rows by.
+// RefKind names the opaque reference a timeline lists entries by.
 type RefKind string
 
-// The references a row can be listed by.
+// The references an entry can be listed by.
 const (
-	// BySubject lists the rows of one account: the intents' subject_ref.
-	// A row whose intent carried none is on no subject's timeline.
+	// BySubject lists the entries of one account: the intents' subject_ref.
+	// An entry whose intent carried none is on no subject's timeline.
 	BySubject RefKind = "subject_ref"
-	// ByDestination lists the rows sent, or not sent, to one destination:
+	// ByDestination lists the entries sent, or not sent, to one destination:
 	// the intents' destination_ref.
 	ByDestination RefKind = "destination_ref"
 )
@@ -32,7 +32,7 @@ func (k RefKind) Check(ref string) error {
 	return fieldErr("ref_kind", "unknown (want subject_ref or destination_ref)")
 }
 
-// Ref returns e's reference of kind k ("" for an unknown kind, or a row
+// Ref returns e's reference of kind k ("" for an unknown kind, or an entry
 // without a subject).
 func (k RefKind) Ref(e Entry) string {
 	switch k {
@@ -48,17 +48,17 @@ func (k RefKind) Ref(e Entry) string {
 // for reviewers: every challenge, whatever became of it. Implementations
 // read an index kept for it, never the whole table.
 type Timeline interface {
-	// ListByRef returns the rows whose reference of kind kind is ref and
+	// ListByRef returns the entries whose reference of kind kind is ref and
 	// that were created at or after since (no bound if zero), newest
-	// first (rows created in the same instant in key order), at most
-	// limit of them (all if limit <= 0). The rows are read with the
+	// first (entries created in the same instant in key order), at most
+	// limit of them (all if limit <= 0). The entries are read with the
 	// store's consistent read; the index behind them is eventually
-	// consistent, so a row claimed a moment ago may be missing. A ref
+	// consistent, so an entry claimed a moment ago may be missing. A ref
 	// that fails kind.Check is an error.
 	ListByRef(ctx context.Context, kind RefKind, ref string, since time.Time, limit int) ([]Entry, error)
 }
 
-// SortTimeline orders rows as ListByRef returns them: newest CreatedAt
+// SortTimeline orders entries as ListByRef returns them: newest CreatedAt
 // first, then by key.
 func SortTimeline(rows []Entry) {
 	slices.SortFunc(rows, func(a, b Entry) int {

@@ -75,7 +75,7 @@ func newSender(role string, c core, p Ports, sends func(Capabilities) bool) (sen
 	return sender{core: c, transports: p.Transports, opener: p.Opener, proofs: p.Proofs}, nil
 }
 
-// Dispatcher sends claimed and due deferred rows (functions/dispatch).
+// Dispatcher sends claimed and due deferred entries (functions/dispatch).
 type Dispatcher struct {
 	sender
 	budget       Budget
@@ -128,7 +128,7 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 		sleepFn: p.Sleep, jitter: p.Jitter}, nil
 }
 
-// Reconciler sweeps dispatching and unknown rows and hands back what no
+// Reconciler sweeps dispatching and unknown entries and hands back what no
 // dispatch picked up (functions/reconcile).
 type Reconciler struct {
 	sender
@@ -163,7 +163,7 @@ func NewReconciler(p Ports) (*Reconciler, error) {
 	return &Reconciler{sender: snd, scheduler: p.Scheduler, progress: p.Progress}, nil
 }
 
-// Expirer ends held and claimed rows whose challenge expired
+// Expirer ends held and claimed entries whose challenge expired
 // (functions/expire).
 type Expirer struct{ core }
 
@@ -192,7 +192,7 @@ func NewEventRecorder(p Ports) (*EventRecorder, error) {
 	return &EventRecorder{core: c, proofs: p.Proofs}, nil
 }
 
-// Resolver records operators' decisions on quarantined rows
+// Resolver records operators' decisions on quarantined entries
 // (functions/operate).
 type Resolver struct{ core }
 
@@ -206,11 +206,11 @@ func NewResolver(p Ports) (*Resolver, error) {
 var (
 	// NoBudget paces nothing: every send gets its slot at once.
 	NoBudget Budget = noBudget{}
-	// NoScheduler hands nothing back: a deferred row waits for reconcile's
+	// NoScheduler hands nothing back: a deferred entry waits for reconcile's
 	// re-drive, which needs a real Scheduler.
 	NoScheduler Scheduler = noScheduler{}
-	// NoProgress keeps no marks: re-drive hands back every due row, and
-	// dispatch holds its send slot on the row.
+	// NoProgress keeps no marks: re-drive hands back every due entry, and
+	// dispatch holds its send slot on the entry.
 	NoProgress Progress = noProgress{}
 	// NoTimeline finds no older challenge to supersede when an admission
 	// is refused: their counts wait until they wake.

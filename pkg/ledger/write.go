@@ -18,7 +18,7 @@ func (s *core) transition(e Entry, to State, w Worker, reason string, mut func(*
 	return s.record(e, KindTransition, to, w, reason, mut), nil
 }
 
-// record builds a change that appends an event of kind k and moves the row to
+// record builds a change that appends an event of kind k and moves the entry to
 // state to (which may equal its current state for non-transition events).
 func (s *core) record(e Entry, k EventKind, to State, w Worker, reason string, mut func(*Entry)) Change {
 	now := s.now()
@@ -30,7 +30,7 @@ func (s *core) record(e Entry, k EventKind, to State, w Worker, reason string, m
 	next.RetainUntil = now.Add(s.policy.Retention)
 	switch {
 	case to == Claimed && e.State != Claimed:
-		// A new claim (or a held row released) is the stream's to deliver
+		// A new claim (or a held entry released) is the stream's to deliver
 		// until its re-drive time; the open-row index orders it by that.
 		next.RedriveAt = now.Add(s.policy.RedriveAfter)
 	case e.State == Claimed && to != Claimed:
@@ -48,11 +48,11 @@ func (s *core) record(e Entry, k EventKind, to State, w Worker, reason string, m
 	return Change{From: e.State, Version: e.Version, Next: next, Event: ev}
 }
 
-// write applies c. When the store reports a failure, the row is read back:
+// write applies c. When the store reports a failure, the entry is read back:
 // if its history holds our event, the write landed (its response was lost,
 // or a retry of it failed its own condition) and counts as done. A conflict
-// that came back with the stored row needs no read: the store looked for
-// our event in it, and the row travels with the error (conflictAt) for the
+// that came back with the stored entry needs no read: the store looked for
+// our event in it, and the entry travels with the error (conflictAt) for the
 // caller's fresh decision.
 func (s *core) write(ctx context.Context, c Change) (Entry, error) {
 	e, err := s.store.Apply(ctx, c)
@@ -70,7 +70,7 @@ func (s *core) write(ctx context.Context, c Change) (Entry, error) {
 	return e, nil
 }
 
-// apply writes c and, when the row ends, purges its sealed content and gives
+// apply writes c and, when the entry ends, purges its sealed content and gives
 // back a send-limit count nothing was sent for (releaseUnsent).
 func (s *core) apply(ctx context.Context, c Change, out Outcome) (DispatchResult, error) {
 	e, err := s.write(ctx, c)
@@ -81,7 +81,7 @@ func (s *core) apply(ctx context.Context, c Change, out Outcome) (DispatchResult
 		if err := s.purge(ctx, e); err != nil {
 			return DispatchResult{Outcome: out, Entry: e}, err
 		}
-		// A row that ends limited was refused by the counters: nothing to
+		// An entry that ends limited was refused by the counters: nothing to
 		// give back (a stale dispatch that counted it gives its own back).
 		if e.State != Limited {
 			if err := s.releaseUnsent(ctx, e); err != nil {
@@ -93,12 +93,12 @@ func (s *core) apply(ctx context.Context, c Change, out Outcome) (DispatchResult
 	return DispatchResult{Outcome: out, Entry: e}, nil
 }
 
-// maxRaces bounds how often a use case re-reads a row after losing a
+// maxRaces bounds how often a use case re-reads an entry after losing a
 // conditional write to a concurrent one.
 const maxRaces = 5
 
-// onConflict runs try on the row e. When try loses a compare-and-set to a
-// concurrent write (an error wrapping ErrConflict), the fresh row (the one
+// onConflict runs try on the entry e. When try loses a compare-and-set to a
+// concurrent write (an error wrapping ErrConflict), the fresh entry (the one
 // the conflict returned, or else read again) goes to again, and if again
 // accepts it, try runs on it; at most maxRaces times in all. It returns try's last error. The one read-decide-write loop
 // of the use cases.
@@ -122,9 +122,9 @@ func (s *core) onConflict(ctx context.Context, e Entry, try func(Entry) error, a
 	}
 }
 
-// ContentKey is the content-store key of a row's sealed content: the dedupe
+// ContentKey is the content-store key of an entry's sealed content: the dedupe
 // key and the content hash, so content offered with another hash can never
-// stand in for the row's own.
+// stand in for the entry's own.
 func ContentKey(e Entry) string { return contentKey(e.Key, e.ContentHash) }
 
 func contentKey(key, hash string) string { return key + ":" + hash }
@@ -153,7 +153,7 @@ func (s *sender) openContent(ctx context.Context, e Entry) (Message, error) {
 	return m, nil
 }
 
-// conflictAt is a lost compare-and-set that carries the row as the store
+// conflictAt is a lost compare-and-set that carries the entry as the store
 // holds it, so that onConflict decides afresh without reading it again.
 type conflictAt struct {
 	row Entry
