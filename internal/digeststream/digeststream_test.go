@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/digest"
@@ -103,35 +102,6 @@ func TestDigestHandler(t *testing.T) {
 	}
 }
 
-// ddb converts an event image into the SDK's attribute values.
-func ddb(m map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
-	out := map[string]types.AttributeValue{}
-	for k, v := range m {
-		out[k] = ddbValue(v)
-	}
-	return out
-}
-
-func ddbValue(v events.DynamoDBAttributeValue) types.AttributeValue {
-	switch v.DataType() {
-	case events.DataTypeString:
-		return &types.AttributeValueMemberS{Value: v.String()}
-	case events.DataTypeNumber:
-		return &types.AttributeValueMemberN{Value: v.Number()}
-	case events.DataTypeBinary:
-		return &types.AttributeValueMemberB{Value: v.Binary()}
-	case events.DataTypeList:
-		var l []types.AttributeValue
-		for _, x := range v.List() {
-			l = append(l, ddbValue(x))
-		}
-		return &types.AttributeValueMemberL{Value: l}
-	case events.DataTypeMap:
-		return &types.AttributeValueMemberM{Value: ddb(v.Map())}
-	}
-	return &types.AttributeValueMemberNULL{Value: true}
-}
-
 // TestImageReadsWhatTheStoreDecodes: the handler's own reader of a stream
 // image finds the key, hashes and retention dynamostore's decoder finds.
 func TestImageReadsWhatTheStoreDecodes(t *testing.T) {
@@ -139,7 +109,7 @@ func TestImageReadsWhatTheStoreDecodes(t *testing.T) {
 		t.Fatalf("attribute names differ from dynamostore's")
 	}
 	m := streamImage("k1", "aa01", "bb02")
-	e, err := dynamostore.DecodeItem(ddb(m))
+	e, err := dynamostore.DecodeImage(m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 			// after it are redelivered with it.
 			return streamFailedAt(rec), nil
 		}
-		if row, err := dynamostore.DecodeItem(itemOf(rec.Change.NewImage)); err == nil && (oldest.IsZero() || row.UpdatedAt.Before(oldest)) {
+		if row, err := dynamostore.DecodeImage(rec.Change.NewImage); err == nil && (oldest.IsZero() || row.UpdatedAt.Before(oldest)) {
 			oldest = row.UpdatedAt
 		}
 	}
@@ -143,7 +143,7 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 	log = log.With("dedupe_key", key)
 	var res ledger.DispatchResult
 	var err error
-	if row, derr := dynamostore.DecodeItem(itemOf(image)); image != nil && derr == nil && row.Key == key {
+	if row, derr := dynamostore.DecodeImage(image); image != nil && derr == nil && row.Key == key {
 		res, err = h.UseCase.DispatchRow(ctx, row, worker)
 	} else {
 		if image != nil {

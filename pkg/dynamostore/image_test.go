@@ -1,4 +1,4 @@
-package handler
+package dynamostore
 
 import (
 	"reflect"
@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-func TestItemOfConvertsEveryAttributeType(t *testing.T) {
+func TestItemFromImageConvertsEveryAttributeType(t *testing.T) {
 	image := map[string]events.DynamoDBAttributeValue{
 		"s":    events.NewStringAttribute("claimed"),
 		"n":    events.NewNumberAttribute("42"),
@@ -33,10 +33,10 @@ func TestItemOfConvertsEveryAttributeType(t *testing.T) {
 		"l":    &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "x"}}},
 		"m":    &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": &types.AttributeValueMemberN{Value: "7"}}},
 	}
-	if got := itemOf(image); !reflect.DeepEqual(got, want) {
+	if got := ItemFromImage(image); !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %#v", got)
 	}
-	if itemOf(nil) != nil {
+	if ItemFromImage(nil) != nil {
 		t.Fatal("nil image must stay nil")
 	}
 }

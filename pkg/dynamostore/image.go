@@ -1,13 +1,15 @@
-package handler
+package dynamostore
 
 import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// itemOf converts a stream record's image (aws-lambda-go's attribute values)
-// into the SDK's attribute values, so the store's own decoder reads it.
-func itemOf(image map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
+// ItemFromImage converts a stream record's image (aws-lambda-go's attribute
+// values) into the SDK's attribute values, so the store's own decoder reads
+// it (DecodeImage). A nil image is a nil item.
+func ItemFromImage(image map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
 	if image == nil {
 		return nil
 	}
@@ -47,7 +49,12 @@ func attributeOf(v events.DynamoDBAttributeValue) types.AttributeValue {
 		}
 		return &types.AttributeValueMemberL{Value: l}
 	case events.DataTypeMap:
-		return &types.AttributeValueMemberM{Value: itemOf(v.Map())}
+		return &types.AttributeValueMemberM{Value: ItemFromImage(v.Map())}
 	}
 	return nil
+}
+
+// DecodeImage reads a ledger entry from a stream record's image of its row.
+func DecodeImage(image map[string]events.DynamoDBAttributeValue) (ledger.Entry, error) {
+	return DecodeItem(ItemFromImage(image))
 }
