@@ -111,7 +111,7 @@ SURGE_INTENTS ?= 10000
 surge:
 	@mkdir -p .run
 	set -o pipefail; $(WITH_EMULATOR) --record $(STARTED) env SURGE_INTENTS=$(SURGE_INTENTS) SURGE_DRAIN_CHECK=1 LEDGER_REQUIRE_EMULATOR=1 \
-		go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 90m 2>&1 | tee .run/surge.out; \
+		go test ./gate -run '^TestSurge$$' -count=1 -v -timeout 90m 2>&1 | tee .run/surge.out; \
 	status=$$?; cp .run/surge.out .run/surge-limits-$${SURGE_LIMITS:-on}.out; $(LEFTOVER_CHECK) || status=1; \
 	grep '^surge: intents=' .run/surge.out | tail -n 1; exit $$status
 
@@ -122,7 +122,7 @@ surge:
 surge-quiet:
 	@mkdir -p .run
 	set -o pipefail; $(WITH_EMULATOR) --record $(STARTED) env SURGE_PACE=quiet SURGE_INTENTS=$${SURGE_QUIET_INTENTS:-2000} LEDGER_REQUIRE_EMULATOR=1 \
-		go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 60m 2>&1 | tee .run/surge-quiet.out; \
+		go test ./gate -run '^TestSurge$$' -count=1 -v -timeout 60m 2>&1 | tee .run/surge-quiet.out; \
 	status=$$?; cp .run/surge-quiet.out .run/surge-quiet-limits-$${SURGE_LIMITS:-on}.out; $(LEFTOVER_CHECK) || status=1; \
 	grep '^surge: intents=' .run/surge-quiet.out | tail -n 1; exit $$status
 
@@ -132,7 +132,7 @@ surge-quiet:
 ## then its failures again, last, where a truncated log still shows them
 surge-check:
 	@mkdir -p .run
-	@SURGE_INTENTS=1000 LEDGER_REQUIRE_EMULATOR=1 go test ./surge -run '^TestSurge$$' -count=1 -v -timeout 15m > .run/surge-check.out 2>&1; \
+	@SURGE_INTENTS=1000 LEDGER_REQUIRE_EMULATOR=1 go test ./gate -run '^TestSurge$$' -count=1 -v -timeout 15m > .run/surge-check.out 2>&1; \
 	status=$$?; if [ $$status -ne 0 ]; then cat .run/surge-check.out; \
 		echo "surge-check failed on:"; grep -E '^ +surge_test\.go:[0-9]+: ' .run/surge-check.out | head -n 40; fi; \
 	grep '^surge: intents=' .run/surge-check.out | tail -n 1; exit $$status

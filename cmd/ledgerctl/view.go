@@ -222,6 +222,20 @@ func orDash(s string) string {
 }
 
 // printRow writes the readable timeline of one row.
+// deadlineFields are the deadlines of an in-flight entry that are set.
+func deadlineFields(e ledger.Entry) [][2]string {
+	var out [][2]string
+	for _, d := range []struct {
+		name string
+		at   time.Time
+	}{{"re-drive at", e.RedriveAt}, {"lease until", e.LeaseUntil}, {"next check", e.NextCheckAt}} {
+		if !d.at.IsZero() {
+			out = append(out, [2]string{d.name, textTime(d.at)})
+		}
+	}
+	return out
+}
+
 func printRow(w io.Writer, e ledger.Entry) {
 	v := newRowView(e)
 	fmt.Fprintf(w, "%s / %s  [%s]\n", e.Identity.ChallengeID, e.Identity.Channel, e.State)
@@ -251,15 +265,7 @@ func printRow(w io.Writer, e ledger.Entry) {
 		fields = slices.Insert(fields, i+1, [2]string{"subject", e.SubjectRef + "  (opaque account reference)"})
 	}
 	fields = withLimitRule(fields, e)
-	if !e.RedriveAt.IsZero() {
-		fields = append(fields, [2]string{"re-drive at", textTime(e.RedriveAt)})
-	}
-	if !e.LeaseUntil.IsZero() {
-		fields = append(fields, [2]string{"lease until", textTime(e.LeaseUntil)})
-	}
-	if !e.NextCheckAt.IsZero() {
-		fields = append(fields, [2]string{"next check", textTime(e.NextCheckAt)})
-	}
+	fields = append(fields, deadlineFields(e)...)
 	if !e.NextAttemptAt.IsZero() {
 		next := textTime(e.NextAttemptAt)
 		if !e.SlotAt.IsZero() {

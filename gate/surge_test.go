@@ -1,4 +1,4 @@
-package surge
+package gate
 
 import (
 	"bufio"
@@ -43,15 +43,15 @@ const (
 	// once: a small burst, so budget-paced sends that arrive a little late
 	// and bunch are throttled, as a strict provider would.
 	providerBurst = 2
-	// expiryMargin is EXPIRY_MARGIN for the run (the default is 30 s): the
+	// surgeExpiryMargin is EXPIRY_MARGIN for the run (the default is 30 s): the
 	// short challenges live tens of seconds. sendGuard is SEND_GUARD (the
 	// default is 5 s): a send that starts at the margin has their
 	// difference to finish before the deadline cuts it, which a busy
 	// emulator's SES call needs (with a margin under the guard, a send
 	// could start a millisecond before its deadline, be cut, and end
 	// quarantined: its outcome unknown after its challenge expired).
-	expiryMargin = 3 * time.Second
-	sendGuard    = time.Second
+	surgeExpiryMargin = 3 * time.Second
+	sendGuard         = time.Second
 	// shortShare is the share of the minimum drain a short challenge lives,
 	// up to shortMax: the few reached early are sent, the others expire
 	// (reconcile's re-drive takes claimed rows soonest-expiring first, so a
@@ -150,7 +150,7 @@ func TestSurge(t *testing.T) {
 	cfg := loadConfig(t)
 	perChannel := (cfg.Intents + 1) / 2
 	minDrain := time.Duration(float64(perChannel) / cfg.Rate * float64(time.Second))
-	shortTTL := expiryMargin + min(shortMax, time.Duration(shortShare*float64(minDrain)))
+	shortTTL := surgeExpiryMargin + min(shortMax, time.Duration(shortShare*float64(minDrain)))
 	longTTL := max(10*time.Minute, 3*minDrain+2*time.Minute)
 	if cfg.Quiet {
 		// Published over Intents / pace; sent as they come.
@@ -168,7 +168,7 @@ func TestSurge(t *testing.T) {
 	hold := &olderHold{}
 	env := map[string]string{
 		"SEND_RATE_EMAIL": rate, "SEND_RATE_SMS": rate,
-		"EXPIRY_MARGIN": expiryMargin.String(), "SEND_GUARD": sendGuard.String(),
+		"EXPIRY_MARGIN": surgeExpiryMargin.String(), "SEND_GUARD": sendGuard.String(),
 		// The challenges of a long surge live longer than a reset link
 		// should: the claim's bound is raised to cover them.
 		settings.MaxChallengeLifetime.Env: (longTTL + time.Duration(repeatAsks+1)*askSpacing + time.Minute).String(),
@@ -791,7 +791,7 @@ func (r *report) print(w io.Writer) {
 	}
 	tp := r.Topology
 	fmt.Fprintf(w, "\nsurge: %d intents (%d email, %d SMS), R = %g sends/s per channel, provider burst %d, EXPIRY_MARGIN %s, SEND_GUARD %s\n",
-		r.Intents, (r.Intents+1)/2, r.Intents/2, r.Cfg.Rate, providerBurst, expiryMargin, sendGuard)
+		r.Intents, (r.Intents+1)/2, r.Intents/2, r.Cfg.Rate, providerBurst, surgeExpiryMargin, sendGuard)
 	if r.Cfg.Quiet {
 		fmt.Fprintf(w, "  quiet pace (SURGE_PACE=quiet): %g intents/s in all; every challenge lives %s\n", r.Cfg.pace(), r.LongTTL.Round(time.Second))
 	}

@@ -1,6 +1,6 @@
-//go:build !race
+//go:build race
 
-package surge
+package gate
 
 // raceDetector reports whether the test binary was built with -race.
-const raceDetector = false
+const raceDetector = true

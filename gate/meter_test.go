@@ -1,4 +1,4 @@
-package surge
+package gate
 
 import (
 	"context"
