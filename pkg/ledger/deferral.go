@@ -28,10 +28,6 @@ func expiryReason(e Entry) string {
 	return "challenge expired before dispatch"
 }
 
-func (s *core) clearDeferral(n *Entry) {
-	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
-}
-
 // slotGrace is how late a deferred entry may wake and still use the send time
 // it booked; later than that it books a new one, so a late wake-up can
 // never bunch sends above the budget.

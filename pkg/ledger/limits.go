@@ -288,10 +288,6 @@ func LimitRule(e Entry) (Rule, bool) {
 
 const supersededPrefix = "superseded by challenge "
 
-// limitsOn reports whether dispatch admits entries of channel ch through the
-// limits (the constructors make sure the ports they need are there).
-func (s *core) limitsOn(ch Channel) bool { return s.limits.on(ch) }
-
 // on reports whether a rule limits entries of channel ch.
 func (l Limits) on(ch Channel) bool {
 	return l.Destination.On() || l.Subject.On() || ch == SMS && (l.needsNumber() || l.SMSGlobal.On())
@@ -361,20 +357,6 @@ func (s *Dispatcher) supersede(ctx context.Context, e Entry, w Worker, newer str
 		return DispatchResult{}, err
 	}
 	return s.apply(ctx, c, OutcomeSuppressed)
-}
-
-// releaseUnsent gives back the send-limit count of the ended entry e if the
-// limits may have counted it and nothing of it can have reached the
-// provider. An entry never claimed was never admitted.
-func (s *core) releaseUnsent(ctx context.Context, e Entry) error {
-	if !e.State.Terminal() && e.State != Quarantined || !e.Unsent() ||
-		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
-		return nil
-	}
-	if err := s.limiter.Release(ctx, e.Key); err != nil {
-		return fmt.Errorf("%s ended %s, but its send-limit count stays: %w", e.Key, e.State, err)
-	}
-	return nil
 }
 
 // errRefused is a limit decision made without a counter: the region is

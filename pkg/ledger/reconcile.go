@@ -7,60 +7,6 @@ import (
 	"time"
 )
 
-// SweepReport counts what one sweep did, by outcome.
-type SweepReport struct {
-	Seen    int
-	Actions map[string]int
-	// Errors holds per-entry failures; the sweep continues past them.
-	Errors []error
-}
-
-func (r *SweepReport) count(action string) {
-	if r.Actions == nil {
-		r.Actions = map[string]int{}
-	}
-	r.Actions[action]++
-}
-
-// Err joins the per-entry failures, or returns nil.
-func (r SweepReport) Err() error { return errors.Join(r.Errors...) }
-
-func (s *core) note(rep *SweepReport, action string, err error) {
-	switch {
-	case errors.Is(err, ErrConflict):
-		rep.count("skipped (changed concurrently)")
-	case err != nil:
-		rep.Errors = append(rep.Errors, err)
-		rep.count("error")
-	default:
-		rep.count(action)
-	}
-}
-
-// sweepOpen lists up to limit entries in the open state st that are due by
-// dueBy (limit 0: all of them), counts each as seen and notes what each
-// did: each returns the action it took, or "" for an entry it left alone. A
-// failed listing ends the sweep with an error prefixed by op; an entry's
-// failure is noted and the sweep goes on.
-func (s *core) sweepOpen(ctx context.Context, rep *SweepReport, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
-	return s.sweepRows(rep, op, st, func() ([]Entry, error) { return s.store.ListOpen(ctx, st, dueBy, limit) }, each)
-}
-
-// sweepRows is sweepOpen over the entries list returns.
-func (s *core) sweepRows(rep *SweepReport, op string, st State, list func() ([]Entry, error), each func(Entry) (string, error)) error {
-	rows, err := list()
-	if err != nil {
-		return fmt.Errorf("%s: list %s: %w", op, st, err)
-	}
-	for _, e := range rows {
-		rep.Seen++
-		if action, err := each(e); action != "" || err != nil {
-			s.note(rep, action, err)
-		}
-	}
-	return nil
-}
-
 // Reconcile sweeps entries stuck in dispatching past their lease (to unknown)
 // and due unknown entries, applying the transport's policy: a same-key retry
 // inside the window the transport honors, a lookup where supported, and
@@ -204,47 +150,4 @@ func (s *Reconciler) retry(ctx context.Context, e Entry, tr Transport, w Worker,
 	}
 	_, err = s.recordOutcome(ctx, e, to, out, "reconcile: same-key retry: "+reason, ackID, w)
 	return "unknown->" + string(to) + " (same-key retry)", err
-}
-
-func (s *core) quarantine(ctx context.Context, e Entry, w Worker, reason string) error {
-	c, err := s.transition(e, Quarantined, w, reason, func(n *Entry) {
-		n.NextCheckAt = timeZero
-		n.Reason = reason
-	})
-	if err != nil {
-		return err
-	}
-	_, err = s.apply(ctx, c, "")
-	return err
-}
-
-// acceptOnEvidence moves the entry e, which already holds the provider-event
-// entry ev, to accepted with that event as its evidence; by says who decided.
-func (s *core) acceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Event, by string) (Entry, error) {
-	reason := fmt.Sprintf("%s: provider event %s (message %s) is transport evidence that the message was accepted", by, ev.ProviderType, ev.AckID)
-	return s.decide(ctx, e, Accepted, w, reason, ev.AckID)
-}
-
-// decide moves an unknown, quarantined (or, on provider evidence, deferred)
-// entry to a final state.
-func (s *core) decide(ctx context.Context, e Entry, to State, w Worker, reason, ackID string) (Entry, error) {
-	c, err := s.decision(e, to, w, reason, ackID)
-	if err != nil {
-		return Entry{}, err
-	}
-	r, err := s.apply(ctx, c, "")
-	return r.Entry, err
-}
-
-// decision is the change decide writes: the entry in its final state, with
-// nothing left to check or attempt.
-func (s *core) decision(e Entry, to State, w Worker, reason, ackID string) (Change, error) {
-	return s.transition(e, to, w, reason, func(n *Entry) {
-		s.clearDeferral(n)
-		n.NextCheckAt = timeZero
-		n.Reason = reason
-		if ackID != "" {
-			n.AckID = ackID
-		}
-	})
 }

@@ -136,23 +136,6 @@ func (s *core) purge(ctx context.Context, e Entry) error {
 	return nil
 }
 
-// openContent fetches and opens the sealed message of e and checks it
-// against the recorded content hash.
-func (s *sender) openContent(ctx context.Context, e Entry) (Message, error) {
-	sealed, err := s.content.Get(ctx, ContentKey(e))
-	if err != nil {
-		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
-	}
-	m, err := s.opener.Open(ctx, e.Key, sealed)
-	if err != nil {
-		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
-	}
-	if ContentHash(e.TemplateID, e.TemplateVersion, m) != e.ContentHash {
-		return Message{}, fmt.Errorf("content %s: opened content does not match recorded hash: %w", e.Key, ErrContentUnavailable)
-	}
-	return m, nil
-}
-
 // conflictAt is a lost compare-and-set that carries the entry as the store
 // holds it, so that onConflict decides afresh without reading it again.
 type conflictAt struct {
@@ -162,3 +145,68 @@ type conflictAt struct {
 
 func (c *conflictAt) Error() string { return c.err.Error() }
 func (c *conflictAt) Unwrap() error { return c.err }
+
+func (s *core) quarantine(ctx context.Context, e Entry, w Worker, reason string) error {
+	c, err := s.transition(e, Quarantined, w, reason, func(n *Entry) {
+		n.NextCheckAt = timeZero
+		n.Reason = reason
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.apply(ctx, c, "")
+	return err
+}
+
+// acceptOnEvidence moves the entry e, which already holds the provider-event
+// entry ev, to accepted with that event as its evidence; by says who decided.
+func (s *core) acceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Event, by string) (Entry, error) {
+	reason := fmt.Sprintf("%s: provider event %s (message %s) is transport evidence that the message was accepted", by, ev.ProviderType, ev.AckID)
+	return s.decide(ctx, e, Accepted, w, reason, ev.AckID)
+}
+
+// decide moves an unknown, quarantined (or, on provider evidence, deferred)
+// entry to a final state.
+func (s *core) decide(ctx context.Context, e Entry, to State, w Worker, reason, ackID string) (Entry, error) {
+	c, err := s.decision(e, to, w, reason, ackID)
+	if err != nil {
+		return Entry{}, err
+	}
+	r, err := s.apply(ctx, c, "")
+	return r.Entry, err
+}
+
+// decision is the change decide writes: the entry in its final state, with
+// nothing left to check or attempt.
+func (s *core) decision(e Entry, to State, w Worker, reason, ackID string) (Change, error) {
+	return s.transition(e, to, w, reason, func(n *Entry) {
+		s.clearDeferral(n)
+		n.NextCheckAt = timeZero
+		n.Reason = reason
+		if ackID != "" {
+			n.AckID = ackID
+		}
+	})
+}
+
+// releaseUnsent gives back the send-limit count of the ended entry e if the
+// limits may have counted it and nothing of it can have reached the
+// provider. An entry never claimed was never admitted.
+func (s *core) releaseUnsent(ctx context.Context, e Entry) error {
+	if !e.State.Terminal() && e.State != Quarantined || !e.Unsent() ||
+		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
+		return nil
+	}
+	if err := s.limiter.Release(ctx, e.Key); err != nil {
+		return fmt.Errorf("%s ended %s, but its send-limit count stays: %w", e.Key, e.State, err)
+	}
+	return nil
+}
+
+// limitsOn reports whether dispatch admits entries of channel ch through the
+// limits (the constructors make sure the ports they need are there).
+func (s *core) limitsOn(ch Channel) bool { return s.limits.on(ch) }
+
+func (s *core) clearDeferral(n *Entry) {
+	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
+}
