@@ -167,31 +167,17 @@ func budgetContention(t *testing.T, rep *Report, sc scale) {
 		// (bookings run ahead of now), at 1,000 it is idle (each booking at now).
 		ch := ledger.Channel(fmt.Sprintf("bench%d-%g", n, run.rate))
 		b := dynamostore.NewBudget(c, r.budget, map[ledger.Channel]float64{ch: run.rate})
-		var wg sync.WaitGroup
-		var booked, errs atomic.Int64
-		start := time.Now()
-		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range per {
-					now := time.Now()
-					if _, err := b.Reserve(ctx, ch, now, now.Add(time.Hour)); err != nil {
-						errs.Add(1)
-						continue
-					}
-					booked.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		el := time.Since(start)
-		if booked.Load() == 0 {
-			t.Fatalf("%d bookers booked nothing (%d errors)", n, errs.Load())
+		booked, errs, el := contend(n, per, func(int, int) bool {
+			now := time.Now()
+			_, err := b.Reserve(ctx, ch, now, now.Add(time.Hour))
+			return err == nil
+		})
+		if booked == 0 {
+			t.Fatalf("%d bookers booked nothing (%d errors)", n, errs)
 		}
 		parts = append(parts, fmt.Sprintf("%g/s, %d bookers: %d booked, %d not, %d UpdateItems of which %d failed their condition (%.2f per booking), %d GetItems, %.0f bookings/s",
-			run.rate, n, booked.Load(), errs.Load(), c.updates.Load(), c.failed.Load(), float64(c.failed.Load())/float64(booked.Load()), c.gets.Load(),
-			float64(booked.Load())/el.Seconds()))
+			run.rate, n, booked, errs, c.updates.Load(), c.failed.Load(), float64(c.failed.Load())/float64(booked), c.gets.Load(),
+			float64(booked)/el.Seconds()))
 	}
 	rep.Add(Figure{
 		Name:     "Send-rate budget: failed conditional writes per booking under concurrent bookers (emulator)",
@@ -225,32 +211,17 @@ func limitContention(t *testing.T, rep *Report, sc scale) {
 			{Rule: ledger.RuleSMSCountryCap, Key: fmt.Sprintf("US-%d", n), Cap: ledger.Cap{Max: 1 << 30, Window: time.Hour}},
 			{Rule: ledger.RuleSMSGlobal, Key: fmt.Sprintf("sms-%d", n), Cap: ledger.Cap{Max: 1 << 30, Window: time.Hour}},
 		}
-		var wg sync.WaitGroup
-		var admitted, errs atomic.Int64
-		start := time.Now()
-		for g := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range per {
-					now := time.Now()
-					key := fmt.Sprintf("%064x", g*1_000_000+i+n*100_000_000)
-					a, err := l.Admit(ctx, key, counts, now, now.Add(time.Hour))
-					if err != nil || a.Limited >= 0 {
-						errs.Add(1)
-						continue
-					}
-					admitted.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		el := time.Since(start)
-		if admitted.Load() == 0 {
-			t.Fatalf("%d counters admitted nothing (%d errors)", n, errs.Load())
+		admitted, errs, el := contend(n, per, func(g, i int) bool {
+			now := time.Now()
+			key := fmt.Sprintf("%064x", g*1_000_000+i+n*100_000_000)
+			a, err := l.Admit(ctx, key, counts, now, now.Add(time.Hour))
+			return err == nil && a.Limited < 0
+		})
+		if admitted == 0 {
+			t.Fatalf("%d counters admitted nothing (%d errors)", n, errs)
 		}
 		parts = append(parts, fmt.Sprintf("%d counters: %d admitted, %d not, %d transactions of which %d cancelled by a conflict (%.2f per admission), %.0f admissions/s",
-			n, admitted.Load(), errs.Load(), c.txs.Load(), c.conflicts.Load(), float64(c.conflicts.Load())/float64(admitted.Load()), float64(admitted.Load())/el.Seconds()))
+			n, admitted, errs, c.txs.Load(), c.conflicts.Load(), float64(c.conflicts.Load())/float64(admitted), float64(admitted)/el.Seconds()))
 	}
 	rep.Add(Figure{
 		Name:     "Send limits: transaction conflicts on the global SMS counter under concurrent dispatchers (emulator)",
@@ -260,4 +231,28 @@ func limitContention(t *testing.T, rep *Report, sc scale) {
 		Note: fmt.Sprintf("Each of N goroutines admits %d SMS with dynamostore.Limits into a country counter and the global counter (one TransactWriteItems of two updates and an admit marker, as dispatch counts an SMS without a destination or subject rule). "+
 			"DynamoDB cancels a transaction that touches an item another transaction is writing (TransactionConflict); the emulator serializes them, so its figure is a floor, not DynamoDB's rate.", per),
 	})
+}
+
+// contend calls op per times from each of n goroutines at once (op is given
+// the goroutine's number and the call's) and returns how many calls did what
+// they were asked to, how many did not, and how long all of them took.
+func contend(n, per int, op func(g, i int) bool) (done, failed int64, took time.Duration) {
+	var wg sync.WaitGroup
+	var ok, errs atomic.Int64
+	start := time.Now()
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				if !op(g, i) {
+					errs.Add(1)
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return ok.Load(), errs.Load(), time.Since(start)
 }

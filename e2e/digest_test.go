@@ -43,11 +43,8 @@ const digestTimeout = 90 * time.Second
 func TestDigest(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	bucket, keyARN := e.out.All[outputs.DigestBucket.Name], e.out.All[outputs.DigestKeyARN.Name]
-	if bucket == "" || keyARN == "" {
-		t.Fatalf("stack %s has no %s or %s output: redeploy it (localstack/deploy-local.sh)", e.out.Stack,
-			outputs.DigestBucket.Name, outputs.DigestKeyARN.Name)
-	}
+	named := e.outputs(t, outputs.DigestBucket, outputs.DigestKeyARN)
+	bucket, keyARN := named[0], named[1]
 	run := fmt.Sprintf("e2e-dg-%d", time.Now().UnixNano())
 
 	// Rows of the pipeline: two accepted emails, and the row to tamper with.

@@ -24,6 +24,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
@@ -320,6 +321,24 @@ func (e *env) publish(t *testing.T, n producer.Notification, name string, res *r
 		r.lastGood = time.Now()
 	})
 	return id
+}
+
+// outputs returns the values of the stack outputs want, in order, and fails
+// the test naming those the stack lacks (a stack deployed before they
+// existed).
+func (e *env) outputs(t *testing.T, want ...outputs.Output) []string {
+	t.Helper()
+	values := make([]string, len(want))
+	var missing []string
+	for i, o := range want {
+		if values[i] = e.out.All[o.Name]; values[i] == "" {
+			missing = append(missing, o.Name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("stack %s has no %s output: redeploy it (localstack/deploy-local.sh)", e.out.Stack, strings.Join(missing, " or "))
+	}
+	return values
 }
 
 // terminal waits until the row of key is terminal; a row that is not is a loss.

@@ -32,11 +32,8 @@ import (
 func TestOperatorResolveRecordsTheAuthenticatedCaller(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	fn, rawURL := e.out.All[outputs.OperatorFunction.Name], e.out.All[outputs.OperatorFunctionURL.Name]
-	if fn == "" || rawURL == "" {
-		t.Fatalf("stack %s has no %s or %s output: redeploy it (localstack/deploy-local.sh)", e.out.Stack,
-			outputs.OperatorFunction.Name, outputs.OperatorFunctionURL.Name)
-	}
+	named := e.outputs(t, outputs.OperatorFunction, outputs.OperatorFunctionURL)
+	fn, rawURL := named[0], named[1]
 	key := e.unknownRow(t)
 	body, err := json.Marshal(operatorapi.Request{
 		Action: operatorapi.ActionResolve, DedupeKey: key, Decision: string(ledger.DecideAbandoned),

@@ -131,24 +131,33 @@ func TestGateAckLostNoEvent(t *testing.T) {
 	}
 }
 
+// heldFallback publishes fallback pair i (email, then SMS) through a
+// pipeline with provider events and runs it until the email is accepted and
+// the SMS held for the fallback wait.
+func heldFallback(t *testing.T, i int) (p *pipeline.Pipeline, email, sms producer.Notification) {
+	t.Helper()
+	p = pipeline.NewWithOptions(t, pipeline.Options{ProviderEvents: true})
+	email, sms = p.Notification(i, ledger.Email, 10*time.Minute), p.Notification(i, ledger.SMS, 10*time.Minute)
+	for _, n := range []*producer.Notification{&email, &sms} {
+		n.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
+		p.Publish(*n)
+	}
+	p.PumpQueue()
+	p.PumpStream()
+	if e, s := p.Row(email), p.Row(sms); e.State != ledger.Accepted || s.State != ledger.Held {
+		t.Fatalf("email %s, sms %s; want accepted and held", e.State, s.State)
+	}
+	return p, email, sms
+}
+
 // TestGateFallbackOnHardBounce: a permanent bounce of the email releases the
 // held SMS, which is sent, with the bounce as its reason; a transient bounce
 // leaves it held until the fallback wait ends, and then suppressed.
 func TestGateFallbackOnHardBounce(t *testing.T) {
 	for _, bounceType := range []string{"Permanent", "Transient"} {
 		t.Run(bounceType, func(t *testing.T) {
-			p := pipeline.NewWithOptions(t, pipeline.Options{ProviderEvents: true})
-			email, sms := p.Notification(2, ledger.Email, 10*time.Minute), p.Notification(2, ledger.SMS, 10*time.Minute)
-			for _, n := range []*producer.Notification{&email, &sms} {
-				n.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
-				p.Publish(*n)
-			}
-			p.PumpQueue()
-			p.PumpStream()
+			p, email, sms := heldFallback(t, 2)
 			e := p.Row(email)
-			if e.State != ledger.Accepted || p.Row(sms).State != ledger.Held {
-				t.Fatalf("email %s, sms %s; want accepted and held", e.State, p.Row(sms).State)
-			}
 			p.PublishProviderEvent(providereventtest.SES("Bounce", p.Carried(e.Key), e.AckID, p.Now(), bounceType))
 			p.PumpEvents()
 			p.PumpStream()
@@ -299,14 +308,7 @@ func TestGateForgedEvents(t *testing.T) {
 		}
 	})
 	t.Run("bounce for a held fallback", func(t *testing.T) {
-		p := pipeline.NewWithOptions(t, pipeline.Options{ProviderEvents: true})
-		email, sms := p.Notification(5, ledger.Email, 10*time.Minute), p.Notification(5, ledger.SMS, 10*time.Minute)
-		for _, n := range []*producer.Notification{&email, &sms} {
-			n.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
-			p.Publish(*n)
-		}
-		p.PumpQueue()
-		p.PumpStream()
+		p, email, sms := heldFallback(t, 5)
 		e := p.Row(email)
 		p.PublishProviderEvent(providereventtest.SES("Bounce", providereventtest.Unproven(e.Key), e.AckID, p.Now(), "Permanent"))
 		p.PumpEvents()

@@ -9,18 +9,12 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// RewriteRecomputed rewrites, in item (the ledger row e as DynamoDB holds
-// it), the reason of history entry i and every hash from it on, as an
-// insider with write access to the table could: the row's own chain still
-// verifies. The caller writes item back.
-func RewriteRecomputed(item map[string]types.AttributeValue, e ledger.Entry, i int, reason string) error {
-	if i >= len(e.History) {
-		return fmt.Errorf("row %s has %d entries, want more than %d", e.Key, len(e.History), i)
-	}
-	hist := item["history"].(*types.AttributeValueMemberL).Value
+// Rewritten returns e with the reason of history entry i rewritten and every
+// hash from it on recomputed, as an insider with write access to the table
+// could: the entry's own chain still verifies. e's history is not changed.
+func Rewritten(e ledger.Entry, i int, reason string) ledger.Entry {
 	e.History = append([]ledger.Event(nil), e.History...)
 	e.History[i].Reason = reason
-	hist[i].(*types.AttributeValueMemberM).Value["why"] = &types.AttributeValueMemberS{Value: reason}
 	prev := ""
 	if i > 0 {
 		prev = e.History[i-1].Hash
@@ -29,11 +23,25 @@ func RewriteRecomputed(item map[string]types.AttributeValue, e ledger.Entry, i i
 		e.History[j].Prev = prev
 		e.History[j].Hash = ledger.EventHash(e.Key, e.History[j])
 		prev = e.History[j].Hash
-		b, err := hex.DecodeString(prev)
+	}
+	return e
+}
+
+// RewriteRecomputed rewrites, in item (the ledger row e as DynamoDB holds
+// it), what Rewritten rewrites: the reason of history entry i and every hash
+// from it on. The caller writes item back.
+func RewriteRecomputed(item map[string]types.AttributeValue, e ledger.Entry, i int, reason string) error {
+	if i >= len(e.History) {
+		return fmt.Errorf("row %s has %d entries, want more than %d", e.Key, len(e.History), i)
+	}
+	hist := item["history"].(*types.AttributeValueMemberL).Value
+	hist[i].(*types.AttributeValueMemberM).Value["why"] = &types.AttributeValueMemberS{Value: reason}
+	for j, ev := range Rewritten(e, i, reason).History[i:] {
+		b, err := hex.DecodeString(ev.Hash)
 		if err != nil {
 			return err
 		}
-		hist[j].(*types.AttributeValueMemberM).Value["hash"] = &types.AttributeValueMemberB{Value: b}
+		hist[i+j].(*types.AttributeValueMemberM).Value["hash"] = &types.AttributeValueMemberB{Value: b}
 	}
 	return nil
 }

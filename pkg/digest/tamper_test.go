@@ -7,26 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
-
-// rewrite edits entry i of e's history and recomputes the whole chain from
-// it, as an insider with write access to the table could: e.Verify passes.
-func rewrite(e ledger.Entry, i int, reason string) ledger.Entry {
-	e.History = append([]ledger.Event(nil), e.History...)
-	e.History[i].Reason = reason
-	prev := ""
-	if i > 0 {
-		prev = e.History[i-1].Hash
-	}
-	for j := i; j < len(e.History); j++ {
-		e.History[j].Prev = prev
-		e.History[j].Hash = ledger.EventHash(e.Key, e.History[j])
-		prev = e.History[j].Hash
-	}
-	return e
-}
 
 func states(table map[string]ledger.Entry) map[ledger.State]int {
 	n := map[ledger.State]int{}
@@ -92,7 +76,7 @@ func TestTamperFound(t *testing.T) {
 
 	t.Run("rewritten entry, chain recomputed", func(t *testing.T) {
 		tb := clone()
-		tb[victim.Key] = rewrite(victim, 1, "operator decision: accepted")
+		tb[victim.Key] = emulator.Rewritten(victim, 1, "operator decision: accepted")
 		if err := tb[victim.Key].Verify(); err != nil {
 			t.Fatalf("the rewrite should pass the row's own chain check: %v", err)
 		}

@@ -62,6 +62,17 @@ func (c OwnBody) Do(r *http.Request) (*http.Response, error) {
 	return c.Next.Do(own)
 }
 
+// OneAttempt returns the retryer and the HTTP client for an SDK call that
+// must be exactly one attempt, with client (the call's own) wrapped: no
+// automatic retries (aws.NopRetryer), so that every attempt is one the
+// ledger recorded (docs/design.md, "What it promises"), and a body of its
+// own (Wrap), so that a send the provider took is not recorded unknown, and
+// quarantined where the provider has no idempotency key or lookup, for a
+// reason on this side. The transports set both in their per-call options;
+// the functions wrap their clients already, and this keeps a transport safe
+// with a client that is not wrapped.
+func OneAttempt(client Doer) (aws.Retryer, Doer) { return aws.NopRetryer{}, Wrap(client) }
+
 // LoadDefaultConfig is config.LoadDefaultConfig with the loaded HTTP client
 // wrapped (Wrap): after loading, so the client keeps what the configuration
 // set on it (a CA bundle, proxies). Every process of this repository that

@@ -161,7 +161,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	if t.cfg.ConfigurationSetName != "" {
 		in.ConfigurationSetName = aws.String(t.cfg.ConfigurationSetName)
 	}
-	out, err := t.client.SendEmail(ctx, in, noRetries, ownBody)
+	out, err := t.client.SendEmail(ctx, in, oneAttempt)
 	var id string
 	if out != nil {
 		id = aws.ToString(out.MessageId)
@@ -169,27 +169,9 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	return classifier.Ack("SendEmail", id, err, s.Message.To, s.Message.Subject, s.Message.Body)
 }
 
-// noRetries turns the SDK's automatic retries off for one call, so that
-// every attempt is one the ledger recorded (docs/design.md, "What it promises").
-func noRetries(o *sesv2.Options) { o.Retryer = aws.NopRetryer{} }
-
-// ownBody gives net/http a request body of its own for one call, so that a
-// send SES answered is not recorded unknown for a reason on this side.
-//
-// The SDK (smithy-go's ClientHandler) closes the request body it built as
-// soon as the response headers are in, while net/http may still be
-// finishing the request on its write goroutine: after writing the body it
-// drains it once more to check for extra bytes, through the body's WriteTo,
-// which answers io.EOF once the body is closed. net/http takes that for a
-// write error and closes the connection, cutting off the response body
-// still on its way: SendEmail fails with "HTTP 200 ... use of closed network
-// connection" although SES took the message, the row is unknown and, SES
-// having no idempotency key or lookup, quarantined. Losing that race takes
-// a busy process (the surge test on two cores lost about one email in a
-// thousand, and the same race is behind upstream reports of DynamoDB calls
-// failing this way); with an in-memory copy of the body, which nothing
-// closes under it, net/http never sees the EOF.
-func ownBody(o *sesv2.Options) { o.HTTPClient = sdkhttp.Wrap(o.HTTPClient) }
+// oneAttempt makes the call one attempt the ledger recorded, with a request
+// body of its own (sdkhttp.OneAttempt).
+func oneAttempt(o *sesv2.Options) { o.Retryer, o.HTTPClient = sdkhttp.OneAttempt(o.HTTPClient) }
 
 // classifier maps SendEmail errors (see the package documentation). A
 // paused account or configuration set is not a refusal of this message:

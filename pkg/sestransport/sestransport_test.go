@@ -281,9 +281,10 @@ func TestSendWireFormat(t *testing.T) {
 // TestSendAcceptedWhileTheRequestWriteLags: SES answers 200 while net/http
 // is still finishing the request. The SDK closes the request body as soon
 // as the headers are in; net/http must not take that close for a write
-// error and cut off the answer. Without ownBody every one of these sends
-// ends unknown ("HTTP 200 but the response could not be decoded", use of
-// closed network connection) though SES took the message.
+// error and cut off the answer. Without a body of its own
+// (sdkhttp.OneAttempt) every one of these sends ends unknown ("HTTP 200 but
+// the response could not be decoded", use of closed network connection)
+// though SES took the message.
 func TestSendAcceptedWhileTheRequestWriteLags(t *testing.T) {
 	outcometest.AcceptedWhileTheRequestWriteLags(t, `{"MessageId":"ses-msg-1"}`, "ses-msg-1", func(cfg aws.Config) (ledger.Ack, error) {
 		tr := newTransport(t, sesv2.NewFromConfig(cfg), Config{FromEmailAddress: "a@example.com"})

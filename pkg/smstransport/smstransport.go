@@ -217,7 +217,7 @@ func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error)
 	if t.cfg.ProtectConfigurationID != "" {
 		in.ProtectConfigurationId = aws.String(t.cfg.ProtectConfigurationID)
 	}
-	out, err := t.client.SendTextMessage(ctx, in, noRetries, ownBody)
+	out, err := t.client.SendTextMessage(ctx, in, oneAttempt)
 	var id string
 	if out != nil {
 		id = aws.ToString(out.MessageId)
@@ -237,16 +237,11 @@ func (t *Transport) timeToLive(expiresAt time.Time) (int32, error) {
 	return int32(min(left, MaxTimeToLive) / time.Second), nil
 }
 
-// noRetries turns the SDK's automatic retries off for one call, so that
-// every attempt is one the ledger recorded (docs/design.md, "What it promises").
-func noRetries(o *pinpointsmsvoicev2.Options) { o.Retryer = aws.NopRetryer{} }
-
-// ownBody gives net/http a request body of its own for one call, so that a
-// message the service took is not recorded unknown because the SDK closed
-// the request body under net/http when the answer's headers came (see
-// pkg/sdkhttp). The functions wrap their clients already; this keeps the
-// transport safe with a client that is not wrapped.
-func ownBody(o *pinpointsmsvoicev2.Options) { o.HTTPClient = sdkhttp.Wrap(o.HTTPClient) }
+// oneAttempt makes the call one attempt the ledger recorded, with a request
+// body of its own (sdkhttp.OneAttempt).
+func oneAttempt(o *pinpointsmsvoicev2.Options) {
+	o.Retryer, o.HTTPClient = sdkhttp.OneAttempt(o.HTTPClient)
+}
 
 // classifier maps SendTextMessage errors (see the package documentation).
 // The rejections definitely refuse this message: bad input or destination

@@ -267,9 +267,9 @@ func setHeaders(w http.ResponseWriter) {
 }
 
 // TestSendAcceptedWhileTheRequestWriteLags: End User Messaging answers 200
-// while net/http is still finishing the request. Without ownBody the SDK's
-// close of the request body when the headers arrive cuts off the answer,
-// and a message the service took ends unknown.
+// while net/http is still finishing the request. Without a body of its own
+// (sdkhttp.OneAttempt) the SDK's close of the request body when the headers
+// arrive cuts off the answer, and a message the service took ends unknown.
 func TestSendAcceptedWhileTheRequestWriteLags(t *testing.T) {
 	outcometest.AcceptedWhileTheRequestWriteLags(t, `{"MessageId":"sms-msg-1"}`, "sms-msg-1", func(cfg aws.Config) (ledger.Ack, error) {
 		tr := newTransport(t, pinpointsmsvoicev2.NewFromConfig(cfg), Config{})
