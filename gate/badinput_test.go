@@ -19,7 +19,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intent"
@@ -108,7 +108,7 @@ func setPath(doc map[string]any, path string, v any) {
 // (intents through SQS into claim, stream records into dispatch) and checks
 // that each gets a clear reason and none is dropped or half-applied.
 func TestBadInput(t *testing.T) {
-	b := &badRun{t: t, p: pipeline.NewWithOptions(t, pipeline.Options{MaxReceives: 2})}
+	b := &badRun{t: t, p: pipelinetest.NewWithOptions(t, pipelinetest.Options{MaxReceives: 2})}
 	b.store = dynamostore.New(b.p.DB, b.p.LedgerTable, dynamostore.DefaultShards)
 	all := b.sendIntentCases(loadCases[intentCase](t, "testdata/bad/intents.json"))
 	ev := b.drain()
@@ -141,7 +141,7 @@ func TestBadInput(t *testing.T) {
 // badRun is one run of TestBadInput over one pipeline.
 type badRun struct {
 	t     *testing.T
-	p     *pipeline.Pipeline
+	p     *pipelinetest.Pipeline
 	store *dynamostore.Store
 }
 
@@ -482,7 +482,7 @@ func (b *badRun) checkStreamCase(t *testing.T, c streamCase, rec events.DynamoDB
 }
 
 // versions fingerprints the ledger: every row's key and version.
-func versions(t *testing.T, p *pipeline.Pipeline) string {
+func versions(t *testing.T, p *pipelinetest.Pipeline) string {
 	t.Helper()
 	var keys []string
 	in := &dynamodb.ScanInput{TableName: &p.LedgerTable, ConsistentRead: aws.Bool(true)}

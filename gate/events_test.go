@@ -16,7 +16,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/resetledger/resetledger/internal/metrics"
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
 	"github.com/resetledger/resetledger/pkg/providerevent/providereventtest"
@@ -70,9 +70,9 @@ func (d *ackDropper) id(t *testing.T, key string) string {
 
 // ackLost publishes one email intent whose SES answer is lost, and returns
 // the pipeline, the row (unknown) and the message id SES gave.
-func ackLost(t *testing.T) (*pipeline.Pipeline, producer.Notification, string) {
+func ackLost(t *testing.T) (*pipelinetest.Pipeline, producer.Notification, string) {
 	drop := &ackDropper{ids: map[string]string{}}
-	p := pipeline.NewWithOptions(t, pipeline.Options{ProviderEvents: true, FunctionAPIOptions: []func(*middleware.Stack) error{drop.option}})
+	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{ProviderEvents: true, FunctionAPIOptions: []func(*middleware.Stack) error{drop.option}})
 	n := p.Notification(1, ledger.Email, 10*time.Minute)
 	p.Publish(n)
 	p.PumpQueue()
@@ -134,9 +134,9 @@ func TestGateAckLostNoEvent(t *testing.T) {
 // heldFallback publishes fallback pair i (email, then SMS) through a
 // pipeline with provider events and runs it until the email is accepted and
 // the SMS held for the fallback wait.
-func heldFallback(t *testing.T, i int) (p *pipeline.Pipeline, email, sms producer.Notification) {
+func heldFallback(t *testing.T, i int) (p *pipelinetest.Pipeline, email, sms producer.Notification) {
 	t.Helper()
-	p = pipeline.NewWithOptions(t, pipeline.Options{ProviderEvents: true})
+	p = pipelinetest.NewWithOptions(t, pipelinetest.Options{ProviderEvents: true})
 	email, sms = p.Notification(i, ledger.Email, 10*time.Minute), p.Notification(i, ledger.SMS, 10*time.Minute)
 	for _, n := range []*producer.Notification{&email, &sms} {
 		n.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
@@ -188,7 +188,7 @@ func TestGateFallbackOnHardBounce(t *testing.T) {
 // once, each bad one is counted with its reason, and the ones that may be
 // ours are kept in the DLQ.
 func TestGateBadEvents(t *testing.T) {
-	p := pipeline.NewWithOptions(t, pipeline.Options{ProviderEvents: true, MaxReceives: 2})
+	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{ProviderEvents: true, MaxReceives: 2})
 	n := p.Notification(3, ledger.Email, 10*time.Minute)
 	p.Publish(n)
 	p.PumpQueue()
@@ -247,7 +247,7 @@ func TestGateBadEvents(t *testing.T) {
 
 // assertNoEventSecrets: the recipient address and phone number the events
 // carried reached no ledger row and no log line or metric.
-func assertNoEventSecrets(t *testing.T, p *pipeline.Pipeline) {
+func assertNoEventSecrets(t *testing.T, p *pipelinetest.Pipeline) {
 	t.Helper()
 	for _, h := range append(p.ScanLedger(), p.Out.String()) {
 		for _, s := range []string{providereventtest.Recipient, providereventtest.Phone, "Reset your password", "550 5.1.1"} {
@@ -267,10 +267,10 @@ func TestGateForgedEvents(t *testing.T) {
 	t.Run("delivery for a throttled row", func(t *testing.T) {
 		// SES throttles the first send: nothing reached anyone.
 		var sesCalls atomic.Int64
-		p := pipeline.NewWithOptions(t, pipeline.Options{ProviderEvents: true,
+		p := pipelinetest.NewWithOptions(t, pipelinetest.Options{ProviderEvents: true,
 			Env: map[string]string{"RETRY_BACKOFF_BASE": "1s", "RETRY_BACKOFF_MAX": "2s"},
 			FunctionAPIOptions: []func(*middleware.Stack) error{
-				pipeline.SESThrottle(func() bool { return sesCalls.Add(1) > 1 }),
+				pipelinetest.SESThrottle(func() bool { return sesCalls.Add(1) > 1 }),
 			}})
 		n := p.Notification(4, ledger.Email, 10*time.Minute)
 		p.Publish(n)

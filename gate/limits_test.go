@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -15,7 +15,7 @@ import (
 // +1 900) ends limited by the number-kind rule without an attempt, while an
 // SMS to an ordinary US number is sent.
 func TestGateNumberKinds(t *testing.T) {
-	p := pipeline.NewWithOptions(t, pipeline.Options{Limits: true})
+	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{Limits: true})
 	publish(t, p, p.Notification(1, ledger.SMS, 30*time.Minute), ledger.Accepted)
 	premium := p.Notification(2, ledger.SMS, 30*time.Minute)
 	premium.Message.To = "+19002345678"
@@ -37,7 +37,7 @@ func TestGateNumberKinds(t *testing.T) {
 // under the emulator's KMS key): under a cap of 2, the third ends limited
 // by the destination rule and SES captures two emails.
 func TestGateOneCounterPerMailbox(t *testing.T) {
-	p := pipeline.NewWithOptions(t, pipeline.Options{Limits: true, Env: map[string]string{settings.LimitDestination.Env: "2/1h"}})
+	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{Limits: true, Env: map[string]string{settings.LimitDestination.Env: "2/1h"}})
 	spellings := []string{"a.b+x@gmail.com", "ab@gmail.com", "AB@googlemail.com"}
 	for i, to := range spellings {
 		n := p.Notification(10+i, ledger.Email, 30*time.Minute)

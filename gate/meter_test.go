@@ -278,7 +278,7 @@ type acceptance struct {
 
 // acceptLog records the sends SES took, provider-side: a SendEmail that
 // passed the throttle and got an answer from the emulator. The throttle
-// (pipeline.SESThrottle) answers in the Deserialize step, inside this
+// (pipelinetest.SESThrottle) answers in the Deserialize step, inside this
 // middleware, so a throttled send is never recorded.
 type acceptLog struct {
 	mu  sync.Mutex
@@ -323,7 +323,7 @@ func (l *acceptLog) add(key string, at time.Time) {
 	l.got = append(l.got, acceptance{Key: key, At: at})
 }
 
-// injectedRequestID is the request id of pipeline.SESThrottle's answers.
+// injectedRequestID is the request id of pipelinetest.SESThrottle's answers.
 const injectedRequestID = "ses-throttle-injected"
 
 func (l *acceptLog) fail(err error) {

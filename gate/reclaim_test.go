@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
@@ -18,7 +18,7 @@ import (
 // them, gives their counts back and admits the newest. Nothing older is
 // sent, and the newest is not limited.
 func TestGateNewestReclaimsCounts(t *testing.T) {
-	p := pipeline.NewWithOptions(t, pipeline.Options{
+	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{
 		Limits: true,
 		Env: map[string]string{
 			settings.LimitDestination.Env: "2/1h",
@@ -63,7 +63,7 @@ func TestGateNewestReclaimsCounts(t *testing.T) {
 
 // publish publishes n, runs claim and the stream's dispatch, and fails the
 // test unless n's row then stands in state want.
-func publish(t *testing.T, p *pipeline.Pipeline, n producer.Notification, want ledger.State) ledger.Entry {
+func publish(t *testing.T, p *pipelinetest.Pipeline, n producer.Notification, want ledger.State) ledger.Entry {
 	t.Helper()
 	p.Publish(n)
 	p.PumpQueue()

@@ -22,7 +22,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/intent"
@@ -119,7 +119,7 @@ type gateRun struct {
 	seed    uint64
 	started time.Time
 	inj     *injector
-	p       *pipeline.Pipeline
+	p       *pipelinetest.Pipeline
 	rng     *rand.Rand
 	audit   *dynamostore.Store
 
@@ -151,7 +151,7 @@ func newGateRun(t *testing.T) *gateRun {
 	// counters' calls too. The SMS caps, circuit breakers sized for an hour
 	// of ordinary traffic, are raised to the run's size.
 	perHour := fmt.Sprintf("%d/1h", g.total)
-	g.p = pipeline.NewWithOptions(t, pipeline.Options{
+	g.p = pipelinetest.NewWithOptions(t, pipelinetest.Options{
 		Env: map[string]string{
 			"EXPIRY_MARGIN": expiryMargin.String(), "LEASE_DURATION": lease.String(), "RECHECK_AFTER": "1ms",
 			"WEBHOOK_TIMEOUT": webhookWait.String(), "WEBHOOK_KEY_WINDOW": "0s",
@@ -752,7 +752,7 @@ func reasonClass(reason string) string {
 	return reason
 }
 
-func poisonIntent(i int, p *pipeline.Pipeline) *poison {
+func poisonIntent(i int, p *pipelinetest.Pipeline) *poison {
 	switch i % 3 {
 	case 0:
 		return &poison{kind: "malformed JSON", body: fmt.Sprintf(`{"schema_version":1,"purpose":"password-reset","challenge_id":"poison-%d","channel":"email","token":"%s`, i, ledgertest.Canary)}
@@ -766,7 +766,7 @@ func poisonIntent(i int, p *pipeline.Pipeline) *poison {
 // several goroutines at once, as concurrent Lambda pollers would. Failed
 // records stay invisible until the round ends (the visibility timeout),
 // then become visible again; it returns how many were held.
-func pumpQueueRound(t *testing.T, p *pipeline.Pipeline, workers int) int {
+func pumpQueueRound(t *testing.T, p *pipelinetest.Pipeline, workers int) int {
 	t.Helper()
 	var mu sync.Mutex
 	var held []string
@@ -778,7 +778,7 @@ func pumpQueueRound(t *testing.T, p *pipeline.Pipeline, workers int) int {
 			defer wg.Done()
 			for {
 				out, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{
-					QueueUrl: &p.QueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: pipeline.ReceiveVisibility,
+					QueueUrl: &p.QueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: pipelinetest.ReceiveVisibility,
 					MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 				})
 				if err != nil {
@@ -838,7 +838,7 @@ func pumpQueueRound(t *testing.T, p *pipeline.Pipeline, workers int) int {
 	return len(held)
 }
 
-func queueEmpty(t *testing.T, p *pipeline.Pipeline) bool {
+func queueEmpty(t *testing.T, p *pipelinetest.Pipeline) bool {
 	t.Helper()
 	out, err := p.SQS.GetQueueAttributes(p.Ctx, &sqs.GetQueueAttributesInput{QueueUrl: &p.QueueURL, AttributeNames: []sqstypes.QueueAttributeName{
 		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
@@ -860,7 +860,7 @@ type streamStats struct {
 // reports a failure is redelivered from the failed record on, up to
 // streamTries times, as the event source would; then it is given up (the
 // on-failure destination) and the expire sweep closes its rows.
-func pumpStreamRound(t *testing.T, p *pipeline.Pipeline, st *streamStats, rng *rand.Rand) {
+func pumpStreamRound(t *testing.T, p *pipelinetest.Pipeline, st *streamStats, rng *rand.Rand) {
 	t.Helper()
 	ev := p.ReadStream()
 	var batches [][]events.DynamoDBEventRecord
@@ -929,7 +929,7 @@ func pumpStreamRound(t *testing.T, p *pipeline.Pipeline, st *streamStats, rng *r
 	wg.Wait()
 }
 
-func readRows(t *testing.T, p *pipeline.Pipeline, st *dynamostore.Store, plans []*plan) map[string]ledger.Entry {
+func readRows(t *testing.T, p *pipelinetest.Pipeline, st *dynamostore.Store, plans []*plan) map[string]ledger.Entry {
 	t.Helper()
 	rows := map[string]ledger.Entry{}
 	var mu sync.Mutex
@@ -966,7 +966,7 @@ func readRows(t *testing.T, p *pipeline.Pipeline, st *dynamostore.Store, plans [
 
 type dlqMsg struct{ id, body string }
 
-func drainDLQ(t *testing.T, p *pipeline.Pipeline) []dlqMsg {
+func drainDLQ(t *testing.T, p *pipelinetest.Pipeline) []dlqMsg {
 	t.Helper()
 	// Count first (the DLQ no longer changes), then receive with a short
 	// visibility until every message was seen: a receive whose response the
@@ -980,9 +980,9 @@ func drainDLQ(t *testing.T, p *pipeline.Pipeline) []dlqMsg {
 	visible, _ := strconv.Atoi(attrs.Attributes["ApproximateNumberOfMessages"])
 	inFlight, _ := strconv.Atoi(attrs.Attributes["ApproximateNumberOfMessagesNotVisible"])
 	seen := map[string]dlqMsg{}
-	deadline := time.Now().Add(3 * pipeline.ReceiveVisibility * time.Second)
+	deadline := time.Now().Add(3 * pipelinetest.ReceiveVisibility * time.Second)
 	for len(seen) < visible+inFlight && time.Now().Before(deadline) {
-		r, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{QueueUrl: &p.DLQURL, MaxNumberOfMessages: 10, VisibilityTimeout: pipeline.ReceiveVisibility})
+		r, err := p.SQS.ReceiveMessage(p.Ctx, &sqs.ReceiveMessageInput{QueueUrl: &p.DLQURL, MaxNumberOfMessages: 10, VisibilityTimeout: pipelinetest.ReceiveVisibility})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1002,7 +1002,7 @@ func drainDLQ(t *testing.T, p *pipeline.Pipeline) []dlqMsg {
 
 // capturedEmails returns how many emails the emulator's SES captured and
 // how many went to each address.
-func capturedEmails(t *testing.T, p *pipeline.Pipeline) (int, map[string]int) {
+func capturedEmails(t *testing.T, p *pipelinetest.Pipeline) (int, map[string]int) {
 	t.Helper()
 	captured, err := p.SESCaptured()
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/resetledger/resetledger/e2e"
 	"github.com/resetledger/resetledger/internal/metrics"
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -163,8 +163,8 @@ func TestSurge(t *testing.T) {
 	meter := &ddbMeter{}
 	sdkWarnings := &sdkLog{}
 	sesAccepted := &acceptLog{}
-	sesLimit := &pipeline.Limiter{Rate: cfg.Rate, Burst: providerBurst}
-	smsLimit := &pipeline.Limiter{Rate: cfg.Rate, Burst: providerBurst}
+	sesLimit := &pipelinetest.Limiter{Rate: cfg.Rate, Burst: providerBurst}
+	smsLimit := &pipelinetest.Limiter{Rate: cfg.Rate, Burst: providerBurst}
 	hold := &olderHold{}
 	env := map[string]string{
 		"SEND_RATE_EMAIL": rate, "SEND_RATE_SMS": rate,
@@ -185,16 +185,16 @@ func TestSurge(t *testing.T) {
 		perHour := fmt.Sprintf("%d/1h", cfg.Intents)
 		env[settings.LimitSMSCountry.Env], env[settings.LimitSMSGlobal.Env] = perHour, perHour
 	}
-	p := pipeline.NewWithOptions(t, pipeline.Options{
+	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{
 		Env:    env,
 		Limits: cfg.Limits,
 		FunctionAPIOptions: []func(*middleware.Stack) error{
 			meter.register,
 			sesAccepted.register,
-			pipeline.SESThrottle(func() bool { return sesLimit.Allow(time.Now()) }),
+			pipelinetest.SESThrottle(func() bool { return sesLimit.Allow(time.Now()) }),
 		},
 		FunctionConfig: func(c *aws.Config) { c.Logger = sdkWarnings },
-		WrapProvider:   func(h http.Handler) http.Handler { return hold.wrap(pipeline.Throttle429(smsLimit, time.Now)(h)) },
+		WrapProvider:   func(h http.Handler) http.Handler { return hold.wrap(pipelinetest.Throttle429(smsLimit, time.Now)(h)) },
 		SweepLimit:     500, // the deployed default (SWEEP_LIMIT)
 		SkipStreamRaw:  true,
 		OutputTail:     256 << 10,
@@ -353,7 +353,7 @@ func feed(ctx context.Context, next chan<- int, cfg config) {
 
 // drained reports whether the run is over: the intents queue is empty and
 // no row is in a state that still moves on its own.
-func drained(ctx context.Context, p *pipeline.Pipeline, store *dynamostore.Store) (bool, error) {
+func drained(ctx context.Context, p *pipelinetest.Pipeline, store *dynamostore.Store) (bool, error) {
 	out, err := p.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &p.QueueURL, AttributeNames: []sqstypes.QueueAttributeName{
 		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
 	}})
@@ -404,7 +404,7 @@ func markEmulatorLog(t *testing.T, endpoint string) *e2e.EmulatorLog {
 }
 
 // scanLedger reads every ledger row.
-func scanLedger(ctx context.Context, p *pipeline.Pipeline) (map[string]ledger.Entry, error) {
+func scanLedger(ctx context.Context, p *pipelinetest.Pipeline) (map[string]ledger.Entry, error) {
 	rows := map[string]ledger.Entry{}
 	in := &dynamodb.ScanInput{TableName: &p.LedgerTable, ConsistentRead: aws.Bool(true)}
 	for {
@@ -527,7 +527,7 @@ type report struct {
 	Ops   opsView
 }
 
-func analyze(t *testing.T, p *pipeline.Pipeline, cfg config, plans []intentPlan, sesAcc []acceptance, ddb meterSnapshot, hold *olderHold) *report {
+func analyze(t *testing.T, p *pipelinetest.Pipeline, cfg config, plans []intentPlan, sesAcc []acceptance, ddb meterSnapshot, hold *olderHold) *report {
 	t.Helper()
 	rows, err := scanLedger(p.Ctx, p)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 )
 
 // topology drives the real handlers the way the deployed event sources
@@ -28,7 +28,7 @@ import (
 // harness itself (an SQS call that failed after the SDK's retries) are
 // counted and the work is redone the way the event source would redo it.
 type topology struct {
-	p *pipeline.Pipeline
+	p *pipelinetest.Pipeline
 	// ClaimPollers, StreamShards and QueuePollers are the concurrency of the
 	// three event sources; Tick is the reconcile and expire schedule.
 	ClaimPollers, StreamShards, QueuePollers int

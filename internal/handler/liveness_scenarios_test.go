@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
 )
@@ -23,7 +23,7 @@ func key(n producer.Notification) string {
 // drain hands the dispatch queue to dispatch until every row of ns has
 // left claimed and deferred, or the deadline passes. Wake-ups are SQS
 // messages with real delays, so it waits in real time.
-func drain(t *testing.T, p *pipeline.Pipeline, within time.Duration, ns ...producer.Notification) {
+func drain(t *testing.T, p *pipelinetest.Pipeline, within time.Duration, ns ...producer.Notification) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -49,7 +49,7 @@ func drain(t *testing.T, p *pipeline.Pipeline, within time.Duration, ns ...produ
 // reconcile's re-drive must still get every message sent, once, before its
 // challenge expires.
 func TestLostStreamRecordsAreRedrivenAndSentBeforeExpiry(t *testing.T) {
-	p := pipeline.NewWithOptions(t, pipeline.Options{DropStream: func(events.DynamoDBEventRecord) bool { return true }})
+	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{DropStream: func(events.DynamoDBEventRecord) bool { return true }})
 	var ns []producer.Notification
 	for i := range 4 {
 		ch := ledger.Email
@@ -105,10 +105,10 @@ func TestLostStreamRecordsAreRedrivenAndSentBeforeExpiry(t *testing.T) {
 // the same key, and accepted once; nothing is unknown or quarantined.
 func TestThrottledProvidersEndInASendNotInQuarantine(t *testing.T) {
 	var sesCalls atomic.Int64
-	p := pipeline.NewWithOptions(t, pipeline.Options{
+	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{
 		Env: map[string]string{"RETRY_BACKOFF_BASE": "1s", "RETRY_BACKOFF_MAX": "2s", "BUDGET_MAX_WAIT": "1s"},
 		FunctionAPIOptions: []func(*middleware.Stack) error{
-			pipeline.SESThrottle(func() bool { return sesCalls.Add(1) > 2 }),
+			pipelinetest.SESThrottle(func() bool { return sesCalls.Add(1) > 2 }),
 		},
 		WrapProvider: func(h http.Handler) http.Handler {
 			var calls atomic.Int64
@@ -181,7 +181,7 @@ func TestThrottledProvidersEndInASendNotInQuarantine(t *testing.T) {
 // booked beyond a challenge's deadline, the message is not sent and its row
 // says why, at once, instead of waiting to expire.
 func TestNoBudgetSlotBeforeExpiryEndsExpiredNotSent(t *testing.T) {
-	p := pipeline.NewWithOptions(t, pipeline.Options{Env: map[string]string{"SEND_RATE_SMS": "0.01", "EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms"}})
+	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{Env: map[string]string{"SEND_RATE_SMS": "0.01", "EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms"}})
 	first := p.Notification(1, ledger.SMS, 30*time.Second)
 	second := p.Notification(2, ledger.SMS, 30*time.Second)
 	p.Publish(first)

@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 func TestEmailIsSentOnceAcrossRedeliveryAndDuplicateStreamRecords(t *testing.T) {
-	p := pipeline.New(t, nil)
+	p := pipelinetest.New(t, nil)
 	n := p.Notification(1, ledger.Email, 10*time.Minute)
 	p.Publish(n)
 	p.Publish(n) // the account service retried: a new SQS message id, the same identity
@@ -45,7 +45,7 @@ func TestEmailIsSentOnceAcrossRedeliveryAndDuplicateStreamRecords(t *testing.T) 
 }
 
 func TestExpiredIntentsAreRecordedAndNeverSent(t *testing.T) {
-	p := pipeline.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms"})
+	p := pipelinetest.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms"})
 	late := p.Notification(1, ledger.Email, 1500*time.Millisecond) // expires while it waits in the queue
 	waiting := p.Notification(2, ledger.Email, 30*time.Second)     // claimed, then expires before dispatch
 	p.Publish(late)
@@ -76,7 +76,7 @@ func TestExpiredIntentsAreRecordedAndNeverSent(t *testing.T) {
 }
 
 func TestExpireSweepClosesClaimsWhoseStreamRecordNeverArrived(t *testing.T) {
-	p := pipeline.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms"})
+	p := pipelinetest.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms"})
 	n := p.Notification(1, ledger.SMS, 20*time.Second)
 	p.Publish(n)
 	p.PumpQueue()
@@ -96,7 +96,7 @@ func TestExpireSweepClosesClaimsWhoseStreamRecordNeverArrived(t *testing.T) {
 }
 
 func TestContentMismatchIsBlockedRecordedAndCounted(t *testing.T) {
-	p := pipeline.New(t, nil)
+	p := pipelinetest.New(t, nil)
 	n := p.Notification(1, ledger.Email, 10*time.Minute)
 	p.Publish(n)
 	changed := n
@@ -118,7 +118,7 @@ func TestContentMismatchIsBlockedRecordedAndCounted(t *testing.T) {
 }
 
 func TestPoisonMessagesEndInTheDLQWithAReason(t *testing.T) {
-	p := pipeline.New(t, nil)
+	p := pipelinetest.New(t, nil)
 	n := p.Notification(1, ledger.Email, 10*time.Minute)
 	p.Publish(n)
 	for _, body := range []string{
@@ -128,7 +128,7 @@ func TestPoisonMessagesEndInTheDLQWithAReason(t *testing.T) {
 	} {
 		p.PublishRaw(body)
 	}
-	for i := 0; i <= pipeline.MaxReceives; i++ {
+	for i := 0; i <= pipelinetest.MaxReceives; i++ {
 		p.PumpQueue()
 	}
 	if got := p.DLQDepth(); got != 3 {

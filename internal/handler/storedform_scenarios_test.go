@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/envelope/wireform"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -13,7 +13,7 @@ import (
 
 // replaceContent swaps the content item of row for b, as another writer
 // (an earlier release of the claim function, a corruption) would leave it.
-func replaceContent(t *testing.T, p *pipeline.Pipeline, row ledger.Entry, b []byte) {
+func replaceContent(t *testing.T, p *pipelinetest.Pipeline, row ledger.Entry, b []byte) {
 	t.Helper()
 	key := ledger.ContentKey(row)
 	if err := p.Content().Delete(p.Ctx, key); err != nil {
@@ -29,7 +29,7 @@ func replaceContent(t *testing.T, p *pipeline.Pipeline, row ledger.Entry, b []by
 // release wrote (the envelope's JSON form) is still opened and sent by
 // the new dispatch, as it is after a deploy with rows in flight.
 func TestContentStoredBeforeTheCompactFormStillSends(t *testing.T) {
-	p := pipeline.New(t, nil)
+	p := pipelinetest.New(t, nil)
 	before := p.Notification(1, ledger.Email, 10*time.Minute)
 	after := p.Notification(2, ledger.Email, 10*time.Minute)
 	p.Publish(before)
@@ -89,7 +89,7 @@ func TestContentStoredBeforeTheCompactFormStillSends(t *testing.T) {
 // reason and nothing is sent (the opener's error names the fault,
 // package envelope's TestOpenRefusesCorruptStoredForm).
 func TestCorruptStoredContentIsQuarantinedNothingSent(t *testing.T) {
-	p := pipeline.New(t, nil)
+	p := pipelinetest.New(t, nil)
 	n := p.Notification(1, ledger.Email, 10*time.Minute)
 	p.Publish(n)
 	if failed := p.PumpQueue(); failed != 0 {

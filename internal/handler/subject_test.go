@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -16,7 +16,7 @@ import (
 // subject's timeline; an intent without one is stored without one and is
 // sent as before.
 func TestSubjectRefTravelsFromProducerToRow(t *testing.T) {
-	p := pipeline.New(t, nil)
+	p := pipelinetest.New(t, nil)
 	with := p.Notification(1, ledger.Email, 10*time.Minute)
 	with.SubjectRef = "tenant-7:acct_000001.eu"
 	without := p.Notification(2, ledger.Email, 10*time.Minute)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/pipeline"
+	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/producer"
@@ -20,7 +20,7 @@ import (
 func TestCrashAfterProviderAcceptedIsQuarantinedNeverResent(t *testing.T) {
 	// The provider honors no idempotency key: a blind retry would be a
 	// second message.
-	p := pipeline.New(t, map[string]string{"WEBHOOK_KEY_WINDOW": "0s", "WEBHOOK_TIMEOUT": "1s", "LEASE_DURATION": "1s", "RECHECK_AFTER": "1ms"})
+	p := pipelinetest.New(t, map[string]string{"WEBHOOK_KEY_WINDOW": "0s", "WEBHOOK_TIMEOUT": "1s", "LEASE_DURATION": "1s", "RECHECK_AFTER": "1ms"})
 	dropped := p.Notification(1, ledger.SMS, 10*time.Minute)
 	slow := p.Notification(2, ledger.SMS, 10*time.Minute)
 	// Accepted, then the connection dropped; accepted, then held past the
@@ -67,7 +67,7 @@ func TestCrashAfterProviderAcceptedIsQuarantinedNeverResent(t *testing.T) {
 }
 
 func TestProviderHonoringKeysIsRetriedUnderTheSameKey(t *testing.T) {
-	p := pipeline.New(t, map[string]string{"WEBHOOK_KEY_WINDOW": "1h", "RECHECK_AFTER": "1ms"}, webhooktest.ProviderConfig{HonorKeys: true})
+	p := pipelinetest.New(t, map[string]string{"WEBHOOK_KEY_WINDOW": "1h", "RECHECK_AFTER": "1ms"}, webhooktest.ProviderConfig{HonorKeys: true})
 	n := p.Notification(1, ledger.SMS, 10*time.Minute)
 	p.Provider.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop})
 	p.Publish(n)
@@ -89,7 +89,7 @@ func TestProviderHonoringKeysIsRetriedUnderTheSameKey(t *testing.T) {
 }
 
 func TestFallbackRaceSendsOneMessage(t *testing.T) {
-	p := pipeline.New(t, nil)
+	p := pipelinetest.New(t, nil)
 	email := p.Notification(1, ledger.Email, 10*time.Minute)
 	fallback := ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
 	email.Workflow = fallback
@@ -122,7 +122,7 @@ func TestFallbackRaceSendsOneMessage(t *testing.T) {
 // held SMS row becomes claimed in the same outcome write's aftermath, and
 // that MODIFY record reaches dispatch through the stream filter.
 func TestFallbackFollowsARejectionThroughTheStream(t *testing.T) {
-	p := pipeline.New(t, map[string]string{"EMAIL_TRANSPORT": "webhook"})
+	p := pipelinetest.New(t, map[string]string{"EMAIL_TRANSPORT": "webhook"})
 	p.Provider.Script(webhooktest.Step{Action: webhooktest.Reject}) // the email
 	email := p.Notification(2, ledger.Email, 10*time.Minute)
 	sms := p.Notification(2, ledger.SMS, 10*time.Minute)
@@ -154,7 +154,7 @@ func TestFallbackFollowsARejectionThroughTheStream(t *testing.T) {
 // expire over accepted, unknown, expired, mismatched and poison intents that
 // all carry the canary token, then sweeps every place the system writes.
 func TestCanaryNeverLeavesTheEnvelope(t *testing.T) {
-	p := pipeline.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms", "RECHECK_AFTER": "1ms"})
+	p := pipelinetest.New(t, map[string]string{"EXPIRY_MARGIN": "1s", "SEND_GUARD": "500ms", "RECHECK_AFTER": "1ms"})
 	email := p.Notification(1, ledger.Email, 10*time.Minute)
 	sms := p.Notification(2, ledger.SMS, 10*time.Minute)
 	expiring := p.Notification(3, ledger.SMS, 20*time.Second)
@@ -213,7 +213,7 @@ func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 				_, _ = io.WriteString(w, `{"id":"stolen"}`)
 			}))
 			t.Cleanup(other.Close)
-			p := pipeline.NewWithOptions(t, pipeline.Options{
+			p := pipelinetest.NewWithOptions(t, pipelinetest.Options{
 				Env: map[string]string{"WEBHOOK_LOOKUP": "true", "WEBHOOK_TIMEOUT": "1s", "LEASE_DURATION": "1s", "RECHECK_AFTER": "1ms"},
 				WrapProvider: func(h http.Handler) http.Handler {
 					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

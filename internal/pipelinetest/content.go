@@ -1,4 +1,4 @@
-package pipeline
+package pipelinetest
 
 import "github.com/resetledger/resetledger/pkg/dynamostore"
 

@@ -1,11 +1,11 @@
-// Package pipeline runs the real Lambda handlers against the emulator the way
+// Package pipelinetest runs the real Lambda handlers against the emulator the way
 // their event sources would, for tests: SQS batches into claim (partial batch
 // responses honored, redrive to a DLQ), ledger stream records read back from
 // the table's stream and filtered like the dispatch event source, scheduled
 // reconcile and expire runs, SES captured by the emulator and SMS through the
 // webhook transport to a local provider. Every pipeline has its own tables,
 // key and queues, and a clock tests can advance.
-package pipeline
+package pipelinetest
 
 import (
 	"bytes"
