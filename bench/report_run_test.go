@@ -113,6 +113,7 @@ func TestReport(t *testing.T) {
 	for _, f := range rep.Unmeasured() {
 		t.Errorf("not measured: %s: %s", f.Name, f.Note)
 	}
+	rep.Sections = append(rep.Sections, linkingSection)
 	rep.Sections = append(rep.Sections, surgeSections(filepath.Join("..", ".run"))...)
 
 	var text bytes.Buffer
