@@ -2,10 +2,14 @@
 // the metrics emitter, the SDK configuration (loaded once per process), the
 // ledger's ports and, from them, the function's one use case.
 //
-// Every function gets the ledger's tables (DynamoDB). Every other port is a
-// role's own, built by that role's Ports in a package of its own:
-// internal/wire/dispatch, internal/wire/reconcile and internal/wire/events;
-// claim, expire and the operator function (operate) need none. A function imports its role's package only, so
+// The settings, logger and SDK configuration come from package
+// wire/process, which the digest writer uses alone. Every function gets the
+// ledger's tables (DynamoDB). Every other port is a role's own, built by
+// that role's Ports in a package of its own: internal/wire/dispatch,
+// internal/wire/reconcile and internal/wire/events (with the hand-back ports
+// both dispatch and reconcile take from internal/wire/handback), and
+// ClaimPorts here; expire and the operator function (operate) need none. A
+// function imports its role's package only, so
 // its binary links the SDK clients of the calls its role may make and no
 // other; infra's TestFunctionsLinkWhatTheirRolesMayCall compares the two.
 // Keep it so: this package must not import an SDK client other than
@@ -14,6 +18,7 @@ package wire
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -21,13 +26,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/wire/process"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/sdkhttp"
 	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
@@ -63,24 +67,9 @@ type Ports func(ctx context.Context, env Env, p *ledger.Ports) error
 // exits the process with a clear message on bad configuration, a missing
 // port named: a function must not start half-configured.
 func Boot[U any](role settings.Role, ports Ports, build func(ledger.Ports) (U, error)) Function[U] {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", string(role))
-	s, err := settings.Load(role, os.Getenv)
-	if err != nil {
-		log.Error("configuration rejected", "error", err.Error())
-		os.Exit(2)
-	}
-	log = slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: s.LogLevel})).With("function", string(role))
+	s, log, cfg := process.Start(role)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Every request with a body of its own: see pkg/sdkhttp for the race it closes.
-	cfg, err := sdkhttp.LoadDefaultConfig(ctx)
-	if err != nil {
-		log.Error("aws configuration failed", "error", err.Error())
-		os.Exit(2)
-	}
-	if s.LogAWSCalls {
-		cfg.APIOptions = append(cfg.APIOptions, awscall.Middleware(string(role), "", awscall.LogSink(log)))
-	}
 	em := &metrics.Emitter{W: os.Stdout}
 	p, err := Build(ctx, cfg, s, log, em, ports)
 	if err != nil {
@@ -93,6 +82,20 @@ func Boot[U any](role settings.Role, ports Ports, build func(ledger.Ports) (U, e
 		os.Exit(2)
 	}
 	return Function[U]{Settings: s, Deps: handler.Deps{Log: log, Metrics: em}, UseCase: uc, Config: cfg}
+}
+
+// Transports builds a transport per channel the settings name, with the
+// role's own build (dispatch's real transports, reconcile's stand-ins).
+func Transports(s settings.Settings, build func(kind string) (ledger.Transport, error)) (map[ledger.Channel]ledger.Transport, error) {
+	out := map[ledger.Channel]ledger.Transport{}
+	for ch, kind := range s.Transports {
+		tr, err := build(kind)
+		if err != nil {
+			return nil, fmt.Errorf("%s transport %s: %w", ch, kind, err)
+		}
+		out[ch] = tr
+	}
+	return out, nil
 }
 
 // Build builds the ledger's ports from cfg and s: the ledger's tables and

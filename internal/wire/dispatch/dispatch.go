@@ -11,18 +11,16 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/internal/wire/handback"
 	"github.com/resetledger/resetledger/internal/wire/webhooksecret"
 	"github.com/resetledger/resetledger/pkg/attemptproof"
-	"github.com/resetledger/resetledger/pkg/dispatchqueue/sqsqueue"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/fingerprint"
@@ -36,9 +34,7 @@ import (
 // events it causes.
 func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 	s := env.Settings
-	p.Progress = wire.Progress(env)
-	// Delays are measured on the ports' clock (a test may set it later).
-	p.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), s.DispatchQueueURL, func() time.Time { return p.Clock() })
+	handback.Ports(env, p)
 	keys := kms.NewFromConfig(env.Config)
 	p.Opener = &envelope.Opener{KMS: keys, KeyARN: s.ContentKeyARN}
 	p.Proofs = &attemptproof.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
@@ -64,16 +60,10 @@ func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 	}
 	ses := sesv2.NewFromConfig(env.Config)
 	p.Budget = newBudget(ctx, env, ses, p.Clock())
-	p.Transports = map[ledger.Channel]ledger.Transport{}
 	webhook := webhooksecret.Transports(ctx, env)
-	for ch, kind := range s.Transports {
-		tr, err := transport(env, ses, webhook, kind)
-		if err != nil {
-			return fmt.Errorf("%s transport %s: %w", ch, kind, err)
-		}
-		p.Transports[ch] = tr
-	}
-	return nil
+	var err error
+	p.Transports, err = wire.Transports(s, func(kind string) (ledger.Transport, error) { return transport(env, ses, webhook, kind) })
+	return err
 }
 
 // transport builds one channel's transport. The transports turn SDK retries

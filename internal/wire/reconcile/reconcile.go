@@ -19,15 +19,13 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kms"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
+	"github.com/resetledger/resetledger/internal/wire/handback"
 	"github.com/resetledger/resetledger/internal/wire/webhooksecret"
-	"github.com/resetledger/resetledger/pkg/dispatchqueue/sqsqueue"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -35,24 +33,16 @@ import (
 // Ports adds reconcile's ports to p.
 func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 	s := env.Settings
-	p.Progress = wire.Progress(env)
-	// Delays are measured on the ports' clock (a test may set it later).
-	p.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), s.DispatchQueueURL, func() time.Time { return p.Clock() })
+	handback.Ports(env, p)
 	if s.OpensContent(settings.Reconcile) {
 		// Without a webhook reconcile never opens content: it holds no
 		// opener, and its role no kms:Decrypt on the content key.
 		p.Opener = &envelope.Opener{KMS: kms.NewFromConfig(env.Config), KeyARN: s.ContentKeyARN}
 	}
-	p.Transports = map[ledger.Channel]ledger.Transport{}
 	webhook := webhooksecret.Transports(ctx, env)
-	for ch, kind := range s.Transports {
-		tr, err := transport(s, webhook, kind)
-		if err != nil {
-			return fmt.Errorf("%s transport %s: %w", ch, kind, err)
-		}
-		p.Transports[ch] = tr
-	}
-	return nil
+	var err error
+	p.Transports, err = wire.Transports(s, func(kind string) (ledger.Transport, error) { return transport(s, webhook, kind) })
+	return err
 }
 
 func transport(s settings.Settings, webhook func() (ledger.Transport, error), kind string) (ledger.Transport, error) {
