@@ -189,6 +189,18 @@ func (a *app) scanner(ctx context.Context) (*dynamostore.Scanner, error) {
 	return dynamostore.NewScanner(db, a.table), nil
 }
 
+// readOnly parses a command that takes no argument and only --json, and
+// opens the store it reads.
+func (a *app) readOnly(ctx context.Context, c *command, args []string) (asJSON bool, st ledger.Store, err error) {
+	fs := a.flagSet(c.name)
+	j := fs.Bool("json", false, "print JSON instead of text")
+	if _, err := a.parse(c, fs, args, 0, 0); err != nil {
+		return false, nil, err
+	}
+	st, err = a.store(ctx)
+	return *j, st, err
+}
+
 // challengeRows reads every row of challenge id, one per channel, skipping
 // channels without a row. It fails with a not-found exit when there is none.
 func (a *app) challengeRows(ctx context.Context, id string) ([]ledger.Entry, error) {

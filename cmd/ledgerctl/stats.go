@@ -22,12 +22,7 @@ check; a quarantined row is always due). By state and by how long past due,
 with the most overdue. It reads the open-row index alone, for the due
 entries only: its cost follows what is due, not what is open or the table.`,
 	run: func(a *app, ctx context.Context, c *command, args []string) error {
-		fs := a.flagSet(c.name)
-		asJSON := fs.Bool("json", false, "print JSON instead of text")
-		if _, err := a.parse(c, fs, args, 0, 0); err != nil {
-			return err
-		}
-		st, err := a.store(ctx)
+		asJSON, st, err := a.readOnly(ctx, c, args)
 		if err != nil {
 			return err
 		}
@@ -58,7 +53,7 @@ entries only: its cost follows what is due, not what is open or the table.`,
 			}
 			views = append(views, v)
 		}
-		if *asJSON {
+		if asJSON {
 			return writeJSON(a.stdout, struct {
 				Table   string      `json:"table"`
 				AsOf    string      `json:"as_of"`

@@ -22,12 +22,7 @@ unknown, and quarantined rows that wait for an operator decision
 It reads the sparse open-row index, so its cost follows the open rows, not
 the table.`,
 	run: func(a *app, ctx context.Context, c *command, args []string) error {
-		fs := a.flagSet(c.name)
-		asJSON := fs.Bool("json", false, "print JSON instead of text")
-		if _, err := a.parse(c, fs, args, 0, 0); err != nil {
-			return err
-		}
-		st, err := a.store(ctx)
+		asJSON, st, err := a.readOnly(ctx, c, args)
 		if err != nil {
 			return err
 		}
@@ -53,7 +48,7 @@ the table.`,
 		for i, e := range rows {
 			views[i] = newStuckView(e, now)
 		}
-		if *asJSON {
+		if asJSON {
 			return writeJSON(a.stdout, struct {
 				Table string      `json:"table"`
 				AsOf  string      `json:"as_of"`
