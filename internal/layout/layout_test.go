@@ -14,18 +14,37 @@ import (
 
 const module = "github.com/resetledger/resetledger"
 
-// maxFuncLines is the longest a non-test function may be without a comment
-// saying why ("… is long because …").
+// maxFuncLines is the longest a function may be, test or not, without a
+// comment saying why ("… is long because …").
 const maxFuncLines = 80
 
-// sourceFile is one parsed non-test Go file of the module.
+// beingSplit names, as "file:function", the test functions over
+// maxFuncLines that are being split in the same issue (36) by the change
+// that rewrites their packages; TestFunctionLength skips exactly these
+// until then. The list only shrinks: once a function is split it leaves
+// the list, and TestBeingSplitIsCurrent fails on an entry that is no
+// longer long.
+var beingSplit = map[string]bool{
+	"e2e/node_test.go:checkPublished":                                    true,
+	"e2e/python_test.go:TestPythonProducerEndToEnd":                      true,
+	"pkg/ledger/claim_test.go:TestClaimRejectsInvalidIntent":             true,
+	"pkg/ledger/dispatch_test.go:TestDispatchInterleavings":              true,
+	"pkg/ledger/expire_test.go:TestExpireSweep":                          true,
+	"pkg/ledger/fallback_test.go:TestFallbackGate":                       true,
+	"pkg/ledger/reconcile_test.go:TestReconcileUnknownPolicy":            true,
+	"pkg/ledger/redrive_test.go:TestRedriveLeavesRowsTheSourcesStillOwe": true,
+	"pkg/ledger/resolve_test.go:TestResolve":                             true,
+}
+
+// sourceFile is one parsed Go file of the module.
 type sourceFile struct {
 	rel  string // slash-separated, from the module root
 	file *ast.File
+	test bool // a _test.go file
 }
 
-// moduleFiles parses every non-test Go file of the module, skipping build
-// output, tool folders and node_modules.
+// moduleFiles parses every Go file of the module, tests included, skipping
+// build output, tool folders and node_modules.
 func moduleFiles(t *testing.T) (*token.FileSet, []sourceFile) {
 	t.Helper()
 	root, err := filepath.Abs("../..")
@@ -47,7 +66,7 @@ func moduleFiles(t *testing.T) (*token.FileSet, []sourceFile) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+		if !strings.HasSuffix(p, ".go") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments)
@@ -55,25 +74,32 @@ func moduleFiles(t *testing.T) (*token.FileSet, []sourceFile) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
-		files = append(files, sourceFile{rel: filepath.ToSlash(rel), file: f})
+		files = append(files, sourceFile{rel: filepath.ToSlash(rel), file: f, test: strings.HasSuffix(p, "_test.go")})
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 50 {
-		t.Fatalf("found only %d Go files under %s: the walk is broken", len(files), root)
+	tests := 0
+	for _, f := range files {
+		if f.test {
+			tests++
+		}
+	}
+	if len(files)-tests < 50 || tests < 50 {
+		t.Fatalf("found only %d Go files and %d test files under %s: the walk is broken", len(files)-tests, tests, root)
 	}
 	return fset, files
 }
 
 // TestPublicPackagesDoNotImportInternal: what pkg/ exports can be imported
 // by other modules, which cannot import internal/; a pkg/ package that
-// needs an internal one is in the wrong place.
+// needs an internal one is in the wrong place. Its tests may: they are not
+// exported.
 func TestPublicPackagesDoNotImportInternal(t *testing.T) {
 	_, files := moduleFiles(t)
 	for _, f := range files {
-		if !strings.HasPrefix(f.rel, "pkg/") {
+		if f.test || !strings.HasPrefix(f.rel, "pkg/") {
 			continue
 		}
 		for _, imp := range f.file.Imports {
@@ -85,8 +111,15 @@ func TestPublicPackagesDoNotImportInternal(t *testing.T) {
 	}
 }
 
-// TestFunctionLength: no non-test function is over maxFuncLines lines
-// unless its doc comment says why it is long.
+// funcLines is how many lines a function declaration spans, doc comment
+// excluded.
+func funcLines(fset *token.FileSet, fd *ast.FuncDecl) int {
+	return fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+}
+
+// TestFunctionLength: no function, in a test file or not (a Test, Benchmark
+// or Fuzz function, a helper, a method), is over maxFuncLines lines unless
+// its doc comment says why it is long, or it is in beingSplit.
 func TestFunctionLength(t *testing.T) {
 	fset, files := moduleFiles(t)
 	for _, f := range files {
@@ -95,11 +128,31 @@ func TestFunctionLength(t *testing.T) {
 			if !ok || fd.Body == nil {
 				continue
 			}
-			n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
-			if n <= maxFuncLines || strings.Contains(fd.Doc.Text(), "is long because") {
+			n := funcLines(fset, fd)
+			if n <= maxFuncLines || strings.Contains(fd.Doc.Text(), "is long because") || beingSplit[f.rel+":"+fd.Name.Name] {
 				continue
 			}
 			t.Errorf("%s: %s is %d lines (at most %d, or say in its comment why it is long because …)", f.rel, fd.Name.Name, n, maxFuncLines)
+		}
+	}
+}
+
+// TestBeingSplitIsCurrent: every beingSplit entry names a function that
+// exists and is still over maxFuncLines, so the list cannot keep excusing a
+// function that was split, renamed or removed.
+func TestBeingSplitIsCurrent(t *testing.T) {
+	fset, files := moduleFiles(t)
+	long := map[string]bool{}
+	for _, f := range files {
+		for _, d := range f.file.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil && funcLines(fset, fd) > maxFuncLines {
+				long[f.rel+":"+fd.Name.Name] = true
+			}
+		}
+	}
+	for name := range beingSplit {
+		if !long[name] {
+			t.Errorf("beingSplit lists %s, which is not a function over %d lines: remove it from the list", name, maxFuncLines)
 		}
 	}
 }
