@@ -228,6 +228,16 @@ func cloudTrailCall(source, eventSource, eventName string, params map[string]any
 // as a caller may name it, and matches neither the same call on another resource nor a read.
 func TestSecurityRulesMatch(t *testing.T) {
 	s := synth(t, nil)
+	patterns := securityRulePatterns(t, s)
+	for _, tc := range securityRuleCases(t, s) {
+		checkSecurityRule(t, s, patterns, tc)
+	}
+}
+
+// securityRulePatterns is each security rule's event pattern by rule name,
+// after checking that the stack has exactly securityRuleNames.
+func securityRulePatterns(t *testing.T, s *synthesized) map[string]map[string]any {
+	t.Helper()
 	patterns := map[string]map[string]any{}
 	for id, r := range s.resources("AWS::Events::Rule") {
 		if p := props(r)["EventPattern"]; p != nil {
@@ -241,6 +251,25 @@ func TestSecurityRulesMatch(t *testing.T) {
 	if sort.Strings(names); !slices.Equal(names, slices.Sorted(slices.Values(securityRuleNames))) {
 		t.Errorf("security rules = %v, want %v", names, securityRuleNames)
 	}
+	return patterns
+}
+
+// ruleCall is one CloudTrail-recorded call, by event name and request parameters.
+type ruleCall struct {
+	name   string
+	params map[string]any
+}
+
+// securityRuleCase is a rule with the calls it must match (ours) and the
+// same calls elsewhere, or reads of ours, that it must not (others).
+type securityRuleCase struct {
+	rule, source, eventSource string
+	ours, others              []ruleCall
+}
+
+// securityRuleCases is long because it is one table: each rule with the
+// calls it must match and must not, after the few names its lines share.
+func securityRuleCases(t *testing.T, s *synthesized) []securityRuleCase {
 	ref := func(typ, construct string) string { return s.physical(s.constructID(t, typ, construct), "") }
 	arnOf := func(typ, construct string) string { return s.physical(s.constructID(t, typ, construct), "Arn") }
 	fnName := func(name string) string { return "resetledger-test-" + name }
@@ -254,48 +283,41 @@ func TestSecurityRulesMatch(t *testing.T) {
 	operatorRole := s.physical(s.constructID(t, "AWS::IAM::Role", "LedgerOperatorRole"), "")
 	protectID := s.physical(s.logicalID(t, "AWS::SMSVOICE::ProtectConfiguration", "SmsProtectConfiguration"), "ProtectConfigurationId")
 	smsSet := "resetledger-test-events"
-	type call struct {
-		name   string
-		params map[string]any
-	}
-	for _, tc := range []struct {
-		rule, source, eventSource string
-		ours, others              []call // others: the same calls elsewhere, or reads of ours
-	}{
+	return []securityRuleCase{
 		{"KeyStateOrPolicyChanged", "aws.kms", "kms.amazonaws.com",
-			[]call{{"PutKeyPolicy", map[string]any{"keyId": arnOf("AWS::KMS::Key", "LedgerKey")}},
+			[]ruleCall{{"PutKeyPolicy", map[string]any{"keyId": arnOf("AWS::KMS::Key", "LedgerKey")}},
 				{"ScheduleKeyDeletion", map[string]any{"keyId": ref("AWS::KMS::Key", "DataEventsTrailKey")}}},
-			[]call{{"PutKeyPolicy", map[string]any{"keyId": "arn:aws:kms:us-east-1:111122223333:key/0000"}},
+			[]ruleCall{{"PutKeyPolicy", map[string]any{"keyId": "arn:aws:kms:us-east-1:111122223333:key/0000"}},
 				{"DescribeKey", map[string]any{"keyId": arnOf("AWS::KMS::Key", "LedgerKey")}}}},
 		{"LedgerResourcePolicyChanged", "aws.dynamodb", "dynamodb.amazonaws.com",
-			[]call{{"DeleteResourcePolicy", map[string]any{"resourceArn": arnOf("AWS::DynamoDB::Table", "LedgerTable")}}},
-			[]call{{"DeleteResourcePolicy", map[string]any{"resourceArn": arnOf("AWS::DynamoDB::Table", "ContentTable")}}}},
+			[]ruleCall{{"DeleteResourcePolicy", map[string]any{"resourceArn": arnOf("AWS::DynamoDB::Table", "LedgerTable")}}},
+			[]ruleCall{{"DeleteResourcePolicy", map[string]any{"resourceArn": arnOf("AWS::DynamoDB::Table", "ContentTable")}}}},
 		{"QueueChanged", "aws.sqs", "sqs.amazonaws.com",
-			[]call{{"SetQueueAttributes", map[string]any{"queueUrl": queueURL(ref("AWS::SQS::Queue", "IntentQueue"))}},
+			[]ruleCall{{"SetQueueAttributes", map[string]any{"queueUrl": queueURL(ref("AWS::SQS::Queue", "IntentQueue"))}},
 				{"PurgeQueue", map[string]any{"queueUrl": "https://queue.amazonaws.com/" + testAccount + "/" + ref("AWS::SQS::Queue", "ProviderEventsQueue")}}},
-			[]call{{"SetQueueAttributes", map[string]any{"queueUrl": queueURL("other-queue")}},
+			[]ruleCall{{"SetQueueAttributes", map[string]any{"queueUrl": queueURL("other-queue")}},
 				{"GetQueueAttributes", map[string]any{"queueUrl": queueURL(ref("AWS::SQS::Queue", "IntentQueue"))}}}},
 		{"ProviderEventsTopicChanged", "aws.sns", "sns.amazonaws.com",
-			[]call{{"Subscribe", map[string]any{"topicArn": ref("AWS::SNS::Topic", "ProviderEventsTopic")}},
+			[]ruleCall{{"Subscribe", map[string]any{"topicArn": ref("AWS::SNS::Topic", "ProviderEventsTopic")}},
 				{"Unsubscribe", map[string]any{"subscriptionArn": ref("AWS::SNS::Topic", "ProviderEventsTopic") + ":0f1e"}}},
-			[]call{{"Subscribe", map[string]any{"topicArn": "arn:aws:sns:us-east-1:111122223333:other"}},
+			[]ruleCall{{"Subscribe", map[string]any{"topicArn": "arn:aws:sns:us-east-1:111122223333:other"}},
 				{"GetTopicAttributes", map[string]any{"topicArn": ref("AWS::SNS::Topic", "ProviderEventsTopic")}}}},
 		{"BucketChanged", "aws.s3", "s3.amazonaws.com",
-			[]call{{"PutBucketPolicy", map[string]any{"bucketName": ref("AWS::S3::Bucket", "DataEventsTrailBucket")}},
+			[]ruleCall{{"PutBucketPolicy", map[string]any{"bucketName": ref("AWS::S3::Bucket", "DataEventsTrailBucket")}},
 				{"PutObjectLockConfiguration", map[string]any{"bucketName": ref("AWS::S3::Bucket", "DataEventsTrailBucket")}},
 				{"PutBucketLifecycle", map[string]any{"bucketName": ref("AWS::S3::Bucket", "DataEventsTrailBucket")}},
 				{"DeleteBucketPolicy", map[string]any{"bucketName": ref("AWS::S3::Bucket", "DataEventsTrailBucket")}}},
-			[]call{{"PutBucketPolicy", map[string]any{"bucketName": "someone-elses-bucket"}},
+			[]ruleCall{{"PutBucketPolicy", map[string]any{"bucketName": "someone-elses-bucket"}},
 				{"GetBucketPolicy", map[string]any{"bucketName": ref("AWS::S3::Bucket", "DataEventsTrailBucket")}}}},
 		{"FunctionChanged", "aws.lambda", "lambda.amazonaws.com",
-			[]call{{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": fnName("dispatch")}},
+			[]ruleCall{{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": fnName("dispatch")}},
 				{"UpdateFunctionCode20150331v2", map[string]any{"functionName": fnArn("claim")}},
 				{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": testAccount + ":function:" + fnName("reconcile")}},
 				{"AddPermission20150331v2", map[string]any{"functionName": fnName("operate") + ":live"}},
 				{"RemovePermission20150331v2", map[string]any{"functionName": fnArn("operate") + ":1"}},
 				{"PutResourcePolicy", map[string]any{"resourceArn": fnArn("operate")}},
 				{"DeleteFunction20150331", map[string]any{"functionName": fnName("events")}}},
-			[]call{{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": "resetledger-test2-dispatch"}},
+			[]ruleCall{{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": "resetledger-test2-dispatch"}},
 				{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": "x" + fnName("dispatch")}},
 				{"UpdateFunctionCode20150331v2", map[string]any{"functionName": "arn:aws:lambda:us-east-1:111122223333:function:resetledger-tester-claim"}},
 				{"UpdateFunctionCode20150331v2", map[string]any{"functionName": "arn:aws:lambda:us-east-1:111122223333:function:other"}},
@@ -303,63 +325,68 @@ func TestSecurityRulesMatch(t *testing.T) {
 				{"GetFunctionConfiguration20150331v2", map[string]any{"functionName": fnName("dispatch")}},
 				{"Invoke", map[string]any{"functionName": fnName("operate")}}}},
 		{"RoleChanged", "aws.iam", "iam.amazonaws.com",
-			[]call{{"PutRolePolicy", map[string]any{"roleName": claimRole, "policyName": "more"}},
+			[]ruleCall{{"PutRolePolicy", map[string]any{"roleName": claimRole, "policyName": "more"}},
 				{"AttachRolePolicy", map[string]any{"roleName": claimRole}},
 				{"UpdateAssumeRolePolicy", map[string]any{"roleName": operatorRole}}},
-			[]call{{"PutRolePolicy", map[string]any{"roleName": "someone-else"}},
+			[]ruleCall{{"PutRolePolicy", map[string]any{"roleName": "someone-else"}},
 				{"GetRolePolicy", map[string]any{"roleName": claimRole}}}},
 		{"SesConfigurationSetChanged", "aws.ses", "ses.amazonaws.com",
-			[]call{{"UpdateConfigurationSetEventDestination", map[string]any{"configurationSetName": "resetledger-test-events"}},
+			[]ruleCall{{"UpdateConfigurationSetEventDestination", map[string]any{"configurationSetName": "resetledger-test-events"}},
 				{"DeleteConfigurationSet", map[string]any{"configurationSetName": "resetledger-test-events"}},
 				{"PutConfigurationSetSuppressionOptions", map[string]any{"configurationSetName": "resetledger-test-events"}}},
-			[]call{{"UpdateConfigurationSetEventDestination", map[string]any{"configurationSetName": "other"}},
+			[]ruleCall{{"UpdateConfigurationSetEventDestination", map[string]any{"configurationSetName": "other"}},
 				{"GetConfigurationSetEventDestinations", map[string]any{"configurationSetName": "resetledger-test-events"}}}},
 		{"SmsConfigurationSetChanged", "aws.sms-voice", "sms-voice.amazonaws.com",
-			[]call{{"DeleteEventDestination", map[string]any{"configurationSetName": smsSet}},
+			[]ruleCall{{"DeleteEventDestination", map[string]any{"configurationSetName": smsSet}},
 				{"UpdateEventDestination", map[string]any{"configurationSetName": "arn:aws:sms-voice:us-east-1:111122223333:configuration-set/" + smsSet}}},
-			[]call{{"DeleteEventDestination", map[string]any{"configurationSetName": "other"}},
+			[]ruleCall{{"DeleteEventDestination", map[string]any{"configurationSetName": "other"}},
 				{"DescribeConfigurationSets", map[string]any{"configurationSetName": smsSet}}}},
 		{"SmsProtectConfigurationChanged", "aws.sms-voice", "sms-voice.amazonaws.com",
-			[]call{{"UpdateProtectConfigurationCountryRuleSet", map[string]any{"protectConfigurationId": protectID}},
+			[]ruleCall{{"UpdateProtectConfigurationCountryRuleSet", map[string]any{"protectConfigurationId": protectID}},
 				{"DeleteProtectConfiguration", map[string]any{"protectConfigurationId": "arn:aws:sms-voice:us-east-1:111122223333:protect-configuration/" + protectID}},
 				{"DisassociateProtectConfiguration", map[string]any{"configurationSetName": smsSet, "protectConfigurationId": protectID}}},
-			[]call{{"UpdateProtectConfigurationCountryRuleSet", map[string]any{"protectConfigurationId": "protect-other"}},
+			[]ruleCall{{"UpdateProtectConfigurationCountryRuleSet", map[string]any{"protectConfigurationId": "protect-other"}},
 				{"GetProtectConfigurationCountryRuleSet", map[string]any{"protectConfigurationId": protectID}}}},
 		{"DataEventsTrailChanged", "aws.cloudtrail", "cloudtrail.amazonaws.com",
-			[]call{{"StopLogging", map[string]any{"name": testTrail}},
+			[]ruleCall{{"StopLogging", map[string]any{"name": testTrail}},
 				{"DeleteTrail", map[string]any{"name": "arn:aws:cloudtrail:us-east-1:111122223333:trail/" + testTrail}},
 				{"PutEventSelectors", map[string]any{"trailName": testTrail, "name": testTrail}}},
-			[]call{{"StopLogging", map[string]any{"name": "organization-trail"}},
+			[]ruleCall{{"StopLogging", map[string]any{"name": "organization-trail"}},
 				{"GetTrailStatus", map[string]any{"name": testTrail}}}},
-	} {
-		pattern, ok := patterns[tc.rule]
-		if !ok {
-			t.Errorf("no rule %s", tc.rule)
-			continue
+	}
+}
+
+// checkSecurityRule: the rule matches its calls and not the others, and has
+// its alarm on lost deliveries, its target and its runbook row.
+func checkSecurityRule(t *testing.T, s *synthesized, patterns map[string]map[string]any, tc securityRuleCase) {
+	t.Helper()
+	pattern, ok := patterns[tc.rule]
+	if !ok {
+		t.Errorf("no rule %s", tc.rule)
+		return
+	}
+	for _, c := range tc.ours {
+		if ev := cloudTrailCall(tc.source, tc.eventSource, c.name, c.params); !matchPattern(pattern, ev) {
+			t.Errorf("%s does not match %s %v\npattern %s", tc.rule, c.name, c.params, mustJSON(pattern))
 		}
-		for _, c := range tc.ours {
-			if ev := cloudTrailCall(tc.source, tc.eventSource, c.name, c.params); !matchPattern(pattern, ev) {
-				t.Errorf("%s does not match %s %v\npattern %s", tc.rule, c.name, c.params, mustJSON(pattern))
-			}
+	}
+	for _, c := range tc.others {
+		if ev := cloudTrailCall(tc.source, tc.eventSource, c.name, c.params); matchPattern(pattern, ev) {
+			t.Errorf("%s matches %s %v, which is not this stack's or changes nothing", tc.rule, c.name, c.params)
 		}
-		for _, c := range tc.others {
-			if ev := cloudTrailCall(tc.source, tc.eventSource, c.name, c.params); matchPattern(pattern, ev) {
-				t.Errorf("%s matches %s %v, which is not this stack's or changes nothing", tc.rule, c.name, c.params)
-			}
-		}
-		// A rule counts only through its alarm on lost deliveries and its runbook row (TestSecurityEvents,
-		// TestRunbookCoversEveryAlarm); here, that each new one has both.
-		if _, ok := s.alarmsByName()[tc.rule+"Undelivered"]; !ok {
-			t.Errorf("%s has no %sUndelivered alarm", tc.rule, tc.rule)
-		}
-		r := props(s.resources("AWS::Events::Rule")[s.logicalID(t, "AWS::Events::Rule", tc.rule)])
-		if targets := list(r["Targets"]); len(targets) != 1 || targets[0].(map[string]any)["Arn"] != testTopic ||
-			label(targets[0].(map[string]any)["RoleArn"]) != "SecurityEventsRole" {
-			t.Errorf("%s targets = %s, want the alarm topic through SecurityEventsRole", tc.rule, mustJSON(r["Targets"]))
-		}
-		if !strings.Contains(r["Description"].(string), "Runbook: docs/operations.md, Alarms and what to do, "+tc.rule+".") {
-			t.Errorf("%s description does not point at its runbook row: %v", tc.rule, r["Description"])
-		}
+	}
+	// A rule counts only through its alarm on lost deliveries and its runbook row (TestSecurityEvents,
+	// TestRunbookCoversEveryAlarm); here, that each new one has both.
+	if _, ok := s.alarmsByName()[tc.rule+"Undelivered"]; !ok {
+		t.Errorf("%s has no %sUndelivered alarm", tc.rule, tc.rule)
+	}
+	r := props(s.resources("AWS::Events::Rule")[s.logicalID(t, "AWS::Events::Rule", tc.rule)])
+	if targets := list(r["Targets"]); len(targets) != 1 || targets[0].(map[string]any)["Arn"] != testTopic ||
+		label(targets[0].(map[string]any)["RoleArn"]) != "SecurityEventsRole" {
+		t.Errorf("%s targets = %s, want the alarm topic through SecurityEventsRole", tc.rule, mustJSON(r["Targets"]))
+	}
+	if !strings.Contains(r["Description"].(string), "Runbook: docs/operations.md, Alarms and what to do, "+tc.rule+".") {
+		t.Errorf("%s description does not point at its runbook row: %v", tc.rule, r["Description"])
 	}
 }
 

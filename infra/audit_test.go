@@ -89,21 +89,7 @@ func TestSecurityEvents(t *testing.T) {
 			rules[logicalSuffix.ReplaceAllString(id, "")] = p
 		}
 	}
-	var keyIDs []string
-	for id := range s.resources("AWS::KMS::Key") {
-		keyIDs = append(keyIDs, mustJSON(map[string]any{"Ref": id}), mustJSON(map[string]any{"Fn::GetAtt": []any{id, "Arn"}}))
-	}
-	if len(keyIDs) < 8 { // ledger, content, backup vault, trail, and the provider events keys
-		t.Fatalf("keys in the template: %v", keyIDs)
-	}
-	var queueEnds []string
-	for id := range s.resources("AWS::SQS::Queue") {
-		queueEnds = append(queueEnds, mustJSON(map[string]any{"suffix": map[string]any{"Fn::Join": []any{"", []any{
-			"/", map[string]any{"Ref": "AWS::AccountId"}, "/", map[string]any{"Fn::GetAtt": []any{id, "QueueName"}}}}}}))
-	}
-	if len(queueEnds) != 8 {
-		t.Fatalf("queues in the template: %v", queueEnds)
-	}
+	keyIDs, queueEnds := securityEventResources(t, s)
 	topic := map[string]any{"Ref": s.logicalID(t, "AWS::SNS::Topic", "ProviderEventsTopic")}
 	for name, want := range map[string]struct {
 		source, eventSource string
@@ -171,7 +157,34 @@ func TestSecurityEvents(t *testing.T) {
 	}
 	noNagErrors(t, s)
 
-	s = synth(t, func(p *LedgerStackProps) { p.AlarmTopicArn, p.RequireAlarmTopic = "", false })
+	checkNoRulesWithoutAlarmTopic(t)
+}
+
+// securityEventResources is how the security rules name the stack's keys (by
+// Ref and by ARN) and its queues (by the end of their URL).
+func securityEventResources(t *testing.T, s *synthesized) (keyIDs, queueEnds []string) {
+	t.Helper()
+	for id := range s.resources("AWS::KMS::Key") {
+		keyIDs = append(keyIDs, mustJSON(map[string]any{"Ref": id}), mustJSON(map[string]any{"Fn::GetAtt": []any{id, "Arn"}}))
+	}
+	if len(keyIDs) < 8 { // ledger, content, backup vault, trail, and the provider events keys
+		t.Fatalf("keys in the template: %v", keyIDs)
+	}
+	for id := range s.resources("AWS::SQS::Queue") {
+		queueEnds = append(queueEnds, mustJSON(map[string]any{"suffix": map[string]any{"Fn::Join": []any{"", []any{
+			"/", map[string]any{"Ref": "AWS::AccountId"}, "/", map[string]any{"Fn::GetAtt": []any{id, "QueueName"}}}}}}))
+	}
+	if len(queueEnds) != 8 {
+		t.Fatalf("queues in the template: %v", queueEnds)
+	}
+	return keyIDs, queueEnds
+}
+
+// checkNoRulesWithoutAlarmTopic: a stack without an alarm topic has no security
+// rules.
+func checkNoRulesWithoutAlarmTopic(t *testing.T) {
+	t.Helper()
+	s := synth(t, func(p *LedgerStackProps) { p.AlarmTopicArn, p.RequireAlarmTopic = "", false })
 	for id, r := range s.resources("AWS::Events::Rule") {
 		if props(r)["EventPattern"] != nil {
 			t.Errorf("rule %s without an alarm topic", id)

@@ -40,28 +40,7 @@ func TestConfigFromContext(t *testing.T) {
 		p.IntentVisibilityTimeout != 30*time.Second {
 		t.Errorf("overrides = %+v", p)
 	}
-	// Every stage but dev must name the topic its alarms notify; a throw-away stage may opt out.
-	assets := stubAssets(t)
-	for _, tc := range []struct {
-		ctx     map[string]any
-		wantErr bool
-	}{
-		{map[string]any{"stage": "prod"}, true},
-		{map[string]any{"stage": "prod", "alarmTopicArn": testTopic}, false},
-		{map[string]any{"stage": "dev"}, false},
-		{map[string]any{"stage": "local", "requireAlarmTopic": "false"}, false},
-		{map[string]any{"stage": "dev", "requireAlarmTopic": "true"}, true},
-	} {
-		tc.ctx["assetDir"], tc.ctx["sesFromAddress"], tc.ctx["producerArns"] = assets, "no-reply@mail.example.com", producerARN
-		tc.ctx["operatorArns"], tc.ctx["dataEventsTrail"] = oncallARN, testTrail
-		cfg, err := configFromContext(from(tc.ctx))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cfg.Props.Validate(); (err != nil) != tc.wantErr || err != nil && !strings.Contains(err.Error(), "AlarmTopicArn") {
-			t.Errorf("context %v: Validate() = %v, want error %v", tc.ctx, err, tc.wantErr)
-		}
-	}
+	checkAlarmTopicRequired(t, from)
 	cfg, err = configFromContext(from(map[string]any{"claimMaxConcurrency": "25", "sweepTimeout": "40s",
 		"dispatchLagLimit": "30s"}))
 	if err != nil {
@@ -93,6 +72,34 @@ func TestConfigFromContext(t *testing.T) {
 	} {
 		if _, err := configFromContext(from(bad)); err == nil {
 			t.Errorf("context %v accepted", bad)
+		}
+	}
+}
+
+// checkAlarmTopicRequired: every stage but dev must name the topic its alarms
+// notify; a throw-away stage may opt out.
+func checkAlarmTopicRequired(t *testing.T, from func(map[string]any) func(string) any) {
+	t.Helper()
+	// Every stage but dev must name the topic its alarms notify; a throw-away stage may opt out.
+	assets := stubAssets(t)
+	for _, tc := range []struct {
+		ctx     map[string]any
+		wantErr bool
+	}{
+		{map[string]any{"stage": "prod"}, true},
+		{map[string]any{"stage": "prod", "alarmTopicArn": testTopic}, false},
+		{map[string]any{"stage": "dev"}, false},
+		{map[string]any{"stage": "local", "requireAlarmTopic": "false"}, false},
+		{map[string]any{"stage": "dev", "requireAlarmTopic": "true"}, true},
+	} {
+		tc.ctx["assetDir"], tc.ctx["sesFromAddress"], tc.ctx["producerArns"] = assets, "no-reply@mail.example.com", producerARN
+		tc.ctx["operatorArns"], tc.ctx["dataEventsTrail"] = oncallARN, testTrail
+		cfg, err := configFromContext(from(tc.ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Props.Validate(); (err != nil) != tc.wantErr || err != nil && !strings.Contains(err.Error(), "AlarmTopicArn") {
+			t.Errorf("context %v: Validate() = %v, want error %v", tc.ctx, err, tc.wantErr)
 		}
 	}
 }

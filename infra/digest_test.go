@@ -60,41 +60,48 @@ func TestDigestBucket(t *testing.T) {
 				t.Errorf("digest bucket has a lifecycle configuration: %s", mustJSON(b["LifecycleConfiguration"]))
 			}
 
-			var policy map[string]any
-			for _, bp := range s.resources("AWS::S3::BucketPolicy") {
-				if label(props(bp)["Bucket"]) == "DigestBucket" {
-					policy = props(bp)["PolicyDocument"].(map[string]any)
-				}
-			}
-			if policy == nil {
-				t.Fatal("no bucket policy on the digest bucket")
-			}
-			digestRole := s.constructID(t, "AWS::IAM::Role", "DigestRole")
-			sids := map[string]map[string]any{}
-			tlsOnly := false
-			for _, st := range list(policy["Statement"]) {
-				stmt := st.(map[string]any)
-				if sid, ok := stmt["Sid"].(string); ok {
-					sids[sid] = stmt
-				}
-				if stmt["Effect"] == "Deny" && mustJSON(stmt["Condition"]) == `{"Bool":{"aws:SecureTransport":"false"}}` {
-					tlsOnly = true
-				}
-			}
-			if !tlsOnly {
-				t.Error("the digest bucket's policy does not deny requests without TLS")
-			}
-			del, ok := sids["NoDigestDeletes"]
-			if !ok || del["Effect"] != "Deny" || mustJSON(del["Principal"]) != `{"AWS":"*"}` || del["Condition"] != nil ||
-				!strings.Contains(mustJSON(del["Action"]), `"s3:DeleteObject"`) || !strings.Contains(mustJSON(del["Action"]), `"s3:DeleteObjectVersion"`) {
-				t.Errorf("NoDigestDeletes = %s, want a Deny of every delete to every principal", mustJSON(del))
-			}
-			wr, ok := sids["OnlyDigestWrites"]
-			if !ok || wr["Effect"] != "Deny" || !strings.Contains(mustJSON(wr["Action"]), `"s3:PutObject"`) ||
-				!strings.Contains(mustJSON(wr["Condition"]), `"ArnNotEquals":{"aws:PrincipalArn":{"Fn::GetAtt":["`+digestRole+`","Arn"]}}`) {
-				t.Errorf("OnlyDigestWrites = %s, want a Deny of s3:PutObject to every principal but %s", mustJSON(wr), digestRole)
-			}
+			checkDigestBucketPolicy(t, s)
 		})
+	}
+}
+
+// checkDigestBucketPolicy: the digest bucket's policy denies requests without
+// TLS, every delete to every principal, and writes to all but the digest role.
+func checkDigestBucketPolicy(t *testing.T, s *synthesized) {
+	t.Helper()
+	var policy map[string]any
+	for _, bp := range s.resources("AWS::S3::BucketPolicy") {
+		if label(props(bp)["Bucket"]) == "DigestBucket" {
+			policy = props(bp)["PolicyDocument"].(map[string]any)
+		}
+	}
+	if policy == nil {
+		t.Fatal("no bucket policy on the digest bucket")
+	}
+	digestRole := s.constructID(t, "AWS::IAM::Role", "DigestRole")
+	sids := map[string]map[string]any{}
+	tlsOnly := false
+	for _, st := range list(policy["Statement"]) {
+		stmt := st.(map[string]any)
+		if sid, ok := stmt["Sid"].(string); ok {
+			sids[sid] = stmt
+		}
+		if stmt["Effect"] == "Deny" && mustJSON(stmt["Condition"]) == `{"Bool":{"aws:SecureTransport":"false"}}` {
+			tlsOnly = true
+		}
+	}
+	if !tlsOnly {
+		t.Error("the digest bucket's policy does not deny requests without TLS")
+	}
+	del, ok := sids["NoDigestDeletes"]
+	if !ok || del["Effect"] != "Deny" || mustJSON(del["Principal"]) != `{"AWS":"*"}` || del["Condition"] != nil ||
+		!strings.Contains(mustJSON(del["Action"]), `"s3:DeleteObject"`) || !strings.Contains(mustJSON(del["Action"]), `"s3:DeleteObjectVersion"`) {
+		t.Errorf("NoDigestDeletes = %s, want a Deny of every delete to every principal", mustJSON(del))
+	}
+	wr, ok := sids["OnlyDigestWrites"]
+	if !ok || wr["Effect"] != "Deny" || !strings.Contains(mustJSON(wr["Action"]), `"s3:PutObject"`) ||
+		!strings.Contains(mustJSON(wr["Condition"]), `"ArnNotEquals":{"aws:PrincipalArn":{"Fn::GetAtt":["`+digestRole+`","Arn"]}}`) {
+		t.Errorf("OnlyDigestWrites = %s, want a Deny of s3:PutObject to every principal but %s", mustJSON(wr), digestRole)
 	}
 }
 

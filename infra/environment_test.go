@@ -160,6 +160,13 @@ func TestEverySettingReachesItsFunctions(t *testing.T) {
 		}
 	}
 
+	checkStagesReachFunctions(t)
+}
+
+// checkStagesReachFunctions: for each of the two stages of contextStages, every
+// function loads the settings it reads as the stage's context set them.
+func checkStagesReachFunctions(t *testing.T) {
+	t.Helper()
 	for i := range 2 {
 		ctx, want := baseContext(t), settings.Defaults()
 		var set []*settings.Var

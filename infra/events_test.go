@@ -61,31 +61,16 @@ func TestProviderEventsRoute(t *testing.T) {
 		t.Errorf("event source = %s", mustJSON(mapping))
 	}
 
-	set := props(s.resources("AWS::SES::ConfigurationSet")[s.logicalID(t, "AWS::SES::ConfigurationSet", "SesConfigurationSet")])
-	if set["Name"] != "resetledger-test-events" {
-		t.Errorf("SES set = %s", mustJSON(set))
-	}
-	dest := props(s.resources("AWS::SES::ConfigurationSetEventDestination")[s.logicalID(t, "AWS::SES::ConfigurationSetEventDestination", "SesEventDestination")])
-	ed := dest["EventDestination"].(map[string]any)
-	wantEvents := []string{"bounce", "complaint", "delivery", "deliveryDelay", "reject", "renderingFailure", "send"}
-	var gotEvents []string
-	for _, e := range list(ed["MatchingEventTypes"]) {
-		gotEvents = append(gotEvents, e.(string))
-	}
-	slices.Sort(gotEvents)
-	if !slices.Equal(gotEvents, wantEvents) || label(ed["SnsDestination"].(map[string]any)["TopicARN"]) != "ProviderEventsTopic" ||
-		ed["Enabled"] != true || label(dest["ConfigurationSetName"]) != "SesConfigurationSet" {
-		t.Errorf("SES destination = %s, want %v to the topic", mustJSON(dest), wantEvents)
-	}
+	checkProviderEventSources(t, s)
 
-	sms := props(s.resources("AWS::SMSVOICE::ConfigurationSet")[s.logicalID(t, "AWS::SMSVOICE::ConfigurationSet", "SmsConfigurationSet")])
-	smsDest := list(sms["EventDestinations"])
-	if sms["ConfigurationSetName"] != "resetledger-test-events" || len(smsDest) != 1 ||
-		mustJSON(smsDest[0].(map[string]any)["MatchingEventTypes"]) != `["TEXT_ALL"]` ||
-		label(smsDest[0].(map[string]any)["SnsDestination"].(map[string]any)["TopicArn"]) != "ProviderEventsTopic" {
-		t.Errorf("SMS set = %s", mustJSON(sms))
-	}
+	checkProviderEventPolicies(t, s)
+	noNagErrors(t, s)
+}
 
+// checkProviderEventPolicies: only SES (for this set) and End User Messaging
+// SMS of this account publish to the topic, over TLS, and may use its key.
+func checkProviderEventPolicies(t *testing.T, s *synthesized) {
+	t.Helper()
 	// Topic policy: only SES (for this set) and End User Messaging SMS of this account publish; TLS only.
 	policies := s.resources("AWS::SNS::TopicPolicy")
 	if len(policies) != 1 {
@@ -113,7 +98,36 @@ func TestProviderEventsRoute(t *testing.T) {
 	if key["EnableKeyRotation"] != true {
 		t.Error("topic key rotation is off")
 	}
-	noNagErrors(t, s)
+}
+
+// checkProviderEventSources: the SES and SMS configuration sets send their
+// events to the provider events topic.
+func checkProviderEventSources(t *testing.T, s *synthesized) {
+	t.Helper()
+	set := props(s.resources("AWS::SES::ConfigurationSet")[s.logicalID(t, "AWS::SES::ConfigurationSet", "SesConfigurationSet")])
+	if set["Name"] != "resetledger-test-events" {
+		t.Errorf("SES set = %s", mustJSON(set))
+	}
+	dest := props(s.resources("AWS::SES::ConfigurationSetEventDestination")[s.logicalID(t, "AWS::SES::ConfigurationSetEventDestination", "SesEventDestination")])
+	ed := dest["EventDestination"].(map[string]any)
+	wantEvents := []string{"bounce", "complaint", "delivery", "deliveryDelay", "reject", "renderingFailure", "send"}
+	var gotEvents []string
+	for _, e := range list(ed["MatchingEventTypes"]) {
+		gotEvents = append(gotEvents, e.(string))
+	}
+	slices.Sort(gotEvents)
+	if !slices.Equal(gotEvents, wantEvents) || label(ed["SnsDestination"].(map[string]any)["TopicARN"]) != "ProviderEventsTopic" ||
+		ed["Enabled"] != true || label(dest["ConfigurationSetName"]) != "SesConfigurationSet" {
+		t.Errorf("SES destination = %s, want %v to the topic", mustJSON(dest), wantEvents)
+	}
+
+	sms := props(s.resources("AWS::SMSVOICE::ConfigurationSet")[s.logicalID(t, "AWS::SMSVOICE::ConfigurationSet", "SmsConfigurationSet")])
+	smsDest := list(sms["EventDestinations"])
+	if sms["ConfigurationSetName"] != "resetledger-test-events" || len(smsDest) != 1 ||
+		mustJSON(smsDest[0].(map[string]any)["MatchingEventTypes"]) != `["TEXT_ALL"]` ||
+		label(smsDest[0].(map[string]any)["SnsDestination"].(map[string]any)["TopicArn"]) != "ProviderEventsTopic" {
+		t.Errorf("SMS set = %s", mustJSON(sms))
+	}
 }
 
 // TestConfigurationSetsFromContext: a set named in context is used, not created; SES still gets

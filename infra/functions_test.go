@@ -50,66 +50,7 @@ func TestFunctions(t *testing.T) {
 			if got := label(fn["LoggingConfig"].(map[string]any)["LogGroup"]); got != title(tc.name)+"Logs" {
 				t.Errorf("log group = %s", got)
 			}
-			vars := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
-			var keys []string
-			for k := range vars {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			want := slices.Sorted(slices.Values(tc.env))
-			if !slices.Equal(keys, want) {
-				t.Errorf("env keys = %v, want %v", keys, want)
-			}
-			if label(vars["LEDGER_TABLE"]) != "LedgerTable" || label(vars["CONTENT_TABLE"]) != "ContentTable" {
-				t.Errorf("tables = %v / %v", vars["LEDGER_TABLE"], vars["CONTENT_TABLE"])
-			}
-			if k, ok := vars["CONTENT_KEY_ARN"]; ok && label(k) != "ContentKey" {
-				t.Errorf("CONTENT_KEY_ARN = %v, want the content key", k)
-			}
-			if k, ok := vars["ATTEMPT_PROOF_KEY_ARN"]; ok && label(k) != "AttemptProofKey" {
-				t.Errorf("ATTEMPT_PROOF_KEY_ARN = %v, want the attempt proof key", k)
-			}
-			if k, ok := vars["FINGERPRINT_KEY_ARN"]; ok && label(k) != "FingerprintKey" {
-				t.Errorf("FINGERPRINT_KEY_ARN = %v, want the fingerprint key", k)
-			}
-			if k, ok := vars["INTENT_KEY_ARN"]; ok && label(k) != "IntentKey" {
-				t.Errorf("INTENT_KEY_ARN = %v, want the intent key", k)
-			}
-			if l, ok := vars["SWEEP_LIMIT"]; ok && l != "500" {
-				t.Errorf("SWEEP_LIMIT = %v", l)
-			}
-			if v, ok := vars["LIMITS_TABLE"]; ok && label(v) != "LimitsTable" {
-				t.Errorf("LIMITS_TABLE = %v, want the limits table", v)
-			}
-			if v, ok := vars["BUDGET_TABLE"]; ok && label(v) != "BudgetTable" {
-				t.Errorf("BUDGET_TABLE = %v, want the budget table", v)
-			}
-			if v, ok := vars["DISPATCH_QUEUE_URL"]; ok && label(v) != "DispatchQueue" {
-				t.Errorf("DISPATCH_QUEUE_URL = %v, want the dispatch queue's URL", v)
-			}
-			for k, v := range map[string]string{"BUDGET_MAX_WAIT": "2s", "RETRY_BACKOFF_BASE": "2s", "RETRY_BACKOFF_MAX": "1m",
-				"REDRIVE_AFTER": "20s"} {
-				if got, ok := vars[k]; ok && got != v {
-					t.Errorf("%s = %v, want %s", k, got, v)
-				}
-			}
-			// A false flag is written out: unset, the function would read its default.
-			for k, v := range map[string]string{"LEASE_DURATION": "2m", "EXPIRY_MARGIN": "30s", "HISTORY_RETENTION": "9600h", "LOG_LEVEL": "info",
-				"LEDGER_AWSCALL_LOG": "false"} {
-				if vars[k] != v {
-					t.Errorf("%s = %v, want %s", k, vars[k], v)
-				}
-			}
-			if slices.Contains(tc.env, "WEBHOOK_TIMEOUT") {
-				for k, v := range map[string]string{"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "sms", "SES_FROM_ADDRESS": "no-reply@mail.example.com",
-					"WEBHOOK_KEY_WINDOW": "24h", "WEBHOOK_TIMEOUT": "5s", "RECONCILE_MAX_ATTEMPTS": "3",
-					// The stack's own configuration sets, whose events reach the events function.
-					"SES_CONFIGURATION_SET": "resetledger-test-events", "SMS_CONFIGURATION_SET": "resetledger-test-events"} {
-					if vars[k] != v {
-						t.Errorf("%s = %v, want %s", k, vars[k], v)
-					}
-				}
-			}
+			checkFunctionEnvironment(t, fn, tc.env)
 		})
 	}
 	for id, lg := range s.resources("AWS::Logs::LogGroup") {
@@ -126,6 +67,73 @@ func TestFunctions(t *testing.T) {
 		}
 		if _, ok := props(role)["ManagedPolicyArns"]; ok {
 			t.Errorf("%s has managed policies: %v", id, props(role)["ManagedPolicyArns"])
+		}
+	}
+}
+
+// checkFunctionEnvironment: the function's environment has exactly the keys env
+// names, each resource's pointing at that resource and each setting at the
+// stack's default.
+func checkFunctionEnvironment(t *testing.T, fn map[string]any, env []string) {
+	t.Helper()
+	vars := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+	var keys []string
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	want := slices.Sorted(slices.Values(env))
+	if !slices.Equal(keys, want) {
+		t.Errorf("env keys = %v, want %v", keys, want)
+	}
+	if label(vars["LEDGER_TABLE"]) != "LedgerTable" || label(vars["CONTENT_TABLE"]) != "ContentTable" {
+		t.Errorf("tables = %v / %v", vars["LEDGER_TABLE"], vars["CONTENT_TABLE"])
+	}
+	if k, ok := vars["CONTENT_KEY_ARN"]; ok && label(k) != "ContentKey" {
+		t.Errorf("CONTENT_KEY_ARN = %v, want the content key", k)
+	}
+	if k, ok := vars["ATTEMPT_PROOF_KEY_ARN"]; ok && label(k) != "AttemptProofKey" {
+		t.Errorf("ATTEMPT_PROOF_KEY_ARN = %v, want the attempt proof key", k)
+	}
+	if k, ok := vars["FINGERPRINT_KEY_ARN"]; ok && label(k) != "FingerprintKey" {
+		t.Errorf("FINGERPRINT_KEY_ARN = %v, want the fingerprint key", k)
+	}
+	if k, ok := vars["INTENT_KEY_ARN"]; ok && label(k) != "IntentKey" {
+		t.Errorf("INTENT_KEY_ARN = %v, want the intent key", k)
+	}
+	if l, ok := vars["SWEEP_LIMIT"]; ok && l != "500" {
+		t.Errorf("SWEEP_LIMIT = %v", l)
+	}
+	if v, ok := vars["LIMITS_TABLE"]; ok && label(v) != "LimitsTable" {
+		t.Errorf("LIMITS_TABLE = %v, want the limits table", v)
+	}
+	if v, ok := vars["BUDGET_TABLE"]; ok && label(v) != "BudgetTable" {
+		t.Errorf("BUDGET_TABLE = %v, want the budget table", v)
+	}
+	if v, ok := vars["DISPATCH_QUEUE_URL"]; ok && label(v) != "DispatchQueue" {
+		t.Errorf("DISPATCH_QUEUE_URL = %v, want the dispatch queue's URL", v)
+	}
+	for k, v := range map[string]string{"BUDGET_MAX_WAIT": "2s", "RETRY_BACKOFF_BASE": "2s", "RETRY_BACKOFF_MAX": "1m",
+		"REDRIVE_AFTER": "20s"} {
+		if got, ok := vars[k]; ok && got != v {
+			t.Errorf("%s = %v, want %s", k, got, v)
+		}
+	}
+	// A false flag is written out: unset, the function would read its default.
+	for k, v := range map[string]string{"LEASE_DURATION": "2m", "EXPIRY_MARGIN": "30s", "HISTORY_RETENTION": "9600h", "LOG_LEVEL": "info",
+		"LEDGER_AWSCALL_LOG": "false"} {
+		if vars[k] != v {
+			t.Errorf("%s = %v, want %s", k, vars[k], v)
+		}
+	}
+	if slices.Contains(env, "WEBHOOK_TIMEOUT") {
+		for k, v := range map[string]string{"EMAIL_TRANSPORT": "ses", "SMS_TRANSPORT": "sms", "SES_FROM_ADDRESS": "no-reply@mail.example.com",
+			"WEBHOOK_KEY_WINDOW": "24h", "WEBHOOK_TIMEOUT": "5s", "RECONCILE_MAX_ATTEMPTS": "3",
+			// The stack's own configuration sets, whose events reach the events function.
+			"SES_CONFIGURATION_SET": "resetledger-test-events", "SMS_CONFIGURATION_SET": "resetledger-test-events"} {
+			if vars[k] != v {
+				t.Errorf("%s = %v, want %s", k, vars[k], v)
+			}
 		}
 	}
 }

@@ -120,18 +120,7 @@ type request struct {
 // justified) and every "<Function> <action>" the roles allow.
 func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, recs []awscall.Recording) (problems []string, granted map[string]bool) {
 	t.Helper()
-	stacks := map[iampolicy.Pseudo]*iampolicy.Stack{}
-	load := func(ps iampolicy.Pseudo) *iampolicy.Stack {
-		if s, ok := stacks[ps]; ok {
-			return s
-		}
-		s, err := iampolicy.LoadTemplate(template, ps)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stacks[ps] = s
-		return s
-	}
+	stacks := loadStacks(t, template, recs)
 	type key struct {
 		ps iampolicy.Pseudo
 		fn string
@@ -139,7 +128,6 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 	byFunction := map[key][]request{}
 	for _, rec := range recs {
 		ps := iampolicy.Pseudo{Region: rec.Region, Account: rec.Account}
-		load(ps)
 		rewrite := binder(rec.Binding, props)
 		for _, c := range rec.Calls {
 			if !props.Functions.UsesWebhook() && strings.HasSuffix(rewrite(c.Resource), ":secret:"+awscall.WebhookSecret) {
@@ -162,7 +150,6 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 		}
 	}
 
-	granted = map[string]bool{}
 	failures := map[string]bool{}
 	for k, reqs := range byFunction {
 		s := stacks[k.ps]
@@ -196,6 +183,33 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 				"remove the grant, or say in infra/permissions.go why it is needed", k.fn, g.action, g.resource, g.source))
 		}
 	}
+	granted = grantedActions(stacks)
+	sort.Strings(problems)
+	return problems, granted
+}
+
+// loadStacks loads the template once for each region and account the
+// recordings were made in.
+func loadStacks(t *testing.T, template []byte, recs []awscall.Recording) map[iampolicy.Pseudo]*iampolicy.Stack {
+	t.Helper()
+	stacks := map[iampolicy.Pseudo]*iampolicy.Stack{}
+	for _, rec := range recs {
+		ps := iampolicy.Pseudo{Region: rec.Region, Account: rec.Account}
+		if _, ok := stacks[ps]; ok {
+			continue
+		}
+		s, err := iampolicy.LoadTemplate(template, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stacks[ps] = s
+	}
+	return stacks
+}
+
+// grantedActions is every "role action" the functions' roles allow.
+func grantedActions(stacks map[iampolicy.Pseudo]*iampolicy.Stack) map[string]bool {
+	granted := map[string]bool{}
 	for _, s := range stacks {
 		for _, fn := range s.Functions {
 			role, ok := s.Roles[fn.RoleARN]
@@ -213,8 +227,7 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 			}
 		}
 	}
-	sort.Strings(problems)
-	return problems, granted
+	return granted
 }
 
 // roleOwner names the function a role belongs to: the role's construct
@@ -418,16 +431,6 @@ func TestIAMCheckerCatchesDenials(t *testing.T) {
 	const table = "arn:aws:dynamodb:us-east-1:000000000000:table/"
 	const key = "arn:aws:kms:us-east-1:000000000000:key/"
 	const queue = "arn:aws:sqs:us-east-1:000000000000:"
-	rec := func(calls ...awscall.Call) []awscall.Recording {
-		out := awscall.Recording{Source: "test", Region: "us-east-1", Account: "000000000000",
-			Binding: map[string]string{"ledger-x": "LedgerTable", "content-x": "ContentTable", "k-123": "ContentKey",
-				"budget-x": "BudgetTable", "dispatchq-x": "DispatchQueue",
-				"sender@run.test": awscall.SESFromAddress, "run.test": awscall.SESIdentity}}
-		for _, c := range calls {
-			out.Calls = append(out.Calls, awscall.Counted{Call: c, Count: 1})
-		}
-		return []awscall.Recording{out}
-	}
 	denied := []struct {
 		name string
 		call awscall.Call
@@ -456,7 +459,7 @@ func TestIAMCheckerCatchesDenials(t *testing.T) {
 	}
 	for _, tc := range denied {
 		t.Run(tc.name, func(t *testing.T) {
-			problems, _ := checkPermissions(t, raw, props, rec(tc.call))
+			problems, _ := checkPermissions(t, raw, props, iamRecording(tc.call))
 			found := false
 			for _, p := range problems {
 				found = found || strings.HasPrefix(p, tc.want)
@@ -467,7 +470,7 @@ func TestIAMCheckerCatchesDenials(t *testing.T) {
 		})
 	}
 	t.Run("allowed calls pass", func(t *testing.T) {
-		problems, _ := checkPermissions(t, raw, props, rec(
+		problems, _ := checkPermissions(t, raw, props, iamRecording(
 			awscall.Call{Function: "reconcile", Action: "dynamodb:BatchGetItem", Resource: table + "ledger-x"},
 			awscall.Call{Function: "reconcile", Action: "dynamodb:Query", Resource: table + "ledger-x/index/open"},
 			awscall.Call{Function: "dispatch", Action: "kms:Decrypt", Resource: key + "k-123",
@@ -496,6 +499,19 @@ func TestIAMCheckerCatchesDenials(t *testing.T) {
 			}
 		}
 	})
+}
+
+// iamRecording is one recording of the calls, with the stack's resources
+// bound to the test's names.
+func iamRecording(calls ...awscall.Call) []awscall.Recording {
+	out := awscall.Recording{Source: "test", Region: "us-east-1", Account: "000000000000",
+		Binding: map[string]string{"ledger-x": "LedgerTable", "content-x": "ContentTable", "k-123": "ContentKey",
+			"budget-x": "BudgetTable", "dispatchq-x": "DispatchQueue",
+			"sender@run.test": awscall.SESFromAddress, "run.test": awscall.SESIdentity}}
+	for _, c := range calls {
+		out.Calls = append(out.Calls, awscall.Counted{Call: c, Count: 1})
+	}
+	return []awscall.Recording{out}
 }
 
 // webhookOnly reports whether a recorded call is one reconcile makes only with a webhook transport

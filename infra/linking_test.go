@@ -192,21 +192,7 @@ func credentialImporter(pkg string) bool {
 // the binary's.
 func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]string {
 	t.Helper()
-	byLogical := map[string]settings.Role{}
-	roleOf := map[string]settings.Role{}
-	for id, fn := range s.resources("AWS::Lambda::Function") {
-		p := props(fn)
-		name, ok := strings.CutPrefix(fmt.Sprint(p["FunctionName"]), "resetledger-test-")
-		if !ok || !slices.Contains(linkedFunctions, settings.Role(name)) {
-			continue
-		}
-		byLogical[id] = settings.Role(name)
-		ga, _ := p["Role"].(map[string]any)["Fn::GetAtt"].([]any)
-		if len(ga) != 2 {
-			t.Fatalf("function %s: role is not a role of the stack: %s", name, mustJSON(p["Role"]))
-		}
-		roleOf[ga[0].(string)] = settings.Role(name)
-	}
+	byLogical, roleOf := linkedRoles(t, s)
 	if len(byLogical) != len(linkedFunctions) {
 		t.Fatalf("want %d functions in the template, found %v", len(linkedFunctions), byLogical)
 	}
@@ -272,6 +258,27 @@ func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]st
 		}
 	}
 	return calls
+}
+
+// linkedRoles maps the linked functions' logical ids and their roles' logical
+// ids to the functions.
+func linkedRoles(t *testing.T, s *synthesized) (byLogical, roleOf map[string]settings.Role) {
+	t.Helper()
+	byLogical, roleOf = map[string]settings.Role{}, map[string]settings.Role{}
+	for id, fn := range s.resources("AWS::Lambda::Function") {
+		p := props(fn)
+		name, ok := strings.CutPrefix(fmt.Sprint(p["FunctionName"]), "resetledger-test-")
+		if !ok || !slices.Contains(linkedFunctions, settings.Role(name)) {
+			continue
+		}
+		byLogical[id] = settings.Role(name)
+		ga, _ := p["Role"].(map[string]any)["Fn::GetAtt"].([]any)
+		if len(ga) != 2 {
+			t.Fatalf("function %s: role is not a role of the stack: %s", name, mustJSON(p["Role"]))
+		}
+		roleOf[ga[0].(string)] = settings.Role(name)
+	}
+	return byLogical, roleOf
 }
 
 // isStream reports whether an event source ARN expression is a table's stream.

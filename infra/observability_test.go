@@ -99,13 +99,45 @@ func TestRateAlarms(t *testing.T) {
 func TestAlarmsAndDashboard(t *testing.T) {
 	s := synth(t, nil)
 	alarms := s.alarmsByName()
-	state := func(st string) []any { return []any{map[string]any{"Name": "State", "Value": st}} }
-	sweep := func(name string) []any { return []any{map[string]any{"Name": "Sweep", "Value": name}} }
-	fnDim := func(name settings.Role) []any {
-		return []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": s.logicalID(t, "AWS::Lambda::Function", title(name)+"Function")}}}
-	}
+	want := wantedAlarms(alarmDimensions{t, s})
+	checkAlarms(t, alarms, want)
+	checkAlarmQueues(t, alarms)
+	checkDashboard(t, s.dashboardBody())
+}
+
+// alarmDimensions builds the dimensions the wanted alarms carry.
+type alarmDimensions struct {
+	t *testing.T
+	s *synthesized
+}
+
+func (alarmDimensions) state(st string) []any {
+	return []any{map[string]any{"Name": "State", "Value": st}}
+}
+
+func (alarmDimensions) sweep(name string) []any {
+	return []any{map[string]any{"Name": "Sweep", "Value": name}}
+}
+
+func (d alarmDimensions) function(name settings.Role) []any {
+	return []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": d.s.logicalID(d.t, "AWS::Lambda::Function", title(name)+"Function")}}}
+}
+
+// wantedAlarms is every alarm the stack should have, by name, with the
+// fields this test pins.
+func wantedAlarms(d alarmDimensions) map[string]map[string]any {
+	want := stateSweepAndQueueAlarms(d)
+	addProviderAndLimitAlarms(want)
+	addDigestAndFunctionAlarms(d, want)
+	return want
+}
+
+// stateSweepAndQueueAlarms: open states past due, sweeps, triggers and
+// queues, liveness under provider throttling.
+func stateSweepAndQueueAlarms(d alarmDimensions) map[string]map[string]any {
+	state, sweep, fnDim := d.state, d.sweep, d.function
 	const gte, gt, lt = "GreaterThanOrEqualToThreshold", "GreaterThanThreshold", "LessThanThreshold"
-	want := map[string]map[string]any{
+	return map[string]map[string]any{
 		// Open states, past due (defaults: rates 1m, longest challenge 15m).
 		"OldestHeldAge": {"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds", "Dimensions": state("held"),
 			"Statistic": "Maximum", "Threshold": 120.0, "ComparisonOperator": gt, "TreatMissingData": "missing"},
@@ -149,6 +181,12 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			"Statistic": "Maximum", "Period": 300.0, "Threshold": 940.0, // 15 min delay + 2 x 20 s re-drive
 			"ComparisonOperator": gt, "TreatMissingData": "notBreaching"},
 	}
+}
+
+// addProviderAndLimitAlarms: provider events, expired unsent, send limits
+// and SMS spend.
+func addProviderAndLimitAlarms(want map[string]map[string]any) {
+	const gte, gt = "GreaterThanOrEqualToThreshold", "GreaterThanThreshold"
 	// Provider events: the SES account's reputation (SES reviews at 5% / 0.1%, alarms at half that).
 	want["SesBounceRate"] = map[string]any{"Namespace": "AWS/SES", "MetricName": "Reputation.BounceRate", "Statistic": "Maximum",
 		"Period": 3600.0, "Threshold": 0.025, "ComparisonOperator": gt, "TreatMissingData": "missing"}
@@ -183,6 +221,13 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	// SMS spend: the daily pace of smsMonthlyMessages (30000 / 30), spend.go.
 	want["SmsDailyMessages"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "Transitions", "Statistic": "Sum",
 		"Period": 86400.0, "Threshold": 1000.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
+}
+
+// addDigestAndFunctionAlarms: undelivered security events, the signed
+// digests, deferred entries and every function's errors and throttles.
+func addDigestAndFunctionAlarms(d alarmDimensions, want map[string]map[string]any) {
+	state, fnDim := d.state, d.function
+	const gte, gt = "GreaterThanOrEqualToThreshold", "GreaterThanThreshold"
 	// Deliveries of the security rules' events that failed (audit.go).
 	for _, rule := range securityRuleNames {
 		want[rule+"Undelivered"] = map[string]any{"Namespace": "AWS/Events", "MetricName": "FailedInvocations", "Statistic": "Sum",
@@ -209,6 +254,13 @@ func TestAlarmsAndDashboard(t *testing.T) {
 				"Statistic": "Sum", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
 		}
 	}
+}
+
+// checkAlarms: each wanted alarm exists with its pinned fields, one
+// evaluation period unless pinned, the alarm topic and a runbook row; and
+// no alarm is left unpinned.
+func checkAlarms(t *testing.T, alarms, want map[string]map[string]any) {
+	t.Helper()
 	for name, w := range want {
 		a, ok := alarms[name]
 		if !ok {
@@ -242,6 +294,11 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			t.Errorf("%s: uses metric math = %v, want %v", name, ok, mathAlarms[name])
 		}
 	}
+}
+
+// checkAlarmQueues: each queue alarm watches its own queue.
+func checkAlarmQueues(t *testing.T, alarms map[string]map[string]any) {
+	t.Helper()
 	queueOf := func(name string) string {
 		return label(list(alarms[name]["Dimensions"])[0].(map[string]any)["Value"])
 	}
@@ -254,7 +311,12 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			t.Errorf("%s watches %s, want %s", alarm, got, queue)
 		}
 	}
-	body := s.dashboardBody()
+}
+
+// checkDashboard: the dashboard shows the triggers, queues, sweeps, alarms,
+// every function's errors and throttles, and dispatch under throttling.
+func checkDashboard(t *testing.T, body string) {
+	t.Helper()
 	for _, want := range []string{
 		`["AWS/Lambda","IteratorAge","FunctionName","`, `["AWS/SQS","ApproximateAgeOfOldestMessage","QueueName","`,
 		`["ResetLedger","SweepHeartbeat","Sweep","reconcile"`, `["ResetLedger","SweepErrors","Sweep","expire"`,

@@ -192,6 +192,14 @@ func TestOperatorFunction(t *testing.T) {
 		t.Errorf("%s output = %v", outputs.OperatorFunctionURL.Name, out)
 	}
 
+	checkOperatorWithoutDenies(t)
+}
+
+// checkOperatorWithoutDenies: with operatorDenies=false (the local stage) the
+// operator function has no resource policy, only Lambda permissions for the
+// operator role.
+func checkOperatorWithoutDenies(t *testing.T) {
+	t.Helper()
 	local := synth(t, func(p *LedgerStackProps) {
 		p.SkipOperatorDenies, p.LocalStage, p.OperatorPrincipalArns = true, true, nil
 	})

@@ -52,27 +52,7 @@ func TestTables(t *testing.T) {
 	})
 	// An existing stack gets one new index per deploy: the first leaves out the subject index.
 	check(t, "ledger table without the subject index", func() {
-		without := synth(t, func(p *LedgerStackProps) { p.SkipSubjectIndex = true })
-		var names []any
-		for _, table := range without.resources("AWS::DynamoDB::Table") {
-			indexes, _ := props(table)["GlobalSecondaryIndexes"].([]any)
-			for _, ix := range indexes {
-				names = append(names, ix.(map[string]any)["IndexName"])
-			}
-		}
-		if fmt.Sprint(names) != "[open destination]" {
-			t.Errorf("indexes with SkipSubjectIndex: %v, want [open destination]", names)
-		}
-		// Dispatch then neither reads the index (SUBJECT_INDEX) nor may query it.
-		vars := without.function(t, settings.Dispatch)["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if v, ok := vars["SUBJECT_INDEX"]; ok && v != "false" {
-			t.Errorf("SUBJECT_INDEX = %v without the subject index", v)
-		}
-		for _, g := range without.grants(t)["Dispatch"] {
-			if strings.Contains(g, "/index/subject") {
-				t.Errorf("dispatch granted %s without the subject index", g)
-			}
-		}
+		checkWithoutSubjectIndex(t)
 	})
 	check(t, "content table", func() {
 		s.template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
@@ -104,11 +84,45 @@ func TestTables(t *testing.T) {
 			"AttributeDefinitions": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"AttributeName": "pk", "AttributeType": "S"})}),
 		})
 	})
+	checkKeysRotate(t, s)
+}
+
+// checkKeysRotate: every symmetric encryption key rotates.
+func checkKeysRotate(t *testing.T, s *synthesized) {
+	t.Helper()
 	// Every symmetric encryption key rotates; KMS rotates no HMAC key (the attempt proof key,
 	// TestAttemptProofKey), which sets a KeySpec.
 	for id, key := range s.resources("AWS::KMS::Key") {
 		if spec := props(key)["KeySpec"]; (spec == nil || spec == "SYMMETRIC_DEFAULT") && props(key)["EnableKeyRotation"] != true {
 			t.Errorf("key %s does not rotate", id)
+		}
+	}
+}
+
+// checkWithoutSubjectIndex: an existing stack gets one new index per deploy, the
+// first leaves out the subject index; dispatch then neither reads the index
+// (SUBJECT_INDEX) nor may query it.
+func checkWithoutSubjectIndex(t *testing.T) {
+	t.Helper()
+	without := synth(t, func(p *LedgerStackProps) { p.SkipSubjectIndex = true })
+	var names []any
+	for _, table := range without.resources("AWS::DynamoDB::Table") {
+		indexes, _ := props(table)["GlobalSecondaryIndexes"].([]any)
+		for _, ix := range indexes {
+			names = append(names, ix.(map[string]any)["IndexName"])
+		}
+	}
+	if fmt.Sprint(names) != "[open destination]" {
+		t.Errorf("indexes with SkipSubjectIndex: %v, want [open destination]", names)
+	}
+	// Dispatch then neither reads the index (SUBJECT_INDEX) nor may query it.
+	vars := without.function(t, settings.Dispatch)["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if v, ok := vars["SUBJECT_INDEX"]; ok && v != "false" {
+		t.Errorf("SUBJECT_INDEX = %v without the subject index", v)
+	}
+	for _, g := range without.grants(t)["Dispatch"] {
+		if strings.Contains(g, "/index/subject") {
+			t.Errorf("dispatch granted %s without the subject index", g)
 		}
 	}
 }
