@@ -18,7 +18,8 @@ import (
 
 // Map reads the inputs' members by name; these cases pin every name it reads
 // on the SDK's own input types and service ids, so an SDK rename fails here.
-
+// TestMap is long because it is one table of cases, one SDK input and the
+// calls it maps to each, and a loop that runs them.
 func TestMap(t *testing.T) {
 	const r, a = "us-east-1", "111122223333"
 	tbl := "arn:aws:dynamodb:us-east-1:111122223333:table/"

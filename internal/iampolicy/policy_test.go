@@ -189,6 +189,16 @@ func TestGlob(t *testing.T) {
 	}
 }
 
+// principalCase is one request and the policies it is decided against.
+type principalCase struct {
+	name     string
+	req      Request
+	identity []Policy
+	resource *Policy
+	kms      bool
+	want     bool
+}
+
 // Service principals: allowed only by a resource policy statement naming them
 // (never through the account root's delegation), with the service's request
 // context (aws:PrincipalIsAWSService=true, no aws:PrincipalArn).
@@ -232,14 +242,7 @@ func TestServicePrincipals(t *testing.T) {
 	asRole := func(principal, action, resource string, ctx map[string]string) Request {
 		return Request{Principal: principal, Account: account, Action: action, Resource: resource, Context: ctx}
 	}
-	tests := []struct {
-		name     string
-		req      Request
-		identity []Policy
-		resource *Policy
-		kms      bool
-		want     bool
-	}{
+	tests := []principalCase{
 		{"the topic delivers", sns("sqs:SendMessage", queue, src(topicARN)), nil, &queuePolicy, false, true},
 		{"another topic does not", sns("sqs:SendMessage", queue, src(other)), nil, &queuePolicy, false, false},
 		{"another service is not named", Request{Service: "ses.amazonaws.com", Action: "sqs:SendMessage", Resource: queue, Context: src(topicARN)},

@@ -13,17 +13,19 @@ func img(hashes ...string) *digest.Image {
 	return &digest.Image{Hashes: hashes, RetainUntil: time.Unix(2_000_000_000, 0)}
 }
 
+// gapKinds counts the batch's gaps by kind.
+func gapKinds(b digest.Batch) map[string]int {
+	m := map[string]int{}
+	for _, g := range b.Gaps {
+		m[g.Kind]++
+	}
+	return m
+}
+
 func TestCollect(t *testing.T) {
 	now := time.Unix(1_900_000_000, 0)
 	rec := func(seq, ev, key string, old, new *digest.Image) digest.Record {
 		return digest.Record{Shard: "s1", Seq: seq, Event: ev, At: now.Add(-time.Minute), Key: key, Old: old, New: new}
-	}
-	gapKinds := func(b digest.Batch) map[string]int {
-		m := map[string]int{}
-		for _, g := range b.Gaps {
-			m[g.Kind]++
-		}
-		return m
 	}
 	t.Run("contiguous records: one row per key, no gap", func(t *testing.T) {
 		b := digest.Collect([]digest.Record{

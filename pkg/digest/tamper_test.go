@@ -35,6 +35,37 @@ func wantFail(t *testing.T, fails []digest.Finding, kind string, seq uint64, key
 // access to the table (and none to the digest key or a way past Object
 // Lock) could do is found, naming the row or the digest.
 func TestTamperFound(t *testing.T) {
+	f := newTamperFixture(t)
+	tamperRows(t, f)
+	tamperDigests(t, f)
+	tamperTTL(t, f)
+	t.Run("row changed after the last digest is pending", func(t *testing.T) {
+		r := f.r
+		r.clock.Advance(3 * time.Minute)
+		late := r.claim(9999, time.Hour)
+		r.clock.Advance(2 * time.Minute)
+		fails, pending := verify(t, r.digs, r.signer.Verifier(), r.table(), r.clock.Now())
+		if len(fails) != 0 {
+			t.Fatalf("failures: %v", fails)
+		}
+		if len(pending) != 1 || pending[0].Key != late || pending[0].Age != 2*time.Minute {
+			t.Fatalf("pending = %v, want %s, 2m old", pending, late)
+		}
+	})
+}
+
+// tamperFixture is a populated ledger that verifies clean against its
+// digests, and the row the tampering cases change: one with several
+// entries.
+type tamperFixture struct {
+	r      *ledgerRig
+	now    time.Time
+	table  map[string]ledger.Entry
+	seqs   []uint64
+	victim ledger.Entry
+}
+
+func newTamperFixture(t *testing.T) *tamperFixture {
 	r := newRig(t)
 	r.populate(300)
 	now := r.clock.Now()
@@ -58,22 +89,32 @@ func TestTamperFound(t *testing.T) {
 			break
 		}
 	}
-	clone := func() map[string]ledger.Entry {
-		m := make(map[string]ledger.Entry, len(table))
-		for k, v := range table {
-			m[k] = v
-		}
-		return m
-	}
-	copyDigests := func() *digest.MemStore {
-		m := digest.NewMemStore()
-		for _, s := range seqs {
-			raw, _ := r.digs.Get(context.Background(), s)
-			_ = m.Put(context.Background(), s, raw, time.Time{})
-		}
-		return m
-	}
+	return &tamperFixture{r: r, now: now, table: table, seqs: seqs, victim: victim}
+}
 
+// clone is a copy of the table to tamper with.
+func (f *tamperFixture) clone() map[string]ledger.Entry {
+	m := make(map[string]ledger.Entry, len(f.table))
+	for k, v := range f.table {
+		m[k] = v
+	}
+	return m
+}
+
+// copyDigests is a copy of the digests to tamper with.
+func (f *tamperFixture) copyDigests() *digest.MemStore {
+	m := digest.NewMemStore()
+	for _, s := range f.seqs {
+		raw, _ := f.r.digs.Get(context.Background(), s)
+		_ = m.Put(context.Background(), s, raw, time.Time{})
+	}
+	return m
+}
+
+// tamperRows: a row rewritten, cut short or deleted is found; a row gone
+// after its retention is not.
+func tamperRows(t *testing.T, f *tamperFixture) {
+	r, now, victim, clone := f.r, f.now, f.victim, f.clone
 	t.Run("rewritten entry, chain recomputed", func(t *testing.T) {
 		tb := clone()
 		tb[victim.Key] = emulator.Rewritten(victim, 1, "operator decision: accepted")
@@ -115,6 +156,11 @@ func TestTamperFound(t *testing.T) {
 			}
 		}
 	})
+}
+
+// tamperDigests: a digest forged, altered, deleted or spliced out is found.
+func tamperDigests(t *testing.T, f *tamperFixture) {
+	r, now, table, copyDigests := f.r, f.now, f.table, f.copyDigests
 	t.Run("digest replaced by one signed with another key", func(t *testing.T) {
 		ds := copyDigests()
 		raw, _ := ds.Get(context.Background(), 3)
@@ -156,6 +202,11 @@ func TestTamperFound(t *testing.T) {
 		fails, _ := verify(t, ds, r.signer.Verifier(), table, now)
 		wantFail(t, fails, digest.FindDigest, 4, "")
 	})
+}
+
+// tamperTTL: a TTL moved earlier so that DynamoDB removes the row is found.
+func tamperTTL(t *testing.T, f *tamperFixture) {
+	r, now, victim, clone, copyDigests := f.r, f.now, f.victim, f.clone, f.copyDigests
 	t.Run("TTL moved earlier, then the row removed by the TTL", func(t *testing.T) {
 		// An insider cannot delete the row unseen, so they shorten its TTL
 		// and let DynamoDB remove it: both writes reach the stream.
@@ -189,18 +240,6 @@ func TestTamperFound(t *testing.T) {
 		}
 		if !slices.Contains(codes, digest.CodeDeleted) || !slices.Contains(codes, digest.CodeShortened) || !slices.Contains(codes, digest.CodeGap) {
 			t.Fatalf("findings for the row: %v", fails)
-		}
-	})
-	t.Run("row changed after the last digest is pending", func(t *testing.T) {
-		r.clock.Advance(3 * time.Minute)
-		late := r.claim(9999, time.Hour)
-		r.clock.Advance(2 * time.Minute)
-		fails, pending := verify(t, r.digs, r.signer.Verifier(), r.table(), r.clock.Now())
-		if len(fails) != 0 {
-			t.Fatalf("failures: %v", fails)
-		}
-		if len(pending) != 1 || pending[0].Key != late || pending[0].Age != 2*time.Minute {
-			t.Fatalf("pending = %v, want %s, 2m old", pending, late)
 		}
 	})
 }

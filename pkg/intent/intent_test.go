@@ -187,6 +187,8 @@ func raw(f func(valid string) string) func(t testing.TB) []byte {
 	return func(t testing.TB) []byte { return []byte(f(string(marshal(t, validDoc(t))))) }
 }
 
+// badCases is every malformed intent the decoder must refuse, with the field
+// it must name. It is long because it is one table of cases, grouped by field.
 func badCases() []badCase {
 	cases := []badCase{
 		{name: "empty body", body: raw(func(string) string { return "" }), field: "body", decodeOnly: "not JSON"},
