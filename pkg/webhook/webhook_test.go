@@ -195,12 +195,7 @@ func TestSendRequest(t *testing.T) {
 
 func TestSendResponseMapping(t *testing.T) {
 	echo := `{"error":{"message":"recipient ` + testTo + ` refused; body=` + strings.ReplaceAll(testBody, "\n", `\n`) + `; auth=` + testSecret + `"}}`
-	tests := []struct {
-		name     string
-		step     webhooktest.Step
-		outcome  string // ack, rejected, notsent, unknown
-		wantText string // prefix of the rejection reason, NotSent code or error text
-	}{
+	tests := []responseCase{
 		{"accept", webhooktest.Step{Action: webhooktest.Accept}, "ack", ""},
 		{"reject 400 echoing secrets", webhooktest.Step{Action: webhooktest.Reject, Body: echo}, "rejected", "HTTP 400: recipient [redacted] refused; body= [redacted]"},
 		{"reject plain text", webhooktest.Step{Action: webhooktest.Respond, Status: 422, Body: "invalid \x1b[31mrecipient\x00\r\n"}, "rejected", "HTTP 422: invalid [31mrecipient"},
@@ -225,57 +220,69 @@ func TestSendResponseMapping(t *testing.T) {
 		{"accept then drop", webhooktest.Step{Action: webhooktest.AcceptThenDrop}, "unknown", "webhook: outcome unknown: connection closed before a complete response"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, nil)
-			p.Script(tt.step)
-			s := testSend("ch-" + tt.name)
-			ack, err := tr.Send(context.Background(), s)
-			var rej *ledger.Rejection
-			switch tt.outcome {
-			case "ack":
-				if err != nil {
-					t.Fatalf("err = %v, want an ack", err)
-				}
-				msgs := p.Messages()
-				if len(msgs) != 1 || ack.ID != msgs[0].ID || ack.ID == "" {
-					t.Fatalf("ack %q, provider recorded %+v", ack.ID, msgs)
-				}
-				return
-			case "rejected":
-				if !errors.As(err, &rej) {
-					t.Fatalf("err = %v, want *ledger.Rejection", err)
-				}
-				if !strings.HasPrefix(rej.Reason, tt.wantText) {
-					t.Fatalf("reason = %q, want prefix %q", rej.Reason, tt.wantText)
-				}
-				if len(rej.Reason) > 200 {
-					t.Fatalf("reason is %d bytes, want it capped", len(rej.Reason))
-				}
-			case "notsent":
-				var ns *ledger.NotSent
-				if !errors.As(err, &ns) || errors.Is(err, webhook.ErrOutcomeUnknown) {
-					t.Fatalf("err = %v, want *ledger.NotSent only", err)
-				}
-				if ns.Code != tt.wantText || ns.RetryAfter != 0 {
-					t.Fatalf("NotSent = %+v, want code %q without a wait", ns, tt.wantText)
-				}
-				if n := p.Recorded(s.IdempotencyKey); n != 0 {
-					t.Fatalf("provider recorded %d, want 0", n)
-				}
-			case "unknown":
-				var ns *ledger.NotSent
-				if errors.As(err, &rej) || errors.As(err, &ns) || !errors.Is(err, webhook.ErrOutcomeUnknown) {
-					t.Fatalf("err = %v, want an unknown outcome", err)
-				}
-				if !strings.HasPrefix(err.Error(), tt.wantText) {
-					t.Fatalf("err = %q, want prefix %q", err, tt.wantText)
-				}
-			}
-			assertClean(t, err.Error())
-			if strings.Contains(err.Error(), "127.0.0.1") {
-				t.Fatalf("error %q repeats the URL", err)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { sendAndCheckResponse(t, tt) })
+	}
+}
+
+// responseCase is one scripted provider answer and what Send makes of it.
+type responseCase struct {
+	name     string
+	step     webhooktest.Step
+	outcome  string // ack, rejected, notsent, unknown
+	wantText string // prefix of the rejection reason, NotSent code or error text
+}
+
+// sendAndCheckResponse sends once against the scripted answer and checks the
+// outcome, and that an error repeats neither a secret nor the URL.
+func sendAndCheckResponse(t *testing.T, tt responseCase) {
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, nil)
+	p.Script(tt.step)
+	s := testSend("ch-" + tt.name)
+	ack, err := tr.Send(context.Background(), s)
+	var rej *ledger.Rejection
+	switch tt.outcome {
+	case "ack":
+		if err != nil {
+			t.Fatalf("err = %v, want an ack", err)
+		}
+		msgs := p.Messages()
+		if len(msgs) != 1 || ack.ID != msgs[0].ID || ack.ID == "" {
+			t.Fatalf("ack %q, provider recorded %+v", ack.ID, msgs)
+		}
+		return
+	case "rejected":
+		if !errors.As(err, &rej) {
+			t.Fatalf("err = %v, want *ledger.Rejection", err)
+		}
+		if !strings.HasPrefix(rej.Reason, tt.wantText) {
+			t.Fatalf("reason = %q, want prefix %q", rej.Reason, tt.wantText)
+		}
+		if len(rej.Reason) > 200 {
+			t.Fatalf("reason is %d bytes, want it capped", len(rej.Reason))
+		}
+	case "notsent":
+		var ns *ledger.NotSent
+		if !errors.As(err, &ns) || errors.Is(err, webhook.ErrOutcomeUnknown) {
+			t.Fatalf("err = %v, want *ledger.NotSent only", err)
+		}
+		if ns.Code != tt.wantText || ns.RetryAfter != 0 {
+			t.Fatalf("NotSent = %+v, want code %q without a wait", ns, tt.wantText)
+		}
+		if n := p.Recorded(s.IdempotencyKey); n != 0 {
+			t.Fatalf("provider recorded %d, want 0", n)
+		}
+	case "unknown":
+		var ns *ledger.NotSent
+		if errors.As(err, &rej) || errors.As(err, &ns) || !errors.Is(err, webhook.ErrOutcomeUnknown) {
+			t.Fatalf("err = %v, want an unknown outcome", err)
+		}
+		if !strings.HasPrefix(err.Error(), tt.wantText) {
+			t.Fatalf("err = %q, want prefix %q", err, tt.wantText)
+		}
+	}
+	assertClean(t, err.Error())
+	if strings.Contains(err.Error(), "127.0.0.1") {
+		t.Fatalf("error %q repeats the URL", err)
 	}
 }
 
@@ -489,24 +496,6 @@ func TestSendNotSent(t *testing.T) {
 	httpDate := func(t time.Time) string { return t.Format(http.TimeFormat) }
 	echo := `{"message":"slow down for ` + testTo + `: ` + strings.ReplaceAll(testBody, "\n", `\n`) + `"}`
 
-	// answer writes status with Retry-After retry (if set) and the Date
-	// header date (none if empty), then body.
-	answer := func(status int, retry, date, body string) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			if retry != "" {
-				w.Header().Set("Retry-After", retry)
-			}
-			if date == "" {
-				w.Header()["Date"] = nil // net/http adds none then
-			} else {
-				w.Header().Set("Date", date)
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_, _ = io.WriteString(w, body)
-		}
-	}
 	notSent := []struct {
 		name  string
 		serve http.HandlerFunc
@@ -553,28 +542,7 @@ func TestSendNotSent(t *testing.T) {
 		{"timeout", outcometest.Hang(5 * time.Second), "webhook: outcome unknown: timeout (deadline exceeded)"},
 	}
 
-	send := func(t *testing.T, serve http.HandlerFunc) error {
-		t.Helper()
-		err := outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
-			cfg := config(srv.URL + "/v1/notify")
-			cfg.Timeout = 300 * time.Millisecond
-			cfg.Now = func() time.Time { return clock }
-			tr, err := webhook.New(srv.Client(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = tr.Send(context.Background(), testSend("ch-notsent"))
-			return err
-		})
-		if err == nil {
-			t.Fatal("Send succeeded, want an error")
-		}
-		assertClean(t, err.Error())
-		if strings.Contains(err.Error(), "127.0.0.1") {
-			t.Fatalf("error %q repeats the URL", err)
-		}
-		return err
-	}
+	send := func(t *testing.T, serve http.HandlerFunc) error { return sendNotSent(t, clock, serve) }
 	for _, tt := range notSent {
 		t.Run(tt.name, func(t *testing.T) {
 			err := send(t, tt.serve)
@@ -601,6 +569,51 @@ func TestSendNotSent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// answer writes status with Retry-After retry (if set) and the Date
+// header date (none if empty), then body.
+func answer(status int, retry, date, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if retry != "" {
+			w.Header().Set("Retry-After", retry)
+		}
+		if date == "" {
+			w.Header()["Date"] = nil // net/http adds none then
+		} else {
+			w.Header().Set("Date", date)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// sendNotSent sends once through a transport whose clock reads clock, to a
+// server that serves, and returns the error, which must repeat neither a
+// secret nor the URL.
+func sendNotSent(t *testing.T, clock time.Time, serve http.HandlerFunc) error {
+	t.Helper()
+	err := outcometest.SendOnce(t, serve, func(srv *httptest.Server) error {
+		cfg := config(srv.URL + "/v1/notify")
+		cfg.Timeout = 300 * time.Millisecond
+		cfg.Now = func() time.Time { return clock }
+		tr, err := webhook.New(srv.Client(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tr.Send(context.Background(), testSend("ch-notsent"))
+		return err
+	})
+	if err == nil {
+		t.Fatal("Send succeeded, want an error")
+	}
+	assertClean(t, err.Error())
+	if strings.Contains(err.Error(), "127.0.0.1") {
+		t.Fatalf("error %q repeats the URL", err)
+	}
+	return err
 }
 
 // truncated answers status with a Content-Length its body does not reach,
