@@ -76,25 +76,30 @@ func TestEmulatorSealOpen(t *testing.T) {
 		_, err := (&envelope.Opener{KMS: client, KeyARN: otherARN}).Open(ctx, keyA, b)
 		assertUnavailable(t, err, m)
 	})
-	t.Run("KMS enforces the encryption context", func(t *testing.T) {
-		// Independent of the GCM AAD: KMS itself must refuse the data key
-		// under another dedupe key's context.
-		_, err := client.Decrypt(ctx, &kms.DecryptInput{
-			CiphertextBlob:    e.EDK,
-			KeyId:             aws.String(arn),
-			EncryptionContext: envelope.EncryptionContext(keyB),
-		})
-		var invalid *types.InvalidCiphertextException
-		if !errors.As(err, &invalid) {
-			t.Fatalf("Decrypt under another context = %v, want InvalidCiphertextException", err)
-		}
-		out, err := client.Decrypt(ctx, &kms.DecryptInput{
-			CiphertextBlob:    e.EDK,
-			KeyId:             aws.String(arn),
-			EncryptionContext: envelope.EncryptionContext(keyA),
-		})
-		if err != nil || len(out.Plaintext) != 32 {
-			t.Fatalf("Decrypt under the sealing context = %v", err)
-		}
+	t.Run("KMS enforces the encryption context", func(t *testing.T) { kmsEnforcesContext(t, ctx, client, arn, e) })
+}
+
+// kmsEnforcesContext: independent of the GCM AAD, KMS itself must refuse the
+// data key under another dedupe key's context, and give it under the sealing
+// one.
+func kmsEnforcesContext(t *testing.T, ctx context.Context, client *kms.Client, arn string, e envelope.Envelope) {
+	// Independent of the GCM AAD: KMS itself must refuse the data key
+	// under another dedupe key's context.
+	_, err := client.Decrypt(ctx, &kms.DecryptInput{
+		CiphertextBlob:    e.EDK,
+		KeyId:             aws.String(arn),
+		EncryptionContext: envelope.EncryptionContext(keyB),
 	})
+	var invalid *types.InvalidCiphertextException
+	if !errors.As(err, &invalid) {
+		t.Fatalf("Decrypt under another context = %v, want InvalidCiphertextException", err)
+	}
+	out, err := client.Decrypt(ctx, &kms.DecryptInput{
+		CiphertextBlob:    e.EDK,
+		KeyId:             aws.String(arn),
+		EncryptionContext: envelope.EncryptionContext(keyA),
+	})
+	if err != nil || len(out.Plaintext) != 32 {
+		t.Fatalf("Decrypt under the sealing context = %v", err)
+	}
 }

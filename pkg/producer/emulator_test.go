@@ -72,7 +72,7 @@ func TestEmulatorPublishReceiveOpen(t *testing.T) {
 		for _, msg := range out.Messages {
 			body := aws.ToString(msg.Body)
 			dec, err := intent.Decode([]byte(body))
-			in, sealed := dec.Intent, dec.Sealed
+			in := dec.Intent
 			if err != nil {
 				t.Fatalf("Decode: %v", err)
 			}
@@ -86,40 +86,7 @@ func TestEmulatorPublishReceiveOpen(t *testing.T) {
 				continue
 			}
 			got[in.Channel] = true
-			// The seal KMS made verifies under the same key, and not over
-			// any other fields.
-			if err := seals.Verify(ctx, dec.Binding, dec.Seal); err != nil {
-				t.Fatalf("%s: the intent's seal does not verify: %v", in.Channel, err)
-			}
-			forged := append(bytes.Clone(dec.Binding), '!')
-			if err := seals.Verify(ctx, forged, dec.Seal); !errors.Is(err, intentseal.ErrMismatch) {
-				t.Fatalf("%s: a seal verified over other bytes: %v", in.Channel, err)
-			}
-			for _, secret := range []string{ledgertest.Canary, n.Message.To, n.Message.Body} {
-				if strings.Contains(body, secret) {
-					t.Errorf("%s: raw SQS body contains %q", in.Channel, secret)
-				}
-			}
-			if in.ChallengeID != n.ChallengeID || !in.ExpiresAt.Equal(n.ExpiresAt) ||
-				in.Workflow.Kind != ledger.Fallback || len(in.Workflow.Order) != 2 {
-				t.Errorf("%s: decoded intent %+v does not match what was published", in.Channel, in)
-			}
-			m, err := opener.Open(ctx, in.Key(), sealed)
-			if err != nil {
-				t.Fatalf("%s: Open: %v", in.Channel, err)
-			}
-			if m != n.Message {
-				t.Errorf("%s: opened %+v, want %+v", in.Channel, m, n.Message)
-			}
-			if h := ledger.ContentHash(in.TemplateID, in.TemplateVersion, m); h != in.ContentHash {
-				t.Errorf("%s: content hash of the opened message %s, intent says %s", in.Channel, h, in.ContentHash)
-			}
-			// The content sealed for one channel does not open as the other.
-			other := in.Identity
-			other.Channel = map[ledger.Channel]ledger.Channel{ledger.Email: ledger.SMS, ledger.SMS: ledger.Email}[in.Channel]
-			if _, err := opener.Open(ctx, other.Key(), sealed); err == nil {
-				t.Errorf("%s: content opened under the other channel's key", in.Channel)
-			}
+			checkReceivedIntent(t, ctx, seals, opener, body, dec, n)
 			if _, err := sqsClient.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: msg.ReceiptHandle}); err != nil {
 				t.Fatalf("DeleteMessage: %v", err)
 			}
@@ -127,5 +94,47 @@ func TestEmulatorPublishReceiveOpen(t *testing.T) {
 	}
 	if len(got) != len(sent) {
 		t.Fatalf("received %d of %d intents", len(got), len(sent))
+	}
+}
+
+// checkReceivedIntent: the received intent's seal verifies (and over no other
+// bytes), its raw body holds no secret, it decodes to what was published, and
+// its content opens, under its own channel's key only.
+func checkReceivedIntent(t *testing.T, ctx context.Context, seals *kmsseal.KMS, opener *envelope.Opener, body string, dec intent.Decoded, n producer.Notification) {
+	t.Helper()
+	in, sealed := dec.Intent, dec.Sealed
+	// The seal KMS made verifies under the same key, and not over
+	// any other fields.
+	if err := seals.Verify(ctx, dec.Binding, dec.Seal); err != nil {
+		t.Fatalf("%s: the intent's seal does not verify: %v", in.Channel, err)
+	}
+	forged := append(bytes.Clone(dec.Binding), '!')
+	if err := seals.Verify(ctx, forged, dec.Seal); !errors.Is(err, intentseal.ErrMismatch) {
+		t.Fatalf("%s: a seal verified over other bytes: %v", in.Channel, err)
+	}
+	for _, secret := range []string{ledgertest.Canary, n.Message.To, n.Message.Body} {
+		if strings.Contains(body, secret) {
+			t.Errorf("%s: raw SQS body contains %q", in.Channel, secret)
+		}
+	}
+	if in.ChallengeID != n.ChallengeID || !in.ExpiresAt.Equal(n.ExpiresAt) ||
+		in.Workflow.Kind != ledger.Fallback || len(in.Workflow.Order) != 2 {
+		t.Errorf("%s: decoded intent %+v does not match what was published", in.Channel, in)
+	}
+	m, err := opener.Open(ctx, in.Key(), sealed)
+	if err != nil {
+		t.Fatalf("%s: Open: %v", in.Channel, err)
+	}
+	if m != n.Message {
+		t.Errorf("%s: opened %+v, want %+v", in.Channel, m, n.Message)
+	}
+	if h := ledger.ContentHash(in.TemplateID, in.TemplateVersion, m); h != in.ContentHash {
+		t.Errorf("%s: content hash of the opened message %s, intent says %s", in.Channel, h, in.ContentHash)
+	}
+	// The content sealed for one channel does not open as the other.
+	other := in.Identity
+	other.Channel = map[ledger.Channel]ledger.Channel{ledger.Email: ledger.SMS, ledger.SMS: ledger.Email}[in.Channel]
+	if _, err := opener.Open(ctx, other.Key(), sealed); err == nil {
+		t.Errorf("%s: content opened under the other channel's key", in.Channel)
 	}
 }
