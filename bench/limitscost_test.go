@@ -94,6 +94,13 @@ func limitsReport(t *testing.T, rep *Report, sc scale) {
 	measured = append(measured, fmt.Sprintf("limited %d req, ≤ %s WCU (computed)", limited.counts.Total(), trimFloat(limited.wcu)),
 		fmt.Sprintf("repeat %d req, ≤ %s WCU (computed)", repeat.counts.Total(), trimFloat(repeat.wcu)))
 
+	addLimitsFigure(rep, n, measured, lines)
+}
+
+// addLimitsFigure adds the send limits' figure: what was measured over n
+// messages of each kind, and in its note the admissions' lines and what is
+// not counted.
+func addLimitsFigure(rep *Report, n int, measured, lines []string) {
 	rep.Add(Figure{
 		Name:     "Send limits' cost per admitted message (default policy)",
 		Measured: strings.Join(measured, "; "),

@@ -404,11 +404,30 @@ func (b *shapeBench) message(s prodShape, i int, run *shapeRun, first bool) ([]s
 		return nil, fmt.Errorf("dispatch signed no attempt proof")
 	}
 	carried := providereventtest.Carried{Key: sent.IdempotencyKey, Attempt: sent.Attempt, Proof: sent.Proof}
+	evs, err := b.deliverEvents(s, i, carried)
+	if err != nil {
+		return nil, err
+	}
+	steps = append(steps, evs...)
+	if first {
+		for _, st := range steps {
+			for _, w := range st.st.on(b.r.ledger) {
+				run.rows = append(run.rows, fmt.Sprintf("%s %s %d B → %d WCU", st.kind, w.Op, max(w.Before, w.After), w.Units))
+			}
+		}
+	}
+	return steps, nil
+}
+
+// deliverEvents delivers message i's provider events, carrying what its
+// send carried, through the events handler, one a step.
+func (b *shapeBench) deliverEvents(s prodShape, i int, carried providereventtest.Carried) ([]shapeStep, error) {
+	var steps []shapeStep
 	for j, body := range s.events(carried, s.ackID(i), b.clk.Now().Add(time.Second)) {
 		b.clk.Advance(2 * time.Second)
 		msg := handlertest.SQSMessage(uuidOf(fmt.Sprintf("sqs-event-%d", j), i), string(body))
 		ctx := lambdacontext.NewContext(b.ctx, &lambdacontext.LambdaContext{AwsRequestID: uuidOf(fmt.Sprintf("events-%d", j), i)})
-		st, err = b.step("event", func() error {
+		st, err := b.step("event", func() error {
 			resp, err := b.events.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
 			if err == nil && len(resp.BatchItemFailures) > 0 {
 				err = fmt.Errorf("provider event %d not recorded", j+1)
@@ -424,13 +443,6 @@ func (b *shapeBench) message(s prodShape, i int, run *shapeRun, first bool) ([]s
 			return nil, fmt.Errorf("provider event %d: %d ledger writes, want its one history append", j+1, len(ws))
 		}
 		steps = append(steps, st)
-	}
-	if first {
-		for _, st := range steps {
-			for _, w := range st.st.on(b.r.ledger) {
-				run.rows = append(run.rows, fmt.Sprintf("%s %s %d B → %d WCU", st.kind, w.Op, max(w.Before, w.After), w.Units))
-			}
-		}
 	}
 	return steps, nil
 }
