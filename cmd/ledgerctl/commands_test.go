@@ -548,8 +548,16 @@ func TestExportResumesWithoutDuplicatesOrGaps(t *testing.T) {
 	if err := json.Unmarshal(b, &cp); err != nil || !cp.Done || cp.Rows != int64(len(want)) {
 		t.Errorf("final checkpoint = %+v (%v)", cp, err)
 	}
+	checkExportAfterCompletion(t, f, out, since, until, want)
+}
+
+// checkExportAfterCompletion: resuming a complete export changes nothing,
+// resuming with another window is refused, and without --out the same window
+// streams to stdout.
+func checkExportAfterCompletion(t *testing.T, f *fixture, out, since, until string, want []string) {
+	t.Helper()
 	// Resuming a complete export changes nothing.
-	stdout, errOut, code = f.run("export", "--out", out, "--resume")
+	stdout, errOut, code := f.run("export", "--out", out, "--resume")
 	wantCode(t, code, exitOK, stdout, errOut)
 	if !strings.Contains(errOut, "already complete") || len(readLines(t, out)) != len(want) {
 		t.Errorf("resuming a complete export: %q", errOut)

@@ -181,50 +181,14 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 	if err != nil || len(seqs) < 4 {
 		t.Fatalf("digests %v: %v", seqs, err)
 	}
-	copyTo := func(t *testing.T) (string, *s3digest.Store) {
-		name := strings.ToLower(emulator.UniqueName(t, "copy"))
-		if _, err := f.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &name}); err != nil {
-			t.Fatal(err)
-		}
-		src, dst := s3digest.New(f.s3, f.bucket), s3digest.New(f.s3, name)
-		for _, s := range seqs {
-			raw, err := src.Get(ctx, s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &name, Key: aws.String(digest.ObjectName(s)), Body: bytes.NewReader(raw)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return name, dst
-	}
+	copyTo := func(t *testing.T) (string, *s3digest.Store) { return f.unlockedCopy(t, seqs) }
+
 	t.Run("copy verifies", func(t *testing.T) {
 		name, _ := copyTo(t)
 		out, errOut, code := f.verify(name)
 		wantCode(t, code, exitOK, out, errOut)
 	})
-	t.Run("digest replaced by one signed with another key", func(t *testing.T) {
-		name, _ := copyTo(t)
-		raw, _ := s3digest.New(f.s3, f.bucket).Get(ctx, 2)
-		_, d, err := digest.Parse(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Rows = d.Rows[1:]
-		other := kmsdigest.New(kms.NewFromConfig(f.cfg), emulator.SigningKey(t, kms.NewFromConfig(f.cfg), "attacker"))
-		forged, _, err := digest.Seal(ctx, other, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &name, Key: aws.String(digest.ObjectName(2)), Body: bytes.NewReader(forged)}); err != nil {
-			t.Fatal(err)
-		}
-		out, errOut, code := f.verify(name)
-		wantCode(t, code, exitFailure, out, errOut)
-		if !strings.Contains(out, "DIGEST 2  signature does not verify") {
-			t.Fatalf("verify does not name digest 2:\n%s", out)
-		}
-	})
+	t.Run("digest replaced by one signed with another key", func(t *testing.T) { verifyFindsForgedDigest(t, ctx, f, copyTo) })
 	t.Run("digest deleted", func(t *testing.T) {
 		name, _ := copyTo(t)
 		if _, err := f.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &name, Key: aws.String(digest.ObjectName(3))}); err != nil {
@@ -236,36 +200,7 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 			t.Fatalf("verify does not name digest 3:\n%s", out)
 		}
 	})
-	t.Run("public key from a file", func(t *testing.T) {
-		pub, err := kms.NewFromConfig(f.cfg).GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: &f.keyARN})
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), "digest-key.der")
-		if err := os.WriteFile(path, pub.PublicKey, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		out, errOut, code := f.run("verify", "--all", "--digest-bucket", f.bucket, "--public-key", path)
-		wantCode(t, code, exitOK, out, errOut)
-		// Offline: a copy of the digests in a folder.
-		dir := digest.DirStore{Dir: t.TempDir()}
-		for _, s := range seqs {
-			raw, _ := s3digest.New(f.s3, f.bucket).Get(ctx, s)
-			if err := dir.Put(ctx, s, raw, time.Time{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		out, errOut, code = f.run("verify", "--all", "--digest-dir", dir.Dir, "--public-key", path)
-		wantCode(t, code, exitOK, out, errOut)
-		if err := os.Remove(filepath.Join(dir.Dir, "digests", filepath.Base(digest.ObjectName(1)))); err != nil {
-			t.Fatal(err)
-		}
-		out, errOut, code = f.run("verify", "--all", "--digest-dir", dir.Dir, "--public-key", path)
-		wantCode(t, code, exitFailure, out, errOut)
-		if !strings.Contains(out, "DIGEST 1  missing") {
-			t.Fatalf("verify output:\n%s", out)
-		}
-	})
+	t.Run("public key from a file", func(t *testing.T) { verifyWithPublicKeyFile(t, ctx, f, seqs) })
 	t.Run("a row changed since the last digest is pending, not failed", func(t *testing.T) {
 		f.clock.Advance(time.Minute)
 		f.claim(999, ledger.Email, ledger.Single)
@@ -276,20 +211,104 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 			t.Fatalf("verify output:\n%s", out)
 		}
 	})
-	t.Run("a forged version written over a locked digest", func(t *testing.T) {
-		// Object Lock keeps every version, but a PutObject without
-		// If-None-Match makes a new current version. verify checks the
-		// first version and reports the one written over it. (This case
-		// runs last among those that read f.bucket: the version stays.)
-		if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(digest.ObjectName(2)), Body: strings.NewReader("{}")}); err != nil {
+	t.Run("a forged version written over a locked digest", func(t *testing.T) { verifyFindsVersionWrittenOver(t, ctx, f) })
+}
+
+// unlockedCopy copies the digests seqs into a new bucket without Object
+// Lock, for the cases that tamper with them.
+func (f *digestFixture) unlockedCopy(t *testing.T, seqs []uint64) (string, *s3digest.Store) {
+	ctx := context.Background()
+	name := strings.ToLower(emulator.UniqueName(t, "copy"))
+	if _, err := f.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &name}); err != nil {
+		t.Fatal(err)
+	}
+	src, dst := s3digest.New(f.s3, f.bucket), s3digest.New(f.s3, name)
+	for _, s := range seqs {
+		raw, err := src.Get(ctx, s)
+		if err != nil {
 			t.Fatal(err)
 		}
-		out, errOut, code := f.verify(f.bucket)
-		wantCode(t, code, exitFailure, out, errOut)
-		if !strings.Contains(out, "DIGEST 2  1 later versions were written over it") || strings.Contains(out, "signature") || strings.Contains(out, "ROW") {
-			t.Fatalf("verify output:\n%s", out)
+		if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &name, Key: aws.String(digest.ObjectName(s)), Body: bytes.NewReader(raw)}); err != nil {
+			t.Fatal(err)
 		}
-	})
+	}
+	return name, dst
+}
+
+// verifyFindsVersionWrittenOver: Object Lock keeps every version, but a
+// PutObject without If-None-Match makes a new current version; verify checks
+// the first version and reports the one written over it.
+func verifyFindsVersionWrittenOver(t *testing.T, ctx context.Context, f *digestFixture) {
+	// Object Lock keeps every version, but a PutObject without
+	// If-None-Match makes a new current version. verify checks the
+	// first version and reports the one written over it. (This case
+	// runs last among those that read f.bucket: the version stays.)
+	if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(digest.ObjectName(2)), Body: strings.NewReader("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := f.verify(f.bucket)
+	wantCode(t, code, exitFailure, out, errOut)
+	if !strings.Contains(out, "DIGEST 2  1 later versions were written over it") || strings.Contains(out, "signature") || strings.Contains(out, "ROW") {
+		t.Fatalf("verify output:\n%s", out)
+	}
+}
+
+// verifyFindsForgedDigest: a digest replaced by one signed with another key is
+// named.
+func verifyFindsForgedDigest(t *testing.T, ctx context.Context, f *digestFixture, copyTo func(*testing.T) (string, *s3digest.Store)) {
+	name, _ := copyTo(t)
+	raw, _ := s3digest.New(f.s3, f.bucket).Get(ctx, 2)
+	_, d, err := digest.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Rows = d.Rows[1:]
+	other := kmsdigest.New(kms.NewFromConfig(f.cfg), emulator.SigningKey(t, kms.NewFromConfig(f.cfg), "attacker"))
+	forged, _, err := digest.Seal(ctx, other, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: &name, Key: aws.String(digest.ObjectName(2)), Body: bytes.NewReader(forged)}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := f.verify(name)
+	wantCode(t, code, exitFailure, out, errOut)
+	if !strings.Contains(out, "DIGEST 2  signature does not verify") {
+		t.Fatalf("verify does not name digest 2:\n%s", out)
+	}
+}
+
+// verifyWithPublicKeyFile: verify takes the digest key's public key from a
+// file, and the digests from a folder as well as from the bucket.
+func verifyWithPublicKeyFile(t *testing.T, ctx context.Context, f *digestFixture, seqs []uint64) {
+	pub, err := kms.NewFromConfig(f.cfg).GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: &f.keyARN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "digest-key.der")
+	if err := os.WriteFile(path, pub.PublicKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := f.run("verify", "--all", "--digest-bucket", f.bucket, "--public-key", path)
+	wantCode(t, code, exitOK, out, errOut)
+	// Offline: a copy of the digests in a folder.
+	dir := digest.DirStore{Dir: t.TempDir()}
+	for _, s := range seqs {
+		raw, _ := s3digest.New(f.s3, f.bucket).Get(ctx, s)
+		if err := dir.Put(ctx, s, raw, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code = f.run("verify", "--all", "--digest-dir", dir.Dir, "--public-key", path)
+	wantCode(t, code, exitOK, out, errOut)
+	if err := os.Remove(filepath.Join(dir.Dir, "digests", filepath.Base(digest.ObjectName(1)))); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = f.run("verify", "--all", "--digest-dir", dir.Dir, "--public-key", path)
+	wantCode(t, code, exitFailure, out, errOut)
+	if !strings.Contains(out, "DIGEST 1  missing") {
+		t.Fatalf("verify output:\n%s", out)
+	}
 }
 
 func (f *digestFixture) rawItem(key string) map[string]types.AttributeValue {

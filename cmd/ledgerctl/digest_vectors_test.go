@@ -121,14 +121,7 @@ func generateDigests(t *testing.T) digestsDoc {
 			"missing from the table. The vectors are signed deterministically (RFC 6979); KMS signatures are not. See docs/digests.md.",
 		PublicKeyPEM: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})),
 	}
-	entries := make([]ledger.Entry, len(lines))
-	for i, l := range lines {
-		e, err := entryFromExport([]byte(l))
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries[i] = e
-	}
+	entries := exportEntries(t, lines)
 	store := digest.NewMemStore()
 	at := time.Date(2026, 11, 30, 9, 10, 0, 0, time.UTC)
 	w := &digest.Writer{Store: store, Signer: signer, Clock: func() time.Time { return at }}
@@ -170,22 +163,7 @@ func generateDigests(t *testing.T) digestsDoc {
 		doc.Rows = append(doc.Rows, digestRowCase{Name: rowName(t, i), ExportLine: i + 1, Findings: codes(chain.CheckRow(entries[i], at))})
 		_ = l
 	}
-	rw := entries[0]
-	rw.History = slices.Clone(rw.History)
-	rw.History[1].Reason = "operator decision: accepted"
-	for j := 1; j < len(rw.History); j++ {
-		rw.History[j].Prev = rw.History[j-1].Hash
-		rw.History[j].Hash = ledger.EventHash(rw.Key, rw.History[j])
-	}
-	if rw.Verify() != nil {
-		t.Fatal("the recomputed chain does not verify")
-	}
-	var line strings.Builder
-	if err := json.NewEncoder(&line).Encode(newRowView(rw)); err != nil {
-		t.Fatal(err)
-	}
-	doc.Rows = append(doc.Rows, digestRowCase{Name: "line 1 with entry 1 rewritten and the chain recomputed (its own chain verifies)",
-		Line: strings.TrimSuffix(line.String(), "\n"), Findings: codes(chain.CheckRow(rw, at))})
+	doc.Rows = append(doc.Rows, rewrittenRowCase(t, entries[0], chain, at))
 
 	// Tampered chains.
 	raw2, _ := store.Get(ctx, 2)
@@ -211,6 +189,41 @@ func generateDigests(t *testing.T) digestsDoc {
 		doc.Missing[i].Findings = missingFindings(t, doc, doc.Missing[i])
 	}
 	return doc
+}
+
+// exportEntries decodes export lines into entries.
+func exportEntries(t *testing.T, lines []string) []ledger.Entry {
+	t.Helper()
+	entries := make([]ledger.Entry, len(lines))
+	for i, l := range lines {
+		e, err := entryFromExport([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[i] = e
+	}
+	return entries
+}
+
+// rewrittenRowCase is line 1's row with entry 1 rewritten and its chain
+// recomputed: its own chain verifies, the digests do not.
+func rewrittenRowCase(t *testing.T, rw ledger.Entry, chain *digest.Chain, at time.Time) digestRowCase {
+	t.Helper()
+	rw.History = slices.Clone(rw.History)
+	rw.History[1].Reason = "operator decision: accepted"
+	for j := 1; j < len(rw.History); j++ {
+		rw.History[j].Prev = rw.History[j-1].Hash
+		rw.History[j].Hash = ledger.EventHash(rw.Key, rw.History[j])
+	}
+	if rw.Verify() != nil {
+		t.Fatal("the recomputed chain does not verify")
+	}
+	var line strings.Builder
+	if err := json.NewEncoder(&line).Encode(newRowView(rw)); err != nil {
+		t.Fatal(err)
+	}
+	return digestRowCase{Name: "line 1 with entry 1 rewritten and the chain recomputed (its own chain verifies)",
+		Line: strings.TrimSuffix(line.String(), "\n"), Findings: codes(chain.CheckRow(rw, at))}
 }
 
 func rowName(t *testing.T, i int) string {

@@ -113,14 +113,41 @@ func TestResolveRefusesBadNotes(t *testing.T) {
 // nothing; nor does ledgerctl without the function's URL (it no longer
 // writes the table itself).
 func TestResolveWithoutIdentityWritesNothing(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// setup prepares the fixture and returns the configuration ledgerctl
-		// runs with.
-		setup func(t *testing.T, f *fixture) aws.Config
-		code  int
-		want  string
-	}{
+	for _, tc := range unauthenticatedResolves() {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			s := populate(f)
+			cfg := tc.setup(t, f)
+			before := f.get(s.quarantined)
+			out, errOut, code := f.runAs(cfg, "resolve", s.quarantined, "--decision", "abandoned", "--reason", "no record", "--note", "OPS-17")
+			wantCode(t, code, tc.code, out, errOut)
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut, tc.want)
+			}
+			if out != "" {
+				t.Errorf("stdout = %q, want nothing", out)
+			}
+			after := f.get(s.quarantined)
+			if after.Version != before.Version || after.State != ledger.Quarantined || len(after.History) != len(before.History) {
+				t.Errorf("a resolve without an authenticated caller wrote the row: version %d -> %d, state %s", before.Version, after.Version, after.State)
+			}
+		})
+	}
+}
+
+// unauthenticatedResolve is a way a resolve reaches the operator function
+// without an authenticated caller, and how ledgerctl must fail.
+type unauthenticatedResolve struct {
+	name string
+	// setup prepares the fixture and returns the configuration ledgerctl
+	// runs with.
+	setup func(t *testing.T, f *fixture) aws.Config
+	code  int
+	want  string
+}
+
+func unauthenticatedResolves() []unauthenticatedResolve {
+	return []unauthenticatedResolve{
 		{
 			// The operator's role session has expired: AWS refuses it.
 			name: "expired session",
@@ -177,25 +204,6 @@ func TestResolveWithoutIdentityWritesNothing(t *testing.T) {
 			},
 			code: exitUsage, want: "no operator function URL: set --operator-url or OPERATOR_URL",
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			s := populate(f)
-			cfg := tc.setup(t, f)
-			before := f.get(s.quarantined)
-			out, errOut, code := f.runAs(cfg, "resolve", s.quarantined, "--decision", "abandoned", "--reason", "no record", "--note", "OPS-17")
-			wantCode(t, code, tc.code, out, errOut)
-			if !strings.Contains(errOut, tc.want) {
-				t.Errorf("stderr = %q, want it to contain %q", errOut, tc.want)
-			}
-			if out != "" {
-				t.Errorf("stdout = %q, want nothing", out)
-			}
-			after := f.get(s.quarantined)
-			if after.Version != before.Version || after.State != ledger.Quarantined || len(after.History) != len(before.History) {
-				t.Errorf("a resolve without an authenticated caller wrote the row: version %d -> %d, state %s", before.Version, after.Version, after.State)
-			}
-		})
 	}
 }
 

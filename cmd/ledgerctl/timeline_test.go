@@ -146,10 +146,17 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("--since 09:01 = %v, want %v", timelineKeys(got.Rows), want)
 	}
 
+	checkTimelineByDestination(t, f, s)
+}
+
+// checkTimelineByDestination: a destination's rows, with and without a subject;
+// an unknown subject's none; and explain shows the subject.
+func checkTimelineByDestination(t *testing.T, f *fixture, s timelineScenario) {
+	t.Helper()
 	// A destination's rows, with and without a subject.
-	out, errOut, code = f.run("timeline", "--destination-ref", "acct-000021:email")
+	out, errOut, code := f.run("timeline", "--destination-ref", "acct-000021:email")
 	wantCode(t, code, exitOK, out, errOut)
-	lines = strings.Split(strings.TrimSpace(out), "\n")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 4 || lines[0] != "destination acct-000021:email: 2 rows, newest first" || !strings.Contains(lines[1], "SUBJECT") ||
 		!strings.Contains(lines[2], s.c25) || !strings.Contains(lines[3], s.c21) || !strings.Contains(lines[3], "acct-9") {
 		t.Errorf("timeline --destination-ref printed:\n%s", out)

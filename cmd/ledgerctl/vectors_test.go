@@ -125,6 +125,28 @@ func historyRows(t *testing.T) ([]string, []ledger.Entry) {
 	env.Transport.Events = true
 	bounced := claim("email accepted, then delivered and hard-bounced (provider events)", 6, ledger.Email, 10*time.Minute)
 	dispatch(bounced)
+	recordBouncedEvents(t, ctx, env, bounced)
+	return names, storedRows(t, ctx, env.Store, keys)
+}
+
+// storedRows reads the rows of keys back from the store.
+func storedRows(t *testing.T, ctx context.Context, store ledger.Store, keys []string) []ledger.Entry {
+	t.Helper()
+	rows := make([]ledger.Entry, len(keys))
+	for i, k := range keys {
+		e, err := store.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows[i] = e
+	}
+	return rows
+}
+
+// recordBouncedEvents records the provider's delivery and hard bounce of the
+// bounced send, each carrying the send's attempt proof back.
+func recordBouncedEvents(t *testing.T, ctx context.Context, env *ledgertest.Env, bounced ledger.Intent) {
+	t.Helper()
 	attempt, proof, ok := env.Transport.Carried(bounced.Key())
 	if !ok || proof == "" {
 		t.Fatalf("the send of %s carried no attempt proof", bounced.ChallengeID)
@@ -141,15 +163,6 @@ func historyRows(t *testing.T) ([]string, []ledger.Entry) {
 		}
 	}
 
-	rows := make([]ledger.Entry, len(keys))
-	for i, k := range keys {
-		e, err := env.Store.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows[i] = e
-	}
-	return names, rows
 }
 
 // tampered returns rows edited the ways the chain must detect, each named.
