@@ -86,8 +86,16 @@ func TestDigest(t *testing.T) {
 		}
 		return string(out), code
 	}
-	tampered := e.tamperedKeys(t)
+	waitForDigests(t, ctx, e, verify, challenges, keys, written, bucket)
+	checkRewriteFound(t, e, ledgerctl, env, verify, challenges, keys)
+}
 
+// waitForDigests: digests appear and cover the rows, verify passing for each
+// with nothing pending; findings about earlier runs' tampered rows are
+// expected, any other finding fails.
+func waitForDigests(t *testing.T, ctx context.Context, e *env, verify func(string) (string, int), challenges, keys []string, written time.Time, bucket string) {
+	t.Helper()
+	tampered := e.tamperedKeys(t)
 	// 1. Digests appear and cover the rows: verify passes for each, with nothing pending. Findings
 	// about earlier runs' tampered rows are expected (they stay in the digests for good); any
 	// other finding fails.
@@ -118,7 +126,12 @@ func TestDigest(t *testing.T) {
 	if n := e.digestCount(t, bucket); n == 0 {
 		t.Fatal("the digest bucket holds no digest")
 	}
+}
 
+// checkRewriteFound: an insider rewrites entry 1 of the tamper row and
+// recomputes its chain; the row's own chain still verifies, the digests do not.
+func checkRewriteFound(t *testing.T, e *env, ledgerctl string, env []string, verify func(string) (string, int), challenges, keys []string) {
+	t.Helper()
 	// 2. An insider rewrites entry 1 of the tamper row and recomputes its chain: the row's own
 	// chain still verifies, the digests do not. (The digest function also records the rewrite as
 	// a gap on that row when it digests it; the check below needs only the earlier digest.)

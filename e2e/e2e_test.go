@@ -133,6 +133,15 @@ func setup(t *testing.T) *env {
 			"with -c intentVisibilityTimeout=30s -c maxReceiveCount=2 (localstack/deploy-local.sh does)", out.Stack, e.maxReceive, e.visibility, redriveTime)
 	}
 
+	findProvider(t, ctx, e)
+	return e
+}
+
+// findProvider sets e.provider to the webhook provider the deployed dispatch
+// function sends to, and fails when that provider does not answer.
+func findProvider(t *testing.T, ctx context.Context, e *env) {
+	t.Helper()
+	out, endpoint := e.out, e.endpoint
 	// The provider is the one the deployed dispatch function sends to. A
 	// provider named by E2E_WEBHOOK_PROVIDER or WEBHOOK_PROVIDER_PORT (as
 	// localstack/deploy-local.sh reads it) must be that one: counting
@@ -161,7 +170,6 @@ func setup(t *testing.T) *env {
 	if _, err := ProviderMessages(ctx, e.web, e.provider); err != nil {
 		t.Fatalf("the local webhook provider does not answer (%v); localstack/deploy-local.sh starts it (log in .run/)", err)
 	}
-	return e
 }
 
 // expectation is how many sends one logical message may cause.
@@ -440,6 +448,37 @@ func (e *env) sendOnce(t *testing.T, run string, ch ledger.Channel, res *results
 		t.Errorf("sealed content of an accepted row: got %v, want it purged (not found)", err)
 	}
 
+	checkTransportRecord(t, ctx, e, ch, to, k, n, row)
+	// (c) Redelivery: the same notification again is a new SQS message, and
+	// the claim function reports it a duplicate of the existing row.
+	second := e.publish(t, n, x.name+" (redelivery)", res)
+	if second == first {
+		t.Fatalf("republished intent has the same SQS message id %s", first)
+	}
+	e.claimLog(t, second, "intent handled", map[string]any{"outcome": "duplicate"}, sendTimeout, published)
+	after, err := e.store.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != row.Version || after.State != ledger.Accepted {
+		t.Errorf("redelivery changed the row: version %d -> %d, state %s", row.Version, after.Version, after.State)
+	}
+	res.add(func(r *results) { r.redone++ })
+
+	// (f) The same identity with other content is blocked and recorded
+	// once: no send, no overwrite (the send count above still wants 1).
+	other := n
+	other.Message.Body += " (re-rendered)"
+	third := e.publish(t, other, x.name+" (other content)", res)
+	e.claimLog(t, third, "intent handled", map[string]any{"outcome": "mismatch"}, sendTimeout, published)
+	res.add(func(r *results) { r.mismatched = append(r.mismatched, k) })
+}
+
+// checkTransportRecord: the channel's transport recorded the send once (SES's
+// captured email, or the webhook provider's message), as published and under
+// the row's ack id.
+func checkTransportRecord(t *testing.T, ctx context.Context, e *env, ch ledger.Channel, to, k string, n producer.Notification, row ledger.Entry) {
+	t.Helper()
 	// The transport's own record of the send.
 	switch ch {
 	case ledger.Email:
@@ -474,30 +513,6 @@ func (e *env) sendOnce(t *testing.T, run string, ch ledger.Channel, res *results
 			t.Fatalf("webhook provider recorded %d messages under %s, want 1: %v", len(got), k, got)
 		}
 	}
-
-	// (c) Redelivery: the same notification again is a new SQS message, and
-	// the claim function reports it a duplicate of the existing row.
-	second := e.publish(t, n, x.name+" (redelivery)", res)
-	if second == first {
-		t.Fatalf("republished intent has the same SQS message id %s", first)
-	}
-	e.claimLog(t, second, "intent handled", map[string]any{"outcome": "duplicate"}, sendTimeout, published)
-	after, err := e.store.Get(ctx, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after.Version != row.Version || after.State != ledger.Accepted {
-		t.Errorf("redelivery changed the row: version %d -> %d, state %s", row.Version, after.Version, after.State)
-	}
-	res.add(func(r *results) { r.redone++ })
-
-	// (f) The same identity with other content is blocked and recorded
-	// once: no send, no overwrite (the send count above still wants 1).
-	other := n
-	other.Message.Body += " (re-rendered)"
-	third := e.publish(t, other, x.name+" (other content)", res)
-	e.claimLog(t, third, "intent handled", map[string]any{"outcome": "mismatch"}, sendTimeout, published)
-	res.add(func(r *results) { r.mismatched = append(r.mismatched, k) })
 }
 
 // expired: (d) an intent that arrives within the expiry margin of its

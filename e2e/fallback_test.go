@@ -150,26 +150,8 @@ func (e *env) fallback(t *testing.T, run, bounce string, wait time.Duration) {
 			held.Key, held.State, held.Reason, time.Since(acceptedAt).Round(time.Millisecond), wait)
 	}
 
-	// The email's send carried this proof; the emulator's SES keeps no tags,
-	// so it is made again with the deployed key, as dispatch made it.
-	proofs := &attemptproof.KMS{Client: kms.NewFromConfig(e.cfg), KeyARN: e.out.AttemptProofKeyARN}
-	proof, err := proofs.Sign(ctx, ledger.AttemptRef{Key: sent.Key, Channel: ledger.Email, Attempt: sent.Attempts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	carried := providereventtest.Carried{Key: sent.Key, Attempt: sent.Attempts, Proof: proof}
 	forgedID := "0102018f-forged-" + challenge
-	var records [][]byte
-	if bounce == "Transient" {
-		records = append(records, providereventtest.SES("Bounce", providereventtest.Unproven(sent.Key), forgedID, time.Now(), "Permanent"))
-	}
-	records = append(records, providereventtest.SES("Bounce", carried, sent.AckID, time.Now(), bounce))
-	topic := sns.NewFromConfig(e.cfg)
-	for _, rec := range records {
-		if _, err := topic.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(e.out.ProviderEventsTopicARN), Message: aws.String(string(rec))}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishBounces(t, ctx, e, sent, bounce, forgedID)
 	published := time.Now()
 	t.Logf("%s bounce published %v after the email was accepted", bounce, published.Sub(acceptedAt).Round(time.Millisecond))
 
@@ -202,9 +184,43 @@ func (e *env) fallback(t *testing.T, run, bounce string, wait time.Duration) {
 		return
 	}
 
+	checkTransientFallback(t, ctx, e, forgedID, published, acceptedAt, wait, held, bounced)
+}
+
+// publishBounces publishes SES's bounce of type bounce for the email that
+// was sent, carrying the send's attempt proof, after (for a Transient one) a
+// forged Permanent one under forgedID that carries none.
+func publishBounces(t *testing.T, ctx context.Context, e *env, sent ledger.Entry, bounce, forgedID string) {
+	t.Helper()
+	// The email's send carried this proof; the emulator's SES keeps no tags,
+	// so it is made again with the deployed key, as dispatch made it.
+	proofs := &attemptproof.KMS{Client: kms.NewFromConfig(e.cfg), KeyARN: e.out.AttemptProofKeyARN}
+	proof, err := proofs.Sign(ctx, ledger.AttemptRef{Key: sent.Key, Channel: ledger.Email, Attempt: sent.Attempts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	carried := providereventtest.Carried{Key: sent.Key, Attempt: sent.Attempts, Proof: proof}
+	var records [][]byte
+	if bounce == "Transient" {
+		records = append(records, providereventtest.SES("Bounce", providereventtest.Unproven(sent.Key), forgedID, time.Now(), "Permanent"))
+	}
+	records = append(records, providereventtest.SES("Bounce", carried, sent.AckID, time.Now(), bounce))
+	topic := sns.NewFromConfig(e.cfg)
+	for _, rec := range records {
+		if _, err := topic.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(e.out.ProviderEventsTopicARN), Message: aws.String(string(rec))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkTransientFallback: after a transient bounce and a forged hard one, the
+// forged one is refused as unproven and recorded nowhere, and the SMS stays
+// held until the wait ends, then is suppressed, never sent.
+func checkTransientFallback(t *testing.T, ctx context.Context, e *env, forgedID string, published, acceptedAt time.Time, wait time.Duration, held, bounced ledger.Entry) {
+	t.Helper()
 	// The forged hard bounce was handled, refused as unproven, and recorded nowhere.
 	events := LogGroup(e.out.All[outputs.Function(settings.Events).Name])
-	err = Poll(ctx, sendTimeout, pollEvery, func(ctx context.Context) (bool, string, error) {
+	err := Poll(ctx, sendTimeout, pollEvery, func(ctx context.Context) (bool, string, error) {
 		lines, err := FilterLogEvents(ctx, e.cfg, e.endpoint, events, `"`+forgedID+`"`, published.Add(-time.Minute))
 		if err != nil {
 			return false, "", err

@@ -73,19 +73,9 @@ func TestOperatorResolveRecordsTheAuthenticatedCaller(t *testing.T) {
 	account := strings.Split(e.out.ContentKeyARN, ":")[4]
 	caller := fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s-LedgerOperatorRole/e2e-%d", account, e.out.Stack, time.Now().UnixNano())
 	urlEvent := func(body []byte) events.LambdaFunctionURLRequest {
-		return events.LambdaFunctionURLRequest{
-			Version: "2.0", RawPath: "/", Body: string(body), Headers: map[string]string{"content-type": "application/json"},
-			RequestContext: events.LambdaFunctionURLRequestContext{
-				AccountID: account, APIID: urlID, DomainName: u.Host, DomainPrefix: urlID, RequestID: "e2e-operator",
-				HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: "/"},
-				Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{
-					IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
-						AccountID: account, UserARN: caller, CallerID: "AROAE2EOPERATOR:e2e", UserID: "AROAE2EOPERATOR:e2e",
-					},
-				},
-			},
-		}
+		return operatorURLEvent(account, urlID, u.Host, caller, body)
 	}
+
 	// A body naming someone else is refused.
 	forged := strings.Replace(string(body), "{", `{"worker":"operator:arn:aws:sts::`+account+`:assumed-role/LedgerOperator/mallory",`, 1)
 	if resp := e.invokeURLEvent(t, fn, urlEvent([]byte(forged))); resp.StatusCode != http.StatusBadRequest {
@@ -105,6 +95,23 @@ func TestOperatorResolveRecordsTheAuthenticatedCaller(t *testing.T) {
 	}
 	if err := got.Verify(); err != nil {
 		t.Errorf("the resolved row's chain: %v", err)
+	}
+}
+
+// operatorURLEvent is the function URL request AWS would pass the operator
+// function for body, authenticated as caller in account.
+func operatorURLEvent(account, urlID, host, caller string, body []byte) events.LambdaFunctionURLRequest {
+	return events.LambdaFunctionURLRequest{
+		Version: "2.0", RawPath: "/", Body: string(body), Headers: map[string]string{"content-type": "application/json"},
+		RequestContext: events.LambdaFunctionURLRequestContext{
+			AccountID: account, APIID: urlID, DomainName: host, DomainPrefix: urlID, RequestID: "e2e-operator",
+			HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: "/"},
+			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{
+				IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+					AccountID: account, UserARN: caller, CallerID: "AROAE2EOPERATOR:e2e", UserID: "AROAE2EOPERATOR:e2e",
+				},
+			},
+		},
 	}
 }
 

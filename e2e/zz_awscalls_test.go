@@ -66,6 +66,20 @@ func TestEndToEndAWSCalls(t *testing.T) {
 	}
 	t.Logf("AWS calls logged: %v (%d distinct)", perFunction, len(rec.Calls()))
 
+	binding := deployedBinding(e)
+	err := awscall.WriteRecording("deployed-"+e.out.Stack, awscall.Recording{
+		Source: "deployed stack " + e.out.Stack, Region: e.cfg.Region, Account: emulator.Account,
+		Binding: binding, Calls: rec.Calls(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deployedBinding names the deployed stack's resources as the recording's
+// binding does: tables, keys, the SES sender and identity, the digest bucket,
+// the dispatch queue and the webhook secret, each only when deployed.
+func deployedBinding(e *env) map[string]string {
 	keyID := e.out.ContentKeyARN[strings.LastIndex(e.out.ContentKeyARN, "/")+1:]
 	sender := sesSender()
 	_, domain, _ := strings.Cut(sender, "@")
@@ -102,13 +116,7 @@ func TestEndToEndAWSCalls(t *testing.T) {
 		// The secret's name with Secrets Manager's random suffix: the last element of its ARN.
 		binding[a[strings.LastIndex(a, ":")+1:]] = awscall.WebhookSecret
 	}
-	err := awscall.WriteRecording("deployed-"+e.out.Stack, awscall.Recording{
-		Source: "deployed stack " + e.out.Stack, Region: e.cfg.Region, Account: emulator.Account,
-		Binding: binding, Calls: rec.Calls(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return binding
 }
 
 // sesSender is the local stage's SES from address: SES_FROM_ADDRESS, as
