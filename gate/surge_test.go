@@ -148,17 +148,7 @@ func TestSurge(t *testing.T) {
 		t.Skip("the surge measures throughput; it runs without -race (make surge-check in make test, make surge)")
 	}
 	cfg := loadConfig(t)
-	perChannel := (cfg.Intents + 1) / 2
-	minDrain := time.Duration(float64(perChannel) / cfg.Rate * float64(time.Second))
-	shortTTL := surgeExpiryMargin + min(shortMax, time.Duration(shortShare*float64(minDrain)))
-	longTTL := max(10*time.Minute, 3*minDrain+2*time.Minute)
-	if cfg.Quiet {
-		// Published over Intents / pace; sent as they come.
-		minDrain = time.Duration(float64(cfg.Intents) / cfg.pace() * float64(time.Second))
-		longTTL = max(10*time.Minute, minDrain+5*time.Minute)
-		shortTTL = longTTL
-	}
-	rate := strconv.FormatFloat(cfg.Rate, 'f', -1, 64)
+	minDrain, shortTTL, longTTL := surgeDurations(cfg)
 
 	meter := &ddbMeter{}
 	sdkWarnings := &sdkLog{}
@@ -166,25 +156,7 @@ func TestSurge(t *testing.T) {
 	sesLimit := &pipelinetest.Limiter{Rate: cfg.Rate, Burst: providerBurst}
 	smsLimit := &pipelinetest.Limiter{Rate: cfg.Rate, Burst: providerBurst}
 	hold := &olderHold{}
-	env := map[string]string{
-		"SEND_RATE_EMAIL": rate, "SEND_RATE_SMS": rate,
-		"EXPIRY_MARGIN": surgeExpiryMargin.String(), "SEND_GUARD": sendGuard.String(),
-		// The challenges of a long surge live longer than a reset link
-		// should: the claim's bound is raised to cover them.
-		settings.MaxChallengeLifetime.Env: (longTTL + time.Duration(repeatAsks+1)*askSpacing + time.Minute).String(),
-	}
-	if cfg.Limits {
-		// Normal traffic must pass the limits: every intent has its own
-		// address, and a subject asks at most three times (repeat
-		// subjects), so the destination and subject limits, the SMS
-		// allow-list (the numbers are US ones) and supersession stay at
-		// their defaults. The SMS caps are circuit breakers sized for an
-		// hour of ordinary traffic (200 a country, 1,000 in all): a surge
-		// of this many SMS within minutes is what they stop, so they are
-		// raised to the surge's size, as an operator expecting it would.
-		perHour := fmt.Sprintf("%d/1h", cfg.Intents)
-		env[settings.LimitSMSCountry.Env], env[settings.LimitSMSGlobal.Env] = perHour, perHour
-	}
+	env := surgeEnv(cfg, longTTL)
 	p := pipelinetest.NewWithOptions(t, pipelinetest.Options{
 		Env:    env,
 		Limits: cfg.Limits,
@@ -208,12 +180,91 @@ func TestSurge(t *testing.T) {
 	defer stop()
 	tp.start(ctx)
 
-	// The burst: every intent published as fast as 16 producers can.
 	plans := planBurst(cfg.Intents, cfg.Repeats)
-	pubErrs := make(chan error, cfg.Intents)
+	begin, pubErrs, published := publishBurst(ctx, p, cfg, plans, hold, minDrain, shortTTL, longTTL)
+	publishedAt := drainSurge(t, ctx, stop, p, tp, cfg, published, begin, minDrain)
+	wall := time.Since(begin)
+	stop()
+	tp.wait()
+	close(pubErrs)
+	for err := range pubErrs {
+		t.Errorf("%v", err)
+	}
+
+	r := analyze(t, p, cfg, plans, sesAccepted.all(), meter.snapshot(), hold)
+	r.Wall, r.Published, r.ShortTTL, r.LongTTL = wall, publishedAt, shortTTL, longTTL
+	r.SESDenied, r.SMSDenied = sesLimit.Denied(), smsLimit.Denied()
+	r.SESErrors = sesAccepted.errors()
+	r.SDKLog = sdkWarnings.snapshot()
+	r.Topology = tp
+	r.Ops = readOutput(p.Out.String())
+	r.print(os.Stdout)
+
+	if emuLog != nil {
+		problems, err := emuLog.Problems()
+		if err != nil {
+			t.Errorf("emulator log: %v", err)
+		}
+		for _, pr := range problems {
+			t.Errorf("emulator logged a fault during the surge:\n%s", pr)
+		}
+	}
+	r.check(t)
+	fmt.Println(r.finalLine())
+}
+
+// surgeDurations is how long the surge takes at least to drain at the
+// provider's rate (or to publish, when quiet), and the short and long
+// lifetimes its challenges get.
+func surgeDurations(cfg config) (minDrain, shortTTL, longTTL time.Duration) {
+	perChannel := (cfg.Intents + 1) / 2
+	minDrain = time.Duration(float64(perChannel) / cfg.Rate * float64(time.Second))
+	shortTTL = surgeExpiryMargin + min(shortMax, time.Duration(shortShare*float64(minDrain)))
+	longTTL = max(10*time.Minute, 3*minDrain+2*time.Minute)
+	if cfg.Quiet {
+		// Published over Intents / pace; sent as they come.
+		minDrain = time.Duration(float64(cfg.Intents) / cfg.pace() * float64(time.Second))
+		longTTL = max(10*time.Minute, minDrain+5*time.Minute)
+		shortTTL = longTTL
+	}
+	return minDrain, shortTTL, longTTL
+}
+
+// surgeEnv is the functions' settings for the surge.
+func surgeEnv(cfg config, longTTL time.Duration) map[string]string {
+	rate := strconv.FormatFloat(cfg.Rate, 'f', -1, 64)
+	env := map[string]string{
+		"SEND_RATE_EMAIL": rate, "SEND_RATE_SMS": rate,
+		"EXPIRY_MARGIN": surgeExpiryMargin.String(), "SEND_GUARD": sendGuard.String(),
+		// The challenges of a long surge live longer than a reset link
+		// should: the claim's bound is raised to cover them.
+		settings.MaxChallengeLifetime.Env: (longTTL + time.Duration(repeatAsks+1)*askSpacing + time.Minute).String(),
+	}
+	if cfg.Limits {
+		// Normal traffic must pass the limits: every intent has its own
+		// address, and a subject asks at most three times (repeat
+		// subjects), so the destination and subject limits, the SMS
+		// allow-list (the numbers are US ones) and supersession stay at
+		// their defaults. The SMS caps are circuit breakers sized for an
+		// hour of ordinary traffic (200 a country, 1,000 in all): a surge
+		// of this many SMS within minutes is what they stop, so they are
+		// raised to the surge's size, as an operator expecting it would.
+		perHour := fmt.Sprintf("%d/1h", cfg.Intents)
+		env[settings.LimitSMSCountry.Env], env[settings.LimitSMSGlobal.Env] = perHour, perHour
+	}
+	return env
+}
+
+// publishBurst publishes every planned intent as fast as 16 producers can,
+// recording on each plan when it was published; a repeat ask the hold keeps
+// back is published once the provider refused an older ask. published
+// closes when every intent is; pubErrs holds the publishes that failed.
+func publishBurst(ctx context.Context, p *pipelinetest.Pipeline, cfg config, plans []intentPlan, hold *olderHold,
+	minDrain, shortTTL, longTTL time.Duration) (begin time.Time, pubErrs chan error, published chan struct{}) {
+	pubErrs = make(chan error, cfg.Intents)
 	var pubWG sync.WaitGroup
 	next := make(chan int, cfg.Intents)
-	begin := time.Now()
+	begin = time.Now()
 	go feed(ctx, next, cfg)
 	publish := func(i int) {
 		pl := &plans[i]
@@ -257,9 +308,16 @@ func TestSurge(t *testing.T) {
 			}
 		})
 	}
-	published := make(chan struct{})
+	published = make(chan struct{})
 	go func() { pubWG.Wait(); close(published) }()
+	return begin, pubErrs, published
+}
 
+// drainSurge reads the stream and routes its records, on the test's
+// goroutine, until the surge is drained, and fails the test past its
+// deadline. It returns when publishing had ended, measured from begin.
+func drainSurge(t *testing.T, ctx context.Context, stop context.CancelFunc, p *pipelinetest.Pipeline, tp *topology, cfg config,
+	published <-chan struct{}, begin time.Time, minDrain time.Duration) time.Duration {
 	// The stream reader runs here, on the test's goroutine, and so does the
 	// check for the end: published, the intents queue empty, and no row
 	// left in an open state that still moves (quarantined rows stay).
@@ -299,34 +357,7 @@ run:
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	wall := time.Since(begin)
-	stop()
-	tp.wait()
-	close(pubErrs)
-	for err := range pubErrs {
-		t.Errorf("%v", err)
-	}
-
-	r := analyze(t, p, cfg, plans, sesAccepted.all(), meter.snapshot(), hold)
-	r.Wall, r.Published, r.ShortTTL, r.LongTTL = wall, publishedAt, shortTTL, longTTL
-	r.SESDenied, r.SMSDenied = sesLimit.Denied(), smsLimit.Denied()
-	r.SESErrors = sesAccepted.errors()
-	r.SDKLog = sdkWarnings.snapshot()
-	r.Topology = tp
-	r.Ops = readOutput(p.Out.String())
-	r.print(os.Stdout)
-
-	if emuLog != nil {
-		problems, err := emuLog.Problems()
-		if err != nil {
-			t.Errorf("emulator log: %v", err)
-		}
-		for _, pr := range problems {
-			t.Errorf("emulator logged a fault during the surge:\n%s", pr)
-		}
-	}
-	r.check(t)
-	fmt.Println(r.finalLine())
+	return publishedAt
 }
 
 // feed hands the intents' indexes to the publishers: all at once for a
@@ -539,9 +570,61 @@ func analyze(t *testing.T, p *pipelinetest.Pipeline, cfg config, plans []intentP
 		Deferrals: map[string]int{}, DynamoDB: ddb, DLQ: p.DLQDepth(), LimitedBy: map[ledger.Rule]int{},
 		SupersededSlots: map[ledger.Channel]int{},
 	}
-	// Provider-side acceptances by key and channel.
-	sends := map[string][]time.Time{}
-	byChannel := map[ledger.Channel][]time.Time{}
+	sends, byChannel := r.countSends(t, p, sesAcc)
+
+	r.FirstPublish = plans[0].Published
+	known := map[string]bool{}
+	for _, pl := range plans {
+		known[pl.Key] = true
+		if pl.Published.Before(r.FirstPublish) {
+			r.FirstPublish = pl.Published
+		}
+		e, ok := rows[pl.Key]
+		if !ok {
+			r.Missing++
+			r.violate("intent %d (%s): no ledger row", pl.Index, pl.Channel)
+			continue
+		}
+		r.judgeRow(pl, e, sends[pl.Key])
+	}
+	for k := range sends {
+		if !known[k] {
+			r.violate("provider took a message under a key no intent has: %s", k)
+		}
+	}
+	for _, ch := range []ledger.Channel{ledger.Email, ledger.SMS} {
+		n, at := maxInWindow(byChannel[ch], rateWindow)
+		r.RateMax[ch], r.RateMaxAt[ch] = n, at
+		r.RateRatio = max(r.RateRatio, float64(n)/(rateWindow.Seconds()*cfg.Rate))
+		// A row superseded at the wake-up for its booked slot leaves that
+		// slot unused: the budget booked it before the newer challenge was
+		// claimed, and it is part of the minimum.
+		slots := r.Accepted[ch] + r.SupersededSlots[ch]
+		r.MinDrain = max(r.MinDrain, time.Duration(float64(slots)/cfg.Rate*float64(time.Second)))
+	}
+	r.Repeats = analyzeRepeats(plans, rows, sends)
+	hold.figures(&r.Repeats, rows)
+	r.Sends = byChannel
+	r.Drain = r.LastEnd.Sub(r.FirstPublish)
+	if r.MinDrain > 0 {
+		r.DrainRatio = r.Drain.Seconds() / r.MinDrain.Seconds()
+	}
+	return r
+}
+
+// violate records a violation, the first 20 of them.
+func (r *report) violate(format string, a ...any) {
+	if len(r.Violations) < 20 {
+		r.Violations = append(r.Violations, fmt.Sprintf(format, a...))
+	}
+}
+
+// countSends gathers the provider-side acceptances by key and by channel,
+// and counts the duplicates among them and among the emails SES captured.
+func (r *report) countSends(t *testing.T, p *pipelinetest.Pipeline, sesAcc []acceptance) (sends map[string][]time.Time, byChannel map[ledger.Channel][]time.Time) {
+	t.Helper()
+	sends = map[string][]time.Time{}
+	byChannel = map[ledger.Channel][]time.Time{}
 	for _, a := range sesAcc {
 		sends[a.Key] = append(sends[a.Key], a.At)
 		byChannel[ledger.Email] = append(byChannel[ledger.Email], a.At)
@@ -567,127 +650,90 @@ func analyze(t *testing.T, p *pipelinetest.Pipeline, cfg config, plans []intentP
 			r.SESCaptureDuplicates += n - 1
 		}
 	}
-	violate := func(format string, a ...any) {
-		if len(r.Violations) < 20 {
-			r.Violations = append(r.Violations, fmt.Sprintf(format, a...))
-		}
-	}
+	return sends, byChannel
+}
 
-	r.FirstPublish = plans[0].Published
-	known := map[string]bool{}
-	for _, pl := range plans {
-		known[pl.Key] = true
-		if pl.Published.Before(r.FirstPublish) {
-			r.FirstPublish = pl.Published
+// judgeRow counts plan pl's row e, which the provider took at the times got,
+// and records what it violates: stopped by a limit, sent twice or after its
+// expiry, accepted without a send, expired after a send, or another end.
+func (r *report) judgeRow(pl intentPlan, e ledger.Entry, got []time.Time) {
+	r.ByState[e.State]++
+	r.AttemptsAll += e.Attempts
+	last := e.Last()
+	if e.State.Terminal() && last.At.After(r.LastEnd) {
+		r.LastEnd = last.At
+	}
+	for i, ev := range e.History {
+		if ev.To == ledger.Deferred {
+			r.Deferrals[ev.Code]++
 		}
-		e, ok := rows[pl.Key]
-		if !ok {
-			r.Missing++
-			violate("intent %d (%s): no ledger row", pl.Index, pl.Channel)
-			continue
-		}
-		r.ByState[e.State]++
-		r.AttemptsAll += e.Attempts
-		last := e.Last()
-		if e.State.Terminal() && last.At.After(r.LastEnd) {
-			r.LastEnd = last.At
-		}
-		for i, ev := range e.History {
-			if ev.To == ledger.Deferred {
-				r.Deferrals[ev.Code]++
+		// A row deferred to a booked slot that started its attempt more
+		// than a second (slotGrace) after it had to book a new one.
+		if ev.To == ledger.Deferred && ev.Code == ledger.BudgetCode && i+1 < len(e.History) {
+			if nx := e.History[i+1]; nx.To == ledger.Dispatching && nx.At.Sub(ev.NextAttemptAt) > time.Second {
+				r.LateWakeUps++
 			}
-			// A row deferred to a booked slot that started its attempt more
-			// than a second (slotGrace) after it had to book a new one.
-			if ev.To == ledger.Deferred && ev.Code == ledger.BudgetCode && i+1 < len(e.History) {
-				if nx := e.History[i+1]; nx.To == ledger.Dispatching && nx.At.Sub(ev.NextAttemptAt) > time.Second {
-					r.LateWakeUps++
-				}
-			}
-		}
-		got := sends[pl.Key]
-		rule, stopped := ledger.LimitRule(e)
-		switch {
-		case rule == ledger.RuleSuperseded:
-			// Judged by analyzeRepeats.
-			r.Superseded++
-			if bookedSlot(e) {
-				r.SupersededSlots[pl.Channel]++
-			}
-		case stopped:
-			r.Limited++
-			r.LimitedBy[rule]++
-			violate("%s: stopped by the %s limit: %s", e.Key, rule, e.Reason)
-		}
-		if stopped && len(got) > 0 {
-			violate("%s: %s, but the provider took it %d time(s)", e.Key, e.State, len(got))
-		}
-		switch {
-		case stopped:
-			// Counted and reported above.
-		case e.State == ledger.Accepted:
-			r.Accepted[pl.Channel]++
-			if pl.Short {
-				r.AcceptedShort++
-			}
-			r.Attempts = append(r.Attempts, e.Attempts)
-			r.Latency = append(r.Latency, last.At.Sub(pl.Published))
-			if len(got) == 0 {
-				violate("%s: accepted in the ledger, but the provider recorded no send", e.Key)
-			}
-			for _, at := range got {
-				if !at.Before(e.ExpiresAt) {
-					violate("%s: provider took it at %s, after its expiry %s", e.Key, at.Format(time.RFC3339Nano), e.ExpiresAt.Format(time.RFC3339Nano))
-				}
-			}
-			if !last.At.Before(e.ExpiresAt) {
-				violate("%s: accepted at %s, after its expiry", e.Key, last.At.Format(time.RFC3339Nano))
-			}
-		case e.State == ledger.Expired:
-			r.ExpiredAll++
-			if pl.Short {
-				r.ExpiredShort++
-			}
-			reason := e.Reason
-			if code, ok := strings.CutPrefix(reason, ledger.NotSentReason("")); ok {
-				reason = ledger.NotSentReason("<" + code + ">")
-			}
-			r.ExpiredReasons[reason]++
-			if !notSentReason(e.Reason) {
-				violate("%s: expired with a reason that does not say it was not sent: %q", e.Key, e.Reason)
-			}
-			if len(got) > 0 {
-				violate("%s: expired, but the provider took it %d time(s)", e.Key, len(got))
-			}
-		default:
-			violate("%s: ended %s (%q)", e.Key, e.State, e.Reason)
-		}
-		if err := e.Verify(); err != nil {
-			violate("%v", err)
 		}
 	}
-	for k := range sends {
-		if !known[k] {
-			violate("provider took a message under a key no intent has: %s", k)
+	rule, stopped := ledger.LimitRule(e)
+	switch {
+	case rule == ledger.RuleSuperseded:
+		// Judged by analyzeRepeats.
+		r.Superseded++
+		if bookedSlot(e) {
+			r.SupersededSlots[pl.Channel]++
 		}
+	case stopped:
+		r.Limited++
+		r.LimitedBy[rule]++
+		r.violate("%s: stopped by the %s limit: %s", e.Key, rule, e.Reason)
 	}
-	for _, ch := range []ledger.Channel{ledger.Email, ledger.SMS} {
-		n, at := maxInWindow(byChannel[ch], rateWindow)
-		r.RateMax[ch], r.RateMaxAt[ch] = n, at
-		r.RateRatio = max(r.RateRatio, float64(n)/(rateWindow.Seconds()*cfg.Rate))
-		// A row superseded at the wake-up for its booked slot leaves that
-		// slot unused: the budget booked it before the newer challenge was
-		// claimed, and it is part of the minimum.
-		slots := r.Accepted[ch] + r.SupersededSlots[ch]
-		r.MinDrain = max(r.MinDrain, time.Duration(float64(slots)/cfg.Rate*float64(time.Second)))
+	if stopped && len(got) > 0 {
+		r.violate("%s: %s, but the provider took it %d time(s)", e.Key, e.State, len(got))
 	}
-	r.Repeats = analyzeRepeats(plans, rows, sends)
-	hold.figures(&r.Repeats, rows)
-	r.Sends = byChannel
-	r.Drain = r.LastEnd.Sub(r.FirstPublish)
-	if r.MinDrain > 0 {
-		r.DrainRatio = r.Drain.Seconds() / r.MinDrain.Seconds()
+	switch {
+	case stopped:
+		// Counted and reported above.
+	case e.State == ledger.Accepted:
+		r.Accepted[pl.Channel]++
+		if pl.Short {
+			r.AcceptedShort++
+		}
+		r.Attempts = append(r.Attempts, e.Attempts)
+		r.Latency = append(r.Latency, last.At.Sub(pl.Published))
+		if len(got) == 0 {
+			r.violate("%s: accepted in the ledger, but the provider recorded no send", e.Key)
+		}
+		for _, at := range got {
+			if !at.Before(e.ExpiresAt) {
+				r.violate("%s: provider took it at %s, after its expiry %s", e.Key, at.Format(time.RFC3339Nano), e.ExpiresAt.Format(time.RFC3339Nano))
+			}
+		}
+		if !last.At.Before(e.ExpiresAt) {
+			r.violate("%s: accepted at %s, after its expiry", e.Key, last.At.Format(time.RFC3339Nano))
+		}
+	case e.State == ledger.Expired:
+		r.ExpiredAll++
+		if pl.Short {
+			r.ExpiredShort++
+		}
+		reason := e.Reason
+		if code, ok := strings.CutPrefix(reason, ledger.NotSentReason("")); ok {
+			reason = ledger.NotSentReason("<" + code + ">")
+		}
+		r.ExpiredReasons[reason]++
+		if !notSentReason(e.Reason) {
+			r.violate("%s: expired with a reason that does not say it was not sent: %q", e.Key, e.Reason)
+		}
+		if len(got) > 0 {
+			r.violate("%s: expired, but the provider took it %d time(s)", e.Key, len(got))
+		}
+	default:
+		r.violate("%s: ended %s (%q)", e.Key, e.State, e.Reason)
 	}
-	return r
+	if err := e.Verify(); err != nil {
+		r.violate("%v", err)
+	}
 }
 
 // notSentReason reports whether an expiry reason says the message was not
@@ -826,6 +872,29 @@ func (r *report) print(w io.Writer) {
 	row("drain / physical minimum", fmt.Sprintf("%s / %s = %.3f", ms(r.Drain), ms(r.MinDrain), r.DrainRatio))
 	row("  (minimum: accepted and superseded rows' booked slots, email / SMS)", fmt.Sprintf("%d+%d / %d+%d",
 		r.Accepted[ledger.Email], r.SupersededSlots[ledger.Email], r.Accepted[ledger.SMS], r.SupersededSlots[ledger.SMS]))
+	r.printCosts(w, row, per)
+	row("stream batches / redelivered / records given up", fmt.Sprintf("%d / %d / %d", tp.streamBatches.Load(), tp.streamRetries.Load(), tp.streamGivenUp.Load()))
+	row("dispatch-queue messages / batches / failed", fmt.Sprintf("%d / %d / %d", tp.queueMessages.Load(), tp.queueBatches.Load(), tp.queueFailures.Load()))
+	row("claims reported failed (redelivered)", tp.claimFailures.Load())
+	row("reconcile / expire runs (sweep errors)", fmt.Sprintf("%d / %d (%d)", tp.reconcileRuns.Load(), tp.expireRuns.Load(), tp.sweepErrors.Load()))
+	row("re-driven rows (metric)", r.Ops.Metrics[metrics.Redriven])
+	row("in-process budget waits (count, mean)", fmt.Sprintf("%.0f, %s", r.Ops.Metrics["BudgetWaits"], meanMS(r.Ops.Metrics)))
+	row("harness errors (SQS after retries; stream reads)", fmt.Sprintf("%d; %d", tp.harnessErrors.Load(), tp.streamReadErrors.Load()))
+	if tp.lastHarnessErr != nil {
+		row("  last", tp.lastHarnessErr)
+	}
+	row("intents dead-lettered", r.DLQ)
+	r.timeline(w)
+	for _, l := range slices.Sorted(maps.Keys(r.Ops.Lines)) {
+		row("log "+l, r.Ops.Lines[l])
+	}
+	fmt.Fprintln(w)
+}
+
+// printCosts prints the DynamoDB requests and capacity per accepted message,
+// the budget's slots, the dispatch deliveries, and the SES and SDK errors and
+// retries.
+func (r *report) printCosts(w io.Writer, row func(string, any), per func(float64) string) {
 	d := r.DynamoDB
 	row("DynamoDB requests per accepted message", per(float64(d.Total())))
 	var ops []string
@@ -859,22 +928,6 @@ func (r *report) print(w io.Writer) {
 	for _, k := range slices.Sorted(maps.Keys(r.SDKLog)) {
 		row("SDK log: "+k, r.SDKLog[k])
 	}
-	row("stream batches / redelivered / records given up", fmt.Sprintf("%d / %d / %d", tp.streamBatches.Load(), tp.streamRetries.Load(), tp.streamGivenUp.Load()))
-	row("dispatch-queue messages / batches / failed", fmt.Sprintf("%d / %d / %d", tp.queueMessages.Load(), tp.queueBatches.Load(), tp.queueFailures.Load()))
-	row("claims reported failed (redelivered)", tp.claimFailures.Load())
-	row("reconcile / expire runs (sweep errors)", fmt.Sprintf("%d / %d (%d)", tp.reconcileRuns.Load(), tp.expireRuns.Load(), tp.sweepErrors.Load()))
-	row("re-driven rows (metric)", r.Ops.Metrics[metrics.Redriven])
-	row("in-process budget waits (count, mean)", fmt.Sprintf("%.0f, %s", r.Ops.Metrics["BudgetWaits"], meanMS(r.Ops.Metrics)))
-	row("harness errors (SQS after retries; stream reads)", fmt.Sprintf("%d; %d", tp.harnessErrors.Load(), tp.streamReadErrors.Load()))
-	if tp.lastHarnessErr != nil {
-		row("  last", tp.lastHarnessErr)
-	}
-	row("intents dead-lettered", r.DLQ)
-	r.timeline(w)
-	for _, l := range slices.Sorted(maps.Keys(r.Ops.Lines)) {
-		row("log "+l, r.Ops.Lines[l])
-	}
-	fmt.Fprintln(w)
 }
 
 // timeline prints, per 10 s from the first publish, the sends each
