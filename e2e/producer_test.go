@@ -254,45 +254,23 @@ func checkPublished(t *testing.T, e *env, cs []producerCase, results []producerR
 	for i, r := range results {
 		e.claimLog(t, r.MessageID, "intent handled", map[string]any{"receive_count": 1, "dedupe_key": cs[i].goKey}, 3*sendTimeout, start)
 	}
-
-	// What the transports captured: the published content, sent once.
-	emails, err := CapturedEmails(ctx, e.web, e.endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := ProviderMessages(ctx, e.web, e.provider)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs {
-		switch c.Channel {
-		case "email":
-			got := EmailsTo(emails, c.Message.To)
-			if len(got) != c.sends {
-				t.Errorf("%s/email: SES captured %d messages, want %d", c.ChallengeID, len(got), c.sends)
-			}
-			for _, m := range got {
-				if m.Subject != c.Message.Subject || strings.TrimSpace(m.BodyText) != c.Message.Body {
-					t.Errorf("%s/email: SES captured subject %q and a body that differs from the published one", c.ChallengeID, m.Subject)
-				}
-			}
-		case "sms":
-			sent := 0
-			for _, m := range msgs {
-				if m.IdempotencyKey != c.goKey {
-					continue
-				}
-				sent++
-				if m.To != c.Message.To || m.Body != c.Message.Body || m.ContentHash != c.goHash {
-					t.Errorf("%s/sms: provider got another address, body or hash than published", c.ChallengeID)
-				}
-			}
-			if sent != c.sends {
-				t.Errorf("%s/sms: webhook provider recorded %d messages, want %d", c.ChallengeID, sent, c.sends)
-			}
+	checkCapturedSends(t, ctx, e, cs)
+	checkExplained(t, e, cs)
+	if emulatorLog != nil {
+		problems, err := emulatorLog.Problems()
+		if err != nil {
+			t.Errorf("emulator log: %v", err)
+		}
+		if len(problems) > 0 {
+			t.Errorf("the emulator logged %d errors of its own during the run (%s); the first:\n%s", len(problems), emulatorLog.Path, problems[0])
 		}
 	}
+}
 
+// checkExplained: ledgerctl explain tells each challenge's story, a verified
+// row per case with its dedupe key and end state.
+func checkExplained(t *testing.T, e *env, cs []producerCase) {
+	t.Helper()
 	// ledgerctl explain tells each challenge's story.
 	ledgerctl := filepath.Join(t.TempDir(), "ledgerctl")
 	if out, err := exec.Command("go", "build", "-o", ledgerctl, "../cmd/ledgerctl").CombinedOutput(); err != nil {
@@ -340,13 +318,48 @@ func checkPublished(t *testing.T, e *env, cs []producerCase, results []producerR
 			t.Errorf("ledgerctl explain %s: %d rows, want %d", challenge, len(explained.Rows), want)
 		}
 	}
-	if emulatorLog != nil {
-		problems, err := emulatorLog.Problems()
-		if err != nil {
-			t.Errorf("emulator log: %v", err)
-		}
-		if len(problems) > 0 {
-			t.Errorf("the emulator logged %d errors of its own during the run (%s); the first:\n%s", len(problems), emulatorLog.Path, problems[0])
+}
+
+// checkCapturedSends: the transports captured the published content of each
+// case, as many times as it wants (SES's captured emails, the webhook
+// provider's messages).
+func checkCapturedSends(t *testing.T, ctx context.Context, e *env, cs []producerCase) {
+	t.Helper()
+	// What the transports captured: the published content, sent once.
+	emails, err := CapturedEmails(ctx, e.web, e.endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := ProviderMessages(ctx, e.web, e.provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		switch c.Channel {
+		case "email":
+			got := EmailsTo(emails, c.Message.To)
+			if len(got) != c.sends {
+				t.Errorf("%s/email: SES captured %d messages, want %d", c.ChallengeID, len(got), c.sends)
+			}
+			for _, m := range got {
+				if m.Subject != c.Message.Subject || strings.TrimSpace(m.BodyText) != c.Message.Body {
+					t.Errorf("%s/email: SES captured subject %q and a body that differs from the published one", c.ChallengeID, m.Subject)
+				}
+			}
+		case "sms":
+			sent := 0
+			for _, m := range msgs {
+				if m.IdempotencyKey != c.goKey {
+					continue
+				}
+				sent++
+				if m.To != c.Message.To || m.Body != c.Message.Body || m.ContentHash != c.goHash {
+					t.Errorf("%s/sms: provider got another address, body or hash than published", c.ChallengeID)
+				}
+			}
+			if sent != c.sends {
+				t.Errorf("%s/sms: webhook provider recorded %d messages, want %d", c.ChallengeID, sent, c.sends)
+			}
 		}
 	}
 }

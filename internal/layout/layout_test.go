@@ -25,8 +25,6 @@ const maxFuncLines = 80
 // the list, and TestBeingSplitIsCurrent fails on an entry that is no
 // longer long.
 var beingSplit = map[string]bool{
-	"e2e/node_test.go:checkPublished":                                    true,
-	"e2e/python_test.go:TestPythonProducerEndToEnd":                      true,
 	"pkg/ledger/claim_test.go:TestClaimRejectsInvalidIntent":             true,
 	"pkg/ledger/dispatch_test.go:TestDispatchInterleavings":              true,
 	"pkg/ledger/expire_test.go:TestExpireSweep":                          true,
