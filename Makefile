@@ -20,7 +20,7 @@ STARTED        = .run/started-$@
 LEFTOVER_CHECK = { LEDGER_STARTED_CHECK=$(CURDIR)/$(STARTED) go test -count=1 -run '^TestNothingLeftRunning$$' ./localstack/ \
 	| grep -v '^ok '; test $${PIPESTATUS[0]} -eq 0; }
 
-.PHONY: all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench bench-quick gate simulate surge surge-quiet surge-check emulator-start emulator-stop fuzz clean \
+.PHONY: node_modules all build test unit integration iam-coverage lint-template e2e e2e-test deploy-local run synth deploy bench bench-quick gate simulate surge surge-quiet surge-check emulator-start emulator-stop fuzz clean \
 	node-producer node-producer-deps node-producer-emulator python-producer python-producer-deps python-producer-emulator vectors smsregion
 
 all: build
@@ -251,9 +251,13 @@ smsregion:
 
 # The CDK CLI is pinned in package.json/package-lock.json. The go.mod dropped
 # into node_modules keeps `go ... ./...` from walking into npm's Go templates.
-node_modules: package-lock.json
+# node_modules is made when npm's own record of the install is missing or older than the lock
+# file: the folder's time says nothing (emptying it makes it new).
+node_modules: node_modules/.package-lock.json
+node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@printf 'module ignored/node_modules\n' > node_modules/go.mod
+	@touch $@
 
 clean:
 	rm -rf $(DIST) infra/cdk.out
