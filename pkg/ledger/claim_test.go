@@ -290,15 +290,21 @@ func TestClaimLosesCreateRace(t *testing.T) {
 	}
 }
 
-func TestClaimRejectsInvalidIntent(t *testing.T) {
-	ctx := context.Background()
+// invalidIntentCase is one way an intent can be wrong: mutate breaks one
+// field of a valid intent (or its sealed content), field is the one the
+// error must name, and badValue must not appear in the message.
+type invalidIntentCase struct {
+	name     string
+	mutate   func(in *ledger.Intent, sealed *[]byte)
+	field    string
+	badValue string // must not appear in the error message
+}
+
+// invalidIntentCases lists every field Intent.Validate checks, each broken
+// alone.
+func invalidIntentCases() []invalidIntentCase {
 	order := func(cs ...ledger.Channel) ledger.Workflow { return ledger.Workflow{Kind: ledger.Fallback, Order: cs} }
-	tests := []struct {
-		name     string
-		mutate   func(in *ledger.Intent, sealed *[]byte)
-		field    string
-		badValue string // must not appear in the error message
-	}{
+	return []invalidIntentCase{
 		{"empty challenge id", func(in *ledger.Intent, _ *[]byte) { in.ChallengeID = "" }, "challenge_id", ""},
 		{"over-long challenge id", func(in *ledger.Intent, _ *[]byte) { in.ChallengeID = strings.Repeat("Q", 129) }, "challenge_id", strings.Repeat("Q", 129)},
 		{"control character in challenge id", func(in *ledger.Intent, _ *[]byte) { in.ChallengeID = "chal-7\nforged log line" }, "challenge_id", "forged log line"},
@@ -334,47 +340,64 @@ func TestClaimRejectsInvalidIntent(t *testing.T) {
 		{"missing sealed content", func(_ *ledger.Intent, sealed *[]byte) { *sealed = nil }, "sealed_content", ""},
 		{"empty sealed content", func(_ *ledger.Intent, sealed *[]byte) { *sealed = []byte{} }, "sealed_content", ""},
 	}
-	for _, tt := range tests {
+}
+
+func TestClaimRejectsInvalidIntent(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range invalidIntentCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			in, sealed := ledgertest.Intent(7, ledger.Email, e.Clock.Now(), ttl)
 			tt.mutate(&in, &sealed)
 
 			res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
-			var fe *ledger.FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("want *FieldError, got %T %v (outcome %s)", err, err, res.Outcome)
-			}
-			if fe.Field != tt.field {
-				t.Fatalf("field %q, want %q (%v)", fe.Field, tt.field, err)
-			}
-			if !errors.Is(err, ledger.ErrInvalidIntent) {
-				t.Fatalf("%v does not unwrap to ErrInvalidIntent", err)
-			}
-			if fe.Reason == "" {
-				t.Fatal("empty reason")
-			}
-			if tt.badValue != "" && strings.Contains(err.Error(), tt.badValue) {
-				t.Fatalf("message %q contains the rejected value", err.Error())
-			}
-			if res.Outcome != "" || res.Entry.Key != "" {
-				t.Fatalf("invalid intent produced a result: %+v", res)
-			}
-
-			// Nothing written: neither the key the intent names nor the
-			// valid sibling key, and no content.
-			for _, key := range []string{in.Key(), ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-000007", Channel: ledger.Email}.Key()} {
-				if _, err := e.Store.Get(ctx, key); !errors.Is(err, ledger.ErrNotFound) {
-					t.Fatalf("store has a row after an invalid intent: %v", err)
-				}
-			}
-			if rows, _ := e.Store.ListOpen(ctx, ledger.Claimed, time.Time{}, 0); len(rows) != 0 {
-				t.Fatalf("%d claimed rows after an invalid intent", len(rows))
-			}
-			if n := e.Content.Len(); n != 0 {
-				t.Fatalf("content store holds %d blobs after an invalid intent", n)
-			}
+			checkIntentRefused(t, tt, res, err)
+			checkNothingClaimed(t, e, in)
 		})
+	}
+}
+
+// checkIntentRefused checks that a claim of an invalid intent failed with a
+// *FieldError naming tt.field, without echoing the rejected value, and
+// returned no result.
+func checkIntentRefused(t *testing.T, tt invalidIntentCase, res ledger.ClaimResult, err error) {
+	t.Helper()
+	var fe *ledger.FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("want *FieldError, got %T %v (outcome %s)", err, err, res.Outcome)
+	}
+	if fe.Field != tt.field {
+		t.Fatalf("field %q, want %q (%v)", fe.Field, tt.field, err)
+	}
+	if !errors.Is(err, ledger.ErrInvalidIntent) {
+		t.Fatalf("%v does not unwrap to ErrInvalidIntent", err)
+	}
+	if fe.Reason == "" {
+		t.Fatal("empty reason")
+	}
+	if tt.badValue != "" && strings.Contains(err.Error(), tt.badValue) {
+		t.Fatalf("message %q contains the rejected value", err.Error())
+	}
+	if res.Outcome != "" || res.Entry.Key != "" {
+		t.Fatalf("invalid intent produced a result: %+v", res)
+	}
+}
+
+// checkNothingClaimed checks that a refused claim wrote nothing: neither the
+// key the intent names nor the valid sibling key, and no content.
+func checkNothingClaimed(t *testing.T, e *env, in ledger.Intent) {
+	t.Helper()
+	ctx := context.Background()
+	for _, key := range []string{in.Key(), ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-000007", Channel: ledger.Email}.Key()} {
+		if _, err := e.Store.Get(ctx, key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("store has a row after an invalid intent: %v", err)
+		}
+	}
+	if rows, _ := e.Store.ListOpen(ctx, ledger.Claimed, time.Time{}, 0); len(rows) != 0 {
+		t.Fatalf("%d claimed rows after an invalid intent", len(rows))
+	}
+	if n := e.Content.Len(); n != 0 {
+		t.Fatalf("content store holds %d blobs after an invalid intent", n)
 	}
 }
 

@@ -312,33 +312,35 @@ func (c *hookContent) Get(ctx context.Context, key string) ([]byte, error) {
 	return c.ContentStore.Get(ctx, key)
 }
 
+// dispatchFirst returns a hook in which other dispatches key to accepted.
+func dispatchFirst(t *testing.T, other *ledgertest.UseCases, key string) func() {
+	return func() {
+		if r, err := other.Dispatch(context.Background(), key, "dispatch/other"); err != nil || r.Outcome != ledger.OutcomeAccepted {
+			t.Errorf("other dispatch: %s %v", r.Outcome, err)
+		}
+	}
+}
+
+// mismatchFirst returns a hook in which other claims in again with changed
+// content: a content-mismatch event on the row.
+func mismatchFirst(t *testing.T, other *ledgertest.UseCases, in ledger.Intent) func() {
+	return func() {
+		m := ledgertest.Message(60, ledger.Email)
+		m.Body = "tampered"
+		bad := in
+		bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
+		if r, err := other.Claim(context.Background(), bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.OutcomeMismatch {
+			t.Errorf("mismatch claim: %s %v", r.Outcome, err)
+		}
+	}
+}
+
 // Dispatch must stay harmless when another writer changes the row between
 // its read and its conditional write: the conditional write decides, a lost
 // race is a skip (not an error that fails the batch), and a write that did
 // not change the state (a content-mismatch event) must not cost the send.
 func TestDispatchInterleavings(t *testing.T) {
 	ctx := context.Background()
-	// dispatchFirst is a hook in which other dispatches key to accepted.
-	dispatchFirst := func(t *testing.T, other *ledgertest.UseCases, key string) func() {
-		return func() {
-			if r, err := other.Dispatch(ctx, key, "dispatch/other"); err != nil || r.Outcome != ledger.OutcomeAccepted {
-				t.Errorf("other dispatch: %s %v", r.Outcome, err)
-			}
-		}
-	}
-	// mismatchFirst is a hook in which other claims in again with changed
-	// content: a content-mismatch event on the row.
-	mismatchFirst := func(t *testing.T, other *ledgertest.UseCases, in ledger.Intent) func() {
-		return func() {
-			m := ledgertest.Message(60, ledger.Email)
-			m.Body = "tampered"
-			bad := in
-			bad.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-			if r, err := other.Claim(ctx, bad, ledgertest.Seal(m), "claim/other"); err != nil || r.Outcome != ledger.OutcomeMismatch {
-				t.Errorf("mismatch claim: %s %v", r.Outcome, err)
-			}
-		}
-	}
 	tests := []struct {
 		name string
 		// wire installs the interleaving on svc (the worker under test);
