@@ -9,9 +9,19 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
-func TestExpireSweep(t *testing.T) {
+// sweepCase is a row seeded before an expire sweep and what the sweep at
+// start+5m must leave it as.
+type sweepCase struct {
+	name    string
+	in      ledger.Intent
+	want    ledger.State
+	content bool
+}
+
+// seedSweepRows claims one row per case, each with its own lifetime from the
+// env's start, and brings it to the state the case names.
+func seedSweepRows(t *testing.T, e *env) []sweepCase {
 	ctx := context.Background()
-	e := newEnv(t)
 	start := e.Clock.Now()
 	claimAt := func(i int, ch ledger.Channel, life time.Duration) ledger.Intent {
 		in, sealed := ledgertest.Intent(i, ch, start, life)
@@ -20,7 +30,6 @@ func TestExpireSweep(t *testing.T) {
 		}
 		return in
 	}
-	// Rows and what the sweep at start+5m must do with them.
 	expiredClaimed := claimAt(70, ledger.Email, time.Minute)
 	inMargin := claimAt(71, ledger.SMS, 5*time.Minute+20*time.Second)
 	live := claimAt(72, ledger.Email, 30*time.Minute)
@@ -34,10 +43,26 @@ func TestExpireSweep(t *testing.T) {
 	mustDispatch(t, e, quarantined.Key(), ledger.OutcomeQuarantined)
 	e.Transport.Script = nil
 	dispatching := e.stuckDispatching(t, 76, ledger.Email, ledgertest.Accept)
+	return []sweepCase{
+		{"claimed past expiry", expiredClaimed, ledger.Expired, false},
+		{"claimed inside the margin", inMargin, ledger.Expired, false},
+		{"claimed and live", live, ledger.Claimed, true},
+		{"accepted", accepted, ledger.Accepted, false},
+		{"unknown past expiry", unknown, ledger.Unknown, true},
+		{"quarantined", quarantined, ledger.Quarantined, false},
+		{"dispatching past expiry", dispatching, ledger.Dispatching, true},
+	}
+}
+
+func TestExpireSweep(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	// Rows and what the sweep at start+5m must do with them.
+	tests := seedSweepRows(t, e)
 
 	before := map[string]ledger.Entry{}
-	for _, in := range []ledger.Intent{expiredClaimed, inMargin, live, accepted, unknown, quarantined, dispatching} {
-		before[in.Key()] = e.get(t, in.Key())
+	for _, tt := range tests {
+		before[tt.in.Key()] = e.get(t, tt.in.Key())
 	}
 	calls := e.Transport.Calls()
 	e.Clock.Advance(5 * time.Minute)
@@ -49,42 +74,9 @@ func TestExpireSweep(t *testing.T) {
 		t.Fatalf("actions %v", rep.Actions)
 	}
 
-	tests := []struct {
-		name    string
-		in      ledger.Intent
-		want    ledger.State
-		content bool
-	}{
-		{"claimed past expiry", expiredClaimed, ledger.Expired, false},
-		{"claimed inside the margin", inMargin, ledger.Expired, false},
-		{"claimed and live", live, ledger.Claimed, true},
-		{"accepted", accepted, ledger.Accepted, false},
-		{"unknown past expiry", unknown, ledger.Unknown, true},
-		{"quarantined", quarantined, ledger.Quarantined, false},
-		{"dispatching past expiry", dispatching, ledger.Dispatching, true},
-	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := e.get(t, tt.in.Key())
-			if got.State != tt.want {
-				t.Fatalf("state %s, want %s", got.State, tt.want)
-			}
-			if e.hasContent(t, tt.in.Key()) != tt.content {
-				t.Fatalf("content kept = %v, want %v", !tt.content, tt.content)
-			}
-			b := before[tt.in.Key()]
-			if tt.want != ledger.Expired {
-				if got.Version != b.Version {
-					t.Fatalf("untouched row was written: v%d -> v%d", b.Version, got.Version)
-				}
-				return
-			}
-			last := got.Last()
-			if got.Version != b.Version+1 || last.From != ledger.Claimed || last.To != ledger.Expired ||
-				last.Worker != "expire/req-1" || got.Reason == "" || last.Reason != got.Reason {
-				t.Fatalf("expire event %+v", last)
-			}
-			checkHistory(t, got)
+			checkSweptRow(t, e, tt, before[tt.in.Key()])
 		})
 	}
 	if e.Transport.Calls() != calls {
@@ -95,6 +87,32 @@ func TestExpireSweep(t *testing.T) {
 	if err != nil || rep.Actions["claimed->expired"] != 0 {
 		t.Fatalf("second sweep: %+v %v", rep, err)
 	}
+}
+
+// checkSweptRow checks one row after the sweep against its case: expired
+// rows lost their content and carry the sweep's event, every other row was
+// not written (b is the row before the sweep).
+func checkSweptRow(t *testing.T, e *env, tt sweepCase, b ledger.Entry) {
+	t.Helper()
+	got := e.get(t, tt.in.Key())
+	if got.State != tt.want {
+		t.Fatalf("state %s, want %s", got.State, tt.want)
+	}
+	if e.hasContent(t, tt.in.Key()) != tt.content {
+		t.Fatalf("content kept = %v, want %v", !tt.content, tt.content)
+	}
+	if tt.want != ledger.Expired {
+		if got.Version != b.Version {
+			t.Fatalf("untouched row was written: v%d -> v%d", b.Version, got.Version)
+		}
+		return
+	}
+	last := got.Last()
+	if got.Version != b.Version+1 || last.From != ledger.Claimed || last.To != ledger.Expired ||
+		last.Worker != "expire/req-1" || got.Reason == "" || last.Reason != got.Reason {
+		t.Fatalf("expire event %+v", last)
+	}
+	checkHistory(t, got)
 }
 
 func TestExpireSweepSettlesHeldRows(t *testing.T) {

@@ -12,16 +12,22 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
-func TestFallbackGate(t *testing.T) {
+// fallbackGateCase brings the email row of challenge 10 into a state and
+// says what the sms claim that follows must get.
+type fallbackGateCase struct {
+	name string
+	// email brings the email row of challenge 10 into a state; nil
+	// means no email intent arrived yet.
+	email     func(t *testing.T, e *env, key string)
+	wantEmail ledger.State
+	wantSMS   ledger.Outcome
+}
+
+// fallbackGateCases covers every state the earlier channel can be in when
+// the later one is claimed.
+func fallbackGateCases() []fallbackGateCase {
 	ctx := context.Background()
-	tests := []struct {
-		name string
-		// email brings the email row of challenge 10 into a state; nil
-		// means no email intent arrived yet.
-		email     func(t *testing.T, e *env, key string)
-		wantEmail ledger.State
-		wantSMS   ledger.Outcome
-	}{
+	return []fallbackGateCase{
 		{"email not claimed yet", nil, ledger.None, ledger.OutcomeHeld},
 		{"email claimed", func(*testing.T, *env, string) {}, ledger.Claimed, ledger.OutcomeHeld},
 		{"email dispatching", func(t *testing.T, e *env, key string) {
@@ -64,21 +70,17 @@ func TestFallbackGate(t *testing.T) {
 			mustDispatch(t, e, key, ledger.OutcomeExpired)
 		}, ledger.Expired, ledger.OutcomeSuppressed},
 	}
-	for _, tt := range tests {
+}
+
+func TestFallbackGate(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range fallbackGateCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.Svc.Policy.ExpiryMargin = 2 * time.Minute
 			e.Svc.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
-			emailIn, emailSealed := fallbackIntent(10, ledger.Email, e.Clock.Now())
 			if tt.email != nil {
-				res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email")
-				if err != nil || res.Outcome != ledger.OutcomeClaimed {
-					t.Fatalf("email claim: %s %v", res.Outcome, err)
-				}
-				tt.email(t, e, emailIn.Key())
-				if got := e.get(t, emailIn.Key()).State; got != tt.wantEmail {
-					t.Fatalf("email is %s, want %s", got, tt.wantEmail)
-				}
+				bringEmailTo(t, e, tt)
 			}
 			e.Transport.Script = nil
 			calls := e.Transport.Calls()
@@ -86,43 +88,73 @@ func TestFallbackGate(t *testing.T) {
 			smsIn, smsSealed := fallbackIntent(10, ledger.SMS, e.Clock.Now())
 			res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms")
 			if tt.wantSMS == ledger.OutcomeHeld {
-				if err != nil || res.Outcome != ledger.OutcomeHeld {
-					t.Fatalf("want the sms held, got %s %v", res.Outcome, err)
-				}
-				if got := e.get(t, smsIn.Key()); got.State != ledger.Held || got.Reason == "" {
-					t.Fatalf("held sms row: %s %q", got.State, got.Reason)
-				}
-				if !e.hasContent(t, smsIn.Key()) {
-					t.Fatal("held sms must keep its sealed content for later")
-				}
-				if d := mustDispatch(t, e, smsIn.Key(), ledger.OutcomeSkipped); d.State != ledger.Held || e.Transport.Calls() != calls {
-					t.Fatal("held sms sent")
-				}
+				checkSMSHeld(t, e, smsIn.Key(), res, err, calls)
 				return
 			}
 			if err != nil || res.Outcome != tt.wantSMS {
 				t.Fatalf("sms claim: %s %v, want %s", res.Outcome, err, tt.wantSMS)
 			}
-			d, err := e.Svc.Dispatch(ctx, smsIn.Key(), "dispatch/sms")
-			if err != nil {
-				t.Fatal(err)
-			}
-			sms := e.get(t, smsIn.Key())
-			mustVerify(t, sms)
-			switch tt.wantSMS {
-			case ledger.OutcomeClaimed:
-				if d.Outcome != ledger.OutcomeAccepted || sms.State != ledger.Accepted || e.Transport.Recorded(smsIn.Key()) != 1 {
-					t.Fatalf("sms %s/%s recorded %d", d.Outcome, sms.State, e.Transport.Recorded(smsIn.Key()))
-				}
-			case ledger.OutcomeSuppressed:
-				if d.Outcome != ledger.OutcomeSkipped || sms.State != ledger.Suppressed || sms.Reason == "" {
-					t.Fatalf("sms %s/%s reason %q", d.Outcome, sms.State, sms.Reason)
-				}
-				if e.Transport.Calls() != calls || e.hasContent(t, smsIn.Key()) {
-					t.Fatalf("suppressed sms sent %d or stored content", e.Transport.Calls()-calls)
-				}
-			}
+			checkSMSPastGate(t, e, smsIn.Key(), tt.wantSMS, calls)
 		})
+	}
+}
+
+// bringEmailTo claims the email row of challenge 10 and brings it into the
+// state tt names.
+func bringEmailTo(t *testing.T, e *env, tt fallbackGateCase) {
+	t.Helper()
+	emailIn, emailSealed := fallbackIntent(10, ledger.Email, e.Clock.Now())
+	res, err := e.Svc.Claim(context.Background(), emailIn, emailSealed, "claim/email")
+	if err != nil || res.Outcome != ledger.OutcomeClaimed {
+		t.Fatalf("email claim: %s %v", res.Outcome, err)
+	}
+	tt.email(t, e, emailIn.Key())
+	if got := e.get(t, emailIn.Key()).State; got != tt.wantEmail {
+		t.Fatalf("email is %s, want %s", got, tt.wantEmail)
+	}
+}
+
+// checkSMSHeld checks that the sms claim was held: the row keeps its sealed
+// content for later, and a dispatch of it sends nothing (calls is the
+// transport's count before the claim).
+func checkSMSHeld(t *testing.T, e *env, key string, res ledger.ClaimResult, err error, calls int) {
+	t.Helper()
+	if err != nil || res.Outcome != ledger.OutcomeHeld {
+		t.Fatalf("want the sms held, got %s %v", res.Outcome, err)
+	}
+	if got := e.get(t, key); got.State != ledger.Held || got.Reason == "" {
+		t.Fatalf("held sms row: %s %q", got.State, got.Reason)
+	}
+	if !e.hasContent(t, key) {
+		t.Fatal("held sms must keep its sealed content for later")
+	}
+	if d := mustDispatch(t, e, key, ledger.OutcomeSkipped); d.State != ledger.Held || e.Transport.Calls() != calls {
+		t.Fatal("held sms sent")
+	}
+}
+
+// checkSMSPastGate dispatches the sms row the gate let through (claimed) or
+// closed (suppressed) and checks it was sent once or not at all.
+func checkSMSPastGate(t *testing.T, e *env, key string, wantSMS ledger.Outcome, calls int) {
+	t.Helper()
+	d, err := e.Svc.Dispatch(context.Background(), key, "dispatch/sms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sms := e.get(t, key)
+	mustVerify(t, sms)
+	switch wantSMS {
+	case ledger.OutcomeClaimed:
+		if d.Outcome != ledger.OutcomeAccepted || sms.State != ledger.Accepted || e.Transport.Recorded(key) != 1 {
+			t.Fatalf("sms %s/%s recorded %d", d.Outcome, sms.State, e.Transport.Recorded(key))
+		}
+	case ledger.OutcomeSuppressed:
+		if d.Outcome != ledger.OutcomeSkipped || sms.State != ledger.Suppressed || sms.Reason == "" {
+			t.Fatalf("sms %s/%s reason %q", d.Outcome, sms.State, sms.Reason)
+		}
+		if e.Transport.Calls() != calls || e.hasContent(t, key) {
+			t.Fatalf("suppressed sms sent %d or stored content", e.Transport.Calls()-calls)
+		}
 	}
 }
 

@@ -10,31 +10,42 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
-func TestReconcileUnknownPolicy(t *testing.T) {
+// unknownPolicyStep is one reconcile pass: the clock moves on by advance,
+// then reconcile runs with sends answered by behavior.
+type unknownPolicyStep struct {
+	advance  time.Duration
+	behavior ledgertest.Behavior // of a send during this reconcile, if any
+}
+
+// unknownPolicyCase is a transport's capabilities (retry window, lookup),
+// the send that left the row unknown, the reconcile passes that follow, and
+// the row and sends they must end with.
+type unknownPolicyCase struct {
+	name     string
+	window   time.Duration
+	lookup   bool
+	dispatch ledgertest.Behavior
+	steps    []unknownPolicyStep
+	// want
+	state    ledger.State
+	sends    int
+	recorded int
+	attempts int
+	ackID    string
+	reason   string // substring of the row's reason
+}
+
+// unknownPolicyCases covers each way a transport lets reconcile settle an
+// unknown outcome: a same-key retry window, a lookup, both, or neither.
+func unknownPolicyCases() []unknownPolicyCase {
 	const (
 		A    = ledgertest.Accept
 		R    = ledgertest.Reject
 		Drop = ledgertest.AcceptThenDrop
 		Fail = ledgertest.FailBeforeReach
 	)
-	type step struct {
-		advance  time.Duration
-		behavior ledgertest.Behavior // of a send during this reconcile, if any
-	}
-	tests := []struct {
-		name     string
-		window   time.Duration
-		lookup   bool
-		dispatch ledgertest.Behavior
-		steps    []step
-		// want
-		state    ledger.State
-		sends    int
-		recorded int
-		attempts int
-		ackID    string
-		reason   string // substring of the row's reason
-	}{
+	type step = unknownPolicyStep
+	return []unknownPolicyCase{
 		{name: "window: same-key retry accepted with the original id", window: 24 * time.Hour, dispatch: Drop,
 			steps: []step{{time.Minute, A}}, state: ledger.Accepted, sends: 2, recorded: 1, attempts: 2, ackID: "msg-1", reason: "same-key retry"},
 		{name: "window: same-key retry refused", window: 24 * time.Hour, dispatch: Fail,
@@ -77,7 +88,10 @@ func TestReconcileUnknownPolicy(t *testing.T) {
 		{name: "neither: a later sweep does not send either", dispatch: Fail,
 			steps: []step{{time.Minute, A}, {time.Hour, A}}, state: ledger.Quarantined, sends: 1, recorded: 0, attempts: 1},
 	}
-	for _, tt := range tests {
+}
+
+func TestReconcileUnknownPolicy(t *testing.T) {
+	for _, tt := range unknownPolicyCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.Transport.Window, e.Transport.CanLookup = tt.window, tt.lookup
@@ -89,54 +103,67 @@ func TestReconcileUnknownPolicy(t *testing.T) {
 			for i, st := range tt.steps {
 				e.Clock.Advance(st.advance)
 				behavior = st.behavior
-				before := e.get(t, in.Key())
-				reconcile(t, e)
-				after := e.get(t, in.Key())
-				if before.State == ledger.Unknown && !before.NextCheckAt.After(e.Clock.Now()) && after.Version == before.Version {
-					t.Fatalf("step %d: a due unknown row was not looked at", i)
-				}
-				if before.NextCheckAt.After(e.Clock.Now()) && after.Version != before.Version {
-					t.Fatalf("step %d: a row not yet due was changed", i)
-				}
+				reconcileStep(t, e, in.Key(), i)
 			}
-
-			got := e.get(t, in.Key())
-			if got.State != tt.state || got.Attempts != tt.attempts || got.AckID != tt.ackID {
-				t.Fatalf("row %s attempts %d ack %q (reason %q), want %s %d %q", got.State, got.Attempts, got.AckID, got.Reason, tt.state, tt.attempts, tt.ackID)
-			}
-			if !strings.Contains(got.Reason, tt.reason) {
-				t.Fatalf("reason %q does not mention %q", got.Reason, tt.reason)
-			}
-			if len(e.Transport.Sent) != tt.sends || e.Transport.Recorded(in.Key()) != tt.recorded {
-				t.Fatalf("sends %d recorded %d, want %d %d", len(e.Transport.Sent), e.Transport.Recorded(in.Key()), tt.sends, tt.recorded)
-			}
-			for i, s := range e.Transport.Sent {
-				if s.IdempotencyKey != in.Key() || s.ContentHash != in.ContentHash || s.Attempt != i+1 {
-					t.Fatalf("send %d: key %s hash %s attempt %d", i, s.IdempotencyKey, s.ContentHash, s.Attempt)
-				}
-			}
-			if got.Attempts > e.Svc.Policy.MaxAttempts {
-				t.Fatalf("%d attempts exceed MaxAttempts %d", got.Attempts, e.Svc.Policy.MaxAttempts)
-			}
-			if want := got.State == ledger.Unknown; e.hasContent(t, in.Key()) != want {
-				t.Fatalf("content kept = %v in state %s", !want, got.State)
-			}
-			if got.State == ledger.Quarantined && (!strings.Contains(got.Reason, "outcome unknown") || !got.NextCheckAt.IsZero()) {
-				t.Fatalf("quarantine reason %q next check %v", got.Reason, got.NextCheckAt)
-			}
-			if got.State == ledger.Unknown && !got.NextCheckAt.After(e.Clock.Now()) {
-				t.Fatalf("unknown row's next check %v is not in the future", got.NextCheckAt)
-			}
-			checkHistory(t, got)
-			if got.State == ledger.Accepted || got.State == ledger.Rejected {
-				// Evidence: the entry that closed the row came from the
-				// transport, in a reconcile, not from an operator.
-				last := got.Last()
-				if last.From != ledger.Unknown || last.Worker != "reconcile/req-1" || last.AckID != tt.ackID {
-					t.Fatalf("closing event %+v", last)
-				}
-			}
+			checkUnknownSettled(t, e, in, tt)
 		})
+	}
+}
+
+// reconcileStep runs reconcile pass i and checks that it looked at the row
+// if and only if the row was due.
+func reconcileStep(t *testing.T, e *env, key string, i int) {
+	t.Helper()
+	before := e.get(t, key)
+	reconcile(t, e)
+	after := e.get(t, key)
+	if before.State == ledger.Unknown && !before.NextCheckAt.After(e.Clock.Now()) && after.Version == before.Version {
+		t.Fatalf("step %d: a due unknown row was not looked at", i)
+	}
+	if before.NextCheckAt.After(e.Clock.Now()) && after.Version != before.Version {
+		t.Fatalf("step %d: a row not yet due was changed", i)
+	}
+}
+
+// checkUnknownSettled checks the row and the sends after the case's last
+// reconcile pass.
+func checkUnknownSettled(t *testing.T, e *env, in ledger.Intent, tt unknownPolicyCase) {
+	t.Helper()
+	got := e.get(t, in.Key())
+	if got.State != tt.state || got.Attempts != tt.attempts || got.AckID != tt.ackID {
+		t.Fatalf("row %s attempts %d ack %q (reason %q), want %s %d %q", got.State, got.Attempts, got.AckID, got.Reason, tt.state, tt.attempts, tt.ackID)
+	}
+	if !strings.Contains(got.Reason, tt.reason) {
+		t.Fatalf("reason %q does not mention %q", got.Reason, tt.reason)
+	}
+	if len(e.Transport.Sent) != tt.sends || e.Transport.Recorded(in.Key()) != tt.recorded {
+		t.Fatalf("sends %d recorded %d, want %d %d", len(e.Transport.Sent), e.Transport.Recorded(in.Key()), tt.sends, tt.recorded)
+	}
+	for i, s := range e.Transport.Sent {
+		if s.IdempotencyKey != in.Key() || s.ContentHash != in.ContentHash || s.Attempt != i+1 {
+			t.Fatalf("send %d: key %s hash %s attempt %d", i, s.IdempotencyKey, s.ContentHash, s.Attempt)
+		}
+	}
+	if got.Attempts > e.Svc.Policy.MaxAttempts {
+		t.Fatalf("%d attempts exceed MaxAttempts %d", got.Attempts, e.Svc.Policy.MaxAttempts)
+	}
+	if want := got.State == ledger.Unknown; e.hasContent(t, in.Key()) != want {
+		t.Fatalf("content kept = %v in state %s", !want, got.State)
+	}
+	if got.State == ledger.Quarantined && (!strings.Contains(got.Reason, "outcome unknown") || !got.NextCheckAt.IsZero()) {
+		t.Fatalf("quarantine reason %q next check %v", got.Reason, got.NextCheckAt)
+	}
+	if got.State == ledger.Unknown && !got.NextCheckAt.After(e.Clock.Now()) {
+		t.Fatalf("unknown row's next check %v is not in the future", got.NextCheckAt)
+	}
+	checkHistory(t, got)
+	if got.State == ledger.Accepted || got.State == ledger.Rejected {
+		// Evidence: the entry that closed the row came from the
+		// transport, in a reconcile, not from an operator.
+		last := got.Last()
+		if last.From != ledger.Unknown || last.Worker != "reconcile/req-1" || last.AckID != tt.ackID {
+			t.Fatalf("closing event %+v", last)
+		}
 	}
 }
 
