@@ -52,55 +52,65 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 	}
 }
 
+// owedSetup is a claimed row, past RedriveAfter, in a paced env whose
+// dispatch marks a test moves by hand.
+type owedSetup struct {
+	e    *env
+	sch  *scheduler
+	prog *memstore.Progress
+	row  ledger.Entry
+}
+
+// claimedPastRedrive claims one row and moves the clock past RedriveAfter.
+func claimedPastRedrive(t *testing.T) owedSetup {
+	e, sch := pacedEnv(t)
+	prog := &memstore.Progress{}
+	e.Svc.Progress = prog
+	_, _, row := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
+	e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Second)
+	return owedSetup{e, sch, prog, row}
+}
+
+// redriven runs a re-drive pass and returns how many times the row has been
+// handed back in all.
+func (s owedSetup) redriven(t *testing.T) int {
+	t.Helper()
+	if _, err := s.e.Svc.Redrive(context.Background(), 100); err != nil {
+		t.Fatal(err)
+	}
+	_, n := s.sch.last(s.row.Key)
+	return n
+}
+
+func (s owedSetup) now() time.Time { return s.e.Clock.Now() }
+
+// lag records a batch behind late, heard at at.
+func (s owedSetup) lag(behind time.Duration, at time.Time) {
+	_, _ = s.prog.Lagging(context.Background(), behind, at, at.Add(-s.e.Svc.Policy.RedriveAfter))
+}
+
 // TestRedriveLeavesRowsTheSourcesStillOwe: with the dispatch marks, a row is
 // handed back only when neither the stream nor the dispatch queue can still
 // deliver it: the source has passed it, or stopped moving.
 func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
-	ctx := context.Background()
-	type setup struct {
-		e    *env
-		sch  *scheduler
-		prog *memstore.Progress
-		row  ledger.Entry
-	}
-	claimed := func(t *testing.T) setup {
-		e, sch := pacedEnv(t)
-		prog := &memstore.Progress{}
-		e.Svc.Progress = prog
-		_, _, row := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
-		e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Second)
-		return setup{e, sch, prog, row}
-	}
-	redriven := func(t *testing.T, s setup) int {
-		t.Helper()
-		if _, err := s.e.Svc.Redrive(ctx, 100); err != nil {
-			t.Fatal(err)
-		}
-		_, n := s.sch.last(s.row.Key)
-		return n
-	}
-	now := func(s setup) time.Time { return s.e.Clock.Now() }
-	lag := func(s setup, behind time.Duration, at time.Time) {
-		_, _ = s.prog.Lagging(ctx, behind, at, at.Add(-s.e.Svc.Policy.RedriveAfter))
-	}
 	t.Run("the stream runs late and moves", func(t *testing.T) {
-		s := claimed(t)
-		lag(s, 30*time.Second, now(s).Add(-time.Second))
-		if n := redriven(t, s); n != 0 {
+		s := claimedPastRedrive(t)
+		s.lag(30*time.Second, s.now().Add(-time.Second))
+		if n := s.redriven(t); n != 0 {
 			t.Fatalf("re-driven %d times while the stream still owes the row", n)
 		}
 	})
 	t.Run("the stream is on time and the claim waited longer", func(t *testing.T) {
-		s := claimed(t)
-		lag(s, 0, now(s).Add(-time.Second))
-		if n := redriven(t, s); n != 1 {
+		s := claimedPastRedrive(t)
+		s.lag(0, s.now().Add(-time.Second))
+		if n := s.redriven(t); n != 1 {
 			t.Fatalf("re-driven %d times after the stream should have delivered the row (its record was lost), want 1", n)
 		}
 	})
 	t.Run("the stream stopped moving", func(t *testing.T) {
-		s := claimed(t)
-		lag(s, 30*time.Second, now(s).Add(-s.e.Svc.Policy.RedriveAfter))
-		if n := redriven(t, s); n != 1 {
+		s := claimedPastRedrive(t)
+		s.lag(30*time.Second, s.now().Add(-s.e.Svc.Policy.RedriveAfter))
+		if n := s.redriven(t); n != 1 {
 			t.Fatalf("re-driven %d times with a stalled stream, want 1", n)
 		}
 	})
@@ -111,57 +121,68 @@ func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
 		// moving: the claim, younger than 30 s + RedriveAfter, is owed.
 		// (Judged by the window's time alone, the stream looked stopped
 		// and every due claim was handed back: 452 of 10,000 in a surge.)
-		s := claimed(t)
-		lag(s, 30*time.Second, now(s).Add(-19*time.Second))
-		lag(s, 5*time.Second, now(s).Add(-time.Second))
+		s := claimedPastRedrive(t)
+		s.lag(30*time.Second, s.now().Add(-19*time.Second))
+		s.lag(5*time.Second, s.now().Add(-time.Second))
 		s.e.Clock.Advance(2 * time.Second)
-		if n := redriven(t, s); n != 0 {
+		if n := s.redriven(t); n != 0 {
 			t.Fatalf("re-driven %d times while the stream still delivers", n)
 		}
 	})
-	t.Run("a hand-back the queue still owes is not repeated", func(t *testing.T) {
-		s := claimed(t)
-		lag(s, 0, now(s))
-		if n := redriven(t, s); n != 1 {
-			t.Fatalf("first pass: re-driven %d times, want 1", n)
-		}
-		handedAt := now(s)
-		// The queue is moving but has not reached the hand-back: the next
-		// pass, past RedriveAfter again, hands nothing back.
-		s.e.Clock.Advance(s.e.Svc.Policy.RedriveAfter + time.Second)
-		lag(s, 0, now(s))
-		_ = s.prog.Advance(ctx, handedAt.Add(-time.Second), now(s))
-		if n := redriven(t, s); n != 1 {
-			t.Fatalf("second pass: re-driven %d times in all while the queue owes the first, want 1", n)
-		}
-		// The queue passed the hand-back and the row is still claimed: lost again.
-		_ = s.prog.Advance(ctx, handedAt.Add(3*time.Second), now(s))
-		if n := redriven(t, s); n != 2 {
-			t.Fatalf("after the queue passed the first hand-back: re-driven %d times in all, want 2", n)
-		}
-	})
-	t.Run("a deferred row's wake-up the queue still owes", func(t *testing.T) {
-		e, sch := pacedEnv(t)
-		prog := &memstore.Progress{}
-		e.Svc.Progress = prog
-		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-		in, _, _ := e.claim(t, 61, ledger.Email, ledger.OutcomeClaimed)
-		res := mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
-		_, wakes := sch.last(in.Key())
-		e.Clock.Advance(res.NextAttemptAt.Sub(e.Clock.Now()) + e.Svc.Policy.RedriveAfter + time.Second)
-		_ = prog.Advance(ctx, res.NextAttemptAt.Add(-time.Second), e.Clock.Now())
-		if _, err := e.Svc.Redrive(ctx, 100); err != nil {
-			t.Fatal(err)
-		}
-		if _, n := sch.last(in.Key()); n != wakes {
-			t.Fatalf("re-driven while the queue owes its wake-up")
-		}
-		_ = prog.Advance(ctx, res.NextAttemptAt.Add(3*time.Second), e.Clock.Now())
-		if _, err := e.Svc.Redrive(ctx, 100); err != nil {
-			t.Fatal(err)
-		}
-		if _, n := sch.last(in.Key()); n != wakes+1 {
-			t.Fatalf("not re-driven once the queue passed its wake-up (lost)")
-		}
-	})
+	t.Run("a hand-back the queue still owes is not repeated", testRedriveQueueOwesHandBack)
+	t.Run("a deferred row's wake-up the queue still owes", testRedriveQueueOwesWakeUp)
+}
+
+// testRedriveQueueOwesHandBack: a row handed back once is not handed back
+// again while the dispatch queue still owes that hand-back, and is once the
+// queue passed it with the row still claimed.
+func testRedriveQueueOwesHandBack(t *testing.T) {
+	ctx := context.Background()
+	s := claimedPastRedrive(t)
+	s.lag(0, s.now())
+	if n := s.redriven(t); n != 1 {
+		t.Fatalf("first pass: re-driven %d times, want 1", n)
+	}
+	handedAt := s.now()
+	// The queue is moving but has not reached the hand-back: the next
+	// pass, past RedriveAfter again, hands nothing back.
+	s.e.Clock.Advance(s.e.Svc.Policy.RedriveAfter + time.Second)
+	s.lag(0, s.now())
+	_ = s.prog.Advance(ctx, handedAt.Add(-time.Second), s.now())
+	if n := s.redriven(t); n != 1 {
+		t.Fatalf("second pass: re-driven %d times in all while the queue owes the first, want 1", n)
+	}
+	// The queue passed the hand-back and the row is still claimed: lost again.
+	_ = s.prog.Advance(ctx, handedAt.Add(3*time.Second), s.now())
+	if n := s.redriven(t); n != 2 {
+		t.Fatalf("after the queue passed the first hand-back: re-driven %d times in all, want 2", n)
+	}
+}
+
+// testRedriveQueueOwesWakeUp: a deferred row is not re-driven while the
+// dispatch queue still owes its wake-up, and is once the queue passed it.
+func testRedriveQueueOwesWakeUp(t *testing.T) {
+	ctx := context.Background()
+	e, sch := pacedEnv(t)
+	prog := &memstore.Progress{}
+	e.Svc.Progress = prog
+	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
+	in, _, _ := e.claim(t, 61, ledger.Email, ledger.OutcomeClaimed)
+	res := mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
+	_, wakes := sch.last(in.Key())
+	e.Clock.Advance(res.NextAttemptAt.Sub(e.Clock.Now()) + e.Svc.Policy.RedriveAfter + time.Second)
+	_ = prog.Advance(ctx, res.NextAttemptAt.Add(-time.Second), e.Clock.Now())
+	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := sch.last(in.Key()); n != wakes {
+		t.Fatalf("re-driven while the queue owes its wake-up")
+	}
+	_ = prog.Advance(ctx, res.NextAttemptAt.Add(3*time.Second), e.Clock.Now())
+	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := sch.last(in.Key()); n != wakes+1 {
+		t.Fatalf("not re-driven once the queue passed its wake-up (lost)")
+	}
 }

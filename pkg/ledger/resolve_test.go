@@ -11,48 +11,55 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
+const resolveOperator = ledger.Worker("operator:alice")
+
+// prepareResolve holds, per state, a function that returns the key of a row
+// in that state.
+var prepareResolve = map[ledger.State]func(t *testing.T, e *env) string{
+	ledger.Claimed: func(t *testing.T, e *env) string {
+		in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+		return in.Key()
+	},
+	ledger.Dispatching: func(t *testing.T, e *env) string {
+		return e.stuckDispatching(t, 80, ledger.Email, ledgertest.Accept).Key()
+	},
+	ledger.Accepted: func(t *testing.T, e *env) string {
+		in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+		return in.Key()
+	},
+	ledger.Unknown: func(t *testing.T, e *env) string {
+		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+		in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+		return in.Key()
+	},
+	ledger.Quarantined: func(t *testing.T, e *env) string {
+		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
+		in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+		mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+		e.Clock.Advance(time.Minute)
+		reconcile(t, e)
+		return in.Key()
+	},
+}
+
+// resolveCase is an operator decision on a row in state from, and the state
+// it must lead to or the error it must be refused with.
+type resolveCase struct {
+	name     string
+	from     ledger.State
+	decision ledger.Decision
+	reason   string
+	evidence string
+	want     ledger.State // "" when an error is expected
+	wantErr  error
+	field    string // for *FieldError
+}
+
 func TestResolve(t *testing.T) {
 	ctx := context.Background()
-	const operator = ledger.Worker("operator:alice")
-	// Each prepare returns the key of a row in the named state.
-	prepare := map[ledger.State]func(t *testing.T, e *env) string{
-		ledger.Claimed: func(t *testing.T, e *env) string {
-			in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
-			return in.Key()
-		},
-		ledger.Dispatching: func(t *testing.T, e *env) string {
-			return e.stuckDispatching(t, 80, ledger.Email, ledgertest.Accept).Key()
-		},
-		ledger.Accepted: func(t *testing.T, e *env) string {
-			in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
-			mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
-			return in.Key()
-		},
-		ledger.Unknown: func(t *testing.T, e *env) string {
-			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
-			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
-			return in.Key()
-		},
-		ledger.Quarantined: func(t *testing.T, e *env) string {
-			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
-			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
-			e.Clock.Advance(time.Minute)
-			reconcile(t, e)
-			return in.Key()
-		},
-	}
-	tests := []struct {
-		name     string
-		from     ledger.State
-		decision ledger.Decision
-		reason   string
-		evidence string
-		want     ledger.State // "" when an error is expected
-		wantErr  error
-		field    string // for *FieldError
-	}{
+	tests := []resolveCase{
 		{"unknown accepted without evidence", ledger.Unknown, ledger.DecideAccepted, "provider says fine", "", "", ledger.ErrNoEvidence, ""},
 		{"unknown rejected without evidence", ledger.Unknown, ledger.DecideRejected, "probably bounced", "", "", ledger.ErrNoEvidence, ""},
 		{"quarantined accepted without evidence", ledger.Quarantined, ledger.DecideAccepted, "provider says fine", "", "", ledger.ErrNoEvidence, ""},
@@ -73,68 +80,84 @@ func TestResolve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			key := prepare[tt.from](t, e)
+			key := prepareResolve[tt.from](t, e)
 			before := e.get(t, key)
 			if before.State != tt.from {
 				t.Fatalf("prepared %s, want %s", before.State, tt.from)
 			}
 			e.Clock.Advance(time.Hour)
-			got, err := e.Svc.Resolve(ctx, key, tt.decision, tt.reason, tt.evidence, operator)
+			got, err := e.Svc.Resolve(ctx, key, tt.decision, tt.reason, tt.evidence, resolveOperator)
 			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("want %v, got %v", tt.wantErr, err)
-				}
-				var te *ledger.TransitionError
-				if tt.wantErr == ledger.ErrInvalidTransition && (!errors.As(err, &te) || te.From != tt.from) {
-					t.Fatalf("want *TransitionError from %s, got %v", tt.from, err)
-				}
-				var fe *ledger.FieldError
-				if tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field) {
-					t.Fatalf("want *FieldError on %s, got %v", tt.field, err)
-				}
-				if after := e.get(t, key); after.Version != before.Version || after.State != before.State {
-					t.Fatalf("failed resolve wrote: %s v%d", after.State, after.Version)
-				}
+				checkResolveRefused(t, e, key, before, tt, err)
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			stored := e.get(t, key)
-			if got.State != tt.want || stored.State != tt.want || stored.Version != before.Version+1 {
-				t.Fatalf("resolved to %s/%s v%d", got.State, stored.State, stored.Version)
-			}
-			last := stored.Last()
-			if last.Worker != string(operator) || last.PolicyVersion != testPolicyVersion || last.From != tt.from || last.To != tt.want ||
-				!last.At.Equal(e.Clock.Now()) || last.Attempt != before.Attempts || last.Kind != ledger.KindTransition || last.ID == "" {
-				t.Fatalf("decision event %+v", last)
-			}
-			if !strings.Contains(last.Reason, tt.reason) || last.Reason != stored.Reason {
-				t.Fatalf("reason %q / %q", last.Reason, stored.Reason)
-			}
-			switch tt.want {
-			case ledger.Abandoned:
-				if !strings.HasPrefix(stored.Reason, "abandoned, outcome unknown") || stored.AckID != "" || last.AckID != "" {
-					t.Fatalf("abandoned reason %q ack %q", stored.Reason, stored.AckID)
-				}
-			default:
-				if stored.AckID != tt.evidence || last.AckID != tt.evidence || strings.Contains(stored.Reason, "outcome unknown:") {
-					t.Fatalf("evidence %q recorded as %q / %q, reason %q", tt.evidence, stored.AckID, last.AckID, stored.Reason)
-				}
-			}
-			if e.hasContent(t, key) {
-				t.Fatal("content kept after the decision closed the row")
-			}
-			checkHistory(t, stored)
+			checkResolved(t, e, key, before, got, tt)
 		})
 	}
 	t.Run("missing row", func(t *testing.T) {
 		e := newEnv(t)
-		_, err := e.Svc.Resolve(ctx, "00", ledger.DecideAbandoned, "x", "", operator)
+		_, err := e.Svc.Resolve(ctx, "00", ledger.DecideAbandoned, "x", "", resolveOperator)
 		if !errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("want ErrNotFound, got %v", err)
 		}
 	})
+}
+
+// checkResolveRefused checks that a refused decision failed with the case's
+// error (naming the from-state or the field) and wrote nothing (before is
+// the row before the decision).
+func checkResolveRefused(t *testing.T, e *env, key string, before ledger.Entry, tt resolveCase, err error) {
+	t.Helper()
+	if !errors.Is(err, tt.wantErr) {
+		t.Fatalf("want %v, got %v", tt.wantErr, err)
+	}
+	var te *ledger.TransitionError
+	if tt.wantErr == ledger.ErrInvalidTransition && (!errors.As(err, &te) || te.From != tt.from) {
+		t.Fatalf("want *TransitionError from %s, got %v", tt.from, err)
+	}
+	var fe *ledger.FieldError
+	if tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field) {
+		t.Fatalf("want *FieldError on %s, got %v", tt.field, err)
+	}
+	if after := e.get(t, key); after.Version != before.Version || after.State != before.State {
+		t.Fatalf("failed resolve wrote: %s v%d", after.State, after.Version)
+	}
+}
+
+// checkResolved checks that an accepted decision closed the row with one
+// operator event carrying the reason and the evidence, and purged the
+// content (got is what Resolve returned, before the row before it).
+func checkResolved(t *testing.T, e *env, key string, before, got ledger.Entry, tt resolveCase) {
+	t.Helper()
+	stored := e.get(t, key)
+	if got.State != tt.want || stored.State != tt.want || stored.Version != before.Version+1 {
+		t.Fatalf("resolved to %s/%s v%d", got.State, stored.State, stored.Version)
+	}
+	last := stored.Last()
+	if last.Worker != string(resolveOperator) || last.PolicyVersion != testPolicyVersion || last.From != tt.from || last.To != tt.want ||
+		!last.At.Equal(e.Clock.Now()) || last.Attempt != before.Attempts || last.Kind != ledger.KindTransition || last.ID == "" {
+		t.Fatalf("decision event %+v", last)
+	}
+	if !strings.Contains(last.Reason, tt.reason) || last.Reason != stored.Reason {
+		t.Fatalf("reason %q / %q", last.Reason, stored.Reason)
+	}
+	switch tt.want {
+	case ledger.Abandoned:
+		if !strings.HasPrefix(stored.Reason, "abandoned, outcome unknown") || stored.AckID != "" || last.AckID != "" {
+			t.Fatalf("abandoned reason %q ack %q", stored.Reason, stored.AckID)
+		}
+	default:
+		if stored.AckID != tt.evidence || last.AckID != tt.evidence || strings.Contains(stored.Reason, "outcome unknown:") {
+			t.Fatalf("evidence %q recorded as %q / %q, reason %q", tt.evidence, stored.AckID, last.AckID, stored.Reason)
+		}
+	}
+	if e.hasContent(t, key) {
+		t.Fatal("content kept after the decision closed the row")
+	}
+	checkHistory(t, stored)
 }
 
 func TestOperatorTextKeepsPersonalDataOut(t *testing.T) {
