@@ -18,22 +18,6 @@ const module = "github.com/resetledger/resetledger"
 // comment saying why ("… is long because …").
 const maxFuncLines = 80
 
-// beingSplit names, as "file:function", the test functions over
-// maxFuncLines that are being split in the same issue (36) by the change
-// that rewrites their packages; TestFunctionLength skips exactly these
-// until then. The list only shrinks: once a function is split it leaves
-// the list, and TestBeingSplitIsCurrent fails on an entry that is no
-// longer long.
-var beingSplit = map[string]bool{
-	"pkg/ledger/claim_test.go:TestClaimRejectsInvalidIntent":             true,
-	"pkg/ledger/dispatch_test.go:TestDispatchInterleavings":              true,
-	"pkg/ledger/expire_test.go:TestExpireSweep":                          true,
-	"pkg/ledger/fallback_test.go:TestFallbackGate":                       true,
-	"pkg/ledger/reconcile_test.go:TestReconcileUnknownPolicy":            true,
-	"pkg/ledger/redrive_test.go:TestRedriveLeavesRowsTheSourcesStillOwe": true,
-	"pkg/ledger/resolve_test.go:TestResolve":                             true,
-}
-
 // sourceFile is one parsed Go file of the module.
 type sourceFile struct {
 	rel  string // slash-separated, from the module root
@@ -117,7 +101,7 @@ func funcLines(fset *token.FileSet, fd *ast.FuncDecl) int {
 
 // TestFunctionLength: no function, in a test file or not (a Test, Benchmark
 // or Fuzz function, a helper, a method), is over maxFuncLines lines unless
-// its doc comment says why it is long, or it is in beingSplit.
+// its doc comment says why it is long.
 func TestFunctionLength(t *testing.T) {
 	fset, files := moduleFiles(t)
 	for _, f := range files {
@@ -127,30 +111,10 @@ func TestFunctionLength(t *testing.T) {
 				continue
 			}
 			n := funcLines(fset, fd)
-			if n <= maxFuncLines || strings.Contains(fd.Doc.Text(), "is long because") || beingSplit[f.rel+":"+fd.Name.Name] {
+			if n <= maxFuncLines || strings.Contains(fd.Doc.Text(), "is long because") {
 				continue
 			}
 			t.Errorf("%s: %s is %d lines (at most %d, or say in its comment why it is long because …)", f.rel, fd.Name.Name, n, maxFuncLines)
-		}
-	}
-}
-
-// TestBeingSplitIsCurrent: every beingSplit entry names a function that
-// exists and is still over maxFuncLines, so the list cannot keep excusing a
-// function that was split, renamed or removed.
-func TestBeingSplitIsCurrent(t *testing.T) {
-	fset, files := moduleFiles(t)
-	long := map[string]bool{}
-	for _, f := range files {
-		for _, d := range f.file.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil && funcLines(fset, fd) > maxFuncLines {
-				long[f.rel+":"+fd.Name.Name] = true
-			}
-		}
-	}
-	for name := range beingSplit {
-		if !long[name] {
-			t.Errorf("beingSplit lists %s, which is not a function over %d lines: remove it from the list", name, maxFuncLines)
 		}
 	}
 }
