@@ -123,15 +123,15 @@ func (e *env) unknownRow(t *testing.T) string {
 	ctx := context.Background()
 	mem := ledgertest.NewEnv(&memstore.Store{})
 	mem.Clock = ledgertest.NewClockAt(time.Now().UTC().Truncate(time.Millisecond))
-	mem.Svc.Clock = mem.Clock.Now
+	mem.Cases.Clock = mem.Clock.Now
 	mem.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 	in, sealed := ledgertest.Intent(1, ledger.Email, mem.Clock.Now(), 10*time.Minute)
 	in.ChallengeID = fmt.Sprintf("e2e-operator-%d", time.Now().UnixNano())
 	in.DestinationRef = "acct-e2e-operator:email"
-	if _, err := mem.Svc.Claim(ctx, in, sealed, "claim/e2e"); err != nil {
+	if _, err := mem.Cases.Claim(ctx, in, sealed, "claim/e2e"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := mem.Svc.Dispatch(ctx, in.Key(), "dispatch/e2e")
+	res, err := mem.Cases.Dispatch(ctx, in.Key(), "dispatch/e2e")
 	if err != nil || res.Outcome != ledger.OutcomeUnknown {
 		t.Fatalf("in-memory dispatch: %v %v, want unknown", res.Outcome, err)
 	}

@@ -59,9 +59,9 @@ func historyRows(t *testing.T) ([]string, []ledger.Entry) {
 	ctx := context.Background()
 	env := ledgertest.NewEnv(&memstore.Store{})
 	ids := 0
-	env.Svc.NewID = func() string { ids++; return fmt.Sprintf("%032x", ids) }
-	env.Svc.Jitter = func() float64 { return 0.5 }
-	env.Svc.Sleep = func(context.Context, time.Duration) error { return nil }
+	env.Cases.NewID = func() string { ids++; return fmt.Sprintf("%032x", ids) }
+	env.Cases.Jitter = func() float64 { return 0.5 }
+	env.Cases.Sleep = func(context.Context, time.Duration) error { return nil }
 	env.Clock.Advance(1234567 * time.Microsecond) // times with a millisecond fraction
 	script := map[string][]ledgertest.Behavior{}
 	env.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
@@ -76,7 +76,7 @@ func historyRows(t *testing.T) ([]string, []ledger.Entry) {
 	claim := func(name string, i int, ch ledger.Channel, ttl time.Duration, behaviors ...ledgertest.Behavior) ledger.Intent {
 		in, sealed := ledgertest.Intent(i, ch, env.Clock.Now(), ttl)
 		script[in.Key()] = behaviors
-		if _, err := env.Svc.Claim(ctx, in, sealed, "claim/4d1c3f7e-0001"); err != nil {
+		if _, err := env.Cases.Claim(ctx, in, sealed, "claim/4d1c3f7e-0001"); err != nil {
 			t.Fatalf("%s: claim: %v", name, err)
 		}
 		names, keys = append(names, name), append(keys, in.Key())
@@ -84,7 +84,7 @@ func historyRows(t *testing.T) ([]string, []ledger.Entry) {
 	}
 	dispatch := func(in ledger.Intent) {
 		env.Clock.Advance(73 * time.Millisecond)
-		if _, err := env.Svc.Dispatch(ctx, in.Key(), "dispatch/9b2e6a10-0002"); err != nil {
+		if _, err := env.Cases.Dispatch(ctx, in.Key(), "dispatch/9b2e6a10-0002"); err != nil {
 			t.Fatalf("dispatch %s: %v", in.ChallengeID, err)
 		}
 	}
@@ -95,7 +95,7 @@ func historyRows(t *testing.T) ([]string, []ledger.Entry) {
 	other, sealed := ledgertest.Intent(1, ledger.Email, env.Clock.Now(), 10*time.Minute)
 	other.ContentHash = ledger.ContentHash(other.TemplateID, "4", ledgertest.Message(1, ledger.Email))
 	env.Clock.Advance(time.Second)
-	if _, err := env.Svc.Claim(ctx, other, sealed, "claim/4d1c3f7e-0003"); err != nil {
+	if _, err := env.Cases.Claim(ctx, other, sealed, "claim/4d1c3f7e-0003"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -112,11 +112,11 @@ func historyRows(t *testing.T) ([]string, []ledger.Entry) {
 	lost := claim("email acknowledgement lost, abandoned by an operator", 5, ledger.Email, 10*time.Minute, ledgertest.AcceptThenDrop)
 	dispatch(lost)
 	env.Clock.Advance(2 * time.Minute)
-	if _, err := env.Svc.Reconcile(ctx, "reconcile/5e0f1a2b-0004", 10); err != nil {
+	if _, err := env.Cases.Reconcile(ctx, "reconcile/5e0f1a2b-0004", 10); err != nil {
 		t.Fatal(err)
 	}
 	env.Clock.Advance(90 * time.Second)
-	if _, err := env.Svc.Resolve(ctx, lost.Key(), ledger.DecideAbandoned, "provider has no record", "", "operator:arn:aws:iam::111122223333:user/oncall"); err != nil {
+	if _, err := env.Cases.Resolve(ctx, lost.Key(), ledger.DecideAbandoned, "provider has no record", "", "operator:arn:aws:iam::111122223333:user/oncall"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -158,7 +158,7 @@ func recordBouncedEvents(t *testing.T, ctx context.Context, env *ledgertest.Env,
 		env.Clock.Advance(2 * time.Second)
 		p.Key, p.Channel, p.MessageID, p.At = bounced.Key(), ledger.Email, "0102018f3a7e-4b1c-example-000000", env.Clock.Now().Add(-time.Second)
 		p.Attempt, p.Proof = attempt, proof
-		if _, err := env.Svc.RecordProviderEvent(ctx, p, "events/6a7b8c9d-0005"); err != nil {
+		if _, err := env.Cases.RecordProviderEvent(ctx, p, "events/6a7b8c9d-0005"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -63,14 +63,14 @@ func unknownRow(t *testing.T) (*handler.Operate, *ledgertest.Env, string, *bytes
 	env.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 	in, sealed := ledgertest.Intent(7, ledger.Email, env.Clock.Now(), 10*60*1e9)
 	ctx := context.Background()
-	if _, err := env.Svc.Claim(ctx, in, sealed, "claim/test"); err != nil {
+	if _, err := env.Cases.Claim(ctx, in, sealed, "claim/test"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := env.Svc.Dispatch(ctx, in.Key(), "dispatch/test"); err != nil || res.Outcome != ledger.OutcomeUnknown {
+	if res, err := env.Cases.Dispatch(ctx, in.Key(), "dispatch/test"); err != nil || res.Outcome != ledger.OutcomeUnknown {
 		t.Fatalf("dispatch = %v, %v; want unknown", res, err)
 	}
 	var logs bytes.Buffer
-	h := &handler.Operate{Deps: handler.Deps{Log: slog.New(slog.NewJSONHandler(&logs, nil))}, UseCase: env.Svc}
+	h := &handler.Operate{Deps: handler.Deps{Log: slog.New(slog.NewJSONHandler(&logs, nil))}, UseCase: env.Cases}
 	return h, env, in.Key(), &logs
 }
 

@@ -20,15 +20,15 @@ func TestItemRoundTripsACompactHistory(t *testing.T) {
 	env := ledgertest.NewEnv(&memstore.Store{})
 	ctx := context.Background()
 	in, sealed := ledgertest.Intent(1, ledger.Email, env.Clock.Now(), 10*time.Minute)
-	if _, err := env.Svc.Claim(ctx, in, sealed, "claim/r1"); err != nil {
+	if _, err := env.Cases.Claim(ctx, in, sealed, "claim/r1"); err != nil {
 		t.Fatal(err)
 	}
 	other := in
 	other.ContentHash = ledger.ContentHash(in.TemplateID, "9", ledgertest.Message(1, ledger.Email))
-	if _, err := env.Svc.Claim(ctx, other, sealed, "claim/r2"); err != nil { // a mismatch event
+	if _, err := env.Cases.Claim(ctx, other, sealed, "claim/r2"); err != nil { // a mismatch event
 		t.Fatal(err)
 	}
-	if _, err := env.Svc.Dispatch(ctx, in.Key(), "dispatch/r3"); err != nil {
+	if _, err := env.Cases.Dispatch(ctx, in.Key(), "dispatch/r3"); err != nil {
 		t.Fatal(err)
 	}
 	want, err := env.Store.Get(ctx, in.Key())

@@ -52,7 +52,7 @@ func TestListOpenLooksPastStaleEntries(t *testing.T) {
 	var keys []string
 	for i := range 5 { // expiring at 10..14 minutes: listed in that order
 		in, sealed := ledgertest.Intent(700+i, ledger.Email, now, time.Duration(10+i)*time.Minute)
-		if _, err := env.Svc.Claim(ctx, in, sealed, "claim/test"); err != nil {
+		if _, err := env.Cases.Claim(ctx, in, sealed, "claim/test"); err != nil {
 			t.Fatal(err)
 		}
 		keys = append(keys, in.Key())

@@ -83,10 +83,10 @@ func TestTimelineIndexWriteCost(t *testing.T) {
 			for i := range messages {
 				in, sealed := ledgertest.Intent(i, ledger.Email, env.Clock.Now(), 10*time.Minute)
 				in.SubjectRef = subject
-				if _, err := env.Svc.Claim(ctx, in, sealed, "claim/3f2b8a4c-6d1e-4f7a-9b0c-2e5d8f1a7c3b"); err != nil {
+				if _, err := env.Cases.Claim(ctx, in, sealed, "claim/3f2b8a4c-6d1e-4f7a-9b0c-2e5d8f1a7c3b"); err != nil {
 					t.Fatal(err)
 				}
-				if res, err := env.Svc.Dispatch(ctx, in.Key(), "dispatch/9c4e1f7a-2b3d-4a5e-8f6c-1d7b3e9a5c2f"); err != nil || res.Outcome != ledger.OutcomeAccepted {
+				if res, err := env.Cases.Dispatch(ctx, in.Key(), "dispatch/9c4e1f7a-2b3d-4a5e-8f6c-1d7b3e9a5c2f"); err != nil || res.Outcome != ledger.OutcomeAccepted {
 					t.Fatalf("dispatch: %v %v", res.Outcome, err)
 				}
 				env.Clock.Advance(time.Second)

@@ -21,7 +21,7 @@ func TestClaimNewIntent(t *testing.T) {
 	if !got.ExpiresAt.Equal(in.ExpiresAt) || !got.CreatedAt.Equal(ledgertest.Epoch) {
 		t.Fatalf("expires %v created %v", got.ExpiresAt, got.CreatedAt)
 	}
-	if want := ledgertest.Epoch.Add(e.Svc.Policy.Retention); !got.RetainUntil.Equal(want) {
+	if want := ledgertest.Epoch.Add(e.Cases.Policy.Retention); !got.RetainUntil.Equal(want) {
 		t.Fatalf("retain until %v, want %v", got.RetainUntil, want)
 	}
 	stored, err := e.Content.Get(context.Background(), e.contentKey(in.Key()))
@@ -50,7 +50,7 @@ func TestClaimExpiredOnArrival(t *testing.T) {
 			ctx := context.Background()
 			e := newEnv(t)
 			in, sealed := ledgertest.Intent(2, ledger.SMS, e.Clock.Now(), tt.expires)
-			res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
+			res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,13 +73,13 @@ func TestClaimExpiredOnArrival(t *testing.T) {
 			if e.Content.Len() != 0 {
 				t.Fatal("sealed content stored for an expired intent")
 			}
-			d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+			d, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 			if err != nil || d.Outcome != ledger.OutcomeSkipped {
 				t.Fatalf("dispatch: %s %v", d.Outcome, err)
 			}
 			// A redelivery of the same intent is a duplicate; it does not
 			// store content either.
-			r, err := e.Svc.Claim(ctx, in, sealed, "claim/req-2")
+			r, err := e.Cases.Claim(ctx, in, sealed, "claim/req-2")
 			if err != nil || r.Outcome != ledger.OutcomeDuplicate {
 				t.Fatalf("redelivery: %s %v", r.Outcome, err)
 			}
@@ -100,19 +100,19 @@ func TestClaimRedeliverySameContent(t *testing.T) {
 	}{
 		{"claimed", func(*testing.T, *env, string) {}, ledger.Claimed},
 		{"accepted", func(t *testing.T, e *env, key string) {
-			if _, err := e.Svc.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
+			if _, err := e.Cases.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
 				t.Fatal(err)
 			}
 		}, ledger.Accepted},
 		{"unknown", func(t *testing.T, e *env, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			if _, err := e.Svc.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
+			if _, err := e.Cases.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
 				t.Fatal(err)
 			}
 		}, ledger.Unknown},
 		{"expired while claimed", func(t *testing.T, e *env, key string) {
 			e.Clock.Advance(time.Hour)
-			if _, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 10); err != nil {
+			if _, err := e.Cases.ExpireSweep(ctx, "expire/req-1", 10); err != nil {
 				t.Fatal(err)
 			}
 		}, ledger.Expired},
@@ -129,7 +129,7 @@ func TestClaimRedeliverySameContent(t *testing.T) {
 			hadContent := e.hasContent(t, in.Key())
 			calls := e.Transport.Calls()
 			for i := range 3 {
-				res, err := e.Svc.Claim(ctx, in, sealed, ledger.Worker("claim/redelivery-"+string(rune('a'+i))))
+				res, err := e.Cases.Claim(ctx, in, sealed, ledger.Worker("claim/redelivery-"+string(rune('a'+i))))
 				if err != nil || res.Outcome != ledger.OutcomeDuplicate {
 					t.Fatalf("redelivery %d: %s %v", i, res.Outcome, err)
 				}
@@ -159,7 +159,7 @@ func TestClaimContentMismatch(t *testing.T) {
 	}{
 		{"while claimed", func(*testing.T, *env, string) {}},
 		{"after accepted", func(t *testing.T, e *env, key string) {
-			if _, err := e.Svc.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
+			if _, err := e.Cases.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -178,7 +178,7 @@ func TestClaimContentMismatch(t *testing.T) {
 				changed := in
 				changed.TemplateVersion = "4"
 				changed.ContentHash = ledger.ContentHash(changed.TemplateID, changed.TemplateVersion, m)
-				res, err := e.Svc.Claim(ctx, changed, ledgertest.Seal(m), ledger.Worker("claim/mismatch"))
+				res, err := e.Cases.Claim(ctx, changed, ledgertest.Seal(m), ledger.Worker("claim/mismatch"))
 				if err != nil || res.Outcome != ledger.OutcomeMismatch {
 					t.Fatalf("mismatch %d: %s %v", n, res.Outcome, err)
 				}
@@ -210,7 +210,7 @@ func TestClaimContentMismatch(t *testing.T) {
 				if string(stored) != string(sealed) {
 					t.Fatal("content overwritten by a mismatching intent")
 				}
-				if _, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
+				if _, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
 					t.Fatal(err)
 				}
 				if s := e.Transport.Sent; len(s) != 1 || s[0].ContentHash != in.ContentHash {
@@ -257,8 +257,8 @@ func TestClaimLosesCreateRace(t *testing.T) {
 				m.Body = tt.otherBody
 				otherIn.ContentHash, otherSealed = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m), ledgertest.Seal(m)
 			}
-			other := *e.Svc
-			svc := *e.Svc
+			other := *e.Cases
+			svc := *e.Cases
 			svc.Store = &createHookStore{Store: e.Store, beforeCreate: func() {
 				if r, err := other.Claim(ctx, otherIn, otherSealed, "claim/other"); err != nil || r.Outcome != ledger.OutcomeClaimed {
 					t.Errorf("other claim: %s %v", r.Outcome, err)
@@ -275,7 +275,7 @@ func TestClaimLosesCreateRace(t *testing.T) {
 			checkHistory(t, row)
 			// Whatever blob ended up stored, nothing that does not match
 			// the row's content hash is ever sent.
-			if _, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
+			if _, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
 				t.Fatal(err)
 			}
 			for _, s := range e.Transport.Sent {
@@ -350,7 +350,7 @@ func TestClaimRejectsInvalidIntent(t *testing.T) {
 			in, sealed := ledgertest.Intent(7, ledger.Email, e.Clock.Now(), ttl)
 			tt.mutate(&in, &sealed)
 
-			res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
+			res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1")
 			checkIntentRefused(t, tt, res, err)
 			checkNothingClaimed(t, e, in)
 		})

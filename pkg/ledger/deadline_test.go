@@ -42,11 +42,11 @@ func TestSendDeadline(t *testing.T) {
 	t.Run("every call has the deadline", func(t *testing.T) {
 		e := newEnv(t)
 		tr := &stallingTransport{}
-		e.Svc.Transports[ledger.Email] = tr
+		e.Cases.Transports[ledger.Email] = tr
 		in, _, _ := e.claim(t, 50, ledger.Email, ledger.OutcomeClaimed)
 		start := time.Now()
 		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
-		want := in.ExpiresAt.Add(-e.Svc.Policy.SendGuard)
+		want := in.ExpiresAt.Add(-e.Cases.Policy.SendGuard)
 		if !tr.send.Deadline.Equal(want) {
 			t.Fatalf("Send.Deadline %s, want expiry minus the guard %s", tr.send.Deadline, want)
 		}
@@ -59,11 +59,11 @@ func TestSendDeadline(t *testing.T) {
 	t.Run("a stalled call is cut and recorded unknown", func(t *testing.T) {
 		e := newEnv(t)
 		tr := &stallingTransport{stall: true}
-		e.Svc.Transports[ledger.Email] = tr
+		e.Cases.Transports[ledger.Email] = tr
 		in, _, _ := e.claim(t, 51, ledger.Email, ledger.OutcomeClaimed)
 		// 100 ms left before the deadline when dispatch begins.
-		e.Svc.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) - 100*time.Millisecond
-		e.Svc.Policy.ExpiryMargin = e.Svc.Policy.SendGuard + time.Millisecond
+		e.Cases.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) - 100*time.Millisecond
+		e.Cases.Policy.ExpiryMargin = e.Cases.Policy.SendGuard + time.Millisecond
 		start := time.Now()
 		row := mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 		if el := time.Since(start); el > 5*time.Second {
@@ -76,14 +76,14 @@ func TestSendDeadline(t *testing.T) {
 	t.Run("no time left: not sent", func(t *testing.T) {
 		e := newEnv(t)
 		tr := &stallingTransport{}
-		e.Svc.Transports[ledger.Email] = tr
+		e.Cases.Transports[ledger.Email] = tr
 		in, _, _ := e.claim(t, 52, ledger.Email, ledger.OutcomeClaimed)
 		// A valid policy's margin exceeds its guard, so the expiry check
 		// stops a send before its deadline passes; only a clock read between
 		// the two reaches this defence. A margin of zero stands in for it.
-		e.Svc.Policy.ExpiryMargin = 0
-		e.Svc.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) + time.Second
-		d, err := ledger.NewDispatcherWithAnyPolicy(e.Svc.Filled())
+		e.Cases.Policy.ExpiryMargin = 0
+		e.Cases.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) + time.Second
+		d, err := ledger.NewDispatcherWithAnyPolicy(e.Cases.Filled())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ func sendTimes(e *env, behavior func(ledger.Send) ledgertest.Behavior) *[]time.T
 func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 	ctx := context.Background()
 	e, sch := pacedEnv(t)
-	e.Svc.Policy.BudgetWait = 0 // every early hand-back is refused, none waited out
+	e.Cases.Policy.BudgetWait = 0 // every early hand-back is refused, none waited out
 	sendTimes(e, func(s ledger.Send) ledgertest.Behavior {
 		if s.Attempt <= 3 {
 			return ledgertest.Throttle
@@ -32,9 +32,9 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 		return ledgertest.Accept
 	})
 	in, _, _ := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
-	base := e.Svc.Policy.RetryBase
+	base := e.Cases.Policy.RetryBase
 	for attempt := 1; attempt <= 3; attempt++ {
-		res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+		res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 		if err != nil || res.Outcome != ledger.OutcomeDeferred {
 			t.Fatalf("attempt %d: %s, %v; want deferred", attempt, res.Outcome, err)
 		}
@@ -52,14 +52,14 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 		// Handed back early: nothing is sent or written; only a wake-up that
 		// came early is scheduled again.
 		_, wakes := sch.last(in.Key())
-		early, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-2")
+		early, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-2")
 		if err != nil || early.Outcome != ledger.OutcomeNotDue || early.Entry.Version != row.Version {
 			t.Fatalf("attempt %d handed back early: %s v%d, %v; want not_due, nothing written", attempt, early.Outcome, early.Entry.Version, err)
 		}
 		if _, n := sch.last(in.Key()); n != wakes {
 			t.Fatalf("a not-due delivery scheduled another wake-up")
 		}
-		if err := e.Svc.RescheduleNotDue(ctx, early); err != nil {
+		if err := e.Cases.RescheduleNotDue(ctx, early); err != nil {
 			t.Fatal(err)
 		}
 		if at, n := sch.last(in.Key()); n != wakes+1 || !at.Equal(row.NextAttemptAt) {
@@ -67,7 +67,7 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 		}
 		e.Clock.Advance(row.NextAttemptAt.Sub(e.Clock.Now()))
 	}
-	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-3")
+	res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-3")
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.Entry.Attempts != 4 {
 		t.Fatalf("fourth attempt: %s attempt %d, %v", res.Outcome, res.Entry.Attempts, err)
 	}
@@ -101,7 +101,7 @@ func TestNotSentHonorsRetryAfter(t *testing.T) {
 			e.Transport.RetryAfter = tt.retryAfter
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
 			in, _, _ := e.claim(t, 2, ledger.SMS, ledger.OutcomeClaimed)
-			res, err := e.Svc.Dispatch(context.Background(), in.Key(), "dispatch/req-1")
+			res, err := e.Cases.Dispatch(context.Background(), in.Key(), "dispatch/req-1")
 			if err != nil || res.Outcome != ledger.OutcomeDeferred {
 				t.Fatalf("%s, %v", res.Outcome, err)
 			}
@@ -115,14 +115,14 @@ func TestNotSentHonorsRetryAfter(t *testing.T) {
 func TestNotSentUntilExpiryEndsExpiredWithTheCode(t *testing.T) {
 	ctx := context.Background()
 	e, _ := pacedEnv(t)
-	e.Svc.Jitter = func() float64 { return 0.99 }
+	e.Cases.Jitter = func() float64 { return 0.99 }
 	starts := sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle })
 	in, _, _ := e.claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
-	deadline := in.ExpiresAt.Add(-e.Svc.Policy.ExpiryMargin)
+	deadline := in.ExpiresAt.Add(-e.Cases.Policy.ExpiryMargin)
 	var res ledger.DispatchResult
 	for i := 0; i < 100; i++ {
 		var err error
-		if res, err = e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
+		if res, err = e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
 			t.Fatal(err)
 		}
 		if res.Outcome != ledger.OutcomeDeferred {
@@ -152,8 +152,8 @@ func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 	ctx := context.Background()
 	e, sch := pacedEnv(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 2}}
-	e.Svc.Budget = budget
-	e.Svc.Policy.BudgetWait = time.Second
+	e.Cases.Budget = budget
+	e.Cases.Policy.BudgetWait = time.Second
 	starts := sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Accept })
 	t0 := e.Clock.Now()
 	// Another dispatch instance booked the next 1.5 s of the budget.
@@ -166,7 +166,7 @@ func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 	b, _, _ := e.claim(t, 11, ledger.Email, ledger.OutcomeClaimed)
 	c, _, _ := e.claim(t, 12, ledger.Email, ledger.OutcomeClaimed)
 	for i, k := range []string{a.Key(), b.Key()} {
-		res, err := e.Svc.Dispatch(ctx, k, "dispatch/req-1")
+		res, err := e.Cases.Dispatch(ctx, k, "dispatch/req-1")
 		if err != nil || res.Outcome != ledger.OutcomeDeferred {
 			t.Fatalf("row %d: %s, %v; want deferred (slot beyond the 1 s wait)", i, res.Outcome, err)
 		}
@@ -185,7 +185,7 @@ func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 	// second to its own; c, claimed later, books the next slot and waits.
 	e.Clock.Advance(1500 * time.Millisecond)
 	for _, k := range []string{a.Key(), b.Key(), c.Key()} {
-		res, err := e.Svc.Dispatch(ctx, k, "dispatch/req-2")
+		res, err := e.Cases.Dispatch(ctx, k, "dispatch/req-2")
 		if err != nil || res.Outcome != ledger.OutcomeAccepted {
 			t.Fatalf("%s, %v", res.Outcome, err)
 		}
@@ -200,26 +200,26 @@ func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 func TestLateWakeUpBooksANewSlot(t *testing.T) {
 	ctx := context.Background()
 	e, _ := pacedEnv(t)
-	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
-	e.Svc.Policy.BudgetWait = 0
+	e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
+	e.Cases.Policy.BudgetWait = 0
 	in1, _, _ := e.claim(t, 20, ledger.Email, ledger.OutcomeClaimed)
 	in2, _, _ := e.claim(t, 21, ledger.Email, ledger.OutcomeClaimed)
-	if res, _ := e.Svc.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.OutcomeAccepted {
+	if res, _ := e.Cases.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("first: %s", res.Outcome)
 	}
-	res, err := e.Svc.Dispatch(ctx, in2.Key(), "d")
+	res, err := e.Cases.Dispatch(ctx, in2.Key(), "d")
 	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("second: %s, %v", res.Outcome, err)
 	}
 	slot := res.Entry.SlotAt
 	// Woken 30 s late: the old slot is gone; it books a new one (now).
 	e.Clock.Advance(slot.Sub(e.Clock.Now()) + 30*time.Second)
-	res, err = e.Svc.Dispatch(ctx, in2.Key(), "d")
+	res, err = e.Cases.Dispatch(ctx, in2.Key(), "d")
 	if err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("late wake-up: %s, %v", res.Outcome, err)
 	}
 	// The budget knows about that send: the next booking is a second later.
-	at, err := e.Svc.Budget.Reserve(ctx, ledger.Email, e.Clock.Now(), e.Clock.Now().Add(time.Hour))
+	at, err := e.Cases.Budget.Reserve(ctx, ledger.Email, e.Clock.Now(), e.Clock.Now().Add(time.Hour))
 	if err != nil || !at.Equal(e.Clock.Now().Add(time.Second)) {
 		t.Fatalf("next booking %s, %v; want one interval after the late send", at, err)
 	}
@@ -228,13 +228,13 @@ func TestLateWakeUpBooksANewSlot(t *testing.T) {
 func TestBudgetFullUntilExpiryEndsExpired(t *testing.T) {
 	ctx := context.Background()
 	e, _ := pacedEnv(t)
-	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.SMS: 1.0 / 3600}}
+	e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.SMS: 1.0 / 3600}}
 	in1, _, _ := e.claim(t, 30, ledger.SMS, ledger.OutcomeClaimed)
 	in2, _, _ := e.claim(t, 31, ledger.SMS, ledger.OutcomeClaimed)
-	if res, _ := e.Svc.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.OutcomeAccepted {
+	if res, _ := e.Cases.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("first: %s", res.Outcome)
 	}
-	res, err := e.Svc.Dispatch(ctx, in2.Key(), "d")
+	res, err := e.Cases.Dispatch(ctx, in2.Key(), "d")
 	if err != nil || res.Entry.State != ledger.Expired || res.Entry.Reason != ledger.NotSentReason(ledger.BudgetCode) {
 		t.Fatalf("no slot before expiry: %s %q, %v; want expired, not sent", res.Entry.State, res.Entry.Reason, err)
 	}
@@ -254,23 +254,23 @@ func TestStaleImageBooksNoSlot(t *testing.T) {
 	ctx := context.Background()
 	e, sch := pacedEnv(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
-	e.Svc.Budget = budget
-	e.Svc.Policy.BudgetWait = 0
+	e.Cases.Budget = budget
+	e.Cases.Policy.BudgetWait = 0
 	in, _, image := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
-	e.Clock.Advance(e.Svc.Policy.RedriveAfter) // reconcile hands back only claims past this
+	e.Clock.Advance(e.Cases.Policy.RedriveAfter) // reconcile hands back only claims past this
 	t0 := e.Clock.Now()
 	// Another instance holds the slot at t0: the row's own booking is later.
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/redrive")
+	res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/redrive")
 	if err != nil || res.Outcome != ledger.OutcomeDeferred || !res.Entry.SlotAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("re-driven dispatch: %s (slot %s), %v; want deferred to t0+1s", res.Outcome, res.Entry.SlotAt, err)
 	}
 	_, wakeUps := sch.last(in.Key())
 
 	// The stream record of the claim arrives now, with the claimed image.
-	res, err = e.Svc.DispatchRow(ctx, image, "dispatch/stream")
+	res, err = e.Cases.DispatchRow(ctx, image, "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeNotDue || res.Entry.State != ledger.Deferred {
 		t.Fatalf("stale image: %s %s, %v; want not due, still deferred", res.Outcome, res.Entry.State, err)
 	}
@@ -295,12 +295,12 @@ func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 	ctx := context.Background()
 	e, _ := pacedEnv(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
-	e.Svc.Budget = budget
-	e.Svc.Policy.BudgetWait = 2 * time.Second
+	e.Cases.Budget = budget
+	e.Cases.Policy.BudgetWait = 2 * time.Second
 	in, _, _ := e.claim(t, 50, ledger.Email, ledger.OutcomeClaimed)
 	// The claim waited past its re-drive time (its stream record was
 	// lost): a re-drive can hand it back while the first dispatch waits.
-	e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Second)
+	e.Clock.Advance(e.Cases.Policy.RedriveAfter + time.Second)
 	t0 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -308,15 +308,15 @@ func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 	var second ledger.DispatchResult
 	var secondErr error
 	nested := false
-	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
+	e.Cases.Sleep = func(_ context.Context, d time.Duration) error {
 		if !nested {
 			nested = true
-			second, secondErr = e.Svc.Dispatch(ctx, in.Key(), "dispatch/redrive")
+			second, secondErr = e.Cases.Dispatch(ctx, in.Key(), "dispatch/redrive")
 		}
 		e.Clock.Advance(d)
 		return nil
 	}
-	first, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/stream")
+	first, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/stream")
 	if err != nil || secondErr != nil {
 		t.Fatalf("dispatch: %v / %v", err, secondErr)
 	}
@@ -342,14 +342,14 @@ func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
 	ctx := context.Background()
 	e, _ := pacedEnv(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
-	e.Svc.Budget = budget
-	e.Svc.Policy.BudgetWait = 2 * time.Second
+	e.Cases.Budget = budget
+	e.Cases.Policy.BudgetWait = 2 * time.Second
 	in, _, _ := e.claim(t, 51, ledger.Email, ledger.OutcomeClaimed)
 	t0 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/stream")
+	res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.BudgetWait != time.Second {
 		t.Fatalf("%s after waiting %s, %v; want accepted after waiting 1s", res.Outcome, res.BudgetWait, err)
 	}
@@ -364,12 +364,12 @@ func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
 	mustVerify(t, row)
 	// Past its re-drive time the same wait holds the slot on the row.
 	late, _, _ := e.claim(t, 52, ledger.Email, ledger.OutcomeClaimed)
-	e.Clock.Advance(e.Svc.Policy.RedriveAfter)
+	e.Clock.Advance(e.Cases.Policy.RedriveAfter)
 	t1 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t1, t1.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Svc.Dispatch(ctx, late.Key(), "dispatch/redrive"); err != nil || res.Outcome != ledger.OutcomeAccepted {
+	if res, err := e.Cases.Dispatch(ctx, late.Key(), "dispatch/redrive"); err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	if row := e.get(t, late.Key()); len(row.History) != 4 || row.History[1].To != ledger.Deferred || row.History[1].Code != ledger.BudgetCode {
@@ -385,7 +385,7 @@ func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {
 	// leaving the row dispatching and then unknown. It is handed off instead.
 	ctx, cancel := context.WithTimeout(context.Background(), ledger.SendReserve/2)
 	defer cancel()
-	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if err != nil || res.Outcome != ledger.OutcomeDeferred || res.Entry.NotSentCode != ledger.HandOffCode {
 		t.Fatalf("near the deadline: %s (%q), %v; want deferred, handed off", res.Outcome, res.Entry.NotSentCode, err)
 	}
@@ -396,7 +396,7 @@ func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {
 		t.Fatalf("wake-up at %s (%d scheduled), want now", at, n)
 	}
 	// The next invocation, with time to spare, sends it.
-	res, err = e.Svc.Dispatch(context.Background(), in.Key(), "dispatch/req-2")
+	res, err = e.Cases.Dispatch(context.Background(), in.Key(), "dispatch/req-2")
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.Entry.Attempts != 1 {
 		t.Fatalf("next invocation: %s attempt %d, %v", res.Outcome, res.Entry.Attempts, err)
 	}

@@ -39,7 +39,7 @@ func TestDispatchOutcomes(t *testing.T) {
 			e.Clock.Advance(time.Minute)
 			start := e.Clock.Now()
 
-			res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-9")
+			res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-9")
 			if err != nil || res.Outcome != tt.want {
 				t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, tt.want)
 			}
@@ -51,7 +51,7 @@ func TestDispatchOutcomes(t *testing.T) {
 				t.Fatalf("attempts %d first %v lease %v", got.Attempts, got.FirstAttemptAt, got.LeaseUntil)
 			}
 			if tt.state == ledger.Unknown {
-				if want := start.Add(e.Svc.Policy.RecheckAfter); !got.NextCheckAt.Equal(want) || !got.OpenDue().Equal(want) {
+				if want := start.Add(e.Cases.Policy.RecheckAfter); !got.NextCheckAt.Equal(want) || !got.OpenDue().Equal(want) {
 					t.Fatalf("NextCheckAt %v, want %v", got.NextCheckAt, want)
 				}
 			}
@@ -75,7 +75,7 @@ func TestDispatchOutcomes(t *testing.T) {
 			mustVerify(t, got)
 
 			// A duplicate stream record or invocation is harmless.
-			again, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-10")
+			again, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-10")
 			if err != nil || again.Outcome != ledger.OutcomeSkipped || e.Transport.Calls() != 1 {
 				t.Fatalf("duplicate dispatch: %s %v, calls %d", again.Outcome, err, e.Transport.Calls())
 			}
@@ -109,14 +109,14 @@ func TestDispatchContentProblems(t *testing.T) {
 			_, _ = e.Content.Put(ctx, e.contentKey(key), []byte("not a sealed message"), ledgertest.Epoch.Add(ttl))
 		}, false},
 		{"opener refuses to authenticate", func(e *env, _ string) {
-			e.Svc.Opener = failingOpener{fmt.Errorf("kms: bad ciphertext: %w", ledger.ErrContentUnavailable)}
+			e.Cases.Opener = failingOpener{fmt.Errorf("kms: bad ciphertext: %w", ledger.ErrContentUnavailable)}
 		}, false},
 		{"opened content does not match the hash", func(e *env, key string) {
 			_ = e.Content.Delete(ctx, e.contentKey(key))
 			_, _ = e.Content.Put(ctx, e.contentKey(key), ledgertest.Seal(otherMessage), ledgertest.Epoch.Add(ttl))
 		}, false},
 		{"opener unavailable (transient)", func(e *env, _ string) {
-			e.Svc.Opener = failingOpener{errors.New("kms: throttled")}
+			e.Cases.Opener = failingOpener{errors.New("kms: throttled")}
 		}, true},
 	}
 	for _, tt := range tests {
@@ -124,7 +124,7 @@ func TestDispatchContentProblems(t *testing.T) {
 			e := newEnv(t)
 			in, _, _ := e.claim(t, 31, ledger.Email, ledger.OutcomeClaimed)
 			tt.prepare(e, in.Key())
-			res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+			res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 			got := e.get(t, in.Key())
 			if e.Transport.Calls() != 0 {
 				t.Fatalf("sent %d messages with unusable content", e.Transport.Calls())
@@ -158,9 +158,9 @@ func TestDispatchContentProblems(t *testing.T) {
 func TestDispatchWithoutTransport(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	delete(e.Svc.Transports, ledger.SMS)
+	delete(e.Cases.Transports, ledger.SMS)
 	in, _, _ := e.claim(t, 32, ledger.SMS, ledger.OutcomeClaimed)
-	_, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	_, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if !errors.Is(err, ledger.ErrNoTransport) {
 		t.Fatalf("want ErrNoTransport, got %v", err)
 	}
@@ -172,7 +172,7 @@ func TestDispatchWithoutTransport(t *testing.T) {
 
 func TestDispatchMissingRow(t *testing.T) {
 	e := newEnv(t)
-	_, err := e.Svc.Dispatch(context.Background(), ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "nope", Channel: ledger.Email}.Key(), "dispatch/req-1")
+	_, err := e.Cases.Dispatch(context.Background(), ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "nope", Channel: ledger.Email}.Key(), "dispatch/req-1")
 	if !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("want ErrNotFound, got %v", err)
 	}
@@ -195,7 +195,7 @@ func TestDispatchAfterExpiry(t *testing.T) {
 			e := newEnv(t)
 			in, _, _ := e.claim(t, 33, ledger.SMS, ledger.OutcomeClaimed)
 			e.Clock.Advance(tt.advance)
-			res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+			res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 			if err != nil || res.Outcome != tt.want {
 				t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, tt.want)
 			}
@@ -234,8 +234,8 @@ func TestDispatchExpiryConditionInTheWrite(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	in, _, _ := e.claim(t, 34, ledger.Email, ledger.OutcomeClaimed)
-	e.Svc.Store = &expiringStore{Store: e.Store, clock: e.Clock, by: 2 * ttl}
-	res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	e.Cases.Store = &expiringStore{Store: e.Store, clock: e.Clock, by: 2 * ttl}
+	res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if err != nil || res.Outcome != ledger.OutcomeExpired {
 		t.Fatalf("dispatch: %s %v, want expired", res.Outcome, err)
 	}
@@ -258,17 +258,17 @@ func (s *countingStore) Get(ctx context.Context, key string) (ledger.Entry, erro
 
 func TestDispatchRowSavesTheReadAndToleratesAStaleRow(t *testing.T) {
 	e := newEnv(t)
-	counting := &countingStore{Store: e.Svc.Store}
-	e.Svc.Store = counting
+	counting := &countingStore{Store: e.Cases.Store}
+	e.Cases.Store = counting
 	ctx := context.Background()
 	_, _, claimed := e.claim(t, 5, ledger.Email, ledger.OutcomeClaimed)
 	counting.gets = 0
-	res, err := e.Svc.DispatchRow(ctx, claimed, "dispatch/req-1")
+	res, err := e.Cases.DispatchRow(ctx, claimed, "dispatch/req-1")
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || counting.gets != 0 {
 		t.Fatalf("fresh row: %s %v, %d reads", res.Outcome, err, counting.gets)
 	}
 	// The same stream record again: its image still says claimed.
-	res, err = e.Svc.DispatchRow(ctx, claimed, "dispatch/req-2")
+	res, err = e.Cases.DispatchRow(ctx, claimed, "dispatch/req-2")
 	if err != nil || res.Outcome != ledger.OutcomeSkipped || res.Entry.State != ledger.Accepted {
 		t.Fatalf("stale row: %s %v (row %s)", res.Outcome, err, res.Entry.State)
 	}
@@ -379,7 +379,7 @@ func TestDispatchInterleavings(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			in, _, _ := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
-			svc, other := *e.Svc, *e.Svc
+			svc, other := *e.Cases, *e.Cases
 			tt.wire(t, e, &svc, &other, in)
 			res, err := svc.Dispatch(ctx, in.Key(), "dispatch/me")
 			if err != nil || res.Outcome != tt.want {
@@ -410,10 +410,10 @@ func TestAttemptStartsOnTheClockOfItsWrite(t *testing.T) {
 	t.Run("dispatch", func(t *testing.T) {
 		e := newEnv(t)
 		in, _, _ := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
-		slow := *e.Svc
+		slow := *e.Cases
 		// The content read returns when the deadline has just passed.
 		slow.Content = &hookContent{ContentStore: e.Content, beforeGet: func() {
-			e.Clock.Advance(ttl - e.Svc.Policy.ExpiryMargin)
+			e.Clock.Advance(ttl - e.Cases.Policy.ExpiryMargin)
 		}}
 		res, err := slow.Dispatch(ctx, in.Key(), "dispatch/slow")
 		if err != nil {
@@ -432,9 +432,9 @@ func TestAttemptStartsOnTheClockOfItsWrite(t *testing.T) {
 		// The lease has passed: the sweep marks the row unknown and retries
 		// it under the same key; the retry's content read returns when the
 		// deadline has just passed.
-		e.Clock.Advance(e.Svc.Policy.Lease + time.Second)
-		deadline := e.get(t, in.Key()).ExpiresAt.Add(-e.Svc.Policy.ExpiryMargin)
-		slow := *e.Svc
+		e.Clock.Advance(e.Cases.Policy.Lease + time.Second)
+		deadline := e.get(t, in.Key()).ExpiresAt.Add(-e.Cases.Policy.ExpiryMargin)
+		slow := *e.Cases
 		slow.Content = &hookContent{ContentStore: e.Content, beforeGet: func() {
 			e.Clock.Advance(deadline.Sub(e.Clock.Now()))
 		}}
@@ -456,12 +456,12 @@ func TestAcknowledgementArrivingAfterTheLeaseResolvesUnknown(t *testing.T) {
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
 		// The provider is slow: the lease runs out and reconcile marks the
 		// row unknown while the request is still in flight.
-		e.Clock.Advance(e.Svc.Policy.Lease + time.Second)
-		rep, err := e.Svc.Reconcile(ctx, "reconcile/req-1", 10)
+		e.Clock.Advance(e.Cases.Policy.Lease + time.Second)
+		rep, err := e.Cases.Reconcile(ctx, "reconcile/req-1", 10)
 		swept = err == nil && rep.Actions["dispatching->unknown"] == 1
 		return ledgertest.Accept
 	}
-	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	d, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if err != nil || !swept {
 		t.Fatalf("dispatch: %v, swept %v", err, swept)
 	}
@@ -480,10 +480,10 @@ func TestDispatchQuarantineRecordsItsReasonOnTheRow(t *testing.T) {
 	env := ledgertest.NewEnv(&memstore.Store{})
 	in, _ := ledgertest.Intent(1, ledger.Email, env.Clock.Now(), 10*time.Minute)
 	other := ledgertest.Message(2, ledger.Email) // sealed content that does not match the hash
-	if _, err := env.Svc.Claim(ctx, in, ledgertest.Seal(other), "claim/test"); err != nil {
+	if _, err := env.Cases.Claim(ctx, in, ledgertest.Seal(other), "claim/test"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := env.Svc.Dispatch(ctx, in.Key(), "dispatch/test")
+	res, err := env.Cases.Dispatch(ctx, in.Key(), "dispatch/test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,14 +36,14 @@ func busyRow(t *testing.T, e *env) ledger.Entry {
 		prev = got
 	}
 	step("claim", func() {
-		if _, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil {
+		if _, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1"); err != nil {
 			t.Fatal(err)
 		}
 	})
 	e.Clock.Advance(10 * time.Second)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 	// Dispatch writes twice: begin and outcome.
-	if _, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-2"); err != nil {
+	if _, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-2"); err != nil {
 		t.Fatal(err)
 	}
 	got := e.get(t, in.Key())
@@ -57,7 +57,7 @@ func busyRow(t *testing.T, e *env) ledger.Entry {
 		m.Subject = "Other subject"
 		other := in
 		other.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-		if _, err := e.Svc.Claim(ctx, other, ledgertest.Seal(m), "claim/req-3"); err != nil {
+		if _, err := e.Cases.Claim(ctx, other, ledgertest.Seal(m), "claim/req-3"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -129,14 +129,14 @@ func TestHistoryEntries(t *testing.T) {
 	if row.State != ledger.Accepted || row.AckID != "msg-1" || e.Transport.Recorded(row.Key) != 1 {
 		t.Fatalf("row %s ack %q recorded %d", row.State, row.AckID, e.Transport.Recorded(row.Key))
 	}
-	if want := e.Clock.Now().Add(e.Svc.Policy.Retention); !row.RetainUntil.Equal(want) {
+	if want := e.Clock.Now().Add(e.Cases.Policy.Retention); !row.RetainUntil.Equal(want) {
 		t.Fatalf("retain until %v, want %v", row.RetainUntil, want)
 	}
 }
 
 func TestDefaultEventIDs(t *testing.T) {
 	e := newEnv(t)
-	e.Svc.NewID = nil
+	e.Cases.NewID = nil
 	row := busyRow(t, e)
 	hex32 := regexp.MustCompile(`^[0-9a-f]{32}$`)
 	seen := map[string]bool{}
@@ -158,7 +158,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	m.Body = "other"
 	other := in
 	other.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-	if _, err := e.Svc.Claim(context.Background(), other, ledgertest.Seal(m), "claim/req-2"); err != nil {
+	if _, err := e.Cases.Claim(context.Background(), other, ledgertest.Seal(m), "claim/req-2"); err != nil {
 		t.Fatal(err)
 	}
 	quiet := e.get(t, in.Key())

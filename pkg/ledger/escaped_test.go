@@ -23,7 +23,7 @@ func TestRetryLateInWindowThenQuarantine(t *testing.T) {
 	const window = 6 * time.Minute
 	e.Transport.Window = window
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	p := &e.Svc.Policy
+	p := &e.Cases.Policy
 	p.MaxAttempts = 10 // the window decides here, not the attempt budget
 	p.Lease, p.ExpiryMargin, p.RecheckAfter = 2*time.Minute, 30*time.Second, time.Minute
 	start := e.Clock.Now()
@@ -80,10 +80,10 @@ func (s *slowBeginStore) Apply(ctx context.Context, c ledger.Change) (ledger.Ent
 func TestBeginAnsweredAfterDeadline(t *testing.T) {
 	e := newEnv(t)
 	in, _, _ := e.claim(t, 81, ledger.Email, ledger.OutcomeClaimed)
-	margin := e.Svc.Policy.ExpiryMargin
+	margin := e.Cases.Policy.ExpiryMargin
 	// One second before expires_at − margin: the write's condition holds.
 	e.Clock.Advance(in.ExpiresAt.Add(-margin - time.Second).Sub(e.Clock.Now()))
-	e.Svc.Store = &slowBeginStore{Store: e.Store, clock: e.Clock, delay: 2 * time.Second}
+	e.Cases.Store = &slowBeginStore{Store: e.Store, clock: e.Clock, delay: 2 * time.Second}
 
 	row := mustDispatch(t, e, in.Key(), ledger.OutcomeExpired)
 	if e.Transport.Calls() != 0 {
@@ -123,10 +123,10 @@ func TestRetryAnsweredAfterDeadline(t *testing.T) {
 	in, _, _ := e.claim(t, 82, ledger.Email, ledger.OutcomeClaimed)
 	mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 	calls := e.Transport.Calls()
-	margin := e.Svc.Policy.ExpiryMargin
+	margin := e.Cases.Policy.ExpiryMargin
 	// One second before expires_at − margin: the retry's record may land.
 	e.Clock.Advance(in.ExpiresAt.Add(-margin - time.Second).Sub(e.Clock.Now()))
-	e.Svc.Store = &slowRetryStore{Store: e.Store, clock: e.Clock, delay: 2 * time.Second}
+	e.Cases.Store = &slowRetryStore{Store: e.Store, clock: e.Clock, delay: 2 * time.Second}
 
 	reconcile(t, e)
 	got := e.get(t, in.Key())

@@ -79,8 +79,8 @@ func TestUnknownAttemptIsNeverSuperseded(t *testing.T) {
 // never two.
 func TestReleaseTakesBackTheWindowThatCounted(t *testing.T) {
 	e, store := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Minute}, Supersede: true})
-	e.Svc.Timeline = e.mem
-	e.Svc.Scheduler = &scheduler{}
+	e.Cases.Timeline = e.mem
+	e.Cases.Scheduler = &scheduler{}
 	now := e.Clock.Now()
 	e.Clock.Advance(now.Truncate(time.Minute).Add(time.Minute + 10*time.Second).Sub(now))
 	older := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
@@ -122,7 +122,7 @@ func TestStaleStreamCopyGivesItsCountBack(t *testing.T) {
 	stale := e.get(t, second.Key())
 	mustDispatch(t, e, second.Key(), ledger.OutcomeLimited)
 	e.Clock.Advance(2 * time.Minute)
-	res, err := e.Svc.DispatchRow(context.Background(), stale, "dispatch/2")
+	res, err := e.Cases.DispatchRow(context.Background(), stale, "dispatch/2")
 	if err != nil || res.Outcome != ledger.OutcomeSkipped {
 		t.Fatalf("stale copy: %s %v, want skipped", res.Outcome, err)
 	}

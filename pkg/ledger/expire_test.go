@@ -25,7 +25,7 @@ func seedSweepRows(t *testing.T, e *env) []sweepCase {
 	start := e.Clock.Now()
 	claimAt := func(i int, ch ledger.Channel, life time.Duration) ledger.Intent {
 		in, sealed := ledgertest.Intent(i, ch, start, life)
-		if r, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || r.Outcome != ledger.OutcomeClaimed {
+		if r, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1"); err != nil || r.Outcome != ledger.OutcomeClaimed {
 			t.Fatalf("claim %d: %s %v", i, r.Outcome, err)
 		}
 		return in
@@ -66,7 +66,7 @@ func TestExpireSweep(t *testing.T) {
 	}
 	calls := e.Transport.Calls()
 	e.Clock.Advance(5 * time.Minute)
-	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 100)
+	rep, err := e.Cases.ExpireSweep(ctx, "expire/req-1", 100)
 	if err != nil || rep.Err() != nil {
 		t.Fatalf("sweep: %v %v", err, rep.Err())
 	}
@@ -83,7 +83,7 @@ func TestExpireSweep(t *testing.T) {
 		t.Fatal("expire sweep sent")
 	}
 	// A second sweep finds nothing more to do.
-	rep, err = e.Svc.ExpireSweep(ctx, "expire/req-2", 100)
+	rep, err = e.Cases.ExpireSweep(ctx, "expire/req-2", 100)
 	if err != nil || rep.Actions["claimed->expired"] != 0 {
 		t.Fatalf("second sweep: %+v %v", rep, err)
 	}
@@ -121,7 +121,7 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 	// A held sms whose email never arrives expires with its challenge.
 	lonely, lonelySealed := fallbackIntent(30, ledger.SMS, e.Clock.Now())
 	lonely.ExpiresAt = e.Clock.Now().Add(ttl / 2) // first in the held listing
-	if res, err := e.Svc.Claim(ctx, lonely, lonelySealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
+	if res, err := e.Cases.Claim(ctx, lonely, lonelySealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
 		t.Fatalf("claim: %s %v", res.Outcome, err)
 	}
 	// A held sms whose move the email's outcome missed (the settle read
@@ -129,13 +129,13 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 	// the sweep.
 	emailIn, emailSealed := fallbackIntent(31, ledger.Email, e.Clock.Now())
 	smsIn, smsSealed := fallbackIntent(31, ledger.SMS, e.Clock.Now())
-	if _, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil {
+	if _, err := e.Cases.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
+	if res, err := e.Cases.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
 		t.Fatalf("claim: %s %v", res.Outcome, err)
 	}
-	missing := *e.Svc
+	missing := *e.Cases
 	missing.Store = &staleGetStore{Store: e.Store, key: smsIn.Key()}
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Reject }
 	if _, err := missing.Dispatch(ctx, emailIn.Key(), "dispatch/email"); err != nil {
@@ -146,7 +146,7 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 	}
 
 	// A limit of 1 must not let the waiting row hide the straggler.
-	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 1)
+	rep, err := e.Cases.ExpireSweep(ctx, "expire/req-1", 1)
 	if err != nil || rep.Actions["held->claimed"] != 1 {
 		t.Fatalf("sweep: %v %v", rep.Actions, err)
 	}
@@ -154,7 +154,7 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 		t.Fatalf("lonely sms settled early: %s", st)
 	}
 	e.Clock.Advance(ttl)
-	rep, err = e.Svc.ExpireSweep(ctx, "expire/req-2", 100)
+	rep, err = e.Cases.ExpireSweep(ctx, "expire/req-2", 100)
 	if err != nil || rep.Actions["held->expired"] != 1 || e.hasContent(t, lonely.Key()) {
 		t.Fatalf("sweep after expiry: %v %v", rep.Actions, err)
 	}
@@ -182,13 +182,13 @@ func TestExpireSweepClosesDeferredRowsThatRanOutOfTime(t *testing.T) {
 	e, _ := pacedEnv(t)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
 	in, _, _ := e.claim(t, 50, ledger.SMS, ledger.OutcomeClaimed)
-	res, err := e.Svc.Dispatch(ctx, in.Key(), "d")
+	res, err := e.Cases.Dispatch(ctx, in.Key(), "d")
 	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	// Its wake-up and every re-drive are lost; the challenge runs out.
 	e.Clock.Advance(ttl)
-	rep, err := e.Svc.ExpireSweep(ctx, "expire/req-1", 100)
+	rep, err := e.Cases.ExpireSweep(ctx, "expire/req-1", 100)
 	if err != nil || rep.Actions["deferred->expired"] != 1 {
 		t.Fatalf("sweep: %+v, %v", rep, err)
 	}

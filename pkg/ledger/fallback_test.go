@@ -32,7 +32,7 @@ func fallbackGateCases() []fallbackGateCase {
 		{"email claimed", func(*testing.T, *env, string) {}, ledger.Claimed, ledger.OutcomeHeld},
 		{"email dispatching", func(t *testing.T, e *env, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.FailBeforeReach }
-			crashing := *e.Svc
+			crashing := *e.Cases
 			crashing.Store = &crashStore{Store: e.Store}
 			_, _ = crashing.Dispatch(ctx, key, "dispatch/crash")
 		}, ledger.Dispatching, ledger.OutcomeHeld},
@@ -51,7 +51,7 @@ func fallbackGateCases() []fallbackGateCase {
 		{"email quarantined then resolved rejected", func(t *testing.T, e *env, key string) {
 			_ = e.Content.Delete(ctx, e.contentKey(key))
 			mustDispatch(t, e, key, ledger.OutcomeQuarantined)
-			if _, err := e.Svc.Resolve(ctx, key, ledger.DecideRejected, "provider console shows bounce", "bounce-123", "operator:alice"); err != nil {
+			if _, err := e.Cases.Resolve(ctx, key, ledger.DecideRejected, "provider console shows bounce", "bounce-123", "operator:alice"); err != nil {
 				t.Fatal(err)
 			}
 		}, ledger.Rejected, ledger.OutcomeClaimed},
@@ -61,7 +61,7 @@ func fallbackGateCases() []fallbackGateCase {
 		{"email abandoned", func(t *testing.T, e *env, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 			mustDispatch(t, e, key, ledger.OutcomeUnknown)
-			if _, err := e.Svc.Resolve(ctx, key, ledger.DecideAbandoned, "cannot tell", "", "operator:alice"); err != nil {
+			if _, err := e.Cases.Resolve(ctx, key, ledger.DecideAbandoned, "cannot tell", "", "operator:alice"); err != nil {
 				t.Fatal(err)
 			}
 		}, ledger.Abandoned, ledger.OutcomeSuppressed},
@@ -77,8 +77,8 @@ func TestFallbackGate(t *testing.T) {
 	for _, tt := range fallbackGateCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.Svc.Policy.ExpiryMargin = 2 * time.Minute
-			e.Svc.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
+			e.Cases.Policy.ExpiryMargin = 2 * time.Minute
+			e.Cases.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
 			if tt.email != nil {
 				bringEmailTo(t, e, tt)
 			}
@@ -86,7 +86,7 @@ func TestFallbackGate(t *testing.T) {
 			calls := e.Transport.Calls()
 
 			smsIn, smsSealed := fallbackIntent(10, ledger.SMS, e.Clock.Now())
-			res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms")
+			res, err := e.Cases.Claim(ctx, smsIn, smsSealed, "claim/sms")
 			if tt.wantSMS == ledger.OutcomeHeld {
 				checkSMSHeld(t, e, smsIn.Key(), res, err, calls)
 				return
@@ -104,7 +104,7 @@ func TestFallbackGate(t *testing.T) {
 func bringEmailTo(t *testing.T, e *env, tt fallbackGateCase) {
 	t.Helper()
 	emailIn, emailSealed := fallbackIntent(10, ledger.Email, e.Clock.Now())
-	res, err := e.Svc.Claim(context.Background(), emailIn, emailSealed, "claim/email")
+	res, err := e.Cases.Claim(context.Background(), emailIn, emailSealed, "claim/email")
 	if err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("email claim: %s %v", res.Outcome, err)
 	}
@@ -137,7 +137,7 @@ func checkSMSHeld(t *testing.T, e *env, key string, res ledger.ClaimResult, err 
 // closed (suppressed) and checks it was sent once or not at all.
 func checkSMSPastGate(t *testing.T, e *env, key string, wantSMS ledger.Outcome, calls int) {
 	t.Helper()
-	d, err := e.Svc.Dispatch(context.Background(), key, "dispatch/sms")
+	d, err := e.Cases.Dispatch(context.Background(), key, "dispatch/sms")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +163,10 @@ func checkSMSPastGate(t *testing.T, e *env, key string, wantSMS ledger.Outcome, 
 // and the stream record of a row that became claimed reaches dispatch.
 func settleStragglers(t *testing.T, e *env, key string) {
 	t.Helper()
-	if _, err := e.Svc.ExpireSweep(context.Background(), "expire/req-1", 100); err != nil {
+	if _, err := e.Cases.ExpireSweep(context.Background(), "expire/req-1", 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.Dispatch(context.Background(), key, "dispatch/stream"); err != nil {
+	if _, err := e.Cases.Dispatch(context.Background(), key, "dispatch/stream"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -179,19 +179,19 @@ func TestFallbackRace(t *testing.T) {
 	ctx := context.Background()
 	for round := range 50 {
 		e := newEnv(t)
-		e.Svc.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
+		e.Cases.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
 		emailIn, emailSealed := fallbackIntent(round, ledger.Email, e.Clock.Now())
 		smsIn, smsSealed := fallbackIntent(round, ledger.SMS, e.Clock.Now())
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
 		consume := func(in ledger.Intent, sealed []byte, w ledger.Worker) {
 			defer wg.Done()
-			res, err := e.Svc.Claim(ctx, in, sealed, w)
+			res, err := e.Cases.Claim(ctx, in, sealed, w)
 			if err != nil {
 				errs <- fmt.Errorf("%s claim: %w", w, err)
 				return
 			}
-			if _, err := e.Svc.Dispatch(ctx, res.Entry.Key, w); err != nil {
+			if _, err := e.Cases.Dispatch(ctx, res.Entry.Key, w); err != nil {
 				errs <- fmt.Errorf("%s dispatch: %w", w, err)
 			}
 		}
@@ -235,9 +235,9 @@ func TestFallbackRaceRejected(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "email")
+				res, err := e.Cases.Claim(ctx, emailIn, emailSealed, "email")
 				if err == nil {
-					_, err = e.Svc.Dispatch(ctx, res.Entry.Key, "email")
+					_, err = e.Cases.Dispatch(ctx, res.Entry.Key, "email")
 				}
 				if err != nil {
 					t.Error(err)
@@ -245,9 +245,9 @@ func TestFallbackRaceRejected(t *testing.T) {
 			}()
 			go func() {
 				defer wg.Done()
-				res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "sms")
+				res, err := e.Cases.Claim(ctx, smsIn, smsSealed, "sms")
 				if err == nil {
-					_, err = e.Svc.Dispatch(ctx, res.Entry.Key, ledger.Worker(fmt.Sprint("sms/", k)))
+					_, err = e.Cases.Dispatch(ctx, res.Entry.Key, ledger.Worker(fmt.Sprint("sms/", k)))
 				}
 				if err != nil {
 					t.Error(err)
@@ -298,14 +298,14 @@ func TestDualWorkflowIndependentClaims(t *testing.T) {
 			for _, ch := range chans {
 				in, sealed := ledgertest.Intent(20, ch, e.Clock.Now(), ttl)
 				in.Workflow = ledger.Workflow{Kind: ledger.Dual, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
-				res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
+				res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1")
 				if err != nil || res.Outcome != ledger.OutcomeClaimed {
 					t.Fatalf("%s claim: %s %v", ch, res.Outcome, err)
 				}
 				keys = append(keys, in.Key())
 			}
 			for _, k := range keys {
-				if _, err := e.Svc.Dispatch(ctx, k, "dispatch/req-1"); err != nil {
+				if _, err := e.Cases.Dispatch(ctx, k, "dispatch/req-1"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -341,13 +341,13 @@ func TestHeldFallbackIsSettledWhenTheEarlierChannelEnds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.Svc.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
+			e.Cases.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
 			emailIn, emailSealed := fallbackIntent(20, ledger.Email, e.Clock.Now())
 			smsIn, smsSealed := fallbackIntent(20, ledger.SMS, e.Clock.Now())
-			if res, err := e.Svc.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
+			if res, err := e.Cases.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
 				t.Fatalf("sms: %s %v", res.Outcome, err)
 			}
-			if res, err := e.Svc.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil || res.Outcome != ledger.OutcomeClaimed {
+			if res, err := e.Cases.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil || res.Outcome != ledger.OutcomeClaimed {
 				t.Fatalf("email: %s %v", res.Outcome, err)
 			}
 			e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
@@ -356,12 +356,12 @@ func TestHeldFallbackIsSettledWhenTheEarlierChannelEnds(t *testing.T) {
 				}
 				return ledgertest.Accept
 			}
-			if _, err := e.Svc.Dispatch(ctx, emailIn.Key(), "dispatch/email"); err != nil {
+			if _, err := e.Cases.Dispatch(ctx, emailIn.Key(), "dispatch/email"); err != nil {
 				t.Fatal(err)
 			}
 			// The move out of held happened with the email's outcome; the
 			// stream record of a now-claimed sms reaches dispatch.
-			if _, err := e.Svc.Dispatch(ctx, smsIn.Key(), "dispatch/sms"); err != nil {
+			if _, err := e.Cases.Dispatch(ctx, smsIn.Key(), "dispatch/sms"); err != nil {
 				t.Fatal(err)
 			}
 			sms := e.get(t, smsIn.Key())
@@ -401,7 +401,7 @@ func TestFallbackOnHardBounce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.Transport.Events = true
-			e.Svc.Policy.FallbackWait = 2 * time.Minute
+			e.Cases.Policy.FallbackWait = 2 * time.Minute
 			emailIn, smsIn := claimFallbackPair(t, e, 30)
 			mustDispatch(t, e, emailIn.Key(), ledger.OutcomeAccepted)
 			if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
@@ -414,11 +414,11 @@ func TestFallbackOnHardBounce(t *testing.T) {
 					t.Fatalf("sms %s after a transient bounce, want held", got.State)
 				}
 				e.Clock.Advance(2 * time.Minute)
-				if _, err := e.Svc.ExpireSweep(context.Background(), "expire/req-1", 10); err != nil {
+				if _, err := e.Cases.ExpireSweep(context.Background(), "expire/req-1", 10); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, err := e.Svc.Dispatch(context.Background(), smsIn.Key(), "dispatch/stream"); err != nil {
+			if _, err := e.Cases.Dispatch(context.Background(), smsIn.Key(), "dispatch/stream"); err != nil {
 				t.Fatal(err)
 			}
 			sms := e.get(t, smsIn.Key())

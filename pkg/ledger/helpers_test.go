@@ -21,7 +21,7 @@ const testPolicyVersion = "policy-test-7"
 
 const ttl = 10 * time.Minute
 
-// env is a Service over a fresh memory store, with deterministic event ids.
+// env is the use cases over a fresh memory store, with deterministic event ids.
 type env struct {
 	*ledgertest.Env
 	mem *memstore.Store
@@ -32,9 +32,9 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	mem := &memstore.Store{}
 	e := &env{Env: ledgertest.NewEnv(mem), mem: mem}
-	e.Svc.Policy.Version = testPolicyVersion
-	e.Svc.NewID = func() string { return fmt.Sprintf("ev-%03d", e.ids.Add(1)) }
-	if err := e.Svc.Policy.Validate(); err != nil {
+	e.Cases.Policy.Version = testPolicyVersion
+	e.Cases.NewID = func() string { return fmt.Sprintf("ev-%03d", e.ids.Add(1)) }
+	if err := e.Cases.Policy.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -45,7 +45,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) claim(t *testing.T, i int, ch ledger.Channel, want ledger.Outcome) (ledger.Intent, []byte, ledger.Entry) {
 	t.Helper()
 	in, sealed := ledgertest.Intent(i, ch, e.Clock.Now(), ttl)
-	res, err := e.Svc.Claim(context.Background(), in, sealed, "claim/req-1")
+	res, err := e.Cases.Claim(context.Background(), in, sealed, "claim/req-1")
 	if err != nil {
 		t.Fatalf("claim %d/%s: %v", i, ch, err)
 	}
@@ -118,7 +118,7 @@ func (e *env) stuckDispatching(t *testing.T, i int, ch ledger.Channel, behavior 
 	in, _, _ := e.claim(t, i, ch, ledger.OutcomeClaimed)
 	prevScript := e.Transport.Script
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return behavior }
-	crashing := *e.Svc
+	crashing := *e.Cases
 	crashing.Store = &crashStore{Store: e.Store}
 	if _, err := crashing.Dispatch(context.Background(), in.Key(), "dispatch/crash"); err == nil {
 		t.Fatal("crashing dispatch returned no error")
@@ -160,7 +160,7 @@ func claimFallbackPair(t *testing.T, e *env, i int) (email, sms ledger.Intent) {
 		in     ledger.Intent
 		sealed []byte
 	}{{email, emailSealed}, {sms, smsSealed}} {
-		if _, err := e.Svc.Claim(context.Background(), c.in, c.sealed, "claim/req-1"); err != nil {
+		if _, err := e.Cases.Claim(context.Background(), c.in, c.sealed, "claim/req-1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func claimFallbackPair(t *testing.T, e *env, i int) (email, sms ledger.Intent) {
 
 func mustDispatch(t *testing.T, e *env, key string, want ledger.Outcome) ledger.Entry {
 	t.Helper()
-	res, err := e.Svc.Dispatch(context.Background(), key, "dispatch/req-1")
+	res, err := e.Cases.Dispatch(context.Background(), key, "dispatch/req-1")
 	if err != nil || res.Outcome != want {
 		t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, want)
 	}
@@ -178,7 +178,7 @@ func mustDispatch(t *testing.T, e *env, key string, want ledger.Outcome) ledger.
 
 func reconcile(t *testing.T, e *env) ledger.SweepReport {
 	t.Helper()
-	rep, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 100)
+	rep, err := e.Cases.Reconcile(context.Background(), "reconcile/req-1", 100)
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
@@ -237,9 +237,9 @@ func (s *scheduler) last(key string) (time.Time, int) {
 func pacedEnv(t *testing.T) (*env, *scheduler) {
 	e := newEnv(t)
 	sch := &scheduler{}
-	e.Svc.Scheduler = sch
-	e.Svc.Jitter = func() float64 { return 0.5 }
-	e.Svc.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
+	e.Cases.Scheduler = sch
+	e.Cases.Jitter = func() float64 { return 0.5 }
+	e.Cases.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
 	return e, sch
 }
 
@@ -274,7 +274,7 @@ func (e *env) prove(t *testing.T, p *ledger.ProviderEvent) {
 
 func (e *env) record(t *testing.T, p ledger.ProviderEvent, want ledger.Outcome) ledger.Entry {
 	t.Helper()
-	res, err := e.Svc.RecordProviderEvent(context.Background(), p, "events/req-1")
+	res, err := e.Cases.RecordProviderEvent(context.Background(), p, "events/req-1")
 	if err != nil || res.Outcome != want {
 		t.Fatalf("record %s: %s %v, want %s", p.Kind, res.Outcome, err, want)
 	}

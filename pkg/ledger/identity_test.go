@@ -111,7 +111,7 @@ func TestIdentityHasOnlyBusinessFields(t *testing.T) {
 	in, sealed, first := e.claim(t, 42, ledger.SMS, ledger.OutcomeClaimed)
 	// Two SQS deliveries of one intent carry different message ids, which
 	// the domain never sees; the second is a duplicate of the same key.
-	res, err := e.Svc.Claim(context.Background(), in, sealed, "claim/req-2-other-sqs-envelope")
+	res, err := e.Cases.Claim(context.Background(), in, sealed, "claim/req-2-other-sqs-envelope")
 	if err != nil || res.Outcome != ledger.OutcomeDuplicate || res.Entry.Key != first.Key {
 		t.Fatalf("redelivery: %v %v key %s", res.Outcome, err, res.Entry.Key)
 	}

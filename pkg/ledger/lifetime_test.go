@@ -42,12 +42,12 @@ func TestClaimRefusesAChallengeThatOutlivesItsPurpose(t *testing.T) {
 			in, sealed := ledgertest.Intent(1, ledger.Email, now, 10*time.Minute)
 			in.SubjectRef = "acct-7"
 			tc.edit(&in, now)
-			_, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
+			_, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1")
 			var fe *ledger.FieldError
 			if !errors.Is(err, ledger.ErrInvalidIntent) || !errors.As(err, &fe) || fe.Field != tc.field || !strings.HasPrefix(fe.Reason, tc.reason) {
 				t.Fatalf("claim = %v, want an invalid %s: %s", err, tc.field, tc.reason)
 			}
-			if _, err := e.Svc.Store.Get(ctx, in.Key()); !errors.Is(err, ledger.ErrNotFound) {
+			if _, err := e.Cases.Store.Get(ctx, in.Key()); !errors.Is(err, ledger.ErrNotFound) {
 				t.Fatalf("a refused intent left a row (get: %v)", err)
 			}
 			if _, ok, _ := limits.Newest(ctx, ledger.SubjectStream{Subject: "acct-7", Purpose: in.Purpose, Channel: in.Channel}); ok {
@@ -58,7 +58,7 @@ func TestClaimRefusesAChallengeThatOutlivesItsPurpose(t *testing.T) {
 	// Exactly at the maximum is a challenge, not a refusal.
 	e := newEnv(t)
 	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), time.Hour)
-	if res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil || res.Outcome != ledger.OutcomeClaimed {
+	if res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1"); err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("claim at the maximum lifetime = %+v %v, want claimed", res.Outcome, err)
 	}
 }
@@ -76,7 +76,7 @@ func TestSupersessionOrdersByIssueTimeNotExpiry(t *testing.T) {
 		t.Helper()
 		in, sealed := ledgertest.Intent(i, ledger.Email, now, ttl)
 		in.SubjectRef, in.IssuedAt = "acct-7", now.Add(issued)
-		if _, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil {
+		if _, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1"); err != nil {
 			t.Fatal(err)
 		}
 		return in

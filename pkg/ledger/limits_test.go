@@ -23,10 +23,10 @@ func limitedEnv(t *testing.T, l ledger.Limits) (*env, *memstore.Limits) {
 	t.Helper()
 	e := newEnv(t)
 	store := &memstore.Limits{}
-	e.Svc.Limits = l
-	e.Svc.Limiter, e.Svc.Challenges = store, store
-	e.Svc.Fingerprints = &fingerprint.Local{Key: []byte("limits test key")}
-	e.Svc.NumberOf = func(n string) (ledger.PhoneNumber, error) {
+	e.Cases.Limits = l
+	e.Cases.Limiter, e.Cases.Challenges = store, store
+	e.Cases.Fingerprints = &fingerprint.Local{Key: []byte("limits test key")}
+	e.Cases.NumberOf = func(n string) (ledger.PhoneNumber, error) {
 		switch {
 		case strings.HasPrefix(n, "+1"):
 			return ledger.PhoneNumber{Region: "US", Kind: "fixed_line_or_mobile"}, nil
@@ -50,7 +50,7 @@ func (e *env) claimTo(t *testing.T, i int, ch ledger.Channel, to, subject string
 	in.SubjectRef = subject
 	// extra orders challenges: a greater one was issued (and expires) later.
 	in.IssuedAt = e.Clock.Now().Add(extra - 5*time.Minute)
-	if _, err := e.Svc.Claim(context.Background(), in, ledgertest.Seal(m), "claim/req-1"); err != nil {
+	if _, err := e.Cases.Claim(context.Background(), in, ledgertest.Seal(m), "claim/req-1"); err != nil {
 		t.Fatal(err)
 	}
 	return in
@@ -67,7 +67,7 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 			to = "victim@example.test" // one mailbox, however it is written
 		}
 		in := e.claimTo(t, i, ledger.Email, to, "", 0)
-		res, err := e.Svc.Dispatch(context.Background(), in.Key(), "dispatch/1")
+		res, err := e.Cases.Dispatch(context.Background(), in.Key(), "dispatch/1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 	if n := e.Transport.Calls(); n != 5 {
 		t.Fatalf("%d sends reached the provider, want 5", n)
 	}
-	fp, _ := e.Svc.Fingerprints.Fingerprint(context.Background(), ledger.Email, "victim@example.test")
+	fp, _ := e.Cases.Fingerprints.Fingerprint(context.Background(), ledger.Email, "victim@example.test")
 	for _, row := range limited {
 		mustVerify(t, row)
 		if row.State != ledger.Limited || !row.State.Terminal() {
@@ -159,10 +159,10 @@ func TestLimitCountsOnce(t *testing.T) {
 // that fails after the limits counted it: the row stays claimed.
 func (e *env) dispatchCutAfterCount(t *testing.T, key string) {
 	t.Helper()
-	real := e.Svc.Store
-	e.Svc.Store = failBegin{real}
-	_, err := e.Svc.Dispatch(context.Background(), key, "dispatch/1")
-	e.Svc.Store = real
+	real := e.Cases.Store
+	e.Cases.Store = failBegin{real}
+	_, err := e.Cases.Dispatch(context.Background(), key, "dispatch/1")
+	e.Cases.Store = real
 	if err == nil {
 		t.Fatal("the failing begin write reported no error")
 	}
@@ -239,7 +239,7 @@ func TestSMSNumberKinds(t *testing.T) {
 		SMSNumberKinds: kinds.Allows,
 		SMSGlobal:      ledger.Cap{Max: 100, Window: time.Hour},
 	})
-	e.Svc.NumberOf = func(n string) (ledger.PhoneNumber, error) {
+	e.Cases.NumberOf = func(n string) (ledger.PhoneNumber, error) {
 		l, err := smsregion.Lookup(n)
 		return ledger.PhoneNumber{Region: l.Region, Kind: l.Kind.String()}, err
 	}
@@ -344,10 +344,10 @@ func TestLimitedFallbackDoesNotHandOver(t *testing.T) {
 // it held has room for a message that is sent.
 func TestSupersededGivesCountBack(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
-	e.Svc.Scheduler = &scheduler{}
-	e.Svc.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
-	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
-	e.Svc.Policy.BudgetWait = 0
+	e.Cases.Scheduler = &scheduler{}
+	e.Cases.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
+	e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
+	e.Cases.Policy.BudgetWait = 0
 	warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
 	mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the budget's next slot is 100 s away
 	older := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
@@ -357,7 +357,7 @@ func TestSupersededGivesCountBack(t *testing.T) {
 	e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute) // newer, not dispatched yet
 	e.Clock.Advance(100 * time.Second)
 	mustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
-	e.Svc.Budget = nil
+	e.Cases.Budget = nil
 	for i, want := range []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeAccepted, ledger.OutcomeLimited} {
 		in := e.claimTo(t, 10+i, ledger.Email, "p@example.test", "", 0)
 		mustDispatch(t, e, in.Key(), want)
@@ -375,12 +375,12 @@ func TestNewestReclaimsWaitingOlderCounts(t *testing.T) {
 		t.Run(fmt.Sprintf("reclaim=%t", reclaim), func(t *testing.T) {
 			e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
 			if reclaim {
-				e.Svc.Timeline = e.mem
+				e.Cases.Timeline = e.mem
 			}
-			e.Svc.Scheduler = &scheduler{}
-			e.Svc.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
-			e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
-			e.Svc.Policy.BudgetWait = 0
+			e.Cases.Scheduler = &scheduler{}
+			e.Cases.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
+			e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
+			e.Cases.Policy.BudgetWait = 0
 			warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
 			mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 100 s away
 			var older []ledger.Intent
@@ -419,14 +419,14 @@ func TestNewestReclaimsWaitingOlderCounts(t *testing.T) {
 // given back for the newer.
 func TestSupersededWhileWaitingForSlot(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}, Supersede: true})
-	e.Svc.Scheduler = &scheduler{}
-	e.Svc.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.2}}
-	e.Svc.Policy.BudgetWait = 10 * time.Second // waited in process
+	e.Cases.Scheduler = &scheduler{}
+	e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.2}}
+	e.Cases.Policy.BudgetWait = 10 * time.Second // waited in process
 	warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
 	mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 5 s away
 	older := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
 	var newer ledger.Intent
-	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
+	e.Cases.Sleep = func(_ context.Context, d time.Duration) error {
 		if newer.ChallengeID == "" {
 			newer = e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
 		}

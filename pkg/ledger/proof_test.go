@@ -43,7 +43,7 @@ func refuseAll(t *testing.T, e *env, forged map[string]ledger.ProviderEvent) {
 	t.Helper()
 	for name, p := range forged {
 		before := e.get(t, p.Key)
-		_, err := e.Svc.RecordProviderEvent(context.Background(), p, "events/req-1")
+		_, err := e.Cases.RecordProviderEvent(context.Background(), p, "events/req-1")
 		if !errors.Is(err, ledger.ErrUnproven) {
 			t.Errorf("%s: %v, want ErrUnproven", name, err)
 		}
@@ -86,7 +86,7 @@ func TestForgedDeliveryLeavesDeferredRowDeferred(t *testing.T) {
 func TestForgedBounceNeverReleasesHeldSMS(t *testing.T) {
 	e := newEnv(t)
 	e.Transport.Events = true
-	e.Svc.Policy.FallbackWait = 2 * time.Minute
+	e.Cases.Policy.FallbackWait = 2 * time.Minute
 	emailIn, smsIn := claimFallbackPair(t, e, 41)
 	mustDispatch(t, e, emailIn.Key(), ledger.OutcomeAccepted)
 	bounce := e.providerEvent(t, emailIn.Key(), ledger.Email, ledger.KindBounced, "Bounce", "Permanent/General", true)
@@ -95,7 +95,7 @@ func TestForgedBounceNeverReleasesHeldSMS(t *testing.T) {
 		t.Fatalf("sms %s after forged bounces, want held", got.State)
 	}
 	e.Clock.Advance(3 * time.Minute)
-	if _, err := e.Svc.ExpireSweep(context.Background(), "expire/req-1", 10); err != nil {
+	if _, err := e.Cases.ExpireSweep(context.Background(), "expire/req-1", 10); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.get(t, smsIn.Key()); got.State != ledger.Suppressed {
@@ -132,7 +132,7 @@ func TestDispatchSignsEveryAttempt(t *testing.T) {
 	t.Run("signer fails", func(t *testing.T) {
 		e := newEnv(t)
 		e.Transport.Events = true
-		e.Svc.Proofs = failingProofs{}
+		e.Cases.Proofs = failingProofs{}
 		in, _, _ := e.claim(t, 44, ledger.Email, ledger.OutcomeClaimed)
 		row := mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 		if e.Transport.Calls() != 0 || row.State != ledger.Deferred || !strings.HasPrefix(row.NotSentCode, ledger.ProofCode) {
@@ -148,7 +148,7 @@ func TestDispatchSignsEveryAttempt(t *testing.T) {
 // the refusal names the port.
 func TestNoVerifierNoEventRecorder(t *testing.T) {
 	e := newEnv(t)
-	p := e.Svc.Filled()
+	p := e.Cases.Filled()
 	p.Proofs = nil
 	_, err := ledger.NewEventRecorder(p)
 	var missing *ledger.MissingPortError

@@ -32,7 +32,7 @@ func TestProviderEventResolvesUnknown(t *testing.T) {
 			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			if tt.quarantine {
 				e.Clock.Advance(time.Hour)
-				if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
+				if _, err := e.Cases.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
 					t.Fatal(err)
 				}
 				if got := e.get(t, in.Key()).State; got != ledger.Quarantined {
@@ -95,7 +95,7 @@ func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
 		p := events[0]
 		p.At = p.At.Add(time.Minute)
 		mut(&p)
-		_, err := e.Svc.RecordProviderEvent(context.Background(), p, "events/req-1")
+		_, err := e.Cases.RecordProviderEvent(context.Background(), p, "events/req-1")
 		if !errors.Is(err, ledger.ErrInvalidProviderEvent) || strings.Contains(err.Error(), "example.com") || strings.Contains(err.Error(), "555") {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -115,11 +115,11 @@ func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
 	} {
 		other := events[0]
 		tt.mut(&other)
-		if _, err := e.Svc.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, ledger.ErrUnproven) {
+		if _, err := e.Cases.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, ledger.ErrUnproven) {
 			t.Fatalf("%s, with the proof of another attempt: %v, want ErrUnproven", name, err)
 		}
 		other.Proof = sign(t, e, other)
-		if _, err := e.Svc.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, tt.want) {
+		if _, err := e.Cases.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, tt.want) {
 			t.Fatalf("%s: %v, want %v", name, err, tt.want)
 		}
 	}
@@ -168,7 +168,7 @@ func TestProviderEventBeforeOutcomeWrite(t *testing.T) {
 			e := newEnv(t)
 			e.Transport.Events = true
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return tt.behavior }
-			e.Svc.Transports[ledger.Email] = eventOnSend{Transport: e.Transport, t: t, e: e, typ: ledger.KindProviderSent}
+			e.Cases.Transports[ledger.Email] = eventOnSend{Transport: e.Transport, t: t, e: e, typ: ledger.KindProviderSent}
 			in, _, _ := e.claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
 			row := mustDispatch(t, e, in.Key(), tt.want)
 			kinds := []ledger.EventKind{}
@@ -182,8 +182,8 @@ func TestProviderEventBeforeOutcomeWrite(t *testing.T) {
 			if tt.behavior == ledgertest.Accept {
 				return
 			}
-			e.Clock.Advance(e.Svc.Policy.RecheckAfter)
-			rep, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10)
+			e.Clock.Advance(e.Cases.Policy.RecheckAfter)
+			rep, err := e.Cases.Reconcile(context.Background(), "reconcile/req-1", 10)
 			if err != nil {
 				t.Fatal(err)
 			}

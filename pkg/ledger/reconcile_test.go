@@ -144,8 +144,8 @@ func checkUnknownSettled(t *testing.T, e *env, in ledger.Intent, tt unknownPolic
 			t.Fatalf("send %d: key %s hash %s attempt %d", i, s.IdempotencyKey, s.ContentHash, s.Attempt)
 		}
 	}
-	if got.Attempts > e.Svc.Policy.MaxAttempts {
-		t.Fatalf("%d attempts exceed MaxAttempts %d", got.Attempts, e.Svc.Policy.MaxAttempts)
+	if got.Attempts > e.Cases.Policy.MaxAttempts {
+		t.Fatalf("%d attempts exceed MaxAttempts %d", got.Attempts, e.Cases.Policy.MaxAttempts)
 	}
 	if want := got.State == ledger.Unknown; e.hasContent(t, in.Key()) != want {
 		t.Fatalf("content kept = %v in state %s", !want, got.State)
@@ -190,7 +190,7 @@ func TestReconcileDispatchingPastLease(t *testing.T) {
 			sends := len(e.Transport.Sent)
 
 			// Inside the lease nothing happens.
-			e.Clock.Advance(e.Svc.Policy.Lease - time.Second)
+			e.Clock.Advance(e.Cases.Policy.Lease - time.Second)
 			if rep := reconcile(t, e); rep.Seen != 0 {
 				t.Fatalf("saw %d rows inside the lease", rep.Seen)
 			}
@@ -254,14 +254,14 @@ func TestCrashAfterProviderAccepted(t *testing.T) {
 				t.Fatalf("setup: recorded %d", e.Transport.Recorded(in.Key()))
 			}
 			for range 5 {
-				e.Clock.Advance(e.Svc.Policy.Lease)
+				e.Clock.Advance(e.Cases.Policy.Lease)
 				reconcile(t, e)
 				// Redeliveries and duplicate stream records are harmless too.
 				sealed := ledgertest.Seal(ledgertest.Message(42, ledger.Email))
-				if r, err := e.Svc.Claim(ctx, in, sealed, "claim/redelivery"); err != nil || r.Outcome != ledger.OutcomeDuplicate {
+				if r, err := e.Cases.Claim(ctx, in, sealed, "claim/redelivery"); err != nil || r.Outcome != ledger.OutcomeDuplicate {
 					t.Fatalf("redelivery: %s %v", r.Outcome, err)
 				}
-				if r, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/dup"); err != nil || r.Outcome != ledger.OutcomeSkipped {
+				if r, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/dup"); err != nil || r.Outcome != ledger.OutcomeSkipped {
 					t.Fatalf("dispatch: %s %v", r.Outcome, err)
 				}
 			}
@@ -291,12 +291,12 @@ func TestReconcileLimitAndNoTransport(t *testing.T) {
 		keys = append(keys, in.Key())
 	}
 	e.Clock.Advance(time.Minute)
-	rep, err := e.Svc.Reconcile(ctx, "reconcile/req-1", 2)
+	rep, err := e.Cases.Reconcile(ctx, "reconcile/req-1", 2)
 	if err != nil || rep.Seen != 2 || rep.Actions["unknown->quarantined"] != 2 {
 		t.Fatalf("limited sweep: %+v %v", rep, err)
 	}
-	delete(e.Svc.Transports, ledger.Email)
-	rep, err = e.Svc.Reconcile(ctx, "reconcile/req-2", 10)
+	delete(e.Cases.Transports, ledger.Email)
+	rep, err = e.Cases.Reconcile(ctx, "reconcile/req-2", 10)
 	if err != nil || rep.Seen != 1 || len(rep.Errors) != 1 || rep.Err() == nil {
 		t.Fatalf("sweep without transport: %+v %v", rep, err)
 	}
@@ -336,8 +336,8 @@ func TestReconcileWaitsForProviderEvents(t *testing.T) {
 		in, _, _ := e.claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
 		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 		mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
-		e.Clock.Advance(e.Svc.Policy.RecheckAfter)
-		if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
+		e.Clock.Advance(e.Cases.Policy.RecheckAfter)
+		if _, err := e.Cases.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
 			t.Fatal(err)
 		}
 		row := e.get(t, in.Key())
@@ -350,8 +350,8 @@ func TestReconcileWaitsForProviderEvents(t *testing.T) {
 		if last := row.Last(); last.Kind != ledger.KindRecheck || !strings.Contains(last.Reason, "no provider event yet") {
 			t.Fatalf("first look wrote %+v", last)
 		}
-		e.Clock.Advance(e.Svc.Policy.SettlePeriod)
-		if _, err := e.Svc.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
+		e.Clock.Advance(e.Cases.Policy.SettlePeriod)
+		if _, err := e.Cases.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
 			t.Fatal(err)
 		}
 		if row = e.get(t, in.Key()); row.State != ledger.Quarantined || !strings.Contains(row.Reason, "no provider event within the settle period") {

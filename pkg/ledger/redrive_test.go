@@ -14,18 +14,18 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 	ctx := context.Background()
 	e, sch := pacedEnv(t)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-	after := e.Svc.Policy.RedriveAfter
+	after := e.Cases.Policy.RedriveAfter
 
 	lost, _, _ := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed) // its stream record is lost
 	wake, _, _ := e.claim(t, 41, ledger.Email, ledger.OutcomeClaimed) // deferred; its wake-up is lost
-	res, err := e.Svc.Dispatch(ctx, wake.Key(), "d")
+	res, err := e.Cases.Dispatch(ctx, wake.Key(), "d")
 	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	_, wakes := sch.last(wake.Key())
 	e.Clock.Advance(res.Entry.NextAttemptAt.Sub(e.Clock.Now()) + after)
 	fresh, _, _ := e.claim(t, 42, ledger.Email, ledger.OutcomeClaimed) // just claimed: its stream record is on its way
-	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+	if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	if _, n := sch.last(lost.Key()); n != 1 {
@@ -41,10 +41,10 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 	e2, sch2 := pacedEnv(t)
 	e2.Transport.Script = e.Transport.Script
 	w2, _, _ := e2.claim(t, 43, ledger.Email, ledger.OutcomeClaimed)
-	res, _ = e2.Svc.Dispatch(ctx, w2.Key(), "d")
+	res, _ = e2.Cases.Dispatch(ctx, w2.Key(), "d")
 	e2.Clock.Advance(res.Entry.NextAttemptAt.Sub(e2.Clock.Now()) + after - time.Second)
 	_, before := sch2.last(w2.Key())
-	if _, err := e2.Svc.Redrive(ctx, 100); err != nil {
+	if _, err := e2.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	if _, n := sch2.last(w2.Key()); n != before {
@@ -65,9 +65,9 @@ type owedSetup struct {
 func claimedPastRedrive(t *testing.T) owedSetup {
 	e, sch := pacedEnv(t)
 	prog := &memstore.Progress{}
-	e.Svc.Progress = prog
+	e.Cases.Progress = prog
 	_, _, row := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
-	e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Second)
+	e.Clock.Advance(e.Cases.Policy.RedriveAfter + time.Second)
 	return owedSetup{e, sch, prog, row}
 }
 
@@ -75,7 +75,7 @@ func claimedPastRedrive(t *testing.T) owedSetup {
 // handed back in all.
 func (s owedSetup) redriven(t *testing.T) int {
 	t.Helper()
-	if _, err := s.e.Svc.Redrive(context.Background(), 100); err != nil {
+	if _, err := s.e.Cases.Redrive(context.Background(), 100); err != nil {
 		t.Fatal(err)
 	}
 	_, n := s.sch.last(s.row.Key)
@@ -86,7 +86,7 @@ func (s owedSetup) now() time.Time { return s.e.Clock.Now() }
 
 // lag records a batch behind late, heard at at.
 func (s owedSetup) lag(behind time.Duration, at time.Time) {
-	_, _ = s.prog.Lagging(context.Background(), behind, at, at.Add(-s.e.Svc.Policy.RedriveAfter))
+	_, _ = s.prog.Lagging(context.Background(), behind, at, at.Add(-s.e.Cases.Policy.RedriveAfter))
 }
 
 // TestRedriveLeavesRowsTheSourcesStillOwe: with the dispatch marks, a row is
@@ -109,7 +109,7 @@ func TestRedriveLeavesRowsTheSourcesStillOwe(t *testing.T) {
 	})
 	t.Run("the stream stopped moving", func(t *testing.T) {
 		s := claimedPastRedrive(t)
-		s.lag(30*time.Second, s.now().Add(-s.e.Svc.Policy.RedriveAfter))
+		s.lag(30*time.Second, s.now().Add(-s.e.Cases.Policy.RedriveAfter))
 		if n := s.redriven(t); n != 1 {
 			t.Fatalf("re-driven %d times with a stalled stream, want 1", n)
 		}
@@ -146,7 +146,7 @@ func testRedriveQueueOwesHandBack(t *testing.T) {
 	handedAt := s.now()
 	// The queue is moving but has not reached the hand-back: the next
 	// pass, past RedriveAfter again, hands nothing back.
-	s.e.Clock.Advance(s.e.Svc.Policy.RedriveAfter + time.Second)
+	s.e.Clock.Advance(s.e.Cases.Policy.RedriveAfter + time.Second)
 	s.lag(0, s.now())
 	_ = s.prog.Advance(ctx, handedAt.Add(-time.Second), s.now())
 	if n := s.redriven(t); n != 1 {
@@ -165,21 +165,21 @@ func testRedriveQueueOwesWakeUp(t *testing.T) {
 	ctx := context.Background()
 	e, sch := pacedEnv(t)
 	prog := &memstore.Progress{}
-	e.Svc.Progress = prog
+	e.Cases.Progress = prog
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
 	in, _, _ := e.claim(t, 61, ledger.Email, ledger.OutcomeClaimed)
 	res := mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 	_, wakes := sch.last(in.Key())
-	e.Clock.Advance(res.NextAttemptAt.Sub(e.Clock.Now()) + e.Svc.Policy.RedriveAfter + time.Second)
+	e.Clock.Advance(res.NextAttemptAt.Sub(e.Clock.Now()) + e.Cases.Policy.RedriveAfter + time.Second)
 	_ = prog.Advance(ctx, res.NextAttemptAt.Add(-time.Second), e.Clock.Now())
-	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+	if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	if _, n := sch.last(in.Key()); n != wakes {
 		t.Fatalf("re-driven while the queue owes its wake-up")
 	}
 	_ = prog.Advance(ctx, res.NextAttemptAt.Add(3*time.Second), e.Clock.Now())
-	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+	if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	if _, n := sch.last(in.Key()); n != wakes+1 {

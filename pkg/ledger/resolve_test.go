@@ -86,7 +86,7 @@ func TestResolve(t *testing.T) {
 				t.Fatalf("prepared %s, want %s", before.State, tt.from)
 			}
 			e.Clock.Advance(time.Hour)
-			got, err := e.Svc.Resolve(ctx, key, tt.decision, tt.reason, tt.evidence, resolveOperator)
+			got, err := e.Cases.Resolve(ctx, key, tt.decision, tt.reason, tt.evidence, resolveOperator)
 			if tt.wantErr != nil {
 				checkResolveRefused(t, e, key, before, tt, err)
 				return
@@ -99,7 +99,7 @@ func TestResolve(t *testing.T) {
 	}
 	t.Run("missing row", func(t *testing.T) {
 		e := newEnv(t)
-		_, err := e.Svc.Resolve(ctx, "00", ledger.DecideAbandoned, "x", "", resolveOperator)
+		_, err := e.Cases.Resolve(ctx, "00", ledger.DecideAbandoned, "x", "", resolveOperator)
 		if !errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("want ErrNotFound, got %v", err)
 		}
@@ -176,13 +176,13 @@ func TestOperatorTextKeepsPersonalDataOut(t *testing.T) {
 		if tt.evidence != "" {
 			d = ledger.DecideAccepted
 		}
-		_, err := e.Svc.Resolve(ctx, in.Key(), d, tt.reason, tt.evidence, "operator:t")
+		_, err := e.Cases.Resolve(ctx, in.Key(), d, tt.reason, tt.evidence, "operator:t")
 		var fe *ledger.FieldError
 		if !errors.As(err, &fe) || fe.Field != tt.field {
 			t.Fatalf("%q/%q: want a %s field error, got %v", tt.reason, tt.evidence, tt.field, err)
 		}
 	}
-	if _, err := e.Svc.Resolve(ctx, in.Key(), ledger.DecideAccepted, "provider dashboard shows delivery at 10:02", "ses-0100019a", "operator:t"); err != nil {
+	if _, err := e.Cases.Resolve(ctx, in.Key(), ledger.DecideAccepted, "provider dashboard shows delivery at 10:02", "ses-0100019a", "operator:t"); err != nil {
 		t.Fatal(err)
 	}
 }

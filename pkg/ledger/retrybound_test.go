@@ -51,14 +51,14 @@ func TestRetryCallBoundedByItsLease(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			tr := &windowedTransport{}
-			e.Svc.Transports[ledger.Email] = tr
+			e.Cases.Transports[ledger.Email] = tr
 			in, _, _ := e.claim(t, 90, ledger.Email, ledger.OutcomeClaimed)
 			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			e.Clock.Advance(in.ExpiresAt.Add(-tc.at).Sub(e.Clock.Now()))
 
-			left := in.ExpiresAt.Add(-e.Svc.Policy.SendGuard).Sub(e.Clock.Now())
+			left := in.ExpiresAt.Add(-e.Cases.Policy.SendGuard).Sub(e.Clock.Now())
 			if tc.lease {
-				left = e.Svc.Policy.Lease
+				left = e.Cases.Policy.Lease
 			}
 			start := time.Now()
 			reconcile(t, e)

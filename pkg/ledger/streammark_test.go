@@ -27,12 +27,12 @@ func (p *countingProgress) Lagging(ctx context.Context, behind time.Duration, at
 func markedEnv(t *testing.T, wait time.Duration, marked bool) (*env, *scheduler, *memstore.Budget, *memstore.Progress) {
 	e, sch := pacedEnv(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
-	e.Svc.Budget = budget
-	e.Svc.Policy.BudgetWait = wait
+	e.Cases.Budget = budget
+	e.Cases.Policy.BudgetWait = wait
 	var prog *memstore.Progress
 	if marked {
 		prog = &memstore.Progress{}
-		e.Svc.Progress = prog
+		e.Cases.Progress = prog
 	}
 	return e, sch, budget, prog
 }
@@ -56,22 +56,22 @@ func states(row ledger.Entry) []ledger.State {
 func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 	ctx := context.Background()
 	e, sch, budget, marks := markedEnv(t, 2*time.Second, true)
-	counting := &countingStore{Store: e.Svc.Store}
-	e.Svc.Store = counting
+	counting := &countingStore{Store: e.Cases.Store}
+	e.Cases.Store = counting
 	prog := &countingProgress{Progress: marks}
-	e.Svc.Progress = prog
+	e.Cases.Progress = prog
 	first, _, image1 := e.claim(t, 70, ledger.Email, ledger.OutcomeClaimed)
 	second, _, image2 := e.claim(t, 71, ledger.Email, ledger.OutcomeClaimed)
-	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 10*time.Second) // the stream runs 30 s late
+	e.Clock.Advance(e.Cases.Policy.RedriveAfter + 10*time.Second) // the stream runs 30 s late
 	t0 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	handedBack := -1
-	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
+	e.Cases.Sleep = func(_ context.Context, d time.Duration) error {
 		if handedBack < 0 {
 			// Reconcile runs while the first claim waits for its slot.
-			if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+			if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 				t.Fatal(err)
 			}
 			_, n1 := sch.last(first.Key())
@@ -82,7 +82,7 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 		return nil
 	}
 	counting.gets = 0
-	res, err := e.Svc.DispatchRow(ctx, image1, "dispatch/stream")
+	res, err := e.Cases.DispatchRow(ctx, image1, "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.BudgetWait != time.Second {
 		t.Fatalf("first: %s after waiting %s, %v; want accepted after 1s", res.Outcome, res.BudgetWait, err)
 	}
@@ -96,12 +96,12 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 		t.Fatalf("first: %d lateness writes, %d row reads; want 1 and 1 (no marks seen yet: the image is read)", prog.laggings, counting.gets)
 	}
 	m, _ := prog.Marks(ctx)
-	if m.Stream.Behind != e.Svc.Policy.RedriveAfter+10*time.Second {
+	if m.Stream.Behind != e.Cases.Policy.RedriveAfter+10*time.Second {
 		t.Fatalf("stream lag %s; want the claim's own lateness", m.Stream.Behind)
 	}
 
 	counting.gets = 0
-	res, err = e.Svc.DispatchRow(ctx, image2, "dispatch/stream")
+	res, err = e.Cases.DispatchRow(ctx, image2, "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.BudgetWait != time.Second {
 		t.Fatalf("second: %s after waiting %s, %v; want accepted after 1s", res.Outcome, res.BudgetWait, err)
 	}
@@ -122,11 +122,11 @@ func TestLateStreamClaimHoldsWithoutAMark(t *testing.T) {
 	ctx := context.Background()
 	e, _, budget, _ := markedEnv(t, 2*time.Second, false)
 	in, _, image := e.claim(t, 72, ledger.Email, ledger.OutcomeClaimed)
-	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 10*time.Second)
+	e.Clock.Advance(e.Cases.Policy.RedriveAfter + 10*time.Second)
 	if _, err := budget.Reserve(ctx, ledger.Email, e.Clock.Now(), e.Clock.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.OutcomeAccepted {
+	if res, err := e.Cases.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	if got := states(e.get(t, in.Key())); len(got) != 4 || got[1] != ledger.Deferred {
@@ -142,9 +142,9 @@ func TestStreamImageReadAfterAHandBack(t *testing.T) {
 	ctx := context.Background()
 	e, sch, budget, prog := markedEnv(t, 0, true)
 	in, _, image := e.claim(t, 73, ledger.Email, ledger.OutcomeClaimed)
-	e.Clock.Advance(e.Svc.Policy.RedriveAfter + 3*time.Second)
+	e.Clock.Advance(e.Cases.Policy.RedriveAfter + 3*time.Second)
 	// No stream mark yet: reconcile hands the claim back.
-	if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+	if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	if _, n := sch.last(in.Key()); n != 1 {
@@ -155,14 +155,14 @@ func TestStreamImageReadAfterAHandBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The hand-back arrives first and defers the row to its slot.
-	if res, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/queue"); err != nil || res.Outcome != ledger.OutcomeDeferred {
+	if res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/queue"); err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("hand-back: %s, %v; want deferred", res.Outcome, err)
 	}
 	// The stream catches up: a fresh lag that covers the claim.
-	if _, err := prog.Lagging(ctx, e.Svc.Policy.RedriveAfter+3*time.Second, t0, t0.Add(-e.Svc.Policy.RedriveAfter)); err != nil {
+	if _, err := prog.Lagging(ctx, e.Cases.Policy.RedriveAfter+3*time.Second, t0, t0.Add(-e.Cases.Policy.RedriveAfter)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream")
+	res, err := e.Cases.DispatchRow(ctx, image, "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeNotDue || res.Entry.State != ledger.Deferred {
 		t.Fatalf("stale image: %s %s, %v; want not due, still deferred (the row read)", res.Outcome, res.Entry.State, err)
 	}
@@ -179,18 +179,18 @@ func TestStreamImageReadAfterAHandBack(t *testing.T) {
 func TestLostRaceReadsNothing(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	counting := &countingStore{Store: e.Svc.Store}
-	e.Svc.Store = counting
+	counting := &countingStore{Store: e.Cases.Store}
+	e.Cases.Store = counting
 	in, _, image := e.claim(t, 74, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(in.ExpiresAt.Sub(e.Clock.Now()) + time.Second)
-	if _, err := e.Svc.ExpireSweep(ctx, "expire/sweep", 10); err != nil {
+	if _, err := e.Cases.ExpireSweep(ctx, "expire/sweep", 10); err != nil {
 		t.Fatal(err)
 	}
 	if row := e.get(t, in.Key()); row.State != ledger.Expired {
 		t.Fatalf("after the sweep: %s", row.State)
 	}
 	counting.gets = 0
-	res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream")
+	res, err := e.Cases.DispatchRow(ctx, image, "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeSkipped || res.Entry.State != ledger.Expired {
 		t.Fatalf("late stream record: %s %s, %v; want skipped, the row expired", res.Outcome, res.Entry.State, err)
 	}
@@ -212,7 +212,7 @@ func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 	in, _, image := e.claim(t, 75, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(30 * time.Second)
 	now := e.Clock.Now()
-	stale := func(at time.Time) time.Time { return at.Add(-e.Svc.Policy.RedriveAfter) }
+	stale := func(at time.Time) time.Time { return at.Add(-e.Cases.Policy.RedriveAfter) }
 	if _, err := prog.Lagging(ctx, 40*time.Second, now.Add(-19500*time.Millisecond), stale(now.Add(-19500*time.Millisecond))); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	handedBack := -1
-	e.Svc.Sleep = func(_ context.Context, d time.Duration) error {
+	e.Cases.Sleep = func(_ context.Context, d time.Duration) error {
 		e.Clock.Advance(d)
 		if handedBack < 0 {
 			// Another shard's batch, 5 s late, once the 40 s is stale;
@@ -232,14 +232,14 @@ func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 			if _, err := prog.Lagging(ctx, 5*time.Second, at, stale(at)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+			if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 				t.Fatal(err)
 			}
 			_, handedBack = sch.last(in.Key())
 		}
 		return nil
 	}
-	if res, err := e.Svc.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.OutcomeAccepted {
+	if res, err := e.Cases.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	if handedBack != 0 {
@@ -259,10 +259,10 @@ func TestPromptStreamWritesFewMarks(t *testing.T) {
 	ctx := context.Background()
 	e, _, _, marks := markedEnv(t, 0, true)
 	prog := &countingProgress{Progress: marks}
-	e.Svc.Progress = prog
+	e.Cases.Progress = prog
 	batch := func(late time.Duration) {
 		t.Helper()
-		if err := e.Svc.Read(ctx, ledger.FromStream, e.Clock.Now().Add(-late)); err != nil {
+		if err := e.Cases.Read(ctx, ledger.FromStream, e.Clock.Now().Add(-late)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -285,7 +285,7 @@ func TestPromptStreamWritesFewMarks(t *testing.T) {
 	step("a batch later than the window's largest", 400*time.Millisecond, 1)
 	e.Clock.Advance(time.Second)
 	step("a batch as late as the window's largest", 400*time.Millisecond, 1)
-	e.Clock.Advance(e.Svc.Policy.RedriveAfter + time.Millisecond)
+	e.Clock.Advance(e.Cases.Policy.RedriveAfter + time.Millisecond)
 	step("a batch less late after the window ended", 100*time.Millisecond, 1)
 	if l := marks.Seen().Stream; l.Behind != 100*time.Millisecond {
 		t.Fatalf("stored lateness after the window: %v, want 100ms", l.Behind)

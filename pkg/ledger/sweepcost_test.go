@@ -36,10 +36,10 @@ func TestSweepsReadOnlyDueClaims(t *testing.T) {
 	ctx := context.Background()
 	e, sch := pacedEnv(t)
 	prog := &memstore.Progress{}
-	e.Svc.Progress = prog
-	reads := &readCounter{Store: e.Svc.Store}
-	e.Svc.Store = reads
-	after := e.Svc.Policy.RedriveAfter
+	e.Cases.Progress = prog
+	reads := &readCounter{Store: e.Cases.Store}
+	e.Cases.Store = reads
+	after := e.Cases.Policy.RedriveAfter
 	var keys []string
 	for i := range 20 {
 		in, _, _ := e.claim(t, 500+i, ledger.Email, ledger.OutcomeClaimed) // challenges of ten minutes
@@ -49,17 +49,17 @@ func TestSweepsReadOnlyDueClaims(t *testing.T) {
 		t.Helper()
 		reads.rows = 0
 		before := scheduled(sch)
-		if _, err := e.Svc.Reconcile(ctx, "reconcile/test", 100); err != nil {
+		if _, err := e.Cases.Reconcile(ctx, "reconcile/test", 100); err != nil {
 			t.Fatal(err)
 		}
-		stats, err := e.Svc.Stats(ctx)
+		stats, err := e.Cases.Stats(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Svc.Redrive(ctx, 100); err != nil {
+		if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Svc.ExpireSweep(ctx, "expire/test", 100); err != nil {
+		if _, err := e.Cases.ExpireSweep(ctx, "expire/test", 100); err != nil {
 			t.Fatal(err)
 		}
 		return scheduled(sch) - before, stats

@@ -39,7 +39,7 @@ func TestConstructorsNameMissingPorts(t *testing.T) {
 	hour := ledger.Cap{Max: 1, Window: time.Hour}
 	e, _ := limitedEnv(t, ledger.Limits{Subject: hour, Destination: hour, SMSCountryCap: hour, Supersede: true})
 	e.Transport.Events, e.Transport.Window = true, time.Hour
-	full := e.Svc.Filled()
+	full := e.Cases.Filled()
 	full.Scheduler = &scheduler{}
 	for name, build := range constructors {
 		t.Run(name, func(t *testing.T) {
@@ -74,7 +74,7 @@ func TestConstructorsNameMissingPorts(t *testing.T) {
 func TestDispatchWithoutLimiterRefusedWhileLimitsOn(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Hour}})
 	for _, limiter := range []ledger.Limiter{nil, ledger.KeepCounts} {
-		p := e.Svc.Filled()
+		p := e.Cases.Filled()
 		p.Limiter = limiter
 		_, err := ledger.NewDispatcher(p)
 		var missing *ledger.MissingPortError

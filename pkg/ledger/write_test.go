@@ -51,15 +51,15 @@ func TestWritesWhoseResponseWasLostStillCount(t *testing.T) {
 
 func testLostResponses(t *testing.T, asError bool) {
 	e := newEnv(t)
-	lossy := &lostResponseStore{Store: e.Svc.Store, lose: true, asError: asError}
-	e.Svc.Store = lossy
+	lossy := &lostResponseStore{Store: e.Cases.Store, lose: true, asError: asError}
+	e.Cases.Store = lossy
 	ctx := context.Background()
 	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), ttl)
-	res, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1")
+	res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1")
 	if err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("claim: %s %v", res.Outcome, err)
 	}
-	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	d, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if err != nil || d.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("dispatch: %s %v", d.Outcome, err)
 	}
@@ -72,7 +72,7 @@ func testLostResponses(t *testing.T, asError bool) {
 	// conflict on a stale version is the store contract's "a different
 	// change on the stale version must conflict".)
 	lossy.lose = false
-	if _, err := e.Svc.Resolve(ctx, in.Key(), ledger.DecideAbandoned, "test", "", "operator:t"); err == nil {
+	if _, err := e.Cases.Resolve(ctx, in.Key(), ledger.DecideAbandoned, "test", "", "operator:t"); err == nil {
 		t.Fatal("resolving an accepted row must fail")
 	}
 }
@@ -88,10 +88,10 @@ func TestContentOfferedWithAnotherHashNeverStandsInForTheRow(t *testing.T) {
 	if _, err := e.Content.Put(ctx, in.Key()+":"+otherHash, ledgertest.Seal(other), in.ExpiresAt); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.Claim(ctx, in, sealed, "claim/req-1"); err != nil {
+	if _, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1"); err != nil {
 		t.Fatal(err)
 	}
-	d, err := e.Svc.Dispatch(ctx, in.Key(), "dispatch/req-1")
+	d, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if err != nil || d.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("dispatch: %s %v", d.Outcome, err)
 	}

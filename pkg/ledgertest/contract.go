@@ -15,18 +15,18 @@ import (
 // NewStore returns a fresh, empty store for one subtest.
 type NewStore func(t *testing.T) ledger.Store
 
-// Env is a Service wired for contract tests over a store.
+// Env is the use cases wired for contract tests over a store.
 type Env struct {
-	Svc       *UseCases
+	Cases     *UseCases
 	Store     ledger.Store
 	Content   *memstore.Content
 	Clock     *Clock
 	Transport *Transport
-	// Proofs signs attempts and verifies provider events (Svc.Proofs).
+	// Proofs signs attempts and verifies provider events (Cases.Proofs).
 	Proofs *attemptproof.Local
 }
 
-// NewEnv wires a Service over store with a memory content store, a plain
+// NewEnv wires the use cases over store with a memory content store, a plain
 // opener and one scriptable transport for both channels.
 func NewEnv(store ledger.Store) *Env {
 	clk := NewClock()
@@ -35,7 +35,7 @@ func NewEnv(store ledger.Store) *Env {
 	proofs := &attemptproof.Local{Key: []byte("ledgertest attempt-proof key")}
 	return &Env{
 		Store: store, Content: content, Clock: clk, Transport: tr, Proofs: proofs,
-		Svc: &UseCases{Ports: ledger.Ports{
+		Cases: &UseCases{Ports: ledger.Ports{
 			Store: store, Content: content, Opener: PlainOpener{}, Clock: clk.Now, Proofs: proofs,
 			Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 			Policy:     ledger.DefaultPolicy(),
@@ -48,7 +48,7 @@ func NewEnv(store ledger.Store) *Env {
 func (env *Env) claim(t *testing.T, i int, ch ledger.Channel) (ledger.Intent, []byte, ledger.ClaimResult) {
 	t.Helper()
 	in, sealed := Intent(i, ch, env.Clock.Now(), 10*time.Minute)
-	res, err := env.Svc.Claim(context.Background(), in, sealed, contractWorker)
+	res, err := env.Cases.Claim(context.Background(), in, sealed, contractWorker)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 func claimsDueForRedriveThenExpiry(t *testing.T, newStore NewStore) {
 	ctx := context.Background()
 	env := NewEnv(newStore(t))
-	env.Svc.Policy.RedriveAfter = 2 * time.Minute
+	env.Cases.Policy.RedriveAfter = 2 * time.Minute
 	now := env.Clock.Now()
 	sec := func(n int) time.Time { return now.Add(time.Duration(n) * time.Second).UTC().Truncate(ledger.Precision) }
 	// Claim i is made at 10i s and expires at 60(i+1) s: it is due for
@@ -25,7 +25,7 @@ func claimsDueForRedriveThenExpiry(t *testing.T, newStore NewStore) {
 	var keys []string
 	for i := range 10 {
 		in, sealed := Intent(300+i, ledger.Email, env.Clock.Now(), time.Duration(60*(i+1)-10*i)*time.Second)
-		if _, err := env.Svc.Claim(ctx, in, sealed, contractWorker); err != nil {
+		if _, err := env.Cases.Claim(ctx, in, sealed, contractWorker); err != nil {
 			t.Fatal(err)
 		}
 		keys = append(keys, in.Key())
@@ -74,7 +74,7 @@ func claimsDueForRedriveThenExpiry(t *testing.T, newStore NewStore) {
 		t.Fatalf("limit 2: got %d rows", len(first))
 	}
 	// A claim that moved on (dispatched at 100 s) is listed by neither.
-	if _, err := env.Svc.Dispatch(ctx, keys[1], contractWorker); err != nil {
+	if _, err := env.Cases.Dispatch(ctx, keys[1], contractWorker); err != nil {
 		t.Fatal(err)
 	}
 	if left, _ := env.Store.ListExpired(ctx, ledger.Claimed, by, 0); len(left) != 3 {

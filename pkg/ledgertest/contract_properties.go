@@ -18,7 +18,7 @@ func claimRoundTrips(t *testing.T, newStore NewStore) {
 	in, sealed := Intent(1, ledger.Email, env.Clock.Now(), 10*time.Minute)
 	in.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
 	in.SubjectRef = "tenant-7:acct_000001.eu"
-	res, err := env.Svc.Claim(ctx, in, sealed, contractWorker)
+	res, err := env.Cases.Claim(ctx, in, sealed, contractWorker)
 	if err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("claim: %v %v", res.Outcome, err)
 	}
@@ -120,7 +120,7 @@ func notSentDefers(t *testing.T, newStore NewStore) {
 	}
 	env.Transport.RetryAfter = 7 * time.Second
 	in, _, _ := env.claim(t, 13, ledger.Email)
-	res, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker)
+	res, err := env.Cases.Dispatch(ctx, in.Key(), contractWorker)
 	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("dispatch: %s, %v; want deferred", res.Outcome, err)
 	}
@@ -145,7 +145,7 @@ func notSentDefers(t *testing.T, newStore NewStore) {
 		t.Fatalf("deferred row listed before it is due")
 	}
 	env.Clock.Advance(stored.NextAttemptAt.Sub(env.Clock.Now()))
-	res, err = env.Svc.Dispatch(ctx, in.Key(), contractWorker)
+	res, err = env.Cases.Dispatch(ctx, in.Key(), contractWorker)
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.Entry.Attempts != 2 {
 		t.Fatalf("retry: %s attempt %d, %v; want accepted at attempt 2", res.Outcome, res.Entry.Attempts, err)
 	}
@@ -209,12 +209,12 @@ func historyIsAppendOnly(t *testing.T, newStore NewStore) {
 func openIndexListsDueOpenRows(t *testing.T, newStore NewStore) {
 	ctx := context.Background()
 	env := NewEnv(newStore(t))
-	env.Svc.Policy.RedriveAfter = time.Hour // claims due at their expiry
+	env.Cases.Policy.RedriveAfter = time.Hour // claims due at their expiry
 	now := env.Clock.Now()
 	var keys []string
 	for i, ttl := range []time.Duration{30 * time.Minute, 10 * time.Minute, 20 * time.Minute} {
 		in, sealed := Intent(100+i, ledger.Email, now, ttl)
-		if _, err := env.Svc.Claim(ctx, in, sealed, contractWorker); err != nil {
+		if _, err := env.Cases.Claim(ctx, in, sealed, contractWorker); err != nil {
 			t.Fatal(err)
 		}
 		keys = append(keys, in.Key())
@@ -234,7 +234,7 @@ func openIndexListsDueOpenRows(t *testing.T, newStore NewStore) {
 	if len(limited) != 1 || limited[0].Key != keys[1] {
 		t.Fatalf("limit: got %d", len(limited))
 	}
-	if _, err := env.Svc.Dispatch(ctx, keys[1], contractWorker); err != nil {
+	if _, err := env.Cases.Dispatch(ctx, keys[1], contractWorker); err != nil {
 		t.Fatal(err)
 	}
 	left, _ := env.Store.ListOpen(ctx, ledger.Claimed, time.Time{}, 10)
@@ -254,17 +254,17 @@ func openIndexListsDueOpenRows(t *testing.T, newStore NewStore) {
 func dueTimesFromTheIndex(t *testing.T, newStore NewStore) {
 	ctx := context.Background()
 	env := NewEnv(newStore(t))
-	env.Svc.Policy.RedriveAfter = time.Hour // claims due at their expiry
+	env.Cases.Policy.RedriveAfter = time.Hour // claims due at their expiry
 	now := env.Clock.Now()
 	var keys []string
 	for i := range 12 {
 		in, sealed := Intent(200+i, ledger.Email, now, time.Duration(10+i)*time.Minute)
-		if _, err := env.Svc.Claim(ctx, in, sealed, contractWorker); err != nil {
+		if _, err := env.Cases.Claim(ctx, in, sealed, contractWorker); err != nil {
 			t.Fatal(err)
 		}
 		keys = append(keys, in.Key())
 	}
-	if _, err := env.Svc.Dispatch(ctx, keys[0], contractWorker); err != nil { // closed: not claimed any more
+	if _, err := env.Cases.Dispatch(ctx, keys[0], contractWorker); err != nil { // closed: not claimed any more
 		t.Fatal(err)
 	}
 	dueBy := now.Add(15*time.Minute + 30*time.Second)
@@ -307,7 +307,7 @@ func concurrentClaimsMakeOneRowEach(t *testing.T, newStore NewStore) {
 			for j := 0; j < ids; j++ {
 				i := (j + g*7) % ids
 				in, sealed := Intent(1000+i, ledger.Email, now, 10*time.Minute)
-				res, err := env.Svc.Claim(ctx, in, sealed, ledger.Worker(fmt.Sprint("claim/", g)))
+				res, err := env.Cases.Claim(ctx, in, sealed, ledger.Worker(fmt.Sprint("claim/", g)))
 				if err != nil {
 					errs <- err
 					continue
@@ -360,7 +360,7 @@ func racingDispatchSendsOnce(t *testing.T, newStore NewStore) {
 			wg.Add(1)
 			go func(k int) {
 				defer wg.Done()
-				r, err := env.Svc.Dispatch(ctx, in.Key(), ledger.Worker(fmt.Sprint("dispatch/", k)))
+				r, err := env.Cases.Dispatch(ctx, in.Key(), ledger.Worker(fmt.Sprint("dispatch/", k)))
 				if err != nil {
 					t.Error(err)
 				}
@@ -387,8 +387,8 @@ func expiredClaimIsNotSent(t *testing.T, newStore NewStore) {
 	ctx := context.Background()
 	env := NewEnv(newStore(t))
 	in, _, _ := env.claim(t, 3000, ledger.SMS)
-	env.Clock.Advance(10*time.Minute - env.Svc.Policy.ExpiryMargin)
-	res, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker)
+	env.Clock.Advance(10*time.Minute - env.Cases.Policy.ExpiryMargin)
+	res, err := env.Cases.Dispatch(ctx, in.Key(), contractWorker)
 	if err != nil || res.Outcome != ledger.OutcomeExpired {
 		t.Fatalf("dispatch: %v %v", res.Outcome, err)
 	}
@@ -412,7 +412,7 @@ func changedContentIsBlocked(t *testing.T, newStore NewStore) {
 	m := Message(4000, ledger.Email)
 	m.Body += " (new wording)"
 	changed.ContentHash = ledger.ContentHash(changed.TemplateID, changed.TemplateVersion, m)
-	res, err := env.Svc.Claim(ctx, changed, Seal(m), contractWorker)
+	res, err := env.Cases.Claim(ctx, changed, Seal(m), contractWorker)
 	if err != nil || res.Outcome != ledger.OutcomeMismatch {
 		t.Fatalf("claim: %v %v", res.Outcome, err)
 	}
@@ -427,7 +427,7 @@ func changedContentIsBlocked(t *testing.T, newStore NewStore) {
 	if err := got.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker); err != nil {
+	if _, err := env.Cases.Dispatch(ctx, in.Key(), contractWorker); err != nil {
 		t.Fatal(err)
 	}
 	if s := env.Transport.Sent; len(s) != 1 || s[0].ContentHash != in.ContentHash {
@@ -442,23 +442,23 @@ func unknownStaysUnknown(t *testing.T, newStore NewStore) {
 	env := NewEnv(newStore(t))
 	env.Transport.Script = func(ledger.Send) Behavior { return AcceptThenDrop }
 	in, sealed, _ := env.claim(t, 5000, ledger.Email)
-	res, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker)
+	res, err := env.Cases.Dispatch(ctx, in.Key(), contractWorker)
 	if err != nil || res.Outcome != ledger.OutcomeUnknown {
 		t.Fatalf("dispatch: %v %v", res.Outcome, err)
 	}
 	// Redelivery, a duplicate stream record, the expire sweep and an
 	// operator decision without evidence all leave it unknown.
-	if r, err := env.Svc.Claim(ctx, in, sealed, contractWorker); err != nil || r.Outcome != ledger.OutcomeDuplicate {
+	if r, err := env.Cases.Claim(ctx, in, sealed, contractWorker); err != nil || r.Outcome != ledger.OutcomeDuplicate {
 		t.Fatalf("redelivery: %v %v", r.Outcome, err)
 	}
-	if r, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker); err != nil || r.Outcome != ledger.OutcomeSkipped {
+	if r, err := env.Cases.Dispatch(ctx, in.Key(), contractWorker); err != nil || r.Outcome != ledger.OutcomeSkipped {
 		t.Fatalf("second dispatch: %v %v", r.Outcome, err)
 	}
 	env.Clock.Advance(time.Hour)
-	if _, err := env.Svc.ExpireSweep(ctx, contractWorker, 100); err != nil {
+	if _, err := env.Cases.ExpireSweep(ctx, contractWorker, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Svc.Resolve(ctx, in.Key(), ledger.DecideAccepted, "looks fine", "", "operator:test"); !errors.Is(err, ledger.ErrNoEvidence) {
+	if _, err := env.Cases.Resolve(ctx, in.Key(), ledger.DecideAccepted, "looks fine", "", "operator:test"); !errors.Is(err, ledger.ErrNoEvidence) {
 		t.Fatalf("resolve without evidence: %v", err)
 	}
 	got, _ := env.Store.Get(ctx, in.Key())
@@ -478,7 +478,7 @@ func providerEventsRoundTrip(t *testing.T, newStore NewStore) {
 	env := NewEnv(newStore(t))
 	env.Transport.Events = true
 	in, _, _ := env.claim(t, 12, ledger.Email)
-	if _, err := env.Svc.Dispatch(ctx, in.Key(), contractWorker); err != nil {
+	if _, err := env.Cases.Dispatch(ctx, in.Key(), contractWorker); err != nil {
 		t.Fatal(err)
 	}
 	attempt, proof, _ := env.Transport.Carried(in.Key())
@@ -487,7 +487,7 @@ func providerEventsRoundTrip(t *testing.T, newStore NewStore) {
 		MessageID: "0100018f-example-000000", At: env.Clock.Now().Add(1500 * time.Millisecond), Permanent: true,
 		Attempt: attempt, Proof: proof,
 	}
-	res, err := env.Svc.RecordProviderEvent(ctx, p, contractWorker)
+	res, err := env.Cases.RecordProviderEvent(ctx, p, contractWorker)
 	if err != nil || res.Outcome != ledger.OutcomeRecorded {
 		t.Fatalf("record: %s %v", res.Outcome, err)
 	}
@@ -506,7 +506,7 @@ func providerEventsRoundTrip(t *testing.T, newStore NewStore) {
 	if f, ok := got.DeliveryFailure(); !ok || f.ID != p.ID() {
 		t.Fatal("the stored bounce is not read back as a delivery failure")
 	}
-	again, err := env.Svc.RecordProviderEvent(ctx, p, contractWorker)
+	again, err := env.Cases.RecordProviderEvent(ctx, p, contractWorker)
 	if err != nil || again.Outcome != ledger.OutcomeDuplicate || again.Entry.Version != got.Version {
 		t.Fatalf("duplicate: %s %v", again.Outcome, err)
 	}

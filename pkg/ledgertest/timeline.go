@@ -57,7 +57,7 @@ func claimTimeline(t *testing.T, env *Env, claims []timelineClaim) []string {
 		if c.destination != "" {
 			in.DestinationRef = c.destination
 		}
-		res, err := env.Svc.Claim(context.Background(), in, sealed, contractWorker)
+		res, err := env.Cases.Claim(context.Background(), in, sealed, contractWorker)
 		if err != nil || res.Outcome != ledger.OutcomeClaimed {
 			t.Fatalf("claim %d/%s: %v %v", c.i, c.ch, res.Outcome, err)
 		}
@@ -180,7 +180,7 @@ func timelineReadsCurrentRows(t *testing.T, newStore NewTimelineStore) {
 		{i: 1, ch: ledger.Email, subject: "acct-live"},
 		{i: 2, ch: ledger.SMS, subject: "acct-live"},
 	})
-	if _, err := env.Svc.Dispatch(ctx, keys[1], contractWorker); err != nil {
+	if _, err := env.Cases.Dispatch(ctx, keys[1], contractWorker); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := store.ListByRef(ctx, ledger.BySubject, "acct-live", time.Time{}, 0)
