@@ -22,7 +22,7 @@ type TimelineStore interface {
 type NewTimelineStore func(t *testing.T) TimelineStore
 
 // timelineContract is the contract of ledger.Timeline, run over the rows a
-// Service claims and moves on.
+// the use cases claim and move on.
 var timelineContract = []property[NewTimelineStore]{
 	{"a subject's rows, newest first, no other subject's, none without a subject", timelineBySubject},
 	{"a destination's rows, with or without a subject", timelineByDestination},

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Service, its policy and the helpers every use case shares.
+// The ports, the policy and the core every use case shares.
 
 // Policy holds the tunables of the use cases.
 type Policy struct {
