@@ -370,12 +370,8 @@ func (b *shapeBench) message(s prodShape, i int, run *shapeRun, first bool) ([]s
 	}
 	var steps []shapeStep
 	var claimed ledger.Entry
-	st, err := b.step("claim", func() error {
-		c, err := b.svc.Claim(b.ctx, in, sealed, claimWorker)
-		if err == nil && c.Outcome != ledger.OutcomeClaimed {
-			err = fmt.Errorf("claim outcome %s, want claimed", c.Outcome)
-		}
-		claimed = c.Entry
+	st, err := b.step("claim", func() (err error) {
+		claimed, err = claimNew(b.ctx, b.svc, in, sealed)
 		return err
 	})
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
+	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
 
 const (
@@ -255,14 +256,7 @@ func TestEndToEnd(t *testing.T) {
 	// Count sends last, after the slowest scenario: a late duplicate has had
 	// all that time to show up.
 	ctx := context.Background()
-	emails, err := CapturedEmails(ctx, e.web, e.endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := ProviderMessages(ctx, e.web, e.provider)
-	if err != nil {
-		t.Fatal(err)
-	}
+	emails, msgs := e.captured(t, ctx)
 	sent, duplicates := 0, 0
 	for _, x := range res.expect {
 		got := 0
@@ -844,4 +838,19 @@ func (e *env) mismatchedOnce(t *testing.T, res *results) {
 				k, events, row.Mismatches, row.State)
 		}
 	}
+}
+
+// captured returns what the transports captured: SES's emails and the
+// webhook provider's messages.
+func (e *env) captured(t *testing.T, ctx context.Context) ([]Email, []webhooktest.RecordedMessage) {
+	t.Helper()
+	emails, err := CapturedEmails(ctx, e.web, e.endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := ProviderMessages(ctx, e.web, e.provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return emails, msgs
 }

@@ -326,14 +326,7 @@ func checkExplained(t *testing.T, e *env, cs []producerCase) {
 func checkCapturedSends(t *testing.T, ctx context.Context, e *env, cs []producerCase) {
 	t.Helper()
 	// What the transports captured: the published content, sent once.
-	emails, err := CapturedEmails(ctx, e.web, e.endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := ProviderMessages(ctx, e.web, e.provider)
-	if err != nil {
-		t.Fatal(err)
-	}
+	emails, msgs := e.captured(t, ctx)
 	for _, c := range cs {
 		switch c.Channel {
 		case "email":

@@ -104,8 +104,8 @@ func (h *Reconcile) redrive(ctx context.Context, log *slog.Logger) error {
 
 // publishStats emits OpenClaims, OpenClaimOldestAgeSeconds and
 // OpenClaimsByAge for every open state.
-func publishStats(ctx context.Context, svc Reconciler, m *metrics.Emitter, log *slog.Logger) error {
-	stats, err := svc.Stats(ctx)
+func publishStats(ctx context.Context, r Reconciler, m *metrics.Emitter, log *slog.Logger) error {
+	stats, err := r.Stats(ctx)
 	if err != nil {
 		return err
 	}

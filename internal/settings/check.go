@@ -63,7 +63,7 @@ func (s Settings) Check(roles ...Role) []Problem {
 		v := policyVars[field]
 		return field == "" || len(roles) == 0 || v == nil || slices.ContainsFunc(roles, v.Reads)
 	}
-	for _, pe := range policyProblems(s.Policy) {
+	for _, pe := range s.Policy.Problems() {
 		if !reads(pe.Field) || !reads(pe.Related) {
 			continue
 		}
@@ -140,17 +140,4 @@ var policyVars = map[string]*Var{
 	"FallbackWait": FallbackDeliveryWait, "RecheckAfter": RecheckAfter, "RetryBase": RetryBackoffBase,
 	"RetryMax": RetryBackoffMax, "BudgetWait": BudgetMaxWait, "RedriveAfter": RedriveAfter,
 	"MaxChallengeLifetime": MaxChallengeLifetime,
-}
-
-// policyProblems splits the policy's Validate error into its problems.
-func policyProblems(p ledger.Policy) []*ledger.PolicyError {
-	err := p.Validate()
-	if err == nil {
-		return nil
-	}
-	var out []*ledger.PolicyError
-	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		out = append(out, e.(*ledger.PolicyError))
-	}
-	return out
 }

@@ -71,12 +71,11 @@ func Boot[U any](role settings.Role, ports Ports, build func(ledger.Ports) (U, e
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	em := &metrics.Emitter{W: os.Stdout}
+	var uc U
 	p, err := Build(ctx, cfg, s, log, em, ports)
-	if err != nil {
-		log.Error("wiring failed", "error", err.Error())
-		os.Exit(2)
+	if err == nil {
+		uc, err = build(*p)
 	}
-	uc, err := build(*p)
 	if err != nil {
 		log.Error("wiring failed", "error", err.Error())
 		os.Exit(2)
@@ -100,9 +99,9 @@ func Transports(s settings.Settings, build func(kind string) (ledger.Transport, 
 
 // Build builds the ledger's ports from cfg and s: the ledger's tables and
 // the send limits, then ports (nil: none). Ports that read the clock read
-// the returned Ports' Clock, so a test may set it afterwards. Every state change the use case
-// stores is counted on em as the Transitions metric (by state and channel),
-// whichever use case made it.
+// the returned Ports' Clock, so a test may set it afterwards. Every state
+// change the use case stores is counted on em as the Transitions metric (by
+// state and channel), whichever use case made it.
 //
 // With the limits table, claim notes each subject's newest challenge
 // (ClaimPorts) and dispatch counts (its ports add the counters); every

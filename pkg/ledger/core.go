@@ -96,19 +96,29 @@ type PolicyError struct {
 func (e *PolicyError) Error() string { return "ledger: policy " + e.Field + ": " + e.Why }
 
 // Validate reports every policy field, and every relation between fields,
-// that cannot work: each as a *PolicyError, joined. It is the one place
-// these rules live: the functions' settings and the stack both refuse
-// exactly what it refuses, with its message.
+// that cannot work (Problems), joined into one error.
 func (p Policy) Validate() error {
 	var errs []error
+	for _, pe := range p.Problems() {
+		errs = append(errs, pe)
+	}
+	return errors.Join(errs...)
+}
+
+// Problems lists every policy field, and every relation between fields,
+// that cannot work. It is the one place these rules live: the functions'
+// settings and the stack both refuse exactly what it lists, with its
+// message.
+func (p Policy) Problems() []*PolicyError {
+	var out []*PolicyError
 	bad := func(ok bool, field, why string) {
 		if !ok {
-			errs = append(errs, &PolicyError{Field: field, Why: why})
+			out = append(out, &PolicyError{Field: field, Why: why})
 		}
 	}
 	relation := func(ok bool, field, related, why string) {
 		if !ok {
-			errs = append(errs, &PolicyError{Field: field, Related: related, Why: why})
+			out = append(out, &PolicyError{Field: field, Related: related, Why: why})
 		}
 	}
 	bad(p.Version != "", "Version", "must not be empty (it is recorded in every history entry)")
@@ -133,7 +143,7 @@ func (p Policy) Validate() error {
 	bad(p.RedriveAfter > 0, "RedriveAfter", "must be positive")
 	relation(p.MaxChallengeLifetime > p.ExpiryMargin, "MaxChallengeLifetime", "ExpiryMargin",
 		"must exceed ExpiryMargin ("+p.ExpiryMargin.String()+"): a challenge must be sendable for some time")
-	return errors.Join(errs...)
+	return out
 }
 
 // Worker identifies who performed a transition: a function invocation
@@ -218,18 +228,13 @@ type core struct {
 // newCore checks and keeps the ports every use case needs. role names the
 // use case in its errors.
 func newCore(role string, p Ports) (core, error) {
-	var missing []string
-	need := func(ok bool, port string) {
-		if !ok {
-			missing = append(missing, port)
-		}
-	}
-	need(p.Store != nil, "Store")
-	need(p.Content != nil, "Content")
-	need(p.Clock != nil, "Clock")
-	need(p.Limiter != nil || !p.Limits.counting(), "Limiter (the send limits count: give the counters, or KeepCounts where this use case never gives one back)")
-	if len(missing) > 0 {
-		return core{}, &MissingPortError{UseCase: role, Ports: missing}
+	need := portCheck{useCase: role}
+	need.port(p.Store != nil, "Store")
+	need.port(p.Content != nil, "Content")
+	need.port(p.Clock != nil, "Clock")
+	need.port(p.Limiter != nil || !p.Limits.counting(), "Limiter (the send limits count: give the counters, or KeepCounts where this use case never gives one back)")
+	if err := need.err(); err != nil {
+		return core{}, err
 	}
 	if err := p.Policy.Validate(); err != nil {
 		return core{}, fmt.Errorf("ledger: %s: %w", role, err)
@@ -250,6 +255,27 @@ type MissingPortError struct {
 
 func (e *MissingPortError) Error() string {
 	return "ledger: " + e.UseCase + ": missing port " + strings.Join(e.Ports, ", missing port ")
+}
+
+// portCheck gathers the ports a constructor finds missing.
+type portCheck struct {
+	useCase string
+	missing []string
+}
+
+// port notes port as missing unless ok.
+func (c *portCheck) port(ok bool, port string) {
+	if !ok {
+		c.missing = append(c.missing, port)
+	}
+}
+
+// err is a *MissingPortError naming every missing port, or nil.
+func (c *portCheck) err() error {
+	if len(c.missing) == 0 {
+		return nil
+	}
+	return &MissingPortError{UseCase: c.useCase, Ports: c.missing}
 }
 
 func (s *core) transitioned(from State, e Entry) {

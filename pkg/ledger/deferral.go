@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 )
 
@@ -163,10 +162,8 @@ func (s *Dispatcher) schedule(ctx context.Context, e Entry) error {
 	return nil
 }
 
-func (s *Dispatcher) sleep(ctx context.Context, d time.Duration) error {
-	if s.sleepFn != nil {
-		return s.sleepFn(ctx, d)
-	}
+// sleepTimer waits for d or until ctx ends: the default Ports.Sleep.
+func sleepTimer(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -186,11 +183,7 @@ func (s *Dispatcher) backoff(n int, retryAfter time.Duration) time.Duration {
 		d *= 2
 	}
 	d = min(d, s.policy.RetryMax)
-	j := rand.Float64
-	if s.jitter != nil {
-		j = s.jitter
-	}
-	d = d/2 + time.Duration(j()*float64(d/2))
+	d = d/2 + time.Duration(s.jitter()*float64(d/2))
 	return max(d, retryAfter).Truncate(Precision)
 }
 

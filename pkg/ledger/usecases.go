@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 )
 
@@ -25,8 +26,10 @@ func NewClaimer(p Ports) (*Claimer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Limits.Supersede && p.Challenges == nil {
-		return nil, &MissingPortError{UseCase: "claim", Ports: []string{"Challenges (the limits supersede older challenges)"}}
+	need := portCheck{useCase: "claim"}
+	need.port(!p.Limits.Supersede || p.Challenges != nil, "Challenges (the limits supersede older challenges)")
+	if err := need.err(); err != nil {
+		return nil, err
 	}
 	return &Claimer{core: c, challenges: p.Challenges}, nil
 }
@@ -40,37 +43,31 @@ type sender struct {
 	proofs     Proofs
 }
 
-// newSender checks the sending ports: a transport per channel given, and,
+// newSender checks the sending ports: at least one transport, none nil, and,
 // for the transports whose sends this use case makes (sends), the opener
 // of their content and, where they report provider events, Proofs (those
 // sends carry a proof).
 func newSender(role string, c core, p Ports, sends func(Capabilities) bool) (sender, error) {
-	var missing []string
-	if len(p.Transports) == 0 {
-		missing = append(missing, "Transports")
-	}
+	need := portCheck{useCase: role}
+	need.port(len(p.Transports) > 0, "Transports")
 	opens, events := false, false
 	for _, ch := range Channels {
 		tr, ok := p.Transports[ch]
 		if !ok {
 			continue
 		}
+		need.port(tr != nil, "Transports["+string(ch)+"]")
 		if tr == nil {
-			missing = append(missing, "Transports["+string(ch)+"]")
 			continue
 		}
 		if caps := tr.Capabilities(); sends(caps) {
 			opens, events = true, events || caps.Events
 		}
 	}
-	if opens && p.Opener == nil {
-		missing = append(missing, "Opener")
-	}
-	if events && p.Proofs == nil {
-		missing = append(missing, "Proofs (a transport reports provider events: its sends carry a proof)")
-	}
-	if len(missing) > 0 {
-		return sender{}, &MissingPortError{UseCase: role, Ports: missing}
+	need.port(!opens || p.Opener != nil, "Opener")
+	need.port(!events || p.Proofs != nil, "Proofs (a transport reports provider events: its sends carry a proof)")
+	if err := need.err(); err != nil {
+		return sender{}, err
 	}
 	return sender{core: c, transports: p.Transports, opener: p.Opener, proofs: p.Proofs}, nil
 }
@@ -85,7 +82,7 @@ type Dispatcher struct {
 	fingerprints Fingerprinter
 	numberOf     NumberOf
 	timeline     Timeline
-	sleepFn      func(ctx context.Context, d time.Duration) error
+	sleep        func(ctx context.Context, d time.Duration) error
 	jitter       func() float64
 }
 
@@ -105,27 +102,29 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	var missing []string
-	need := func(ok bool, port string) {
-		if !ok {
-			missing = append(missing, port)
-		}
-	}
-	need(p.Budget != nil, "Budget (NoBudget: unpaced)")
-	need(p.Scheduler != nil, "Scheduler (NoScheduler: nothing handed back)")
-	need(p.Progress != nil, "Progress (NoProgress: no marks)")
+	need := portCheck{useCase: "dispatch"}
+	need.port(p.Budget != nil, "Budget (NoBudget: unpaced)")
+	need.port(p.Scheduler != nil, "Scheduler (NoScheduler: nothing handed back)")
+	need.port(p.Progress != nil, "Progress (NoProgress: no marks)")
 	l := p.Limits
-	need(!l.counting() || p.Limiter != KeepCounts, "Limiter (the send limits are on; KeepCounts counts nothing)")
-	need(!l.Destination.On() || p.Fingerprints != nil, "Fingerprints (the destination cap is on)")
-	need(!l.needsNumber() || p.NumberOf != nil, "NumberOf (an SMS region or number-kind rule is on)")
-	need(!l.Supersede || p.Challenges != nil, "Challenges (the limits supersede older challenges)")
-	need(!l.Supersede || p.Timeline != nil, "Timeline (the limits supersede older challenges; NoTimeline: their counts wait)")
-	if len(missing) > 0 {
-		return nil, &MissingPortError{UseCase: "dispatch", Ports: missing}
+	need.port(!l.counting() || p.Limiter != KeepCounts, "Limiter (the send limits are on; KeepCounts counts nothing)")
+	need.port(!l.Destination.On() || p.Fingerprints != nil, "Fingerprints (the destination cap is on)")
+	need.port(!l.needsNumber() || p.NumberOf != nil, "NumberOf (an SMS region or number-kind rule is on)")
+	need.port(!l.Supersede || p.Challenges != nil, "Challenges (the limits supersede older challenges)")
+	need.port(!l.Supersede || p.Timeline != nil, "Timeline (the limits supersede older challenges; NoTimeline: their counts wait)")
+	if err := need.err(); err != nil {
+		return nil, err
 	}
-	return &Dispatcher{sender: snd, budget: p.Budget, scheduler: p.Scheduler, progress: p.Progress,
+	d := &Dispatcher{sender: snd, budget: p.Budget, scheduler: p.Scheduler, progress: p.Progress,
 		challenges: p.Challenges, fingerprints: p.Fingerprints, numberOf: p.NumberOf, timeline: p.Timeline,
-		sleepFn: p.Sleep, jitter: p.Jitter}, nil
+		sleep: p.Sleep, jitter: p.Jitter}
+	if d.sleep == nil {
+		d.sleep = sleepTimer
+	}
+	if d.jitter == nil {
+		d.jitter = rand.Float64
+	}
+	return d, nil
 }
 
 // Reconciler sweeps dispatching and unknown entries and hands back what no
@@ -150,15 +149,11 @@ func NewReconciler(p Ports) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	var missing []string
-	if p.Scheduler == nil || p.Scheduler == NoScheduler {
-		missing = append(missing, "Scheduler (re-drive hands rows back through it)")
-	}
-	if p.Progress == nil {
-		missing = append(missing, "Progress (NoProgress: every due row is handed back)")
-	}
-	if len(missing) > 0 {
-		return nil, &MissingPortError{UseCase: "reconcile", Ports: missing}
+	need := portCheck{useCase: "reconcile"}
+	need.port(p.Scheduler != nil && p.Scheduler != NoScheduler, "Scheduler (re-drive hands entries back through it)")
+	need.port(p.Progress != nil, "Progress (NoProgress: every due entry is handed back)")
+	if err := need.err(); err != nil {
+		return nil, err
 	}
 	return &Reconciler{sender: snd, scheduler: p.Scheduler, progress: p.Progress}, nil
 }
@@ -170,7 +165,10 @@ type Expirer struct{ core }
 // NewExpirer builds the expire use case from every use case's ports.
 func NewExpirer(p Ports) (*Expirer, error) {
 	c, err := newCore("expire", p)
-	return &Expirer{c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Expirer{c}, nil
 }
 
 // EventRecorder records provider events (functions/events).
@@ -186,8 +184,10 @@ func NewEventRecorder(p Ports) (*EventRecorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Proofs == nil {
-		return nil, &MissingPortError{UseCase: "events", Ports: []string{"Proofs"}}
+	need := portCheck{useCase: "events"}
+	need.port(p.Proofs != nil, "Proofs")
+	if err := need.err(); err != nil {
+		return nil, err
 	}
 	return &EventRecorder{core: c, proofs: p.Proofs}, nil
 }
@@ -199,7 +199,10 @@ type Resolver struct{ core }
 // NewResolver builds the operator use case from every use case's ports.
 func NewResolver(p Ports) (*Resolver, error) {
 	c, err := newCore("operate", p)
-	return &Resolver{c}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Resolver{c}, nil
 }
 
 // The explicit off values.

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestConstructorsNameMissingPorts(t *testing.T) {
 				reflect.ValueOf(&without).Elem().Field(i).SetZero()
 				err := build(without)
 				var missing *ledger.MissingPortError
-				needed := slicesContains(needs[name], f.Name)
+				needed := slices.Contains(needs[name], f.Name)
 				switch {
 				case needed && (!errors.As(err, &missing) || !strings.Contains(err.Error(), "missing port "+f.Name)):
 					t.Errorf("without %s: %v, want a MissingPortError naming it", f.Name, err)
@@ -86,13 +87,4 @@ func TestDispatchWithoutLimiterRefusedWhileLimitsOn(t *testing.T) {
 	second := e.claimTo(t, 2, ledger.Email, "b@example.com", "acct-1", time.Second)
 	mustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
 	mustDispatch(t, e, second.Key(), ledger.OutcomeLimited)
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
