@@ -85,7 +85,7 @@ func claimRequestsWithLimits(t *testing.T, rep *Report, sc scale) {
 	svc.Clock = time.Now
 	lim := dynamostore.NewLimits(r.db, limits)
 	svc.Limits, svc.Limiter, svc.Challenges = ledger.Limits{Supersede: true}, lim, lim
-	h := &handler.Claim{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: svc, Seals: handlertest.Seals()}
+	h := &handler.Claim{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(svc.Claimer()), Seals: handlertest.Seals()}
 	r.counter.Reset()
 	start := time.Now()
 	for _, ev := range batches {

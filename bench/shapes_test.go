@@ -298,7 +298,7 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 		b.svc.NumberOf = wiredispatch.NumberOf
 		b.svc.Timeline = dynamostore.New(r.meter, r.ledger, dynamostore.DefaultShards)
 	}
-	b.events = &handler.Events{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: b.svc}
+	b.events = &handler.Events{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(b.svc.EventRecorder())}
 	return b
 }
 

@@ -104,10 +104,11 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	// One attribute for the two deadlines of an in-flight row: a claim's
 	// re-drive time, a dispatching row's lease (only one is set in any
 	// state; decode tells them apart by the state).
-	optTime(attrLeaseUntil, e.LeaseUntil)
+	lease := e.LeaseUntil
 	if e.State == ledger.Claimed {
-		optTime(attrLeaseUntil, e.RedriveAt)
+		lease = e.RedriveAt
 	}
+	optTime(attrLeaseUntil, lease)
 	optTime(attrNextCheckAt, e.NextCheckAt)
 	optTime(attrFirstAttemptAt, e.FirstAttemptAt)
 	optTime(attrAdmittedAt, e.AdmittedAt)

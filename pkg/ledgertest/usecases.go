@@ -10,7 +10,9 @@ import (
 
 // UseCases is a test's way to the use cases: its Ports, from which every
 // call builds the use case it needs afresh with that use case's own
-// constructor, so a test may change a port or the policy between calls.
+// constructor, so a test may change a port or the policy between calls. A
+// measured path (a benchmark, a handler under load) builds its use case
+// once instead, with Claimer, Dispatcher and the rest, as a function does.
 //
 // A port left nil is the test's way of saying the control is off: it is
 // given as the explicit off value (ledger.NoBudget, NoProgress, NoTimeline,
@@ -58,6 +60,11 @@ func (u *UseCases) Dispatcher() (*ledger.Dispatcher, error) { return ledger.NewD
 
 // Reconciler builds the reconcile use case.
 func (u *UseCases) Reconciler() (*ledger.Reconciler, error) { return ledger.NewReconciler(u.Filled()) }
+
+// EventRecorder builds the provider-events use case.
+func (u *UseCases) EventRecorder() (*ledger.EventRecorder, error) {
+	return ledger.NewEventRecorder(u.Filled())
+}
 
 // Claim is ledger.Claimer.Claim.
 func (u *UseCases) Claim(ctx context.Context, in ledger.Intent, sealed []byte, w ledger.Worker) (ledger.ClaimResult, error) {
@@ -133,7 +140,7 @@ func (u *UseCases) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) 
 
 // RecordProviderEvent is ledger.EventRecorder.RecordProviderEvent.
 func (u *UseCases) RecordProviderEvent(ctx context.Context, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error) {
-	r, err := ledger.NewEventRecorder(u.Filled())
+	r, err := u.EventRecorder()
 	if err != nil {
 		return ledger.EventResult{}, err
 	}
