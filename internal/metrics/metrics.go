@@ -48,6 +48,11 @@ const (
 	// WakeFailures counts deferred rows whose wake-up message could not be
 	// queued; reconcile's re-drive picks them up instead.
 	WakeFailures = "WakeFailures" // none
+	// ContradictedRecords counts events a function was handed that the
+	// table contradicts (a stream image whose fields differ from the row
+	// at the same version): no write follows. Any is an alarm: only a
+	// forged invocation produces one.
+	ContradictedRecords = "ContradictedRecords" // none
 
 	// ProviderEvents counts provider events recorded in a row's history,
 	// by the history entry kind they became (provider_sent, delivered,
