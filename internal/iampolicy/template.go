@@ -778,11 +778,22 @@ func (s *Stack) Authorize(req Request, identity []Policy) (Decision, error) {
 // ResourcePolicy is the resource policy a request on arn meets: the
 // resource's own; for a DynamoDB index (table/T/index/I) its table's, which
 // governs the table's indexes; for an S3 object (arn:aws:s3:::B/K) its
-// bucket's. Nil when there is none. (A stream's
-// policy is its own; the template gives streams none.)
+// bucket's; for a qualified Lambda function ARN (function:F:Q) the
+// function's. Nil when there is none. (A stream's policy is its own; the
+// template gives streams none.)
+//
+// A qualified invocation meets the function's policy with the qualified ARN
+// as its resource, so a statement whose Resource names only the unqualified
+// ARN does not apply to it. That is how Lambda treats $LATEST, which has no
+// policy of its own; a published version or an alias has its own policy,
+// which a template that publishes none cannot give it, so this evaluator
+// models the qualifier $LATEST (the only one such a stack's functions have).
 func (s *Stack) ResourcePolicy(arn string) *Policy {
 	if p, ok := s.ResourcePolicies[arn]; ok {
 		return p
+	}
+	if parts := strings.Split(arn, ":"); len(parts) == 8 && strings.HasPrefix(arn, "arn:aws:lambda:") && parts[5] == "function" {
+		return s.ResourcePolicies[strings.Join(parts[:7], ":")]
 	}
 	if bucket, _, ok := strings.Cut(arn, "/"); ok && strings.HasPrefix(arn, "arn:aws:s3:::") {
 		return s.ResourcePolicies[bucket]
@@ -850,4 +861,41 @@ func (s *Stack) WithoutStatement(resourceARN, sid string) (*Stack, error) {
 	}
 	cp.ResourcePolicies[resourceARN] = &without
 	return &cp, nil
+}
+
+// WithoutRoleStatement returns a copy of s in which the identity policies of
+// roleARN lack their statements sid: what the stack would be without that
+// statement of the role. s itself is unchanged. ErrNoStatement if none of
+// the role's policies has such a statement; an error if there is no such
+// role.
+func (s *Stack) WithoutRoleStatement(roleARN, sid string) (*Stack, error) {
+	role, ok := s.Roles[roleARN]
+	if !ok {
+		return nil, fmt.Errorf("iampolicy: no role %s in the template", roleARN)
+	}
+	cp := *role
+	cp.Policies = nil
+	removed := false
+	for _, pol := range role.Policies {
+		without, err := pol.Without(sid)
+		switch {
+		case errors.Is(err, ErrNoStatement):
+			cp.Policies = append(cp.Policies, pol)
+		case err != nil:
+			return nil, err
+		default:
+			removed = true
+			cp.Policies = append(cp.Policies, without)
+		}
+	}
+	if !removed {
+		return nil, fmt.Errorf("%w: %s in role %s", ErrNoStatement, sid, roleARN)
+	}
+	st := *s
+	st.Roles = make(map[string]*Role, len(s.Roles))
+	for k, v := range s.Roles {
+		st.Roles[k] = v
+	}
+	st.Roles[roleARN] = &cp
+	return &st, nil
 }

@@ -272,3 +272,108 @@ func TestLoadBucketPolicies(t *testing.T) {
 		t.Errorf("without NoDeletes: %+v %v, want allowed", d, err)
 	}
 }
+
+// A function whose resource policy denies every invocation by an IAM
+// principal, once on the unqualified ARN only and once on the function and
+// its qualifiers; and a role that denies everything asked for by a function
+// other than its own (lambda:SourceFunctionArn) when the key is there.
+const lambdaTemplate = `{"Resources":{
+ "OneRoleAB12CD34":{"Type":"AWS::IAM::Role","Properties":{"Policies":[
+   {"PolicyName":"own","PolicyDocument":{"Statement":[{"Sid":"OnlyThroughItsFunction","Effect":"Deny","Action":"*","Resource":"*",
+     "Condition":{"ArnNotEquals":{"lambda:SourceFunctionArn":{"Fn::Join":["",["arn:aws:lambda:",{"Ref":"AWS::Region"},":",{"Ref":"AWS::AccountId"},":function:one"]]}},
+       "Null":{"lambda:SourceFunctionArn":"false"}}}]}},
+   {"PolicyName":"grants","PolicyDocument":{"Statement":[{"Effect":"Allow","Action":"sqs:SendMessage","Resource":"*"}]}}]}},
+ "OneAB12CD34":{"Type":"AWS::Lambda::Function","Properties":{"FunctionName":"one","Role":{"Fn::GetAtt":["OneRoleAB12CD34","Arn"]}}},
+ "TwoAB12CD34":{"Type":"AWS::Lambda::Function","Properties":{"FunctionName":"two","Role":{"Fn::GetAtt":["OneRoleAB12CD34","Arn"]}}},
+ "OnePolicyAB12CD34":{"Type":"AWS::Lambda::ResourcePolicy","Properties":{"ResourceArn":{"Fn::GetAtt":["OneAB12CD34","Arn"]},
+   "PolicyDocument":{"Statement":[{"Sid":"NoInvoke","Effect":"Deny","Principal":"*","Action":"lambda:InvokeFunction",
+     "Resource":[{"Fn::GetAtt":["OneAB12CD34","Arn"]},{"Fn::Join":["",[{"Fn::GetAtt":["OneAB12CD34","Arn"]},":*"]]}],
+     "Condition":{"BoolIfExists":{"aws:PrincipalIsAWSService":"false"}}}]}}},
+ "TwoPolicyAB12CD34":{"Type":"AWS::Lambda::ResourcePolicy","Properties":{"ResourceArn":{"Fn::GetAtt":["TwoAB12CD34","Arn"]},
+   "PolicyDocument":{"Statement":[{"Sid":"NoInvoke","Effect":"Deny","Principal":"*","Action":"lambda:InvokeFunction",
+     "Resource":{"Fn::GetAtt":["TwoAB12CD34","Arn"]}}]}}}
+}}`
+
+// TestQualifiedInvocation: an invocation of function:F:Q meets F's policy with
+// the qualified ARN as its resource, so a Deny naming only the unqualified ARN
+// does not stop it, and one that also names F:* does.
+func TestQualifiedInvocation(t *testing.T) {
+	s, err := LoadTemplate([]byte(lambdaTemplate), pseudo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	invoker := []Policy{{Source: "invoker", Statements: []Statement{{Effect: Allow, Action: []string{"lambda:InvokeFunction"}, Resource: []string{"*"}}}}}
+	fn := "arn:aws:lambda:us-east-1:" + account + ":function:"
+	for _, tc := range []struct {
+		resource string
+		allowed  bool
+	}{
+		{fn + "one", false}, {fn + "one:$LATEST", false}, {fn + "one:7", false},
+		{fn + "two", false}, {fn + "two:$LATEST", true},
+		{fn + "three", true},
+	} {
+		req := Request{Principal: "arn:aws:iam::" + account + ":role/insider", Account: account, Action: "lambda:InvokeFunction", Resource: tc.resource}
+		d, err := s.Authorize(req, invoker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != tc.allowed {
+			t.Errorf("invoke %s: allowed %v (%s), want %v", tc.resource, d.Allowed, d.Reason, tc.allowed)
+		}
+	}
+	if p := s.ResourcePolicy(fn + "one:$LATEST"); p == nil || p != s.ResourcePolicy(fn+"one") {
+		t.Errorf("the qualified ARN's policy is not the function's")
+	}
+}
+
+// TestWithoutRoleStatement: the role's Deny on lambda:SourceFunctionArn stops
+// a request made by another function's code (the key present, not its own),
+// not its own function's nor one without the key (a call Lambda makes with
+// the role outside the function); without the statement the other
+// function's request is allowed; the stack itself is unchanged.
+func TestWithoutRoleStatement(t *testing.T) {
+	s, err := LoadTemplate([]byte(lambdaTemplate), pseudo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := "arn:aws:iam::" + account + ":role/OneRole"
+	queue := "arn:aws:sqs:us-east-1:" + account + ":q"
+	from := func(fn string) map[string]string {
+		if fn == "" {
+			return nil
+		}
+		return map[string]string{"lambda:SourceFunctionArn": "arn:aws:lambda:us-east-1:" + account + ":function:" + fn}
+	}
+	decide := func(s *Stack, fn string) Decision {
+		t.Helper()
+		d, err := s.Decide(role, "sqs:SendMessage", queue, from(fn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for fn, want := range map[string]bool{"one": true, "": true, "two": false, "one-copy": false} {
+		if d := decide(s, fn); d.Allowed != want {
+			t.Errorf("from function %q: allowed %v (%s), want %v", fn, d.Allowed, d.Reason, want)
+		}
+	}
+	if d := decide(s, "two"); !strings.HasSuffix(d.Reason, " statement OnlyThroughItsFunction") {
+		t.Errorf("from another function: %s, want denied by OnlyThroughItsFunction", d.Reason)
+	}
+	without, err := s.WithoutRoleStatement(role, "OnlyThroughItsFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := decide(without, "two"); !d.Allowed {
+		t.Errorf("without the Deny, from another function: %s, want allowed", d.Reason)
+	}
+	if d := decide(s, "two"); d.Allowed {
+		t.Error("WithoutRoleStatement changed the stack it was called on")
+	}
+	if _, err := s.WithoutRoleStatement(role, "NoSuchSid"); !errors.Is(err, ErrNoStatement) {
+		t.Errorf("missing Sid: %v, want ErrNoStatement", err)
+	}
+	if _, err := s.WithoutRoleStatement(role+"-other", "OnlyThroughItsFunction"); err == nil {
+		t.Error("unknown role: no error")
+	}
+}
