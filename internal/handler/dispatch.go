@@ -55,10 +55,14 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 		if !ok {
 			continue
 		}
-		if _, err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log); err != nil {
+		res, err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log)
+		if err != nil {
 			// Stream order matters: report the first failure; the records
 			// after it are redelivered with it.
 			return streamFailedAt(rec), nil
+		}
+		if res.Outcome == ledger.OutcomeContradicted {
+			continue // not the stream's: it moves no mark
 		}
 		if row, err := dynamostore.DecodeImage(rec.Change.NewImage); err == nil && (oldest.IsZero() || row.UpdatedAt.Before(oldest)) {
 			oldest = row.UpdatedAt
@@ -137,21 +141,32 @@ func (h *Dispatch) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 	}
 }
 
-// dispatch starts from the record's new image when it decodes to the row
-// (saving a read), and from the key otherwise.
+// dispatch hands the use case the record's new image when it decodes, to
+// be checked against the row (a contradicted image writes nothing, and is
+// counted and logged by the fields that differ, never their values), and
+// the key otherwise.
 func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) (ledger.DispatchResult, error) {
 	log = log.With("dedupe_key", key)
 	var res ledger.DispatchResult
 	var err error
-	if row, derr := dynamostore.DecodeImage(image); image != nil && derr == nil && row.Key == key {
-		res, err = h.UseCase.DispatchRow(ctx, row, worker)
-	} else {
-		if image != nil {
-			log.Debug("stream image not decodable; reading the row", "reason", fmt.Sprint(derr))
-		}
+	switch row, derr := dynamostore.DecodeImage(image); {
+	case image == nil:
 		res, err = h.UseCase.Dispatch(ctx, key, worker)
+	case derr != nil || row.Key != key:
+		// The table writes only images that decode, under their own key:
+		// this one is not the table's.
+		res = ledger.DispatchResult{Outcome: ledger.OutcomeContradicted, Contradicted: []string{"image"}}
+		log = log.With("reason", fmt.Sprint(derr))
+	default:
+		res, err = h.UseCase.DispatchRow(ctx, row, worker)
 	}
 	h.observe(res, log)
+	if res.Outcome == ledger.OutcomeContradicted {
+		_ = h.Metrics.Count(metrics.ContradictedRecords, nil, 1)
+		log.Error("stream record contradicts the table; nothing written", "fields", res.Contradicted,
+			"row_version", res.Entry.Version, "row_state", string(res.Entry.State))
+		return res, nil
+	}
 	if res.Entry.Key != "" {
 		log = log.With("challenge_id", res.Entry.Identity.ChallengeID, "channel", string(res.Entry.Identity.Channel),
 			"content_hash", res.Entry.ContentHash, "attempt", res.Entry.Attempts)

@@ -19,6 +19,9 @@ type DispatchResult struct {
 	// ScheduleErr is set when the entry was deferred but its wake-up could not
 	// be scheduled; reconcile's re-drive finds it instead.
 	ScheduleErr error
+	// Contradicted names the fields in which the event's image differs from
+	// the row (OutcomeContradicted only).
+	Contradicted []string
 }
 
 // Dispatch sends the message of a claimed, or due deferred, entry at most
@@ -31,47 +34,44 @@ type DispatchResult struct {
 // entry is read again and the decision made afresh, so a lost race is a skip
 // and a write that kept the entry due never costs the send.
 func (s *Dispatcher) Dispatch(ctx context.Context, key string, w Worker) (DispatchResult, error) {
-	return s.dispatch(ctx, key, nil, w)
-}
-
-// DispatchRow is Dispatch starting from the new image of the stream record
-// that announced the claim: it saves the first read, and a claim that waits
-// in-process for its send slot past its re-drive time can rest on the
-// stream's mark instead of holding the slot on the entry (streamKeepsClaimUntil). The entry may be stale; the conditional writes still decide,
-// and a stale entry that loses one is read again like any lost race.
-//
-// With a send-rate budget the entry is read anyway unless it is a claim still
-// before its re-drive time: the slot is booked before the conditional write,
-// and a booking is not undone when the write loses. A stale claimed entry (the
-// stream record arrived after a re-drive or a wake-up had already moved the
-// entry on) would book a slot that nobody sends in. Before its re-drive time
-// nothing but the stream can have moved a claim on (reconcile hands back
-// only claims past it), so the image is trusted then; only a second delivery
-// of the same stream record can still be stale, and its slot is the one lost.
-func (s *Dispatcher) DispatchRow(ctx context.Context, row Entry, w Worker) (DispatchResult, error) {
-	return s.dispatch(ctx, row.Key, &row, w)
-}
-
-func (s *Dispatcher) dispatch(ctx context.Context, key string, row *Entry, w Worker) (DispatchResult, error) {
-	var e Entry
-	if now := s.now(); row != nil && (s.budget == NoBudget || row.State == Claimed && (now.Before(row.RedriveAt) || s.imageTrusted(*row, now))) {
-		e = *row
-	} else {
-		var err error
-		if e, err = s.store.Get(ctx, key); err != nil {
-			return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
-		}
+	e, err := s.store.Get(ctx, key)
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
 	}
+	return s.dispatch(ctx, e, w, false)
+}
+
+// DispatchRow is Dispatch for the stream record that announced the claim,
+// whose new image is image. The decision is made from the row as a
+// consistent read returns it, never from the image (docs/design.md, "A
+// function acts only on what its own source delivered"): an image at the
+// row's version that differs from it, or at a version the row never had,
+// was not written by the table. It causes no write and is answered
+// OutcomeContradicted, with the fields that differ.
+func (s *Dispatcher) DispatchRow(ctx context.Context, image Entry, w Worker) (DispatchResult, error) {
+	e, err := s.store.Get(ctx, image.Key)
+	if err != nil {
+		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", image.Key, err)
+	}
+	if diff := Contradiction(image, e); diff != nil {
+		return DispatchResult{Outcome: OutcomeContradicted, Entry: e, Contradicted: diff}, nil
+	}
+	return s.dispatch(ctx, e, w, true)
+}
+
+// dispatch decides for the entry e as just read; streamed says the delivery
+// is the ledger stream's.
+func (s *Dispatcher) dispatch(ctx context.Context, e Entry, w Worker, streamed bool) (DispatchResult, error) {
 	var res DispatchResult
 	var sent, raced bool
 	err := s.onConflict(ctx, e, func(e Entry) (err error) {
-		res, sent, err = s.dispatchRow(ctx, e, w, row != nil)
+		res, sent, err = s.dispatchRow(ctx, e, w, streamed)
 		return err
 	}, func(Entry) bool { raced = true; return !sent }) // a lost race before the send is decided afresh
 	if err == nil && raced && e.State == Claimed && res.Outcome == OutcomeSkipped {
-		// The claim this dispatch admitted had ended meanwhile (a stale
-		// stream copy of an entry another worker limited, superseded or
-		// expired): a count taken for it is given back.
+		// The claim this dispatch admitted had ended meanwhile (another
+		// worker limited, superseded or expired it): a count taken for it
+		// is given back.
 		err = s.releaseUnsent(ctx, res.Entry)
 	}
 	return res, err

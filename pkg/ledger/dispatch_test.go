@@ -256,7 +256,10 @@ func (s *countingStore) Get(ctx context.Context, key string) (ledger.Entry, erro
 	return s.Store.Get(ctx, key)
 }
 
-func TestDispatchRowSavesTheReadAndToleratesAStaleRow(t *testing.T) {
+// TestDispatchRowReadsTheRowOnceAndToleratesAStaleRecord: a stream record
+// costs one consistent read of the row, which the decision rests on
+// (docs/design.md, "A function acts only on what its own source delivered").
+func TestDispatchRowReadsTheRowOnceAndToleratesAStaleRecord(t *testing.T) {
 	e := newEnv(t)
 	counting := &countingStore{Store: e.Cases.Store}
 	e.Cases.Store = counting
@@ -264,8 +267,8 @@ func TestDispatchRowSavesTheReadAndToleratesAStaleRow(t *testing.T) {
 	_, _, claimed := e.claim(t, 5, ledger.Email, ledger.OutcomeClaimed)
 	counting.gets = 0
 	res, err := e.Cases.DispatchRow(ctx, claimed, "dispatch/req-1")
-	if err != nil || res.Outcome != ledger.OutcomeAccepted || counting.gets != 0 {
-		t.Fatalf("fresh row: %s %v, %d reads", res.Outcome, err, counting.gets)
+	if err != nil || res.Outcome != ledger.OutcomeAccepted || counting.gets != 1 {
+		t.Fatalf("fresh row: %s %v, %d reads; want accepted after one read", res.Outcome, err, counting.gets)
 	}
 	// The same stream record again: its image still says claimed.
 	res, err = e.Cases.DispatchRow(ctx, claimed, "dispatch/req-2")

@@ -53,4 +53,8 @@ const (
 	// provider event, evidence that the provider took the message, moved it
 	// to accepted without an operator.
 	OutcomeResolved Outcome = "resolved"
+	// OutcomeContradicted: dispatch: the event's image is not what the
+	// table holds at its version (a forged or altered record); nothing was
+	// written.
+	OutcomeContradicted Outcome = "contradicted"
 )

@@ -109,9 +109,8 @@ const markSlack = 2 * time.Second
 //   - streamKeepsClaim: reconcile leaves a claim to the stream until a
 //     given time, whatever it reads meanwhile.
 //
-// Dispatch asks the last one, of the marks it last saw, to trust a stream
-// record's image (imageTrusted) or to wait for its send slot without a hold
-// on the entry (streamKeepsClaimUntil).
+// Dispatch asks the last one, of the marks it last saw, to wait for its send
+// slot without a hold on the entry (streamKeepsClaimUntil).
 type handBack struct{ window time.Duration }
 
 // queueWillDeliver reports whether the queue, with mark q, can still
@@ -194,23 +193,6 @@ func (s *Dispatcher) lagRecorded(behind time.Duration, now time.Time) bool {
 // and returns the lag stored after it.
 func (s *Dispatcher) recordLag(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
 	return s.progress.Lagging(ctx, behind, now, now.Add(-s.policy.RedriveAfter))
-}
-
-// imageTrusted reports whether the stream record's image of the claim e
-// can be trusted without a read, past its re-drive time: by the marks this
-// process last saw, no hand-back since the claim became due for one
-// (Marks.Redriven), and none from then until now (streamKeepsClaim). Only
-// the stream then delivers a claim, and a repeat of the same record is the
-// one stale image left. A hand-back pass that read older marks and wrote
-// its Redriven after these were seen can still have moved it: its slot is
-// then booked for nothing (capacity, never a second send: the conditional
-// write decides).
-func (s *Dispatcher) imageTrusted(e Entry, now time.Time) bool {
-	if s.progress == NoProgress {
-		return false
-	}
-	m := s.progress.Seen()
-	return m.Redriven.Before(e.RedriveAt.Add(-markSlack)) && s.handBack().streamKeepsClaim(m, e, now)
 }
 
 // streamKeepsClaimUntil reports whether reconcile leaves the claim e,
