@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/digeststream"
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/kmsdigest"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -96,6 +100,12 @@ type digestFixture struct {
 	s3             *s3.Client
 	bucket, keyARN string
 	keys           []string
+	// handler is the digest function's handler, reading the table's stream
+	// back (the emulator's DynamoDB Streams) before it signs; metrics its
+	// metrics; digested the sequence numbers of the records it digested.
+	handler  *digeststream.Digest
+	metrics  *bytes.Buffer
+	digested map[string]bool
 }
 
 func newDigestFixture(t *testing.T, extra int) *digestFixture {
@@ -113,20 +123,47 @@ func newDigestFixture(t *testing.T, extra int) *digestFixture {
 	f.s3 = emulator.S3(f.cfg)
 	f.keyARN = emulator.SigningKey(t, kc, "digest-key")
 	f.bucket = emulator.LockedBucket(t, f.s3, "digests")
-	h := &digeststream.Digest{
-		Writer: &digest.Writer{Store: s3digest.New(f.s3, f.bucket), Signer: kmsdigest.New(kc, f.keyARN), Clock: time.Now, Retention: time.Hour},
-		Clock:  time.Now, Log: slog.New(slog.DiscardHandler),
+	f.metrics, f.digested = &bytes.Buffer{}, map[string]bool{}
+	f.handler = &digeststream.Digest{
+		Writer:  &digest.Writer{Store: s3digest.New(f.s3, f.bucket), Signer: kmsdigest.New(kc, f.keyARN), Clock: time.Now, Retention: time.Hour},
+		Streams: dynamodbstreams.NewFromConfig(f.cfg), Table: f.table,
+		Clock: time.Now, Log: slog.New(slog.DiscardHandler), Metrics: &metrics.Emitter{W: f.metrics},
 	}
-	batches := streamEvents(t, f.cfg, f.db, f.table, 40)
-	if len(batches) < 3 {
-		t.Fatalf("only %d stream batches", len(batches))
-	}
-	for _, b := range batches {
-		if _, err := h.Handle(context.Background(), b); err != nil {
-			t.Fatal(err)
-		}
+	if n := f.digestNew(40); n < 3 {
+		t.Fatalf("only %d stream batches", n)
 	}
 	return f
+}
+
+// digestNew hands the stream's records the handler has not digested yet to
+// it, in batches of at most size, as the event source would; it returns
+// how many batches it handed.
+func (f *digestFixture) digestNew(size int) int {
+	f.t.Helper()
+	n := 0
+	for _, b := range streamEvents(f.t, f.cfg, f.db, f.table, 100000) {
+		var fresh []events.DynamoDBEventRecord
+		for _, r := range b.Records {
+			if !f.digested[r.Change.SequenceNumber] {
+				fresh = append(fresh, r)
+			}
+		}
+		for len(fresh) > 0 {
+			// As the deployed event source hands them: no tumbling window, so
+			// no shard id (the handler finds the shard from the stream).
+			ev := events.DynamoDBTimeWindowEvent{}
+			ev.Records = fresh[:min(size, len(fresh))]
+			fresh = fresh[len(ev.Records):]
+			if _, err := f.handler.Handle(context.Background(), ev); err != nil {
+				f.t.Fatalf("a genuine batch: %v", err)
+			}
+			for _, r := range ev.Records {
+				f.digested[r.Change.SequenceNumber] = true
+			}
+			n++
+		}
+	}
+	return n
 }
 
 func (f *digestFixture) verify(bucket string, extra ...string) (string, string, int) {
@@ -212,6 +249,94 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 		}
 	})
 	t.Run("a forged version written over a locked digest", func(t *testing.T) { verifyFindsVersionWrittenOver(t, ctx, f) })
+}
+
+// TestForgedRecordIsNotSignedOnEmulator: a made-up MODIFY stream record
+// handed to the real digest handler directly (issue 42), naming the ledger
+// table's stream on the emulator, becomes no signed digest: the handler
+// reads the stream back, finds the record contradicted, counts it in
+// ContradictedRecords and fails the batch; no digest is written, and the
+// untouched row the record lied about still verifies. Whether the forger
+// gives the record a sequence number the stream lacks or a genuine one,
+// or names another table's stream. The genuine records written after it
+// are still digested, and verify accepts them.
+func TestForgedRecordIsNotSignedOnEmulator(t *testing.T) {
+	f := newDigestFixture(t, 30)
+	ctx := context.Background()
+	victim := f.keys[0] // accepted, three entries, untouched
+	var genuine events.DynamoDBEventRecord
+	for _, b := range streamEvents(t, f.cfg, f.db, f.table, 100000) {
+		for _, r := range b.Records {
+			if r.Change.Keys["pk"].String() == victim {
+				genuine = r // the row's last record
+			}
+		}
+	}
+	if genuine.EventName != "MODIFY" {
+		t.Fatalf("the victim's last record: %+v", genuine)
+	}
+	seqs, err := s3digest.New(f.s3, f.bucket).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The forged record: the row's last write with its newest entry's hash
+	// made up, as a record of a rewrite would read.
+	forge := func(seq, arn string) events.DynamoDBTimeWindowEvent {
+		r := genuine
+		r.Change.SequenceNumber, r.EventSourceArn = seq, arn
+		img := maps.Clone(genuine.Change.NewImage)
+		hist := slices.Clone(img["history"].List())
+		last := maps.Clone(hist[len(hist)-1].Map())
+		last["hash"] = events.NewBinaryAttribute(bytes.Repeat([]byte{0xab}, 32))
+		hist[len(hist)-1] = events.NewMapAttribute(last)
+		img["history"] = events.NewListAttribute(hist)
+		r.Change.NewImage = img
+		var ev events.DynamoDBTimeWindowEvent
+		ev.Records = []events.DynamoDBEventRecord{r}
+		return ev
+	}
+	other := strings.Replace(genuine.EventSourceArn, "/"+f.table+"/", "/"+f.table+"-other/", 1)
+	for _, c := range []struct {
+		name string
+		ev   events.DynamoDBTimeWindowEvent
+	}{
+		{"a sequence number the stream lacks", forge(genuine.Change.SequenceNumber+"1", genuine.EventSourceArn)},
+		{"the row's genuine sequence number", forge(genuine.Change.SequenceNumber, genuine.EventSourceArn)},
+		{"another table's stream", forge(genuine.Change.SequenceNumber, other)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f.metrics.Reset()
+			if _, err := f.handler.Handle(ctx, c.ev); !errors.Is(err, digeststream.ErrContradicted) {
+				t.Fatalf("Handle: %v, want the stream to contradict the record", err)
+			}
+			if !strings.Contains(f.metrics.String(), `"ContradictedRecords":1`) {
+				t.Errorf("metrics: %s", f.metrics.String())
+			}
+			now, err := s3digest.New(f.s3, f.bucket).List(ctx)
+			if err != nil || len(now) != len(seqs) {
+				t.Fatalf("digests %v, before %v: %v", now, seqs, err)
+			}
+			out, errOut, code := f.verify(f.bucket)
+			wantCode(t, code, exitOK, out, errOut)
+			if strings.Contains(out, victim) {
+				t.Fatalf("verify names the untouched row:\n%s", out)
+			}
+		})
+	}
+
+	// The genuine records written since are digested, and verify accepts them.
+	f.clock.Advance(time.Minute)
+	key := f.claim(990, ledger.Email, ledger.Single)
+	f.dispatch(key, ledgertest.Accept)
+	f.metrics.Reset()
+	if n := f.digestNew(40); n != 1 || strings.Contains(f.metrics.String(), "ContradictedRecords") {
+		t.Fatalf("%d batches, metrics %s", n, f.metrics.String())
+	}
+	out, errOut, code := f.verify(f.bucket)
+	wantCode(t, code, exitOK, out, errOut)
+	if strings.Contains(out, "PENDING") || !strings.Contains(out, "digests verify") {
+		t.Fatalf("verify after the genuine records:\n%s", out)
+	}
 }
 
 // unlockedCopy copies the digests seqs into a new bucket without Object

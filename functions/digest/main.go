@@ -1,8 +1,8 @@
 // Command digest is the digest Lambda function of the reset-notification
 // ledger: it reads every record of the ledger table's stream and writes
 // signed digests to the digest bucket. See internal/digeststream for what
-// it does, docs/digests.md for the format and docs/configuration.md for its
-// settings.
+// it does (it signs only what the stream confirms), docs/digests.md for the
+// format and docs/configuration.md for its settings.
 package main
 
 import (
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -31,6 +32,8 @@ func main() {
 			Store: s3digest.New(bucket, s.DigestBucket), Signer: kmsdigest.New(kms.NewFromConfig(cfg), s.DigestKeyARN),
 			Clock: time.Now, Retention: s.Policy.Retention,
 		},
+		// The stream is read back before a batch is signed; the table itself is never read.
+		Streams: dynamodbstreams.NewFromConfig(cfg), Table: s.LedgerTable,
 		Log: log, Metrics: &metrics.Emitter{W: os.Stdout}, Clock: time.Now,
 	}
 	lambda.Start(h.Handle)

@@ -2,13 +2,20 @@
 // of the ledger table's stream into signed digests (package digest,
 // docs/digests.md). It reads the stream images itself, knowing only the
 // few attributes a digest needs (the key, each history entry's hash, the
-// TTL), and imports no DynamoDB client: the digest function links no client
-// its role may not call (it reads the stream only through its event source).
+// TTL), and imports no DynamoDB table client: the digest function reads
+// the table only through its stream.
+//
+// It signs only what the stream holds: before a batch is digested, its
+// records are read back from the stream they name (the DynamoDB Streams
+// API, see confirm), and a batch the stream contradicts is never digested.
+// A record made up and handed to the function directly therefore never
+// becomes a signed digest (issue 42).
 package digeststream
 
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -35,8 +42,22 @@ const (
 // so a quiet ledger costs one digest per interval at most. Any failure
 // fails the whole batch: Lambda retries it, in order, and no later record
 // of the shard is digested before it.
+//
+// A batch is digested only once the stream confirms it: the stream its
+// records name (a stream of Table) holds exactly these records,
+// consecutive and in order, field for field. A batch it contradicts is
+// counted in ContradictedRecords, logged, not digested, and failed (a
+// genuine batch is never contradicted; should one be, failing keeps it
+// retried and then alarmed, never dropped). A batch the check cannot read
+// back (throttling, a network error) fails and is retried.
 type Digest struct {
-	Writer  *digest.Writer
+	Writer *digest.Writer
+	// Streams reads the stream back; required.
+	Streams Streams
+	// Table is the ledger table's name: a batch naming another table's
+	// stream is contradicted. "" accepts a stream of any table (what the
+	// role may read is then the only bound).
+	Table   string
 	Log     *slog.Logger
 	Metrics *metrics.Emitter
 	Clock   func() time.Time
@@ -58,6 +79,9 @@ func (h *Digest) Handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) 
 	ok := events.DynamoDBTimeWindowEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	if len(ev.Records) == 0 {
 		return ok, nil
+	}
+	if err := h.confirmed(ctx, log, ev); err != nil {
+		return events.DynamoDBTimeWindowEventResponse{}, err
 	}
 	shard := ev.ShardID
 	if shard == "" {
@@ -82,6 +106,29 @@ func (h *Digest) Handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) 
 	}
 	log.Info("digest written", "seq", d.Seq, "rows", len(d.Rows), "records", len(records), "gaps", len(d.Gaps))
 	return ok, nil
+}
+
+// errNoStreams: the handler was built without a stream reader.
+var errNoStreams = errors.New("digeststream: no stream reader: a batch cannot be confirmed")
+
+// confirmed returns nil if the stream confirms the batch (confirm); else it
+// counts and logs why not and returns the error that fails the batch.
+func (h *Digest) confirmed(ctx context.Context, log *slog.Logger, ev events.DynamoDBTimeWindowEvent) error {
+	err := errNoStreams
+	if h.Streams != nil {
+		err = h.confirm(ctx, ev.ShardID, ev.Records)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrContradicted):
+		_ = h.Metrics.Count(metrics.ContradictedRecords, nil, float64(len(ev.Records)))
+		log.Error("the stream contradicts the batch: nothing is digested", "records", len(ev.Records), "error", err.Error())
+	default:
+		_ = h.Metrics.Count(metrics.DigestFailures, nil, 1)
+		log.Error("the batch could not be confirmed against the stream; it is retried", "records", len(ev.Records), "error", err.Error())
+	}
+	return err
 }
 
 // recordOf decodes a stream record. A record it cannot decode becomes a

@@ -37,7 +37,7 @@ func streamImage(key string, hashes ...string) map[string]events.DynamoDBAttribu
 }
 
 func removeRecord(seq, key string, ttl bool) events.DynamoDBEventRecord {
-	r := events.DynamoDBEventRecord{EventName: "REMOVE", Change: events.DynamoDBStreamRecord{
+	r := events.DynamoDBEventRecord{EventName: "REMOVE", EventSourceArn: testStream, Change: events.DynamoDBStreamRecord{
 		SequenceNumber: seq, Keys: map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(key)},
 		OldImage: streamImage(key, "aa", "bb"),
 	}}
@@ -60,16 +60,17 @@ func TestDigestHandler(t *testing.T) {
 	store := digest.NewMemStore()
 	signer := digest.NewLocalSigner("local:digest")
 	var out bytes.Buffer
-	h := &Digest{
-		Writer: &digest.Writer{Store: store, Signer: signer, Clock: time.Now, Retention: time.Hour},
-		Log:    slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: &metrics.Emitter{W: &out}, Clock: time.Now,
-	}
 	unreadable := removeRecord("300", "k3", false)
 	unreadable.EventName = "MODIFY"
 	unreadable.Change.NewImage = map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute("k3"), "history": events.NewStringAttribute("x")}
 	ev := events.DynamoDBTimeWindowEvent{}
 	ev.ShardID = "shardId-1"
 	ev.Records = []events.DynamoDBEventRecord{removeRecord("100", "k1", true), removeRecord("200", "k2", false), unreadable}
+	h := &Digest{
+		Writer:  &digest.Writer{Store: store, Signer: signer, Clock: time.Now, Retention: time.Hour},
+		Streams: &fakeStreams{arn: testStream, shards: []*fakeShard{{id: "shardId-1", records: ev.Records}}},
+		Log:     slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: &metrics.Emitter{W: &out}, Clock: time.Now,
+	}
 	resp, err := h.Handle(context.Background(), ev)
 	if err != nil || resp.BatchItemFailures == nil {
 		t.Fatalf("Handle: %v, failures %v", err, resp.BatchItemFailures)
