@@ -179,7 +179,7 @@ func (b *badRun) valid(i int) (producer.Notification, ledger.Intent, envelope.En
 }
 
 func (b *badRun) encode(in ledger.Intent, env envelope.Envelope) []byte {
-	binding, err := intent.Binding(in)
+	binding, err := intent.Binding(in, env)
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ func main() {
 		// never make one.
 		Seals:    &kmsseal.KMS{Client: kms.NewFromConfig(fn.Config), KeyARN: fn.Settings.IntentKeyARN},
 		AcceptV1: fn.Settings.AcceptIntentV1,
+		AcceptV2: fn.Settings.AcceptIntentV2,
 	}
 	lambda.Start(h.Handle)
 }

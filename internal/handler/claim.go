@@ -21,11 +21,12 @@ import (
 // dead-lettered) is reported by message id.
 //
 // Before any row exists, an intent's seal must verify: its intent_mac over
-// every field the claim decides on (intent.Binding). An intent whose
-// fields were changed after the producer sealed them (a copy read from the
-// queue or its DLQ and replayed, through the queue or by invoking the
-// function) is refused and dead-lettered with reason intent_mac: a row
-// would let a tampered copy that arrives first block the genuine one.
+// every field the claim decides on and, from version 3, its envelope
+// (intent.Binding). An intent whose fields or sealed content were changed
+// after the producer sealed them (a copy read from the queue or its DLQ
+// and replayed, through the queue or by invoking the function) is refused
+// and dead-lettered with reason intent_mac: a row would let a tampered
+// copy that arrives first block the genuine one.
 type Claim struct {
 	Deps
 	UseCase Claimer
@@ -36,6 +37,10 @@ type Claim struct {
 	// AcceptV1 admits intents of wire version 1, which seal nothing but
 	// their content (ACCEPT_INTENT_V1): only while producers migrate.
 	AcceptV1 bool
+	// AcceptV2 admits intents of wire version 2, whose seal leaves the
+	// envelope out (ACCEPT_INTENT_V2): only while producers migrate. A
+	// version 2 copy with a changed envelope is claimed, then quarantined.
+	AcceptV2 bool
 }
 
 // Handle claims each record of one SQS batch and reports the ones to retry.
@@ -109,8 +114,8 @@ type sealUnavailable struct{ err error }
 func (e *sealUnavailable) Error() string { return "intent seal: " + e.err.Error() }
 func (e *sealUnavailable) Unwrap() error { return e.err }
 
-// checkSeal refuses a version 2 intent whose seal does not verify, and a
-// version 1 intent where the stage does not accept them, each as a
+// checkSeal refuses a sealed intent whose seal does not verify, and a
+// version 1 or 2 intent where the stage does not accept it, each as a
 // *ledger.FieldError (dead-lettered with its field as the reason). It
 // never says which field differs: it cannot know, and the caller must not
 // learn more than "not what was sealed".
@@ -122,13 +127,17 @@ func (h *Claim) checkSeal(ctx context.Context, d intent.Decoded) error {
 		return fmt.Errorf("%w: %w", intent.ErrUnsupportedVersion, &ledger.FieldError{Field: "schema_version",
 			Reason: "version 1 seals nothing but the content and this stage does not accept it (ACCEPT_INTENT_V1)"})
 	}
+	if d.Version == intent.SchemaVersionV2 && !h.AcceptV2 {
+		return fmt.Errorf("%w: %w", intent.ErrUnsupportedVersion, &ledger.FieldError{Field: "schema_version",
+			Reason: "version 2 seals the fields but not the envelope and this stage does not accept it (ACCEPT_INTENT_V2)"})
+	}
 	if h.Seals == nil {
 		return &sealUnavailable{errors.New("no verifier configured")}
 	}
 	err := h.Seals.Verify(ctx, d.Binding, d.Seal)
 	switch {
 	case errors.Is(err, intentseal.ErrMismatch):
-		return &ledger.FieldError{Field: "intent_mac", Reason: "does not seal the intent's fields (changed after sealing, or sealed with another key)"}
+		return &ledger.FieldError{Field: "intent_mac", Reason: "is not the seal of this intent (changed after sealing, or sealed with another key)"}
 	case err != nil:
 		return &sealUnavailable{err}
 	}

@@ -3,6 +3,7 @@ package handler
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
@@ -22,8 +24,9 @@ import (
 // refused before any row exists, counted with reason intent_mac and
 // reported failed (so the queue dead-letters it); the genuine intent,
 // arriving after the tampered copy, is then claimed. A seal made under
-// another key is refused the same way, and a version 1 intent is refused
-// unless the stage accepts it.
+// another key is refused the same way. From version 3 the seal binds the envelope
+// too, so a copy with one bit of its sealed content flipped is refused the
+// same way instead of being claimed (and quarantined at dispatch).
 func TestClaimRefusesAnIntentChangedAfterSealing(t *testing.T) {
 	now := time.Now()
 	_, _, genuine := handlertest.WireIntent(t, handlertest.Sealer(), 1, now)
@@ -52,6 +55,10 @@ func TestClaimRefusesAnIntentChangedAfterSealing(t *testing.T) {
 		})},
 		{"an earlier issued_at", edit(func(m map[string]any) { m["issued_at"] = now.Add(-time.Hour).UTC().Format(time.RFC3339) })},
 		{"another template_version", edit(func(m map[string]any) { m["template_version"] = "4" })},
+		{"one bit of sealed_content.ct flipped", edit(func(m map[string]any) { flipCT(t, m) })},
+		{"another sealed_content.nonce", edit(func(m map[string]any) {
+			m["sealed_content"].(map[string]any)["nonce"] = base64.StdEncoding.EncodeToString(make([]byte, 12))
+		})},
 		{"a seal under another key", edit(func(m map[string]any) {
 			// Re-sealed honestly, but not with the intent key.
 			m["intent_mac"] = strings.Repeat("A", 43)
@@ -115,5 +122,75 @@ func TestClaimTakesVersion1OnlyWhereTheStageAllows(t *testing.T) {
 		case accept && (len(resp.BatchItemFailures) != 0 || err != nil || !row.IssuedAt.Equal(row.CreatedAt)):
 			t.Fatalf("version 1 accepted: %+v, row %+v %v", resp, row, err)
 		}
+	}
+}
+
+// flipCT flips one bit in the middle of the intent document's
+// sealed_content.ct, leaving every other member and intent_mac as they are.
+func flipCT(t *testing.T, m map[string]any) {
+	t.Helper()
+	sc := m["sealed_content"].(map[string]any)
+	ct, err := base64.StdEncoding.DecodeString(sc["ct"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct[len(ct)/2] ^= 0x01
+	sc["ct"] = base64.StdEncoding.EncodeToString(ct)
+}
+
+// TestClaimTakesVersion2OnlyWhereTheStageAllows: a version 2 intent seals
+// its fields but not its envelope; claim refuses it (reason
+// schema_version, no row) unless ACCEPT_INTENT_V2 is set, and then
+// verifies its version 2 seal. A version 3 intent relabelled version 2
+// (to shed the envelope from the binding) fails that seal: the binding
+// names its version, so a stage that accepts version 2 cannot be used to
+// downgrade a version 3 intent.
+func TestClaimTakesVersion2OnlyWhereTheStageAllows(t *testing.T) {
+	now := time.Now()
+	_, _, v3 := handlertest.WireIntent(t, handlertest.Sealer(), 1, now)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(v3), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["schema_version"] = 2
+	relabelled, _ := json.Marshal(m)
+	dec, err := intent.Decode(relabelled)
+	if err != nil || dec.Version != intent.SchemaVersionV2 {
+		t.Fatalf("version 2: %v", err)
+	}
+	seal, err := handlertest.Seals().Sign(context.Background(), dec.Binding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m["intent_mac"] = seal
+	v2, _ := json.Marshal(m)
+	in, _ := ledgertest.Intent(1, ledger.Email, now, time.Hour)
+	for _, tc := range []struct {
+		name   string
+		body   []byte
+		accept bool
+		reason string // "" when claimed
+	}{
+		{"version 2, not accepted", v2, false, "schema_version"},
+		{"version 2, accepted", v2, true, ""},
+		{"version 3 relabelled version 2, not accepted", relabelled, false, "schema_version"},
+		{"version 3 relabelled version 2, accepted", relabelled, true, "intent_mac"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, _ := memService(now)
+			var out bytes.Buffer
+			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals(), AcceptV2: tc.accept}
+			resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-1", string(tc.body))}})
+			_, err := svc.Store.Get(context.Background(), in.Key())
+			if tc.reason == "" {
+				if len(resp.BatchItemFailures) != 0 || err != nil {
+					t.Fatalf("not claimed: %+v, row err %v, metrics %s", resp, err, out.String())
+				}
+				return
+			}
+			if len(resp.BatchItemFailures) != 1 || !errors.Is(err, ledger.ErrNotFound) || !strings.Contains(out.String(), `"Reason":"`+tc.reason+`"`) {
+				t.Fatalf("want refused with %s and no row: %+v, row err %v, metrics %s", tc.reason, resp, err, out.String())
+			}
+		})
 	}
 }

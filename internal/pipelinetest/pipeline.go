@@ -479,7 +479,8 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	p.wired(err)
 	recorder, err := ledger.NewEventRecorder(ports(settings.Events))
 	p.wired(err)
-	p.Claim = &handler.Claim{Deps: deps, UseCase: claimer, AcceptV1: claimSettings.AcceptIntentV1,
+	p.Claim = &handler.Claim{Deps: deps, UseCase: claimer,
+		AcceptV1: claimSettings.AcceptIntentV1, AcceptV2: claimSettings.AcceptIntentV2,
 		Seals: &kmsseal.KMS{Client: kms.NewFromConfig(cfgs[settings.Claim]), KeyARN: claimSettings.IntentKeyARN}}
 	p.Dispatch = &handler.Dispatch{Deps: deps, UseCase: dispatcher}
 	p.Reconcile = &handler.Reconcile{Deps: deps, UseCase: reconciler, Limit: o.SweepLimit}

@@ -202,6 +202,9 @@ type Settings struct {
 	// AcceptIntentV1 lets claim take intents of wire version 1 (nothing
 	// sealed but the content): a migration setting, off by default.
 	AcceptIntentV1 bool
+	// AcceptIntentV2 lets claim take intents of wire version 2 (the seal
+	// leaves the envelope out): a migration setting, off by default.
+	AcceptIntentV2 bool
 }
 
 // UsesWebhook reports whether a channel sends through the webhook: the

@@ -187,6 +187,9 @@ var (
 	AcceptIntentV1 = &Var{Env: "ACCEPT_INTENT_V1", Context: "acceptIntentV1", Default: "false", Roles: []Role{Claim},
 		Doc:   "true also claims intents of wire version 1, which seal nothing but their content: only while producers move to version 2 (docs/adopting.md)",
 		field: at(Flag, func(s *Settings) *bool { return &s.AcceptIntentV1 })}
+	AcceptIntentV2 = &Var{Env: "ACCEPT_INTENT_V2", Context: "acceptIntentV2", Default: "false", Roles: []Role{Claim},
+		Doc:   "true also claims intents of wire version 2, whose seal leaves the envelope out: only while producers move to version 3 (docs/intent-v2.md §1.12)",
+		field: at(Flag, func(s *Settings) *bool { return &s.AcceptIntentV2 })}
 	SupersedeChallenges = &Var{Env: "SUPERSEDE_CHALLENGES", Context: "supersedeChallenges", Default: "true", Roles: []Role{Claim, Dispatch},
 		Doc:   "true suppresses an unsent row when its subject_ref has a newer challenge for the same purpose and channel",
 		field: at(Flag, func(s *Settings) *bool { return &s.Limits.Supersede })}
@@ -250,7 +253,7 @@ var Vars = []*Var{
 	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	SMSAllowedCountries, SMSAllowedNumberKinds, SMSProtectConfigurationID,
 	LimitsTable, SubjectIndex, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,
-	AcceptIntentV1,
+	AcceptIntentV1, AcceptIntentV2,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup, WebhookSecretARN,
 	OpenIndexShards, SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,

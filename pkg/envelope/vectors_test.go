@@ -77,6 +77,8 @@ type intentVector struct {
 	GenerateDataKey        generateDataKey      `json:"generate_data_key"`
 	NonceHex               string               `json:"nonce_hex"`
 	SealedContent          sealedContent        `json:"sealed_content"`
+	EnvelopePreimage       string               `json:"envelope_preimage,omitempty"`
+	Envelope               string               `json:"envelope,omitempty"`
 	Binding                string               `json:"binding"`
 	GenerateMac            generateMac          `json:"generate_mac"`
 	IntentMAC              string               `json:"intent_mac"`
@@ -216,9 +218,16 @@ func generateIntentVector(t *testing.T, name string, n vectors.Notification) int
 	if err := json.Unmarshal(raw, &v.SealedContent); err != nil {
 		t.Fatal(err)
 	}
-	// The binding, written here independently of intent.Binding, and
-	// the MAC the vector's GenerateMac returned for it.
-	v.Binding = bindingLayout(p, key)
+	// The envelope's digest, written here independently of
+	// Envelope.DigestPreimage, and the binding, independently of
+	// intent.Binding, and the MAC the vector's GenerateMac returned for it.
+	v.EnvelopePreimage = envelopeLayout(v.SealedContent)
+	sum := sha256.Sum256([]byte(v.EnvelopePreimage))
+	v.Envelope = hex.EncodeToString(sum[:])
+	if string(env.DigestPreimage()) != v.EnvelopePreimage || env.Digest() != v.Envelope {
+		t.Fatalf("%s: the envelope digest is not the documented layout:\n%s", name, env.DigestPreimage())
+	}
+	v.Binding = bindingLayout(p, key, v.Envelope)
 	mac := sha256.Sum256([]byte("resetledger test vector intent mac: " + name))
 	v.GenerateMac = generateMac{KeyID: vectorIntentKeyID, MacAlgorithm: "HMAC_SHA_256", Mac: base64.StdEncoding.EncodeToString(mac[:])}
 	v.IntentMAC = base64.RawURLEncoding.EncodeToString(mac[:])
@@ -234,25 +243,38 @@ func generateIntentVector(t *testing.T, name string, n vectors.Notification) int
 	return v
 }
 
-// bindingLayout writes the binding of docs/intent-v2.md independently of
-// intent.Binding: the domain line, then one line per bound field,
-// "<name>:<byte length>:<value>", times as RFC 3339 in UTC with the
-// fraction's trailing zeros dropped (Go's RFC3339Nano), the fallback order
-// joined by commas.
-func bindingLayout(p producer.Notification, dedupeKey string) string {
+// envelopeLayout writes the envelope digest's preimage of docs/intent-v2.md
+// §1.6 independently of Envelope.DigestPreimage: the domain line, then one
+// line per envelope member in wire order, "<name>:<byte length>:<value>",
+// each value as the JSON carries it (v in decimal, base64 as written).
+func envelopeLayout(e sealedContent) string {
+	b := "resetledger-intent-envelope/v1\n"
+	for _, f := range [][2]string{{"v", strconv.Itoa(e.V)}, {"alg", e.Alg}, {"kms_key_id", e.KMSKeyID},
+		{"edk", e.EDK}, {"nonce", e.Nonce}, {"ct", e.CT}} {
+		b += f[0] + ":" + strconv.Itoa(len(f[1])) + ":" + f[1] + "\n"
+	}
+	return b
+}
+
+// bindingLayout writes the version 3 binding of docs/intent-v2.md
+// independently of intent.Binding: the domain line, then one line per
+// bound field, "<name>:<byte length>:<value>", times as RFC 3339 in UTC
+// with the fraction's trailing zeros dropped (Go's RFC3339Nano), the
+// fallback order joined by commas, and last the envelope's digest.
+func bindingLayout(p producer.Notification, dedupeKey, envelopeDigest string) string {
 	order := make([]string, len(p.Workflow.Order))
 	for i, c := range p.Workflow.Order {
 		order[i] = string(c)
 	}
 	fields := [][2]string{
-		{"schema_version", "2"}, {"purpose", "password-reset"}, {"challenge_id", p.ChallengeID},
+		{"schema_version", "3"}, {"purpose", "password-reset"}, {"challenge_id", p.ChallengeID},
 		{"channel", string(p.Channel)}, {"dedupe_key", dedupeKey}, {"workflow.kind", string(p.Workflow.Kind)},
 		{"workflow.order", strings.Join(order, ",")}, {"destination_ref", p.DestinationRef}, {"subject_ref", p.SubjectRef},
 		{"issued_at", p.IssuedAt.UTC().Format(time.RFC3339Nano)}, {"expires_at", p.ExpiresAt.UTC().Format(time.RFC3339Nano)},
 		{"template_id", p.TemplateID}, {"template_version", p.TemplateVersion}, {"policy_version", p.PolicyVersion},
-		{"content_hash", ledger.ContentHash(p.TemplateID, p.TemplateVersion, p.Message)},
+		{"content_hash", ledger.ContentHash(p.TemplateID, p.TemplateVersion, p.Message)}, {"envelope", envelopeDigest},
 	}
-	b := "resetledger-intent-binding/v2\n"
+	b := "resetledger-intent-binding/v3\n"
 	for _, f := range fields {
 		b += f[0] + ":" + strconv.Itoa(len(f[1])) + ":" + f[1] + "\n"
 	}
@@ -325,7 +347,7 @@ func TestVectorsIntents(t *testing.T) {
 	generated := intentsDoc{
 		Description: "Notifications and what a producer computes from each: dedupe key, content hash (with its preimage), " +
 			"the sealed plaintext, the GCM AAD and KMS encryption context, the envelope sealed with the data key and nonce given " +
-			"here (normally from GenerateDataKey and random), the binding the intent key seals and the MAC given here (normally from " +
+			"here (normally from GenerateDataKey and random), the envelope digest (with its preimage), the binding the intent key seals (version 3: the fields and the envelope digest) and the MAC given here (normally from " +
 			"GenerateMac), and the intent body on the wire. See docs/intent-v2.md.",
 	}
 	for _, in := range intentInputs() {
@@ -354,6 +376,8 @@ func checkIntentVector(t *testing.T, v intentVector) {
 		{"deflate_hex", got.DeflateHex, v.DeflateHex},
 		{"aad_hex", got.AADHex, v.AADHex},
 		{"nonce_hex", got.NonceHex, v.NonceHex},
+		{"envelope_preimage", got.EnvelopePreimage, v.EnvelopePreimage},
+		{"envelope", got.Envelope, v.Envelope},
 		{"binding", got.Binding, v.Binding},
 		{"intent_mac", got.IntentMAC, v.IntentMAC},
 		{"body", got.Body, v.Body},
@@ -396,7 +420,7 @@ func checkIntentVector(t *testing.T, v intentVector) {
 		t.Fatalf("intent.Decode(body): %v", err)
 	}
 	if dec.Version != intent.SchemaVersion || string(dec.Binding) != v.Binding || dec.Seal != v.IntentMAC {
-		t.Errorf("decoded body: version %d, binding %q, seal %q; want 2, the vector's binding and intent_mac", dec.Version, dec.Binding, dec.Seal)
+		t.Errorf("decoded body: version %d, binding %q, seal %q; want 3, the vector's binding and intent_mac", dec.Version, dec.Binding, dec.Seal)
 	}
 	// Sealed is the envelope in the content table's stored form: the
 	// vector's sealed_content, field for field.
@@ -416,6 +440,33 @@ func checkIntentVector(t *testing.T, v intentVector) {
 	}
 	if ledger.ContentHash(in.TemplateID, in.TemplateVersion, m) != v.ContentHash {
 		t.Errorf("opened message does not match the content hash")
+	}
+}
+
+// TestVectorsV2StillDecode: the version 2 vectors (testdata/vectors/v2,
+// frozen as version 2 producers wrote them) decode as version 2, with the
+// version 2 binding (no envelope line) for the stages that accept them
+// while producers migrate, and their envelopes still open.
+func TestVectorsV2StillDecode(t *testing.T) {
+	var doc intentsDoc
+	vectors.Load(t, "v2/"+intentsFile, &doc)
+	if len(doc.Vectors) == 0 {
+		t.Fatal("no version 2 vectors")
+	}
+	for _, v := range doc.Vectors {
+		dec, err := intent.Decode([]byte(v.Body))
+		if err != nil {
+			t.Fatalf("%s: %v", v.Name, err)
+		}
+		if dec.Version != intent.SchemaVersionV2 || string(dec.Binding) != v.Binding || dec.Seal != v.IntentMAC || dec.Intent.Key() != v.DedupeKey {
+			t.Errorf("%s: decoded version %d, binding %q", v.Name, dec.Version, dec.Binding)
+		}
+		if !strings.HasPrefix(v.Binding, "resetledger-intent-binding/v2\n") || strings.Contains(v.Binding, "\nenvelope:") || v.Envelope != "" {
+			t.Errorf("%s: not a version 2 vector", v.Name)
+		}
+		if _, err := (&envelope.Opener{KMS: vectorKMS{v: v, key: v.DedupeKey}, KeyARN: v.GenerateDataKey.KeyID}).Open(context.Background(), v.DedupeKey, dec.Sealed); err != nil {
+			t.Errorf("%s: Open: %v", v.Name, err)
+		}
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package intent is the wire format of a notification intent: the SQS
 // message body the account service publishes and the claim function reads.
-// schema/intent-v2.schema.json describes the same document (and
-// schema/intent-v1.schema.json the version before it).
+// schema/intent-v3.schema.json describes the same document (and
+// schema/intent-v2.schema.json and schema/intent-v1.schema.json the
+// versions before it).
 //
 // Decode is strict. It accepts one JSON object of at most MaxBodySize bytes
 // with exactly the known fields of its schema_version (exact spelling, no
@@ -14,9 +15,12 @@
 //
 // Version 2 adds issued_at (when the account service issued the
 // challenge) and intent_mac: the producer's seal (package intentseal) over
-// Binding, every field the claim decides on. Decode does not check the
-// seal (it needs the key); it returns the binding for the caller to
-// verify before anything is written.
+// Binding, every field the claim decides on. Version 3 has the same members
+// and binds the envelope too (its Digest), so that a copy whose
+// sealed_content was changed fails the seal before any row exists, rather
+// than being claimed and then quarantined, blocking the genuine intent.
+// Decode does not check the seal (it needs the key); it returns the binding
+// for the caller to verify before anything is written.
 package intent
 
 import (
@@ -25,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,8 +38,16 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// SchemaVersion is the version Encode writes: 2, sealed.
-const SchemaVersion = 2
+// SchemaVersion is the version Encode writes: 3, its seal over the
+// fields and the envelope.
+const SchemaVersion = 3
+
+// SchemaVersionV2 is the version before it: the same members, its seal
+// over the fields but not the envelope, so a copy with a changed envelope
+// is claimed (and then quarantined at dispatch), blocking the genuine
+// intent. Decode reads it; the claim function accepts it only where the
+// stage allows (ACCEPT_INTENT_V2), during a migration.
+const SchemaVersionV2 = 2
 
 // SchemaVersionV1 is the version before it: no issued_at and nothing
 // sealed but the content. Decode reads it; the claim function accepts it
@@ -95,8 +108,8 @@ var rootShape = func() shape {
 	return sh
 }()
 
-// RequiredFields returns the top-level fields every version 2 intent must
-// carry, in wire order.
+// RequiredFields returns the top-level fields every version 3 (and
+// version 2) intent must carry, in wire order.
 func RequiredFields() []string {
 	return []string{"schema_version", "purpose", "challenge_id", "channel", "workflow",
 		"destination_ref", "issued_at", "expires_at", "template_id", "template_version",
@@ -123,16 +136,17 @@ type Decoded struct {
 	// (wireform.Envelope.MarshalStored), ready for a ledger.ContentStore and
 	// an envelope.Opener; about three quarters of the JSON form's size.
 	Sealed []byte
-	// Version is the intent's schema_version: SchemaVersion or
-	// SchemaVersionV1.
+	// Version is the intent's schema_version: SchemaVersion,
+	// SchemaVersionV2 or SchemaVersionV1.
 	Version int
-	// Binding is what intent_mac must seal (see Binding); Seal is
-	// intent_mac. Both are empty for version 1, which seals nothing.
+	// Binding is what intent_mac must seal (see Binding; for version 2,
+	// the version 2 layout, without the envelope); Seal is intent_mac.
+	// Both are empty for version 1, which seals nothing.
 	Binding []byte
 	Seal    string
 }
 
-// Decode parses and validates an intent of either version. It does not
+// Decode parses and validates an intent of any of the three versions. It does not
 // verify the seal: the caller verifies Decoded.Seal over Decoded.Binding
 // (intentseal.Verifier) before acting on the intent.
 func Decode(body []byte) (Decoded, error) {
@@ -149,7 +163,7 @@ func Decode(body []byte) (Decoded, error) {
 		return Decoded{}, err
 	}
 	var issued time.Time
-	if version == SchemaVersion {
+	if version != SchemaVersionV1 {
 		if issued, err = parseTime("issued_at", w.IssuedAt); err != nil {
 			return Decoded{}, err
 		}
@@ -162,7 +176,7 @@ func Decode(body []byte) (Decoded, error) {
 	if err != nil {
 		return Decoded{}, prefix("sealed_content", err)
 	}
-	if version == SchemaVersion {
+	if version != SchemaVersionV1 {
 		if err := field(raw, "intent_mac", &w.IntentMAC, "want a string"); err != nil {
 			return Decoded{}, err
 		}
@@ -179,9 +193,9 @@ func Decode(body []byte) (Decoded, error) {
 		return Decoded{}, fmt.Errorf("intent: store sealed content: %w", err)
 	}
 	d := Decoded{Intent: in, Sealed: sealed, Version: version}
-	if version == SchemaVersion {
+	if version != SchemaVersionV1 {
 		w.SchemaVersion = version
-		d.Binding, d.Seal = w.binding(in.Key()), w.IntentMAC
+		d.Binding, d.Seal = w.binding(in.Key(), env), w.IntentMAC
 	}
 	return d, nil
 }
@@ -195,45 +209,60 @@ func parseTime(name, v string) (time.Time, error) {
 	return t, nil
 }
 
-// BindingDomain opens every binding: it separates intent seals from any
-// other use of the key, and names the layout's version.
-const BindingDomain = "resetledger-intent-binding/v2"
+// BindingDomain opens every version 3 binding: it separates intent seals
+// from any other use of the key, and names the layout's version.
+const BindingDomain = "resetledger-intent-binding/v3"
 
-// bindingFields names the bound fields in binding order.
-var bindingFields = []string{"schema_version", "purpose", "challenge_id", "channel", "dedupe_key",
+// BindingDomainV2 opens a version 2 binding, which binds no envelope.
+const BindingDomainV2 = "resetledger-intent-binding/v2"
+
+// bindingFieldsV2 names the fields a version 2 binding binds, in order;
+// version 3 binds them and then envelope, the envelope's Digest.
+var bindingFieldsV2 = []string{"schema_version", "purpose", "challenge_id", "channel", "dedupe_key",
 	"workflow.kind", "workflow.order", "destination_ref", "subject_ref", "issued_at", "expires_at",
 	"template_id", "template_version", "policy_version", "content_hash"}
 
-// BindingFields returns the names of the fields a binding binds, in order.
-func BindingFields() []string { return append([]string(nil), bindingFields...) }
+// BindingFields returns the names of the fields a version 3 binding
+// binds, in order: the version 2 fields, then envelope.
+func BindingFields() []string { return append(slices.Clone(bindingFieldsV2), "envelope") }
 
-// binding is the byte string intent_mac seals: BindingDomain and a line
-// feed, then for each bound field "<name>:<length>:<value>\n", the length
-// in bytes in decimal, the value as it is on the wire (timestamps
-// included, exactly as written; workflow.order its channels joined by
-// commas; subject_ref and workflow.order empty when absent; dedupe_key the
-// key the intent's identity gives). The lengths make it unambiguous
-// whatever a value holds.
-func (w wire) binding(dedupeKey string) []byte {
+// binding is the byte string intent_mac seals: the version's domain line
+// (BindingDomain, or BindingDomainV2 for version 2) and a line feed, then
+// for each bound field "<name>:<length>:<value>\n", the length in bytes in
+// decimal, the value as it is on the wire (timestamps included, exactly as
+// written; workflow.order its channels joined by commas; subject_ref and
+// workflow.order empty when absent; dedupe_key the key the intent's
+// identity gives) and, for version 3, last, envelope: the envelope's
+// Digest. The lengths make it unambiguous whatever a value holds.
+func (w wire) binding(dedupeKey string, env wireform.Envelope) []byte {
 	values := []string{strconv.Itoa(w.SchemaVersion), w.Purpose, w.ChallengeID, w.Channel, dedupeKey,
 		w.Workflow.Kind, strings.Join(w.Workflow.Order, ","), w.DestinationRef, w.SubjectRef, w.IssuedAt, w.ExpiresAt,
 		w.TemplateID, w.TemplateVersion, w.PolicyVersion, w.ContentHash}
+	names, domain := bindingFieldsV2, BindingDomainV2
+	if w.SchemaVersion != SchemaVersionV2 {
+		names, domain = BindingFields(), BindingDomain
+		values = append(values, env.Digest())
+	}
 	var b bytes.Buffer
-	b.WriteString(BindingDomain + "\n")
-	for i, name := range bindingFields {
+	b.WriteString(domain + "\n")
+	for i, name := range names {
 		fmt.Fprintf(&b, "%s:%d:%s\n", name, len(values[i]), values[i])
 	}
 	return b.Bytes()
 }
 
-// Binding returns what intent_mac must seal for in, as Encode will write
-// it: the producer seals this (intentseal.Signer) and passes the seal to
-// Encode. It validates in first.
-func Binding(in ledger.Intent) ([]byte, error) {
-	if err := validateV2(in); err != nil {
+// Binding returns what intent_mac must seal for in with its sealed
+// content sealed, as Encode will write it: the producer seals the content
+// first, then this (intentseal.Signer), and passes both to Encode. It
+// validates in and sealed first.
+func Binding(in ledger.Intent, sealed wireform.Envelope) ([]byte, error) {
+	if err := Check(in); err != nil {
 		return nil, err
 	}
-	return toWire(in).binding(in.Key()), nil
+	if err := sealed.Validate(); err != nil {
+		return nil, prefix("sealed_content", err)
+	}
+	return toWire(in).binding(in.Key(), sealed), nil
 }
 
 // decodeObject checks the body's size and structure (see checkStructure)
@@ -264,13 +293,15 @@ func decodeObject(body []byte) (map[string]json.RawMessage, int, error) {
 		return nil, 0, err
 	}
 	switch version.String() {
-	case "2":
+	case "3":
 		return raw, SchemaVersion, nil
+	case "2":
+		return raw, SchemaVersionV2, nil
 	case "1":
 		return raw, SchemaVersionV1, nil
 	}
 	return nil, 0, fmt.Errorf("%w: %w", ErrUnsupportedVersion,
-		bad("schema_version", "unsupported version (want 2, or 1 where the stage accepts it)"))
+		bad("schema_version", "unsupported version (want 3, or 2 or 1 where the stage accepts it)"))
 }
 
 // decodeFields decodes the string fields and the workflow, in wire order,
@@ -290,7 +321,7 @@ func decodeFields(raw map[string]json.RawMessage, version int) (wire, error) {
 	if err := decodeSubjectRef(raw, &w.SubjectRef); err != nil {
 		return w, err
 	}
-	if version == SchemaVersion {
+	if version != SchemaVersionV1 {
 		if err := decodeStrings(raw, stringField{"issued_at", &w.IssuedAt}); err != nil {
 			return w, err
 		}
@@ -358,12 +389,12 @@ func (w wire) intent(issued, expires time.Time) ledger.Intent {
 	return in
 }
 
-// Encode returns the version 2 wire form of in with its sealed content
-// and seal (the intentseal seal of Binding(in)). It validates all three
+// Encode returns the version 3 wire form of in with its sealed content
+// and seal (the intentseal seal of Binding(in, sealed)). It validates all three
 // first, so whatever Encode returns, Decode accepts; it cannot check that
 // the seal is Binding(in)'s: only the key can.
 func Encode(in ledger.Intent, sealed wireform.Envelope, seal string) ([]byte, error) {
-	if err := validateV2(in); err != nil {
+	if err := Check(in); err != nil {
 		return nil, err
 	}
 	if err := sealed.Validate(); err != nil {
@@ -422,9 +453,10 @@ func validate(in ledger.Intent) error {
 	return in.Validate()
 }
 
-// validateV2 is validate for an intent version 2 writes: issued_at is
-// required.
-func validateV2(in ledger.Intent) error {
+// Check validates in as Encode and Binding will: ledger.Intent.Validate,
+// times RFC 3339 can carry, and an issued_at (required since version 2).
+// A producer calls it before any AWS call.
+func Check(in ledger.Intent) error {
 	if err := validate(in); err != nil {
 		return err
 	}

@@ -221,7 +221,7 @@ func badCases() []badCase {
 			sub(m, "workflow")["order"] = v
 		}), field: "workflow.order"},
 
-		{name: "unknown schema_version", body: mutate(func(m map[string]any) { m["schema_version"] = 3 }), field: "schema_version", version: true},
+		{name: "unknown schema_version", body: mutate(func(m map[string]any) { m["schema_version"] = 4 }), field: "schema_version", version: true},
 		{name: "schema_version zero", body: mutate(func(m map[string]any) { m["schema_version"] = 0 }), field: "schema_version", version: true},
 		{name: "schema_version as string", body: mutate(func(m map[string]any) { m["schema_version"] = "1" }), field: "schema_version"},
 		{name: "schema_version fractional", body: mutate(func(m map[string]any) { m["schema_version"] = 1.5 }), field: "schema_version", version: true},
@@ -385,7 +385,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accepted sealed content does not parse: %v", err)
 		}
 		if dec.Version != intent.SchemaVersion {
-			return // Encode writes version 2 only
+			return // Encode writes version 3 only
 		}
 		again, err := intent.Encode(in, env, dec.Seal)
 		if err != nil {
@@ -403,4 +403,68 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed the sealed content:\n%s\n%s", sealed, sealed2)
 		}
 	})
+}
+
+// TestBindingCoversTheEnvelope: the version 3 binding ends with the
+// envelope's digest, so a copy whose sealed_content differs in any member
+// (one bit of ct, edk or the nonce, another key id, the other envelope
+// version) decodes to another binding, which the seal does not verify;
+// the same body relabelled version 2 decodes to the version 2 binding,
+// which binds no envelope.
+func TestBindingCoversTheEnvelope(t *testing.T) {
+	in := testIntent(t)
+	genuine, err := intent.Binding(in, testEnvelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := intent.Encode(in, testEnvelope, testSeal)
+	dec, err := intent.Decode(body)
+	if err != nil || !bytes.Equal(dec.Binding, genuine) || dec.Version != intent.SchemaVersion {
+		t.Fatalf("Decode: version %d, binding %q (%v), want Binding's", dec.Version, dec.Binding, err)
+	}
+	wantTail := "\nenvelope:64:" + testEnvelope.Digest() + "\n"
+	if !bytes.HasPrefix(genuine, []byte(intent.BindingDomain+"\nschema_version:1:3\n")) || !bytes.HasSuffix(genuine, []byte(wantTail)) {
+		t.Fatalf("binding does not open with the version 3 domain or end with the envelope digest:\n%s", genuine)
+	}
+	flip := func(b []byte) []byte { c := bytes.Clone(b); c[len(c)/2] ^= 0x01; return c }
+	for name, edit := range map[string]func(e *envelope.Envelope){
+		"one bit of ct":      func(e *envelope.Envelope) { e.CT = flip(e.CT) },
+		"one bit of edk":     func(e *envelope.Envelope) { e.EDK = flip(e.EDK) },
+		"one bit of nonce":   func(e *envelope.Envelope) { e.Nonce = flip(e.Nonce) },
+		"another key id":     func(e *envelope.Envelope) { e.KMSKeyID += "0" },
+		"envelope version 1": func(e *envelope.Envelope) { e.V = envelope.VersionUncompressed },
+		"ct one byte longer": func(e *envelope.Envelope) { e.CT = append(bytes.Clone(e.CT), 0) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := testEnvelope
+			edit(&env)
+			// The copy keeps the genuine fields and intent_mac; only its
+			// sealed_content differs.
+			doc := validDoc(t)
+			raw, _ := env.Marshal()
+			var sc map[string]any
+			_ = json.Unmarshal(raw, &sc)
+			doc["sealed_content"] = sc
+			dec, err := intent.Decode(marshal(t, doc))
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if bytes.Equal(dec.Binding, genuine) || dec.Seal != testSeal {
+				t.Fatalf("a copy with %s decodes to the genuine binding", name)
+			}
+			if b, _ := intent.Binding(in, env); !bytes.Equal(b, dec.Binding) {
+				t.Fatalf("Decode's binding is not Binding's for the changed envelope")
+			}
+		})
+	}
+	doc := validDoc(t)
+	doc["schema_version"] = 2
+	dec, err = intent.Decode(marshal(t, doc))
+	if err != nil || dec.Version != intent.SchemaVersionV2 {
+		t.Fatalf("version 2: %d %v", dec.Version, err)
+	}
+	if !bytes.HasPrefix(dec.Binding, []byte(intent.BindingDomainV2+"\nschema_version:1:2\n")) || bytes.Contains(dec.Binding, []byte("\nenvelope:")) ||
+		!bytes.HasSuffix(dec.Binding, []byte("\ncontent_hash:64:"+in.ContentHash+"\n")) {
+		t.Fatalf("version 2 binding:\n%s", dec.Binding)
+	}
 }

@@ -10,12 +10,15 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/resetledger/resetledger/internal/vectors"
 	"github.com/resetledger/resetledger/pkg/intent"
 )
 
-const schemaPath = "../../schema/intent-v2.schema.json"
+const schemaPath = "../../schema/intent-v3.schema.json"
 
-func compileSchema(t *testing.T) *jsonschema.Schema {
+func compileSchema(t *testing.T) *jsonschema.Schema { return compileSchemaAt(t, schemaPath) }
+
+func compileSchemaAt(t *testing.T, schemaPath string) *jsonschema.Schema {
 	t.Helper()
 	abs, err := filepath.Abs(schemaPath)
 	if err != nil {
@@ -107,5 +110,37 @@ func TestSchemaAgreesWithDecode(t *testing.T) {
 				t.Errorf("schema accepts a document Decode rejects (field %s)", tc.field)
 			}
 		})
+	}
+}
+
+// TestSchemasAcceptTheirVectors: every body of testdata/vectors/intents.json
+// (version 3) is valid under intent-v3.schema.json and none under
+// intent-v2.schema.json, and every body of the frozen testdata/vectors/v2
+// under intent-v2.schema.json and none under version 3's: each schema
+// names the vectors of its own version.
+func TestSchemasAcceptTheirVectors(t *testing.T) {
+	v2, v3 := compileSchemaAt(t, "../../schema/intent-v2.schema.json"), compileSchema(t)
+	for _, tc := range []struct {
+		file       string
+		own, other *jsonschema.Schema
+	}{{"intents.json", v3, v2}, {"v2/intents.json", v2, v3}} {
+		var doc struct {
+			Vectors []struct {
+				Name string `json:"name"`
+				Body string `json:"body"`
+			} `json:"vectors"`
+		}
+		vectors.Load(t, tc.file, &doc)
+		if len(doc.Vectors) == 0 {
+			t.Fatalf("%s: no vectors", tc.file)
+		}
+		for _, v := range doc.Vectors {
+			if ok, err := schemaAccepts(t, tc.own, []byte(v.Body)); !ok {
+				t.Errorf("%s %s: its schema rejects it: %v", tc.file, v.Name, err)
+			}
+			if ok, _ := schemaAccepts(t, tc.other, []byte(v.Body)); ok {
+				t.Errorf("%s %s: the other version's schema accepts it", tc.file, v.Name)
+			}
+		}
 	}
 }

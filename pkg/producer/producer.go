@@ -1,8 +1,8 @@
 // Package producer is what the account service imports to publish a
 // password-reset notification intent: it seals the rendered message with
 // KMS, computes its content hash, validates the intent exactly as the claim
-// function will, seals the intent's fields (intent_mac, under the stack's
-// intent key) and sends it to the intents queue.
+// function will, seals the intent's fields and its envelope (intent_mac,
+// under the stack's intent key) and sends it to the intents queue.
 //
 // The producer never puts the address, the body or the reset link anywhere
 // but inside the sealed envelope, and its errors never contain them.
@@ -124,12 +124,17 @@ func (p *Producer) Publish(ctx context.Context, n Notification) (string, error) 
 	if in.IssuedAt.IsZero() {
 		in.IssuedAt = t
 	}
-	binding, err := intent.Binding(in)
-	if err != nil {
+	if err := intent.Check(in); err != nil {
 		return "", err
 	}
 
 	sealed, err := p.Sealer.Seal(ctx, in.Key(), n.Message)
+	if err != nil {
+		return "", fmt.Errorf("publish %s/%s: %w", in.ChallengeID, in.Channel, err)
+	}
+	// The seal binds the envelope too (its digest): the content is sealed
+	// first.
+	binding, err := intent.Binding(in, sealed)
 	if err != nil {
 		return "", fmt.Errorf("publish %s/%s: %w", in.ChallengeID, in.Channel, err)
 	}

@@ -86,7 +86,7 @@ func WireIntent(tb testing.TB, sealer *envelope.Sealer, i int, now time.Time) (l
 // SealedBody is the wire form of in with its sealed content env, sealed
 // by Seals as a producer seals it.
 func SealedBody(in ledger.Intent, env envelope.Envelope) ([]byte, error) {
-	b, err := intent.Binding(in)
+	b, err := intent.Binding(in, env)
 	if err != nil {
 		return nil, err
 	}

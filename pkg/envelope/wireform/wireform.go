@@ -10,10 +10,13 @@ package wireform
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 
 	"github.com/resetledger/resetledger/pkg/charclass"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -194,3 +197,35 @@ func decodeOne(b []byte, dst any) error {
 }
 
 func bad(field, reason string) error { return &ledger.FieldError{Field: field, Reason: reason} }
+
+// DigestDomain opens an envelope's digest preimage: it separates the
+// envelope digest from any other hash and names the layout's version.
+const DigestDomain = "resetledger-intent-envelope/v1"
+
+// DigestPreimage is the canonical encoding of e that Digest hashes: the
+// line DigestDomain, then one line per field in wire order,
+// "<name>:<length>:<value>\n", each value as the wire carries it (v in
+// decimal, kms_key_id and alg as they are, edk, nonce and ct in standard
+// padded base64) and its length in bytes in decimal. Parse admits exactly
+// one text per value (strict base64, no line breaks), so two envelopes with
+// the same preimage are the same envelope, whatever JSON escapes or member
+// order their wire forms used.
+func (e Envelope) DigestPreimage() []byte {
+	values := []string{strconv.Itoa(e.V), e.Alg, e.KMSKeyID,
+		base64.StdEncoding.EncodeToString(e.EDK), base64.StdEncoding.EncodeToString(e.Nonce),
+		base64.StdEncoding.EncodeToString(e.CT)}
+	var b bytes.Buffer
+	b.WriteString(DigestDomain + "\n")
+	for i, name := range fields {
+		b.WriteString(name + ":" + strconv.Itoa(len(values[i])) + ":" + values[i] + "\n")
+	}
+	return b.Bytes()
+}
+
+// Digest is the lowercase hex SHA-256 of DigestPreimage: what a version 3
+// intent's seal binds as its envelope field, so that an envelope changed
+// after sealing (one bit of ct) fails the seal like any other field.
+func (e Envelope) Digest() string {
+	sum := sha256.Sum256(e.DigestPreimage())
+	return hex.EncodeToString(sum[:])
+}
