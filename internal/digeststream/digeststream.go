@@ -93,6 +93,10 @@ func (h *Digest) Handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) 
 	}
 	b := digest.Collect(records, h.Clock())
 	d, err := h.Writer.Write(ctx, b)
+	if errors.Is(err, digest.ErrDigested) {
+		log.Info("the batch is digested already: nothing written", "records", len(records), "detail", err.Error())
+		return ok, nil
+	}
 	if err != nil {
 		_ = h.Metrics.Count(metrics.DigestFailures, nil, 1)
 		log.Error("digest not written; the batch is retried", "records", len(records), "error", err.Error())

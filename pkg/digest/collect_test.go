@@ -2,6 +2,7 @@ package digest_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -142,5 +143,39 @@ func TestLatest(t *testing.T) {
 				t.Fatalf("Latest with %d stored, hint %d = %d", n, hint, got)
 			}
 		}
+	}
+}
+
+// TestWriterDigestsABatchOnce: a batch whose stream ranges the newest
+// digest covers already (the event source retrying an invocation that
+// stored its digest, or the same records handed again) is not digested
+// again, whether the writer wrote the newest digest itself or another
+// writer (a cold start) finds it in the store; the next batch is. A
+// second digest of the same records would read as records lost.
+func TestWriterDigestsABatchOnce(t *testing.T) {
+	ctx := context.Background()
+	store := digest.NewMemStore()
+	signer := digest.NewLocalSigner("local:digest")
+	recs := []digest.Record{
+		{Shard: "s1", Seq: "100", Event: digest.Insert, Key: "k", New: &digest.Image{Hashes: []string{"a"}}},
+		{Shard: "s1", Seq: "200", Event: digest.Modify, Key: "k", Old: &digest.Image{Hashes: []string{"a"}}, New: &digest.Image{Hashes: []string{"a", "b"}}},
+		{Shard: "s1", Seq: "300", Event: digest.Modify, Key: "k", Old: &digest.Image{Hashes: []string{"a", "b"}}, New: &digest.Image{Hashes: []string{"a", "b", "c"}}},
+	}
+	first, next := digest.Collect(recs[:2], time.Now()), digest.Collect(recs[2:], time.Now())
+	w := &digest.Writer{Store: store, Signer: signer, Clock: time.Now, Retention: time.Hour}
+	if _, err := w.Write(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	for _, wr := range []*digest.Writer{w, {Store: store, Signer: signer, Clock: time.Now, Retention: time.Hour}} {
+		if _, err := wr.Write(ctx, first); !errors.Is(err, digest.ErrDigested) || store.Puts != 1 {
+			t.Fatalf("the same batch again: %v, %d digests", err, store.Puts)
+		}
+	}
+	if _, err := w.Write(ctx, next); err != nil || store.Puts != 2 {
+		t.Fatalf("the next batch: %v, %d digests", err, store.Puts)
+	}
+	c, err := digest.Load(ctx, store, signer.Verifier())
+	if err != nil || len(c.Findings) != 0 {
+		t.Fatalf("findings %v: %v", c.Findings, err)
 	}
 }

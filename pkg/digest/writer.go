@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -31,9 +32,18 @@ type Writer struct {
 	latest uint64 // a number known taken: a hint for Latest
 	// mine is the body hash of digest latest when this writer wrote it
 	// ("" otherwise): its own digest need not be read back, and a version
-	// written over it later cannot mislead it.
-	mine string
+	// written over it later cannot mislead it. minePositions are its
+	// positions.
+	mine          string
+	minePositions []Position
 }
+
+// ErrDigested: the newest digest covers exactly the batch's stream ranges,
+// so the batch is digested already (an invocation that stored its digest
+// and failed after it, retried by the event source; or the same records
+// handed again). Write writes nothing for it: a second digest of the same
+// records would read as records lost between the two.
+var ErrDigested = errors.New("digest: the batch is digested already")
 
 // Write signs and stores one digest for b, chained to the newest stored
 // digest, and returns it.
@@ -48,19 +58,26 @@ func (w *Writer) Write(ctx context.Context, b Batch) (Digest, error) {
 			return Digest{}, fmt.Errorf("digest: find the newest: %w", err)
 		}
 		prev := ""
+		var newest []Position
 		switch {
 		case seq > 0 && seq == w.latest && w.mine != "":
-			prev = w.mine
+			prev, newest = w.mine, w.minePositions
 		case seq > 0:
 			raw, err := w.Store.Get(ctx, seq)
 			if err != nil {
 				return Digest{}, fmt.Errorf("digest %d: read: %w", seq, err)
 			}
-			o, _, err := Parse(raw)
+			o, last, err := Parse(raw)
 			if err != nil {
 				return Digest{}, fmt.Errorf("digest %d: %w", seq, err)
 			}
-			prev = Hash([]byte(o.Body))
+			prev, newest = Hash([]byte(o.Body)), last.Positions
+		}
+		// Positions name a shard and the first and last sequence numbers of
+		// a run of its records; sequence numbers are unique in a stream, so
+		// equal positions are the same records.
+		if len(b.Positions) > 0 && slices.Equal(newest, b.Positions) {
+			return Digest{}, fmt.Errorf("digest %d covers the same records: %w", seq, ErrDigested)
 		}
 		d := Digest{Seq: seq + 1, Prev: prev, At: w.Clock().UTC(), Positions: b.Positions, Gaps: b.Gaps, Rows: b.Rows}
 		raw, hash, err := Seal(ctx, w.Signer, d)
@@ -75,13 +92,13 @@ func (w *Writer) Write(ctx context.Context, b Batch) (Digest, error) {
 		}
 		err = w.Store.Put(ctx, d.Seq, raw, until)
 		if errors.Is(err, ErrExists) {
-			w.latest, w.mine = d.Seq, ""
+			w.latest, w.mine, w.minePositions = d.Seq, "", nil
 			continue
 		}
 		if err != nil {
 			return Digest{}, fmt.Errorf("digest %d: store: %w", d.Seq, err)
 		}
-		w.latest, w.mine = d.Seq, hash
+		w.latest, w.mine, w.minePositions = d.Seq, hash, slices.Clone(b.Positions)
 		return d, nil
 	}
 	return Digest{}, errRaced
