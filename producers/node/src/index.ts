@@ -16,7 +16,7 @@
  * });
  * ```
  *
- * The specification is docs/intent-v2.md (and schema/intent-v2.schema.json)
+ * The specification is docs/intent-v2.md (and schema/intent-v3.schema.json)
  * in the resetledger repository.
  *
  * @packageDocumentation
@@ -31,6 +31,8 @@ export {
   dedupeKey,
   contentHash,
   intentBinding,
+  envelopeDigest,
+  envelopeDigestPreimage,
   encodeIntent,
   formatTime,
   validateIntentFields,
@@ -39,6 +41,7 @@ export {
   PURPOSE,
   SCHEMA_VERSION,
   BINDING_DOMAIN,
+  ENVELOPE_DIGEST_DOMAIN,
   INTENT_MAC_LENGTH,
   MAX_BODY_SIZE,
   MAX_CIPHERTEXT,

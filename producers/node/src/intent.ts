@@ -1,7 +1,8 @@
 /**
  * The intent: its fields and their rules, the dedupe key, the content hash,
- * the binding the intent key seals and the wire encoding (version 2).
- * docs/intent-v2.md and schema/intent-v2.schema.json in the resetledger
+ * the envelope's digest, the binding the intent key seals and the wire
+ * encoding (version 3).
+ * docs/intent-v2.md and schema/intent-v3.schema.json in the resetledger
  * repository are the specification; testdata/vectors holds the vectors this
  * module is tested against.
  *
@@ -79,8 +80,8 @@ export interface Notification {
 /** The only purpose. */
 export const PURPOSE = 'password-reset';
 
-/** The schema_version this package writes: 2, every decision field sealed by intent_mac. */
-export const SCHEMA_VERSION = 2;
+/** The schema_version this package writes: 3, every decision field and the envelope sealed by intent_mac. */
+export const SCHEMA_VERSION = 3;
 
 /** The largest intent body the consumer accepts, in bytes (64 KiB). */
 export const MAX_BODY_SIZE = 64 * 1024;
@@ -101,7 +102,10 @@ export const ENVELOPE_VERSION = 2;
 export const INTENT_MAC_LENGTH = 43;
 
 /** The first line of every binding: it names the layout and separates intent seals from any other use of the key. */
-export const BINDING_DOMAIN = 'resetledger-intent-binding/v2';
+export const BINDING_DOMAIN = 'resetledger-intent-binding/v3';
+
+/** The first line of an envelope's digest preimage ({@link envelopeDigestPreimage}). */
+export const ENVELOPE_DIGEST_DOMAIN = 'resetledger-intent-envelope/v1';
 
 const CONTENT_HASH_DOMAIN = 'reset-notification-content-v1';
 const OPAQUE = /^[A-Za-z0-9._:-]*$/;
@@ -305,18 +309,46 @@ function requireIssued(n: Notification): asserts n is Issued {
   checkTime('issued_at', t);
 }
 
+/** The lines `<name>:<length>:<value>\n` after `domain` and a line feed, lengths in UTF-8 bytes. */
+function lines(domain: string, fields: readonly (readonly [string, string])[]): string {
+  let text = `${domain}\n`;
+  for (const [name, value] of fields) {
+    text += `${name}:${Buffer.byteLength(value, 'utf8')}:${value}\n`;
+  }
+  return text;
+}
+
 /**
- * The binding of the intent for n with its content hash: the bytes the
- * intent key seals (KMS GenerateMac, HMAC_SHA_256) into intent_mac, every
- * field the claim function decides on. {@link BINDING_DOMAIN} and a line
- * feed, then for each field in the documented order a line
- * `<name>:<length>:<value>\n`, the length the value's UTF-8 byte count in
- * decimal, the value as the wire carries it (the times as
- * {@link formatTime} writes them, workflow.order joined by commas,
- * subject_ref and workflow.order empty when absent). n must carry its
+ * The canonical encoding of envelope e that {@link envelopeDigest} hashes:
+ * {@link ENVELOPE_DIGEST_DOMAIN} and a line feed, then for v, alg,
+ * kms_key_id, edk, nonce and ct, in that order, a line
+ * `<name>:<length>:<value>\n`, each value as the intent carries it (v in
+ * decimal, the base64 members as written).
+ */
+export function envelopeDigestPreimage(e: Envelope): Buffer {
+  return Buffer.from(lines(ENVELOPE_DIGEST_DOMAIN, [
+    ['v', String(e.v)], ['alg', e.alg], ['kms_key_id', e.kms_key_id], ['edk', e.edk], ['nonce', e.nonce], ['ct', e.ct],
+  ]), 'utf8');
+}
+
+/** The hex SHA-256 of {@link envelopeDigestPreimage}: the binding's `envelope` field. */
+export function envelopeDigest(e: Envelope): string {
+  return createHash('sha256').update(envelopeDigestPreimage(e)).digest('hex');
+}
+
+/**
+ * The binding of the intent for n with its content hash and sealed
+ * content: the bytes the intent key seals (KMS GenerateMac, HMAC_SHA_256)
+ * into intent_mac, every field the claim function decides on and the
+ * envelope. {@link BINDING_DOMAIN} and a line feed, then for each field in
+ * the documented order a line `<name>:<length>:<value>\n`, the length the
+ * value's UTF-8 byte count in decimal, the value as the wire carries it
+ * (the times as {@link formatTime} writes them, workflow.order joined by
+ * commas, subject_ref and workflow.order empty when absent), and last
+ * `envelope`, the {@link envelopeDigest} of sealed. n must carry its
  * issuedAt.
  */
-export function intentBinding(n: Notification, hash: string): Buffer {
+export function intentBinding(n: Notification, hash: string, sealed: Envelope): Buffer {
   requireIssued(n);
   const fields: [string, string][] = [
     ['schema_version', String(SCHEMA_VERSION)],
@@ -334,12 +366,9 @@ export function intentBinding(n: Notification, hash: string): Buffer {
     ['template_version', n.templateVersion],
     ['policy_version', n.policyVersion],
     ['content_hash', hash],
+    ['envelope', envelopeDigest(sealed)],
   ];
-  let text = `${BINDING_DOMAIN}\n`;
-  for (const [name, value] of fields) {
-    text += `${name}:${Buffer.byteLength(value, 'utf8')}:${value}\n`;
-  }
-  return Buffer.from(text, 'utf8');
+  return Buffer.from(lines(BINDING_DOMAIN, fields), 'utf8');
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The producer: validate a notification, seal its message, seal the
- * intent's fields, publish the intent, retrying only the publish (SQS
+ * intent's fields and envelope, publish the intent, retrying only the publish (SQS
  * SendMessage) of the sealed intent.
  *
  * @module
@@ -216,7 +216,7 @@ export class Producer {
 
   /**
    * Validates n, seals its message under the intent's dedupe key (one KMS
-   * GenerateDataKey call), seals the intent's fields under the intent key
+   * GenerateDataKey call), seals the intent's fields and envelope under the intent key
    * (one KMS GenerateMac call) and sends the intent to the queue. A failed send
    * is retried with the same sealed intent while the error is transient,
    * up to `maxSendAttempts`, and never once the challenge has expired;
@@ -231,7 +231,6 @@ export class Producer {
   async publish(n: Notification, opts: PublishOptions = {}): Promise<PublishResult> {
     const v = this.validate(n);
     const issued = { ...n, issuedAt: v.issuedAt };
-    const binding = intentBinding(issued, v.contentHash);
     const signal = opts.abortSignal;
     const callOpts = signal === undefined ? {} : { abortSignal: signal };
     let sealed;
@@ -240,6 +239,8 @@ export class Producer {
     } catch (err) {
       throw new PublishError('seal', n.challengeId, n.channel, 0, `seal: KMS GenerateDataKey failed: ${describe(err)}`, err);
     }
+    // The seal binds the envelope too (its digest): the content is sealed first.
+    const binding = intentBinding(issued, v.contentHash, sealed);
     let mac;
     try {
       mac = await signIntent(this.#kms, this.#intentKeyArn, binding, callOpts);

@@ -4,7 +4,7 @@
 // recomputed from the received body, and refuses once a field changed. Needs AWS_ENDPOINT_URL (or ministack on 127.0.0.1:$MINISTACK_PORT,
 // default 4566); skipped without one unless LEDGER_REQUIRE_EMULATOR=1 or CI.
 import assert from 'node:assert/strict';
-import { createDecipheriv, randomBytes } from 'node:crypto';
+import { createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { inflateRawSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 
@@ -103,8 +103,18 @@ describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${
       ['issued_at', w['issued_at'] as string], ['expires_at', w['expires_at'] as string],
       ['template_id', w['template_id'] as string], ['template_version', w['template_version'] as string],
       ['policy_version', w['policy_version'] as string], ['content_hash', w['content_hash'] as string],
+      ['envelope', envelopeDigestOf(w['sealed_content'] as Record<string, unknown>)],
     ];
-    return Buffer.from('resetledger-intent-binding/v2\n' + values.map(([k, v]) => `${k}:${Buffer.byteLength(v)}:${v}\n`).join(''));
+    return Buffer.from('resetledger-intent-binding/v3\n' + values.map(([k, v]) => `${k}:${Buffer.byteLength(v)}:${v}\n`).join(''));
+  }
+
+  /** The envelope's digest (docs/intent-v2.md §1.6), recomputed from the body's members, not with the package. */
+  function envelopeDigestOf(e: Record<string, unknown>): string {
+    const lines = ['v', 'alg', 'kms_key_id', 'edk', 'nonce', 'ct'].map((k) => {
+      const v = String(e[k]);
+      return `${k}:${Buffer.byteLength(v)}:${v}\n`;
+    });
+    return createHash('sha256').update(`resetledger-intent-envelope/v1\n${lines.join('')}`).digest('hex');
   }
 
   /** Whether KMS accepts mac (intent_mac, base64url) over binding under the intent key. */
@@ -165,11 +175,12 @@ describe('producer on the emulator', { skip: up ? false : `no AWS emulator at ${
       // any field the claim decides on changed.
       const wire = JSON.parse(body) as Record<string, unknown>;
       const binding = bindingOf(wire);
-      assert.deepEqual(binding, intentBinding({ ...n, issuedAt: results[i]?.issuedAt ?? new Date(0) }, intent.content_hash));
+      assert.deepEqual(binding, intentBinding({ ...n, issuedAt: results[i]?.issuedAt ?? new Date(0) }, intent.content_hash, intent.sealed_content));
       assert.ok(await verifies(binding, intent.intent_mac), 'intent_mac does not verify under the intent key');
       const tampered: Record<string, unknown>[] = [
         { expires_at: '2099-01-01T00:00:00Z' }, { issued_at: '2099-01-01T00:00:00Z' }, { subject_ref: 'acct-8' },
         { destination_ref: 'acct-8:email' }, { workflow: { kind: 'dual' } }, { template_version: '2' },
+        { sealed_content: { ...intent.sealed_content, nonce: 'AAAAAAAAAAAAAAAA' } },
       ];
       for (const edit of tampered) {
         assert.equal(await verifies(bindingOf({ ...wire, ...edit }), intent.intent_mac), false, `a changed ${Object.keys(edit)[0]} still verifies`);

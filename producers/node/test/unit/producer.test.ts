@@ -6,12 +6,14 @@ import { inspect } from 'node:util';
 import { describe, test } from 'node:test';
 
 import {
+  envelopeDigest,
   ExpiredError,
   intentBinding,
   IntentError,
   isRetryable,
   Producer,
   PublishError,
+  type Envelope,
   type Notification,
   type ProducerOptions,
 } from '@resetledger/producer';
@@ -117,7 +119,7 @@ describe('input the Go producer has no equivalent for', () => {
       assert.deepEqual(keys.slice(keys.indexOf('subject_ref'), keys.indexOf('subject_ref') + 3), ['subject_ref', 'issued_at', 'expires_at']);
       assert.equal(keys.at(-1), 'intent_mac');
       assert.deepEqual(kms.macInputs.map((i) => Buffer.from(i.Message ?? []).toString('utf8')),
-        [intentBinding({ ...valid(), subjectRef: 'acct-1001', issuedAt: NOW }, res.contentHash).toString('utf8')]);
+        [intentBinding({ ...valid(), subjectRef: 'acct-1001', issuedAt: NOW }, res.contentHash, body.sealed_content as Envelope).toString('utf8')]);
     }
   });
 
@@ -131,10 +133,15 @@ describe('input the Go producer has no equivalent for', () => {
     assert.match(Buffer.from(kms.macInputs[0]?.Message ?? []).toString('utf8'), /\nissued_at:22:2026-11-30T10:38:12\.5Z\n/);
   });
 
-  test('the binding changes with every field the claim decides on', () => {
+  test('the binding changes with every field the claim decides on, and with the envelope', () => {
     const n = { ...valid(), issuedAt: new Date('2026-11-30T10:39:00Z') };
     const hash = '0'.repeat(64);
-    const base = intentBinding(n, hash).toString('utf8');
+    const env: Envelope = {
+      v: 2, alg: 'AES-256-GCM', kms_key_id: 'arn:aws:kms:us-east-1:111122223333:key/k', edk: 'AAEC', nonce: 'AAECAwQFBgcICQoL', ct: 'AAECAwQFBgcICQoLDA0ODxAREhMU',
+    };
+    const base = intentBinding(n, hash, env).toString('utf8');
+    assert.ok(base.startsWith('resetledger-intent-binding/v3\nschema_version:1:3\n'));
+    assert.ok(base.endsWith(`\nenvelope:64:${envelopeDigest(env)}\n`));
     const edits: Partial<Notification>[] = [
       { challengeId: 'chal-7f3a9c02' }, { channel: 'sms', destinationRef: 'acct-1001:email' },
       { workflow: { kind: 'dual' } }, { workflow: { kind: 'fallback', order: ['email', 'sms'] } },
@@ -143,10 +150,17 @@ describe('input the Go producer has no equivalent for', () => {
       { templateId: 'reset-email-2' }, { templateVersion: '4' }, { policyVersion: 'policy-2' },
     ];
     for (const edit of edits) {
-      assert.notEqual(intentBinding({ ...n, ...edit }, hash).toString('utf8'), base, JSON.stringify(edit));
+      assert.notEqual(intentBinding({ ...n, ...edit }, hash, env).toString('utf8'), base, JSON.stringify(edit));
     }
-    assert.notEqual(intentBinding(n, '1'.repeat(64)).toString('utf8'), base, 'content hash');
-    assert.throws(() => intentBinding(valid(), hash), (err: unknown) => err instanceof IntentError && err.field === 'issued_at');
+    assert.notEqual(intentBinding(n, '1'.repeat(64), env).toString('utf8'), base, 'content hash');
+    // One bit of ct (0x14 → 0x15 in its last byte), or any other envelope member.
+    const envEdits: Partial<Envelope>[] = [
+      { ct: 'AAECAwQFBgcICQoLDA0ODxAREhMV' }, { nonce: 'AAECAwQFBgcICQoM' }, { edk: 'AAED' }, { kms_key_id: 'arn:aws:kms:us-east-1:111122223333:key/l' },
+    ];
+    for (const edit of envEdits) {
+      assert.notEqual(intentBinding(n, hash, { ...env, ...edit }).toString('utf8'), base, JSON.stringify(edit));
+    }
+    assert.throws(() => intentBinding(valid(), hash, env), (err: unknown) => err instanceof IntentError && err.field === 'issued_at');
   });
 
   test('a fallback pair validates on both channels', () => {

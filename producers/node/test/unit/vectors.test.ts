@@ -13,6 +13,8 @@ import {
   encodeIntent,
   encodeMac,
   encryptionContext,
+  envelopeDigest,
+  envelopeDigestPreimage,
   ExpiredError,
   formatTime,
   intentBinding,
@@ -40,6 +42,8 @@ interface IntentVector {
   nonce_hex: string;
   sealed_content: Envelope;
   deflate_hex: string;
+  envelope_preimage: string;
+  envelope: string;
   binding: string;
   generate_mac: { KeyId: string; MacAlgorithm: string; Mac_base64: string };
   intent_mac: string;
@@ -87,8 +91,16 @@ describe('intents.json', () => {
         assert.equal(formatTime(n.issuedAt), JSON.parse(v.body).issued_at);
       });
 
+      test('envelope digest', () => {
+        const pre = envelopeDigestPreimage(v.sealed_content);
+        assert.ok(Buffer.isBuffer(pre));
+        assert.equal(pre.toString('utf8'), v.envelope_preimage);
+        assert.equal(sha256(pre), v.envelope);
+        assert.equal(envelopeDigest(v.sealed_content), v.envelope);
+      });
+
       test('binding', () => {
-        const b = intentBinding(n, v.content_hash);
+        const b = intentBinding(n, v.content_hash, v.sealed_content);
         assert.ok(Buffer.isBuffer(b));
         assert.equal(b.toString('utf8'), v.binding);
         assert.deepEqual(b, Buffer.from(v.binding, 'utf8'));
@@ -140,11 +152,16 @@ describe('intents.json', () => {
         const res = await p.publish(n);
         assert.deepEqual(res, { dedupeKey: v.dedupe_key, contentHash: v.content_hash, issuedAt: n.issuedAt, messageId: 'msg-1', attempts: 1 });
         assert.deepEqual(kms.inputs, [{ KeyId: 'alias/reset-content', KeySpec: 'AES_256', EncryptionContext: v.encryption_context }]);
-        assert.deepEqual(kms.macInputs, [{ KeyId: 'alias/reset-intent', MacAlgorithm: v.generate_mac.MacAlgorithm, Message: Buffer.from(v.binding, 'utf8') }]);
         assert.equal(kms.calls, 2);
         assert.deepEqual(sqs.queueUrls, ['https://sqs.test/intents']);
         const body = sqs.bodies[0] ?? '';
         const sent = JSON.parse(body) as { sealed_content: Envelope };
+        // The MAC is over the binding of the envelope sent: the vector's
+        // binding but for its last line, the digest of this envelope.
+        const binding = intentBinding(n, v.content_hash, sent.sealed_content);
+        assert.deepEqual(kms.macInputs, [{ KeyId: 'alias/reset-intent', MacAlgorithm: v.generate_mac.MacAlgorithm, Message: binding }]);
+        assert.equal(binding.toString('utf8'), v.binding.replace(`envelope:64:${v.envelope}\n`, `envelope:64:${envelopeDigest(sent.sealed_content)}\n`));
+        assert.notEqual(envelopeDigest(sent.sealed_content), v.envelope);
         const want = JSON.parse(v.body) as { sealed_content: Envelope };
         assert.notEqual(sent.sealed_content.nonce, want.sealed_content.nonce, 'the nonce is random');
         const nonce = Buffer.from(sent.sealed_content.nonce, 'base64');
