@@ -22,6 +22,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -60,6 +61,7 @@ type Sink func(ctx context.Context, c Call)
 // used in ARNs when the context carries no Lambda invocation (whose function
 // ARN names the account).
 func Middleware(function, account string, sink Sink) func(*middleware.Stack) error {
+	iters := &iterators{stream: map[string]string{}}
 	return func(st *middleware.Stack) error {
 		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("RecordAWSCall",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
@@ -70,13 +72,69 @@ func Middleware(function, account string, sink Sink) func(*middleware.Stack) err
 					}
 				}
 				svc, op, region := awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), awsmiddleware.GetRegion(ctx)
+				stream := ""
+				if svc == streamsService && op == "GetRecords" {
+					stream = iters.take(members{reflect.Indirect(reflect.ValueOf(in.Parameters))}.str("ShardIterator"))
+				}
 				for _, c := range Map(svc, op, in.Parameters, region, acct) {
 					c.Function = function
+					if stream != "" {
+						c.Resource = stream
+					}
 					sink(ctx, c)
 				}
-				return next.HandleInitialize(ctx, in)
+				out, md, err := next.HandleInitialize(ctx, in)
+				if svc == streamsService && err == nil {
+					iters.note(op, in.Parameters, out.Result, stream)
+				}
+				return out, md, err
 			}), middleware.After)
 	}
+}
+
+// streamsService is the SDK's service id of DynamoDB Streams.
+const streamsService = "DynamoDB Streams"
+
+// iterators remembers which stream each shard iterator reads: IAM
+// authorizes GetRecords on the stream, which its input (an opaque
+// iterator) does not name. GetShardIterator names the stream and returns an
+// iterator; each GetRecords returns the next. An iterator is taken when it
+// is used, so the map holds one per shard being read.
+type iterators struct {
+	mu     sync.Mutex
+	stream map[string]string
+}
+
+// maxIterators bounds the iterators remembered (iterators never used are
+// dropped past it).
+const maxIterators = 1000
+
+func (it *iterators) note(op string, input, result any, stream string) {
+	out := members{reflect.Indirect(reflect.ValueOf(result))}
+	var next string
+	switch op {
+	case "GetShardIterator":
+		stream, next = members{reflect.Indirect(reflect.ValueOf(input))}.str("StreamArn"), out.str("ShardIterator")
+	case "GetRecords":
+		next = out.str("NextShardIterator")
+	}
+	if stream == "" || next == "" {
+		return
+	}
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if len(it.stream) >= maxIterators {
+		clear(it.stream)
+	}
+	it.stream[next] = stream
+}
+
+func (it *iterators) take(iterator string) string {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	s := it.stream[iterator]
+	delete(it.stream, iterator)
+	return s
 }
 
 // Map turns one SDK call into the IAM requests AWS authorizes for it. It
@@ -103,6 +161,8 @@ func Map(service, operation string, input any, region, account string) []Call {
 		byService = m.secretsCalls
 	case "S3":
 		byService = m.s3Calls
+	case streamsService:
+		byService = m.streamsCalls
 	}
 	if byService != nil {
 		if calls, ok := byService(operation, members{reflect.Indirect(reflect.ValueOf(input))}); ok {
@@ -157,6 +217,20 @@ func (m mapper) dynamoDBCalls(op string, in members) ([]Call, bool) {
 			}
 		}
 		return out, true
+	}
+	return nil, false
+}
+
+// streamsCalls: the DynamoDB Streams reads, authorized as dynamodb actions
+// on the stream. GetRecords names no stream (its iterator is opaque): Map
+// records it on "*", which no grant of a stream allows, and Middleware
+// names the stream the iterator was issued for.
+func (m mapper) streamsCalls(op string, in members) ([]Call, bool) {
+	switch op {
+	case "DescribeStream", "GetShardIterator":
+		return m.one("dynamodb:"+op, in.str("StreamArn"), nil), true
+	case "GetRecords", "ListStreams":
+		return m.one("dynamodb:"+op, "*", nil), true
 	}
 	return nil, false
 }
