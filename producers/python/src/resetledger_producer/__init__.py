@@ -14,7 +14,7 @@ publish password-reset notification intents to a resetledger stack.
         message=Message(to=account.email, subject=subject, body=body),
     ))
 
-The specification is docs/intent-v2.md (and schema/intent-v2.schema.json) in
+The specification is docs/intent-v2.md (and schema/intent-v3.schema.json) in
 the resetledger repository.
 """
 
@@ -32,6 +32,7 @@ from .errors import ExpiredError, IntentError, ProducerError, PublishError, Publ
 from .intent import (
     BINDING_DOMAIN,
     CHANNELS,
+    ENVELOPE_DIGEST_DOMAIN,
     INTENT_MAC_LENGTH,
     MAX_BODY_SIZE,
     MAX_CIPHERTEXT,
@@ -47,6 +48,8 @@ from .intent import (
     content_hash,
     dedupe_key,
     encode_intent,
+    envelope_digest,
+    envelope_digest_preimage,
     format_time,
     intent_binding,
     validate_intent_fields,
@@ -59,6 +62,7 @@ __all__ = [
     "BINDING_DOMAIN",
     "CHANNELS",
     "ENCRYPTION_CONTEXT_PURPOSE",
+    "ENVELOPE_DIGEST_DOMAIN",
     "INTENT_MAC_LENGTH",
     "MAC_ALGORITHM",
     "MAX_BODY_SIZE",
@@ -92,6 +96,8 @@ __all__ = [
     "encode_intent",
     "encode_mac",
     "encryption_context",
+    "envelope_digest",
+    "envelope_digest_preimage",
     "format_time",
     "intent_binding",
     "is_retryable",

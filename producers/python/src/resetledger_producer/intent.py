@@ -1,7 +1,8 @@
 """The intent: its fields and their rules, the dedupe key, the content hash,
-the binding the intent key seals and the wire encoding (version 2).
+the envelope's digest, the binding the intent key seals and the wire encoding
+(version 3).
 
-docs/intent-v2.md and schema/intent-v2.schema.json in the resetledger
+docs/intent-v2.md and schema/intent-v3.schema.json in the resetledger
 repository are the specification; testdata/vectors holds the vectors this
 module is tested against.
 """
@@ -21,6 +22,7 @@ from .errors import IntentError
 __all__ = [
     "BINDING_DOMAIN",
     "CHANNELS",
+    "ENVELOPE_DIGEST_DOMAIN",
     "INTENT_MAC_LENGTH",
     "MAX_BODY_SIZE",
     "MAX_CIPHERTEXT",
@@ -36,6 +38,8 @@ __all__ = [
     "content_hash",
     "dedupe_key",
     "encode_intent",
+    "envelope_digest",
+    "envelope_digest_preimage",
     "format_time",
     "intent_binding",
     "issued_at_of",
@@ -56,8 +60,8 @@ channel of ``order`` is sent only after the previous one was rejected)."""
 PURPOSE: Final = "password-reset"
 """The only purpose."""
 
-SCHEMA_VERSION: Final = 2
-"""The schema_version this package writes: 2, every decision field sealed by intent_mac."""
+SCHEMA_VERSION: Final = 3
+"""The schema_version this package writes: 3, every decision field and the envelope sealed by intent_mac."""
 
 MAX_BODY_SIZE: Final = 64 * 1024
 """The largest intent body the consumer accepts, in bytes (64 KiB)."""
@@ -72,9 +76,12 @@ in bytes: the consumer stops inflating past it."""
 INTENT_MAC_LENGTH: Final = 43
 """The length of every intent_mac: 32 bytes in base64url without padding."""
 
-BINDING_DOMAIN: Final = "resetledger-intent-binding/v2"
+BINDING_DOMAIN: Final = "resetledger-intent-binding/v3"
 """The first line of every binding: it names the layout and separates intent
 seals from any other use of the key."""
+
+ENVELOPE_DIGEST_DOMAIN: Final = "resetledger-intent-envelope/v1"
+"""The first line of an envelope's digest preimage (envelope_digest_preimage)."""
 
 _CONTENT_HASH_DOMAIN: Final = "reset-notification-content-v1"
 _OPAQUE: Final = re.compile(r"[A-Za-z0-9._:-]*")
@@ -291,16 +298,45 @@ def _issued(n: Notification) -> datetime:
     return n.issued_at
 
 
-def intent_binding(n: Notification, hash_: str) -> bytes:
-    """The binding of the intent for n with its content hash: the bytes the
-    intent key seals (KMS GenerateMac, HMAC_SHA_256) into intent_mac, every
-    field the claim function decides on.
+def _lines(domain: str, fields: Sequence[tuple[str, str]]) -> bytes:
+    """domain and a line feed, then a line ``<name>:<length>:<value>\\n`` per
+    field, the length the value's UTF-8 byte count in decimal."""
+    out = bytearray(f"{domain}\n".encode())
+    for name, value in fields:
+        b = value.encode()
+        out += f"{name}:{len(b)}:".encode() + b + b"\n"
+    return bytes(out)
+
+
+def envelope_digest_preimage(e: Envelope) -> bytes:
+    """The canonical encoding of envelope e that envelope_digest hashes:
+    ENVELOPE_DIGEST_DOMAIN and a line feed, then for v, alg, kms_key_id, edk,
+    nonce and ct, in that order, a line ``<name>:<length>:<value>\\n``, each
+    value as the intent carries it (v in decimal, the base64 members as
+    written)."""
+    return _lines(
+        ENVELOPE_DIGEST_DOMAIN,
+        (("v", str(e.v)), ("alg", e.alg), ("kms_key_id", e.kms_key_id), ("edk", e.edk), ("nonce", e.nonce), ("ct", e.ct)),
+    )
+
+
+def envelope_digest(e: Envelope) -> str:
+    """The hex SHA-256 of envelope_digest_preimage: the binding's ``envelope`` field."""
+    return hashlib.sha256(envelope_digest_preimage(e)).hexdigest()
+
+
+def intent_binding(n: Notification, hash_: str, sealed: Envelope) -> bytes:
+    """The binding of the intent for n with its content hash and sealed
+    content: the bytes the intent key seals (KMS GenerateMac, HMAC_SHA_256)
+    into intent_mac, every field the claim function decides on and the
+    envelope.
 
     BINDING_DOMAIN and a line feed, then for each field in the documented
     order a line ``<name>:<length>:<value>\\n``, the length the value's UTF-8
     byte count in decimal, the value as the wire carries it (the times as
     format_time writes them, workflow.order joined by commas, subject_ref and
-    workflow.order empty when absent). n must carry its issued_at."""
+    workflow.order empty when absent), and last ``envelope``, the
+    envelope_digest of sealed. n must carry its issued_at."""
     issued = _issued(n)
     fields = (
         ("schema_version", str(SCHEMA_VERSION)),
@@ -318,12 +354,9 @@ def intent_binding(n: Notification, hash_: str) -> bytes:
         ("template_version", n.template_version),
         ("policy_version", n.policy_version),
         ("content_hash", hash_),
+        ("envelope", envelope_digest(sealed)),
     )
-    out = bytearray(f"{BINDING_DOMAIN}\n".encode())
-    for name, value in fields:
-        b = value.encode()
-        out += f"{name}:{len(b)}:".encode() + b + b"\n"
-    return bytes(out)
+    return _lines(BINDING_DOMAIN, fields)
 
 
 def encode_intent(n: Notification, hash_: str, sealed: Envelope, intent_mac: str) -> str:

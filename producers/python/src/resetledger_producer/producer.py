@@ -256,7 +256,7 @@ class Producer:
 
     def publish(self, n: Notification, *, cancel: threading.Event | None = None) -> PublishResult:
         """Validates n, seals its message under the intent's dedupe key (one KMS
-        GenerateDataKey call), seals the intent's fields under the intent key
+        GenerateDataKey call), seals the intent's fields and envelope under the intent key
         (one KMS GenerateMac call) and sends the intent to the queue.
 
         A failed send is retried with the same sealed intent while the error is
@@ -272,13 +272,14 @@ class Producer:
         """
         v = self.validate(n)
         issued = replace(n, issued_at=v.issued_at)
-        binding = intent_binding(issued, v.content_hash)
         try:
             sealed = seal(self._kms, self._key_id, v.dedupe_key, n.message)
         except Exception as err:
             raise PublishError(
                 "seal", n.challenge_id, n.channel, 0, f"seal: KMS GenerateDataKey failed: {_describe(err)}"
             ) from err
+        # The seal binds the envelope too (its digest): the content is sealed first.
+        binding = intent_binding(issued, v.content_hash, sealed)
         try:
             mac = sign_intent(self._kms, self._intent_key_arn, binding)
         except Exception as err:

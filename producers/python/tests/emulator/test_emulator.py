@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import json
 import os
 import secrets
@@ -25,6 +26,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from resetledger_producer import (
     Channel,
+    Envelope,
     Message,
     Notification,
     Producer,
@@ -131,8 +133,17 @@ def binding_of(w: dict[str, Any]) -> bytes:
         ("template_version", w["template_version"]),
         ("policy_version", w["policy_version"]),
         ("content_hash", w["content_hash"]),
+        ("envelope", envelope_digest_of(w["sealed_content"])),
     ]
-    return b"resetledger-intent-binding/v2\n" + b"".join(f"{k}:{len(v.encode())}:{v}\n".encode() for k, v in values)
+    return b"resetledger-intent-binding/v3\n" + b"".join(f"{k}:{len(v.encode())}:{v}\n".encode() for k, v in values)
+
+
+def envelope_digest_of(e: dict[str, Any]) -> str:
+    """The envelope's digest (docs/intent-v2.md §1.6), recomputed from the
+    body's members, not with the package."""
+    members = ("v", "alg", "kms_key_id", "edk", "nonce", "ct")
+    lines = "".join(f"{k}:{len(str(e[k]).encode())}:{e[k]}\n" for k in members)
+    return hashlib.sha256(f"resetledger-intent-envelope/v1\n{lines}".encode()).hexdigest()
 
 
 def verifies(aws: dict[str, Any], binding: bytes, mac: str) -> bool:
@@ -186,7 +197,7 @@ def test_publishes_intents_whose_content_kms_and_aes_gcm_open_under_the_dedupe_k
         # (the package's own binding is the same bytes), and refuses it once any
         # field the claim decides on changed.
         binding = binding_of(intent)
-        assert binding == intent_binding(dataclasses.replace(n, issued_at=res.issued_at), res.content_hash)
+        assert binding == intent_binding(dataclasses.replace(n, issued_at=res.issued_at), res.content_hash, Envelope(**intent["sealed_content"]))
         assert verifies(aws, binding, intent["intent_mac"]), "intent_mac does not verify under the intent key"
         tampered: list[dict[str, Any]] = [
             {"expires_at": "2099-01-01T00:00:00Z"},
@@ -195,6 +206,7 @@ def test_publishes_intents_whose_content_kms_and_aes_gcm_open_under_the_dedupe_k
             {"destination_ref": "acct-8:email"},
             {"workflow": {"kind": "dual"}},
             {"template_version": "2"},
+            {"sealed_content": {**intent["sealed_content"], "nonce": "AAAAAAAAAAAAAAAA"}},
         ]
         for edit in tampered:
             assert not verifies(aws, binding_of({**intent, **edit}), intent["intent_mac"]), f"a changed {next(iter(edit))} still verifies"

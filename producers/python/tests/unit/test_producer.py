@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from resetledger_producer import (
+    Envelope,
     ExpiredError,
     IntentError,
     Message,
@@ -25,6 +26,7 @@ from resetledger_producer import (
     ProducerError,
     PublishError,
     Workflow,
+    envelope_digest,
     intent_binding,
     is_retryable,
 )
@@ -161,7 +163,8 @@ class TestIssuedAt:
         i = members.index("subject_ref")
         assert members[i : i + 3] == ["subject_ref", "issued_at", "expires_at"]
         assert members[-1] == "intent_mac"
-        assert [m["Message"] for m in kms.mac_inputs] == [intent_binding(valid(subject_ref="acct-1001", issued_at=NOW), res.content_hash)]
+        sent = Envelope(**body["sealed_content"])
+        assert [m["Message"] for m in kms.mac_inputs] == [intent_binding(valid(subject_ref="acct-1001", issued_at=NOW), res.content_hash, sent)]
 
     def test_given_is_the_one_written_and_sealed_not_the_clocks(self) -> None:
         kms, sqs = fake_kms(), FakeSQS()
@@ -179,10 +182,13 @@ class TestIssuedAt:
         assert producer(kms, FakeSQS()).validate(valid(expires_at=NOW + timedelta(microseconds=1))).issued_at == NOW
         assert kms.calls == 0
 
-    def test_the_binding_changes_with_every_field_the_claim_decides_on(self) -> None:
+    def test_the_binding_changes_with_every_field_the_claim_decides_on_and_with_the_envelope(self) -> None:
         n = valid(issued_at=datetime(2026, 11, 30, 10, 39, tzinfo=timezone.utc))
         hash_ = "0" * 64
-        base = intent_binding(n, hash_)
+        env = Envelope(kms_key_id="arn:aws:kms:us-east-1:111122223333:key/k", edk="AAEC", nonce="AAECAwQFBgcICQoL", ct="AAECAwQFBgcICQoLDA0ODxAREhMU")
+        base = intent_binding(n, hash_, env)
+        assert base.startswith(b"resetledger-intent-binding/v3\nschema_version:1:3\n")
+        assert base.endswith(f"\nenvelope:64:{envelope_digest(env)}\n".encode())
         edits: list[dict[str, Any]] = [
             {"challenge_id": "chal-7f3a9c02"},
             {"channel": "sms"},
@@ -197,10 +203,19 @@ class TestIssuedAt:
             {"policy_version": "policy-2"},
         ]
         for edit in edits:
-            assert intent_binding(dataclasses.replace(n, **edit), hash_) != base, edit
-        assert intent_binding(n, "1" * 64) != base, "content hash"
+            assert intent_binding(dataclasses.replace(n, **edit), hash_, env) != base, edit
+        assert intent_binding(n, "1" * 64, env) != base, "content hash"
+        # One bit of ct (0x14 -> 0x15 in its last byte), or any other envelope member.
+        env_edits: list[dict[str, Any]] = [
+            {"ct": "AAECAwQFBgcICQoLDA0ODxAREhMV"},
+            {"nonce": "AAECAwQFBgcICQoM"},
+            {"edk": "AAED"},
+            {"kms_key_id": "arn:aws:kms:us-east-1:111122223333:key/l"},
+        ]
+        for env_edit in env_edits:
+            assert intent_binding(n, hash_, dataclasses.replace(env, **env_edit)) != base, env_edit
         with pytest.raises(IntentError) as info:
-            intent_binding(valid(), hash_)
+            intent_binding(valid(), hash_, env)
         assert info.value.field == "issued_at"
 
 

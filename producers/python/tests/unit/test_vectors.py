@@ -29,6 +29,8 @@ from resetledger_producer import (
     encode_intent,
     encode_mac,
     encryption_context,
+    envelope_digest,
+    envelope_digest_preimage,
     format_time,
     intent_binding,
     seal_with,
@@ -89,9 +91,18 @@ def test_validate_returns_the_key_hash_and_issued_at(v: dict[str, Any]) -> None:
 
 
 @by_name
+def test_envelope_digest(v: dict[str, Any]) -> None:
+    pre = envelope_digest_preimage(envelope(v["sealed_content"]))
+    assert isinstance(pre, bytes)
+    assert pre == v["envelope_preimage"].encode()
+    assert sha256(pre) == v["envelope"]
+    assert envelope_digest(envelope(v["sealed_content"])) == v["envelope"]
+
+
+@by_name
 def test_binding(v: dict[str, Any]) -> None:
     n = notification(v["notification"])
-    b = intent_binding(n, v["content_hash"])
+    b = intent_binding(n, v["content_hash"], envelope(v["sealed_content"]))
     assert isinstance(b, bytes)
     assert b == v["binding"].encode()
 
@@ -163,9 +174,15 @@ def test_publish_one_data_key_one_mac_over_the_binding_the_same_body_up_to_the_r
         dedupe_key=v["dedupe_key"], content_hash=v["content_hash"], issued_at=n.issued_at, message_id="msg-1", attempts=1
     )
     assert kms.inputs == [{"KeyId": "alias/reset-content", "KeySpec": "AES_256", "EncryptionContext": v["encryption_context"]}]
-    assert kms.mac_inputs == [{"KeyId": "alias/reset-intent", "MacAlgorithm": v["generate_mac"]["MacAlgorithm"], "Message": v["binding"].encode()}]
     assert sqs.queue_urls == ["https://sqs.test/intents"]
     sent = json.loads(sqs.bodies[0])["sealed_content"]
+    # The MAC is over the binding of the envelope sent: the vector's binding
+    # but for its last line, the digest of this envelope.
+    binding = intent_binding(n, v["content_hash"], envelope(sent))
+    assert kms.mac_inputs == [{"KeyId": "alias/reset-intent", "MacAlgorithm": v["generate_mac"]["MacAlgorithm"], "Message": binding}]
+    digest = envelope_digest(envelope(sent))
+    assert digest != v["envelope"]
+    assert binding == v["binding"].replace(f"envelope:64:{v['envelope']}\n", f"envelope:64:{digest}\n").encode()
     assert sent["nonce"] != v["sealed_content"]["nonce"], "the nonce is random"
     resealed = seal_with(v["dedupe_key"], canonical_plaintext(n.message), dk, base64.b64decode(sent["nonce"]))
     assert sent == resealed.to_dict()
