@@ -22,6 +22,8 @@ const (
 	pathDuplicateEvent = "duplicate provider event"
 	// A forged event refused.
 	pathForgedRefused = "forged event refused"
+	// A forged stream record answered contradicted, nothing written.
+	pathForgedRecordRefused = "forged stream record refused"
 	// A held fallback channel claimed after its accepted predecessor
 	// bounced permanently.
 	pathHandOver = "hard-bounce hand-over"
@@ -80,7 +82,7 @@ func limitPath(rule ledger.Rule) string {
 }
 
 // Paths lists the paths whose coverage is measured.
-var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome, pathDuplicateEvent, pathForgedRefused, pathHandOver,
+var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome, pathDuplicateEvent, pathForgedRefused, pathForgedRecordRefused, pathHandOver,
 	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry), limitPath(ledger.RuleSMSNumberKind),
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
 	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,

@@ -84,9 +84,14 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 			if errors.Is(err, ledger.ErrNotFound) {
 				err = nil // the handler skips a record for a row that does not exist
 			}
+			if t.forged != "" && res.Outcome == ledger.OutcomeContradicted {
+				s.stats.Paths[pathForgedRecordRefused]++
+			}
 			if err == nil {
-				// As the handler does after a batch: the source's mark moves.
+				// As the handler does after a batch: the source's mark moves
+				// (not for a record the table contradicts).
 				switch {
+				case t.image != nil && res.Outcome == ledger.OutcomeContradicted:
 				case t.image != nil:
 					_ = svc.Read(ctx, ledger.FromStream, t.image.UpdatedAt)
 				case t.source == "queue":

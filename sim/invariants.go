@@ -67,6 +67,10 @@ const (
 	// A provider event counts only if its attempt proof is one a sender
 	// made for an attempt the row made: a forged event is never recorded.
 	invForgedEvent = "forged-event-recorded"
+	// A stream record someone forged (DESIGN 16) writes nothing: dispatch
+	// decides from the row it reads, and a record the row contradicts is
+	// only counted.
+	invForgedRecord = "forged-record-decided"
 	// A row whose history holds provider evidence (an event saying the
 	// provider took the message) is never sent again: another attempt
 	// would send twice.
@@ -137,7 +141,7 @@ const (
 // Invariants lists the invariants checked after every step.
 var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAttempt, invLateArrival, invUnknownExit, invAcceptedNoAck, invFallback,
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
-	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invEvidenceResent, invHandOver,
+	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invForgedRecord, invEvidenceResent, invHandOver,
 	invCapExceeded, invLimitedSent, invRefusedRegionSent, invRefusedKindSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved,
 	invNotSent, invSentUncounted}
 
@@ -273,6 +277,7 @@ func short(key string) string {
 // checkWrite judges one stored write against the world's records.
 // It is long because each invariant a write can break is one case here.
 func (s *sim) checkWrite(w writeFact) {
+	s.checkForgedWrite(w)
 	key, a := w.after.Key, w.after
 	lbl := s.label(key)
 	by := a.Last().Worker

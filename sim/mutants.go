@@ -160,6 +160,10 @@ const (
 	// protocol's decisions never read the code: only the evidence, as read,
 	// is broken.
 	EntryCodeFromRow Mutant = "entry-code-from-row"
+	// ImageAsRow: dispatch's read of the row answers with the stream
+	// record's image instead, so a forged record decides (the hole of
+	// issue 42: a copy with an earlier expiry ended a live claim expired).
+	ImageAsRow Mutant = "image-as-row"
 )
 
 // Mutants lists every mutant.
@@ -168,7 +172,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, FixedWindowCounters, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
-	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow}
+	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry
@@ -185,9 +189,11 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 // claimed during the throttle: since supersession orders by issue time
 // (issue 33), first caught at seed 1,064. Counters in fixed windows need a
 // world whose admissions of one key straddle a window edge up to the cap on
-// both sides: first caught at seed 712 (issue 33).
+// both sides: first caught at seed 712 (issue 33). A send guard read as
+// milliseconds needs a slow send near the deadline: first caught at seed
+// 316 once dispatch read every stream record's row (issue 42).
 var rareMutants = map[Mutant]int{SendNoDeadline: 8, BeginStaleClock: 4, WindowFromLastAttempt: 8, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 8,
-	TimelineWrongIndex: 10, BounceLosesPermanent: 4, DeferralDropsSubject: 4, FixedWindowCounters: 4}
+	TimelineWrongIndex: 10, BounceLosesPermanent: 4, DeferralDropsSubject: 4, FixedWindowCounters: 4, SendGuardMillis: 2}
 
 // Budget is how many seeds m may take to be caught, given the usual budget.
 func (m Mutant) Budget(usual int) int {

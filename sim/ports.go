@@ -37,6 +37,10 @@ func (p *storePort) Get(ctx context.Context, key string) (ledger.Entry, error) {
 	if err == nil {
 		e = p.inv.sim.read(p.inv, e, "store.Get")
 	}
+	if t := p.inv.trig; p.inv.sim.mutant == ImageAsRow && t.image != nil && !p.inv.imageRead {
+		p.inv.imageRead = true
+		e, err = *t.image, nil
+	}
 	p.inv.answerLate(key, false)
 	return e, err
 }
@@ -182,6 +186,9 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 		img := s.decoded(after)
 		s.checkChain(img, "as its stream record's image")
 		s.emit(&trigger{fn: fnDispatch, source: "stream", key: key, image: &img, due: s.now})
+		if s.faultPhase && s.c.coin(4, "forged stream record") {
+			s.forgeRecord(img)
+		}
 	}
 }
 

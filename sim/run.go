@@ -234,6 +234,8 @@ func failOn(t *rapid.T, v *violation) {
 		t.Fatal(v.String())
 	case invForgedEvent:
 		t.Fatal(v.String())
+	case invForgedRecord:
+		t.Fatal(v.String())
 	case invEvidenceResent:
 		t.Fatal(v.String())
 	case invHandOver:

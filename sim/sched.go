@@ -131,6 +131,7 @@ type trigger struct {
 	msg    *message
 	key    string
 	image  *ledger.Entry // stream record's new image
+	forged string        // how the stream record was forged; "" for a real one
 	pev    *provEvent    // a provider event for the events function
 	at     time.Time     // a queue message's due time, as the scheduler asked
 	tries  int
@@ -146,6 +147,8 @@ type invocation struct {
 	skew     time.Duration
 	deadline time.Time
 	resume   chan resumeMsg
+	// imageRead: under ImageAsRow, the first read answered with the image.
+	imageRead bool
 
 	call      *call
 	parkedAt  time.Time

@@ -86,6 +86,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.CounterWithoutKey:               {"sent-uncounted"},
 	sim.SendGuardMillis:                 {"late-arrival"},
 	sim.EntryCodeFromRow:                {"hash-chain"},
+	sim.ImageAsRow:                      {"forged-record-decided", "expired-early"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;
