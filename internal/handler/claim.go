@@ -83,7 +83,8 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 		return h.reject(log, err, "decode")
 	}
 	in, sealed := d.Intent, d.Sealed
-	log = log.With("challenge_id", in.ChallengeID, "channel", string(in.Channel), "dedupe_key", in.Key(), "content_hash", in.ContentHash)
+	log = log.With("challenge_id", in.ChallengeID, "channel", string(in.Channel), "dedupe_key", in.Key(), "content_hash", in.ContentHash,
+		"schema_version", d.Version)
 	res, err := h.UseCase.Claim(ctx, in, sealed, worker)
 	switch {
 	case errors.Is(err, ledger.ErrInvalidIntent):

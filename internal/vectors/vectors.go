@@ -1,6 +1,6 @@
 // Package vectors reads and writes the cross-language test vectors in
 // testdata/vectors: JSON files that pin the byte layouts of
-// docs/intent-v2.md (dedupe key, content hash, sealed plaintext, envelope,
+// docs/intent-v2.md (dedupe key, content hash, sealed plaintext, envelope, its digest, the binding,
 // intent body, history hash chain) so that a producer or verifier written in
 // another language can be checked against the Go implementation.
 //
