@@ -15,7 +15,9 @@ import (
 // key and nonce (testdata/vectors/foreign, written by their vector tests
 // under VECTORS_UPDATE=1), open with the Go opener to the vector's exact
 // plaintext. Their DEFLATE streams differ from Go's; this is what holds
-// across languages instead (docs/intent-v2.md §1.10).
+// across languages instead (docs/intent-v2.md §1.10). And the envelope digest
+// the Go claim function rebuilds from each is the documented layout of the
+// members as that producer wrote them (§1.6).
 func TestVectorsForeignEnvelopesOpen(t *testing.T) {
 	var doc intentsDoc
 	vectors.Load(t, intentsFile, &doc)
@@ -43,6 +45,16 @@ func TestVectorsForeignEnvelopesOpen(t *testing.T) {
 			e, err := envelope.Parse(f.SealedContent)
 			if err != nil || e.V != envelope.Version {
 				t.Fatalf("%s %s: %v (version %d)", producer, f.Name, err, e.V)
+			}
+			// The digest the claim function binds (rebuilt from the envelope
+			// it decoded) is the one of the members as this producer wrote
+			// them, which is what this producer MACs (its vector tests).
+			var written sealedContent
+			if err := json.Unmarshal(f.SealedContent, &written); err != nil {
+				t.Fatal(err)
+			}
+			if string(e.DigestPreimage()) != envelopeLayout(written) {
+				t.Errorf("%s %s: the Go digest preimage of this envelope is not the layout of its members as written", producer, f.Name)
 			}
 			m, err := (&envelope.Opener{KMS: vectorKMS{v: v, key: v.DedupeKey}, KeyARN: v.GenerateDataKey.KeyID}).Open(context.Background(), v.DedupeKey, f.SealedContent)
 			if err != nil {
