@@ -1,10 +1,12 @@
-// Package intentseal seals an intent's decision fields: the producer asks
-// for an HMAC-SHA-256 over the intent's binding (intent.Binding: every
-// field the claim decides on, in one canonical byte string), the intent
-// carries it as intent_mac, and the claim function verifies it before any
-// row exists. An intent read from the queue or its dead-letter queue and
-// replayed with another expires_at, subject_ref, destination_ref, workflow
-// or template then fails verification and is refused.
+// Package intentseal seals an intent's decision fields and its envelope:
+// the producer asks for an HMAC-SHA-256 over the intent's binding
+// (intent.Binding: every field the claim decides on and, from intent
+// version 3, the envelope's digest, in one canonical byte string), the
+// intent carries it as intent_mac, and the claim function verifies it
+// before any row exists. An intent read from the queue or its dead-letter
+// queue and replayed with another expires_at, subject_ref, destination_ref,
+// workflow, template or sealed content then fails verification and is
+// refused, leaving no row that could block the genuine intent.
 //
 // The key is a KMS HMAC_256 key whose key policy lets only the producers
 // generate MACs and only the claim function verify them: the claim
