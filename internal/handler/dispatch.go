@@ -163,8 +163,10 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 	h.observe(res, log)
 	if res.Outcome == ledger.OutcomeContradicted {
 		_ = h.Metrics.Count(metrics.ContradictedRecords, nil, 1)
-		log.Error("stream record contradicts the table; nothing written", "fields", res.Contradicted,
-			"row_version", res.Entry.Version, "row_state", string(res.Entry.State))
+		if res.Entry.Key != "" {
+			log = log.With("row_version", res.Entry.Version, "row_state", string(res.Entry.State))
+		}
+		log.Error("stream record contradicts the table; nothing written", "fields", res.Contradicted)
 		return res, nil
 	}
 	if res.Entry.Key != "" {
