@@ -759,7 +759,7 @@ func poisonIntent(i int, p *pipelinetest.Pipeline) *poison {
 	case 1:
 		return &poison{kind: "schema-invalid", body: fmt.Sprintf(`{"schema_version":1,"purpose":"password-reset","challenge_id":"poison-%d","channel":"fax","workflow":{"kind":"single"},"destination_ref":"%s"}`, i, ledgertest.Canary)}
 	}
-	return &poison{kind: "unknown version", body: fmt.Sprintf(`{"schema_version":2,"challenge_id":"poison-%d","body":"%s"}`, i, ledgertest.Canary)}
+	return &poison{kind: "unknown version", body: fmt.Sprintf(`{"schema_version":4,"challenge_id":"poison-%d","body":"%s"}`, i, ledgertest.Canary)}
 }
 
 // pumpQueueRound delivers what the queue holds to the claim handler from
