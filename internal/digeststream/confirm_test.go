@@ -257,11 +257,44 @@ func eventValue(v streamtypes.AttributeValue) events.DynamoDBAttributeValue {
 // counted in ContradictedRecords. The genuine batch is then digested.
 func TestContradictedBatchIsNotSigned(t *testing.T) {
 	stream := genuine(100, 6)
-	cases := []struct {
-		name    string
-		shardID string
-		alter   func([]events.DynamoDBEventRecord) []events.DynamoDBEventRecord
-	}{
+	for _, c := range contradictions() {
+		t.Run(c.name, func(t *testing.T) {
+			rig := newConfirmRig(&fakeShard{id: "shardId-1", records: stream})
+			ev := batch(c.alter(clone(stream)))
+			ev.ShardID = c.shardID
+			_, err := rig.h.Handle(context.Background(), ev)
+			if !errors.Is(err, ErrContradicted) {
+				t.Fatalf("Handle: %v, want ErrContradicted", err)
+			}
+			if rig.store.Puts != 0 {
+				t.Fatalf("%d digests written of a contradicted batch", rig.store.Puts)
+			}
+			if want := fmt.Sprintf(`"ContradictedRecords":%d`, len(ev.Records)); !strings.Contains(rig.metrics.String(), want) {
+				t.Errorf("metrics %s, want %s", rig.metrics.String(), want)
+			}
+			// The genuine batch is confirmed and digested.
+			rig.metrics.Reset()
+			if _, err := rig.h.Handle(context.Background(), batch(clone(stream))); err != nil || rig.store.Puts != 1 {
+				t.Fatalf("genuine batch: %v, %d digests", err, rig.store.Puts)
+			}
+			if strings.Contains(rig.metrics.String(), "ContradictedRecords") {
+				t.Errorf("a genuine batch counted contradicted: %s", rig.metrics.String())
+			}
+		})
+	}
+}
+
+// contradiction is a batch the stream contradicts: the genuine records
+// (genuine(100, 6)) altered, handed with shardID.
+type contradiction struct {
+	name    string
+	shardID string
+	alter   func([]events.DynamoDBEventRecord) []events.DynamoDBEventRecord
+}
+
+// contradictions are the ways a batch can differ from what the stream holds.
+func contradictions() []contradiction {
+	return []contradiction{
 		{"made-up MODIFY at a sequence number the stream lacks", "", func(r []events.DynamoDBEventRecord) []events.DynamoDBEventRecord {
 			f := r[1]
 			f.Change.SequenceNumber, f.Change.OldImage, f.Change.NewImage = "999999", streamImage("k0", "aa"), streamImage("k0", "aa", "ff")
@@ -318,31 +351,6 @@ func TestContradictedBatchIsNotSigned(t *testing.T) {
 			return r
 		}},
 		{"a shard the stream lacks", "shardId-forged", func(r []events.DynamoDBEventRecord) []events.DynamoDBEventRecord { return r }},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			rig := newConfirmRig(&fakeShard{id: "shardId-1", records: stream})
-			ev := batch(c.alter(clone(stream)))
-			ev.ShardID = c.shardID
-			_, err := rig.h.Handle(context.Background(), ev)
-			if !errors.Is(err, ErrContradicted) {
-				t.Fatalf("Handle: %v, want ErrContradicted", err)
-			}
-			if rig.store.Puts != 0 {
-				t.Fatalf("%d digests written of a contradicted batch", rig.store.Puts)
-			}
-			if want := fmt.Sprintf(`"ContradictedRecords":%d`, len(ev.Records)); !strings.Contains(rig.metrics.String(), want) {
-				t.Errorf("metrics %s, want %s", rig.metrics.String(), want)
-			}
-			// The genuine batch is confirmed and digested.
-			rig.metrics.Reset()
-			if _, err := rig.h.Handle(context.Background(), batch(clone(stream))); err != nil || rig.store.Puts != 1 {
-				t.Fatalf("genuine batch: %v, %d digests", err, rig.store.Puts)
-			}
-			if strings.Contains(rig.metrics.String(), "ContradictedRecords") {
-				t.Errorf("a genuine batch counted contradicted: %s", rig.metrics.String())
-			}
-		})
 	}
 }
 
