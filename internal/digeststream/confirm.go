@@ -34,6 +34,10 @@ var ErrContradicted = errors.New("digeststream: the stream contradicts the batch
 // getRecordsLimit is the most records one GetRecords call returns.
 const getRecordsLimit = 1000
 
+// maxShardPages bounds the pages of shards DescribeStream is asked for (100
+// shards a page; a stream keeps a day of shards).
+const maxShardPages = 1000
+
 // maxEmptyPages is how many GetRecords answers in a row without a record
 // the check accepts from an open shard before it concludes that the stream
 // holds no more records than it read (the batch names more).
@@ -91,6 +95,7 @@ var errNotInShard = errors.New("digeststream: not in this shard")
 // holds first: shardID alone if the event named one (a tumbling window).
 func (h *Digest) shardsHolding(ctx context.Context, arn, shardID string, first *big.Int) ([]string, error) {
 	var out []string
+	pages := 0
 	in := &dynamodbstreams.DescribeStreamInput{StreamArn: &arn}
 	for {
 		d, err := h.Streams.DescribeStream(ctx, in)
@@ -118,6 +123,9 @@ func (h *Digest) shardsHolding(ctx context.Context, arn, shardID string, first *
 		last := d.StreamDescription.LastEvaluatedShardId
 		if last == nil || *last == "" {
 			break
+		}
+		if pages++; pages >= maxShardPages || deref(in.ExclusiveStartShardId) == *last {
+			return nil, fmt.Errorf("digeststream: describe the stream: the shard list does not end (%d pages)", pages)
 		}
 		in.ExclusiveStartShardId = last
 	}

@@ -40,6 +40,8 @@ type fakeStreams struct {
 	shards []*fakeShard
 	fail   error
 	calls  map[string]int
+	// onePerPage has DescribeStream list one shard a page.
+	onePerPage bool
 }
 
 func (f *fakeStreams) count(op string) error {
@@ -65,7 +67,21 @@ func (f *fakeStreams) DescribeStream(_ context.Context, in *dynamodbstreams.Desc
 		}
 		shards = append(shards, streamtypes.Shard{ShardId: aws.String(s.id), SequenceNumberRange: r})
 	}
-	return &dynamodbstreams.DescribeStreamOutput{StreamDescription: &streamtypes.StreamDescription{StreamArn: in.StreamArn, Shards: shards}}, nil
+	d := &streamtypes.StreamDescription{StreamArn: in.StreamArn, Shards: shards}
+	if f.onePerPage {
+		i := 0
+		for i < len(shards) && in.ExclusiveStartShardId != nil && aws.ToString(shards[i].ShardId) != *in.ExclusiveStartShardId {
+			i++
+		}
+		if in.ExclusiveStartShardId != nil {
+			i++
+		}
+		d.Shards = shards[i : i+1]
+		if i+1 < len(shards) {
+			d.LastEvaluatedShardId = shards[i].ShardId
+		}
+	}
+	return &dynamodbstreams.DescribeStreamOutput{StreamDescription: d}, nil
 }
 
 func (f *fakeStreams) GetShardIterator(_ context.Context, in *dynamodbstreams.GetShardIteratorInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
@@ -392,6 +408,11 @@ func TestConfirmReadsWhatTheBatchNeeds(t *testing.T) {
 	want := map[string]int{"DescribeStream": 1, "GetShardIterator": 2, "GetRecords": 3}
 	if fmt.Sprint(rig.streams.calls) != fmt.Sprint(want) {
 		t.Errorf("calls %v, want %v", rig.streams.calls, want)
+	}
+	// Listed one shard a page, the shard holding the batch is still found.
+	rig.streams.onePerPage, rig.streams.calls = true, nil
+	if _, err := rig.h.Handle(context.Background(), batch(clone(open.records[:5]))); err != nil || rig.streams.calls["DescribeStream"] != 2 {
+		t.Fatalf("shards listed a page each: %v, calls %v", err, rig.streams.calls)
 	}
 	// The closed shard's whole run; then the same run less its last record
 	// handed as the end of the shard's: confirmed (a batch may end anywhere).
