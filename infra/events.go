@@ -241,19 +241,15 @@ func (ev providerEvents) onlyOurSubscription() {
 // them to delete one by one needs kms:Decrypt on the queue's key, which OnlyEventsReads denies to
 // all but the events role.
 //
-// The other queues are not given this Deny, deliberately:
-//   - the intent queue: a purge drops resets not yet claimed, a denial of service, but no
-//     evidence: an unclaimed intent has no row, and the producer's own record and the player's
-//     retry cover it. A Deny would not even stop the denial of service: the queue uses SQS-managed
-//     encryption (producers send without KMS permissions), so any principal allowed
-//     sqs:ReceiveMessage and sqs:DeleteMessage on it drains it as surely, batch by batch, and
-//     those are claim's own actions, which no policy can refuse to everyone;
-//   - the DLQs: the runbook purges the stream-failure, dispatch-queue and provider-events DLQs
-//     once a failure is understood (README, Alarms and what to do; poison intents are fixed at
-//     the producer), and what a DLQ keeps is not what the ledger's evidence rests on: re-drives
-//     and sweeps settle the rows without it, the functions' logs name each failure, and
-//     ProviderEventsDlq can be neither read (OnlyEventsReads) nor redriven (OnlyTopicDelivers);
-//     purging it is also how its personal data goes before its retention ends.
+// The intent queue denies every purge too (NoPurgeOfIntents, queuepolicies.go): only the claim
+// role may receive, delete or hide its intents (OnlyClaimReceivesIntents), so a purge was the one
+// way left to drop resets not yet claimed. The DLQs are not given this Deny, deliberately: the
+// runbook purges the stream-failure, dispatch-queue and provider-events DLQs once a failure is
+// understood (README, Alarms and what to do; poison intents are fixed at the producer), and what
+// a DLQ keeps is not what the ledger's evidence rests on: re-drives and sweeps settle the rows
+// without it, the functions' logs name each failure, and ProviderEventsDlq can be neither read
+// (OnlyEventsReads) nor redriven (OnlyTopicDelivers); purging it is also how its personal data
+// goes before its retention ends.
 //
 // Every purge of any of the stack's queues, and every attempt, reaches on-call through the
 // QueueChanged rule (audit.go).

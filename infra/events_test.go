@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -250,22 +251,30 @@ func TestProviderEventsLeaveOnlyByTheRoute(t *testing.T) {
 		}
 	}
 
+	// The provider events queue (NoPurgeOfEvidence) and the intent queue (NoPurgeOfIntents,
+	// queuepolicies.go) deny every purge; the DLQs do not (argued in events.go).
+	purgeSids := map[string]string{
+		mustJSON(map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::SQS::Queue", "ProviderEventsQueue"), "Arn"}}): "NoPurgeOfEvidence",
+		mustJSON(map[string]any{"Fn::GetAtt": []any{s.logicalID(t, "AWS::SQS::Queue", "IntentQueue"), "Arn"}}):         "NoPurgeOfIntents",
+	}
 	var carriers []string
-	for id, qp := range s.resources("AWS::SQS::QueuePolicy") {
+	for _, qp := range s.resources("AWS::SQS::QueuePolicy") {
 		doc := props(qp)["PolicyDocument"].(map[string]any)
 		for _, st := range list(doc["Statement"]) {
 			if stmt := st.(map[string]any); strings.Contains(mustJSON(stmt["Action"]), "sqs:PurgeQueue") {
-				carriers = append(carriers, id)
-				if stmt["Sid"] != "NoPurgeOfEvidence" || stmt["Effect"] != "Deny" || mustJSON(stmt["Principal"]) != `{"AWS":"*"}` ||
-					stmt["Action"] != "sqs:PurgeQueue" || mustJSON(stmt["Resource"]) != queueArn || stmt["Condition"] != nil {
-					t.Errorf("%s: purge statement = %s, want NoPurgeOfEvidence: a Deny of sqs:PurgeQueue on ProviderEventsQueue to all", id, mustJSON(stmt))
+				on := mustJSON(stmt["Resource"])
+				carriers = append(carriers, purgeSids[on])
+				if sid := purgeSids[on]; sid == "" || stmt["Sid"] != sid || stmt["Effect"] != "Deny" || mustJSON(stmt["Principal"]) != `{"AWS":"*"}` ||
+					stmt["Action"] != "sqs:PurgeQueue" || stmt["Condition"] != nil {
+					t.Errorf("purge statement = %s, want %s: a Deny of sqs:PurgeQueue to all", mustJSON(stmt), sid)
 				}
 			}
 		}
 	}
 	policyStatement(t, queuePolicy(t, s, "ProviderEventsQueue"), "NoPurgeOfEvidence")
-	if len(carriers) != 1 {
-		t.Errorf("queue policies naming sqs:PurgeQueue: %v, want ProviderEventsQueue's only (the intent queue and the DLQs are argued in events.go)", carriers)
+	policyStatement(t, queuePolicy(t, s, "IntentQueue"), "NoPurgeOfIntents")
+	if sort.Strings(carriers); !slices.Equal(carriers, []string{"NoPurgeOfEvidence", "NoPurgeOfIntents"}) {
+		t.Errorf("purge Denies: %v, want the provider events queue's and the intent queue's only (the DLQs are argued in events.go)", carriers)
 	}
 }
 

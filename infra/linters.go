@@ -216,10 +216,6 @@ var linterSkips = map[string]map[string][]linterSkip{
 		"QueueChanged":                {{"ES4000", securityRuleNoDLQ}},
 		"ProviderEventsTopicChanged":  {{"ES4000", securityRuleNoDLQ}},
 	},
-	"AWS::Lambda::Permission": {
-		"ReconcileSchedule": {{"ES1007", sweepNoRetries}},
-		"ExpireSchedule":    {{"ES1007", sweepNoRetries}},
-	},
 }
 
 // suppressLinterFindings adds the linterSkips metadata to the stack's resources. Call it once,

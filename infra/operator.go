@@ -231,6 +231,9 @@ func operateFunctionPolicy(fnArn *string, invokers []*string) awsiam.PolicyDocum
 		principals = append(principals, awsiam.NewArnPrincipal(who))
 	}
 	resources := &[]*string{fnArn}
+	// The Denies name the function and every qualifier of it: an invocation of function:F:$LATEST
+	// meets this policy with the qualified ARN, which a Resource of F alone does not match.
+	everyQualifier := &[]*string{fnArn, jsii.String(*fnArn + ":*")}
 	return awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &[]awsiam.PolicyStatement{
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid: jsii.String("OperatorsInvokeUrl"), Principals: &principals, Actions: jsii.Strings("lambda:InvokeFunctionUrl"),
@@ -246,14 +249,14 @@ func operateFunctionPolicy(fnArn *string, invokers []*string) awsiam.PolicyDocum
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid: jsii.String("OnlyThroughTheUrl"), Effect: awsiam.Effect_DENY,
 			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()}, Actions: jsii.Strings("lambda:InvokeFunction"),
-			Resources:  resources,
+			Resources:  everyQualifier,
 			Conditions: &map[string]interface{}{"BoolIfExists": map[string]interface{}{"lambda:InvokedViaFunctionUrl": "false"}},
 		}),
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid: jsii.String("OnlyOperatorsInvoke"), Effect: awsiam.Effect_DENY,
 			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
 			Actions:    jsii.Strings("lambda:InvokeFunctionUrl", "lambda:InvokeFunction"),
-			Resources:  resources,
+			Resources:  everyQualifier,
 			Conditions: &map[string]interface{}{"ArnNotEquals": map[string]interface{}{"aws:PrincipalArn": invokers}},
 		}),
 	}})

@@ -40,13 +40,15 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	p.claimTrigger(stack, fns[settings.Claim], in)
 	p.dispatchTriggers(stack, fns[settings.Dispatch], st.ledger, q)
 	p.eventsTrigger(stack, fns[settings.Events], ev)
-	p.sweeps(stack, fns)
+	schedules := p.sweeps(stack, fns)
 	p.grant(stack, fns, st, in, q, ev)
 	grantWebhookSecret(fns, whSecret)
-	dg := p.digests(stack, st)     // the signed digests: key, bucket, function and its trigger (digest.go)
-	p.operator(stack, fns, st, dg) // the operator role and the table's write Deny (operator.go)
-	p.auditTrail(stack, st)        // the ledger table's write data events, when a trail is named (audit.go)
-	p.backup(stack, st)            // daily backups for the retention period (backup.go)
+	dg := p.digests(stack, st)               // the signed digests: key, bucket, function and its trigger (digest.go)
+	p.invokers(stack, fns, dg.fn, schedules) // only its trigger invokes a function (invokers.go)
+	queueBoundaries(fns, in, q, dg)          // who may receive from and send to the queues (queuepolicies.go)
+	p.operator(stack, fns, st, dg)           // the operator role and the table's write Deny (operator.go)
+	p.auditTrail(stack, st)                  // the ledger table's write data events, when a trail is named (audit.go)
+	p.backup(stack, st)                      // daily backups for the retention period (backup.go)
 	if !p.SkipObservability {
 		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev, ledger: st.ledger, digests: dg}); err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawsevents"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/resetledger/resetledger/internal/settings"
@@ -17,12 +18,14 @@ import (
 // than its rate instead of queueing it (function sets those); a failed sweep is not retried: the
 // next tick is the retry.
 
-// sweeps schedules the two sweep functions.
-func (p *LedgerStackProps) sweeps(stack awscdk.Stack, fns map[settings.Role]awslambda.Function) {
+// sweeps schedules the two sweep functions and returns each one's schedule.
+func (p *LedgerStackProps) sweeps(stack awscdk.Stack, fns map[settings.Role]awslambda.Function) map[settings.Role]awsevents.Rule {
+	rules := map[settings.Role]awsevents.Rule{}
 	for _, name := range settings.Sweepers {
 		rate, _ := p.sweepRate(name)
-		p.schedule(stack, name, fns[name], rate)
+		rules[name] = p.schedule(stack, name, fns[name], rate)
 	}
+	return rules
 }
 
 // sweepRate returns a scheduled sweep function's rate; ok is false for the other functions.
@@ -36,17 +39,42 @@ func (p *LedgerStackProps) sweepRate(name settings.Role) (rate time.Duration, ok
 	return 0, false
 }
 
-// schedule invokes fn at a fixed rate.
-func (p *LedgerStackProps) schedule(stack awscdk.Stack, name settings.Role, fn awslambda.Function, rate time.Duration) {
+// schedule invokes fn at a fixed rate. The rule's permission to invoke fn is the function's
+// resource policy (ItsScheduleInvokes, invokers.go), which holds the Deny of every other invoker:
+// Lambda's AddPermission and PutResourcePolicy write the same policy, so the stack gives it whole,
+// and the target adds no AWS::Lambda::Permission. The local stage, whose emulator cannot create
+// that policy (SkipOperatorDenies), gets the CDK target's permission instead.
+func (p *LedgerStackProps) schedule(stack awscdk.Stack, name settings.Role, fn awslambda.Function, rate time.Duration) awsevents.Rule {
 	id := title(name)
-	awsevents.NewRule(stack, jsii.String(id+"Schedule"), &awsevents.RuleProps{
-		Description: jsii.String(p.Prefix + " " + string(name) + " sweep"),
-		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(rate.Minutes()))),
-		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
+	var target awsevents.IRuleTarget = &scheduleTarget{fn: fn, rate: rate}
+	if p.SkipOperatorDenies {
+		target = awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
 			RetryAttempts: jsii.Number(0),
 			MaxEventAge:   seconds(rate),
-		})},
+		})
+	}
+	return awsevents.NewRule(stack, jsii.String(id+"Schedule"), &awsevents.RuleProps{
+		Description: jsii.String(p.Prefix + " " + string(name) + " sweep"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(rate.Minutes()))),
+		Targets:     &[]awsevents.IRuleTarget{target},
 	})
+}
+
+// scheduleTarget is a schedule's Lambda target as CDK's LambdaFunction target renders it (no
+// retry, events no older than the rate), without the AWS::Lambda::Permission that target adds.
+type scheduleTarget struct {
+	fn   awslambda.IFunction
+	rate time.Duration
+}
+
+func (t *scheduleTarget) Bind(_ interfacesawsevents.IRuleRef, _ *string) *awsevents.RuleTargetConfig {
+	return &awsevents.RuleTargetConfig{
+		Arn: t.fn.FunctionArn(),
+		RetryPolicy: &awsevents.CfnRule_RetryPolicyProperty{
+			MaximumRetryAttempts:     jsii.Number(0),
+			MaximumEventAgeInSeconds: jsii.Number(t.rate.Seconds()),
+		},
+	}
 }
 
 // validateSweeps checks that the schedules are whole minutes and a sweep ends before the next.
