@@ -196,7 +196,7 @@ const keyDeletionWindowDays = 30
 //     sns:SetSubscriptionAttributes or Unsubscribe on one of its subscriptions
 //     (requestParameters.subscriptionArn, the topic's ARN and ":" then the subscription's id),
 //     which no topic policy can deny: a filter policy or an unsubscribe silently stops the events.
-//   - BucketChanged, FunctionChanged, RoleChanged, SesConfigurationSetChanged,
+//   - BucketChanged, FunctionChanged, RolePassedToFunction, RoleChanged, SesConfigurationSetChanged,
 //     SmsConfigurationSetChanged, SmsProtectConfigurationChanged and DataEventsTrailChanged: the rest
 //     of the boundary (securityRules).
 //
@@ -319,6 +319,18 @@ func stackQueues(stack awscdk.Stack) []interface{} {
 //     resource policy calls name it in requestParameters.resourceArn (the field name follows the
 //     API's ResourceArn as CloudTrail spells request members; not confirmed from a sample event).
 //     The functions are matched by the stack's name prefix (stackFunctions).
+//   - RolePassedToFunction: lambda:CreateFunction or UpdateFunctionConfiguration (any of Lambda's
+//     versioned event names, matched by prefix) whose requestParameters.role names a role of this
+//     stack: whoever may pass the role (iam:PassRole) gives a function of their own the role's
+//     permissions. Each function role denies every request another function's code makes with it
+//     (OnlyThroughItsFunction, functions.go), but not what Lambda does with the role outside the
+//     code (an event source mapping's polling), so the creation itself is told. The role is an ARN
+//     (the API takes nothing else); the pattern matches its end, "/<role name>", ignoring case (IAM
+//     role names are unique regardless of case), so every partition, path and casing of the stack's
+//     own roles matches and a role whose name merely ends the same does not (the "/" before the
+//     name). A deploy of this stack that changes a function's configuration matches too.
+//     (requestParameters.role follows the API's Role parameter as CloudTrail spells request
+//     members; not confirmed from a sample event.)
 //   - RoleChanged: a role of this stack (the functions' roles, which the ledger's OnlyLedgerWriters
 //     names as its writers, the operator function's among them; LedgerOperatorRole, whose trust
 //     policy is operatorArns; SecurityEventsRole, which publishes these rules' events) had an
@@ -388,6 +400,13 @@ func (w *alarms) securityRules(o observed) []securityRule {
 					map[string]interface{}{"requestParameters": map[string]interface{}{"functionName": fnNames}},
 					map[string]interface{}{"requestParameters": map[string]interface{}{"resourceArn": fnArns}},
 				},
+			}},
+		{"RolePassedToFunction", "a function was created with a role of this stack, or given one (lambda CreateFunction or " +
+			"UpdateFunctionConfiguration naming it): code that is not the role's own function acting as the role", "aws.lambda",
+			map[string]interface{}{
+				"eventSource":       []string{"lambda.amazonaws.com"},
+				"eventName":         prefixes("CreateFunction", "UpdateFunctionConfiguration"),
+				"requestParameters": map[string]interface{}{"role": stackRoleArns(stack)},
 			}},
 		{"RoleChanged", "a role of this stack (a writer's, the operator's, the security events') had a policy, its trust " +
 			"policy or its permissions boundary changed, or was deleted (IAM's events reach EventBridge in us-east-1 only)", "aws.iam",
@@ -465,9 +484,12 @@ var (
 		"PutBucketPublicAccessBlock", "PutPublicAccessBlock", "DeleteBucketPublicAccessBlock", "DeletePublicAccessBlock",
 		"PutBucketAcl", "PutBucketOwnershipControls", "DeleteBucketOwnershipControls",
 		"PutBucketReplication", "DeleteBucketReplication", "DeleteBucket"}
+	// PublishVersion and the alias calls: a version or an alias has a resource policy of its own, not
+	// the function's, so an invocation of it is outside the function policy's Denies (invokers.go).
 	functionCalls = []string{"UpdateFunctionConfiguration", "UpdateFunctionCode", "AddPermission", "RemovePermission",
 		"PutResourcePolicy", "DeleteResourcePolicy", "CreateFunctionUrlConfig", "UpdateFunctionUrlConfig",
-		"DeleteFunctionUrlConfig", "PutFunctionConcurrency", "DeleteFunction"}
+		"DeleteFunctionUrlConfig", "PutFunctionConcurrency", "DeleteFunction", "PublishVersion", "CreateAlias",
+		"UpdateAlias"}
 	roleCalls = []string{"PutRolePolicy", "DeleteRolePolicy", "AttachRolePolicy", "DetachRolePolicy", "UpdateAssumeRolePolicy",
 		"PutRolePermissionsBoundary", "DeleteRolePermissionsBoundary", "DeleteRole"}
 	sesSetCalls = []string{
@@ -524,6 +546,17 @@ func stackRefs(stack awscdk.Stack, typ string) []*string {
 		refs = append(refs, res.Ref())
 	}
 	return refs
+}
+
+// stackRoleArns matches every role of the stack by the end of its ARN, "/<role name>", ignoring
+// case: a role ARN is arn:<partition>:iam::<account>:role/<path><name>, and IAM role names are
+// unique in an account regardless of case.
+func stackRoleArns(stack awscdk.Stack) []interface{} {
+	var out []interface{}
+	for _, name := range stackRefs(stack, "AWS::IAM::Role") {
+		out = append(out, map[string]interface{}{"suffix": map[string]interface{}{"equals-ignore-case": jsii.String("/" + *name)}})
+	}
+	return out
 }
 
 // stackFunctions matches every function of the stack as a caller may name it:

@@ -22,7 +22,7 @@ import (
 // securityRuleNames are the EventBridge rules a stage with an alarm topic has (audit.go), with SES
 // email and End User Messaging SMS (its configuration set and protect configuration).
 var securityRuleNames = []string{"KeyStateOrPolicyChanged", "LedgerResourcePolicyChanged", "QueueChanged",
-	"ProviderEventsTopicChanged", "BucketChanged", "FunctionChanged", "RoleChanged", "SesConfigurationSetChanged",
+	"ProviderEventsTopicChanged", "BucketChanged", "FunctionChanged", "RolePassedToFunction", "RoleChanged", "SesConfigurationSetChanged",
 	"SmsConfigurationSetChanged", "SmsProtectConfigurationChanged", "DataEventsTrailChanged"}
 
 const (
@@ -157,14 +157,25 @@ func matchValue(alternatives []any, v string) bool {
 			}
 		case map[string]any:
 			for op, arg := range m {
-				s := arg.(string)
+				s, _ := arg.(string)
+				fold := false
+				if ic, ok := arg.(map[string]any); ok && (op == "prefix" || op == "suffix") {
+					// {"suffix": {"equals-ignore-case": "..."}}: the same match, ignoring case.
+					s, fold = ic["equals-ignore-case"].(string), true
+				}
+				cased := func(x string) string {
+					if fold {
+						return strings.ToLower(x)
+					}
+					return x
+				}
 				switch op {
 				case "prefix":
-					if strings.HasPrefix(v, s) {
+					if strings.HasPrefix(cased(v), cased(s)) {
 						return true
 					}
 				case "suffix":
-					if strings.HasSuffix(v, s) {
+					if strings.HasSuffix(cased(v), cased(s)) {
 						return true
 					}
 				case "wildcard":
@@ -191,6 +202,7 @@ func TestMatchPattern(t *testing.T) {
 		"$or": []any{
 			map[string]any{"requestParameters": map[string]any{"a": []any{"x", map[string]any{"suffix": "/y"}}}},
 			map[string]any{"requestParameters": map[string]any{"b": []any{map[string]any{"wildcard": "*:f:z:*"}}}},
+			map[string]any{"requestParameters": map[string]any{"c": []any{map[string]any{"suffix": map[string]any{"equals-ignore-case": "/Role-A"}}}}},
 		},
 	}}
 	ev := func(source, name, field, value string) map[string]any {
@@ -209,6 +221,9 @@ func TestMatchPattern(t *testing.T) {
 		{ev("aws.s3", "GetX", "a", "x"), false},
 		{ev("aws.sqs", "PutX", "a", "x"), false},
 		{ev("aws.s3", "PutX", "c", "x"), false},
+		{ev("aws.s3", "PutX", "c", "arn:r:role/ROLE-a"), true},
+		{ev("aws.s3", "PutX", "c", "arn:r:role/x-role-a"), false},
+		{ev("aws.s3", "PutX", "a", "arn/Y"), false},
 	} {
 		if got := matchPattern(pattern, tc.event); got != tc.want {
 			t.Errorf("match %v = %v, want %v", tc.event, got, tc.want)
@@ -316,6 +331,8 @@ func securityRuleCases(t *testing.T, s *synthesized) []securityRuleCase {
 				{"AddPermission20150331v2", map[string]any{"functionName": fnName("operate") + ":live"}},
 				{"RemovePermission20150331v2", map[string]any{"functionName": fnArn("operate") + ":1"}},
 				{"PutResourcePolicy", map[string]any{"resourceArn": fnArn("operate")}},
+				{"PublishVersion20150331", map[string]any{"functionName": fnName("dispatch")}},
+				{"CreateAlias20150331", map[string]any{"functionName": fnArn("claim")}},
 				{"DeleteFunction20150331", map[string]any{"functionName": fnName("events")}}},
 			[]ruleCall{{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": "resetledger-test2-dispatch"}},
 				{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": "x" + fnName("dispatch")}},
@@ -324,6 +341,21 @@ func securityRuleCases(t *testing.T, s *synthesized) []securityRuleCase {
 				{"PutResourcePolicy", map[string]any{"resourceArn": "arn:aws:lambda:us-east-1:111122223333:function:other"}},
 				{"GetFunctionConfiguration20150331v2", map[string]any{"functionName": fnName("dispatch")}},
 				{"Invoke", map[string]any{"functionName": fnName("operate")}}}},
+		// Every function role of the stack, and the others, in every spelling a caller may pass: the
+		// ARN as CloudFormation made it, another partition, a path, another case; not a role whose
+		// name ends the same, nor a read, nor a function created with a role of its own.
+		{"RolePassedToFunction", "aws.lambda", "lambda.amazonaws.com",
+			append(rolePassedCalls(t, s), []ruleCall{
+				{"CreateFunction20150331", map[string]any{"functionName": "insider", "role": "arn:aws-us-gov:iam::" + testAccount + ":role/" + claimRole}},
+				{"CreateFunction20150331", map[string]any{"functionName": "insider", "role": "arn:aws:iam::" + testAccount + ":role/team/" + claimRole}},
+				{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": "other", "role": "arn:aws:iam::" + testAccount + ":role/" + strings.ToUpper(claimRole)}},
+				{"CreateFunction20150331", map[string]any{"functionName": "insider", "role": "arn:aws:iam::" + testAccount + ":role/" + operatorRole}},
+			}...),
+			[]ruleCall{{"CreateFunction20150331", map[string]any{"functionName": "insider", "role": "arn:aws:iam::" + testAccount + ":role/insider"}},
+				{"CreateFunction20150331", map[string]any{"functionName": "insider", "role": "arn:aws:iam::" + testAccount + ":role/x" + claimRole}},
+				{"CreateFunction20150331", map[string]any{"functionName": "insider", "role": "arn:aws:iam::" + testAccount + ":role/" + claimRole + "-copy"}},
+				{"UpdateFunctionConfiguration20150331v2", map[string]any{"functionName": "other", "timeout": 30}},
+				{"GetFunction20150331v2", map[string]any{"functionName": fnName("claim"), "role": "arn:aws:iam::" + testAccount + ":role/" + claimRole}}}},
 		{"RoleChanged", "aws.iam", "iam.amazonaws.com",
 			[]ruleCall{{"PutRolePolicy", map[string]any{"roleName": claimRole, "policyName": "more"}},
 				{"AttachRolePolicy", map[string]any{"roleName": claimRole}},
@@ -354,6 +386,20 @@ func securityRuleCases(t *testing.T, s *synthesized) []securityRuleCase {
 			[]ruleCall{{"StopLogging", map[string]any{"name": "organization-trail"}},
 				{"GetTrailStatus", map[string]any{"name": testTrail}}}},
 	}
+}
+
+// rolePassedCalls: a function created with each role the stack defines, named by the ARN
+// CloudFormation gives it.
+func rolePassedCalls(t *testing.T, s *synthesized) []ruleCall {
+	t.Helper()
+	var calls []ruleCall
+	for id := range s.resources("AWS::IAM::Role") {
+		calls = append(calls, ruleCall{"CreateFunction20150331", map[string]any{"functionName": "insider-" + id, "role": s.physical(id, "Arn")}})
+	}
+	if len(calls) < 9 {
+		t.Fatalf("roles in the template: %d", len(calls))
+	}
+	return calls
 }
 
 // checkSecurityRule: the rule matches its calls and not the others, and has

@@ -608,6 +608,13 @@ func (w *alarms) digests(o observed) {
 		"stream's 24 h retention, a skipped shard) or could not read, or a row whose history moved in a way a writer "+
 		"never moves it. ledgerctl verify reports the rows.",
 		emf(metrics.DigestGaps, nil, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+	// Forged events (issue 42): dispatch and the digest function count an event the table
+	// contradicts (a stream image or queue message whose fields are not the row's) and write
+	// nothing for it. Only an event nobody's trigger delivered makes one, so the first pages.
+	w.add("ContradictedRecords", "A function was handed an event the ledger table contradicts (a stream record or "+
+		"message whose expiry, subject, content hash or history head is not the row's) and wrote nothing for it: "+
+		"someone invoked it with a forged event. Its log names the row.",
+		emf(metrics.ContradictedRecords, nil, "Sum", seconds(alarmPeriod)), 1, gte, quiet)
 	w.add("DigestFailures", "The digest function failed a batch (error, crash or timeout): Lambda retries it in order, "+
 		"so no later record of its shard is digested until it succeeds.",
 		d.fn.MetricErrors(sumOver5m()), 1, gte, quiet)

@@ -237,6 +237,9 @@ func addDigestAndFunctionAlarms(d alarmDimensions, want map[string]map[string]an
 	// stream's 24 h retention would lose records; the heartbeat is metric math (TestDigestHeartbeat).
 	want["DigestGaps"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "DigestGaps", "Statistic": "Sum", "Period": 300.0,
 		"Threshold": 0.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
+	// Forged events: any event the table contradicts pages (dispatch and the digest function count them).
+	want["ContradictedRecords"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "ContradictedRecords", "Statistic": "Sum",
+		"Period": 300.0, "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
 	want["DigestFailures"] = map[string]any{"Namespace": "AWS/Lambda", "MetricName": "Errors", "Dimensions": fnDim(settings.Digest),
 		"Statistic": "Sum", "Period": 300.0, "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
 	want["DigestFailureDlqDepth"] = map[string]any{"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",

@@ -26,7 +26,8 @@ func TestResourceCounts(t *testing.T) {
 	for typ, n := range map[string]float64{
 		"AWS::Lambda::Function":           7,  // the five, the operator function and the digest function
 		"AWS::Lambda::Url":                1,  // the operator function's, AuthType AWS_IAM
-		"AWS::Lambda::ResourcePolicy":     1,  // the operator function's (operator.go)
+		"AWS::Lambda::ResourcePolicy":     7,  // one per function: who may invoke it (invokers.go, operator.go)
+		"AWS::Lambda::Permission":         0,  // the schedules' invoke permission is in their functions' policies
 		"AWS::Lambda::EventSourceMapping": 5,  // intent queue -> claim; stream and dispatch queue -> dispatch; provider events -> events; stream -> digest
 		"AWS::DynamoDB::Table":            4,  // ledger, content, budget, limits
 		"AWS::SQS::Queue":                 8,  // intent, dispatch, provider events, their DLQs, the stream's and the digest stream's
@@ -38,10 +39,10 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::S3::BucketPolicy": 2,
 		"AWS::Logs::LogGroup":   7,
 		"AWS::IAM::Role":        10, // the seven functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
-		// TestAlarmsAndDashboard names each one: 38 fixed (IntentSealRefused and the five digest
-		// alarms among them), one per security rule (its Undelivered), one per channel, one per open
-		// state, and the send limits' five (one per limit rule but supersession).
-		"AWS::CloudWatch::Alarm":                     float64(38 + len(securityRuleNames) + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
+		// TestAlarmsAndDashboard names each one: 39 fixed (IntentSealRefused, the five digest alarms
+		// and ContradictedRecords among them), one per security rule (its Undelivered), one per
+		// channel, one per open state, and the send limits' five (one per limit rule but supersession).
+		"AWS::CloudWatch::Alarm":                     float64(39 + len(securityRuleNames) + len(ledger.Channels) + openStates() + len(ledger.Rules) - 1),
 		"AWS::Backup::BackupVault":                   1,
 		"AWS::Backup::BackupPlan":                    1,
 		"AWS::Backup::BackupSelection":               1, // the ledger table
