@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -51,8 +52,9 @@ var (
 )
 
 // A resource of the template, by type and construct name; for an S3 bucket, path names an object
-// in it (the request is on arn:aws:s3:::<bucket>/<path>, the policy the bucket's).
-type boundaryResource struct{ typ, name, path string }
+// in it (the request is on arn:aws:s3:::<bucket>/<path>, the policy the bucket's); for a function,
+// qualifier names a version or alias of it (the request is on function:<name>:<qualifier>).
+type boundaryResource struct{ typ, name, path, qualifier string }
 
 // on names the resources the checks are made on.
 var on = struct {
@@ -78,6 +80,30 @@ var on = struct {
 	digestObject: boundaryResource{typ: "AWS::S3::Bucket", name: digestBucketID, path: "digests/00000000000000000001.json"},
 }
 
+// queueNamed is a queue of the template by construct name.
+func queueNamed(name string) boundaryResource {
+	return boundaryResource{typ: "AWS::SQS::Queue", name: name}
+}
+
+// function is one function of the template.
+func function(name settings.Role) boundaryResource {
+	return boundaryResource{typ: "AWS::Lambda::Function", name: title(name) + "Function"}
+}
+
+// qualified is r with a qualifier.
+func qualified(r boundaryResource, qualifier string) boundaryResource {
+	r.qualifier = qualifier
+	return r
+}
+
+// insiderFunctionARN is a function the insider created (lambda:CreateFunction) and gave a role of
+// the stack (iam:PassRole): its code's requests carry its own ARN as lambda:SourceFunctionArn.
+const insiderFunctionARN = "arn:aws:lambda:us-east-1:111122223333:function:insider-fn"
+
+// everyFunction is each function of the stack: the five, the operator function and the digest
+// function.
+var everyFunction = append(slices.Clone(settings.Functions), settings.Operate, settings.Digest)
+
 // functionRole is the role of one function, as the template names it (DispatchRole).
 func functionRole(name settings.Role) boundaryResource {
 	return boundaryResource{typ: "AWS::IAM::Role", name: title(name) + "Role"}
@@ -91,6 +117,9 @@ type boundaryCaller struct {
 	principal string
 	identity  func(b *boundaries) (iampolicy.Policy, error)
 	service   string
+	// source is the function whose code makes a role's requests (lambda:SourceFunctionArn); empty
+	// for a request Lambda makes with the role outside any function's code.
+	source string
 }
 
 // as names the callers.
@@ -103,12 +132,14 @@ var as = struct {
 		return parsePolicy("attacker's policy", `{"Statement":[{"Effect":"Allow","Action":["sqs:*","sns:*","kms:*","dynamodb:*"],"Resource":"*"}]}`)
 	}},
 	// The insider is any principal of the account with what a real one has: every action of
-	// DynamoDB, KMS (what key policies deny aside), S3, SES and End User Messaging SMS, and
-	// sts:AssumeRole and lambda:InvokeFunction on every resource. (What it can do once it assumed
-	// LedgerOperator is the operator role's checks: as.operator.)
+	// DynamoDB, KMS (what key policies deny aside), S3, SQS, SES and End User Messaging SMS, and
+	// sts:AssumeRole, lambda:InvokeFunction (with or without a qualifier), iam:PassRole and
+	// lambda:CreateFunction on every resource (issue 42). (What it can do once it assumed
+	// LedgerOperator is the operator role's checks: as.operator; what a function it creates with a
+	// role of the stack can do is that role's requests from insiderFunctionARN.)
 	insider: boundaryCaller{name: "insider", principal: insiderARN, identity: func(*boundaries) (iampolicy.Policy, error) {
-		return parsePolicy("insider's policy", `{"Statement":[{"Effect":"Allow","Action":["dynamodb:*","kms:*","s3:*","ses:*","sms-voice:*",
-			"sts:AssumeRole","lambda:InvokeFunction"],"Resource":"*"}]}`)
+		return parsePolicy("insider's policy", `{"Statement":[{"Effect":"Allow","Action":["dynamodb:*","kms:*","s3:*","sqs:*","ses:*","sms-voice:*",
+			"sts:AssumeRole","lambda:InvokeFunction","iam:PassRole","lambda:CreateFunction"],"Resource":"*"}]}`)
 	}},
 	// On-call is named by operatorArns; its own policy allows it every Lambda invocation.
 	oncall: boundaryCaller{name: "oncall", principal: oncallARN, identity: func(*boundaries) (iampolicy.Policy, error) {
@@ -177,6 +208,8 @@ type boundaryCheck struct {
 	// without which the request must be allowed. Empty for a request that must be allowed, or one
 	// nothing in the account allows (an implicit deny, which no Deny needs to stand behind).
 	deniedBy string
+	// byRole says deniedBy is on the caller's role's identity policies, not the resource's policy.
+	byRole bool
 }
 
 // boundaries is the production template, loaded for evaluation.
@@ -190,7 +223,7 @@ type boundaries struct {
 // producerArns set and email through SES and SMS through End User Messaging SMS.
 func TestBoundaries(t *testing.T) {
 	b := loadBoundaries(t)
-	checks := append(attackerChecks(), legitimateChecks()...)
+	checks := slices.Concat(attackerChecks(), insiderChecks(), legitimateChecks(), triggerChecks())
 	t.Run("requests", func(t *testing.T) {
 		for _, c := range checks {
 			t.Run(c.who.name+" "+c.name, func(t *testing.T) {
@@ -257,12 +290,20 @@ func boundaryDenialsAreLoadBearing(t *testing.T, b *boundaries, checks []boundar
 		}
 		t.Run(c.deniedBy+" "+c.who.name+" "+c.name, func(t *testing.T) {
 			arn, err := b.arn(c.on)
+			if c.byRole {
+				arn, err = b.arn(*c.who.role)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			without, err := b.stack.WithoutStatement(arn, c.deniedBy)
+			var without *iampolicy.Stack
+			if c.byRole {
+				without, err = b.stack.WithoutRoleStatement(arn, c.deniedBy)
+			} else {
+				without, err = b.stack.WithoutStatement(arn, c.deniedBy)
+			}
 			if errors.Is(err, iampolicy.ErrNoStatement) {
-				t.Fatalf("statement %s not found on %s's policy", c.deniedBy, c.on.name)
+				t.Fatalf("statement %s not found on %s's policy", c.deniedBy, arn)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -349,6 +390,149 @@ func attackerChecks() []boundaryCheck {
 			on: on.operateFn, ctx: throughURL, deniedBy: "OnlyOperatorsInvoke"},
 		boundaryCheck{name: "invokes the operator function directly, with a request context it wrote", who: as.oncall,
 			action: "lambda:InvokeFunction", on: on.operateFn, deniedBy: "OnlyThroughTheUrl"},
+	)
+	return checks
+}
+
+// insiderChecks are what the insider (issue 42: lambda:InvokeFunction on *, iam:PassRole,
+// lambda:CreateFunction and sqs:* among its grants) must not do, each with the Deny that stops it:
+//   - invoke any function, by its name or with a qualifier ($LATEST), but through what triggers
+//     it (the operator function: through its URL, which only operators may);
+//   - act as a function's role from a function of its own (PassRole and CreateFunction: the
+//     function's code's requests carry its own lambda:SourceFunctionArn), each role on what it
+//     holds that matters;
+//   - receive, delete, hide or purge intents, or add messages to the dispatch queue or the DLQs.
+func insiderChecks() []boundaryCheck {
+	var checks []boundaryCheck
+	invokeSid := func(name settings.Role) string {
+		switch name {
+		case settings.Reconcile, settings.Expire:
+			return onlyItsScheduleSid
+		case settings.Operate:
+			return "OnlyOperatorsInvoke"
+		}
+		return onlyItsEventSourceSid
+	}
+	for _, name := range everyFunction {
+		var ctx func(*boundaries) map[string]string
+		if name == settings.Operate {
+			ctx = throughURL // a direct invocation meets OnlyThroughTheUrl first; the URL's, OnlyOperatorsInvoke alone
+		}
+		for _, q := range []string{"", "$LATEST"} {
+			how := "invokes the " + string(name) + " function"
+			if q != "" {
+				how += " as " + string(name) + ":" + q
+			}
+			checks = append(checks, boundaryCheck{name: how, who: as.insider, action: "lambda:InvokeFunction",
+				on: qualified(function(name), q), ctx: ctx, deniedBy: invokeSid(name)})
+		}
+	}
+	checks = append(checks, boundaryCheck{name: "invokes the operator function directly as operate:$LATEST", who: as.oncall,
+		action: "lambda:InvokeFunction", on: qualified(function(settings.Operate), "$LATEST"), deniedBy: "OnlyThroughTheUrl"})
+
+	for _, r := range roleRequests() {
+		checks = append(checks, boundaryCheck{name: r.what, who: asFunctionFrom(r.role, insiderFunctionARN),
+			action: r.action, on: r.on, ctx: r.ctx, deniedBy: onlyThroughItsFunctionSid, byRole: true})
+	}
+
+	sqs := func(name, action string, on boundaryResource, sid string) boundaryCheck {
+		return boundaryCheck{name: name, who: as.insider, action: action, on: on, deniedBy: sid}
+	}
+	for _, action := range intentReceives {
+		checks = append(checks, sqs(strings.TrimPrefix(action, "sqs:")+" on the intent queue", action, on.intentQueue, onlyClaimReceivesSid))
+	}
+	checks = append(checks,
+		sqs("purges the intent queue", "sqs:PurgeQueue", on.intentQueue, noPurgeOfIntentsSid),
+		sqs("sends to the dispatch queue", "sqs:SendMessage", queueNamed("DispatchQueue"), onlyDispatchSendsSid),
+		sqs("sends to the intent DLQ", "sqs:SendMessage", queueNamed("IntentDlq"), noSendsButRedriveSid),
+		sqs("sends to the dispatch queue's DLQ", "sqs:SendMessage", queueNamed("DispatchQueueDlq"), noSendsButRedriveSid),
+		sqs("sends to the stream-failure DLQ", "sqs:SendMessage", queueNamed("StreamFailureDlq"), onlyDispatchFailSid),
+		sqs("sends to the digest failure DLQ", "sqs:SendMessage", queueNamed(digestDLQID), onlyDigestFailSid),
+		sqs("sends a provider event", "sqs:SendMessage", on.eventsQueue, "OnlyTopicDelivers"),
+		sqs("sends to the provider events DLQ", "sqs:SendMessage", on.eventsDLQ, "OnlyTopicDelivers"),
+	)
+	return checks
+}
+
+// roleRequest is a request a function's role is for: what its function's code does with it.
+type roleRequest struct {
+	what   string
+	role   settings.Role
+	action string
+	on     boundaryResource
+	ctx    func(*boundaries) map[string]string
+}
+
+// roleRequests are, for each function's role, the requests that matter most among what it holds.
+func roleRequests() []roleRequest {
+	sealed := func(b *boundaries) map[string]string { return b.sealingContext(envelope.Purpose) }
+	return []roleRequest{
+		{"verifies an intent", settings.Claim, "kms:VerifyMac", on.intentKey, nil},
+		{"writes a claim", settings.Claim, "dynamodb:PutItem", on.ledgerTable, nil},
+		{"decrypts content", settings.Dispatch, "kms:Decrypt", on.contentKey, sealed},
+		{"signs an attempt", settings.Dispatch, "kms:GenerateMac", on.proofKey, nil},
+		{"fingerprints a destination", settings.Dispatch, "kms:GenerateMac", on.fingerprintKey, nil},
+		{"records a decision", settings.Dispatch, "dynamodb:UpdateItem", on.ledgerTable, nil},
+		{"re-drives a row", settings.Reconcile, "sqs:SendMessage", queueNamed("DispatchQueue"), nil},
+		{"records a decision", settings.Reconcile, "dynamodb:UpdateItem", on.ledgerTable, nil},
+		{"expires a row", settings.Expire, "dynamodb:UpdateItem", on.ledgerTable, nil},
+		{"verifies an attempt", settings.Events, "kms:VerifyMac", on.proofKey, nil},
+		{"records a provider event", settings.Events, "dynamodb:UpdateItem", on.ledgerTable, nil},
+		{"records an operator", settings.Operate, "dynamodb:UpdateItem", on.ledgerTable, nil},
+		{"signs a digest", settings.Digest, "kms:Sign", on.digestKey, nil},
+		{"writes a digest", settings.Digest, "s3:PutObject", on.digestObject, nil},
+	}
+}
+
+// ownFunctionARN is the ARN of the production stage's function name.
+func ownFunctionARN(name settings.Role) string {
+	return "arn:aws:lambda:" + boundaryPseudo.Region + ":" + boundaryPseudo.Account + ":function:resetledger-prod-" + string(name)
+}
+
+// asFunctionFrom is a function's role as a caller, its requests made by the code of the function
+// source (their lambda:SourceFunctionArn).
+func asFunctionFrom(name settings.Role, source string) boundaryCaller {
+	c := asFunction(name)
+	c.name += " role in " + source[strings.LastIndex(source, ":")+1:]
+	c.source = source
+	return c
+}
+
+// triggerChecks are the requests the new Denies must leave alone: each function's own code acting
+// as its role, what Lambda does with a role for an event source mapping (no
+// lambda:SourceFunctionArn), the writers of the dispatch queue and the DLQs, and EventBridge
+// invoking a sweep for its schedule (and for nothing else).
+func triggerChecks() []boundaryCheck {
+	allow := func(who boundaryCaller, name, action string, on boundaryResource, ctx func(*boundaries) map[string]string) boundaryCheck {
+		return boundaryCheck{name: name, who: who, action: action, on: on, ctx: ctx, allowed: true}
+	}
+	var checks []boundaryCheck
+	for _, r := range roleRequests() {
+		checks = append(checks, allow(asFunctionFrom(r.role, ownFunctionARN(r.role)), r.what, r.action, r.on, r.ctx))
+	}
+	schedule := func(rule string) func(*boundaries) map[string]string {
+		return func(b *boundaries) map[string]string {
+			return b.source(b.mustARN(boundaryResource{typ: "AWS::Events::Rule", name: rule}))
+		}
+	}
+	events := boundaryCaller{name: "events.amazonaws.com", service: "events.amazonaws.com"}
+	checks = append(checks,
+		// The mappings' pollers and on-failure sends carry no lambda:SourceFunctionArn.
+		allow(asFunction(settings.Claim), "polls the intent queue", "sqs:ReceiveMessage", on.intentQueue, nil),
+		allow(asFunction(settings.Claim), "deletes a claimed intent", "sqs:DeleteMessage", on.intentQueue, nil),
+		allow(asFunction(settings.Dispatch), "polls the dispatch queue", "sqs:ReceiveMessage", queueNamed("DispatchQueue"), nil),
+		allow(asFunction(settings.Dispatch), "sends a stream batch it gave up on", "sqs:SendMessage", queueNamed("StreamFailureDlq"), nil),
+		allow(asFunction(settings.Digest), "sends a stream batch it gave up on", "sqs:SendMessage", queueNamed(digestDLQID), nil),
+		allow(asFunctionFrom(settings.Dispatch, ownFunctionARN(settings.Dispatch)), "wakes a deferred row", "sqs:SendMessage",
+			queueNamed("DispatchQueue"), nil),
+		allow(events, "invokes reconcile for its schedule", "lambda:InvokeFunction", function(settings.Reconcile), schedule("ReconcileSchedule")),
+		allow(events, "invokes expire for its schedule", "lambda:InvokeFunction", function(settings.Expire), schedule("ExpireSchedule")),
+		boundaryCheck{name: "invokes reconcile for the expire schedule", who: events, action: "lambda:InvokeFunction",
+			on: function(settings.Reconcile), ctx: schedule("ExpireSchedule")},
+		boundaryCheck{name: "invokes dispatch for a schedule", who: events, action: "lambda:InvokeFunction",
+			on: function(settings.Dispatch), ctx: schedule("ReconcileSchedule")},
+		// A function's role may not write a DLQ another function's mapping writes.
+		boundaryCheck{name: "sends to the digest failure DLQ", who: asFunction(settings.Dispatch), action: "sqs:SendMessage", on: queueNamed(digestDLQID)},
 	)
 	return checks
 }
@@ -560,6 +744,9 @@ func (b *boundaries) decide(stack *iampolicy.Stack, c boundaryCheck) (iampolicy.
 	if c.on.path != "" {
 		resource += "/" + c.on.path
 	}
+	if c.on.qualifier != "" {
+		resource += ":" + c.on.qualifier
+	}
 	var ctx map[string]string
 	if c.ctx != nil {
 		ctx = c.ctx(b)
@@ -568,6 +755,13 @@ func (b *boundaries) decide(stack *iampolicy.Stack, c boundaryCheck) (iampolicy.
 		role, err := b.arn(*c.who.role)
 		if err != nil {
 			return iampolicy.Decision{}, err
+		}
+		if c.who.source != "" {
+			ctx = maps.Clone(ctx)
+			if ctx == nil {
+				ctx = map[string]string{}
+			}
+			ctx["lambda:SourceFunctionArn"] = c.who.source
 		}
 		return stack.Decide(role, c.action, resource, ctx)
 	}
