@@ -24,6 +24,7 @@ const sdkServicePrefix = "github.com/aws/aws-sdk-go-v2/service/"
 // action prefix of its calls. A linked service missing here fails the test until it is added.
 var iamPrefixOf = map[string]string{
 	"dynamodb":           "dynamodb",
+	"dynamodbstreams":    "dynamodb", // DynamoDB Streams' actions are dynamodb:DescribeStream, GetShardIterator, GetRecords
 	"kms":                "kms",
 	"sqs":                "sqs",
 	"sesv2":              "ses",
@@ -250,6 +251,9 @@ func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]st
 						onDestination := destinationActions[action] && slices.Contains(destinations[name], res)
 						platform = platform && (onSource || onDestination)
 					}
+					if platform && slices.Contains(codeReadsItsSource[name], action) {
+						platform = false // the code makes the poller's call too
+					}
 					if !platform && !slices.Contains(calls[name][svc], action) {
 						calls[name][svc] = append(calls[name][svc], action)
 					}
@@ -258,6 +262,13 @@ func binaryCalls(t *testing.T, s *synthesized) map[settings.Role]map[string][]st
 		}
 	}
 	return calls
+}
+
+// codeReadsItsSource are the poller's actions a function's own code also calls on its event
+// source: the digest function reads its batch back from the ledger stream before it signs it
+// (internal/digeststream, confirm; issue 42).
+var codeReadsItsSource = map[settings.Role][]string{
+	settings.Digest: {"dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"},
 }
 
 // linkedRoles maps the linked functions' logical ids and their roles' logical
