@@ -227,6 +227,10 @@ func TestBoundaries(t *testing.T) {
 	t.Run("requests", func(t *testing.T) {
 		for _, c := range checks {
 			t.Run(c.who.name+" "+c.name, func(t *testing.T) {
+				policyOf := c.on.name
+				if c.byRole {
+					policyOf = c.who.role.name
+				}
 				d, err := b.decide(b.stack, c)
 				if err != nil {
 					t.Fatal(err)
@@ -235,11 +239,11 @@ func TestBoundaries(t *testing.T) {
 				case d.Allowed != c.allowed && c.allowed:
 					t.Errorf("%s %s on %s is denied (%s), want allowed", c.who.name, c.action, c.on.name, d.Reason)
 				case d.Allowed != c.allowed && c.deniedBy != "":
-					t.Errorf("%s %s on %s is allowed (%s), want denied by %s on %s's policy", c.who.name, c.action, c.on.name, d.Reason, c.deniedBy, c.on.name)
+					t.Errorf("%s %s on %s is allowed (%s), want denied by %s on %s's policy", c.who.name, c.action, c.on.name, d.Reason, c.deniedBy, policyOf)
 				case d.Allowed != c.allowed:
 					t.Errorf("%s %s on %s is allowed (%s), want denied", c.who.name, c.action, c.on.name, d.Reason)
 				case c.deniedBy != "" && !strings.HasSuffix(d.Reason, " statement "+c.deniedBy):
-					t.Errorf("%s %s on %s is denied (%s), want denied by %s on %s's policy", c.who.name, c.action, c.on.name, d.Reason, c.deniedBy, c.on.name)
+					t.Errorf("%s %s on %s is denied (%s), want denied by %s on %s's policy", c.who.name, c.action, c.on.name, d.Reason, c.deniedBy, policyOf)
 				}
 			})
 		}
