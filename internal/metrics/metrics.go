@@ -48,10 +48,11 @@ const (
 	// WakeFailures counts deferred rows whose wake-up message could not be
 	// queued; reconcile's re-drive picks them up instead.
 	WakeFailures = "WakeFailures" // none
-	// ContradictedRecords counts events a function was handed that the
-	// table contradicts (a stream image whose fields differ from the row
-	// at the same version): no write follows. Any is an alarm: only a
-	// forged invocation produces one.
+	// ContradictedRecords counts records a function was handed that its
+	// source contradicts: for dispatch, a stream image that differs from
+	// the row at the same version (or was never written); for the digest
+	// function, a record the stream itself does not hold. No write
+	// follows. Any is an alarm: only a forged invocation produces one.
 	ContradictedRecords = "ContradictedRecords" // none
 
 	// ProviderEvents counts provider events recorded in a row's history,
