@@ -135,7 +135,11 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 				// stage without a webhook has no secret, and its senders never read one.
 				continue
 			}
-			ctx := map[string]string{}
+			// A recorded call is made by the function's code: Lambda puts the function's ARN in its
+			// context (lambda:SourceFunctionArn), which each role's OnlyThroughItsFunction compares
+			// with its own function. The platform's requests (platformRequests) carry none.
+			ctx := map[string]string{"lambda:SourceFunctionArn": "arn:aws:lambda:" + rec.Region + ":" + rec.Account + ":function:" +
+				props.Prefix + "-" + c.Function}
 			for k, v := range c.Context {
 				ctx[k] = rewrite(v)
 			}
