@@ -157,9 +157,9 @@ func (p *LedgerStackProps) validateAudit(bad func(string, ...any)) {
 			"may leave it unset)")
 	}
 	if p.SkipOperatorDenies {
-		bad("operatorDenies=false is only for the local emulator's stage (-c localStage=true): without the operator " +
-			"function's Denies any principal of the account allowed lambda:InvokeFunction can invoke it directly with " +
-			"a request context it wrote, naming anyone")
+		bad("operatorDenies=false is only for the local emulator's stage (-c localStage=true): without the functions' " +
+			"resource policies any principal of the account allowed lambda:InvokeFunction can invoke the operator function " +
+			"directly with a request context it wrote, naming anyone, and hand any other function a forged event")
 	}
 	if p.DataEventsTrail == "" {
 		bad("dataEventsTrail is not set: without it nothing outside the ledger records who wrote to it. Pass "+

@@ -132,7 +132,7 @@ var stageParams = []stageParam{
 		settings.Flag, func(c *appConfig) *bool { return &c.MathAlarms }),
 	param("backup", "true", "false leaves out the AWS Backup plan of the ledger table (the local emulator cannot create a backup selection)",
 		settings.Flag, func(c *appConfig) *bool { return &c.Backup }),
-	param("operatorDenies", "true", "false gives the operator function its invoke permissions as AWS::Lambda::Permission allows, without the Denies of direct invocations and of other principals (the local emulator cannot create AWS::Lambda::ResourcePolicy)",
+	param("operatorDenies", "true", "false gives no function an AWS::Lambda::ResourcePolicy (the local emulator cannot create one): the operator function gets its invoke permissions as AWS::Lambda::Permission allows and the sweeps their schedules' permissions, without the Denies of every other invoker",
 		settings.Flag, func(c *appConfig) *bool { return &c.OperatorDenies }),
 	param("subjectIndex", "true", "false leaves out the ledger table's subject index (the first of two deploys that add the timeline indexes to an existing stack)",
 		settings.Flag, func(c *appConfig) *bool { return &c.SubjectIndex }),

@@ -102,9 +102,10 @@ type LedgerStackProps struct {
 	// SkipBackup leaves out the AWS Backup plan, vault and vault key of the ledger table (backup.go):
 	// the local emulator's CloudFormation cannot create AWS::Backup::BackupSelection.
 	SkipBackup bool
-	// SkipOperatorDenies gives the operator function its invoke permissions as
-	// AWS::Lambda::Permission allows, without the Denies of its resource policy (operator.go):
-	// the local emulator's CloudFormation cannot create AWS::Lambda::ResourcePolicy.
+	// SkipOperatorDenies gives no function an AWS::Lambda::ResourcePolicy, and so none of their
+	// Denies of other invokers (invokers.go, operator.go): the operator function gets its invoke
+	// permissions as AWS::Lambda::Permission allows, the sweeps their schedules' permissions. The
+	// local emulator's CloudFormation cannot create AWS::Lambda::ResourcePolicy.
 	SkipOperatorDenies bool
 	// SkipSubjectIndex leaves out the ledger table's subject index (storage.go). A table takes one
 	// new global secondary index per update, so a stack deployed before the timeline indexes gets
