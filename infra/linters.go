@@ -56,6 +56,13 @@ const (
 		"data-free tick failed, which the function's Errors metric already counts."
 )
 
+// onlyThroughItsFunctionSkip skips WS1003 (a Lambda role's policy with a star in its actions) on a
+// function role: its only star is the Action of its OnlyThroughItsFunction Deny, which refuses every
+// action to code that is not the role's own function; every Allow names its actions.
+var onlyThroughItsFunctionSkip = linterSkip{"WS1003", "The star is the Action of a Deny, not an Allow: " +
+	"OnlyThroughItsFunction refuses every action when lambda:SourceFunctionArn names another function " +
+	"(a function someone else created with this role). Every Allow of the role names its actions."}
+
 // opaqueQueue skips CKV_AWS_27 on a queue that holds nothing personal in clear.
 var opaqueQueue = linterSkip{"CKV_AWS_27", opaqueQueueReason}
 
@@ -202,6 +209,14 @@ var linterSkips = map[string]map[string][]linterSkip{
 				"conditional update, so concurrent calls are harmless, and a reservation would only take capacity " +
 				"from the account pool the other functions draw on."},
 		},
+	},
+	// The star is the action of a Deny, not of an Allow (functions.go): each function role's
+	// OnlyThroughItsFunction refuses every action to code that is not its own function.
+	"AWS::IAM::Role": {
+		"ClaimRole": {onlyThroughItsFunctionSkip}, "DispatchRole": {onlyThroughItsFunctionSkip},
+		"ReconcileRole": {onlyThroughItsFunctionSkip}, "ExpireRole": {onlyThroughItsFunctionSkip},
+		"EventsRole": {onlyThroughItsFunctionSkip}, "DigestRole": {onlyThroughItsFunctionSkip},
+		"OperateRole": {onlyThroughItsFunctionSkip},
 	},
 	"AWS::Lambda::EventSourceMapping": {
 		"ClaimIntentQueueSource": {{"ES1001", sqsSourceNoDestination + " The intent queue's redrive policy is its failure destination."}},
