@@ -28,7 +28,13 @@ import (
 //   - the principals the stack exists for still can: the producer, SNS, SES, End User Messaging
 //     SMS, each function, the operator role, and CloudFormation subscribing the stack's queue;
 //   - each of the first is denied by the explicit Deny whose Sid it names: without that one
-//     statement the same request is allowed, so the Deny is what protects it.
+//     statement the same request is allowed, so the Deny is what protects it;
+//   - (issue 42) an insider allowed lambda:InvokeFunction on * (with and without a qualifier),
+//     iam:PassRole, lambda:CreateFunction and sqs:* cannot invoke any function but through its
+//     trigger, cannot act as a function's role from a function of its own (the role's own Deny,
+//     removed from the role's policy to show it is load-bearing), and cannot take intents or add
+//     to the dispatch queue or the DLQs (insiderChecks); the triggers themselves still can
+//     (triggerChecks).
 //
 // What is evaluated is each request against the policies as deployed. That the same principal
 // could first change a policy (kms:PutKeyPolicy, sqs:SetQueueAttributes, sns:SetTopicAttributes,
