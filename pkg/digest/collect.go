@@ -62,14 +62,21 @@ type Record struct {
 // into the Batch one digest covers: one Row per key, the ranges read per
 // shard, and a Gap for anything the records show is missing: a row whose
 // entry count moved other than one at a time between records, a row whose
-// older entries changed between two records, a record older than the
-// stream's retention when read at now, an unreadable record.
+// older entries changed between two records, a write that set a row's
+// retention earlier than the highest any of its images held in the batch
+// (INSERT included), a row written again after its removal in the batch, a
+// record older than the stream's retention when read at now, an unreadable
+// record. A Row's RetainUntil is the highest retention any image of the key
+// held in the batch (0 if one held none: kept forever), so a retention
+// shortened within one batch cannot hide in the row's last value.
 func Collect(records []Record, now time.Time) Batch {
 	var b Batch
 	rows := map[string]*Row{}
 	var order []string
+	listed := map[string]bool{}
 	shards := map[string]int{}
 	aged := map[string]bool{}
+	high := map[string]time.Time{} // the highest retention of each key, zero: forever
 	gap := func(g Gap) { b.Gaps = append(b.Gaps, g) }
 	for _, r := range records {
 		if i, ok := shards[r.Shard]; ok {
@@ -99,13 +106,30 @@ func Collect(records []Record, now time.Time) Batch {
 			from = int64(len(r.Old.Hashes))
 		}
 		row, seen := rows[r.Key]
+		if seen && row.Removed != "" && r.Event != Remove {
+			// Written again after a removal in the same batch: the row
+			// records the new row, and the removal is said as a gap (a
+			// digest records a key once).
+			gap(Gap{Kind: GapCount, Key: r.Key, Shard: r.Shard, Detail: fmt.Sprintf("record %s writes the row again after its removal (%s) in this batch", r.Seq, row.Removed)})
+			delete(rows, r.Key)
+			delete(high, r.Key)
+			seen = false
+		}
 		if seen && row.Count != from {
 			gap(Gap{Kind: GapCount, Key: r.Key, Shard: r.Shard, Detail: fmt.Sprintf("record %s starts at %d entries; the previous record left %d", r.Seq, from, row.Count)})
 		}
+		// The highest retention any image of the key held in this batch,
+		// the INSERT's included (0: kept forever): a write that sets it
+		// earlier than that is a gap, whatever came between.
+		was, had := high[r.Key]
+		if r.Old != nil {
+			was, had = highest(was, had, r.Old.RetainUntil), true
+		}
+		if r.Event != Remove && had && earlier(unixOf(r.New.RetainUntil), unixOf(was)) {
+			gap(Gap{Kind: GapRetention, Key: r.Key, Shard: r.Shard, Detail: fmt.Sprintf("record %s: the row's retention was shortened to %s from %s, the highest it had", r.Seq, unix(unixOf(r.New.RetainUntil)), unix(unixOf(was)))})
+		}
+		high[r.Key] = highest(was, had, img.RetainUntil)
 		if r.Event == Modify && r.Old != nil && r.New != nil {
-			if was, is := r.Old.RetainUntil, r.New.RetainUntil; !was.IsZero() && !is.IsZero() && is.Before(was.Add(-RetentionSlack)) {
-				gap(Gap{Kind: GapRetention, Key: r.Key, Shard: r.Shard, Detail: fmt.Sprintf("record %s: the row's retention was shortened from %s to %s", r.Seq, was.UTC().Format(time.RFC3339), is.UTC().Format(time.RFC3339))})
-			}
 			switch o, n := r.Old.Hashes, r.New.Hashes; {
 			case len(n) < len(o):
 				gap(Gap{Kind: GapCount, Key: r.Key, Shard: r.Shard, Detail: fmt.Sprintf("record %s: the history shrank from %d to %d entries", r.Seq, len(o), len(n))})
@@ -120,10 +144,7 @@ func Collect(records []Record, now time.Time) Batch {
 				}
 			}
 		}
-		next := Row{Key: r.Key, From: from, Count: int64(len(img.Hashes)), Head: img.Hashes[len(img.Hashes)-1], RetainUntil: img.RetainUntil.Unix()}
-		if img.RetainUntil.IsZero() {
-			next.RetainUntil = 0
-		}
+		next := Row{Key: r.Key, From: from, Count: int64(len(img.Hashes)), Head: img.Hashes[len(img.Hashes)-1], RetainUntil: unixOf(high[r.Key])}
 		if r.Event == Remove {
 			next.Removed = r.Removal
 			if next.Removed == "" {
@@ -135,11 +156,36 @@ func Collect(records []Record, now time.Time) Batch {
 			*row = next
 		} else {
 			rows[r.Key] = &next
-			order = append(order, r.Key)
+			if !listed[r.Key] {
+				listed[r.Key] = true
+				order = append(order, r.Key)
+			}
 		}
 	}
 	for _, k := range order {
 		b.Rows = append(b.Rows, *rows[k])
 	}
 	return b
+}
+
+// unixOf is a retention deadline in Unix seconds, 0 for none.
+func unixOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
+// highest is the later of a retention deadline so far (if had) and t; the
+// zero time (none: kept forever) is the latest of all.
+func highest(was time.Time, had bool, t time.Time) time.Time {
+	switch {
+	case !had:
+		return t
+	case was.IsZero() || t.IsZero():
+		return time.Time{}
+	case t.After(was):
+		return t
+	}
+	return was
 }

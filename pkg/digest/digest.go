@@ -39,6 +39,8 @@ var (
 	ErrSignature = errors.New("digest: signature does not verify")
 	// ErrMalformed: the object is not a digest of this format.
 	ErrMalformed = errors.New("digest: malformed")
+	// ErrFormat: the object names another format or signing algorithm.
+	ErrFormat = errors.New("digest: unknown format or algorithm")
 )
 
 // Removal kinds of a Row.
@@ -153,17 +155,33 @@ func (d Digest) Body() ([]byte, error) {
 	return json.Marshal(d)
 }
 
-// Parse decodes an object without checking its signature.
+// Parse decodes an object without checking its signature. An object or
+// body that is not JSON of the expected shape wraps ErrMalformed; one whose
+// format (object or body) is not Format wraps ErrFormat.
 func Parse(raw []byte) (Object, Digest, error) {
 	var o Object
-	if err := json.Unmarshal(raw, &o); err != nil || o.Format != Format {
-		return Object{}, Digest{}, fmt.Errorf("%w: not a %s object", ErrMalformed, Format)
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return Object{}, Digest{}, fmt.Errorf("%w: not a JSON digest object", ErrMalformed)
+	}
+	if o.Format != Format {
+		return Object{}, Digest{}, fmt.Errorf("%w: object format %q, not %s", ErrFormat, clip(o.Format), Format)
 	}
 	var d Digest
-	if err := json.Unmarshal([]byte(o.Body), &d); err != nil || d.Format != Format || d.Seq == 0 {
+	if err := json.Unmarshal([]byte(o.Body), &d); err != nil || d.Seq == 0 {
 		return Object{}, Digest{}, fmt.Errorf("%w: body is not a %s digest", ErrMalformed, Format)
 	}
+	if d.Format != Format {
+		return Object{}, Digest{}, fmt.Errorf("%w: body format %q, not %s", ErrFormat, clip(d.Format), Format)
+	}
 	return o, d, nil
+}
+
+// clip shortens a value read from an object for a message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
 }
 
 // ObjectName is the S3 object key of digest seq: digests/ and seq padded to

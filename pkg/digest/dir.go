@@ -19,7 +19,10 @@ import (
 // overwrites; the folder has no lock, so keep the copy on write-once media.
 type DirStore struct{ Dir string }
 
-var _ Store = DirStore{}
+var (
+	_ Store     = DirStore{}
+	_ Anomalies = DirStore{}
+)
 
 func (d DirStore) path(seq uint64) string {
 	return filepath.Join(d.Dir, filepath.FromSlash(ObjectName(seq)))
@@ -77,3 +80,23 @@ func (d DirStore) List(context.Context) ([]uint64, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// Foreign implements Anomalies: the names in <dir>/digests that are not
+// digest names.
+func (d DirStore) Foreign() []string {
+	ents, err := os.ReadDir(filepath.Join(d.Dir, "digests"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		n, err := strconv.ParseUint(strings.TrimSuffix(e.Name(), ".json"), 10, 64)
+		if err != nil || ObjectName(n) != "digests/"+e.Name() {
+			out = append(out, "digests/"+e.Name())
+		}
+	}
+	return out
+}
+
+// DeleteMarked implements Anomalies: a folder has no delete markers.
+func (DirStore) DeleteMarked() map[uint64]int { return nil }

@@ -54,14 +54,14 @@ func ParsePublicKey(b []byte) (Verifier, error) {
 
 // Open checks raw's signature and returns its digest. A signature that does
 // not verify wraps ErrSignature; an object that does not parse wraps
-// ErrMalformed.
+// ErrMalformed; another format or algorithm wraps ErrFormat.
 func (v Verifier) Open(raw []byte) (Digest, []byte, error) {
 	o, d, err := Parse(raw)
 	if err != nil {
 		return Digest{}, nil, err
 	}
 	if o.Algorithm != Algorithm {
-		return Digest{}, nil, fmt.Errorf("%w: algorithm %q", ErrMalformed, o.Algorithm)
+		return Digest{}, nil, fmt.Errorf("%w: algorithm %q, not %s", ErrFormat, clip(o.Algorithm), Algorithm)
 	}
 	body := []byte(o.Body)
 	sum := sha256.Sum256(body)

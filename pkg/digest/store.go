@@ -65,8 +65,10 @@ func Latest(ctx context.Context, s Store, hint uint64) (uint64, error) {
 // Replace stand in for what Object Lock prevents, so tests can show that
 // verify finds it.
 type MemStore struct {
-	mu   sync.Mutex
-	objs map[uint64][]byte
+	mu      sync.Mutex
+	objs    map[uint64][]byte
+	foreign []string
+	marked  map[uint64]int
 	// Puts counts Put calls that wrote.
 	Puts int
 }
@@ -129,6 +131,43 @@ func (m *MemStore) Replace(seq uint64, raw []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.objs[seq] = slices.Clone(raw)
+}
+
+// AddForeign records an object under digests/ that is not a digest name:
+// for tests of what verify finds.
+func (m *MemStore) AddForeign(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.foreign = append(m.foreign, name)
+}
+
+// MarkDeleted records a delete marker put over digest seq (the digest's
+// version stays, as Object Lock keeps it): for tests of what verify finds.
+func (m *MemStore) MarkDeleted(seq uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.marked == nil {
+		m.marked = map[uint64]int{}
+	}
+	m.marked[seq]++
+}
+
+// Foreign implements Anomalies.
+func (m *MemStore) Foreign() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.foreign)
+}
+
+// DeleteMarked implements Anomalies.
+func (m *MemStore) DeleteMarked() map[uint64]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[uint64]int, len(m.marked))
+	for k, v := range m.marked {
+		out[k] = v
+	}
+	return out
 }
 
 // errRaced is returned after too many lost races for the next number.
