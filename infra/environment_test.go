@@ -25,6 +25,7 @@ var contextStages = map[string][2]string{
 	"fallbackDeliveryWait":      {"0s", "30s"},
 	"maxChallengeLifetime":      {"5m", "2h"},
 	"acceptIntentV1":            {"true", ""},
+	"acceptIntentV2":            {"true", ""},
 	"emailTransport":            {settings.TransportWebhook, ""},
 	"smsTransport":              {settings.TransportWebhook, ""},
 	"sesFromAddress":            {"", "no-reply@mail.example.com"},

@@ -22,7 +22,7 @@ func TestFunctions(t *testing.T) {
 		env     []string
 	}{
 		{settings.Claim, 30, append(slices.Clone(common), "LIMITS_TABLE", "SUPERSEDE_CHALLENGES", "INTENT_KEY_ARN",
-			"MAX_CHALLENGE_LIFETIME", "ACCEPT_INTENT_V1")},
+			"MAX_CHALLENGE_LIFETIME", "ACCEPT_INTENT_V1", "ACCEPT_INTENT_V2")},
 		// No SEND_RATE_EMAIL: unset means SES's own rate. SEND_RATE_SMS: the stack's default for SMS
 		// through End User Messaging (spend.go).
 		{settings.Dispatch, 60, append(slices.Clone(sending), "CONTENT_KEY_ARN", "FINGERPRINT_KEY_ARN", "BUDGET_TABLE", "DISPATCH_QUEUE_URL", "BUDGET_MAX_WAIT",

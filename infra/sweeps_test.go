@@ -59,3 +59,49 @@ func TestSweepsCannotOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleInvokePermission: on AWS a sweep's schedule may invoke it through the function's
+// resource policy (ItsScheduleInvokes, for that rule only), so the target adds no
+// AWS::Lambda::Permission, which Lambda would write into the same policy; the local stage, which
+// has no function policies (operatorDenies=false), gets the target's permission instead, for the
+// same rule.
+func TestScheduleInvokePermission(t *testing.T) {
+	prod := synth(t, nil)
+	if n := len(prod.resources("AWS::Lambda::Permission")); n != 0 {
+		t.Errorf("%d Lambda permissions on a stage with function policies, want none", n)
+	}
+	for _, name := range settings.Sweepers {
+		var found bool
+		for _, rp := range prod.resources("AWS::Lambda::ResourcePolicy") {
+			p := props(rp)
+			if label(p["ResourceArn"]) != title(name)+"Function" {
+				continue
+			}
+			for _, st := range list(p["PolicyDocument"].(map[string]any)["Statement"]) {
+				stmt := st.(map[string]any)
+				if stmt["Sid"] == itsScheduleSid && stmt["Effect"] == "Allow" &&
+					mustJSON(stmt["Principal"]) == `{"Service":"events.amazonaws.com"}` &&
+					label(stmt["Condition"].(map[string]any)["ArnLike"].(map[string]any)["aws:SourceArn"]) == title(name)+"Schedule" {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s's resource policy does not let its schedule (and only it) invoke it", name)
+		}
+	}
+	local := synth(t, func(p *LedgerStackProps) {
+		p.SkipOperatorDenies, p.LocalStage, p.OperatorPrincipalArns = true, true, nil
+	})
+	perms := map[string]string{}
+	for _, pm := range local.resources("AWS::Lambda::Permission") {
+		if p := props(pm); p["Principal"] == "events.amazonaws.com" {
+			perms[label(p["FunctionName"])] = label(p["SourceArn"])
+		}
+	}
+	for _, name := range settings.Sweepers {
+		if got := perms[title(name)+"Function"]; got != title(name)+"Schedule" {
+			t.Errorf("local stage: %s's schedule permission has SourceArn %q, want its rule", name, got)
+		}
+	}
+}
