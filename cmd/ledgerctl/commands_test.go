@@ -412,12 +412,12 @@ func TestVerifyDetectsEditedHistory(t *testing.T) {
 
 	out, errOut, code = f.run("verify", chal(1))
 	wantCode(t, code, exitFailure, out, errOut)
-	for _, want := range []string{"BROKEN  chal-000001 / email  " + s.acceptedEmail, "entry 1", "[1] ", "<-- first failing entry", "nothing to see here"} {
+	for _, want := range []string{"broken ROW " + s.acceptedEmail + ": the hash chain does not verify (challenge chal-000001 / email", "entry 1", "[1] ", "<-- first failing entry", "nothing to see here"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verify output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "BROKEN  chal-000001 / sms") {
+	if strings.Contains(out, "chal-000001 / sms") {
 		t.Errorf("verify blames the untouched sms row:\n%s", out)
 	}
 	if !strings.Contains(errOut, "1 of 2 rows have a broken hash chain") {

@@ -125,9 +125,9 @@ func newDigestFixture(t *testing.T, extra int) *digestFixture {
 	f.bucket = emulator.LockedBucket(t, f.s3, "digests")
 	f.metrics, f.digested = &bytes.Buffer{}, map[string]bool{}
 	f.handler = &digeststream.Digest{
-		Writer:  &digest.Writer{Store: s3digest.New(f.s3, f.bucket), Signer: kmsdigest.New(kc, f.keyARN), Clock: time.Now, Retention: time.Hour},
+		Writer:  &digest.Writer{Store: s3digest.New(f.s3, f.bucket), Signer: kmsdigest.New(kc, f.keyARN), Clock: f.clock.Now, Retention: time.Hour},
 		Streams: dynamodbstreams.NewFromConfig(f.cfg), Table: f.table,
-		Clock: time.Now, Log: slog.New(slog.DiscardHandler), Metrics: &metrics.Emitter{W: f.metrics},
+		Clock: f.clock.Now, Log: slog.New(slog.DiscardHandler), Metrics: &metrics.Emitter{W: f.metrics},
 	}
 	if n := len(f.digestNew(40)); n < 3 {
 		t.Fatalf("only %d stream batches", n)
@@ -180,7 +180,7 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 	ctx := context.Background()
 	out, errOut, code := f.verify(f.bucket)
 	wantCode(t, code, exitOK, out, errOut)
-	if !strings.Contains(out, "ok: 158 rows") || !strings.Contains(out, "digests verify") || strings.Contains(out, "PENDING") {
+	if !strings.Contains(out, "ok: 158 rows") || !strings.Contains(out, "digests verify") || strings.Contains(out, "pending ROW") {
 		t.Fatalf("untouched ledger: %s", out)
 	}
 
@@ -195,7 +195,7 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 		}
 		out, errOut, code := f.verify(f.bucket)
 		wantCode(t, code, exitFailure, out, errOut)
-		if !strings.Contains(out, "ROW  "+victim) || !strings.Contains(out, "rewritten") {
+		if !strings.Contains(out, "rewritten ROW "+victim+" digest ") {
 			t.Fatalf("verify does not name the row:\n%s", out)
 		}
 	})
@@ -206,7 +206,7 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 		}
 		out, errOut, code := f.verify(f.bucket)
 		wantCode(t, code, exitFailure, out, errOut)
-		if !strings.Contains(out, "ROW  "+victim) || !strings.Contains(out, "retention") {
+		if !strings.Contains(out, "deleted ROW "+victim+" digest ") || !strings.Contains(out, "retention") {
 			t.Fatalf("verify does not name the row:\n%s", out)
 		}
 	})
@@ -233,7 +233,7 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 		}
 		out, errOut, code := f.verify(name)
 		wantCode(t, code, exitFailure, out, errOut)
-		if !strings.Contains(out, "DIGEST 3  missing") {
+		if !strings.Contains(out, "missing DIGEST 3: ") {
 			t.Fatalf("verify does not name digest 3:\n%s", out)
 		}
 	})
@@ -244,7 +244,7 @@ func TestVerifyAgainstDigestsOnEmulator(t *testing.T) {
 		f.clock.Advance(2 * time.Minute)
 		out, errOut, code := f.verify(f.bucket)
 		wantCode(t, code, exitOK, out, errOut)
-		if !strings.Contains(out, "PENDING") || !strings.Contains(out, "1 rows not yet digested (oldest change 2m0s ago)") {
+		if !strings.Contains(out, "pending ROW") || !strings.Contains(out, "1 rows not yet digested (oldest change 2m0s ago)") {
 			t.Fatalf("verify output:\n%s", out)
 		}
 	})
@@ -353,7 +353,7 @@ func (f *digestFixture) genuineStillDigested(before int) {
 	}
 	out, errOut, code := f.verify(f.bucket)
 	wantCode(t, code, exitOK, out, errOut)
-	if strings.Contains(out, "PENDING") || !strings.Contains(out, "digests verify") {
+	if strings.Contains(out, "pending ROW") || !strings.Contains(out, "digests verify") {
 		t.Fatalf("verify after the genuine records:\n%s", out)
 	}
 }
@@ -392,7 +392,7 @@ func verifyFindsVersionWrittenOver(t *testing.T, ctx context.Context, f *digestF
 	}
 	out, errOut, code := f.verify(f.bucket)
 	wantCode(t, code, exitFailure, out, errOut)
-	if !strings.Contains(out, "DIGEST 2  1 later versions were written over it") || strings.Contains(out, "signature") || strings.Contains(out, "ROW") {
+	if !strings.Contains(out, "overwritten DIGEST 2: 1 later versions were written over it") || strings.Contains(out, "signature") || strings.Contains(out, "rewritten ROW") || strings.Contains(out, "truncated ROW") {
 		t.Fatalf("verify output:\n%s", out)
 	}
 }
@@ -417,7 +417,7 @@ func verifyFindsForgedDigest(t *testing.T, ctx context.Context, f *digestFixture
 	}
 	out, errOut, code := f.verify(name)
 	wantCode(t, code, exitFailure, out, errOut)
-	if !strings.Contains(out, "DIGEST 2  signature does not verify") {
+	if !strings.Contains(out, "signature DIGEST 2: signature does not verify") {
 		t.Fatalf("verify does not name digest 2:\n%s", out)
 	}
 }
@@ -450,7 +450,7 @@ func verifyWithPublicKeyFile(t *testing.T, ctx context.Context, f *digestFixture
 	}
 	out, errOut, code = f.run("verify", "--all", "--digest-dir", dir.Dir, "--public-key", path)
 	wantCode(t, code, exitFailure, out, errOut)
-	if !strings.Contains(out, "DIGEST 1  missing") {
+	if !strings.Contains(out, "missing DIGEST 1: ") {
 		t.Fatalf("verify output:\n%s", out)
 	}
 }

@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/resetledger/resetledger/pkg/digest"
+	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/kmsdigest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/s3digest"
@@ -28,7 +32,7 @@ type digestCheck struct {
 // of keyARN (kms:GetPublicKey) or the one in the PEM or DER file
 // publicKey. It runs before the table is read, so a digest written during
 // the scan cannot record more than the scan saw.
-func (a *app) loadDigests(ctx context.Context, bucket, dir, keyARN, publicKey string) (*digestCheck, error) {
+func (a *app) loadDigests(ctx context.Context, bucket, dir, keyARN, publicKey string, opts digest.Options) (*digestCheck, error) {
 	var v digest.Verifier
 	var err error
 	switch {
@@ -60,7 +64,7 @@ func (a *app) loadDigests(ctx context.Context, bucket, dir, keyARN, publicKey st
 		client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = cfg.BaseEndpoint != nil })
 		store = s3digest.NewFirstVersions(client, bucket)
 	}
-	c, err := digest.Load(ctx, store, v)
+	c, err := digest.LoadWith(ctx, store, v, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -78,37 +82,111 @@ func (dc *digestCheck) row(a *app, e ledger.Entry) {
 	}
 }
 
-// report prints f and counts it.
-func (dc *digestCheck) report(a *app, f digest.Finding) {
-	if !f.Fail {
-		dc.pending++
-		dc.oldest = max(dc.oldest, f.Age)
-		fmt.Fprintf(a.stdout, "PENDING  %s  %s\n", f.Key, f.Detail)
+// hashes checks what could be read of a malformed row's history against
+// the digests; if nothing could, the row is only kept from being reported
+// missing.
+func (dc *digestCheck) hashes(a *app, key string, hashes []string) {
+	if hashes == nil {
+		dc.chain.Skip(key)
 		return
 	}
-	dc.fails++
-	switch {
-	case f.Kind == digest.FindDigest:
-		fmt.Fprintf(a.stdout, "DIGEST %d  %s\n", f.Seq, f.Detail)
-	case f.Key != "":
-		fmt.Fprintf(a.stdout, "%s  %s  digest %d: %s\n", kindWord(f.Kind), f.Key, f.Seq, f.Detail)
-	default:
-		fmt.Fprintf(a.stdout, "%s  digest %d: %s\n", kindWord(f.Kind), f.Seq, f.Detail)
+	for _, f := range dc.chain.CheckHashes(key, hashes, time.Time{}, a.now()) {
+		dc.report(a, f)
 	}
 }
 
-func kindWord(k string) string {
-	if k == digest.FindGap {
-		return "GAP"
+// report prints f, its code first, and counts it.
+func (dc *digestCheck) report(a *app, f digest.Finding) {
+	fmt.Fprintln(a.stdout, f.String())
+	switch {
+	case f.Fail:
+		dc.fails++
+	case f.Code == digest.CodePending:
+		dc.pending++
+		dc.oldest = max(dc.oldest, f.Age)
 	}
-	return "ROW"
 }
 
 // summary is the digest part of verify's last line.
 func (dc *digestCheck) summary() string {
-	s := fmt.Sprintf("%d digests verify", dc.chain.Digests)
+	s := fmt.Sprintf("%d digests verify, the newest made %s ago", dc.chain.Digests, dc.newestAge())
+	if dc.chain.Digests == 0 {
+		s = "no digests yet"
+	}
 	if dc.pending > 0 {
 		s += fmt.Sprintf("; %d rows not yet digested (oldest change %s ago)", dc.pending, dc.oldest.Truncate(time.Second))
 	}
 	return s
+}
+
+func (dc *digestCheck) newestAge() time.Duration {
+	return max(0, dc.chain.Opts().Now.Sub(dc.chain.NewestAt)).Truncate(time.Second)
+}
+
+// lenientScanner is a.scanner, except that an item that does not decode as
+// a ledger row is handed to bad and left out, rather than stopping the
+// scan: every other row is still read.
+func (a *app) lenientScanner(ctx context.Context, bad func(map[string]types.AttributeValue, error)) (*dynamostore.Scanner, error) {
+	db, err := a.db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return dynamostore.NewScanner(lenientScan{c: db, bad: bad}, a.table), nil
+}
+
+type lenientScan struct {
+	c   dynamostore.ScanClient
+	bad func(map[string]types.AttributeValue, error)
+}
+
+// Scan implements dynamostore.ScanClient.
+func (l lenientScan) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	out, err := l.c.Scan(ctx, in, opts...)
+	if err != nil {
+		return out, err
+	}
+	keep := make([]map[string]types.AttributeValue, 0, len(out.Items))
+	for _, it := range out.Items {
+		if _, err := dynamostore.DecodeItem(it); err != nil {
+			l.bad(it, err)
+			continue
+		}
+		keep = append(keep, it)
+	}
+	out.Items = keep
+	return out, nil
+}
+
+// itemKey is an item's dedupe key ("" if it has none).
+func itemKey(item map[string]types.AttributeValue) string {
+	if v, ok := item[dynamostore.AttrPK].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// itemHashes reads the hashes of an item's history entries as the digest
+// function reads them from a stream image (bytes as hex, or text); nil if
+// the history cannot be read that far.
+func itemHashes(item map[string]types.AttributeValue) []string {
+	l, ok := item["history"].(*types.AttributeValueMemberL)
+	if !ok {
+		return nil
+	}
+	out := []string{}
+	for _, v := range l.Value {
+		m, ok := v.(*types.AttributeValueMemberM)
+		if !ok {
+			return nil
+		}
+		switch h := m.Value["hash"].(type) {
+		case *types.AttributeValueMemberB:
+			out = append(out, hex.EncodeToString(h.Value))
+		case *types.AttributeValueMemberS:
+			out = append(out, h.Value)
+		default:
+			return nil
+		}
+	}
+	return out
 }

@@ -12,6 +12,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -32,9 +35,17 @@ command with --resume to truncate FILE to the last complete page and continue
 from there, with no duplicate and no missing line. The checkpoint records
 the window and table and is marked done when the export completes.
 
+An item of the table that is not a ledger row (one that does not decode)
+does not stop the export: it is left out, named on stderr as a finding
+line (malformed-row ROW <key>: <why>), and the export goes on; it then
+exits 1 once every other row is written.
+
 TIME is RFC 3339 (2026-11-30T09:00:00Z) or a UTC date (2026-11-30).
 --until defaults to now. A progress line is shown on stderr when it is a
-terminal.`,
+terminal.
+
+Exit status: 0 every row exported; 1 an item was not a ledger row (every
+other row exported), or the export stopped; 2 usage.`,
 	run: func(a *app, ctx context.Context, c *command, args []string) error {
 		fs := a.flagSet(c.name)
 		since := fs.String("since", "", "start of the window, inclusive: rows last written at or after `TIME` (required)")
@@ -67,11 +78,10 @@ terminal.`,
 				return usagef(c, "--until: %v", err)
 			}
 		}
-		sc, err := a.scanner(ctx)
-		if err != nil {
+		e := &exporter{a: a, pageSize: int32(*pageSize)}
+		if e.sc, err = a.lenientScanner(ctx, e.malformed); err != nil {
 			return err
 		}
-		e := &exporter{a: a, sc: sc, pageSize: int32(*pageSize)}
 		if *out == "" {
 			if !w.until.After(w.since) {
 				return usagef(c, "--until must be after --since")
@@ -103,11 +113,13 @@ type checkpoint struct {
 	// NextKey is the scan's last evaluated key: where the next page starts.
 	NextKey string `json:"next_key"`
 	// Offset is the length of the output file that holds complete pages.
-	Offset int64  `json:"offset"`
-	Rows   int64  `json:"rows"`
-	Pages  int    `json:"pages"`
-	Done   bool   `json:"done"`
-	Saved  string `json:"saved_at"`
+	Offset int64 `json:"offset"`
+	Rows   int64 `json:"rows"`
+	Pages  int   `json:"pages"`
+	// Malformed counts the items left out as not ledger rows.
+	Malformed int64  `json:"malformed,omitempty"`
+	Done      bool   `json:"done"`
+	Saved     string `json:"saved_at"`
 }
 
 const checkpointFormat = "ledgerctl-export-checkpoint-v1"
@@ -118,6 +130,24 @@ type exporter struct {
 	pageSize int32
 	rows     int64
 	pages    int
+	bad      int64 // items left out as not ledger rows
+}
+
+// malformed reports an item that is not a ledger row on stderr (a finding
+// line) and counts it; the export goes on without it.
+func (e *exporter) malformed(item map[string]types.AttributeValue, err error) {
+	e.bad++
+	f := digest.Finding{Code: digest.CodeMalformedRow, Kind: digest.FindRow, Key: itemKey(item), Fail: true,
+		Detail: fmt.Sprintf("the item is not a ledger row (%v): not exported", err)}
+	fmt.Fprintln(e.a.stderr, f.String())
+}
+
+// complete is the end of an export: a failure if items were left out.
+func (e *exporter) complete() error {
+	if e.bad == 0 {
+		return nil
+	}
+	return &exitError{code: exitFailure, err: fmt.Errorf("export complete, but %d items are not ledger rows and were left out (named above)", e.bad)}
 }
 
 func (e *exporter) filter(w window) dynamostore.ScanFilter {
@@ -169,7 +199,7 @@ func (e *exporter) toWriter(ctx context.Context, win window, w io.Writer) error 
 		e.progress(next == "")
 		if next == "" {
 			fmt.Fprintf(e.a.stderr, "export: %d rows\n", e.rows)
-			return nil
+			return e.complete()
 		}
 		if e.a.afterPage != nil {
 			if err := e.a.afterPage(e.pages); err != nil {
@@ -241,7 +271,8 @@ func (e *exporter) resumeFile(c *command, path, cpPath string, win window, since
 	}
 	if cp.Done {
 		fmt.Fprintf(e.a.stderr, "export: already complete: %d rows in %s\n", cp.Rows, path)
-		return nil, cp, saved, true, nil
+		e.bad = cp.Malformed
+		return nil, cp, saved, true, e.complete()
 	}
 	if f, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
 		return nil, cp, saved, false, fmt.Errorf("export: open %s to resume: %w", path, err)
@@ -250,7 +281,7 @@ func (e *exporter) resumeFile(c *command, path, cpPath string, win window, since
 		f.Close()
 		return nil, cp, saved, false, err
 	}
-	e.rows, e.pages = cp.Rows, cp.Pages
+	e.rows, e.pages, e.bad = cp.Rows, cp.Pages, cp.Malformed
 	fmt.Fprintf(e.a.stderr, "export: resuming after %d rows (%d pages)\n", cp.Rows, cp.Pages)
 	return f, cp, saved, false, nil
 }
@@ -312,14 +343,14 @@ func (e *exporter) pagesToFile(ctx context.Context, f *os.File, path, cpPath str
 		e.rows += int64(n)
 		e.pages++
 		cp.Offset += int64(buf.Len())
-		cp.NextKey, cp.Rows, cp.Pages, cp.Done = next, e.rows, e.pages, next == ""
+		cp.NextKey, cp.Rows, cp.Pages, cp.Malformed, cp.Done = next, e.rows, e.pages, e.bad, next == ""
 		if err := e.save(cpPath, &cp); err != nil {
 			return err
 		}
 		e.progress(cp.Done)
 		if cp.Done {
 			fmt.Fprintf(e.a.stderr, "export: %d rows written to %s\n", cp.Rows, path)
-			return nil
+			return e.complete()
 		}
 		resumeHint = fmt.Sprintf("%d rows saved; continue with: ledgerctl export --out %s --resume", cp.Rows, path)
 		if e.a.afterPage != nil {

@@ -307,6 +307,9 @@ func LoadWith(ctx context.Context, s Store, v Verifier, o Options) (*Chain, erro
 	if an, ok := s.(Anomalies); ok {
 		marked := an.DeleteMarked()
 		for _, seq := range sortedKeys(marked) {
+			if marked[seq] == 0 {
+				continue
+			}
 			fail(seq, CodeDeleteMarker, "%d delete markers were put over it: a copy of current versions lacks it, and its name takes new versions (its first version, the one checked, is the digest)", marked[seq])
 		}
 		for _, name := range an.Foreign() {
@@ -571,3 +574,11 @@ func sortedKeys[V any, K ~string | ~uint64](m map[K]V) []K {
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
+
+// Skip records that the table holds key though it cannot be checked (an
+// item that is not a ledger row, reported as such): Missing does not
+// report it.
+func (c *Chain) Skip(key string) { c.seen[key] = true }
+
+// Opts returns the options the chain was loaded with, defaults filled in.
+func (c *Chain) Opts() Options { return c.opts }

@@ -47,6 +47,10 @@ type Store struct {
 	versions VersionClient
 	first    map[uint64]string
 	over     map[uint64]int
+	// marked and foreign, for a verifier: delete markers over digests, and
+	// names under digests/ that are not digest names (NewFirstVersions).
+	marked  map[uint64]int
+	foreign []string
 }
 
 var _ digest.Store = (*Store)(nil)
@@ -76,6 +80,15 @@ func NewFirstVersions(client interface {
 // Overwritten implements digest.Overwrites: for each digest with versions
 // written after its first, how many (after List).
 func (s *Store) Overwritten() map[uint64]int { return s.over }
+
+// DeleteMarked implements digest.Anomalies: for each digest with delete
+// markers among its versions, how many (after List of a NewFirstVersions
+// store).
+func (s *Store) DeleteMarked() map[uint64]int { return s.marked }
+
+// Foreign implements digest.Anomalies: the names under digests/ that are
+// not digest names (after List of a NewFirstVersions store).
+func (s *Store) Foreign() []string { return s.foreign }
 
 const prefix = "digests/"
 
@@ -153,13 +166,29 @@ func (s *Store) List(ctx context.Context) ([]uint64, error) {
 }
 
 // listVersions lists every version of every digest name, keeping the
-// first version of each (the oldest LastModified; delete markers aside).
+// first version of each: the oldest LastModified and, of versions as old,
+// the one listed last (S3 lists a name's versions newest first). Delete
+// markers are counted, never taken for a version; a name that is not a
+// digest name is noted as foreign.
 func (s *Store) listVersions(ctx context.Context) ([]uint64, error) {
 	type v struct {
 		id string
 		at time.Time
 	}
 	all := map[uint64][]v{}
+	s.marked, s.foreign = map[uint64]int{}, nil
+	foreign := map[string]bool{}
+	name := func(key string) (uint64, bool) {
+		n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(key, prefix), ".json"), 10, 64)
+		if err != nil || digest.ObjectName(n) != key {
+			if !foreign[key] {
+				foreign[key] = true
+				s.foreign = append(s.foreign, key)
+			}
+			return 0, false
+		}
+		return n, true
+	}
 	in := &s3.ListObjectVersionsInput{Bucket: &s.bucket, Prefix: aws.String(prefix)}
 	for {
 		page, err := s.versions.ListObjectVersions(ctx, in)
@@ -167,24 +196,27 @@ func (s *Store) listVersions(ctx context.Context) ([]uint64, error) {
 			return nil, fmt.Errorf("s3digest: list versions: %w", err)
 		}
 		for _, o := range page.Versions {
-			name := aws.ToString(o.Key)
-			n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, prefix), ".json"), 10, 64)
-			if err != nil || digest.ObjectName(n) != name {
-				continue
+			if n, ok := name(aws.ToString(o.Key)); ok {
+				all[n] = append(all[n], v{id: aws.ToString(o.VersionId), at: aws.ToTime(o.LastModified)})
 			}
-			all[n] = append(all[n], v{id: aws.ToString(o.VersionId), at: aws.ToTime(o.LastModified)})
+		}
+		for _, o := range page.DeleteMarkers {
+			if n, ok := name(aws.ToString(o.Key)); ok {
+				s.marked[n]++
+			}
 		}
 		if !aws.ToBool(page.IsTruncated) {
 			break
 		}
 		in.KeyMarker, in.VersionIdMarker = page.NextKeyMarker, page.NextVersionIdMarker
 	}
+	slices.Sort(s.foreign)
 	s.first, s.over = map[uint64]string{}, map[uint64]int{}
 	out := make([]uint64, 0, len(all))
 	for n, vs := range all {
 		first := vs[0]
 		for _, x := range vs[1:] {
-			if x.at.Before(first.at) {
+			if !x.at.After(first.at) {
 				first = x
 			}
 		}
