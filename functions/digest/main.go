@@ -1,6 +1,7 @@
 // Command digest is the digest Lambda function of the reset-notification
 // ledger: it reads every record of the ledger table's stream and writes
-// signed digests to the digest bucket. See internal/digeststream for what
+// signed digests to the digest bucket, and on its schedule's tick writes an
+// empty one if the table was quiet. See internal/digeststream for what
 // it does (it signs only what the stream confirms), docs/digests.md for the
 // format and docs/configuration.md for its settings.
 package main
@@ -35,6 +36,8 @@ func main() {
 		// The stream is read back before a batch is signed; the table itself is never read.
 		Streams: dynamodbstreams.NewFromConfig(cfg), Table: s.LedgerTable,
 		Log: log, Metrics: &metrics.Emitter{W: os.Stdout}, Clock: time.Now,
+		// A scheduled tick writes an empty digest when the table was quiet.
+		Interval: s.DigestInterval,
 	}
-	lambda.Start(h.Handle)
+	lambda.Start(h.Invoke) // a stream batch, or the schedule's tick
 }

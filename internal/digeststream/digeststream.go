@@ -61,6 +61,9 @@ type Digest struct {
 	Log     *slog.Logger
 	Metrics *metrics.Emitter
 	Clock   func() time.Time
+	// Interval is DIGEST_INTERVAL: a scheduled tick writes a digest of no
+	// rows if the newest is older than HeartbeatAge(Interval) (Tick).
+	Interval time.Duration
 }
 
 // ttlPrincipal is the principal a stream record names when the table's
