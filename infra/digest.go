@@ -73,6 +73,7 @@ func (p *LedgerStackProps) digests(stack awscdk.Stack, st storage) digests {
 	d := digests{key: p.digestKey(stack), bucket: p.digestBucket(stack)}
 	fs := p.Functions
 	fs.DigestBucket, fs.DigestKeyARN = *d.bucket.BucketName(), *d.key.KeyArn()
+	fs.LedgerTable = *st.ledger.TableName() // a batch naming another table's stream is never signed
 	env := map[string]*string{}
 	for k, v := range fs.Environ(settings.Digest) {
 		env[k] = jsii.String(v)

@@ -8,15 +8,17 @@ import (
 
 // TestDigestSettings: the digest function needs its bucket and key, reads
 // the interval (default 5m, at most Lambda's 5-minute batching window) and
-// the retention, and nothing of the ledger's tables.
+// the retention, and of the ledger's tables only the ledger table's name
+// (a batch naming another table's stream is never signed).
 func TestDigestSettings(t *testing.T) {
 	env := map[string]string{}
 	get := func(k string) string { return env[k] }
 	_, err := Load(Digest, get)
-	if err == nil || !strings.Contains(err.Error(), "DIGEST_BUCKET") || !strings.Contains(err.Error(), "DIGEST_KEY_ARN") || strings.Contains(err.Error(), "LEDGER_TABLE") {
+	if err == nil || !strings.Contains(err.Error(), "DIGEST_BUCKET") || !strings.Contains(err.Error(), "DIGEST_KEY_ARN") || !strings.Contains(err.Error(), "LEDGER_TABLE") ||
+		strings.Contains(err.Error(), "CONTENT_TABLE") {
 		t.Fatalf("without its bucket and key: %v", err)
 	}
-	env["DIGEST_BUCKET"], env["DIGEST_KEY_ARN"] = "digests", "arn:aws:kms:us-east-1:111122223333:key/d"
+	env["DIGEST_BUCKET"], env["DIGEST_KEY_ARN"], env["LEDGER_TABLE"] = "digests", "arn:aws:kms:us-east-1:111122223333:key/d", "ledger"
 	s, err := Load(Digest, get)
 	if err != nil {
 		t.Fatal(err)

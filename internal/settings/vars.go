@@ -68,7 +68,7 @@ var policy = ledger.DefaultPolicy()
 // The declarations. The policy's defaults are the domain's (ledger.DefaultPolicy).
 var (
 	LedgerTable = &Var{Env: "LEDGER_TABLE", Resource: "the ledger table's name", Required: true,
-		Roles: append(slices.Clone(Functions), Operate, Operator), Doc: "the ledger table",
+		Roles: append(slices.Clone(Functions), Operate, Operator, Digest), Doc: "the ledger table (the digest function signs only records of its stream)",
 		field: at(Text, func(s *Settings) *string { return &s.LedgerTable })}
 	ContentTable = &Var{Env: "CONTENT_TABLE", Resource: "the content table's name", Required: true,
 		Roles: append(slices.Clone(Functions), Operate, Operator), Doc: "the sealed-content table (reconcile without a webhook only purges it)",
