@@ -537,6 +537,12 @@ func triggerChecks() []boundaryCheck {
 			queueNamed("DispatchQueue"), nil),
 		allow(events, "invokes reconcile for its schedule", "lambda:InvokeFunction", function(settings.Reconcile), schedule("ReconcileSchedule")),
 		allow(events, "invokes expire for its schedule", "lambda:InvokeFunction", function(settings.Expire), schedule("ExpireSchedule")),
+		// The digest function's heartbeat tick (issue 43): its own rule only.
+		allow(events, "invokes digest for its tick", "lambda:InvokeFunction", function(settings.Digest), schedule("DigestSchedule")),
+		boundaryCheck{name: "invokes digest for the reconcile schedule", who: events, action: "lambda:InvokeFunction",
+			on: function(settings.Digest), ctx: schedule("ReconcileSchedule")},
+		boundaryCheck{name: "invokes reconcile for the digest tick", who: events, action: "lambda:InvokeFunction",
+			on: function(settings.Reconcile), ctx: schedule("DigestSchedule")},
 		boundaryCheck{name: "invokes reconcile for the expire schedule", who: events, action: "lambda:InvokeFunction",
 			on: function(settings.Reconcile), ctx: schedule("ExpireSchedule")},
 		boundaryCheck{name: "invokes dispatch for a schedule", who: events, action: "lambda:InvokeFunction",

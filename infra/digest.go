@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -17,6 +18,7 @@ import (
 	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/digest"
 )
 
 // The signed digests (issue 34, docs/digests.md) are kept outside the table, where nobody in the
@@ -33,11 +35,19 @@ import (
 //     every delete to every principal (NoDigestDeletes) and every write to every principal but
 //     the digest role (OnlyDigestWrites);
 //   - the digest function reads every record of the ledger table's stream (no filter) and writes
-//     one digest per batch, the batch gathered for DIGEST_INTERVAL (the batching window).
+//     one digest per batch, the batch gathered for DIGEST_INTERVAL (the batching window);
+//   - an EventBridge schedule (DigestSchedule) invokes it every DIGEST_INTERVAL (whole minutes, at
+//     least one: digestTickRate), and the tick writes a digest of no rows when the newest is older
+//     than half that (internal/digeststream, Tick): a signed digest arrives every interval, quiet
+//     or not, so a verifier tells "nothing happened" from "the digests stopped" (issue 43).
 //
 // What stays possible for an account administrator (replace the bucket or key policy, disable the
-// key, delete the stream mapping) is seen, not prevented: the stack's security events alarm on
-// those calls, and a verifier finds the missing digests (a hole in the chain, rows not digested).
+// key, disable, delete or recreate the stream mapping, turn the table's stream off, disable the
+// schedule) is seen, not prevented: the stack's security events alarm on those calls
+// (KeyStateOrPolicyChanged, BucketChanged, DigestMappingChanged, LedgerTableChanged,
+// WatcherChanged: audit.go), DigestHeartbeat alarms when no digest was written for a heartbeat
+// period, and a verifier finds the missing digests (a stale newest digest, a hole in the chain,
+// rows not digested).
 
 // Construct ids the boundary tests and the emulator-bound harnesses name.
 const (
@@ -66,6 +76,10 @@ type digests struct {
 	bucket awss3.Bucket
 	fn     awslambda.Function
 	dlq    awssqs.Queue
+	// mapping is the stream mapping (its id is what UpdateEventSourceMapping names); tick the
+	// heartbeat's schedule.
+	mapping awslambda.CfnEventSourceMapping
+	tick    awsevents.Rule
 }
 
 // digests defines the digest key, bucket and function with its stream trigger, and their outputs.
@@ -106,7 +120,8 @@ func (p *LedgerStackProps) digests(stack awscdk.Stack, st storage) digests {
 			"stream mapping (cdk-nag only recognises redrive-policy DLQs). It holds record metadata, is kept 14 days " +
 			"and is alarmed on depth."),
 	}}, jsii.Bool(true))
-	p.digestTrigger(stack, st, d)
+	d.mapping = p.digestTrigger(stack, st, d)
+	d.tick = p.schedule(stack, settings.Digest, d.fn, p.digestTickRate())
 
 	out := func(o outputs.Output, v *string, desc string) {
 		awscdk.NewCfnOutput(stack, jsii.String(o.Name), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
@@ -229,7 +244,7 @@ func digestBucketPolicy(bucket awss3.Bucket, digestRole *string) {
 //
 // Declared without DynamoEventSource, as dispatch's is, so the stream read widens nothing: the
 // role reads the stream's records through DynamoDB's use of the ledger key only.
-func (p *LedgerStackProps) digestTrigger(stack awscdk.Stack, st storage, d digests) {
+func (p *LedgerStackProps) digestTrigger(stack awscdk.Stack, st storage, d digests) awslambda.CfnEventSourceMapping {
 	fn, dlq := d.fn, d.dlq
 	bucketLogicalID := *stack.GetLogicalId(d.bucket.Node().DefaultChild().(awscdk.CfnElement))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -261,6 +276,17 @@ func (p *LedgerStackProps) digestTrigger(stack awscdk.Stack, st storage, d diges
 	cfn := m.Node().DefaultChild().(awslambda.CfnEventSourceMapping)
 	cfn.AddPropertyOverride(jsii.String("MaximumRetryAttempts"), -1)
 	cfn.AddPropertyOverride(jsii.String("MaximumRecordAgeInSeconds"), -1)
+	return cfn
+}
+
+// digestTickRate is the digest schedule's rate: DIGEST_INTERVAL in whole minutes, rounded up, at
+// least a minute (EventBridge's shortest rate; the tick's floor, digest.TickFloor). The tick writes
+// when the newest digest is older than half of max(interval, a minute), so with an interval of
+// whole minutes (the default 5m) a digest is written every interval; a shorter one (the local
+// stage's 5s) ticks every minute.
+func (p *LedgerStackProps) digestTickRate() time.Duration {
+	rate := max(p.Functions.DigestInterval, digest.TickFloor)
+	return time.Duration(math.Ceil(rate.Minutes())) * time.Minute
 }
 
 // validateDigest checks the digest interval against what a batching window may be.

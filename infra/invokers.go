@@ -53,31 +53,37 @@ const (
 	onlyItsScheduleSid    = "OnlyItsScheduleInvokes"
 )
 
+// The digest function has both: its stream mapping and its tick's schedule (see invokers).
+//
 // invokers gives each event-source-triggered and scheduled function its resource policy; the
-// operator function has its own (operator.go).
+// operator function has its own (operator.go). The digest function has both a trigger and a
+// schedule (its heartbeat tick, digest.go): OnlyItsEventSourceInvokes still refuses every IAM
+// principal, and ItsScheduleInvokes lets EventBridge invoke it for its own rule; no Deny by
+// aws:SourceArn, which would also hold for an invocation by its mapping if Lambda authorized
+// one as a service without that key. Another rule has no Allow, so it may not invoke it either.
 func (p *LedgerStackProps) invokers(stack awscdk.Stack, fns map[settings.Role]awslambda.Function, digest awslambda.Function, schedules map[settings.Role]awsevents.Rule) {
 	if p.SkipOperatorDenies {
 		return
 	}
-	mapped := map[string]awslambda.Function{"Digest": digest}
+	all := map[settings.Role]awslambda.Function{settings.Digest: digest}
 	for _, name := range settings.Functions {
-		if _, scheduled := schedules[name]; !scheduled {
-			mapped[title(name)] = fns[name]
+		all[name] = fns[name]
+	}
+	for name, fn := range all {
+		rule, scheduled := schedules[name]
+		mapped := !scheduled || name == settings.Digest
+		var statements []awsiam.PolicyStatement
+		if mapped {
+			statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Sid: jsii.String(onlyItsEventSourceSid), Effect: awsiam.Effect_DENY,
+				Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+				Actions:    jsii.Strings("lambda:InvokeFunction"),
+				Resources:  functionAndQualifiers(fn),
+				Conditions: &map[string]interface{}{"BoolIfExists": map[string]interface{}{"aws:PrincipalIsAWSService": "false"}},
+			}))
 		}
-	}
-	for id, fn := range mapped {
-		functionPolicy(stack, id, fn, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid: jsii.String(onlyItsEventSourceSid), Effect: awsiam.Effect_DENY,
-			Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
-			Actions:    jsii.Strings("lambda:InvokeFunction"),
-			Resources:  functionAndQualifiers(fn),
-			Conditions: &map[string]interface{}{"BoolIfExists": map[string]interface{}{"aws:PrincipalIsAWSService": "false"}},
-		}))
-	}
-	for name, rule := range schedules {
-		fn := fns[name]
-		functionPolicy(stack, title(name), fn,
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		if scheduled {
+			statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid:        jsii.String(itsScheduleSid),
 				Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)},
 				Actions:    jsii.Strings("lambda:InvokeFunction"),
@@ -86,14 +92,18 @@ func (p *LedgerStackProps) invokers(stack awscdk.Stack, fns map[settings.Role]aw
 					"ArnLike":      map[string]interface{}{"aws:SourceArn": rule.RuleArn()},
 					"StringEquals": map[string]interface{}{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()},
 				},
-			}),
-			awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			}))
+		}
+		if scheduled && !mapped {
+			statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 				Sid: jsii.String(onlyItsScheduleSid), Effect: awsiam.Effect_DENY,
 				Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
 				Actions:    jsii.Strings("lambda:InvokeFunction"),
 				Resources:  functionAndQualifiers(fn),
 				Conditions: &map[string]interface{}{"ArnNotEquals": map[string]interface{}{"aws:SourceArn": rule.RuleArn()}},
 			}))
+		}
+		functionPolicy(stack, title(name), fn, statements...)
 	}
 }
 

@@ -44,6 +44,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	p.grant(stack, fns, st, in, q, ev)
 	grantWebhookSecret(fns, whSecret)
 	dg := p.digests(stack, st)               // the signed digests: key, bucket, function and its trigger (digest.go)
+	schedules[settings.Digest] = dg.tick     // the digest function's heartbeat tick (digest.go)
 	p.invokers(stack, fns, dg.fn, schedules) // only its trigger invokes a function (invokers.go)
 	queueBoundaries(fns, in, q, dg)          // who may receive from and send to the queues (queuepolicies.go)
 	p.operator(stack, fns, st, dg)           // the operator role and the table's write Deny (operator.go)

@@ -39,7 +39,7 @@ func (p *LedgerStackProps) sweepRate(name settings.Role) (rate time.Duration, ok
 	return 0, false
 }
 
-// schedule invokes fn at a fixed rate. The rule's permission to invoke fn is the function's
+// schedule invokes fn at a fixed rate (a sweep, or the digest function's tick). The rule's permission to invoke fn is the function's
 // resource policy (ItsScheduleInvokes, invokers.go), which holds the Deny of every other invoker:
 // Lambda's AddPermission and PutResourcePolicy write the same policy, so the stack gives it whole,
 // and the target adds no AWS::Lambda::Permission. The local stage, whose emulator cannot create
@@ -53,8 +53,12 @@ func (p *LedgerStackProps) schedule(stack awscdk.Stack, name settings.Role, fn a
 			MaxEventAge:   seconds(rate),
 		})
 	}
+	desc := p.Prefix + " " + string(name) + " sweep"
+	if name == settings.Digest {
+		desc = p.Prefix + " digest tick: a signed digest every interval, quiet or not"
+	}
 	return awsevents.NewRule(stack, jsii.String(id+"Schedule"), &awsevents.RuleProps{
-		Description: jsii.String(p.Prefix + " " + string(name) + " sweep"),
+		Description: jsii.String(desc),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(rate.Minutes()))),
 		Targets:     &[]awsevents.IRuleTarget{target},
 	})

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +63,31 @@ func TestSweepsCannotOverlap(t *testing.T) {
 	}
 }
 
+// TestDigestSchedule: the digest function is ticked at DIGEST_INTERVAL in whole minutes, at least
+// one (rate(5 minutes) by default), with no retry and no tick older than its rate.
+func TestDigestSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		interval time.Duration
+		want     string
+	}{{5 * time.Minute, "rate(5 minutes)"}, {5 * time.Second, "rate(1 minute)"}, {90 * time.Second, "rate(2 minutes)"}} {
+		s := synth(t, func(p *LedgerStackProps) { p.Functions.DigestInterval = tc.interval })
+		fn := s.logicalID(t, "AWS::Lambda::Function", "DigestFunction")
+		rule := props(s.resources("AWS::Events::Rule")[s.logicalID(t, "AWS::Events::Rule", "DigestSchedule")])
+		rate, _ := time.ParseDuration(strings.Fields(strings.Trim(tc.want, "rate()"))[0] + "m")
+		want := map[string]string{
+			"ScheduleExpression": `"` + tc.want + `"`,
+			"State":              `"ENABLED"`,
+			"Targets": `[{"Arn":{"Fn::GetAtt":["` + fn + `","Arn"]},"Id":"Target0","RetryPolicy":{"MaximumEventAgeInSeconds":` +
+				fmt.Sprint(rate.Seconds()) + `,"MaximumRetryAttempts":0}}]`,
+		}
+		for k, w := range want {
+			if got := mustJSON(rule[k]); got != w {
+				t.Errorf("interval %v: DigestSchedule %s = %s, want %s", tc.interval, k, got, w)
+			}
+		}
+	}
+}
+
 // TestScheduleInvokePermission: on AWS a sweep's schedule may invoke it through the function's
 // resource policy (ItsScheduleInvokes, for that rule only), so the target adds no
 // AWS::Lambda::Permission, which Lambda would write into the same policy; the local stage, which
@@ -70,8 +98,9 @@ func TestScheduleInvokePermission(t *testing.T) {
 	if n := len(prod.resources("AWS::Lambda::Permission")); n != 0 {
 		t.Errorf("%d Lambda permissions on a stage with function policies, want none", n)
 	}
-	for _, name := range settings.Sweepers {
-		var found bool
+	scheduled := append(slices.Clone(settings.Sweepers), settings.Digest)
+	for _, name := range scheduled {
+		var found, mappingOnly bool
 		for _, rp := range prod.resources("AWS::Lambda::ResourcePolicy") {
 			p := props(rp)
 			if label(p["ResourceArn"]) != title(name)+"Function" {
@@ -84,10 +113,15 @@ func TestScheduleInvokePermission(t *testing.T) {
 					label(stmt["Condition"].(map[string]any)["ArnLike"].(map[string]any)["aws:SourceArn"]) == title(name)+"Schedule" {
 					found = true
 				}
+				mappingOnly = mappingOnly || stmt["Sid"] == onlyItsEventSourceSid
 			}
 		}
 		if !found {
 			t.Errorf("%s's resource policy does not let its schedule (and only it) invoke it", name)
+		}
+		// The digest function keeps its mapping's Deny of every IAM principal.
+		if mappingOnly != (name == settings.Digest) {
+			t.Errorf("%s's resource policy has %s: %v, want %v", name, onlyItsEventSourceSid, mappingOnly, name == settings.Digest)
 		}
 	}
 	local := synth(t, func(p *LedgerStackProps) {
@@ -99,7 +133,7 @@ func TestScheduleInvokePermission(t *testing.T) {
 			perms[label(p["FunctionName"])] = label(p["SourceArn"])
 		}
 	}
-	for _, name := range settings.Sweepers {
+	for _, name := range scheduled {
 		if got := perms[title(name)+"Function"]; got != title(name)+"Schedule" {
 			t.Errorf("local stage: %s's schedule permission has SourceArn %q, want its rule", name, got)
 		}
