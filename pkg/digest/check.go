@@ -383,10 +383,11 @@ func (c *Chain) checkRows() {
 			}
 		}
 	}
+	c.refs = nil // the lives hold every record now
 }
 
 // Covers reports whether some digest recorded key.
-func (c *Chain) Covers(key string) bool { return len(c.refs[key]) > 0 }
+func (c *Chain) Covers(key string) bool { return len(c.lives[key]) > 0 }
 
 // CheckRow checks e against the digests (CheckHashes with its entries'
 // hashes and the time of its last write).
@@ -521,7 +522,7 @@ func (c *Chain) CheckAbsent(key string, now time.Time) []Finding {
 // failures. Call it after every row of the table was checked.
 func (c *Chain) Missing(now time.Time) []Finding {
 	var out []Finding
-	for _, k := range sortedKeys(c.refs) {
+	for _, k := range sortedKeys(c.lives) {
 		if c.seen[k] {
 			continue
 		}
