@@ -206,3 +206,14 @@ func TestHeartbeatOnEmulator(t *testing.T) {
 	out, errOut, code = f.verify(f.bucket)
 	wantCode(t, code, exitOK, out, errOut)
 }
+
+// TestVerifyIncompleteOnEmulator: verify that cannot read the table to the
+// end exits 4 (its findings are partial), not 1 nor 0.
+func TestVerifyIncompleteOnEmulator(t *testing.T) {
+	f := newFixture(t)
+	f.env = map[string]string{"LEDGER_TABLE": f.table + "-absent"}
+	out, errOut, code := f.run("verify", "--all")
+	if code != exitIncomplete || !strings.Contains(errOut, "verification incomplete") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}

@@ -87,12 +87,12 @@ findings printed are partial).`,
 		v := &verifier{a: a}
 		if *bucket != "" || *dir != "" {
 			if v.dc, err = a.loadDigests(ctx, *bucket, *dir, *keyARN, *publicKey, opts); err != nil {
-				return incomplete(err)
+				return a.incomplete(err)
 			}
 		}
 		if *all {
 			if err := v.all(ctx); err != nil {
-				return incomplete(err)
+				return a.incomplete(err)
 			}
 		} else if err := v.challenge(ctx, pos[0]); err != nil {
 			return err
@@ -101,14 +101,15 @@ findings printed are partial).`,
 	},
 }
 
-// incomplete marks an error that stopped verify before it read everything.
-func incomplete(err error) error {
+// incomplete marks an error that stopped verify before it read everything
+// (explained as other AWS errors are).
+func (a *app) incomplete(err error) error {
 	var ue *usageError
 	var ee *exitError
 	if errors.As(err, &ue) || errors.As(err, &ee) {
 		return err
 	}
-	return &exitError{code: exitIncomplete, err: fmt.Errorf("verification incomplete: %w", err)}
+	return &exitError{code: exitIncomplete, err: fmt.Errorf("verification incomplete, the findings above are partial: %w", a.explainAWS(err))}
 }
 
 // verifier is one run of verify: its counts and its check against the
@@ -189,7 +190,7 @@ func (v *verifier) challenge(ctx context.Context, id string) error {
 		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &v.a.table, ConsistentRead: aws.Bool(true),
 			Key: map[string]types.AttributeValue{dynamostore.AttrPK: &types.AttributeValueMemberS{Value: key}}})
 		if err != nil {
-			return incomplete(fmt.Errorf("get %s: %w", key, err))
+			return v.a.incomplete(fmt.Errorf("get %s: %w", key, err))
 		}
 		switch {
 		case out.Item != nil:
