@@ -166,6 +166,23 @@ func TestRetentionJudgedByItsHighest(t *testing.T) {
 			t.Fatalf("findings %v", got)
 		}
 	})
+	t.Run("written again after its removal in one batch: a gap, and the new row recorded", func(t *testing.T) {
+		r := newChainRig(t)
+		far := r.now.Add(400 * 24 * time.Hour)
+		d := r.write(
+			r.rec(digest.Insert, "k", nil, imgAt(far, "a")),
+			r.rec(digest.Remove, "k", imgAt(far, "a"), nil),
+			r.rec(digest.Insert, "k", nil, imgAt(r.now.Add(48*time.Hour), "x")),
+		)
+		// One gap, the removal's: the new row's retention is its own, not
+		// shortened from the removed row's.
+		if len(d.Gaps) != 1 || d.Gaps[0].Kind != digest.GapCount || !strings.Contains(d.Gaps[0].Detail, "after its removal") || len(d.Rows) != 1 {
+			t.Fatalf("gaps %v rows %v", d.Gaps, d.Rows)
+		}
+		if row := d.Rows[0]; row.From != 0 || row.Count != 1 || row.Head != "x" || row.Removed != "" {
+			t.Fatalf("row %+v", row)
+		}
+	})
 	t.Run("a row written again after its lawful removal is a new row", func(t *testing.T) {
 		r := newChainRig(t)
 		soon := r.now.Add(time.Hour)
