@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -65,7 +66,13 @@ findings printed are partial).`,
 		keyARN := fs.String("digest-key", a.getenv(settings.DigestKeyARN.Env), "the digest key's ARN (its public key is read with kms:GetPublicKey)")
 		publicKey := fs.String("public-key", "", "a PEM or DER file holding the digest key's public key (instead of --digest-key)")
 		dir := fs.String("digest-dir", "", "a folder holding a copy of the digests (<dir>/digests/<seq>.json), instead of --digest-bucket")
-		staleAfter := fs.Duration("stale-after", 0, "the newest digest older than this is stale, a row pending longer fails (default: 2 × max(DIGEST_INTERVAL, 1m) + 5m, 15m for the default interval)")
+		interval, intervalErr := digest.DefaultInterval, error(nil)
+		if v := a.getenv(settings.DigestInterval.Env); v != "" {
+			if interval, intervalErr = time.ParseDuration(v); intervalErr == nil && interval <= 0 {
+				intervalErr = errors.New("not positive")
+			}
+		}
+		staleAfter := fs.Duration("stale-after", digest.StaleAfter(interval), "the newest digest older than this is stale, a row pending longer fails: 2 × max(DIGEST_INTERVAL, 1m) + 5m")
 		skew := fs.Duration("skew", digest.DefaultSkew, "how far ahead of this machine's clock a digest's time may be")
 		pos, err := a.parse(c, fs, args, 0, 1)
 		if err != nil {
@@ -75,17 +82,14 @@ findings printed are partial).`,
 			return usagef(c, "give either a challenge id or --all")
 		}
 		opts := digest.Options{Now: a.now(), StaleAfter: *staleAfter, Skew: *skew}
-		if opts.StaleAfter <= 0 {
-			interval := digest.DefaultInterval
-			if v := a.getenv(settings.DigestInterval.Env); v != "" {
-				if interval, err = time.ParseDuration(v); err != nil || interval <= 0 {
-					return usagef(c, "%s %q is not a positive duration", settings.DigestInterval.Env, v)
-				}
-			}
-			opts.StaleAfter = digest.StaleAfter(interval)
-		}
 		v := &verifier{a: a}
 		if *bucket != "" || *dir != "" {
+			if intervalErr != nil && !setFlag(fs, "stale-after") {
+				return usagef(c, "%s is not a positive duration (%v): give --stale-after", settings.DigestInterval.Env, intervalErr)
+			}
+			if *staleAfter <= 0 || *skew <= 0 {
+				return usagef(c, "--stale-after and --skew must be positive")
+			}
 			if v.dc, err = a.loadDigests(ctx, *bucket, *dir, *keyARN, *publicKey, opts); err != nil {
 				return a.incomplete(err)
 			}
@@ -245,4 +249,10 @@ func (v *verifier) verdict() error {
 	}
 	fmt.Fprintf(v.a.stdout, "ok: %d rows, %d history entries, every hash chain verifies\n", v.rows, v.entries)
 	return nil
+}
+
+// setFlag reports whether the flag name was given.
+func setFlag(fs *flag.FlagSet, name string) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
