@@ -72,7 +72,7 @@ findings printed are partial).`,
 				intervalErr = errors.New("not positive")
 			}
 		}
-		staleAfter := fs.Duration("stale-after", digest.StaleAfter(interval), "the newest digest older than this is stale, a row pending longer fails: 2 × max(DIGEST_INTERVAL, 1m) + 5m")
+		staleAfter := fs.Duration("stale-after", digest.StaleAfter(interval), "the newest digest older than this is stale, a row pending longer fails: 2 × DIGEST_INTERVAL in whole minutes (at least 1) + 5m")
 		skew := fs.Duration("skew", digest.DefaultSkew, "how far ahead of this machine's clock a digest's time may be")
 		pos, err := a.parse(c, fs, args, 0, 1)
 		if err != nil {

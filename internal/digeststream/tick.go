@@ -91,13 +91,11 @@ func (h *Digest) Tick(ctx context.Context) error {
 }
 
 // HeartbeatAge is how old the newest digest must be for a tick to write
-// one: half the tick's period (the interval, at least digest.TickFloor),
-// so a tick that comes a little early does not skip.
+// one: half the tick's period (digest.TickPeriod: the interval in whole
+// minutes, at least one), so a tick that comes a little early does not
+// skip.
 func HeartbeatAge(interval time.Duration) time.Duration {
-	if interval <= 0 {
-		interval = digest.DefaultInterval
-	}
-	return max(interval, digest.TickFloor) / 2
+	return digest.TickPeriod(interval) / 2
 }
 
 func clip(s string) string {

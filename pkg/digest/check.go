@@ -119,15 +119,21 @@ const (
 	DefaultSkew = 5 * time.Minute
 )
 
-// StaleAfter is the stale bound for a digest interval: two heartbeat
-// periods (the interval, at least TickFloor) and StaleAllowance. A
-// verifier reports the newest digest stale, and a row pending too long,
-// past it. 15 minutes for the default interval.
-func StaleAfter(interval time.Duration) time.Duration {
+// TickPeriod is the heartbeat schedule's period for a digest interval:
+// the interval rounded up to whole minutes (EventBridge's rate unit), at
+// least TickFloor. 5 minutes for the default interval.
+func TickPeriod(interval time.Duration) time.Duration {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	return 2*max(interval, TickFloor) + StaleAllowance
+	return max(TickFloor, (interval+time.Minute-1)/time.Minute*time.Minute)
+}
+
+// StaleAfter is the stale bound for a digest interval: two tick periods
+// and StaleAllowance. A verifier reports the newest digest stale, and a
+// row pending too long, past it. 15 minutes for the default interval.
+func StaleAfter(interval time.Duration) time.Duration {
+	return 2*TickPeriod(interval) + StaleAllowance
 }
 
 // Options are the verifier's settings for the checks that need a clock.

@@ -252,8 +252,8 @@ func TestTimeIsChecked(t *testing.T) {
 	})
 	t.Run("stale", func(t *testing.T) {
 		bound := digest.StaleAfter(digest.DefaultInterval)
-		if bound != 15*time.Minute {
-			t.Fatalf("the default bound is %s", bound)
+		if bound != 15*time.Minute || digest.StaleAfter(5*time.Second) != 7*time.Minute || digest.StaleAfter(90*time.Second) != 9*time.Minute {
+			t.Fatalf("the bounds are %s, %s, %s", bound, digest.StaleAfter(5*time.Second), digest.StaleAfter(90*time.Second))
 		}
 		at := r.now.Add(-5 * time.Minute) // digest 2's at
 		for _, tc := range []struct {
