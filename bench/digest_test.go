@@ -177,7 +177,7 @@ func digestReport(t *testing.T, rep *Report, sc scale) {
 		Target: "1 KMS Sign and 1 S3 PUT per digest", Verdict: NoTarget,
 		Note: "The digest writer's calls, counted on an in-memory store and an in-process key (the same calls it makes to S3 and KMS): claim + dispatch (accepted) through the ledger's use cases, every write a stream record, each interval's records digested in batches of at most " + fmt.Sprint(digestBatchSize) + " records, as one shard's event source with a 5-minute batching window delivers them. " +
 			"Per digest: 1 KMS Sign (MessageType DIGEST, so the body's size does not matter), 1 conditional PutObject, 1 GetObject of the previous digest for its hash (none when this writer wrote it: a warm function on a shard with the chain to itself), and HeadObject probes to find the newest: 1 when the writer's last number is still the newest (a warm function; also the first digest ever), about 2·log2(N) on a cold start with N digests stored. " +
-			"A shard adds a digest per interval when it has records; an interval without records costs nothing. Another shard's writer that takes the next number first costs the loser one failed PutObject (412) and one more Sign. " +
+			"A shard adds a digest per interval when it has records; an interval without records costs one empty digest per tick period (the heartbeat). Another shard's writer that takes the next number first costs the loser one failed PutObject (412) and one more Sign. " +
 			"Stream reads: Lambda's poller reads the stream (GetRecords) at no request charge to the account; the function runs once per batch. " + fmt.Sprint(notes),
 	})
 	rep.Add(Figure{
