@@ -199,6 +199,8 @@ const keyDeletionWindowDays = 30
 //   - BucketChanged, FunctionChanged, RolePassedToFunction, RoleChanged, SesConfigurationSetChanged,
 //     SmsConfigurationSetChanged, SmsProtectConfigurationChanged and DataEventsTrailChanged: the rest
 //     of the boundary (securityRules).
+//   - DigestMappingChanged, LedgerTableChanged, WatcherRulesChanged, WatcherTargetsChanged,
+//     AlarmsChanged and TrailChanged: what lies under the digests, and the watchers (watchers.go).
 //
 // Every rule matches failed calls too (an AccessDenied attempt is worth knowing), and a deploy of
 // this stack that changes a key, queue, topic or table policy matches as well (CloudFormation
@@ -225,7 +227,7 @@ func (w *alarms) securityEvents(o observed) {
 			Conditions: &map[string]interface{}{"StringEquals": map[string]interface{}{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()}},
 		}),
 		Description: jsii.String(w.p.Prefix + " EventBridge publishes changes of the stack's keys, queues, topic, ledger policy, " +
-			"buckets, functions, roles, configuration sets and trail to the alarm topic"),
+			"buckets, functions, roles, configuration sets, trails, digest mapping, ledger table, rules and alarms to the alarm topic"),
 	})
 	// IAM's calls reach EventBridge in us-east-1 only (CloudTrail records a global service's events
 	// there); the stack is environment-agnostic, so synth cannot tell where it will be deployed.
@@ -235,10 +237,16 @@ func (w *alarms) securityEvents(o observed) {
 				"CloudTrail events in that Region only. Elsewhere, watch the stack's roles from us-east-1 as "+
 				"docs/deploy.md (The boundary moving is seen) says."), nil)
 	}
+	made := map[string]awscdk.CfnResource{}
 	for _, r := range w.securityRules(o) {
 		desc := fmt.Sprintf("Someone tried to change what keeps the evidence readable: %s (CloudTrail, success or failure). "+
 			"Runbook: docs/operations.md, Alarms and what to do, %s.", r.watches, r.id)
+		var name *string
+		if r.id == watcherRulesID || r.id == watcherTargetsID { // they name themselves (watchers.go)
+			name = jsii.String(watcherName(w.p.Prefix, r.id))
+		}
 		rule := awsevents.NewRule(stack, jsii.String(r.id), &awsevents.RuleProps{
+			RuleName:    name,
 			Description: jsii.String(desc),
 			EventPattern: &awsevents.EventPattern{
 				Source: jsii.Strings(r.source), DetailType: jsii.Strings("AWS API Call via CloudTrail"), Detail: &r.detail,
@@ -248,6 +256,7 @@ func (w *alarms) securityEvents(o observed) {
 		// cfn-lint-serverless asks every rule's target for a DLQ (ES4000); the Undelivered alarm
 		// below is this rule's, as linters.go says for the first four.
 		cfn := rule.Node().DefaultChild().(awscdk.CfnResource)
+		made[r.id] = cfn
 		cfn.AddMetadata(jsii.String("cfn-lint"), map[string]any{"config": map[string]any{"ignore_checks": []string{"ES4000"}}})
 		cfn.AddMetadata(jsii.String("cfn-lint-reasons"), map[string]string{"ES4000": securityRuleNoDLQ})
 		w.add(r.id+"Undelivered", fmt.Sprintf("EventBridge could not publish the %s rule's event to the alarm topic: "+
@@ -258,6 +267,7 @@ func (w *alarms) securityEvents(o observed) {
 				Statistic:     jsii.String("Sum"), Period: seconds(alarmPeriod),
 			}), 1, gte, quiet)
 	}
+	watchRules(stack, w.p.Prefix, made) // the rules on rules name every rule, themselves included (watchers.go)
 }
 
 // stackKeys returns the id and the ARN of every KMS key the stack defines so far, found in the
@@ -416,7 +426,8 @@ func (w *alarms) securityRules(o observed) []securityRule {
 				"requestParameters": map[string]interface{}{"roleName": stackRefs(stack, "AWS::IAM::Role")},
 			}},
 	}
-	return append(rules, w.stageSecurityRules(o)...)
+	rules = append(rules, w.stageSecurityRules(o)...)
+	return append(rules, w.watcherRules(o)...) // watchers.go
 }
 
 // stageSecurityRules are the rules on what a stage may not have: a pattern may not match on an

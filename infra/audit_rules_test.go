@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"hash/crc32"
 	"os"
 	"regexp"
 	"slices"
@@ -23,7 +24,9 @@ import (
 // email and End User Messaging SMS (its configuration set and protect configuration).
 var securityRuleNames = []string{"KeyStateOrPolicyChanged", "LedgerResourcePolicyChanged", "QueueChanged",
 	"ProviderEventsTopicChanged", "BucketChanged", "FunctionChanged", "RolePassedToFunction", "RoleChanged", "SesConfigurationSetChanged",
-	"SmsConfigurationSetChanged", "SmsProtectConfigurationChanged", "DataEventsTrailChanged"}
+	"SmsConfigurationSetChanged", "SmsProtectConfigurationChanged", "DataEventsTrailChanged",
+	// What lies under the digests, and the watchers (watchers.go).
+	"DigestMappingChanged", "LedgerTableChanged", watcherRulesID, watcherTargetsID, "AlarmsChanged", "TrailChanged"}
 
 const (
 	testAccount = "111122223333"
@@ -46,11 +49,16 @@ func (s *synthesized) physical(id, attr string) string {
 		name = strings.ToLower(name[:63])
 	case "AWS::KMS::Key":
 		name = fmt.Sprintf("%08x-0000-4000-8000-%012x", len(id), len(id)*7919)
+	case "AWS::Lambda::EventSourceMapping": // a mapping's Ref is its UUID
+		name = fmt.Sprintf("%08x-1111-4222-8333-%012x", crc32.ChecksumIEEE([]byte(id)), len(id))
 	}
 	for _, k := range []string{"FunctionName", "RoleName", "BucketName", "TableName", "QueueName", "TrailName", "ConfigurationSetName"} {
 		if v, ok := p[k].(string); ok {
 			name = v
 		}
+	}
+	if v, ok := p["Name"].(string); ok && r["Type"] == "AWS::Events::Rule" {
+		name = v
 	}
 	arn := func(service, resource string) string {
 		return "arn:aws:" + service + ":" + testRegion + ":" + testAccount + ":" + resource
@@ -137,8 +145,7 @@ func matchPattern(pattern, event map[string]any) bool {
 				return false
 			}
 		case []any:
-			ev, ok := event[k].(string)
-			if !ok || !matchValue(p, ev) {
+			if !matchField(p, event[k]) {
 				return false
 			}
 		default:
@@ -146,6 +153,22 @@ func matchPattern(pattern, event map[string]any) bool {
 		}
 	}
 	return true
+}
+
+// matchField matches a field's value: a string, or a list of them, which matches if any element
+// does (as EventBridge matches an array in an event).
+func matchField(alternatives []any, v any) bool {
+	switch x := v.(type) {
+	case string:
+		return matchValue(alternatives, x)
+	case []any:
+		for _, e := range x {
+			if s, ok := e.(string); ok && matchValue(alternatives, s) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func matchValue(alternatives []any, v string) bool {
@@ -178,6 +201,10 @@ func matchValue(alternatives []any, v string) bool {
 					if strings.HasSuffix(cased(v), cased(s)) {
 						return true
 					}
+				case "equals-ignore-case":
+					if strings.EqualFold(v, s) {
+						return true
+					}
 				case "wildcard":
 					re := "^" + strings.ReplaceAll(regexp.QuoteMeta(s), `\*`, ".*") + "$"
 					if regexp.MustCompile(re).MatchString(v) {
@@ -203,6 +230,7 @@ func TestMatchPattern(t *testing.T) {
 			map[string]any{"requestParameters": map[string]any{"a": []any{"x", map[string]any{"suffix": "/y"}}}},
 			map[string]any{"requestParameters": map[string]any{"b": []any{map[string]any{"wildcard": "*:f:z:*"}}}},
 			map[string]any{"requestParameters": map[string]any{"c": []any{map[string]any{"suffix": map[string]any{"equals-ignore-case": "/Role-A"}}}}},
+			map[string]any{"requestParameters": map[string]any{"d": []any{map[string]any{"equals-ignore-case": "abc"}}}},
 		},
 	}}
 	ev := func(source, name, field, value string) map[string]any {
@@ -224,6 +252,12 @@ func TestMatchPattern(t *testing.T) {
 		{ev("aws.s3", "PutX", "c", "arn:r:role/ROLE-a"), true},
 		{ev("aws.s3", "PutX", "c", "arn:r:role/x-role-a"), false},
 		{ev("aws.s3", "PutX", "a", "arn/Y"), false},
+		{ev("aws.s3", "PutX", "d", "AbC"), true},
+		{ev("aws.s3", "PutX", "d", "abcd"), false},
+		{map[string]any{"source": "aws.s3", "detail": map[string]any{"eventName": "PutX",
+			"requestParameters": map[string]any{"a": []any{"z", "x"}}}}, true},
+		{map[string]any{"source": "aws.s3", "detail": map[string]any{"eventName": "PutX",
+			"requestParameters": map[string]any{"a": []any{"z", "xx"}}}}, false},
 	} {
 		if got := matchPattern(pattern, tc.event); got != tc.want {
 			t.Errorf("match %v = %v, want %v", tc.event, got, tc.want)

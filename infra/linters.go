@@ -224,8 +224,10 @@ var linterSkips = map[string]map[string][]linterSkip{
 		"ProviderEventsSource":   {{"ES1001", sqsSourceNoDestination + " The provider events queue's redrive policy is its failure destination."}},
 	},
 	"AWS::Events::Rule": {
-		"ReconcileSchedule":           {{"ES4000", scheduleNoDLQ + " Missed sweeps show as open claims aging past their lease (alarmed)."}},
-		"ExpireSchedule":              {{"ES4000", scheduleNoDLQ}},
+		"ReconcileSchedule": {{"ES4000", scheduleNoDLQ + " Missed sweeps show as open claims aging past their lease (alarmed)."}},
+		"ExpireSchedule":    {{"ES4000", scheduleNoDLQ}},
+		"DigestSchedule": {{"ES4000", "A tick carries no data and the next tick, DIGEST_INTERVAL later, is the retry; " +
+			"missed ticks show as no digest written (DigestHeartbeat) and a stale newest digest (ledgerctl verify)."}},
 		"KeyStateOrPolicyChanged":     {{"ES4000", securityRuleNoDLQ}},
 		"LedgerResourcePolicyChanged": {{"ES4000", securityRuleNoDLQ}},
 		"QueueChanged":                {{"ES4000", securityRuleNoDLQ}},

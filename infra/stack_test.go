@@ -34,8 +34,8 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::KMS::Key":                   10, // ledger, content, provider events topic and queues, attempt proofs, fingerprints, intents, backup vault, data-events trail, digests
 		// the two sweeps' schedules; key, ledger, queue, topic, bucket, function, role, SES and SMS
 		// configuration set, protect configuration and trail changes (audit.go)
-		"AWS::Events::Rule":     float64(2 + len(securityRuleNames)),
-		"AWS::S3::Bucket":       2, // the digests and the data-events trail's
+		"AWS::Events::Rule":     float64(3 + len(securityRuleNames)), // the sweeps, the digest tick
+		"AWS::S3::Bucket":       2,                                   // the digests and the data-events trail's
 		"AWS::S3::BucketPolicy": 2,
 		"AWS::Logs::LogGroup":   7,
 		"AWS::IAM::Role":        10, // the seven functions, LedgerOperatorRole, SecurityEventsRole, AWS Backup's
