@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -49,6 +50,9 @@ func (k *KMS) Sign(ctx context.Context, binding []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("intentseal: sign: %w", err)
 	}
+	if err := k.answeredFor(out.KeyId, out.MacAlgorithm); err != nil {
+		return "", fmt.Errorf("intentseal: sign: %w", err)
+	}
 	if len(out.Mac) != sha256.Size {
 		return "", fmt.Errorf("intentseal: sign: KMS returned a %d-byte MAC", len(out.Mac))
 	}
@@ -56,8 +60,12 @@ func (k *KMS) Sign(ctx context.Context, binding []byte) (string, error) {
 }
 
 // Verify asks KMS whether seal is binding's. KMS answers a wrong MAC with
-// KMSInvalidMacException (and never with MacValid false), which is
-// intentseal.ErrMismatch; any other error is returned as is, for the caller to retry.
+// KMSInvalidMacException (and never with MacValid false, which is taken
+// the same way), which is intentseal.ErrMismatch. Every other error
+// (throttled, access denied, a disabled, missing or unusable key, a 5xx,
+// a timeout, an answer that cannot be read or that names another key or
+// algorithm) is returned wrapped, never as ErrMismatch, for the caller to
+// retry: none of them says anything about the seal.
 func (k *KMS) Verify(ctx context.Context, binding []byte, seal string) error {
 	mac, err := intentseal.Decode(seal)
 	if err != nil {
@@ -77,6 +85,31 @@ func (k *KMS) Verify(ctx context.Context, binding []byte, seal string) error {
 		return fmt.Errorf("intentseal: verify: %w", err)
 	case !out.MacValid:
 		return intentseal.ErrMismatch
+	}
+	if err := k.answeredFor(out.KeyId, out.MacAlgorithm); err != nil {
+		return fmt.Errorf("intentseal: verify: %w", err)
+	}
+	return nil
+}
+
+// answeredFor checks that KMS answered for the key and algorithm asked:
+// a MAC made or checked under another key proves nothing about this one.
+// The echoed key is compared when KeyARN names a key (its ARN, as the
+// stack configures it, or its bare id); an alias cannot be compared.
+func (k *KMS) answeredFor(keyID *string, alg types.MacAlgorithmSpec) error {
+	if alg != algorithm {
+		return fmt.Errorf("KMS answered for MAC algorithm %q, not %q", alg, algorithm)
+	}
+	echoed := aws.ToString(keyID)
+	switch {
+	case strings.HasPrefix(k.KeyARN, "arn:") && strings.Contains(k.KeyARN, ":key/"):
+		if echoed != k.KeyARN {
+			return fmt.Errorf("KMS answered for key %q, not %q", echoed, k.KeyARN)
+		}
+	case k.KeyARN != "" && !strings.ContainsAny(k.KeyARN, ":/"):
+		if !strings.HasSuffix(echoed, ":key/"+k.KeyARN) {
+			return fmt.Errorf("KMS answered for key %q, not %q", echoed, k.KeyARN)
+		}
 	}
 	return nil
 }
