@@ -37,10 +37,19 @@ const (
 	// nothing of which the provider took, not only the first
 	// (invSupersededSent).
 	ClassSupersede = "supersede-after-throttle"
+	// ClassContext: the deadline in the call's context (issue 46). The
+	// transports honour their call's context, as the SDK's and an HTTP
+	// client do: a call is cut at its context's deadline, not at the
+	// deadline it is handed beside it, and no call's context may end after
+	// its send deadline (expiry minus the guard) by the caller's clock, nor
+	// a reconcile retry's after the lease its retry record granted
+	// (invCallOutlives). Without it the transports cut at Send.Deadline and
+	// the context goes unread, as before.
+	ClassContext = "deadline-in-context"
 )
 
 // Classes lists the classes Config.Without may name.
-var Classes = []string{ClassSent, ClassDeadline, ClassChain, ClassCaps, ClassConserved, ClassSupersede}
+var Classes = []string{ClassSent, ClassDeadline, ClassChain, ClassCaps, ClassConserved, ClassSupersede, ClassContext}
 
 // ParseClasses checks the class names in names.
 func ParseClasses(names []string) ([]string, error) {

@@ -65,6 +65,9 @@ const (
 	// expires_at − margin, before its send deadline), by the world's
 	// clock: it started in time and took long to get there.
 	pathNearDeadline = "send reaching the provider inside the margin"
+	// A transport call cut at its context's deadline before it reached the
+	// provider (ClassContext).
+	pathContextCut = "send cut at its context's deadline"
 	// A written row whose chain, verified by the simulator's own verifier,
 	// holds deferral entries (a not-sent code and a next attempt time).
 	pathChainDeferral = "chain with deferral entries verified"
@@ -86,5 +89,5 @@ var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome
 	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry), limitPath(ledger.RuleSMSNumberKind),
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
 	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,
-	pathTakenCounted, pathBeginLate, pathNearDeadline,
+	pathTakenCounted, pathBeginLate, pathNearDeadline, pathContextCut,
 	pathChainDeferral, pathChainProvider}

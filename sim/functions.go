@@ -26,7 +26,7 @@ func (s *sim) ports(inv *invocation) ledger.Ports {
 		Scheduler:  &schedulerPort{inv},
 		Sleep:      inv.sleep,
 		Jitter:     s.jitter.Float64,
-		Clock:      inv.clock,
+		Clock:      inv.portClock,
 		Policy:     s.policy(inv),
 		NewID:      s.newID,
 		Progress:   progressPort{s},

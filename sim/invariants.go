@@ -36,6 +36,14 @@ const (
 	// provider that much later (ClassDeadline; without it, the bound is
 	// expires_at).
 	invLateArrival = "late-arrival"
+	// No transport call's context ends after the call's send deadline
+	// (expires_at minus Policy.SendGuard, the guard the stack is deployed
+	// with) by the calling worker's clock, and no reconcile same-key
+	// retry's after the next look its retry record wrote (its lease):
+	// DESIGN 12, the deadline bounds the send, as the transport sees it.
+	// A call whose context has no deadline outlives every bound
+	// (ClassContext).
+	invCallOutlives = "call-outlives-deadline"
 	// unknown (and quarantined) is left only with transport evidence (an ack
 	// the provider issued for the key, a refusal, a not-sent answer), to
 	// quarantined by policy, or by an operator's decision.
@@ -208,6 +216,12 @@ type sendFact struct {
 	// earlier holds the rows of the earlier fallback channels as they were
 	// when the send was made.
 	earlier []ledger.Entry
+	// callEnd is when the call's context ends by the sender's clock
+	// (bounded: it has a deadline); lease, for a reconcile retry, the
+	// next look its retry record wrote.
+	callEnd time.Time
+	bounded bool
+	lease   time.Time
 }
 
 type endFact struct {
@@ -218,7 +232,8 @@ type endFact struct {
 
 func (s *sim) sendFact(inv *invocation, m ledger.Send, b behavior, res sendResult) sendFact {
 	f := sendFact{inv: inv, key: m.IdempotencyKey, attempt: m.Attempt, behavior: b, res: res, at: s.now, expiresAt: m.ExpiresAt,
-		callAt: inv.issuedAt(), evidenced: inv.evidenced[m.IdempotencyKey], unsent: inv.unsent[m.IdempotencyKey], fn: inv.fn}
+		callAt: inv.issuedAt(), evidenced: inv.evidenced[m.IdempotencyKey], unsent: inv.unsent[m.IdempotencyKey], fn: inv.fn,
+		callEnd: inv.callEnd, bounded: inv.callBounded, lease: inv.lease[m.IdempotencyKey]}
 	var ok bool
 	if f.auth, ok = inv.auth[m.IdempotencyKey]; !ok {
 		f.auth = inv.clock() // no write started this attempt: judge the send itself
@@ -415,6 +430,7 @@ func (s *sim) checkSend(f sendFact) {
 			s.stats.Paths[pathNearDeadline]++
 		}
 	}
+	s.checkCallDeadline(f, lbl)
 	margin := s.w.policy.ExpiryMargin
 	if !f.callAt.Add(margin).Before(f.expiresAt) {
 		s.fail(invLateCall, fmt.Sprintf("%s called the transport for %s (attempt %d) at %s by its clock; expires_at − margin is %s",
@@ -635,4 +651,32 @@ func (s *sim) verify(w writeFact) error {
 		return &ledger.ChainError{Key: a.Key, Index: len(a.History) - 1, Detail: fmt.Sprintf("it ends in %s but the row is %s", last.To, a.State)}
 	}
 	return nil
+}
+
+// ctxSlack is how far past a bound a call's context may end before
+// invCallOutlives fails: the real time between the use case's reading of
+// its clock and its context.WithTimeout, which the simulator cannot see
+// (microseconds; every simulated time is a whole millisecond, and a
+// deadline measured from before a write is at least one step, 10 ms, late).
+const ctxSlack = 5 * time.Millisecond
+
+// checkCallDeadline judges the context a transport call was handed
+// (ClassContext): it must end by the send deadline, and a reconcile
+// retry's by the lease its retry record granted, by the caller's clock.
+func (s *sim) checkCallDeadline(f sendFact, lbl string) {
+	if !s.on(ClassContext) {
+		return
+	}
+	deadline := f.expiresAt.Add(-s.w.policy.SendGuard)
+	switch {
+	case !f.bounded:
+		s.fail(invCallOutlives, fmt.Sprintf("%s called the transport for %s (attempt %d) with no deadline in its context; its send deadline is %s (expires_at − guard)",
+			f.inv, lbl, f.attempt, s.rel(deadline)), f.key)
+	case f.callEnd.After(deadline.Add(ctxSlack)):
+		s.fail(invCallOutlives, fmt.Sprintf("%s called the transport for %s (attempt %d) at %s by its clock with a context that ends at %s, %s after its send deadline %s (expires_at − guard %s)",
+			f.inv, lbl, f.attempt, s.rel(f.callAt), s.rel(f.callEnd), f.callEnd.Sub(deadline), s.rel(deadline), s.w.policy.SendGuard), f.key)
+	case f.fn == fnReconcile && !f.lease.IsZero() && f.callEnd.After(f.lease.Add(ctxSlack)):
+		s.fail(invCallOutlives, fmt.Sprintf("%s's same-key retry of %s (attempt %d) has a context that ends at %s by its clock, %s after the next look its retry record wrote (%s)",
+			f.inv, lbl, f.attempt, s.rel(f.callEnd), f.callEnd.Sub(f.lease), s.rel(f.lease)), f.key)
+	}
 }

@@ -164,6 +164,14 @@ const (
 	// record's image instead, so a forged record decides (the hole of
 	// issue 42: a copy with an earlier expiry ended a live claim expired).
 	ImageAsRow Mutant = "image-as-row"
+	// DeadlineBeforeWrite: dispatch sets its send's timeout (the send
+	// deadline minus the clock) from the clock it read before its move to
+	// dispatching, not after it: its expiry check after the write reads
+	// the clock as it is, so the send still starts in time, but a slow
+	// write leaves the call's context that much past its deadline. The
+	// deadline handed beside the context is right, so a transport that
+	// reads it, not its context, cuts the call in time (issue 46).
+	DeadlineBeforeWrite Mutant = "deadline-before-write"
 )
 
 // Mutants lists every mutant.
@@ -172,7 +180,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, FixedWindowCounters, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
-	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow}
+	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry

@@ -78,6 +78,7 @@ func (p *storePort) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, e
 	if r.fault == failCall {
 		return ledger.Entry{}, injected("apply", c.Next.Key)
 	}
+	issued := inv.issuedAt()
 	before, existed := s.peek(c.Next.Key)
 	got, err := s.apply(ctx, inv, c)
 	s.wrote(inv, before, existed, c.Next.Key, c.Event.ID)
@@ -89,6 +90,12 @@ func (p *storePort) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, e
 	}
 	got = s.read(inv, got, "store.Apply")
 	inv.answerLate(c.Next.Key, err == nil && c.Next.Attempts > before.Attempts)
+	if s.mutant == DeadlineBeforeWrite && inv.fn == fnDispatch && err == nil && c.Next.State == ledger.Dispatching && c.From != ledger.Dispatching {
+		// Dispatch measures its send's timeout from the clock it read
+		// before this write: its expiry check after the write reads the
+		// clock as it is, the timeout the one before.
+		inv.staleAt, inv.staleSkip = issued, 1
+	}
 	return got, err
 }
 
@@ -170,6 +177,9 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 		inv.unsent[key] = nothingTaken(before)
 		auth := inv.issuedAt()
 		inv.auth[key] = auth
+		if inv.fn == fnReconcile {
+			inv.lease[key] = after.NextCheckAt // the retry's next look: its call must be over by then
+		}
 		_, inv.evidenced[key] = before.ProviderEvidence()
 		if margin := s.w.policy.ExpiryMargin; !auth.Add(margin).Before(after.ExpiresAt) {
 			s.fail(invLateAttempt, fmt.Sprintf("%s started attempt %d of %s at %s by its clock; expires_at − margin is %s",
@@ -319,14 +329,31 @@ func (t *transportPort) Capabilities() ledger.Capabilities {
 
 func (t *transportPort) Send(ctx context.Context, m ledger.Send) (ledger.Ack, error) {
 	s, inv := t.inv.sim, t.inv
+	// What the use case handed the call: its context's deadline by the
+	// caller's clock, read before the call parks (the clock moves while it
+	// is parked; a slow call returns past a deadline).
+	inv.callEnd, inv.callBounded = inv.contextDeadline(ctx)
 	r := inv.yield(&call{op: opSend, key: m.IdempotencyKey, detail: fmt.Sprintf("attempt %d", m.Attempt)})
-	if s.mutant == SendNoDeadline {
-		m.Deadline = time.Time{}
+	cut, bounded := m.Deadline, !m.Deadline.IsZero()
+	if s.on(ClassContext) {
+		// The transport honours its call's context, as the SDK's and an
+		// HTTP client do, and reads nothing else: a context that ends too
+		// late lets the call run too long.
+		cut, bounded = inv.callEnd, inv.callBounded
+		if bounded && cut.After(m.Deadline) && !cut.After(m.Deadline.Add(ctxSlack)) {
+			cut = m.Deadline // the real time between the clock's reading and the context
+		}
 	}
-	if !m.Deadline.IsZero() && !inv.clock().Before(m.Deadline) {
+	if s.mutant == SendNoDeadline {
+		bounded = false // the adapter detaches the call from its deadline
+	}
+	if bounded && !inv.clock().Before(cut) {
 		// The call's context ended on its way (its deadline is a duration
 		// on the worker's clock): it never reaches the provider, and the
 		// worker cannot tell that from a lost answer.
+		if s.on(ClassContext) {
+			s.stats.Paths[pathContextCut]++
+		}
 		s.facts.sends = append(s.facts.sends, s.sendFact(inv, m, r.behavior, sendResult{err: context.DeadlineExceeded}))
 		return ledger.Ack{}, fmt.Errorf("send: %w", context.DeadlineExceeded)
 	}

@@ -242,6 +242,8 @@ func failOn(t *rapid.T, v *violation) {
 		t.Fatal(v.String())
 	case invLateArrival:
 		t.Fatal(v.String())
+	case invCallOutlives:
+		t.Fatal(v.String())
 	case invPanic:
 		t.Fatal(v.String())
 

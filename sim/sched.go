@@ -160,9 +160,24 @@ type invocation struct {
 	// evidenced holds the keys whose row held provider evidence when this
 	// invocation's write started its latest attempt.
 	evidenced map[string]bool
-	// frozen, if set, is what the invocation's clock reads until its next
-	// port call (mutant BeginStaleClock).
+	// frozen, if set, is what the use case's next reading of its clock
+	// reads, if it comes before its next port call (mutant BeginStaleClock).
 	frozen time.Time
+	// clockReal is the real time of the use case's latest reading of its
+	// Clock port: a context deadline the use case sets right after is real
+	// time too (contextDeadline). staleAt, if set, is what that port reads
+	// after its next staleSkip readings, until the next port call (mutant
+	// DeadlineBeforeWrite).
+	clockReal time.Time
+	staleAt   time.Time
+	staleSkip int
+	// lease holds, per key, the next look the invocation's latest retry
+	// record granted (a reconcile retry's call must be over by it).
+	lease map[string]time.Time
+	// callEnd is the context deadline of the invocation's latest transport
+	// call, by its clock (callBounded: it had one).
+	callEnd     time.Time
+	callBounded bool
 	// newestStep is the step of the invocation's latest read of a newest
 	// challenge; begun holds, per key, the step of the write that started
 	// its latest attempt.
@@ -176,11 +191,40 @@ type invocation struct {
 
 func (inv *invocation) String() string { return fmt.Sprintf("%s/%d", inv.fn, inv.id) }
 
-func (inv *invocation) clock() time.Time {
-	if !inv.frozen.IsZero() {
-		return inv.frozen
+func (inv *invocation) clock() time.Time { return inv.sim.now.Add(inv.skew) }
+
+// portClock is the Clock port of the invocation's use case: its clock, and
+// the real time of the reading, from which a context deadline set right
+// after it is mapped onto the simulated clock (contextDeadline).
+func (inv *invocation) portClock() time.Time {
+	inv.clockReal = time.Now()
+	if f := inv.frozen; !f.IsZero() {
+		inv.frozen = time.Time{}
+		return f
 	}
-	return inv.sim.now.Add(inv.skew)
+	if !inv.staleAt.IsZero() {
+		if inv.staleSkip == 0 {
+			return inv.staleAt
+		}
+		inv.staleSkip--
+	}
+	return inv.clock()
+}
+
+// contextDeadline is when ctx ends by inv's clock. context.WithTimeout
+// sets a real-time deadline: the use case's last reading of its clock
+// (portClock) plus the timeout, give or take the microseconds between the
+// reading and the context. The simulated clock does not move within a
+// step, so the context ends the timeout after the clock the world runs on
+// now (not a frozen or stale reading), truncated to the millisecond as
+// every simulated time is.
+func (inv *invocation) contextDeadline(ctx context.Context) (time.Time, bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}, false
+	}
+	left := dl.Sub(inv.clockReal).Truncate(time.Millisecond)
+	return inv.sim.now.Add(inv.skew).Add(left), true
 }
 
 // issuedAt is the invocation's clock when it issued its current call.
@@ -189,7 +233,7 @@ func (inv *invocation) issuedAt() time.Time { return inv.parkedAt.Add(inv.skew) 
 // yield parks the invocation at c until the scheduler resumes it. It does
 // not return if the scheduler crashes or kills it.
 func (inv *invocation) yield(c *call) resumeMsg {
-	inv.frozen = time.Time{}
+	inv.frozen, inv.staleAt = time.Time{}, time.Time{}
 	inv.sim.reports <- report{inv: inv, call: c}
 	r := <-inv.resume
 	if r.kill {
@@ -594,6 +638,7 @@ func (s *sim) start(t *trigger) {
 		evidenced: map[string]bool{},
 		begun:     map[string]int{},
 		unsent:    map[string]bool{},
+		lease:     map[string]time.Time{},
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
 	if t.fn == fnOperator {

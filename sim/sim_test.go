@@ -84,9 +84,10 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.DeferralDropsSubject:            {"superseded-sent"},
 	sim.QueueMarkAtTTL:                  {"liveness-sent"},
 	sim.CounterWithoutKey:               {"sent-uncounted"},
-	sim.SendGuardMillis:                 {"late-arrival"},
+	sim.SendGuardMillis:                 {"late-arrival", "call-outlives-deadline"},
 	sim.EntryCodeFromRow:                {"hash-chain"},
 	sim.ImageAsRow:                      {"forged-record-decided", "expired-early"},
+	sim.DeadlineBeforeWrite:             {"call-outlives-deadline", "late-arrival"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;
