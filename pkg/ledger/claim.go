@@ -122,16 +122,19 @@ func (s *Claimer) existing(ctx context.Context, e Entry, in Intent, w Worker) (C
 
 // checkLifetime refuses, before any entry exists, an intent whose challenge
 // would outlive Policy.MaxChallengeLifetime past the claim's time now, or
-// that says it was issued after now. Either is a producer's bug or a
-// forgery: an entry would let it shadow the subject's later challenges (and
-// keep its content) for as long as it claims to live. A refused intent is
-// an invalid one: the claim function dead-letters it with this reason.
+// that says it was issued after now by more than Policy.ExpiryMargin (the
+// skew between the producer's clock and this one, which the margin covers:
+// a fresh intent from a producer whose clock runs a second ahead is
+// claimed). Either is a producer's bug or a forgery: an entry would let it
+// shadow the subject's later challenges (and keep its content) for as long
+// as it claims to live. A refused intent is an invalid one: the claim
+// function dead-letters it with this reason.
 func (s *Claimer) checkLifetime(in Intent, now time.Time) error {
 	if limit := s.policy.MaxChallengeLifetime; limit > 0 && in.ExpiresAt.Truncate(Precision).After(now.Add(limit)) {
 		return fieldErr("expires_at", fmt.Sprintf("more than %s after the claim's time (the maximum challenge lifetime)", limit))
 	}
-	if in.IssuedAt.Truncate(Precision).After(now) {
-		return fieldErr("issued_at", "later than the claim's time")
+	if in.IssuedAt.Truncate(Precision).After(now.Add(s.policy.ExpiryMargin)) {
+		return fieldErr("issued_at", fmt.Sprintf("later than the claim's time by more than the expiry margin (%s)", s.policy.ExpiryMargin))
 	}
 	return nil
 }
