@@ -104,6 +104,8 @@ type observed struct {
 	ledger awsdynamodb.Table
 	// digests are the signed digests' function, bucket and on-failure queue (digest.go).
 	digests digests
+	// stage is the Stage dimension of the functions' metrics: the stage's prefix.
+	stage string
 }
 
 // observability defines the alarms and the dashboard. Every alarm is a plain single-metric alarm
@@ -243,11 +245,11 @@ func (w *alarms) queues(o observed) {
 		"re-drives the claimed rows they name once they are %v past due.", w.p.Functions.Policy.RedriveAfter),
 		o.dispatch.streamDLQ.MetricApproximateNumberOfMessagesVisible(maxOver5m()), 1, gte, quiet)
 	w.add("ContentMismatch", "An identity arrived again with a different content hash (blocked, not sent).",
-		emf(metrics.ContentMismatch, nil, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+		emf(w.p.Prefix, metrics.ContentMismatch, nil, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
 	w.add("IntentSealRefused", "An intent's intent_mac did not verify under the intent key: its fields were changed "+
 		"after the producer sealed them (a copy replayed from the queue or its DLQ, or a direct invoke), or it was "+
 		"sealed with another key. Refused before any row; it reaches the intent DLQ after the receive count.",
-		emf(metrics.RejectedIntents, map[string]*string{metrics.DimReason: jsii.String("intent_mac")}, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+		emf(w.p.Prefix, metrics.RejectedIntents, map[string]*string{metrics.DimReason: jsii.String("intent_mac")}, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
 }
 
 // liveness under provider throttling. A not-sent answer is retried and a budget deferral waits in
@@ -259,7 +261,7 @@ func (w *alarms) liveness(o observed) {
 	for _, ch := range ledger.Channels {
 		w.add("ExpiredUnsent"+title(string(ch)), fmt.Sprintf("A claimed %s message expired without any send the "+
 			"provider took: the player never got it.", ch),
-			emf(metrics.ExpiredUnsent, channelDim(ch), "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+			emf(w.p.Prefix, metrics.ExpiredUnsent, channelDim(ch), "Sum", seconds(alarmPeriod)), 0, gt, quiet)
 	}
 	w.limits()
 	w.add("DispatchQueueDlqDepth", "Dispatch-queue messages dispatch kept failing on moved to the DLQ (evidence to inspect: "+
@@ -289,11 +291,11 @@ func (w *alarms) limits() {
 		case ledger.RuleSMSGlobal:
 			w.add("LimitSMSGlobal", "The global SMS cap (LIMIT_SMS_GLOBAL) was reached: no SMS is sent until its "+
 				"window ends. Pumping through the reset form, or a traffic peak above the cap.",
-				emf(metrics.LimitStops, dim, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+				emf(w.p.Prefix, metrics.LimitStops, dim, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
 		default:
 			w.add("LimitStops"+limitTitle(rule), fmt.Sprintf("The %s send limit stopped more than %d messages in an hour: "+
 				"email bombing or SMS pumping through the reset form.", rule, limitStopsPerHour),
-				emf(metrics.LimitStops, dim, "Sum", hour), limitStopsPerHour, gt, quiet)
+				emf(w.p.Prefix, metrics.LimitStops, dim, "Sum", hour), limitStopsPerHour, gt, quiet)
 		}
 	}
 }
@@ -346,11 +348,11 @@ func (w *alarms) providerEvents(o observed) {
 		if !p.SkipMathAlarms {
 			w.add("EmailBounceRate", fmt.Sprintf("More than %.1f%% of this stage's email sends in the last hour bounced "+
 				"permanently (with at least %d sends).", 100*bounceRateLimit, rateMinSends),
-				sendRate("permanent bounces", emf(metrics.Bounces, map[string]*string{metrics.DimBounceType: jsii.String(metrics.BouncePermanent)},
+				sendRate(p.Prefix, "permanent bounces", emf(w.p.Prefix, metrics.Bounces, map[string]*string{metrics.DimBounceType: jsii.String(metrics.BouncePermanent)},
 					"Sum", seconds(rateWindow))), bounceRateLimit, gt, quiet)
 			w.add("EmailComplaintRate", fmt.Sprintf("More than %.2f%% of this stage's email sends in the last hour drew a "+
 				"complaint (with at least %d sends).", 100*complaintRateLimit, rateMinSends),
-				sendRate("complaints", emf(metrics.Complaints, nil, "Sum", seconds(rateWindow))), complaintRateLimit, gt, quiet)
+				sendRate(p.Prefix, "complaints", emf(w.p.Prefix, metrics.Complaints, nil, "Sum", seconds(rateWindow))), complaintRateLimit, gt, quiet)
 		}
 	}
 	w.add("ProviderEventsDlqDepth", fmt.Sprintf("Provider events the events function refused (malformed, unknown type, "+
@@ -369,14 +371,14 @@ func (w *alarms) providerEvents(o observed) {
 		{"ProviderEventsUnproven", metrics.RefusedUnproven, "A provider event carried no valid proof that it answers an " +
 			"attempt this stage made: forged, or from a send older than attempt proofs. It was refused and recorded nowhere."},
 	} {
-		w.add(r.id, r.desc, emf(metrics.ProviderEventsRefused, map[string]*string{metrics.DimReason: jsii.String(r.reason)},
+		w.add(r.id, r.desc, emf(w.p.Prefix, metrics.ProviderEventsRefused, map[string]*string{metrics.DimReason: jsii.String(r.reason)},
 			"Sum", seconds(alarmPeriod)), 0, gt, quiet)
 	}
 }
 
 // sendRate is count per email send SES reported in the rate window, 0 below rateMinSends sends.
-func sendRate(label string, count awscloudwatch.IMetric) awscloudwatch.IMetric {
-	sends := emf(metrics.ProviderEvents, map[string]*string{
+func sendRate(stage, label string, count awscloudwatch.IMetric) awscloudwatch.IMetric {
+	sends := emf(stage, metrics.ProviderEvents, map[string]*string{
 		metrics.DimChannel: jsii.String(string(ledger.Email)), metrics.DimKind: jsii.String(string(ledger.KindProviderSent)),
 	}, "Sum", seconds(rateWindow))
 	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
@@ -387,23 +389,36 @@ func sendRate(label string, count awscloudwatch.IMetric) awscloudwatch.IMetric {
 	})
 }
 
-// emf is one of the functions' EMF metrics.
-func emf(name string, dims map[string]*string, stat string, period awscdk.Duration) awscloudwatch.Metric {
+// emf is one of the functions' EMF metrics of this stage: every record the functions write carries
+// the Stage dimension, the prefix their names begin with (internal/metrics), so the metric of
+// another stage in the same account and Region, same name and other dimensions alike, is another
+// metric and cannot mask this one.
+func emf(stage, name string, dims map[string]*string, stat string, period awscdk.Duration) awscloudwatch.Metric {
+	withStage := map[string]*string{metrics.DimStage: jsii.String(stage)}
+	for k, v := range dims {
+		withStage[k] = v
+	}
 	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 		Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
-		DimensionsMap: &dims, Statistic: jsii.String(stat), Period: period,
+		DimensionsMap: &withStage, Statistic: jsii.String(stat), Period: period,
 	})
+}
+
+// stageSearch is a dashboard search of this stage's metric name over the dimensions dims.
+func stageSearch(stage, name string, dims ...string) *string {
+	return jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s} %s="%s" MetricName="%s"', 'Sum', %d)`,
+		metrics.Namespace, strings.Join(dims, ","), metrics.DimStage, metrics.DimStage, stage, name, int(alarmPeriod.Seconds())))
 }
 
 // stateMetric is an open-claim figure of state s, which reconcile publishes once per run.
 func (p *LedgerStackProps) stateMetric(name string, s ledger.State, stat string) awscloudwatch.Metric {
-	return emf(name, map[string]*string{metrics.DimState: jsii.String(string(s))}, stat, seconds(sweepPeriod(p.ReconcileRate)))
+	return emf(p.Prefix, name, map[string]*string{metrics.DimState: jsii.String(string(s))}, stat, seconds(sweepPeriod(p.ReconcileRate)))
 }
 
 // sweepMetric is a figure a sweep publishes once per run.
 func (p *LedgerStackProps) sweepMetric(name string, sweep settings.Role, stat string) awscloudwatch.Metric {
 	rate, _ := p.sweepRate(sweep)
-	return emf(name, map[string]*string{metrics.DimSweep: jsii.String(string(sweep))}, stat, seconds(sweepPeriod(rate)))
+	return emf(p.Prefix, name, map[string]*string{metrics.DimSweep: jsii.String(string(sweep))}, stat, seconds(sweepPeriod(rate)))
 }
 
 // dispatchQueueAgeLimit is the DispatchQueueOldestAge threshold. A wake-up legitimately waits
@@ -466,9 +481,9 @@ func (p *LedgerStackProps) dashboard(stack awscdk.Stack, o observed, alarms []in
 	d := o.digests
 	rows = append(rows, &[]awscloudwatch.IWidget{
 		graph("Digests written, rows digested, gaps", []awscloudwatch.IMetric{
-			labelled(emf(metrics.DigestsWritten, nil, "Sum", seconds(alarmPeriod)), "digests"),
-			labelled(emf(metrics.DigestRows, nil, "Sum", seconds(alarmPeriod)), "rows"),
-			labelled(emf(metrics.DigestGaps, nil, "Sum", seconds(alarmPeriod)), "gaps"),
+			labelled(emf(p.Prefix, metrics.DigestsWritten, nil, "Sum", seconds(alarmPeriod)), "digests"),
+			labelled(emf(p.Prefix, metrics.DigestRows, nil, "Sum", seconds(alarmPeriod)), "rows"),
+			labelled(emf(p.Prefix, metrics.DigestGaps, nil, "Sum", seconds(alarmPeriod)), "gaps"),
 		}, 12),
 		graph("Digest stream lag (ms)", []awscloudwatch.IMetric{d.fn.Metric(jsii.String("IteratorAge"), maxOver5m())}, 6),
 		graph("Digest failures", []awscloudwatch.IMetric{
@@ -494,7 +509,7 @@ func livenessWidgets(o observed) []*[]awscloudwatch.IWidget {
 				if len(stats) > 1 {
 					label += " " + stat
 				}
-				out = append(out, labelled(emf(name, channelDim(ch), stat, period), label))
+				out = append(out, labelled(emf(o.stage, name, channelDim(ch), stat, period), label))
 			}
 		}
 		return out
@@ -502,18 +517,17 @@ func livenessWidgets(o observed) []*[]awscloudwatch.IWidget {
 	// The provider's codes are open-ended, so the not-sent series come from a search (allowed on
 	// a dashboard, unlike in an alarm).
 	notSent := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s} MetricName="%s"', 'Sum', %d)`,
-			metrics.Namespace, metrics.DimChannel, metrics.DimCode, metrics.NotSent, int(alarmPeriod.Seconds()))),
-		Label: jsii.String(""), Period: period, UsingMetrics: &map[string]awscloudwatch.IMetric{},
+		Expression: stageSearch(o.stage, metrics.NotSent, metrics.DimChannel, metrics.DimCode),
+		Label:      jsii.String(""), Period: period, UsingMetrics: &map[string]awscloudwatch.IMetric{},
 	})
 	var redriven []awscloudwatch.IMetric
 	for _, s := range ledger.States {
 		if s.Open() {
-			redriven = append(redriven, labelled(emf(metrics.Redriven, map[string]*string{metrics.DimState: jsii.String(string(s))}, "Sum", period),
+			redriven = append(redriven, labelled(emf(o.stage, metrics.Redriven, map[string]*string{metrics.DimState: jsii.String(string(s))}, "Sum", period),
 				"re-driven from "+string(s)))
 		}
 	}
-	redriven = append(redriven, labelled(emf(metrics.WakeFailures, nil, "Sum", period), "wake-ups not queued"))
+	redriven = append(redriven, labelled(emf(o.stage, metrics.WakeFailures, nil, "Sum", period), "wake-ups not queued"))
 	queueDepth := []awscloudwatch.IMetric{
 		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesVisible(maxOver5m()), "visible"),
 		labelled(o.dispatch.queue.MetricApproximateNumberOfMessagesDelayed(maxOver5m()), "delayed (wake-ups)"),
@@ -539,25 +553,24 @@ func providerEventWidgets(o observed) *[]awscloudwatch.IWidget {
 	period := seconds(alarmPeriod)
 	search := func(dims []string, name string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s} MetricName="%s"', 'Sum', %d)`,
-				metrics.Namespace, strings.Join(dims, ","), name, int(alarmPeriod.Seconds()))),
-			Label: jsii.String(""), Period: period, UsingMetrics: &map[string]awscloudwatch.IMetric{},
+			Expression: stageSearch(o.stage, name, dims...),
+			Label:      jsii.String(""), Period: period, UsingMetrics: &map[string]awscloudwatch.IMetric{},
 		})
 	}
 	var resolved []awscloudwatch.IMetric
 	for _, ch := range ledger.Channels {
-		resolved = append(resolved, labelled(emf(metrics.ResolvedByEvent, channelDim(ch), "Sum", period), string(ch)))
+		resolved = append(resolved, labelled(emf(o.stage, metrics.ResolvedByEvent, channelDim(ch), "Sum", period), string(ch)))
 	}
 	return &[]awscloudwatch.IWidget{
 		graph("Provider events by channel and kind", []awscloudwatch.IMetric{
 			search([]string{metrics.DimChannel, metrics.DimKind}, metrics.ProviderEvents)}, 6),
 		graph("Bounces by type, complaints", []awscloudwatch.IMetric{
 			search([]string{metrics.DimBounceType}, metrics.Bounces),
-			labelled(emf(metrics.Complaints, nil, "Sum", period), "complaints")}, 6),
+			labelled(emf(o.stage, metrics.Complaints, nil, "Sum", period), "complaints")}, 6),
 		graph("Unknown rows resolved by a provider event", resolved, 6),
 		graph("Provider events refused by reason, duplicates", []awscloudwatch.IMetric{
 			search([]string{metrics.DimReason}, metrics.ProviderEventsRefused),
-			labelled(emf(metrics.DuplicateProviderEvents, nil, "Sum", period), "duplicates")}, 6),
+			labelled(emf(o.stage, metrics.DuplicateProviderEvents, nil, "Sum", period), "duplicates")}, 6),
 	}
 }
 
@@ -600,21 +613,20 @@ func (p *LedgerStackProps) validateObservability(bad func(string, ...any)) {
 // function failed on (it is retried in order, so every later record of its shard waits) and a
 // batch it gave up on (its records were never digested). Its lag behind the stream pages long
 // before the stream's 24-hour retention loses records. The heartbeat catches a function that
-// silently stopped: the table was written in two consecutive heartbeat periods and no digest
-// was written in either.
+// silently stopped: no digest was written in a heartbeat period, quiet table or not.
 func (w *alarms) digests(o observed) {
 	d := o.digests
 	w.add("DigestGaps", "The digest function recorded a gap in a digest: stream records it never saw (older than the "+
 		"stream's 24 h retention, a skipped shard) or could not read, or a row whose history moved in a way a writer "+
 		"never moves it. ledgerctl verify reports the rows.",
-		emf(metrics.DigestGaps, nil, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
+		emf(w.p.Prefix, metrics.DigestGaps, nil, "Sum", seconds(alarmPeriod)), 0, gt, quiet)
 	// Forged events (issue 42): dispatch and the digest function count an event the table
 	// contradicts (a stream image or queue message whose fields are not the row's) and write
 	// nothing for it. Only an event nobody's trigger delivered makes one, so the first pages.
 	w.add("ContradictedRecords", "A function was handed an event the ledger table contradicts (a stream record or "+
 		"message whose expiry, subject, content hash or history head is not the row's) and wrote nothing for it: "+
 		"someone invoked it with a forged event. Its log names the row.",
-		emf(metrics.ContradictedRecords, nil, "Sum", seconds(alarmPeriod)), 1, gte, quiet)
+		emf(w.p.Prefix, metrics.ContradictedRecords, nil, "Sum", seconds(alarmPeriod)), 1, gte, quiet)
 	w.add("DigestFailures", "The digest function failed a batch (error, crash or timeout): Lambda retries it in order, "+
 		"so no later record of its shard is digested until it succeeds.",
 		d.fn.MetricErrors(sumOver5m()), 1, gte, quiet)
@@ -624,41 +636,13 @@ func (w *alarms) digests(o observed) {
 	w.add("DigestIteratorAge", fmt.Sprintf("The digest function is more than %v behind the ledger stream; at 24 h "+
 		"DynamoDB Streams drops records and the digests get a gap.", digestLagLimit),
 		d.fn.Metric(jsii.String("IteratorAge"), maxOver5m()), float64(digestLagLimit.Milliseconds()), gt, quiet)
-	if w.p.SkipMathAlarms {
-		return
-	}
-	// Written and digested, per period: a write with no digest in the same period is normal near
-	// the period's end (its digest lands in the next); two periods in a row are not. Missing data
-	// is no writes (a quiet ledger writes no digest, by design) and is not breaching: FILL makes
-	// both series 0 where they have no datapoint, so the expression has a value every period.
-	period := seconds(w.p.digestHeartbeatPeriod())
-	writes := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace: jsii.String("AWS/DynamoDB"), MetricName: jsii.String("ConsumedWriteCapacityUnits"),
-		DimensionsMap: &map[string]*string{"TableName": o.ledger.TableName()}, Statistic: jsii.String("Sum"), Period: period,
-	})
-	digested := emf(metrics.DigestsWritten, nil, "Sum", period)
-	stalled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression:   jsii.String("IF(FILL(writes, 0) > 0 AND FILL(digests, 0) < 1, 1, 0)"),
-		UsingMetrics: &map[string]awscloudwatch.IMetric{"writes": writes, "digests": digested},
-		Label:        jsii.String("ledger written, no digest"),
-		Period:       period,
-	})
-	id := "DigestHeartbeat"
-	a := awscloudwatch.NewAlarm(w.stack, jsii.String(id), &awscloudwatch.AlarmProps{
-		AlarmName: jsii.String(w.p.Prefix + "-" + id),
-		AlarmDescription: jsii.String(fmt.Sprintf("The ledger table was written and no digest was written, in two periods "+
-			"of %s in a row: the digest function or its stream mapping stopped. Runbook: docs/operations.md, Alarms and "+
-			"what to do, %s.", w.p.digestPeriodText(), id)),
-		Metric:             stalled,
-		Threshold:          jsii.Number(1),
-		ComparisonOperator: gte,
-		EvaluationPeriods:  jsii.Number(2),
-		DatapointsToAlarm:  jsii.Number(2),
-		TreatMissingData:   quiet,
-	})
-	if w.topic != nil {
-		a.AddAlarmAction(awscloudwatchactions.NewSnsAction(w.topic))
-		a.AddOkAction(awscloudwatchactions.NewSnsAction(w.topic))
-	}
-	w.made = append(w.made, a)
+	// The digest tick (DigestSchedule) writes a digest every DIGEST_INTERVAL when the table is
+	// quiet, and the stream's batches write one whenever it is not: a period of three intervals
+	// with no digest written means the digest function, its tick or its key or bucket stopped,
+	// whatever the table did. Missing data is breaching: no digest is the finding. The metric
+	// carries the stage (emf), so another stage's digests cannot hold it OK.
+	w.add("DigestHeartbeat", fmt.Sprintf("No digest was written in %s: the digest function, its schedule, its stream "+
+		"mapping, or the key or bucket it writes with stopped. A quiet table still gets a digest every interval.",
+		w.p.digestPeriodText()),
+		emf(w.p.Prefix, metrics.DigestsWritten, nil, "SampleCount", seconds(w.p.digestHeartbeatPeriod())), 1, lt, breaching)
 }

@@ -35,17 +35,16 @@ func (s *synthesized) alarmsByName() map[string]map[string]any {
 	return alarms
 }
 
-// mathAlarms are the alarms on metric math: the system's own bounce and complaint rates, and the
-// digest heartbeat (ledger written, no digest).
-var mathAlarms = map[string]bool{"EmailBounceRate": true, "EmailComplaintRate": true, "DigestHeartbeat": true}
+// mathAlarms are the alarms on metric math: the system's own bounce and complaint rates.
+var mathAlarms = map[string]bool{"EmailBounceRate": true, "EmailComplaintRate": true}
 
 // TestRateAlarms: each rate is count per SES-reported email send over an hour, and 0 below 100
 // sends, so a handful of sends cannot page.
 func TestRateAlarms(t *testing.T) {
 	alarms := synth(t, nil).alarmsByName()
 	for name, count := range map[string]string{
-		"EmailBounceRate":    `{"Dimensions":[{"Name":"BounceType","Value":"Permanent"}],"MetricName":"Bounces","Namespace":"ResetLedger"}`,
-		"EmailComplaintRate": `{"MetricName":"Complaints","Namespace":"ResetLedger"}`,
+		"EmailBounceRate":    `{"Dimensions":[{"Name":"BounceType","Value":"Permanent"},{"Name":"Stage","Value":"resetledger-test"}],"MetricName":"Bounces","Namespace":"ResetLedger"}`,
+		"EmailComplaintRate": `{"Dimensions":[{"Name":"Stage","Value":"resetledger-test"}],"MetricName":"Complaints","Namespace":"ResetLedger"}`,
 	} {
 		byID := map[string]map[string]any{}
 		for _, m := range list(alarms[name]["Metrics"]) {
@@ -62,7 +61,7 @@ func TestRateAlarms(t *testing.T) {
 			t.Errorf("%s expression = %v", name, got)
 		}
 		sends := byID["sends"]["MetricStat"].(map[string]any)
-		if got := mustJSON(sends["Metric"]); got != `{"Dimensions":[{"Name":"Channel","Value":"email"},{"Name":"Kind","Value":"provider_sent"}],"MetricName":"ProviderEvents","Namespace":"ResetLedger"}` {
+		if got := mustJSON(sends["Metric"]); got != `{"Dimensions":[{"Name":"Channel","Value":"email"},{"Name":"Kind","Value":"provider_sent"},{"Name":"Stage","Value":"resetledger-test"}],"MetricName":"ProviderEvents","Namespace":"ResetLedger"}` {
 			t.Errorf("%s sends = %s", name, got)
 		}
 		n := byID["n"]["MetricStat"].(map[string]any)
@@ -246,8 +245,9 @@ func addDigestAndFunctionAlarms(d alarmDimensions, want map[string]map[string]an
 		"Statistic": "Maximum", "Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching"}
 	want["DigestIteratorAge"] = map[string]any{"Namespace": "AWS/Lambda", "MetricName": "IteratorAge", "Dimensions": fnDim(settings.Digest),
 		"Statistic": "Maximum", "Period": 300.0, "Threshold": 3600000.0, "ComparisonOperator": gt, "TreatMissingData": "notBreaching"}
-	want["DigestHeartbeat"] = map[string]any{"Threshold": 1.0, "ComparisonOperator": gte, "TreatMissingData": "notBreaching",
-		"EvaluationPeriods": 2.0, "DatapointsToAlarm": 2.0}
+	// No digest in three intervals (15 min by default), quiet table or not: the tick writes one.
+	want["DigestHeartbeat"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "DigestsWritten", "Statistic": "SampleCount",
+		"Period": 900.0, "Threshold": 1.0, "ComparisonOperator": "LessThanThreshold", "TreatMissingData": "breaching"}
 	want["OldestDeferredAge"] = map[string]any{"Namespace": "ResetLedger", "MetricName": "OpenClaimOldestAgeSeconds",
 		"Dimensions": state("deferred"), "Statistic": "Maximum", "Threshold": 3720.0, "ComparisonOperator": gt,
 		"TreatMissingData": "missing"}
@@ -269,6 +269,11 @@ func checkAlarms(t *testing.T, alarms, want map[string]map[string]any) {
 		if !ok {
 			t.Errorf("no alarm %s", name)
 			continue
+		}
+		if _, pinned := w["Dimensions"]; w["Namespace"] == "ResetLedger" && pinned {
+			w["Dimensions"] = withStage(w["Dimensions"])
+		} else if w["Namespace"] == "ResetLedger" && !strings.Contains(mustJSON(a["Dimensions"]), `{"Name":"Stage","Value":"resetledger-test"}`) {
+			t.Errorf("%s does not name the stage: dimensions %s", name, mustJSON(a["Dimensions"]))
 		}
 		for k, v := range w {
 			if b1, b2 := mustJSON(a[k]), mustJSON(v); b1 != b2 {
@@ -299,6 +304,28 @@ func checkAlarms(t *testing.T, alarms, want map[string]map[string]any) {
 	}
 }
 
+// withStage is dims, a list of {Name, Value}, with the test stage's Stage dimension in its place
+// (CDK renders dimensions sorted by name): every alarm on a metric of the functions names the
+// stage, so another stage's metric of the same name cannot mask it.
+func withStage(dims any) []any {
+	out := []any{}
+	added := false
+	var ds []any
+	if dims != nil {
+		ds = list(dims)
+	}
+	for _, d := range ds {
+		if !added && d.(map[string]any)["Name"].(string) > "Stage" {
+			out, added = append(out, map[string]any{"Name": "Stage", "Value": "resetledger-test"}), true
+		}
+		out = append(out, d)
+	}
+	if !added {
+		out = append(out, map[string]any{"Name": "Stage", "Value": "resetledger-test"})
+	}
+	return out
+}
+
 // checkAlarmQueues: each queue alarm watches its own queue.
 func checkAlarmQueues(t *testing.T, alarms map[string]map[string]any) {
 	t.Helper()
@@ -322,7 +349,8 @@ func checkDashboard(t *testing.T, body string) {
 	t.Helper()
 	for _, want := range []string{
 		`["AWS/Lambda","IteratorAge","FunctionName","`, `["AWS/SQS","ApproximateAgeOfOldestMessage","QueueName","`,
-		`["ResetLedger","SweepHeartbeat","Sweep","reconcile"`, `["ResetLedger","SweepErrors","Sweep","expire"`,
+		`["ResetLedger","SweepHeartbeat","Stage","resetledger-test","Sweep","reconcile"`,
+		`["ResetLedger","SweepErrors","Stage","resetledger-test","Sweep","expire"`,
 		`"type":"alarm"`,
 	} {
 		if !strings.Contains(body, want) {
@@ -338,8 +366,8 @@ func checkDashboard(t *testing.T, body string) {
 	}
 	// Dispatch under provider throttling.
 	for _, want := range []string{
-		`SEARCH('{ResetLedger,Channel,Code} MetricName=\"NotSent\"', 'Sum', 300)`,
-		`["ResetLedger","Redriven","State","claimed"`, `["ResetLedger","WakeFailures"`,
+		`SEARCH('{ResetLedger,Channel,Code,Stage} Stage=\"resetledger-test\" MetricName=\"NotSent\"', 'Sum', 300)`,
+		`["ResetLedger","Redriven","Stage","resetledger-test","State","claimed"`, `["ResetLedger","WakeFailures","Stage","resetledger-test"`,
 		`"title":"Dispatch queue depth"`, `["AWS/SQS","ApproximateNumberOfMessagesDelayed","QueueName","`,
 		`"label":"dispatch queue DLQ"`, `"title":"Oldest message in the dispatch queue (s)"`,
 	} {
@@ -349,11 +377,11 @@ func checkDashboard(t *testing.T, body string) {
 	}
 	for _, ch := range []string{"email", "sms"} {
 		for _, m := range []string{"Retries", "BudgetWaitMilliseconds", "BudgetDeferrals", "ExpiredUnsent"} {
-			if want := fmt.Sprintf(`["ResetLedger","%s","Channel","%s"`, m, ch); !strings.Contains(body, want) {
+			if want := fmt.Sprintf(`["ResetLedger","%s","Channel","%s","Stage","resetledger-test"`, m, ch); !strings.Contains(body, want) {
 				t.Errorf("dashboard lacks %s", want)
 			}
 		}
-		if want := fmt.Sprintf(`["ResetLedger","BudgetWaitMilliseconds","Channel","%s",{"label":"%s p99","stat":"p99"}]`, ch, ch); !strings.Contains(body, want) {
+		if want := fmt.Sprintf(`["ResetLedger","BudgetWaitMilliseconds","Channel","%s","Stage","resetledger-test",{"label":"%s p99","stat":"p99"}]`, ch, ch); !strings.Contains(body, want) {
 			t.Errorf("dashboard lacks %s", want)
 		}
 	}
@@ -394,7 +422,7 @@ func TestEveryOpenStateIsWatched(t *testing.T) {
 		}
 		open++
 		for _, metric := range []string{"OpenClaims", "OpenClaimOldestAgeSeconds"} {
-			if want := fmt.Sprintf(`["ResetLedger","%s","State","%s"`, metric, st); !strings.Contains(body, want) {
+			if want := fmt.Sprintf(`["ResetLedger","%s","Stage","resetledger-test","State","%s"`, metric, st); !strings.Contains(body, want) {
 				t.Errorf("open state %s: dashboard lacks %s", st, want)
 			}
 		}
@@ -506,5 +534,35 @@ func TestAlarmTopicRequired(t *testing.T) {
 		if _, ok := a["AlarmActions"]; ok {
 			t.Errorf("%s has actions without a topic: %v", name, a["AlarmActions"])
 		}
+	}
+}
+
+// TestEveryCustomMetricAlarmNamesTheStage: every alarm on a metric the functions write (namespace
+// ResetLedger), and every such metric in a math alarm, names this stage's Stage dimension, which
+// every record carries (internal/metrics): a stage's alarm reads its own stage's datapoints only,
+// so another stage in the same account and Region cannot hold it OK (or set it off).
+func TestEveryCustomMetricAlarmNamesTheStage(t *testing.T) {
+	const stage = `{"Name":"Stage","Value":"resetledger-test"}`
+	n := 0
+	for name, a := range synth(t, nil).alarmsByName() {
+		metrics := []any{a}
+		for _, m := range list(a["Metrics"]) {
+			if m, ok := m.(map[string]any); !ok {
+				continue
+			} else if ms, ok := m["MetricStat"].(map[string]any); ok {
+				metrics = append(metrics, ms["Metric"])
+			}
+		}
+		for _, m := range metrics {
+			if m := m.(map[string]any); m["Namespace"] == "ResetLedger" {
+				n++
+				if !strings.Contains(mustJSON(m["Dimensions"]), stage) {
+					t.Errorf("%s reads %s without the stage: %s", name, m["MetricName"], mustJSON(m["Dimensions"]))
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("%d custom metrics in alarms, want the heartbeats, gaps, limits, rates...", n)
 	}
 }

@@ -13,7 +13,8 @@ import (
 // production stage: the insider's iam:PassRole of a role of the stage (as CloudFormation names
 // them, <stack>-<logical id>-<suffix>) and its change of a function's resource policy are denied;
 // the deploy role's are not; a role outside the stage is not touched. An SCP only denies, so it
-// is evaluated as one more identity policy of the caller (an explicit Deny in it wins).
+// is evaluated as one more identity policy of the caller (an explicit Deny in it wins). Nobody may
+// publish into the ResetLedger namespace with cloudwatch:PutMetricData; other namespaces are free.
 func TestDeploySCP(t *testing.T) {
 	section := docSection(t, "docs/deploy.md", "## What the Denies rest on")
 	_, block, ok := strings.Cut(section, "```json\n")
@@ -35,19 +36,25 @@ func TestDeploySCP(t *testing.T) {
 	}
 	stageRole := "arn:aws:iam::111122223333:role/resetledger-prod-DispatchRole1A2B3C4D-Z9Y8X7W6V5U4"
 	fn := "arn:aws:lambda:us-east-1:111122223333:function:resetledger-prod-dispatch"
+	ledgerMetrics := map[string]string{"cloudwatch:namespace": "ResetLedger"}
 	for _, tc := range []struct {
 		who, action, resource string
 		allowed               bool
+		ctx                   map[string]string
 	}{
-		{insiderARN, "iam:PassRole", stageRole, false},
-		{insiderARN, "iam:PassRole", "arn:aws:iam::111122223333:role/resetledger-prod-OperateRole0A1B2C3D-ABCDEF", false},
-		{insiderARN, "lambda:PutResourcePolicy", fn, false},
-		{insiderARN, "lambda:PublishVersion", fn, false},
-		{insiderARN, "iam:PassRole", "arn:aws:iam::111122223333:role/payments-worker", true},
-		{deployerARN, "iam:PassRole", stageRole, true},
-		{deployerARN, "lambda:PutResourcePolicy", fn, true},
+		{insiderARN, "iam:PassRole", stageRole, false, nil},
+		{insiderARN, "iam:PassRole", "arn:aws:iam::111122223333:role/resetledger-prod-OperateRole0A1B2C3D-ABCDEF", false, nil},
+		{insiderARN, "lambda:PutResourcePolicy", fn, false, nil},
+		{insiderARN, "lambda:PublishVersion", fn, false, nil},
+		{insiderARN, "iam:PassRole", "arn:aws:iam::111122223333:role/payments-worker", true, nil},
+		{deployerARN, "iam:PassRole", stageRole, true, nil},
+		{deployerARN, "lambda:PutResourcePolicy", fn, true, nil},
+		// Nobody publishes into the functions' namespace directly (they write EMF log lines).
+		{insiderARN, "cloudwatch:PutMetricData", "*", false, ledgerMetrics},
+		{deployerARN, "cloudwatch:PutMetricData", "*", false, ledgerMetrics},
+		{insiderARN, "cloudwatch:PutMetricData", "*", true, map[string]string{"cloudwatch:namespace": "Payments"}},
 	} {
-		req := iampolicy.Request{Principal: tc.who, Account: boundaryPseudo.Account, Action: tc.action, Resource: tc.resource}
+		req := iampolicy.Request{Principal: tc.who, Account: boundaryPseudo.Account, Action: tc.action, Resource: tc.resource, Context: tc.ctx}
 		d, err := iampolicy.Evaluate(req, []iampolicy.Policy{everything, scp}, nil, false)
 		if err != nil {
 			t.Fatal(err)

@@ -65,7 +65,7 @@ func (w *alarms) smsSpend() {
 	w.add("SmsDailyMessages", fmt.Sprintf("More than %g SMS were accepted by End User Messaging in a day: the daily pace "+
 		"of smsMonthlyMessages=%d (%d / %d). A flood of reset requests to phone numbers (SMS pumping) or a retry loop "+
 		"spends the month's SMS budget in days.", limit, p.SMSMonthlyMessages, p.SMSMonthlyMessages, smsPaceDays),
-		emf(metrics.Transitions, map[string]*string{
+		emf(w.p.Prefix, metrics.Transitions, map[string]*string{
 			metrics.DimState: jsii.String(string(ledger.Accepted)), metrics.DimChannel: jsii.String(string(ledger.SMS)),
 		}, "Sum", seconds(smsSpendPeriod)), limit, gt, quiet)
 }

@@ -90,8 +90,9 @@ func TestSMSDailyMessagesAlarm(t *testing.T) {
 			}
 			for k, want := range map[string]any{
 				"Namespace": "ResetLedger", "MetricName": "Transitions", "Statistic": "Sum", "Period": 86400.0,
-				"Dimensions": []any{map[string]any{"Name": "Channel", "Value": "sms"}, map[string]any{"Name": "State", "Value": "accepted"}},
-				"Threshold":  tc.threshold, "ComparisonOperator": "GreaterThanThreshold", "TreatMissingData": "notBreaching",
+				"Dimensions": []any{map[string]any{"Name": "Channel", "Value": "sms"},
+					map[string]any{"Name": "Stage", "Value": "resetledger-test"}, map[string]any{"Name": "State", "Value": "accepted"}},
+				"Threshold": tc.threshold, "ComparisonOperator": "GreaterThanThreshold", "TreatMissingData": "notBreaching",
 				"EvaluationPeriods": 1.0,
 			} {
 				if got := mustJSON(a[k]); got != mustJSON(want) {

@@ -51,7 +51,7 @@ func NewLedgerStack(scope constructs.Construct, id string, props *LedgerStackPro
 	p.auditTrail(stack, st)                  // the ledger table's write data events, when a trail is named (audit.go)
 	p.backup(stack, st)                      // daily backups for the retention period (backup.go)
 	if !p.SkipObservability {
-		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev, ledger: st.ledger, digests: dg}); err != nil {
+		if err := p.observability(stack, observed{fns: fns, intake: in, dispatch: q, events: ev, ledger: st.ledger, digests: dg, stage: p.Prefix}); err != nil {
 			return nil, err
 		}
 	}

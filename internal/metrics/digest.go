@@ -1,6 +1,6 @@
 package metrics
 
-// The digest function's metrics (no dimensions).
+// The digest function's metrics (no dimensions but the stage's, DimStage).
 const (
 	// DigestsWritten counts signed digests stored.
 	DigestsWritten = "DigestsWritten"

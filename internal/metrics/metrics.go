@@ -1,13 +1,17 @@
 // Package metrics writes CloudWatch Embedded Metric Format (EMF) records.
 // In Lambda, a JSON line on stdout in this format becomes a metric without a
-// PutMetricData call, so functions need no CloudWatch permission.
+// PutMetricData call, so functions need no CloudWatch permission (and an
+// organization may deny cloudwatch:PutMetricData on Namespace to everyone:
+// docs/deploy.md). Every record carries the stage (DimStage).
 package metrics
 
 import (
 	"encoding/json"
 	"io"
 	"maps"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -92,6 +96,10 @@ const (
 	DimKind       = "Kind"       // a history entry kind of a provider event
 	DimBounceType = "BounceType" // an SES bounce type
 	DimRule       = "Rule"       // a send limit's rule (ledger.Rule)
+	// DimStage is on every record the functions write (Emitter): the stage's
+	// prefix, so two stages in one account and Region never share a metric
+	// and one cannot mask the other's (a heartbeat, a gap count).
+	DimStage = "Stage"
 )
 
 // Values of the Reason dimension of ProviderEventsRefused. The first four
@@ -117,6 +125,36 @@ type Emitter struct {
 	mu  sync.Mutex
 	W   io.Writer
 	Now func() time.Time
+	// Stage is the Stage dimension (DimStage) of every record. Empty: the
+	// stage the running Lambda function's name says (StageOf of
+	// AWS_LAMBDA_FUNCTION_NAME, which Lambda sets), read at the first
+	// record; outside Lambda (tests, ledgerctl), no Stage dimension.
+	Stage string
+
+	stageOnce sync.Once
+	stage     string
+}
+
+// StageOf is the stage a function's name says: the stack names each
+// function "<prefix>-<role>" (infra/functions.go), and no role has a dash,
+// so the stage is the name up to its last dash ("resetledger-prod" for
+// "resetledger-prod-digest"). "" for a name without one. The name is
+// unique in an account and Region, so its prefix is the stage's own.
+func StageOf(functionName string) string {
+	i := strings.LastIndexByte(functionName, '-')
+	if i <= 0 {
+		return ""
+	}
+	return functionName[:i]
+}
+
+// stageDim is the Stage dimension's value, "" for none.
+func (e *Emitter) stageDim() string {
+	if e.Stage != "" {
+		return e.Stage
+	}
+	e.stageOnce.Do(func() { e.stage = StageOf(os.Getenv("AWS_LAMBDA_FUNCTION_NAME")) })
+	return e.stage
 }
 
 // Emit writes one record: the metrics in values, all with the same
@@ -128,6 +166,13 @@ func (e *Emitter) Emit(dims map[string]string, unit string, values map[string]fl
 	now := time.Now
 	if e.Now != nil {
 		now = e.Now
+	}
+	if stage := e.stageDim(); stage != "" {
+		dims = maps.Clone(dims)
+		if dims == nil {
+			dims = map[string]string{}
+		}
+		dims[DimStage] = stage
 	}
 	dimNames := slices.Sorted(maps.Keys(dims))
 	if dimNames == nil {

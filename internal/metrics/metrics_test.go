@@ -48,3 +48,48 @@ func TestEmitWithoutDimensionsHasEmptyDimensionSet(t *testing.T) {
 		t.Fatalf("want an empty dimension set: %s", buf.String())
 	}
 }
+
+// TestEveryRecordCarriesTheStage: in Lambda, every record names the stage the function's name
+// says, as a dimension of its metrics, with or without dimensions of its own; Stage, when set,
+// wins; outside Lambda there is none.
+func TestEveryRecordCarriesTheStage(t *testing.T) {
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "resetledger-prod-eu-digest")
+	for _, tc := range []struct {
+		e        *Emitter
+		dims     map[string]string
+		want     string
+		wantDims string
+	}{
+		{&Emitter{}, nil, "resetledger-prod-eu", `[["Stage"]]`},
+		{&Emitter{}, map[string]string{"Sweep": "expire"}, "resetledger-prod-eu", `[["Stage","Sweep"]]`},
+		{&Emitter{Stage: "resetledger-dev"}, map[string]string{"Stage": "forged"}, "resetledger-dev", `[["Stage"]]`},
+	} {
+		var buf bytes.Buffer
+		tc.e.W = &buf
+		before := len(tc.dims)
+		if err := tc.e.Count(DigestsWritten, tc.dims, 1); err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		dims, _ := json.Marshal(rec["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)["Dimensions"])
+		if rec[DimStage] != tc.want || string(dims) != tc.wantDims {
+			t.Errorf("dims %v: record %s, want Stage %q in %s", tc.dims, buf.String(), tc.want, tc.wantDims)
+		}
+		if len(tc.dims) != before || (tc.dims != nil && tc.dims["Stage"] == "resetledger-dev") {
+			t.Errorf("the caller's dimensions were changed: %v", tc.dims)
+		}
+	}
+	for name, want := range map[string]string{"resetledger-prod-digest": "resetledger-prod", "digest": "", "": "", "-x": ""} {
+		if got := StageOf(name); got != want {
+			t.Errorf("StageOf(%q) = %q, want %q", name, got, want)
+		}
+	}
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "")
+	var buf bytes.Buffer
+	if err := (&Emitter{W: &buf}).Count(ContentMismatch, nil, 1); err != nil || bytes.Contains(buf.Bytes(), []byte(DimStage)) {
+		t.Errorf("outside Lambda: %s (%v), want no Stage", buf.String(), err)
+	}
+}
