@@ -46,10 +46,18 @@ const (
 	// (invCallOutlives). Without it the transports cut at Send.Deadline and
 	// the context goes unread, as before.
 	ClassContext = "deadline-in-context"
+	// ClassLifetime: lifetimes at their bound (issue 46). In one world in
+	// two, challenges are issued long before their claim (50 min or 3 h),
+	// expire up to MAX_CHALLENGE_LIFETIME after their arrival, and some
+	// arrive as version-1 intents (no issued_at: a stage with
+	// ACCEPT_INTENT_V1 records the claim's own time). A claim refuses an
+	// intent (dead-lettered, no row) exactly when its rule says, by its
+	// own clock, and records the sealed issued_at (invLifetime).
+	ClassLifetime = "lifetimes-at-bound"
 )
 
 // Classes lists the classes Config.Without may name.
-var Classes = []string{ClassSent, ClassDeadline, ClassChain, ClassCaps, ClassConserved, ClassSupersede, ClassContext}
+var Classes = []string{ClassSent, ClassDeadline, ClassChain, ClassCaps, ClassConserved, ClassSupersede, ClassContext, ClassLifetime}
 
 // ParseClasses checks the class names in names.
 func ParseClasses(names []string) ([]string, error) {

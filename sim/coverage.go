@@ -68,6 +68,13 @@ const (
 	// A transport call cut at its context's deadline before it reached the
 	// provider (ClassContext).
 	pathContextCut = "send cut at its context's deadline"
+	// A claim of a challenge issued long before its arrival (ClassLifetime).
+	pathOldIntent = "intent issued long before its claim, claimed"
+	// An intent the claim refused as invalid by its own clock and the
+	// claim function dead-lettered (ClassLifetime: at the bound).
+	pathIntentRefused = "intent refused at the bound"
+	// A version-1 intent claimed (no issued_at).
+	pathV1Claimed = "version-1 intent claimed"
 	// A written row whose chain, verified by the simulator's own verifier,
 	// holds deferral entries (a not-sent code and a next attempt time).
 	pathChainDeferral = "chain with deferral entries verified"
@@ -89,5 +96,5 @@ var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome
 	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry), limitPath(ledger.RuleSMSNumberKind),
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
 	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,
-	pathTakenCounted, pathBeginLate, pathNearDeadline, pathContextCut,
+	pathTakenCounted, pathBeginLate, pathNearDeadline, pathContextCut, pathOldIntent, pathIntentRefused, pathV1Claimed,
 	pathChainDeferral, pathChainProvider}

@@ -64,7 +64,11 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 	case fnClaim:
 		svc := must(ledger.NewClaimer(p))
 		return func(ctx context.Context) (string, error) {
-			res, err := svc.Claim(ctx, t.msg.intent, t.msg.sealed, inv.worker)
+			in := t.msg.intent
+			if s.mutant == IssuedAtDropped {
+				in.IssuedAt = time.Time{}
+			}
+			res, err := svc.Claim(ctx, in, t.msg.sealed, inv.worker)
 			return logLine(inv, err, "challenge_id", t.msg.intent.ChallengeID, "channel", string(t.msg.intent.Channel),
 				"content_hash", t.msg.intent.ContentHash, "outcome", string(res.Outcome), "state", string(res.Entry.State),
 				"reason", res.Entry.Reason), err

@@ -151,7 +151,7 @@ var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAt
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
 	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invForgedRecord, invEvidenceResent, invHandOver,
 	invCapExceeded, invLimitedSent, invRefusedRegionSent, invRefusedKindSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved,
-	invNotSent, invSentUncounted}
+	invNotSent, invSentUncounted, invLifetime}
 
 type violation struct {
 	name   string
@@ -293,6 +293,7 @@ func short(key string) string {
 // It is long because each invariant a write can break is one case here.
 func (s *sim) checkWrite(w writeFact) {
 	s.checkForgedWrite(w)
+	s.checkClaimed(w)
 	key, a := w.after.Key, w.after
 	lbl := s.label(key)
 	by := a.Last().Worker

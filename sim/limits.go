@@ -399,7 +399,7 @@ func (s *sim) refused(key, id string) {
 	for h := range s.countedIn[id] {
 		o, ok := s.peek(h)
 		if ok && h != key && o.SubjectRef == self.SubjectRef && o.Identity.Channel == self.Identity.Channel &&
-			s.w.challenge(self.Identity.ChallengeID).mark().Newer(s.w.challenge(o.Identity.ChallengeID).mark()) && o.Attempts == 0 &&
+			s.markOf(s.w.challenge(self.Identity.ChallengeID), self.Identity.Channel).Newer(s.markOf(s.w.challenge(o.Identity.ChallengeID), o.Identity.Channel)) && o.Attempts == 0 &&
 			(o.State == ledger.Claimed || o.State == ledger.Deferred) {
 			holders = append(holders, h)
 		}
@@ -685,7 +685,7 @@ func (s *sim) checkSuperseded(f sendFact, info rowInfo) {
 		read = f.inv.begun[f.key]
 	}
 	for _, o := range s.w.challenges {
-		if o.subject != info.challenge.subject || !slices.Contains(o.channels, info.channel) || !o.mark().Newer(info.challenge.mark()) {
+		if o.subject != info.challenge.subject || !slices.Contains(o.channels, info.channel) || !s.markOf(o, info.channel).Newer(s.markOf(info.challenge, info.channel)) {
 			continue
 		}
 		okey := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: o.id, Channel: info.channel}.Key()

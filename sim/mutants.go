@@ -172,6 +172,16 @@ const (
 	// deadline handed beside the context is right, so a transport that
 	// reads it, not its context, cuts the call in time (issue 46).
 	DeadlineBeforeWrite Mutant = "deadline-before-write"
+	// LifetimeLessMargin: the claim function is deployed with its maximum
+	// challenge lifetime less the expiry margin (a setting that leaves
+	// room for the margin twice): it dead-letters a challenge that expires
+	// within the last margin of the bound, which its rule claims.
+	LifetimeLessMargin Mutant = "lifetime-less-margin"
+	// IssuedAtDropped: the claim's decoder drops issued_at (reading every
+	// intent as version 1): the row records the claim's time, so a
+	// challenge issued long before its claim counts as newer than the
+	// challenges issued after it.
+	IssuedAtDropped Mutant = "issued-at-dropped"
 )
 
 // Mutants lists every mutant.
@@ -180,7 +190,8 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	ProofShapeOnly, ReconcileWithoutEvents, BounceLosesPermanent, FallbackWaitZero, RefusalQuotesRecipient, ReconcileSweepsDispatchingTwice,
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, FixedWindowCounters, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
-	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite}
+	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite,
+	LifetimeLessMargin, IssuedAtDropped}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry
@@ -281,6 +292,8 @@ func (s *sim) policy(inv *invocation) ledger.Policy {
 		p.MaxAttempts++
 	case s.mutant == FallbackWaitZero:
 		p.FallbackWait = 0
+	case s.mutant == LifetimeLessMargin && inv.fn == fnClaim:
+		p.MaxChallengeLifetime -= p.ExpiryMargin
 	case s.mutant == SendGuardMillis && (inv.fn == fnDispatch || inv.fn == fnReconcile):
 		p.SendGuard = time.Duration(p.SendGuard.Seconds()) * time.Millisecond
 	}

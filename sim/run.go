@@ -244,6 +244,8 @@ func failOn(t *rapid.T, v *violation) {
 		t.Fatal(v.String())
 	case invCallOutlives:
 		t.Fatal(v.String())
+	case invLifetime:
+		t.Fatal(v.String())
 	case invPanic:
 		t.Fatal(v.String())
 

@@ -169,8 +169,11 @@ type invocation struct {
 	// after its next staleSkip readings, until the next port call (mutant
 	// DeadlineBeforeWrite).
 	clockReal time.Time
-	staleAt   time.Time
-	staleSkip int
+	// firstClock is the use case's first reading of its clock (a claim's
+	// time).
+	firstClock time.Time
+	staleAt    time.Time
+	staleSkip  int
 	// lease holds, per key, the next look the invocation's latest retry
 	// record granted (a reconcile retry's call must be over by it).
 	lease map[string]time.Time
@@ -198,6 +201,9 @@ func (inv *invocation) clock() time.Time { return inv.sim.now.Add(inv.skew) }
 // after it is mapped onto the simulated clock (contextDeadline).
 func (inv *invocation) portClock() time.Time {
 	inv.clockReal = time.Now()
+	if inv.firstClock.IsZero() {
+		inv.firstClock = inv.clock()
+	}
 	if f := inv.frozen; !f.IsZero() {
 		inv.frozen = time.Time{}
 		return f
@@ -365,7 +371,10 @@ type sim struct {
 	timers   [numFunctions]time.Time
 	reports  chan report
 	ids      int
-	consumed map[int]bool // intent messages claimed
+	consumed map[int]bool // intent messages claimed, or dead-lettered
+	// deadLettered holds the keys an intent of which the claim function
+	// dead-lettered as invalid (ClassLifetime).
+	deadLettered map[string]bool
 
 	facts     facts
 	emits     []*trigger
@@ -394,9 +403,9 @@ func newSim(c chooser, cfg Config) *sim {
 		now:        ledgertest.Epoch,
 		faultPhase: true,
 		reports:    make(chan report),
-		consumed:   map[int]bool{},
-		progress:   &memstore.Progress{},
-		stats:      Stats{Faults: map[string]int{}, Answers: map[string]int{}, Paths: map[string]int{}},
+		consumed:   map[int]bool{}, deadLettered: map[string]bool{},
+		progress: &memstore.Progress{},
+		stats:    Stats{Faults: map[string]int{}, Answers: map[string]int{}, Paths: map[string]int{}},
 	}
 	for _, ch := range ledger.Channels {
 		s.providers[ch] = newProvider(ch, w.transports[ch])
@@ -494,6 +503,9 @@ func (s *sim) settled() bool {
 	}
 	for _, k := range s.w.keys {
 		e, ok := s.peek(k)
+		if !ok && s.deadLettered[k] {
+			continue // every intent of it dead-lettered: no row
+		}
 		if !ok || !e.State.Terminal() {
 			return false
 		}
@@ -751,6 +763,9 @@ func (s *sim) remove(inv *invocation) {
 func (s *sim) finish(inv *invocation, r report) {
 	s.facts.ends = append(s.facts.ends, endFact{inv: inv, line: r.logLine, err: r.err})
 	s.note(inv, "returned", "", r.logLine)
+	if s.claimRefused(inv, r.err) {
+		return
+	}
 	if r.err == nil {
 		if inv.fn == fnClaim {
 			s.consumed[inv.trig.msg.id] = true

@@ -88,6 +88,8 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.EntryCodeFromRow:                {"hash-chain"},
 	sim.ImageAsRow:                      {"forged-record-decided", "expired-early"},
 	sim.DeadlineBeforeWrite:             {"call-outlives-deadline", "late-arrival"},
+	sim.LifetimeLessMargin:              {"lifetime-bound"},
+	sim.IssuedAtDropped:                 {"lifetime-bound", "superseded-sent"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;

@@ -149,6 +149,11 @@ type challenge struct {
 	// arrival is when its intents reach the queue (newer challenges are
 	// asked for while older ones wait); it expires lifetime later.
 	arrival time.Duration
+	// age is how long before its arrival the challenge was issued
+	// (ClassLifetime); v1: its intents are of wire version 1, which carry
+	// no issued_at (the claim records its own time).
+	age time.Duration
+	v1  bool
 }
 
 // expiresAt is the challenge's expires_at.
@@ -157,7 +162,7 @@ func (ch *challenge) expiresAt() time.Time { return ledgertest.Epoch.Add(ch.arri
 // issuedAt is the challenge's issued_at: when its intents are published.
 // Lifetimes differ, so a later challenge may expire sooner than an
 // earlier one: supersession must order by this, not by the expiry.
-func (ch *challenge) issuedAt() time.Time { return ledgertest.Epoch.Add(ch.arrival) }
+func (ch *challenge) issuedAt() time.Time { return ledgertest.Epoch.Add(ch.arrival - ch.age) }
 
 // mark is the challenge as supersession orders it.
 func (ch *challenge) mark() ledger.Challenge {
@@ -372,7 +377,33 @@ func (w *world) drawLater(c chooser) {
 	if w.on(ClassDeadline) {
 		w.dbLatency = c.coin(1, "database latency")
 	}
+	if w.on(ClassLifetime) && c.coin(1, "old intents") {
+		for _, ch := range w.challenges {
+			ch.age = intentAges[c.pick(len(intentAges), "issued before its arrival")]
+			if c.coin(1, "lifetime at the bound") {
+				ch.lifetime = w.policy.MaxChallengeLifetime - boundGaps[c.pick(len(boundGaps), "below the bound by")]
+			}
+			ch.v1 = c.coin(2, "version 1")
+		}
+		for _, m := range w.messages {
+			ch := w.rows[m.intent.Key()].challenge
+			m.intent.IssuedAt, m.intent.ExpiresAt = ch.issuedAt(), ch.expiresAt()
+			if ch.v1 {
+				m.intent.IssuedAt = time.Time{}
+			}
+		}
+	}
 }
+
+// intentAges are how long before its arrival a challenge may be issued
+// (ClassLifetime): a queue that held it, a producer that retried late.
+var intentAges = []time.Duration{0, 50 * time.Minute, 3 * time.Hour}
+
+// boundGaps are how far below MAX_CHALLENGE_LIFETIME past its arrival a
+// challenge at the bound expires: the margin, a second (a claimant whose
+// clock runs a second behind still claims it), none (such a claimant
+// refuses it).
+var boundGaps = []time.Duration{30 * time.Second, time.Second, 0}
 
 // dbLatencies are how long after it took effect a database call may answer.
 var dbLatencies = []time.Duration{300 * time.Millisecond, 3 * time.Second, 12 * time.Second}
@@ -414,7 +445,14 @@ func (w *world) describe() string {
 		if ch.workflow.Kind == ledger.Fallback {
 			wf += fmt.Sprintf(" %s→%s", ch.workflow.Order[0], ch.workflow.Order[1])
 		}
-		fmt.Fprintf(&b, "    c%d %s, lifetime %s, %s%s\n", ch.n, ch.id, ch.lifetime, wf, ch.describeParties())
+		issued := ""
+		if ch.age > 0 {
+			issued = fmt.Sprintf(", issued %s before its arrival", ch.age)
+		}
+		if ch.v1 {
+			issued += ", version-1 intents (no issued_at)"
+		}
+		fmt.Fprintf(&b, "    c%d %s, lifetime %s%s, %s%s\n", ch.n, ch.id, ch.lifetime, issued, wf, ch.describeParties())
 	}
 	for _, m := range w.messages {
 		if m.kind != "original" {
