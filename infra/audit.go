@@ -45,6 +45,11 @@ func (p *LedgerStackProps) auditTrail(stack awscdk.Stack, st storage) {
 		EnforceSSL:        jsii.Bool(true),
 		Versioned:         jsii.Bool(true),
 		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		// Each log file is locked in COMPLIANCE mode for the history retention as CloudTrail
+		// writes it (issue 43): nobody, the account root included, can delete or overwrite a
+		// version of it, or shorten the lock, before the rows it is about may go.
+		ObjectLockEnabled:          jsii.Bool(true),
+		ObjectLockDefaultRetention: awss3.ObjectLockRetention_Compliance(awscdk.Duration_Days(jsii.Number(p.digestRetentionDays()))),
 		// A log file is kept as long as the rows it is about: a row lives HISTORY_RETENTION after
 		// its last write.
 		LifecycleRules: &[]*awss3.LifecycleRule{{
@@ -58,6 +63,8 @@ func (p *LedgerStackProps) auditTrail(stack awscdk.Stack, st storage) {
 			"are S3 data events, which an account trail records where S3 access must be audited; server access logs " +
 			"would need yet another bucket, whose access would go unlogged in turn."),
 	}}, jsii.Bool(true))
+
+	trailLogBucketPolicy(bucket, p.dataEventsTrailArn(stack))
 
 	trail := awscloudtrail.NewTrail(stack, jsii.String("DataEventsTrail"), &awscloudtrail.TrailProps{
 		TrailName:                  jsii.String(p.DataEventsTrail),
@@ -87,13 +94,56 @@ func (p *LedgerStackProps) auditTrail(stack awscdk.Stack, st storage) {
 	})
 }
 
-// trailKey is the key the data-events trail's log files are encrypted with: only CloudTrail,
-// for this trail, may encrypt with it.
-func (p *LedgerStackProps) trailKey(stack awscdk.Stack) awskms.Key {
-	trailArn := awscdk.Arn_Format(&awscdk.ArnComponents{
+// Sids of the data-events trail bucket's Denies.
+const (
+	noTrailLogDeletesSid = "NoTrailLogDeletes"
+	onlyThisTrailWrites  = "OnlyThisTrailWrites"
+)
+
+// trailLogDeletes and trailLogWrites are the object deletes and writes of the trail's bucket
+// policy: every s3:DeleteObject* and s3:PutObject* action, and the governance bypass.
+var (
+	trailLogDeletes = []string{"s3:DeleteObject", "s3:DeleteObjectVersion", "s3:DeleteObjectTagging",
+		"s3:DeleteObjectVersionTagging", "s3:BypassGovernanceRetention"}
+	trailLogWrites = []string{"s3:PutObject", "s3:PutObjectAcl", "s3:PutObjectVersionAcl", "s3:PutObjectRetention",
+		"s3:PutObjectLegalHold", "s3:PutObjectTagging", "s3:PutObjectVersionTagging"}
+)
+
+// trailLogBucketPolicy adds the trail bucket's Denies (issue 43): nobody deletes an object
+// (NoTrailLogDeletes: CloudTrail never deletes a log file, and S3's lifecycle expirations are not
+// requests a bucket policy governs), and nobody but CloudTrail, delivering for this trail, writes
+// one (OnlyThisTrailWrites: every request whose aws:SourceArn is not the trail, which is every IAM
+// principal's, since only a service sets the key, and CloudTrail's for any other trail). With
+// Object Lock they make a log file's first version permanent for the retention and its key
+// unusable for another: CloudTrail's digest files then prove every log file unedited.
+func trailLogBucketPolicy(bucket awss3.Bucket, trailArn *string) {
+	objects := jsii.Strings(*bucket.ArnForObjects(jsii.String("*")))
+	bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String(noTrailLogDeletesSid), Effect: awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings(trailLogDeletes...), Resources: objects,
+	}))
+	bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String(onlyThisTrailWrites), Effect: awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings(trailLogWrites...), Resources: objects,
+		Conditions: &map[string]interface{}{"ArnNotEquals": map[string]interface{}{"aws:SourceArn": trailArn}},
+	}))
+}
+
+// dataEventsTrailArn is the data-events trail's ARN, built from its name (not the trail's
+// attribute: the trail depends on its bucket's policy, which names it).
+func (p *LedgerStackProps) dataEventsTrailArn(stack awscdk.Stack) *string {
+	return awscdk.Arn_Format(&awscdk.ArnComponents{
 		Service: jsii.String("cloudtrail"), Resource: jsii.String("trail"), ResourceName: jsii.String(p.DataEventsTrail),
 		ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 	}, stack)
+}
+
+// trailKey is the key the data-events trail's log files are encrypted with: only CloudTrail,
+// for this trail, may encrypt with it.
+func (p *LedgerStackProps) trailKey(stack awscdk.Stack) awskms.Key {
+	trailArn := p.dataEventsTrailArn(stack)
 	key := awskms.NewKey(stack, jsii.String("DataEventsTrailKey"), &awskms.KeyProps{
 		Description:       jsii.String(p.Prefix + " CloudTrail data events of the ledger table"),
 		EnableKeyRotation: jsii.Bool(true),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -60,6 +61,15 @@ func TestDataEventsTrail(t *testing.T) {
 	}
 	if bucket["DeletionPolicy"] != "Retain" {
 		t.Errorf("trail bucket DeletionPolicy = %v, want Retain: the log outlives the stack", bucket["DeletionPolicy"])
+	}
+	// Each log file is locked as delivered, in COMPLIANCE mode, for the history retention (issue 43);
+	// who may delete or write one is TestBoundaries' (NoTrailLogDeletes, OnlyThisTrailWrites).
+	if got, want := mustJSON(props(bucket)["ObjectLockConfiguration"]),
+		fmt.Sprintf(`{"ObjectLockEnabled":"Enabled","Rule":{"DefaultRetention":{"Days":%v,"Mode":"COMPLIANCE"}}}`, testProps(t).digestRetentionDays()); got != want {
+		t.Errorf("trail bucket object lock = %s, want %s", got, want)
+	}
+	if props(bucket)["ObjectLockEnabled"] != true || !strings.Contains(mustJSON(props(bucket)["VersioningConfiguration"]), "Enabled") {
+		t.Errorf("trail bucket: ObjectLockEnabled %v, versioning %s", props(bucket)["ObjectLockEnabled"], mustJSON(props(bucket)["VersioningConfiguration"]))
 	}
 	key := props(s.resources("AWS::KMS::Key")[s.logicalID(t, "AWS::KMS::Key", "DataEventsTrailKey")])
 	if policy := mustJSON(key["KeyPolicy"]); !strings.Contains(policy, `"Sid":"CloudTrailEncryptsThisTrail"`) ||

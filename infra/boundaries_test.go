@@ -34,7 +34,11 @@ import (
 //     trigger, cannot act as a function's role from a function of its own (the role's own Deny,
 //     removed from the role's policy to show it is load-bearing), and cannot take intents or add
 //     to the dispatch queue or the DLQs (insiderChecks); the triggers themselves still can
-//     (triggerChecks).
+//     (triggerChecks);
+//   - (issue 43) the same insider, with s3:*, cannot delete or overwrite a log file of the
+//     data-events trail, nor change its retention (NoTrailLogDeletes, OnlyThisTrailWrites), nor can
+//     another trail deliver into its bucket, while CloudTrail still delivers for the trail; and
+//     EventBridge may invoke the digest function for its tick's rule only.
 //
 // What is evaluated is each request against the policies as deployed. That the same principal
 // could first change a policy (kms:PutKeyPolicy, sqs:SetQueueAttributes, sns:SetTopicAttributes,
@@ -65,7 +69,8 @@ type boundaryResource struct{ typ, name, path, qualifier string }
 // on names the resources the checks are made on.
 var on = struct {
 	intentQueue, eventsQueue, eventsDLQ, eventsTopic, topicKey, contentKey, proofKey, eventsQueueKey,
-	fingerprintKey, intentKey, ledgerTable, operatorRole, operateFn, digestKey, digestBucket, digestObject boundaryResource
+	fingerprintKey, intentKey, ledgerTable, operatorRole, operateFn, digestKey, digestBucket, digestObject,
+	trailLog boundaryResource
 }{
 	intentQueue:    boundaryResource{typ: "AWS::SQS::Queue", name: "IntentQueue"},
 	eventsQueue:    boundaryResource{typ: "AWS::SQS::Queue", name: "ProviderEventsQueue"},
@@ -84,6 +89,21 @@ var on = struct {
 	digestBucket:   boundaryResource{typ: "AWS::S3::Bucket", name: digestBucketID},
 	// A digest the writer already wrote (s3digest names them digests/<seq>.json).
 	digestObject: boundaryResource{typ: "AWS::S3::Bucket", name: digestBucketID, path: "digests/00000000000000000001.json"},
+	// A log file the data-events trail delivered (issue 43).
+	trailLog: boundaryResource{typ: "AWS::S3::Bucket", name: "DataEventsTrailBucket",
+		path: "AWSLogs/111122223333/CloudTrail/us-east-1/2026/12/06/111122223333_CloudTrail_us-east-1_20261206T0000Z_a1b2.json.gz"},
+}
+
+// prodTrailArn is the production stage's data-events trail (loadBoundaries names it).
+const prodTrailArn = "arn:aws:cloudtrail:us-east-1:111122223333:trail/resetledger-prod-ledger-writes"
+
+// cloudTrailDelivers is the context of CloudTrail's PutObject of a log file for trail.
+func cloudTrailDelivers(trail string) func(*boundaries) map[string]string {
+	return func(b *boundaries) map[string]string {
+		ctx := b.source(trail)
+		ctx["s3:x-amz-acl"] = "bucket-owner-full-control"
+		return ctx
+	}
 }
 
 // queueNamed is a queue of the template by construct name.
@@ -392,6 +412,17 @@ func attackerChecks() []boundaryCheck {
 		insiderDenied("deletes a digest's version", "s3:DeleteObjectVersion", on.digestObject, "NoDigestDeletes"),
 		insiderDenied("overwrites a digest", "s3:PutObject", on.digestObject, "OnlyDigestWrites"),
 		insiderDenied("sets a digest's retention", "s3:PutObjectRetention", on.digestObject, "OnlyDigestWrites"),
+		// The data-events trail's log files (issue 43): Object Lock keeps each version, which the
+		// evaluator does not see (TestDataEventsTrail checks the lock); the Denies are checked here.
+		insiderDenied("deletes a trail log file", "s3:DeleteObject", on.trailLog, noTrailLogDeletesSid),
+		insiderDenied("deletes a trail log file's version", "s3:DeleteObjectVersion", on.trailLog, noTrailLogDeletesSid),
+		insiderDenied("overwrites a trail log file", "s3:PutObject", on.trailLog, onlyThisTrailWrites),
+		insiderDenied("sets a trail log file's retention", "s3:PutObjectRetention", on.trailLog, onlyThisTrailWrites),
+		insiderDenied("puts a legal hold on a trail log file", "s3:PutObjectLegalHold", on.trailLog, onlyThisTrailWrites),
+		// Another trail (the insider's own, in this account) delivering into the bucket.
+		boundaryCheck{name: "delivers another trail's log file", who: cloudTrail, action: "s3:PutObject", on: on.trailLog,
+			ctx: cloudTrailDelivers(strings.TrimSuffix(prodTrailArn, "resetledger-prod-ledger-writes") + "insider"),
+			deniedBy: onlyThisTrailWrites},
 	)
 	// The operator function records whoever its request context names: only a request through
 	// the URL carries a context AWS wrote, and only an operator may make one.
@@ -669,8 +700,14 @@ func legitimateChecks() []boundaryCheck {
 		refuse(as.operator, "signs a digest", "kms:Sign", on.digestKey, callerAccount),
 		refuse(as.operator, "writes a digest", "s3:PutObject", on.digestObject, nil),
 		allow(as.insider, "verifies a digest's signature", "kms:Verify", on.digestKey, callerAccount),
+
+		// CloudTrail still delivers the data-events trail's log files into its locked bucket.
+		allow(cloudTrail, "delivers a log file of its trail", "s3:PutObject", on.trailLog, cloudTrailDelivers(prodTrailArn)),
 	}
 }
+
+// cloudTrail is CloudTrail's service principal, delivering a trail's log files.
+var cloudTrail = boundaryCaller{name: "cloudtrail.amazonaws.com", service: "cloudtrail.amazonaws.com"}
 
 // loadBoundaries synthesizes the production stage and loads its template.
 func loadBoundaries(t *testing.T) *boundaries {
