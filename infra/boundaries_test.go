@@ -421,7 +421,7 @@ func attackerChecks() []boundaryCheck {
 		insiderDenied("puts a legal hold on a trail log file", "s3:PutObjectLegalHold", on.trailLog, onlyThisTrailWrites),
 		// Another trail (the insider's own, in this account) delivering into the bucket.
 		boundaryCheck{name: "delivers another trail's log file", who: cloudTrail, action: "s3:PutObject", on: on.trailLog,
-			ctx: cloudTrailDelivers(strings.TrimSuffix(prodTrailArn, "resetledger-prod-ledger-writes") + "insider"),
+			ctx:      cloudTrailDelivers(strings.TrimSuffix(prodTrailArn, "resetledger-prod-ledger-writes") + "insider"),
 			deniedBy: onlyThisTrailWrites},
 	)
 	// The operator function records whoever its request context names: only a request through
