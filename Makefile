@@ -147,6 +147,16 @@ surge-check:
 simulate:
 	go run ./cmd/simulate -seeds $${SIMULATE_SEEDS:-20000}
 
+## mutate: mutation score of pkg/intentseal, pkg/digest, pkg/ledger and pkg/dynamostore with gremlins
+## (pinned in bench/mutate/mutate.sh), which draws its own mutants; each package's own tests judge them.
+## Runs on a private copy of HEAD (git archive into a temporary directory), never on the working tree.
+## dynamostore's tests need the emulator (started here if nothing listens), about 15 s a mutant: its pass
+## runs last. Prints the score and every survivor; logs in .run/mutate. A benchmark, not part of make test;
+## about two hours on two cores (MUTATE_PKGS to choose packages, MUTATE_WORKERS to run more at once).
+.PHONY: mutate
+mutate:
+	$(WITH_EMULATOR) bench/mutate/mutate.sh
+
 ## fuzz: bounded fuzz runs of the intent decoder and the stream-record decoder
 FUZZTIME ?= 10s
 fuzz:
