@@ -65,6 +65,12 @@ func (p *LedgerStackProps) auditTrail(stack awscdk.Stack, st storage) {
 	}}, jsii.Bool(true))
 
 	trailLogBucketPolicy(bucket, p.dataEventsTrailArn(stack))
+	// Synth says which shape holds the trail's log files (issue 43): this one, not a log-archive
+	// account's.
+	awscdk.Annotations_Of(bucket).AddInfo(jsii.String("resetledger:trailLogsInThisAccount: the data-events trail " +
+		"writes to a bucket of this stack, in this account, locked (Object Lock COMPLIANCE for the history retention; " +
+		"no deletes, writes only by CloudTrail for this trail). A log-archive account, where nobody of this account " +
+		"has any right, is the stronger shape: docs/operations.md, Who wrote, recorded outside the ledger."))
 
 	trail := awscloudtrail.NewTrail(stack, jsii.String("DataEventsTrail"), &awscloudtrail.TrailProps{
 		TrailName:                  jsii.String(p.DataEventsTrail),

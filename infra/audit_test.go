@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
 )
 
 // TestDataEventsTrail: dataEventsTrail=<name> creates that trail, logging the ledger table's write
@@ -77,6 +80,11 @@ func TestDataEventsTrail(t *testing.T) {
 		t.Errorf("trail key policy does not let CloudTrail encrypt for this trail only: %s", policy)
 	}
 	noNagErrors(t, s)
+	// Synth names the shape the trail's log files are kept in.
+	if n := len(*assertions.Annotations_FromStack(s.stack).FindInfo(jsii.String("*"),
+		assertions.Match_StringLikeRegexp(jsii.String("trailLogsInThisAccount: .* locked .*log-archive account")))); n != 1 {
+		t.Errorf("synth infos naming the trail logs' shape = %d, want 1", n)
+	}
 
 	p := testProps(t)
 	p.DataEventsTrail = "-bad name"
