@@ -26,7 +26,8 @@ var securityRuleNames = []string{"KeyStateOrPolicyChanged", "LedgerResourcePolic
 	"ProviderEventsTopicChanged", "BucketChanged", "FunctionChanged", "RolePassedToFunction", "RoleChanged", "SesConfigurationSetChanged",
 	"SmsConfigurationSetChanged", "SmsProtectConfigurationChanged", "DataEventsTrailChanged",
 	// What lies under the digests, and the watchers (watchers.go).
-	"DigestMappingChanged", "LedgerTableChanged", watcherRulesID, watcherTargetsID, "AlarmsChanged", "TrailChanged"}
+	"DigestMappingChanged", "LedgerTableChanged", watcherRulesID, watcherTargetsID, "AlarmsChanged", "TrailChanged",
+	"BackupVaultChanged"}
 
 const (
 	testAccount = "111122223333"

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsbackup"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/resetledger/resetledger/internal/settings"
@@ -74,7 +75,7 @@ func (w *alarms) watcherRules(o observed) []securityRule {
 	table := o.ledger.TableName()
 	mapping := o.digests.mapping.Ref()
 	uuid := []interface{}{map[string]interface{}{"equals-ignore-case": mapping}}
-	return []securityRule{
+	return append([]securityRule{
 		{"DigestMappingChanged", "the digest function's stream mapping was disabled, changed or deleted, or a mapping " +
 			"was created on the digest function or on the ledger table's stream", "aws.lambda",
 			map[string]interface{}{
@@ -121,8 +122,44 @@ func (w *alarms) watcherRules(o observed) []securityRule {
 				"eventSource": []string{"cloudtrail.amazonaws.com"},
 				"eventName":   trailCalls,
 			}},
-	}
+	}, backupVaultRules(w.stack)...)
 }
+
+// backupVaultRules is BackupVaultChanged where the stack keeps AWS Backup's daily backups of the
+// ledger table (backup.go): backup DeleteRecoveryPoint, UpdateRecoveryPointLifecycle (a shorter
+// retention), DeleteBackupVault, the vault's lock or access policy put or deleted, on the vault
+// (requestParameters.backupVaultName: its name, or an ARN ending in ":backup-vault:<name>"), and
+// DeleteBackupPlan, UpdateBackupPlan or DeleteBackupSelection on its plan
+// (requestParameters.backupPlanId, the plan's Ref). The field names follow the API's
+// BackupVaultName and BackupPlanId as CloudTrail spells request members; not confirmed from a
+// sample event.
+func backupVaultRules(stack awscdk.Stack) []securityRule {
+	vaults, plans := stackResources(stack, "AWS::Backup::BackupVault"), stackRefs(stack, "AWS::Backup::BackupPlan")
+	if len(vaults) != 1 || len(plans) != 1 {
+		return nil
+	}
+	vault, ok := vaults[0].(awsbackup.CfnBackupVault)
+	if !ok || vault.BackupVaultName() == nil {
+		return nil
+	}
+	name := *vault.BackupVaultName()
+	return []securityRule{{"BackupVaultChanged", "a backup of the ledger table in the stack's vault was deleted or given a " +
+		"shorter life, the vault's lock or access policy was changed, the vault deleted, or the backup plan changed or deleted",
+		"aws.backup",
+		map[string]interface{}{
+			"eventSource": []string{"backup.amazonaws.com"},
+			"eventName":   backupCalls,
+			"$or": []interface{}{
+				map[string]interface{}{"requestParameters": map[string]interface{}{"backupVaultName": nameOrArn(name, ":backup-vault:")}},
+				map[string]interface{}{"requestParameters": map[string]interface{}{"backupPlanId": plans}},
+			},
+		}}}
+}
+
+// backupCalls are the AWS Backup calls BackupVaultChanged watches.
+var backupCalls = []string{"DeleteRecoveryPoint", "UpdateRecoveryPointLifecycle", "DeleteBackupVault",
+	"PutBackupVaultLockConfiguration", "DeleteBackupVaultLockConfiguration", "PutBackupVaultAccessPolicy",
+	"DeleteBackupVaultAccessPolicy", "DeleteBackupPlan", "UpdateBackupPlan", "DeleteBackupSelection"}
 
 // watchRules gives the two rules on rules their patterns, now that every rule of the stack
 // exists: WatcherRulesChanged every rule's name, WatcherTargetsChanged every rule's name as a

@@ -47,6 +47,8 @@ func watcherRuleCases(t *testing.T, s *synthesized) []securityRuleCase {
 	}
 	rulesRule := s.physical(s.logicalID(t, "AWS::Events::Rule", watcherRulesID), "")
 	alarm := func(name string) string { return "resetledger-test-" + name }
+	vault := "resetledger-test-ledger"
+	plan := s.physical(s.logicalID(t, "AWS::Backup::BackupPlan", "LedgerBackupPlan"), "")
 	return []securityRuleCase{
 		{"DigestMappingChanged", "aws.lambda", "lambda.amazonaws.com",
 			[]ruleCall{{"UpdateEventSourceMapping20150331", map[string]any{"uUID": digestMapping, "enabled": false}},
@@ -103,6 +105,18 @@ func watcherRuleCases(t *testing.T, s *synthesized) []securityRuleCase {
 				{"PutMetricAlarm", map[string]any{"alarmName": "x" + alarm("DigestGaps")}},
 				{"DescribeAlarms", map[string]any{"alarmNames": []any{alarm("DigestHeartbeat")}}},
 				{"EnableAlarmActions", map[string]any{"alarmNames": []any{alarm("DigestHeartbeat")}}}}},
+		{"BackupVaultChanged", "aws.backup", "backup.amazonaws.com",
+			[]ruleCall{{"DeleteRecoveryPoint", map[string]any{"backupVaultName": vault, "recoveryPointArn": "arn:aws:backup:us-east-1:111122223333:recovery-point:1"}},
+				{"UpdateRecoveryPointLifecycle", map[string]any{"backupVaultName": "arn:aws:backup:us-east-1:111122223333:backup-vault:" + vault}},
+				{"DeleteBackupVaultLockConfiguration", map[string]any{"backupVaultName": vault}},
+				{"DeleteBackupPlan", map[string]any{"backupPlanId": plan}},
+				{"DeleteBackupSelection", map[string]any{"backupPlanId": plan, "selectionId": "s-1"}}},
+			[]ruleCall{{"DeleteRecoveryPoint", map[string]any{"backupVaultName": "payments-vault"}},
+				{"DeleteRecoveryPoint", map[string]any{"backupVaultName": vault + "-old"}},
+				{"DeleteBackupPlan", map[string]any{"backupPlanId": "0000-other-plan"}},
+				{"DescribeBackupVault", map[string]any{"backupVaultName": vault}},
+				{"ListRecoveryPointsByBackupVault", map[string]any{"backupVaultName": vault}},
+				{"StartBackupJob", map[string]any{"backupVaultName": vault}}}},
 		{"TrailChanged", "aws.cloudtrail", "cloudtrail.amazonaws.com",
 			[]ruleCall{{"StopLogging", map[string]any{"name": "organization-trail"}},
 				{"DeleteTrail", map[string]any{"name": "arn:aws:cloudtrail:us-east-1:111122223333:trail/management"}},
