@@ -17,8 +17,9 @@ import (
 //   - DigestMappingChanged: lambda CreateEventSourceMapping, UpdateEventSourceMapping or
 //     DeleteEventSourceMapping (any of Lambda's versioned event names, matched by prefix) on the
 //     digest function's stream mapping. Update and Delete name the mapping only by its UUID
-//     (requestParameters.uUID, as CloudTrail spells the API's UUID; "uuid" and "UUID" are matched
-//     too, and the value ignoring case), which the stack knows (the mapping's Ref); disabling the
+//     (requestParameters.uUID, as CloudTrail lower-cases a request member's first letter; not
+//     confirmed from a sample event, so "uuid" and "UUID" are matched too, and the value ignoring
+//     case), which the stack knows (the mapping's Ref); disabling the
 //     mapping is an UpdateEventSourceMapping. Create names the function
 //     (requestParameters.functionName, in every spelling FunctionChanged takes: a mapping recreated
 //     on the digest function) or the ledger table's stream (requestParameters.eventSourceArn: any
@@ -34,9 +35,11 @@ import (
 //     (requestParameters.name: these calls take a rule's name only): every security rule, the sweeps'
 //     schedules and the digest tick's.
 //   - WatcherTargetsChanged: events RemoveTargets or PutTargets on a rule of this stack
-//     (requestParameters.rule), and DisableRule, DeleteRule or PutRule on WatcherRulesChanged, which
-//     cannot report its own disabling: each of the two reports the other being switched off.
-//   - AlarmsChanged: cloudwatch DisableAlarmActions, DeleteAlarms (requestParameters.alarmNames, a
+//     (requestParameters.rule), and DisableRule, DeleteRule or PutRule on either watcher: a rule may
+//     not see its own disabling (CloudTrail's event arrives after the call took effect), so each of
+//     the two reports the other being switched off.
+//   - AlarmsChanged: CloudWatch's (source aws.monitoring, eventSource monitoring.amazonaws.com, as
+//     the EventBridge event reference gives them) DisableAlarmActions, DeleteAlarms (requestParameters.alarmNames, a
 //     list: any name in it), PutMetricAlarm or SetAlarmState (requestParameters.alarmName) on an
 //     alarm of this stack, matched by the prefix every alarm name has ("<prefix>-", observability.go;
 //     like FunctionChanged, a stage named like this one plus a dash also matches: a false alarm,
@@ -46,6 +49,8 @@ import (
 //     trail: the rules see nothing once the trail that delivers management events to EventBridge
 //     stops, and the stack cannot tell which trail that is (it is the account's or the
 //     organization's).
+//   - BackupVaultChanged: the ledger's AWS Backup vault and plan, where the stage keeps them
+//     (backupVaultRules).
 //
 // The rule names are known only once every rule exists, so the two rules on rules get their
 // patterns' names last (watchRules): the security events are the last rules the stack makes.
