@@ -54,10 +54,21 @@ const (
 	// intent (dead-lettered, no row) exactly when its rule says, by its
 	// own clock, and records the sealed issued_at (invLifetime).
 	ClassLifetime = "lifetimes-at-bound"
+	// ClassPolicy: a policy drawn per run (issue 46). In one world in two
+	// the send guard, the expiry margin (down to the guard plus a
+	// millisecond), the lease (down to 20 s, shorter than reconcile's
+	// 50 s timeout, so that a retry's call reaches its lease), the retry
+	// backoff (RetryMax equal to RetryBase), the recheck period and the
+	// maximum challenge lifetime are drawn at and near the edges of
+	// Policy.Validate's relations; a drawn policy Validate refuses is a
+	// bug of the simulator. Its check is call-outlives-deadline's lease
+	// clause, which only a lease shorter than reconcile's timeout makes
+	// bite.
+	ClassPolicy = "policy-drawn"
 )
 
 // Classes lists the classes Config.Without may name.
-var Classes = []string{ClassSent, ClassDeadline, ClassChain, ClassCaps, ClassConserved, ClassSupersede, ClassContext, ClassLifetime}
+var Classes = []string{ClassSent, ClassDeadline, ClassChain, ClassCaps, ClassConserved, ClassSupersede, ClassContext, ClassLifetime, ClassPolicy}
 
 // ParseClasses checks the class names in names.
 func ParseClasses(names []string) ([]string, error) {

@@ -182,6 +182,13 @@ const (
 	// challenge issued long before its claim counts as newer than the
 	// challenges issued after it.
 	IssuedAtDropped Mutant = "issued-at-dropped"
+	// RetryLeaseBeforeWrite: reconcile sets its same-key retry's lease
+	// timeout (the time left until the lease the window check allowed)
+	// from the clock it read before its retry record's write: a slow write
+	// leaves the call's context that much past the lease, so the call may
+	// outlive the next look its record wrote (a retry call longer than its
+	// lease).
+	RetryLeaseBeforeWrite Mutant = "retry-lease-before-write"
 )
 
 // Mutants lists every mutant.
@@ -191,7 +198,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, FixedWindowCounters, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
 	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite,
-	LifetimeLessMargin, IssuedAtDropped}
+	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry

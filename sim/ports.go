@@ -94,7 +94,14 @@ func (p *storePort) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, e
 		// Dispatch measures its send's timeout from the clock it read
 		// before this write: its expiry check after the write reads the
 		// clock as it is, the timeout the one before.
-		inv.staleAt, inv.staleSkip = issued, 1
+		inv.staleAt, inv.staleSkip, inv.staleOnce = issued, 1, false
+	}
+	if s.mutant == RetryLeaseBeforeWrite && inv.fn == fnReconcile && err == nil && c.Event.Kind == ledger.KindRetry && c.Next.Attempts > before.Attempts {
+		// Reconcile measures its retry's lease (the timeout that cuts
+		// the call) from the clock it read before this write: the expiry
+		// check after the write and the send deadline read the clock as
+		// it is.
+		inv.staleAt, inv.staleSkip, inv.staleOnce = issued, 1, true
 	}
 	return got, err
 }
@@ -353,6 +360,9 @@ func (t *transportPort) Send(ctx context.Context, m ledger.Send) (ledger.Ack, er
 		// worker cannot tell that from a lost answer.
 		if s.on(ClassContext) {
 			s.stats.Paths[pathContextCut]++
+			if inv.fn == fnReconcile && cut.Before(m.Deadline) {
+				s.stats.Paths[pathRetryLeaseCut]++
+			}
 		}
 		s.facts.sends = append(s.facts.sends, s.sendFact(inv, m, r.behavior, sendResult{err: context.DeadlineExceeded}))
 		return ledger.Ack{}, fmt.Errorf("send: %w", context.DeadlineExceeded)

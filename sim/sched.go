@@ -174,6 +174,8 @@ type invocation struct {
 	firstClock time.Time
 	staleAt    time.Time
 	staleSkip  int
+	// staleOnce: only one reading is stale (mutant RetryLeaseBeforeWrite).
+	staleOnce bool
 	// lease holds, per key, the next look the invocation's latest retry
 	// record granted (a reconcile retry's call must be over by it).
 	lease map[string]time.Time
@@ -208,11 +210,15 @@ func (inv *invocation) portClock() time.Time {
 		inv.frozen = time.Time{}
 		return f
 	}
-	if !inv.staleAt.IsZero() {
-		if inv.staleSkip == 0 {
-			return inv.staleAt
+	if st := inv.staleAt; !st.IsZero() {
+		if inv.staleSkip > 0 {
+			inv.staleSkip--
+			return inv.clock()
 		}
-		inv.staleSkip--
+		if inv.staleOnce {
+			inv.staleAt = time.Time{}
+		}
+		return st
 	}
 	return inv.clock()
 }
@@ -661,9 +667,11 @@ func (s *sim) start(t *trigger) {
 	if s.faultPhase {
 		inv.skew = skews[s.c.pick(len(skews), "skew")]
 	}
+	// Built first: a use case its constructor refuses (a policy the
+	// simulator got wrong) panics before the invocation is running.
+	body := s.body(inv, s.ports(inv))
 	s.invs = append(s.invs, inv)
 	s.traceStart(inv)
-	body := s.body(inv, s.ports(inv))
 	goPooled(func() { inv.main(body) })
 	inv.resume <- resumeMsg{}
 	s.await(inv)

@@ -90,6 +90,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.DeadlineBeforeWrite:             {"call-outlives-deadline", "late-arrival"},
 	sim.LifetimeLessMargin:              {"lifetime-bound"},
 	sim.IssuedAtDropped:                 {"lifetime-bound", "superseded-sent"},
+	sim.RetryLeaseBeforeWrite:           {"call-outlives-deadline", "retry-outside-key-window", "send-outside-key-window"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;

@@ -154,6 +154,9 @@ type challenge struct {
 	// no issued_at (the claim records its own time).
 	age time.Duration
 	v1  bool
+	// boundGap, if not negative, is how far below the policy's maximum
+	// lifetime past its arrival the challenge expires.
+	boundGap time.Duration
 }
 
 // expiresAt is the challenge's expires_at.
@@ -377,13 +380,25 @@ func (w *world) drawLater(c chooser) {
 	if w.on(ClassDeadline) {
 		w.dbLatency = c.coin(1, "database latency")
 	}
-	if w.on(ClassLifetime) && c.coin(1, "old intents") {
+	old := w.on(ClassLifetime) && c.coin(1, "old intents")
+	if old {
 		for _, ch := range w.challenges {
 			ch.age = intentAges[c.pick(len(intentAges), "issued before its arrival")]
+			ch.boundGap = -1
 			if c.coin(1, "lifetime at the bound") {
-				ch.lifetime = w.policy.MaxChallengeLifetime - boundGaps[c.pick(len(boundGaps), "below the bound by")]
+				ch.boundGap = boundGaps[c.pick(len(boundGaps), "below the bound by")]
 			}
 			ch.v1 = c.coin(2, "version 1")
+		}
+	}
+	if w.on(ClassPolicy) && c.coin(1, "drawn policy") {
+		w.drawPolicy(c)
+	}
+	if old {
+		for _, ch := range w.challenges {
+			if ch.boundGap >= 0 {
+				ch.lifetime = w.policy.MaxChallengeLifetime - ch.boundGap
+			}
 		}
 		for _, m := range w.messages {
 			ch := w.rows[m.intent.Key()].challenge
@@ -394,6 +409,42 @@ func (w *world) drawLater(c chooser) {
 		}
 	}
 }
+
+// drawPolicy draws the policy of a run (ClassPolicy) at and near the edges
+// of Policy.Validate's relations: the margin down to the guard plus a
+// millisecond, RetryMax equal to RetryBase, a lease shorter than
+// reconcile's timeout. Index 0 of each choice is the default.
+func (w *world) drawPolicy(c chooser) {
+	p := &w.policy
+	p.SendGuard = sendGuards[c.pick(len(sendGuards), "send guard")]
+	switch c.pick(3, "expiry margin") {
+	case 0:
+	case 1:
+		p.ExpiryMargin = 10 * time.Second
+	default:
+		p.ExpiryMargin = p.SendGuard + time.Millisecond // the edge of ExpiryMargin > SendGuard
+	}
+	p.Lease = leases[c.pick(len(leases), "lease")]
+	b := retryBackoffs[c.pick(len(retryBackoffs), "retry backoff")]
+	p.RetryBase, p.RetryMax = b[0], b[1]
+	p.RecheckAfter = rechecks[c.pick(len(rechecks), "recheck after")]
+	p.MaxChallengeLifetime = maxLifetimes[c.pick(len(maxLifetimes), "maximum lifetime")]
+	if err := p.Validate(); err != nil {
+		panic("sim: a drawn policy is invalid: " + err.Error())
+	}
+}
+
+// The choices of a drawn policy (ClassPolicy).
+var (
+	sendGuards    = []time.Duration{5 * time.Second, time.Second, 2 * time.Second}
+	leases        = []time.Duration{2 * time.Minute, 40 * time.Second, 20 * time.Second}
+	retryBackoffs = [][2]time.Duration{{2 * time.Second, time.Minute}, {time.Second, time.Second}, {5 * time.Second, 30 * time.Second}}
+	rechecks      = []time.Duration{time.Minute, 10 * time.Second}
+	// Above 30 minutes: the margin's setting read as minutes (mutant
+	// ExpireMarginMinutes) must still make a policy the expire function
+	// can be built with.
+	maxLifetimes = []time.Duration{time.Hour, 45 * time.Minute}
+)
 
 // intentAges are how long before its arrival a challenge may be issued
 // (ClassLifetime): a queue that held it, a producer that retried late.
@@ -465,6 +516,11 @@ func (w *world) describe() string {
 			rate = fmt.Sprintf("budget %g/s", r)
 		}
 		fmt.Fprintf(&b, "    %s transport: %s; %s\n", chn, w.transports[chn], rate)
+	}
+	if p, d := w.policy, simPolicy(); p.SendGuard != d.SendGuard || p.ExpiryMargin != d.ExpiryMargin || p.Lease != d.Lease ||
+		p.RetryBase != d.RetryBase || p.RetryMax != d.RetryMax || p.RecheckAfter != d.RecheckAfter || p.MaxChallengeLifetime != d.MaxChallengeLifetime {
+		fmt.Fprintf(&b, "    policy drawn: guard %s, margin %s, lease %s, retry backoff %s to %s, recheck %s, maximum lifetime %s\n",
+			p.SendGuard, p.ExpiryMargin, p.Lease, p.RetryBase, p.RetryMax, p.RecheckAfter, p.MaxChallengeLifetime)
 	}
 	fmt.Fprintf(&b, "    %s\n", w.describeLimits())
 	if w.dbLatency {
