@@ -279,14 +279,14 @@ func (p *LedgerStackProps) digestTrigger(stack awscdk.Stack, st storage, d diges
 	return cfn
 }
 
-// digestTickRate is the digest schedule's rate: DIGEST_INTERVAL in whole minutes, rounded up, at
-// least a minute (EventBridge's shortest rate; the tick's floor, digest.TickFloor). The tick writes
-// when the newest digest is older than half of max(interval, a minute), so with an interval of
-// whole minutes (the default 5m) a digest is written every interval; a shorter one (the local
-// stage's 5s) ticks every minute.
+// digestTickRate is the digest schedule's rate: digest.TickPeriod of DIGEST_INTERVAL, the interval
+// in whole minutes, rounded up, at least a minute (EventBridge's shortest rate). The tick writes
+// when the newest digest is older than half of it (digeststream.HeartbeatAge), and a verifier
+// calls the newest stale past two of it and five minutes (digest.StaleAfter): one period, shared.
+// With an interval of whole minutes (the default 5m) a digest is written every interval; a
+// shorter one (the local stage's 5s) ticks every minute.
 func (p *LedgerStackProps) digestTickRate() time.Duration {
-	rate := max(p.Functions.DigestInterval, digest.TickFloor)
-	return time.Duration(math.Ceil(rate.Minutes())) * time.Minute
+	return digest.TickPeriod(p.Functions.DigestInterval)
 }
 
 // validateDigest checks the digest interval against what a batching window may be.

@@ -209,6 +209,19 @@ func TestDigestHeartbeatPeriod(t *testing.T) {
 	}
 }
 
+// TestDigestHeartbeatSpansTwoTicks: for every interval a stage may set (whole seconds up to 5m),
+// the DigestHeartbeat period holds at least two of the schedule's ticks, so one late or lost tick
+// does not page, and a stopped tick does within the period after the next.
+func TestDigestHeartbeatSpansTwoTicks(t *testing.T) {
+	for i := time.Second; i <= 5*time.Minute; i += time.Second {
+		p := &LedgerStackProps{}
+		p.Functions.DigestInterval = i
+		if hb, tick := p.digestHeartbeatPeriod(), p.digestTickRate(); hb < 2*tick || tick%time.Minute != 0 {
+			t.Fatalf("interval %v: heartbeat period %v, tick %v: want a tick of whole minutes, at least two per period", i, hb, tick)
+		}
+	}
+}
+
 // TestDigestValidate: a batching window in fractions of a second fails the synth, naming the
 // setting; a retention beyond Object Lock's 100-year default does not (each digest's own
 // retain-until date carries it), and the default is capped.
