@@ -30,10 +30,19 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 		return ClaimResult{}, err
 	}
 	issued := in.IssuedAt
+	key := in.Key()
 	if issued.IsZero() {
+		// A version-1 intent carries no issued_at: the first claim's time
+		// stands in for it. A redelivery must not note the challenge as
+		// its subject's newest at its own, later time (it would supersede
+		// every challenge issued since): it reads the row first.
+		if e, err := s.store.Get(ctx, key); err == nil {
+			return s.existing(ctx, e, in, w)
+		} else if !errors.Is(err, ErrNotFound) {
+			return ClaimResult{}, fmt.Errorf("claim %s: %w", key, err)
+		}
 		issued = now
 	}
-	key := in.Key()
 	row := Entry{
 		Key: key, Identity: in.Identity, Workflow: in.Workflow, ContentHash: in.ContentHash,
 		DestinationRef: in.DestinationRef, SubjectRef: in.SubjectRef, TemplateID: in.TemplateID, TemplateVersion: in.TemplateVersion,

@@ -108,3 +108,35 @@ func TestSupersessionOrdersByIssueTimeNotExpiry(t *testing.T) {
 		t.Fatalf("row issued_at = %s, want the sealed %s", got.IssuedAt, now.Add(-time.Minute))
 	}
 }
+
+// TestVersion1RedeliveryKeepsItsIssueTime: a version-1 intent (no
+// issued_at) counts as issued when it was first claimed. Its redelivery,
+// claimed after a newer challenge of its subject, must not note it as the
+// subject's newest at the redelivery's time: the newer challenge still
+// supersedes it. (Found by the simulator's lifetimes-at-bound world, seed
+// 2886: the older challenge was sent after the newer one's claim.)
+func TestVersion1RedeliveryKeepsItsIssueTime(t *testing.T) {
+	e, _ := limitedEnv(t, ledger.Limits{Supersede: true})
+	ctx := context.Background()
+	t0 := e.Clock.Now()
+	old, oldSealed := ledgertest.Intent(1, ledger.Email, t0, 10*time.Minute)
+	old.SubjectRef, old.IssuedAt = "acct-7", time.Time{} // version 1
+	if _, err := e.Cases.Claim(ctx, old, oldSealed, "claim/req-1"); err != nil {
+		t.Fatal(err)
+	}
+	e.Clock.Advance(6 * time.Second)
+	newer, newerSealed := ledgertest.Intent(3, ledger.Email, e.Clock.Now(), 10*time.Minute)
+	newer.SubjectRef = "acct-7"
+	if _, err := e.Cases.Claim(ctx, newer, newerSealed, "claim/req-2"); err != nil {
+		t.Fatal(err)
+	}
+	e.Clock.Advance(34 * time.Second)
+	res, err := e.Cases.Claim(ctx, old, oldSealed, "claim/req-3") // the redelivery
+	if err != nil || res.Outcome != ledger.OutcomeDuplicate || !res.Entry.IssuedAt.Equal(t0.Truncate(ledger.Precision)) {
+		t.Fatalf("redelivery = %s %v (issued_at %s), want a duplicate issued at the first claim, %s", res.Outcome, err, res.Entry.IssuedAt, t0)
+	}
+	row := mustDispatch(t, e, old.Key(), ledger.OutcomeSuppressed)
+	if row.Reason != "superseded by challenge "+newer.ChallengeID {
+		t.Fatalf("older version-1 challenge: %s %q, want superseded by %s", row.State, row.Reason, newer.ChallengeID)
+	}
+}
