@@ -78,7 +78,7 @@ summary() {
     commit=$(sed -n 's/^mutate: commit //p' "$log")
     [[ -n "$pkg" ]] || continue
     echo "$pkg (commit $commit):"
-    grep '^ *LIVED ' "$log" | while read -r _ kind _ at; do
+    { grep '^ *LIVED ' "$log" || true; } | while read -r _ kind _ at; do
       local file=${at%%:*} rest=${at#*:}
       printf '  %s:%s %s: %s\n' "$file" "$rest" "$kind" \
         "$(git -C "$repo" show "$commit:$pkg/$file" | sed -n "${rest%%:*}p" | sed 's/^[[:space:]]*//')"
