@@ -68,6 +68,9 @@ const (
 	// A transport call cut at its context's deadline before it reached the
 	// provider (ClassContext).
 	pathContextCut = "send cut at its context's deadline"
+	// A dispatch that ended a counted row unsent and returned, its count
+	// judged given back (ClassConserved).
+	pathGivenBack = "unsent row's count judged given back"
 	// A reconcile same-key retry cut at its lease, before its send
 	// deadline (ClassPolicy: a lease shorter than reconcile's timeout).
 	pathRetryLeaseCut = "same-key retry cut at its lease"
@@ -99,5 +102,5 @@ var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome
 	pathLateRetry, pathLeaseMidSend, limitPath(ledger.RuleDestination), limitPath(ledger.RuleSubject), limitPath(ledger.RuleSMSCountry), limitPath(ledger.RuleSMSNumberKind),
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
 	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,
-	pathTakenCounted, pathBeginLate, pathNearDeadline, pathContextCut, pathRetryLeaseCut, pathOldIntent, pathIntentRefused, pathV1Claimed,
+	pathTakenCounted, pathBeginLate, pathNearDeadline, pathContextCut, pathRetryLeaseCut, pathOldIntent, pathIntentRefused, pathV1Claimed, pathGivenBack,
 	pathChainDeferral, pathChainProvider}

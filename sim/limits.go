@@ -208,6 +208,9 @@ func (p *limiterPort) Admit(ctx context.Context, key string, counts []ledger.Cou
 // release answers, the message counts in none of them.
 func (p *limiterPort) Release(ctx context.Context, key string) error {
 	s := p.inv.sim
+	if s.mutant == ReleaseNoOp && p.inv.fn == fnDispatch {
+		return nil // the wrapper's Release: nothing reaches the counters
+	}
 	before := s.limiter.Counters()
 	err := s.limiter.Release(ctx, key)
 	if s.mutant == ReleaseInReleaseWindows {
@@ -711,5 +714,35 @@ func (s *sim) limitPaths(w writeFact, entered bool) {
 		if rule == ledger.RuleSuperseded && w.after.Attempts > 0 {
 			s.stats.Paths[pathSupersededThrottled]++
 		}
+	}
+}
+
+// invCountGivenBack is the name of a violation of the rule for an unsent
+// row's count (docs/design.md, "Counts are exact, or too high, never too
+// low"): a dispatch that ends a counted row while nothing of it can have
+// reached the provider gives its count back before it returns; only a
+// dispatch that fails or dies on the way, or a function that holds no
+// limits port (the expire sweep), leaves it too high.
+const invCountGivenBack = "unsent-count-given-back"
+
+// checkGivenBack judges a dispatch that returned without an error: every
+// row one of its writes ended (terminal or quarantined, not limited)
+// unsent and counted (by the world's bookkeeping) counts in no counter
+// (ClassConserved).
+func (s *sim) checkGivenBack(inv *invocation) {
+	if inv.fn != fnDispatch || !s.on(ClassConserved) || !s.w.limitsOn() {
+		return
+	}
+	for _, key := range slices.Sorted(maps.Keys(inv.ended)) {
+		e, ok := s.peek(key)
+		if !ok || e.State == ledger.Limited || !e.Unsent() || !e.WasClaimed() {
+			continue
+		}
+		if ids := s.countersOf(key); len(ids) > 0 {
+			s.fail(invCountGivenBack, fmt.Sprintf("%s ended %s %s (%q) with nothing of it sent, and returned with its count still in %s",
+				inv, s.label(key), e.State, e.Reason, s.counterNames(ids)), key)
+			return
+		}
+		s.stats.Paths[pathGivenBack]++
 	}
 }

@@ -189,6 +189,13 @@ const (
 	// outlive the next look its record wrote (a retry call longer than its
 	// lease).
 	RetryLeaseBeforeWrite Mutant = "retry-lease-before-write"
+	// ReleaseNoOp: the dispatch function's limiter is a wrapper that
+	// admits through the counters but whose Release does nothing and
+	// answers nil (the sweeps' KeepCounts composed in the wrong place):
+	// every unsent row dispatch ends keeps its count, too high, where the
+	// rule says it is given back. The counters stay consistent with what
+	// was counted and given back, so counts-conserved passes.
+	ReleaseNoOp Mutant = "release-no-op"
 )
 
 // Mutants lists every mutant.
@@ -198,7 +205,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, FixedWindowCounters, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
 	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite,
-	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite}
+	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite, ReleaseNoOp}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry

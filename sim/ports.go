@@ -171,6 +171,9 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 		return
 	}
 	w := writeFact{inv: inv, before: before, existed: existed, after: after}
+	if (after.State.Terminal() || after.State == ledger.Quarantined) && (!existed || before.State != after.State) {
+		inv.ended[key] = true
+	}
 	s.facts.writes = append(s.facts.writes, w)
 	s.streamed(before, existed, after)
 	if !existed && (after.State == ledger.Claimed || after.State == ledger.Held) {
@@ -339,10 +342,13 @@ func (t *transportPort) Send(ctx context.Context, m ledger.Send) (ledger.Ack, er
 	// What the use case handed the call: its context's deadline by the
 	// caller's clock, read before the call parks (the clock moves while it
 	// is parked; a slow call returns past a deadline).
-	inv.callEnd, inv.callBounded = inv.contextDeadline(ctx)
+	inv.callEnd, inv.callBounded, inv.callMeasured = inv.contextDeadline(ctx)
 	r := inv.yield(&call{op: opSend, key: m.IdempotencyKey, detail: fmt.Sprintf("attempt %d", m.Attempt)})
 	cut, bounded := m.Deadline, !m.Deadline.IsZero()
-	if s.on(ClassContext) {
+	if !inv.callMeasured {
+		s.stats.Faults["context deadline not measured"]++
+	}
+	if s.on(ClassContext) && inv.callMeasured {
 		// The transport honours its call's context, as the SDK's and an
 		// HTTP client do, and reads nothing else: a context that ends too
 		// late lets the call run too long.

@@ -246,6 +246,8 @@ func failOn(t *rapid.T, v *violation) {
 		t.Fatal(v.String())
 	case invLifetime:
 		t.Fatal(v.String())
+	case invCountGivenBack:
+		t.Fatal(v.String())
 	case invPanic:
 		t.Fatal(v.String())
 

@@ -179,10 +179,14 @@ type invocation struct {
 	// lease holds, per key, the next look the invocation's latest retry
 	// record granted (a reconcile retry's call must be over by it).
 	lease map[string]time.Time
+	// ended holds the rows a write of the invocation ended (terminal or
+	// quarantined).
+	ended map[string]bool
 	// callEnd is the context deadline of the invocation's latest transport
 	// call, by its clock (callBounded: it had one).
-	callEnd     time.Time
-	callBounded bool
+	callEnd      time.Time
+	callBounded  bool
+	callMeasured bool
 	// newestStep is the step of the invocation's latest read of a newest
 	// challenge; begun holds, per key, the step of the write that started
 	// its latest attempt.
@@ -225,19 +229,31 @@ func (inv *invocation) portClock() time.Time {
 
 // contextDeadline is when ctx ends by inv's clock. context.WithTimeout
 // sets a real-time deadline: the use case's last reading of its clock
-// (portClock) plus the timeout, give or take the microseconds between the
+// (portClock) plus the timeout, give or take the real time between the
 // reading and the context. The simulated clock does not move within a
 // step, so the context ends the timeout after the clock the world runs on
-// now (not a frozen or stale reading), truncated to the millisecond as
-// every simulated time is.
-func (inv *invocation) contextDeadline(ctx context.Context) (time.Time, bool) {
+// now (not a frozen or stale reading); every simulated time is a whole
+// millisecond, so the timeout is rounded to one. measured is false when
+// more than ctxMeasurable of real time passed since the reading (the
+// process was descheduled): the timeout cannot be told to the
+// millisecond, and the caller falls back to the deadline handed beside
+// the context and judges nothing.
+func (inv *invocation) contextDeadline(ctx context.Context) (end time.Time, bounded, measured bool) {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return time.Time{}, false
+		return time.Time{}, false, true
 	}
-	left := dl.Sub(inv.clockReal).Truncate(time.Millisecond)
-	return inv.sim.now.Add(inv.skew).Add(left), true
+	if time.Since(inv.clockReal) > ctxMeasurable {
+		return time.Time{}, true, false
+	}
+	left := dl.Sub(inv.clockReal).Round(time.Millisecond)
+	return inv.sim.now.Add(inv.skew).Add(left), true, true
 }
+
+// ctxMeasurable is how much real time may pass between a use case's
+// reading of its clock and its transport call for the call's context
+// deadline to be measured to the millisecond (contextDeadline).
+const ctxMeasurable = time.Millisecond
 
 // issuedAt is the invocation's clock when it issued its current call.
 func (inv *invocation) issuedAt() time.Time { return inv.parkedAt.Add(inv.skew) }
@@ -657,6 +673,7 @@ func (s *sim) start(t *trigger) {
 		begun:     map[string]int{},
 		unsent:    map[string]bool{},
 		lease:     map[string]time.Time{},
+		ended:     map[string]bool{},
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
 	if t.fn == fnOperator {
@@ -775,6 +792,7 @@ func (s *sim) finish(inv *invocation, r report) {
 		return
 	}
 	if r.err == nil {
+		s.checkGivenBack(inv)
 		if inv.fn == fnClaim {
 			s.consumed[inv.trig.msg.id] = true
 		}

@@ -91,6 +91,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.LifetimeLessMargin:              {"lifetime-bound"},
 	sim.IssuedAtDropped:                 {"lifetime-bound", "superseded-sent"},
 	sim.RetryLeaseBeforeWrite:           {"call-outlives-deadline", "retry-outside-key-window", "send-outside-key-window"},
+	sim.ReleaseNoOp:                     {"unsent-count-given-back"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;

@@ -33,6 +33,7 @@ var limitsContract = []property[NewLimits]{
 	{"a release gives a count back once", limitsRelease},
 	{"a message counts once across windows", limitsOnceAcrossWindows},
 	{"a release takes back exactly the windows that counted", limitsReleaseExact},
+	{"an unsent message's count stays until its release, which gives it all back at once", limitsUnsentCount},
 	{"the newest challenge is the one expiring last", limitsNewest},
 }
 
@@ -373,5 +374,35 @@ func limitsReleaseExact(t *testing.T, newLimits NewLimits) {
 	}
 	if a := admit(t, l, "later", limitsT0.Add(70*time.Second), perMinute); a.Limited != 0 {
 		t.Fatalf("minute 2 after late's admission in minute 1: %+v, want limited: late counts there too", a)
+	}
+}
+
+// limitsUnsentCount is the store's half of the rule for an unsent
+// message's count (docs/design.md, "Counts are exact"): until it is
+// released the message holds every counter it counted in (too high, never
+// too low: the release of a message the counters refused, or never saw,
+// takes nothing of it), and its release gives all of them back at once,
+// not when their windows end. The simulator's unsent-count-given-back
+// holds the domain's half: a dispatch that ends a counted row unsent
+// releases it before it returns.
+func limitsUnsentCount(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	one := count(ledger.RuleDestination, "email#fp-unsent", 1, time.Hour)
+	roomy := count(ledger.RuleSMSGlobal, "sms-unsent", 100, time.Hour)
+	admit(t, l, "unsent", limitsT0, one, roomy)
+	if a := admit(t, l, "refused", limitsT0.Add(time.Second), one, roomy); a.Limited != 0 || a.Count != 1 {
+		t.Fatalf("refused: %+v, want limited by the count the unsent message holds", a)
+	}
+	release(t, l, "refused", "never-counted")
+	if a := admit(t, l, "next", limitsT0.Add(2*time.Second), one, roomy); a.Limited != 0 || a.Count != 1 {
+		t.Fatalf("next after releases of a refused and an unknown message: %+v, want still limited at 1: they took the unsent message's count (too low)", a)
+	}
+	release(t, l, "unsent")
+	if a := admit(t, l, "next", limitsT0.Add(3*time.Second), one, roomy); a.Limited != -1 || a.Repeat {
+		t.Fatalf("next after the unsent message's release: %+v, want admitted: the release left its count (too high)", a)
+	}
+	tight := count(ledger.RuleSMSGlobal, "sms-unsent", 1, time.Hour)
+	if a := admit(t, l, "last", limitsT0.Add(4*time.Second), tight); a.Limited != 0 || a.Count != 1 {
+		t.Fatalf("last: %+v, want the second counter at exactly 1 (next): the unsent message's count gone from it too, the refused one's never there", a)
 	}
 }
