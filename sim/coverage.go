@@ -68,6 +68,10 @@ const (
 	// A transport call cut at its context's deadline before it reached the
 	// provider (ClassContext).
 	pathContextCut = "send cut at its context's deadline"
+	// A retention moved earlier beyond the slack in steps within it, named
+	// by the verifier (ClassTamper). Counted, not in Paths: the class is
+	// opt-in.
+	pathTamperNamed = "tamper in steps named"
 	// A dispatch that ended a counted row unsent and returned, its count
 	// judged given back (ClassConserved).
 	pathGivenBack = "unsent row's count judged given back"

@@ -51,6 +51,7 @@ func (s *sim) checkDigests() {
 	if !s.on(ClassChain) || len(s.digestRecs) == 0 {
 		return
 	}
+	t, tampered := s.tamperTable()
 	ctx := context.Background()
 	store := digest.NewMemStore()
 	w := &digest.Writer{Store: store, Signer: simSigner(), Clock: func() time.Time { return s.now }}
@@ -74,6 +75,9 @@ func (s *sim) checkDigests() {
 		}
 	}
 	findings = append(findings, chain.Missing(s.now)...)
+	if tampered {
+		findings = s.judgeTamper(t, findings)
+	}
 	for _, f := range findings {
 		if f.Fail {
 			s.fail(invHashChain, "the stored rows disagree with the signed digests of their writes: "+f.String(), f.Key)

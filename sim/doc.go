@@ -49,4 +49,15 @@
 // always counted in its own counters; counts conserved at every step; and
 // supersession judged for every attempt of a message nothing of which the
 // provider took, not only the first.
+//
+// Issue 46 added four more: transports that honour their call's context
+// (no call's context may outlive its send deadline, nor a retry's its
+// lease: call-outlives-deadline); challenges issued long before their
+// claim, at the lifetime bound, and version-1 intents, with claims that
+// dead-letter an invalid intent (lifetime-bound, lifetime.go); a policy
+// drawn per run at the edges of Policy.Validate's relations; and, opt-in
+// (Config.With) while the verifier misses it, an adversary who moves a
+// row's retention earlier in steps each within the verifier's slack
+// (tamper.go). The counts-conserved class also judges that a dispatch
+// gives back the count of an unsent row it ends (unsent-count-given-back).
 package sim

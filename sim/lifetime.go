@@ -107,6 +107,21 @@ func (s *sim) markOf(ch *challenge, chn ledger.Channel) ledger.Challenge {
 	return m
 }
 
+// unordered reports whether a and b cannot be ordered on chn: one is a
+// version-1 challenge, and their issue times lie within the workers' clock
+// skew of each other. A version-1 challenge counts as issued at its claim,
+// by the claiming worker's clock; two claims of it racing (an intent and
+// its redelivery) note it at their own times, which differ by up to the
+// skew, and the row keeps the winner's. The world does not judge such a
+// pair.
+func (s *sim) unordered(a, b *challenge, chn ledger.Channel) bool {
+	if !a.v1 && !b.v1 {
+		return false
+	}
+	d := s.markOf(a, chn).IssuedAt.Sub(s.markOf(b, chn).IssuedAt)
+	return d <= skewSlack && d >= -skewSlack
+}
+
 func (s *sim) relOrNone(t time.Time) string {
 	if t.IsZero() {
 		return "none"

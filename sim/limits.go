@@ -382,6 +382,7 @@ func (s *sim) admit(ctx context.Context, inv *invocation, key string, counts []l
 				inv, s.label(key), s.counterName(id), after[id], len(s.countedIn[id])), key)
 		}
 		s.countedIn[id][key] = true
+		s.lastAdmit[key] = admitFact{inv: inv, step: s.step}
 		if _, ok := s.admittedAt[key]; !ok {
 			s.admittedAt[key] = now
 		}
@@ -402,7 +403,8 @@ func (s *sim) refused(key, id string) {
 	for h := range s.countedIn[id] {
 		o, ok := s.peek(h)
 		if ok && h != key && o.SubjectRef == self.SubjectRef && o.Identity.Channel == self.Identity.Channel &&
-			s.markOf(s.w.challenge(self.Identity.ChallengeID), self.Identity.Channel).Newer(s.markOf(s.w.challenge(o.Identity.ChallengeID), o.Identity.Channel)) && o.Attempts == 0 &&
+			s.markOf(s.w.challenge(self.Identity.ChallengeID), self.Identity.Channel).Newer(s.markOf(s.w.challenge(o.Identity.ChallengeID), o.Identity.Channel)) &&
+			!s.unordered(s.w.challenge(self.Identity.ChallengeID), s.w.challenge(o.Identity.ChallengeID), self.Identity.Channel) && o.Attempts == 0 &&
 			(o.State == ledger.Claimed || o.State == ledger.Deferred) {
 			holders = append(holders, h)
 		}
@@ -688,7 +690,7 @@ func (s *sim) checkSuperseded(f sendFact, info rowInfo) {
 		read = f.inv.begun[f.key]
 	}
 	for _, o := range s.w.challenges {
-		if o.subject != info.challenge.subject || !slices.Contains(o.channels, info.channel) || !s.markOf(o, info.channel).Newer(s.markOf(info.challenge, info.channel)) {
+		if o.subject != info.challenge.subject || !slices.Contains(o.channels, info.channel) || !s.markOf(o, info.channel).Newer(s.markOf(info.challenge, info.channel)) || s.unordered(o, info.challenge, info.channel) {
 			continue
 		}
 		okey := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: o.id, Channel: info.channel}.Key()
@@ -725,18 +727,37 @@ func (s *sim) limitPaths(w writeFact, entered bool) {
 // limits port (the expire sweep), leaves it too high.
 const invCountGivenBack = "unsent-count-given-back"
 
+// admitFact is the latest admission that counted a message: by whom, and
+// at which step.
+type admitFact struct {
+	inv  *invocation
+	step int
+}
+
 // checkGivenBack judges a dispatch that returned without an error: every
-// row one of its writes ended (terminal or quarantined, not limited)
-// unsent and counted (by the world's bookkeeping) counts in no counter
-// (ClassConserved).
+// row ended (terminal or quarantined, not limited) unsent that it owes a
+// release counts in no counter, by the world's bookkeeping
+// (ClassConserved). It owes one for a row one of its writes ended, unless
+// another invocation counted the message again after that write (a stale
+// dispatch, which owes it then), and for a row it counted itself that had
+// ended (the stale copy's rule).
 func (s *sim) checkGivenBack(inv *invocation) {
 	if inv.fn != fnDispatch || !s.on(ClassConserved) || !s.w.limitsOn() {
 		return
 	}
-	for _, key := range slices.Sorted(maps.Keys(inv.ended)) {
+	keys := maps.Clone(inv.ended)
+	for k, a := range s.lastAdmit {
+		if a.inv == inv {
+			keys[k] = a.step
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
 		e, ok := s.peek(key)
-		if !ok || e.State == ledger.Limited || !e.Unsent() || !e.WasClaimed() {
+		if !ok || e.State == ledger.Limited || !e.State.Terminal() && e.State != ledger.Quarantined || !e.Unsent() || !e.WasClaimed() {
 			continue
+		}
+		if a := s.lastAdmit[key]; a.inv != inv && a.step > keys[key] {
+			continue // counted again after this invocation's write, by another
 		}
 		if ids := s.countersOf(key); len(ids) > 0 {
 			s.fail(invCountGivenBack, fmt.Sprintf("%s ended %s %s (%q) with nothing of it sent, and returned with its count still in %s",

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -196,6 +197,11 @@ const (
 	// rule says it is given back. The counters stay consistent with what
 	// was counted and given back, so counts-conserved passes.
 	ReleaseNoOp Mutant = "release-no-op"
+	// DigestSkipsTTLEdits: the digest function's stream filter passes only
+	// the records of writes that add history: an insider's UpdateItem of
+	// a row's retention alone is never digested, so no step of a
+	// retention moved earlier reaches the verifier.
+	DigestSkipsTTLEdits Mutant = "digest-skips-ttl-edits"
 )
 
 // Mutants lists every mutant.
@@ -206,6 +212,10 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
 	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite,
 	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite, ReleaseNoOp}
+
+// OptInMutants are the mutants of the opt-in classes (OptIn): hunted only
+// with -mutants and -with.
+var OptInMutants = []Mutant{DigestSkipsTTLEdits}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry
@@ -238,7 +248,7 @@ func (m Mutant) Budget(usual int) int {
 
 // ParseMutant returns the mutant named s.
 func ParseMutant(s string) (Mutant, error) {
-	for _, m := range Mutants {
+	for _, m := range append(slices.Clone(Mutants), OptInMutants...) {
 		if string(m) == s {
 			return m, nil
 		}

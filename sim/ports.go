@@ -172,7 +172,7 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 	}
 	w := writeFact{inv: inv, before: before, existed: existed, after: after}
 	if (after.State.Terminal() || after.State == ledger.Quarantined) && (!existed || before.State != after.State) {
-		inv.ended[key] = true
+		inv.ended[key] = s.step
 	}
 	s.facts.writes = append(s.facts.writes, w)
 	s.streamed(before, existed, after)

@@ -136,6 +136,8 @@ type Config struct {
 	// Without names classes (Classes) to switch off: their worlds are not
 	// drawn and their checks not made.
 	Without []string
+	// With names opt-in classes (OptIn) to switch on.
+	With []string
 }
 
 // rapid's settings are process-wide flags: one run at a time.
@@ -247,6 +249,8 @@ func failOn(t *rapid.T, v *violation) {
 	case invLifetime:
 		t.Fatal(v.String())
 	case invCountGivenBack:
+		t.Fatal(v.String())
+	case invTamperNamed:
 		t.Fatal(v.String())
 	case invPanic:
 		t.Fatal(v.String())

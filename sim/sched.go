@@ -180,8 +180,8 @@ type invocation struct {
 	// record granted (a reconcile retry's call must be over by it).
 	lease map[string]time.Time
 	// ended holds the rows a write of the invocation ended (terminal or
-	// quarantined).
-	ended map[string]bool
+	// quarantined), with the step of the write.
+	ended map[string]int
 	// callEnd is the context deadline of the invocation's latest transport
 	// call, by its clock (callBounded: it had one).
 	callEnd      time.Time
@@ -330,6 +330,8 @@ type sim struct {
 	mutant Mutant
 	// without names the classes switched off (Config.Without).
 	without []string
+	// with names the opt-in classes switched on (Config.With).
+	with []string
 
 	store     *memstore.Store
 	content   *memstore.Content
@@ -397,6 +399,9 @@ type sim struct {
 	// deadLettered holds the keys an intent of which the claim function
 	// dead-lettered as invalid (ClassLifetime).
 	deadLettered map[string]bool
+	// lastAdmit holds, per message, the latest admission that counted it
+	// (checkGivenBack).
+	lastAdmit map[string]admitFact
 
 	facts     facts
 	emits     []*trigger
@@ -408,7 +413,7 @@ type sim struct {
 func newSim(c chooser, cfg Config) *sim {
 	w := drawWorld(c, cfg.Without)
 	s := &sim{
-		w: w, c: c, mutant: cfg.Mutant, without: cfg.Without,
+		w: w, c: c, mutant: cfg.Mutant, without: cfg.Without, with: cfg.With,
 		store: &memstore.Store{}, content: &memstore.Content{},
 		providers:  map[ledger.Channel]*provider{},
 		proofs:     newProofs(),
@@ -425,7 +430,7 @@ func newSim(c chooser, cfg Config) *sim {
 		now:        ledgertest.Epoch,
 		faultPhase: true,
 		reports:    make(chan report),
-		consumed:   map[int]bool{}, deadLettered: map[string]bool{},
+		consumed:   map[int]bool{}, deadLettered: map[string]bool{}, lastAdmit: map[string]admitFact{},
 		progress: &memstore.Progress{},
 		stats:    Stats{Faults: map[string]int{}, Answers: map[string]int{}, Paths: map[string]int{}},
 	}
@@ -673,7 +678,7 @@ func (s *sim) start(t *trigger) {
 		begun:     map[string]int{},
 		unsent:    map[string]bool{},
 		lease:     map[string]time.Time{},
-		ended:     map[string]bool{},
+		ended:     map[string]int{},
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
 	if t.fn == fnOperator {

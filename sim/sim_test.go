@@ -92,6 +92,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.IssuedAtDropped:                 {"lifetime-bound", "superseded-sent"},
 	sim.RetryLeaseBeforeWrite:           {"call-outlives-deadline", "retry-outside-key-window", "send-outside-key-window"},
 	sim.ReleaseNoOp:                     {"unsent-count-given-back"},
+	sim.DigestSkipsTTLEdits:             {"tamper-named"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;

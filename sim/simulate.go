@@ -36,6 +36,8 @@ type Options struct {
 	MinCoverage int
 	// Without names classes to switch off (Config.Without).
 	Without []string
+	// With names opt-in classes to switch on (Config.With).
+	With []string
 }
 
 // MutantResult is how a mutant was caught, or not.
@@ -115,7 +117,7 @@ func (opts *Options) defaults() {
 // (cmd/simulate runs them in parallel processes).
 func Run(opts Options) Summary {
 	opts.defaults()
-	cfg := Config{ShrinkTime: opts.ShrinkTime, Without: opts.Without}
+	cfg := Config{ShrinkTime: opts.ShrinkTime, Without: opts.Without, With: opts.With}
 	sum := Summary{FirstSeed: opts.FirstSeed}
 	dig := fnv.New64a()
 	last := opts.FirstSeed + uint64(opts.Seeds) - 1
@@ -198,6 +200,9 @@ func Print(out io.Writer, opts Options, sum *Summary) {
 	without := ""
 	if len(opts.Without) > 0 {
 		without = " without " + strings.Join(opts.Without, ", ")
+	}
+	if len(opts.With) > 0 {
+		without += " with " + strings.Join(opts.With, ", ")
 	}
 	fmt.Fprintf(out, "simulate: the protocol over seeds %d..%d%s\n", sum.FirstSeed, last, without)
 	for _, r := range sum.Reports {

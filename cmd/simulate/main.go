@@ -8,12 +8,14 @@
 //
 // Usage:
 //
-//	simulate [-seeds N] [-first S] [-mutant-seeds N] [-mutants M,...] [-without C,...] [-shrink D] [-mutant-shrink D] [-jobs J] [-min-coverage N] [-v]
+//	simulate [-seeds N] [-first S] [-mutant-seeds N] [-mutants M,...] [-without C,...] [-with C,...] [-shrink D] [-mutant-shrink D] [-jobs J] [-min-coverage N] [-v]
 //	simulate -seed S [-mutant NAME] [-without C,...]    print one seed's whole run
 //
 // -mutants hunts only the named mutants. -without switches off classes of
 // worlds and checks (sim.Classes): `-seeds 0 -mutants M -without C` shows
-// whether mutant M is caught without class C.
+// whether mutant M is caught without class C. -with switches on an opt-in
+// class (sim.OptIn: tamper-in-steps, whose check fails on the protocol
+// today), and -mutants may then name its mutants (sim.OptInMutants).
 //
 // Defaults come from SIMULATE_SEEDS (20000), SIMULATE_FIRST_SEED (1),
 // SIMULATE_MUTANT_SEEDS (300), SIMULATE_SHRINK (30s),
@@ -61,6 +63,7 @@ func main() {
 	verbose := flag.Bool("v", false, "print the minimized run that caught each mutant")
 	only := flag.String("mutants", "", "hunt only these mutants (comma-separated; default all)")
 	without := flag.String("without", "", "switch off these classes of worlds and checks (comma-separated: "+strings.Join(sim.Classes, ", ")+")")
+	with := flag.String("with", "", "switch on these opt-in classes (comma-separated: "+strings.Join(sim.OptIn, ", ")+")")
 	one := flag.Uint64("seed", 0, "print this seed's whole run and nothing else")
 	mutant := flag.String("mutant", "", "with -seed: run this mutant instead of the protocol")
 	mutantFirst := flag.Uint64("mutant-first", 0, "internal: the seed the mutants' hunts start at (-first if 0)")
@@ -75,6 +78,15 @@ func main() {
 		}
 	}
 
+	var on []string
+	if *with != "" {
+		var err error
+		if on, err = sim.ParseOptIn(strings.Split(*with, ",")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+
 	if *one != 0 {
 		m := sim.Protocol
 		if *mutant != "" {
@@ -84,7 +96,7 @@ func main() {
 				os.Exit(2)
 			}
 		}
-		r := sim.RunSeed(*one, sim.Config{Mutant: m, ShrinkTime: *shrink, Trace: true, Without: off})
+		r := sim.RunSeed(*one, sim.Config{Mutant: m, ShrinkTime: *shrink, Trace: true, Without: off, With: on})
 		fmt.Print(r.Trace)
 		if r.Violation != nil {
 			fmt.Printf("\nminimized:\n%s", r.Violation.Report)
@@ -100,7 +112,7 @@ func main() {
 		*minCov = envInt("SIMULATE_MIN_COVERAGE", def)
 	}
 	opts := sim.Options{Seeds: *seeds, FirstSeed: *first, MutantSeeds: *mutantSeeds, ShrinkTime: *shrink,
-		MutantShrinkTime: *mutantShrink, MaxReports: 5, Verbose: *verbose, MinCoverage: *minCov, MutantFirstSeed: *mutantFirst, Without: off}
+		MutantShrinkTime: *mutantShrink, MaxReports: 5, Verbose: *verbose, MinCoverage: *minCov, MutantFirstSeed: *mutantFirst, Without: off, With: on}
 	if *only != "" && *part == "" {
 		opts.Mutants = []sim.Mutant{}
 		for _, name := range strings.Split(*only, ",") {
@@ -182,6 +194,9 @@ func parallel(opts sim.Options, jobs int) (sim.Summary, error) {
 			"-mutant-seeds", strconv.Itoa(opts.MutantSeeds), "-mutant-first", strconv.FormatUint(opts.FirstSeed, 10), "-shrink", opts.ShrinkTime.String(), "-mutant-shrink", opts.MutantShrinkTime.String()}
 		if len(opts.Without) > 0 {
 			args = append(args, "-without", strings.Join(opts.Without, ","))
+		}
+		if len(opts.With) > 0 {
+			args = append(args, "-with", strings.Join(opts.With, ","))
 		}
 		next += uint64(n)
 		wg.Add(1)
