@@ -115,6 +115,7 @@ func TestReport(t *testing.T) {
 	}
 	rep.Sections = append(rep.Sections, linkingSection)
 	rep.Sections = append(rep.Sections, surgeSections(filepath.Join("..", ".run"))...)
+	rep.Sections = append(rep.Sections, mutationSection(mutationFile)...)
 
 	var text bytes.Buffer
 	rep.WriteText(&text)

@@ -25,7 +25,7 @@
 #
 # Prints per package and in all: killed, lived (survivors), not covered,
 # timed out, not viable, the efficacy (killed / (killed + lived), gremlins'
-# figure), the mutant coverage ((killed + lived) / all but not viable) and
+# figure), the mutant coverage ((killed + lived + timed out) / all but not viable) and
 # the score ((killed + timed out) / all but not viable); then every survivor
 # with its source line. gremlins runs only the mutated package's tests (a
 # mutant only sim/ or internal/handler would catch survives here), and
@@ -52,7 +52,7 @@ row() {
   awk -v p="$1" -v k="$2" -v l="$3" -v n="$4" -v t="$5" -v v="$6" 'BEGIN {
     a = k + l + n + t
     e = (k + l) ? sprintf("%.1f%%", 100 * k / (k + l)) : "-"
-    c = a ? sprintf("%.1f%%", 100 * (k + l) / a) : "-"
+    c = a ? sprintf("%.1f%%", 100 * (k + l + t) / a) : "-"
     s = a ? sprintf("%.1f%%", 100 * (k + t) / a) : "-"
     printf "%-18s %6d %6d %8d %7d %6d %9s %9s %7s\n", p, k, l, n, t, v, e, c, s }'
 }
