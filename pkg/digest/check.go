@@ -406,7 +406,29 @@ func (c *Chain) CheckRow(e ledger.Entry, now time.Time) []Finding {
 	if len(e.History) > 0 && !e.Last().At.IsZero() {
 		last = e.Last().At
 	}
-	return c.CheckHashes(e.Key, hashes, last, now)
+	return append(c.CheckHashes(e.Key, hashes, last, now), c.checkRetention(e)...)
+}
+
+// checkRetention compares the retention the table holds for e with the
+// highest its current life's digests recorded: a retention moved earlier
+// in steps, each within the slack of the batch that recorded it (a
+// digest records its batch's highest, so the last step's value reaches no
+// digest), is shortened all the same once the steps add up.
+func (c *Chain) checkRetention(e ledger.Entry) []Finding {
+	lives := c.lives[e.Key]
+	if len(lives) == 0 || lives[len(lives)-1].removal != nil || lives[len(lives)-1].retain == -1 {
+		return nil
+	}
+	held, highest := int64(0), lives[len(lives)-1].retain
+	if !e.RetainUntil.IsZero() {
+		held = e.RetainUntil.Unix()
+	}
+	if !earlier(held, highest) {
+		return nil
+	}
+	l := lives[len(lives)-1]
+	return []Finding{{Code: CodeShortened, Kind: FindRow, Seq: l.refs[len(l.refs)-1].seq, Key: e.Key, Fail: true,
+		Detail: fmt.Sprintf("the table holds a retention of %s, earlier than the digests recorded (%s)", unix(held), unix(highest))}}
 }
 
 // CheckHashes checks the row key, holding entries whose hashes are hashes

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/pkg/digest"
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // chainRig is a digest chain written from hand-made stream records, on a
@@ -386,4 +387,39 @@ func TestHeartbeat(t *testing.T) {
 	if len(c.Findings) != 0 || c.Digests != 3+heartbeats || heartbeats > 1 {
 		t.Fatalf("after the race: %d digests, %d heartbeats, findings %v", c.Digests, heartbeats, c.Findings)
 	}
+}
+
+// TestRetentionShortenedInStepsAcrossDigests: a TTL moved earlier in two
+// steps, each within the slack and recorded in a different digest (each
+// digest holds its batch's highest, so the second step's value reaches
+// none), is shortened when the table's row is checked.
+func TestRetentionShortenedInStepsAcrossDigests(t *testing.T) {
+	r := newChainRig(t)
+	r0 := r.now.Add(400 * 24 * time.Hour).Truncate(time.Second)
+	step := digest.RetentionSlack - time.Hour
+	r1, r2 := r0.Add(-step), r0.Add(-2*step)
+	r.write(r.rec(digest.Insert, "k", nil, imgAt(r0, "h0")))
+	r.write(r.rec(digest.Modify, "k", imgAt(r0, "h0"), imgAt(r1, "h0", "h1")))
+	r.write(r.rec(digest.Modify, "k", imgAt(r1, "h0", "h1"), imgAt(r2, "h0", "h1", "h2")))
+	c := r.load()
+	if hasCode(c.Findings, digest.CodeShortened) || hasCode(c.Findings, digest.CodeGap) {
+		t.Fatalf("each step is within the slack: %v", findCodes(c.Findings, ""))
+	}
+	row := ledgerRow("k", r2, "h0", "h1", "h2")
+	if got := findCodes(c.CheckRow(row, r.now), "k"); !slices.Contains(got, digest.CodeShortened) {
+		t.Fatalf("the table's row holds a retention %s earlier than recorded: findings %v, want shortened", 2*step, got)
+	}
+	if got := findCodes(c.CheckRow(ledgerRow("k", r0, "h0", "h1", "h2"), r.now), "k"); slices.Contains(got, digest.CodeShortened) {
+		t.Fatalf("a row at its recorded retention: %v", got)
+	}
+}
+
+// ledgerRow is the table's row key, retained until until, whose history
+// entries have the given hashes.
+func ledgerRow(key string, until time.Time, hashes ...string) ledger.Entry {
+	e := ledger.Entry{Key: key, RetainUntil: until}
+	for _, h := range hashes {
+		e.History = append(e.History, ledger.Event{Hash: h})
+	}
+	return e
 }
