@@ -351,7 +351,8 @@ func boundaryDenialsAreLoadBearing(t *testing.T, b *boundaries, checks []boundar
 }
 
 // attackerChecks are what a principal of the account allowed sqs:*, sns:*, kms:* and dynamodb:*
-// on * must not do, each with the Deny that stops it.
+// on * must not do, each with the Deny that stops it. It is long because it is one table, a
+// request per line.
 func attackerChecks() []boundaryCheck {
 	sealed := func(b *boundaries) map[string]string { return b.sealingContext(envelope.Purpose) }
 	viaSQS := func(queue boundaryResource) func(b *boundaries) map[string]string {

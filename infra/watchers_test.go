@@ -23,6 +23,7 @@ func TestWatcherRulesMatch(t *testing.T) {
 }
 
 // watcherRuleCases is one table, a rule per entry, after the names its lines share.
+// watcherRuleCases is long because it is one table.
 func watcherRuleCases(t *testing.T, s *synthesized) []securityRuleCase {
 	ledgerID := s.logicalID(t, "AWS::DynamoDB::Table", "LedgerTable")
 	table, tableArn := s.physical(ledgerID, ""), s.physical(ledgerID, "Arn")

@@ -48,7 +48,8 @@ func findings(t *testing.T, out string) map[string][]string {
 // gone is judged against the digests; the digests stopping (stale) and a
 // row pending past the bound fail; a delete marker over a digest and an
 // object that is not a digest are findings. Every finding is one line,
-// its code first.
+// its code first. It is long because it is one emulator fixture (a table
+// and a locked bucket are slow to make) checked in a list of steps.
 func TestVerifyNeverStopsEarlyOnEmulator(t *testing.T) {
 	f := newDigestFixture(t, 40)
 	ctx := context.Background()

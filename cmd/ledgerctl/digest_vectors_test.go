@@ -128,7 +128,8 @@ func codes(fs []digest.Finding) []findingVector {
 // generateDigests makes the vectors: three digests over the untouched rows
 // of export.jsonl (lines 1-6), and what a verifier finds for every line,
 // for a rewritten-and-recomputed row, for tampered chains and for a
-// deleted row.
+// deleted row. It is long because it is the vectors' one generator, a case
+// per finding code, in the order the vectors file lists them.
 func generateDigests(t *testing.T) digestsDoc {
 	ctx := context.Background()
 	lines := exportLines(t)

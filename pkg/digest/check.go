@@ -216,7 +216,8 @@ func Load(ctx context.Context, s Store, v Verifier) (*Chain, error) {
 // numbering (1, 2, ... with no hole), each Prev and at, what else the
 // store holds under digests/, and indexes the rows the valid digests
 // record. Only a failure to read s is an error; what is wrong with the
-// digests is in Findings.
+// digests is in Findings. It is long because it is digests.md §4's steps
+// in their order, one finding per step.
 func LoadWith(ctx context.Context, s Store, v Verifier, o Options) (*Chain, error) {
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = StaleAfter(DefaultInterval)

@@ -69,6 +69,8 @@ type Record struct {
 // record. A Row's RetainUntil is the highest retention any image of the key
 // held in the batch (0 if one held none: kept forever), so a retention
 // shortened within one batch cannot hide in the row's last value.
+// Collect is long because it is digests.md §6's gap rules in their order,
+// each one case of one pass over the batch.
 func Collect(records []Record, now time.Time) Batch {
 	var b Batch
 	rows := map[string]*Row{}

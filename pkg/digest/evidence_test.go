@@ -96,7 +96,8 @@ func hasCode(fs []digest.Finding, code string) bool { return slices.Contains(fin
 // first digest window (an INSERT 400 days out, the TTL removed, then set
 // in the past, in one batch) is a retention gap and the row's removal is
 // deleted; a removal is judged by its earliest record, so a later removal
-// record dated after the retention does not clear it.
+// record dated after the retention does not clear it. It is long because
+// it is one chain written in steps, each step checked as it is written.
 func TestRetentionJudgedByItsHighest(t *testing.T) {
 	t.Run("shortened within one batch, INSERT included", func(t *testing.T) {
 		r := newChainRig(t)

@@ -29,19 +29,13 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	if err := s.checkLifetime(in, now); err != nil {
 		return ClaimResult{}, err
 	}
-	issued := in.IssuedAt
 	key := in.Key()
-	if issued.IsZero() {
-		// A version-1 intent carries no issued_at: the first claim's time
-		// stands in for it. A redelivery must not note the challenge as
-		// its subject's newest at its own, later time (it would supersede
-		// every challenge issued since): it reads the row first.
-		if e, err := s.store.Get(ctx, key); err == nil {
-			return s.existing(ctx, e, in, w)
-		} else if !errors.Is(err, ErrNotFound) {
-			return ClaimResult{}, fmt.Errorf("claim %s: %w", key, err)
-		}
-		issued = now
+	issued, found, err := s.issuedAt(ctx, in, now)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	if found != nil {
+		return s.existing(ctx, *found, in, w)
 	}
 	row := Entry{
 		Key: key, Identity: in.Identity, Workflow: in.Workflow, ContentHash: in.ContentHash,
@@ -103,6 +97,25 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	}
 	s.transitioned(None, created)
 	return ClaimResult{Outcome: out, Entry: created}, nil
+}
+
+// issuedAt is when in's challenge was issued: as sealed, or for a
+// version-1 intent (no issued_at) the first claim's time, now. A version-1
+// redelivery must not note the challenge as its subject's newest at its
+// own, later time (it would supersede every challenge issued since): it
+// reads the row first, and returns it as found.
+func (s *Claimer) issuedAt(ctx context.Context, in Intent, now time.Time) (time.Time, *Entry, error) {
+	if !in.IssuedAt.IsZero() {
+		return in.IssuedAt, nil, nil
+	}
+	e, err := s.store.Get(ctx, in.Key())
+	switch {
+	case err == nil:
+		return time.Time{}, &e, nil
+	case errors.Is(err, ErrNotFound):
+		return now, nil, nil
+	}
+	return time.Time{}, nil, fmt.Errorf("claim %s: %w", in.Key(), err)
 }
 
 // existing handles an intent whose identity already has an entry.
