@@ -125,6 +125,11 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	return m
 }
 
+// Stored returns e as the table holds it once written, which is what its
+// stream record's new image carries: times at the store's precision, the
+// retention in whole seconds.
+func (st *Store) Stored(e ledger.Entry) (ledger.Entry, error) { return decode(st.item(e)) }
+
 // item encodes a whole row for PutItem.
 func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
 	m := map[string]types.AttributeValue{
