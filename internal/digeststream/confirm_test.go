@@ -18,6 +18,7 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/digest"
 )
@@ -226,44 +227,9 @@ func clone(recs []events.DynamoDBEventRecord) []events.DynamoDBEventRecord {
 		c := toStream(r)
 		out[i] = r
 		out[i].Change.Keys, out[i].Change.OldImage, out[i].Change.NewImage =
-			reimage(c.Dynamodb.Keys), reimage(c.Dynamodb.OldImage), reimage(c.Dynamodb.NewImage)
+			emulator.StreamImage(c.Dynamodb.Keys), emulator.StreamImage(c.Dynamodb.OldImage), emulator.StreamImage(c.Dynamodb.NewImage)
 	}
 	return out
-}
-
-func reimage(m map[string]streamtypes.AttributeValue) map[string]events.DynamoDBAttributeValue {
-	if m == nil {
-		return nil
-	}
-	out := map[string]events.DynamoDBAttributeValue{}
-	for k, v := range m {
-		out[k] = eventValue(v)
-	}
-	return out
-}
-
-func eventValue(v streamtypes.AttributeValue) events.DynamoDBAttributeValue {
-	switch v := v.(type) {
-	case *streamtypes.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value)
-	case *streamtypes.AttributeValueMemberL:
-		var l []events.DynamoDBAttributeValue
-		for _, x := range v.Value {
-			l = append(l, eventValue(x))
-		}
-		return events.NewListAttribute(l)
-	case *streamtypes.AttributeValueMemberM:
-		return events.NewMapAttribute(reimage(v.Value))
-	case *streamtypes.AttributeValueMemberSS:
-		return events.NewStringSetAttribute(v.Value)
-	}
-	return events.NewNullAttribute()
 }
 
 // TestContradictedBatchIsNotSigned: a batch the stream does not hold as
