@@ -271,6 +271,9 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 	// Dispatch signs each attempt, the events function verifies the proof
 	// the event carries back: KMS in production (no DynamoDB request).
 	b.svc.Proofs = &attemptproof.Local{Key: []byte("bench-attempt-proof-key-0123456789")}
+	// A stream record's row and content (and, with the limits, its newest
+	// challenge) in one request, as internal/wire/dispatch wires it.
+	b.svc.FirstReads = dynamostore.NewFirstReads(r.meter, r.ledger, "", r.content)
 	if limits {
 		table := emulator.UniqueName(t, "bench-shapes-limits")
 		t.Cleanup(func() {
@@ -297,6 +300,7 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 		b.svc.Fingerprints = &fingerprint.Local{Key: []byte("bench-fingerprint-key-0123456789")}
 		b.svc.NumberOf = wiredispatch.NumberOf
 		b.svc.Timeline = dynamostore.New(r.meter, r.ledger, dynamostore.DefaultShards)
+		b.svc.FirstReads = dynamostore.NewFirstReads(r.meter, r.ledger, table, r.content)
 	}
 	b.events = &handler.Events{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(b.svc.EventRecorder())}
 	return b

@@ -63,8 +63,10 @@ func (p *LedgerStackProps) grantCalls(fns map[settings.Role]awslambda.Function, 
 	// same identity with other content (or one that already ended) purges the blob no row will read.
 	allow(settings.Claim, []*string{contentArn}, "dynamodb:PutItem", "dynamodb:DeleteItem")
 
-	allow(settings.Dispatch, []*string{ledgerArn}, "dynamodb:GetItem", "dynamodb:UpdateItem")
-	allow(settings.Dispatch, []*string{contentArn}, "dynamodb:GetItem", "dynamodb:DeleteItem")
+	// BatchGetItem: a stream record's row, its content and (with supersession) its subject's
+	// newest challenge, read in one request (ledger.FirstReads).
+	allow(settings.Dispatch, []*string{ledgerArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
+	allow(settings.Dispatch, []*string{contentArn}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:DeleteItem")
 	allow(settings.Dispatch, []*string{st.budget.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem")
 	// Send limits: claim notes each subject's newest challenge (UpdateItem); dispatch reads it
 	// (GetItem), counts a message in one TransactWriteItems of its counters' UpdateItems and its
@@ -72,7 +74,7 @@ func (p *LedgerStackProps) grantCalls(fns map[settings.Role]awslambda.Function, 
 	// (GetItem) and, in one TransactWriteItems, deleting it (DeleteItem) and taking one from each
 	// counter it names (UpdateItem).
 	allow(settings.Claim, []*string{st.limits.TableArn()}, "dynamodb:UpdateItem")
-	allow(settings.Dispatch, []*string{st.limits.TableArn()}, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
+	allow(settings.Dispatch, []*string{st.limits.TableArn()}, "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 	// The mapping's poller, and dispatch re-scheduling a row (a deferred row's wake-up).
 	allow(settings.Dispatch, []*string{q.queue.QueueArn()}, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
 		"sqs:SendMessage")

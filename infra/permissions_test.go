@@ -15,6 +15,7 @@ import (
 )
 
 // TestLeastPrivilege pins every permission each role gets: a new or widened grant fails here.
+// TestLeastPrivilege is long because it lists every role's grants, one table.
 func TestLeastPrivilege(t *testing.T) {
 	tableKey := []string{"kms:Decrypt on LedgerKey", "kms:DescribeKey on LedgerKey", "kms:Encrypt on LedgerKey", "kms:GenerateDataKey on LedgerKey"}
 	logs := func(fn string) []string {
@@ -38,12 +39,13 @@ func TestLeastPrivilege(t *testing.T) {
 				"kms:VerifyMac on IntentKey"}), // what the producer bound is what the claim decides on
 		"Dispatch": join(tableKey, logs("Dispatch"), send,
 			[]string{"dynamodb:GetItem on LedgerTable", "dynamodb:UpdateItem on LedgerTable",
-				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable",
+				"dynamodb:GetItem on ContentTable", "dynamodb:DeleteItem on ContentTable", "dynamodb:BatchGetItem on ContentTable",
 				"dynamodb:DescribeStream on LedgerTable.StreamArn", "dynamodb:GetRecords on LedgerTable.StreamArn",
 				"dynamodb:GetShardIterator on LedgerTable.StreamArn", "dynamodb:ListStreams on *",
 				"sqs:SendMessage on StreamFailureDlq",
 				"dynamodb:GetItem on BudgetTable", "dynamodb:UpdateItem on BudgetTable",
 				"dynamodb:GetItem on LimitsTable", "dynamodb:UpdateItem on LimitsTable", "dynamodb:PutItem on LimitsTable", "dynamodb:DeleteItem on LimitsTable", // send limits
+				"dynamodb:BatchGetItem on LimitsTable", // with the row and content: ledger.FirstReads
 				// a refused admission's look at the subject's older challenges (Store.ListByRef)
 				"dynamodb:Query on LedgerTable/index/subject", "dynamodb:BatchGetItem on LedgerTable",
 				"sqs:DeleteMessage on DispatchQueue", "sqs:GetQueueAttributes on DispatchQueue", "sqs:ReceiveMessage on DispatchQueue",

@@ -39,6 +39,7 @@ func (s *sim) ports(inv *invocation) ledger.Ports {
 		Fingerprints: &fingerprint.Local{Key: fingerprintKey},
 		NumberOf:     s.numberPort,
 		Timeline:     &storePort{inv},
+		FirstReads:   ledger.ReadRowAlone,
 	}
 	if s.mutant == ProofShapeOnly && inv.fn == fnEvents {
 		svc.Proofs = lengthOnly{s.proofs}

@@ -199,6 +199,9 @@ type Ports struct {
 	// the counts back (dispatch's admitReclaiming). NoTimeline: they keep
 	// their counts until they wake.
 	Timeline Timeline
+	// FirstReads reads a stream record's row, newest challenge and content
+	// in one round trip (dispatch; ReadRowAlone: the row alone).
+	FirstReads FirstReads
 	// Sleep waits for d or until ctx ends; a timer if nil.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter returns a number in [0, 1) for backoff jitter; math/rand if nil.

@@ -48,15 +48,21 @@ func (s *Dispatcher) Dispatch(ctx context.Context, key string, w Worker) (Dispat
 // row's version that differs from it, or at a version the row never had,
 // was not written by the table. It causes no write and is answered
 // OutcomeContradicted, with the fields that differ.
+//
+// The row, the newest challenge and the content are read together
+// (FirstReads), keyed by the image: a contradicted image uses neither of
+// the other two.
 func (s *Dispatcher) DispatchRow(ctx context.Context, image Entry, w Worker) (DispatchResult, error) {
-	e, err := s.store.Get(ctx, image.Key)
+	q := s.firstQuery(image)
+	r, err := s.firstReads.ReadFirst(ctx, q)
 	if err != nil {
 		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", image.Key, err)
 	}
+	e := r.Entry
 	if diff := Contradiction(image, e); diff != nil {
 		return DispatchResult{Outcome: OutcomeContradicted, Entry: e, Contradicted: diff}, nil
 	}
-	return s.dispatch(ctx, e, w, true)
+	return s.primed(q, r).dispatch(ctx, e, w, true)
 }
 
 // dispatch decides for the entry e as just read; streamed says the delivery

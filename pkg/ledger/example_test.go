@@ -26,8 +26,10 @@ func Example() {
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: transport},
 		Clock:      clock.Now,
 		Policy:     ledger.DefaultPolicy(),
-		// No send-rate budget, no hand-backs, no marks: each off explicitly.
+		// No send-rate budget, no hand-backs, no marks, one read at a time:
+		// each off explicitly.
 		Budget: ledger.NoBudget, Scheduler: ledger.NoScheduler, Progress: ledger.NoProgress,
+		FirstReads: ledger.ReadRowAlone,
 	}
 	claimer, err := ledger.NewClaimer(ports)
 	if err != nil {

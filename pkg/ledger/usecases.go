@@ -82,6 +82,7 @@ type Dispatcher struct {
 	fingerprints Fingerprinter
 	numberOf     NumberOf
 	timeline     Timeline
+	firstReads   FirstReads
 	sleep        func(ctx context.Context, d time.Duration) error
 	jitter       func() float64
 }
@@ -92,7 +93,7 @@ type Dispatcher struct {
 // events, and the ports the limits' rules need: Limiter (never KeepCounts)
 // when any rule counts, Fingerprints for the destination cap, NumberOf for
 // the SMS region and kind rules, Challenges and Timeline (or NoTimeline)
-// when older challenges are superseded.
+// when older challenges are superseded, and FirstReads (or ReadRowAlone).
 func NewDispatcher(p Ports) (*Dispatcher, error) {
 	c, err := newCore("dispatch", p)
 	if err != nil {
@@ -112,12 +113,16 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 	need.port(!l.needsNumber() || p.NumberOf != nil, "NumberOf (an SMS region or number-kind rule is on)")
 	need.port(!l.Supersede || p.Challenges != nil, "Challenges (the limits supersede older challenges)")
 	need.port(!l.Supersede || p.Timeline != nil, "Timeline (the limits supersede older challenges; NoTimeline: their counts wait)")
+	need.port(p.FirstReads != nil, "FirstReads (ReadRowAlone: the row alone)")
 	if err := need.err(); err != nil {
 		return nil, err
 	}
 	d := &Dispatcher{sender: snd, budget: p.Budget, scheduler: p.Scheduler, progress: p.Progress,
 		challenges: p.Challenges, fingerprints: p.Fingerprints, numberOf: p.NumberOf, timeline: p.Timeline,
-		sleep: p.Sleep, jitter: p.Jitter}
+		firstReads: p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
+	if d.firstReads == ReadRowAlone {
+		d.firstReads = rowFirst{store: c.store}
+	}
 	if d.sleep == nil {
 		d.sleep = sleepTimer
 	}

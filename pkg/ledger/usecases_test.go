@@ -26,7 +26,7 @@ var constructors = map[string]func(ledger.Ports) error{
 // window on the transports).
 var needs = map[string][]string{
 	"claim":     {"Store", "Content", "Clock", "Limiter", "Challenges"},
-	"dispatch":  {"Store", "Content", "Clock", "Limiter", "Opener", "Transports", "Proofs", "Budget", "Scheduler", "Progress", "Challenges", "Fingerprints", "NumberOf", "Timeline"},
+	"dispatch":  {"Store", "Content", "Clock", "Limiter", "Opener", "Transports", "Proofs", "Budget", "Scheduler", "Progress", "Challenges", "Fingerprints", "NumberOf", "Timeline", "FirstReads"},
 	"reconcile": {"Store", "Content", "Clock", "Limiter", "Opener", "Transports", "Proofs", "Scheduler", "Progress"},
 	"expire":    {"Store", "Content", "Clock", "Limiter"},
 	"events":    {"Store", "Content", "Clock", "Limiter", "Proofs"},

@@ -29,3 +29,11 @@ func TestBudgetContract(t *testing.T) {
 func TestProgressContract(t *testing.T) {
 	ledgertest.RunProgressContract(t, func(*testing.T) ledger.Progress { return &memstore.Progress{} })
 }
+
+func TestFirstReadsContract(t *testing.T) {
+	ledgertest.RunFirstReadsContract(t, func(t *testing.T) ledgertest.FirstReadsPorts {
+		p := ledgertest.FirstReadsPorts{Store: &memstore.Store{}, Challenges: &memstore.Limits{}, Content: &memstore.Content{}}
+		p.FirstReads = &memstore.FirstReads{Store: p.Store, Challenges: p.Challenges, Content: p.Content}
+		return p
+	})
+}

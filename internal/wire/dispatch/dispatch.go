@@ -58,6 +58,13 @@ func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 			p.Timeline = dynamostore.New(env.DynamoDB, s.LedgerTable, s.OpenIndexShards)
 		}
 	}
+	// A stream record's row, newest challenge and content: one BatchGetItem
+	// (ledger.FirstReads).
+	limits := ""
+	if s.LimitsTable != "" && s.Limits.Supersede {
+		limits = s.LimitsTable
+	}
+	p.FirstReads = dynamostore.NewFirstReads(env.DynamoDB, s.LedgerTable, limits, s.ContentTable)
 	ses := sesv2.NewFromConfig(env.Config)
 	p.Budget = newBudget(ctx, env, ses, p.Clock())
 	webhook := webhooksecret.Transports(ctx, env)
