@@ -65,6 +65,17 @@ const (
 	// clause, which only a lease shorter than reconcile's timeout makes
 	// bite.
 	ClassPolicy = "policy-drawn"
+	// ClassKMS: KMS that fails (issue 46). In one world in two the claim
+	// checks each intent's seal with the real kmsseal.KMS and the senders
+	// open content with the real envelope.Opener, against a simulated KMS
+	// that fails every way KMS fails (throttling, access denied, a
+	// disabled, pending-deletion, missing or unavailable key, an internal
+	// error, a dependency timeout, the call's context ending, an answer
+	// for another key), and tampered copies of intents arrive beside the
+	// genuine ones. Only an invalid MAC dead-letters an intent, a claim
+	// writes only what KMS answered valid, and only an invocation whose
+	// Decrypt succeeded calls a transport (invSealChecked; kms.go).
+	ClassKMS = "kms-fails"
 	// ClassTamper: an adversary who writes the table (issue 46). In one
 	// run in two, once it is over, one row's retention is moved earlier in
 	// one to three steps, each within the verifier's slack, and the
@@ -75,7 +86,7 @@ const (
 )
 
 // Classes lists the classes Config.Without may name.
-var Classes = []string{ClassSent, ClassDeadline, ClassChain, ClassCaps, ClassConserved, ClassSupersede, ClassContext, ClassLifetime, ClassPolicy}
+var Classes = []string{ClassSent, ClassDeadline, ClassChain, ClassCaps, ClassConserved, ClassSupersede, ClassContext, ClassLifetime, ClassPolicy, ClassKMS}
 
 // OptIn lists the classes that are off unless Config.With names them: a
 // class whose check fails on the protocol today (an open finding, named in

@@ -85,6 +85,12 @@ const (
 	pathIntentRefused = "intent refused at the bound"
 	// A version-1 intent claimed (no issued_at).
 	pathV1Claimed = "version-1 intent claimed"
+	// A tampered copy of an intent (its seal and envelope, another
+	// destination_ref) dead-lettered for its seal (ClassKMS).
+	pathTamperedRefused = "tampered intent refused by its seal"
+	// An intent claimed after a KMS failure of its seal check had the
+	// claim retry it (ClassKMS).
+	pathSealRetried = "intent claimed after a KMS failure"
 	// A written row whose chain, verified by the simulator's own verifier,
 	// holds deferral entries (a not-sent code and a next attempt time).
 	pathChainDeferral = "chain with deferral entries verified"
@@ -107,4 +113,4 @@ var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
 	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,
 	pathTakenCounted, pathBeginLate, pathNearDeadline, pathContextCut, pathRetryLeaseCut, pathOldIntent, pathIntentRefused, pathV1Claimed, pathGivenBack,
-	pathChainDeferral, pathChainProvider}
+	pathChainDeferral, pathChainProvider, pathTamperedRefused, pathSealRetried}

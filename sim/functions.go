@@ -65,6 +65,12 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 	case fnClaim:
 		svc := must(ledger.NewClaimer(p))
 		return func(ctx context.Context) (string, error) {
+			if s.w.kms {
+				if err := s.checkSeal(ctx, inv); err != nil {
+					return logLine(inv, err, "challenge_id", t.msg.intent.ChallengeID, "channel", string(t.msg.intent.Channel),
+						"outcome", "seal not verified"), err
+				}
+			}
 			in := t.msg.intent
 			if s.mutant == IssuedAtDropped {
 				in.IssuedAt = time.Time{}

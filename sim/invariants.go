@@ -151,7 +151,7 @@ var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAt
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
 	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invForgedRecord, invEvidenceResent, invHandOver,
 	invCapExceeded, invLimitedSent, invRefusedRegionSent, invRefusedKindSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved,
-	invNotSent, invSentUncounted, invLifetime, invCountGivenBack}
+	invNotSent, invSentUncounted, invLifetime, invCountGivenBack, invSealChecked}
 
 type violation struct {
 	name   string
@@ -295,6 +295,7 @@ func short(key string) string {
 func (s *sim) checkWrite(w writeFact) {
 	s.checkForgedWrite(w)
 	s.checkClaimed(w)
+	s.checkSealed(w)
 	key, a := w.after.Key, w.after
 	lbl := s.label(key)
 	by := a.Last().Worker
@@ -409,6 +410,7 @@ func unsent(st ledger.State) bool {
 
 func (s *sim) checkSend(f sendFact) {
 	lbl := s.label(f.key)
+	s.checkOpened(f)
 	s.called[f.key] = f.attempt
 	s.stats.Sends++
 	if f.res.recorded {

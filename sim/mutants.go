@@ -197,6 +197,11 @@ const (
 	// rule says it is given back. The counters stay consistent with what
 	// was counted and given back, so counts-conserved passes.
 	ReleaseNoOp Mutant = "release-no-op"
+	// KMSErrorAsValid: the seal verifier takes any KMS error but an
+	// invalid MAC (throttling, access denied, a disabled or missing key, a
+	// timeout, an answer for another key) as a valid MAC: the claim
+	// function claims intents nobody checked (issue 46).
+	KMSErrorAsValid Mutant = "kms-error-as-valid"
 	// DigestSkipsTTLEdits: the digest function's stream filter passes only
 	// the records of writes that add history: an insider's UpdateItem of
 	// a row's retention alone is never digested, so no step of a
@@ -211,7 +216,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, FixedWindowCounters, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
 	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite,
-	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite, ReleaseNoOp}
+	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite, ReleaseNoOp, KMSErrorAsValid}
 
 // OptInMutants are the mutants of the opt-in classes (OptIn): hunted only
 // with -mutants and -with.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
@@ -274,6 +275,9 @@ func (p *openerPort) Open(ctx context.Context, key string, sealed []byte) (ledge
 			return ledger.Message{}, fmt.Errorf("decrypt %s: %w: %w", key, ledger.ErrContentUnavailable, errInjected)
 		}
 		return ledger.Message{}, injected("decrypt", key)
+	}
+	if p.inv.sim.w.kms {
+		return (&envelope.Opener{KMS: kmsPort{inv: p.inv, key: key}, KeyARN: kmsKeyARN}).Open(ctx, key, sealed)
 	}
 	return ledgertest.PlainOpener{}.Open(ctx, key, sealed)
 }

@@ -252,6 +252,8 @@ func failOn(t *rapid.T, v *violation) {
 		t.Fatal(v.String())
 	case invTamperNamed:
 		t.Fatal(v.String())
+	case invSealChecked:
+		t.Fatal(v.String())
 	case invPanic:
 		t.Fatal(v.String())
 

@@ -67,11 +67,12 @@ const (
 	opNote     // limits: record a claim's challenge as its subject's newest
 	opNewest   // limits: read a subject's newest challenge
 	opTimeline // limits: list a subject's newest rows (a refused admission's reclaim)
+	opKMS      // KMS: VerifyMac (claim), Decrypt (the opener)
 )
 
 var opNames = [...]string{"start", "store.Get", "store.Create", "store.Apply", "store.ListOpen", "content.Put",
 	"content.Get", "content.Delete", "opener.Open", "transport.Send", "(awaiting answer)", "transport.Lookup",
-	"budget.Reserve", "scheduler.Schedule", "sleep", "limits.Admit", "limits.Note", "limits.Newest", "store.ListByRef"}
+	"budget.Reserve", "scheduler.Schedule", "sleep", "limits.Admit", "limits.Note", "limits.Newest", "store.ListByRef", "kms"}
 
 func (o op) String() string { return opNames[o] }
 
@@ -196,6 +197,11 @@ type invocation struct {
 	// the provider before the write that started its latest attempt
 	// (nothingTaken).
 	unsent map[string]bool
+	// verdict is what KMS answered the invocation's last VerifyMac; opened
+	// holds, per row, whether its last Decrypt of the row's data key
+	// succeeded (ClassKMS).
+	verdict kmsVerdict
+	opened  map[string]bool
 }
 
 func (inv *invocation) String() string { return fmt.Sprintf("%s/%d", inv.fn, inv.id) }
@@ -380,6 +386,11 @@ type sim struct {
 	// digestRecs are the stream records of every write that landed, for
 	// the signed digests (checkDigests).
 	digestRecs []digest.Record
+	// dataKeys are the data keys the simulated KMS made, by ciphertext;
+	// sealRetried holds the intent messages a claim retried after a KMS
+	// failure of their seal check (ClassKMS).
+	dataKeys    map[string]dataKey
+	sealRetried map[int]bool
 
 	now        time.Time
 	step       int
@@ -432,7 +443,8 @@ func newSim(c chooser, cfg Config) *sim {
 		reports:    make(chan report),
 		consumed:   map[int]bool{}, deadLettered: map[string]bool{}, lastAdmit: map[string]admitFact{},
 		progress: &memstore.Progress{},
-		stats:    Stats{Faults: map[string]int{}, Answers: map[string]int{}, Paths: map[string]int{}},
+		dataKeys: map[string]dataKey{}, sealRetried: map[int]bool{},
+		stats: Stats{Faults: map[string]int{}, Answers: map[string]int{}, Paths: map[string]int{}},
 	}
 	for _, ch := range ledger.Channels {
 		s.providers[ch] = newProvider(ch, w.transports[ch])
@@ -443,6 +455,7 @@ func newSim(c chooser, cfg Config) *sim {
 	if len(w.rates) > 0 {
 		s.budget = &memstore.Budget{Rates: w.rates}
 	}
+	s.sealMessages()
 	for _, m := range w.messages {
 		s.enqueue(&trigger{fn: fnClaim, source: "intent", msg: m, due: s.now.Add(m.at)})
 	}
@@ -679,6 +692,7 @@ func (s *sim) start(t *trigger) {
 		unsent:    map[string]bool{},
 		lease:     map[string]time.Time{},
 		ended:     map[string]int{},
+		opened:    map[string]bool{},
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
 	if t.fn == fnOperator {
@@ -793,8 +807,11 @@ func (s *sim) remove(inv *invocation) {
 func (s *sim) finish(inv *invocation, r report) {
 	s.facts.ends = append(s.facts.ends, endFact{inv: inv, line: r.logLine, err: r.err})
 	s.note(inv, "returned", "", r.logLine)
-	if s.claimRefused(inv, r.err) {
+	if s.sealRefused(inv, r.err) || s.claimRefused(inv, r.err) {
 		return
+	}
+	if inv.fn == fnClaim && r.err != nil && inv.verdict != verdictNone && inv.verdict != verdictValid {
+		s.sealRetried[inv.trig.msg.id] = true
 	}
 	if r.err == nil {
 		s.checkGivenBack(inv)

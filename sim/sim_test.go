@@ -93,6 +93,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.RetryLeaseBeforeWrite:           {"call-outlives-deadline", "retry-outside-key-window", "send-outside-key-window"},
 	sim.ReleaseNoOp:                     {"unsent-count-given-back"},
 	sim.DigestSkipsTTLEdits:             {"tamper-named"},
+	sim.KMSErrorAsValid:                 {"kms-error-not-verified"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;

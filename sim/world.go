@@ -178,8 +178,13 @@ type message struct {
 	intent ledger.Intent
 	sealed []byte
 	label  string // "c1/email"
-	kind   string // "original", "redelivery", "changed content"
+	kind   string // "original", "redelivery", "changed content", "tampered copy"
 	at     time.Duration
+	// seal is the intent's intent_mac in a KMS world (ClassKMS; "" for a
+	// version-1 intent); of, for a tampered copy, the genuine message
+	// whose seal and envelope it carries.
+	seal string
+	of   *message
 }
 
 // rowInfo describes the row of one identity.
@@ -216,6 +221,9 @@ type world struct {
 	// content store, the counters, the budget) may answer long after they
 	// took effect (ClassDeadline).
 	dbLatency bool
+	// kms: the claim checks seals and the senders open content through
+	// the simulated KMS, which fails (ClassKMS, kms.go).
+	kms bool
 }
 
 // on reports whether the world draws class c's worlds.
@@ -394,6 +402,7 @@ func (w *world) drawLater(c chooser) {
 	if w.on(ClassPolicy) && c.coin(1, "drawn policy") {
 		w.drawPolicy(c)
 	}
+	defer w.drawKMS(c) // last: a tampered copy carries the intent as drawn
 	if old {
 		for _, ch := range w.challenges {
 			if ch.boundGap >= 0 {
