@@ -25,26 +25,38 @@ type LimitsClient interface {
 // Limits is the DynamoDB ledger.Limiter and ledger.Challenges, on the
 // limits table (key pk, TTL on ttl, no stream):
 //
-//   - "limit#<rule>#<key>#<window start>": one counter item per rule, key
-//     and window, n the sends counted in that window and the one before
-//     (ledger.Cap), expiring an hour after its window ends. An admission
-//     counts in two of them per rule: its window's and the next one's.
+//   - "lim#<rule>#<key>": one counter item per rule and key, holding the
+//     counters of its recent windows (ledger.Counters) as attributes named
+//     by their window's start (Unix seconds), each the sends counted in
+//     that window and the one before (ledger.Cap). An admission counts in
+//     two of them, its window's and the next one's, in one write of the
+//     item, and removes the attributes no worker reads any more (counterItem).
+//     With ShareSMSCaps, the SMS country caps of a few regions are kept in
+//     the global SMS cap's item, as attributes named "<region><window start>".
 //   - "admit#<dedupe key>": the message's admission, written in the same
-//     transaction as its counts: the counters it counted in (their keys,
-//     window included) and when. Its condition makes a repeat count
-//     nothing, in any window, and a release reads it to take back exactly
-//     those counters. It lives as long as the longest of them.
+//     transaction as its counts: what it counted in (each item's key and
+//     its attribute names, "cnt") and when. Its condition makes a repeat
+//     count nothing, in any window, and a release reads it to take back
+//     exactly those counters. It lives as long as the longest of them.
+//   - "limit#<rule>#<key>#<window start>" (attribute n) and markers that
+//     list them ("counters"): the form before issue 44. No admission
+//     writes them; a release of such a marker still takes back exactly what
+//     it names (releaseOld), and the items age out with their TTL.
 //   - "newest#<purpose>#<channel>#<subject>": the newest challenge of a
-//     subject, by expiry.
+//     subject, by issue time.
 //
-// An admission is one TransactWriteItems: every counter and the marker, or
-// none. A release is one strongly consistent GetItem of the marker and one
-// TransactWriteItems that deletes it and takes one from each counter it
-// names. The fingerprint that keys the destination counter appears in
-// nothing else.
+// An admission is one TransactWriteItems: one update per counter item and
+// the marker, or none. A release is one strongly consistent GetItem of the
+// marker and one TransactWriteItems that deletes it and takes one from each
+// counter it names. The fingerprint that keys the destination counter
+// appears in nothing else (the marker names the item by it, and the marker
+// is in the same table).
 type Limits struct {
 	client LimitsClient
 	table  string
+	// shared holds the regions whose SMS country cap counts in the global
+	// SMS cap's item (ShareSMSCaps).
+	shared map[string]bool
 }
 
 var (
@@ -55,6 +67,36 @@ var (
 // NewLimits returns the limit store on table.
 func NewLimits(client LimitsClient, table string) *Limits {
 	return &Limits{client: client, table: table}
+}
+
+// MaxSharedRegions is how many regions ShareSMSCaps keeps in the global SMS
+// cap's item. Every SMS writes that item, so it must stay under 1 KB (one
+// write unit, two in a transaction): three to four window attributes of
+// about 16 bytes per region, and as many of the global cap, stay below
+// 700 bytes for 8 regions.
+const MaxSharedRegions = 8
+
+// ShareSMSCaps keeps the SMS country cap of each of regions in the global
+// SMS cap's item, so that an SMS admission writes one item for the two caps
+// instead of two. It is meant for the SMS country allow-list
+// (SMS_ALLOWED_COUNTRIES), and shares nothing if regions is empty or longer
+// than MaxSharedRegions: every admission of the shared item also removes
+// the stale attributes of every shared region, so the item stays small
+// whatever the traffic. A region outside regions keeps an item of its own.
+// Changing the shared regions moves their counts (docs/deploy.md). Call it
+// before the store is used; it returns l.
+func (l *Limits) ShareSMSCaps(regions []string) *Limits {
+	l.shared = nil
+	if len(regions) == 0 || len(regions) > MaxSharedRegions {
+		return l
+	}
+	l.shared = map[string]bool{}
+	for _, r := range regions {
+		if len(r) == 2 && r[0] >= 'A' && r[0] <= 'Z' && r[1] >= 'A' && r[1] <= 'Z' {
+			l.shared[r] = true
+		}
+	}
+	return l
 }
 
 // LimitsTable returns the limits table definition: key pk, no stream (TTL
@@ -80,9 +122,8 @@ func CreateLimitsTable(ctx context.Context, c TableClient, name string) error {
 const (
 	attrCount     = "n"
 	attrCounters  = "counters"
+	attrCounted   = "cnt"
 	attrCountedAt = "at"
-	// counterSlack keeps a counter an hour past its window.
-	counterSlack = time.Hour
 	// maxLimitRaces bounds retries of a transaction another one conflicted with.
 	maxLimitRaces = 8
 )
@@ -91,45 +132,23 @@ func markerKey(key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: s("admit#" + key)}
 }
 
-// Admit implements ledger.Limiter.
+// Admit implements ledger.Limiter: one transaction of an update per counter
+// item (counterItem) and the marker. A cancelled transaction is read from
+// its cancellation reasons: the marker's (a repeat), an item whose TTL has
+// passed (its stale attributes are removed with the next try), a full
+// counter (limited).
 func (l *Limits) Admit(ctx context.Context, key string, counts []ledger.Count, now, until time.Time) (ledger.Admission, error) {
 	if len(counts) == 0 {
 		return ledger.Admission{Limited: -1, CountedAt: now}, nil
 	}
-	items := make([]types.TransactWriteItem, 0, 2*len(counts)+1)
-	var ids []string
-	var of []itemOf // the count and counter item of each transaction item
-	keep := until
-	for i, c := range counts {
-		for _, item := range ledger.Counters(c, now) {
-			id := "limit#" + item.ID
-			end := item.To.Add(counterSlack)
-			keep = latest(keep, end)
-			ids, of = append(ids, id), append(of, itemOf{i, item})
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName:                           &l.table,
-				Key:                                 map[string]types.AttributeValue{AttrPK: s(id)},
-				UpdateExpression:                    aws.String("ADD #n :one SET #ttl = :ttl"),
-				ConditionExpression:                 aws.String("attribute_not_exists(#n) OR #n < :max"),
-				ExpressionAttributeNames:            map[string]string{"#n": attrCount, "#ttl": AttrTTL},
-				ExpressionAttributeValues:           map[string]types.AttributeValue{":one": n(1), ":max": n(int64(c.Cap.Max)), ":ttl": n(end.Unix())},
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			}})
-		}
-	}
-	marker := markerKey(key)
-	marker[attrCounters] = &types.AttributeValueMemberL{Value: sList(ids)}
-	marker[attrCountedAt] = n(now.UnixMilli())
-	marker[AttrTTL] = n(keep.Unix())
-	items = append(items, types.TransactWriteItem{Put: &types.Put{
-		TableName:                           &l.table,
-		Item:                                marker,
-		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames:            map[string]string{"#pk": AttrPK},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}})
+	items := l.counterItems(counts, now)
 	for range maxLimitRaces {
-		_, err := l.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		tx := make([]types.TransactWriteItem, 0, len(items)+1)
+		for _, it := range items {
+			tx = append(tx, types.TransactWriteItem{Update: l.admitUpdate(it, counts, now)})
+		}
+		tx = append(tx, types.TransactWriteItem{Put: l.marker(key, items, now, until)})
+		_, err := l.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 		var tce *types.TransactionCanceledException
 		switch {
 		case err == nil:
@@ -141,9 +160,39 @@ func (l *Limits) Admit(ctx context.Context, key string, counts []ledger.Count, n
 		case !hasReason(tce, "ConditionalCheckFailed"):
 			return ledger.Admission{}, fmt.Errorf("limits: %w", err)
 		}
-		return decide(of, tce.CancellationReasons)
+		a, retry, err := l.decide(items, counts, tce.CancellationReasons, now)
+		if !retry {
+			return a, err
+		}
 	}
 	return ledger.Admission{}, fmt.Errorf("limits: %d transaction conflicts: %w", maxLimitRaces, ledger.ErrConflict)
+}
+
+// marker is the admission marker of key: what items counts in (each item's
+// key and its attribute names) and when, kept until the later of until and
+// the items' own TTL.
+func (l *Limits) marker(key string, items []*counterItem, now, until time.Time) *types.Put {
+	counted := map[string]types.AttributeValue{}
+	keep := until
+	for _, it := range items {
+		names := make([]string, 0, 2*len(it.cells))
+		for _, c := range it.cells {
+			names = append(names, c.attr)
+		}
+		counted[it.pk] = &types.AttributeValueMemberL{Value: sList(names)}
+		keep = latest(keep, it.ttl)
+	}
+	item := markerKey(key)
+	item[attrCounted] = &types.AttributeValueMemberM{Value: counted}
+	item[attrCountedAt] = n(now.UnixMilli())
+	item[AttrTTL] = n(keep.Unix())
+	return &types.Put{
+		TableName:                           &l.table,
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames:            map[string]string{"#pk": AttrPK},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
 }
 
 func hasReason(tce *types.TransactionCanceledException, code string) bool {
@@ -165,109 +214,75 @@ func sList(vs []string) []types.AttributeValue {
 	return out
 }
 
-// itemOf is what one counter update of an admission's transaction is: a
-// counter item of the count at index count.
-type itemOf struct {
-	count int
-	item  ledger.Counter
-}
-
 // decide reads the failed conditions of an admission (the counter items',
-// then the marker's): a marker that exists makes a repeat; otherwise the
-// first full counter item limits, naming its count.
-func decide(of []itemOf, reasons []types.CancellationReason) (ledger.Admission, error) {
+// then the marker's): a marker that exists makes a repeat; an item whose
+// TTL has passed is planned again with its stale attributes (retry);
+// otherwise the first full counter, in the order of the counts, limits.
+func (l *Limits) decide(items []*counterItem, counts []ledger.Count, reasons []types.CancellationReason, now time.Time) (_ ledger.Admission, retry bool, _ error) {
 	failed := func(i int) bool {
 		return i < len(reasons) && aws.ToString(reasons[i].Code) == "ConditionalCheckFailed"
 	}
-	if failed(len(of)) {
-		old := reasons[len(of)].Item
-		v, ok := old[attrCountedAt].(*types.AttributeValueMemberN)
-		if !ok {
-			return ledger.Admission{}, fmt.Errorf("limits: admission marker without %s", attrCountedAt)
-		}
-		ms, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			return ledger.Admission{}, fmt.Errorf("limits: admission marker %s %q: %w", attrCountedAt, v.Value, err)
-		}
-		return ledger.Admission{Limited: -1, Repeat: true, CountedAt: time.UnixMilli(ms).UTC()}, nil
+	if failed(len(items)) {
+		a, err := repeatOf(reasons[len(items)].Item)
+		return a, false, err
 	}
-	for i, o := range of {
+	for i, it := range items {
+		if failed(i) && it.replan(l, counts, reasons[i].Item, now) {
+			retry = true
+		}
+	}
+	if retry {
+		return ledger.Admission{}, true, nil
+	}
+	full := map[int]cellFull{}
+	for i, it := range items {
 		if !failed(i) {
 			continue
 		}
-		var cnt int
-		if v, ok := reasons[i].Item[attrCount].(*types.AttributeValueMemberN); ok {
-			cnt, _ = strconv.Atoi(v.Value)
-		}
-		return ledger.Admission{Limited: o.count, Count: cnt, Window: o.item.From}, nil
-	}
-	return ledger.Admission{}, errors.New("limits: admission cancelled without a failed condition")
-}
-
-// Release implements ledger.Limiter: it reads the message's marker and,
-// in one transaction conditioned on the marker still being there, deletes
-// it and takes one from each counter it names. A counter that is gone (its
-// window ended more than an hour ago) is left out; a marker that is gone
-// (never counted, or released by another worker) makes it a no-op.
-func (l *Limits) Release(ctx context.Context, key string) error {
-	out, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: markerKey(key), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return fmt.Errorf("limits: release: %w", err)
-	}
-	list, ok := out.Item[attrCounters].(*types.AttributeValueMemberL)
-	if !ok {
-		return nil
-	}
-	var ids []string
-	for _, v := range list.Value {
-		if id, ok := v.(*types.AttributeValueMemberS); ok {
-			ids = append(ids, id.Value)
-		}
-	}
-	for range maxLimitRaces + len(ids) {
-		items := make([]types.TransactWriteItem, 0, len(ids)+1)
-		items = append(items, types.TransactWriteItem{Delete: &types.Delete{
-			TableName: &l.table, Key: markerKey(key),
-			ConditionExpression: aws.String("attribute_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
-		}})
-		for _, id := range ids {
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName:                 &l.table,
-				Key:                       map[string]types.AttributeValue{AttrPK: s(id)},
-				UpdateExpression:          aws.String("ADD #n :minus"),
-				ConditionExpression:       aws.String("#n > :zero"),
-				ExpressionAttributeNames:  map[string]string{"#n": attrCount},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":minus": n(-1), ":zero": n(0)},
-			}})
-		}
-		_, err := l.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		var tce *types.TransactionCanceledException
-		switch {
-		case err == nil:
-			return nil
-		case !errors.As(err, &tce):
-			return fmt.Errorf("limits: release: %w", err)
-		case hasReason(tce, "TransactionConflict"):
-			continue
-		}
-		r := tce.CancellationReasons
-		if len(r) == 0 || aws.ToString(r[0].Code) == "ConditionalCheckFailed" {
-			return nil // released meanwhile
-		}
-		kept := ids[:0:0]
-		for i, id := range ids {
-			if i+1 >= len(r) || aws.ToString(r[i+1].Code) != "ConditionalCheckFailed" {
-				kept = append(kept, id)
+		for _, c := range it.cells {
+			if got := numberOf(reasons[i].Item[c.attr]); got >= int64(counts[c.count].Cap.Max) {
+				if _, ok := full[c.count]; !ok {
+					full[c.count] = cellFull{got, c.from}
+				}
 			}
 		}
-		if len(kept) == len(ids) {
-			return fmt.Errorf("limits: release: %w", err)
-		}
-		ids = kept // counters gone with their windows: nothing to take back there
 	}
-	return fmt.Errorf("limits: release: %d transaction conflicts: %w", maxLimitRaces, ledger.ErrConflict)
+	for i := range counts {
+		if f, ok := full[i]; ok {
+			return ledger.Admission{Limited: i, Count: int(f.n), Window: f.from}, false, nil
+		}
+	}
+	return ledger.Admission{}, false, errors.New("limits: admission cancelled without a failed condition")
 }
 
+// cellFull is a full counter: what it holds and the first window it counts.
+type cellFull struct {
+	n    int64
+	from time.Time
+}
+
+// repeatOf reads the admission marker a repeat found.
+func repeatOf(old map[string]types.AttributeValue) (ledger.Admission, error) {
+	v, ok := old[attrCountedAt].(*types.AttributeValueMemberN)
+	if !ok {
+		return ledger.Admission{}, fmt.Errorf("limits: admission marker without %s", attrCountedAt)
+	}
+	ms, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		return ledger.Admission{}, fmt.Errorf("limits: admission marker %s %q: %w", attrCountedAt, v.Value, err)
+	}
+	return ledger.Admission{Limited: -1, Repeat: true, CountedAt: time.UnixMilli(ms).UTC()}, nil
+}
+
+// numberOf reads a number attribute; anything else (absent) is 0.
+func numberOf(v types.AttributeValue) int64 {
+	nv, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	x, _ := strconv.ParseInt(nv.Value, 10, 64)
+	return x
+}
 func newestKey(ref ledger.SubjectStream) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: s("newest#" + string(ref.Purpose) + "#" + string(ref.Channel) + "#" + ref.Subject)}
 }

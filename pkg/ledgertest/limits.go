@@ -34,7 +34,9 @@ var limitsContract = []property[NewLimits]{
 	{"a message counts once across windows", limitsOnceAcrossWindows},
 	{"a release takes back exactly the windows that counted", limitsReleaseExact},
 	{"an unsent message's count stays until its release, which gives it all back at once", limitsUnsentCount},
-	{"the newest challenge is the one expiring last", limitsNewest},
+	{"SMS country caps count per region, the global cap counts them all", limitsRegions},
+	{"a release hours later takes nothing from the windows counting now", limitsReleaseLate},
+	{"the newest challenge is the one issued last", limitsNewest},
 }
 
 // RunLimitsContract checks that a limit store admits a message in every
@@ -42,12 +44,17 @@ var limitsContract = []property[NewLimits]{
 // past a cap in any span of its window across an edge; counts a message
 // once however often, and in whatever window, it is admitted; releases
 // exactly the counters that counted it; forgets a count after the window
-// following its own; and keeps the newest challenge of a subject by expiry.
+// following its own, and a release hours later takes nothing from the
+// windows counting then; counts each SMS region apart under one global cap;
+// and keeps the newest challenge of a subject by issue time.
 func RunLimitsContract(t *testing.T, newLimits NewLimits) {
 	runProperties(t, limitsContract, newLimits)
 }
 
-var limitsT0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+// limitsT0 lies ahead of the clocks the tests run under, so that an
+// emulator deleting expired items by the real clock (ministack's TTL reaper
+// runs every minute) deletes none of the counters a test counts in.
+var limitsT0 = time.Date(2036, 12, 1, 10, 0, 0, 0, time.UTC)
 
 func admit(t *testing.T, l ledger.Limiter, key string, now time.Time, cs ...ledger.Count) ledger.Admission {
 	t.Helper()
@@ -404,5 +411,76 @@ func limitsUnsentCount(t *testing.T, newLimits NewLimits) {
 	tight := count(ledger.RuleSMSGlobal, "sms-unsent", 1, time.Hour)
 	if a := admit(t, l, "last", limitsT0.Add(4*time.Second), tight); a.Limited != 0 || a.Count != 1 {
 		t.Fatalf("last: %+v, want the second counter at exactly 1 (next): the unsent message's count gone from it too, the refused one's never there", a)
+	}
+}
+
+// limitsRegions: the SMS country cap counts each region apart, the global
+// SMS cap all of them together (a store may keep them in one item), and a
+// release gives back in both. Regions US and CA are the ones a store may
+// share an item for; FR stands for one it does not.
+func limitsRegions(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	global := count(ledger.RuleSMSGlobal, "sms", 5, time.Hour)
+	region := func(r string) ledger.Count { return count(ledger.RuleSMSCountryCap, r, 2, time.Hour) }
+	sms := func(key, r string, at time.Duration) ledger.Admission {
+		t.Helper()
+		return admit(t, l, key, limitsT0.Add(at), region(r), global)
+	}
+	for i, r := range []string{"US", "US", "CA", "FR"} {
+		if a := sms(fmt.Sprint("m", i), r, time.Duration(i)*time.Second); a.Limited != -1 || a.Repeat {
+			t.Fatalf("m%d to %s: %+v, want admitted", i, r, a)
+		}
+	}
+	if a := sms("us-3", "US", 10*time.Second); a.Limited != 0 || a.Count != 2 {
+		t.Fatalf("a third SMS to US: %+v, want limited by its region's cap at 2", a)
+	}
+	if a := sms("ca-2", "CA", 11*time.Second); a.Limited != -1 {
+		t.Fatalf("a second SMS to CA: %+v, want admitted: US's count is not CA's", a)
+	}
+	if a := sms("fr-2", "FR", 12*time.Second); a.Limited != 1 || a.Count != 5 {
+		t.Fatalf("a second SMS to FR: %+v, want limited by the global cap at 5 (US 2, CA 2, FR 1)", a)
+	}
+	release(t, l, "m0")
+	if a := sms("fr-2", "FR", 13*time.Second); a.Limited != -1 {
+		t.Fatalf("FR after a US SMS's release: %+v, want admitted: the release gave back in the global cap", a)
+	}
+	if a := sms("us-4", "US", 14*time.Second); a.Limited != 1 || a.Count != 5 {
+		t.Fatalf("US after the release: %+v, want its region's counter free (1 of 2) and the global one full at 5", a)
+	}
+	// Two windows later every counter has room again, and the repeat of
+	// a message counted two hours ago counts nothing.
+	if a := sms("m1", "US", 2*time.Hour); a.Limited != -1 || !a.Repeat {
+		t.Fatalf("m1 two hours later: %+v, want a repeat", a)
+	}
+	for i := range 2 {
+		if a := sms(fmt.Sprint("later-", i), "US", 2*time.Hour+time.Duration(i)*time.Second); a.Limited != -1 || a.Repeat {
+			t.Fatalf("a US SMS two windows later: %+v, want admitted", a)
+		}
+	}
+}
+
+// limitsReleaseLate: a message counted hours ago, released now (a
+// dispatch that ended it late), takes nothing from the counters of the
+// windows counting now, however many windows rolled meanwhile, nor puts a
+// count anywhere: the windows it counted in are read by no admission any
+// more.
+func limitsReleaseLate(t *testing.T, newLimits NewLimits) {
+	l := newLimits(t)
+	const window = 10 * time.Minute
+	c := count(ledger.RuleDestination, "email#fp-late", 1, window)
+	admit(t, l, "early", limitsT0, c)
+	var last time.Time
+	for i := range 20 { // one message every other window, for 400 minutes
+		last = limitsT0.Add(time.Duration(2*i+2)*window + time.Minute)
+		if a := admit(t, l, fmt.Sprint("m", i), last, c); a.Limited != -1 {
+			t.Fatalf("m%d at %s: %+v, want admitted", i, last, a)
+		}
+	}
+	release(t, l, "early")
+	if a := admit(t, l, "after", last.Add(time.Minute), c); a.Limited != 0 || a.Count != 1 {
+		t.Fatalf("a message just after the last one, after early's release: %+v, want limited at 1: the release took from today's counter", a)
+	}
+	if a := admit(t, l, "next", last.Add(2*window), c); a.Limited != -1 {
+		t.Fatalf("two windows after the last one: %+v, want admitted: the release left a count behind", a)
 	}
 }
