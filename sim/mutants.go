@@ -202,6 +202,17 @@ const (
 	// timeout, an answer for another key) as a valid MAC: the claim
 	// function claims intents nobody checked (issue 46).
 	KMSErrorAsValid Mutant = "kms-error-as-valid"
+	// MarginEqualsGuard: Policy.Validate's relation between the margin
+	// and the send guard weakened to ExpiryMargin >= SendGuard, and a
+	// stage deployed with EXPIRY_MARGIN equal to SEND_GUARD: the sending
+	// functions condition the write that starts an attempt (dispatch's
+	// move to dispatching, reconcile's retry record) on expires_at > now +
+	// SendGuard. pkg/ledger's constructors refuse such a policy, so the
+	// functions are built with the policy the world validated and the
+	// mutant moves the margin down to the guard where they use it, in
+	// that write's condition: an attempt may start inside the margin,
+	// with no time to finish before its send deadline.
+	MarginEqualsGuard Mutant = "margin-equals-guard"
 	// DigestSkipsTTLEdits: the digest function's stream filter passes only
 	// the records of writes that add history: an insider's UpdateItem of
 	// a row's retention alone is never digested, so no step of a
@@ -216,7 +227,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, FixedWindowCounters, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
 	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite,
-	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite, ReleaseNoOp, KMSErrorAsValid}
+	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite, ReleaseNoOp, KMSErrorAsValid, MarginEqualsGuard}
 
 // OptInMutants are the mutants of the opt-in classes (OptIn): hunted only
 // with -mutants and -with.
@@ -350,6 +361,9 @@ func (s *sim) apply(ctx context.Context, inv *invocation, c ledger.Change) (ledg
 		}
 	case s.mutant == DispatchNoExpiryCondition && c.Next.State == ledger.Dispatching:
 		c.NotExpiredBy = time.Time{}
+	case s.mutant == MarginEqualsGuard && !c.NotExpiredBy.IsZero():
+		p := s.policy(inv)
+		c.NotExpiredBy = c.NotExpiredBy.Add(p.SendGuard - p.ExpiryMargin)
 	case s.mutant == ReconcileUnknownToClaimed && inv.fn == fnReconcile && c.From == ledger.Unknown && c.Next.State == ledger.Quarantined:
 		c = reclaim(c)
 	case s.mutant == WindowFromLastAttempt && inv.fn == fnReconcile:

@@ -94,6 +94,7 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.ReleaseNoOp:                     {"unsent-count-given-back"},
 	sim.DigestSkipsTTLEdits:             {"tamper-named"},
 	sim.KMSErrorAsValid:                 {"kms-error-not-verified"},
+	sim.MarginEqualsGuard:               {"late-attempt"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;
