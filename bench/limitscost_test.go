@@ -107,14 +107,15 @@ func addLimitsFigure(rep *Report, n int, measured, lines []string) {
 		Target:   "— (reported)",
 		Verdict:  NoTarget,
 		Note: fmt.Sprintf("dynamostore.Limits on its own table, the default policy (destination %s, subject %s, SMS country %s, SMS global %s, supersession on), "+
-			"%d messages of each kind, each to its own address and subject (the SMS country and global counters shared), counted by SDK middleware. "+
-			"One counter is one conditional UpdateItem; more are one TransactWriteItems; the destination counter (cap ≤ 64) keeps the members, so no marker item is written. "+
+			"%d messages of each kind, each to its own address and subject (the SMS country and global counters shared by all), counted by SDK middleware. "+
+			"An admission is one TransactWriteItems: one conditional update per counter item (one item per rule and key, holding the counters of its recent windows as attributes named by window start; "+
+			"the SMS country cap of an allow-listed region shares the global SMS cap's item, so an SMS writes one item for both) and a Put of the admission marker (admit#<dedupe key>), "+
+			"which names the items and attributes it counted in so that a repeat counts nothing and a release takes back exactly those. "+
 			"WCU and RCU as ministack reports them for ReturnConsumedCapacity=INDEXES (\"reported\"), and by DynamoDB's rules over the items read back before and after each write (\"computed\": "+
 			"1 WCU per started KB of the larger item, 2 per item in a transaction, 1 RCU per strongly consistent 4 KB). "+
 			"%s. "+
 			"A refused request reports no capacity: its figures are computed, a cancelled transaction charged 2 WCU per KB per item, the item as it stands "+
-			"(DynamoDB documents no rate for a cancelled transaction: an upper bound). For an email without subject_ref the same refusal is one failed conditional UpdateItem, "+
-			"which DynamoDB charges on the existing counter (1 WCU below 1 KB; not measured here). "+
+			"(DynamoDB documents no rate for a cancelled transaction: an upper bound). "+
 			"Not counted: the fingerprint's KMS GenerateMac (one per message with the destination limit on), the release of a superseded row's count "+
 			"(one more request of the same shape, only for a row superseded after its admission), the second read of the newest challenge "+
 			"by a row that waited in process for its send-rate slot (1 RCU), the reclaim of a refused admission with a subject_ref (one Query of the "+
@@ -158,7 +159,9 @@ func newLimitsBench(t *testing.T) *limitsBench {
 	}
 	b.labels = map[string]string{table: "limits"}
 	b.meter = &limitsMeter{client: db, raw: raw}
-	b.limits = dynamostore.NewLimits(b.meter, table)
+	// As dispatch wires it: the default allow-list's regions share the
+	// global SMS cap's item.
+	b.limits = dynamostore.NewLimits(b.meter, table).ShareSMSCaps(settings.Defaults().SMSAllowedCountries.Regions())
 	return b
 }
 

@@ -43,7 +43,9 @@ func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 		// The destination limit's key is a MAC under the fingerprint key
 		// (pkg/fingerprint), which only dispatch may MAC with and nobody
 		// may verify with: the limits table's keys answer no guess.
-		p.Limiter = dynamostore.NewLimits(env.DynamoDB, s.LimitsTable)
+		// The SMS country caps of an allow-list of a few regions share the
+		// global SMS cap's item (dynamostore.Limits.ShareSMSCaps).
+		p.Limiter = dynamostore.NewLimits(env.DynamoDB, s.LimitsTable).ShareSMSCaps(s.SMSAllowedCountries.Regions())
 		if s.Limits.Supersede {
 			p.Challenges = wire.Challenges(env)
 		}
