@@ -2,13 +2,8 @@ package bench
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +20,7 @@ import (
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/shapes"
 	wiredispatch "github.com/resetledger/resetledger/internal/wire/dispatch"
 	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
@@ -39,16 +35,7 @@ import (
 // identities at the lengths production gives them, each accepted message
 // followed by its two provider events.
 
-// resetEmailTemplate is the HTML reset email, with resetURLPlaceholder where
-// the link goes.
-const (
-	resetEmailTemplate  = "../testdata/messages/reset-email.html"
-	resetURLPlaceholder = "{{RESET_URL}}"
-	// smsLength is the SMS body's length: one GSM-7 segment.
-	smsLength = 160
-)
-
-// shapeTargets are issue 35's targets per accepted message, limits on, a
+// shapeTargets are issue 44's targets per accepted message, limits on, a
 // subject_ref on every intent, both provider events included.
 type shapeTargets struct {
 	wcu, rcu float64
@@ -70,64 +57,14 @@ type prodShape struct {
 	events func(c providereventtest.Carried, id string, at time.Time) [][]byte
 }
 
-// uuidOf is a version-4-shaped UUID derived from label and i: 36
-// characters, as AWS and the account service spell them.
-func uuidOf(label string, i int) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s-%d", label, i)))
-	h[6] = h[6]&0x0f | 0x40
-	h[8] = h[8]&0x3f | 0x80
-	x := hex.EncodeToString(h[:16])
-	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
-}
-
-// ref64 is a 64-character opaque reference (a hex HMAC, as an account
-// service would derive subject_ref and destination_ref).
-func ref64(label string, i int) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s-%d", label, i)))
-	return hex.EncodeToString(h[:])
-}
-
-// resetToken is the link's secret: 32 random-looking bytes, base64url.
-func resetToken(i int) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("token-%d", i)))
-	return base64.RawURLEncoding.EncodeToString(h[:])
-}
-
-// sesMessageID is an SES message id at its real length (60 characters):
-// 0100 and 12 hex digits of time, a UUID, and the -000000 suffix.
-func sesMessageID(i int) string {
-	return fmt.Sprintf("0100018c%08x-%s-000000", 0x3f2a1b00+i, uuidOf("ses", i))
-}
-
 // productionShapes returns the 8 KB HTML email and the 160-character SMS.
 func productionShapes(t testing.TB) []prodShape {
 	t.Helper()
-	tmpl, err := os.ReadFile(filepath.FromSlash(resetEmailTemplate))
-	if err != nil {
-		t.Fatalf("the HTML reset email: %v", err)
-	}
-	if !strings.Contains(string(tmpl), resetURLPlaceholder) {
-		t.Fatalf("%s has no %s", resetEmailTemplate, resetURLPlaceholder)
-	}
-	email := func(i int) ledger.Message {
-		link := fmt.Sprintf("https://account.starfall.example/reset-password?token=%s&challenge=%s", resetToken(i), uuidOf("challenge", i))
-		return ledger.Message{
-			To:      fmt.Sprintf("alexandra.marchetti-%04d@mail.example.com", i),
-			Subject: "Reset your Starfall Online password",
-			Body:    strings.ReplaceAll(string(tmpl), resetURLPlaceholder, link),
-		}
-	}
-	sms := func(i int) ledger.Message {
-		body := fmt.Sprintf("Starfall Online: reset your password at https://sfo.example/r/%s within 10 min. Not you? Ignore this text, your password stays the same.", resetToken(i)[:26])
-		return ledger.Message{To: fmt.Sprintf("+1206555%04d", 100+i%100), Body: body}
-	}
-	if n := len(sms(0).Body); n != smsLength {
-		t.Fatalf("the SMS body is %d characters, want %d", n, smsLength)
-	}
+	sms := func(i int) ledger.Message { return shapes.SMS(i, fmt.Sprintf("+1206555%04d", 100+i%100)) }
 	return []prodShape{
 		{
 			name: "8 KB HTML email", ch: ledger.Email, targets: shapeTargets{wcu: 20, rcu: 5, requests: 14},
-			message: email, template: "password-reset-html", ackID: sesMessageID,
+			message: shapes.Email, template: shapes.EmailTemplate, ackID: shapes.SESMessageID,
 			events: func(c providereventtest.Carried, id string, at time.Time) [][]byte {
 				return [][]byte{
 					providereventtest.SES("Send", c, id, at, ""),
@@ -136,8 +73,8 @@ func productionShapes(t testing.TB) []prodShape {
 			},
 		},
 		{
-			name: "160-character SMS", ch: ledger.SMS, targets: shapeTargets{wcu: 18, rcu: 5, requests: 14},
-			message: sms, template: "password-reset-sms", ackID: func(i int) string { return uuidOf("sms", i) },
+			name: "160-character SMS", ch: ledger.SMS, targets: shapeTargets{wcu: 22, rcu: 5, requests: 14},
+			message: sms, template: shapes.SMSTemplate, ackID: func(i int) string { return shapes.UUID("sms", i) },
 			events: func(c providereventtest.Carried, id string, at time.Time) [][]byte {
 				return [][]byte{
 					providereventtest.SMS("TEXT_SUCCESSFUL", "SUCCESSFUL", c, id, at, false),
@@ -152,19 +89,7 @@ func productionShapes(t testing.TB) []prodShape {
 // UUID challenge, 64-character subject_ref and destination_ref.
 func (s prodShape) intent(i int, now time.Time) (ledger.Intent, ledger.Message) {
 	m := s.message(i)
-	in := ledger.Intent{
-		Identity:        ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: uuidOf("challenge", i), Channel: s.ch},
-		Workflow:        ledger.Workflow{Kind: ledger.Single},
-		DestinationRef:  ref64("destination-"+string(s.ch), i),
-		SubjectRef:      ref64("subject", i),
-		IssuedAt:        now,
-		ExpiresAt:       now.Add(10 * time.Minute),
-		TemplateID:      s.template,
-		TemplateVersion: "2026-11-18.3",
-		PolicyVersion:   ledger.DefaultPolicy().Version,
-	}
-	in.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-	return in, m
+	return shapes.Intent("challenge", i, s.ch, m, now), m
 }
 
 // shapesReport measures each production shape with the send limits on and
@@ -425,8 +350,8 @@ func (b *shapeBench) deliverEvents(s prodShape, i int, carried providereventtest
 	var steps []shapeStep
 	for j, body := range s.events(carried, s.ackID(i), b.clk.Now().Add(time.Second)) {
 		b.clk.Advance(2 * time.Second)
-		msg := handlertest.SQSMessage(uuidOf(fmt.Sprintf("sqs-event-%d", j), i), string(body))
-		ctx := lambdacontext.NewContext(b.ctx, &lambdacontext.LambdaContext{AwsRequestID: uuidOf(fmt.Sprintf("events-%d", j), i)})
+		msg := handlertest.SQSMessage(shapes.UUID(fmt.Sprintf("sqs-event-%d", j), i), string(body))
+		ctx := lambdacontext.NewContext(b.ctx, &lambdacontext.LambdaContext{AwsRequestID: shapes.UUID(fmt.Sprintf("events-%d", j), i)})
 		st, err := b.step("event", func() error {
 			resp, err := b.events.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
 			if err == nil && len(resp.BatchItemFailures) > 0 {

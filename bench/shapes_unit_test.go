@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/resetledger/resetledger/internal/shapes"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/providerevent"
@@ -45,12 +46,12 @@ func TestProductionShapes(t *testing.T) {
 				if n := len(m.Body); n < 7800 || n > 8600 {
 					t.Errorf("HTML body is %d bytes, want about 8 KB", n)
 				}
-				if strings.Contains(m.Body, resetURLPlaceholder) || !strings.Contains(m.Body, "reset-password?token=") || !strings.HasPrefix(m.Body, "<!DOCTYPE html>") {
+				if strings.Contains(m.Body, shapes.ResetURLPlaceholder) || !strings.Contains(m.Body, "reset-password?token=") || !strings.HasPrefix(m.Body, "<!DOCTYPE html>") {
 					t.Error("the HTML body is not the rendered template with its link")
 				}
 			case ledger.SMS:
-				if len(m.Body) != smsLength {
-					t.Errorf("SMS body is %d characters, want %d", len(m.Body), smsLength)
+				if len(m.Body) != shapes.SMSLength {
+					t.Errorf("SMS body is %d characters, want %d", len(m.Body), shapes.SMSLength)
 				}
 			}
 			c := providereventtest.Carried{Key: in.Key(), Attempt: 1, Proof: "p"}

@@ -6,13 +6,13 @@ import (
 	"compress/zlib"
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/shapes"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/ledgertest"
@@ -71,11 +71,7 @@ func messageOf(t *testing.T, n int) ledger.Message {
 // ciphertext several times smaller than its plaintext, and opens to the
 // same message.
 func TestSealCompressesHTML(t *testing.T) {
-	html, err := os.ReadFile("../../testdata/messages/reset-email.html")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := ledger.Message{To: "player1001@example.com", Subject: "Reset your password", Body: string(html)}
+	m := ledger.Message{To: "player1001@example.com", Subject: "Reset your password", Body: shapes.ResetEmailHTML}
 	pt, _ := envelope.Plaintext(m)
 	e, err := envelope.SealWith(keyA, pt, testDataKey, []byte{1, 2, 3}, fakeARN, testNonce)
 	if err != nil {
