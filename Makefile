@@ -105,7 +105,8 @@ gate:
 ## fails on a duplicate, a quarantined or unknown row, a row stopped by a send limit (limited=N in the
 ## summary: one subject and address per intent, limits on; SURGE_LIMITS=off compares their cost), a send
 ## after its expiry, a provider rate above 1.1 x the budget in a 10 s window, or (here only:
-## SURGE_DRAIN_CHECK=1) a drain above 1.25 x the minimum. Ends with the summary line; the output is kept
+## SURGE_DRAIN_CHECK=1) a drain above 1.25 x the minimum. Intents are production-shaped (8 KB HTML
+## email, 160-character SMS, UUID ids; SURGE_SHAPE=small for short ones). Ends with the summary line; the output is kept
 ## in .run/surge.out and .run/surge-limits-on.out (or -off), where make bench reads its cost table.
 SURGE_INTENTS ?= 10000
 surge:

@@ -26,6 +26,7 @@ import (
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/shapes"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -79,6 +80,11 @@ type config struct {
 	// short-lived. It measures what the same traffic costs in a quiet
 	// hour, the figure a burst's cost is compared with (make surge-quiet).
 	Quiet bool
+	// Shape is what each intent carries (SURGE_SHAPE): "production" (the
+	// default: internal/shapes' 8 KB HTML email and 160-character SMS, UUID
+	// challenge ids, 64-character references) or "small" (short test
+	// messages and ids, the shape of the figures before issue 44).
+	Shape string
 }
 
 // pace is the quiet mode's intents per second, all channels together.
@@ -86,7 +92,14 @@ func (c config) pace() float64 { return c.Rate }
 
 func loadConfig(t *testing.T) config {
 	t.Helper()
-	c := config{Intents: defaultIntents, Rate: defaultRate, Limits: true}
+	c := config{Intents: defaultIntents, Rate: defaultRate, Limits: true, Shape: "production"}
+	switch v := os.Getenv("SURGE_SHAPE"); v {
+	case "", "production":
+	case "small":
+		c.Shape = v
+	default:
+		t.Fatalf("SURGE_SHAPE=%q: want production or small", v)
+	}
 	switch v := os.Getenv("SURGE_LIMITS"); v {
 	case "", "on":
 	case "off":
@@ -274,6 +287,10 @@ func publishBurst(ctx context.Context, p *pipelinetest.Pipeline, cfg config, pla
 		}
 		n := p.Notification(pl.Challenge, pl.Channel, ttl)
 		n.SubjectRef = pl.Subject
+		if cfg.Shape == "production" {
+			n = p.ProductionNotification(pl.Challenge, pl.Channel, ttl)
+			n.SubjectRef = shapes.Ref64(pl.Subject, 0)
+		}
 		if pl.Ask > 0 {
 			// Each ask expires later than the one before, whatever
 			// order the producers publish them in.
@@ -766,9 +783,9 @@ func (r *report) finalLine() string {
 	}
 	rp := r.Repeats
 	return fmt.Sprintf("surge: intents=%d accepted=%d expired_not_sent=%d limited=%d quarantined=%d unknown=%d duplicates=%d rate_ratio=%.3f drain_ratio=%.3f"+
-		" wcu=%.2f rcu=%.2f requests=%.2f redriven=%d limits=%s pace=%s repeat_subjects=%d superseded=%d older_sent_before_newer=%d older_sent_in_race=%d older_sent_waiting=%d newest_sent=%d",
+		" wcu=%.2f rcu=%.2f requests=%.2f redriven=%d limits=%s pace=%s shape=%s repeat_subjects=%d superseded=%d older_sent_before_newer=%d older_sent_in_race=%d older_sent_waiting=%d newest_sent=%d",
 		r.Intents, r.accepted(), r.ExpiredAll, r.Limited, r.ByState[ledger.Quarantined], r.ByState[ledger.Unknown], r.Duplicates, r.RateRatio, r.DrainRatio,
-		per(d.WCU+d.ConditionFailedWCU), per(d.RCU), per(float64(d.Total())), int(r.Ops.Metrics[metrics.Redriven]), limits, pace,
+		per(d.WCU+d.ConditionFailedWCU), per(d.RCU), per(float64(d.Total())), int(r.Ops.Metrics[metrics.Redriven]), limits, pace, r.Cfg.Shape,
 		rp.Subjects, r.Superseded, rp.OlderSent, rp.InRace, rp.SentWaiting, rp.NewestSent)
 }
 
@@ -836,8 +853,8 @@ func (r *report) print(w io.Writer) {
 		return fmt.Sprintf("%.2f", x/float64(acc))
 	}
 	tp := r.Topology
-	fmt.Fprintf(w, "\nsurge: %d intents (%d email, %d SMS), R = %g sends/s per channel, provider burst %d, EXPIRY_MARGIN %s, SEND_GUARD %s\n",
-		r.Intents, (r.Intents+1)/2, r.Intents/2, r.Cfg.Rate, providerBurst, surgeExpiryMargin, sendGuard)
+	fmt.Fprintf(w, "\nsurge: %d intents (%d email, %d SMS, %s shape), R = %g sends/s per channel, provider burst %d, EXPIRY_MARGIN %s, SEND_GUARD %s\n",
+		r.Intents, (r.Intents+1)/2, r.Intents/2, r.Cfg.Shape, r.Cfg.Rate, providerBurst, surgeExpiryMargin, sendGuard)
 	if r.Cfg.Quiet {
 		fmt.Fprintf(w, "  quiet pace (SURGE_PACE=quiet): %g intents/s in all; every challenge lives %s\n", r.Cfg.pace(), r.LongTTL.Round(time.Second))
 	}

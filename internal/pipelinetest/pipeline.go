@@ -43,6 +43,7 @@ import (
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/shapes"
 	"github.com/resetledger/resetledger/internal/wire"
 	wiredispatch "github.com/resetledger/resetledger/internal/wire/dispatch"
 	wireevents "github.com/resetledger/resetledger/internal/wire/events"
@@ -540,6 +541,23 @@ func (p *Pipeline) Notification(n int, ch ledger.Channel, ttl time.Duration) pro
 		ChallengeID: fmt.Sprintf("chal-%d", i), Channel: ch, Workflow: ledger.Workflow{Kind: ledger.Single},
 		DestinationRef: fmt.Sprintf("acct-%d:%s", i, ch), ExpiresAt: time.Now().Add(ttl),
 		TemplateID: "reset-" + string(ch), TemplateVersion: "3", PolicyVersion: "policy-1", Message: m,
+	}
+}
+
+// ProductionNotification is Notification at production's lengths
+// (internal/shapes): a UUID challenge id, a 64-character destination_ref,
+// the 8 KB HTML email or the 160-character SMS.
+func (p *Pipeline) ProductionNotification(n int, ch ledger.Channel, ttl time.Duration) producer.Notification {
+	i := p.base + n
+	m := shapes.Email(i)
+	if ch == ledger.SMS {
+		m = shapes.SMS(i, Phone(i))
+	}
+	in := shapes.Intent("challenge", i, ch, m, time.Now())
+	return producer.Notification{
+		ChallengeID: in.ChallengeID, Channel: ch, Workflow: in.Workflow,
+		DestinationRef: in.DestinationRef, ExpiresAt: time.Now().Add(ttl),
+		TemplateID: in.TemplateID, TemplateVersion: in.TemplateVersion, PolicyVersion: "policy-1", Message: m,
 	}
 }
 
