@@ -55,7 +55,7 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 		if !ok {
 			continue
 		}
-		res, err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log)
+		res, written, err := h.dispatch(ctx, key, rec.Change.NewImage, worker, log)
 		if err != nil {
 			// Stream order matters: report the first failure; the records
 			// after it are redelivered with it.
@@ -64,8 +64,8 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 		if res.Outcome == ledger.OutcomeContradicted {
 			continue // not the stream's: it moves no mark
 		}
-		if row, err := dynamostore.DecodeImage(rec.Change.NewImage); err == nil && (oldest.IsZero() || row.UpdatedAt.Before(oldest)) {
-			oldest = row.UpdatedAt
+		if !written.IsZero() && (oldest.IsZero() || written.Before(oldest)) {
+			oldest = written
 		}
 	}
 	// An empty list, never nil (see sqsBatch).
@@ -91,7 +91,7 @@ func (h *Dispatch) HandleQueue(ctx context.Context, ev events.SQSEvent) (events.
 			log.Error("unreadable dispatch queue message; kept for the DLQ", "message_id", m.MessageId, "reason", err.Error())
 			return err
 		}
-		res, err := h.dispatch(ctx, key, nil, worker, log.With("source", "queue"))
+		res, _, err := h.dispatch(ctx, key, nil, worker, log.With("source", "queue"))
 		if err != nil {
 			return err
 		}
@@ -144,11 +144,11 @@ func (h *Dispatch) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 // dispatch hands the use case the record's new image when it decodes, to
 // be checked against the row (a contradicted image writes nothing, and is
 // counted and logged by the fields that differ, never their values), and
-// the key otherwise.
-func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue, worker ledger.Worker, log *slog.Logger) (ledger.DispatchResult, error) {
+// the key otherwise. written is when the image was written (zero without
+// one).
+func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue,
+	worker ledger.Worker, log *slog.Logger) (res ledger.DispatchResult, written time.Time, err error) {
 	log = log.With("dedupe_key", key)
-	var res ledger.DispatchResult
-	var err error
 	switch row, derr := dynamostore.DecodeImage(image); {
 	case image == nil:
 		res, err = h.UseCase.Dispatch(ctx, key, worker)
@@ -158,6 +158,7 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 		res = ledger.DispatchResult{Outcome: ledger.OutcomeContradicted, Contradicted: []string{"image"}}
 		log = log.With("reason", fmt.Sprint(derr))
 	default:
+		written = row.UpdatedAt
 		res, err = h.UseCase.DispatchRow(ctx, row, worker)
 	}
 	h.observe(res, log)
@@ -167,7 +168,7 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 			log = log.With("row_version", res.Entry.Version, "row_state", string(res.Entry.State))
 		}
 		log.Error("stream record contradicts the table; nothing written", "fields", res.Contradicted)
-		return res, nil
+		return res, written, nil
 	}
 	if res.Entry.Key != "" {
 		log = log.With("challenge_id", res.Entry.Identity.ChallengeID, "channel", string(res.Entry.Identity.Channel),
@@ -176,13 +177,13 @@ func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]ev
 	if err != nil {
 		if errors.Is(err, ledger.ErrNotFound) {
 			log.Warn("record or message for a row that no longer exists; skipped")
-			return res, nil
+			return res, written, nil
 		}
 		log.Error("dispatch failed; will retry", "error", err.Error())
-		return res, err
+		return res, written, err
 	}
 	log.Info("dispatch handled", "outcome", string(res.Outcome), "state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
-	return res, nil
+	return res, written, nil
 }
 
 // observe counts what operations watch during a surge: not-sent answers by
