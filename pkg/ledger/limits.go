@@ -64,12 +64,12 @@ var Rules = []Rule{RuleSMSCountry, RuleSMSNumberKind, RuleDestination, RuleSubje
 // across the clock's window edges. Max zero switches the limit off.
 //
 // It is counted in fixed windows (the time truncated to the window: whole
-// hours for 1h, and so on), by counter items that each cover two
-// consecutive windows: the item of window k counts the admissions of
-// windows k-1 and k, and holds at most Max. An admission in window k
-// counts in the items of windows k and k+1 (Counters), or in neither. Any
-// span of one Window lies inside two consecutive windows, so inside one
-// item's cover: no such span holds more than Max admissions, whatever the
+// hours for 1h, and so on), by counters that each cover two consecutive
+// windows: the counter of window k counts the admissions of windows k-1
+// and k, and holds at most Max. An admission in window k counts in the
+// counters of windows k and k+1 (Counters), or in neither. Any span of one
+// Window lies inside two consecutive windows, so inside one counter's
+// cover: no such span holds more than Max admissions, whatever the
 // burst at an edge (a fixed window let 2×Max through around it). The price
 // is that a full cap drains a window later than a sliding log would: after
 // Max sends the next admission waits for the window after next to begin,
@@ -166,20 +166,21 @@ type Admission struct {
 	// CountedAt is, when admitted, when the message was counted: now, or
 	// the time of the admission a Repeat repeats.
 	CountedAt time.Time
-	// Window is, when limited, the start of what the full counter item
+	// Window is, when limited, the start of what the full counter
 	// counts: the window before the one it is named by (Counter.From).
 	Window time.Time
 }
 
 // Limiter keeps the send-limit counters in shared storage: items with
-// conditional writes and a TTL at the end of their window, never in
-// process memory.
+// conditional writes and a TTL past the windows they count, never in
+// process memory. (The DynamoDB store keeps a rule and key's counters in
+// one item, one attribute per window.)
 //
 // A message counts once, in the windows containing the time it was first
 // admitted, and the store records which counters those were: a release
 // takes back exactly them, whenever it comes and whatever the time then.
 type Limiter interface {
-	// Admit counts the message key in every counter item of every count
+	// Admit counts the message key in every counter of every count
 	// (Counters: two per count, by now), in one atomic step, unless one of
 	// them holds its count's Max already: then none counts it, and the
 	// answer names that count.
@@ -537,15 +538,16 @@ func (s *Dispatcher) limit(ctx context.Context, e Entry, w Worker, rule Rule, re
 // WindowStart is the start of c's window containing now.
 func WindowStart(c Cap, now time.Time) time.Time { return now.Truncate(c.Window) }
 
-// CounterID names the counter item of c named by its window containing
-// now: "<rule>#<key>#<window start, Unix seconds>". The item counts the
-// admissions of that window and the one before it (Cap). Stores key their
-// counter items by it.
+// CounterID names the counter of c named by its window containing now:
+// "<rule>#<key>#<window start, Unix seconds>". The counter counts the
+// admissions of that window and the one before it (Cap). The in-memory
+// store keys its counters by it; the DynamoDB store keeps them as
+// attributes, named by the window start, of one item per rule and key.
 func CounterID(c Count, now time.Time) string {
 	return fmt.Sprintf("%s#%s#%d", c.Rule, c.Key, WindowStart(c.Cap, now).Unix())
 }
 
-// Counter is one counter item an admission counts in.
+// Counter is one counter an admission counts in.
 type Counter struct {
 	// ID is the item's name (CounterID).
 	ID string
@@ -553,10 +555,10 @@ type Counter struct {
 	From, To time.Time
 }
 
-// Counters returns the items an admission of c at now counts in, each of
-// which must hold less than c's Max: the item of now's window (covering it
-// and the window before) and the item of the next window (covering now's
-// window and that one). See Cap.
+// Counters returns the counters an admission of c at now counts in, each
+// of which must hold less than c's Max: the counter of now's window
+// (covering it and the window before) and the counter of the next window
+// (covering now's window and that one). See Cap.
 func Counters(c Count, now time.Time) []Counter {
 	w := WindowStart(c.Cap, now)
 	next := w.Add(c.Cap.Window)

@@ -10,6 +10,11 @@ import (
 
 // Limits is an in-memory ledger.Limiter and ledger.Challenges for tests: the
 // same rules as the DynamoDB one (see dynamostore.Limits), under a mutex.
+// It keeps each counter by its ledger.CounterID, where the DynamoDB store
+// keeps a rule and key's counters as attributes of one item and removes
+// those no worker reads any more: the same counts, read and released alike
+// (ledgertest.RunLimitsContract holds both to it), and the form the
+// simulator judges.
 type Limits struct {
 	// ItemsOf returns the counter items an admission counts in; nil is
 	// ledger.Counters. A simulator sets it to plant a store's fault (fixed
