@@ -68,10 +68,10 @@ const (
 	// A transport call cut at its context's deadline before it reached the
 	// provider (ClassContext).
 	pathContextCut = "send cut at its context's deadline"
-	// A retention moved earlier beyond the slack in steps within it, named
-	// by the verifier (ClassTamper). Counted, not in Paths: the class is
-	// opt-in.
-	pathTamperNamed = "tamper in steps named"
+	// A tamper named by the verifier (ClassTamper): a retention moved
+	// earlier beyond the slack in steps within it, a rewritten row, a
+	// digest removed, swapped or rewritten under its signature.
+	pathTamperNamed = "tamper named by verify"
 	// A dispatch that ended a counted row unsent and returned, its count
 	// judged given back (ClassConserved).
 	pathGivenBack = "unsent row's count judged given back"
@@ -113,4 +113,4 @@ var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
 	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,
 	pathTakenCounted, pathBeginLate, pathNearDeadline, pathContextCut, pathRetryLeaseCut, pathOldIntent, pathIntentRefused, pathV1Claimed, pathGivenBack,
-	pathChainDeferral, pathChainProvider, pathTamperedRefused, pathSealRetried}
+	pathChainDeferral, pathChainProvider, pathTamperedRefused, pathSealRetried, pathTamperNamed}

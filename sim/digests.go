@@ -20,7 +20,7 @@ import (
 // from what was signed when it was written.
 
 // digestBatch is how many stream records one digest covers here.
-const digestBatch = 50
+const digestBatch = 20
 
 // simSigner is the simulator's digest key: fixed, signing
 // deterministically, so that a seed's run is the same every time.
@@ -46,12 +46,20 @@ func (s *sim) streamed(before ledger.Entry, existed bool, after ledger.Entry) {
 }
 
 // checkDigests digests the run's stream records and checks every row
-// against the digests.
+// against the digests; on a run the adversary tampered with (tamper.go),
+// the verifier must name the tamper.
 func (s *sim) checkDigests() {
 	if !s.on(ClassChain) || len(s.digestRecs) == 0 {
 		return
 	}
-	t, tampered := s.tamperTable()
+	kind := s.drawTamper()
+	var t tamper
+	if kind == tamperRetention {
+		var ok bool
+		if t, ok = s.tamperTable(); !ok {
+			kind = ""
+		}
+	}
 	ctx := context.Background()
 	store := digest.NewMemStore()
 	w := &digest.Writer{Store: store, Signer: simSigner(), Clock: func() time.Time { return s.now }}
@@ -63,23 +71,36 @@ func (s *sim) checkDigests() {
 			return
 		}
 	}
-	chain, err := digest.Load(ctx, store, simSigner().Verifier())
+	rows := map[string]ledger.Entry{}
+	for _, k := range s.w.keys {
+		if e, ok := s.peek(k); ok {
+			rows[k] = e
+		}
+	}
+	if kind == tamperRetention {
+		e := rows[t.key]
+		e.RetainUntil = t.final // the table holds what the adversary wrote last
+		rows[t.key] = e
+	}
+	var other otherTamper
+	if kind != "" && kind != tamperRetention {
+		var ok bool
+		if other, ok = s.tamperDigests(kind, store, rows); !ok {
+			kind = ""
+		}
+	}
+	findings, err := s.verifyDigests(store, rows)
 	if err != nil {
 		s.fail(invHashChain, "the digests could not be read: "+err.Error())
 		return
 	}
-	findings := chain.Findings
-	for _, k := range s.w.keys {
-		if e, ok := s.peek(k); ok {
-			if tampered && k == t.key {
-				e.RetainUntil = t.final // the table holds what the adversary wrote last
-			}
-			findings = append(findings, chain.CheckRow(e, s.now)...)
-		}
-	}
-	findings = append(findings, chain.Missing(s.now)...)
-	if tampered {
+	switch kind {
+	case tamperRetention:
 		findings = s.judgeTamper(t, findings)
+	case "":
+	default:
+		s.judgeOther(other, findings)
+		return
 	}
 	for _, f := range findings {
 		if f.Fail {
@@ -87,4 +108,39 @@ func (s *sim) checkDigests() {
 			return
 		}
 	}
+}
+
+// verifyDigests is what ledgerctl verify reports on rows against the
+// digests in store.
+func (s *sim) verifyDigests(store *digest.MemStore, rows map[string]ledger.Entry) ([]digest.Finding, error) {
+	chain, err := digest.Load(context.Background(), store, simSigner().Verifier())
+	if err != nil {
+		return nil, err
+	}
+	findings := chain.Findings
+	for _, k := range s.w.keys {
+		e, ok := rows[k]
+		switch {
+		case !ok:
+		case s.mutant == VerifyHashesOnly:
+			findings = append(findings, hashesOnly(chain, e, s.now)...)
+		default:
+			findings = append(findings, chain.CheckRow(e, s.now)...)
+		}
+	}
+	return append(findings, chain.Missing(s.now)...), nil
+}
+
+// hashesOnly is mutant VerifyHashesOnly's check of a row: Chain.CheckRow
+// without its retention check (the verifier before Chain.checkRetention).
+func hashesOnly(chain *digest.Chain, e ledger.Entry, now time.Time) []digest.Finding {
+	hashes := make([]string, len(e.History))
+	for i, ev := range e.History {
+		hashes[i] = ev.Hash
+	}
+	last := e.UpdatedAt
+	if len(e.History) > 0 && !e.Last().At.IsZero() {
+		last = e.Last().At
+	}
+	return chain.CheckHashes(e.Key, hashes, last, now)
 }

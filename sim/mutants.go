@@ -213,11 +213,31 @@ const (
 	// that write's condition: an attempt may start inside the margin,
 	// with no time to finish before its send deadline.
 	MarginEqualsGuard Mutant = "margin-equals-guard"
-	// DigestSkipsTTLEdits: the digest function's stream filter passes only
-	// the records of writes that add history: an insider's UpdateItem of
-	// a row's retention alone is never digested, so no step of a
-	// retention moved earlier reaches the verifier.
-	DigestSkipsTTLEdits Mutant = "digest-skips-ttl-edits"
+	// VerifyCountsOnly: the verifier compares a row's entry count with
+	// the digests' and not its chain head: a history entry rewritten in
+	// the table, its chain recomputed, keeps its count and passes. (The
+	// mutant is the real verifier's findings without CodeRewritten.)
+	VerifyCountsOnly Mutant = "verify-counts-only"
+	// VerifyNoHoles: the verifier reads the digests it finds and reports
+	// no hole in their numbering: a digest object removed goes unnamed.
+	// (The real verifier's findings without CodeMissing.)
+	VerifyNoHoles Mutant = "verify-no-holes"
+	// VerifySkipsSignature: the verifier parses each digest object and
+	// never checks its signature: a body rewritten under its old signature
+	// is taken as signed. (The real verifier's findings without
+	// CodeSignature.)
+	VerifySkipsSignature Mutant = "verify-skips-signature"
+	// VerifyHashesOnly: the verifier checks a row's history against the
+	// digests and not its retention against the highest the digests
+	// recorded (Chain.CheckRow without checkRetention, as before issue 46):
+	// an adversary's steps that move a retention earlier, each within the
+	// slack, pass when they straddle two digests (the later one records
+	// its batch's highest, the first step's old image). It replaces
+	// digest-skips-ttl-edits (a digest function that never digests a
+	// retention edit), which no run can catch any more: the verifier
+	// compares the table's retention with the digests', so an edit the
+	// digests never saw is named all the same.
+	VerifyHashesOnly Mutant = "verify-hashes-only"
 )
 
 // Mutants lists every mutant.
@@ -227,11 +247,14 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	LimitCapOffByOne, LimitCountsAgain, LimitFullAsRepeat, RegionDefaultUS, KindAsMobile, FixedWindowCounters, SupersedeLastNoted, DecryptFailureAsUnavailable, LimitIndexByItem,
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
 	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite,
-	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite, ReleaseNoOp, KMSErrorAsValid, MarginEqualsGuard}
+	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite, ReleaseNoOp, KMSErrorAsValid, MarginEqualsGuard,
+	VerifyHashesOnly, VerifyCountsOnly, VerifyNoHoles, VerifySkipsSignature}
 
 // OptInMutants are the mutants of the opt-in classes (OptIn): hunted only
-// with -mutants and -with.
-var OptInMutants = []Mutant{DigestSkipsTTLEdits}
+// with -mutants and -with. None today: the adversary's class
+// (ClassTamper), the last opt-in one, is on by default since its check
+// passes on the protocol.
+var OptInMutants = []Mutant{}
 
 // rareMutants are the mutants whose fault needs a rarer schedule, with how
 // many times the usual seed budget each may take: a stall past the expiry
@@ -250,9 +273,12 @@ var OptInMutants = []Mutant{DigestSkipsTTLEdits}
 // world whose admissions of one key straddle a window edge up to the cap on
 // both sides: first caught at seed 712 (issue 33). A send guard read as
 // milliseconds needs a slow send near the deadline: first caught at seed
-// 316 once dispatch read every stream record's row (issue 42).
+// 316 once dispatch read every stream record's row (issue 42). A retention
+// moved earlier in steps that the verifier without its retention check
+// misses needs the tampered run (one in ten), steps beyond the slack, and
+// a digest boundary between them: first caught at seed 958 (issue 46).
 var rareMutants = map[Mutant]int{SendNoDeadline: 8, BeginStaleClock: 4, WindowFromLastAttempt: 8, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 8,
-	TimelineWrongIndex: 10, BounceLosesPermanent: 4, DeferralDropsSubject: 4, FixedWindowCounters: 4, SendGuardMillis: 2}
+	TimelineWrongIndex: 10, BounceLosesPermanent: 4, DeferralDropsSubject: 4, FixedWindowCounters: 4, SendGuardMillis: 2, VerifyHashesOnly: 5}
 
 // Budget is how many seeds m may take to be caught, given the usual budget.
 func (m Mutant) Budget(usual int) int {

@@ -92,9 +92,12 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.IssuedAtDropped:                 {"lifetime-bound", "superseded-sent"},
 	sim.RetryLeaseBeforeWrite:           {"call-outlives-deadline", "retry-outside-key-window", "send-outside-key-window"},
 	sim.ReleaseNoOp:                     {"unsent-count-given-back"},
-	sim.DigestSkipsTTLEdits:             {"tamper-named"},
+	sim.VerifyHashesOnly:                {"tamper-named"},
 	sim.KMSErrorAsValid:                 {"kms-error-not-verified"},
 	sim.MarginEqualsGuard:               {"late-attempt"},
+	sim.VerifyCountsOnly:                {"tamper-named"},
+	sim.VerifyNoHoles:                   {"tamper-named"},
+	sim.VerifySkipsSignature:            {"tamper-named"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;
