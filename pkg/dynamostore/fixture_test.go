@@ -13,9 +13,9 @@ import (
 // item as a stream image carries it (DynamoDB JSON) and the entry that
 // form's decoder read from it.
 type storedFixture struct {
-	Name  string                                  `json:"name"`
+	Name  string                                   `json:"name"`
 	Image map[string]events.DynamoDBAttributeValue `json:"image"`
-	Entry json.RawMessage                         `json:"entry"`
+	Entry json.RawMessage                          `json:"entry"`
 }
 
 // v1Fixtures is testdata/v1-rows.json: rows in the first stored form (long

@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,39 +31,20 @@ const (
 	IndexName = "open"
 )
 
-// The other attribute names of a ledger item. Times are UTC strings in
-// timeLayout, whose fixed width makes string order equal time order, so
-// conditions and the index sort key compare them directly.
+// Attribute names both stored forms share: the table's key and TTL, the
+// state the stream filter reads, the index keys (in form 1's names and
+// types, so no index changes) and the history list with its entries' hash,
+// which the digest function reads from the stream (docs/digests.md).
 const (
-	attrPurpose         = "purpose"
-	attrChallenge       = "challenge_id"
-	attrChannel         = "channel"
-	attrWorkflow        = "workflow"
-	attrOrder           = "workflow_order"
-	attrVersion         = "version"
-	attrContentHash     = "content_hash"
-	attrDestinationRef  = "destination_ref"
-	attrTemplateID      = "template_id"
-	attrTemplateVersion = "template_version"
-	attrPolicyVersion   = "policy_version"
-	attrExpiresAt       = "expires_at"
-	attrCreatedAt       = "created_at"
-	attrIssuedAt        = "issued_at"
-	attrUpdatedAt       = "updated_at"
-	attrLeaseUntil      = "lease_until"
-	attrNextCheckAt     = "next_check_at"
-	attrFirstAttemptAt  = "first_attempt_at"
-	attrAdmittedAt      = "admitted_at"
-	attrNextAttemptAt   = "next_attempt_at"
-	attrSlotAt          = "slot_at"
-	attrNotSentCode     = "not_sent_code"
-	attrAttempts        = "attempts"
-	attrAckID           = "ack_id"
-	attrReason          = "reason"
-	attrMismatches      = "mismatches"
-	attrHistory         = "history"
+	attrDestinationRef = "destination_ref"
+	attrCreatedAt      = "created_at"
+	attrHistory        = "history"
+	attrHash           = "hash"
 
-	timeLayout = "2006-01-02T15:04:05.000Z" // ledger.Precision
+	// timeLayout is the text form of a time (ledger.Precision): form 1's
+	// times, and in both forms created_at and open_due, whose fixed width
+	// makes text order equal time order in the indexes' sort keys.
+	timeLayout = "2006-01-02T15:04:05.000Z"
 )
 
 func fmtTime(t time.Time) string { return t.UTC().Format(timeLayout) }
@@ -73,176 +53,6 @@ func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Valu
 
 func n(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-
-// mutable returns the attributes a transition may change; a nil value means
-// the attribute is removed.
-func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
-	m := map[string]types.AttributeValue{
-		AttrState:     s(string(e.State)),
-		attrVersion:   n(e.Version),
-		attrUpdatedAt: s(fmtTime(e.UpdatedAt)),
-		attrAttempts:  n(int64(e.Attempts)),
-		AttrTTL:       n(e.RetainUntil.Unix()),
-	}
-	m[attrMismatches] = nil // none, by far the most common, costs no bytes
-	if e.Mismatches != 0 {
-		m[attrMismatches] = n(int64(e.Mismatches))
-	}
-	optTime := func(name string, t time.Time) {
-		m[name] = nil
-		if !t.IsZero() {
-			m[name] = s(fmtTime(t))
-		}
-	}
-	optStr := func(name, v string) {
-		m[name] = nil
-		if v != "" {
-			m[name] = s(v)
-		}
-	}
-	// One attribute for the two deadlines of an in-flight row: a claim's
-	// re-drive time, a dispatching row's lease (only one is set in any
-	// state; decode tells them apart by the state).
-	lease := e.LeaseUntil
-	if e.State == ledger.Claimed {
-		lease = e.RedriveAt
-	}
-	optTime(attrLeaseUntil, lease)
-	optTime(attrNextCheckAt, e.NextCheckAt)
-	optTime(attrFirstAttemptAt, e.FirstAttemptAt)
-	optTime(attrAdmittedAt, e.AdmittedAt)
-	optTime(attrNextAttemptAt, e.NextAttemptAt)
-	optTime(attrSlotAt, e.SlotAt)
-	optStr(attrNotSentCode, e.NotSentCode)
-	optStr(attrAckID, e.AckID)
-	optStr(attrReason, e.Reason)
-	m[AttrOpenPK], m[AttrOpenDue] = nil, nil
-	if e.State.Open() {
-		m[AttrOpenPK] = s(st.openPK(e.State, e.Key))
-		m[AttrOpenDue] = s(openDue(e))
-	}
-	return m
-}
-
-// Stored returns e as the table holds it once written, which is what its
-// stream record's new image carries: times at the store's precision, the
-// retention in whole seconds.
-func (st *Store) Stored(e ledger.Entry) (ledger.Entry, error) { return decode(st.item(e)) }
-
-// item encodes a whole row for PutItem.
-func (st *Store) item(e ledger.Entry) map[string]types.AttributeValue {
-	m := map[string]types.AttributeValue{
-		AttrPK:              s(e.Key),
-		attrPurpose:         s(string(e.Identity.Purpose)),
-		attrChallenge:       s(e.Identity.ChallengeID),
-		attrChannel:         s(string(e.Identity.Channel)),
-		attrWorkflow:        s(string(e.Workflow.Kind)),
-		attrContentHash:     compact(e.ContentHash),
-		attrTemplateID:      s(e.TemplateID),
-		attrTemplateVersion: s(e.TemplateVersion),
-		attrPolicyVersion:   s(e.PolicyVersion),
-		attrExpiresAt:       s(fmtTime(e.ExpiresAt)),
-		attrCreatedAt:       s(fmtTime(e.CreatedAt)),
-	}
-	if !e.IssuedAt.IsZero() {
-		m[attrIssuedAt] = s(fmtTime(e.IssuedAt))
-	}
-	// The timeline indexes' keys: an index key attribute may not be an
-	// empty string, and a row without a subject is in no subject's index.
-	if e.DestinationRef != "" {
-		m[AttrDestinationRef] = s(e.DestinationRef)
-	}
-	if e.SubjectRef != "" {
-		m[AttrSubjectRef] = s(e.SubjectRef)
-	}
-	if len(e.Workflow.Order) > 0 {
-		order := make([]types.AttributeValue, len(e.Workflow.Order))
-		for i, c := range e.Workflow.Order {
-			order[i] = s(string(c))
-		}
-		m[attrOrder] = &types.AttributeValueMemberL{Value: order}
-	}
-	hist := make([]types.AttributeValue, len(e.History))
-	for i, ev := range e.History {
-		hist[i] = event(ev, e, i)
-	}
-	m[attrHistory] = &types.AttributeValueMemberL{Value: hist}
-	for k, v := range st.mutable(e) {
-		if v != nil {
-			m[k] = v
-		}
-	}
-	return m
-}
-
-// event encodes history entry i of the row e. The row is charged write
-// capacity on its whole size, so entries are kept small: hex hashes and ids
-// are stored as raw bytes, and what decode can restore is not stored: the
-// link to the previous entry (that entry's hash), the state it left when
-// that is the state the previous entry reached, the kind when it is a
-// transition, the policy version and content hash when they are the row's,
-// an attempt of 0. A worker named after a Lambda request id stores the id
-// as its 16 bytes (packWorker). Every omission is of a field that items
-// written before it always carried, so decode reads both.
-func event(ev ledger.Event, e ledger.Entry, i int) types.AttributeValue {
-	m := map[string]types.AttributeValue{
-		"id":   compact(ev.ID),
-		"to":   s(ev.To.String()),
-		"at":   s(fmtTime(ev.At)),
-		"by":   packWorker(ev.Worker),
-		"hash": compact(ev.Hash),
-	}
-	if ev.From != previousState(e.History, i) {
-		m["from"] = s(ev.From.String())
-	}
-	if ev.Kind != ledger.KindTransition {
-		m["kind"] = s(string(ev.Kind))
-	}
-	if ev.PolicyVersion != e.PolicyVersion {
-		m["pv"] = s(ev.PolicyVersion)
-	}
-	if ev.Attempt != 0 {
-		m["n"] = n(int64(ev.Attempt))
-	}
-	if ev.ContentHash != e.ContentHash {
-		m["ch"] = s(ev.ContentHash)
-	}
-	if ev.Reason != "" {
-		m["why"] = s(ev.Reason)
-	}
-	if ev.AckID != "" {
-		m["ack"] = s(ev.AckID)
-	}
-	if ev.Code != "" {
-		m["code"] = s(ev.Code)
-	}
-	if !ev.NextAttemptAt.IsZero() {
-		m["next"] = s(fmtTime(ev.NextAttemptAt))
-	}
-	if ev.ProviderType != "" {
-		m["ptype"] = s(ev.ProviderType)
-	}
-	if ev.Detail != "" {
-		m["detail"] = s(ev.Detail)
-	}
-	if !ev.ProviderAt.IsZero() {
-		m["pat"] = s(fmtTime(ev.ProviderAt))
-	}
-	if ev.Permanent {
-		m["perm"] = &types.AttributeValueMemberBOOL{Value: true}
-	}
-	return &types.AttributeValueMemberM{Value: m}
-}
-
-// previousState is the state history entry i starts from when it follows
-// on from the entry before it: the state that entry reached, or none for
-// the first.
-func previousState(h []ledger.Event, i int) ledger.State {
-	if i == 0 {
-		return ledger.None
-	}
-	return h[i-1].To
 }
 
 // packWorker stores a worker named "<function>/<request id>", where the
@@ -285,12 +95,20 @@ func (d *decoder) worker(name string) string {
 	if !ok {
 		return d.str(name)
 	}
-	n := len(b.Value) - 16
-	if n < 1 || b.Value[n-1] != '/' {
+	w, ok := unpackWorker(b.Value)
+	if !ok {
 		d.fail(name, "not a packed worker")
-		return ""
 	}
-	return string(b.Value[:n]) + formatUUID(b.Value[n:])
+	return w
+}
+
+// unpackWorker reads the bytes packWorker wrote.
+func unpackWorker(b []byte) (string, bool) {
+	n := len(b) - 16
+	if n < 1 || b[n-1] != '/' {
+		return "", false
+	}
+	return string(b[:n]) + formatUUID(b[n:]), true
 }
 
 // compact stores a lowercase hex string as its bytes (half the size) and
@@ -396,102 +214,33 @@ func (d *decoder) fail(name, why string) {
 	}
 }
 
-// DecodeItem reads a ledger item as the store wrote it, for callers that get
-// items from elsewhere (a stream record's image). It rejects items it cannot
-// read rather than returning a half-filled row.
+// DecodeItem reads a ledger item as the store wrote it, in either stored
+// form, for callers that get items from elsewhere (a stream record's
+// image). It rejects items it cannot read rather than returning a
+// half-filled row.
 func DecodeItem(m map[string]types.AttributeValue) (ledger.Entry, error) { return decode(m) }
 
-// decodeEvent reads the history entry v that follows e's history so far,
-// restoring what event left out.
-func decodeEvent(v types.AttributeValue, e ledger.Entry) (ledger.Event, error) {
-	mv, ok := v.(*types.AttributeValueMemberM)
-	if !ok {
-		return ledger.Event{}, errors.New("entry is not a map")
+// decode reads a ledger item in the form its marker names: form 2 (the
+// compact form, item_form2.go) if it carries attrForm, else form 1
+// (item_v1.go).
+func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
+	if _, ok := m[attrForm]; ok {
+		return decodeForm2(m)
 	}
-	h := &decoder{m: mv.Value}
-	ev := ledger.Event{
-		ID: h.hexOrStr("id"), Kind: ledger.KindTransition, From: previousState(e.History, len(e.History)), To: h.state("to"),
-		At: h.time("at"), Worker: h.worker("by"), Reason: h.str("why"), PolicyVersion: e.PolicyVersion,
-		Attempt: int(h.num("n")), AckID: h.str("ack"), ContentHash: e.ContentHash, Hash: h.hexOrStr("hash"),
-		Code: h.str("code"), NextAttemptAt: h.time("next"),
-		ProviderType: h.str("ptype"), Detail: h.str("detail"), ProviderAt: h.time("pat"), Permanent: h.flag("perm"),
-	}
-	// What event left out equals what was restored above; what it stored wins.
-	ev.Kind = ledger.EventKind(h.strOr("kind", string(ev.Kind)))
-	ev.PolicyVersion = h.strOr("pv", ev.PolicyVersion)
-	ev.ContentHash = h.strOr("ch", ev.ContentHash)
-	if _, ok := mv.Value["from"]; ok {
-		ev.From = h.state("from")
-	}
-	if k := len(e.History); k > 0 {
-		ev.Prev = e.History[k-1].Hash
-	}
-	return ev, h.err
+	return decodeV1(m)
 }
 
-// decode reads a ledger item. It rejects items it cannot read rather than
-// returning a half-filled row.
-func decode(m map[string]types.AttributeValue) (ledger.Entry, error) {
-	d := &decoder{m: m}
-	e := ledger.Entry{
-		Key: d.str(AttrPK),
-		Identity: ledger.Identity{
-			Purpose: ledger.Purpose(d.str(attrPurpose)), ChallengeID: d.str(attrChallenge), Channel: ledger.Channel(d.str(attrChannel)),
-		},
-		Workflow:        ledger.Workflow{Kind: ledger.WorkflowKind(d.str(attrWorkflow))},
-		State:           d.state(AttrState),
-		Version:         d.num(attrVersion),
-		ContentHash:     d.hexOrStr(attrContentHash),
-		DestinationRef:  d.str(attrDestinationRef),
-		SubjectRef:      d.str(AttrSubjectRef),
-		TemplateID:      d.str(attrTemplateID),
-		TemplateVersion: d.str(attrTemplateVersion),
-		PolicyVersion:   d.str(attrPolicyVersion),
-		ExpiresAt:       d.time(attrExpiresAt),
-		CreatedAt:       d.time(attrCreatedAt),
-		IssuedAt:        d.time(attrIssuedAt),
-		UpdatedAt:       d.time(attrUpdatedAt),
-		LeaseUntil:      d.time(attrLeaseUntil),
-		NextCheckAt:     d.time(attrNextCheckAt),
-		FirstAttemptAt:  d.time(attrFirstAttemptAt),
-		AdmittedAt:      d.time(attrAdmittedAt),
-		NextAttemptAt:   d.time(attrNextAttemptAt),
-		SlotAt:          d.time(attrSlotAt),
-		NotSentCode:     d.str(attrNotSentCode),
-		Attempts:        int(d.num(attrAttempts)),
-		AckID:           d.str(attrAckID),
-		Reason:          d.str(attrReason),
-		Mismatches:      int(d.num(attrMismatches)),
-	}
-	if e.State == ledger.Claimed {
-		e.RedriveAt, e.LeaseUntil = e.LeaseUntil, time.Time{}
-	}
-	if ttl := d.num(AttrTTL); ttl != 0 {
-		e.RetainUntil = time.Unix(ttl, 0).UTC()
-	}
-	if l, ok := m[attrOrder].(*types.AttributeValueMemberL); ok {
-		for _, v := range l.Value {
-			if sv, ok := v.(*types.AttributeValueMemberS); ok {
-				e.Workflow.Order = append(e.Workflow.Order, ledger.Channel(sv.Value))
-			} else {
-				d.fail(attrOrder, "not a list of strings")
-			}
-		}
-	}
-	if l, ok := m[attrHistory].(*types.AttributeValueMemberL); ok {
-		for _, v := range l.Value {
-			ev, err := decodeEvent(v, e)
-			if err != nil && d.err == nil {
-				d.err = fmt.Errorf("history: %w", err)
-			}
-			e.History = append(e.History, ev)
-		}
-	}
-	if e.Key == "" {
-		d.fail(AttrPK, "missing")
-	}
-	if d.err != nil {
-		return ledger.Entry{}, d.err
-	}
-	return e, nil
+// isForm1 reports whether an item that exists is in the first stored form.
+func isForm1(m map[string]types.AttributeValue) bool {
+	_, form2 := m[attrForm]
+	return len(m) > 0 && !form2
 }
+
+// Item returns e as the store writes it (PutItem's item, and what an
+// UpdateItem leaves stored), for tools and tests that size rows.
+func (st *Store) Item(e ledger.Entry) map[string]types.AttributeValue { return st.item(e) }
+
+// Stored returns e as the table holds it once written, which is what its
+// stream record's new image carries: times at the store's precision, the
+// retention in whole seconds.
+func (st *Store) Stored(e ledger.Entry) (ledger.Entry, error) { return decode(st.item(e)) }

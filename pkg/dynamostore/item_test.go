@@ -45,7 +45,7 @@ func TestItemRoundTripsACompactHistory(t *testing.T) {
 		if _, ok := m["prev"]; ok {
 			t.Fatalf("entry %d stores its link", i)
 		}
-		_, hasCH := m["ch"]
+		_, hasCH := m[evContent]
 		if mismatch := want.History[i].Kind == ledger.KindContentMismatch; hasCH != mismatch {
 			t.Fatalf("entry %d (%s): content hash stored = %v", i, want.History[i].Kind, hasCH)
 		}
@@ -56,8 +56,9 @@ func TestItemRoundTripsACompactHistory(t *testing.T) {
 }
 
 // TestItemOmitsOnlyWhatDecodeRestores: an entry leaves out its kind, the
-// state it left, its policy version and a zero attempt only when decode
-// restores them, and packs a worker's request id only when it is a UUID in
+// state it left, its policy version and its attempt only when decode
+// restores them (a transition, the previous entry's state and attempt, the
+// row's policy version), and packs a worker's request id only when it is a UUID in
 // Lambda's lowercase form; rows whose entries break the usual pattern (an
 // entry that does not start where the previous one ended, a policy change
 // mid-row, workers of every shape) come back field for field.
@@ -91,10 +92,10 @@ func TestItemOmitsOnlyWhatDecodeRestores(t *testing.T) {
 		}
 	}
 	item, got := roundTrip(t, want)
-	if _, ok := item["content_hash"].(*types.AttributeValueMemberB); !ok || got.ContentHash != want.ContentHash {
-		t.Fatalf("content hash stored as %T, read back %q", item["content_hash"], got.ContentHash)
+	if _, ok := item[f2ContentHash].(*types.AttributeValueMemberB); !ok || got.ContentHash != want.ContentHash {
+		t.Fatalf("content hash stored as %T, read back %q", item[f2ContentHash], got.ContentHash)
 	}
-	if _, ok := item["mismatches"]; ok {
+	if _, ok := item[f2Mismatches]; ok {
 		t.Fatal("a row without mismatches stores the attribute")
 	}
 	hist := item[attrHistory].(*types.AttributeValueMemberL).Value
@@ -103,18 +104,18 @@ func TestItemOmitsOnlyWhatDecodeRestores(t *testing.T) {
 		{false, false, false, false, true},
 		{true, false, false, false, false},
 		{false, true, true, true, true},
-		{false, false, true, true, false},
+		{false, false, true, false, false},
 		{false, false, false, true, false},
 	} {
-		by := hist[i].(*types.AttributeValueMemberM).Value["by"]
+		by := hist[i].(*types.AttributeValueMemberM).Value[evBy]
 		_, isBytes := by.(*types.AttributeValueMemberB)
-		if stored(i, "kind") != c.kind || stored(i, "from") != c.from || stored(i, "pv") != c.pv || stored(i, "n") != c.n || isBytes != c.packedBy {
+		if stored(i, evKind) != c.kind || stored(i, evFrom) != c.from || stored(i, evPolicy) != c.pv || stored(i, evAttempt) != c.n || isBytes != c.packedBy {
 			t.Errorf("entry %d stores kind %v from %v pv %v n %v, worker as bytes %v; want %+v",
-				i, stored(i, "kind"), stored(i, "from"), stored(i, "pv"), stored(i, "n"), isBytes, c)
+				i, stored(i, evKind), stored(i, evFrom), stored(i, evPolicy), stored(i, evAttempt), isBytes, c)
 		}
 	}
 	// A packed worker that is not one fails the decode rather than inventing a name.
-	hist[0].(*types.AttributeValueMemberM).Value["by"] = &types.AttributeValueMemberB{Value: []byte("short")}
+	hist[0].(*types.AttributeValueMemberM).Value[evBy] = &types.AttributeValueMemberB{Value: []byte("short")}
 	if _, err := decode(item); err == nil {
 		t.Fatal("a malformed packed worker decoded")
 	}

@@ -84,20 +84,20 @@ func sampleEntry(r *rand.Rand, i int) ledger.Entry {
 	id := ledger.Identity{Purpose: purpose, ChallengeID: challenge, Channel: ch}
 	e := ledger.Entry{
 		Key: id.Key(), Identity: id, State: ledger.States[i%len(ledger.States)],
-		Workflow:       ledger.Workflow{Kind: ledger.Single},
-		ContentHash:    pick(r, []string{sampleHex(r, 32), "not-hex-content", strings.ToUpper(sampleHex(r, 32))}),
-		DestinationRef: pick(r, []string{sampleHex(r, 32), "acct-7:" + string(ch), ""}),
-		SubjectRef:     pick(r, []string{sampleHex(r, 32), "", "acct-7"}),
-		TemplateID:     pick(r, []string{"password-reset-html", "t", strings.Repeat("T", 64)}),
+		Workflow:        ledger.Workflow{Kind: ledger.Single},
+		ContentHash:     pick(r, []string{sampleHex(r, 32), "not-hex-content", strings.ToUpper(sampleHex(r, 32))}),
+		DestinationRef:  pick(r, []string{sampleHex(r, 32), "acct-7:" + string(ch), ""}),
+		SubjectRef:      pick(r, []string{sampleHex(r, 32), "", "acct-7"}),
+		TemplateID:      pick(r, []string{"password-reset-html", "t", strings.Repeat("T", 64)}),
 		TemplateVersion: pick(r, []string{"2026-11-18.3", "1", ""}),
-		PolicyVersion:  pick(r, []string{"policy-1", "policy-2", ""}),
-		CreatedAt:      base,
-		ExpiresAt:      base.Add(time.Duration(r.Intn(3600000)) * time.Millisecond),
-		NotSentCode:    pick(r, []string{"", "", "TooManyRequestsException", "HTTP 429", ledger.BudgetCode}),
-		Attempts:       r.Intn(4),
-		Reason:         pick(r, sampleReasons),
-		Mismatches:     pick(r, []int{0, 0, 1, 7}),
-		RetainUntil:    base.Add(400 * 24 * time.Hour).Truncate(time.Second),
+		PolicyVersion:   pick(r, []string{"policy-1", "policy-2", ""}),
+		CreatedAt:       base,
+		ExpiresAt:       base.Add(time.Duration(r.Intn(3600000)) * time.Millisecond),
+		NotSentCode:     pick(r, []string{"", "", "TooManyRequestsException", "HTTP 429", ledger.BudgetCode}),
+		Attempts:        r.Intn(4),
+		Reason:          pick(r, sampleReasons),
+		Mismatches:      pick(r, []int{0, 0, 1, 7}),
+		RetainUntil:     base.Add(400 * 24 * time.Hour).Truncate(time.Second),
 	}
 	if i%5 == 3 {
 		e.Workflow = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}

@@ -43,26 +43,35 @@ type ScanFilter struct {
 	PageSize int32
 }
 
-// condition is the filter on updated_at, and false for the zero window.
+// condition is the filter on the time of a row's last write, and false for
+// the zero window. A row in form 2 holds it in u (Unix ms), one in form 1
+// in updated_at (text); a row holds one of them, so the filter is the
+// window on either.
 func (f ScanFilter) condition() (expression.ConditionBuilder, bool) {
-	updated := expression.Name(attrUpdatedAt)
-	since := updated.GreaterThanEqual(expression.Value(s(fmtTime(f.UpdatedSince))))
-	until := updated.LessThan(expression.Value(s(fmtTime(f.UpdatedUntil))))
-	switch {
-	case !f.UpdatedSince.IsZero() && !f.UpdatedUntil.IsZero():
-		return since.And(until), true
-	case !f.UpdatedSince.IsZero():
-		return since, true
-	case !f.UpdatedUntil.IsZero():
-		return until, true
+	if f.UpdatedSince.IsZero() && f.UpdatedUntil.IsZero() {
+		return expression.ConditionBuilder{}, false
 	}
-	return expression.ConditionBuilder{}, false
+	window := func(name string, v func(time.Time) types.AttributeValue) expression.ConditionBuilder {
+		attr := expression.Name(name)
+		since := attr.GreaterThanEqual(expression.Value(v(f.UpdatedSince)))
+		until := attr.LessThan(expression.Value(v(f.UpdatedUntil)))
+		switch {
+		case f.UpdatedSince.IsZero():
+			return until
+		case f.UpdatedUntil.IsZero():
+			return since
+		}
+		return since.And(until)
+	}
+	form2 := window(f2UpdatedAt, func(t time.Time) types.AttributeValue { return n(ms(t)) })
+	form1 := window(attrUpdatedAt, func(t time.Time) types.AttributeValue { return s(fmtTime(t)) })
+	return form2.Or(form1), true
 }
 
 // Page reads one page of the table, starting after startKey ("" for the
 // first page), and calls fn for every row on it that matches f, in the
 // order DynamoDB returns them. The filter runs in DynamoDB (a
-// FilterExpression on updated_at), so a page may hold no matching row.
+// FilterExpression on the time of the last write), so a page may hold no matching row.
 //
 // nextKey is the key to pass to the next call, or "" when the scan is
 // complete. Because the table's key is the dedupe key alone, nextKey is a

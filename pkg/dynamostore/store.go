@@ -4,7 +4,9 @@
 // Claims are conditional PutItems (attribute_not_exists on the key) that
 // return the existing item on failure, so a duplicate costs one request.
 // Transitions are conditional UpdateItems on state and version that append
-// one history entry with list_append. Open rows carry open_pk/open_due, the
+// one history entry with list_append. Rows are written in a compact form
+// (item_form2.go); rows written in the first form still read (item_v1.go)
+// and are rewritten in the compact form by their next transition. Open rows carry open_pk/open_due, the
 // keys of a sparse, sharded index, so sweeps query only open rows.
 package dynamostore
 
@@ -14,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -116,7 +119,9 @@ func (st *Store) Get(ctx context.Context, key string) (ledger.Entry, error) {
 }
 
 // Apply implements ledger.Store: one conditional UpdateItem that sets the
-// mutable attributes and appends c.Event to the stored history.
+// mutable attributes and appends c.Event to the stored history. A row
+// still in the first stored form fails that condition (it has no form-2
+// version) and is rewritten in form 2 by migrate.
 func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
 	expr, err := st.applyExpression(c)
 	if err != nil {
@@ -131,16 +136,15 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		// The SDK retries a request whose response was lost; if the first
-		// attempt landed, the retry fails its condition against our own
-		// write. The stored history then already holds our event.
-		// Otherwise the stored row answers the conflict (a zero row if it
-		// does not decode: the caller then reads it).
-		cur, derr := decode(ccf.Item)
-		if derr == nil && cur.Holds(c.Event.ID) {
-			return cur, nil
+		stored := ccf.Item
+		if len(stored) == 0 {
+			// Endpoints that do not return the item: read it.
+			stored, _ = st.rawGet(ctx, c.Next.Key)
 		}
-		return cur, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, ledger.ErrConflict)
+		if isForm1(stored) {
+			return st.migrate(ctx, c, stored)
+		}
+		return st.conflict(c, stored)
 	}
 	if err != nil {
 		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, err)
@@ -152,6 +156,91 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 	return e, nil
 }
 
+// conflict answers a write of c whose condition failed against the stored
+// item. The SDK retries a request whose response was lost; if the first
+// attempt landed, the retry fails its condition against our own write. The
+// stored history then already holds our event. Otherwise the stored row
+// answers the conflict (a zero row if it does not decode: the caller then
+// reads it).
+func (st *Store) conflict(c ledger.Change, stored map[string]types.AttributeValue) (ledger.Entry, error) {
+	cur, derr := decode(stored)
+	if derr == nil && cur.Holds(c.Event.ID) {
+		return cur, nil
+	}
+	return cur, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, ledger.ErrConflict)
+}
+
+// rawGet reads the item at key as stored (nil if there is none).
+func (st *Store) rawGet(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
+	out, err := st.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.table, Key: keyOf(key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
+// migrate applies c to a row stored in the first form (old): one
+// conditional PutItem of the whole row in form 2, on the same terms as
+// the UpdateItem (the row still in c.From at c.Version, unexpired by
+// c.NotExpiredBy) in form 1's attributes. The row written is the stored
+// one with c applied: c.Next must agree with it on everything a
+// transition leaves alone (the history before c.Event included), or it
+// is a conflict and nothing is written, so a caller's copy never replaces
+// what the table holds.
+func (st *Store) migrate(ctx context.Context, c ledger.Change, old map[string]types.AttributeValue) (ledger.Entry, error) {
+	cur, err := decodeV1(old)
+	if err != nil || cur.State != c.From || cur.Version != c.Version || !st.sameRow(cur, c.Next) ||
+		(!c.NotExpiredBy.IsZero() && !cur.ExpiresAt.After(c.NotExpiredBy)) {
+		return st.conflict(c, old)
+	}
+	cond := expression.Name(AttrState).Equal(expression.Value(s(string(c.From)))).
+		And(expression.Name(attrVersion).Equal(expression.Value(n(c.Version)))).
+		And(expression.AttributeNotExists(expression.Name(attrForm)))
+	if !c.NotExpiredBy.IsZero() {
+		cond = cond.And(expression.Name(attrExpiresAt).GreaterThan(expression.Value(s(fmtTime(c.NotExpiredBy)))))
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return ledger.Entry{}, fmt.Errorf("apply %s: %w", c.Next.Key, err)
+	}
+	item := st.item(c.Next)
+	_, err = st.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &st.table, Item: item,
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		stored := ccf.Item
+		if len(stored) == 0 {
+			stored, _ = st.rawGet(ctx, c.Next.Key)
+		}
+		return st.conflict(c, stored)
+	}
+	if err != nil {
+		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: rewrite in form 2: %w", c.Next.Key, c.From, c.Next.State, err)
+	}
+	return decode(item)
+}
+
+// sameRow reports whether next is cur with one more history entry and
+// only what a transition may change changed: compared as form 2 stores
+// them, so times compare by their instant.
+func (st *Store) sameRow(cur, next ledger.Entry) bool {
+	if len(next.History) != len(cur.History)+1 {
+		return false
+	}
+	a, b := st.item(cur), st.item(next)
+	for _, name := range []string{AttrPK, f2Purpose, f2Challenge, f2Channel, f2Workflow, f2Order, f2ContentHash, f2TemplateID,
+		f2TemplateVersion, f2PolicyVersion, f2ExpiresAt, f2IssuedAt, attrDestinationRef, AttrSubjectRef, attrCreatedAt} {
+		if !reflect.DeepEqual(a[name], b[name]) {
+			return false
+		}
+	}
+	ha, hb := a[attrHistory].(*types.AttributeValueMemberL).Value, b[attrHistory].(*types.AttributeValueMemberL).Value
+	return reflect.DeepEqual(ha, hb[:len(ha)])
+}
+
 // applyExpression is c as a compare-and-set: the condition that the row is
 // still in c.From at c.Version (and, with c.NotExpiredBy, expires after
 // it), and the update that appends c.Event to the history, sets every
@@ -160,11 +249,11 @@ func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, erro
 // attribute and value.
 func (st *Store) applyExpression(c ledger.Change) (expression.Expression, error) {
 	cond := expression.Name(AttrState).Equal(expression.Value(s(string(c.From)))).
-		And(expression.Name(attrVersion).Equal(expression.Value(n(c.Version))))
+		And(expression.Name(f2Version).Equal(expression.Value(n(c.Version))))
 	if !c.NotExpiredBy.IsZero() {
-		cond = cond.And(expression.Name(attrExpiresAt).GreaterThan(expression.Value(s(fmtTime(c.NotExpiredBy)))))
+		cond = cond.And(expression.Name(f2ExpiresAt).GreaterThan(expression.Value(n(ms(c.NotExpiredBy)))))
 	}
-	appended := &types.AttributeValueMemberL{Value: []types.AttributeValue{event(c.Event, c.Next, len(c.Next.History)-1)}}
+	appended := &types.AttributeValueMemberL{Value: []types.AttributeValue{event2(c.Event, c.Next, len(c.Next.History)-1)}}
 	update := expression.Set(expression.Name(attrHistory), expression.ListAppend(expression.Name(attrHistory), expression.Value(appended)))
 	attrs := st.mutable(c.Next)
 	for _, name := range slices.Sorted(maps.Keys(attrs)) {
