@@ -50,14 +50,23 @@
 // supersession judged for every attempt of a message nothing of which the
 // provider took, not only the first.
 //
-// Issue 46 added four more: transports that honour their call's context
+// Issue 46 added six more: transports that honour their call's context
 // (no call's context may outlive its send deadline, nor a retry's its
 // lease: call-outlives-deadline); challenges issued long before their
 // claim, at the lifetime bound, and version-1 intents, with claims that
 // dead-letter an invalid intent (lifetime-bound, lifetime.go); a policy
-// drawn per run at the edges of Policy.Validate's relations; and, opt-in
-// (Config.With) while the verifier misses it, an adversary who moves a
-// row's retention earlier in steps each within the verifier's slack
-// (tamper.go). The counts-conserved class also judges that a dispatch
-// gives back the count of an unsent row it ends (unsent-count-given-back).
+// drawn per run at the edges of Policy.Validate's relations; a KMS that
+// fails every way KMS fails, under the real seal verifier and envelope
+// opener, with tampered copies of intents (only an invalid MAC
+// dead-letters an intent, a claim writes only what KMS answered valid,
+// and only a successful Decrypt leads to a transport call:
+// kms-error-not-verified, kms.go); and an adversary who, once a run is
+// over, moves a row's retention earlier in steps each within the
+// verifier's slack, rewrites a row's history with no stream record, or
+// removes, swaps or rewrites a digest object, and whom the verifier must
+// name (tamper-named, tamper.go). The counts-conserved class also judges
+// that a dispatch gives back the count of an unsent row it ends
+// (unsent-count-given-back). Config.With switches on opt-in classes
+// (OptIn), classes whose check fails on the protocol today: there is none
+// at present.
 package sim

@@ -63,23 +63,7 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 	t := inv.trig
 	switch inv.fn {
 	case fnClaim:
-		svc := must(ledger.NewClaimer(p))
-		return func(ctx context.Context) (string, error) {
-			if s.w.kms {
-				if err := s.checkSeal(ctx, inv); err != nil {
-					return logLine(inv, err, "challenge_id", t.msg.intent.ChallengeID, "channel", string(t.msg.intent.Channel),
-						"outcome", "seal not verified"), err
-				}
-			}
-			in := t.msg.intent
-			if s.mutant == IssuedAtDropped {
-				in.IssuedAt = time.Time{}
-			}
-			res, err := svc.Claim(ctx, in, t.msg.sealed, inv.worker)
-			return logLine(inv, err, "challenge_id", t.msg.intent.ChallengeID, "channel", string(t.msg.intent.Channel),
-				"content_hash", t.msg.intent.ContentHash, "outcome", string(res.Outcome), "state", string(res.Entry.State),
-				"reason", res.Entry.Reason), err
-		}
+		return s.claim(inv, must(ledger.NewClaimer(p)))
 	case fnDispatch:
 		svc := must(ledger.NewDispatcher(p))
 		return func(ctx context.Context) (string, error) {
@@ -140,6 +124,28 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 	default:
 		svc := must(ledger.NewResolver(p))
 		return func(ctx context.Context) (string, error) { return s.operate(ctx, inv, p.Store, svc) }
+	}
+}
+
+// claim is the claim function's body: in a KMS world it checks the
+// intent's seal first (checkSeal), as the claim handler does.
+func (s *sim) claim(inv *invocation, svc *ledger.Claimer) func(ctx context.Context) (string, error) {
+	t := inv.trig
+	return func(ctx context.Context) (string, error) {
+		if s.w.kms {
+			if err := s.checkSeal(ctx, inv); err != nil {
+				return logLine(inv, err, "challenge_id", t.msg.intent.ChallengeID, "channel", string(t.msg.intent.Channel),
+					"outcome", "seal not verified"), err
+			}
+		}
+		in := t.msg.intent
+		if s.mutant == IssuedAtDropped {
+			in.IssuedAt = time.Time{}
+		}
+		res, err := svc.Claim(ctx, in, t.msg.sealed, inv.worker)
+		return logLine(inv, err, "challenge_id", t.msg.intent.ChallengeID, "channel", string(t.msg.intent.Channel),
+			"content_hash", t.msg.intent.ContentHash, "outcome", string(res.Outcome), "state", string(res.Entry.State),
+			"reason", res.Entry.Reason), err
 	}
 }
 

@@ -151,7 +151,7 @@ var Invariants = []string{invDuplicateSend, invKeyWindow, invLateSend, invLateAt
 	invHashChain, invIllegalTransition, invSecret, invLiveness, invQuarantinedUnsent, invPanic,
 	invRejectedNoRefusal, invExpiredEarly, invAttemptBound, invRetryWindow, invLateCall, invForgedEvent, invForgedRecord, invEvidenceResent, invHandOver,
 	invCapExceeded, invLimitedSent, invRefusedRegionSent, invRefusedKindSent, invSupersededSent, invCountedTwice, invStarved, invCountsConserved,
-	invNotSent, invSentUncounted, invLifetime, invCountGivenBack, invSealChecked}
+	invNotSent, invSentUncounted, invLifetime, invCountGivenBack, invSealChecked, invTamperNamed}
 
 type violation struct {
 	name   string

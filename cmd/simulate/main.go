@@ -14,8 +14,10 @@
 // -mutants hunts only the named mutants. -without switches off classes of
 // worlds and checks (sim.Classes): `-seeds 0 -mutants M -without C` shows
 // whether mutant M is caught without class C. -with switches on an opt-in
-// class (sim.OptIn: tamper-in-steps, whose check fails on the protocol
-// today), and -mutants may then name its mutants (sim.OptInMutants).
+// class (sim.OptIn: a class whose check fails on the protocol today), and
+// -mutants may then name its mutants (sim.OptInMutants). There is none at
+// present (tamper-in-steps, the last, is on by default since its check
+// passes): -with accepts no name until the next such class.
 //
 // Defaults come from SIMULATE_SEEDS (20000), SIMULATE_FIRST_SEED (1),
 // SIMULATE_MUTANT_SEEDS (300), SIMULATE_SHRINK (30s),
