@@ -217,7 +217,7 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 		s := settings.Defaults()
 		b.tx = &txItems{LimitsClient: dynamodb.NewFromConfig(r.cfg, r.counter.Option)}
 		b.lm = &limitsMeter{client: b.tx, raw: r.raw}
-		lim := dynamostore.NewLimits(b.lm, table)
+		lim := dynamostore.NewLimits(b.lm, table).ShareSMSCaps(s.SMSAllowedCountries.Regions())
 		b.svc.Limits = s.Limits
 		b.svc.Limits.SMSCountries = wiredispatch.SMSCountries(s)
 		b.svc.Limits.SMSNumberKinds = wiredispatch.SMSNumberKinds(s)
