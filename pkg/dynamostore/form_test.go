@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -79,5 +81,39 @@ func TestForm2RoundTrips(t *testing.T) {
 				t.Fatalf("%s did not round-trip:\nwant %+v\ngot  %+v", sampleName(i, want), want, got)
 			}
 		}
+	}
+}
+
+// TestPhrasesRoundTrip: phrase-coded text reads back byte for byte,
+// NULs and every phrase included, and is stored coded only when shorter.
+func TestPhrasesRoundTrip(t *testing.T) {
+	cases := []string{"", "\x00", "a\x00b", "\x00\x00" + phrases[3], "x" + phrases[1] + "5m0s" + phrases[2] + "\x00"}
+	for i, p := range phrases[1:] {
+		cases = append(cases, p, p[:len(p)-1], "é"+p+phrases[1+(i+7)%(len(phrases)-1)])
+	}
+	for _, v := range cases {
+		switch a := packText(v).(type) {
+		case *types.AttributeValueMemberB:
+			got, ok := unpackText(a.Value)
+			if !ok || got != v || len(a.Value) >= len(v) {
+				t.Errorf("%q: coded %d bytes, read back %q", v, len(a.Value), got)
+			}
+		case *types.AttributeValueMemberS:
+			if a.Value != v || phraseBytes(v) != nil {
+				t.Errorf("%q stored as text %q", v, a.Value)
+			}
+		case *types.AttributeValueMemberNULL:
+			if v != "" {
+				t.Errorf("%q stored as NULL", v)
+			}
+		}
+		if b, ok := packBy(v).(*types.AttributeValueMemberB); ok {
+			if got, ok := unpackBy(b.Value); !ok || got != v {
+				t.Errorf("worker %q read back %q", v, got)
+			}
+		}
+	}
+	if _, ok := unpackText([]byte{0, byte(len(phrases))}); ok {
+		t.Error("an unknown phrase index reads")
 	}
 }

@@ -51,7 +51,7 @@ const (
 	f2NotSentCode     = "ns" //
 	f2Attempts        = "a"  // absent: 0
 	f2AckID           = "ak" // packID; absent: the newest history entry's ack
-	f2Reason          = "r"  // absent: the newest transition entry's reason
+	f2Reason          = "r"  // packText; absent: the newest transition entry's reason
 	f2Mismatches      = "mm" // absent: 0
 )
 
@@ -67,12 +67,12 @@ const (
 	evFrom     = "from"   // state code; absent: the previous entry's to
 	evTo       = "to"     // state code; absent: from
 	evAt       = "at"     // ms after the previous entry's at; absent: 0
-	evBy       = "by"     // packWorker; absent: the previous entry's worker
+	evBy       = "by"     // packBy; absent: the previous entry's worker
 	evKind     = "k"      // kind code; absent: transition
 	evPolicy   = "pv"     // absent: the row's policy version
 	evAttempt  = "n"      // absent: the previous entry's attempt
 	evContent  = "ch"     // hexText; absent: the row's content hash
-	evReason   = "why"    // absent: derivedReason
+	evReason   = "why"    // packText; absent: derivedReason
 	evAck      = "ack"    // packID; absent: the previous entry's ack
 	evCode     = "c"      //
 	evNext     = "nx"     // ms after at
@@ -278,7 +278,7 @@ func event2(ev ledger.Event, e ledger.Entry, i int) types.AttributeValue {
 	if d := ms(ev.At) - ms(p.At); d != 0 {
 		m[evAt] = n(d)
 	}
-	setText(m, evBy, ev.Worker, p.Worker, packWorker)
+	setText(m, evBy, ev.Worker, p.Worker, packBy)
 	if ev.Kind != ledger.KindTransition {
 		m[evKind] = enum(kindCodes, ev.Kind)
 	}
@@ -287,7 +287,7 @@ func event2(ev ledger.Event, e ledger.Entry, i int) types.AttributeValue {
 		m[evAttempt] = n(int64(ev.Attempt))
 	}
 	setText(m, evContent, ev.ContentHash, e.ContentHash, compact)
-	setText(m, evReason, ev.Reason, derivedReason(ev), s)
+	setText(m, evReason, ev.Reason, derivedReason(ev), packText)
 	setText(m, evAck, ev.AckID, p.AckID, packID)
 	setText(m, evCode, ev.Code, "", s)
 	setText(m, evPType, ev.ProviderType, "", s)
@@ -383,7 +383,7 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	setMs(m, f2SlotAt, e.SlotAt)
 	setText(m, f2NotSentCode, e.NotSentCode, "", s)
 	setText(m, f2AckID, e.AckID, e.Last().AckID, packID)
-	setText(m, f2Reason, e.Reason, transitionReason(e.History), s)
+	setText(m, f2Reason, e.Reason, transitionReason(e.History), packText)
 	if e.State.Open() {
 		m[AttrOpenPK] = s(st.openPK(e.State, e.Key))
 		m[AttrOpenDue] = s(openDue(e))
@@ -482,7 +482,7 @@ func decodeEvent2(v types.AttributeValue, e ledger.Entry) (ledger.Event, error) 
 	ev.From = code(h, evFrom, stateCodes, p.To)
 	ev.To = code(h, evTo, stateCodes, ev.From)
 	ev.At = fromMs(ms(p.At) + h.numOr(evAt, 0))
-	ev.Worker = h.text2(evBy, p.Worker, unpackWorker)
+	ev.Worker = h.text2(evBy, p.Worker, unpackBy)
 	ev.Kind = code(h, evKind, kindCodes, ledger.KindTransition)
 	ev.PolicyVersion = h.text2(evPolicy, e.PolicyVersion, nil)
 	ev.Attempt = int(h.numOr(evAttempt, int64(p.Attempt)))
@@ -491,7 +491,7 @@ func decodeEvent2(v types.AttributeValue, e ledger.Entry) (ledger.Event, error) 
 	ev.Code, ev.ProviderType, ev.Detail = h.text2(evCode, "", nil), h.text2(evPType, "", nil), h.text2(evDetail, "", nil)
 	ev.NextAttemptAt, ev.ProviderAt = h.after(evNext, ev.At), h.after(evPAt, ev.At)
 	ev.Permanent = h.flag(evPermanen)
-	ev.Reason = h.text2(evReason, derivedReason(ev), nil)
+	ev.Reason = h.text2(evReason, derivedReason(ev), unpackText)
 	return ev, h.err
 }
 
@@ -542,7 +542,7 @@ func decodeForm2(m map[string]types.AttributeValue) (ledger.Entry, error) {
 	e.Workflow.Order = d.channels(f2Order)
 	d.history(&e, decodeEvent2)
 	e.AckID = d.text2(f2AckID, e.Last().AckID, unpackID)
-	e.Reason = d.text2(f2Reason, transitionReason(e.History), nil)
+	e.Reason = d.text2(f2Reason, transitionReason(e.History), unpackText)
 	if e.Key == "" {
 		d.fail(AttrPK, "missing")
 	}
