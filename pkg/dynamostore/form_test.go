@@ -2,7 +2,13 @@ package dynamostore
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -64,8 +70,14 @@ func TestForm2RoundTrips(t *testing.T) {
 		}
 		samples = append(samples, e)
 	}
+	derived := map[string]int{} // reasons left out, by their first word
 	for i, want := range samples {
 		item := st.item(want)
+		for j, h := range item[attrHistory].(*types.AttributeValueMemberL).Value {
+			if _, ok := h.(*types.AttributeValueMemberM).Value[evReason]; !ok && want.History[j].Reason != "" {
+				derived[strings.Fields(want.History[j].Reason)[0]]++
+			}
+		}
 		if _, ok := item[attrForm]; !ok {
 			t.Fatalf("%s: no form marker", sampleName(i, want))
 		}
@@ -80,6 +92,11 @@ func TestForm2RoundTrips(t *testing.T) {
 			if !reflect.DeepEqual(want, got) {
 				t.Fatalf("%s did not round-trip:\nwant %+v\ngot  %+v", sampleName(i, want), want, got)
 			}
+		}
+	}
+	for _, first := range []string{"intent", "dispatch", "transport", "retry", "provider"} { // every derived reason
+		if derived[first] == 0 {
+			t.Errorf("no sample entry leaves out a reason starting %q: %v", first, derived)
 		}
 	}
 }
@@ -115,5 +132,40 @@ func TestPhrasesRoundTrip(t *testing.T) {
 	}
 	if _, ok := unpackText([]byte{0, byte(len(phrases))}); ok {
 		t.Error("an unknown phrase index reads")
+	}
+}
+
+// TestDigestsDocDescribesForm2: docs/digests.md §2.1, which a verifier
+// outside this package reads rows by, lists the phrases, state codes and
+// kind codes form 2 stores, in order.
+func TestDigestsDocDescribesForm2(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "digests.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	var listed []string
+	for _, m := range regexp.MustCompile("(?m)^([0-9]+)\\. `\"(.*)\"`$").FindAllStringSubmatch(doc, -1) {
+		if m[1] != strconv.Itoa(len(listed)+1) {
+			t.Fatalf("phrase %s listed as number %d", m[1], len(listed)+1)
+		}
+		listed = append(listed, m[2])
+	}
+	if !reflect.DeepEqual(listed, phrases[1:]) {
+		t.Fatalf("docs/digests.md lists the phrases\n%q\nform 2 has\n%q", listed, phrases[1:])
+	}
+	for i, st := range stateCodes {
+		name := string(st)
+		if st == ledger.None {
+			name = "none"
+		}
+		if !strings.Contains(doc, fmt.Sprintf("%d `%s`", i, name)) {
+			t.Errorf("docs/digests.md does not give state %s code %d", name, i)
+		}
+	}
+	for i, k := range kindCodes {
+		if !strings.Contains(doc, fmt.Sprintf("%d `%s`", i, k)) {
+			t.Errorf("docs/digests.md does not give kind %s code %d", k, i)
+		}
 	}
 }

@@ -48,7 +48,7 @@ const (
 	f2AdmittedAt      = "ad" //
 	f2NextAttemptAt   = "na" //
 	f2SlotAt          = "sl" //
-	f2NotSentCode     = "ns" //
+	f2NotSentCode     = "ns" // packText
 	f2Attempts        = "a"  // absent: 0
 	f2AckID           = "ak" // packID; absent: the newest history entry's ack
 	f2Reason          = "r"  // packText; absent: the newest transition entry's reason
@@ -74,7 +74,7 @@ const (
 	evContent  = "ch"     // hexText; absent: the row's content hash
 	evReason   = "why"    // packText; absent: derivedReason
 	evAck      = "ack"    // packID; absent: the previous entry's ack
-	evCode     = "c"      //
+	evCode     = "c"      // packText
 	evNext     = "nx"     // ms after at
 	evPType    = "pt"     //
 	evDetail   = "d"      //
@@ -119,12 +119,13 @@ func names(ns ...string) map[string]bool {
 	return m
 }
 
-// derivedReason is the reason an entry is stored without: the text the
-// ledger gives the most common entries (a claim, a dispatch's start, a
-// transport's acceptance, a provider event). It is part of the stored
-// form: an entry whose reason is anything else stores it, and this text
-// must never change, or rows stored without it would read differently.
-func derivedReason(ev ledger.Event) string {
+// derivedReason is the reason an entry that follows p is stored without:
+// the text the ledger gives the most common entries (a claim, a dispatch's
+// start, a transport's acceptance, a provider event, a not-sent answer's
+// deferral and its retry). It is part of the stored form: an entry whose
+// reason is anything else stores it, and this text must never change, or
+// rows stored without it would read differently.
+func derivedReason(ev, p ledger.Event) string {
 	if slices.Contains(providerCodes, ev.Kind) {
 		r := "provider reported " + ev.ProviderType
 		if ev.Detail != "" {
@@ -145,6 +146,15 @@ func derivedReason(ev ledger.Event) string {
 		return "dispatch started"
 	case [2]ledger.State{ledger.Dispatching, ledger.Accepted}:
 		return "transport accepted"
+	case [2]ledger.State{ledger.Dispatching, ledger.Deferred}:
+		if ev.Code != "" && !ev.NextAttemptAt.IsZero() {
+			return fmt.Sprintf("transport did not take the message: %s; attempt %d; next attempt at %s",
+				ev.Code, ev.Attempt, ev.NextAttemptAt.UTC().Format(time.RFC3339Nano))
+		}
+	case [2]ledger.State{ledger.Deferred, ledger.Dispatching}:
+		if p.Code != "" {
+			return "retry after not sent: " + p.Code
+		}
 	}
 	return ""
 }
@@ -287,9 +297,9 @@ func event2(ev ledger.Event, e ledger.Entry, i int) types.AttributeValue {
 		m[evAttempt] = n(int64(ev.Attempt))
 	}
 	setText(m, evContent, ev.ContentHash, e.ContentHash, compact)
-	setText(m, evReason, ev.Reason, derivedReason(ev), packText)
+	setText(m, evReason, ev.Reason, derivedReason(ev, p), packText)
 	setText(m, evAck, ev.AckID, p.AckID, packID)
-	setText(m, evCode, ev.Code, "", s)
+	setText(m, evCode, ev.Code, "", packText)
 	setText(m, evPType, ev.ProviderType, "", s)
 	setText(m, evDetail, ev.Detail, "", s)
 	if !ev.NextAttemptAt.IsZero() {
@@ -381,7 +391,7 @@ func (st *Store) mutable(e ledger.Entry) map[string]types.AttributeValue {
 	setMs(m, f2AdmittedAt, e.AdmittedAt)
 	setMs(m, f2NextAttemptAt, e.NextAttemptAt)
 	setMs(m, f2SlotAt, e.SlotAt)
-	setText(m, f2NotSentCode, e.NotSentCode, "", s)
+	setText(m, f2NotSentCode, e.NotSentCode, "", packText)
 	setText(m, f2AckID, e.AckID, e.Last().AckID, packID)
 	setText(m, f2Reason, e.Reason, transitionReason(e.History), packText)
 	if e.State.Open() {
@@ -488,10 +498,10 @@ func decodeEvent2(v types.AttributeValue, e ledger.Entry) (ledger.Event, error) 
 	ev.Attempt = int(h.numOr(evAttempt, int64(p.Attempt)))
 	ev.ContentHash = h.text2(evContent, e.ContentHash, unhex)
 	ev.AckID = h.text2(evAck, p.AckID, unpackID)
-	ev.Code, ev.ProviderType, ev.Detail = h.text2(evCode, "", nil), h.text2(evPType, "", nil), h.text2(evDetail, "", nil)
+	ev.Code, ev.ProviderType, ev.Detail = h.text2(evCode, "", unpackText), h.text2(evPType, "", nil), h.text2(evDetail, "", nil)
 	ev.NextAttemptAt, ev.ProviderAt = h.after(evNext, ev.At), h.after(evPAt, ev.At)
 	ev.Permanent = h.flag(evPermanen)
-	ev.Reason = h.text2(evReason, derivedReason(ev), unpackText)
+	ev.Reason = h.text2(evReason, derivedReason(ev, p), unpackText)
 	return ev, h.err
 }
 
@@ -529,7 +539,7 @@ func decodeForm2(m map[string]types.AttributeValue) (ledger.Entry, error) {
 		AdmittedAt:      d.msTime(f2AdmittedAt),
 		NextAttemptAt:   d.msTime(f2NextAttemptAt),
 		SlotAt:          d.msTime(f2SlotAt),
-		NotSentCode:     d.text2(f2NotSentCode, "", nil),
+		NotSentCode:     d.text2(f2NotSentCode, "", unpackText),
 		Attempts:        int(d.num(f2Attempts)),
 		Mismatches:      int(d.num(f2Mismatches)),
 	}

@@ -6,9 +6,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// phrases are the texts the ledger builds its reasons from, and parts of
-// operator workers' names. Form 2 stores a reason (or a worker that is not
-// a function's) that holds them as bytes in which each phrase is a NUL and
+// phrases are the texts the ledger builds its reasons from, parts of
+// operator workers' names and the providers' not-sent codes. Form 2 stores
+// a reason, a not-sent code (or a worker that is not a function's) that
+// holds them as bytes in which each phrase is a NUL and
 // its index here (packText): the reasons policy writes into quarantined and
 // expired rows are long and few. The list is part of the stored form:
 // append only, never edit an entry. Index 0 stands for a NUL in the text.
@@ -55,6 +56,12 @@ var phrases = []string{
 	"operator:arn:aws:sts::",
 	":assumed-role/",
 	"operator:arn:aws:iam::",
+	"TooManyRequestsException",
+	"ThrottlingException",
+	"ServiceQuotaExceededException",
+	"SendingPausedException",
+	"LimitExceededException",
+	"send_rate_budget",
 }
 
 // packText stores v as phrase-coded bytes when that is shorter, else as

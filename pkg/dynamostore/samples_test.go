@@ -141,6 +141,12 @@ func sampleHistory(r *rand.Rand, e ledger.Entry, i int) []ledger.Event {
 		to := state
 		if kind == ledger.KindTransition || j == n-1 {
 			to = ledger.States[r.Intn(len(ledger.States))]
+			if r.Intn(3) == 0 { // the not-sent loop, whose reasons form 2 derives
+				to = map[ledger.State]ledger.State{ledger.Dispatching: ledger.Deferred, ledger.Deferred: ledger.Dispatching}[state]
+				if to == ledger.None {
+					to = ledger.Dispatching
+				}
+			}
 		}
 		if j == n-1 {
 			to = e.State
@@ -167,9 +173,16 @@ func sampleHistory(r *rand.Rand, e ledger.Entry, i int) []ledger.Event {
 		if kind == ledger.KindContentMismatch {
 			ev.ContentHash = sampleHex(r, 32)
 		}
-		if kind == ledger.KindDeferral || r.Intn(6) == 0 {
+		if kind == ledger.KindDeferral || to == ledger.Deferred || state == ledger.Deferred || r.Intn(6) == 0 {
 			ev.Code = pick(r, []string{"TooManyRequestsException", ledger.BudgetCode, "HTTP 429"})
 			ev.NextAttemptAt = at.Add(time.Duration(r.Intn(90000)) * time.Millisecond)
+		}
+		if kind == ledger.KindTransition && from == ledger.Dispatching && to == ledger.Deferred && ev.Code != "" && r.Intn(2) == 0 {
+			ev.Reason = fmt.Sprintf("transport did not take the message: %s; attempt %d; next attempt at %s",
+				ev.Code, ev.Attempt, ev.NextAttemptAt.UTC().Format(time.RFC3339Nano))
+		}
+		if kind == ledger.KindTransition && from == ledger.Deferred && to == ledger.Dispatching && j > 0 && h[j-1].Code != "" && r.Intn(2) == 0 {
+			ev.Reason = "retry after not sent: " + h[j-1].Code
 		}
 		if kind.Provider() {
 			ev.ProviderType = pick(r, []string{"Send", "Delivery", "Bounce", "TEXT_SUCCESSFUL", "TEXT_DELIVERED", "DeliveryDelay"})
