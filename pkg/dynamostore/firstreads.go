@@ -3,7 +3,6 @@ package dynamostore
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -113,29 +112,4 @@ func batchGetAll(ctx context.Context, client BatchGetter, pending map[string]typ
 		}
 	}
 	return found, nil
-}
-
-// newestOf decodes a newest-challenge item (Limits.Note); an item without
-// one, or one an older release wrote (no issue time), is none.
-func newestOf(item map[string]types.AttributeValue) (ledger.Challenge, bool, error) {
-	c, ok := item[attrChallengeID].(*types.AttributeValueMemberS)
-	if !ok || item[attrNewestIssued] == nil {
-		return ledger.Challenge{}, false, nil
-	}
-	newest := ledger.Challenge{ID: c.Value}
-	for _, f := range []struct {
-		attr string
-		dst  *time.Time
-	}{{attrNewestIssued, &newest.IssuedAt}, {attrNewestExp, &newest.ExpiresAt}} {
-		v, ok := item[f.attr].(*types.AttributeValueMemberN)
-		if !ok {
-			return ledger.Challenge{}, false, fmt.Errorf("newest challenge: %s is not a number", f.attr)
-		}
-		ms, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			return ledger.Challenge{}, false, fmt.Errorf("newest challenge: %s: %w", f.attr, err)
-		}
-		*f.dst = time.UnixMilli(ms).UTC()
-	}
-	return newest, true, nil
 }

@@ -329,8 +329,14 @@ func (l *Limits) Newest(ctx context.Context, ref ledger.SubjectStream) (ledger.C
 	if err != nil {
 		return ledger.Challenge{}, false, fmt.Errorf("newest challenge: %w", err)
 	}
-	c, ok := out.Item[attrChallengeID].(*types.AttributeValueMemberS)
-	if !ok || out.Item[attrNewestIssued] == nil {
+	return newestOf(out.Item)
+}
+
+// newestOf decodes a newest-challenge item (Limits.Note); an item without
+// one, or one an older release wrote (no issue time), is none.
+func newestOf(item map[string]types.AttributeValue) (ledger.Challenge, bool, error) {
+	c, ok := item[attrChallengeID].(*types.AttributeValueMemberS)
+	if !ok || item[attrNewestIssued] == nil {
 		return ledger.Challenge{}, false, nil
 	}
 	newest := ledger.Challenge{ID: c.Value}
@@ -338,7 +344,7 @@ func (l *Limits) Newest(ctx context.Context, ref ledger.SubjectStream) (ledger.C
 		attr string
 		dst  *time.Time
 	}{{attrNewestIssued, &newest.IssuedAt}, {attrNewestExp, &newest.ExpiresAt}} {
-		v, ok := out.Item[f.attr].(*types.AttributeValueMemberN)
+		v, ok := item[f.attr].(*types.AttributeValueMemberN)
 		if !ok {
 			return ledger.Challenge{}, false, fmt.Errorf("newest challenge: %s is not a number", f.attr)
 		}
