@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,37 +9,16 @@ import (
 	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
-// readsTogether is a ledger.FirstReads over the env's own ports, read at
-// the moment of the call; it counts its calls.
+// readsTogether is memstore.FirstReads over the env's own ports, counting
+// its calls.
 type readsTogether struct {
-	store      ledger.Store
-	challenges ledger.Challenges
-	content    ledger.ContentStore
-	calls      int
+	memstore.FirstReads
+	calls int
 }
 
 func (r *readsTogether) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger.FirstRead, error) {
 	r.calls++
-	e, err := r.store.Get(ctx, q.Key)
-	if err != nil {
-		return ledger.FirstRead{}, err
-	}
-	out := ledger.FirstRead{Entry: e}
-	if q.Stream != nil {
-		c, ok, err := r.challenges.Newest(ctx, *q.Stream)
-		if err != nil {
-			return ledger.FirstRead{}, err
-		}
-		out.Newest = &ledger.Found[ledger.Challenge]{Value: c, OK: ok}
-	}
-	if q.ContentKey != "" {
-		b, err := r.content.Get(ctx, q.ContentKey)
-		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-			return ledger.FirstRead{}, err
-		}
-		out.Content = &ledger.Found[[]byte]{Value: b, OK: err == nil}
-	}
-	return out, nil
+	return r.FirstReads.ReadFirst(ctx, q)
 }
 
 // countingChallenges and countingContent count the calls the dispatch
@@ -72,7 +50,7 @@ func togetherEnv(t *testing.T, together bool) (*env, *countingChallenges, *count
 	e, lim := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 3, Window: time.Hour}, Supersede: true})
 	ch := &countingChallenges{Challenges: lim}
 	ct := &countingContent{ContentStore: e.Cases.Content}
-	r := &readsTogether{store: e.Cases.Store, challenges: lim, content: e.Cases.Content}
+	r := &readsTogether{FirstReads: memstore.FirstReads{Store: e.Cases.Store, Challenges: lim, Content: e.Cases.Content}}
 	e.Cases.Challenges, e.Cases.Content = ch, ct
 	if together {
 		e.Cases.FirstReads = r
