@@ -6,8 +6,11 @@
 // Transitions are conditional UpdateItems on state and version that append
 // one history entry with list_append. Rows are written in a compact form
 // (item_form2.go); rows written in the first form still read (item_v1.go)
-// and are rewritten in the compact form by their next transition. Open rows carry open_pk/open_due, the
-// keys of a sparse, sharded index, so sweeps query only open rows.
+// and are rewritten in the compact form by their next transition. Open
+// rows carry open_pk/open_due, the keys of a sparse, sharded index, so
+// sweeps query only open rows; a claim's entry stays while the row is
+// dispatching (keepsClaimEntry), so the claimed partitions are read with
+// the rows behind their due entries.
 package dynamostore
 
 import (
@@ -121,39 +124,55 @@ func (st *Store) Get(ctx context.Context, key string) (ledger.Entry, error) {
 // Apply implements ledger.Store: one conditional UpdateItem that sets the
 // mutable attributes and appends c.Event to the stored history. A row
 // still in the first stored form fails that condition (it has no form-2
-// version) and is rewritten in form 2 by migrate.
+// version) and is rewritten in form 2 by migrate. A claim's move to
+// dispatching keeps the claim's open-row index entry (keepsClaimEntry);
+// should that entry's time be after the new lease, the write is made
+// again with the entry moved.
 func (st *Store) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
-	expr, err := st.applyExpression(c)
-	if err != nil {
-		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, err)
+	keep := keepsClaimEntry(c)
+	for {
+		out, err := st.update(ctx, c, keep)
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			stored := ccf.Item
+			if len(stored) == 0 {
+				// Endpoints that do not return the item: read it.
+				stored, _ = st.rawGet(ctx, c.Next.Key)
+			}
+			if isForm1(stored) {
+				return st.migrate(ctx, c, stored)
+			}
+			if keep && onlyEntryLate(c, stored) {
+				keep = false
+				continue
+			}
+			return st.conflict(c, stored)
+		}
+		if err != nil {
+			return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, err)
+		}
+		e, err := decode(out.Attributes)
+		if err != nil {
+			return ledger.Entry{}, fmt.Errorf("apply %s: %w", c.Next.Key, err)
+		}
+		return e, nil
 	}
-	out, err := st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+}
+
+// update is Apply's UpdateItem, keeping the row's open-row index entry if
+// keep is set.
+func (st *Store) update(ctx context.Context, c ledger.Change, keep bool) (*dynamodb.UpdateItemOutput, error) {
+	expr, err := st.applyExpression(c, keep)
+	if err != nil {
+		return nil, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, err)
+	}
+	return st.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &st.table, Key: keyOf(c.Next.Key),
 		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		stored := ccf.Item
-		if len(stored) == 0 {
-			// Endpoints that do not return the item: read it.
-			stored, _ = st.rawGet(ctx, c.Next.Key)
-		}
-		if isForm1(stored) {
-			return st.migrate(ctx, c, stored)
-		}
-		return st.conflict(c, stored)
-	}
-	if err != nil {
-		return ledger.Entry{}, fmt.Errorf("apply %s %s->%s: %w", c.Next.Key, c.From, c.Next.State, err)
-	}
-	e, err := decode(out.Attributes)
-	if err != nil {
-		return ledger.Entry{}, fmt.Errorf("apply %s: %w", c.Next.Key, err)
-	}
-	return e, nil
 }
 
 // conflict answers a write of c whose condition failed against the stored
@@ -244,18 +263,25 @@ func (st *Store) sameRow(cur, next ledger.Entry) bool {
 // applyExpression is c as a compare-and-set: the condition that the row is
 // still in c.From at c.Version (and, with c.NotExpiredBy, expires after
 // it), and the update that appends c.Event to the history, sets every
-// mutable attribute c.Next has and removes the ones it leaves empty. The
-// expression builder composes the optional clause and names every
+// mutable attribute c.Next has and removes the ones it leaves empty. With
+// keep, the open-row index keys are left as stored, on the condition that
+// the stored entry is due no later than c.Next's lease (keptEntryDue). The
+// expression builder composes the optional clauses and names every
 // attribute and value.
-func (st *Store) applyExpression(c ledger.Change) (expression.Expression, error) {
+func (st *Store) applyExpression(c ledger.Change, keep bool) (expression.Expression, error) {
 	cond := expression.Name(AttrState).Equal(expression.Value(s(string(c.From)))).
 		And(expression.Name(f2Version).Equal(expression.Value(n(c.Version))))
 	if !c.NotExpiredBy.IsZero() {
 		cond = cond.And(expression.Name(f2ExpiresAt).GreaterThan(expression.Value(n(ms(c.NotExpiredBy)))))
 	}
+	attrs := st.mutable(c.Next)
+	if keep {
+		cond = cond.And(expression.Name(AttrOpenDue).LessThanEqual(expression.Value(s(keptEntryDue(c.Next)))))
+		delete(attrs, AttrOpenPK)
+		delete(attrs, AttrOpenDue)
+	}
 	appended := &types.AttributeValueMemberL{Value: []types.AttributeValue{event2(c.Event, c.Next, len(c.Next.History)-1)}}
 	update := expression.Set(expression.Name(attrHistory), expression.ListAppend(expression.Name(attrHistory), expression.Value(appended)))
-	attrs := st.mutable(c.Next)
 	for _, name := range slices.Sorted(maps.Keys(attrs)) {
 		if attrs[name] == nil {
 			update = update.Remove(expression.Name(name))
@@ -267,10 +293,15 @@ func (st *Store) applyExpression(c ledger.Change) (expression.Expression, error)
 }
 
 // ListOpen implements ledger.Store. It queries each shard of the sparse
-// index for state s (due first), keeps the limit soonest due of all shards
-// (the index holds the due time, so no row is read to choose), then reads
-// those rows with a consistent batch read and drops any whose state moved
-// on since the index was written.
+// index for state s (due first), and for dispatching also the claimed
+// partitions, which hold the entries dispatching rows kept from their
+// claim (keepsClaimEntry) at a time not after their lease. It keeps the
+// limit soonest due of all shards (the index holds the due time, so no row
+// is read to choose), then reads those rows with a consistent batch read
+// and drops any whose state moved on since the index was written, or that
+// are not due yet (a kept entry is due before its row). Among rows due,
+// the limit is taken in their entries' order, which for a kept entry is
+// its claim's time, not its lease.
 func (st *Store) ListOpen(ctx context.Context, state ledger.State, dueBy time.Time, limit int) ([]ledger.Entry, error) {
 	if !state.Open() {
 		return nil, fmt.Errorf("list %s: not an open state", state)
@@ -375,7 +406,11 @@ func (st *Store) readDue(ctx context.Context, due []indexed, limit int, keep fun
 }
 
 // DueTimes implements ledger.Store: one query per shard of the index for
-// the entries due by dueBy, projecting the due time only.
+// the entries due by dueBy, projecting the due time only. Entries of the
+// claimed partitions, which claims share with dispatching rows that kept
+// their claim's entry, are checked against their rows (one consistent
+// read each) and counted under the state and due time the row has; the
+// others are taken from the index alone.
 func (st *Store) DueTimes(ctx context.Context, state ledger.State, dueBy time.Time) ([]time.Time, error) {
 	if !state.Open() {
 		return nil, fmt.Errorf("due times %s: not an open state", state)
@@ -384,16 +419,14 @@ func (st *Store) DueTimes(ctx context.Context, state ledger.State, dueBy time.Ti
 	if err != nil {
 		return nil, err
 	}
-	out := make([]time.Time, len(due))
-	for i, d := range due {
-		out[i] = d.due
-	}
-	slices.SortFunc(out, time.Time.Compare)
-	return out, nil
+	return st.exactTimes(ctx, due, func(d indexed) time.Time { return d.due }, func(e ledger.Entry) (time.Time, bool) {
+		return e.OpenDue(), e.State == state && (dueBy.IsZero() || !e.OpenDue().After(dueBy))
+	})
 }
 
 // Expiries implements ledger.Store from the index entries due by by, which
-// hold every row expiring by then.
+// hold every row expiring by then; claimed partitions' entries expired by
+// by are checked against their rows, as in DueTimes.
 func (st *Store) Expiries(ctx context.Context, state ledger.State, by time.Time) ([]time.Time, error) {
 	if state != ledger.Held && state != ledger.Claimed {
 		return nil, fmt.Errorf("expiries %s: not a state that waits for its expiry", state)
@@ -402,11 +435,34 @@ func (st *Store) Expiries(ctx context.Context, state ledger.State, by time.Time)
 	if err != nil {
 		return nil, err
 	}
+	due = slices.DeleteFunc(due, func(d indexed) bool { return d.expires.After(by) })
+	return st.exactTimes(ctx, due, func(d indexed) time.Time { return d.expires }, func(e ledger.Entry) (time.Time, bool) {
+		return e.ExpiresAt, e.State == state && !e.ExpiresAt.After(by)
+	})
+}
+
+// exactTimes is the time of each entry in due, soonest first: at(d) for an
+// entry of a partition only rows of its state hold, and for an entry of a
+// shared partition (sharedBy) the time of its row, read, if of(row) keeps
+// it.
+func (st *Store) exactTimes(ctx context.Context, due []indexed, at func(indexed) time.Time, of func(ledger.Entry) (time.Time, bool)) ([]time.Time, error) {
 	var out []time.Time
+	var check []indexed
 	for _, d := range due {
-		if !d.expires.After(by) {
-			out = append(out, d.expires)
+		if sharedBy(d.family) {
+			check = append(check, d)
+		} else {
+			out = append(out, at(d))
 		}
+	}
+	if _, err := st.readDue(ctx, check, 0, func(e ledger.Entry) bool {
+		t, ok := of(e)
+		if ok {
+			out = append(out, t)
+		}
+		return ok
+	}); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, time.Time.Compare)
 	return out, nil
@@ -414,22 +470,29 @@ func (st *Store) Expiries(ctx context.Context, state ledger.State, by time.Time)
 
 // indexed is one entry of the open-row index: a row's key, its open_due
 // value as the index sorts it (openDue: fixed-width, so text order is time
-// order) and the times it holds.
+// order), the times it holds, and the state whose partitions hold it.
 type indexed struct {
 	key, raw, shard string
 	due, expires    time.Time
+	family          ledger.State
 }
 
-// queryState queries every shard of state's index partition for the
-// entries due by dueBy (all if zero), at most limit per shard (all if 0).
+// queryState queries every shard of the index partitions that may hold
+// entries of rows in state (families) for the entries due by dueBy (all if
+// zero), at most limit per shard (all if 0).
 func (st *Store) queryState(ctx context.Context, state ledger.State, dueBy time.Time, limit int) ([]indexed, error) {
 	var due []indexed
-	for shard := 0; shard < st.shards; shard++ {
-		ks, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", state, shard), dueBy, limit)
-		if err != nil {
-			return nil, err
+	for _, family := range families(state) {
+		for shard := 0; shard < st.shards; shard++ {
+			ks, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", family, shard), dueBy, limit)
+			if err != nil {
+				return nil, err
+			}
+			for i := range ks {
+				ks[i].family = family
+			}
+			due = append(due, ks...)
 		}
-		due = append(due, ks...)
 	}
 	return due, nil
 }

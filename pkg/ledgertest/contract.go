@@ -86,6 +86,7 @@ var storeContract = []property[NewStore]{
 	{"open index lists only due open rows, oldest first, and drops closed rows", openIndexListsDueOpenRows},
 	{"due times are the open index's, soonest first, due rows only", dueTimesFromTheIndex},
 	{"claims are due at their re-drive time; expired claims are found by expiry", claimsDueForRedriveThenExpiry},
+	{"a claim moved to dispatching is listed, timed and counted as dispatching at its lease", dispatchingFromClaimIsDispatching},
 	{"32 goroutines claiming 200 identities make exactly 200 rows", concurrentClaimsMakeOneRowEach},
 	{"two workers racing claimed to dispatching: exactly one sends", racingDispatchSendsOnce},
 	{"clock past expiry while claimed: dispatch refuses and records expired", expiredClaimIsNotSent},
