@@ -162,3 +162,53 @@ func TestOwnDispatchingEntryStillListed(t *testing.T) {
 		t.Fatalf("listed as claimed: %d rows", len(rows))
 	}
 }
+
+// rowReads counts the rows BatchGetItem reads through the real client it
+// wraps.
+type rowReads struct {
+	*dynamodb.Client
+	rows atomic.Int64
+}
+
+func (c *rowReads) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	for _, ka := range in.RequestItems {
+		c.rows.Add(int64(len(ka.Keys)))
+	}
+	return c.Client.BatchGetItem(ctx, in, opts...)
+}
+
+// TestDispatchingListingsReadLongWaitingClaimsOnly: the dispatching
+// listing and figure read the claimed partitions' rows only for entries
+// due a minute (keptLead) before them, so a claim waiting for the stream
+// is not read until it has waited REDRIVE_AFTER and a minute; from then on
+// each of them reads it once.
+func TestDispatchingListingsReadLongWaitingClaimsOnly(t *testing.T) {
+	raw, table, _ := newTables(t)
+	client := &rowReads{Client: raw}
+	st := dynamostore.New(client, table, dynamostore.DefaultShards)
+	env := ledgertest.NewEnv(st)
+	ctx := context.Background()
+	const claims = 8
+	for i := range claims {
+		in, sealed := ledgertest.Intent(100+i, ledger.Email, env.Clock.Now(), 10*time.Minute)
+		if _, err := env.Cases.Claim(ctx, in, sealed, "claim/test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redrive := env.Cases.Policy.RedriveAfter
+	for _, c := range []struct {
+		waited time.Duration
+		reads  int64
+	}{{redrive + 30*time.Second, 0}, {redrive + 61*time.Second, 2 * claims}} {
+		now := env.Clock.Now().Add(c.waited)
+		client.rows.Store(0)
+		rows, err := st.ListOpen(ctx, ledger.Dispatching, now, 500)
+		times, err2 := st.DueTimes(ctx, ledger.Dispatching, now)
+		if err != nil || err2 != nil || len(rows) != 0 || len(times) != 0 {
+			t.Fatalf("claims listed as dispatching: %d rows, %d due times (%v %v)", len(rows), len(times), err, err2)
+		}
+		if got := client.rows.Load(); got != c.reads {
+			t.Fatalf("claims waiting %s: %d rows read, want %d", c.waited, got, c.reads)
+		}
+	}
+}

@@ -53,20 +53,26 @@ func parseOpenDue(v string) (due, expires time.Time, err error) {
 // row's own entry: a dispatching row coming from deferred or unknown is
 // indexed in the dispatching partitions at its lease.
 //
-// A kept entry must not be due after the row's lease, or a sweep would
-// find a stuck row late: the write is conditioned on it (keptEntryDue),
-// which holds whenever Policy.Lease exceeds Policy.RedriveAfter by more
-// than the workers' clock skew (2 min and 20 s by default); otherwise
-// Apply writes again with the entry moved. The listings read the rows
-// behind the claimed partitions' due entries to tell claims from
-// dispatching rows (ListOpen, DueTimes, Expiries; sharedBy).
+// A kept entry is due at least keptLead before the row's lease: the write
+// is conditioned on it (keptEntryDue), so a sweep that looks for
+// dispatching rows due by t finds every kept entry among the claimed
+// partitions' entries due by t - keptLead, never late, and never reads a
+// claim that has waited less than its re-drive wait plus keptLead
+// (families). With the default policy (a lease of 2 min, a re-drive after
+// 20 s) the condition holds unless the workers' clocks are 40 s apart;
+// where it fails (a lease shorter than REDRIVE_AFTER plus keptLead), Apply
+// writes again with the entry moved, whatever the policy.
 func keepsClaimEntry(c ledger.Change) bool {
 	return c.From == ledger.Claimed && c.Next.State == ledger.Dispatching && !c.Next.LeaseUntil.IsZero()
 }
 
+// keptLead is how long before its row's lease a kept claim's entry is due
+// at the latest.
+const keptLead = time.Minute
+
 // keptEntryDue is the largest open_due a dispatching row's kept entry may
-// have: every value whose due time is not after the row's lease.
-func keptEntryDue(e ledger.Entry) string { return fmtTime(e.LeaseUntil) + dueUpTo }
+// have: every value whose due time is keptLead or more before its lease.
+func keptEntryDue(e ledger.Entry) string { return fmtTime(e.LeaseUntil.Add(-keptLead)) + dueUpTo }
 
 // onlyEntryLate reports whether a write of c that kept the claim's entry
 // failed only because of keptEntryDue: the stored row is still in c.From
@@ -77,14 +83,22 @@ func onlyEntryLate(c ledger.Change, stored map[string]types.AttributeValue) bool
 		(c.NotExpiredBy.IsZero() || ms(cur.ExpiresAt) > ms(c.NotExpiredBy))
 }
 
-// families lists the states whose index partitions may hold the entry of
-// a row in state: a dispatching row's entry may be its claim's
-// (keepsClaimEntry).
-func families(state ledger.State) []ledger.State {
+// family is a state's index partitions, as a listing of rows in another
+// state may query them: lead is how long before such a row is due its
+// entry there is due at the latest.
+type family struct {
+	state ledger.State
+	lead  time.Duration
+}
+
+// families lists the index partitions that may hold the entry of a row in
+// state: a dispatching row's entry may be its claim's (keepsClaimEntry),
+// due keptLead or more before the row.
+func families(state ledger.State) []family {
 	if state == ledger.Dispatching {
-		return []ledger.State{ledger.Dispatching, ledger.Claimed}
+		return []family{{ledger.Dispatching, 0}, {ledger.Claimed, keptLead}}
 	}
-	return []ledger.State{state}
+	return []family{{state, 0}}
 }
 
 // sharedBy reports whether entries in family's partitions may belong to

@@ -295,7 +295,7 @@ func (st *Store) applyExpression(c ledger.Change, keep bool) (expression.Express
 // ListOpen implements ledger.Store. It queries each shard of the sparse
 // index for state s (due first), and for dispatching also the claimed
 // partitions, which hold the entries dispatching rows kept from their
-// claim (keepsClaimEntry) at a time not after their lease. It keeps the
+// claim (keepsClaimEntry), due keptLead or more before their lease. It keeps the
 // limit soonest due of all shards (the index holds the due time, so no row
 // is read to choose), then reads those rows with a consistent batch read
 // and drops any whose state moved on since the index was written, or that
@@ -479,17 +479,21 @@ type indexed struct {
 
 // queryState queries every shard of the index partitions that may hold
 // entries of rows in state (families) for the entries due by dueBy (all if
-// zero), at most limit per shard (all if 0).
+// zero; a family's lead before it), at most limit per shard (all if 0).
 func (st *Store) queryState(ctx context.Context, state ledger.State, dueBy time.Time, limit int) ([]indexed, error) {
 	var due []indexed
-	for _, family := range families(state) {
+	for _, f := range families(state) {
+		by := dueBy
+		if !by.IsZero() {
+			by = by.Add(-f.lead)
+		}
 		for shard := 0; shard < st.shards; shard++ {
-			ks, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", family, shard), dueBy, limit)
+			ks, err := st.queryShard(ctx, fmt.Sprintf("%s#%d", f.state, shard), by, limit)
 			if err != nil {
 				return nil, err
 			}
 			for i := range ks {
-				ks[i].family = family
+				ks[i].family = f.state
 			}
 			due = append(due, ks...)
 		}
