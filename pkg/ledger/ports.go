@@ -30,8 +30,9 @@ type Store interface {
 	// limit rows. Its cost follows the open rows, never the table.
 	ListOpen(ctx context.Context, s State, dueBy time.Time, limit int) ([]Entry, error)
 	// DueTimes returns the OpenDue of every row in the open state s due by
-	// dueBy, soonest first, from the open-row index alone: it reads no row,
-	// and costs what is due, never what is open.
+	// dueBy, soonest first, from the open-row index: it reads a row only
+	// where an index entry it found due cannot say which state its row is
+	// in, and costs what is due, never what is open.
 	DueTimes(ctx context.Context, s State, dueBy time.Time) ([]time.Time, error)
 	// ListExpired returns rows in the open state s (Held or Claimed) whose
 	// ExpiresAt is not after by, soonest expiring first, at most limit rows
@@ -41,7 +42,7 @@ type Store interface {
 	ListExpired(ctx context.Context, s State, by time.Time, limit int) ([]Entry, error)
 	// Expiries returns the ExpiresAt of every row in the open state s
 	// (Held or Claimed) that expires by by, soonest first, from the
-	// open-row index alone, like DueTimes.
+	// open-row index, like DueTimes.
 	Expiries(ctx context.Context, s State, by time.Time) ([]time.Time, error)
 }
 

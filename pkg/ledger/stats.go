@@ -38,9 +38,9 @@ type StateStats struct {
 }
 
 // Stats reports the due entries of every open state at now, from the
-// open-row index alone (Store.DueTimes): its reads follow the entries that are
+// open-row index (Store.DueTimes): its reads follow the entries that are
 // due, never the entries that are open, so a reconcile run costs the same with
-// ten thousand claims waiting as with a hundred.
+// ten thousand claims waiting, not yet due for a re-drive, as with a hundred.
 func Stats(ctx context.Context, store Store, now time.Time) (map[State]StateStats, error) {
 	now = now.UTC().Truncate(Precision)
 	out := map[State]StateStats{}
