@@ -249,7 +249,7 @@ func (b *writesBench) reportHappyPath(rep *Report, tot *happyTotals) {
 			"Claim PutItem %d B → %d WCU; claimed→dispatching UpdateItem %d B → %d WCU; dispatching→accepted UpdateItem %d B → %d WCU "+
 			"(largest item over %d messages; the history list grows by one entry per write). "+
 			"Content store, reported separately: %s writes per message (conditional PutItem of the sealed envelope at claim, DeleteItem at the terminal state), %s WCU per message. "+
-			"Open-row index (KEYS_ONLY GSI, written by DynamoDB, charged to the table): %s index writes per message, %s WCU (entry appears at claim, moves claimed→dispatching as delete + put, disappears at the outcome). "+
+			"Open-row index (KEYS_ONLY GSI, written by DynamoDB, charged to the table): %s index writes per message, %s WCU (the entry appears at claim, stays as it is while the row is dispatching from that claim, and disappears at the outcome). "+
 			"Send-rate budget (dispatch books each send, %d sends/s per channel): %s conditional UpdateItems per message, %s WCU "+
 			"(one per booking on an idle budget; an instance's first booking tries the backlog case first, a failed condition charged 1 WCU). "+
 			"Total write capacity per accepted message: %s WCU.",

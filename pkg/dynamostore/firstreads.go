@@ -42,13 +42,14 @@ func (f *FirstReads) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger
 		pending[table] = ka
 	}
 	want(f.ledger, keyOf(q.Key))
-	newest := map[string]types.AttributeValue{}
+	var newest string // the newest-challenge item's key
 	if q.Stream != nil {
 		if f.limits == "" {
 			return ledger.FirstRead{}, fmt.Errorf("first reads %s: a subject stream, and no limits table", q.Key)
 		}
-		newest = newestKey(*q.Stream)
-		want(f.limits, newest)
+		key := newestKey(*q.Stream)
+		newest = key[AttrPK].(*types.AttributeValueMemberS).Value
+		want(f.limits, key)
 	}
 	if q.ContentKey != "" {
 		want(f.content, keyOf(q.ContentKey))
@@ -57,7 +58,7 @@ func (f *FirstReads) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger
 	if err != nil {
 		return ledger.FirstRead{}, fmt.Errorf("first reads %s: %w", q.Key, err)
 	}
-	row, ok := items[f.ledger+"\x00"+q.Key]
+	row, ok := items[itemAt(f.ledger, q.Key)]
 	if !ok {
 		return ledger.FirstRead{}, fmt.Errorf("get %s: %w", q.Key, ledger.ErrNotFound)
 	}
@@ -66,14 +67,14 @@ func (f *FirstReads) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger
 		return ledger.FirstRead{}, fmt.Errorf("get %s: %w", q.Key, err)
 	}
 	if q.Stream != nil {
-		c, ok, err := newestOf(items[f.limits+"\x00"+newest[AttrPK].(*types.AttributeValueMemberS).Value])
+		c, ok, err := newestOf(items[itemAt(f.limits, newest)])
 		if err != nil {
 			return ledger.FirstRead{}, err
 		}
 		out.Newest = &ledger.Found[ledger.Challenge]{Value: c, OK: ok}
 	}
 	if q.ContentKey != "" {
-		b, ok := items[f.content+"\x00"+q.ContentKey]["sealed"].(*types.AttributeValueMemberB)
+		b, ok := items[itemAt(f.content, q.ContentKey)]["sealed"].(*types.AttributeValueMemberB)
 		out.Content = &ledger.Found[[]byte]{OK: ok}
 		if ok {
 			out.Content.Value = b.Value
@@ -83,8 +84,7 @@ func (f *FirstReads) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger
 }
 
 // batchGetAll reads every key of pending, retrying unprocessed keys with
-// backoff, and returns the items found by table and partition key
-// ("table\x00pk").
+// backoff, and returns the items found, by itemAt(table, partition key).
 func batchGetAll(ctx context.Context, client BatchGetter, pending map[string]types.KeysAndAttributes) (map[string]map[string]types.AttributeValue, error) {
 	found := map[string]map[string]types.AttributeValue{}
 	for tries := 0; len(pending) > 0; tries++ {
@@ -98,7 +98,7 @@ func batchGetAll(ctx context.Context, client BatchGetter, pending map[string]typ
 		for table, items := range out.Responses {
 			for _, it := range items {
 				if pk, ok := it[AttrPK].(*types.AttributeValueMemberS); ok {
-					found[table+"\x00"+pk.Value] = it
+					found[itemAt(table, pk.Value)] = it
 				}
 			}
 		}
@@ -113,3 +113,7 @@ func batchGetAll(ctx context.Context, client BatchGetter, pending map[string]typ
 	}
 	return found, nil
 }
+
+// itemAt is where batchGetAll files the item of table with partition key
+// pk.
+func itemAt(table, pk string) string { return table + "\x00" + pk }

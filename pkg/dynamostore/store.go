@@ -542,6 +542,8 @@ func (st *Store) queryShard(ctx context.Context, pk string, dueBy time.Time, lim
 	}
 }
 
+// batchGet reads the rows of keys (strongly consistent), in their order;
+// a key with no row is left out.
 func (st *Store) batchGet(ctx context.Context, keys []string) ([]ledger.Entry, error) {
 	var rows []ledger.Entry
 	for start := 0; start < len(keys); start += 100 {
@@ -550,30 +552,20 @@ func (st *Store) batchGet(ctx context.Context, keys []string) ([]ledger.Entry, e
 		for i, k := range chunk {
 			req[i] = keyOf(k)
 		}
-		pending := map[string]types.KeysAndAttributes{st.table: {Keys: req, ConsistentRead: aws.Bool(true)}}
-		for tries := 0; len(pending) > 0; tries++ {
-			if tries > 10 {
-				return nil, fmt.Errorf("batch get: unprocessed keys after %d tries", tries)
+		found, err := batchGetAll(ctx, st.client, map[string]types.KeysAndAttributes{st.table: {Keys: req, ConsistentRead: aws.Bool(true)}})
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range chunk {
+			it, ok := found[itemAt(st.table, k)]
+			if !ok {
+				continue
 			}
-			out, err := st.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
+			e, err := decode(it)
 			if err != nil {
 				return nil, fmt.Errorf("batch get: %w", err)
 			}
-			for _, it := range out.Responses[st.table] {
-				e, err := decode(it)
-				if err != nil {
-					return nil, fmt.Errorf("batch get: %w", err)
-				}
-				rows = append(rows, e)
-			}
-			pending = out.UnprocessedKeys
-			if len(pending) > 0 {
-				select {
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				case <-time.After(time.Duration(10<<min(tries, 6)) * time.Millisecond):
-				}
-			}
+			rows = append(rows, e)
 		}
 	}
 	return rows, nil
