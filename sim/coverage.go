@@ -96,6 +96,9 @@ const (
 	pathChainDeferral = "chain with deferral entries verified"
 	// A written row whose chain holds provider-event entries.
 	pathChainProvider = "chain with provider-event entries verified"
+	// A dispatch whose first reads read its subject stream's newest
+	// challenge reading it afresh after a wait for a send-rate slot.
+	pathNewestAfterWait = "newest challenge read afresh after a slot wait"
 )
 
 // limitPath is the path of a row stopped by rule: "limited by <rule>", or
@@ -113,4 +116,4 @@ var Paths = []string{pathThrottled3, pathResolvedByEvent, pathEventBeforeOutcome
 	limitPath(ledger.RuleSMSCountryCap), limitPath(ledger.RuleSMSGlobal), limitPath(ledger.RuleSuperseded), pathRepeatAdmission, pathRelease,
 	pathSupersedeLater, pathSupersededThrottled, pathSentAfterFaults, pathSentAfterLostWake, pathSentAfterStreak,
 	pathTakenCounted, pathBeginLate, pathNearDeadline, pathContextCut, pathRetryLeaseCut, pathOldIntent, pathIntentRefused, pathV1Claimed, pathGivenBack,
-	pathChainDeferral, pathChainProvider, pathTamperedRefused, pathSealRetried, pathTamperNamed}
+	pathChainDeferral, pathChainProvider, pathTamperedRefused, pathSealRetried, pathTamperNamed, pathNewestAfterWait}

@@ -15,7 +15,11 @@
 // over the in-memory store, each in its own goroutine, but only one of them
 // runs at a time: every port call (store, content, opener, transport,
 // lookup, budget, limits, scheduler, sleep) parks the invocation until the
-// scheduler lets exactly one invocation take its next step. Between any two
+// scheduler lets exactly one invocation take its next step. Dispatch of a
+// stream record reads its first three values as the stack does, in one
+// step (firstReadsPort, as one BatchGetItem): the row, its subject
+// stream's newest challenge and its sealed content, each as its own port
+// reads it; later reads of the dispatch go through those ports. Between any two
 // steps the scheduler may inject a fault: a crash before or after the call,
 // a failed call, a write that lands but whose response is lost, a dropped or
 // duplicated trigger, a provider that refuses, throttles, loses the
@@ -66,7 +70,10 @@
 // removes, swaps or rewrites a digest object, and whom the verifier must
 // name (tamper-named, tamper.go). The counts-conserved class also judges
 // that a dispatch gives back the count of an unsent row it ends
-// (unsent-count-given-back). Config.With switches on opt-in classes
+// (unsent-count-given-back). Since dispatch reads first in one batch,
+// superseded-sent judges a sender that waited for its send-rate slot
+// from the end of the wait, not from its last read before it: a challenge
+// claimed during the wait supersedes still (first-reads-reused). Config.With switches on opt-in classes
 // (OptIn), classes whose check fails on the protocol today: there is none
 // at present.
 package sim

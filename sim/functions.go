@@ -39,7 +39,9 @@ func (s *sim) ports(inv *invocation) ledger.Ports {
 		Fingerprints: &fingerprint.Local{Key: fingerprintKey},
 		NumberOf:     s.numberPort,
 		Timeline:     &storePort{inv},
-		FirstReads:   ledger.ReadRowAlone,
+		// The stack's dispatch reads the row, the newest challenge and
+		// the content in one batch (only the dispatcher uses it).
+		FirstReads: &firstReadsPort{inv},
 	}
 	if s.mutant == ProofShapeOnly && inv.fn == fnEvents {
 		svc.Proofs = lengthOnly{s.proofs}

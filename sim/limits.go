@@ -472,16 +472,33 @@ func (p *challengesPort) Note(ctx context.Context, ref ledger.SubjectStream, c l
 
 func (p *challengesPort) Newest(ctx context.Context, ref ledger.SubjectStream) (ledger.Challenge, bool, error) {
 	s, inv := p.inv.sim, p.inv
+	if f := inv.first; f != nil && f.stream == ref {
+		if s.mutant == FirstReadsReused {
+			// Never read: the first reads' answer, from memory.
+			return f.read.Value, f.read.OK, nil
+		}
+		if inv.woke > 0 {
+			s.stats.Paths[pathNewestAfterWait]++
+		}
+	}
 	r := inv.yield(&call{op: opNewest, detail: fmt.Sprintf("%s %s", ref.Subject, ref.Channel)})
 	if r.fault == failCall {
 		return ledger.Challenge{}, false, injected("newest", ref.Subject)
 	}
+	c, ok, err := inv.readNewest(ctx, ref)
+	inv.answerLate("", false)
+	return c, ok, err
+}
+
+// readNewest is a strongly consistent read of the newest challenge of ref,
+// as the limits table answers it to inv.
+func (inv *invocation) readNewest(ctx context.Context, ref ledger.SubjectStream) (ledger.Challenge, bool, error) {
+	s := inv.sim
 	inv.newestStep = s.step
 	c, ok, err := s.limiter.Newest(ctx, ref)
 	if last, noted := s.lastNoted[ref]; noted && s.mutant == SupersedeLastNoted {
 		c = last
 	}
-	inv.answerLate("", false)
 	return c, ok, err
 }
 
@@ -680,7 +697,11 @@ func (s *sim) checkCounted(f sendFact, at time.Time) {
 // purpose and channel was claimed before the sender's last read of the
 // newest challenge (or, without one, before the write that began the
 // attempt). A claim recorded after that read is the documented race: the
-// check is the last read before the send.
+// check is the last read before the send. A sender that waited for its
+// send-rate slot after that read is judged from the end of the wait: a
+// challenge claimed during the wait supersedes still (the dispatch reads
+// the newest challenge again after it), whatever the sender answered
+// itself from an earlier read.
 func (s *sim) checkSuperseded(f sendFact, info rowInfo) {
 	if f.attempt > 1 {
 		s.stats.Paths[pathSupersedeLater]++
@@ -689,6 +710,7 @@ func (s *sim) checkSuperseded(f sendFact, info rowInfo) {
 	if read == 0 {
 		read = f.inv.begun[f.key]
 	}
+	read = max(read, f.inv.woke)
 	for _, o := range s.w.challenges {
 		if o.subject != info.challenge.subject || !slices.Contains(o.channels, info.channel) || !s.markOf(o, info.channel).Newer(s.markOf(info.challenge, info.channel)) || s.unordered(o, info.challenge, info.channel) {
 			continue

@@ -238,6 +238,12 @@ const (
 	// compares the table's retention with the digests', so an edit the
 	// digests never saw is named all the same.
 	VerifyHashesOnly Mutant = "verify-hashes-only"
+	// FirstReadsReused: the newest challenge dispatch's first reads
+	// answered (one batch with the row and the content) is answered again
+	// to every later read of the stream in that dispatch (ledger's
+	// primedNewest never marks itself used): a challenge claimed while
+	// the dispatch waited for its send-rate slot does not supersede it.
+	FirstReadsReused Mutant = "first-reads-reused"
 )
 
 // Mutants lists every mutant.
@@ -248,7 +254,7 @@ var Mutants = []Mutant{DispatchNoStateCondition, DispatchNoExpiryCondition, Clai
 	TimelineWrongIndex, ReleaseInReleaseWindows, DeferralDropsSubject, QueueMarkAtTTL,
 	CounterWithoutKey, SendGuardMillis, EntryCodeFromRow, ImageAsRow, DeadlineBeforeWrite,
 	LifetimeLessMargin, IssuedAtDropped, RetryLeaseBeforeWrite, ReleaseNoOp, KMSErrorAsValid, MarginEqualsGuard,
-	VerifyHashesOnly, VerifyCountsOnly, VerifyNoHoles, VerifySkipsSignature}
+	VerifyHashesOnly, VerifyCountsOnly, VerifyNoHoles, VerifySkipsSignature, FirstReadsReused}
 
 // OptInMutants are the mutants of the opt-in classes (OptIn): hunted only
 // with -mutants and -with. None today: the adversary's class
@@ -276,9 +282,13 @@ var OptInMutants = []Mutant{}
 // 316 once dispatch read every stream record's row (issue 42). A retention
 // moved earlier in steps that the verifier without its retention check
 // misses needs the tampered run (one in ten), steps beyond the slack, and
-// a digest boundary between them: first caught at seed 958 (issue 46).
+// a digest boundary between them: first caught at seed 958 (issue 46). A
+// first read of the newest challenge answered again after a slot wait
+// needs a budget wait of a supersedable row, with a newer challenge of its
+// subject claimed during it: first caught at seed 624.
 var rareMutants = map[Mutant]int{SendNoDeadline: 8, BeginStaleClock: 4, WindowFromLastAttempt: 8, RetryBudgetOffByOne: 2, ReconcileWithoutEvents: 8,
-	TimelineWrongIndex: 10, BounceLosesPermanent: 4, DeferralDropsSubject: 4, FixedWindowCounters: 4, SendGuardMillis: 2, VerifyHashesOnly: 5}
+	TimelineWrongIndex: 10, BounceLosesPermanent: 4, DeferralDropsSubject: 4, FixedWindowCounters: 4, SendGuardMillis: 2, VerifyHashesOnly: 5,
+	FirstReadsReused: 4}
 
 // Budget is how many seeds m may take to be caught, given the usual budget.
 func (m Mutant) Budget(usual int) int {

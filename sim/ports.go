@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,16 +35,76 @@ func (p *storePort) Get(ctx context.Context, key string) (ledger.Entry, error) {
 	if r.fault == failCall {
 		return ledger.Entry{}, injected("get", key)
 	}
-	e, err := p.inv.sim.get(ctx, p.inv, key)
-	if err == nil {
-		e = p.inv.sim.read(p.inv, e, "store.Get")
-	}
-	if t := p.inv.trig; p.inv.sim.mutant == ImageAsRow && t.image != nil && !p.inv.imageRead {
-		p.inv.imageRead = true
-		e, err = *t.image, nil
-	}
+	e, err := p.inv.readRow(ctx, key, "store.Get")
 	p.inv.answerLate(key, false)
 	return e, err
+}
+
+// readRow is a strongly consistent read of the row key, as the store
+// answers it to inv (how names the call, for the chain check).
+func (inv *invocation) readRow(ctx context.Context, key, how string) (ledger.Entry, error) {
+	e, err := inv.sim.get(ctx, inv, key)
+	if err == nil {
+		e = inv.sim.read(inv, e, how)
+	}
+	if t := inv.trig; inv.sim.mutant == ImageAsRow && t.image != nil && !inv.imageRead {
+		inv.imageRead = true
+		e, err = *t.image, nil
+	}
+	return e, err
+}
+
+// firstReadsPort is dispatch's first reads as the stack makes them
+// (dynamostore.FirstReads): one BatchGetItem of the row, the newest
+// challenge of the subject stream and the sealed content. DynamoDB answers
+// it as one request, so it is one step, and fails as a whole; each item
+// is read strongly consistent, but the three are not read as one
+// transaction (reading them at the same step is one of the orders a
+// batch allows). A missing row fails the reads, as the adapter does.
+type firstReadsPort struct{ inv *invocation }
+
+func (p *firstReadsPort) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger.FirstRead, error) {
+	inv := p.inv
+	detail := "row"
+	if q.Stream != nil {
+		detail += fmt.Sprintf(", newest %s %s", q.Stream.Subject, q.Stream.Channel)
+	}
+	if q.ContentKey != "" {
+		detail += ", content"
+	}
+	r := inv.yield(&call{op: opFirst, key: q.Key, detail: detail})
+	if r.fault == failCall {
+		return ledger.FirstRead{}, injected("first reads", q.Key)
+	}
+	var out ledger.FirstRead
+	e, err := inv.readRow(ctx, q.Key, "store.FirstReads")
+	out.Entry = e
+	if q.Stream != nil {
+		c, ok, nerr := inv.readNewest(ctx, *q.Stream)
+		err = cmp.Or(err, nerr)
+		out.Newest = &ledger.Found[ledger.Challenge]{Value: c, OK: ok}
+		inv.first = &firstNewest{stream: *q.Stream, read: *out.Newest}
+	}
+	if q.ContentKey != "" {
+		b, cerr := inv.sim.content.Get(ctx, q.ContentKey)
+		if errors.Is(cerr, ledger.ErrNotFound) {
+			cerr = nil
+		}
+		err = cmp.Or(err, cerr)
+		out.Content = &ledger.Found[[]byte]{Value: b, OK: b != nil}
+	}
+	inv.answerLate(q.Key, false)
+	if err != nil {
+		return ledger.FirstRead{}, err
+	}
+	return out, nil
+}
+
+// firstNewest is what an invocation's first reads answered for the newest
+// challenge of stream.
+type firstNewest struct {
+	stream ledger.SubjectStream
+	read   ledger.Found[ledger.Challenge]
 }
 
 func (p *storePort) Create(ctx context.Context, e ledger.Entry) (ledger.Entry, error) {
@@ -441,5 +502,6 @@ func (inv *invocation) answerLate(key string, begins bool) {
 // sleep is the in-process wait for a send-rate budget slot.
 func (inv *invocation) sleep(ctx context.Context, d time.Duration) error {
 	inv.yield(&call{op: opSleep, d: d, detail: d.String()})
+	inv.woke = inv.sim.step
 	return ctx.Err()
 }

@@ -68,11 +68,13 @@ const (
 	opNewest   // limits: read a subject's newest challenge
 	opTimeline // limits: list a subject's newest rows (a refused admission's reclaim)
 	opKMS      // KMS: VerifyMac (claim), Decrypt (the opener)
+	opFirst    // dispatch's first reads: the row, the newest challenge and the content in one batch
 )
 
 var opNames = [...]string{"start", "store.Get", "store.Create", "store.Apply", "store.ListOpen", "content.Put",
 	"content.Get", "content.Delete", "opener.Open", "transport.Send", "(awaiting answer)", "transport.Lookup",
-	"budget.Reserve", "scheduler.Schedule", "sleep", "limits.Admit", "limits.Note", "limits.Newest", "store.ListByRef", "kms"}
+	"budget.Reserve", "scheduler.Schedule", "sleep", "limits.Admit", "limits.Note", "limits.Newest", "store.ListByRef", "kms",
+	"store.FirstReads"}
 
 func (o op) String() string { return opNames[o] }
 
@@ -193,6 +195,11 @@ type invocation struct {
 	// its latest attempt.
 	newestStep int
 	begun      map[string]int
+	// woke is the step at which the invocation's latest wait for a
+	// send-rate slot ended. first is what its first reads answered for
+	// a subject stream (firstReadsPort; nil: none read).
+	woke  int
+	first *firstNewest
 	// unsent holds, per key, whether nothing of its row could have reached
 	// the provider before the write that started its latest attempt
 	// (nothingTaken).

@@ -98,6 +98,9 @@ var caughtBy = map[sim.Mutant][]string{
 	sim.VerifyCountsOnly:                {"tamper-named"},
 	sim.VerifyNoHoles:                   {"tamper-named"},
 	sim.VerifySkipsSignature:            {"tamper-named"},
+	// A challenge claimed during the slot wait, after the first reads,
+	// does not supersede: the older one is sent.
+	sim.FirstReadsReused: {"superseded-sent"},
 }
 
 // Each mutant is caught at the first seed that catches it (testdata/seeds.txt;
