@@ -94,6 +94,9 @@ func (r *rig) service(client dynamostore.Client, clk *ledgertest.Clock, opener l
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 		Clock:      clk.Now,
 		Policy:     ledger.DefaultPolicy(),
+		// A stream record's row and content in one request, as the
+		// dispatch function reads them (no limits table here).
+		FirstReads: dynamostore.NewFirstReads(client, r.ledger, "", r.content),
 	}}
 }
 

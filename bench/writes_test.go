@@ -277,8 +277,8 @@ func (b *writesBench) reportHappyPath(rep *Report, tot *happyTotals) {
 	})
 	if tot.reqs > 5*n {
 		rep.Figures[len(rep.Figures)-1].Note += " Target missed: the content store costs three requests of its own (put, get, delete), " +
-			"and dispatch books each send in the budget. Dispatch starts from the stream record's image of a claim still before its re-drive time, " +
-			"when nothing but the stream can have moved it, and past that time while the dispatch marks it last saw show that no re-drive can have handed the claim back; otherwise it reads the row, since a stale image could book a send slot that then goes unused. " +
+			"and dispatch books each send in the budget. Dispatch decides from the row, never from the stream record's image (issue 42), " +
+			"and reads it with the sealed content in one strongly consistent BatchGetItem (ledger.FirstReads), so the read costs no request of its own. " +
 			"A lost conditional write answers with the stored row (ALL_OLD), so a lost race costs no read either. " +
 			"Claim no longer reads before it writes: its conditional PutItem returns the existing item (ReturnValuesOnConditionCheckFailure), so a redelivery costs failed conditional writes instead of a read. " +
 			"What would meet it (not made): the outcome write and the content purge could share one TransactWriteItems (−1 request, but transactional writes cost 2× WCU) or the purge could be left to the content table's TTL at challenge expiry (−1, weaker than the design's explicit purge)."
