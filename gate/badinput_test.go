@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/internal/pipelinetest"
@@ -492,12 +491,11 @@ func versions(t *testing.T, p *pipelinetest.Pipeline) string {
 			t.Fatal(err)
 		}
 		for _, it := range out.Items {
-			pk, _ := it["pk"].(*ddbtypes.AttributeValueMemberS)
-			v, _ := it["version"].(*ddbtypes.AttributeValueMemberN)
-			if pk == nil || v == nil {
-				t.Fatalf("row without pk or version")
+			e, err := dynamostore.DecodeItem(it) // either stored form
+			if err != nil {
+				t.Fatalf("a row that does not decode: %v", err)
 			}
-			keys = append(keys, pk.Value+"@"+v.Value)
+			keys = append(keys, fmt.Sprintf("%s@%d", e.Key, e.Version))
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			break
