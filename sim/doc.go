@@ -11,7 +11,11 @@
 // changed content), dispatch (fed by the ledger stream and the dispatch
 // queue), reconcile and expire (fed by schedules), events (fed by the
 // providers' events, delayed, reordered, duplicated, lost, and forged ones
-// beside them: events.go), and an operator who resolves quarantined rows. The invocations run the real use cases of pkg/ledger
+// beside them: events.go), and an operator who resolves quarantined rows.
+// Each function holds the send limits the stack gives it (limitsOf): only
+// dispatch holds the counters and gives counts back; claim keeps them
+// (ledger.KeepCounts), and expire, reconcile, events and the operator hold
+// no limits at all, so an unsent row one of them ends keeps its count. The invocations run the real use cases of pkg/ledger
 // over the in-memory store, each in its own goroutine, but only one of them
 // runs at a time: every port call (store, content, opener, transport,
 // lookup, budget, limits, scheduler, sleep) parks the invocation until the
@@ -69,8 +73,9 @@
 // verifier's slack, rewrites a row's history with no stream record, or
 // removes, swaps or rewrites a digest object, and whom the verifier must
 // name (tamper-named, tamper.go). The counts-conserved class also judges
-// that a dispatch gives back the count of an unsent row it ends
-// (unsent-count-given-back). Since dispatch reads first in one batch,
+// that a dispatch gives back the count of an unsent row it ends, or that it
+// counted and lost to the write that ended it (unsent-count-given-back);
+// a row another function ends keeps its count, too high, never too low. Since dispatch reads first in one batch,
 // superseded-sent judges a sender that waited for its send-rate slot
 // from the end of the wait, not from its last read before it: a challenge
 // claimed during the wait supersedes still (first-reads-reused). Config.With switches on opt-in classes

@@ -32,9 +32,9 @@ func (s *sim) ports(inv *invocation) ledger.Ports {
 		Progress:   progressPort{s},
 		Proofs:     s.proofs,
 		// The send limits: counters and newest challenges behind ports,
-		// the fingerprint key and the numbering plan in process.
-		Limits:       s.w.sendLimits,
-		Limiter:      &limiterPort{inv},
+		// the fingerprint key and the numbering plan in process; the
+		// policy and the counters each function holds as the stack's
+		// (limitsOf).
 		Challenges:   &challengesPort{inv},
 		Fingerprints: &fingerprint.Local{Key: fingerprintKey},
 		NumberOf:     s.numberPort,
@@ -43,6 +43,7 @@ func (s *sim) ports(inv *invocation) ledger.Ports {
 		// the content in one batch (only the dispatcher uses it).
 		FirstReads: &firstReadsPort{inv},
 	}
+	svc.Limits, svc.Limiter = limitsOf(inv.fn, s.w.sendLimits, &limiterPort{inv})
 	if s.mutant == ProofShapeOnly && inv.fn == fnEvents {
 		svc.Proofs = lengthOnly{s.proofs}
 	}
@@ -54,6 +55,24 @@ func (s *sim) ports(inv *invocation) ledger.Ports {
 		svc.Budget = &budgetPort{inv}
 	}
 	return svc
+}
+
+// limitsOf is the send-limit policy and counters function fn holds, as the
+// stack wires them (internal/wire.Build, internal/wire/dispatch): dispatch
+// counts with the counters and gives back; claim holds the policy (it notes
+// each subject's newest challenge) and keeps the counts (ledger.KeepCounts);
+// expire, reconcile, events and the operator hold no limits table, so no
+// policy and no counters. Only dispatch gives a count back: an unsent row
+// another function ends keeps its count, too high, never too low
+// (docs/design.md, "Counts are exact").
+func limitsOf(fn function, l ledger.Limits, counters ledger.Limiter) (ledger.Limits, ledger.Limiter) {
+	switch fn {
+	case fnDispatch:
+		return l, counters
+	case fnClaim:
+		return l, ledger.KeepCounts
+	}
+	return ledger.Limits{}, nil
 }
 
 // body is what the invocation does, as the function's handler would, and

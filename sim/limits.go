@@ -742,11 +742,11 @@ func (s *sim) limitPaths(w writeFact, entered bool) {
 }
 
 // invCountGivenBack is the name of a violation of the rule for an unsent
-// row's count (docs/design.md, "Counts are exact, or too high, never too
-// low"): a dispatch that ends a counted row while nothing of it can have
-// reached the provider gives its count back before it returns; only a
-// dispatch that fails or dies on the way, or a function that holds no
-// limits port (the expire sweep), leaves it too high.
+// row's count (docs/design.md, "Counts are exact"): a dispatch that ends a
+// counted row while nothing of it can have reached the provider gives its
+// count back before it returns; only a dispatch that fails or dies on the
+// way, or a function that holds no counters (expire, reconcile, events,
+// the operator: limitsOf), leaves it too high.
 const invCountGivenBack = "unsent-count-given-back"
 
 // admitFact is the latest admission that counted a message: by whom, and
@@ -761,15 +761,19 @@ type admitFact struct {
 // release counts in no counter, by the world's bookkeeping
 // (ClassConserved). It owes one for a row one of its writes ended, unless
 // another invocation counted the message again after that write (a stale
-// dispatch, which owes it then), and for a row it counted itself that had
-// ended (the stale copy's rule).
+// dispatch, which owes it then), and for a row it counted itself and then
+// wrote no more, that had ended (the stale copy's rule: its move lost to
+// the write that ended it). A row it counted and then wrote (deferred) is
+// no longer its own: another dispatch that ends it owes the release, and
+// an expire, reconcile, events or operator write that ends it keeps the
+// count, too high.
 func (s *sim) checkGivenBack(inv *invocation) {
 	if inv.fn != fnDispatch || !s.on(ClassConserved) || !s.w.limitsOn() {
 		return
 	}
 	keys := maps.Clone(inv.ended)
 	for k, a := range s.lastAdmit {
-		if a.inv == inv {
+		if a.inv == inv && inv.wrote[k] <= a.step {
 			keys[k] = a.step
 		}
 	}

@@ -233,6 +233,7 @@ func (s *sim) wrote(inv *invocation, before ledger.Entry, existed bool, key, eve
 		return
 	}
 	w := writeFact{inv: inv, before: before, existed: existed, after: after}
+	inv.wrote[key] = s.step
 	if (after.State.Terminal() || after.State == ledger.Quarantined) && (!existed || before.State != after.State) {
 		inv.ended[key] = s.step
 	}

@@ -185,6 +185,9 @@ type invocation struct {
 	// ended holds the rows a write of the invocation ended (terminal or
 	// quarantined), with the step of the write.
 	ended map[string]int
+	// wrote holds, per row, the step of the invocation's latest write
+	// that landed (checkGivenBack).
+	wrote map[string]int
 	// callEnd is the context deadline of the invocation's latest transport
 	// call, by its clock (callBounded: it had one).
 	callEnd      time.Time
@@ -699,6 +702,7 @@ func (s *sim) start(t *trigger) {
 		unsent:    map[string]bool{},
 		lease:     map[string]time.Time{},
 		ended:     map[string]int{},
+		wrote:     map[string]int{},
 		opened:    map[string]bool{},
 	}
 	inv.worker = ledger.Worker(fmt.Sprintf("%s/inv-%d", t.fn, inv.id))
