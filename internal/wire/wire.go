@@ -103,11 +103,12 @@ func Transports(s settings.Settings, build func(kind string) (ledger.Transport, 
 // change the use case stores is counted on em as the Transitions metric (by
 // state and channel), whichever use case made it.
 //
-// With the limits table, claim notes each subject's newest challenge
-// (ClaimPorts) and dispatch counts (its ports add the counters); every
-// other function keeps the counts of the rows it ends (ledger.KeepCounts:
-// "too high, never too low", docs/design.md): its role may not write the
-// counters.
+// With the limits table (claim and dispatch only), claim notes each
+// subject's newest challenge (ClaimPorts) with ledger.KeepCounts, and
+// dispatch counts (its ports add the counters). The other functions have
+// no limits table, so their limits are off and they give no count back
+// ("too high, never too low", docs/design.md): their roles may not write
+// the counters.
 func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.Logger, em *metrics.Emitter, ports Ports) (*ledger.Ports, error) {
 	db := dynamodb.NewFromConfig(cfg)
 	p := &ledger.Ports{

@@ -223,10 +223,11 @@ var (
 	// NoTimeline finds no older challenge to supersede when an admission
 	// is refused: their counts wait until they wake.
 	NoTimeline Timeline = noTimeline{}
-	// KeepCounts is the Limiter of a use case that never gives a send-limit
-	// count back (the deployed expire, reconcile, events and operator
-	// functions: "too high, never too low", docs/design.md). It admits
-	// nothing: dispatch refuses it while the limits count.
+	// KeepCounts is the Limiter of a use case that has the limits' rules
+	// but never gives a send-limit count back (the deployed claim; the
+	// functions without the limits table have the limits off): "too high,
+	// never too low", docs/design.md. It admits nothing: dispatch refuses
+	// it while the limits count.
 	KeepCounts Limiter = keepCounts{}
 )
 
