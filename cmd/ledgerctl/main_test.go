@@ -60,6 +60,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := dynamostore.CreateTables(ctx, f.db, f.table, f.content); err != nil {
 		t.Fatal(err)
 	}
+	emulator.KeepExpired(t, f.db, f.content) // the clock is ledgertest.Epoch, days ago
 	t.Cleanup(func() {
 		for _, name := range []string{f.table, f.content} {
 			_, _ = f.db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name})

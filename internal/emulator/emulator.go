@@ -31,6 +31,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -236,4 +238,19 @@ func Secret(t testing.TB, client *secretsmanager.Client, prefix string) (arn, va
 		_, _ = client.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(arn), ForceDeleteWithoutRecovery: aws.Bool(true)})
 	})
 	return arn, value
+}
+
+// KeepExpired turns TTL off on table. A test whose clock is
+// ledgertest.Epoch, days in the past, writes items whose TTL has passed by
+// the real clock, which the emulator's TTL sweep (once a minute) deletes:
+// sealed content could vanish between a claim and its dispatch.
+func KeepExpired(t testing.TB, client *dynamodb.Client, table string) {
+	t.Helper()
+	_, err := client.UpdateTimeToLive(context.Background(), &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(table),
+		TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{AttributeName: aws.String("ttl"), Enabled: aws.Bool(false)},
+	})
+	if err != nil {
+		t.Fatalf("emulator: turn TTL off on %s: %v", table, err)
+	}
 }

@@ -24,6 +24,7 @@ func scanFixture(t *testing.T, n int) (*dynamostore.Scanner, []string) {
 	if err := dynamostore.CreateTables(ctx, client, table, content); err != nil {
 		t.Fatal(err)
 	}
+	emulator.KeepExpired(t, client, content) // the clock is ledgertest.Epoch, days ago
 	t.Cleanup(func() {
 		for _, name := range []string{table, content} {
 			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name})
