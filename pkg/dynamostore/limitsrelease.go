@@ -20,8 +20,8 @@ import (
 // it and takes one from each counter it names. A counter that is gone
 // (removed as stale, or its item expired) is left out; a marker that is
 // gone (never counted, or released by another worker) makes it a no-op. A
-// marker of the form before issue 44 is released from the items it names
-// (releaseOld).
+// marker of the form before issue 44 is released the same way from the
+// items it names.
 func (l *Limits) Release(ctx context.Context, key string) error {
 	out, err := l.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: markerKey(key), ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -37,7 +37,14 @@ func (l *Limits) Release(ctx context.Context, key string) error {
 		return l.release(ctx, key, counted)
 	}
 	if list, ok := out.Item[attrCounters].(*types.AttributeValueMemberL); ok {
-		return l.releaseOld(ctx, key, strList(list))
+		// A marker of the form before issue 44 names per-window counter
+		// items ("limit#<rule>#<key>#<window start>"), each counting in
+		// its attribute n.
+		counted := map[string][]string{}
+		for _, id := range strList(list) {
+			counted[id] = []string{attrCount}
+		}
+		return l.release(ctx, key, counted)
 	}
 	return nil
 }
@@ -118,55 +125,4 @@ func (l *Limits) releaseUpdate(pk string, attrs []string) *types.Update {
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":minus": n(-1), ":zero": n(0)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-}
-
-// releaseOld releases a marker of the form before issue 44: it names the
-// per-window counter items (ids, "limit#<rule>#<key>#<window start>",
-// attribute n) its admission counted in. In one transaction conditioned on
-// the marker still being there, it deletes it and takes one from each of
-// them still holding a count; one that is gone (its window ended more than
-// an hour ago) is left out.
-func (l *Limits) releaseOld(ctx context.Context, key string, ids []string) error {
-	for range maxLimitRaces + len(ids) {
-		items := make([]types.TransactWriteItem, 0, len(ids)+1)
-		items = append(items, types.TransactWriteItem{Delete: &types.Delete{
-			TableName: &l.table, Key: markerKey(key),
-			ConditionExpression: aws.String("attribute_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
-		}})
-		for _, id := range ids {
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName:                 &l.table,
-				Key:                       map[string]types.AttributeValue{AttrPK: s(id)},
-				UpdateExpression:          aws.String("ADD #n :minus"),
-				ConditionExpression:       aws.String("#n > :zero"),
-				ExpressionAttributeNames:  map[string]string{"#n": attrCount},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":minus": n(-1), ":zero": n(0)},
-			}})
-		}
-		_, err := l.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		var tce *types.TransactionCanceledException
-		switch {
-		case err == nil:
-			return nil
-		case !errors.As(err, &tce):
-			return fmt.Errorf("limits: release: %w", err)
-		case hasReason(tce, "TransactionConflict"):
-			continue
-		}
-		r := tce.CancellationReasons
-		if len(r) == 0 || aws.ToString(r[0].Code) == "ConditionalCheckFailed" {
-			return nil // released meanwhile
-		}
-		kept := ids[:0:0]
-		for i, id := range ids {
-			if i+1 >= len(r) || aws.ToString(r[i+1].Code) != "ConditionalCheckFailed" {
-				kept = append(kept, id)
-			}
-		}
-		if len(kept) == len(ids) {
-			return fmt.Errorf("limits: release: %w", err)
-		}
-		ids = kept // counters gone with their windows: nothing to take back there
-	}
-	return fmt.Errorf("limits: release: %d transaction conflicts: %w", maxLimitRaces, ledger.ErrConflict)
 }
