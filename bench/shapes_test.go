@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/dictionaries"
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
@@ -190,8 +191,12 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 	r.meter.Timeline = [][2]string{{dynamostore.AttrSubjectRef, dynamostore.AttrCreatedAt}, {dynamostore.AttrDestinationRef, dynamostore.AttrCreatedAt}}
 	kc := kms.NewFromConfig(r.cfg)
 	arn := emulator.KMSKey(t, kc, "bench-shapes")
-	b := &shapeBench{t: t, ctx: context.Background(), r: r, clk: newClock(), tr: &shapeTransport{}, sealer: &envelope.Sealer{KMS: kc, KeyID: arn}}
-	b.svc = r.service(r.meter, b.clk, &envelope.Opener{KMS: kc, KeyARN: arn}, b.tr)
+	b := &shapeBench{t: t, ctx: context.Background(), r: r, clk: newClock(), tr: &shapeTransport{}, sealer: &envelope.Sealer{KMS: kc, KeyID: arn, Dictionary: shapes.Dictionary()}}
+	dicts, err := dictionaries.Stack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.svc = r.service(r.meter, b.clk, &envelope.Opener{KMS: kc, KeyARN: arn, Dictionaries: dicts}, b.tr)
 	b.svc.Budget = dynamostore.NewBudget(r.meter, r.budget, map[ledger.Channel]float64{ledger.Email: budgetRate, ledger.SMS: budgetRate})
 	// Dispatch signs each attempt, the events function verifies the proof
 	// the event carries back: KMS in production (no DynamoDB request).

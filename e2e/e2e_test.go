@@ -25,6 +25,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/outputs"
+	"github.com/resetledger/resetledger/internal/shapes"
 	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
@@ -100,7 +101,10 @@ func setup(t *testing.T) *env {
 	e.content = dynamostore.NewContent(db, out.ContentTable)
 	e.producer = &producer.Producer{
 		Queue: e.queue, QueueURL: out.IntentQueueURL,
-		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(e.cfg), KeyID: out.ContentKeyARN},
+		// Envelope version 3, against the dictionary the deployed claim
+		// and dispatch hold (internal/dictionaries); the Node.js and
+		// Python producers' intents (producer_test.go) are version 2.
+		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(e.cfg), KeyID: out.ContentKeyARN, Dictionary: shapes.Dictionary()},
 		Seals:  &kmsseal.KMS{Client: kms.NewFromConfig(e.cfg), KeyARN: out.IntentKeyARN},
 		Clock:  time.Now,
 	}

@@ -3,9 +3,12 @@
 package main
 
 import (
+	"os"
+
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/dictionaries"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
@@ -15,6 +18,11 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Claim, wire.ClaimPorts, ledger.NewClaimer)
+	dicts, err := dictionaries.Stack()
+	if err != nil {
+		fn.Deps.Log.Error("wiring failed", "error", err.Error())
+		os.Exit(2)
+	}
 	h := &handler.Claim{
 		Deps:    fn.Deps,
 		UseCase: fn.UseCase,
@@ -23,6 +31,9 @@ func main() {
 		Seals:    &kmsseal.KMS{Client: kms.NewFromConfig(fn.Config), KeyARN: fn.Settings.IntentKeyARN},
 		AcceptV1: fn.Settings.AcceptIntentV1,
 		AcceptV2: fn.Settings.AcceptIntentV2,
+		// Dispatch opens with the same set: claim dead-letters an
+		// envelope naming a dictionary dispatch would not hold.
+		Dictionaries: dicts,
 	}
 	lambda.Start(h.Handle)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/pkg/envelope/wireform"
 	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/intentseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -41,6 +42,11 @@ type Claim struct {
 	// envelope out (ACCEPT_INTENT_V2): only while producers migrate. A
 	// version 2 copy with a changed envelope is claimed, then quarantined.
 	AcceptV2 bool
+	// Dictionaries are the preset dictionaries this stage's dispatch
+	// opens with (internal/dictionaries). An envelope naming another is
+	// dead-lettered with reason sealed_content.dict: claimed, it could
+	// never be sent.
+	Dictionaries wireform.Dictionaries
 }
 
 // Handle claims each record of one SQS batch and reports the ones to retry.
@@ -73,6 +79,9 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 	d, err := intent.Decode([]byte(rec.Body))
 	if err == nil {
 		err = h.checkSeal(ctx, d)
+	}
+	if err == nil && !h.Dictionaries.Admits(d.Dict) {
+		err = &ledger.FieldError{Field: "sealed_content.dict", Reason: "names a content dictionary this stage does not hold"}
 	}
 	var unverified *sealUnavailable
 	if errors.As(err, &unverified) {

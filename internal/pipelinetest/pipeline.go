@@ -39,6 +39,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/resetledger/resetledger/internal/awscall"
+	"github.com/resetledger/resetledger/internal/dictionaries"
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/metrics"
@@ -285,7 +286,9 @@ func NewWithOptions(t *testing.T, o Options) *Pipeline {
 	p.startFunctions(fnCfg, o, *key.Arn, *proofKey.Arn, srv.URL+"/send", secretARN)
 	p.Producer = &producer.Producer{
 		Queue: p.SQS, QueueURL: p.QueueURL,
-		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.Arn},
+		// Sealed against the sample templates' dictionary, which the
+		// stack holds (internal/dictionaries): envelope version 3.
+		Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *key.Arn, Dictionary: shapes.Dictionary()},
 		Seals:  p.Seals,
 	}
 	return p
@@ -480,7 +483,11 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	p.wired(err)
 	recorder, err := ledger.NewEventRecorder(ports(settings.Events))
 	p.wired(err)
-	p.Claim = &handler.Claim{Deps: deps, UseCase: claimer,
+	dicts, err := dictionaries.Stack()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.Claim = &handler.Claim{Deps: deps, UseCase: claimer, Dictionaries: dicts,
 		AcceptV1: claimSettings.AcceptIntentV1, AcceptV2: claimSettings.AcceptIntentV2,
 		Seals: &kmsseal.KMS{Client: kms.NewFromConfig(cfgs[settings.Claim]), KeyARN: claimSettings.IntentKeyARN}}
 	p.Dispatch = &handler.Dispatch{Deps: deps, UseCase: dispatcher}

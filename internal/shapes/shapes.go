@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -75,9 +76,30 @@ func Email(i int) ledger.Message {
 
 // SMS is the 160-character reset SMS i, to number to.
 func SMS(i int, to string) ledger.Message {
-	body := fmt.Sprintf("Starfall Online: reset your password at https://sfo.example/r/%s within 10 min. "+
-		"Not you? Ignore this text, your password stays the same.", ResetToken(i)[:26])
-	return ledger.Message{To: to, Body: body}
+	return ledger.Message{To: to, Body: smsBody(ResetToken(i)[:26])}
+}
+
+func smsBody(token string) string {
+	return fmt.Sprintf("Starfall Online: reset your password at https://sfo.example/r/%s within 10 min. "+
+		"Not you? Ignore this text, your password stays the same.", token)
+}
+
+// Dictionary is the preset DEFLATE dictionary of these templates
+// (docs/intent-v2.md §1.5): the canonical plaintexts of the SMS and the
+// email, each rendered with an empty address and link. The stack holds it
+// (internal/dictionaries); with it an email seals to about 250 bytes.
+func Dictionary() []byte {
+	email := ledger.Message{Subject: "Reset your Starfall Online password",
+		Body: strings.ReplaceAll(ResetEmailHTML, ResetURLPlaceholder, "https://account.starfall.example/reset-password?token=&challenge=")}
+	var d []byte
+	for _, m := range []ledger.Message{{Body: smsBody("")}, email} {
+		pt, err := json.Marshal(m) // envelope.Plaintext's form; valid UTF-8
+		if err != nil {
+			panic(err)
+		}
+		d = append(d, pt...)
+	}
+	return d
 }
 
 // Intent is message m on channel ch as the account service issues it: a

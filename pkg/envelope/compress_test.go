@@ -73,7 +73,7 @@ func messageOf(t *testing.T, n int) ledger.Message {
 func TestSealCompressesHTML(t *testing.T) {
 	m := ledger.Message{To: "player1001@example.com", Subject: "Reset your password", Body: shapes.ResetEmailHTML}
 	pt, _ := envelope.Plaintext(m)
-	e, err := envelope.SealWith(keyA, pt, testDataKey, []byte{1, 2, 3}, fakeARN, testNonce)
+	e, err := envelope.SealWith(keyA, pt, nil, testDataKey, []byte{1, 2, 3}, fakeARN, testNonce)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,9 @@
 // the ledger.Message with AES-256-GCM using the dedupe key as additional
 // authenticated data, and keeps only the KMS-encrypted copy of the data key.
 // Since version 2 the JSON is compressed with raw DEFLATE (RFC 1951) before
-// it is encrypted; the content hash is still over the message itself.
+// it is encrypted; version 3 compresses it against a preset dictionary
+// (the template) that dispatch holds. The content hash is still over the
+// message itself.
 // An Opener (held by dispatch) implements ledger.Opener: it has KMS decrypt
 // the data key under the same context and opens the ciphertext. Both the KMS
 // context and the GCM AAD bind the content to its dedupe key, so content
@@ -28,6 +30,24 @@ import "github.com/resetledger/resetledger/pkg/envelope/wireform"
 // Version is the envelope format version Seal writes (DEFLATE, then
 // AES-256-GCM).
 const Version = wireform.Version
+
+// VersionDictionary is the version Seal writes when the Sealer has a
+// Dictionary: DEFLATE against that preset dictionary, then AES-256-GCM.
+const VersionDictionary = wireform.VersionDictionary
+
+// MaxDictionary is the longest preset dictionary (DEFLATE's window).
+const MaxDictionary = wireform.MaxDictionary
+
+// Dictionaries is the set of preset dictionaries a stage holds, by id.
+type Dictionaries = wireform.Dictionaries
+
+// NewDictionaries indexes dictionaries by their ids (see
+// wireform.NewDictionaries).
+func NewDictionaries(ds ...[]byte) (Dictionaries, error) { return wireform.NewDictionaries(ds...) }
+
+// DictionaryID is the id a version 3 envelope names its dictionary by: the
+// lowercase hex SHA-256 of its bytes.
+func DictionaryID(d []byte) string { return wireform.DictionaryID(d) }
 
 // VersionUncompressed is version 1 (AES-256-GCM of the JSON itself), which
 // Open still opens.

@@ -401,7 +401,7 @@ func TestParse(t *testing.T) {
 	if !reflect.DeepEqual(got, e) {
 		t.Fatalf("Parse(Marshal(e)) = %+v, want %+v", got, e)
 	}
-	if !reflect.DeepEqual(envelope.Fields(), []string{"v", "alg", "kms_key_id", "edk", "nonce", "ct"}) {
+	if !reflect.DeepEqual(envelope.Fields(), []string{"v", "alg", "kms_key_id", "dict", "edk", "nonce", "ct"}) {
 		t.Errorf("Fields() = %v", envelope.Fields())
 	}
 	var doc map[string]any

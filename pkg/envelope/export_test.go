@@ -3,8 +3,9 @@ package envelope
 // SealWith seals pt for key with a given data key (its plaintext, the
 // CiphertextBlob and KeyId GenerateDataKey returned) and nonce: the seam the
 // cross-language test vectors use to fix what Seal draws at random.
-func SealWith(key string, pt, dataKeyPlain, dataKeyBlob []byte, keyID string, nonce []byte) (Envelope, error) {
-	return sealWith(key, pt, dataKey{plain: dataKeyPlain, encrypted: dataKeyBlob, keyID: keyID}, nonce)
+// With a dictionary, it seals version 3.
+func SealWith(key string, pt, dict, dataKeyPlain, dataKeyBlob []byte, keyID string, nonce []byte) (Envelope, error) {
+	return sealWith(key, pt, dict, dataKey{plain: dataKeyPlain, encrypted: dataKeyBlob, keyID: keyID}, nonce)
 }
 
 // SealRaw encrypts z as the GCM plaintext of an envelope of version v as it

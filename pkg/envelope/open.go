@@ -36,6 +36,11 @@ type Opener struct {
 	// KeyARN pins the KMS key: Decrypt is asked to use this key only, so an
 	// envelope naming another key cannot make the opener use it.
 	KeyARN string
+	// Dictionaries are the preset dictionaries version 3 envelopes are
+	// opened with. One naming a dictionary not here is not opened, and
+	// not quarantined either: the error is retryable (a stage updated
+	// function by function), and no KMS call is made.
+	Dictionaries Dictionaries
 }
 
 var _ ledger.Opener = (*Opener)(nil)
@@ -49,6 +54,10 @@ func (o *Opener) Open(ctx context.Context, key string, sealed []byte) (ledger.Me
 	e, err := ParseStored(sealed)
 	if err != nil {
 		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: %s", key, ledger.ErrContentUnavailable, storedFault(err))
+	}
+	dict, ok := o.Dictionaries[e.Dict]
+	if e.V == VersionDictionary && !ok {
+		return ledger.Message{}, fmt.Errorf("envelope: open %s: content dictionary %s is not held here", key, e.Dict)
 	}
 	out, err := o.KMS.Decrypt(ctx, &kms.DecryptInput{
 		CiphertextBlob:    e.EDK,
@@ -74,9 +83,9 @@ func (o *Opener) Open(ctx context.Context, key string, sealed []byte) (ledger.Me
 		return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: authentication failed", key, ledger.ErrContentUnavailable)
 	}
 	defer clear(pt)
-	if e.V == Version {
+	if e.V != VersionUncompressed {
 		z := pt
-		if pt, err = inflate(z); err != nil {
+		if pt, err = inflate(z, dict); err != nil {
 			return ledger.Message{}, fmt.Errorf("envelope: open %s: %w: %v", key, ledger.ErrContentUnavailable, err)
 		}
 		defer clear(pt)
@@ -111,15 +120,16 @@ var (
 	errNotFlate = errors.New("content is not one raw DEFLATE stream")
 )
 
-// inflate decompresses the raw DEFLATE stream z, refusing a stream that
+// inflate decompresses the raw DEFLATE stream z against the preset
+// dictionary dict (none if empty), refusing a stream that
 // inflates past MaxPlaintext (a decompression bomb: it stops reading there,
 // so at most MaxPlaintext+1 bytes are ever written), is truncated or
 // corrupt, or has bytes after its final block. GCM has authenticated z
 // already, so only the holder of the data key could have written any of
 // these; they are refused all the same.
-func inflate(z []byte) ([]byte, error) {
+func inflate(z, dict []byte) ([]byte, error) {
 	src := bytes.NewReader(z) // an io.ByteReader: flate reads no further than its final block
-	r := flate.NewReader(src)
+	r := flate.NewReaderDict(src, dict)
 	defer r.Close()
 	var b bytes.Buffer
 	n, err := io.Copy(&b, io.LimitReader(r, MaxPlaintext+1))

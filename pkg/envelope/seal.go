@@ -31,7 +31,17 @@ type Sealer struct {
 	KMS DataKeyGenerator
 	// KeyID names the KMS key: a key ARN (preferred), key id or alias.
 	KeyID string
+	// Dictionary, if set, is the preset DEFLATE dictionary Seal compresses
+	// with (at most MaxDictionary bytes), and Seal writes version 3. The
+	// stage must hold the same bytes (docs/intent-v2.md §1.5): its claim
+	// function refuses a dictionary it lacks. Typically the canonical
+	// plaintext of the template, rendered with a placeholder link.
+	Dictionary []byte
 }
+
+// PresetDictionary returns s.Dictionary: what the producer's size check
+// compresses with, as Seal does.
+func (s *Sealer) PresetDictionary() []byte { return s.Dictionary }
 
 // EncryptionContext returns the KMS encryption context that binds a data key
 // to one logical message.
@@ -57,6 +67,9 @@ func (s *Sealer) Seal(ctx context.Context, key string, m ledger.Message) (Envelo
 	if len(pt) > MaxPlaintext {
 		return Envelope{}, fmt.Errorf("envelope: seal %s: message larger than %d bytes", key, MaxPlaintext)
 	}
+	if len(s.Dictionary) > MaxDictionary {
+		return Envelope{}, fmt.Errorf("envelope: seal %s: dictionary longer than %d bytes", key, MaxDictionary)
+	}
 
 	out, err := s.KMS.GenerateDataKey(ctx, &kms.GenerateDataKeyInput{
 		KeyId:             aws.String(s.KeyID),
@@ -78,7 +91,7 @@ func (s *Sealer) Seal(ctx context.Context, key string, m ledger.Message) (Envelo
 	if keyID == "" {
 		keyID = s.KeyID
 	}
-	e, err := sealWith(key, pt, dataKey{plain: out.Plaintext, encrypted: out.CiphertextBlob, keyID: keyID}, nonce)
+	e, err := sealWith(key, pt, s.Dictionary, dataKey{plain: out.Plaintext, encrypted: out.CiphertextBlob, keyID: keyID}, nonce)
 	if err != nil {
 		return Envelope{}, fmt.Errorf("envelope: seal %s: %w", key, err)
 	}
@@ -114,16 +127,20 @@ type dataKey struct {
 
 // Compress returns the raw DEFLATE stream (RFC 1951, no zlib or gzip
 // header) of plaintext pt that Seal encrypts, at compress/flate's
-// BestCompression. Other implementations' streams differ byte for byte and
-// are equally valid: Open inflates any DEFLATE stream. The caller should
-// zero the result after use.
-func Compress(pt []byte) ([]byte, error) {
+// BestCompression, against the preset dictionary dict if it is not empty.
+// Other implementations' streams differ byte for byte and are equally
+// valid: Open inflates any DEFLATE stream. The caller should zero the
+// result after use.
+func Compress(pt, dict []byte) ([]byte, error) {
 	if len(pt) > MaxPlaintext {
 		return nil, fmt.Errorf("message larger than %d bytes", MaxPlaintext)
 	}
+	if len(dict) > MaxDictionary {
+		return nil, fmt.Errorf("dictionary longer than %d bytes", MaxDictionary)
+	}
 	var b bytes.Buffer
 	b.Grow(len(pt)/2 + 64)
-	w, err := flate.NewWriter(&b, flate.BestCompression)
+	w, err := flate.NewWriterDict(&b, flate.BestCompression, dict)
 	if err != nil {
 		return nil, err
 	}
@@ -136,24 +153,29 @@ func Compress(pt []byte) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// sealWith compresses the plaintext pt and encrypts it for the dedupe key
-// key with data key k and nonce. Seal calls it with a fresh data key and a
+// sealWith compresses the plaintext pt (against dict, if not empty: version
+// 3) and encrypts it for the dedupe key key with data key k and nonce. Seal calls it with a fresh data key and a
 // random nonce; the cross-language test vectors call it with fixed ones. A
 // data key must never seal twice.
-func sealWith(key string, pt []byte, k dataKey, nonce []byte) (Envelope, error) {
+func sealWith(key string, pt, dict []byte, k dataKey, nonce []byte) (Envelope, error) {
 	gcm, err := newGCM(k.plain)
 	if err != nil {
 		return Envelope{}, err
 	}
-	z, err := Compress(pt)
+	z, err := Compress(pt, dict)
 	if err != nil {
 		return Envelope{}, err
 	}
 	defer clear(z)
+	v, id := Version, ""
+	if len(dict) > 0 {
+		v, id = VersionDictionary, DictionaryID(dict)
+	}
 	e := Envelope{
-		V:        Version,
+		V:        v,
 		Alg:      Algorithm,
 		KMSKeyID: k.keyID,
+		Dict:     id,
 		EDK:      k.encrypted,
 		Nonce:    nonce,
 		CT:       gcm.Seal(nil, nonce, z, []byte(key)),

@@ -172,7 +172,7 @@ func contentHashPreimage(templateID, templateVersion string, m ledger.Message) [
 	return b.Bytes()
 }
 
-func generateIntentVector(t *testing.T, name string, n vectors.Notification) intentVector {
+func generateIntentVector(t *testing.T, name string, n vectors.Notification, dict []byte) intentVector {
 	t.Helper()
 	p, err := n.Producer()
 	if err != nil {
@@ -194,7 +194,7 @@ func generateIntentVector(t *testing.T, name string, n vectors.Notification) int
 		t.Fatal(err)
 	}
 	v.Plaintext, v.PlaintextHex = string(pt), hex.EncodeToString(pt)
-	z, err := envelope.Compress(pt)
+	z, err := envelope.Compress(pt, dict)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func generateIntentVector(t *testing.T, name string, n vectors.Notification) int
 	blob := sha512.Sum512([]byte("resetledger test vector data key blob: " + name))
 	v.GenerateDataKey = generateDataKey{KeyID: vectorKeyID, PlaintextHex: hex.EncodeToString(dk[:]), CiphertextBlob: base64.StdEncoding.EncodeToString(blob[:])}
 	v.NonceHex = hex.EncodeToString(nonce[:12])
-	env, err := envelope.SealWith(key, pt, dk[:], blob[:], vectorKeyID, nonce[:12])
+	env, err := envelope.SealWith(key, pt, dict, dk[:], blob[:], vectorKeyID, nonce[:12])
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -245,12 +245,16 @@ func generateIntentVector(t *testing.T, name string, n vectors.Notification) int
 
 // envelopeLayout writes the envelope digest's preimage of docs/intent-v2.md
 // §1.6 independently of Envelope.DigestPreimage: the domain line, then one
-// line per envelope member in wire order, "<name>:<byte length>:<value>",
+// line per envelope member in wire order (dict in version 3 only),
+// "<name>:<byte length>:<value>",
 // each value as the JSON carries it (v in decimal, base64 as written).
 func envelopeLayout(e sealedContent) string {
 	b := "resetledger-intent-envelope/v1\n"
 	for _, f := range [][2]string{{"v", strconv.Itoa(e.V)}, {"alg", e.Alg}, {"kms_key_id", e.KMSKeyID},
-		{"edk", e.EDK}, {"nonce", e.Nonce}, {"ct", e.CT}} {
+		{"dict", e.Dict}, {"edk", e.EDK}, {"nonce", e.Nonce}, {"ct", e.CT}} {
+		if f[0] == "dict" && e.V != 3 {
+			continue
+		}
 		b += f[0] + ":" + strconv.Itoa(len(f[1])) + ":" + f[1] + "\n"
 	}
 	return b
@@ -300,6 +304,7 @@ type sealedContent struct {
 	V        int    `json:"v"`
 	Alg      string `json:"alg"`
 	KMSKeyID string `json:"kms_key_id"`
+	Dict     string `json:"dict,omitempty"`
 	EDK      string `json:"edk"`
 	Nonce    string `json:"nonce"`
 	CT       string `json:"ct"`
@@ -351,21 +356,21 @@ func TestVectorsIntents(t *testing.T) {
 			"GenerateMac), and the intent body on the wire. See docs/intent-v2.md.",
 	}
 	for _, in := range intentInputs() {
-		generated.Vectors = append(generated.Vectors, generateIntentVector(t, in.name, in.n))
+		generated.Vectors = append(generated.Vectors, generateIntentVector(t, in.name, in.n, nil))
 	}
 	if !vectors.Updating() {
 		if len(doc.Vectors) != len(generated.Vectors) {
 			t.Errorf("%s has %d vectors, the generator %d", intentsFile, len(doc.Vectors), len(generated.Vectors))
 		}
 		for _, v := range doc.Vectors {
-			t.Run(v.Name, func(t *testing.T) { checkIntentVector(t, v) })
+			t.Run(v.Name, func(t *testing.T) { checkIntentVector(t, v, nil) })
 		}
 	}
 	vectors.Sync(t, intentsFile, generated)
 }
 
-func checkIntentVector(t *testing.T, v intentVector) {
-	got := generateIntentVector(t, v.Name, v.Notification)
+func checkIntentVector(t *testing.T, v intentVector, dict []byte) {
+	got := generateIntentVector(t, v.Name, v.Notification, dict)
 	for _, f := range []struct{ name, got, want string }{
 		{"dedupe_key_preimage", got.DedupeKeyPreimage, v.DedupeKeyPreimage},
 		{"dedupe_key", got.DedupeKey, v.DedupeKey},
@@ -409,7 +414,7 @@ func checkIntentVector(t *testing.T, v intentVector) {
 	if want := gcm.Seal(nil, env.Nonce, z, aad); !bytes.Equal(env.CT, want) || string(aad) != v.DedupeKey {
 		t.Errorf("ct is not AES-256-GCM(data key, nonce, deflate_hex, AAD = the dedupe key's ASCII bytes)")
 	}
-	if pt, err := io.ReadAll(flate.NewReader(bytes.NewReader(z))); err != nil || string(pt) != v.Plaintext {
+	if pt, err := io.ReadAll(flate.NewReaderDict(bytes.NewReader(z), dict)); err != nil || string(pt) != v.Plaintext {
 		t.Errorf("deflate_hex does not inflate to the plaintext (%v)", err)
 	}
 
@@ -434,7 +439,11 @@ func checkIntentVector(t *testing.T, v intentVector) {
 		t.Errorf("decoded body: destination_ref %q subject_ref %q, want %q %q", in.DestinationRef, in.SubjectRef,
 			v.Notification.DestinationRef, v.Notification.SubjectRef)
 	}
-	m, err := (&envelope.Opener{KMS: vectorKMS{v: v, key: v.DedupeKey}, KeyARN: v.GenerateDataKey.KeyID}).Open(context.Background(), v.DedupeKey, sealed)
+	dicts, _ := envelope.NewDictionaries(dict)
+	if dict == nil {
+		dicts = nil
+	}
+	m, err := (&envelope.Opener{KMS: vectorKMS{v: v, key: v.DedupeKey}, KeyARN: v.GenerateDataKey.KeyID, Dictionaries: dicts}).Open(context.Background(), v.DedupeKey, sealed)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -136,6 +136,9 @@ type Decoded struct {
 	// (wireform.Envelope.MarshalStored), ready for a ledger.ContentStore and
 	// an envelope.Opener; about three quarters of the JSON form's size.
 	Sealed []byte
+	// Dict is the envelope's dictionary id (envelope version 3), empty
+	// when it names none: the claim function refuses one its stage lacks.
+	Dict string
 	// Version is the intent's schema_version: SchemaVersion,
 	// SchemaVersionV2 or SchemaVersionV1.
 	Version int
@@ -192,7 +195,7 @@ func Decode(body []byte) (Decoded, error) {
 	if err != nil {
 		return Decoded{}, fmt.Errorf("intent: store sealed content: %w", err)
 	}
-	d := Decoded{Intent: in, Sealed: sealed, Version: version}
+	d := Decoded{Intent: in, Sealed: sealed, Dict: env.Dict, Version: version}
 	if version != SchemaVersionV1 {
 		w.SchemaVersion = version
 		d.Binding, d.Seal = w.binding(in.Key(), env), w.IntentMAC

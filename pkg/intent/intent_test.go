@@ -283,7 +283,9 @@ func badCases() []badCase {
 
 		{name: "sealed_content wrong type", body: mutate(func(m map[string]any) { m["sealed_content"] = secret }), field: "sealed_content"},
 		{name: "sealed_content null", body: mutate(func(m map[string]any) { m["sealed_content"] = nil }), field: "sealed_content"},
-		{name: "envelope version", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["v"] = 3 }), field: "sealed_content.v"},
+		{name: "envelope version", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["v"] = 4 }), field: "sealed_content.v"},
+		{name: "envelope version 3 without dict", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["v"] = 3 }), field: "sealed_content.dict"},
+		{name: "envelope version 2 with dict", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["dict"] = strings.Repeat("ab", 32) }), field: "sealed_content.dict"},
 		{name: "envelope algorithm", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["alg"] = "AES-128-CBC" }), field: "sealed_content.alg"},
 		{name: "envelope key id with spaces", body: mutate(func(m map[string]any) { sub(m, "sealed_content")["kms_key_id"] = "my key" }), field: "sealed_content.kms_key_id"},
 		{name: "envelope edk missing", body: mutate(func(m map[string]any) { delete(sub(m, "sealed_content"), "edk") }), field: "sealed_content.edk"},

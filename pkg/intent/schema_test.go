@@ -123,7 +123,7 @@ func TestSchemasAcceptTheirVectors(t *testing.T) {
 	for _, tc := range []struct {
 		file       string
 		own, other *jsonschema.Schema
-	}{{"intents.json", v3, v2}, {"v2/intents.json", v2, v3}} {
+	}{{"intents.json", v3, v2}, {"dictionary.json", v3, v2}, {"v2/intents.json", v2, v3}} {
 		var doc struct {
 			Vectors []struct {
 				Name string `json:"name"`

@@ -113,7 +113,7 @@ func (p *Producer) Publish(ctx context.Context, n Notification) (string, error) 
 	if err := in.Validate(); err != nil {
 		return "", err
 	}
-	if err := checkMessage(in, n.Message); err != nil {
+	if err := checkMessage(in, n.Message, presetDictionary(p.Sealer)); err != nil {
 		return "", err
 	}
 	t := now()
@@ -163,7 +163,7 @@ func (p *Producer) Publish(ctx context.Context, n Notification) (string, error) 
 // AWS call: a missing address or body, a field that is not valid UTF-8, or
 // one too large for the sealed intent to fit the queue even with the
 // smallest data key and key id KMS could return.
-func checkMessage(in ledger.Intent, m ledger.Message) error {
+func checkMessage(in ledger.Intent, m ledger.Message, dict []byte) error {
 	for _, f := range []struct{ name, v string }{{"to", m.To}, {"subject", m.Subject}, {"body", m.Body}} {
 		switch {
 		case f.v == "" && f.name != "subject":
@@ -178,7 +178,7 @@ func checkMessage(in ledger.Intent, m ledger.Message) error {
 	if len(m.To)+len(m.Subject)+len(m.Body) > intent.MaxBodySize {
 		return tooLarge()
 	}
-	size, err := sealedSizeAtLeast(in, m)
+	size, err := sealedSizeAtLeast(in, m, dict)
 	if err != nil {
 		return err
 	}
@@ -188,10 +188,19 @@ func checkMessage(in ledger.Intent, m ledger.Message) error {
 	return nil
 }
 
+// presetDictionary is the Sealer's preset dictionary, if it says it has one
+// (*envelope.Sealer does): the size check must compress as Seal will.
+func presetDictionary(s Sealer) []byte {
+	if d, ok := s.(interface{ PresetDictionary() []byte }); ok {
+		return d.PresetDictionary()
+	}
+	return nil
+}
+
 // sealedSizeAtLeast is the size of the intent with m sealed under a
 // one-byte data key ciphertext and a one-character key id: a lower bound
 // of the real size, which only the KMS answer settles.
-func sealedSizeAtLeast(in ledger.Intent, m ledger.Message) (int, error) {
+func sealedSizeAtLeast(in ledger.Intent, m ledger.Message, dict []byte) (int, error) {
 	pt, err := envelope.Plaintext(m)
 	if err != nil {
 		return 0, err
@@ -202,7 +211,7 @@ func sealedSizeAtLeast(in ledger.Intent, m ledger.Message) (int, error) {
 	}
 	// Seal encrypts the DEFLATE stream, which compress/flate writes the
 	// same way every time: its length is the ciphertext's, less the tag.
-	z, err := envelope.Compress(pt)
+	z, err := envelope.Compress(pt, dict)
 	if err != nil {
 		return 0, err
 	}
@@ -216,6 +225,9 @@ func sealedSizeAtLeast(in ledger.Intent, m ledger.Message) (int, error) {
 	smallest := envelope.Envelope{
 		V: envelope.Version, Alg: envelope.Algorithm, KMSKeyID: "k",
 		EDK: []byte{0}, Nonce: make([]byte, 12), CT: make([]byte, n+16),
+	}
+	if len(dict) > 0 {
+		smallest.V, smallest.Dict = envelope.VersionDictionary, envelope.DictionaryID(dict)
 	}
 	body, err := intent.Encode(in, smallest, strings.Repeat("A", sealLen))
 	if err != nil {

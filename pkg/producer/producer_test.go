@@ -157,7 +157,7 @@ func (s *bigSealer) Seal(_ context.Context, _ string, m ledger.Message) (envelop
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
-	z, err := envelope.Compress(pt)
+	z, err := envelope.Compress(pt, nil)
 	if err != nil {
 		return envelope.Envelope{}, err
 	}

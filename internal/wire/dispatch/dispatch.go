@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
+	"github.com/resetledger/resetledger/internal/dictionaries"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/handback"
@@ -36,7 +37,11 @@ func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 	s := env.Settings
 	handback.Ports(env, p)
 	keys := kms.NewFromConfig(env.Config)
-	p.Opener = &envelope.Opener{KMS: keys, KeyARN: s.ContentKeyARN}
+	dicts, err := dictionaries.Stack()
+	if err != nil {
+		return err
+	}
+	p.Opener = &envelope.Opener{KMS: keys, KeyARN: s.ContentKeyARN, Dictionaries: dicts}
 	p.Proofs = &attemptproof.KMS{Client: keys, KeyARN: s.AttemptProofKeyARN}
 	p.Timeline = ledger.NoTimeline
 	if s.LimitsTable != "" {
@@ -70,7 +75,6 @@ func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 	ses := sesv2.NewFromConfig(env.Config)
 	p.Budget = newBudget(ctx, env, ses, p.Clock())
 	webhook := webhooksecret.Transports(ctx, env)
-	var err error
 	p.Transports, err = wire.Transports(s, func(kind string) (ledger.Transport, error) { return transport(env, ses, webhook, kind) })
 	return err
 }

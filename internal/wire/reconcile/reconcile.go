@@ -22,6 +22,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/dictionaries"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/handback"
@@ -37,7 +38,11 @@ func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 	if s.OpensContent(settings.Reconcile) {
 		// Without a webhook reconcile never opens content: it holds no
 		// opener, and its role no kms:Decrypt on the content key.
-		p.Opener = &envelope.Opener{KMS: kms.NewFromConfig(env.Config), KeyARN: s.ContentKeyARN}
+		dicts, err := dictionaries.Stack()
+		if err != nil {
+			return err
+		}
+		p.Opener = &envelope.Opener{KMS: kms.NewFromConfig(env.Config), KeyARN: s.ContentKeyARN, Dictionaries: dicts}
 	}
 	webhook := webhooksecret.Transports(ctx, env)
 	var err error

@@ -2,7 +2,9 @@ package wireform
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 )
 
 // The stored form is how the content table keeps an envelope: the same
@@ -15,6 +17,7 @@ import (
 //	1       1     v, the envelope version
 //	2       1     algorithm code (1 = AES-256-GCM)
 //	3       2     length of kms_key_id, big-endian, then its bytes
+//	.       32    version 3 only: dict, as the 32 bytes of its SHA-256
 //	.       2     length of edk, big-endian, then its bytes
 //	.       1     length of nonce, then its bytes
 //	.       4     length of ct, big-endian, then its bytes
@@ -48,6 +51,10 @@ func (e Envelope) MarshalStored() ([]byte, error) {
 	b = append(b, FormCompact, byte(e.V), code)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(e.KMSKeyID)))
 	b = append(b, e.KMSKeyID...)
+	if e.V == VersionDictionary {
+		id, _ := hex.DecodeString(e.Dict) // Validate checked it is hex
+		b = append(b, id...)
+	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(e.EDK)))
 	b = append(b, e.EDK...)
 	b = append(b, byte(len(e.Nonce)))
@@ -80,6 +87,9 @@ func parseCompact(b []byte) (Envelope, error) {
 	e.V = int(r.num(1))
 	code := byte(r.num(1))
 	e.KMSKeyID = string(r.bytes(r.num(2)))
+	if e.V == VersionDictionary {
+		e.Dict = hex.EncodeToString(r.bytes(sha256.Size))
+	}
 	e.EDK = r.bytes(r.num(2))
 	e.Nonce = r.bytes(r.num(1))
 	e.CT = r.bytes(r.num(4))

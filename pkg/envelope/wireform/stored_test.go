@@ -184,7 +184,7 @@ func TestParseStoredRefusesCorruption(t *testing.T) {
 // would no longer open: this test fails until MarshalStored and
 // parseCompact carry it and the list below names it.
 func TestStoredFormCarriesEveryField(t *testing.T) {
-	carried := []string{"V", "Alg", "KMSKeyID", "EDK", "Nonce", "CT"}
+	carried := []string{"V", "Alg", "KMSKeyID", "Dict", "EDK", "Nonce", "CT"}
 	var got []string
 	for _, f := range reflect.VisibleFields(reflect.TypeOf(Envelope{})) {
 		got = append(got, f.Name)

@@ -22,9 +22,14 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Version is the envelope format version Seal writes: the plaintext is
-// compressed with raw DEFLATE (RFC 1951) before AES-256-GCM.
+// Version is the envelope format version Seal writes without a dictionary:
+// the plaintext is compressed with raw DEFLATE (RFC 1951) before
+// AES-256-GCM.
 const Version = 2
+
+// VersionDictionary is the version Seal writes with a preset dictionary:
+// raw DEFLATE against the dictionary that Dict names, then AES-256-GCM.
+const VersionDictionary = 3
 
 // VersionUncompressed is the first envelope format version: AES-256-GCM over
 // the plaintext itself. Producers no longer write it; Open still opens it.
@@ -54,8 +59,9 @@ const (
 type Envelope struct {
 	V        int    `json:"v"`
 	Alg      string `json:"alg"`
-	KMSKeyID string `json:"kms_key_id"` // the key ARN KMS reported when sealing
-	EDK      []byte `json:"edk"`        // KMS-encrypted data key
+	KMSKeyID string `json:"kms_key_id"`     // the key ARN KMS reported when sealing
+	Dict     string `json:"dict,omitempty"` // version 3: the dictionary's DictionaryID
+	EDK      []byte `json:"edk"`            // KMS-encrypted data key
 	Nonce    []byte `json:"nonce"`
 	CT       []byte `json:"ct"` // ciphertext || GCM tag
 }
@@ -64,12 +70,15 @@ type Envelope struct {
 // *ledger.FieldError naming the first bad field, relative to the envelope.
 func (e Envelope) Validate() error {
 	switch {
-	case e.V != Version && e.V != VersionUncompressed:
-		return bad("v", "unsupported envelope version (want 1 or 2)")
+	case e.V != Version && e.V != VersionUncompressed && e.V != VersionDictionary:
+		return bad("v", "unsupported envelope version (want 1, 2 or 3)")
 	case e.Alg != Algorithm:
 		return bad("alg", "unsupported algorithm (want AES-256-GCM)")
 	}
 	if err := checkKeyID(e.KMSKeyID); err != nil {
+		return err
+	}
+	if err := checkDict(e.V, e.Dict); err != nil {
 		return err
 	}
 	switch {
@@ -104,10 +113,25 @@ func checkKeyID(s string) error {
 // keyIDChars is the alphabet of key ids, key ARNs, alias names and alias ARNs.
 var keyIDChars = charclass.AlnumPlus(":/_.-")
 
-// fields lists the envelope's JSON fields in wire order.
-var fields = []string{"v", "alg", "kms_key_id", "edk", "nonce", "ct"}
+// checkDict requires a dictionary id in version 3 and none before it.
+func checkDict(v int, dict string) error {
+	switch {
+	case v != VersionDictionary && dict != "":
+		return bad("dict", "only version 3 names a dictionary")
+	case v == VersionDictionary && dict == "":
+		return bad("dict", "missing")
+	case v == VersionDictionary && !isDictionaryID(dict):
+		return bad("dict", "want 64 lowercase hex digits")
+	}
+	return nil
+}
 
-// Fields returns the names of the envelope's JSON fields, all required.
+// fields lists the envelope's JSON fields in wire order; "dict" is in
+// version 3 only.
+var fields = []string{"v", "alg", "kms_key_id", "dict", "edk", "nonce", "ct"}
+
+// Fields returns the names of the envelope's JSON fields in wire order. All
+// are required, except "dict", which version 3 requires and no other admits.
 func Fields() []string { return append([]string(nil), fields...) }
 
 // Parse decodes an envelope strictly from its JSON form: exactly the known
@@ -125,7 +149,7 @@ func Parse(b []byte) (Envelope, error) {
 		}
 	}
 	var e Envelope
-	if err := field(raw, "v", &e.V, "want the integer 1 or 2"); err != nil {
+	if err := field(raw, "v", &e.V, "want the integer 1, 2 or 3"); err != nil {
 		return Envelope{}, err
 	}
 	if err := field(raw, "alg", &e.Alg, "want a string"); err != nil {
@@ -133,6 +157,11 @@ func Parse(b []byte) (Envelope, error) {
 	}
 	if err := field(raw, "kms_key_id", &e.KMSKeyID, "want a string"); err != nil {
 		return Envelope{}, err
+	}
+	if _, ok := raw["dict"]; ok || e.V == VersionDictionary {
+		if err := field(raw, "dict", &e.Dict, "want a string"); err != nil {
+			return Envelope{}, err
+		}
 	}
 	for _, f := range []struct {
 		name string
@@ -204,19 +233,23 @@ const DigestDomain = "resetledger-intent-envelope/v1"
 
 // DigestPreimage is the canonical encoding of e that Digest hashes: the
 // line DigestDomain, then one line per field in wire order,
-// "<name>:<length>:<value>\n", each value as the wire carries it (v in
+// "<name>:<length>:<value>\n" ("dict" in version 3 only), each value as
+// the wire carries it (v in
 // decimal, kms_key_id and alg as they are, edk, nonce and ct in standard
 // padded base64) and its length in bytes in decimal. Parse admits exactly
 // one text per value (strict base64, no line breaks), so two envelopes with
 // the same preimage are the same envelope, whatever JSON escapes or member
 // order their wire forms used.
 func (e Envelope) DigestPreimage() []byte {
-	values := []string{strconv.Itoa(e.V), e.Alg, e.KMSKeyID,
+	values := []string{strconv.Itoa(e.V), e.Alg, e.KMSKeyID, e.Dict,
 		base64.StdEncoding.EncodeToString(e.EDK), base64.StdEncoding.EncodeToString(e.Nonce),
 		base64.StdEncoding.EncodeToString(e.CT)}
 	var b bytes.Buffer
 	b.WriteString(DigestDomain + "\n")
 	for i, name := range fields {
+		if name == "dict" && e.V != VersionDictionary {
+			continue
+		}
 		b.WriteString(name + ":" + strconv.Itoa(len(values[i])) + ":" + values[i] + "\n")
 	}
 	return b.Bytes()
