@@ -2,17 +2,27 @@
  * Sealing: a fresh AES-256 data key from KMS GenerateDataKey for every
  * message, the canonical plaintext compressed with raw DEFLATE (RFC 1951),
  * AES-256-GCM over that with the dedupe key as AAD, and only the
- * KMS-encrypted copy of the data key kept (envelope version 2).
+ * KMS-encrypted copy of the data key kept (envelope version 2). With a
+ * preset dictionary, the plaintext is compressed against it and the
+ * envelope, version 3, names it (`dict`).
  *
  * @module
  */
-import { createCipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createHash, randomBytes } from 'node:crypto';
 import { deflateRawSync } from 'node:zlib';
 
 import { GenerateDataKeyCommand, type KMSClient } from '@aws-sdk/client-kms';
 
 import { ProducerError } from './errors.js';
-import { ENVELOPE_VERSION, MAX_CIPHERTEXT, MAX_PLAINTEXT, type Envelope, type Message } from './intent.js';
+import {
+  ENVELOPE_VERSION,
+  ENVELOPE_VERSION_DICTIONARY,
+  MAX_CIPHERTEXT,
+  MAX_DICTIONARY,
+  MAX_PLAINTEXT,
+  type Envelope,
+  type Message,
+} from './intent.js';
 
 /** The "purpose" entry of the KMS encryption context. */
 export const ENCRYPTION_CONTEXT_PURPOSE = 'password-reset-notification';
@@ -62,16 +72,44 @@ export function canonicalPlaintext(m: Message): Buffer {
 }
 
 /**
- * The raw DEFLATE stream (RFC 1951: no zlib or gzip header) of canonical
- * plaintext `pt`, at level 9. Another implementation's stream may differ
- * byte for byte; the consumer inflates any. Throws a RangeError for a
- * plaintext over {@link MAX_PLAINTEXT}. The caller should zero the result.
+ * The id a version 3 envelope names its preset dictionary by (`dict`): the
+ * lowercase hex SHA-256 of the dictionary's bytes.
  */
-export function compress(pt: Uint8Array): Buffer {
+export function dictionaryId(dictionary: Uint8Array): string {
+  return createHash('sha256').update(dictionary).digest('hex');
+}
+
+/**
+ * Checks a preset dictionary: a Uint8Array (a Buffer is one) of 1 to
+ * {@link MAX_DICTIONARY} bytes. Throws a TypeError or a RangeError
+ * otherwise.
+ */
+export function checkDictionary(dictionary: unknown): asserts dictionary is Uint8Array {
+  if (!(dictionary instanceof Uint8Array)) {
+    throw new TypeError('resetledger: dictionary must be a Buffer or Uint8Array');
+  }
+  if (dictionary.length === 0 || dictionary.length > MAX_DICTIONARY) {
+    throw new RangeError(`resetledger: dictionary must be 1 to ${MAX_DICTIONARY} bytes, not ${dictionary.length}`);
+  }
+}
+
+/**
+ * The raw DEFLATE stream (RFC 1951: no zlib or gzip header) of canonical
+ * plaintext `pt`, at level 9, against the preset `dictionary` if one is
+ * given. Another implementation's stream may differ byte for byte; the
+ * consumer inflates any. Throws a RangeError for a plaintext over
+ * {@link MAX_PLAINTEXT} or a dictionary {@link checkDictionary} refuses.
+ * The caller should zero the result.
+ */
+export function compress(pt: Uint8Array, dictionary?: Uint8Array): Buffer {
   if (pt.length > MAX_PLAINTEXT) {
     throw new RangeError('plaintext too long');
   }
-  return deflateRawSync(pt, { level: 9 });
+  if (dictionary === undefined) {
+    return deflateRawSync(pt, { level: 9 });
+  }
+  checkDictionary(dictionary);
+  return deflateRawSync(pt, { level: 9, dictionary });
 }
 
 /** A data key as GenerateDataKey returns it. */
@@ -93,11 +131,15 @@ class MalformedDataKeyError extends ProducerError {
 
 /**
  * Seals plaintext `pt` for dedupe key `key` with a given data key and nonce:
- * compresses it ({@link compress}) and encrypts the stream.
+ * compresses it ({@link compress}, against `dictionary` if given: envelope
+ * version 3 naming it) and encrypts the stream.
  * {@link seal} calls it with a fresh data key and a random nonce; the test
  * vectors call it with fixed ones. A data key must never seal twice.
  */
-export function sealWith(key: string, pt: Uint8Array, dataKey: DataKey, nonce: Uint8Array): Envelope {
+export function sealWith(key: string, pt: Uint8Array, dataKey: DataKey, nonce: Uint8Array, dictionary?: Uint8Array): Envelope {
+  if (dictionary !== undefined) {
+    checkDictionary(dictionary);
+  }
   if (dataKey.plaintext.length !== 32) {
     throw new MalformedDataKeyError('want 32 bytes');
   }
@@ -110,7 +152,7 @@ export function sealWith(key: string, pt: Uint8Array, dataKey: DataKey, nonce: U
   if (nonce.length !== NONCE_SIZE) {
     throw new RangeError('nonce: want 12 bytes');
   }
-  const z = compress(pt);
+  const z = compress(pt, dictionary);
   const cipher = createCipheriv('aes-256-gcm', dataKey.plaintext, nonce);
   cipher.setAAD(aad(key));
   const ct = Buffer.concat([cipher.update(z), cipher.final(), cipher.getAuthTag()]);
@@ -119,9 +161,10 @@ export function sealWith(key: string, pt: Uint8Array, dataKey: DataKey, nonce: U
     throw new RangeError('ciphertext too long');
   }
   return {
-    v: ENVELOPE_VERSION,
+    v: dictionary === undefined ? ENVELOPE_VERSION : ENVELOPE_VERSION_DICTIONARY,
     alg: 'AES-256-GCM',
     kms_key_id: dataKey.keyId,
+    ...(dictionary === undefined ? {} : { dict: dictionaryId(dictionary) }),
     edk: Buffer.from(dataKey.ciphertextBlob).toString('base64'),
     nonce: Buffer.from(nonce).toString('base64'),
     ct: ct.toString('base64'),
@@ -135,6 +178,12 @@ export type DataKeyClient = Pick<KMSClient, 'send'>;
 export interface SealOptions {
   /** Aborts the GenerateDataKey call. */
   abortSignal?: AbortSignal;
+  /**
+   * The preset DEFLATE dictionary to compress against (1 to
+   * {@link MAX_DICTIONARY} bytes): the envelope is then version 3 and names
+   * it. The stack must hold the same bytes. Without it, version 2.
+   */
+  dictionary?: Uint8Array;
 }
 
 /**
@@ -145,6 +194,11 @@ export interface SealOptions {
  * ({@link validateMessage}): this function trusts it.
  */
 export async function seal(kms: DataKeyClient, keyId: string, key: string, m: Message, opts: SealOptions = {}): Promise<Envelope> {
+  const dictionary = opts.dictionary;
+  if (dictionary !== undefined) {
+    // Refused before the KMS call: no data key is spent on it.
+    checkDictionary(dictionary);
+  }
   const pt = canonicalPlaintext(m);
   try {
     const out = await kms.send(
@@ -158,6 +212,7 @@ export async function seal(kms: DataKeyClient, keyId: string, key: string, m: Me
         pt,
         { plaintext: plain, ciphertextBlob: out.CiphertextBlob ?? new Uint8Array(), keyId: out.KeyId || keyId },
         randomBytes(NONCE_SIZE),
+        dictionary,
       );
     } finally {
       plain.fill(0);

@@ -22,8 +22,8 @@
  * @packageDocumentation
  */
 export { Producer, validate, isRetryable } from './producer.js';
-export type { ProducerOptions, PublishOptions, PublishResult, QueueClient, Validated } from './producer.js';
-export { seal, canonicalPlaintext, encryptionContext, aad, ENCRYPTION_CONTEXT_PURPOSE } from './envelope.js';
+export type { ProducerOptions, PublishOptions, PublishResult, QueueClient, Validated, ValidateOptions } from './producer.js';
+export { seal, canonicalPlaintext, encryptionContext, aad, dictionaryId, ENCRYPTION_CONTEXT_PURPOSE } from './envelope.js';
 export type { DataKeyClient, SealOptions } from './envelope.js';
 export { signIntent, encodeMac, MAC_ALGORITHM } from './intentseal.js';
 export type { MacClient, SignOptions } from './intentseal.js';
@@ -47,6 +47,8 @@ export {
   MAX_CIPHERTEXT,
   MAX_PLAINTEXT,
   ENVELOPE_VERSION,
+  ENVELOPE_VERSION_DICTIONARY,
+  MAX_DICTIONARY,
 } from './intent.js';
 export type { Channel, Envelope, Issued, Message, Notification, Workflow, WorkflowKind } from './intent.js';
 export { ProducerError, IntentError, ExpiredError, PublishError } from './errors.js';

@@ -95,8 +95,21 @@ export const MAX_CIPHERTEXT = 64 * 1024;
  */
 export const MAX_PLAINTEXT = MAX_CIPHERTEXT - 16;
 
-/** The envelope version this package writes: raw DEFLATE, then AES-256-GCM. */
+/** The envelope version this package writes without a dictionary: raw DEFLATE, then AES-256-GCM. */
 export const ENVELOPE_VERSION = 2;
+
+/**
+ * The envelope version this package writes with a preset dictionary: raw
+ * DEFLATE against the dictionary, which the envelope names (`dict`), then
+ * AES-256-GCM.
+ */
+export const ENVELOPE_VERSION_DICTIONARY = 3;
+
+/**
+ * The longest preset dictionary, in bytes: DEFLATE's window, the most of a
+ * dictionary a stream can refer back to.
+ */
+export const MAX_DICTIONARY = 32 * 1024;
 
 /** The length of every intent_mac: 32 bytes in base64url without padding. */
 export const INTENT_MAC_LENGTH = 43;
@@ -285,11 +298,20 @@ export function formatTime(t: Date): string {
 
 /** The sealed content as it travels in the intent. */
 export interface Envelope {
-  /** 2: the GCM plaintext is the raw DEFLATE stream of the canonical plaintext. */
-  v: 2;
+  /**
+   * 2: the GCM plaintext is the raw DEFLATE stream of the canonical
+   * plaintext; 3: the same, compressed against the preset dictionary `dict`
+   * names.
+   */
+  v: 2 | 3;
   alg: 'AES-256-GCM';
   /** The KeyId GenerateDataKey returned: the KMS key's ARN. */
   kms_key_id: string;
+  /**
+   * Version 3 only (and required there): the preset dictionary's id, the
+   * lowercase hex SHA-256 of its bytes.
+   */
+  dict?: string;
   /** CiphertextBlob of GenerateDataKey, standard padded base64. */
   edk: string;
   /** The 12-byte GCM nonce, standard padded base64. */
@@ -321,13 +343,15 @@ function lines(domain: string, fields: readonly (readonly [string, string])[]): 
 /**
  * The canonical encoding of envelope e that {@link envelopeDigest} hashes:
  * {@link ENVELOPE_DIGEST_DOMAIN} and a line feed, then for v, alg,
- * kms_key_id, edk, nonce and ct, in that order, a line
- * `<name>:<length>:<value>\n`, each value as the intent carries it (v in
- * decimal, the base64 members as written).
+ * kms_key_id, dict (version 3 only), edk, nonce and ct, in that order, a
+ * line `<name>:<length>:<value>\n`, each value as the intent carries it (v
+ * in decimal, the base64 members as written).
  */
 export function envelopeDigestPreimage(e: Envelope): Buffer {
   return Buffer.from(lines(ENVELOPE_DIGEST_DOMAIN, [
-    ['v', String(e.v)], ['alg', e.alg], ['kms_key_id', e.kms_key_id], ['edk', e.edk], ['nonce', e.nonce], ['ct', e.ct],
+    ['v', String(e.v)], ['alg', e.alg], ['kms_key_id', e.kms_key_id],
+    ...(e.v === ENVELOPE_VERSION_DICTIONARY ? [['dict', e.dict ?? ''] as const] : []),
+    ['edk', e.edk], ['nonce', e.nonce], ['ct', e.ct],
   ]), 'utf8');
 }
 
@@ -403,6 +427,7 @@ export function encodeIntent(n: Notification, hash: string, sealed: Envelope, in
       v: sealed.v,
       alg: sealed.alg,
       kms_key_id: sealed.kms_key_id,
+      ...(sealed.v === ENVELOPE_VERSION_DICTIONARY ? { dict: sealed.dict ?? '' } : {}),
       edk: sealed.edk,
       nonce: sealed.nonce,
       ct: sealed.ct,

@@ -10,12 +10,14 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { KMSClient } from '@aws-sdk/client-kms';
 import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 
-import { seal, canonicalPlaintext, compress, type DataKeyClient } from './envelope.js';
+import { seal, canonicalPlaintext, checkDictionary, compress, dictionaryId, type DataKeyClient } from './envelope.js';
 import { ExpiredError, IntentError, PublishError } from './errors.js';
 import {
   contentHash,
   dedupeKey,
   encodeIntent,
+  ENVELOPE_VERSION,
+  ENVELOPE_VERSION_DICTIONARY,
   intentBinding,
   issuedAtOf,
   INTENT_MAC_LENGTH,
@@ -83,6 +85,26 @@ export interface ProducerOptions {
   retryMaxDelayMs?: number;
   /** The clock that decides expiry and the default issued_at; `() => new Date()` by default. */
   clock?: () => Date;
+  /**
+   * A preset DEFLATE dictionary (1 to 32,768 bytes; typically the canonical
+   * plaintext of the template rendered with an empty address and link): every message
+   * is compressed against it and sealed as envelope version 3, which names
+   * it by the hex SHA-256 of its bytes. The stack must hold the same bytes
+   * (internal/dictionaries) before this producer uses it: the claim
+   * function dead-letters an intent naming a dictionary it lacks (reason
+   * `sealed_content.dict`). Without it, envelope version 2.
+   */
+  dictionary?: Uint8Array;
+}
+
+/** Options of {@link validate}. */
+export interface ValidateOptions {
+  /**
+   * The preset dictionary the message will be sealed with (see
+   * {@link ProducerOptions.dictionary}): the size check compresses with it
+   * and counts the envelope's `dict`.
+   */
+  dictionary?: Uint8Array;
 }
 
 /** Options of one {@link Producer.publish}. */
@@ -105,8 +127,14 @@ function tooLarge(): IntentError {
  * the smallest data key KMS could return is too large here already), an
  * {@link ExpiredError} when `expiresAt` is not after `now`, and then an
  * IntentError on `issued_at` when the issued_at is not before `expiresAt`.
+ * With `opts.dictionary`, the size is that of the version 3 envelope sealed
+ * with it.
  */
-export function validate(n: Notification, now: Date = new Date()): Validated {
+export function validate(n: Notification, now: Date = new Date(), opts: ValidateOptions = {}): Validated {
+  const dictionary = opts.dictionary;
+  if (dictionary !== undefined) {
+    checkDictionary(dictionary);
+  }
   validateIntentFields(n);
   const m = n.message;
   validateMessage(m);
@@ -122,7 +150,7 @@ export function validate(n: Notification, now: Date = new Date()): Validated {
   }
   // Sealing encrypts the DEFLATE stream, which zlib writes the same way
   // every time: its length is the ciphertext's, less the tag.
-  const z = compress(pt);
+  const z = compress(pt, dictionary);
   const ctLength = z.length + 16;
   z.fill(0);
   pt.fill(0);
@@ -130,12 +158,14 @@ export function validate(n: Notification, now: Date = new Date()): Validated {
     throw tooLarge();
   }
   // The body with the smallest envelope (a one-character key id, a one-byte
-  // data key ciphertext, and the real ciphertext length) and the shortest
-  // issued_at RFC 3339 writes (any whole second): checked before the clock
-  // is read, as the Go producer does.
+  // data key ciphertext, the real ciphertext length and, with a dictionary,
+  // its id) and the shortest issued_at RFC 3339 writes (any whole second):
+  // checked before the clock is read, as the Go producer does.
   const shortest = new Date(Date.UTC(2000, 0, 1));
-  const smallest = encodeIntent({ ...n, issuedAt: shortest }, hash,
-    { v: 2, alg: 'AES-256-GCM', kms_key_id: 'k', edk: 'AA==', nonce: 'AAAAAAAAAAAAAAAA', ct: '' }, 'A'.repeat(INTENT_MAC_LENGTH));
+  const envelope = dictionary === undefined
+    ? { v: ENVELOPE_VERSION, alg: 'AES-256-GCM', kms_key_id: 'k', edk: 'AA==', nonce: 'AAAAAAAAAAAAAAAA', ct: '' } as const
+    : { v: ENVELOPE_VERSION_DICTIONARY, alg: 'AES-256-GCM', kms_key_id: 'k', dict: dictionaryId(dictionary), edk: 'AA==', nonce: 'AAAAAAAAAAAAAAAA', ct: '' } as const;
+  const smallest = encodeIntent({ ...n, issuedAt: shortest }, hash, envelope, 'A'.repeat(INTENT_MAC_LENGTH));
   if (Buffer.byteLength(smallest, 'utf8') + base64Length(ctLength) > MAX_BODY_SIZE) {
     throw tooLarge();
   }
@@ -192,6 +222,7 @@ export class Producer {
   readonly #base: number;
   readonly #max: number;
   readonly #clock: () => Date;
+  readonly #dictionary: Uint8Array | undefined;
 
   constructor(opts: ProducerOptions) {
     const given = (v: unknown): v is string => typeof v === 'string' && v !== '';
@@ -207,11 +238,16 @@ export class Producer {
     this.#base = Math.max(0, opts.retryBaseDelayMs ?? 100);
     this.#max = Math.max(this.#base, opts.retryMaxDelayMs ?? 2000);
     this.#clock = opts.clock ?? (() => new Date());
+    if (opts.dictionary !== undefined) {
+      checkDictionary(opts.dictionary);
+      // A copy: the caller's buffer changing later cannot change what is sealed.
+      this.#dictionary = Uint8Array.from(opts.dictionary);
+    }
   }
 
-  /** {@link validate} at the producer's clock. */
+  /** {@link validate} at the producer's clock, with the producer's dictionary. */
   validate(n: Notification): Validated {
-    return validate(n, this.#clock());
+    return validate(n, this.#clock(), this.#dictionary === undefined ? {} : { dictionary: this.#dictionary });
   }
 
   /**
@@ -233,9 +269,10 @@ export class Producer {
     const issued = { ...n, issuedAt: v.issuedAt };
     const signal = opts.abortSignal;
     const callOpts = signal === undefined ? {} : { abortSignal: signal };
+    const sealOpts = this.#dictionary === undefined ? callOpts : { ...callOpts, dictionary: this.#dictionary };
     let sealed;
     try {
-      sealed = await seal(this.#kms, this.#keyId, v.dedupeKey, n.message, callOpts);
+      sealed = await seal(this.#kms, this.#keyId, v.dedupeKey, n.message, sealOpts);
     } catch (err) {
       throw new PublishError('seal', n.challengeId, n.channel, 0, `seal: KMS GenerateDataKey failed: ${describe(err)}`, err);
     }

@@ -23,9 +23,12 @@ __all__ = [
     "BINDING_DOMAIN",
     "CHANNELS",
     "ENVELOPE_DIGEST_DOMAIN",
+    "ENVELOPE_VERSION",
+    "ENVELOPE_VERSION_DICTIONARY",
     "INTENT_MAC_LENGTH",
     "MAX_BODY_SIZE",
     "MAX_CIPHERTEXT",
+    "MAX_DICTIONARY",
     "MAX_PLAINTEXT",
     "PURPOSE",
     "SCHEMA_VERSION",
@@ -79,6 +82,18 @@ INTENT_MAC_LENGTH: Final = 43
 BINDING_DOMAIN: Final = "resetledger-intent-binding/v3"
 """The first line of every binding: it names the layout and separates intent
 seals from any other use of the key."""
+
+ENVELOPE_VERSION: Final = 2
+"""The envelope version this package writes without a dictionary: raw DEFLATE, then AES-256-GCM."""
+
+ENVELOPE_VERSION_DICTIONARY: Final = 3
+"""The envelope version this package writes with a preset dictionary: raw
+DEFLATE against the dictionary, which the envelope names (``dict``), then
+AES-256-GCM."""
+
+MAX_DICTIONARY: Final = 32 * 1024
+"""The longest preset dictionary, in bytes: DEFLATE's window, the most of a
+dictionary a stream can refer back to."""
 
 ENVELOPE_DIGEST_DOMAIN: Final = "resetledger-intent-envelope/v1"
 """The first line of an envelope's digest preimage (envelope_digest_preimage)."""
@@ -152,13 +167,23 @@ class Envelope:
     """The 12-byte GCM nonce, standard padded base64."""
     ct: str
     """GCM ciphertext followed by its 16-byte tag, standard padded base64."""
-    v: Literal[2] = 2
-    """2: the GCM plaintext is the raw DEFLATE stream of the canonical plaintext."""
+    v: Literal[2, 3] = 2
+    """2: the GCM plaintext is the raw DEFLATE stream of the canonical
+    plaintext; 3: the same, compressed against the preset dictionary that
+    ``dict_id`` names."""
     alg: Literal["AES-256-GCM"] = "AES-256-GCM"
+    dict_id: str | None = None
+    """The wire member ``dict``, version 3 only (and required there): the
+    preset dictionary's id, the lowercase hex SHA-256 of its bytes."""
 
     def to_dict(self) -> dict[str, object]:
-        """The envelope as its JSON object, members in the documented order."""
-        return {"v": self.v, "alg": self.alg, "kms_key_id": self.kms_key_id, "edk": self.edk, "nonce": self.nonce, "ct": self.ct}
+        """The envelope as its JSON object, members in the documented order
+        (``dict`` after ``kms_key_id``, in version 3 only)."""
+        d: dict[str, object] = {"v": self.v, "alg": self.alg, "kms_key_id": self.kms_key_id}
+        if self.v == ENVELOPE_VERSION_DICTIONARY:
+            d["dict"] = self.dict_id or ""
+        d.update({"edk": self.edk, "nonce": self.nonce, "ct": self.ct})
+        return d
 
 
 def dedupe_key(challenge_id: str, channel: Channel) -> str:
@@ -310,13 +335,14 @@ def _lines(domain: str, fields: Sequence[tuple[str, str]]) -> bytes:
 
 def envelope_digest_preimage(e: Envelope) -> bytes:
     """The canonical encoding of envelope e that envelope_digest hashes:
-    ENVELOPE_DIGEST_DOMAIN and a line feed, then for v, alg, kms_key_id, edk,
-    nonce and ct, in that order, a line ``<name>:<length>:<value>\\n``, each
-    value as the intent carries it (v in decimal, the base64 members as
-    written)."""
+    ENVELOPE_DIGEST_DOMAIN and a line feed, then for v, alg, kms_key_id, dict
+    (version 3 only), edk, nonce and ct, in that order, a line
+    ``<name>:<length>:<value>\\n``, each value as the intent carries it (v in
+    decimal, the base64 members as written)."""
+    dict_line = (("dict", e.dict_id or ""),) if e.v == ENVELOPE_VERSION_DICTIONARY else ()
     return _lines(
         ENVELOPE_DIGEST_DOMAIN,
-        (("v", str(e.v)), ("alg", e.alg), ("kms_key_id", e.kms_key_id), ("edk", e.edk), ("nonce", e.nonce), ("ct", e.ct)),
+        (("v", str(e.v)), ("alg", e.alg), ("kms_key_id", e.kms_key_id), *dict_line, ("edk", e.edk), ("nonce", e.nonce), ("ct", e.ct)),
     )
 
 

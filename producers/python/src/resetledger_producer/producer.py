@@ -16,9 +16,11 @@ from typing import Final, Protocol
 import boto3
 from botocore.config import Config
 
-from .envelope import DataKeyClient, canonical_plaintext, compress, seal
+from .envelope import DataKeyClient, canonical_plaintext, check_dictionary, compress, dictionary_id, seal
 from .errors import ExpiredError, IntentError, PublishError
 from .intent import (
+    ENVELOPE_VERSION,
+    ENVELOPE_VERSION_DICTIONARY,
     INTENT_MAC_LENGTH,
     MAX_BODY_SIZE,
     MAX_CIPHERTEXT,
@@ -83,7 +85,7 @@ def _utf8_len(s: str) -> int:
     return len(s.encode())
 
 
-def validate(n: Notification, now: datetime | None = None) -> Validated:
+def validate(n: Notification, now: datetime | None = None, *, dictionary: bytes | bytearray | None = None) -> Validated:
     """Validates a notification exactly as the Go producer does, with no AWS
     call, and returns its dedupe key, content hash and issued_at (``now``
     when it has none).
@@ -92,8 +94,12 @@ def validate(n: Notification, now: datetime | None = None) -> Validated:
     intent cannot fit the queue's 64 KiB even with the smallest data key KMS
     could return is too large here already), ExpiredError when ``expires_at``
     is not after ``now`` (default: the current time), and then IntentError on
-    ``issued_at`` when the issued_at is not before ``expires_at``.
+    ``issued_at`` when the issued_at is not before ``expires_at``. With
+    ``dictionary`` (see Producer), the size is that of the version 3 envelope
+    sealed with it.
     """
+    if dictionary is not None:
+        dictionary = check_dictionary(dictionary)
     validate_intent_fields(n)
     m = n.message
     validate_message(m)
@@ -106,21 +112,28 @@ def validate(n: Notification, now: datetime | None = None) -> Validated:
         raise _too_large()
     # Sealing encrypts the DEFLATE stream, which zlib writes the same way
     # every time: its length is the ciphertext's, less the tag.
-    ct_length = len(compress(pt)) + 16
+    ct_length = len(compress(pt, dictionary)) + 16
     pt[:] = bytes(len(pt))
     if ct_length > MAX_CIPHERTEXT:
         raise _too_large()
     # The body with the smallest envelope (a one-character key id, a one-byte
-    # data key ciphertext, and the real ciphertext length) and the shortest
-    # issued_at RFC 3339 writes (any whole second): checked before the clock
-    # is read, as the Go producer does.
+    # data key ciphertext, the real ciphertext length and, with a dictionary,
+    # its id) and the shortest issued_at RFC 3339 writes (any whole second):
+    # checked before the clock is read, as the Go producer does.
     shortest = datetime(2000, 1, 1, tzinfo=timezone.utc)
-    smallest = encode_intent(
-        replace(n, issued_at=shortest),
-        hash_,
-        Envelope(kms_key_id="k", edk="AA==", nonce="AAAAAAAAAAAAAAAA", ct=""),
-        "A" * INTENT_MAC_LENGTH,
+    envelope = (
+        Envelope(v=ENVELOPE_VERSION, kms_key_id="k", edk="AA==", nonce="AAAAAAAAAAAAAAAA", ct="")
+        if dictionary is None
+        else Envelope(
+            v=ENVELOPE_VERSION_DICTIONARY,
+            kms_key_id="k",
+            dict_id=dictionary_id(dictionary),
+            edk="AA==",
+            nonce="AAAAAAAAAAAAAAAA",
+            ct="",
+        )
     )
+    smallest = encode_intent(replace(n, issued_at=shortest), hash_, envelope, "A" * INTENT_MAC_LENGTH)
     if _utf8_len(smallest) + _base64_length(ct_length) > MAX_BODY_SIZE:
         raise _too_large()
     if now is None:
@@ -223,6 +236,14 @@ class Producer:
     random in [0, min(max, base * 2**(n-1))] seconds (defaults 0.1 and 2.0).
     ``clock``: the clock that decides expiry and the default issued_at; the
     current UTC time by default.
+    ``dictionary``: a preset DEFLATE dictionary (bytes, 1 to 32,768;
+    typically the canonical plaintext of the template rendered with an empty
+    address and link): every message is compressed against it and sealed as envelope
+    version 3, which names it by the hex SHA-256 of its bytes. The stack must
+    hold the same bytes (internal/dictionaries) before this producer uses it:
+    the claim function dead-letters an intent naming a dictionary it lacks
+    (reason ``sealed_content.dict``). Without it, envelope version 2. An empty
+    or longer dictionary raises ValueError here.
     """
 
     def __init__(
@@ -237,6 +258,7 @@ class Producer:
         retry_base_delay: float = 0.1,
         retry_max_delay: float = 2.0,
         clock: Callable[[], datetime] | None = None,
+        dictionary: bytes | bytearray | None = None,
     ) -> None:
         if not all(isinstance(v, str) and v for v in (queue_url, key_id, intent_key_arn)):
             raise TypeError("resetledger: Producer needs a queue_url, a key_id (content key) and an intent_key_arn (intent key)")
@@ -249,10 +271,12 @@ class Producer:
         self._base = max(0.0, float(retry_base_delay))
         self._max = max(self._base, float(retry_max_delay))
         self._clock: Callable[[], datetime] = clock if clock is not None else (lambda: datetime.now(timezone.utc))
+        # A copy: the caller's bytearray changing later cannot change what is sealed.
+        self._dictionary: bytes | None = check_dictionary(dictionary) if dictionary is not None else None
 
     def validate(self, n: Notification) -> Validated:
-        """validate at the producer's clock."""
-        return validate(n, self._clock())
+        """validate at the producer's clock, with the producer's dictionary."""
+        return validate(n, self._clock(), dictionary=self._dictionary)
 
     def publish(self, n: Notification, *, cancel: threading.Event | None = None) -> PublishResult:
         """Validates n, seals its message under the intent's dedupe key (one KMS
@@ -273,7 +297,7 @@ class Producer:
         v = self.validate(n)
         issued = replace(n, issued_at=v.issued_at)
         try:
-            sealed = seal(self._kms, self._key_id, v.dedupe_key, n.message)
+            sealed = seal(self._kms, self._key_id, v.dedupe_key, n.message, dictionary=self._dictionary)
         except Exception as err:
             raise PublishError(
                 "seal", n.challenge_id, n.channel, 0, f"seal: KMS GenerateDataKey failed: {_describe(err)}"
