@@ -202,13 +202,17 @@ func (s *sim) sealMessages() {
 	}
 	ctx := context.Background()
 	sealer := &envelope.Sealer{KMS: kmsSealer{s}, KeyID: kmsKeyARN}
+	// Every other message is sealed against the stage's dictionary
+	// (envelope version 3), chosen by position, not drawn: the runs take
+	// the same steps either way.
+	withDict := &envelope.Sealer{KMS: kmsSealer{s}, KeyID: kmsKeyARN, Dictionary: simDictionary}
 	signer := &intentseal.Local{Key: kmsMacKey[:]}
 	type sealedAs struct {
 		stored []byte
 		seal   string
 	}
 	done := map[*message]sealedAs{}
-	for _, m := range s.w.messages {
+	for i, m := range s.w.messages {
 		if m.of != nil {
 			m.sealed, m.seal = done[m.of].stored, done[m.of].seal
 			continue
@@ -217,7 +221,11 @@ func (s *sim) sealMessages() {
 		if err != nil {
 			panic("sim: " + err.Error())
 		}
-		env := must(sealer.Seal(ctx, m.intent.Key(), msg))
+		sl := sealer
+		if i%2 == 1 {
+			sl = withDict
+		}
+		env := must(sl.Seal(ctx, m.intent.Key(), msg))
 		stored := must(env.MarshalStored())
 		seal := ""
 		if !m.intent.IssuedAt.IsZero() {
@@ -354,3 +362,10 @@ func (w *world) drawKMS(c chooser) {
 
 // tamperDelays are when a tampered copy arrives, after its original.
 var tamperDelays = []time.Duration{-time.Second, 0, 30 * time.Second}
+
+// simDictionary is the stage's one preset dictionary in the KMS world: the
+// canonical plaintext of a message as ledgertest renders it.
+var simDictionary = must(envelope.Plaintext(ledgertest.Message(0, ledger.Email)))
+
+// simDictionaries is the set dispatch and reconcile open with.
+var simDictionaries = must(envelope.NewDictionaries(simDictionary))

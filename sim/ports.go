@@ -339,7 +339,7 @@ func (p *openerPort) Open(ctx context.Context, key string, sealed []byte) (ledge
 		return ledger.Message{}, injected("decrypt", key)
 	}
 	if p.inv.sim.w.kms {
-		return (&envelope.Opener{KMS: kmsPort{inv: p.inv, key: key}, KeyARN: kmsKeyARN}).Open(ctx, key, sealed)
+		return (&envelope.Opener{KMS: kmsPort{inv: p.inv, key: key}, KeyARN: kmsKeyARN, Dictionaries: simDictionaries}).Open(ctx, key, sealed)
 	}
 	return ledgertest.PlainOpener{}.Open(ctx, key, sealed)
 }
