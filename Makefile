@@ -148,7 +148,7 @@ surge-check:
 simulate:
 	go run ./cmd/simulate -seeds $${SIMULATE_SEEDS:-20000}
 
-## mutate: mutation score of pkg/intentseal, pkg/digest, pkg/ledger and pkg/dynamostore with gremlins
+## mutate: mutation score of pkg/intentseal, pkg/digest, pkg/ledger and internal/dynamostore with gremlins
 ## (pinned in bench/mutate/mutate.sh), which draws its own mutants; each package's own tests judge them.
 ## Runs on a private copy of HEAD (git archive into a temporary directory), never on the working tree.
 ## dynamostore's tests need the emulator (started here if nothing listens), about 15 s a mutant: its pass
@@ -162,10 +162,10 @@ mutate:
 FUZZTIME ?= 10s
 fuzz:
 	go test ./pkg/intent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
-	go test ./pkg/providerevent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
+	go test ./internal/providerevent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
 	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKey$$' -fuzztime=$(FUZZTIME) -parallel=2
 	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKeyFields$$' -fuzztime=$(FUZZTIME) -parallel=2
-	go test ./pkg/smsregion -run '^$$' -fuzz '^FuzzLookupMatchesLibrary$$' -fuzztime=$(FUZZTIME) -parallel=2
+	go test ./internal/smsregion -run '^$$' -fuzz '^FuzzLookupMatchesLibrary$$' -fuzztime=$(FUZZTIME) -parallel=2
 
 emulator-start:
 	$(EMULATOR) install
@@ -254,11 +254,11 @@ vectors: node-producer-deps python-producer-deps
 	go test -count=1 -run Vectors ./pkg/envelope ./pkg/producer ./cmd/ledgerctl
 	$(MAKE) --no-print-directory node-producer python-producer
 
-## smsregion: regenerate pkg/smsregion's copy of nyaruka/phonenumbers' metadata and its known codes
+## smsregion: regenerate internal/smsregion's copy of nyaruka/phonenumbers' metadata and its known codes
 ## (after upgrading the library; review the diff), then check its lookup against the library's
 smsregion:
-	go generate ./pkg/smsregion
-	go test -count=1 ./pkg/smsregion/...
+	go generate ./internal/smsregion
+	go test -count=1 ./internal/smsregion/...
 
 # The CDK CLI is pinned in package.json/package-lock.json. The go.mod dropped
 # into node_modules keeps `go ... ./...` from walking into npm's Go templates.

@@ -283,7 +283,7 @@ func TestFunctionEnvLoads(t *testing.T) {
 }
 
 // linkingSection records what linking only a role's SDK clients, and then
-// pkg/smsregion's generated metadata, did to the bootstrap sizes. The
+// internal/smsregion's generated metadata, did to the bootstrap sizes. The
 // figures were measured when each change was made; make bench does not
 // re-run them.
 var linkingSection = Section{
@@ -292,6 +292,6 @@ var linkingSection = Section{
 		"When each function came to link only the SDK clients of the calls its role may make (`internal/wire`; `infra/linking_test.go` compares each function's linked clients with its role's grants), " +
 		"`make build` on amd64 gave claim and expire 10.4 MiB, events 10.9, reconcile 11.4, dispatch 12.2, where each linked every client at 11.7 to 12.3. " +
 		"Dispatch, which once linked `nyaruka/phonenumbers` for the SMS region (26.2 MiB: the library's protobuf reached `reflect.Value.MethodByName`, which stops the linker from dropping any exported method, and its init parses the metadata), " +
-		"is 13.1 MiB with `pkg/smsregion`'s generated copy of the metadata and no library. " +
-		"The library's init parses all its metadata: about 6 ms and 2.5 MB at each cold start, which no function pays since `pkg/smsregion`.",
+		"is 13.1 MiB with `internal/smsregion`'s generated copy of the metadata and no library. " +
+		"The library's init parses all its metadata: about 6 ms and 2.5 MB at each cold start, which no function pays since `internal/smsregion`.",
 }

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // The digest's cost is counted, not timed against AWS: the digest writer

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/shapes"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // rowLengths are the lengths a row's free-length fields are given.

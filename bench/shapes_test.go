@@ -15,21 +15,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/attemptproof"
 	"github.com/resetledger/resetledger/internal/dictionaries"
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/fingerprint"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/shapes"
 	wiredispatch "github.com/resetledger/resetledger/internal/wire/dispatch"
-	"github.com/resetledger/resetledger/pkg/attemptproof"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
-	"github.com/resetledger/resetledger/pkg/fingerprint"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/providerevent/providereventtest"
 )
 
 // The production shapes (issue 35): what production sends, with the

@@ -10,11 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
+	"github.com/resetledger/resetledger/internal/providerevent"
+	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
 	"github.com/resetledger/resetledger/internal/shapes"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/providerevent"
-	"github.com/resetledger/resetledger/pkg/providerevent/providereventtest"
 )
 
 // TestProductionShapes: the measured messages are the shapes issue 35

@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/outputs"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

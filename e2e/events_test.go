@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/resetledger/resetledger/internal/attemptproof"
 	"github.com/resetledger/resetledger/internal/emulator"
-	"github.com/resetledger/resetledger/pkg/attemptproof"
+	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/providerevent/providereventtest"
 )
 
 // TestProviderEventsEndToEnd: an email sent through the deployed stack, then

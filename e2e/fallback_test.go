@@ -12,13 +12,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/resetledger/resetledger/internal/attemptproof"
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/outputs"
+	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
-	"github.com/resetledger/resetledger/pkg/providerevent/providereventtest"
 )
 
 // sweepSlack is how long after the fallback wait the test gives the expire

@@ -16,9 +16,9 @@ import (
 	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/smsregion"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
-	"github.com/resetledger/resetledger/pkg/smsregion"
 )
 
 // The sizes of the send-limit proofs (issue 21). The issue's sizes are 1,000

@@ -12,11 +12,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/operatorapi"
 	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // TestOperatorResolveRecordsTheAuthenticatedCaller resolves an unknown row of the deployed

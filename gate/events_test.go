@@ -17,10 +17,10 @@ import (
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/pipelinetest"
+	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
+	"github.com/resetledger/resetledger/internal/sestransport"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
-	"github.com/resetledger/resetledger/pkg/providerevent/providereventtest"
-	"github.com/resetledger/resetledger/pkg/sestransport"
 )
 
 // The gate's provider-event cases, through the route the stack builds (an SES

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/resetledger/resetledger/pkg/sestransport"
+	"github.com/resetledger/resetledger/internal/sestransport"
 )
 
 // fault is what the transport does with one identity's first send.

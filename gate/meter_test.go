@@ -21,7 +21,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/resetledger/resetledger/bench"
-	"github.com/resetledger/resetledger/pkg/sestransport"
+	"github.com/resetledger/resetledger/internal/sestransport"
 )
 
 // ddbMeter counts the DynamoDB requests the functions make, by operation,

@@ -22,12 +22,12 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/producer"
 )
 

@@ -23,11 +23,11 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/resetledger/resetledger/e2e"
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/shapes"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

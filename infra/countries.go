@@ -9,8 +9,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/smsregion/codes"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 // SMS destination countries are enforced twice. Dispatch refuses an SMS to a region its

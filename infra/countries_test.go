@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/smsregion/codes"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 const protectType = "AWS::SMSVOICE::ProtectConfiguration"

@@ -12,8 +12,8 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/resetledger/resetledger/internal/awscall"
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 )
 
 // dispatchMaxRecordAge is how old a stream record dispatch still takes (older ones go to the

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 )
 
 // TestDispatchQueues: the dispatch queue hides a received message for six dispatch timeouts and

@@ -34,7 +34,7 @@ var iamPrefixOf = map[string]string{
 }
 
 // credentialClients are the service clients the SDK's default configuration loader
-// (aws-sdk-go-v2/config, through pkg/sdkhttp) links for its credential providers: STS for web
+// (aws-sdk-go-v2/config, through internal/sdkhttp) links for its credential providers: STS for web
 // identity and assumed roles, SSO and SSO OIDC for SSO profiles, Sign-In for console login
 // sessions. A Lambda function's credentials are its role's session, read from the environment,
 // the first provider in the chain, so none of these is called, and none would be an action of the

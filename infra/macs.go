@@ -14,7 +14,7 @@ import (
 // The stack's two HMAC keys besides the attempt-proof key (events.go), each with one use, so that
 // no key answers a question another use asks:
 //   - the fingerprint key MACs destinations into the limits table's counter keys
-//     (pkg/fingerprint). Only dispatch may GenerateMac with it and nobody may VerifyMac, the
+//     (internal/fingerprint). Only dispatch may GenerateMac with it and nobody may VerifyMac, the
 //     account root and every IAM policy included: whoever could do either could confirm a guessed
 //     address or phone number against the table's keys (issue 33, "no address oracle").
 //   - the intent key binds what a producer sealed to the intent's fields: producers GenerateMac,

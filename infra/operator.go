@@ -10,9 +10,9 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/outputs"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 )
 
 // Operators are a role, and the table's resource policy lets no one else write. The role reads:
@@ -26,7 +26,7 @@ import (
 // set (audit.go), and an operator's write also names its caller in the entry.
 
 // operatorCall is one DynamoDB call ledgerctl makes for an operator, and the commands that make
-// it: read from cmd/ledgerctl and the pkg/dynamostore methods it calls.
+// it: read from cmd/ledgerctl and the internal/dynamostore methods it calls.
 type operatorCall struct {
 	action string
 	on     string // ledgerTarget, openIndexTarget, subjectIndexTarget, destinationIndexTarget or contentTarget

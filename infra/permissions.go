@@ -10,8 +10,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )

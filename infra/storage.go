@@ -8,11 +8,11 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/resetledger/resetledger/internal/awscall"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/internal/dynamostore"
 )
 
 // storage is the stack's keys and tables. The tables' keys, TTL attribute and index are the
-// store's own names (pkg/dynamostore), which also defines the tables for tests and tooling.
+// store's own names (internal/dynamostore), which also defines the tables for tests and tooling.
 type storage struct {
 	// ledgerKey encrypts every table at rest; contentKey seals the secret-bearing envelope, which
 	// the producer encrypts and only dispatch and reconcile may decrypt.

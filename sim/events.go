@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/attemptproof"
+	"github.com/resetledger/resetledger/internal/attemptproof"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -46,7 +46,7 @@ const (
 )
 
 // eventType is the provider's own event type and detail of one kind of
-// report, per channel, as pkg/providerevent decodes them.
+// report, per channel, as internal/providerevent decodes them.
 type eventType struct {
 	kind      ledger.EventKind
 	typ       string

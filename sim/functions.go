@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/fingerprint"
+	"github.com/resetledger/resetledger/internal/fingerprint"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // The invariants, by the name a violation is reported under.

@@ -15,12 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/intentseal"
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // KMS that fails (ClassKMS). In one world in two, the claim function checks

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/fingerprint"
+	"github.com/resetledger/resetledger/internal/fingerprint"
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // The send limits in the simulated world: a limit policy with small caps and

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // behavior is how the provider answers one send; the scheduler draws it.

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/attemptproof"
+	"github.com/resetledger/resetledger/internal/attemptproof"
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // How time passes: every step takes tick; when nothing can run, the clock

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // chooser is the source of every choice a run makes. Each choice shrinks

@@ -12,13 +12,13 @@
 #
 # Usage: bench/mutate/mutate.sh            (make mutate runs it with the emulator up)
 #        bench/mutate/mutate.sh --summary  (the summary of the runs in MUTATE_OUT again)
-#   MUTATE_PKGS     packages, default "pkg/intentseal pkg/digest pkg/ledger pkg/dynamostore"
+#   MUTATE_PKGS     packages, default "pkg/intentseal pkg/digest pkg/ledger internal/dynamostore"
 #   MUTATE_WORKERS  mutants tested at once, default 1 (each runs go test)
 #   MUTATE_TIMEOUT_COEFFICIENT  a mutant's test run may take this many times the
 #                   unmutated run (coverage included) before it counts as TIMED OUT, default 3
 #   MUTATE_OUT      where the logs, JSON results and summary go, default .run/mutate
 #
-# pkg/dynamostore's tests need the emulator (about 15 s a run): it runs in a
+# internal/dynamostore's tests need the emulator (about 15 s a run): it runs in a
 # pass of its own, last, with LEDGER_REQUIRE_EMULATOR=1 so a test that cannot
 # reach the emulator fails instead of skipping, and is left out, saying so,
 # when nothing answers on AWS_ENDPOINT_URL (default http://127.0.0.1:$MINISTACK_PORT).
@@ -37,7 +37,7 @@ GREMLINS_MODULE=github.com/go-gremlins/gremlins/cmd/gremlins
 GREMLINS_VERSION=v0.6.0
 
 repo=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
-pkgs=${MUTATE_PKGS:-pkg/intentseal pkg/digest pkg/ledger pkg/dynamostore}
+pkgs=${MUTATE_PKGS:-pkg/intentseal pkg/digest pkg/ledger internal/dynamostore}
 workers=${MUTATE_WORKERS:-1}
 coefficient=${MUTATE_TIMEOUT_COEFFICIENT:-3}
 out=${MUTATE_OUT:-$repo/.run/mutate}
@@ -113,7 +113,7 @@ for pkg in $pkgs; do
   log="$out/${pkg//\//-}.log"
   rm -f "$log"
   env_extra=()
-  if [[ "$pkg" == pkg/dynamostore ]]; then
+  if [[ "$pkg" == internal/dynamostore ]]; then
     if ! emulator_up; then
       echo "mutate: $pkg left out: no emulator answers on $endpoint (make mutate starts one)"
       continue

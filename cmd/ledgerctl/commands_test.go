@@ -22,10 +22,10 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // scenario holds the keys of the rows populate writes.

@@ -24,11 +24,11 @@ import (
 
 	"github.com/resetledger/resetledger/internal/digeststream"
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/kmsdigest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 	"github.com/resetledger/resetledger/pkg/s3digest"
 )
 

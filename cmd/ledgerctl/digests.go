@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/pkg/digest"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/kmsdigest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/s3digest"

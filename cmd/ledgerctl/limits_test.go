@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // TestExplainShowsLimitRule: explain of a row a send limit stopped names

@@ -24,7 +24,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/resetledger/resetledger/pkg/sdkhttp"
+	"github.com/resetledger/resetledger/internal/sdkhttp"
 )
 
 func main() {
@@ -37,7 +37,7 @@ func main() {
 // run executes one ledgerctl invocation and returns its exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := newApp(stdout, stderr, os.Getenv)
-	// Every request with a body of its own, as the functions send them (pkg/sdkhttp).
+	// Every request with a body of its own, as the functions send them (internal/sdkhttp).
 	a.loadConfig = func(ctx context.Context) (aws.Config, error) { return sdkhttp.LoadDefaultConfig(ctx) }
 	return a.run(ctx, args)
 }

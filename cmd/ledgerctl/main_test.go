@@ -15,10 +15,10 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/emulator"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // fixture is a ledger on the emulator, populated through the ledger's use cases,

@@ -44,11 +44,11 @@ import (
 	sestypes "github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 
 	"github.com/resetledger/resetledger/e2e"
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/outputs"
+	"github.com/resetledger/resetledger/internal/sdkhttp"
 	"github.com/resetledger/resetledger/internal/wire/webhooksecret"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/sdkhttp"
 )
 
 const usage = `usage: devstack ses-identity IDENTITY...

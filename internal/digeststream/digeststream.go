@@ -27,7 +27,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/digest"
 )
 
-// The ledger item's attributes a digest reads (pkg/dynamostore writes them;
+// The ledger item's attributes a digest reads (internal/dynamostore writes them;
 // a test holds the names equal to its own).
 const (
 	attrPK      = "pk"      // the dedupe key

@@ -13,9 +13,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/digest"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 )
 
 // streamImage is a ledger item image whose history has the entries hashes.

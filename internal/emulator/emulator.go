@@ -38,8 +38,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/resetledger/resetledger/internal/sdkhttp"
 	"github.com/resetledger/resetledger/pkg/charclass"
-	"github.com/resetledger/resetledger/pkg/sdkhttp"
 )
 
 // DefaultEndpoint is where ministack.sh (without MINISTACK_PORT) and the
@@ -102,7 +102,7 @@ func Config(t testing.TB) aws.Config {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Every request with a body of its own (see pkg/sdkhttp), as the functions send them.
+	// Every request with a body of its own (see internal/sdkhttp), as the functions send them.
 	cfg, err := sdkhttp.LoadDefaultConfig(ctx,
 		config.WithRegion(region),
 		config.WithBaseEndpoint(ep),

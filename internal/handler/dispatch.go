@@ -11,10 +11,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/resetledger/resetledger/internal/dispatchqueue"
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/dispatchqueue"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/outcome"
 )

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/providerevent"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/providerevent"
 )
 
 // Events records the providers' delivery events (SES event publishing, End

@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/resetledger/resetledger/internal/handler"
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/operatorapi"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // The caller as AWS authenticates an operator who assumed LedgerOperator

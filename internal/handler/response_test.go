@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // The batch responses are what the event source reads back. An all-success

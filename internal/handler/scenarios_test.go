@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 func TestEmailIsSentOnceAcrossRedeliveryAndDuplicateStreamRecords(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
+	"github.com/resetledger/resetledger/internal/sestransport"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/providerevent/providereventtest"
-	"github.com/resetledger/resetledger/pkg/sestransport"
 )
 
 // carriedTags keeps the message tags of every SendEmail the functions made,

@@ -1,6 +1,6 @@
 package pipelinetest
 
-import "github.com/resetledger/resetledger/pkg/dynamostore"
+import "github.com/resetledger/resetledger/internal/dynamostore"
 
 // Content returns the pipeline's sealed-content store.
 func (p *Pipeline) Content() *dynamostore.Content {

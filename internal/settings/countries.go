@@ -4,7 +4,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/resetledger/resetledger/pkg/smsregion/codes"
+	"github.com/resetledger/resetledger/internal/smsregion/codes"
 )
 
 // DefaultSMSCountries is the default SMS country allow-list: the United

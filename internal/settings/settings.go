@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/smsregion/codes"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 // Role says which function is loading, and so which variables it needs.
@@ -113,10 +113,10 @@ type Settings struct {
 	ContentKeyARN string
 	// AttemptProofKeyARN is the KMS HMAC key (HMAC_256) under which dispatch
 	// signs every SES and SMS send's attempt and the events function
-	// verifies what a provider event carries back (pkg/attemptproof).
+	// verifies what a provider event carries back (internal/attemptproof).
 	AttemptProofKeyARN string
 	// FingerprintKeyARN is the KMS HMAC key (HMAC_256) of the destination
-	// fingerprints, the destination limit's counter keys (pkg/fingerprint):
+	// fingerprints, the destination limit's counter keys (internal/fingerprint):
 	// dispatch alone may GenerateMac with it and nobody may VerifyMac, so
 	// the limits table's keys confirm no guessed address.
 	FingerprintKeyARN string
@@ -140,12 +140,12 @@ type Settings struct {
 	// dollars as a decimal ("0.10"); "" sets no cap.
 	SMSMaxPrice string
 	// SMSAllowedCountries is the country allow-list of SMS destinations
-	// (dispatch): a number whose region (pkg/smsregion) it does not allow is
+	// (dispatch): a number whose region (internal/smsregion) it does not allow is
 	// never sent. The zero value allows every country; Defaults gives
 	// DefaultSMSCountries.
 	SMSAllowedCountries codes.AllowList
 	// SMSAllowedNumberKinds is the number-kind allow-list of SMS
-	// destinations (dispatch): a number whose kind (pkg/smsregion) it does
+	// destinations (dispatch): a number whose kind (internal/smsregion) it does
 	// not allow is never sent. The zero value allows every kind; Defaults
 	// gives mobile and fixed-line-or-mobile.
 	SMSAllowedNumberKinds codes.KindList

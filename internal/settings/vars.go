@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/smsregion/codes"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 // A Var declares one setting, once: its environment variable, the CDK context

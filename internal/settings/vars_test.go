@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

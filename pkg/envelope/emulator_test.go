@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 func TestEmulatorSealOpen(t *testing.T) {

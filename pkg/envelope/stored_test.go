@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // TestOpenReadsBothStoredForms: the opener opens content in the compact

@@ -439,17 +439,22 @@ func checkIntentVector(t *testing.T, v intentVector, dict []byte) {
 		t.Errorf("decoded body: destination_ref %q subject_ref %q, want %q %q", in.DestinationRef, in.SubjectRef,
 			v.Notification.DestinationRef, v.Notification.SubjectRef)
 	}
-	dicts, _ := envelope.NewDictionaries(dict)
-	if dict == nil {
-		dicts = nil
-	}
-	m, err := (&envelope.Opener{KMS: vectorKMS{v: v, key: v.DedupeKey}, KeyARN: v.GenerateDataKey.KeyID, Dictionaries: dicts}).Open(context.Background(), v.DedupeKey, sealed)
+	m, err := (&envelope.Opener{KMS: vectorKMS{v: v, key: v.DedupeKey}, KeyARN: v.GenerateDataKey.KeyID, Dictionaries: dictionaries(dict)}).Open(context.Background(), v.DedupeKey, sealed)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	if ledger.ContentHash(in.TemplateID, in.TemplateVersion, m) != v.ContentHash {
 		t.Errorf("opened message does not match the content hash")
 	}
+}
+
+// dictionaries is the set holding dict, or none if dict is nil.
+func dictionaries(dict []byte) envelope.Dictionaries {
+	if dict == nil {
+		return nil
+	}
+	set, _ := envelope.NewDictionaries(dict)
+	return set
 }
 
 // TestVectorsV2StillDecode: the version 2 vectors (testdata/vectors/v2,

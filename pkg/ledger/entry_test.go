@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // busyRow walks one row through claim, a lost acknowledgement, a content

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // Claim an intent, then dispatch it: the claim records the row before any

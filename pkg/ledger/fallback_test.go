@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // fallbackGateCase brings the email row of challenge 10 into a state and

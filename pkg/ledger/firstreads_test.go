@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // readsTogether is memstore.FirstReads over the env's own ports, counting

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // testPolicyVersion differs from the intents' PolicyVersion ("policy-1") so

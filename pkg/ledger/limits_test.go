@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/fingerprint"
+	"github.com/resetledger/resetledger/internal/fingerprint"
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
+	"github.com/resetledger/resetledger/internal/smsregion"
+	"github.com/resetledger/resetledger/internal/smsregion/codes"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
-	"github.com/resetledger/resetledger/pkg/smsregion"
-	"github.com/resetledger/resetledger/pkg/smsregion/codes"
 )
 
 // limitedEnv is an env whose dispatch admits rows through limits, counted

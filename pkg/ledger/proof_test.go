@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/pkg/attemptproof"
+	"github.com/resetledger/resetledger/internal/attemptproof"
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // Attempt proofs: an event is evidence only if it proves it answers an

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // countingProgress counts the stream lateness writes.

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // readCounter counts the rows the sweeps' listings return: the rows a

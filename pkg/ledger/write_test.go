@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // lostResponseStore applies every write and then reports a conflict, as a

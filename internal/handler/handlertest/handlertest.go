@@ -16,12 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
-	"github.com/resetledger/resetledger/pkg/dynamostore"
+	"github.com/resetledger/resetledger/internal/dynamostore"
+	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/intentseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
 )
 
 // KeyARN is the KMS key FixedKeyKMS claims to hold.

@@ -2,8 +2,8 @@ package dispatch
 
 import (
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/smsregion"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/smsregion"
 )
 
 // SMSCountries returns the country check the SMS_ALLOWED_COUNTRIES setting

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/smsregion"
+	"github.com/resetledger/resetledger/internal/smsregion"
 )
 
 func TestSMSCountries(t *testing.T) {

@@ -16,18 +16,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
+	"github.com/resetledger/resetledger/internal/attemptproof"
 	"github.com/resetledger/resetledger/internal/dictionaries"
+	"github.com/resetledger/resetledger/internal/dynamostore"
+	"github.com/resetledger/resetledger/internal/fingerprint"
+	"github.com/resetledger/resetledger/internal/sestransport"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/smstransport"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/handback"
 	"github.com/resetledger/resetledger/internal/wire/webhooksecret"
-	"github.com/resetledger/resetledger/pkg/attemptproof"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/envelope"
-	"github.com/resetledger/resetledger/pkg/fingerprint"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/sestransport"
-	"github.com/resetledger/resetledger/pkg/smstransport"
 )
 
 // Ports adds dispatch's ports to p. Dispatch signs every send's attempt
@@ -46,7 +46,7 @@ func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 	p.Timeline = ledger.NoTimeline
 	if s.LimitsTable != "" {
 		// The destination limit's key is a MAC under the fingerprint key
-		// (pkg/fingerprint), which only dispatch may MAC with and nobody
+		// (internal/fingerprint), which only dispatch may MAC with and nobody
 		// may verify with: the limits table's keys answer no guess.
 		// The SMS country caps of an allow-list of a few regions share the
 		// global SMS cap's item (dynamostore.Limits.ShareSMSCaps).

@@ -19,13 +19,13 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/pkg/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // fakeAccount answers GetAccount with rate, or fails while failing is set.

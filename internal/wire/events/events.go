@@ -9,8 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
+	"github.com/resetledger/resetledger/internal/attemptproof"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/pkg/attemptproof"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/resetledger/resetledger/internal/dispatchqueue/sqsqueue"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/pkg/dispatchqueue/sqsqueue"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

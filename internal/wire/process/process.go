@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/resetledger/resetledger/internal/awscall"
+	"github.com/resetledger/resetledger/internal/sdkhttp"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/pkg/sdkhttp"
 )
 
 // Start loads the settings of role from the environment, the function's
@@ -30,7 +30,7 @@ func Start(role settings.Role) (settings.Settings, *slog.Logger, aws.Config) {
 	log = slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: s.LogLevel})).With("function", string(role))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Every request with a body of its own: see pkg/sdkhttp for the race it closes.
+	// Every request with a body of its own: see internal/sdkhttp for the race it closes.
 	cfg, err := sdkhttp.LoadDefaultConfig(ctx)
 	if err != nil {
 		log.Error("aws configuration failed", "error", err.Error())

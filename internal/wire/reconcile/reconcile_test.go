@@ -11,11 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/sestransport"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/smstransport"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/sestransport"
-	"github.com/resetledger/resetledger/pkg/smstransport"
 	"github.com/resetledger/resetledger/pkg/webhook"
 )
 

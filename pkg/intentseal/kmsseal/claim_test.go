@@ -13,11 +13,11 @@ import (
 
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
+	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/ledgertest"
-	"github.com/resetledger/resetledger/pkg/memstore"
 )
 
 // TestClaimRetriesEveryKMSFailureButAnInvalidMAC runs the claim function's

@@ -253,7 +253,7 @@ func Send(challenge string, ch ledger.Channel, template string, m ledger.Message
 // recorded accepted when the provider answers while net/http is still
 // finishing the request (its write goroutine paused after each write, as in
 // a busy process) and the answer's body comes a moment after its headers:
-// the race pkg/sdkhttp closes. body is the provider's success answer
+// the race internal/sdkhttp closes. body is the provider's success answer
 // carrying id; send makes one send through the transport over a real SDK
 // client built from the configuration it is given. Three sends are made.
 func AcceptedWhileTheRequestWriteLags(t *testing.T, body, id string, send func(aws.Config) (ledger.Ack, error)) {
