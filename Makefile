@@ -163,8 +163,8 @@ FUZZTIME ?= 10s
 fuzz:
 	go test ./pkg/intent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
 	go test ./internal/providerevent -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime=$(FUZZTIME)
-	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKey$$' -fuzztime=$(FUZZTIME) -parallel=2
-	go test ./internal/handler -run '^$$' -fuzz '^FuzzClaimedKeyFields$$' -fuzztime=$(FUZZTIME) -parallel=2
+	go test ./internal/dynamostore -run '^$$' -fuzz '^FuzzClaimedKey$$' -fuzztime=$(FUZZTIME) -parallel=2
+	go test ./internal/dynamostore -run '^$$' -fuzz '^FuzzClaimedKeyFields$$' -fuzztime=$(FUZZTIME) -parallel=2
 	go test ./internal/smsregion -run '^$$' -fuzz '^FuzzLookupMatchesLibrary$$' -fuzztime=$(FUZZTIME) -parallel=2
 
 emulator-start:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/ledgertest"
@@ -80,7 +81,7 @@ func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
 	sealer := handlertest.Sealer()
 	svc := inProcessService()
-	h := &handler.Dispatch{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(svc.Dispatcher())}
+	h := handler.NewDispatch(handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, built(svc.Dispatcher()), dynamostore.Records{})
 	benchChunked(b, func(i int, now time.Time) events.DynamoDBEvent {
 		in, sealed, _ := handlertest.WireIntent(b, sealer, i, now)
 		if _, err := svc.Claim(ctx, in, sealed, claimWorker); err != nil {
@@ -132,7 +133,7 @@ func TestInProcessHandlers(t *testing.T) {
 	if e, err := svc.Store.Get(ctx, in.Key()); err != nil || e.State != ledger.Claimed {
 		t.Fatalf("after claim: %v %v", e.State, err)
 	}
-	dispatch := &handler.Dispatch{Deps: handler.Deps{Log: quietLog()}, UseCase: built(svc.Dispatcher())}
+	dispatch := handler.NewDispatch(handler.Deps{Log: quietLog()}, built(svc.Dispatcher()), dynamostore.Records{})
 	if resp, err := dispatch.Handle(ctx, streamRecord(1, in.Key())); err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("dispatch: %v %v", err, resp)
 	}

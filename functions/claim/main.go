@@ -20,11 +20,11 @@ func main() {
 	fn := wire.Boot(settings.Claim, wire.ClaimPorts, ledger.NewClaimer)
 	dicts, err := dictionaries.Stack()
 	if err != nil {
-		fn.Deps.Log.Error("wiring failed", "error", err.Error())
+		fn.Log.Error("wiring failed", "error", err.Error())
 		os.Exit(2)
 	}
 	h := &handler.Claim{
-		Deps:    fn.Deps,
+		Deps:    handler.Deps{Log: fn.Log, Metrics: fn.Metrics},
 		UseCase: fn.UseCase,
 		// Verify only: the intent key's policy lets claim check a seal,
 		// never make one.

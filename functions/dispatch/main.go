@@ -5,6 +5,7 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
@@ -14,6 +15,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Dispatch, dispatch.Ports, ledger.NewDispatcher)
-	h := &handler.Dispatch{Deps: fn.Deps, UseCase: fn.UseCase}
+	h := handler.NewDispatch(handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, fn.UseCase, dynamostore.Records{})
 	lambda.Start(h.Invoke)
 }

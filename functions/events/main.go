@@ -16,6 +16,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Events, events.Ports, ledger.NewEventRecorder)
-	h := &handler.Events{Deps: fn.Deps, UseCase: fn.UseCase}
+	h := &handler.Events{Deps: handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, UseCase: fn.UseCase}
 	lambda.Start(h.Handle)
 }

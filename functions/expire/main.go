@@ -13,6 +13,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Expire, nil, ledger.NewExpirer) // the ledger's tables only
-	h := &handler.Expire{Deps: fn.Deps, UseCase: fn.UseCase, Limit: fn.Settings.SweepLimit}
+	h := &handler.Expire{Deps: handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, UseCase: fn.UseCase, Limit: fn.Settings.SweepLimit}
 	lambda.Start(h.Handle)
 }

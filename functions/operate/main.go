@@ -15,6 +15,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Operate, nil, ledger.NewResolver) // the ledger's tables only
-	h := &handler.Operate{Deps: fn.Deps, UseCase: fn.UseCase}
+	h := &handler.Operate{Deps: handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, UseCase: fn.UseCase}
 	lambda.Start(h.Handle)
 }

@@ -16,6 +16,6 @@ import (
 
 func main() {
 	fn := wire.Boot(settings.Reconcile, reconcile.Ports, ledger.NewReconciler)
-	h := &handler.Reconcile{Deps: fn.Deps, UseCase: fn.UseCase, Limit: fn.Settings.SweepLimit, RedriveEvery: 30 * time.Second}
+	h := &handler.Reconcile{Deps: handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, UseCase: fn.UseCase, Limit: fn.Settings.SweepLimit, RedriveEvery: 30 * time.Second}
 	lambda.Start(h.Handle)
 }

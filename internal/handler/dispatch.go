@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/dispatchqueue"
-	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -26,6 +25,22 @@ import (
 type Dispatch struct {
 	Deps
 	UseCase Dispatcher
+	records RowStream
+}
+
+// NewDispatch returns the dispatch handler of use case uc, reading the
+// ledger table's stream records with records (dynamostore.Records).
+func NewDispatch(d Deps, uc Dispatcher, records RowStream) *Dispatch {
+	return &Dispatch{Deps: d, UseCase: uc, records: records}
+}
+
+// RowStream reads the ledger table's stream records: which row a record is
+// of and whether it triggers dispatch, and the row its new image holds. The
+// store that writes the table knows its attribute names
+// (dynamostore.Records); the handler imports no store.
+type RowStream interface {
+	DispatchKey(rec events.DynamoDBEventRecord) (key string, trigger bool, err error)
+	Row(image map[string]events.DynamoDBAttributeValue) (ledger.Entry, error)
 }
 
 // Dispatcher is the dispatch use case (*ledger.Dispatcher).
@@ -45,7 +60,7 @@ func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.
 	var oldest time.Time
 	defer func() { h.read(ctx, ledger.FromStream, oldest, log) }()
 	for _, rec := range ev.Records {
-		key, ok, err := DispatchKey(rec)
+		key, ok, err := h.records.DispatchKey(rec)
 		if err != nil {
 			// A record we cannot read is not ours to drop silently: fail it so
 			// the event source retries, then sends it to the on-failure queue.
@@ -149,7 +164,7 @@ func (h *Dispatch) Invoke(ctx context.Context, raw json.RawMessage) (any, error)
 func (h *Dispatch) dispatch(ctx context.Context, key string, image map[string]events.DynamoDBAttributeValue,
 	worker ledger.Worker, log *slog.Logger) (res ledger.DispatchResult, written time.Time, err error) {
 	log = log.With("dedupe_key", key)
-	switch row, derr := dynamostore.DecodeImage(image); {
+	switch row, derr := h.records.Row(image); {
 	case image == nil:
 		res, err = h.UseCase.Dispatch(ctx, key, worker)
 	case derr != nil || row.Key != key:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/handler/handlertest"
 	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/memstore"
@@ -87,7 +88,7 @@ func TestDispatchResponseEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	record := handlertest.StreamRecord
-	h := &Dispatch{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: svc}
+	h := NewDispatch(Deps{Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, svc, dynamostore.Records{})
 	for _, tc := range []struct {
 		name    string
 		records []events.DynamoDBEventRecord

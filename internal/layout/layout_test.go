@@ -118,3 +118,38 @@ func TestFunctionLength(t *testing.T) {
 		}
 	}
 }
+
+// TestLayering: the arrows run one way. The handlers decode Lambda events
+// and call a use case; the store they read through is a port they are
+// given (handler.RowStream), so no handler imports a store. The wiring
+// builds ports and use cases for a function's main, which builds the
+// handler, so nothing under internal/wire imports the handlers. Tests
+// may: they assemble the real parts.
+func TestLayering(t *testing.T) {
+	_, files := moduleFiles(t)
+	rules := []struct {
+		from string   // a folder, slash-separated, from the module root
+		not  []string // import paths under the module it may not import
+	}{
+		{"internal/handler/", []string{"internal/dynamostore", "internal/memstore"}},
+		{"internal/wire/", []string{"internal/handler"}},
+	}
+	for _, f := range files {
+		if f.test || strings.HasPrefix(f.rel, "internal/handler/handlertest/") {
+			continue // test files and the handlers' test helpers assemble real parts
+		}
+		for _, r := range rules {
+			if !strings.HasPrefix(f.rel, r.from) {
+				continue
+			}
+			for _, imp := range f.file.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				for _, n := range r.not {
+					if path == module+"/"+n || strings.HasPrefix(path, module+"/"+n+"/") {
+						t.Errorf("%s imports %s", f.rel, path)
+					}
+				}
+			}
+		}
+	}
+}

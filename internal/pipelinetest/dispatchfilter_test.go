@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/resetledger/resetledger/internal/dynamostore"
-	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -67,7 +66,7 @@ func TestDispatchTriggerAgrees(t *testing.T) {
 		for _, p := range patterns {
 			filter = filter || matches(t, p, record)
 		}
-		gotKey, fn, err := handler.DispatchKey(rec)
+		gotKey, fn, err := dynamostore.DispatchKey(rec)
 		if err != nil {
 			t.Errorf("%s: dispatch cannot read the record: %v", name, err)
 		}

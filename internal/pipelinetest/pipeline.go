@@ -490,7 +490,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	p.Claim = &handler.Claim{Deps: deps, UseCase: claimer, Dictionaries: dicts,
 		AcceptV1: claimSettings.AcceptIntentV1, AcceptV2: claimSettings.AcceptIntentV2,
 		Seals: &kmsseal.KMS{Client: kms.NewFromConfig(cfgs[settings.Claim]), KeyARN: claimSettings.IntentKeyARN}}
-	p.Dispatch = &handler.Dispatch{Deps: deps, UseCase: dispatcher}
+	p.Dispatch = handler.NewDispatch(deps, dispatcher, dynamostore.Records{})
 	p.Reconcile = &handler.Reconcile{Deps: deps, UseCase: reconciler, Limit: o.SweepLimit}
 	p.Expire = &handler.Expire{Deps: deps, UseCase: expirer, Limit: o.SweepLimit}
 	p.Events = &handler.Events{Deps: deps, UseCase: recorder}
@@ -803,7 +803,7 @@ func (p *Pipeline) PumpDispatchQueue() int {
 // lets through the records whose change ledger.TriggersDispatch says starts
 // a dispatch, the rule the filter is generated from (dynamostore.DispatchFilter).
 func passesDispatchFilter(rec events.DynamoDBEventRecord) bool {
-	from, to, ok := handler.StreamChange(rec)
+	from, to, ok := dynamostore.StreamChange(rec)
 	return ok && ledger.TriggersDispatch(from, to)
 }
 

@@ -27,7 +27,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/resetledger/resetledger/internal/dynamostore"
-	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire/process"
@@ -39,8 +38,11 @@ import (
 // case U, and the logger and metrics emitter its handler works with.
 type Function[U any] struct {
 	Settings settings.Settings
-	Deps     handler.Deps
-	UseCase  U
+	// Log and Metrics are the function's logger and metrics emitter, what
+	// its handler's Deps hold.
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
+	UseCase U
 	// Config is the process's SDK configuration.
 	Config aws.Config
 }
@@ -80,7 +82,7 @@ func Boot[U any](role settings.Role, ports Ports, build func(ledger.Ports) (U, e
 		log.Error("wiring failed", "error", err.Error())
 		os.Exit(2)
 	}
-	return Function[U]{Settings: s, Deps: handler.Deps{Log: log, Metrics: em}, UseCase: uc, Config: cfg}
+	return Function[U]{Settings: s, Log: log, Metrics: em, UseCase: uc, Config: cfg}
 }
 
 // Transports builds a transport per channel the settings name, with the

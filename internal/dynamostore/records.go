@@ -1,21 +1,20 @@
-package handler
+package dynamostore
 
 import (
 	"errors"
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // What a ledger stream record means to dispatch. One rule decides which
 // changes start a dispatch, ledger.TriggersDispatch; the dispatch stream
-// event source filters with the patterns dynamostore.DispatchFilter
+// event source filters with the patterns DispatchFilter
 // generates from it, the dispatch function reads each record with
 // DispatchKey, and the test pipeline delivers what StreamChange and the rule
 // let through. All three read the state where the store writes it,
-// dynamostore.AttrState.
+// AttrState.
 
 const (
 	insert = string(events.DynamoDBOperationTypeInsert)
@@ -44,7 +43,7 @@ func StreamChange(rec events.DynamoDBEventRecord) (from, to ledger.State, ok boo
 // imageState reads the state of a record's image; ok is false when it has
 // none, or one that is not a state of ledger.States.
 func imageState(image map[string]events.DynamoDBAttributeValue) (ledger.State, bool) {
-	v, ok := image[dynamostore.AttrState]
+	v, ok := image[AttrState]
 	if !ok || v.DataType() != events.DataTypeString {
 		return ledger.None, false
 	}
@@ -61,17 +60,29 @@ func DispatchKey(rec events.DynamoDBEventRecord) (key string, trigger bool, err 
 	if rec.EventName != insert && rec.EventName != modify {
 		return "", false, nil
 	}
-	pk, ok := rec.Change.Keys[dynamostore.AttrPK]
+	pk, ok := rec.Change.Keys[AttrPK]
 	if !ok || pk.DataType() != events.DataTypeString {
-		return "", false, errors.New("record has no string key " + dynamostore.AttrPK)
+		return "", false, errors.New("record has no string key " + AttrPK)
 	}
 	key = pk.String()
 	if !ledger.IsDedupeKey(key) {
 		return "", false, errors.New("record key is not a dedupe key")
 	}
-	if st, ok := rec.Change.NewImage[dynamostore.AttrState]; !ok || st.DataType() != events.DataTypeString {
-		return "", false, errors.New("record new image has no string " + dynamostore.AttrState)
+	if st, ok := rec.Change.NewImage[AttrState]; !ok || st.DataType() != events.DataTypeString {
+		return "", false, errors.New("record new image has no string " + AttrState)
 	}
 	from, to, ok := StreamChange(rec)
 	return key, ok && ledger.TriggersDispatch(from, to), nil
+}
+
+// Records reads the ledger table's stream records for the dispatch
+// handler (handler.RowStream), which imports no store.
+type Records struct{}
+
+// DispatchKey is DispatchKey.
+func (Records) DispatchKey(rec events.DynamoDBEventRecord) (string, bool, error) { return DispatchKey(rec) }
+
+// Row is DecodeImage.
+func (Records) Row(image map[string]events.DynamoDBAttributeValue) (ledger.Entry, error) {
+	return DecodeImage(image)
 }

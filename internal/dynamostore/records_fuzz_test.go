@@ -1,4 +1,4 @@
-package handler
+package dynamostore
 
 import (
 	"encoding/json"
