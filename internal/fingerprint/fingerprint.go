@@ -35,23 +35,32 @@ const Domain = "resetledger-destination-fingerprint/v1"
 // Normalize returns the form of an address the limit counts per: an email
 // address trimmed, lowercased and reduced to its mailbox by the providers'
 // rules (mailbox.go: sub-address tags, Gmail's dots, googlemail.com), a
-// phone number with spaces, dashes, dots and brackets removed.
-func Normalize(ch ledger.Channel, address string) string {
+// phone number with spaces, dashes, dots and brackets removed. A channel
+// with no rule here is an error, never read as email: a new channel names
+// its rule (docs/development.md, "Extending it").
+func Normalize(ch ledger.Channel, address string) (string, error) {
 	a := strings.TrimSpace(address)
-	if ch == ledger.SMS {
+	switch ch {
+	case ledger.SMS:
 		return strings.Map(func(r rune) rune {
 			if strings.ContainsRune(" -.()", r) {
 				return -1
 			}
 			return r
-		}, a)
+		}, a), nil
+	case ledger.Email:
+		return normalizeEmail(a), nil
 	}
-	return normalizeEmail(a)
+	return "", fmt.Errorf("fingerprint: no address rule for channel %q", ch)
 }
 
 // Message is the byte string a fingerprint is the MAC of.
-func Message(ch ledger.Channel, address string) []byte {
-	return []byte(Domain + "\n" + string(ch) + "\n" + Normalize(ch, address))
+func Message(ch ledger.Channel, address string) ([]byte, error) {
+	n, err := Normalize(ch, address)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(Domain + "\n" + string(ch) + "\n" + n), nil
 }
 
 func encode(mac []byte) string { return base64.RawURLEncoding.EncodeToString(mac) }
@@ -63,8 +72,12 @@ var _ ledger.Fingerprinter = (*Local)(nil)
 
 // Fingerprint implements ledger.Fingerprinter.
 func (l *Local) Fingerprint(_ context.Context, ch ledger.Channel, address string) (string, error) {
+	m, err := Message(ch, address)
+	if err != nil {
+		return "", err
+	}
 	h := hmac.New(sha256.New, l.Key)
-	h.Write(Message(ch, address))
+	h.Write(m)
 	return encode(h.Sum(nil)), nil
 }
 
@@ -84,8 +97,12 @@ var _ ledger.Fingerprinter = (*KMS)(nil)
 // Fingerprint implements ledger.Fingerprinter. Its errors name the
 // channel, never the address.
 func (k *KMS) Fingerprint(ctx context.Context, ch ledger.Channel, address string) (string, error) {
+	m, err := Message(ch, address)
+	if err != nil {
+		return "", err
+	}
 	out, err := k.Client.GenerateMac(ctx, &kms.GenerateMacInput{
-		KeyId: aws.String(k.KeyARN), MacAlgorithm: types.MacAlgorithmSpecHmacSha256, Message: Message(ch, address),
+		KeyId: aws.String(k.KeyARN), MacAlgorithm: types.MacAlgorithmSpecHmacSha256, Message: m,
 	})
 	if err != nil {
 		return "", fmt.Errorf("fingerprint %s destination: %w", ch, err)

@@ -1,6 +1,7 @@
 package fingerprint_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/resetledger/resetledger/internal/fingerprint"
@@ -41,7 +42,7 @@ func TestNormalizeMailbox(t *testing.T) {
 		{`"a+b"@example.com`, `"a+b"@example.com`},
 		{"NoAt", "noat"},
 	} {
-		if got := fingerprint.Normalize(ledger.Email, tc.in); got != tc.want {
+		if got, _ := fingerprint.Normalize(ledger.Email, tc.in); got != tc.want {
 			t.Errorf("Normalize(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
@@ -54,8 +55,26 @@ func TestNormalizeMailbox(t *testing.T) {
 		{"a-b@example.com", "a@example.com"},
 		{"a+x@example.com", "a@example.com"},
 	} {
-		if fingerprint.Normalize(ledger.Email, pair[0]) == fingerprint.Normalize(ledger.Email, pair[1]) {
+		a, _ := fingerprint.Normalize(ledger.Email, pair[0])
+		b, _ := fingerprint.Normalize(ledger.Email, pair[1])
+		if a == b {
 			t.Errorf("%s and %s normalize alike", pair[0], pair[1])
+		}
+	}
+}
+
+// TestNormalizeNamesEachChannel: a channel without an address rule is an
+// error, and its fingerprint too, never an email address by default.
+func TestNormalizeNamesEachChannel(t *testing.T) {
+	if _, err := fingerprint.Normalize(ledger.Channel("push"), "device-token-1"); err == nil {
+		t.Fatal("a channel with no rule was normalized")
+	}
+	if _, err := (&fingerprint.Local{Key: []byte("k")}).Fingerprint(context.Background(), ledger.Channel("push"), "x"); err == nil {
+		t.Fatal("a channel with no rule was fingerprinted")
+	}
+	for _, ch := range ledger.Channels {
+		if _, err := fingerprint.Normalize(ch, "a"); err != nil {
+			t.Errorf("channel %s has no rule: %v", ch, err)
 		}
 	}
 }
