@@ -86,80 +86,178 @@ func (s *Dispatcher) dispatch(ctx context.Context, e Entry, w Worker, streamed b
 // dispatchRow makes the dispatch decision for the entry e as read; streamed
 // says the delivery is the ledger stream's. sent reports whether the
 // transport was called; a conflict before that is safe to retry.
+//
+// The decision is the list of stages below, in order: each answers go on
+// or stop (with the result), and none decides what comes after it.
 func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streamed bool) (_ DispatchResult, sent bool, _ error) {
-	now := s.now()
-	switch {
+	d := &decision{s: s, e: e, w: w, now: s.now(), streamed: streamed}
+	for _, stage := range []func(context.Context) (step, error){
+		d.due,            // claimed, or deferred and due
+		d.evidence,       // a deferred attempt the provider reports it took is not sent again
+		d.unexpired,      // an expired challenge ends expired
+		d.transport,      // the channel's transport
+		d.newest,         // a newer challenge supersedes this one
+		d.admission,      // the send limits count it, or stop it
+		d.slot,           // a send slot: now, soon, or deferred to a later one
+		d.open,           // the sealed content, opened and checked
+		d.wait,           // wait for the slot, then supersession again
+		d.begin,          // the move to dispatching
+		d.stillUnexpired, // still unexpired once begun (its answer can come late)
+		d.send,           // the transport call and its outcome
+	} {
+		st, err := stage(ctx)
+		if st.stop || err != nil {
+			return st.res, d.begun, err
+		}
+	}
+	panic("ledger: dispatch decision ended without a result") // d.send always stops
+}
+
+// decision is one dispatch decision in progress: the entry as it stands
+// and what the stages before have learned.
+type decision struct {
+	s        *Dispatcher
+	e        Entry
+	w        Worker
+	now      time.Time // when the decision started
+	streamed bool
+	tr       Transport
+	msg      *Message      // the opened content, once a stage opened it
+	at       time.Time     // the send slot
+	waited   time.Duration // how long it waited for the slot
+	begun    bool          // the entry moved to dispatching: the transport is called next
+}
+
+// step is a stage's answer: stop, with res as the decision's result, or go
+// on to the next stage.
+type step struct {
+	res  DispatchResult
+	stop bool
+}
+
+var next = step{}
+
+func stop(res DispatchResult) step { return step{res: res, stop: true} }
+
+func (d *decision) due(context.Context) (step, error) {
+	switch e := d.e; {
 	case e.State == Claimed:
-	case e.State == Deferred && now.Add(s.policy.BudgetWait).Before(e.NextAttemptAt):
-		return DispatchResult{Outcome: OutcomeNotDue, Entry: e}, false, nil
+	case e.State == Deferred && d.now.Add(d.s.policy.BudgetWait).Before(e.NextAttemptAt):
+		return stop(DispatchResult{Outcome: OutcomeNotDue, Entry: e}), nil
 	case e.State == Deferred:
 	default:
-		return DispatchResult{Outcome: OutcomeSkipped, Entry: e}, false, nil
+		return stop(DispatchResult{Outcome: OutcomeSkipped, Entry: e}), nil
 	}
-	if ev, ok := e.ProviderEvidence(); ok && e.State == Deferred {
-		// A deferred entry whose earlier attempt the provider reports it took
-		// (and perhaps bounced): another attempt would send twice.
-		res, err := s.acceptOnEvidence(ctx, e, w, ev, "dispatch: not sent again")
-		return DispatchResult{Outcome: OutcomeSkipped, Entry: res}, false, err
+	return next, nil
+}
+
+func (d *decision) evidence(ctx context.Context) (step, error) {
+	ev, ok := d.e.ProviderEvidence()
+	if !ok || d.e.State != Deferred {
+		return next, nil
 	}
-	if s.expiredAt(e.ExpiresAt, now) {
-		res, err := s.expire(ctx, e, w, expiryReason(e), OutcomeExpired)
-		return res, false, err
+	// A deferred entry whose earlier attempt the provider reports it took
+	// (and perhaps bounced): another attempt would send twice.
+	res, err := d.s.acceptOnEvidence(ctx, d.e, d.w, ev, "dispatch: not sent again")
+	return stop(DispatchResult{Outcome: OutcomeSkipped, Entry: res}), err
+}
+
+func (d *decision) unexpired(ctx context.Context) (step, error) {
+	if !d.s.expiredAt(d.e.ExpiresAt, d.now) {
+		return next, nil
 	}
-	tr, ok := s.transports[e.Identity.Channel]
+	res, err := d.s.expire(ctx, d.e, d.w, expiryReason(d.e), OutcomeExpired)
+	return stop(res), err
+}
+
+func (d *decision) transport(context.Context) (step, error) {
+	tr, ok := d.s.transports[d.e.Identity.Channel]
 	if !ok {
-		return DispatchResult{}, false, fmt.Errorf("dispatch %s: %s: %w", e.Key, e.Identity.Channel, ErrNoTransport)
+		return next, fmt.Errorf("dispatch %s: %s: %w", d.e.Key, d.e.Identity.Channel, ErrNoTransport)
 	}
-	if res, done, err := s.supersedeIfNewer(ctx, e, w); done || err != nil {
-		return res, false, err
-	}
-	msg, admitted, res, err := s.admitClaimed(ctx, e, w)
+	d.tr = tr
+	return next, nil
+}
+
+func (d *decision) newest(ctx context.Context) (step, error) {
+	res, done, err := d.s.supersedeIfNewer(ctx, d.e, d.w)
+	return step{res: res, stop: done}, err
+}
+
+func (d *decision) admission(ctx context.Context) (step, error) {
+	msg, admitted, res, err := d.s.admitClaimed(ctx, d.e, d.w)
 	if res.Outcome != "" || err != nil {
-		return res, false, err
+		return stop(res), err
 	}
 	if !admitted.IsZero() {
-		e.AdmittedAt = admitted // recorded by the next write: the hold, or the begin
+		d.e.AdmittedAt = admitted // recorded by the next write: the hold, or the begin
 	}
-	at, deferred, err := s.slot(ctx, e, w, now)
-	if deferred.Outcome != "" || err != nil {
-		return deferred, false, err
-	}
-	// Opened only for a send this dispatch makes: an entry deferred to a later
-	// slot is decrypted once, by the dispatch that sends it (and once more
-	// before, when the limits need its address).
-	if msg == nil {
-		m, res, err := s.open(ctx, e, w)
-		if m == nil {
-			return res, false, err
-		}
-		msg = m
-	}
+	d.msg = msg
+	return next, nil
+}
 
-	e, waited, err := s.waitForSlot(ctx, e, w, now, at, streamed)
+func (d *decision) slot(ctx context.Context) (step, error) {
+	at, deferred, err := d.s.slot(ctx, d.e, d.w, d.now)
+	if deferred.Outcome != "" || err != nil {
+		return stop(deferred), err
+	}
+	d.at = at
+	return next, nil
+}
+
+// open opens the content for a send this dispatch makes: an entry deferred
+// to a later slot is decrypted once, by the dispatch that sends it (and once
+// more before, when the limits need its address).
+func (d *decision) open(ctx context.Context) (step, error) {
+	if d.msg != nil {
+		return next, nil
+	}
+	m, res, err := d.s.open(ctx, d.e, d.w)
+	if m == nil {
+		return stop(res), err
+	}
+	d.msg = m
+	return next, nil
+}
+
+func (d *decision) wait(ctx context.Context) (step, error) {
+	e, waited, err := d.s.waitForSlot(ctx, d.e, d.w, d.now, d.at, d.streamed)
 	if err != nil {
-		return DispatchResult{}, false, err
+		return next, err
 	}
-	if waited > 0 {
-		// A newer challenge claimed while this one waited for its slot
-		// supersedes it still: it has not reached dispatching.
-		if res, done, err := s.supersedeIfNewer(ctx, e, w); done || err != nil {
-			return res, false, err
-		}
+	d.e, d.waited = e, waited
+	if waited == 0 {
+		return next, nil
 	}
-	e, err = s.begin(ctx, e, w)
+	// A newer challenge claimed while this one waited for its slot
+	// supersedes it still: it has not reached dispatching.
+	return d.newest(ctx)
+}
+
+func (d *decision) begin(ctx context.Context) (step, error) {
+	e, err := d.s.begin(ctx, d.e, d.w)
 	if err != nil {
-		return DispatchResult{}, false, err
+		return next, err
 	}
-	// The write's answer can come back late (a slow or retried request, a
-	// paused worker): the send starts only if the challenge still counts as
-	// unexpired now. Nothing was sent; the entry says so.
-	if s.expiredAt(e.ExpiresAt, s.now()) {
-		res, err := s.expire(ctx, e, w, "challenge expired before the send started; nothing sent", OutcomeExpired)
-		return res, true, err
+	d.e, d.begun = e, true
+	return next, nil
+}
+
+// stillUnexpired: the begin's answer can come back late (a slow or retried
+// request, a paused worker): the send starts only if the challenge still
+// counts as unexpired now. Nothing was sent; the entry says so.
+func (d *decision) stillUnexpired(ctx context.Context) (step, error) {
+	if !d.s.expiredAt(d.e.ExpiresAt, d.s.now()) {
+		return next, nil
 	}
-	res, err = s.send(ctx, e, tr, *msg, w)
-	res.BudgetWait = waited
-	return res, true, err
+	res, err := d.s.expire(ctx, d.e, d.w, "challenge expired before the send started; nothing sent", OutcomeExpired)
+	return stop(res), err
+}
+
+func (d *decision) send(ctx context.Context) (step, error) {
+	res, err := d.s.send(ctx, d.e, d.tr, *d.msg, d.w)
+	res.BudgetWait = d.waited
+	return stop(res), err
 }
 
 // open returns the entry's opened content. Content that cannot be read or
