@@ -652,6 +652,26 @@ func TestAccessDeniedNamesTheAction(t *testing.T) {
 	}
 }
 
+// sentDictionary is the dictionary send was given, as a set: the envelope
+// is version 3 and names it (id), and opens only with it.
+func sentDictionary(t *testing.T, id string) envelope.Dictionaries {
+	t.Helper()
+	dict, err := os.ReadFile(sampleDictionary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != envelope.DictionaryID(dict) {
+		t.Errorf("the envelope names dictionary %q, want the file's %s", id, envelope.DictionaryID(dict))
+	}
+	dicts, err := envelope.NewDictionaries(dict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dicts
+}
+
+const sampleDictionary = "../../internal/dictionaries/starfall-reset.dict"
+
 func TestSendPublishesASealedIntent(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -669,7 +689,8 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 	f.clock.Advance(realNow.Sub(ledgertest.Epoch)) // the producer refuses expired challenges
 	const address = "player9@example.test"
 	out, errOut, code := f.run("send", "--challenge", "chal-send-1", "--channel", "email", "--to", address,
-		"--workflow", "fallback", "--queue-url", url, "--key-arn", arn, "--intent-key-arn", intentKey)
+		"--workflow", "fallback", "--queue-url", url, "--key-arn", arn, "--intent-key-arn", intentKey,
+		"--dictionary", sampleDictionary)
 	wantCode(t, code, exitOK, out, errOut)
 	wantKey := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-send-1", Channel: ledger.Email}.Key()
 	if !strings.Contains(out, wantKey) {
@@ -711,7 +732,8 @@ func TestSendPublishesASealedIntent(t *testing.T) {
 	if err := (&kmsseal.KMS{Client: kmsClient, KeyARN: intentKey}).Verify(ctx, dec.Binding, dec.Seal); err != nil {
 		t.Errorf("the intent's seal does not verify under the intent key: %v", err)
 	}
-	m, err := (&envelope.Opener{KMS: kmsClient, KeyARN: arn}).Open(ctx, wantKey, sealed)
+	dicts := sentDictionary(t, dec.Dict)
+	m, err := (&envelope.Opener{KMS: kmsClient, KeyARN: arn, Dictionaries: dicts}).Open(ctx, wantKey, sealed)
 	if err != nil || m.To != address || ledger.ContentHash(in.TemplateID, in.TemplateVersion, m) != in.ContentHash {
 		t.Errorf("sealed content does not open to the message: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -35,6 +36,10 @@ the content (--key-arn or CONTENT_KEY_ARN) and the one that seals the
 intent's fields (--intent-key-arn or INTENT_KEY_ARN): the caller must be
 allowed kms:GenerateDataKey on the first and kms:GenerateMac on the second,
 as a producer is. A fallback workflow tries email, then sms.
+With --dictionary FILE the content is sealed against that preset
+dictionary (envelope version 3): a way to check that a stage holds a
+dictionary before any producer uses it (a stage that does not dead-letters
+the intent with reason sealed_content.dict).
 Prints the SQS message id and the dedupe key; follow the row with
 'ledgerctl explain <challenge-id>'.`,
 	run: func(a *app, ctx context.Context, c *command, args []string) error {
@@ -52,8 +57,16 @@ Prints the SQS message id and the dedupe key; follow the row with
 			"KMS key `arn` that seals content (env "+settings.ContentKeyARN.Env+")")
 		intentKeyARN := fs.String("intent-key-arn", strings.TrimSpace(a.getenv(settings.IntentKeyARN.Env)),
 			"KMS HMAC key `arn` that seals the intent's fields (env "+settings.IntentKeyARN.Env+")")
+		dictFile := fs.String("dictionary", "", "preset compression dictionary `file`: seal envelope version 3 against it (the stage must hold the same file)")
 		if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 			return err
+		}
+		var dict []byte
+		if *dictFile != "" {
+			var err error
+			if dict, err = os.ReadFile(*dictFile); err != nil {
+				return usagef(c, "--dictionary: %v", err)
+			}
 		}
 		ch := ledger.Channel(*channel)
 		switch {
@@ -112,7 +125,7 @@ Prints the SQS message id and the dedupe key; follow the row with
 		}
 		p := &producer.Producer{
 			Queue: sqs.NewFromConfig(cfg), QueueURL: *queueURL,
-			Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *keyARN},
+			Sealer: &envelope.Sealer{KMS: kms.NewFromConfig(cfg), KeyID: *keyARN, Dictionary: dict},
 			Seals:  &kmsseal.KMS{Client: kms.NewFromConfig(cfg), KeyARN: *intentKeyARN},
 			Clock:  a.now,
 		}
