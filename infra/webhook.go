@@ -12,7 +12,7 @@ import (
 )
 
 // webhookSecretLength is the length of the generated signing secret: 64 letters and digits, about
-// 380 bits, above the 32 bytes the transport requires (webhook.MinSecretLen).
+// 380 bits, above the 32 bytes the transport requires (webhook.MinSecretLen, pkg/webhook).
 const webhookSecretLength = 64
 
 // webhookSecret creates the secret that signs every webhook request (pkg/webhook: the

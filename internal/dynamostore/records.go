@@ -80,7 +80,9 @@ func DispatchKey(rec events.DynamoDBEventRecord) (key string, trigger bool, err 
 type Records struct{}
 
 // DispatchKey is DispatchKey.
-func (Records) DispatchKey(rec events.DynamoDBEventRecord) (string, bool, error) { return DispatchKey(rec) }
+func (Records) DispatchKey(rec events.DynamoDBEventRecord) (string, bool, error) {
+	return DispatchKey(rec)
+}
 
 // Row is DecodeImage.
 func (Records) Row(image map[string]events.DynamoDBAttributeValue) (ledger.Entry, error) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/resetledger/resetledger/internal/dispatchqueue"
 	"github.com/resetledger/resetledger/internal/metrics"
+	"github.com/resetledger/resetledger/internal/outcome"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/outcome"
 )
 
 // Dispatch dispatches newly claimed rows from the ledger table's stream, and

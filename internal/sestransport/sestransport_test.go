@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/resetledger/resetledger/internal/outcome/outcometest"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/outcome/outcometest"
 )
 
 const (

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/webhooktransport"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
 // A Problem is one setting the functions would refuse, and why.
@@ -110,7 +110,7 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 		case kind == TransportWebhook:
 			if s.WebhookURL == "" {
 				add(WebhookURL, "required when "+t.v.Env+"="+TransportWebhook)
-			} else if _, err := webhook.ParseURL(s.WebhookURL); err != nil {
+			} else if _, err := webhooktransport.ParseURL(s.WebhookURL); err != nil {
 				add(WebhookURL, err.Error())
 			}
 		case kind == TransportSES && t.ch == ledger.Email:

@@ -55,10 +55,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2"
 	"github.com/aws/aws-sdk-go-v2/service/pinpointsmsvoicev2/types"
 
+	"github.com/resetledger/resetledger/internal/outcome"
 	"github.com/resetledger/resetledger/internal/sdkhttp"
 	"github.com/resetledger/resetledger/pkg/charclass"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/outcome"
 )
 
 // Context keys under which every send carries its correlation data.

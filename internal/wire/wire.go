@@ -29,9 +29,9 @@ import (
 	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/webhooktransport"
 	"github.com/resetledger/resetledger/internal/wire/process"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
 // Function is everything a function's main needs: its settings, its use
@@ -175,9 +175,9 @@ func Progress(env Env) ledger.Progress {
 // Webhook builds the webhook transport from s, signing every request with
 // secret (internal/wire/webhooksecret reads it). It bounds each request with
 // its own timeout, so every attempt is one the ledger records, and follows
-// no redirect (webhook.NoRedirects).
+// no redirect (webhooktransport.NoRedirects).
 func Webhook(s settings.Settings, secret []byte) (ledger.Transport, error) {
-	return webhook.New(webhook.NoRedirects(nil), webhook.Config{
+	return webhooktransport.New(webhooktransport.NoRedirects(nil), webhooktransport.Config{
 		URL: s.WebhookURL, Secret: secret, Timeout: s.WebhookTimeout, KeyWindow: s.WebhookKeyWindow, Lookup: s.WebhookLookup,
 	})
 }

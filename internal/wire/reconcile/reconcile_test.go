@@ -14,9 +14,9 @@ import (
 	"github.com/resetledger/resetledger/internal/sestransport"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/smstransport"
+	"github.com/resetledger/resetledger/internal/webhooktransport"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
 // TestUnsentCapabilities: for SES and SMS, reconcile's stand-in reports
@@ -77,7 +77,7 @@ func TestPorts(t *testing.T) {
 	if p.Budget != nil || p.Proofs != nil {
 		t.Errorf("budget %v, proofs %v: reconcile books no send time and signs no attempt", p.Budget, p.Proofs)
 	}
-	if _, ok := p.Transports[ledger.SMS].(*webhook.Transport); !ok {
+	if _, ok := p.Transports[ledger.SMS].(*webhooktransport.Transport); !ok {
 		t.Errorf("sms through the webhook: reconcile holds %T, want the webhook transport", p.Transports[ledger.SMS])
 	}
 	if _, ok := p.Transports[ledger.Email].(unsent); !ok {

@@ -7,8 +7,8 @@ import (
 
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/redact"
 )
 
 // Class is what a provider's error code proves about one send.

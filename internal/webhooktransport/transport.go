@@ -1,17 +1,17 @@
-// Package webhook sends reset notifications as an HTTPS POST to a configured
+// Package webhooktransport sends reset notifications as an HTTPS POST to a configured
 // endpoint (an internal gateway, or a provider that honors idempotency keys)
 // and implements ledger.Transport and ledger.Looker.
 //
-// Every attempt is one POST of a JSON Payload to Config.URL with the headers
+// Every attempt is one POST of a JSON webhook.Payload to Config.URL with the headers
 //
 //	Idempotency-Key: <dedupe key>
 //	Content-Type: application/json
-//	Webhook-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256>   (see Sign)
+//	Webhook-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256>   (see webhook.Sign)
 //
 // and no retries: neither this package nor net/http repeats the request (see
 // Transport.Send). Every request, sends and lookups, is signed with
 // Config.Secret, so the endpoint can tell the ledger's requests from anyone
-// else's (Verify is the receiver's check).
+// else's (webhook.Verify is the receiver's check).
 //
 // The URL must be https, except to a loopback host (localhost, 127.0.0.0/8,
 // ::1). No redirect is followed: a 3xx answer is classified like any other
@@ -57,7 +57,7 @@
 // which the endpoint deduplicates by Idempotency-Key (the reconciler retries
 // an unknown send under the same key inside it), and Config.Lookup says the
 // endpoint answers GET <URL>/<idempotency key> with 200 {"id": ...} or 404.
-package webhook
+package webhooktransport
 
 import (
 	"bytes"
@@ -75,9 +75,10 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/resetledger/resetledger/internal/outcome"
+	"github.com/resetledger/resetledger/internal/redact"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/outcome"
-	"github.com/resetledger/resetledger/pkg/redact"
+	"github.com/resetledger/resetledger/pkg/webhook"
 )
 
 // Defaults applied by DefaultConfig (and, for Timeout, by New when zero).
@@ -122,8 +123,8 @@ type Config struct {
 	// for a loopback host (localhost, 127.0.0.0/8, ::1). It must not carry
 	// user info or a fragment. Required.
 	URL string
-	// Secret keys the HMAC-SHA-256 signature every request carries (Sign);
-	// at least MinSecretLen bytes. It is never logged or put into an error.
+	// Secret keys the HMAC-SHA-256 signature every request carries (webhook.Sign);
+	// at least webhook.MinSecretLen bytes. It is never logged or put into an error.
 	// Required.
 	Secret []byte
 	// Timeout bounds one attempt, from sending the request to reading the
@@ -166,8 +167,8 @@ func (c Config) Validate() error {
 	if _, err := c.endpoint(); err != nil {
 		return err
 	}
-	if len(c.Secret) < MinSecretLen {
-		return fmt.Errorf("%w: Secret must be at least %d bytes", ErrInvalidConfig, MinSecretLen)
+	if len(c.Secret) < webhook.MinSecretLen {
+		return fmt.Errorf("%w: Secret must be at least %d bytes", ErrInvalidConfig, webhook.MinSecretLen)
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("%w: Timeout must be positive", ErrInvalidConfig)
@@ -228,23 +229,6 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Payload is the JSON body of a send. The Provider decodes the same type.
-type Payload struct {
-	IdempotencyKey string    `json:"idempotency_key"`
-	ContentHash    string    `json:"content_hash"`
-	Channel        string    `json:"channel"`
-	Attempt        int       `json:"attempt"`
-	ExpiresAt      time.Time `json:"expires_at"`
-	To             string    `json:"to"`
-	Subject        string    `json:"subject,omitempty"`
-	Body           string    `json:"body"`
-}
-
-// Receipt is the JSON body of a successful send or lookup.
-type Receipt struct {
-	ID string `json:"id"`
-}
-
 // Transport posts messages to a webhook endpoint. It is safe for concurrent
 // use.
 type Transport struct {
@@ -301,7 +285,7 @@ func (t *Transport) Capabilities() ledger.Capabilities {
 // ledger never recorded. Without GetBody it re-sends only what it knows was
 // never written.
 func (t *Transport) Send(ctx context.Context, s ledger.Send) (ledger.Ack, error) {
-	body, err := json.Marshal(Payload{
+	body, err := json.Marshal(webhook.Payload{
 		IdempotencyKey: s.IdempotencyKey,
 		ContentHash:    s.ContentHash,
 		Channel:        string(s.Channel),
@@ -448,10 +432,10 @@ func (t *Transport) Lookup(ctx context.Context, key string) (ledger.Ack, bool, e
 	}
 }
 
-// sign sets the request's signature header (Sign) over its method, target
+// sign sets the request's signature header (webhook.Sign) over its method, target
 // and body, at Config.Now.
 func (t *Transport) sign(req *http.Request, body []byte) {
-	req.Header.Set(SignatureHeader, Sign(t.cfg.Secret, t.cfg.Now(), req.Method, Target(req.URL), body))
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(t.cfg.Secret, t.cfg.Now(), req.Method, webhook.Target(req.URL), body))
 }
 
 // secrets lists the strings no error may repeat: the message's fields (and
@@ -490,7 +474,7 @@ func (t *Transport) failureClass(err error) string {
 
 // receiptID extracts a usable id from a JSON receipt.
 func receiptID(raw []byte) (string, bool) {
-	var r Receipt
+	var r webhook.Receipt
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return "", false
 	}

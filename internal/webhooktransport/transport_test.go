@@ -1,4 +1,4 @@
-package webhook_test
+package webhooktransport_test
 
 import (
 	"context"
@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/outcome/outcometest"
+	"github.com/resetledger/resetledger/internal/webhooktransport"
 	"github.com/resetledger/resetledger/pkg/ledger"
-	"github.com/resetledger/resetledger/pkg/outcome/outcometest"
 	"github.com/resetledger/resetledger/pkg/webhook"
 	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"
 )
@@ -36,7 +37,7 @@ func testSend(challenge string) ledger.Send {
 }
 
 // setup starts a webhooktest.Provider behind an httptest server and a transport for it.
-func setup(t *testing.T, pcfg webhooktest.ProviderConfig, mutate func(*webhook.Config)) (*webhooktest.Provider, *webhook.Transport, *httptest.Server) {
+func setup(t *testing.T, pcfg webhooktest.ProviderConfig, mutate func(*webhooktransport.Config)) (*webhooktest.Provider, *webhooktransport.Transport, *httptest.Server) {
 	t.Helper()
 	if pcfg.Secrets == nil {
 		pcfg.Secrets = webhooktest.Static(secret)
@@ -48,7 +49,7 @@ func setup(t *testing.T, pcfg webhooktest.ProviderConfig, mutate func(*webhook.C
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	tr, err := webhook.New(srv.Client(), cfg)
+	tr, err := webhooktransport.New(srv.Client(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +57,8 @@ func setup(t *testing.T, pcfg webhooktest.ProviderConfig, mutate func(*webhook.C
 }
 
 // config is DefaultConfig(url) with the test secret.
-func config(url string) webhook.Config {
-	cfg := webhook.DefaultConfig(url)
+func config(url string) webhooktransport.Config {
+	cfg := webhooktransport.DefaultConfig(url)
 	cfg.Secret = secret
 	return cfg
 }
@@ -73,7 +74,7 @@ func assertClean(t *testing.T, s string) {
 var secrets = []string{testTo, "player.one", "s3cr3t-t0ken-value", "game.example", testSecret, "ABCDEF0123456789", "expires in 10 minutes", "\n"}
 
 func TestConfigValidate(t *testing.T) {
-	outcometest.ValidateConfigs(t, webhook.ErrInvalidConfig, []outcometest.ConfigCase[webhook.Config]{
+	outcometest.ValidateConfigs(t, webhooktransport.ErrInvalidConfig, []outcometest.ConfigCase[webhooktransport.Config]{
 		{Name: "https", Config: config("https://notify.example.com/v1/send"), OK: true},
 		{Name: "loopback http", Config: config("http://127.0.0.1:8080/send"), OK: true},
 		{Name: "other loopback http", Config: config("http://127.3.4.5:8080/send"), OK: true},
@@ -84,17 +85,17 @@ func TestConfigValidate(t *testing.T) {
 		{Name: "host.docker.internal http", Config: config("http://host.docker.internal:9000"), OK: false},
 		{Name: "a name under localhost", Config: config("http://localhost.evil.example/send"), OK: false},
 		{Name: "unspecified address", Config: config("http://0.0.0.0:8080/send"), OK: false},
-		{Name: "missing url", Config: webhook.Config{Secret: secret}, OK: false},
+		{Name: "missing url", Config: webhooktransport.Config{Secret: secret}, OK: false},
 		{Name: "relative url", Config: config("/send"), OK: false},
 		{Name: "other scheme", Config: config("ftp://notify.example.com"), OK: false},
 		{Name: "credentials in url", Config: config("https://user:" + testSecret + "@notify.example.com"), OK: false},
 		{Name: "fragment", Config: config("https://notify.example.com/#x"), OK: false},
-		{Name: "no secret", Config: webhook.DefaultConfig("https://notify.example.com"), OK: false},
-		{Name: "short secret", Config: webhook.Config{URL: "https://notify.example.com", Secret: secret[:webhook.MinSecretLen-1]}, OK: false},
-		{Name: "negative window", Config: webhook.Config{URL: "https://notify.example.com", Secret: secret, KeyWindow: -time.Second}, OK: false},
-		{Name: "negative timeout", Config: webhook.Config{URL: "https://notify.example.com", Secret: secret, Timeout: -time.Second}, OK: false},
+		{Name: "no secret", Config: webhooktransport.DefaultConfig("https://notify.example.com"), OK: false},
+		{Name: "short secret", Config: webhooktransport.Config{URL: "https://notify.example.com", Secret: secret[:webhook.MinSecretLen-1]}, OK: false},
+		{Name: "negative window", Config: webhooktransport.Config{URL: "https://notify.example.com", Secret: secret, KeyWindow: -time.Second}, OK: false},
+		{Name: "negative timeout", Config: webhooktransport.Config{URL: "https://notify.example.com", Secret: secret, Timeout: -time.Second}, OK: false},
 	}, secrets...)
-	if _, err := webhook.New(nil, config("https://notify.example.com")); !errors.Is(err, webhook.ErrInvalidConfig) {
+	if _, err := webhooktransport.New(nil, config("https://notify.example.com")); !errors.Is(err, webhooktransport.ErrInvalidConfig) {
 		t.Fatalf("New(nil) = %v, want ErrInvalidConfig", err)
 	}
 }
@@ -102,30 +103,30 @@ func TestConfigValidate(t *testing.T) {
 func TestCapabilities(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  webhook.Config
+		cfg  webhooktransport.Config
 		want ledger.Capabilities
 	}{
 		{"defaults", config("https://n.example.com"), ledger.Capabilities{IdempotencyWindow: 24 * time.Hour}},
-		{"zero config honors no keys", webhook.Config{URL: "https://n.example.com", Secret: secret}, ledger.Capabilities{}},
-		{"lookup, no keys", webhook.Config{URL: "https://n.example.com", Secret: secret, Lookup: true}, ledger.Capabilities{Lookup: true}},
-		{"short window", webhook.Config{URL: "https://n.example.com", Secret: secret, KeyWindow: time.Hour, Lookup: true}, ledger.Capabilities{IdempotencyWindow: time.Hour, Lookup: true}},
+		{"zero config honors no keys", webhooktransport.Config{URL: "https://n.example.com", Secret: secret}, ledger.Capabilities{}},
+		{"lookup, no keys", webhooktransport.Config{URL: "https://n.example.com", Secret: secret, Lookup: true}, ledger.Capabilities{Lookup: true}},
+		{"short window", webhooktransport.Config{URL: "https://n.example.com", Secret: secret, KeyWindow: time.Hour, Lookup: true}, ledger.Capabilities{IdempotencyWindow: time.Hour, Lookup: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr, err := webhook.New(http.DefaultClient, tt.cfg)
+			tr, err := webhooktransport.New(http.DefaultClient, tt.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := tr.Capabilities(); got != tt.want {
 				t.Fatalf("Capabilities() = %+v, want %+v", got, tt.want)
 			}
-			if webhook.TimeoutOf(tr) != webhook.DefaultTimeout {
-				t.Fatalf("Timeout = %s, want the default %s", webhook.TimeoutOf(tr), webhook.DefaultTimeout)
+			if webhooktransport.TimeoutOf(tr) != webhooktransport.DefaultTimeout {
+				t.Fatalf("Timeout = %s, want the default %s", webhooktransport.TimeoutOf(tr), webhooktransport.DefaultTimeout)
 			}
 		})
 	}
-	var _ ledger.Transport = (*webhook.Transport)(nil)
-	var _ ledger.Looker = (*webhook.Transport)(nil)
+	var _ ledger.Transport = (*webhooktransport.Transport)(nil)
+	var _ ledger.Looker = (*webhooktransport.Transport)(nil)
 }
 
 func TestSendRequest(t *testing.T) {
@@ -140,7 +141,7 @@ func TestSendRequest(t *testing.T) {
 	cfg := config(srv.URL + "/hooks/reset?tenant=game")
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	cfg.Now = func() time.Time { return now }
-	tr, err := webhook.New(srv.Client(), cfg)
+	tr, err := webhooktransport.New(srv.Client(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func sendAndCheckResponse(t *testing.T, tt responseCase) {
 		}
 	case "notsent":
 		var ns *ledger.NotSent
-		if !errors.As(err, &ns) || errors.Is(err, webhook.ErrOutcomeUnknown) {
+		if !errors.As(err, &ns) || errors.Is(err, webhooktransport.ErrOutcomeUnknown) {
 			t.Fatalf("err = %v, want *ledger.NotSent only", err)
 		}
 		if ns.Code != tt.wantText || ns.RetryAfter != 0 {
@@ -273,7 +274,7 @@ func sendAndCheckResponse(t *testing.T, tt responseCase) {
 		}
 	case "unknown":
 		var ns *ledger.NotSent
-		if errors.As(err, &rej) || errors.As(err, &ns) || !errors.Is(err, webhook.ErrOutcomeUnknown) {
+		if errors.As(err, &rej) || errors.As(err, &ns) || !errors.Is(err, webhooktransport.ErrOutcomeUnknown) {
 			t.Fatalf("err = %v, want an unknown outcome", err)
 		}
 		if !strings.HasPrefix(err.Error(), tt.wantText) {
@@ -287,16 +288,16 @@ func sendAndCheckResponse(t *testing.T, tt responseCase) {
 }
 
 func TestSendTimeoutIsUnknown(t *testing.T) {
-	p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, func(c *webhook.Config) { c.Timeout = 150 * time.Millisecond })
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, func(c *webhooktransport.Config) { c.Timeout = 150 * time.Millisecond })
 	p.Script(webhooktest.Step{Action: webhooktest.Slow, Delay: 5 * time.Second})
 	s := testSend("slow")
 	start := time.Now()
 	_, err := tr.Send(context.Background(), s)
-	if !errors.Is(err, webhook.ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, webhooktransport.ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want an unknown outcome caused by the deadline", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("Send took %s, want it bounded by webhook.Config.Timeout", d)
+		t.Fatalf("Send took %s, want it bounded by webhooktransport.Config.Timeout", d)
 	}
 	if n := p.Recorded(s.IdempotencyKey); n != 1 {
 		t.Fatalf("provider recorded %d, want 1 (accepted, answer too slow)", n)
@@ -310,7 +311,7 @@ func TestSendCallerCancelIsUnknown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	_, err := tr.Send(ctx, testSend("cancel"))
-	if !errors.Is(err, webhook.ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, webhooktransport.ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want an unknown outcome caused by cancellation", err)
 	}
 }
@@ -322,12 +323,12 @@ func TestSendConnectionRefusedIsUnknown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	tr, err := webhook.New(&http.Client{}, config("http://"+addr+"/send"))
+	tr, err := webhooktransport.New(&http.Client{}, config("http://"+addr+"/send"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = tr.Send(context.Background(), testSend("refused"))
-	if !errors.Is(err, webhook.ErrOutcomeUnknown) || err.Error() != "webhook: outcome unknown: connection refused" {
+	if !errors.Is(err, webhooktransport.ErrOutcomeUnknown) || err.Error() != "webhook: outcome unknown: connection refused" {
 		t.Fatalf("err = %v, want unknown: connection refused", err)
 	}
 }
@@ -340,7 +341,7 @@ func TestSameKeyRetryAfterDrop(t *testing.T) {
 	p, tr, _ := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, nil)
 	p.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop})
 	s := testSend("drop")
-	if _, err := tr.Send(context.Background(), s); !errors.Is(err, webhook.ErrOutcomeUnknown) {
+	if _, err := tr.Send(context.Background(), s); !errors.Is(err, webhooktransport.ErrOutcomeUnknown) {
 		t.Fatalf("first attempt: err = %v, want unknown", err)
 	}
 	if n := p.Recorded(s.IdempotencyKey); n != 1 {
@@ -363,7 +364,7 @@ func TestSameKeyRetryAfterDrop(t *testing.T) {
 	}
 }
 
-// TestNoTransparentRetryOnReusedConnection guards webhook.Send's non-replayable
+// TestNoTransparentRetryOnReusedConnection guards webhooktransport.Send's non-replayable
 // request: net/http would otherwise re-send a POST carrying Idempotency-Key
 // when a kept-alive connection dies before the answer.
 func TestNoTransparentRetryOnReusedConnection(t *testing.T) {
@@ -374,7 +375,7 @@ func TestNoTransparentRetryOnReusedConnection(t *testing.T) {
 	}
 	p.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop}, webhooktest.Step{Action: webhooktest.Accept})
 	s := testSend("reused")
-	if _, err := tr.Send(context.Background(), s); !errors.Is(err, webhook.ErrOutcomeUnknown) {
+	if _, err := tr.Send(context.Background(), s); !errors.Is(err, webhooktransport.ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want unknown", err)
 	}
 	if n := p.Received(s.IdempotencyKey); n != 1 {
@@ -417,7 +418,7 @@ func TestProviderRejectsKeyReuseWithOtherContent(t *testing.T) {
 
 func TestProviderRefusesAnotherSecret(t *testing.T) {
 	other := []byte("another-secret-of-at-least-32-bytes!")
-	p, tr, _ := setup(t, webhooktest.ProviderConfig{}, func(c *webhook.Config) { c.Secret = other })
+	p, tr, _ := setup(t, webhooktest.ProviderConfig{}, func(c *webhooktransport.Config) { c.Secret = other })
 	s := testSend("auth")
 	_, err := tr.Send(context.Background(), s)
 	var rej *ledger.Rejection
@@ -433,10 +434,10 @@ func TestProviderRefusesAnotherSecret(t *testing.T) {
 }
 
 func TestLookup(t *testing.T) {
-	p, tr, srv := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, func(c *webhook.Config) { c.Lookup = true })
+	p, tr, srv := setup(t, webhooktest.ProviderConfig{HonorKeys: true}, func(c *webhooktransport.Config) { c.Lookup = true })
 	found := testSend("found")
 	p.Script(webhooktest.Step{Action: webhooktest.AcceptThenDrop})
-	if _, err := tr.Send(context.Background(), found); !errors.Is(err, webhook.ErrOutcomeUnknown) {
+	if _, err := tr.Send(context.Background(), found); !errors.Is(err, webhooktransport.ErrOutcomeUnknown) {
 		t.Fatalf("send: %v", err)
 	}
 	ack, ok, err := tr.Lookup(context.Background(), found.IdempotencyKey)
@@ -448,20 +449,20 @@ func TestLookup(t *testing.T) {
 		t.Fatalf("Lookup(missing) = %+v, %v, %v; want not found", ack, ok, err)
 	}
 
-	// webhook.Lookup answers other than 200/404 are errors, not "not found".
+	// webhooktransport.Lookup answers other than 200/404 are errors, not "not found".
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer down.Close()
-	trDown, _ := webhook.New(down.Client(), webhook.Config{URL: down.URL, Secret: secret, Lookup: true})
-	if _, ok, err := trDown.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, webhook.ErrLookupFailed) || ok {
+	trDown, _ := webhooktransport.New(down.Client(), webhooktransport.Config{URL: down.URL, Secret: secret, Lookup: true})
+	if _, ok, err := trDown.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, webhooktransport.ErrLookupFailed) || ok {
 		t.Fatalf("Lookup(503) = %v, %v; want ErrLookupFailed", ok, err)
 	}
 
-	// webhook.Lookup off: no request at all.
-	off, _ := webhook.New(srv.Client(), config(srv.URL))
-	if _, _, err := off.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, webhook.ErrLookupUnsupported) {
-		t.Fatalf("Lookup with webhook.Config.Lookup off = %v, want ErrLookupUnsupported", err)
+	// webhooktransport.Lookup off: no request at all.
+	off, _ := webhooktransport.New(srv.Client(), config(srv.URL))
+	if _, _, err := off.Lookup(context.Background(), found.IdempotencyKey); !errors.Is(err, webhooktransport.ErrLookupUnsupported) {
+		t.Fatalf("Lookup with webhooktransport.Config.Lookup off = %v, want ErrLookupUnsupported", err)
 	}
 }
 
@@ -489,7 +490,7 @@ func TestProviderMessagesEndpoint(t *testing.T) {
 // TestSendNotSent runs each answer through real net/http: complete 429 and
 // 503 answers are *ledger.NotSent with the wait their Retry-After asks for;
 // answers that break off, time out, or carry another 5xx stay unknown. The
-// server sees exactly one request per webhook.Send.
+// server sees exactly one request per webhooktransport.Send.
 func TestSendNotSent(t *testing.T) {
 	clock := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	date := clock.Add(-time.Hour) // the answer's Date, deliberately not the transport's clock
@@ -537,7 +538,7 @@ func TestSendNotSent(t *testing.T) {
 		{"425", answer(425, "30", httpDate(date), echo), "webhook: outcome unknown: HTTP 425"},
 		{"503 with a truncated body", truncated(503), "webhook: outcome unknown: HTTP 503, then the body was lost (connection closed before a complete response)"},
 		{"429 with a truncated body", truncated(429), "webhook: outcome unknown: HTTP 429, then the body was lost (connection closed before a complete response)"},
-		{"503 with a body over the cap", answer(503, "30", httpDate(date), strings.Repeat("x", webhook.MaxResponse+1)), "webhook: outcome unknown: HTTP 503 with a body over 65536 bytes, not read to its end"},
+		{"503 with a body over the cap", answer(503, "30", httpDate(date), strings.Repeat("x", webhooktransport.MaxResponse+1)), "webhook: outcome unknown: HTTP 503 with a body over 65536 bytes, not read to its end"},
 		{"connection reset after the request was written", outcometest.ResetConnection, "webhook: outcome unknown: connection reset"},
 		{"timeout", outcometest.Hang(5 * time.Second), "webhook: outcome unknown: timeout (deadline exceeded)"},
 	}
@@ -548,7 +549,7 @@ func TestSendNotSent(t *testing.T) {
 			err := send(t, tt.serve)
 			var ns *ledger.NotSent
 			var rej *ledger.Rejection
-			if !errors.As(err, &ns) || errors.As(err, &rej) || errors.Is(err, webhook.ErrOutcomeUnknown) {
+			if !errors.As(err, &ns) || errors.As(err, &rej) || errors.Is(err, webhooktransport.ErrOutcomeUnknown) {
 				t.Fatalf("err = %v, want *ledger.NotSent only", err)
 			}
 			if ns.Code != tt.code || ns.RetryAfter != tt.after {
@@ -561,7 +562,7 @@ func TestSendNotSent(t *testing.T) {
 			err := send(t, tt.serve)
 			var ns *ledger.NotSent
 			var rej *ledger.Rejection
-			if errors.As(err, &ns) || errors.As(err, &rej) || !errors.Is(err, webhook.ErrOutcomeUnknown) {
+			if errors.As(err, &ns) || errors.As(err, &rej) || !errors.Is(err, webhooktransport.ErrOutcomeUnknown) {
 				t.Fatalf("err = %v, want an unknown outcome", err)
 			}
 			if err.Error() != tt.want {
@@ -599,7 +600,7 @@ func sendNotSent(t *testing.T, clock time.Time, serve http.HandlerFunc) error {
 		cfg := config(srv.URL + "/v1/notify")
 		cfg.Timeout = 300 * time.Millisecond
 		cfg.Now = func() time.Time { return clock }
-		tr, err := webhook.New(srv.Client(), cfg)
+		tr, err := webhooktransport.New(srv.Client(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
