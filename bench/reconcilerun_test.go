@@ -105,7 +105,7 @@ func reconcileRunReport(t *testing.T, rep *Report, sc scale) {
 		Measured: fmt.Sprintf("RCU ×%.2f (%.1f vs %.1f), requests ×%.2f (%d vs %d)", rcuRatio, large.rcu, small.rcu, reqRatio, large.counts.Total(), small.counts.Total()),
 		Target:   "ratio ≤ 1.1",
 		Verdict:  Check(rcuRatio <= 1.1 && reqRatio <= 1.1),
-		Note: fmt.Sprintf("One reconcile run as the function makes it (Reconcile, the open-row figures of ledger.Stats, Redrive with the dispatch marks; SWEEP_LIMIT %d) on dynamostore, "+
+		Note: fmt.Sprintf("One reconcile run as the function makes it (Reconcile, the open-row figures of ledger.ReadStats, Redrive with the dispatch marks; SWEEP_LIMIT %d) on dynamostore, "+
 			"among open rows that are not due: half claims made a second before the run (due for a re-drive only REDRIVE_AFTER, %s, after their claim; challenges of 10 minutes), half dispatching rows inside their lease. "+
 			"Requests among %s: %s; among %s: %s. RCU as ministack reports them for ReturnConsumedCapacity=TOTAL (BatchGetItem sized from its items): %s vs %s. "+
 			"Rows listed (read whole) and handed back: %d and %d among %s, %d and %d among %s. The index is queried for what is due (a claim is indexed at its re-drive time, or its expiry if sooner, and carries its expiry for the expire sweep and the figures); before that change the re-drive read up to SWEEP_LIMIT claims by expiry on every pass, due or not. Time: %s vs %s (not a target).",

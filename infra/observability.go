@@ -72,7 +72,7 @@ func (p *LedgerStackProps) openStateRules() map[ledger.State]openStateAlarm {
 			Operator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 		}
 	}
-	// OldestOpenAge is how long past due the earliest due row of a state is (ledger.Stats, from
+	// OldestOpenAge is how long past due the earliest due row of a state is (ledger.ReadStats, from
 	// the open-row index: a held or claimed row is due at its challenge's expiry, a dispatching
 	// row at its lease's end, a deferred row at its next attempt). Held and claimed rows past
 	// their expiry are closed by the expire sweep on its next run: past due by two sweeps, it is

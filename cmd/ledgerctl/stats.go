@@ -26,7 +26,7 @@ entries only: its cost follows what is due, not what is open or the table.`,
 		if err != nil {
 			return err
 		}
-		stats, err := ledger.Stats(ctx, st, a.now())
+		stats, err := ledger.ReadStats(ctx, st, a.now())
 		if err != nil {
 			return err
 		}

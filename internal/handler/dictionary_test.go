@@ -44,7 +44,7 @@ func TestClaimRefusesADictionaryTheStageLacks(t *testing.T) {
 		{"version 2, no dictionaries", nil, wireV2(t, now), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, tr := memService(now)
+			svc, tr := memUseCases(now)
 			var out bytes.Buffer
 			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals(), Dictionaries: tc.set}
 			resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-1", tc.body)}})

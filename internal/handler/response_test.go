@@ -24,7 +24,7 @@ import (
 // then deletes nothing, so every good message is received again and, after
 // the redrive count, dead-lettered.
 
-func memService(now time.Time) (*ledgertest.UseCases, *ledgertest.Transport) {
+func memUseCases(now time.Time) (*ledgertest.UseCases, *ledgertest.Transport) {
 	tr := &ledgertest.Transport{}
 	return &ledgertest.UseCases{Ports: ledger.Ports{
 		Store: &memstore.Store{}, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
@@ -66,7 +66,7 @@ func TestClaimResponseEncoding(t *testing.T) {
 			`{"batchItemFailures":[{"itemIdentifier":"m-bad"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, _ := memService(now)
+			svc, _ := memUseCases(now)
 			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: svc, Seals: handlertest.Seals()}
 			resp, err := h.Handle(context.Background(), events.SQSEvent{Records: tc.records})
 			if err != nil {
@@ -82,7 +82,7 @@ func TestClaimResponseEncoding(t *testing.T) {
 func TestDispatchResponseEncoding(t *testing.T) {
 	now := time.Now()
 	ctx := context.Background()
-	svc, tr := memService(now)
+	svc, tr := memUseCases(now)
 	in, sealed := ledgertest.Intent(1, ledger.Email, now, time.Hour)
 	if _, err := svc.Claim(ctx, in, sealed, "claim/test"); err != nil {
 		t.Fatal(err)

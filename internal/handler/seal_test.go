@@ -65,7 +65,7 @@ func TestClaimRefusesAnIntentChangedAfterSealing(t *testing.T) {
 		})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, tr := memService(now)
+			svc, tr := memUseCases(now)
 			var out bytes.Buffer
 			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals()}
 			resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-forged", tc.body)}})
@@ -111,7 +111,7 @@ func TestClaimTakesVersion1OnlyWhereTheStageAllows(t *testing.T) {
 	b, _ := json.Marshal(m)
 	in, _ := ledgertest.Intent(1, ledger.Email, now, time.Hour)
 	for _, accept := range []bool{false, true} {
-		svc, _ := memService(now)
+		svc, _ := memUseCases(now)
 		var out bytes.Buffer
 		h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals(), AcceptV1: accept}
 		resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-1", string(b))}})
@@ -177,7 +177,7 @@ func TestClaimTakesVersion2OnlyWhereTheStageAllows(t *testing.T) {
 		{"version 3 relabelled version 2, accepted", relabelled, true, "intent_mac"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, _ := memService(now)
+			svc, _ := memUseCases(now)
 			var out bytes.Buffer
 			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals(), AcceptV2: tc.accept}
 			resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-1", string(tc.body))}})

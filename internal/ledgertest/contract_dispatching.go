@@ -66,7 +66,7 @@ func dispatchingFromClaimIsDispatching(t *testing.T, newStore NewStore) {
 		if err != nil || err2 != nil || !sameKeys(rows, expired) || len(exp) != len(expired) {
 			t.Fatalf("at %s: expired claims %v (%d expiries), want %v (%v %v)", when, keysOf(rows), len(exp), expired, err, err2)
 		}
-		stats, err := ledger.Stats(ctx, env.Store, by)
+		stats, err := ledger.ReadStats(ctx, env.Store, by)
 		if err != nil || stats[ledger.Dispatching].Count != len(dispatching) || stats[ledger.Claimed].Count != len(expired) {
 			t.Fatalf("at %s: stats dispatching %d claimed %d, want %d and %d (%v)", when,
 				stats[ledger.Dispatching].Count, stats[ledger.Claimed].Count, len(dispatching), len(expired), err)

@@ -159,7 +159,7 @@ func (u *UseCases) Resolve(ctx context.Context, key string, d ledger.Decision, r
 	return r.Resolve(ctx, key, d, reason, evidence, w)
 }
 
-// Stats is ledger.Stats at the ports' clock.
+// Stats is ledger.ReadStats at the ports' clock.
 func (u *UseCases) Stats(ctx context.Context) (map[ledger.State]ledger.StateStats, error) {
-	return ledger.Stats(ctx, u.Store, u.Clock())
+	return ledger.ReadStats(ctx, u.Store, u.Clock())
 }

@@ -37,11 +37,11 @@ type StateStats struct {
 	ByAge map[string]int
 }
 
-// Stats reports the due entries of every open state at now, from the
+// ReadStats reports the due entries of every open state at now, from the
 // open-row index (Store.DueTimes): its reads follow the entries that are
 // due, never the entries that are open, so a reconcile run costs the same with
 // ten thousand claims waiting, not yet due for a re-drive, as with a hundred.
-func Stats(ctx context.Context, store Store, now time.Time) (map[State]StateStats, error) {
+func ReadStats(ctx context.Context, store Store, now time.Time) (map[State]StateStats, error) {
 	now = now.UTC().Truncate(Precision)
 	out := map[State]StateStats{}
 	for _, st := range States {
@@ -70,8 +70,8 @@ func Stats(ctx context.Context, store Store, now time.Time) (map[State]StateStat
 	return out, nil
 }
 
-// Stats is Stats over the reconciler's store, now: the figures reconcile
+// Stats is ReadStats over the reconciler's store, now: the figures reconcile
 // publishes after each sweep.
 func (s *Reconciler) Stats(ctx context.Context) (map[State]StateStats, error) {
-	return Stats(ctx, s.store, s.now())
+	return ReadStats(ctx, s.store, s.now())
 }
