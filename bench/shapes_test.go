@@ -27,7 +27,7 @@ import (
 	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/shapes"
-	wiredispatch "github.com/resetledger/resetledger/internal/wire/dispatch"
+	"github.com/resetledger/resetledger/internal/wire/dispatchports"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -202,7 +202,7 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 	// the event carries back: KMS in production (no DynamoDB request).
 	b.svc.Proofs = &attemptproof.Local{Key: []byte("bench-attempt-proof-key-0123456789")}
 	// A stream record's row and content (and, with the limits, its newest
-	// challenge) in one request, as internal/wire/dispatch wires it.
+	// challenge) in one request, as internal/wire/dispatchports wires it.
 	b.svc.FirstReads = dynamostore.NewFirstReads(r.meter, r.ledger, "", r.content)
 	if limits {
 		table := emulator.UniqueName(t, "bench-shapes-limits")
@@ -224,11 +224,11 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 		b.lm = &limitsMeter{client: b.tx, raw: r.raw}
 		lim := dynamostore.NewLimits(b.lm, table).ShareSMSCaps(s.SMSAllowedCountries.Regions())
 		b.svc.Limits = s.Limits
-		b.svc.Limits.SMSCountries = wiredispatch.SMSCountries(s)
-		b.svc.Limits.SMSNumberKinds = wiredispatch.SMSNumberKinds(s)
+		b.svc.Limits.SMSCountries = dispatchports.SMSCountries(s)
+		b.svc.Limits.SMSNumberKinds = dispatchports.SMSNumberKinds(s)
 		b.svc.Limiter, b.svc.Challenges = lim, lim
 		b.svc.Fingerprints = &fingerprint.Local{Key: []byte("bench-fingerprint-key-0123456789")}
-		b.svc.NumberOf = wiredispatch.NumberOf
+		b.svc.NumberOf = dispatchports.NumberOf
 		b.svc.Timeline = dynamostore.New(r.meter, r.ledger, dynamostore.DefaultShards)
 		b.svc.FirstReads = dynamostore.NewFirstReads(r.meter, r.ledger, table, r.content)
 	}

@@ -153,7 +153,7 @@ func checkPermissions(t *testing.T, template []byte, props *LedgerStackProps, re
 			r := request{action: c.Action, resource: streamLabel.ReplaceAllString(rewrite(c.Resource), "/stream/latest"), ctx: ctx, source: rec.Source}
 			if webhookOnly(c.Function, r) && !props.Functions.OpensContent(settings.Reconcile) {
 				// A run with a webhook transport made it; this stage has none, so its reconcile
-				// never does (internal/wire/reconcile builds no opener without one).
+				// never does (internal/wire/reconcileports builds no opener without one).
 				continue
 			}
 			byFunction[k] = append(byFunction[k], r)

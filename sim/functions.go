@@ -58,7 +58,7 @@ func (s *sim) ports(inv *invocation) ledger.Ports {
 }
 
 // limitsOf is the send-limit policy and counters function fn holds, as the
-// stack wires them (internal/wire.Build, internal/wire/dispatch): dispatch
+// stack wires them (internal/wire.Build, internal/wire/dispatchports): dispatch
 // counts with the counters and gives back; claim holds the policy (it notes
 // each subject's newest challenge) and keeps the counts (ledger.KeepCounts);
 // expire, reconcile, events and the operator hold no limits table, so no

@@ -9,12 +9,12 @@ import (
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/internal/wire/dispatch"
+	"github.com/resetledger/resetledger/internal/wire/dispatchports"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Dispatch, dispatch.Ports, ledger.NewDispatcher)
+	fn := wire.Boot(settings.Dispatch, dispatchports.Ports, ledger.NewDispatcher)
 	h := handler.NewDispatch(handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, fn.UseCase, dynamostore.Records{})
 	lambda.Start(h.Invoke)
 }

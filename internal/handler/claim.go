@@ -30,7 +30,7 @@ import (
 // copy that arrives first block the genuine one.
 type Claim struct {
 	Deps
-	UseCase Claimer
+	UseCase ClaimUseCase
 	// Seals verifies intent seals (intentseal.KMS under the intent key).
 	// Required: without it every sealed intent is reported failed, never
 	// claimed unchecked.
@@ -112,8 +112,8 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 	return nil
 }
 
-// Claimer is the claim use case (*ledger.Claimer).
-type Claimer interface {
+// ClaimUseCase is the claim use case (*ledger.Claimer).
+type ClaimUseCase interface {
 	Claim(ctx context.Context, in ledger.Intent, sealed []byte, w ledger.Worker) (ledger.ClaimResult, error)
 }
 

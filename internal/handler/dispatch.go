@@ -24,13 +24,13 @@ import (
 // harmless: the conditional write to dispatching decides who sends.
 type Dispatch struct {
 	Deps
-	UseCase Dispatcher
+	UseCase DispatchUseCase
 	records RowStream
 }
 
 // NewDispatch returns the dispatch handler of use case uc, reading the
 // ledger table's stream records with records (dynamostore.Records).
-func NewDispatch(d Deps, uc Dispatcher, records RowStream) *Dispatch {
+func NewDispatch(d Deps, uc DispatchUseCase, records RowStream) *Dispatch {
 	return &Dispatch{Deps: d, UseCase: uc, records: records}
 }
 
@@ -43,8 +43,8 @@ type RowStream interface {
 	Row(image map[string]events.DynamoDBAttributeValue) (ledger.Entry, error)
 }
 
-// Dispatcher is the dispatch use case (*ledger.Dispatcher).
-type Dispatcher interface {
+// DispatchUseCase is the dispatch use case (*ledger.Dispatcher).
+type DispatchUseCase interface {
 	Dispatch(ctx context.Context, key string, w ledger.Worker) (ledger.DispatchResult, error)
 	DispatchRow(ctx context.Context, row ledger.Entry, w ledger.Worker) (ledger.DispatchResult, error)
 	RescheduleNotDue(ctx context.Context, res ledger.DispatchResult) error

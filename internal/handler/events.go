@@ -28,14 +28,14 @@ import (
 //     queue's redrive policy keeps it in the DLQ after its receive count;
 //   - a storage error: reported failed and retried by the queue.
 //
-// EventRecorder is the provider-events use case (*ledger.EventRecorder).
-type EventRecorder interface {
+// EventsUseCase is the provider-events use case (*ledger.EventRecorder).
+type EventsUseCase interface {
 	RecordProviderEvent(ctx context.Context, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error)
 }
 
 type Events struct {
 	Deps
-	UseCase EventRecorder
+	UseCase EventsUseCase
 }
 
 // Handle records each event of one SQS batch and reports the ones to retry

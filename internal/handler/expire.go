@@ -9,15 +9,15 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Expirer is the expire use case (*ledger.Expirer).
-type Expirer interface {
+// ExpireUseCase is the expire use case (*ledger.Expirer).
+type ExpireUseCase interface {
 	ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error)
 }
 
 // Expire runs one expire sweep per scheduled event.
 type Expire struct {
 	Deps
-	UseCase Expirer
+	UseCase ExpireUseCase
 	Limit   int
 }
 

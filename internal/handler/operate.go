@@ -25,15 +25,15 @@ import (
 // the body names the caller (operatorapi.Decode refuses unknown fields), so
 // a client cannot record another identity than the credentials it signed
 // with. A request without that context (AuthType NONE, or an invocation
-// Resolver is the operator use case (*ledger.Resolver).
-type Resolver interface {
+// OperateUseCase is the operator use case (*ledger.Resolver).
+type OperateUseCase interface {
 	Resolve(ctx context.Context, key string, d ledger.Decision, reason, evidence string, w ledger.Worker) (ledger.Entry, error)
 }
 
 // that is not a URL request) is refused before anything is read.
 type Operate struct {
 	Deps
-	UseCase Resolver
+	UseCase OperateUseCase
 }
 
 // Handle serves one function URL request.

@@ -13,8 +13,8 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Reconciler is the reconcile use case (*ledger.Reconciler).
-type Reconciler interface {
+// ReconcileUseCase is the reconcile use case (*ledger.Reconciler).
+type ReconcileUseCase interface {
 	Reconcile(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error)
 	Redrive(ctx context.Context, limit int) (ledger.SweepReport, error)
 	Stats(ctx context.Context) (map[ledger.State]ledger.StateStats, error)
@@ -24,7 +24,7 @@ type Reconciler interface {
 // open claims by state and age.
 type Reconcile struct {
 	Deps
-	UseCase Reconciler
+	UseCase ReconcileUseCase
 	Limit   int
 	// RedriveEvery, if set, repeats the re-drive pass within one invocation
 	// every RedriveEvery while the invocation has time left: the schedule
@@ -104,7 +104,7 @@ func (h *Reconcile) redrive(ctx context.Context, log *slog.Logger) error {
 
 // publishStats emits OpenClaims, OpenClaimOldestAgeSeconds and
 // OpenClaimsByAge for every open state.
-func publishStats(ctx context.Context, r Reconciler, m *metrics.Emitter, log *slog.Logger) error {
+func publishStats(ctx context.Context, r ReconcileUseCase, m *metrics.Emitter, log *slog.Logger) error {
 	stats, err := r.Stats(ctx)
 	if err != nil {
 		return err

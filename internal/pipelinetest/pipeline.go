@@ -50,9 +50,9 @@ import (
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/shapes"
 	"github.com/resetledger/resetledger/internal/wire"
-	wiredispatch "github.com/resetledger/resetledger/internal/wire/dispatch"
-	wireevents "github.com/resetledger/resetledger/internal/wire/events"
-	wirereconcile "github.com/resetledger/resetledger/internal/wire/reconcile"
+	"github.com/resetledger/resetledger/internal/wire/dispatchports"
+	"github.com/resetledger/resetledger/internal/wire/eventsports"
+	"github.com/resetledger/resetledger/internal/wire/reconcileports"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -508,7 +508,7 @@ func (p *Pipeline) wired(err error) {
 // rolePorts is each function's own ports, as its main wires them (expire
 // has none).
 var rolePorts = map[settings.Role]wire.Ports{
-	settings.Claim: wire.ClaimPorts, settings.Dispatch: wiredispatch.Ports, settings.Reconcile: wirereconcile.Ports, settings.Events: wireevents.Ports,
+	settings.Claim: wire.ClaimPorts, settings.Dispatch: dispatchports.Ports, settings.Reconcile: reconcileports.Ports, settings.Events: eventsports.Ports,
 }
 
 // recordCalls writes the functions' AWS calls when the test ends, with the

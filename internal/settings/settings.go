@@ -180,7 +180,7 @@ type Settings struct {
 	BudgetTable string
 	// SendRates is the send-rate budget per channel in sends per second.
 	// Zero means unset: with SES, email takes the account's MaxSendRate,
-	// read at start (1 until SES answers: internal/wire/dispatch);
+	// read at start (1 until SES answers: internal/wire/dispatchports);
 	// otherwise the channel is not paced.
 	SendRates map[ledger.Channel]float64
 	// DispatchQueueURL is the queue that hands deferred and re-driven rows

@@ -5,8 +5,8 @@
 // The settings, logger and SDK configuration come from package
 // wire/process, which the digest writer uses alone. Every function gets the
 // ledger's tables (DynamoDB). Every other port is a role's own, built by
-// that role's Ports in a package of its own: internal/wire/dispatch,
-// internal/wire/reconcile and internal/wire/events (with the hand-back ports
+// that role's Ports in a package of its own: internal/wire/dispatchports,
+// internal/wire/reconcileports and internal/wire/eventsports (with the hand-back ports
 // both dispatch and reconcile take from internal/wire/handback), and
 // ClaimPorts here; expire and the operator function (operate) need none. A
 // function imports its role's package only, so

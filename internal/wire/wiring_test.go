@@ -14,9 +14,9 @@ import (
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/internal/wire/dispatch"
-	"github.com/resetledger/resetledger/internal/wire/events"
-	"github.com/resetledger/resetledger/internal/wire/reconcile"
+	"github.com/resetledger/resetledger/internal/wire/dispatchports"
+	"github.com/resetledger/resetledger/internal/wire/eventsports"
+	"github.com/resetledger/resetledger/internal/wire/reconcileports"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -28,10 +28,10 @@ var functions = []struct {
 	build func(ledger.Ports) error
 }{
 	{settings.Claim, wire.ClaimPorts, func(p ledger.Ports) error { _, err := ledger.NewClaimer(p); return err }},
-	{settings.Dispatch, dispatch.Ports, func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err }},
-	{settings.Reconcile, reconcile.Ports, func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err }},
+	{settings.Dispatch, dispatchports.Ports, func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err }},
+	{settings.Reconcile, reconcileports.Ports, func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err }},
 	{settings.Expire, nil, func(p ledger.Ports) error { _, err := ledger.NewExpirer(p); return err }},
-	{settings.Events, events.Ports, func(p ledger.Ports) error { _, err := ledger.NewEventRecorder(p); return err }},
+	{settings.Events, eventsports.Ports, func(p ledger.Ports) error { _, err := ledger.NewEventRecorder(p); return err }},
 	{settings.Operate, nil, func(p ledger.Ports) error { _, err := ledger.NewResolver(p); return err }},
 }
 

@@ -2,7 +2,7 @@
 // the attempt-proof key (KMS VerifyMac), with which it checks that a
 // provider event comes from a send dispatch made. Only functions/events
 // imports it.
-package events
+package eventsports
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package dispatch
+package dispatchports
 
 import (
 	"github.com/resetledger/resetledger/internal/settings"

@@ -14,7 +14,7 @@
 // their clients: for those channels it holds what their policy reads, their
 // capabilities (see unsent). It signs no attempt: the webhook reports no
 // provider events, so its sends carry no proof.
-package reconcile
+package reconcileports
 
 import (
 	"context"

@@ -6,7 +6,7 @@
 // the transports: SES v2, End User Messaging SMS (pinpoint-sms-voice-v2)
 // and the webhook, with its signing secret (Secrets Manager GetSecretValue,
 // package webhooksecret). Only functions/dispatch imports it.
-package dispatch
+package dispatchports
 
 import (
 	"context"
