@@ -48,7 +48,7 @@ unit: node-producer python-producer
 # One package at a time: the emulator is a single process, and under the load
 # of parallel packages it drops responses (the SDK's retries of them are
 # handled by the ledger, but they make test timing noisy).
-# The handler tests through internal/pipelinetest, the gate and the end-to-end test record every AWS call
+# The handler tests through internal/testkit/pipelinetest, the gate and the end-to-end test record every AWS call
 # the functions make into AWSCALLS; iam-coverage then checks them against the
 # roles and key policies of the synthesized template (infra/iam_test.go).
 # The infra package needs no emulator (it synthesizes the stack and checks the template) and has

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/dynamostore"
-	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/memstore"
-	"github.com/resetledger/resetledger/internal/shapes"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/testkit/shapes"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/testkit/emulator"
 )
 
 // reportCommand reproduces BENCHMARKS.md.

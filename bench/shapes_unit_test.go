@@ -13,7 +13,7 @@ import (
 	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/providerevent"
 	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
-	"github.com/resetledger/resetledger/internal/shapes"
+	"github.com/resetledger/resetledger/internal/testkit/shapes"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

@@ -24,9 +24,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/resetledger/resetledger/internal/dynamostore"
-	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/outputs"
-	"github.com/resetledger/resetledger/internal/shapes"
+	"github.com/resetledger/resetledger/internal/testkit/emulator"
+	"github.com/resetledger/resetledger/internal/testkit/shapes"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"github.com/resetledger/resetledger/pkg/ledger"

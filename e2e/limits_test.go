@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/smsregion"
+	"github.com/resetledger/resetledger/internal/testkit/emulator"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
 )

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/awscall"
-	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/outputs"
+	"github.com/resetledger/resetledger/internal/testkit/emulator"
 )
 
 // TestEndToEndAWSCalls reads back the AWS calls the deployed functions logged

@@ -4,7 +4,7 @@
 // proves no intent was lost, sent twice, or sent late.
 //
 // Everything lives in the package's tests, which drive the real Lambda
-// handlers through internal/pipelinetest:
+// handlers through internal/testkit/pipelinetest:
 //
 //	TestGate          the load scenario with faults and the accounting table
 //	                  (GATE_INTENTS intents, default 200; make gate runs 2000)
@@ -17,13 +17,13 @@
 //
 // The surge (surge_test.go, TestSurge): N notification intents
 // published in one burst through the real claim, dispatch, reconcile and
-// expire handlers on the emulator (internal/pipelinetest), with both providers
+// expire handlers on the emulator (internal/testkit/pipelinetest), with both providers
 // throttling above the send-rate budget R and a tenth of the challenges
 // expiring during the run. It fails unless nothing was sent twice, nothing
 // ended quarantined or unknown, every message was accepted before its expiry
 // or expired with the reason it was not sent, the providers never accepted
 // more than 1.1 × R in any 10 s window, and no row was stopped by a send
-// limit: the limits are on (internal/pipelinetest's Options.Limits), every
+// limit: the limits are on (internal/testkit/pipelinetest's Options.Limits), every
 // intent has an address of its own and a subject_ref (its own, or a repeat
 // subject's, below), and the summary line reports limited=N, which must be
 // 0 (SURGE_LIMITS=off runs without the limits and without repeat subjects,

@@ -16,9 +16,9 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/resetledger/resetledger/internal/metrics"
-	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
 	"github.com/resetledger/resetledger/internal/sestransport"
+	"github.com/resetledger/resetledger/internal/testkit/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
 )

@@ -25,9 +25,9 @@ import (
 	"github.com/resetledger/resetledger/e2e"
 	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/metrics"
-	"github.com/resetledger/resetledger/internal/pipelinetest"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/internal/shapes"
+	"github.com/resetledger/resetledger/internal/testkit/pipelinetest"
+	"github.com/resetledger/resetledger/internal/testkit/shapes"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -81,7 +81,7 @@ type config struct {
 	// hour, the figure a burst's cost is compared with (make surge-quiet).
 	Quiet bool
 	// Shape is what each intent carries (SURGE_SHAPE): "production" (the
-	// default: internal/shapes' 8 KB HTML email and 160-character SMS, UUID
+	// default: internal/testkit/shapes' 8 KB HTML email and 160-character SMS, UUID
 	// challenge ids, 64-character references) or "small" (short test
 	// messages and ids, the shape of the figures before issue 44).
 	Shape string

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/resetledger/resetledger/internal/pipelinetest"
+	"github.com/resetledger/resetledger/internal/testkit/pipelinetest"
 )
 
 // topology drives the real handlers the way the deployed event sources

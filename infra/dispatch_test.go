@@ -67,7 +67,7 @@ func TestDispatchEventSources(t *testing.T) {
 }
 
 // TestDispatchFilterIsGenerated: the stream mapping's filter patterns are exactly the ones
-// dynamostore.DispatchFilter generates from the trigger rule (internal/pipelinetest's
+// dynamostore.DispatchFilter generates from the trigger rule (internal/testkit/pipelinetest's
 // TestDispatchTriggerAgrees evaluates them over every state change).
 func TestDispatchFilterIsGenerated(t *testing.T) {
 	s := synth(t, nil)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/fingerprint"
-	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

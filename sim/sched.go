@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/attemptproof"
-	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/memstore"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )

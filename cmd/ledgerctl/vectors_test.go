@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/memstore"
-	"github.com/resetledger/resetledger/internal/vectors"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/testkit/vectors"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

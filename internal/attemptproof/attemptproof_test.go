@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/resetledger/resetledger/internal/attemptproof"
-	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/testkit/emulator"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

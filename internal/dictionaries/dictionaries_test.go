@@ -5,11 +5,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/resetledger/resetledger/internal/shapes"
+	"github.com/resetledger/resetledger/internal/testkit/shapes"
 	"github.com/resetledger/resetledger/pkg/envelope/wireform"
 )
 
-// shipped is the dictionary of the sample templates (internal/shapes),
+// shipped is the dictionary of the sample templates (internal/testkit/shapes),
 // which the local stage's sample intent and make bench seal with.
 const shipped = "starfall-reset.dict"
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/resetledger/resetledger/internal/pipelinetest"
+	"github.com/resetledger/resetledger/internal/testkit/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

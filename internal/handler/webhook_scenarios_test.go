@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/ledgertest"
-	"github.com/resetledger/resetledger/internal/pipelinetest"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/testkit/pipelinetest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 	"github.com/resetledger/resetledger/pkg/producer"
 	"github.com/resetledger/resetledger/pkg/webhook/webhooktest"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/testkit/emulator"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/resetledger/resetledger/internal/shapes"
+	"github.com/resetledger/resetledger/internal/testkit/shapes"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/shapes"
-	"github.com/resetledger/resetledger/internal/vectors"
+	"github.com/resetledger/resetledger/internal/testkit/shapes"
+	"github.com/resetledger/resetledger/internal/testkit/vectors"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/resetledger/resetledger/internal/vectors"
+	"github.com/resetledger/resetledger/internal/testkit/vectors"
 	"github.com/resetledger/resetledger/pkg/envelope"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )

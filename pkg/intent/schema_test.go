@@ -10,7 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/resetledger/resetledger/internal/vectors"
+	"github.com/resetledger/resetledger/internal/testkit/vectors"
 	"github.com/resetledger/resetledger/pkg/intent"
 )
 

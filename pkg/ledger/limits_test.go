@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/fingerprint"
-	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/smsregion"
 	"github.com/resetledger/resetledger/internal/smsregion/codes"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

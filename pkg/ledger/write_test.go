@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/resetledger/resetledger/internal/ledgertest"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

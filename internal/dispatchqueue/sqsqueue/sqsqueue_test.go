@@ -10,7 +10,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/dispatchqueue"
 	"github.com/resetledger/resetledger/internal/dispatchqueue/sqsqueue"
-	"github.com/resetledger/resetledger/internal/emulator"
+	"github.com/resetledger/resetledger/internal/testkit/emulator"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

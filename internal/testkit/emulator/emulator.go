@@ -1,6 +1,6 @@
 // Package emulator points aws-sdk-go-v2 clients at a local AWS emulator
 // (ministack or LocalStack) for tests. Only test code imports it (test files
-// and internal/pipelinetest, the test harness).
+// and internal/testkit/pipelinetest, the test harness).
 //
 // Endpoint selection, in order:
 //

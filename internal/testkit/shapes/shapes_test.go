@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/shapes"
+	"github.com/resetledger/resetledger/internal/testkit/shapes"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 

@@ -42,13 +42,13 @@ import (
 	"github.com/resetledger/resetledger/internal/awscall"
 	"github.com/resetledger/resetledger/internal/dictionaries"
 	"github.com/resetledger/resetledger/internal/dynamostore"
-	"github.com/resetledger/resetledger/internal/emulator"
 	"github.com/resetledger/resetledger/internal/handler"
-	"github.com/resetledger/resetledger/internal/ledgertest"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/providerevent/providereventtest"
 	"github.com/resetledger/resetledger/internal/settings"
-	"github.com/resetledger/resetledger/internal/shapes"
+	"github.com/resetledger/resetledger/internal/testkit/emulator"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/testkit/shapes"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/dispatchports"
 	"github.com/resetledger/resetledger/internal/wire/eventsports"
@@ -552,7 +552,7 @@ func (p *Pipeline) Notification(n int, ch ledger.Channel, ttl time.Duration) pro
 }
 
 // ProductionNotification is Notification at production's lengths
-// (internal/shapes): a UUID challenge id, a 64-character destination_ref,
+// (internal/testkit/shapes): a UUID challenge id, a 64-character destination_ref,
 // the 8 KB HTML email or the 160-character SMS.
 func (p *Pipeline) ProductionNotification(n int, ch ledger.Channel, ttl time.Duration) producer.Notification {
 	i := p.base + n
