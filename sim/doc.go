@@ -13,9 +13,9 @@
 // providers' events, delayed, reordered, duplicated, lost, and forged ones
 // beside them: events.go), and an operator who resolves quarantined rows.
 // Each function holds the send limits the stack gives it (limitsOf): only
-// dispatch holds the counters and gives counts back; claim keeps them
-// (ledger.KeepCounts), and expire, reconcile, events and the operator hold
-// no limits at all, so an unsent row one of them ends keeps its count. The invocations run the real use cases of pkg/ledger
+// dispatch holds the counters and gives counts back; claim holds the
+// policy but no counters, and expire, reconcile, events and the operator
+// hold no limits at all, so an unsent row one of them ends keeps its count. The invocations run the real use cases of pkg/ledger
 // over the in-memory store, each in its own goroutine, but only one of them
 // runs at a time: every port call (store, content, opener, transport,
 // lookup, budget, limits, scheduler, sleep) parks the invocation until the

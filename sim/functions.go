@@ -60,7 +60,7 @@ func (s *sim) ports(inv *invocation) ledger.Ports {
 // limitsOf is the send-limit policy and counters function fn holds, as the
 // stack wires them (internal/wire.Build, internal/wire/dispatchports): dispatch
 // counts with the counters and gives back; claim holds the policy (it notes
-// each subject's newest challenge) and keeps the counts (ledger.KeepCounts);
+// each subject's newest challenge) and no counters;
 // expire, reconcile, events and the operator hold no limits table, so no
 // policy and no counters. Only dispatch gives a count back: an unsent row
 // another function ends keeps its count, too high, never too low
@@ -70,7 +70,7 @@ func limitsOf(fn function, l ledger.Limits, counters ledger.Limiter) (ledger.Lim
 	case fnDispatch:
 		return l, counters
 	case fnClaim:
-		return l, ledger.KeepCounts
+		return l, nil
 	}
 	return ledger.Limits{}, nil
 }

@@ -192,7 +192,7 @@ const (
 	RetryLeaseBeforeWrite Mutant = "retry-lease-before-write"
 	// ReleaseNoOp: the dispatch function's limiter is a wrapper that
 	// admits through the counters but whose Release does nothing and
-	// answers nil (the sweeps' KeepCounts composed in the wrong place):
+	// answers nil (a counters port wrapped the wrong way round):
 	// every unsent row dispatch ends keeps its count, too high, where the
 	// rule says it is given back. The counters stay consistent with what
 	// was counted and given back, so counts-conserved passes.

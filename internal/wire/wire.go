@@ -106,11 +106,11 @@ func Transports(s settings.Settings, build func(kind string) (ledger.Transport, 
 // state and channel), whichever use case made it.
 //
 // With the limits table (claim and dispatch only), claim notes each
-// subject's newest challenge (ClaimPorts) with ledger.KeepCounts, and
-// dispatch counts (its ports add the counters). The other functions have
-// no limits table, so their limits are off and they give no count back
-// ("too high, never too low", docs/design.md): their roles may not write
-// the counters.
+// subject's newest challenge (ClaimPorts), and dispatch counts (its ports
+// add the counters) and alone gives counts back. The other functions have
+// no limits table, so their limits are off and a row they end keeps its
+// count ("too high, never too low", docs/design.md): their roles may not
+// write the counters.
 func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.Logger, em *metrics.Emitter, ports Ports) (*ledger.Ports, error) {
 	db := dynamodb.NewFromConfig(cfg)
 	p := &ledger.Ports{
@@ -121,8 +121,7 @@ func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.L
 		OnTransition: func(e ledger.Entry) { countTransition(em, e) },
 	}
 	if s.LimitsTable != "" {
-		p.Limits = s.Limits
-		p.Limiter = ledger.KeepCounts
+		p.Limits = s.Limits // dispatch's ports add the counters
 	}
 	if ports == nil {
 		return p, nil

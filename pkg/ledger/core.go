@@ -155,8 +155,8 @@ type Worker string
 // NewEventRecorder, NewResolver) reads only the fields it uses, keeps
 // them, and refuses one it needs that is missing, naming it. A control a
 // stage turns off is given as its explicit off value (NoBudget,
-// NoScheduler, NoProgress, NoTimeline, KeepCounts, or limits whose rules
-// are all off), never as a nil.
+// NoScheduler, NoProgress, NoTimeline, or limits whose rules are all
+// off), never as a nil.
 type Ports struct {
 	// Store and Content are the ledger's tables; Clock and Policy every use
 	// case's. Every use case needs them.
@@ -183,10 +183,11 @@ type Ports struct {
 	// (dispatch) and verifies the proof a provider event carries back
 	// (provider events).
 	Proofs Proofs
-	// Limits is the send-limit policy; Limiter keeps its counters (dispatch
-	// counts; every use case that ends an entry gives back a count nothing was
-	// sent for, or keeps it with KeepCounts), Challenges the newest
-	// challenge per subject (claim notes it, dispatch reads it),
+	// Limits is the send-limit policy (claim reads whether older
+	// challenges are superseded; dispatch applies it); Limiter keeps its
+	// counters (dispatch alone counts, and gives back a count nothing was
+	// sent for), Challenges the newest challenge per subject (claim notes
+	// it, dispatch reads it),
 	// Fingerprints the destination keys and NumberOf the SMS regions and
 	// number kinds (dispatch).
 	Limits       Limits
@@ -215,8 +216,7 @@ type Ports struct {
 }
 
 // core is what every use case holds: the ledger's tables, clock and
-// policy, and the one write path (write.go). limits and limiter are there
-// because every write that ends an entry may give a count back.
+// policy, and the one write path (write.go).
 type core struct {
 	store        Store
 	content      ContentStore
@@ -224,8 +224,11 @@ type core struct {
 	policy       Policy
 	ids          func() string
 	onTransition func(e Entry)
-	limits       Limits
-	limiter      Limiter
+	// giveBack gives back the send-limit count of an entry a write ended
+	// unsent. Only dispatch, which counts, sets it (Dispatcher.releaseUnsent);
+	// a row another use case ends keeps its count, too high, never too low
+	// (docs/design.md, "Counts are exact").
+	giveBack func(ctx context.Context, e Entry) error
 }
 
 // newCore checks and keeps the ports every use case needs. role names the
@@ -235,7 +238,6 @@ func newCore(role string, p Ports) (core, error) {
 	need.port(p.Store != nil, "Store")
 	need.port(p.Content != nil, "Content")
 	need.port(p.Clock != nil, "Clock")
-	need.port(p.Limiter != nil || !p.Limits.counting(), "Limiter (the send limits count: give the counters, or KeepCounts where this use case never gives one back)")
 	if err := need.err(); err != nil {
 		return core{}, err
 	}
@@ -243,7 +245,7 @@ func newCore(role string, p Ports) (core, error) {
 		return core{}, fmt.Errorf("ledger: %s: %w", role, err)
 	}
 	c := core{store: p.Store, content: p.Content, clock: p.Clock, policy: p.Policy, ids: p.NewID,
-		onTransition: p.OnTransition, limits: p.Limits, limiter: p.Limiter}
+		onTransition: p.OnTransition}
 	if c.ids == nil {
 		c.ids = randomID
 	}

@@ -16,6 +16,7 @@ import (
 // Claimer claims intents (functions/claim).
 type Claimer struct {
 	core
+	limits     Limits // whether older challenges are superseded
 	challenges Challenges
 }
 
@@ -31,7 +32,7 @@ func NewClaimer(p Ports) (*Claimer, error) {
 	if err := need.err(); err != nil {
 		return nil, err
 	}
-	return &Claimer{core: c, challenges: p.Challenges}, nil
+	return &Claimer{core: c, limits: p.Limits, challenges: p.Challenges}, nil
 }
 
 // sender is what dispatch and reconcile's same-key retry share: the
@@ -78,6 +79,8 @@ type Dispatcher struct {
 	budget       Budget
 	scheduler    Scheduler
 	progress     Progress
+	limits       Limits
+	limiter      Limiter
 	challenges   Challenges
 	fingerprints Fingerprinter
 	numberOf     NumberOf
@@ -90,8 +93,8 @@ type Dispatcher struct {
 // NewDispatcher builds the dispatch use case. Beyond every use case's
 // ports it needs Opener, Transports, Budget (or NoBudget), Scheduler (or
 // NoScheduler), Progress (or NoProgress), Proofs when a transport reports
-// events, and the ports the limits' rules need: Limiter (never KeepCounts)
-// when any rule counts, Fingerprints for the destination cap, NumberOf for
+// events, and the ports the limits' rules need: Limiter when any rule
+// counts, Fingerprints for the destination cap, NumberOf for
 // the SMS region and kind rules, Challenges and Timeline (or NoTimeline)
 // when older challenges are superseded, and FirstReads (or ReadRowAlone).
 func NewDispatcher(p Ports) (*Dispatcher, error) {
@@ -108,7 +111,7 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 	need.port(p.Scheduler != nil, "Scheduler (NoScheduler: nothing handed back)")
 	need.port(p.Progress != nil, "Progress (NoProgress: no marks)")
 	l := p.Limits
-	need.port(!l.counting() || p.Limiter != KeepCounts, "Limiter (the send limits are on; KeepCounts counts nothing)")
+	need.port(!l.counting() || p.Limiter != nil, "Limiter (the send limits count)")
 	need.port(!l.Destination.On() || p.Fingerprints != nil, "Fingerprints (the destination cap is on)")
 	need.port(!l.needsNumber() || p.NumberOf != nil, "NumberOf (an SMS region or number-kind rule is on)")
 	need.port(!l.Supersede || p.Challenges != nil, "Challenges (the limits supersede older challenges)")
@@ -118,8 +121,9 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 		return nil, err
 	}
 	d := &Dispatcher{sender: snd, budget: p.Budget, scheduler: p.Scheduler, progress: p.Progress,
-		challenges: p.Challenges, fingerprints: p.Fingerprints, numberOf: p.NumberOf, timeline: p.Timeline,
+		limits: l, limiter: p.Limiter, challenges: p.Challenges, fingerprints: p.Fingerprints, numberOf: p.NumberOf, timeline: p.Timeline,
 		firstReads: p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
+	d.giveBack = d.releaseUnsent // the only use case that gives a count back
 	if d.firstReads == ReadRowAlone {
 		d.firstReads = rowFirst{store: c.store}
 	}
@@ -223,12 +227,6 @@ var (
 	// NoTimeline finds no older challenge to supersede when an admission
 	// is refused: their counts wait until they wake.
 	NoTimeline Timeline = noTimeline{}
-	// KeepCounts is the Limiter of a use case that has the limits' rules
-	// but never gives a send-limit count back (the deployed claim; the
-	// functions without the limits table have the limits off): "too high,
-	// never too low", docs/design.md. It admits nothing: dispatch refuses
-	// it while the limits count.
-	KeepCounts Limiter = keepCounts{}
 )
 
 // errOff is what an off value answers where it cannot stand in.
@@ -259,10 +257,3 @@ type noTimeline struct{}
 func (noTimeline) ListByRef(context.Context, RefKind, string, time.Time, int) ([]Entry, error) {
 	return nil, nil
 }
-
-type keepCounts struct{}
-
-func (keepCounts) Admit(context.Context, string, []Count, time.Time, time.Time) (Admission, error) {
-	return Admission{}, errOff
-}
-func (keepCounts) Release(context.Context, string) error { return nil }

@@ -23,14 +23,15 @@ var constructors = map[string]func(ledger.Ports) error{
 
 // needs is every port each use case needs on a stage with every control
 // on (limits counting, supersession, events on the transports, a retry
-// window on the transports).
+// window on the transports). Only dispatch takes the counters (Limiter):
+// it alone counts and gives counts back.
 var needs = map[string][]string{
-	"claim":     {"Store", "Content", "Clock", "Limiter", "Challenges"},
+	"claim":     {"Store", "Content", "Clock", "Challenges"},
 	"dispatch":  {"Store", "Content", "Clock", "Limiter", "Opener", "Transports", "Proofs", "Budget", "Scheduler", "Progress", "Challenges", "Fingerprints", "NumberOf", "Timeline", "FirstReads"},
-	"reconcile": {"Store", "Content", "Clock", "Limiter", "Opener", "Transports", "Proofs", "Scheduler", "Progress"},
-	"expire":    {"Store", "Content", "Clock", "Limiter"},
-	"events":    {"Store", "Content", "Clock", "Limiter", "Proofs"},
-	"operate":   {"Store", "Content", "Clock", "Limiter"},
+	"reconcile": {"Store", "Content", "Clock", "Opener", "Transports", "Proofs", "Scheduler", "Progress"},
+	"expire":    {"Store", "Content", "Clock"},
+	"events":    {"Store", "Content", "Clock", "Proofs"},
+	"operate":   {"Store", "Content", "Clock"},
 }
 
 // TestConstructorsNameMissingPorts: each use case builds from every port
@@ -70,18 +71,15 @@ func TestConstructorsNameMissingPorts(t *testing.T) {
 
 // TestDispatchWithoutLimiterRefusedWhileLimitsOn: a dispatch wired without
 // its counters while the stage's limits are on does not start (it would
-// send without limits); nor with KeepCounts, which counts nothing. With
-// them, the limits hold.
+// send without limits). With them, the limits hold.
 func TestDispatchWithoutLimiterRefusedWhileLimitsOn(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Hour}})
-	for _, limiter := range []ledger.Limiter{nil, ledger.KeepCounts} {
-		p := e.Cases.Filled()
-		p.Limiter = limiter
-		_, err := ledger.NewDispatcher(p)
-		var missing *ledger.MissingPortError
-		if !errors.As(err, &missing) || !strings.Contains(err.Error(), "missing port Limiter") {
-			t.Errorf("dispatch with limits on and Limiter %T: %v, want it refused, naming Limiter", limiter, err)
-		}
+	p := e.Cases.Filled()
+	p.Limiter = nil
+	_, err := ledger.NewDispatcher(p)
+	var missing *ledger.MissingPortError
+	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "missing port Limiter") {
+		t.Errorf("dispatch with limits on and no Limiter: %v, want it refused, naming Limiter", err)
 	}
 	first := e.claimTo(t, 1, ledger.Email, "a@example.com", "acct-1", 0)
 	second := e.claimTo(t, 2, ledger.Email, "b@example.com", "acct-1", time.Second)

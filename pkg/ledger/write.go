@@ -70,8 +70,9 @@ func (s *core) write(ctx context.Context, c Change) (Entry, error) {
 	return e, nil
 }
 
-// apply writes c and, when the entry ends, purges its sealed content and gives
-// back a send-limit count nothing was sent for (releaseUnsent).
+// apply writes c and, when the entry ends, purges its sealed content and,
+// in dispatch, gives back a send-limit count nothing was sent for
+// (giveBack).
 func (s *core) apply(ctx context.Context, c Change, out Outcome) (DispatchResult, error) {
 	e, err := s.write(ctx, c)
 	if err != nil {
@@ -83,8 +84,8 @@ func (s *core) apply(ctx context.Context, c Change, out Outcome) (DispatchResult
 		}
 		// An entry that ends limited was refused by the counters: nothing to
 		// give back (a stale dispatch that counted it gives its own back).
-		if e.State != Limited {
-			if err := s.releaseUnsent(ctx, e); err != nil {
+		if e.State != Limited && s.giveBack != nil {
+			if err := s.giveBack(ctx, e); err != nil {
 				return DispatchResult{Outcome: out, Entry: e}, err
 			}
 		}
@@ -192,7 +193,7 @@ func (s *core) decision(e Entry, to State, w Worker, reason, ackID string) (Chan
 // releaseUnsent gives back the send-limit count of the ended entry e if the
 // limits may have counted it and nothing of it can have reached the
 // provider. An entry never claimed was never admitted.
-func (s *core) releaseUnsent(ctx context.Context, e Entry) error {
+func (s *Dispatcher) releaseUnsent(ctx context.Context, e Entry) error {
 	if !e.State.Terminal() && e.State != Quarantined || !e.Unsent() ||
 		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
 		return nil
@@ -204,8 +205,8 @@ func (s *core) releaseUnsent(ctx context.Context, e Entry) error {
 }
 
 // limitsOn reports whether dispatch admits entries of channel ch through the
-// limits (the constructors make sure the ports they need are there).
-func (s *core) limitsOn(ch Channel) bool { return s.limits.on(ch) }
+// limits (the constructor makes sure the ports they need are there).
+func (s *Dispatcher) limitsOn(ch Channel) bool { return s.limits.on(ch) }
 
 func (s *core) clearDeferral(n *Entry) {
 	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""

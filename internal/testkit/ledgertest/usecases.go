@@ -16,7 +16,7 @@ import (
 //
 // A port left nil is the test's way of saying the control is off: it is
 // given as the explicit off value (ledger.NoBudget, NoProgress, NoTimeline,
-// KeepCounts, ReadRowAlone) before the constructor sees it; a nil Scheduler becomes one
+// ReadRowAlone) before the constructor sees it; a nil Scheduler becomes one
 // that fails every hand-back. The constructors' own refusal of a missing
 // port is tested with the constructors themselves (ledger's
 // TestConstructorsNameMissingPorts), not through this type.
@@ -45,9 +45,6 @@ func (u *UseCases) Filled() ledger.Ports {
 	}
 	if p.Timeline == nil {
 		p.Timeline = ledger.NoTimeline
-	}
-	if p.Limiter == nil {
-		p.Limiter = ledger.KeepCounts
 	}
 	if p.FirstReads == nil {
 		p.FirstReads = ledger.ReadRowAlone
