@@ -297,6 +297,20 @@ func (l Limits) on(ch Channel) bool {
 // counting reports whether a rule limits entries of any channel.
 func (l Limits) counting() bool { return l.on(SMS) || l.on(Email) }
 
+// admission is dispatch's send limits and supersession: the policy, the
+// counters, and what the rules read (the newest challenge per subject, the
+// destination's fingerprint, the number's region, the subject's timeline).
+// Its methods decide without writing; the Dispatcher's methods in this file
+// write what they decide.
+type admission struct {
+	limits       Limits
+	limiter      Limiter
+	challenges   Challenges
+	fingerprints Fingerprinter
+	numberOf     NumberOf
+	timeline     Timeline
+}
+
 // Supersedable reports whether a newer challenge may still end e: it is
 // claimed or deferred, and nothing of it can have reached the provider
 // (Unsent: no attempt, or only attempts answered with a definite not
@@ -307,7 +321,7 @@ func Supersedable(e Entry) bool {
 
 // superseded returns the newer challenge that supersedes e, if any. Only a
 // entry nothing of which reached the provider is superseded.
-func (s *Dispatcher) superseded(ctx context.Context, e Entry) (string, bool, error) {
+func (s *admission) superseded(ctx context.Context, e Entry) (string, bool, error) {
 	if !s.limits.Supersede || e.SubjectRef == "" || !Supersedable(e) {
 		return "", false, nil
 	}
@@ -370,7 +384,7 @@ type errRefused struct {
 func (e *errRefused) Error() string { return e.reason }
 
 // counts returns the counters the message msg of entry e counts in.
-func (s *Dispatcher) counts(ctx context.Context, e Entry, msg Message) ([]Count, error) {
+func (s *admission) counts(ctx context.Context, e Entry, msg Message) ([]Count, error) {
 	l, ch := s.limits, e.Identity.Channel
 	var cs []Count
 	var region string

@@ -154,11 +154,11 @@ func (s *core) handBack() handBack { return handBack{window: s.policy.RedriveAft
 // the due time of the newest message. It writes nothing without marks
 // (NoProgress) or a time. Its error is the caller's to log: a mark that did
 // not move only costs hand-backs.
-func (s *Dispatcher) Read(ctx context.Context, src Source, t time.Time) error {
+func (s *streamMarks) Read(ctx context.Context, src Source, t time.Time) error {
 	if s.progress == NoProgress || t.IsZero() {
 		return nil
 	}
-	now := s.now()
+	now := s.clock()
 	if src == FromStream {
 		behind := max(now.Sub(t), 0)
 		if s.lagRecorded(behind, now) {
@@ -184,15 +184,15 @@ const HeardEvery = 5 * time.Second
 // they were seen only hold a lateness as large, or a window written by a
 // clock behind: it closes sooner, which costs hand-backs, never one
 // skipped.
-func (s *Dispatcher) lagRecorded(behind time.Duration, now time.Time) bool {
+func (s *streamMarks) lagRecorded(behind time.Duration, now time.Time) bool {
 	l := s.progress.Seen().Stream
-	return l.Behind > behind && now.Sub(l.At) < s.policy.RedriveAfter && now.Sub(l.moved()) < HeardEvery
+	return l.Behind > behind && now.Sub(l.At) < s.redriveAfter && now.Sub(l.moved()) < HeardEvery
 }
 
 // recordLag records the stream's lateness behind at now (Progress.Lagging)
 // and returns the lag stored after it.
-func (s *Dispatcher) recordLag(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
-	return s.progress.Lagging(ctx, behind, now, now.Add(-s.policy.RedriveAfter))
+func (s *streamMarks) recordLag(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
+	return s.progress.Lagging(ctx, behind, now, now.Add(-s.redriveAfter))
 }
 
 // streamKeepsClaimUntil reports whether reconcile leaves the claim e,
@@ -202,14 +202,24 @@ func (s *Dispatcher) recordLag(ctx context.Context, behind time.Duration, now ti
 // refreshes them); otherwise this claim's own lateness is recorded, and the
 // lag stored after that answers. Without marks (NoProgress), or if the
 // write fails, it does not: the caller holds the slot.
-func (s *Dispatcher) streamKeepsClaimUntil(ctx context.Context, e Entry, at time.Time) bool {
+func (s *streamMarks) streamKeepsClaimUntil(ctx context.Context, e Entry, at time.Time) bool {
 	if s.progress == NoProgress || e.State != Claimed {
 		return false
 	}
-	if s.handBack().streamKeepsClaim(s.progress.Seen(), e, at) {
+	hb := handBack{window: s.redriveAfter}
+	if hb.streamKeepsClaim(s.progress.Seen(), e, at) {
 		return true
 	}
-	now := s.now()
+	now := s.clock()
 	l, err := s.recordLag(ctx, max(now.Sub(e.UpdatedAt), 0), now)
-	return err == nil && s.handBack().streamKeepsClaim(Marks{Stream: l}, e, at)
+	return err == nil && hb.streamKeepsClaim(Marks{Stream: l}, e, at)
+}
+
+// streamMarks is dispatch's side of the stream marks: it records how far
+// dispatch has read (Read), and answers whether reconcile leaves a claim to
+// this dispatch while it waits for its slot.
+type streamMarks struct {
+	progress     Progress
+	clock        func() time.Time // the use case's clock, as core.now reads it
+	redriveAfter time.Duration    // Policy.RedriveAfter: the hand-back window
 }

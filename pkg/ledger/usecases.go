@@ -76,18 +76,13 @@ func newSender(role string, c core, p Ports, sends func(Capabilities) bool) (sen
 // Dispatcher sends claimed and due deferred entries (functions/dispatch).
 type Dispatcher struct {
 	sender
-	budget       Budget
-	scheduler    Scheduler
-	progress     Progress
-	limits       Limits
-	limiter      Limiter
-	challenges   Challenges
-	fingerprints Fingerprinter
-	numberOf     NumberOf
-	timeline     Timeline
-	firstReads   FirstReads
-	sleep        func(ctx context.Context, d time.Duration) error
-	jitter       func() float64
+	admission   // the send limits and supersession (limits.go)
+	streamMarks // how far it has read, for reconcile (progress.go)
+	budget      Budget
+	scheduler   Scheduler
+	firstReads  FirstReads
+	sleep       func(ctx context.Context, d time.Duration) error
+	jitter      func() float64
 }
 
 // NewDispatcher builds the dispatch use case. Beyond every use case's
@@ -120,9 +115,12 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 	if err := need.err(); err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{sender: snd, budget: p.Budget, scheduler: p.Scheduler, progress: p.Progress,
-		limits: l, limiter: p.Limiter, challenges: p.Challenges, fingerprints: p.Fingerprints, numberOf: p.NumberOf, timeline: p.Timeline,
-		firstReads: p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
+	d := &Dispatcher{sender: snd, budget: p.Budget, scheduler: p.Scheduler,
+		admission: admission{limits: l, limiter: p.Limiter, challenges: p.Challenges, fingerprints: p.Fingerprints,
+			numberOf: p.NumberOf, timeline: p.Timeline},
+		streamMarks: streamMarks{progress: p.Progress, redriveAfter: c.policy.RedriveAfter},
+		firstReads:  p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
+	d.streamMarks.clock = d.now
 	d.giveBack = d.releaseUnsent // the only use case that gives a count back
 	if d.firstReads == ReadRowAlone {
 		d.firstReads = rowFirst{store: c.store}

@@ -193,7 +193,7 @@ func (s *core) decision(e Entry, to State, w Worker, reason, ackID string) (Chan
 // releaseUnsent gives back the send-limit count of the ended entry e if the
 // limits may have counted it and nothing of it can have reached the
 // provider. An entry never claimed was never admitted.
-func (s *Dispatcher) releaseUnsent(ctx context.Context, e Entry) error {
+func (s *admission) releaseUnsent(ctx context.Context, e Entry) error {
 	if !e.State.Terminal() && e.State != Quarantined || !e.Unsent() ||
 		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
 		return nil
@@ -206,7 +206,7 @@ func (s *Dispatcher) releaseUnsent(ctx context.Context, e Entry) error {
 
 // limitsOn reports whether dispatch admits entries of channel ch through the
 // limits (the constructor makes sure the ports they need are there).
-func (s *Dispatcher) limitsOn(ch Channel) bool { return s.limits.on(ch) }
+func (s *admission) limitsOn(ch Channel) bool { return s.limits.on(ch) }
 
 func (s *core) clearDeferral(n *Entry) {
 	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
