@@ -32,6 +32,10 @@ func TestClaimRefusesADictionaryTheStageLacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	another, err := envelope.NewDictionaries([]byte("another"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name  string
 		set   envelope.Dictionaries
@@ -39,7 +43,7 @@ func TestClaimRefusesADictionaryTheStageLacks(t *testing.T) {
 		claim bool
 	}{
 		{"no dictionaries", nil, body, false},
-		{"another dictionary", must(envelope.NewDictionaries([]byte("another"))), body, false},
+		{"another dictionary", another, body, false},
 		{"the dictionary", held, body, true},
 		{"version 2, no dictionaries", nil, wireV2(t, now), true},
 	} {
@@ -72,11 +76,4 @@ func wireV2(t *testing.T, now time.Time) string {
 		t.Fatal("handlertest.Sealer wrote a dictionary")
 	}
 	return body
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }

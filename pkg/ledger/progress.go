@@ -186,13 +186,13 @@ const HeardEvery = 5 * time.Second
 // skipped.
 func (s *streamMarks) lagRecorded(behind time.Duration, now time.Time) bool {
 	l := s.progress.Seen().Stream
-	return l.Behind > behind && now.Sub(l.At) < s.redriveAfter && now.Sub(l.moved()) < HeardEvery
+	return l.Behind > behind && now.Sub(l.At) < s.rule.window && now.Sub(l.moved()) < HeardEvery
 }
 
 // recordLag records the stream's lateness behind at now (Progress.Lagging)
 // and returns the lag stored after it.
 func (s *streamMarks) recordLag(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
-	return s.progress.Lagging(ctx, behind, now, now.Add(-s.redriveAfter))
+	return s.progress.Lagging(ctx, behind, now, now.Add(-s.rule.window))
 }
 
 // streamKeepsClaimUntil reports whether reconcile leaves the claim e,
@@ -206,20 +206,19 @@ func (s *streamMarks) streamKeepsClaimUntil(ctx context.Context, e Entry, at tim
 	if s.progress == NoProgress || e.State != Claimed {
 		return false
 	}
-	hb := handBack{window: s.redriveAfter}
-	if hb.streamKeepsClaim(s.progress.Seen(), e, at) {
+	if s.rule.streamKeepsClaim(s.progress.Seen(), e, at) {
 		return true
 	}
 	now := s.clock()
 	l, err := s.recordLag(ctx, max(now.Sub(e.UpdatedAt), 0), now)
-	return err == nil && hb.streamKeepsClaim(Marks{Stream: l}, e, at)
+	return err == nil && s.rule.streamKeepsClaim(Marks{Stream: l}, e, at)
 }
 
 // streamMarks is dispatch's side of the stream marks: it records how far
 // dispatch has read (Read), and answers whether reconcile leaves a claim to
 // this dispatch while it waits for its slot.
 type streamMarks struct {
-	progress     Progress
-	clock        func() time.Time // the use case's clock, as core.now reads it
-	redriveAfter time.Duration    // Policy.RedriveAfter: the hand-back window
+	progress Progress
+	clock    func() time.Time // the use case's clock, as core.now reads it
+	rule     handBack         // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
 }

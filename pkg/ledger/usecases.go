@@ -118,7 +118,7 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 	d := &Dispatcher{sender: snd, budget: p.Budget, scheduler: p.Scheduler,
 		admission: admission{limits: l, limiter: p.Limiter, challenges: p.Challenges, fingerprints: p.Fingerprints,
 			numberOf: p.NumberOf, timeline: p.Timeline},
-		streamMarks: streamMarks{progress: p.Progress, redriveAfter: c.policy.RedriveAfter},
+		streamMarks: streamMarks{progress: p.Progress, rule: c.handBack()},
 		firstReads:  p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
 	d.streamMarks.clock = d.now
 	d.giveBack = d.releaseUnsent // the only use case that gives a count back

@@ -1,4 +1,4 @@
-// Package dispatch builds the dispatch function's ports (see package wire):
+// Package dispatchports builds the dispatch function's ports (see package wire):
 // the dispatch queue (SQS) it hands deferred rows back through, the content
 // key (KMS Decrypt), the attempt-proof key and the fingerprint key (KMS
 // GenerateMac), the

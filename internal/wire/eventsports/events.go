@@ -1,4 +1,4 @@
-// Package events builds the events function's ports (see package wire):
+// Package eventsports builds the events function's ports (see package wire):
 // the attempt-proof key (KMS VerifyMac), with which it checks that a
 // provider event comes from a send dispatch made. Only functions/events
 // imports it.

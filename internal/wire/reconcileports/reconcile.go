@@ -1,4 +1,4 @@
-// Package reconcile builds the reconcile function's ports (see package
+// Package reconcileports builds the reconcile function's ports (see package
 // wire): the dispatch queue (SQS) it hands due rows back through, the
 // dispatch marks (the budget table, DynamoDB), the content key (KMS Decrypt)
 // for a same-key retry when a channel goes through the webhook (the only

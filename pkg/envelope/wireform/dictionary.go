@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/resetledger/resetledger/pkg/charclass"
 )
 
 // MaxDictionary is the longest preset dictionary: DEFLATE's window, the
@@ -17,17 +19,10 @@ func DictionaryID(d []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func isDictionaryID(s string) bool {
-	if len(s) != 2*sha256.Size {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isDictionaryID(s string) bool { return len(s) == 2*sha256.Size && lowerHex.All(s) }
+
+// lowerHex is the alphabet of a DictionaryID.
+var lowerHex = charclass.Of("0123456789abcdef")
 
 // Dictionaries is the set of preset dictionaries a stage holds, by
 // DictionaryID (docs/intent-v2.md §1.5): the claim function refuses a

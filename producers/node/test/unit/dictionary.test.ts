@@ -28,30 +28,10 @@ import {
 } from '@resetledger/producer';
 
 import { compress, sealWith } from '../../dist/envelope.js';
-import { FakeKMS, FakeSQS, loadVectors, notification, type VectorNotification } from './fixtures.js';
+import { FakeKMS, FakeSQS, loadVectors, notification, validNotification, type IntentVector } from './fixtures.js';
 
-interface DictionaryVector {
-  name: string;
-  notification: VectorNotification;
-  dedupe_key: string;
-  content_hash: string;
-  plaintext: string;
-  plaintext_hex: string;
-  deflate_hex: string;
-  encryption_context: Record<string, string>;
-  aad_hex: string;
-  generate_data_key: { KeyId: string; Plaintext_hex: string; CiphertextBlob_base64: string };
-  nonce_hex: string;
-  sealed_content: Envelope;
-  envelope_preimage: string;
-  envelope: string;
-  binding: string;
-  generate_mac: { KeyId: string; MacAlgorithm: string; Mac_base64: string };
-  intent_mac: string;
-  body: string;
-}
 
-const doc = loadVectors<{ description: string; dictionary: string; dictionary_id: string; vectors: DictionaryVector[] }>('dictionary.json');
+const doc = loadVectors<{ description: string; dictionary: string; dictionary_id: string; vectors: IntentVector[] }>('dictionary.json');
 const dictionary = Buffer.from(doc.dictionary, 'utf8');
 
 const sha256 = (b: Buffer | string): string => createHash('sha256').update(b).digest('hex');
@@ -281,16 +261,4 @@ describe('the dictionary option', () => {
   });
 });
 
-function valid(): Notification {
-  return {
-    challengeId: 'chal-7f3a9c01',
-    channel: 'email',
-    workflow: { kind: 'single' },
-    destinationRef: 'acct-1001:email',
-    expiresAt: new Date('2026-11-30T10:50:00Z'),
-    templateId: 'reset-email',
-    templateVersion: '3',
-    policyVersion: 'policy-1',
-    message: { to: 'player1001@example.com', subject: 'Reset your password', body: 'x' },
-  };
-}
+const valid = (): Notification => validNotification('x');

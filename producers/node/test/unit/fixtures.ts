@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 import { GenerateDataKeyCommand, GenerateMacCommand, type GenerateMacCommandInput } from '@aws-sdk/client-kms';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
-import type { DataKeyClient, MacClient, Notification, QueueClient } from '@resetledger/producer';
+import type { DataKeyClient, Envelope, MacClient, Notification, QueueClient } from '@resetledger/producer';
 
 /** testdata/vectors of the repository (this package is producers/node). */
 export const vectorsDir = new URL('../../../../testdata/vectors/', import.meta.url);
@@ -138,4 +138,43 @@ export function serviceError(name: string, status: number, message = `fake ${nam
   e.$metadata = { httpStatusCode: status };
   e.$fault = status >= 500 ? 'server' : 'client';
   return e;
+}
+
+/** A vector of intents.json or dictionary.json: a notification and what a producer computes from it. */
+export interface IntentVector {
+  name: string;
+  notification: VectorNotification;
+  dedupe_key_preimage: string;
+  dedupe_key: string;
+  content_hash_preimage_hex: string;
+  content_hash: string;
+  plaintext: string;
+  plaintext_hex: string;
+  encryption_context: Record<string, string>;
+  aad_hex: string;
+  generate_data_key: { KeyId: string; Plaintext_hex: string; CiphertextBlob_base64: string };
+  nonce_hex: string;
+  sealed_content: Envelope;
+  deflate_hex: string;
+  envelope_preimage: string;
+  envelope: string;
+  binding: string;
+  generate_mac: { KeyId: string; MacAlgorithm: string; Mac_base64: string };
+  intent_mac: string;
+  body: string;
+}
+
+/** A notification the producer accepts, with message body `body`. */
+export function validNotification(body: string): Notification {
+  return {
+    challengeId: 'chal-7f3a9c01',
+    channel: 'email',
+    workflow: { kind: 'single' },
+    destinationRef: 'acct-1001:email',
+    expiresAt: new Date('2026-11-30T10:50:00Z'),
+    templateId: 'reset-email',
+    templateVersion: '3',
+    policyVersion: 'policy-1',
+    message: { to: 'player1001@example.com', subject: 'Reset your password', body },
+  };
 }

@@ -18,25 +18,13 @@ import {
   type ProducerOptions,
 } from '@resetledger/producer';
 
-import { FakeKMS, FakeSQS, serviceError } from './fixtures.js';
+import { FakeKMS, FakeSQS, serviceError, validNotification } from './fixtures.js';
 
 const CANARY = 'CANARY-token-7f3a9c';
 const ADDRESS = 'player1001@example.com';
 const NOW = new Date('2026-11-30T10:40:00Z');
 
-function valid(): Notification {
-  return {
-    challengeId: 'chal-7f3a9c01',
-    channel: 'email',
-    workflow: { kind: 'single' },
-    destinationRef: 'acct-1001:email',
-    expiresAt: new Date('2026-11-30T10:50:00Z'),
-    templateId: 'reset-email',
-    templateVersion: '3',
-    policyVersion: 'policy-1',
-    message: { to: ADDRESS, subject: 'Reset your password', body: `https://game.example.com/reset?token=${CANARY}` },
-  };
-}
+const valid = (): Notification => validNotification(`https://game.example.com/reset?token=${CANARY}`);
 
 const dataKey = { plaintext: new Uint8Array(32).fill(7), blob: new Uint8Array([1, 2, 3]), keyId: 'arn:aws:kms:us-east-1:111122223333:key/k' };
 

@@ -25,30 +25,8 @@ import {
 } from '@resetledger/producer';
 
 import { sealWith } from '../../dist/envelope.js';
-import { FakeKMS, FakeSQS, loadVectors, notification, writeVectors, type VectorNotification } from './fixtures.js';
+import { FakeKMS, FakeSQS, loadVectors, notification, writeVectors, type IntentVector, type VectorNotification } from './fixtures.js';
 
-interface IntentVector {
-  name: string;
-  notification: VectorNotification;
-  dedupe_key_preimage: string;
-  dedupe_key: string;
-  content_hash_preimage_hex: string;
-  content_hash: string;
-  plaintext: string;
-  plaintext_hex: string;
-  encryption_context: Record<string, string>;
-  aad_hex: string;
-  generate_data_key: { KeyId: string; Plaintext_hex: string; CiphertextBlob_base64: string };
-  nonce_hex: string;
-  sealed_content: Envelope;
-  deflate_hex: string;
-  envelope_preimage: string;
-  envelope: string;
-  binding: string;
-  generate_mac: { KeyId: string; MacAlgorithm: string; Mac_base64: string };
-  intent_mac: string;
-  body: string;
-}
 
 interface InvalidVector {
   name: string;

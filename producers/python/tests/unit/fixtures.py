@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from resetledger_producer import Channel, Message, Notification, Workflow, WorkflowKind
+from resetledger_producer import Channel, DataKey, Envelope, Message, Notification, Workflow, WorkflowKind
 
 VECTORS_DIR = Path(__file__).resolve().parents[4] / "testdata" / "vectors"
 """testdata/vectors of the repository (this package is producers/python)."""
@@ -118,3 +120,18 @@ def service_error(code: str, status: int, operation: str = "SendMessage") -> Exc
         {"Error": {"Code": code, "Message": f"fake {code}"}, "ResponseMetadata": {"HTTPStatusCode": status}},  # type: ignore[typeddict-item]
         operation,
     )
+
+
+def sha256(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def data_key(v: dict[str, Any]) -> DataKey:
+    """What the vector's GenerateDataKey returned."""
+    g = v["generate_data_key"]
+    return DataKey(plaintext=bytes.fromhex(g["Plaintext_hex"]), ciphertext_blob=base64.b64decode(g["CiphertextBlob_base64"]), key_id=g["KeyId"])
+
+
+def envelope(d: dict[str, Any]) -> Envelope:
+    """A vector's sealed_content, of any version (dict only in version 3)."""
+    return Envelope(v=d["v"], alg=d["alg"], kms_key_id=d["kms_key_id"], dict_id=d.get("dict"), edk=d["edk"], nonce=d["nonce"], ct=d["ct"])

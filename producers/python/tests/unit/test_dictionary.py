@@ -42,24 +42,17 @@ from resetledger_producer import (
 )
 from resetledger_producer.envelope import compress
 
-from .fixtures import FakeKMS, FakeSQS, load_vectors, notification
+from .fixtures import FakeKMS, FakeSQS, data_key, envelope, load_vectors, notification, sha256
 
 DOC: dict[str, Any] = load_vectors("dictionary.json")
 VECTORS: list[dict[str, Any]] = DOC["vectors"]
 DICTIONARY: bytes = DOC["dictionary"].encode()
 
 
-def sha256(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()
 
 
-def data_key(v: dict[str, Any]) -> DataKey:
-    g = v["generate_data_key"]
-    return DataKey(plaintext=bytes.fromhex(g["Plaintext_hex"]), ciphertext_blob=base64.b64decode(g["CiphertextBlob_base64"]), key_id=g["KeyId"])
 
 
-def envelope(d: dict[str, Any]) -> Envelope:
-    return Envelope(v=d["v"], alg=d["alg"], kms_key_id=d["kms_key_id"], dict_id=d.get("dict"), edk=d["edk"], nonce=d["nonce"], ct=d["ct"])
 
 
 def _open(data_key: bytes | bytearray, key: str, e: dict[str, Any], dictionary: bytes | None) -> str:

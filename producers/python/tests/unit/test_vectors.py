@@ -4,7 +4,6 @@ the Go tests generate from the Go implementation and check."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import zlib
@@ -37,23 +36,16 @@ from resetledger_producer import (
     validate,
 )
 
-from .fixtures import VECTORS_DIR, FakeKMS, FakeSQS, load_vectors, notification, parse_time
+from .fixtures import FakeKMS, FakeSQS, VECTORS_DIR, data_key, envelope, load_vectors, notification, parse_time, sha256
 
 INTENTS: list[dict[str, Any]] = load_vectors("intents.json")["vectors"]
 INVALID: dict[str, Any] = load_vectors("invalid.json")
 
 
-def sha256(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()
 
 
-def data_key(v: dict[str, Any]) -> DataKey:
-    g = v["generate_data_key"]
-    return DataKey(plaintext=bytes.fromhex(g["Plaintext_hex"]), ciphertext_blob=base64.b64decode(g["CiphertextBlob_base64"]), key_id=g["KeyId"])
 
 
-def envelope(d: dict[str, Any]) -> Envelope:
-    return Envelope(v=d["v"], alg=d["alg"], kms_key_id=d["kms_key_id"], edk=d["edk"], nonce=d["nonce"], ct=d["ct"])
 
 
 def test_there_are_vectors() -> None:
