@@ -10,7 +10,7 @@ func NewDispatcherWithAnyPolicy(p Ports) (*Dispatcher, error) {
 	p.Policy = DefaultPolicy()
 	d, err := NewDispatcher(p)
 	if err == nil {
-		d.policy = policy
+		d.core.policy = policy
 	}
 	return d, err
 }

@@ -15,7 +15,7 @@ import (
 
 // Claimer claims intents (functions/claim).
 type Claimer struct {
-	core
+	core       core
 	limits     Limits // whether older challenges are superseded
 	challenges Challenges
 }
@@ -38,7 +38,7 @@ func NewClaimer(p Ports) (*Claimer, error) {
 // sender is what dispatch and reconcile's same-key retry share: the
 // transports, the opener of sealed content and the attempt proofs.
 type sender struct {
-	core
+	core       *core // its owner's
 	transports map[Channel]Transport
 	opener     Opener
 	proofs     Proofs
@@ -48,7 +48,7 @@ type sender struct {
 // for the transports whose sends this use case makes (sends), the opener
 // of their content and, where they report provider events, Proofs (those
 // sends carry a proof).
-func newSender(role string, c core, p Ports, sends func(Capabilities) bool) (sender, error) {
+func newSender(role string, p Ports, sends func(Capabilities) bool) (sender, error) {
 	need := portCheck{useCase: role}
 	need.port(len(p.Transports) > 0, "Transports")
 	opens, events := false, false
@@ -70,12 +70,13 @@ func newSender(role string, c core, p Ports, sends func(Capabilities) bool) (sen
 	if err := need.err(); err != nil {
 		return sender{}, err
 	}
-	return sender{core: c, transports: p.Transports, opener: p.Opener, proofs: p.Proofs}, nil
+	return sender{transports: p.Transports, opener: p.Opener, proofs: p.Proofs}, nil
 }
 
 // Dispatcher sends claimed and due deferred entries (functions/dispatch).
 type Dispatcher struct {
-	sender
+	core        core
+	sender      sender
 	admission   // the send limits and supersession (limits.go)
 	streamMarks // how far it has read, for reconcile (progress.go)
 	budget      Budget
@@ -97,7 +98,7 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	snd, err := newSender("dispatch", c, p, func(Capabilities) bool { return true })
+	snd, err := newSender("dispatch", p, func(Capabilities) bool { return true })
 	if err != nil {
 		return nil, err
 	}
@@ -115,13 +116,14 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 	if err := need.err(); err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{sender: snd, budget: p.Budget, scheduler: p.Scheduler,
+	d := &Dispatcher{core: c, sender: snd, budget: p.Budget, scheduler: p.Scheduler,
 		admission: admission{limits: l, limiter: p.Limiter, challenges: p.Challenges, fingerprints: p.Fingerprints,
 			numberOf: p.NumberOf, timeline: p.Timeline},
 		streamMarks: streamMarks{progress: p.Progress, rule: c.handBack()},
 		firstReads:  p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
-	d.streamMarks.clock = d.now
-	d.giveBack = d.releaseUnsent // the only use case that gives a count back
+	d.sender.core = &d.core
+	d.streamMarks.clock = d.core.now
+	d.core.giveBack = d.releaseUnsent // the only use case that gives a count back
 	if d.firstReads == ReadRowAlone {
 		d.firstReads = rowFirst{store: c.store}
 	}
@@ -137,7 +139,8 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 // Reconciler sweeps dispatching and unknown entries and hands back what no
 // dispatch picked up (functions/reconcile).
 type Reconciler struct {
-	sender
+	core      core
+	sender    sender
 	scheduler Scheduler
 	progress  Progress
 }
@@ -152,7 +155,7 @@ func NewReconciler(p Ports) (*Reconciler, error) {
 	}
 	// Reconcile sends only a same-key retry, through a transport that
 	// honours an idempotency key.
-	snd, err := newSender("reconcile", c, p, func(caps Capabilities) bool { return caps.IdempotencyWindow > 0 })
+	snd, err := newSender("reconcile", p, func(caps Capabilities) bool { return caps.IdempotencyWindow > 0 })
 	if err != nil {
 		return nil, err
 	}
@@ -162,12 +165,14 @@ func NewReconciler(p Ports) (*Reconciler, error) {
 	if err := need.err(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{sender: snd, scheduler: p.Scheduler, progress: p.Progress}, nil
+	r := &Reconciler{core: c, sender: snd, scheduler: p.Scheduler, progress: p.Progress}
+	r.sender.core = &r.core
+	return r, nil
 }
 
 // Expirer ends held and claimed entries whose challenge expired
 // (functions/expire).
-type Expirer struct{ core }
+type Expirer struct{ core core }
 
 // NewExpirer builds the expire use case from every use case's ports.
 func NewExpirer(p Ports) (*Expirer, error) {
@@ -175,12 +180,12 @@ func NewExpirer(p Ports) (*Expirer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Expirer{c}, nil
+	return &Expirer{core: c}, nil
 }
 
 // EventRecorder records provider events (functions/events).
 type EventRecorder struct {
-	core
+	core   core
 	proofs Proofs
 }
 
@@ -201,7 +206,7 @@ func NewEventRecorder(p Ports) (*EventRecorder, error) {
 
 // Resolver records operators' decisions on quarantined entries
 // (functions/operate).
-type Resolver struct{ core }
+type Resolver struct{ core core }
 
 // NewResolver builds the operator use case from every use case's ports.
 func NewResolver(p Ports) (*Resolver, error) {
@@ -209,7 +214,7 @@ func NewResolver(p Ports) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Resolver{c}, nil
+	return &Resolver{core: c}, nil
 }
 
 // The explicit off values.
