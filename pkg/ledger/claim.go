@@ -25,7 +25,7 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	if len(sealed) == 0 {
 		return ClaimResult{}, fieldErr("sealed_content", "missing")
 	}
-	now := s.core.now()
+	now := s.core.Now()
 	if err := s.checkLifetime(in, now); err != nil {
 		return ClaimResult{}, err
 	}
@@ -50,13 +50,13 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 	// common, then costs one request less; a redelivery costs the writes
 	// that fail their conditions instead of a read.
 	to, reason := Expired, "challenge already expired when the intent arrived"
-	if !s.core.expiredAt(row.ExpiresAt, now) {
+	if !s.core.ExpiredAt(row.ExpiresAt, now) {
 		var err error
-		if to, reason, err = s.core.fallbackGate(ctx, in); err != nil {
+		if to, reason, err = s.core.FallbackGate(ctx, in); err != nil {
 			return ClaimResult{}, err
 		}
 	}
-	c, err := s.core.transition(row, to, w, reason, func(e *Entry) { e.Reason = reason })
+	c, err := s.core.Transition(row, to, w, reason, func(e *Entry) { e.Reason = reason })
 	if err != nil {
 		return ClaimResult{}, err
 	}
@@ -68,15 +68,15 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 		}
 		// Content first: the stream record of the claim triggers dispatch,
 		// which must find the content. An existing blob is left alone.
-		if wrote, err = s.core.content.Put(ctx, contentKey(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {
+		if wrote, err = s.core.Content().Put(ctx, contentKey(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {
 			return ClaimResult{}, fmt.Errorf("claim %s: store content: %w", key, err)
 		}
 	}
 	out := map[State]Outcome{Claimed: OutcomeClaimed, Held: OutcomeHeld, Expired: OutcomeExpired, Suppressed: OutcomeSuppressed}[to]
-	created, err := s.core.store.Create(ctx, c.Next)
+	created, err := s.core.Store().Create(ctx, c.Next)
 	if err != nil && !errors.Is(err, ErrConflict) {
 		// The create may have landed before the failure was reported.
-		if fresh, gerr := s.core.store.Get(ctx, key); gerr == nil && fresh.Holds(c.Event.ID) {
+		if fresh, gerr := s.core.Store().Get(ctx, key); gerr == nil && fresh.Holds(c.Event.ID) {
 			created, err = fresh, nil
 		}
 	}
@@ -88,14 +88,14 @@ func (s *Claimer) Claim(ctx context.Context, in Intent, sealed []byte, w Worker)
 		// Lost a race with a concurrent claim of the same identity. Content
 		// we stored that the winning entry will never read is purged now.
 		if wrote && (created.ContentHash != in.ContentHash || created.State.Terminal() || created.State == Quarantined) {
-			_ = s.core.content.Delete(ctx, contentKey(key, in.ContentHash))
+			_ = s.core.Content().Delete(ctx, contentKey(key, in.ContentHash))
 		}
 		return s.existing(ctx, created, in, w)
 	}
 	if err != nil {
 		return ClaimResult{}, fmt.Errorf("claim %s: %w", key, err)
 	}
-	s.core.transitioned(None, created)
+	s.core.Transitioned(None, created)
 	return ClaimResult{Outcome: out, Entry: created}, nil
 }
 
@@ -108,7 +108,7 @@ func (s *Claimer) issuedAt(ctx context.Context, in Intent, now time.Time) (time.
 	if !in.IssuedAt.IsZero() {
 		return in.IssuedAt, nil, nil
 	}
-	e, err := s.core.store.Get(ctx, in.Key())
+	e, err := s.core.Store().Get(ctx, in.Key())
 	switch {
 	case err == nil:
 		return time.Time{}, &e, nil
@@ -121,18 +121,18 @@ func (s *Claimer) issuedAt(ctx context.Context, in Intent, now time.Time) (time.
 // existing handles an intent whose identity already has an entry.
 func (s *Claimer) existing(ctx context.Context, e Entry, in Intent, w Worker) (ClaimResult, error) {
 	var res ClaimResult
-	err := s.core.onConflict(ctx, e, func(e Entry) error {
+	err := s.core.OnConflict(ctx, e, func(e Entry) error {
 		if e.ContentHash == in.ContentHash {
 			res = ClaimResult{Outcome: OutcomeDuplicate, Entry: e}
 			return nil
 		}
 		reason := "content hash " + in.ContentHash + " differs from recorded " + e.ContentHash + "; blocked"
-		c := s.core.record(e, KindContentMismatch, e.State, w, reason, func(n *Entry) { n.Mismatches++ })
+		c := s.core.Record(e, KindContentMismatch, e.State, w, reason, func(n *Entry) { n.Mismatches++ })
 		// The event records the offered hash; the entry keeps its own.
 		c.Event.ContentHash = in.ContentHash
 		c.Event = chain(e.Key, e.Last().Hash, c.Event)
 		c.Next.History[len(c.Next.History)-1] = c.Event
-		got, err := s.core.write(ctx, c)
+		got, err := s.core.Write(ctx, c)
 		res = ClaimResult{Outcome: OutcomeMismatch, Entry: got}
 		return err
 	}, func(Entry) bool { return true })
@@ -152,11 +152,11 @@ func (s *Claimer) existing(ctx context.Context, e Entry, in Intent, w Worker) (C
 // as it claims to live. A refused intent is an invalid one: the claim
 // function dead-letters it with this reason.
 func (s *Claimer) checkLifetime(in Intent, now time.Time) error {
-	if limit := s.core.policy.MaxChallengeLifetime; limit > 0 && in.ExpiresAt.Truncate(Precision).After(now.Add(limit)) {
+	if limit := s.core.Policy().MaxChallengeLifetime; limit > 0 && in.ExpiresAt.Truncate(Precision).After(now.Add(limit)) {
 		return fieldErr("expires_at", fmt.Sprintf("more than %s after the claim's time (the maximum challenge lifetime)", limit))
 	}
-	if in.IssuedAt.Truncate(Precision).After(now.Add(s.core.policy.ExpiryMargin)) {
-		return fieldErr("issued_at", fmt.Sprintf("later than the claim's time by more than the expiry margin (%s)", s.core.policy.ExpiryMargin))
+	if in.IssuedAt.Truncate(Precision).After(now.Add(s.core.Policy().ExpiryMargin)) {
+		return fieldErr("issued_at", fmt.Sprintf("later than the claim's time by more than the expiry margin (%s)", s.core.Policy().ExpiryMargin))
 	}
 	return nil
 }

@@ -215,9 +215,9 @@ type Ports struct {
 	OnTransition func(e Entry)
 }
 
-// core is what every use case holds: the ledger's tables, clock and
+// Core is what every use case holds: the ledger's tables, clock and
 // policy, and the one write path (write.go).
-type core struct {
+type Core struct {
 	store        Store
 	content      ContentStore
 	clock        Clock
@@ -233,23 +233,51 @@ type core struct {
 
 // newCore checks and keeps the ports every use case needs. role names the
 // use case in its errors.
-func newCore(role string, p Ports) (core, error) {
+func newCore(role string, p Ports) (Core, error) {
 	need := portCheck{useCase: role}
 	need.port(p.Store != nil, "Store")
 	need.port(p.Content != nil, "Content")
 	need.port(p.Clock != nil, "Clock")
 	if err := need.err(); err != nil {
-		return core{}, err
+		return Core{}, err
 	}
 	if err := p.Policy.Validate(); err != nil {
-		return core{}, fmt.Errorf("ledger: %s: %w", role, err)
+		return Core{}, fmt.Errorf("ledger: %s: %w", role, err)
 	}
-	c := core{store: p.Store, content: p.Content, clock: p.Clock, policy: p.Policy, ids: p.NewID,
+	c := Core{store: p.Store, content: p.Content, clock: p.Clock, policy: p.Policy, ids: p.NewID,
 		onTransition: p.OnTransition}
 	if c.ids == nil {
 		c.ids = randomID
 	}
 	return c, nil
+}
+
+// Store is the ledger's table.
+func (s *Core) Store() Store { return s.store }
+
+// Content is the store of sealed content.
+func (s *Core) Content() ContentStore { return s.content }
+
+// Policy is the use cases' tunables.
+func (s *Core) Policy() Policy { return s.policy }
+
+// Clock reads the worker's clock, unrounded (Now rounds it).
+func (s *Core) Clock() time.Time { return s.clock() }
+
+// WithContent returns a copy of s that reads and purges content through c
+// (dispatch's first reads, primed).
+func (s Core) WithContent(c ContentStore) Core {
+	s.content = c
+	return s
+}
+
+// WithGiveBack returns a copy of s whose writes that end an entry unsent
+// give its send-limit count back through f. Only dispatch, which counts,
+// sets it; a row another use case ends keeps its count, too high, never
+// too low (docs/design.md, "Counts are exact").
+func (s Core) WithGiveBack(f func(ctx context.Context, e Entry) error) Core {
+	s.giveBack = f
+	return s
 }
 
 // MissingPortError is a use case built without a port it needs.
@@ -283,7 +311,7 @@ func (c *portCheck) err() error {
 	return &MissingPortError{UseCase: c.useCase, Ports: c.missing}
 }
 
-func (s *core) transitioned(from State, e Entry) {
+func (s *Core) Transitioned(from State, e Entry) {
 	if s.onTransition != nil && from != e.State {
 		s.onTransition(e)
 	}
@@ -294,9 +322,9 @@ func (s *core) transitioned(from State, e Entry) {
 // size) and are exact when stored.
 const Precision = time.Millisecond
 
-func (s *core) now() time.Time { return s.clock().UTC().Truncate(Precision) }
+func (s *Core) Now() time.Time { return s.clock().UTC().Truncate(Precision) }
 
-func (s *core) newID() string { return s.ids() }
+func (s *Core) newID() string { return s.ids() }
 
 func randomID() string {
 	var b [16]byte
@@ -304,9 +332,9 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// expiredAt reports whether the challenge counts as expired at now: the
+// ExpiredAt reports whether the challenge counts as expired at now: the
 // worker's clock, minus the safety margin.
-func (s *core) expiredAt(expires, now time.Time) bool {
+func (s *Core) ExpiredAt(expires, now time.Time) bool {
 	return !now.Add(s.policy.ExpiryMargin).Before(expires)
 }
 

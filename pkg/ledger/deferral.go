@@ -64,10 +64,10 @@ func (s *Dispatcher) slot(ctx context.Context, e Entry, w Worker, now time.Time)
 			earliest = e.NextAttemptAt // the provider's wait, not shortened by BudgetWait
 		}
 		// The last send time the move to dispatching still accepts.
-		deadline := e.ExpiresAt.Add(-s.core.policy.ExpiryMargin - Precision)
+		deadline := e.ExpiresAt.Add(-s.core.Policy().ExpiryMargin - Precision)
 		at, err = s.budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
 		if errors.Is(err, ErrNoBudget) {
-			res, err := s.core.expire(ctx, e, w, NotSentReason(BudgetCode), OutcomeExpired)
+			res, err := s.core.Expire(ctx, e, w, NotSentReason(BudgetCode), OutcomeExpired)
 			return time.Time{}, res, err
 		}
 		if err != nil {
@@ -91,7 +91,7 @@ func (s *Dispatcher) slot(ctx context.Context, e Entry, w Worker, now time.Time)
 // Policy.BudgetWait, less if the invocation would not have SendReserve
 // left after it (negative when it has not even that).
 func (s *Dispatcher) maxWait(ctx context.Context) time.Duration {
-	wait := s.core.policy.BudgetWait
+	wait := s.core.Policy().BudgetWait
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl)-SendReserve)
 	}
@@ -124,17 +124,17 @@ func (s *Dispatcher) deferral(ctx context.Context, e Entry, w Worker, reason, co
 	}
 	var c Change
 	if e.State == Deferred {
-		c = s.core.record(e, KindDeferral, Deferred, w, reason, mut)
+		c = s.core.Record(e, KindDeferral, Deferred, w, reason, mut)
 	} else {
 		var err error
-		if c, err = s.core.transition(e, Deferred, w, reason, mut); err != nil {
+		if c, err = s.core.Transition(e, Deferred, w, reason, mut); err != nil {
 			return Entry{}, err
 		}
 	}
 	c.Event.Code, c.Event.NextAttemptAt = code, at
 	c.Event = chain(e.Key, e.Last().Hash, c.Event)
 	c.Next.History[len(c.Next.History)-1] = c.Event
-	got, err := s.core.write(ctx, c)
+	got, err := s.core.Write(ctx, c)
 	if err != nil {
 		return Entry{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
 	}
@@ -178,11 +178,11 @@ func sleepTimer(ctx context.Context, d time.Duration) error {
 // RetryBase * 2^(n-1) capped at RetryMax, the upper half of it random, or
 // the provider's Retry-After if that is longer.
 func (s *Dispatcher) backoff(n int, retryAfter time.Duration) time.Duration {
-	d := s.core.policy.RetryBase
-	for i := 1; i < n && d < s.core.policy.RetryMax; i++ {
+	d := s.core.Policy().RetryBase
+	for i := 1; i < n && d < s.core.Policy().RetryMax; i++ {
 		d *= 2
 	}
-	d = min(d, s.core.policy.RetryMax)
+	d = min(d, s.core.Policy().RetryMax)
 	d = d/2 + time.Duration(s.jitter()*float64(d/2))
 	return max(d, retryAfter).Truncate(Precision)
 }
@@ -197,12 +197,12 @@ func (s *Dispatcher) notSent(ctx context.Context, e Entry, ns *NotSent, w Worker
 	}
 	from := e
 	var res DispatchResult
-	err := s.core.onConflict(ctx, e, func(e Entry) (err error) {
-		next := s.core.now().Add(s.backoff(e.Attempts, ns.RetryAfter))
-		if s.core.expiredAt(e.ExpiresAt, next) && e.State == Dispatching {
+	err := s.core.OnConflict(ctx, e, func(e Entry) (err error) {
+		next := s.core.Now().Add(s.backoff(e.Attempts, ns.RetryAfter))
+		if s.core.ExpiredAt(e.ExpiresAt, next) && e.State == Dispatching {
 			// Unknown (reconcile got there first) cannot end expired
 			// directly; it is deferred, and its wake-up expires it.
-			res, err = s.core.expire(ctx, e, w, NotSentReason(code), OutcomeExpired)
+			res, err = s.core.Expire(ctx, e, w, NotSentReason(code), OutcomeExpired)
 		} else {
 			reason := fmt.Sprintf("transport did not take the message: %s; attempt %d; next attempt at %s", code, e.Attempts, next.UTC().Format(time.RFC3339Nano))
 			res, err = s.deferTo(ctx, e, w, reason, code, next, false)

@@ -34,7 +34,7 @@ type DispatchResult struct {
 // entry is read again and the decision made afresh, so a lost race is a skip
 // and a write that kept the entry due never costs the send.
 func (s *Dispatcher) Dispatch(ctx context.Context, key string, w Worker) (DispatchResult, error) {
-	e, err := s.core.store.Get(ctx, key)
+	e, err := s.core.Store().Get(ctx, key)
 	if err != nil {
 		return DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
 	}
@@ -70,7 +70,7 @@ func (s *Dispatcher) DispatchRow(ctx context.Context, image Entry, w Worker) (Di
 func (s *Dispatcher) dispatch(ctx context.Context, e Entry, w Worker, streamed bool) (DispatchResult, error) {
 	var res DispatchResult
 	var sent, raced bool
-	err := s.core.onConflict(ctx, e, func(e Entry) (err error) {
+	err := s.core.OnConflict(ctx, e, func(e Entry) (err error) {
 		res, sent, err = s.dispatchRow(ctx, e, w, streamed)
 		return err
 	}, func(Entry) bool { raced = true; return !sent }) // a lost race before the send is decided afresh
@@ -90,7 +90,7 @@ func (s *Dispatcher) dispatch(ctx context.Context, e Entry, w Worker, streamed b
 // The decision is the list of stages below, in order: each answers go on
 // or stop (with the result), and none decides what comes after it.
 func (s *Dispatcher) dispatchRow(ctx context.Context, e Entry, w Worker, streamed bool) (_ DispatchResult, sent bool, _ error) {
-	d := &decision{s: s, e: e, w: w, now: s.core.now(), streamed: streamed}
+	d := &decision{s: s, e: e, w: w, now: s.core.Now(), streamed: streamed}
 	for _, stage := range []func(context.Context) (step, error){
 		d.due,            // claimed, or deferred and due
 		d.evidence,       // a deferred attempt the provider reports it took is not sent again
@@ -142,7 +142,7 @@ func stop(res DispatchResult) step { return step{res: res, stop: true} }
 func (d *decision) due(context.Context) (step, error) {
 	switch e := d.e; {
 	case e.State == Claimed:
-	case e.State == Deferred && d.now.Add(d.s.core.policy.BudgetWait).Before(e.NextAttemptAt):
+	case e.State == Deferred && d.now.Add(d.s.core.Policy().BudgetWait).Before(e.NextAttemptAt):
 		return stop(DispatchResult{Outcome: OutcomeNotDue, Entry: e}), nil
 	case e.State == Deferred:
 	default:
@@ -158,15 +158,15 @@ func (d *decision) evidence(ctx context.Context) (step, error) {
 	}
 	// A deferred entry whose earlier attempt the provider reports it took
 	// (and perhaps bounced): another attempt would send twice.
-	res, err := d.s.core.acceptOnEvidence(ctx, d.e, d.w, ev, "dispatch: not sent again")
+	res, err := d.s.core.AcceptOnEvidence(ctx, d.e, d.w, ev, "dispatch: not sent again")
 	return stop(DispatchResult{Outcome: OutcomeSkipped, Entry: res}), err
 }
 
 func (d *decision) unexpired(ctx context.Context) (step, error) {
-	if !d.s.core.expiredAt(d.e.ExpiresAt, d.now) {
+	if !d.s.core.ExpiredAt(d.e.ExpiresAt, d.now) {
 		return next, nil
 	}
-	res, err := d.s.core.expire(ctx, d.e, d.w, expiryReason(d.e), OutcomeExpired)
+	res, err := d.s.core.Expire(ctx, d.e, d.w, expiryReason(d.e), OutcomeExpired)
 	return stop(res), err
 }
 
@@ -247,10 +247,10 @@ func (d *decision) begin(ctx context.Context) (step, error) {
 // request, a paused worker): the send starts only if the challenge still
 // counts as unexpired now. Nothing was sent; the entry says so.
 func (d *decision) stillUnexpired(ctx context.Context) (step, error) {
-	if !d.s.core.expiredAt(d.e.ExpiresAt, d.s.core.now()) {
+	if !d.s.core.ExpiredAt(d.e.ExpiresAt, d.s.core.Now()) {
 		return next, nil
 	}
-	res, err := d.s.core.expire(ctx, d.e, d.w, "challenge expired before the send started; nothing sent", OutcomeExpired)
+	res, err := d.s.core.Expire(ctx, d.e, d.w, "challenge expired before the send started; nothing sent", OutcomeExpired)
 	return stop(res), err
 }
 
@@ -266,11 +266,11 @@ func (s *Dispatcher) open(ctx context.Context, e Entry, w Worker) (*Message, Dis
 	msg, err := s.sender.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		const reason = "sealed content unavailable or failed verification; nothing sent"
-		c, terr := s.core.transition(e, Quarantined, w, reason, func(n *Entry) { s.core.clearDeferral(n); n.Reason = reason })
+		c, terr := s.core.Transition(e, Quarantined, w, reason, func(n *Entry) { s.core.ClearDeferral(n); n.Reason = reason })
 		if terr != nil {
 			return nil, DispatchResult{}, terr
 		}
-		res, err := s.core.apply(ctx, c, OutcomeQuarantined)
+		res, err := s.core.Apply(ctx, c, OutcomeQuarantined)
 		return nil, res, err
 	}
 	if err != nil {
@@ -338,21 +338,21 @@ func (s *Dispatcher) waitForSlot(ctx context.Context, e Entry, w Worker, now, at
 // write is conditioned on the clock as it reads now, not as it read before
 // them.
 func (s *Dispatcher) begin(ctx context.Context, e Entry, w Worker) (Entry, error) {
-	now := s.core.now()
-	c, err := s.core.transition(e, Dispatching, w, dispatchReason(e), func(n *Entry) {
+	now := s.core.Now()
+	c, err := s.core.Transition(e, Dispatching, w, dispatchReason(e), func(n *Entry) {
 		n.Attempts++
 		if n.FirstAttemptAt.IsZero() {
 			n.FirstAttemptAt = now
 		}
-		n.LeaseUntil = now.Add(s.core.policy.Lease)
-		s.core.clearDeferral(n)
+		n.LeaseUntil = now.Add(s.core.Policy().Lease)
+		s.core.ClearDeferral(n)
 		n.Reason = ""
 	})
 	if err != nil {
 		return e, err
 	}
-	c.NotExpiredBy = now.Add(s.core.policy.ExpiryMargin)
-	e, err = s.core.write(ctx, c)
+	c.NotExpiredBy = now.Add(s.core.Policy().ExpiryMargin)
+	e, err = s.core.Write(ctx, c)
 	if err != nil {
 		return e, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
 	}

@@ -9,11 +9,11 @@ import (
 
 // The fallback rule: one active channel per challenge.
 
-// neighbor reads the entry of the channel step places from id's channel in
+// Neighbor reads the entry of the channel step places from id's channel in
 // wf: -1 the earlier fallback channel, +1 the next. ok is false when there
 // is no such channel; a channel without an entry yet is the zero Entry (state
-// None). The one read of a fallback neighbor.
-func (s *core) neighbor(ctx context.Context, id Identity, wf Workflow, step int) (ch Channel, row Entry, ok bool, err error) {
+// None). The one read of a fallback Neighbor.
+func (s *Core) Neighbor(ctx context.Context, id Identity, wf Workflow, step int) (ch Channel, row Entry, ok bool, err error) {
 	if ch, ok = wf.neighbor(id.Channel, step); !ok {
 		return "", Entry{}, false, nil
 	}
@@ -28,11 +28,11 @@ func (s *core) neighbor(ctx context.Context, id Identity, wf Workflow, step int)
 	return ch, row, true, nil
 }
 
-// fallbackGate decides the first state of a new claim: claimed, unless it
+// FallbackGate decides the first state of a new claim: claimed, unless it
 // is a fallback channel, whose state follows its predecessor's. The
 // predecessor's terminal state is immutable, so reading it is safe.
-func (s *core) fallbackGate(ctx context.Context, in Intent) (State, string, error) {
-	prev, p, ok, err := s.neighbor(ctx, in.Identity, in.Workflow, -1)
+func (s *Core) FallbackGate(ctx context.Context, in Intent) (State, string, error) {
+	prev, p, ok, err := s.Neighbor(ctx, in.Identity, in.Workflow, -1)
 	if err != nil {
 		return None, "", fmt.Errorf("claim %s: %w", in.Key(), err)
 	}
@@ -51,7 +51,7 @@ func (s *core) fallbackGate(ctx context.Context, in Intent) (State, string, erro
 //     after prev was accepted, waiting for its delivery or failure;
 //   - suppressed once prev was delivered, that wait passed, or prev ended
 //     any other way.
-func (s *core) heldNext(p Entry, prev Channel) (State, string) {
+func (s *Core) heldNext(p Entry, prev Channel) (State, string) {
 	switch {
 	case p.State == Rejected:
 		return Claimed, fmt.Sprintf("fallback: %s ended rejected", prev)
@@ -62,7 +62,7 @@ func (s *core) heldNext(p Entry, prev Channel) (State, string) {
 		if p.Delivered() {
 			return Suppressed, fmt.Sprintf("fallback not needed: %s was delivered", prev)
 		}
-		if until := p.enteredAt().Add(s.policy.FallbackWait); s.now().Before(until) {
+		if until := p.enteredAt().Add(s.policy.FallbackWait); s.Now().Before(until) {
 			return Held, fmt.Sprintf("fallback: held until %s is delivered or fails permanently, at most until %s", prev, until.Format(time.RFC3339))
 		}
 		if s.policy.FallbackWait > 0 {
@@ -86,35 +86,35 @@ func describeFailure(f Event) string {
 	return d
 }
 
-// settleSuccessor moves the held fallback channel after e, if any, now that
+// SettleSuccessor moves the held fallback channel after e, if any, now that
 // e has ended. It is best effort; the expire sweep settles whatever it
 // misses.
-func (s *core) settleSuccessor(ctx context.Context, e Entry, w Worker) {
+func (s *Core) SettleSuccessor(ctx context.Context, e Entry, w Worker) {
 	if !e.State.Terminal() {
 		return
 	}
-	if _, h, ok, err := s.neighbor(ctx, e.Identity, e.Workflow, +1); ok && err == nil && h.State == Held {
-		_, _ = s.settleHeld(ctx, h, e, w)
+	if _, h, ok, err := s.Neighbor(ctx, e.Identity, e.Workflow, +1); ok && err == nil && h.State == Held {
+		_, _ = s.SettleHeld(ctx, h, e, w)
 	}
 }
 
-// settleHeld moves the held entry h given the entry p of its predecessor:
+// SettleHeld moves the held entry h given the entry p of its predecessor:
 // expired if its challenge expired, else as heldNext says. It reports the
 // new state; Held means nothing was written.
-func (s *core) settleHeld(ctx context.Context, h Entry, p Entry, w Worker) (State, error) {
+func (s *Core) SettleHeld(ctx context.Context, h Entry, p Entry, w Worker) (State, error) {
 	prev, _ := h.Workflow.neighbor(h.Identity.Channel, -1)
 	to, reason := s.heldNext(p, prev)
-	if s.expiredAt(h.ExpiresAt, s.now()) {
+	if s.ExpiredAt(h.ExpiresAt, s.Now()) {
 		to, reason = Expired, "challenge expired while held for the earlier fallback channel"
 	}
 	if to == Held {
 		return Held, nil
 	}
-	c, err := s.transition(h, to, w, reason, func(n *Entry) { n.Reason = reason })
+	c, err := s.Transition(h, to, w, reason, func(n *Entry) { n.Reason = reason })
 	if err != nil {
 		return Held, err
 	}
-	if _, err := s.apply(ctx, c, ""); err != nil {
+	if _, err := s.Apply(ctx, c, ""); err != nil {
 		return Held, err
 	}
 	return to, nil

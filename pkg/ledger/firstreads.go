@@ -81,7 +81,7 @@ func (s *Dispatcher) primed(q FirstQuery, r FirstRead) *Dispatcher {
 		d.challenges = &primedNewest{Challenges: s.challenges, stream: *q.Stream, read: *r.Newest}
 	}
 	if q.ContentKey != "" && r.Content != nil {
-		d.core.content = &primedContent{ContentStore: s.core.content, key: q.ContentKey, read: *r.Content}
+		d.core = d.core.WithContent(&primedContent{ContentStore: s.core.Content(), key: q.ContentKey, read: *r.Content})
 	}
 	d.sender.core = &d.core
 	return &d

@@ -364,14 +364,14 @@ func (s *Claimer) noteChallenge(ctx context.Context, e Entry) error {
 // counted in.
 func (s *Dispatcher) supersede(ctx context.Context, e Entry, w Worker, newer string) (DispatchResult, error) {
 	reason := supersededPrefix + newer
-	c, err := s.core.transition(e, Suppressed, w, reason, func(n *Entry) {
-		s.core.clearDeferral(n)
+	c, err := s.core.Transition(e, Suppressed, w, reason, func(n *Entry) {
+		s.core.ClearDeferral(n)
 		n.Reason = reason
 	})
 	if err != nil {
 		return DispatchResult{}, err
 	}
-	return s.core.apply(ctx, c, OutcomeSuppressed)
+	return s.core.Apply(ctx, c, OutcomeSuppressed)
 }
 
 // errRefused is a limit decision made without a counter: the region is
@@ -436,7 +436,7 @@ func (s *Dispatcher) admit(ctx context.Context, e Entry, w Worker, msg Message) 
 	if len(cs) == 0 {
 		return time.Time{}, DispatchResult{}, nil
 	}
-	a, err := s.admitReclaiming(ctx, e, w, cs, s.core.now())
+	a, err := s.admitReclaiming(ctx, e, w, cs, s.core.Now())
 	if err != nil {
 		return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
 	}
@@ -462,7 +462,7 @@ func (s *Dispatcher) admit(ctx context.Context, e Entry, w Worker, msg Message) 
 // dispatch before its older siblings wake, would find the counter full of
 // them: it would end limited, they superseded, and the player get nothing.
 func (s *Dispatcher) admitReclaiming(ctx context.Context, e Entry, w Worker, cs []Count, now time.Time) (Admission, error) {
-	until := e.ExpiresAt.Add(s.core.policy.Lease)
+	until := e.ExpiresAt.Add(s.core.Policy().Lease)
 	a, err := s.limiter.Admit(ctx, e.Key, cs, now, until)
 	if err != nil || a.Limited < 0 {
 		return a, err
@@ -508,7 +508,7 @@ func (s *Dispatcher) reclaim(ctx context.Context, e Entry, w Worker) (int, error
 		// supersedable: its own dispatch may only have deferred it to a
 		// send slot (a hold), and it still holds its count.
 		last := o
-		err := s.core.onConflict(ctx, o, func(o Entry) error {
+		err := s.core.OnConflict(ctx, o, func(o Entry) error {
 			res, err := s.supersede(ctx, o, w, e.Identity.ChallengeID)
 			if err == nil {
 				last = res.Entry
@@ -535,8 +535,8 @@ func supersededBy(o, e Entry) bool {
 
 // limit ends the claimed entry e limited by rule.
 func (s *Dispatcher) limit(ctx context.Context, e Entry, w Worker, rule Rule, reason string) (DispatchResult, error) {
-	c, err := s.core.transition(e, Limited, w, reason, func(n *Entry) {
-		s.core.clearDeferral(n)
+	c, err := s.core.Transition(e, Limited, w, reason, func(n *Entry) {
+		s.core.ClearDeferral(n)
 		n.Reason = reason
 		n.NotSentCode = LimitCode + string(rule)
 	})
@@ -546,7 +546,7 @@ func (s *Dispatcher) limit(ctx context.Context, e Entry, w Worker, rule Rule, re
 	c.Event.Code = c.Next.NotSentCode
 	c.Event = chain(e.Key, e.Last().Hash, c.Event)
 	c.Next.History[len(c.Next.History)-1] = c.Event
-	return s.core.apply(ctx, c, OutcomeLimited)
+	return s.core.Apply(ctx, c, OutcomeLimited)
 }
 
 // WindowStart is the start of c's window containing now.

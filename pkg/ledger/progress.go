@@ -147,7 +147,7 @@ func (r handBack) streamKeepsClaim(m Marks, e Entry, until time.Time) bool {
 	return e.State == Claimed && r.lagSpeaksFor(m.Stream, m.Stream.At, e.UpdatedAt, until.Add(markSlack))
 }
 
-func (s *core) handBack() handBack { return handBack{window: s.policy.RedriveAfter} }
+func (s *Core) HandBack() handBack { return handBack{window: s.policy.RedriveAfter} }
 
 // Read records what dispatch took from src: for the stream, the claims of
 // one batch (their UpdatedAt, the oldest sets the lateness); for the queue,

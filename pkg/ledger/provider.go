@@ -167,7 +167,7 @@ func (s *EventRecorder) RecordProviderEvent(ctx context.Context, p ProviderEvent
 	if err := s.verifyAttempt(ctx, p); err != nil {
 		return EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
 	}
-	e, err := s.core.store.Get(ctx, p.Key)
+	e, err := s.core.Store().Get(ctx, p.Key)
 	if err != nil {
 		return EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
 	}
@@ -178,7 +178,7 @@ func (s *EventRecorder) RecordProviderEvent(ctx context.Context, p ProviderEvent
 		return EventResult{}, fmt.Errorf("provider event for %s: names attempt %d, the row made %d: %w", p.Key, p.Attempt, e.Attempts, ErrUnproven)
 	}
 	var res EventResult
-	err = s.core.onConflict(ctx, e, func(e Entry) (err error) {
+	err = s.core.OnConflict(ctx, e, func(e Entry) (err error) {
 		res, err = s.recordEvent(ctx, e, p, w)
 		return err
 	}, func(Entry) bool { return true })
@@ -204,22 +204,22 @@ func (s *EventRecorder) recordEvent(ctx context.Context, e Entry, p ProviderEven
 	switch e.State {
 	case Unknown, Quarantined, Deferred:
 		reason := fmt.Sprintf("provider event %s (message %s) is transport evidence that the message was accepted; resolved without an operator", p.Type, p.MessageID)
-		c, err := s.core.decision(e, Accepted, w, reason, p.MessageID)
+		c, err := s.core.Decision(e, Accepted, w, reason, p.MessageID)
 		if err != nil {
 			return EventResult{}, err
 		}
 		c.amend(e.Key, p)
-		r, err := s.core.apply(ctx, c, "")
+		r, err := s.core.Apply(ctx, c, "")
 		return EventResult{Outcome: OutcomeResolved, Entry: r.Entry}, err
 	}
-	c := s.core.record(e, p.Kind, e.State, w, describeEvent(p), nil)
+	c := s.core.Record(e, p.Kind, e.State, w, describeEvent(p), nil)
 	c.amend(e.Key, p)
-	n, err := s.core.write(ctx, c)
+	n, err := s.core.Write(ctx, c)
 	if err != nil {
 		return EventResult{}, fmt.Errorf("provider event for %s: %w", e.Key, err)
 	}
 	if n.State == Accepted && (p.Permanent || p.Kind == KindDelivered) {
-		s.core.settleSuccessor(ctx, n, w)
+		s.core.SettleSuccessor(ctx, n, w)
 	}
 	return EventResult{Outcome: OutcomeRecorded, Entry: n}, nil
 }

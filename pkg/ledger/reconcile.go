@@ -15,22 +15,22 @@ import (
 // state are handled per call.
 func (s *Reconciler) Reconcile(ctx context.Context, w Worker, limit int) (SweepReport, error) {
 	var rep SweepReport
-	now := s.core.now()
-	err := s.core.sweepOpen(ctx, &rep, "reconcile", Dispatching, now, limit, func(e Entry) (string, error) {
-		c, err := s.core.transition(e, Unknown, w, "lease expired without a recorded outcome", func(n *Entry) {
+	now := s.core.Now()
+	err := s.core.SweepOpen(ctx, &rep, "reconcile", Dispatching, now, limit, func(e Entry) (string, error) {
+		c, err := s.core.Transition(e, Unknown, w, "lease expired without a recorded outcome", func(n *Entry) {
 			n.LeaseUntil = timeZero
 			n.NextCheckAt = now
 			n.Reason = "lease expired without a recorded outcome"
 		})
 		if err == nil {
-			_, err = s.core.write(ctx, c)
+			_, err = s.core.Write(ctx, c)
 		}
 		return "dispatching->unknown", err
 	})
 	if err != nil {
 		return rep, err
 	}
-	err = s.core.sweepOpen(ctx, &rep, "reconcile", Unknown, now, limit, func(e Entry) (string, error) {
+	err = s.core.SweepOpen(ctx, &rep, "reconcile", Unknown, now, limit, func(e Entry) (string, error) {
 		return s.resolveUnknown(ctx, e, w)
 	})
 	return rep, err
@@ -38,7 +38,7 @@ func (s *Reconciler) Reconcile(ctx context.Context, w Worker, limit int) (SweepR
 
 // resolveUnknown applies the reconcile policy of the entry's transport.
 func (s *Reconciler) resolveUnknown(ctx context.Context, e Entry, w Worker) (string, error) {
-	now := s.core.now()
+	now := s.core.Now()
 	tr, ok := s.sender.transports[e.Identity.Channel]
 	if !ok {
 		return "", fmt.Errorf("reconcile %s: %s: %w", e.Key, e.Identity.Channel, ErrNoTransport)
@@ -49,14 +49,14 @@ func (s *Reconciler) resolveUnknown(ctx context.Context, e Entry, w Worker) (str
 		// An event may have arrived while the entry was still dispatching:
 		// it was kept in the history, and is the evidence now.
 		if ev, ok := e.ProviderEvidence(); ok {
-			_, err := s.core.acceptOnEvidence(ctx, e, w, ev, "reconcile")
+			_, err := s.core.AcceptOnEvidence(ctx, e, w, ev, "reconcile")
 			return "unknown->accepted (provider event)", err
 		}
-		if now.Before(e.lastAttemptAt().Add(s.core.policy.SettlePeriod)) {
+		if now.Before(e.lastAttemptAt().Add(s.core.Policy().SettlePeriod)) {
 			return "waiting (provider events settle period)", s.recheck(ctx, e, w, now, "reconcile: no provider event yet; waiting for the settle period")
 		}
 		if caps.IdempotencyWindow == 0 && !caps.Lookup {
-			return "unknown->quarantined", s.core.quarantine(ctx, e, w, fmt.Sprintf("no provider event within the settle period of %s, and the transport has no idempotency key or lookup; outcome unknown, needs an operator decision", s.core.policy.SettlePeriod))
+			return "unknown->quarantined", s.core.Quarantine(ctx, e, w, fmt.Sprintf("no provider event within the settle period of %s, and the transport has no idempotency key or lookup; outcome unknown, needs an operator decision", s.core.Policy().SettlePeriod))
 		}
 	}
 
@@ -66,10 +66,10 @@ func (s *Reconciler) resolveUnknown(ctx context.Context, e Entry, w Worker) (str
 			return "", fmt.Errorf("reconcile %s: lookup: %w", e.Key, err)
 		}
 		if found {
-			_, err := s.core.decide(ctx, e, Accepted, w, "reconcile: transport lookup found the message", ack.ID)
+			_, err := s.core.Decide(ctx, e, Accepted, w, "reconcile: transport lookup found the message", ack.ID)
 			return "unknown->accepted (lookup)", err
 		}
-		if now.Before(e.FirstAttemptAt.Add(s.core.policy.SettlePeriod)) {
+		if now.Before(e.FirstAttemptAt.Add(s.core.Policy().SettlePeriod)) {
 			return "waiting (lookup settle period)", s.recheck(ctx, e, w, now, "reconcile: lookup found nothing yet; waiting for the settle period")
 		}
 		// Settled and not found: fall through to the retry or quarantine policy.
@@ -77,28 +77,28 @@ func (s *Reconciler) resolveUnknown(ctx context.Context, e Entry, w Worker) (str
 
 	if caps.IdempotencyWindow > 0 {
 		switch {
-		case s.core.expiredAt(e.ExpiresAt, now):
-			return "unknown->quarantined", s.core.quarantine(ctx, e, w, "same-key retry not allowed: challenge expired; outcome unknown")
-		case e.Attempts >= s.core.policy.MaxAttempts:
-			return "unknown->quarantined", s.core.quarantine(ctx, e, w, fmt.Sprintf("same-key retry budget of %d attempts spent; outcome unknown", s.core.policy.MaxAttempts))
-		case !now.Add(s.core.policy.Lease + s.core.policy.ExpiryMargin).Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
+		case s.core.ExpiredAt(e.ExpiresAt, now):
+			return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "same-key retry not allowed: challenge expired; outcome unknown")
+		case e.Attempts >= s.core.Policy().MaxAttempts:
+			return "unknown->quarantined", s.core.Quarantine(ctx, e, w, fmt.Sprintf("same-key retry budget of %d attempts spent; outcome unknown", s.core.Policy().MaxAttempts))
+		case !now.Add(s.core.Policy().Lease + s.core.Policy().ExpiryMargin).Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
 			// The retry must reach the provider before it forgets the key:
 			// an attempt may take up to its lease (the next look is pushed
 			// past it), and the margin covers skew between the clock that
 			// recorded the first attempt, this one and the provider's.
-			return "unknown->quarantined", s.core.quarantine(ctx, e, w, "transport idempotency window passed, or would before a retry could finish within its lease; outcome unknown")
+			return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "transport idempotency window passed, or would before a retry could finish within its lease; outcome unknown")
 		}
-		return s.retry(ctx, e, tr, w, now.Add(s.core.policy.Lease))
+		return s.retry(ctx, e, tr, w, now.Add(s.core.Policy().Lease))
 	}
-	return "unknown->quarantined", s.core.quarantine(ctx, e, w, "transport has no idempotency key or lookup; outcome unknown, needs an operator decision")
+	return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "transport has no idempotency key or lookup; outcome unknown, needs an operator decision")
 }
 
 // recheck moves the entry's next look later without a state change.
 func (s *Reconciler) recheck(ctx context.Context, e Entry, w Worker, now time.Time, reason string) error {
-	c := s.core.record(e, KindRecheck, Unknown, w, reason, func(n *Entry) {
-		n.NextCheckAt = now.Add(s.core.policy.RecheckAfter)
+	c := s.core.Record(e, KindRecheck, Unknown, w, reason, func(n *Entry) {
+		n.NextCheckAt = now.Add(s.core.Policy().RecheckAfter)
 	})
-	_, err := s.core.write(ctx, c)
+	_, err := s.core.Write(ctx, c)
 	return err
 }
 
@@ -110,27 +110,27 @@ func (s *Reconciler) recheck(ctx context.Context, e Entry, w Worker, now time.Ti
 func (s *Reconciler) retry(ctx context.Context, e Entry, tr Transport, w Worker, until time.Time) (string, error) {
 	msg, err := s.sender.openContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
-		return "unknown->quarantined", s.core.quarantine(ctx, e, w, "same-key retry impossible: sealed content unavailable; outcome unknown")
+		return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "same-key retry impossible: sealed content unavailable; outcome unknown")
 	}
 	if err != nil {
 		return "", err
 	}
-	now := s.core.now() // after the content read: the write's expiry condition uses the clock of the write
-	c := s.core.record(e, KindRetry, Unknown, w, "reconcile: same-key retry inside the transport's idempotency window", func(n *Entry) {
+	now := s.core.Now() // after the content read: the write's expiry condition uses the clock of the write
+	c := s.core.Record(e, KindRetry, Unknown, w, "reconcile: same-key retry inside the transport's idempotency window", func(n *Entry) {
 		n.Attempts++
-		n.NextCheckAt = now.Add(s.core.policy.Lease)
+		n.NextCheckAt = now.Add(s.core.Policy().Lease)
 	})
-	c.NotExpiredBy = now.Add(s.core.policy.ExpiryMargin)
-	e, err = s.core.write(ctx, c)
+	c.NotExpiredBy = now.Add(s.core.Policy().ExpiryMargin)
+	e, err = s.core.Write(ctx, c)
 	if err != nil {
 		return "", err
 	}
 	// The write's answer can come back late, as dispatch's begin can: the
 	// retry is sent only if the challenge still counts as unexpired now.
-	if s.core.expiredAt(e.ExpiresAt, s.core.now()) {
-		return "unknown->quarantined", s.core.quarantine(ctx, e, w, "same-key retry not made: challenge expired before it could start; outcome unknown")
+	if s.core.ExpiredAt(e.ExpiresAt, s.core.Now()) {
+		return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "same-key retry not made: challenge expired before it could start; outcome unknown")
 	}
-	callCtx, cancel := context.WithTimeout(ctx, until.Sub(s.core.clock()))
+	callCtx, cancel := context.WithTimeout(ctx, until.Sub(s.core.Clock()))
 	ack, err := s.sender.attempt(callCtx, e, tr, msg)
 	cancel()
 	to, out, reason, ackID := outcomeOf(ack, err)
@@ -142,10 +142,10 @@ func (s *Reconciler) retry(ctx context.Context, e Entry, tr Transport, w Worker,
 	}
 	if to == Unknown {
 		// Still no answer: the entry stays unknown; record the attempt's result.
-		c := s.core.record(e, KindRetry, Unknown, w, "reconcile: same-key retry got "+reason, func(n *Entry) {
-			n.NextCheckAt = s.core.now().Add(s.core.policy.RecheckAfter)
+		c := s.core.Record(e, KindRetry, Unknown, w, "reconcile: same-key retry got "+reason, func(n *Entry) {
+			n.NextCheckAt = s.core.Now().Add(s.core.Policy().RecheckAfter)
 		})
-		_, err := s.core.write(ctx, c)
+		_, err := s.core.Write(ctx, c)
 		return "unknown (retry unanswered)", err
 	}
 	_, err = s.sender.recordOutcome(ctx, e, to, out, "reconcile: same-key retry: "+reason, ackID, w)

@@ -22,10 +22,10 @@ import (
 // back per call.
 func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error) {
 	var rep SweepReport
-	now := s.core.now()
-	late := now.Add(-s.core.policy.RedriveAfter)
+	now := s.core.Now()
+	late := now.Add(-s.core.Policy().RedriveAfter)
 	var marks Marks
-	rule := s.core.handBack()
+	rule := s.core.HandBack()
 	if s.progress != NoProgress {
 		m, err := s.progress.Marks(ctx)
 		if err != nil {
@@ -41,7 +41,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error
 	handed := 0
 	redrive := func(e Entry) (string, error) {
 		switch {
-		case e.UpdatedAt.After(late) || s.core.expiredAt(e.ExpiresAt, now):
+		case e.UpdatedAt.After(late) || s.core.ExpiredAt(e.ExpiresAt, now):
 			return "", nil
 		case e.State == Claimed && rule.streamWillDeliver(marks.Stream, e.UpdatedAt, now):
 			return "claimed: the stream still owes it", nil
@@ -51,7 +51,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error
 		handed++
 		return string(e.State) + "->redriven", s.scheduler.Schedule(ctx, e.Key, now)
 	}
-	if err := s.core.sweepOpen(ctx, &rep, "redrive", Deferred, late, limit, redrive); err != nil {
+	if err := s.core.SweepOpen(ctx, &rep, "redrive", Deferred, late, limit, redrive); err != nil {
 		return rep, err
 	}
 	// Claimed entries are indexed at their re-drive time (RedriveAt: the
@@ -59,10 +59,10 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (SweepReport, error
 	// due, and while the stream moves, only those it no longer owes (due
 	// by its lateness before now). Claims not yet due are never read.
 	dueBy := now
-	if l := marks.Stream; now.Sub(l.moved()) < s.core.policy.RedriveAfter && l.Behind > 0 {
+	if l := marks.Stream; now.Sub(l.moved()) < s.core.Policy().RedriveAfter && l.Behind > 0 {
 		dueBy = now.Add(-l.Behind)
 	}
-	err := s.core.sweepOpen(ctx, &rep, "redrive", Claimed, dueBy, limit, redrive)
+	err := s.core.SweepOpen(ctx, &rep, "redrive", Claimed, dueBy, limit, redrive)
 	if handed > 0 && s.progress != NoProgress {
 		if perr := s.progress.Redriven(ctx, now); perr != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: record the hand-back: %w", perr))

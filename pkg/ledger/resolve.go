@@ -32,7 +32,7 @@ func (s *Resolver) Resolve(ctx context.Context, key string, d Decision, reason, 
 	if err := checkFreeText("evidence", evidence, false); err != nil {
 		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
 	}
-	e, err := s.core.store.Get(ctx, key)
+	e, err := s.core.Store().Get(ctx, key)
 	if err != nil {
 		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
 	}
@@ -58,7 +58,7 @@ func (s *Resolver) Resolve(ctx context.Context, key string, d Decision, reason, 
 	if to != Abandoned {
 		reason = "operator decision with transport evidence: " + reason
 	}
-	return s.core.decide(ctx, e, to, w, reason, evidence)
+	return s.core.Decide(ctx, e, to, w, reason, evidence)
 }
 
 // checkFreeText refuses operator text that could carry personal data or

@@ -11,7 +11,7 @@ import (
 // openContent fetches and opens the sealed message of e and checks it
 // against the recorded content hash.
 func (s *sender) openContent(ctx context.Context, e Entry) (Message, error) {
-	sealed, err := s.core.content.Get(ctx, ContentKey(e))
+	sealed, err := s.core.Content().Get(ctx, ContentKey(e))
 	if err != nil {
 		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
 	}
@@ -34,8 +34,8 @@ func (s *sender) openContent(ctx context.Context, e Entry) (Message, error) {
 // The deadline is a duration on the worker's clock, so the call is cut
 // when that much time has passed, whatever the clock reads then.
 func (s *sender) attempt(ctx context.Context, e Entry, tr Transport, msg Message) (Ack, error) {
-	deadline := e.ExpiresAt.Add(-s.core.policy.SendGuard)
-	left := deadline.Sub(s.core.clock())
+	deadline := e.ExpiresAt.Add(-s.core.Policy().SendGuard)
+	left := deadline.Sub(s.core.Clock())
 	if left <= 0 {
 		return Ack{}, &NotSent{Code: DeadlineCode}
 	}
@@ -77,21 +77,21 @@ func outcomeOf(ack Ack, err error) (State, Outcome, string, string) {
 func (s *sender) recordOutcome(ctx context.Context, e Entry, to State, out Outcome, reason, ackID string, w Worker) (DispatchResult, error) {
 	from := e
 	var res DispatchResult
-	err := s.core.onConflict(ctx, e, func(e Entry) error {
-		now := s.core.now()
-		c, err := s.core.transition(e, to, w, reason, func(n *Entry) {
+	err := s.core.OnConflict(ctx, e, func(e Entry) error {
+		now := s.core.Now()
+		c, err := s.core.Transition(e, to, w, reason, func(n *Entry) {
 			n.AckID = ackID
 			n.Reason = reason
 			n.LeaseUntil = timeZero
 			n.NextCheckAt = timeZero
 			if to == Unknown {
-				n.NextCheckAt = now.Add(s.core.policy.RecheckAfter)
+				n.NextCheckAt = now.Add(s.core.Policy().RecheckAfter)
 			}
 		})
 		if err != nil {
 			return err
 		}
-		res, err = s.core.apply(ctx, c, out)
+		res, err = s.core.Apply(ctx, c, out)
 		return err
 	}, func(fresh Entry) bool {
 		switch {

@@ -25,7 +25,7 @@ func (r *SweepReport) count(action string) {
 // Err joins the per-entry failures, or returns nil.
 func (r SweepReport) Err() error { return errors.Join(r.Errors...) }
 
-func (s *core) note(rep *SweepReport, action string, err error) {
+func (s *Core) note(rep *SweepReport, action string, err error) {
 	switch {
 	case errors.Is(err, ErrConflict):
 		rep.count("skipped (changed concurrently)")
@@ -37,17 +37,17 @@ func (s *core) note(rep *SweepReport, action string, err error) {
 	}
 }
 
-// sweepOpen lists up to limit entries in the open state st that are due by
+// SweepOpen lists up to limit entries in the open state st that are due by
 // dueBy (limit 0: all of them), counts each as seen and notes what each
 // did: each returns the action it took, or "" for an entry it left alone. A
 // failed listing ends the sweep with an error prefixed by op; an entry's
 // failure is noted and the sweep goes on.
-func (s *core) sweepOpen(ctx context.Context, rep *SweepReport, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
-	return s.sweepRows(rep, op, st, func() ([]Entry, error) { return s.store.ListOpen(ctx, st, dueBy, limit) }, each)
+func (s *Core) SweepOpen(ctx context.Context, rep *SweepReport, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
+	return s.SweepRows(rep, op, st, func() ([]Entry, error) { return s.store.ListOpen(ctx, st, dueBy, limit) }, each)
 }
 
-// sweepRows is sweepOpen over the entries list returns.
-func (s *core) sweepRows(rep *SweepReport, op string, st State, list func() ([]Entry, error), each func(Entry) (string, error)) error {
+// SweepRows is sweepOpen over the entries list returns.
+func (s *Core) SweepRows(rep *SweepReport, op string, st State, list func() ([]Entry, error), each func(Entry) (string, error)) error {
 	rows, err := list()
 	if err != nil {
 		return fmt.Errorf("%s: list %s: %w", op, st, err)

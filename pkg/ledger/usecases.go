@@ -15,7 +15,7 @@ import (
 
 // Claimer claims intents (functions/claim).
 type Claimer struct {
-	core       core
+	core       Core
 	limits     Limits // whether older challenges are superseded
 	challenges Challenges
 }
@@ -38,7 +38,7 @@ func NewClaimer(p Ports) (*Claimer, error) {
 // sender is what dispatch and reconcile's same-key retry share: the
 // transports, the opener of sealed content and the attempt proofs.
 type sender struct {
-	core       *core // its owner's
+	core       *Core // its owner's
 	transports map[Channel]Transport
 	opener     Opener
 	proofs     Proofs
@@ -75,7 +75,7 @@ func newSender(role string, p Ports, sends func(Capabilities) bool) (sender, err
 
 // Dispatcher sends claimed and due deferred entries (functions/dispatch).
 type Dispatcher struct {
-	core        core
+	core        Core
 	sender      sender
 	admission   // the send limits and supersession (limits.go)
 	streamMarks // how far it has read, for reconcile (progress.go)
@@ -119,11 +119,11 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 	d := &Dispatcher{core: c, sender: snd, budget: p.Budget, scheduler: p.Scheduler,
 		admission: admission{limits: l, limiter: p.Limiter, challenges: p.Challenges, fingerprints: p.Fingerprints,
 			numberOf: p.NumberOf, timeline: p.Timeline},
-		streamMarks: streamMarks{progress: p.Progress, rule: c.handBack()},
+		streamMarks: streamMarks{progress: p.Progress, rule: c.HandBack()},
 		firstReads:  p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
 	d.sender.core = &d.core
-	d.streamMarks.clock = d.core.now
-	d.core.giveBack = d.releaseUnsent // the only use case that gives a count back
+	d.streamMarks.clock = d.core.Now
+	d.core = d.core.WithGiveBack(d.releaseUnsent) // the only use case that gives a count back
 	if d.firstReads == ReadRowAlone {
 		d.firstReads = rowFirst{store: c.store}
 	}
@@ -139,7 +139,7 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 // Reconciler sweeps dispatching and unknown entries and hands back what no
 // dispatch picked up (functions/reconcile).
 type Reconciler struct {
-	core      core
+	core      Core
 	sender    sender
 	scheduler Scheduler
 	progress  Progress
@@ -172,7 +172,7 @@ func NewReconciler(p Ports) (*Reconciler, error) {
 
 // Expirer ends held and claimed entries whose challenge expired
 // (functions/expire).
-type Expirer struct{ core core }
+type Expirer struct{ core Core }
 
 // NewExpirer builds the expire use case from every use case's ports.
 func NewExpirer(p Ports) (*Expirer, error) {
@@ -185,7 +185,7 @@ func NewExpirer(p Ports) (*Expirer, error) {
 
 // EventRecorder records provider events (functions/events).
 type EventRecorder struct {
-	core   core
+	core   Core
 	proofs Proofs
 }
 
@@ -206,7 +206,7 @@ func NewEventRecorder(p Ports) (*EventRecorder, error) {
 
 // Resolver records operators' decisions on quarantined entries
 // (functions/operate).
-type Resolver struct{ core core }
+type Resolver struct{ core Core }
 
 // NewResolver builds the operator use case from every use case's ports.
 func NewResolver(p Ports) (*Resolver, error) {

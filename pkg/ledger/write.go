@@ -9,19 +9,19 @@ import (
 // The one write path: every use case builds a compare-and-set change with
 // transition or record and stores it with write or apply.
 
-// transition builds the compare-and-set change that moves e to state to,
+// Transition builds the compare-and-set change that moves e to state to,
 // after the mutations in mut, and appends the history event.
-func (s *core) transition(e Entry, to State, w Worker, reason string, mut func(*Entry)) (Change, error) {
+func (s *Core) Transition(e Entry, to State, w Worker, reason string, mut func(*Entry)) (Change, error) {
 	if err := CanTransition(e.State, to); err != nil {
 		return Change{}, err
 	}
-	return s.record(e, KindTransition, to, w, reason, mut), nil
+	return s.Record(e, KindTransition, to, w, reason, mut), nil
 }
 
-// record builds a change that appends an event of kind k and moves the entry to
+// Record builds a change that appends an event of kind k and moves the entry to
 // state to (which may equal its current state for non-transition events).
-func (s *core) record(e Entry, k EventKind, to State, w Worker, reason string, mut func(*Entry)) Change {
-	now := s.now()
+func (s *Core) Record(e Entry, k EventKind, to State, w Worker, reason string, mut func(*Entry)) Change {
+	now := s.Now()
 	next := e
 	next.History = append([]Event(nil), e.History...)
 	next.State = to
@@ -48,13 +48,13 @@ func (s *core) record(e Entry, k EventKind, to State, w Worker, reason string, m
 	return Change{From: e.State, Version: e.Version, Next: next, Event: ev}
 }
 
-// write applies c. When the store reports a failure, the entry is read back:
-// if its history holds our event, the write landed (its response was lost,
+// Write applies c. When the store reports a failure, the entry is read back:
+// if its history holds our event, the Write landed (its response was lost,
 // or a retry of it failed its own condition) and counts as done. A conflict
 // that came back with the stored entry needs no read: the store looked for
 // our event in it, and the entry travels with the error (conflictAt) for the
 // caller's fresh decision.
-func (s *core) write(ctx context.Context, c Change) (Entry, error) {
+func (s *Core) Write(ctx context.Context, c Change) (Entry, error) {
 	e, err := s.store.Apply(ctx, c)
 	if err != nil {
 		if errors.Is(err, ErrConflict) && e.Key == c.Next.Key {
@@ -66,15 +66,15 @@ func (s *core) write(ctx context.Context, c Change) (Entry, error) {
 		}
 		e = fresh
 	}
-	s.transitioned(c.From, c.Next)
+	s.Transitioned(c.From, c.Next)
 	return e, nil
 }
 
-// apply writes c and, when the entry ends, purges its sealed content and,
+// Apply writes c and, when the entry ends, purges its sealed content and,
 // in dispatch, gives back a send-limit count nothing was sent for
 // (giveBack).
-func (s *core) apply(ctx context.Context, c Change, out Outcome) (DispatchResult, error) {
-	e, err := s.write(ctx, c)
+func (s *Core) Apply(ctx context.Context, c Change, out Outcome) (DispatchResult, error) {
+	e, err := s.Write(ctx, c)
 	if err != nil {
 		return DispatchResult{}, fmt.Errorf("%s -> %s %s: %w", c.From, c.Next.State, c.Next.Key, err)
 	}
@@ -90,7 +90,7 @@ func (s *core) apply(ctx context.Context, c Change, out Outcome) (DispatchResult
 			}
 		}
 	}
-	s.settleSuccessor(ctx, e, Worker(c.Event.Worker))
+	s.SettleSuccessor(ctx, e, Worker(c.Event.Worker))
 	return DispatchResult{Outcome: out, Entry: e}, nil
 }
 
@@ -98,12 +98,12 @@ func (s *core) apply(ctx context.Context, c Change, out Outcome) (DispatchResult
 // conditional write to a concurrent one.
 const maxRaces = 5
 
-// onConflict runs try on the entry e. When try loses a compare-and-set to a
+// OnConflict runs try on the entry e. When try loses a compare-and-set to a
 // concurrent write (an error wrapping ErrConflict), the fresh entry (the one
 // the conflict returned, or else read again) goes to again, and if again
 // accepts it, try runs on it; at most maxRaces times in all. It returns try's last error. The one read-decide-write loop
 // of the use cases.
-func (s *core) onConflict(ctx context.Context, e Entry, try func(Entry) error, again func(fresh Entry) bool) error {
+func (s *Core) OnConflict(ctx context.Context, e Entry, try func(Entry) error, again func(fresh Entry) bool) error {
 	for race := 1; ; race++ {
 		err := try(e)
 		if !errors.Is(err, ErrConflict) || race == maxRaces {
@@ -130,7 +130,7 @@ func ContentKey(e Entry) string { return contentKey(e.Key, e.ContentHash) }
 
 func contentKey(key, hash string) string { return key + ":" + hash }
 
-func (s *core) purge(ctx context.Context, e Entry) error {
+func (s *Core) purge(ctx context.Context, e Entry) error {
 	if err := s.content.Delete(ctx, ContentKey(e)); err != nil {
 		return fmt.Errorf("purge content %s: %w", e.Key, err)
 	}
@@ -147,41 +147,41 @@ type conflictAt struct {
 func (c *conflictAt) Error() string { return c.err.Error() }
 func (c *conflictAt) Unwrap() error { return c.err }
 
-func (s *core) quarantine(ctx context.Context, e Entry, w Worker, reason string) error {
-	c, err := s.transition(e, Quarantined, w, reason, func(n *Entry) {
+func (s *Core) Quarantine(ctx context.Context, e Entry, w Worker, reason string) error {
+	c, err := s.Transition(e, Quarantined, w, reason, func(n *Entry) {
 		n.NextCheckAt = timeZero
 		n.Reason = reason
 	})
 	if err != nil {
 		return err
 	}
-	_, err = s.apply(ctx, c, "")
+	_, err = s.Apply(ctx, c, "")
 	return err
 }
 
-// acceptOnEvidence moves the entry e, which already holds the provider-event
+// AcceptOnEvidence moves the entry e, which already holds the provider-event
 // entry ev, to accepted with that event as its evidence; by says who decided.
-func (s *core) acceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Event, by string) (Entry, error) {
+func (s *Core) AcceptOnEvidence(ctx context.Context, e Entry, w Worker, ev Event, by string) (Entry, error) {
 	reason := fmt.Sprintf("%s: provider event %s (message %s) is transport evidence that the message was accepted", by, ev.ProviderType, ev.AckID)
-	return s.decide(ctx, e, Accepted, w, reason, ev.AckID)
+	return s.Decide(ctx, e, Accepted, w, reason, ev.AckID)
 }
 
-// decide moves an unknown, quarantined (or, on provider evidence, deferred)
+// Decide moves an unknown, quarantined (or, on provider evidence, deferred)
 // entry to a final state.
-func (s *core) decide(ctx context.Context, e Entry, to State, w Worker, reason, ackID string) (Entry, error) {
-	c, err := s.decision(e, to, w, reason, ackID)
+func (s *Core) Decide(ctx context.Context, e Entry, to State, w Worker, reason, ackID string) (Entry, error) {
+	c, err := s.Decision(e, to, w, reason, ackID)
 	if err != nil {
 		return Entry{}, err
 	}
-	r, err := s.apply(ctx, c, "")
+	r, err := s.Apply(ctx, c, "")
 	return r.Entry, err
 }
 
-// decision is the change decide writes: the entry in its final state, with
+// Decision is the change decide writes: the entry in its final state, with
 // nothing left to check or attempt.
-func (s *core) decision(e Entry, to State, w Worker, reason, ackID string) (Change, error) {
-	return s.transition(e, to, w, reason, func(n *Entry) {
-		s.clearDeferral(n)
+func (s *Core) Decision(e Entry, to State, w Worker, reason, ackID string) (Change, error) {
+	return s.Transition(e, to, w, reason, func(n *Entry) {
+		s.ClearDeferral(n)
 		n.NextCheckAt = timeZero
 		n.Reason = reason
 		if ackID != "" {
@@ -208,6 +208,6 @@ func (s *admission) releaseUnsent(ctx context.Context, e Entry) error {
 // limits (the constructor makes sure the ports they need are there).
 func (s *admission) limitsOn(ch Channel) bool { return s.limits.on(ch) }
 
-func (s *core) clearDeferral(n *Entry) {
+func (s *Core) ClearDeferral(n *Entry) {
 	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
 }
