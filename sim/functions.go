@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/fingerprint"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -134,7 +135,7 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 			return sweepLine(inv, rep, err), err
 		}
 	case fnExpire:
-		svc := must(ledger.NewExpirer(p))
+		svc := must(assemble.Expirer(p))
 		return func(ctx context.Context) (string, error) {
 			rep, err := svc.ExpireSweep(ctx, inv.worker, sweepLimit)
 			return sweepLine(inv, rep, err), err

@@ -7,12 +7,12 @@ import (
 
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Expire, nil, ledger.NewExpirer) // the ledger's tables only
+	fn := wire.Boot(settings.Expire, nil, assemble.Expirer) // the ledger's tables only
 	h := &handler.Expire{Deps: handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, UseCase: fn.UseCase, Limit: fn.Settings.SweepLimit}
 	lambda.Start(h.Handle)
 }

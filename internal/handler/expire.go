@@ -9,7 +9,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// ExpireUseCase is the expire use case (*ledger.Expirer).
+// ExpireUseCase is the expire use case (*expire.Expirer).
 type ExpireUseCase interface {
 	ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/dispatchports"
 	"github.com/resetledger/resetledger/internal/wire/eventsports"
@@ -30,7 +31,7 @@ var functions = []struct {
 	{settings.Claim, wire.ClaimPorts, func(p ledger.Ports) error { _, err := ledger.NewClaimer(p); return err }},
 	{settings.Dispatch, dispatchports.Ports, func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err }},
 	{settings.Reconcile, reconcileports.Ports, func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err }},
-	{settings.Expire, nil, func(p ledger.Ports) error { _, err := ledger.NewExpirer(p); return err }},
+	{settings.Expire, nil, func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err }},
 	{settings.Events, eventsports.Ports, func(p ledger.Ports) error { _, err := ledger.NewEventRecorder(p); return err }},
 	{settings.Operate, nil, func(p ledger.Ports) error { _, err := ledger.NewResolver(p); return err }},
 }

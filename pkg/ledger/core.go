@@ -234,18 +234,34 @@ type Core struct {
 // newCore checks and keeps the ports every use case needs. role names the
 // use case in its errors.
 func newCore(role string, p Ports) (Core, error) {
+	return NewCore(role, p.Store, p.Content, p.Clock, p.Policy, Hooks{NewID: p.NewID, OnTransition: p.OnTransition})
+}
+
+// Hooks are the core's optional settings.
+type Hooks struct {
+	// NewID returns a unique event id; random 128-bit hex if nil.
+	NewID func() string
+	// OnTransition, if set, is called once for every stored state change
+	// (a new entry included), wherever it was made: the one place metrics
+	// of transitions are counted.
+	OnTransition func(e Entry)
+}
+
+// NewCore checks and keeps what every use case needs: the ledger's tables,
+// the worker's clock and a valid policy. role names the use case in its
+// errors.
+func NewCore(role string, store Store, content ContentStore, clock Clock, policy Policy, h Hooks) (Core, error) {
 	need := portCheck{useCase: role}
-	need.port(p.Store != nil, "Store")
-	need.port(p.Content != nil, "Content")
-	need.port(p.Clock != nil, "Clock")
+	need.port(store != nil, "Store")
+	need.port(content != nil, "Content")
+	need.port(clock != nil, "Clock")
 	if err := need.err(); err != nil {
 		return Core{}, err
 	}
-	if err := p.Policy.Validate(); err != nil {
+	if err := policy.Validate(); err != nil {
 		return Core{}, fmt.Errorf("ledger: %s: %w", role, err)
 	}
-	c := Core{store: p.Store, content: p.Content, clock: p.Clock, policy: p.Policy, ids: p.NewID,
-		onTransition: p.OnTransition}
+	c := Core{store: store, content: content, clock: clock, policy: policy, ids: h.NewID, onTransition: h.OnTransition}
 	if c.ids == nil {
 		c.ids = randomID
 	}

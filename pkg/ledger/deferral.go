@@ -19,8 +19,8 @@ const BudgetCode = "send_rate_budget"
 // last code, or BudgetCode).
 func NotSentReason(code string) string { return "not sent before the challenge expired: " + code }
 
-// expiryReason says why an entry that never reached the provider expired.
-func expiryReason(e Entry) string {
+// ExpiryReason says why an entry that never reached the provider expired.
+func ExpiryReason(e Entry) string {
 	if e.State == Deferred && e.NotSentCode != "" {
 		return NotSentReason(e.NotSentCode)
 	}

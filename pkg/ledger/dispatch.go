@@ -166,7 +166,7 @@ func (d *decision) unexpired(ctx context.Context) (step, error) {
 	if !d.s.core.ExpiredAt(d.e.ExpiresAt, d.now) {
 		return next, nil
 	}
-	res, err := d.s.core.Expire(ctx, d.e, d.w, expiryReason(d.e), OutcomeExpired)
+	res, err := d.s.core.Expire(ctx, d.e, d.w, ExpiryReason(d.e), OutcomeExpired)
 	return stop(res), err
 }
 

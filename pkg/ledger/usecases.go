@@ -170,19 +170,6 @@ func NewReconciler(p Ports) (*Reconciler, error) {
 	return r, nil
 }
 
-// Expirer ends held and claimed entries whose challenge expired
-// (functions/expire).
-type Expirer struct{ core Core }
-
-// NewExpirer builds the expire use case from every use case's ports.
-func NewExpirer(p Ports) (*Expirer, error) {
-	c, err := newCore("expire", p)
-	if err != nil {
-		return nil, err
-	}
-	return &Expirer{core: c}, nil
-}
-
 // EventRecorder records provider events (functions/events).
 type EventRecorder struct {
 	core   Core

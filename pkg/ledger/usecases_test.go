@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -16,7 +17,7 @@ var constructors = map[string]func(ledger.Ports) error{
 	"claim":     func(p ledger.Ports) error { _, err := ledger.NewClaimer(p); return err },
 	"dispatch":  func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err },
 	"reconcile": func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err },
-	"expire":    func(p ledger.Ports) error { _, err := ledger.NewExpirer(p); return err },
+	"expire":    func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err },
 	"events":    func(p ledger.Ports) error { _, err := ledger.NewEventRecorder(p); return err },
 	"operate":   func(p ledger.Ports) error { _, err := ledger.NewResolver(p); return err },
 }

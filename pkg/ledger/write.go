@@ -211,3 +211,14 @@ func (s *admission) limitsOn(ch Channel) bool { return s.limits.on(ch) }
 func (s *Core) ClearDeferral(n *Entry) {
 	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
 }
+
+func (s *Core) Expire(ctx context.Context, e Entry, w Worker, reason string, out Outcome) (DispatchResult, error) {
+	c, err := s.Transition(e, Expired, w, reason, func(n *Entry) {
+		n.LeaseUntil, n.NextCheckAt, n.NextAttemptAt, n.SlotAt = timeZero, timeZero, timeZero, timeZero
+		n.Reason = reason
+	})
+	if err != nil {
+		return DispatchResult{}, err
+	}
+	return s.Apply(ctx, c, out)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -129,9 +130,9 @@ func (u *UseCases) Redrive(ctx context.Context, limit int) (ledger.SweepReport, 
 	return r.Redrive(ctx, limit)
 }
 
-// ExpireSweep is ledger.Expirer.ExpireSweep.
+// ExpireSweep is expire.Expirer.ExpireSweep.
 func (u *UseCases) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error) {
-	x, err := ledger.NewExpirer(u.Filled())
+	x, err := assemble.Expirer(u.Filled())
 	if err != nil {
 		return ledger.SweepReport{}, err
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/resetledger/resetledger/internal/testkit/emulator"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/internal/testkit/shapes"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/dispatchports"
 	"github.com/resetledger/resetledger/internal/wire/eventsports"
@@ -479,7 +480,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	p.wired(err)
 	reconciler, err := ledger.NewReconciler(ports(settings.Reconcile))
 	p.wired(err)
-	expirer, err := ledger.NewExpirer(ports(settings.Expire))
+	expirer, err := assemble.Expirer(ports(settings.Expire))
 	p.wired(err)
 	recorder, err := ledger.NewEventRecorder(ports(settings.Events))
 	p.wired(err)

@@ -1,8 +1,12 @@
-package ledger
+// Package expire ends held and claimed entries whose challenge expired
+// (functions/expire).
+package expire
 
 import (
 	"context"
 	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // ExpireSweep marks still-claimed entries whose challenge expired (for example
@@ -10,20 +14,20 @@ import (
 // challenge ran out before their next attempt, as expired, and purges their
 // sealed content. It also settles held fallback entries: claimed or suppressed
 // once their earlier channel ended, expired with their challenge.
-func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepReport, error) {
-	var rep SweepReport
+func (s *Expirer) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error) {
+	var rep ledger.SweepReport
 	now := s.core.Now()
 	// By expiry, not by OpenDue: a claim is due for its re-drive earlier,
 	// and a surge's claims waiting in the stream would crowd the expired
 	// ones out of the limit.
-	listExpired := func() ([]Entry, error) {
-		return s.core.Store().ListExpired(ctx, Claimed, now.Add(s.core.Policy().ExpiryMargin), limit)
+	listExpired := func() ([]ledger.Entry, error) {
+		return s.core.Store().ListExpired(ctx, ledger.Claimed, now.Add(s.core.Policy().ExpiryMargin), limit)
 	}
-	err := s.core.SweepRows(&rep, "expire", Claimed, listExpired, func(e Entry) (string, error) {
+	err := s.core.SweepRows(&rep, "expire", ledger.Claimed, listExpired, func(e ledger.Entry) (string, error) {
 		if !s.core.ExpiredAt(e.ExpiresAt, now) {
 			return "", nil
 		}
-		_, err := s.core.Expire(ctx, e, w, "challenge expired while claimed; never dispatched", OutcomeExpired)
+		_, err := s.core.Expire(ctx, e, w, "challenge expired while claimed; never dispatched", ledger.OutcomeExpired)
 		return "claimed->expired", err
 	})
 	if err != nil {
@@ -31,11 +35,11 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 	}
 	// Deferred entries whose challenge ran out while they waited (a lost
 	// wake-up and a missed re-drive): they were never sent.
-	err = s.core.SweepOpen(ctx, &rep, "expire", Deferred, now, limit, func(e Entry) (string, error) {
+	err = s.core.SweepOpen(ctx, &rep, "expire", ledger.Deferred, now, limit, func(e ledger.Entry) (string, error) {
 		if !s.core.ExpiredAt(e.ExpiresAt, now) {
 			return "", nil
 		}
-		_, err := s.core.Expire(ctx, e, w, expiryReason(e), OutcomeExpired)
+		_, err := s.core.Expire(ctx, e, w, ledger.ExpiryReason(e), ledger.OutcomeExpired)
 		return "deferred->expired", err
 	})
 	if err != nil {
@@ -45,13 +49,13 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 	// missed settleSuccessor) and expire those whose challenge did. All of
 	// them are listed, not the first limit: entries still waiting would
 	// otherwise hide a straggler behind them on every tick.
-	err = s.core.SweepOpen(ctx, &rep, "expire", Held, time.Time{}, 0, func(h Entry) (string, error) {
+	err = s.core.SweepOpen(ctx, &rep, "expire", ledger.Held, time.Time{}, 0, func(h ledger.Entry) (string, error) {
 		_, p, _, err := s.core.Neighbor(ctx, h.Identity, h.Workflow, -1)
 		if err != nil {
 			return "", err
 		}
 		to, err := s.core.SettleHeld(ctx, h, p, w)
-		if to == Held && err == nil {
+		if to == ledger.Held && err == nil {
 			return "", nil
 		}
 		return "held->" + string(to), err
@@ -59,13 +63,9 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w Worker, limit int) (SweepRe
 	return rep, err
 }
 
-func (s *Core) Expire(ctx context.Context, e Entry, w Worker, reason string, out Outcome) (DispatchResult, error) {
-	c, err := s.Transition(e, Expired, w, reason, func(n *Entry) {
-		n.LeaseUntil, n.NextCheckAt, n.NextAttemptAt, n.SlotAt = timeZero, timeZero, timeZero, timeZero
-		n.Reason = reason
-	})
-	if err != nil {
-		return DispatchResult{}, err
-	}
-	return s.Apply(ctx, c, out)
-}
+// Expirer ends held and claimed entries whose challenge expired
+// (functions/expire).
+type Expirer struct{ core ledger.Core }
+
+// New builds the expire use case. It needs the ledger's tables alone.
+func New(core ledger.Core) *Expirer { return &Expirer{core: core} }

@@ -1,0 +1,28 @@
+// Package assemble builds each use case from one set of parts, Ports: the
+// way the functions' wiring, the simulator and the tests reach the use
+// cases. Each use case's own constructor takes typed dependencies; this is
+// the one place that picks them out of the set.
+package assemble
+
+import (
+	"github.com/resetledger/resetledger/internal/usecase/expire"
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Ports is every part a use case may take.
+type Ports = ledger.Ports
+
+// Expirer builds the expire use case.
+func Expirer(p Ports) (*expire.Expirer, error) {
+	c, err := core("expire", p)
+	if err != nil {
+		return nil, err
+	}
+	return expire.New(c), nil
+}
+
+// core builds the write path every use case holds.
+func core(role string, p Ports) (ledger.Core, error) {
+	return ledger.NewCore(role, p.Store, p.Content, p.Clock, p.Policy,
+		ledger.Hooks{NewID: p.NewID, OnTransition: p.OnTransition})
+}
