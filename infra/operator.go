@@ -56,7 +56,7 @@ var operatorCalls = []operatorCall{
 	{"dynamodb:Scan", ledgerTarget, "export and verify --all page through the table (Scanner.Page)"},
 }
 
-// operateCalls are the DynamoDB calls of the operator function (handler.Operate: ledger.Resolver.Resolve).
+// operateCalls are the DynamoDB calls of the operator function (handler.Operate: resolve.Resolver.Resolve).
 var operateCalls = []operatorCall{
 	{"dynamodb:GetItem", ledgerTarget, "resolve reads the row (Store.Get, consistent), reads back a write whose answer was lost, and the held fallback row it settles"},
 	{"dynamodb:UpdateItem", ledgerTarget, "resolve records the decision as a conditional update (Store.Apply), and settles a held fallback row the same way"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/fingerprint"
 	"github.com/resetledger/resetledger/internal/usecase/assemble"
+	"github.com/resetledger/resetledger/internal/usecase/resolve"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -144,7 +145,7 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 		svc := must(ledger.NewEventRecorder(p))
 		return func(ctx context.Context) (string, error) { return s.recordEvent(ctx, inv, svc) }
 	default:
-		svc := must(ledger.NewResolver(p))
+		svc := must(assemble.Resolver(p))
 		return func(ctx context.Context) (string, error) { return s.operate(ctx, inv, p.Store, svc) }
 	}
 }
@@ -183,7 +184,7 @@ func must[T any](v T, err error) T {
 // provider's log): accepted with the provider's id when it took the
 // message, abandoned when it has no record of it. The operator never
 // decides rejected.
-func (s *sim) operate(ctx context.Context, inv *invocation, store ledger.Store, svc *ledger.Resolver) (string, error) {
+func (s *sim) operate(ctx context.Context, inv *invocation, store ledger.Store, svc *resolve.Resolver) (string, error) {
 	rows, err := store.ListOpen(ctx, ledger.Quarantined, time.Time{}, 0)
 	if err != nil {
 		return logLine(inv, err), err

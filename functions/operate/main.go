@@ -9,12 +9,12 @@ import (
 
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Operate, nil, ledger.NewResolver) // the ledger's tables only
+	fn := wire.Boot(settings.Operate, nil, assemble.Resolver) // the ledger's tables only
 	h := &handler.Operate{Deps: handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, UseCase: fn.UseCase}
 	lambda.Start(h.Handle)
 }

@@ -25,7 +25,7 @@ import (
 // the body names the caller (operatorapi.Decode refuses unknown fields), so
 // a client cannot record another identity than the credentials it signed
 // with. A request without that context (AuthType NONE, or an invocation
-// OperateUseCase is the operator use case (*ledger.Resolver).
+// OperateUseCase is the operator use case (*resolve.Resolver).
 type OperateUseCase interface {
 	Resolve(ctx context.Context, key string, d ledger.Decision, reason, evidence string, w ledger.Worker) (ledger.Entry, error)
 }

@@ -25,7 +25,7 @@ import (
 // Actions.
 const (
 	// ActionResolve records an operator's decision on an unknown or
-	// quarantined row (ledger.Resolver.Resolve).
+	// quarantined row (resolve.Resolver.Resolve).
 	ActionResolve = "resolve"
 )
 

@@ -33,7 +33,7 @@ var functions = []struct {
 	{settings.Reconcile, reconcileports.Ports, func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err }},
 	{settings.Expire, nil, func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err }},
 	{settings.Events, eventsports.Ports, func(p ledger.Ports) error { _, err := ledger.NewEventRecorder(p); return err }},
-	{settings.Operate, nil, func(p ledger.Ports) error { _, err := ledger.NewResolver(p); return err }},
+	{settings.Operate, nil, func(p ledger.Ports) error { _, err := assemble.Resolver(p); return err }},
 }
 
 // optional are the fields of ledger.Ports that are not ports a use case

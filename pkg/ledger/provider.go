@@ -108,7 +108,7 @@ func (p ProviderEvent) Validate() error {
 		if len(f.v) > f.max {
 			return bad(f.name, fmt.Sprintf("too long (%d bytes at most)", f.max))
 		}
-		if err := checkFreeText(f.name, f.v, true); err != nil {
+		if err := CheckFreeText(f.name, f.v, true); err != nil {
 			var fe *FieldError
 			if errors.As(err, &fe) {
 				return bad(f.name, fe.Reason)

@@ -1,10 +1,5 @@
 package ledger
 
-import (
-	"context"
-	"fmt"
-)
-
 // Decision is an operator's resolution of an unknown or quarantined entry.
 type Decision string
 
@@ -16,55 +11,10 @@ const (
 	DecideAbandoned Decision = "abandoned"
 )
 
-// Resolve records an operator's decision on an unknown or quarantined entry.
-// evidence is the transport's acknowledgement or reference; a decision of
-// accepted or rejected without it fails with ErrNoEvidence.
-func (s *Resolver) Resolve(ctx context.Context, key string, d Decision, reason, evidence string, w Worker) (Entry, error) {
-	if reason == "" {
-		return Entry{}, fmt.Errorf("resolve %s: %w", key, &FieldError{Field: "reason", Reason: "missing"})
-	}
-	// Operator text lands in the evidence trail: keep addresses and phone
-	// numbers out of it, as everywhere else.
-	if err := checkFreeText("reason", reason, true); err != nil {
-		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
-	}
-	// Provider ids are long and digit-heavy; only addresses are refused there.
-	if err := checkFreeText("evidence", evidence, false); err != nil {
-		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
-	}
-	e, err := s.core.Store().Get(ctx, key)
-	if err != nil {
-		return Entry{}, fmt.Errorf("resolve %s: %w", key, err)
-	}
-	var to State
-	switch d {
-	case DecideAccepted:
-		to = Accepted
-	case DecideRejected:
-		to = Rejected
-	case DecideAbandoned:
-		to = Abandoned
-		reason = "abandoned, outcome unknown: " + reason
-		evidence = ""
-	default:
-		return Entry{}, fmt.Errorf("resolve %s: %w", key, &FieldError{Field: "decision", Reason: "want accepted, rejected or abandoned"})
-	}
-	if to != Abandoned && evidence == "" {
-		return Entry{}, fmt.Errorf("resolve %s as %s: %w", key, d, ErrNoEvidence)
-	}
-	if e.State != Unknown && e.State != Quarantined {
-		return Entry{}, fmt.Errorf("resolve %s: %w", key, &TransitionError{From: e.State, To: to})
-	}
-	if to != Abandoned {
-		reason = "operator decision with transport evidence: " + reason
-	}
-	return s.core.Decide(ctx, e, to, w, reason, evidence)
-}
-
-// checkFreeText refuses operator text that could carry personal data or
+// CheckFreeText refuses operator text that could carry personal data or
 // break a log line: an '@', a run of 7 or more digits (a phone number, when
 // phones is set), control characters, or more than 500 bytes.
-func checkFreeText(field, v string, phones bool) error {
+func CheckFreeText(field, v string, phones bool) error {
 	if len(v) > 500 {
 		return fieldErr(field, "too long (500 bytes at most)")
 	}

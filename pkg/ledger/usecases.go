@@ -191,19 +191,6 @@ func NewEventRecorder(p Ports) (*EventRecorder, error) {
 	return &EventRecorder{core: c, proofs: p.Proofs}, nil
 }
 
-// Resolver records operators' decisions on quarantined entries
-// (functions/operate).
-type Resolver struct{ core Core }
-
-// NewResolver builds the operator use case from every use case's ports.
-func NewResolver(p Ports) (*Resolver, error) {
-	c, err := newCore("operate", p)
-	if err != nil {
-		return nil, err
-	}
-	return &Resolver{core: c}, nil
-}
-
 // The explicit off values.
 var (
 	// NoBudget paces nothing: every send gets its slot at once.

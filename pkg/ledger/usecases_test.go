@@ -19,7 +19,7 @@ var constructors = map[string]func(ledger.Ports) error{
 	"reconcile": func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err },
 	"expire":    func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err },
 	"events":    func(p ledger.Ports) error { _, err := ledger.NewEventRecorder(p); return err },
-	"operate":   func(p ledger.Ports) error { _, err := ledger.NewResolver(p); return err },
+	"operate":   func(p ledger.Ports) error { _, err := assemble.Resolver(p); return err },
 }
 
 // needs is every port each use case needs on a stage with every control

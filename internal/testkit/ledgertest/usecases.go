@@ -148,9 +148,9 @@ func (u *UseCases) RecordProviderEvent(ctx context.Context, p ledger.ProviderEve
 	return r.RecordProviderEvent(ctx, p, w)
 }
 
-// Resolve is ledger.Resolver.Resolve.
+// Resolve is resolve.Resolver.Resolve.
 func (u *UseCases) Resolve(ctx context.Context, key string, d ledger.Decision, reason, evidence string, w ledger.Worker) (ledger.Entry, error) {
-	r, err := ledger.NewResolver(u.Filled())
+	r, err := assemble.Resolver(u.Filled())
 	if err != nil {
 		return ledger.Entry{}, err
 	}

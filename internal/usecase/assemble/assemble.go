@@ -6,6 +6,7 @@ package assemble
 
 import (
 	"github.com/resetledger/resetledger/internal/usecase/expire"
+	"github.com/resetledger/resetledger/internal/usecase/resolve"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -19,6 +20,15 @@ func Expirer(p Ports) (*expire.Expirer, error) {
 		return nil, err
 	}
 	return expire.New(c), nil
+}
+
+// Resolver builds the operator use case.
+func Resolver(p Ports) (*resolve.Resolver, error) {
+	c, err := core("operate", p)
+	if err != nil {
+		return nil, err
+	}
+	return resolve.New(c), nil
 }
 
 // core builds the write path every use case holds.
