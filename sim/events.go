@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/attemptproof"
+	"github.com/resetledger/resetledger/internal/usecase/evidence"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -164,7 +165,7 @@ type eventFact struct {
 // event and records it; an event that is refused (unproven, another
 // channel's row, no row) is dropped with a log line, any other failure is
 // retried by the queue.
-func (s *sim) recordEvent(ctx context.Context, inv *invocation, svc *ledger.EventRecorder) (string, error) {
+func (s *sim) recordEvent(ctx context.Context, inv *invocation, svc *evidence.Recorder) (string, error) {
 	p := inv.trig.pev
 	ev := p.ev
 	if s.mutant == BounceLosesPermanent && ev.Kind == ledger.KindBounced {

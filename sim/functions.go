@@ -142,7 +142,7 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 			return sweepLine(inv, rep, err), err
 		}
 	case fnEvents:
-		svc := must(ledger.NewEventRecorder(p))
+		svc := must(assemble.EventRecorder(p))
 		return func(ctx context.Context) (string, error) { return s.recordEvent(ctx, inv, svc) }
 	default:
 		svc := must(assemble.Resolver(p))

@@ -9,13 +9,13 @@ import (
 
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/eventsports"
-	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Events, eventsports.Ports, ledger.NewEventRecorder)
+	fn := wire.Boot(settings.Events, eventsports.Ports, assemble.EventRecorder)
 	h := &handler.Events{Deps: handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, UseCase: fn.UseCase}
 	lambda.Start(h.Handle)
 }

@@ -28,7 +28,7 @@ import (
 //     queue's redrive policy keeps it in the DLQ after its receive count;
 //   - a storage error: reported failed and retried by the queue.
 //
-// EventsUseCase is the provider-events use case (*ledger.EventRecorder).
+// EventsUseCase is the provider-events use case (*evidence.Recorder).
 type EventsUseCase interface {
 	RecordProviderEvent(ctx context.Context, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/attemptproof"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -150,7 +151,7 @@ func TestNoVerifierNoEventRecorder(t *testing.T) {
 	e := newEnv(t)
 	p := e.Cases.Filled()
 	p.Proofs = nil
-	_, err := ledger.NewEventRecorder(p)
+	_, err := assemble.EventRecorder(p)
 	var missing *ledger.MissingPortError
 	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "Proofs") {
 		t.Fatalf("NewEventRecorder without Proofs: %v, want a MissingPortError naming Proofs", err)

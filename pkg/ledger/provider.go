@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -61,8 +60,8 @@ type ProviderEvent struct {
 	Proof   string
 }
 
-// attempt names the attempt p claims to answer.
-func (p ProviderEvent) attempt() AttemptRef {
+// AttemptRef names the AttemptRef p claims to answer.
+func (p ProviderEvent) AttemptRef() AttemptRef {
 	return AttemptRef{Key: p.Key, Channel: p.Channel, Attempt: p.Attempt}
 }
 
@@ -142,108 +141,15 @@ type EventResult struct {
 	Entry   Entry
 }
 
-// RecordProviderEvent appends the provider event p to its entry's history, as
-// an entry of its own kind, whatever the entry's state: evidence is kept even
-// when it arrives out of order, or before the outcome write of the send it
-// reports (a dispatch that then records its outcome re-reads the entry and
-// records it after the event). Every provider event shows that the provider
-// took the request, so an unknown, quarantined or deferred entry is resolved
-// to accepted with the event as its evidence. On an entry that ended accepted,
-// a delivery or a permanent failure settles a held fallback channel at once.
-//
-// Only an event that proves it answers an attempt this system made counts:
-// its attempt proof must verify (s.proofs) before the entry is read, and the
-// attempt it names must be one the entry has made. Anyone who can put a
-// message on the events route can write an event carrying a dedupe key (a
-// key is the hash of a challenge id); no one but the senders can sign one.
-//
-// It fails with ErrInvalidProviderEvent, ErrUnproven, ErrNotFound (no entry for
-// the key) or ErrEventChannel; a repeated event is OutcomeDuplicate, not an
-// error.
-func (s *EventRecorder) RecordProviderEvent(ctx context.Context, p ProviderEvent, w Worker) (EventResult, error) {
-	if err := p.Validate(); err != nil {
-		return EventResult{}, err
-	}
-	if err := s.verifyAttempt(ctx, p); err != nil {
-		return EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
-	}
-	e, err := s.core.Store().Get(ctx, p.Key)
-	if err != nil {
-		return EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
-	}
-	if e.Identity.Channel != p.Channel {
-		return EventResult{}, fmt.Errorf("provider event for %s: %s event, %s row: %w", p.Key, p.Channel, e.Identity.Channel, ErrEventChannel)
-	}
-	if p.Attempt > e.Attempts {
-		return EventResult{}, fmt.Errorf("provider event for %s: names attempt %d, the row made %d: %w", p.Key, p.Attempt, e.Attempts, ErrUnproven)
-	}
-	var res EventResult
-	err = s.core.OnConflict(ctx, e, func(e Entry) (err error) {
-		res, err = s.recordEvent(ctx, e, p, w)
-		return err
-	}, func(Entry) bool { return true })
-	return res, err
-}
-
-// verifyAttempt checks p's attempt proof (NewEventRecorder refuses to
-// build without a verifier).
-func (s *EventRecorder) verifyAttempt(ctx context.Context, p ProviderEvent) error {
-	switch {
-	case p.Attempt < 1:
-		return fmt.Errorf("the event names no attempt: %w", ErrUnproven)
-	case p.Proof == "":
-		return fmt.Errorf("the event carries no attempt proof: %w", ErrUnproven)
-	}
-	return s.proofs.Verify(ctx, p.attempt(), p.Proof)
-}
-
-func (s *EventRecorder) recordEvent(ctx context.Context, e Entry, p ProviderEvent, w Worker) (EventResult, error) {
-	if e.Holds(p.ID()) {
-		return EventResult{Outcome: OutcomeDuplicate, Entry: e}, nil
-	}
-	switch e.State {
-	case Unknown, Quarantined, Deferred:
-		reason := fmt.Sprintf("provider event %s (message %s) is transport evidence that the message was accepted; resolved without an operator", p.Type, p.MessageID)
-		c, err := s.core.Decision(e, Accepted, w, reason, p.MessageID)
-		if err != nil {
-			return EventResult{}, err
-		}
-		c.amend(e.Key, p)
-		r, err := s.core.Apply(ctx, c, "")
-		return EventResult{Outcome: OutcomeResolved, Entry: r.Entry}, err
-	}
-	c := s.core.Record(e, p.Kind, e.State, w, describeEvent(p), nil)
-	c.amend(e.Key, p)
-	n, err := s.core.Write(ctx, c)
-	if err != nil {
-		return EventResult{}, fmt.Errorf("provider event for %s: %w", e.Key, err)
-	}
-	if n.State == Accepted && (p.Permanent || p.Kind == KindDelivered) {
-		s.core.SettleSuccessor(ctx, n, w)
-	}
-	return EventResult{Outcome: OutcomeRecorded, Entry: n}, nil
-}
-
-// amend makes the change's event the entry of provider event p (its id,
+// Amend makes the change's event the entry of provider event p (its id,
 // kind, message id and provider fields) and chains it again.
-func (c *Change) amend(key string, p ProviderEvent) {
+func (c *Change) Amend(key string, p ProviderEvent) {
 	ev := c.Event
 	ev.ID, ev.Kind, ev.AckID = p.ID(), p.Kind, p.MessageID
 	ev.ProviderType, ev.Detail, ev.ProviderAt, ev.Permanent = p.Type, p.Detail, p.At.UTC(), p.Permanent
 	ev = chain(key, ev.Prev, ev)
 	c.Event = ev
 	c.Next.History[len(c.Next.History)-1] = ev
-}
-
-func describeEvent(p ProviderEvent) string {
-	r := "provider reported " + p.Type
-	if p.Detail != "" {
-		r += " (" + p.Detail + ")"
-	}
-	if p.Permanent {
-		r += ": permanent delivery failure"
-	}
-	return r
 }
 
 // ProviderEvidence returns the first provider-event entry of the entry: the

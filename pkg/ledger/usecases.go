@@ -170,27 +170,6 @@ func NewReconciler(p Ports) (*Reconciler, error) {
 	return r, nil
 }
 
-// EventRecorder records provider events (functions/events).
-type EventRecorder struct {
-	core   Core
-	proofs Proofs
-}
-
-// NewEventRecorder builds the provider-events use case: every use case's
-// ports and Proofs, which every event's proof must verify under.
-func NewEventRecorder(p Ports) (*EventRecorder, error) {
-	c, err := newCore("events", p)
-	if err != nil {
-		return nil, err
-	}
-	need := portCheck{useCase: "events"}
-	need.port(p.Proofs != nil, "Proofs")
-	if err := need.err(); err != nil {
-		return nil, err
-	}
-	return &EventRecorder{core: c, proofs: p.Proofs}, nil
-}
-
 // The explicit off values.
 var (
 	// NoBudget paces nothing: every send gets its slot at once.

@@ -18,7 +18,7 @@ var constructors = map[string]func(ledger.Ports) error{
 	"dispatch":  func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err },
 	"reconcile": func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err },
 	"expire":    func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err },
-	"events":    func(p ledger.Ports) error { _, err := ledger.NewEventRecorder(p); return err },
+	"events":    func(p ledger.Ports) error { _, err := assemble.EventRecorder(p); return err },
 	"operate":   func(p ledger.Ports) error { _, err := assemble.Resolver(p); return err },
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/usecase/assemble"
+	"github.com/resetledger/resetledger/internal/usecase/evidence"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -63,8 +64,8 @@ func (u *UseCases) Dispatcher() (*ledger.Dispatcher, error) { return ledger.NewD
 func (u *UseCases) Reconciler() (*ledger.Reconciler, error) { return ledger.NewReconciler(u.Filled()) }
 
 // EventRecorder builds the provider-events use case.
-func (u *UseCases) EventRecorder() (*ledger.EventRecorder, error) {
-	return ledger.NewEventRecorder(u.Filled())
+func (u *UseCases) EventRecorder() (*evidence.Recorder, error) {
+	return assemble.EventRecorder(u.Filled())
 }
 
 // Claim is ledger.Claimer.Claim.
@@ -139,7 +140,7 @@ func (u *UseCases) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) 
 	return x.ExpireSweep(ctx, w, limit)
 }
 
-// RecordProviderEvent is ledger.EventRecorder.RecordProviderEvent.
+// RecordProviderEvent is evidence.Recorder.RecordProviderEvent.
 func (u *UseCases) RecordProviderEvent(ctx context.Context, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error) {
 	r, err := u.EventRecorder()
 	if err != nil {

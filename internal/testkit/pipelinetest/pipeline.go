@@ -482,7 +482,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	p.wired(err)
 	expirer, err := assemble.Expirer(ports(settings.Expire))
 	p.wired(err)
-	recorder, err := ledger.NewEventRecorder(ports(settings.Events))
+	recorder, err := assemble.EventRecorder(ports(settings.Events))
 	p.wired(err)
 	dicts, err := dictionaries.Stack()
 	if err != nil {

@@ -5,6 +5,7 @@
 package assemble
 
 import (
+	"github.com/resetledger/resetledger/internal/usecase/evidence"
 	"github.com/resetledger/resetledger/internal/usecase/expire"
 	"github.com/resetledger/resetledger/internal/usecase/resolve"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -29,6 +30,15 @@ func Resolver(p Ports) (*resolve.Resolver, error) {
 		return nil, err
 	}
 	return resolve.New(c), nil
+}
+
+// EventRecorder builds the provider-events use case.
+func EventRecorder(p Ports) (*evidence.Recorder, error) {
+	c, err := core("events", p)
+	if err != nil {
+		return nil, err
+	}
+	return evidence.New(c, p.Proofs)
 }
 
 // core builds the write path every use case holds.
