@@ -391,7 +391,7 @@ var unexercisedGrants = []struct {
 }{
 	{"Claim", "dynamodb:DeleteItem", "ContentTable",
 		"The purge of content a claim stored for an identity whose concurrent claim won with other content or had " +
-			"already ended (ledger.Claimer.Claim). Only two claims of one identity racing reach it; the release gate's " +
+			"already ended (claim.Claimer.Claim). Only two claims of one identity racing reach it; the release gate's " +
 			"redeliveries do at random, and pkg/ledger's race tests pin the behaviour."},
 	{"Dispatch", "sms-voice:SendTextMessage", "",
 		"The emulator has no End User Messaging SMS service, so no run sends through it; the SMS adapter's own tests " +

@@ -12,6 +12,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/fingerprint"
 	"github.com/resetledger/resetledger/internal/usecase/assemble"
+	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/internal/usecase/resolve"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -86,7 +87,7 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 	t := inv.trig
 	switch inv.fn {
 	case fnClaim:
-		return s.claim(inv, must(ledger.NewClaimer(p)))
+		return s.claim(inv, must(assemble.Claimer(p)))
 	case fnDispatch:
 		svc := must(ledger.NewDispatcher(p))
 		return func(ctx context.Context) (string, error) {
@@ -152,7 +153,7 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 
 // claim is the claim function's body: in a KMS world it checks the
 // intent's seal first (checkSeal), as the claim handler does.
-func (s *sim) claim(inv *invocation, svc *ledger.Claimer) func(ctx context.Context) (string, error) {
+func (s *sim) claim(inv *invocation, svc *claim.Claimer) func(ctx context.Context) (string, error) {
 	t := inv.trig
 	return func(ctx context.Context) (string, error) {
 		if s.w.kms {

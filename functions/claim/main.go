@@ -11,13 +11,13 @@ import (
 	"github.com/resetledger/resetledger/internal/dictionaries"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
-	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Claim, wire.ClaimPorts, ledger.NewClaimer)
+	fn := wire.Boot(settings.Claim, wire.ClaimPorts, assemble.Claimer)
 	dicts, err := dictionaries.Stack()
 	if err != nil {
 		fn.Log.Error("wiring failed", "error", err.Error())

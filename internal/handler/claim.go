@@ -11,6 +11,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/pkg/envelope/wireform"
 	"github.com/resetledger/resetledger/pkg/intent"
 	"github.com/resetledger/resetledger/pkg/intentseal"
@@ -112,9 +113,9 @@ func (h *Claim) claim(ctx context.Context, rec events.SQSMessage, worker ledger.
 	return nil
 }
 
-// ClaimUseCase is the claim use case (*ledger.Claimer).
+// ClaimUseCase is the claim use case (*claim.Claimer).
 type ClaimUseCase interface {
-	Claim(ctx context.Context, in ledger.Intent, sealed []byte, w ledger.Worker) (ledger.ClaimResult, error)
+	Claim(ctx context.Context, in ledger.Intent, sealed []byte, w ledger.Worker) (claim.Result, error)
 }
 
 // sealUnavailable is a seal that could not be checked (KMS unreachable, no

@@ -28,7 +28,7 @@ var functions = []struct {
 	ports wire.Ports
 	build func(ledger.Ports) error
 }{
-	{settings.Claim, wire.ClaimPorts, func(p ledger.Ports) error { _, err := ledger.NewClaimer(p); return err }},
+	{settings.Claim, wire.ClaimPorts, func(p ledger.Ports) error { _, err := assemble.Claimer(p); return err }},
 	{settings.Dispatch, dispatchports.Ports, func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err }},
 	{settings.Reconcile, reconcileports.Ports, func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err }},
 	{settings.Expire, nil, func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err }},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -360,7 +361,7 @@ func TestClaimRejectsInvalidIntent(t *testing.T) {
 // checkIntentRefused checks that a claim of an invalid intent failed with a
 // *FieldError naming tt.field, without echoing the rejected value, and
 // returned no result.
-func checkIntentRefused(t *testing.T, tt invalidIntentCase, res ledger.ClaimResult, err error) {
+func checkIntentRefused(t *testing.T, tt invalidIntentCase, res claim.Result, err error) {
 	t.Helper()
 	var fe *ledger.FieldError
 	if !errors.As(err, &fe) {

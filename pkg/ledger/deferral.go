@@ -132,7 +132,7 @@ func (s *Dispatcher) deferral(ctx context.Context, e Entry, w Worker, reason, co
 		}
 	}
 	c.Event.Code, c.Event.NextAttemptAt = code, at
-	c.Event = chain(e.Key, e.Last().Hash, c.Event)
+	c.Event = Chain(e.Key, e.Last().Hash, c.Event)
 	c.Next.History[len(c.Next.History)-1] = c.Event
 	got, err := s.core.Write(ctx, c)
 	if err != nil {

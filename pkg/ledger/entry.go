@@ -180,8 +180,8 @@ func (e Entry) Holds(id string) bool {
 	return false
 }
 
-// chain fills ev.Prev and ev.Hash so that ev follows prev in the history of key.
-func chain(key string, prev string, ev Event) Event {
+// Chain fills ev.Prev and ev.Hash so that ev follows prev in the history of key.
+func Chain(key string, prev string, ev Event) Event {
 	ev.Prev = prev
 	ev.Hash = EventHash(key, ev)
 	return ev

@@ -47,7 +47,7 @@ func (e *FieldError) Error() string {
 // Unwrap returns ErrInvalidIntent.
 func (e *FieldError) Unwrap() error { return ErrInvalidIntent }
 
-func fieldErr(field, reason string) error { return &FieldError{Field: field, Reason: reason} }
+func FieldErr(field, reason string) error { return &FieldError{Field: field, Reason: reason} }
 
 // TransitionError reports a forbidden state change. It unwraps to
 // ErrInvalidTransition.

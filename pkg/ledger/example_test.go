@@ -7,6 +7,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -31,7 +32,7 @@ func Example() {
 		Budget: ledger.NoBudget, Scheduler: ledger.NoScheduler, Progress: ledger.NoProgress,
 		FirstReads: ledger.ReadRowAlone,
 	}
-	claimer, err := ledger.NewClaimer(ports)
+	claimer, err := assemble.Claimer(ports)
 	if err != nil {
 		panic(err)
 	}

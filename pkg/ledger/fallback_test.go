@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -117,7 +118,7 @@ func bringEmailTo(t *testing.T, e *env, tt fallbackGateCase) {
 // checkSMSHeld checks that the sms claim was held: the row keeps its sealed
 // content for later, and a dispatch of it sends nothing (calls is the
 // transport's count before the claim).
-func checkSMSHeld(t *testing.T, e *env, key string, res ledger.ClaimResult, err error, calls int) {
+func checkSMSHeld(t *testing.T, e *env, key string, res claim.Result, err error, calls int) {
 	t.Helper()
 	if err != nil || res.Outcome != ledger.OutcomeHeld {
 		t.Fatalf("want the sms held, got %s %v", res.Outcome, err)

@@ -62,7 +62,7 @@ func (r rowFirst) ReadFirst(ctx context.Context, q FirstQuery) (FirstRead, error
 func (s *Dispatcher) firstQuery(image Entry) FirstQuery {
 	q := FirstQuery{Key: image.Key}
 	if s.limits.Supersede && image.SubjectRef != "" && Supersedable(image) {
-		st := streamOf(image)
+		st := StreamOf(image)
 		q.Stream = &st
 	}
 	if image.State == Claimed || image.State == Deferred {

@@ -46,13 +46,13 @@ func (id Identity) Key() string {
 // Validate checks every field and returns a *FieldError for the first bad one.
 func (id Identity) Validate() error {
 	if id.Purpose != PurposePasswordReset {
-		return fieldErr("purpose", "unknown purpose")
+		return FieldErr("purpose", "unknown purpose")
 	}
 	if err := checkOpaque("challenge_id", id.ChallengeID, 128); err != nil {
 		return err
 	}
 	if !id.Channel.valid() {
-		return fieldErr("channel", "unknown channel (want email or sms)")
+		return FieldErr("channel", "unknown channel (want email or sms)")
 	}
 	return nil
 }
@@ -66,13 +66,13 @@ var opaqueChars = charclass.AlnumPlus("._:-")
 // opaqueChars.
 func checkOpaque(field, v string, max int) error {
 	if v == "" {
-		return fieldErr(field, "missing")
+		return FieldErr(field, "missing")
 	}
 	if len(v) > max {
-		return fieldErr(field, "too long")
+		return FieldErr(field, "too long")
 	}
 	if !opaqueChars.All(v) {
-		return fieldErr(field, "contains a character outside "+opaqueChars.String())
+		return FieldErr(field, "contains a character outside "+opaqueChars.String())
 	}
 	return nil
 }

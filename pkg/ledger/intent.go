@@ -72,7 +72,7 @@ func (in Intent) Validate() error {
 	seen := map[Channel]bool{}
 	for _, c := range in.Workflow.Order {
 		if !c.valid() || seen[c] {
-			return fieldErr("workflow.order", "unknown or repeated channel")
+			return FieldErr("workflow.order", "unknown or repeated channel")
 		}
 		seen[c] = true
 	}
@@ -80,13 +80,13 @@ func (in Intent) Validate() error {
 	case Single, Dual:
 	case Fallback:
 		if len(in.Workflow.Order) < 2 || len(in.Workflow.Order) > len(Channels) {
-			return fieldErr("workflow.order", "fallback needs 2 distinct channels")
+			return FieldErr("workflow.order", "fallback needs 2 distinct channels")
 		}
 		if !seen[in.Channel] {
-			return fieldErr("workflow.order", "does not contain the intent's channel")
+			return FieldErr("workflow.order", "does not contain the intent's channel")
 		}
 	default:
-		return fieldErr("workflow.kind", "unknown workflow (want single, dual or fallback)")
+		return FieldErr("workflow.kind", "unknown workflow (want single, dual or fallback)")
 	}
 	if err := checkOpaque("destination_ref", in.DestinationRef, 256); err != nil {
 		return err
@@ -97,10 +97,10 @@ func (in Intent) Validate() error {
 		}
 	}
 	if in.ExpiresAt.IsZero() {
-		return fieldErr("expires_at", "missing")
+		return FieldErr("expires_at", "missing")
 	}
 	if !in.IssuedAt.IsZero() && !in.IssuedAt.Before(in.ExpiresAt) {
-		return fieldErr("issued_at", "not before expires_at")
+		return FieldErr("issued_at", "not before expires_at")
 	}
 	if err := checkOpaque("template_id", in.TemplateID, 64); err != nil {
 		return err
@@ -112,7 +112,7 @@ func (in Intent) Validate() error {
 		return err
 	}
 	if !isHexSHA256(in.ContentHash) {
-		return fieldErr("content_hash", "want 64 lowercase hex characters")
+		return FieldErr("content_hash", "want 64 lowercase hex characters")
 	}
 	return nil
 }

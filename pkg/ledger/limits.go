@@ -228,9 +228,9 @@ func (c Challenge) Newer(o Challenge) bool {
 	return c.ID > o.ID
 }
 
-// challengeOf returns e's challenge. An entry written before entries carried
+// ChallengeOf returns e's challenge. An entry written before entries carried
 // IssuedAt counts as issued when it was claimed.
-func challengeOf(e Entry) Challenge {
+func ChallengeOf(e Entry) Challenge {
 	issued := e.IssuedAt
 	if issued.IsZero() {
 		issued = e.CreatedAt
@@ -245,7 +245,7 @@ type SubjectStream struct {
 	Channel Channel
 }
 
-func streamOf(e Entry) SubjectStream {
+func StreamOf(e Entry) SubjectStream {
 	return SubjectStream{Subject: e.SubjectRef, Purpose: e.Identity.Purpose, Channel: e.Identity.Channel}
 }
 
@@ -325,11 +325,11 @@ func (s *admission) superseded(ctx context.Context, e Entry) (string, bool, erro
 	if !s.limits.Supersede || e.SubjectRef == "" || !Supersedable(e) {
 		return "", false, nil
 	}
-	newest, ok, err := s.challenges.Newest(ctx, streamOf(e))
+	newest, ok, err := s.challenges.Newest(ctx, StreamOf(e))
 	if err != nil {
 		return "", false, fmt.Errorf("dispatch %s: newest challenge: %w", e.Key, err)
 	}
-	if !ok || newest.ID == e.Identity.ChallengeID || !newest.Newer(challengeOf(e)) {
+	if !ok || newest.ID == e.Identity.ChallengeID || !newest.Newer(ChallengeOf(e)) {
 		return "", false, nil
 	}
 	return newest.ID, true, nil
@@ -344,18 +344,6 @@ func (s *Dispatcher) supersedeIfNewer(ctx context.Context, e Entry, w Worker) (_
 	}
 	res, err := s.supersede(ctx, e, w, newer)
 	return res, true, err
-}
-
-// noteChallenge records a claimed entry's challenge as its subject's newest,
-// before the entry exists: once a newer entry can be sent, older ones see it.
-func (s *Claimer) noteChallenge(ctx context.Context, e Entry) error {
-	if !s.limits.Supersede || e.SubjectRef == "" {
-		return nil
-	}
-	if err := s.challenges.Note(ctx, streamOf(e), challengeOf(e)); err != nil {
-		return fmt.Errorf("claim %s: note newest challenge: %w", e.Key, err)
-	}
-	return nil
 }
 
 // supersede ends the unsent entry e suppressed in favour of challenge newer.
@@ -495,7 +483,7 @@ func (s *Dispatcher) reclaim(ctx context.Context, e Entry, w Worker) (int, error
 	}
 	n := 0
 	for _, o := range rows {
-		if o.Key == e.Key || streamOf(o) != streamOf(e) || !challengeOf(e).Newer(challengeOf(o)) {
+		if o.Key == e.Key || StreamOf(o) != StreamOf(e) || !ChallengeOf(e).Newer(ChallengeOf(o)) {
 			continue
 		}
 		if !Supersedable(o) {
@@ -544,7 +532,7 @@ func (s *Dispatcher) limit(ctx context.Context, e Entry, w Worker, rule Rule, re
 		return DispatchResult{}, err
 	}
 	c.Event.Code = c.Next.NotSentCode
-	c.Event = chain(e.Key, e.Last().Hash, c.Event)
+	c.Event = Chain(e.Key, e.Last().Hash, c.Event)
 	c.Next.History[len(c.Next.History)-1] = c.Event
 	return s.core.Apply(ctx, c, OutcomeLimited)
 }

@@ -147,7 +147,7 @@ func (c *Change) Amend(key string, p ProviderEvent) {
 	ev := c.Event
 	ev.ID, ev.Kind, ev.AckID = p.ID(), p.Kind, p.MessageID
 	ev.ProviderType, ev.Detail, ev.ProviderAt, ev.Permanent = p.Type, p.Detail, p.At.UTC(), p.Permanent
-	ev = chain(key, ev.Prev, ev)
+	ev = Chain(key, ev.Prev, ev)
 	c.Event = ev
 	c.Next.History[len(c.Next.History)-1] = ev
 }

@@ -16,19 +16,19 @@ const (
 // phones is set), control characters, or more than 500 bytes.
 func CheckFreeText(field, v string, phones bool) error {
 	if len(v) > 500 {
-		return fieldErr(field, "too long (500 bytes at most)")
+		return FieldErr(field, "too long (500 bytes at most)")
 	}
 	digits := 0
 	for _, r := range v {
 		switch {
 		case r == '@':
-			return fieldErr(field, "must not contain an email address")
+			return FieldErr(field, "must not contain an email address")
 		case r < 0x20 || r == 0x7f:
-			return fieldErr(field, "contains a control character")
+			return FieldErr(field, "contains a control character")
 		case r >= '0' && r <= '9':
 			digits++
 			if phones && digits >= 7 {
-				return fieldErr(field, "must not contain a phone number (7 or more digits in a row)")
+				return FieldErr(field, "must not contain a phone number (7 or more digits in a row)")
 			}
 		case r == ' ' || r == '-' || r == '(' || r == ')' || r == '.':
 			// separators inside a phone number keep the run going

@@ -29,7 +29,7 @@ func (k RefKind) Check(ref string) error {
 	case BySubject, ByDestination:
 		return checkOpaque(string(k), ref, 256)
 	}
-	return fieldErr("ref_kind", "unknown (want subject_ref or destination_ref)")
+	return FieldErr("ref_kind", "unknown (want subject_ref or destination_ref)")
 }
 
 // Ref returns e's reference of kind k ("" for an unknown kind, or an entry

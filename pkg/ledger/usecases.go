@@ -13,28 +13,6 @@ import (
 // off value below, so a wiring slip is an error at start, never a control
 // silently off.
 
-// Claimer claims intents (functions/claim).
-type Claimer struct {
-	core       Core
-	limits     Limits // whether older challenges are superseded
-	challenges Challenges
-}
-
-// NewClaimer builds the claim use case: Store, Content, Clock, Policy, and
-// Challenges when the limits supersede older challenges.
-func NewClaimer(p Ports) (*Claimer, error) {
-	c, err := newCore("claim", p)
-	if err != nil {
-		return nil, err
-	}
-	need := portCheck{useCase: "claim"}
-	need.port(!p.Limits.Supersede || p.Challenges != nil, "Challenges (the limits supersede older challenges)")
-	if err := need.err(); err != nil {
-		return nil, err
-	}
-	return &Claimer{core: c, limits: p.Limits, challenges: p.Challenges}, nil
-}
-
 // sender is what dispatch and reconcile's same-key retry share: the
 // transports, the opener of sealed content and the attempt proofs.
 type sender struct {

@@ -14,7 +14,7 @@ import (
 
 // constructors builds each use case from ports.
 var constructors = map[string]func(ledger.Ports) error{
-	"claim":     func(p ledger.Ports) error { _, err := ledger.NewClaimer(p); return err },
+	"claim":     func(p ledger.Ports) error { _, err := assemble.Claimer(p); return err },
 	"dispatch":  func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err },
 	"reconcile": func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err },
 	"expire":    func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err },

@@ -43,7 +43,7 @@ func (s *Core) Record(e Entry, k EventKind, to State, w Worker, reason string, m
 		ID: s.newID(), Kind: k, From: e.State, To: to, At: now, Worker: string(w), Reason: reason,
 		PolicyVersion: s.policy.Version, Attempt: next.Attempts, AckID: next.AckID, ContentHash: next.ContentHash,
 	}
-	ev = chain(e.Key, e.Last().Hash, ev)
+	ev = Chain(e.Key, e.Last().Hash, ev)
 	next.History = append(next.History, ev)
 	return Change{From: e.State, Version: e.Version, Next: next, Event: ev}
 }
@@ -126,9 +126,9 @@ func (s *Core) OnConflict(ctx context.Context, e Entry, try func(Entry) error, a
 // ContentKey is the content-store key of an entry's sealed content: the dedupe
 // key and the content hash, so content offered with another hash can never
 // stand in for the entry's own.
-func ContentKey(e Entry) string { return contentKey(e.Key, e.ContentHash) }
+func ContentKey(e Entry) string { return ContentKeyFor(e.Key, e.ContentHash) }
 
-func contentKey(key, hash string) string { return key + ":" + hash }
+func ContentKeyFor(key, hash string) string { return key + ":" + hash }
 
 func (s *Core) purge(ctx context.Context, e Entry) error {
 	if err := s.content.Delete(ctx, ContentKey(e)); err != nil {

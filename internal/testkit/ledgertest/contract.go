@@ -9,6 +9,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/attemptproof"
 	"github.com/resetledger/resetledger/internal/memstore"
+	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -45,7 +46,7 @@ func NewEnv(store ledger.Store) *Env {
 
 // claim claims intent i (see Intent) on ch, expiring in ten minutes, as
 // contractWorker, and fails the test if the claim returns an error.
-func (env *Env) claim(t *testing.T, i int, ch ledger.Channel) (ledger.Intent, []byte, ledger.ClaimResult) {
+func (env *Env) claim(t *testing.T, i int, ch ledger.Channel) (ledger.Intent, []byte, claim.Result) {
 	t.Helper()
 	in, sealed := Intent(i, ch, env.Clock.Now(), 10*time.Minute)
 	res, err := env.Cases.Claim(context.Background(), in, sealed, contractWorker)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/usecase/assemble"
+	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/internal/usecase/evidence"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -55,7 +56,7 @@ func (u *UseCases) Filled() ledger.Ports {
 }
 
 // Claimer builds the claim use case.
-func (u *UseCases) Claimer() (*ledger.Claimer, error) { return ledger.NewClaimer(u.Filled()) }
+func (u *UseCases) Claimer() (*claim.Claimer, error) { return assemble.Claimer(u.Filled()) }
 
 // Dispatcher builds the dispatch use case.
 func (u *UseCases) Dispatcher() (*ledger.Dispatcher, error) { return ledger.NewDispatcher(u.Filled()) }
@@ -68,11 +69,11 @@ func (u *UseCases) EventRecorder() (*evidence.Recorder, error) {
 	return assemble.EventRecorder(u.Filled())
 }
 
-// Claim is ledger.Claimer.Claim.
-func (u *UseCases) Claim(ctx context.Context, in ledger.Intent, sealed []byte, w ledger.Worker) (ledger.ClaimResult, error) {
+// Claim is claim.Claimer.Claim.
+func (u *UseCases) Claim(ctx context.Context, in ledger.Intent, sealed []byte, w ledger.Worker) (claim.Result, error) {
 	c, err := u.Claimer()
 	if err != nil {
-		return ledger.ClaimResult{}, err
+		return claim.Result{}, err
 	}
 	return c.Claim(ctx, in, sealed, w)
 }

@@ -474,7 +474,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	claimer, err := ledger.NewClaimer(claimPorts)
+	claimer, err := assemble.Claimer(claimPorts)
 	p.wired(err)
 	dispatcher, err := ledger.NewDispatcher(ports(settings.Dispatch))
 	p.wired(err)

@@ -5,6 +5,7 @@
 package assemble
 
 import (
+	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/internal/usecase/evidence"
 	"github.com/resetledger/resetledger/internal/usecase/expire"
 	"github.com/resetledger/resetledger/internal/usecase/resolve"
@@ -39,6 +40,15 @@ func EventRecorder(p Ports) (*evidence.Recorder, error) {
 		return nil, err
 	}
 	return evidence.New(c, p.Proofs)
+}
+
+// Claimer builds the claim use case.
+func Claimer(p Ports) (*claim.Claimer, error) {
+	c, err := core("claim", p)
+	if err != nil {
+		return nil, err
+	}
+	return claim.New(c, p.Limits.Supersede, p.Challenges)
 }
 
 // core builds the write path every use case holds.
