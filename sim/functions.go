@@ -120,7 +120,7 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 			return line, err
 		}
 	case fnReconcile:
-		svc := must(ledger.NewReconciler(p))
+		svc := must(assemble.Reconciler(p))
 		return func(ctx context.Context) (string, error) {
 			rep, err := svc.Reconcile(ctx, inv.worker, sweepLimit)
 			if err == nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// ReconcileUseCase is the reconcile use case (*ledger.Reconciler).
+// ReconcileUseCase is the reconcile use case (*reconcile.Reconciler).
 type ReconcileUseCase interface {
 	Reconcile(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error)
 	Redrive(ctx context.Context, limit int) (ledger.SweepReport, error)

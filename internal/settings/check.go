@@ -95,7 +95,7 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 	// Reconcile sweeps a dispatching row to unknown once its lease is over,
 	// and lets a same-key retry start only if it is over within its lease
 	// before the transport forgets the key, cutting the retry's call there
-	// (ledger.Reconciler.Reconcile). A transport that may wait longer than the
+	// (reconcile.Reconciler.Reconcile). A transport that may wait longer than the
 	// lease would have its answer cut or overtaken.
 	for v, timeout := range s.transportTimeouts() {
 		if timeout > s.Policy.Lease {

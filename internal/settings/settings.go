@@ -72,7 +72,7 @@ const (
 // OpensContent reports whether reconcile opens sealed content with these
 // settings: only for a same-key retry, which only a transport that honors
 // an idempotency key allows, and of the transports only the webhook does
-// (ledger.Reconciler.Reconcile; SES and End User Messaging SMS are never sent
+// (reconcile.Reconciler.Reconcile; SES and End User Messaging SMS are never sent
 // through again). Without one, reconcile holds no kms:Decrypt on the
 // content key and no GetItem on the content table, and is not given the
 // key's ARN. Dispatch always opens content.

@@ -251,11 +251,11 @@ type Hooks struct {
 // the worker's clock and a valid policy. role names the use case in its
 // errors.
 func NewCore(role string, store Store, content ContentStore, clock Clock, policy Policy, h Hooks) (Core, error) {
-	need := portCheck{useCase: role}
-	need.port(store != nil, "Store")
-	need.port(content != nil, "Content")
-	need.port(clock != nil, "Clock")
-	if err := need.err(); err != nil {
+	need := PortCheck{UseCase: role}
+	need.Port(store != nil, "Store")
+	need.Port(content != nil, "Content")
+	need.Port(clock != nil, "Clock")
+	if err := need.Err(); err != nil {
 		return Core{}, err
 	}
 	if err := policy.Validate(); err != nil {
@@ -306,25 +306,25 @@ func (e *MissingPortError) Error() string {
 	return "ledger: " + e.UseCase + ": missing port " + strings.Join(e.Ports, ", missing port ")
 }
 
-// portCheck gathers the ports a constructor finds missing.
-type portCheck struct {
-	useCase string
+// PortCheck gathers the ports a constructor finds missing.
+type PortCheck struct {
+	UseCase string
 	missing []string
 }
 
-// port notes port as missing unless ok.
-func (c *portCheck) port(ok bool, port string) {
+// Port notes Port as missing unless ok.
+func (c *PortCheck) Port(ok bool, port string) {
 	if !ok {
 		c.missing = append(c.missing, port)
 	}
 }
 
-// err is a *MissingPortError naming every missing port, or nil.
-func (c *portCheck) err() error {
+// Err is a *MissingPortError naming every missing port, or nil.
+func (c *PortCheck) Err() error {
 	if len(c.missing) == 0 {
 		return nil
 	}
-	return &MissingPortError{UseCase: c.useCase, Ports: c.missing}
+	return &MissingPortError{UseCase: c.UseCase, Ports: c.missing}
 }
 
 func (s *Core) Transitioned(from State, e Entry) {

@@ -171,7 +171,7 @@ func (d *decision) unexpired(ctx context.Context) (step, error) {
 }
 
 func (d *decision) transport(context.Context) (step, error) {
-	tr, ok := d.s.sender.transports[d.e.Identity.Channel]
+	tr, ok := d.s.sender.Transport(d.e.Identity.Channel)
 	if !ok {
 		return next, fmt.Errorf("dispatch %s: %s: %w", d.e.Key, d.e.Identity.Channel, ErrNoTransport)
 	}
@@ -263,7 +263,7 @@ func (d *decision) send(ctx context.Context) (step, error) {
 // open returns the entry's opened content. Content that cannot be read or
 // authenticated quarantines the entry: it returns nil and the result of that.
 func (s *Dispatcher) open(ctx context.Context, e Entry, w Worker) (*Message, DispatchResult, error) {
-	msg, err := s.sender.openContent(ctx, e)
+	msg, err := s.sender.OpenContent(ctx, e)
 	if errors.Is(err, ErrContentUnavailable) || errors.Is(err, ErrNotFound) {
 		const reason = "sealed content unavailable or failed verification; nothing sent"
 		c, terr := s.core.Transition(e, Quarantined, w, reason, func(n *Entry) { s.core.ClearDeferral(n); n.Reason = reason })
@@ -369,11 +369,11 @@ func dispatchReason(e Entry) string {
 // send makes one transport attempt for the dispatching entry e and records
 // its outcome.
 func (s *Dispatcher) send(ctx context.Context, e Entry, tr Transport, msg Message, w Worker) (DispatchResult, error) {
-	ack, err := s.sender.attempt(ctx, e, tr, msg)
+	ack, err := s.sender.Attempt(ctx, e, tr, msg)
 	var ns *NotSent
 	if errors.As(err, &ns) {
 		return s.notSent(ctx, e, ns, w)
 	}
-	to, out, reason, ackID := outcomeOf(ack, err)
-	return s.sender.recordOutcome(ctx, e, to, out, reason, ackID, w)
+	to, out, reason, ackID := OutcomeOf(ack, err)
+	return s.sender.RecordOutcome(ctx, e, to, out, reason, ackID, w)
 }

@@ -83,7 +83,7 @@ func (s *Dispatcher) primed(q FirstQuery, r FirstRead) *Dispatcher {
 	if q.ContentKey != "" && r.Content != nil {
 		d.core = d.core.WithContent(&primedContent{ContentStore: s.core.Content(), key: q.ContentKey, read: *r.Content})
 	}
-	d.sender.core = &d.core
+	d.sender = d.sender.For(&d.core)
 	return &d
 }
 

@@ -49,9 +49,9 @@ type Lag struct {
 	Heard time.Time
 }
 
-// moved is when the stream was last known to deliver: the later of At and
+// Moved is when the stream was last known to deliver: the later of At and
 // Heard.
-func (l Lag) moved() time.Time {
+func (l Lag) Moved() time.Time {
 	if l.Heard.After(l.At) {
 		return l.Heard
 	}
@@ -99,7 +99,7 @@ const markSlack = 2 * time.Second
 
 // The marks answer one question for reconcile's re-drive: can a source
 // still deliver this entry, so that handing it back would only deliver it
-// twice? handBack is that rule, over Policy.RedriveAfter (its window):
+// twice? HandBackRule is that rule, over Policy.RedriveAfter (its window):
 //
 //   - queueWillDeliver: the queue will still deliver what was put on it at
 //     some time (a deferred entry's wake-up, the last hand-backs);
@@ -111,20 +111,20 @@ const markSlack = 2 * time.Second
 //
 // Dispatch asks the last one, of the marks it last saw, to wait for its send
 // slot without a hold on the entry (streamKeepsClaimUntil).
-type handBack struct{ window time.Duration }
+type HandBackRule struct{ window time.Duration }
 
-// queueWillDeliver reports whether the queue, with mark q, can still
+// QueueWillDeliver reports whether the queue, with mark q, can still
 // deliver what was put on it at putAt: its mark has not passed putAt, and
 // it moved within the window (a queue that stalled delivers nothing).
-func (r handBack) queueWillDeliver(q Mark, putAt, now time.Time) bool {
+func (r HandBackRule) QueueWillDeliver(q Mark, putAt, now time.Time) bool {
 	return q.Through.Before(putAt.Add(markSlack)) && now.Sub(q.At) < r.window
 }
 
-// streamWillDeliver reports whether the stream, running behind by l, can
+// StreamWillDeliver reports whether the stream, running behind by l, can
 // still deliver the claim made at claimedAt: it moved (Lag.moved) within
 // the window, and its lag speaks for the claim.
-func (r handBack) streamWillDeliver(l Lag, claimedAt, now time.Time) bool {
-	return r.lagSpeaksFor(l, l.moved(), claimedAt, now)
+func (r HandBackRule) StreamWillDeliver(l Lag, claimedAt, now time.Time) bool {
+	return r.lagSpeaksFor(l, l.Moved(), claimedAt, now)
 }
 
 // lagSpeaksFor reports whether, at now, the lag l still speaks for the
@@ -132,7 +132,7 @@ func (r handBack) streamWillDeliver(l Lag, claimedAt, now time.Time) bool {
 // is within the window, and the claim is younger than l's lateness plus the
 // window (the margin covers a backlog that grows while the claim waits in
 // it).
-func (r handBack) lagSpeaksFor(l Lag, since, claimedAt, now time.Time) bool {
+func (r HandBackRule) lagSpeaksFor(l Lag, since, claimedAt, now time.Time) bool {
 	return now.Sub(since) < r.window && now.Sub(claimedAt) < l.Behind+r.window
 }
 
@@ -143,11 +143,11 @@ func (r handBack) lagSpeaksFor(l Lag, since, claimedAt, now time.Time) bool {
 // Within its window a stored lag only grows, so every reconcile until then
 // reads one at least as large; after it, a smaller lateness may replace it,
 // however recently the stream was heard.
-func (r handBack) streamKeepsClaim(m Marks, e Entry, until time.Time) bool {
+func (r HandBackRule) streamKeepsClaim(m Marks, e Entry, until time.Time) bool {
 	return e.State == Claimed && r.lagSpeaksFor(m.Stream, m.Stream.At, e.UpdatedAt, until.Add(markSlack))
 }
 
-func (s *Core) HandBack() handBack { return handBack{window: s.policy.RedriveAfter} }
+func (s *Core) HandBack() HandBackRule { return HandBackRule{window: s.policy.RedriveAfter} }
 
 // Read records what dispatch took from src: for the stream, the claims of
 // one batch (their UpdatedAt, the oldest sets the lateness); for the queue,
@@ -186,7 +186,7 @@ const HeardEvery = 5 * time.Second
 // skipped.
 func (s *streamMarks) lagRecorded(behind time.Duration, now time.Time) bool {
 	l := s.progress.Seen().Stream
-	return l.Behind > behind && now.Sub(l.At) < s.rule.window && now.Sub(l.moved()) < HeardEvery
+	return l.Behind > behind && now.Sub(l.At) < s.rule.window && now.Sub(l.Moved()) < HeardEvery
 }
 
 // recordLag records the stream's lateness behind at now (Progress.Lagging)
@@ -220,5 +220,5 @@ func (s *streamMarks) streamKeepsClaimUntil(ctx context.Context, e Entry, at tim
 type streamMarks struct {
 	progress Progress
 	clock    func() time.Time // the use case's clock, as core.now reads it
-	rule     handBack         // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
+	rule     HandBackRule         // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
 }

@@ -191,8 +191,8 @@ func (e Entry) enteredAt() time.Time {
 	return e.UpdatedAt
 }
 
-// lastAttemptAt returns when the newest transport attempt began.
-func (e Entry) lastAttemptAt() time.Time {
+// LastAttemptAt returns when the newest transport attempt began.
+func (e Entry) LastAttemptAt() time.Time {
 	for i := len(e.History) - 1; i >= 0; i-- {
 		if ev := e.History[i]; ev.To == Dispatching && ev.From != Dispatching || ev.Kind == KindRetry && ev.Attempt == e.Attempts {
 			return ev.At

@@ -8,9 +8,9 @@ import (
 
 // The sending rules dispatch and reconcile's same-key retry share.
 
-// openContent fetches and opens the sealed message of e and checks it
+// OpenContent fetches and opens the sealed message of e and checks it
 // against the recorded content hash.
-func (s *sender) openContent(ctx context.Context, e Entry) (Message, error) {
+func (s *Sender) OpenContent(ctx context.Context, e Entry) (Message, error) {
 	sealed, err := s.core.Content().Get(ctx, ContentKey(e))
 	if err != nil {
 		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
@@ -25,15 +25,15 @@ func (s *sender) openContent(ctx context.Context, e Entry) (Message, error) {
 	return m, nil
 }
 
-// attempt makes the transport call for the attempt the dispatching entry e
+// Attempt makes the transport call for the Attempt the dispatching entry e
 // records, under the send deadline (expiry minus Policy.SendGuard), with the
-// attempt's proof when the transport reports events. An attempt with no
+// Attempt's proof when the transport reports events. An Attempt with no
 // time left, or whose proof cannot be signed, stops before the provider: it
 // answers *NotSent, as nothing was sent.
 //
 // The deadline is a duration on the worker's clock, so the call is cut
 // when that much time has passed, whatever the clock reads then.
-func (s *sender) attempt(ctx context.Context, e Entry, tr Transport, msg Message) (Ack, error) {
+func (s *Sender) Attempt(ctx context.Context, e Entry, tr Transport, msg Message) (Ack, error) {
 	deadline := e.ExpiresAt.Add(-s.core.Policy().SendGuard)
 	left := deadline.Sub(s.core.Clock())
 	if left <= 0 {
@@ -55,10 +55,10 @@ func (s *sender) attempt(ctx context.Context, e Entry, tr Transport, msg Message
 	return tr.Send(ctx, send)
 }
 
-// outcomeOf maps a transport result to the three outcomes. Only an ack is
+// OutcomeOf maps a transport result to the three outcomes. Only an ack is
 // accepted and only a *Rejection is rejected; everything else is unknown.
 // (A *NotSent never gets here: see send.)
-func outcomeOf(ack Ack, err error) (State, Outcome, string, string) {
+func OutcomeOf(ack Ack, err error) (State, Outcome, string, string) {
 	var rej *Rejection
 	switch {
 	case err == nil:
@@ -70,11 +70,11 @@ func outcomeOf(ack Ack, err error) (State, Outcome, string, string) {
 	}
 }
 
-// recordOutcome records the outcome of the attempt made from entry e. If a
+// RecordOutcome records the outcome of the attempt made from entry e. If a
 // write that kept the entry's state and attempt (a content-mismatch event)
 // bumped its version while the send was in flight, the outcome is recorded
 // on the fresh entry rather than lost.
-func (s *sender) recordOutcome(ctx context.Context, e Entry, to State, out Outcome, reason, ackID string, w Worker) (DispatchResult, error) {
+func (s *Sender) RecordOutcome(ctx context.Context, e Entry, to State, out Outcome, reason, ackID string, w Worker) (DispatchResult, error) {
 	from := e
 	var res DispatchResult
 	err := s.core.OnConflict(ctx, e, func(e Entry) error {
@@ -109,4 +109,62 @@ func (s *sender) recordOutcome(ctx context.Context, e Entry, to State, out Outco
 		return false
 	})
 	return res, err
+}
+
+// Sender is what dispatch and reconcile's same-key retry share: the
+// transports, the opener of sealed content and the attempt proofs.
+type Sender struct {
+	core       *Core // its owner's
+	transports map[Channel]Transport
+	opener     Opener
+	proofs     Proofs
+}
+
+// NewSender checks the sending ports: at least one transport, none nil, and,
+// for the transports whose sends this use case makes (sends), the opener
+// of their content and, where they report provider events, Proofs (those
+// sends carry a proof).
+// SenderPorts are what a Sender sends with: a transport per channel, the
+// opener of sealed content and the attempt proofs.
+type SenderPorts struct {
+	Transports map[Channel]Transport
+	Opener     Opener
+	Proofs     Proofs
+}
+
+func NewSender(role string, p SenderPorts, sends func(Capabilities) bool) (Sender, error) {
+	need := PortCheck{UseCase: role}
+	need.Port(len(p.Transports) > 0, "Transports")
+	opens, events := false, false
+	for _, ch := range Channels {
+		tr, ok := p.Transports[ch]
+		if !ok {
+			continue
+		}
+		need.Port(tr != nil, "Transports["+string(ch)+"]")
+		if tr == nil {
+			continue
+		}
+		if caps := tr.Capabilities(); sends(caps) {
+			opens, events = true, events || caps.Events
+		}
+	}
+	need.Port(!opens || p.Opener != nil, "Opener")
+	need.Port(!events || p.Proofs != nil, "Proofs (a transport reports provider events: its sends carry a proof)")
+	if err := need.Err(); err != nil {
+		return Sender{}, err
+	}
+	return Sender{transports: p.Transports, opener: p.Opener, proofs: p.Proofs}, nil
+}
+
+// Transport is the transport of channel ch, if the stage has one.
+func (s *Sender) Transport(ch Channel) (Transport, bool) {
+	tr, ok := s.transports[ch]
+	return tr, ok
+}
+
+// For returns s writing through core, its owner's.
+func (s Sender) For(core *Core) Sender {
+	s.core = core
+	return s
 }

@@ -69,9 +69,3 @@ func ReadStats(ctx context.Context, store Store, now time.Time) (map[State]State
 	}
 	return out, nil
 }
-
-// Stats is ReadStats over the reconciler's store, now: the figures reconcile
-// publishes after each sweep.
-func (s *Reconciler) Stats(ctx context.Context) (map[State]StateStats, error) {
-	return ReadStats(ctx, s.core.Store(), s.core.Now())
-}

@@ -15,7 +15,7 @@ type SweepReport struct {
 	Errors []error
 }
 
-func (r *SweepReport) count(action string) {
+func (r *SweepReport) Count(action string) {
 	if r.Actions == nil {
 		r.Actions = map[string]int{}
 	}
@@ -28,12 +28,12 @@ func (r SweepReport) Err() error { return errors.Join(r.Errors...) }
 func (s *Core) note(rep *SweepReport, action string, err error) {
 	switch {
 	case errors.Is(err, ErrConflict):
-		rep.count("skipped (changed concurrently)")
+		rep.Count("skipped (changed concurrently)")
 	case err != nil:
 		rep.Errors = append(rep.Errors, err)
-		rep.count("error")
+		rep.Count("error")
 	default:
-		rep.count(action)
+		rep.Count(action)
 	}
 }
 

@@ -13,48 +13,10 @@ import (
 // off value below, so a wiring slip is an error at start, never a control
 // silently off.
 
-// sender is what dispatch and reconcile's same-key retry share: the
-// transports, the opener of sealed content and the attempt proofs.
-type sender struct {
-	core       *Core // its owner's
-	transports map[Channel]Transport
-	opener     Opener
-	proofs     Proofs
-}
-
-// newSender checks the sending ports: at least one transport, none nil, and,
-// for the transports whose sends this use case makes (sends), the opener
-// of their content and, where they report provider events, Proofs (those
-// sends carry a proof).
-func newSender(role string, p Ports, sends func(Capabilities) bool) (sender, error) {
-	need := portCheck{useCase: role}
-	need.port(len(p.Transports) > 0, "Transports")
-	opens, events := false, false
-	for _, ch := range Channels {
-		tr, ok := p.Transports[ch]
-		if !ok {
-			continue
-		}
-		need.port(tr != nil, "Transports["+string(ch)+"]")
-		if tr == nil {
-			continue
-		}
-		if caps := tr.Capabilities(); sends(caps) {
-			opens, events = true, events || caps.Events
-		}
-	}
-	need.port(!opens || p.Opener != nil, "Opener")
-	need.port(!events || p.Proofs != nil, "Proofs (a transport reports provider events: its sends carry a proof)")
-	if err := need.err(); err != nil {
-		return sender{}, err
-	}
-	return sender{transports: p.Transports, opener: p.Opener, proofs: p.Proofs}, nil
-}
-
 // Dispatcher sends claimed and due deferred entries (functions/dispatch).
 type Dispatcher struct {
 	core        Core
-	sender      sender
+	sender      Sender
 	admission   // the send limits and supersession (limits.go)
 	streamMarks // how far it has read, for reconcile (progress.go)
 	budget      Budget
@@ -76,22 +38,22 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	snd, err := newSender("dispatch", p, func(Capabilities) bool { return true })
+	snd, err := NewSender("dispatch", SenderPorts{Transports: p.Transports, Opener: p.Opener, Proofs: p.Proofs}, func(Capabilities) bool { return true })
 	if err != nil {
 		return nil, err
 	}
-	need := portCheck{useCase: "dispatch"}
-	need.port(p.Budget != nil, "Budget (NoBudget: unpaced)")
-	need.port(p.Scheduler != nil, "Scheduler (NoScheduler: nothing handed back)")
-	need.port(p.Progress != nil, "Progress (NoProgress: no marks)")
+	need := PortCheck{UseCase: "dispatch"}
+	need.Port(p.Budget != nil, "Budget (NoBudget: unpaced)")
+	need.Port(p.Scheduler != nil, "Scheduler (NoScheduler: nothing handed back)")
+	need.Port(p.Progress != nil, "Progress (NoProgress: no marks)")
 	l := p.Limits
-	need.port(!l.counting() || p.Limiter != nil, "Limiter (the send limits count)")
-	need.port(!l.Destination.On() || p.Fingerprints != nil, "Fingerprints (the destination cap is on)")
-	need.port(!l.needsNumber() || p.NumberOf != nil, "NumberOf (an SMS region or number-kind rule is on)")
-	need.port(!l.Supersede || p.Challenges != nil, "Challenges (the limits supersede older challenges)")
-	need.port(!l.Supersede || p.Timeline != nil, "Timeline (the limits supersede older challenges; NoTimeline: their counts wait)")
-	need.port(p.FirstReads != nil, "FirstReads (ReadRowAlone: the row alone)")
-	if err := need.err(); err != nil {
+	need.Port(!l.counting() || p.Limiter != nil, "Limiter (the send limits count)")
+	need.Port(!l.Destination.On() || p.Fingerprints != nil, "Fingerprints (the destination cap is on)")
+	need.Port(!l.needsNumber() || p.NumberOf != nil, "NumberOf (an SMS region or number-kind rule is on)")
+	need.Port(!l.Supersede || p.Challenges != nil, "Challenges (the limits supersede older challenges)")
+	need.Port(!l.Supersede || p.Timeline != nil, "Timeline (the limits supersede older challenges; NoTimeline: their counts wait)")
+	need.Port(p.FirstReads != nil, "FirstReads (ReadRowAlone: the row alone)")
+	if err := need.Err(); err != nil {
 		return nil, err
 	}
 	d := &Dispatcher{core: c, sender: snd, budget: p.Budget, scheduler: p.Scheduler,
@@ -99,7 +61,7 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 			numberOf: p.NumberOf, timeline: p.Timeline},
 		streamMarks: streamMarks{progress: p.Progress, rule: c.HandBack()},
 		firstReads:  p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
-	d.sender.core = &d.core
+	d.sender = d.sender.For(&d.core)
 	d.streamMarks.clock = d.core.Now
 	d.core = d.core.WithGiveBack(d.releaseUnsent) // the only use case that gives a count back
 	if d.firstReads == ReadRowAlone {
@@ -112,40 +74,6 @@ func NewDispatcher(p Ports) (*Dispatcher, error) {
 		d.jitter = rand.Float64
 	}
 	return d, nil
-}
-
-// Reconciler sweeps dispatching and unknown entries and hands back what no
-// dispatch picked up (functions/reconcile).
-type Reconciler struct {
-	core      Core
-	sender    sender
-	scheduler Scheduler
-	progress  Progress
-}
-
-// NewReconciler builds the reconcile use case: every use case's ports,
-// Transports, Opener and (where it reports events) Proofs for a transport
-// that allows a same-key retry, Scheduler and Progress (or NoProgress).
-func NewReconciler(p Ports) (*Reconciler, error) {
-	c, err := newCore("reconcile", p)
-	if err != nil {
-		return nil, err
-	}
-	// Reconcile sends only a same-key retry, through a transport that
-	// honours an idempotency key.
-	snd, err := newSender("reconcile", p, func(caps Capabilities) bool { return caps.IdempotencyWindow > 0 })
-	if err != nil {
-		return nil, err
-	}
-	need := portCheck{useCase: "reconcile"}
-	need.port(p.Scheduler != nil && p.Scheduler != NoScheduler, "Scheduler (re-drive hands entries back through it)")
-	need.port(p.Progress != nil, "Progress (NoProgress: every due entry is handed back)")
-	if err := need.err(); err != nil {
-		return nil, err
-	}
-	r := &Reconciler{core: c, sender: snd, scheduler: p.Scheduler, progress: p.Progress}
-	r.sender.core = &r.core
-	return r, nil
 }
 
 // The explicit off values.

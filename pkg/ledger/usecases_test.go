@@ -16,7 +16,7 @@ import (
 var constructors = map[string]func(ledger.Ports) error{
 	"claim":     func(p ledger.Ports) error { _, err := assemble.Claimer(p); return err },
 	"dispatch":  func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err },
-	"reconcile": func(p ledger.Ports) error { _, err := ledger.NewReconciler(p); return err },
+	"reconcile": func(p ledger.Ports) error { _, err := assemble.Reconciler(p); return err },
 	"expire":    func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err },
 	"events":    func(p ledger.Ports) error { _, err := assemble.EventRecorder(p); return err },
 	"operate":   func(p ledger.Ports) error { _, err := assemble.Resolver(p); return err },

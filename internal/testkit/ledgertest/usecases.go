@@ -8,6 +8,7 @@ import (
 	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/internal/usecase/evidence"
+	"github.com/resetledger/resetledger/internal/usecase/reconcile"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -62,7 +63,7 @@ func (u *UseCases) Claimer() (*claim.Claimer, error) { return assemble.Claimer(u
 func (u *UseCases) Dispatcher() (*ledger.Dispatcher, error) { return ledger.NewDispatcher(u.Filled()) }
 
 // Reconciler builds the reconcile use case.
-func (u *UseCases) Reconciler() (*ledger.Reconciler, error) { return ledger.NewReconciler(u.Filled()) }
+func (u *UseCases) Reconciler() (*reconcile.Reconciler, error) { return assemble.Reconciler(u.Filled()) }
 
 // EventRecorder builds the provider-events use case.
 func (u *UseCases) EventRecorder() (*evidence.Recorder, error) {
@@ -114,7 +115,7 @@ func (u *UseCases) Read(ctx context.Context, src ledger.Source, t time.Time) err
 	return d.Read(ctx, src, t)
 }
 
-// Reconcile is ledger.Reconciler.Reconcile.
+// Reconcile is reconcile.Reconciler.Reconcile.
 func (u *UseCases) Reconcile(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error) {
 	r, err := u.Reconciler()
 	if err != nil {
@@ -123,7 +124,7 @@ func (u *UseCases) Reconcile(ctx context.Context, w ledger.Worker, limit int) (l
 	return r.Reconcile(ctx, w, limit)
 }
 
-// Redrive is ledger.Reconciler.Redrive.
+// Redrive is reconcile.Reconciler.Redrive.
 func (u *UseCases) Redrive(ctx context.Context, limit int) (ledger.SweepReport, error) {
 	r, err := u.Reconciler()
 	if err != nil {

@@ -478,7 +478,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	p.wired(err)
 	dispatcher, err := ledger.NewDispatcher(ports(settings.Dispatch))
 	p.wired(err)
-	reconciler, err := ledger.NewReconciler(ports(settings.Reconcile))
+	reconciler, err := assemble.Reconciler(ports(settings.Reconcile))
 	p.wired(err)
 	expirer, err := assemble.Expirer(ports(settings.Expire))
 	p.wired(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/internal/usecase/evidence"
 	"github.com/resetledger/resetledger/internal/usecase/expire"
+	"github.com/resetledger/resetledger/internal/usecase/reconcile"
 	"github.com/resetledger/resetledger/internal/usecase/resolve"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -49,6 +50,20 @@ func Claimer(p Ports) (*claim.Claimer, error) {
 		return nil, err
 	}
 	return claim.New(c, p.Limits.Supersede, p.Challenges)
+}
+
+// Reconciler builds the reconcile use case.
+func Reconciler(p Ports) (*reconcile.Reconciler, error) {
+	c, err := core("reconcile", p)
+	if err != nil {
+		return nil, err
+	}
+	return reconcile.New(c, sendPorts(p), p.Scheduler, p.Progress)
+}
+
+// sendPorts are the parts a Sender sends with.
+func sendPorts(p Ports) ledger.SenderPorts {
+	return ledger.SenderPorts{Transports: p.Transports, Opener: p.Opener, Proofs: p.Proofs}
 }
 
 // core builds the write path every use case holds.
