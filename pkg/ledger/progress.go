@@ -220,5 +220,5 @@ func (s *streamMarks) streamKeepsClaimUntil(ctx context.Context, e Entry, at tim
 type streamMarks struct {
 	progress Progress
 	clock    func() time.Time // the use case's clock, as core.now reads it
-	rule     HandBackRule         // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
+	rule     HandBackRule     // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
 }

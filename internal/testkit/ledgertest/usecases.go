@@ -63,7 +63,9 @@ func (u *UseCases) Claimer() (*claim.Claimer, error) { return assemble.Claimer(u
 func (u *UseCases) Dispatcher() (*ledger.Dispatcher, error) { return ledger.NewDispatcher(u.Filled()) }
 
 // Reconciler builds the reconcile use case.
-func (u *UseCases) Reconciler() (*reconcile.Reconciler, error) { return assemble.Reconciler(u.Filled()) }
+func (u *UseCases) Reconciler() (*reconcile.Reconciler, error) {
+	return assemble.Reconciler(u.Filled())
+}
 
 // EventRecorder builds the provider-events use case.
 func (u *UseCases) EventRecorder() (*evidence.Recorder, error) {
