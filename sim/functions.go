@@ -89,7 +89,7 @@ func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (s
 	case fnClaim:
 		return s.claim(inv, must(assemble.Claimer(p)))
 	case fnDispatch:
-		svc := must(ledger.NewDispatcher(p))
+		svc := must(assemble.Dispatcher(p))
 		return func(ctx context.Context) (string, error) {
 			var res ledger.DispatchResult
 			var err error

@@ -8,13 +8,13 @@ import (
 	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/handler"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/dispatchports"
-	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 func main() {
-	fn := wire.Boot(settings.Dispatch, dispatchports.Ports, ledger.NewDispatcher)
+	fn := wire.Boot(settings.Dispatch, dispatchports.Ports, assemble.Dispatcher)
 	h := handler.NewDispatch(handler.Deps{Log: fn.Log, Metrics: fn.Metrics}, fn.UseCase, dynamostore.Records{})
 	lambda.Start(h.Invoke)
 }

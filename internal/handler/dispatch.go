@@ -43,7 +43,7 @@ type RowStream interface {
 	Row(image map[string]events.DynamoDBAttributeValue) (ledger.Entry, error)
 }
 
-// DispatchUseCase is the dispatch use case (*ledger.Dispatcher).
+// DispatchUseCase is the dispatch use case (*dispatch.Dispatcher).
 type DispatchUseCase interface {
 	Dispatch(ctx context.Context, key string, w ledger.Worker) (ledger.DispatchResult, error)
 	DispatchRow(ctx context.Context, row ledger.Entry, w ledger.Worker) (ledger.DispatchResult, error)
@@ -53,7 +53,7 @@ type DispatchUseCase interface {
 
 // Handle dispatches the claimed rows of one batch of stream records, in
 // order, and reports the first record that failed. It then records how late
-// the oldest claim it handled arrived (ledger.Dispatcher.Read), so reconcile
+// the oldest claim it handled arrived (dispatch.Dispatcher.Read), so reconcile
 // does not hand back rows the stream is still delivering.
 func (h *Dispatch) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	worker, log := invocation(ctx, settings.Dispatch, h.Log)

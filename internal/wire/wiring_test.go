@@ -29,7 +29,7 @@ var functions = []struct {
 	build func(ledger.Ports) error
 }{
 	{settings.Claim, wire.ClaimPorts, func(p ledger.Ports) error { _, err := assemble.Claimer(p); return err }},
-	{settings.Dispatch, dispatchports.Ports, func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err }},
+	{settings.Dispatch, dispatchports.Ports, func(p ledger.Ports) error { _, err := assemble.Dispatcher(p); return err }},
 	{settings.Reconcile, reconcileports.Ports, func(p ledger.Ports) error { _, err := assemble.Reconciler(p); return err }},
 	{settings.Expire, nil, func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err }},
 	{settings.Events, eventsports.Ports, func(p ledger.Ports) error { _, err := assemble.EventRecorder(p); return err }},

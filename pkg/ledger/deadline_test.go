@@ -74,26 +74,28 @@ func TestSendDeadline(t *testing.T) {
 		}
 	})
 	t.Run("no time left: not sent", func(t *testing.T) {
+		// A valid policy's margin exceeds its guard, so dispatch's expiry
+		// check stops a send before its deadline passes; only a clock read
+		// between that check and the call reaches this defence, the
+		// Sender's own. It is called here directly, its clock past the
+		// deadline.
 		e := newEnv(t)
-		tr := &stallingTransport{}
-		e.Cases.Transports[ledger.Email] = tr
-		in, _, _ := e.claim(t, 52, ledger.Email, ledger.OutcomeClaimed)
-		// A valid policy's margin exceeds its guard, so the expiry check
-		// stops a send before its deadline passes; only a clock read between
-		// the two reaches this defence. A margin of zero stands in for it.
-		e.Cases.Policy.ExpiryMargin = 0
-		e.Cases.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) + time.Second
-		d, err := ledger.NewDispatcherWithAnyPolicy(e.Cases.Filled())
+		core, err := ledger.NewCore("dispatch", e.Cases.Store, e.Cases.Content, e.Cases.Clock, e.Cases.Policy, ledger.Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := d.Dispatch(context.Background(), in.Key(), "dispatch/req-1")
-		if err != nil || res.Outcome != ledger.OutcomeDeferred {
-			t.Fatalf("dispatch: %v %v, want deferred", res.Outcome, err)
+		tr := &stallingTransport{}
+		snd, err := ledger.NewSender("dispatch", ledger.SenderPorts{Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr}},
+			func(ledger.Capabilities) bool { return false })
+		if err != nil {
+			t.Fatal(err)
 		}
-		row := res.Entry
-		if tr.calls != 0 || row.NotSentCode != ledger.DeadlineCode {
-			t.Fatalf("%d calls, row %s code %q; want no call, not sent for the deadline", tr.calls, row.State, row.NotSentCode)
+		snd = snd.For(&core)
+		row := ledger.Entry{Key: "k", Attempts: 1, ExpiresAt: e.Clock.Now().Add(e.Cases.Policy.SendGuard / 2)}
+		_, err = snd.Attempt(context.Background(), row, tr, ledger.Message{})
+		var ns *ledger.NotSent
+		if !errors.As(err, &ns) || ns.Code != ledger.DeadlineCode || tr.calls != 0 {
+			t.Fatalf("%d calls, error %v; want no call, not sent for the deadline", tr.calls, err)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/dispatch"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -383,7 +384,7 @@ func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {
 	in, _, _ := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
 	// The function's timeout is 5 s away: a send could be cut off mid-call,
 	// leaving the row dispatching and then unknown. It is handed off instead.
-	ctx, cancel := context.WithTimeout(context.Background(), ledger.SendReserve/2)
+	ctx, cancel := context.WithTimeout(context.Background(), dispatch.SendReserve/2)
 	defer cancel()
 	res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if err != nil || res.Outcome != ledger.OutcomeDeferred || res.Entry.NotSentCode != ledger.HandOffCode {

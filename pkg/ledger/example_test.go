@@ -36,7 +36,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	dispatcher, err := ledger.NewDispatcher(ports)
+	dispatcher, err := assemble.Dispatcher(ports)
 	if err != nil {
 		panic(err)
 	}

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -130,15 +129,15 @@ type Limits struct {
 	Supersede bool
 }
 
-// needsAddress reports whether admitting an entry of channel ch needs its
+// NeedsAddress reports whether admitting an entry of channel ch needs its
 // opened content.
-func (l Limits) needsAddress(ch Channel) bool {
-	return l.Destination.On() || ch == SMS && l.needsNumber()
+func (l Limits) NeedsAddress(ch Channel) bool {
+	return l.Destination.On() || ch == SMS && l.NeedsNumber()
 }
 
-// needsNumber reports whether an SMS is admitted by its number's region or
+// NeedsNumber reports whether an SMS is admitted by its number's region or
 // kind.
-func (l Limits) needsNumber() bool {
+func (l Limits) NeedsNumber() bool {
 	return l.SMSCountries != nil || l.SMSNumberKinds != nil || l.SMSCountryCap.On()
 }
 
@@ -281,35 +280,21 @@ func LimitRule(e Entry) (Rule, bool) {
 	switch {
 	case e.State == Limited && strings.HasPrefix(e.NotSentCode, LimitCode):
 		return Rule(strings.TrimPrefix(e.NotSentCode, LimitCode)), true
-	case e.State == Suppressed && strings.HasPrefix(e.Reason, supersededPrefix):
+	case e.State == Suppressed && strings.HasPrefix(e.Reason, SupersededPrefix):
 		return RuleSuperseded, true
 	}
 	return "", false
 }
 
-const supersededPrefix = "superseded by challenge "
+const SupersededPrefix = "superseded by challenge "
 
-// on reports whether a rule limits entries of channel ch.
-func (l Limits) on(ch Channel) bool {
-	return l.Destination.On() || l.Subject.On() || ch == SMS && (l.needsNumber() || l.SMSGlobal.On())
+// Covers reports whether a rule limits entries of channel ch.
+func (l Limits) Covers(ch Channel) bool {
+	return l.Destination.On() || l.Subject.On() || ch == SMS && (l.NeedsNumber() || l.SMSGlobal.On())
 }
 
-// counting reports whether a rule limits entries of any channel.
-func (l Limits) counting() bool { return l.on(SMS) || l.on(Email) }
-
-// admission is dispatch's send limits and supersession: the policy, the
-// counters, and what the rules read (the newest challenge per subject, the
-// destination's fingerprint, the number's region, the subject's timeline).
-// Its methods decide without writing; the Dispatcher's methods in this file
-// write what they decide.
-type admission struct {
-	limits       Limits
-	limiter      Limiter
-	challenges   Challenges
-	fingerprints Fingerprinter
-	numberOf     NumberOf
-	timeline     Timeline
-}
+// Counting reports whether a rule limits entries of any channel.
+func (l Limits) Counting() bool { return l.Covers(SMS) || l.Covers(Email) }
 
 // Supersedable reports whether a newer challenge may still end e: it is
 // claimed or deferred, and nothing of it can have reached the provider
@@ -317,224 +302,6 @@ type admission struct {
 // sent). An entry with an unknown, accepted or in-flight attempt never is.
 func Supersedable(e Entry) bool {
 	return (e.State == Claimed || e.State == Deferred) && e.Unsent()
-}
-
-// superseded returns the newer challenge that supersedes e, if any. Only a
-// entry nothing of which reached the provider is superseded.
-func (s *admission) superseded(ctx context.Context, e Entry) (string, bool, error) {
-	if !s.limits.Supersede || e.SubjectRef == "" || !Supersedable(e) {
-		return "", false, nil
-	}
-	newest, ok, err := s.challenges.Newest(ctx, StreamOf(e))
-	if err != nil {
-		return "", false, fmt.Errorf("dispatch %s: newest challenge: %w", e.Key, err)
-	}
-	if !ok || newest.ID == e.Identity.ChallengeID || !newest.Newer(ChallengeOf(e)) {
-		return "", false, nil
-	}
-	return newest.ID, true, nil
-}
-
-// supersedeIfNewer ends e superseded if a newer challenge of its stream
-// exists; done reports that it did.
-func (s *Dispatcher) supersedeIfNewer(ctx context.Context, e Entry, w Worker) (_ DispatchResult, done bool, _ error) {
-	newer, ok, err := s.superseded(ctx, e)
-	if !ok || err != nil {
-		return DispatchResult{}, false, err
-	}
-	res, err := s.supersede(ctx, e, w, newer)
-	return res, true, err
-}
-
-// supersede ends the unsent entry e suppressed in favour of challenge newer.
-// An entry the limits counted gives its count back with that write (apply):
-// superseded entries must not fill the counters the newest challenge is
-// counted in.
-func (s *Dispatcher) supersede(ctx context.Context, e Entry, w Worker, newer string) (DispatchResult, error) {
-	reason := supersededPrefix + newer
-	c, err := s.core.Transition(e, Suppressed, w, reason, func(n *Entry) {
-		s.core.ClearDeferral(n)
-		n.Reason = reason
-	})
-	if err != nil {
-		return DispatchResult{}, err
-	}
-	return s.core.Apply(ctx, c, OutcomeSuppressed)
-}
-
-// errRefused is a limit decision made without a counter: the region is
-// outside the allow-list, or the address cannot be read as a number.
-type errRefused struct {
-	rule   Rule
-	reason string
-}
-
-func (e *errRefused) Error() string { return e.reason }
-
-// counts returns the counters the message msg of entry e counts in.
-func (s *admission) counts(ctx context.Context, e Entry, msg Message) ([]Count, error) {
-	l, ch := s.limits, e.Identity.Channel
-	var cs []Count
-	var region string
-	if ch == SMS && l.needsNumber() {
-		n, err := s.numberOf(msg.To)
-		if err != nil {
-			return nil, &errRefused{RuleSMSCountry, "destination number has no recognizable region"}
-		}
-		if l.SMSCountries != nil && !l.SMSCountries(n.Region) {
-			return nil, &errRefused{RuleSMSCountry, fmt.Sprintf("region %s is not in the SMS allow-list", n.Region)}
-		}
-		if l.SMSNumberKinds != nil && !l.SMSNumberKinds(n.Kind) {
-			return nil, &errRefused{RuleSMSNumberKind, fmt.Sprintf("a %s number (region %s) is not in the SMS number-kind allow-list", kindText(n.Kind), n.Region)}
-		}
-		region = n.Region
-	}
-	if l.Destination.On() {
-		fp, err := s.fingerprints.Fingerprint(ctx, ch, msg.To)
-		if err != nil {
-			return nil, fmt.Errorf("fingerprint destination: %w", err)
-		}
-		cs = append(cs, Count{Rule: RuleDestination, Key: string(ch) + "#" + fp, Cap: l.Destination})
-	}
-	if l.Subject.On() && e.SubjectRef != "" {
-		cs = append(cs, Count{Rule: RuleSubject, Key: e.SubjectRef, Cap: l.Subject})
-	}
-	if ch == SMS && l.SMSCountryCap.On() {
-		cs = append(cs, Count{Rule: RuleSMSCountryCap, Key: region, Cap: l.SMSCountryCap})
-	}
-	if ch == SMS && l.SMSGlobal.On() {
-		cs = append(cs, Count{Rule: RuleSMSGlobal, Key: string(SMS), Cap: l.SMSGlobal})
-	}
-	return cs, nil
-}
-
-// admit decides whether the claimed entry e may be sent under the limits.
-// It returns the result of ending e limited, or a zero result and when the
-// counters counted it (zero if none applied) if admitted.
-func (s *Dispatcher) admit(ctx context.Context, e Entry, w Worker, msg Message) (time.Time, DispatchResult, error) {
-	cs, err := s.counts(ctx, e, msg)
-	var ref *errRefused
-	if errors.As(err, &ref) {
-		res, err := s.limit(ctx, e, w, ref.rule, ref.reason+"; nothing sent")
-		return time.Time{}, res, err
-	}
-	if err != nil {
-		return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
-	}
-	if len(cs) == 0 {
-		return time.Time{}, DispatchResult{}, nil
-	}
-	a, err := s.admitReclaiming(ctx, e, w, cs, s.core.Now())
-	if err != nil {
-		return time.Time{}, DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
-	}
-	if a.Limited < 0 {
-		return a.CountedAt, DispatchResult{}, nil
-	}
-	c := cs[a.Limited]
-	what := map[Rule]string{
-		RuleDestination: "sends to this destination on " + string(e.Identity.Channel), RuleSubject: "sends for subject " + e.SubjectRef,
-		RuleSMSCountryCap: "SMS to region " + c.Key, RuleSMSGlobal: "SMS in all",
-	}[c.Rule]
-	reason := fmt.Sprintf("limit %s: %d of %d %s per %s reached (window from %s); nothing sent",
-		c.Rule, a.Count, c.Cap.Max, what, c.Cap.Window, a.Window.UTC().Format(time.RFC3339))
-	res, err := s.limit(ctx, e, w, c.Rule, reason)
-	return time.Time{}, res, err
-}
-
-// admitReclaiming counts e in the counters cs. If one is full and e's
-// subject has older challenges in e's stream that the limits counted while
-// they waited for their send-rate slots, those are superseded by e (the
-// newest: superseded checked it just before), their counts given back,
-// and e is admitted again, once. Without this the newest challenge, reaching
-// dispatch before its older siblings wake, would find the counter full of
-// them: it would end limited, they superseded, and the player get nothing.
-func (s *Dispatcher) admitReclaiming(ctx context.Context, e Entry, w Worker, cs []Count, now time.Time) (Admission, error) {
-	until := e.ExpiresAt.Add(s.core.Policy().Lease)
-	a, err := s.limiter.Admit(ctx, e.Key, cs, now, until)
-	if err != nil || a.Limited < 0 {
-		return a, err
-	}
-	n, err := s.reclaim(ctx, e, w)
-	if err != nil || n == 0 {
-		return a, err
-	}
-	return s.limiter.Admit(ctx, e.Key, cs, now, until)
-}
-
-// ReclaimLookback is how many of a subject's newest entries a refused
-// admission reads (one index Query and one batch read, bounded by it) to
-// find the older challenges that still hold counts. Such entries are recent:
-// each waits in the backlog behind a newer claim of the same subject.
-const ReclaimLookback = 16
-
-// reclaim supersedes by e the unsent older challenges of e's stream (a
-// newer challenge supersedes them whatever they hold), giving back the
-// counts they hold, and returns how many entries of the stream are now
-// superseded by e (by this call, or by their own dispatch meanwhile: either
-// gave its count back). An entry that moved on to its send keeps its count.
-func (s *Dispatcher) reclaim(ctx context.Context, e Entry, w Worker) (int, error) {
-	if !s.limits.Supersede || s.timeline == NoTimeline || e.SubjectRef == "" {
-		return 0, nil
-	}
-	rows, err := s.timeline.ListByRef(ctx, BySubject, e.SubjectRef, time.Time{}, ReclaimLookback)
-	if err != nil {
-		return 0, fmt.Errorf("older challenges of its subject: %w", err)
-	}
-	n := 0
-	for _, o := range rows {
-		if o.Key == e.Key || StreamOf(o) != StreamOf(e) || !ChallengeOf(e).Newer(ChallengeOf(o)) {
-			continue
-		}
-		if !Supersedable(o) {
-			if supersededBy(o, e) {
-				n++
-			}
-			continue
-		}
-		// A lost write is tried again on the fresh entry while it is still
-		// supersedable: its own dispatch may only have deferred it to a
-		// send slot (a hold), and it still holds its count.
-		last := o
-		err := s.core.OnConflict(ctx, o, func(o Entry) error {
-			res, err := s.supersede(ctx, o, w, e.Identity.ChallengeID)
-			if err == nil {
-				last = res.Entry
-			}
-			return err
-		}, func(fresh Entry) bool { last = fresh; return Supersedable(fresh) })
-		if errors.Is(err, ErrConflict) && !Supersedable(last) {
-			err = nil // moved on meanwhile: to its send, or superseded at its wake-up
-		}
-		if err != nil {
-			return n, err
-		}
-		if supersededBy(last, e) {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// supersededBy reports whether o ended suppressed in favour of e's challenge.
-func supersededBy(o, e Entry) bool {
-	return o.State == Suppressed && o.Reason == supersededPrefix+e.Identity.ChallengeID
-}
-
-// limit ends the claimed entry e limited by rule.
-func (s *Dispatcher) limit(ctx context.Context, e Entry, w Worker, rule Rule, reason string) (DispatchResult, error) {
-	c, err := s.core.Transition(e, Limited, w, reason, func(n *Entry) {
-		s.core.ClearDeferral(n)
-		n.Reason = reason
-		n.NotSentCode = LimitCode + string(rule)
-	})
-	if err != nil {
-		return DispatchResult{}, err
-	}
-	c.Event.Code = c.Next.NotSentCode
-	c.Event = Chain(e.Key, e.Last().Hash, c.Event)
-	c.Next.History[len(c.Next.History)-1] = c.Event
-	return s.core.Apply(ctx, c, OutcomeLimited)
 }
 
 // WindowStart is the start of c's window containing now.
@@ -568,18 +335,4 @@ func Counters(c Count, now time.Time) []Counter {
 		{ID: CounterID(c, w), From: w.Add(-c.Cap.Window), To: next},
 		{ID: CounterID(c, next), From: w, To: next.Add(c.Cap.Window)},
 	}
-}
-
-// kindText is a number kind for a reason: its name with spaces, or
-// "unknown-kind" for a name outside the metadata's (never other text).
-func kindText(kind string) string {
-	for _, r := range kind {
-		if (r < 'a' || r > 'z') && r != '_' {
-			return "unknown-kind"
-		}
-	}
-	if kind == "" {
-		return "unknown-kind"
-	}
-	return strings.ReplaceAll(kind, "_", "-")
 }

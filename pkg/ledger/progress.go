@@ -111,13 +111,13 @@ const markSlack = 2 * time.Second
 //
 // Dispatch asks the last one, of the marks it last saw, to wait for its send
 // slot without a hold on the entry (streamKeepsClaimUntil).
-type HandBackRule struct{ window time.Duration }
+type HandBackRule struct{ Window time.Duration }
 
 // QueueWillDeliver reports whether the queue, with mark q, can still
 // deliver what was put on it at putAt: its mark has not passed putAt, and
 // it moved within the window (a queue that stalled delivers nothing).
 func (r HandBackRule) QueueWillDeliver(q Mark, putAt, now time.Time) bool {
-	return q.Through.Before(putAt.Add(markSlack)) && now.Sub(q.At) < r.window
+	return q.Through.Before(putAt.Add(markSlack)) && now.Sub(q.At) < r.Window
 }
 
 // StreamWillDeliver reports whether the stream, running behind by l, can
@@ -133,92 +133,23 @@ func (r HandBackRule) StreamWillDeliver(l Lag, claimedAt, now time.Time) bool {
 // window (the margin covers a backlog that grows while the claim waits in
 // it).
 func (r HandBackRule) lagSpeaksFor(l Lag, since, claimedAt, now time.Time) bool {
-	return now.Sub(since) < r.window && now.Sub(claimedAt) < l.Behind+r.window
+	return now.Sub(since) < r.Window && now.Sub(claimedAt) < l.Behind+r.Window
 }
 
-// streamKeepsClaim reports whether, by the marks m, reconcile leaves the
+// StreamKeepsClaim reports whether, by the marks m, reconcile leaves the
 // claim e to the stream from m's time until until, markSlack past it for
 // the workers' clocks: the claim is younger than the lag's lateness plus
 // the window then, and the lag's window (At, not Heard) is still open then.
 // Within its window a stored lag only grows, so every reconcile until then
 // reads one at least as large; after it, a smaller lateness may replace it,
 // however recently the stream was heard.
-func (r HandBackRule) streamKeepsClaim(m Marks, e Entry, until time.Time) bool {
+func (r HandBackRule) StreamKeepsClaim(m Marks, e Entry, until time.Time) bool {
 	return e.State == Claimed && r.lagSpeaksFor(m.Stream, m.Stream.At, e.UpdatedAt, until.Add(markSlack))
 }
 
-func (s *Core) HandBack() HandBackRule { return HandBackRule{window: s.policy.RedriveAfter} }
-
-// Read records what dispatch took from src: for the stream, the claims of
-// one batch (their UpdatedAt, the oldest sets the lateness); for the queue,
-// the due time of the newest message. It writes nothing without marks
-// (NoProgress) or a time. Its error is the caller's to log: a mark that did
-// not move only costs hand-backs.
-func (s *streamMarks) Read(ctx context.Context, src Source, t time.Time) error {
-	if s.progress == NoProgress || t.IsZero() {
-		return nil
-	}
-	now := s.clock()
-	if src == FromStream {
-		behind := max(now.Sub(t), 0)
-		if s.lagRecorded(behind, now) {
-			return nil
-		}
-		_, err := s.recordLag(ctx, behind, now)
-		return err
-	}
-	return s.progress.Advance(ctx, t.UTC().Truncate(Precision), now)
-}
+func (s *Core) HandBack() HandBackRule { return HandBackRule{Window: s.policy.RedriveAfter} }
 
 // HeardEvery is how stale the stream's Lag.Heard may grow before a
 // stream batch records it again: reconcile judges the stream stopped only
 // after Policy.RedriveAfter without it, far longer.
 const HeardEvery = 5 * time.Second
-
-// lagRecorded reports whether a stream batch behind by behind at now
-// would change nothing worth a write, by the marks this process last saw:
-// they hold a larger lateness, recorded within the window (a stored lag
-// only grows within its window, so the write would be refused), and the
-// stream was heard less than HeardEvery ago. A prompt stream then costs a
-// mark write per HeardEvery, not one per batch. Marks that moved since
-// they were seen only hold a lateness as large, or a window written by a
-// clock behind: it closes sooner, which costs hand-backs, never one
-// skipped.
-func (s *streamMarks) lagRecorded(behind time.Duration, now time.Time) bool {
-	l := s.progress.Seen().Stream
-	return l.Behind > behind && now.Sub(l.At) < s.rule.window && now.Sub(l.Moved()) < HeardEvery
-}
-
-// recordLag records the stream's lateness behind at now (Progress.Lagging)
-// and returns the lag stored after it.
-func (s *streamMarks) recordLag(ctx context.Context, behind time.Duration, now time.Time) (Lag, error) {
-	return s.progress.Lagging(ctx, behind, now, now.Add(-s.rule.window))
-}
-
-// streamKeepsClaimUntil reports whether reconcile leaves the claim e,
-// delivered by the stream, to this dispatch until its send slot at, so
-// that waiting for it needs no hold on the entry. The marks this process last
-// saw answer without a request when they cover it (a stream batch
-// refreshes them); otherwise this claim's own lateness is recorded, and the
-// lag stored after that answers. Without marks (NoProgress), or if the
-// write fails, it does not: the caller holds the slot.
-func (s *streamMarks) streamKeepsClaimUntil(ctx context.Context, e Entry, at time.Time) bool {
-	if s.progress == NoProgress || e.State != Claimed {
-		return false
-	}
-	if s.rule.streamKeepsClaim(s.progress.Seen(), e, at) {
-		return true
-	}
-	now := s.clock()
-	l, err := s.recordLag(ctx, max(now.Sub(e.UpdatedAt), 0), now)
-	return err == nil && s.rule.streamKeepsClaim(Marks{Stream: l}, e, at)
-}
-
-// streamMarks is dispatch's side of the stream marks: it records how far
-// dispatch has read (Read), and answers whether reconcile leaves a claim to
-// this dispatch while it waits for its slot.
-type streamMarks struct {
-	progress Progress
-	clock    func() time.Time // the use case's clock, as core.now reads it
-	rule     HandBackRule     // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
-}

@@ -15,7 +15,7 @@ import (
 // constructors builds each use case from ports.
 var constructors = map[string]func(ledger.Ports) error{
 	"claim":     func(p ledger.Ports) error { _, err := assemble.Claimer(p); return err },
-	"dispatch":  func(p ledger.Ports) error { _, err := ledger.NewDispatcher(p); return err },
+	"dispatch":  func(p ledger.Ports) error { _, err := assemble.Dispatcher(p); return err },
 	"reconcile": func(p ledger.Ports) error { _, err := assemble.Reconciler(p); return err },
 	"expire":    func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err },
 	"events":    func(p ledger.Ports) error { _, err := assemble.EventRecorder(p); return err },
@@ -77,7 +77,7 @@ func TestDispatchWithoutLimiterRefusedWhileLimitsOn(t *testing.T) {
 	e, _ := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Hour}})
 	p := e.Cases.Filled()
 	p.Limiter = nil
-	_, err := ledger.NewDispatcher(p)
+	_, err := assemble.Dispatcher(p)
 	var missing *ledger.MissingPortError
 	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "missing port Limiter") {
 		t.Errorf("dispatch with limits on and no Limiter: %v, want it refused, naming Limiter", err)

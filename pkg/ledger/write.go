@@ -190,24 +190,6 @@ func (s *Core) Decision(e Entry, to State, w Worker, reason, ackID string) (Chan
 	})
 }
 
-// releaseUnsent gives back the send-limit count of the ended entry e if the
-// limits may have counted it and nothing of it can have reached the
-// provider. An entry never claimed was never admitted.
-func (s *admission) releaseUnsent(ctx context.Context, e Entry) error {
-	if !e.State.Terminal() && e.State != Quarantined || !e.Unsent() ||
-		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
-		return nil
-	}
-	if err := s.limiter.Release(ctx, e.Key); err != nil {
-		return fmt.Errorf("%s ended %s, but its send-limit count stays: %w", e.Key, e.State, err)
-	}
-	return nil
-}
-
-// limitsOn reports whether dispatch admits entries of channel ch through the
-// limits (the constructor makes sure the ports they need are there).
-func (s *admission) limitsOn(ch Channel) bool { return s.limits.on(ch) }
-
 func (s *Core) ClearDeferral(n *Entry) {
 	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
 }

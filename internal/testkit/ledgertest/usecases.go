@@ -7,6 +7,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/usecase/claim"
+	"github.com/resetledger/resetledger/internal/usecase/dispatch"
 	"github.com/resetledger/resetledger/internal/usecase/evidence"
 	"github.com/resetledger/resetledger/internal/usecase/reconcile"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -60,7 +61,7 @@ func (u *UseCases) Filled() ledger.Ports {
 func (u *UseCases) Claimer() (*claim.Claimer, error) { return assemble.Claimer(u.Filled()) }
 
 // Dispatcher builds the dispatch use case.
-func (u *UseCases) Dispatcher() (*ledger.Dispatcher, error) { return ledger.NewDispatcher(u.Filled()) }
+func (u *UseCases) Dispatcher() (*dispatch.Dispatcher, error) { return assemble.Dispatcher(u.Filled()) }
 
 // Reconciler builds the reconcile use case.
 func (u *UseCases) Reconciler() (*reconcile.Reconciler, error) {
@@ -81,7 +82,7 @@ func (u *UseCases) Claim(ctx context.Context, in ledger.Intent, sealed []byte, w
 	return c.Claim(ctx, in, sealed, w)
 }
 
-// Dispatch is ledger.Dispatcher.Dispatch.
+// Dispatch is dispatch.Dispatcher.Dispatch.
 func (u *UseCases) Dispatch(ctx context.Context, key string, w ledger.Worker) (ledger.DispatchResult, error) {
 	d, err := u.Dispatcher()
 	if err != nil {
@@ -90,7 +91,7 @@ func (u *UseCases) Dispatch(ctx context.Context, key string, w ledger.Worker) (l
 	return d.Dispatch(ctx, key, w)
 }
 
-// DispatchRow is ledger.Dispatcher.DispatchRow.
+// DispatchRow is dispatch.Dispatcher.DispatchRow.
 func (u *UseCases) DispatchRow(ctx context.Context, row ledger.Entry, w ledger.Worker) (ledger.DispatchResult, error) {
 	d, err := u.Dispatcher()
 	if err != nil {
@@ -99,7 +100,7 @@ func (u *UseCases) DispatchRow(ctx context.Context, row ledger.Entry, w ledger.W
 	return d.DispatchRow(ctx, row, w)
 }
 
-// RescheduleNotDue is ledger.Dispatcher.RescheduleNotDue.
+// RescheduleNotDue is dispatch.Dispatcher.RescheduleNotDue.
 func (u *UseCases) RescheduleNotDue(ctx context.Context, res ledger.DispatchResult) error {
 	d, err := u.Dispatcher()
 	if err != nil {
@@ -108,7 +109,7 @@ func (u *UseCases) RescheduleNotDue(ctx context.Context, res ledger.DispatchResu
 	return d.RescheduleNotDue(ctx, res)
 }
 
-// Read is ledger.Dispatcher.Read.
+// Read is dispatch.Dispatcher.Read.
 func (u *UseCases) Read(ctx context.Context, src ledger.Source, t time.Time) error {
 	d, err := u.Dispatcher()
 	if err != nil {

@@ -476,7 +476,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	}
 	claimer, err := assemble.Claimer(claimPorts)
 	p.wired(err)
-	dispatcher, err := ledger.NewDispatcher(ports(settings.Dispatch))
+	dispatcher, err := assemble.Dispatcher(ports(settings.Dispatch))
 	p.wired(err)
 	reconciler, err := assemble.Reconciler(ports(settings.Reconcile))
 	p.wired(err)

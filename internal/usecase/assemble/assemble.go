@@ -6,6 +6,7 @@ package assemble
 
 import (
 	"github.com/resetledger/resetledger/internal/usecase/claim"
+	"github.com/resetledger/resetledger/internal/usecase/dispatch"
 	"github.com/resetledger/resetledger/internal/usecase/evidence"
 	"github.com/resetledger/resetledger/internal/usecase/expire"
 	"github.com/resetledger/resetledger/internal/usecase/reconcile"
@@ -64,6 +65,21 @@ func Reconciler(p Ports) (*reconcile.Reconciler, error) {
 // sendPorts are the parts a Sender sends with.
 func sendPorts(p Ports) ledger.SenderPorts {
 	return ledger.SenderPorts{Transports: p.Transports, Opener: p.Opener, Proofs: p.Proofs}
+}
+
+// Dispatcher builds the dispatch use case.
+func Dispatcher(p Ports) (*dispatch.Dispatcher, error) {
+	c, err := core("dispatch", p)
+	if err != nil {
+		return nil, err
+	}
+	return dispatch.New(c, dispatch.Deps{
+		Send: sendPorts(p),
+		Admission: dispatch.AdmissionPorts{Limits: p.Limits, Limiter: p.Limiter, Challenges: p.Challenges,
+			Fingerprints: p.Fingerprints, NumberOf: p.NumberOf, Timeline: p.Timeline},
+		Budget: p.Budget, Scheduler: p.Scheduler, Progress: p.Progress, FirstReads: p.FirstReads,
+		Sleep: p.Sleep, Jitter: p.Jitter,
+	})
 }
 
 // core builds the write path every use case holds.

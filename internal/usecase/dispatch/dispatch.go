@@ -1,0 +1,1086 @@
+// Package dispatch sends claimed and due deferred entries
+// (functions/dispatch): its decision is the list of stages in
+// Dispatcher.dispatchRow.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
+)
+
+// Dispatch sends the message of a claimed, or due deferred, entry at most
+// once per attempt. Duplicate calls are harmless: only the caller that wins
+// the conditional move to dispatching sends. The move also requires the
+// challenge to be unexpired (minus the margin) in the database's condition.
+//
+// A conditional write before the send that loses (another worker moved the
+// entry, or a content-mismatch event bumped its version) is not an error: the
+// entry is read again and the decision made afresh, so a lost race is a skip
+// and a write that kept the entry due never costs the send.
+func (s *Dispatcher) Dispatch(ctx context.Context, key string, w ledger.Worker) (ledger.DispatchResult, error) {
+	e, err := s.core.Store().Get(ctx, key)
+	if err != nil {
+		return ledger.DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
+	}
+	return s.dispatch(ctx, e, w, false)
+}
+
+// DispatchRow is Dispatch for the stream record that announced the claim,
+// whose new image is image. The decision is made from the row as a
+// consistent read returns it, never from the image (docs/design.md, "A
+// function acts only on what its own source delivered"): an image at the
+// row's version that differs from it, or at a version the row never had,
+// was not written by the table. It causes no write and is answered
+// OutcomeContradicted, with the fields that differ.
+//
+// The row, the newest challenge and the content are read together
+// (FirstReads), keyed by the image: a contradicted image uses neither of
+// the other two.
+func (s *Dispatcher) DispatchRow(ctx context.Context, image ledger.Entry, w ledger.Worker) (ledger.DispatchResult, error) {
+	q := s.firstQuery(image)
+	r, err := s.firstReads.ReadFirst(ctx, q)
+	if err != nil {
+		return ledger.DispatchResult{}, fmt.Errorf("dispatch %s: %w", image.Key, err)
+	}
+	e := r.Entry
+	if diff := ledger.Contradiction(image, e); diff != nil {
+		return ledger.DispatchResult{Outcome: ledger.OutcomeContradicted, Entry: e, Contradicted: diff}, nil
+	}
+	return s.primed(q, r).dispatch(ctx, e, w, true)
+}
+
+// dispatch decides for the entry e as just read; streamed says the delivery
+// is the ledger stream's.
+func (s *Dispatcher) dispatch(ctx context.Context, e ledger.Entry, w ledger.Worker, streamed bool) (ledger.DispatchResult, error) {
+	var res ledger.DispatchResult
+	var sent, raced bool
+	err := s.core.OnConflict(ctx, e, func(e ledger.Entry) (err error) {
+		res, sent, err = s.dispatchRow(ctx, e, w, streamed)
+		return err
+	}, func(ledger.Entry) bool { raced = true; return !sent }) // a lost race before the send is decided afresh
+	if err == nil && raced && e.State == ledger.Claimed && res.Outcome == ledger.OutcomeSkipped {
+		// The claim this dispatch admitted had ended meanwhile (another
+		// worker limited, superseded or expired it): a count taken for it
+		// is given back.
+		err = s.releaseUnsent(ctx, res.Entry)
+	}
+	return res, err
+}
+
+// dispatchRow makes the dispatch decision for the entry e as read; streamed
+// says the delivery is the ledger stream's. sent reports whether the
+// transport was called; a conflict before that is safe to retry.
+//
+// The decision is the list of stages below, in order: each answers go on
+// or stop (with the result), and none decides what comes after it.
+func (s *Dispatcher) dispatchRow(ctx context.Context, e ledger.Entry, w ledger.Worker, streamed bool) (_ ledger.DispatchResult, sent bool, _ error) {
+	d := &decision{s: s, e: e, w: w, now: s.core.Now(), streamed: streamed}
+	for _, stage := range []func(context.Context) (step, error){
+		d.due,            // claimed, or deferred and due
+		d.evidence,       // a deferred attempt the provider reports it took is not sent again
+		d.unexpired,      // an expired challenge ends expired
+		d.transport,      // the channel's transport
+		d.newest,         // a newer challenge supersedes this one
+		d.admission,      // the send limits count it, or stop it
+		d.slot,           // a send slot: now, soon, or deferred to a later one
+		d.open,           // the sealed content, opened and checked
+		d.wait,           // wait for the slot, then supersession again
+		d.begin,          // the move to dispatching
+		d.stillUnexpired, // still unexpired once begun (its answer can come late)
+		d.send,           // the transport call and its outcome
+	} {
+		st, err := stage(ctx)
+		if st.stop || err != nil {
+			return st.res, d.begun, err
+		}
+	}
+	panic("ledger: dispatch decision ended without a result") // d.send always stops
+}
+
+// decision is one dispatch decision in progress: the entry as it stands
+// and what the stages before have learned.
+type decision struct {
+	s        *Dispatcher
+	e        ledger.Entry
+	w        ledger.Worker
+	now      time.Time // when the decision started
+	streamed bool
+	tr       ledger.Transport
+	msg      *ledger.Message // the opened content, once a stage opened it
+	at       time.Time       // the send slot
+	waited   time.Duration   // how long it waited for the slot
+	begun    bool            // the entry moved to dispatching: the transport is called next
+}
+
+// step is a stage's answer: stop, with res as the decision's result, or go
+// on to the next stage.
+type step struct {
+	res  ledger.DispatchResult
+	stop bool
+}
+
+var next = step{}
+
+func stop(res ledger.DispatchResult) step { return step{res: res, stop: true} }
+
+func (d *decision) due(context.Context) (step, error) {
+	switch e := d.e; {
+	case e.State == ledger.Claimed:
+	case e.State == ledger.Deferred && d.now.Add(d.s.core.Policy().BudgetWait).Before(e.NextAttemptAt):
+		return stop(ledger.DispatchResult{Outcome: ledger.OutcomeNotDue, Entry: e}), nil
+	case e.State == ledger.Deferred:
+	default:
+		return stop(ledger.DispatchResult{Outcome: ledger.OutcomeSkipped, Entry: e}), nil
+	}
+	return next, nil
+}
+
+func (d *decision) evidence(ctx context.Context) (step, error) {
+	ev, ok := d.e.ProviderEvidence()
+	if !ok || d.e.State != ledger.Deferred {
+		return next, nil
+	}
+	// A deferred entry whose earlier attempt the provider reports it took
+	// (and perhaps bounced): another attempt would send twice.
+	res, err := d.s.core.AcceptOnEvidence(ctx, d.e, d.w, ev, "dispatch: not sent again")
+	return stop(ledger.DispatchResult{Outcome: ledger.OutcomeSkipped, Entry: res}), err
+}
+
+func (d *decision) unexpired(ctx context.Context) (step, error) {
+	if !d.s.core.ExpiredAt(d.e.ExpiresAt, d.now) {
+		return next, nil
+	}
+	res, err := d.s.core.Expire(ctx, d.e, d.w, ledger.ExpiryReason(d.e), ledger.OutcomeExpired)
+	return stop(res), err
+}
+
+func (d *decision) transport(context.Context) (step, error) {
+	tr, ok := d.s.sender.Transport(d.e.Identity.Channel)
+	if !ok {
+		return next, fmt.Errorf("dispatch %s: %s: %w", d.e.Key, d.e.Identity.Channel, ledger.ErrNoTransport)
+	}
+	d.tr = tr
+	return next, nil
+}
+
+func (d *decision) newest(ctx context.Context) (step, error) {
+	res, done, err := d.s.supersedeIfNewer(ctx, d.e, d.w)
+	return step{res: res, stop: done}, err
+}
+
+func (d *decision) admission(ctx context.Context) (step, error) {
+	msg, admitted, res, err := d.s.admitClaimed(ctx, d.e, d.w)
+	if res.Outcome != "" || err != nil {
+		return stop(res), err
+	}
+	if !admitted.IsZero() {
+		d.e.AdmittedAt = admitted // recorded by the next write: the hold, or the begin
+	}
+	d.msg = msg
+	return next, nil
+}
+
+func (d *decision) slot(ctx context.Context) (step, error) {
+	at, deferred, err := d.s.slot(ctx, d.e, d.w, d.now)
+	if deferred.Outcome != "" || err != nil {
+		return stop(deferred), err
+	}
+	d.at = at
+	return next, nil
+}
+
+// open opens the content for a send this dispatch makes: an entry deferred
+// to a later slot is decrypted once, by the dispatch that sends it (and once
+// more before, when the limits need its address).
+func (d *decision) open(ctx context.Context) (step, error) {
+	if d.msg != nil {
+		return next, nil
+	}
+	m, res, err := d.s.open(ctx, d.e, d.w)
+	if m == nil {
+		return stop(res), err
+	}
+	d.msg = m
+	return next, nil
+}
+
+func (d *decision) wait(ctx context.Context) (step, error) {
+	e, waited, err := d.s.waitForSlot(ctx, d.e, d.w, d.now, d.at, d.streamed)
+	if err != nil {
+		return next, err
+	}
+	d.e, d.waited = e, waited
+	if waited == 0 {
+		return next, nil
+	}
+	// A newer challenge claimed while this one waited for its slot
+	// supersedes it still: it has not reached dispatching.
+	return d.newest(ctx)
+}
+
+func (d *decision) begin(ctx context.Context) (step, error) {
+	e, err := d.s.begin(ctx, d.e, d.w)
+	if err != nil {
+		return next, err
+	}
+	d.e, d.begun = e, true
+	return next, nil
+}
+
+// stillUnexpired: the begin's answer can come back late (a slow or retried
+// request, a paused worker): the send starts only if the challenge still
+// counts as unexpired now. Nothing was sent; the entry says so.
+func (d *decision) stillUnexpired(ctx context.Context) (step, error) {
+	if !d.s.core.ExpiredAt(d.e.ExpiresAt, d.s.core.Now()) {
+		return next, nil
+	}
+	res, err := d.s.core.Expire(ctx, d.e, d.w, "challenge expired before the send started; nothing sent", ledger.OutcomeExpired)
+	return stop(res), err
+}
+
+func (d *decision) send(ctx context.Context) (step, error) {
+	res, err := d.s.send(ctx, d.e, d.tr, *d.msg, d.w)
+	res.BudgetWait = d.waited
+	return stop(res), err
+}
+
+// open returns the entry's opened content. Content that cannot be read or
+// authenticated quarantines the entry: it returns nil and the result of that.
+func (s *Dispatcher) open(ctx context.Context, e ledger.Entry, w ledger.Worker) (*ledger.Message, ledger.DispatchResult, error) {
+	msg, err := s.sender.OpenContent(ctx, e)
+	if errors.Is(err, ledger.ErrContentUnavailable) || errors.Is(err, ledger.ErrNotFound) {
+		const reason = "sealed content unavailable or failed verification; nothing sent"
+		c, terr := s.core.Transition(e, ledger.Quarantined, w, reason, func(n *ledger.Entry) { s.core.ClearDeferral(n); n.Reason = reason })
+		if terr != nil {
+			return nil, ledger.DispatchResult{}, terr
+		}
+		res, err := s.core.Apply(ctx, c, ledger.OutcomeQuarantined)
+		return nil, res, err
+	}
+	if err != nil {
+		return nil, ledger.DispatchResult{}, fmt.Errorf("dispatch %s: %w", e.Key, err)
+	}
+	return &msg, ledger.DispatchResult{}, nil
+}
+
+// admitClaimed admits a claimed entry through the send limits, before it
+// books a slot: a limited entry costs no send capacity. A deferred entry was
+// admitted before it was deferred. It returns the opened content if the
+// limits needed it, when they counted it, and the result of ending the entry
+// if they stopped it.
+func (s *Dispatcher) admitClaimed(ctx context.Context, e ledger.Entry, w ledger.Worker) (_ *ledger.Message, admittedAt time.Time, _ ledger.DispatchResult, _ error) {
+	if e.State != ledger.Claimed || !s.limitsOn(e.Identity.Channel) {
+		return nil, time.Time{}, ledger.DispatchResult{}, nil
+	}
+	var msg ledger.Message
+	if s.limits.NeedsAddress(e.Identity.Channel) {
+		m, res, err := s.open(ctx, e, w)
+		if m == nil {
+			return nil, time.Time{}, res, err
+		}
+		msg = *m
+	}
+	at, res, err := s.admit(ctx, e, w, msg)
+	if res.Outcome != "" || err != nil || msg.To == "" {
+		return nil, at, res, err
+	}
+	return &msg, at, ledger.DispatchResult{}, nil
+}
+
+// waitForSlot waits until the send slot at booked at now, if it is later.
+// It returns the entry as it then stands and how long it waited.
+func (s *Dispatcher) waitForSlot(ctx context.Context, e ledger.Entry, w ledger.Worker, now, at time.Time, streamed bool) (ledger.Entry, time.Duration, error) {
+	d := at.Sub(now)
+	if d <= 0 {
+		return e, 0, nil
+	}
+	// Hold a booked slot on the entry before waiting for it. The booking
+	// is made before any conditional write and is not undone when one
+	// loses; while this dispatch waits, another delivery of the same
+	// entry (a re-drive, a duplicate wake-up, the stream record) would
+	// otherwise find it still claimed and book a slot of its own, and
+	// one of the two slots would go unused. Held, the entry is deferred
+	// to this slot: the other delivery waits for the same slot and
+	// loses the move to dispatching, booking nothing. (A provider's
+	// wait without a budget books nothing and needs no hold; nor does a
+	// wait no other delivery can interrupt: holdsSlot, streamKeepsClaimUntil.)
+	if s.budget != ledger.NoBudget && holdsSlot(e, at) && !(streamed && s.streamKeepsClaimUntil(ctx, e, at)) {
+		reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
+		var err error
+		if e, err = s.deferral(ctx, e, w, reason, ledger.BudgetCode, at, true); err != nil {
+			return e, 0, err
+		}
+	}
+	if err := s.sleep(ctx, d); err != nil {
+		return e, 0, fmt.Errorf("dispatch %s: waiting for the send-rate budget: %w", e.Key, err)
+	}
+	return e, d, nil
+}
+
+// begin writes the move of e to dispatching that starts one attempt. The
+// content read, decryption and budget booking before it took time: the
+// write is conditioned on the clock as it reads now, not as it read before
+// them.
+func (s *Dispatcher) begin(ctx context.Context, e ledger.Entry, w ledger.Worker) (ledger.Entry, error) {
+	now := s.core.Now()
+	c, err := s.core.Transition(e, ledger.Dispatching, w, dispatchReason(e), func(n *ledger.Entry) {
+		n.Attempts++
+		if n.FirstAttemptAt.IsZero() {
+			n.FirstAttemptAt = now
+		}
+		n.LeaseUntil = now.Add(s.core.Policy().Lease)
+		s.core.ClearDeferral(n)
+		n.Reason = ""
+	})
+	if err != nil {
+		return e, err
+	}
+	c.NotExpiredBy = now.Add(s.core.Policy().ExpiryMargin)
+	e, err = s.core.Write(ctx, c)
+	if err != nil {
+		return e, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
+	}
+	return e, nil
+}
+
+func dispatchReason(e ledger.Entry) string {
+	if e.State == ledger.Deferred {
+		return "retry after not sent: " + e.NotSentCode
+	}
+	return "dispatch started"
+}
+
+// send makes one transport attempt for the dispatching entry e and records
+// its outcome.
+func (s *Dispatcher) send(ctx context.Context, e ledger.Entry, tr ledger.Transport, msg ledger.Message, w ledger.Worker) (ledger.DispatchResult, error) {
+	ack, err := s.sender.Attempt(ctx, e, tr, msg)
+	var ns *ledger.NotSent
+	if errors.As(err, &ns) {
+		return s.notSent(ctx, e, ns, w)
+	}
+	to, out, reason, ackID := ledger.OutcomeOf(ack, err)
+	return s.sender.RecordOutcome(ctx, e, to, out, reason, ackID, w)
+}
+
+// slotGrace is how late a deferred entry may wake and still use the send time
+// it booked; later than that it books a new one, so a late wake-up can
+// never bunch sends above the budget.
+const slotGrace = time.Second
+
+// SendReserve is the time an invocation must have left to start a send: a
+// transport call that the function's timeout cuts off would leave the entry
+// dispatching, then unknown. With less left, the entry is handed to the
+// dispatch queue instead.
+const SendReserve = 10 * time.Second
+
+// slot returns the send time of the attempt about to start from entry e: the
+// one a deferred entry holds, or a new booking in the budget. When the send
+// time is further away than this dispatch may wait (Policy.BudgetWait, and
+// never past the invocation's deadline minus SendReserve) the entry is
+// deferred to it instead (deferred.Outcome is set); when no send time is
+// left before the challenge's deadline the entry ends expired.
+func (s *Dispatcher) slot(ctx context.Context, e ledger.Entry, w ledger.Worker, now time.Time) (at time.Time, deferred ledger.DispatchResult, err error) {
+	booked, code := true, ledger.BudgetCode
+	switch {
+	case e.State == ledger.Deferred && !e.SlotAt.IsZero() && !now.After(e.SlotAt.Add(slotGrace)):
+		at = e.SlotAt
+	case s.budget == ledger.NoBudget:
+		at, booked, code = now, false, ledger.HandOffCode
+		if e.State == ledger.Deferred && e.NextAttemptAt.After(now) {
+			at, code = e.NextAttemptAt, e.NotSentCode // the provider's wait
+		}
+	default:
+		earliest := now
+		if e.State == ledger.Deferred && e.NextAttemptAt.After(now) {
+			earliest = e.NextAttemptAt // the provider's wait, not shortened by BudgetWait
+		}
+		// The last send time the move to dispatching still accepts.
+		deadline := e.ExpiresAt.Add(-s.core.Policy().ExpiryMargin - ledger.Precision)
+		at, err = s.budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
+		if errors.Is(err, ledger.ErrNoBudget) {
+			res, err := s.core.Expire(ctx, e, w, ledger.NotSentReason(ledger.BudgetCode), ledger.OutcomeExpired)
+			return time.Time{}, res, err
+		}
+		if err != nil {
+			return time.Time{}, ledger.DispatchResult{}, fmt.Errorf("dispatch %s: send-rate budget: %w", e.Key, err)
+		}
+	}
+	if at.Sub(now) <= s.maxWait(ctx) {
+		return at, ledger.DispatchResult{}, nil
+	}
+	reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
+	if code == ledger.HandOffCode {
+		reason = "no time left in this invocation to send; handed to the dispatch queue"
+	} else if !booked {
+		reason = fmt.Sprintf("waiting until %s as the provider asked (%s)", at.UTC().Format(time.RFC3339Nano), code)
+	}
+	res, err := s.deferTo(ctx, e, w, reason, code, at, booked)
+	return time.Time{}, res, err
+}
+
+// maxWait is how long this dispatch may wait in-process before a send:
+// Policy.BudgetWait, less if the invocation would not have SendReserve
+// left after it (negative when it has not even that).
+func (s *Dispatcher) maxWait(ctx context.Context) time.Duration {
+	wait := s.core.Policy().BudgetWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-SendReserve)
+	}
+	return wait
+}
+
+// deferTo records that the entry waits until at (holding that budget slot
+// if booked) and schedules its wake-up. From claimed, dispatching or
+// unknown it is a transition; a deferred entry records a deferral event.
+func (s *Dispatcher) deferTo(ctx context.Context, e ledger.Entry, w ledger.Worker, reason, code string, at time.Time, booked bool) (ledger.DispatchResult, error) {
+	got, err := s.deferral(ctx, e, w, reason, code, at, booked)
+	if err != nil {
+		return ledger.DispatchResult{}, err
+	}
+	return ledger.DispatchResult{Outcome: ledger.OutcomeDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+}
+
+// deferral writes what deferTo records, without scheduling the wake-up.
+func (s *Dispatcher) deferral(ctx context.Context, e ledger.Entry, w ledger.Worker, reason, code string, at time.Time, booked bool) (ledger.Entry, error) {
+	at = at.Truncate(ledger.Precision) // as stored
+	mut := func(n *ledger.Entry) {
+		n.NextAttemptAt = at
+		n.SlotAt = time.Time{}
+		if booked {
+			n.SlotAt = at
+		}
+		n.NotSentCode = code
+		n.LeaseUntil, n.NextCheckAt = time.Time{}, time.Time{}
+		n.Reason = reason
+	}
+	var c ledger.Change
+	if e.State == ledger.Deferred {
+		c = s.core.Record(e, ledger.KindDeferral, ledger.Deferred, w, reason, mut)
+	} else {
+		var err error
+		if c, err = s.core.Transition(e, ledger.Deferred, w, reason, mut); err != nil {
+			return ledger.Entry{}, err
+		}
+	}
+	c.Event.Code, c.Event.NextAttemptAt = code, at
+	c.Event = ledger.Chain(e.Key, e.Last().Hash, c.Event)
+	c.Next.History[len(c.Next.History)-1] = c.Event
+	got, err := s.core.Write(ctx, c)
+	if err != nil {
+		return ledger.Entry{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
+	}
+	return got, nil
+}
+
+// RescheduleNotDue schedules the wake-up of a deferred entry again after a
+// wake-up delivered it before it was due (res.Outcome OutcomeNotDue).
+func (s *Dispatcher) RescheduleNotDue(ctx context.Context, res ledger.DispatchResult) error {
+	if res.Outcome != ledger.OutcomeNotDue {
+		return nil
+	}
+	return s.schedule(ctx, res.Entry)
+}
+
+// schedule asks for the deferred entry e to be dispatched at its next
+// attempt time.
+func (s *Dispatcher) schedule(ctx context.Context, e ledger.Entry) error {
+	if s.scheduler == ledger.NoScheduler {
+		return nil
+	}
+	if err := s.scheduler.Schedule(ctx, e.Key, e.NextAttemptAt); err != nil {
+		return fmt.Errorf("schedule %s: %w", e.Key, err)
+	}
+	return nil
+}
+
+// sleepTimer waits for d or until ctx ends: the default Ports.Sleep.
+func sleepTimer(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// backoff is the wait before attempt n+1 after attempt n was not sent:
+// RetryBase * 2^(n-1) capped at RetryMax, the upper half of it random, or
+// the provider's Retry-After if that is longer.
+func (s *Dispatcher) backoff(n int, retryAfter time.Duration) time.Duration {
+	d := s.core.Policy().RetryBase
+	for i := 1; i < n && d < s.core.Policy().RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.core.Policy().RetryMax)
+	d = d/2 + time.Duration(s.jitter()*float64(d/2))
+	return max(d, retryAfter).Truncate(ledger.Precision)
+}
+
+// notSent records a provider's proof that attempt e.Attempts was not taken:
+// the entry is deferred to its next attempt, or ends expired when that would
+// start after the deadline (expiry minus the margin).
+func (s *Dispatcher) notSent(ctx context.Context, e ledger.Entry, ns *ledger.NotSent, w ledger.Worker) (ledger.DispatchResult, error) {
+	code := ns.Code
+	if code == "" {
+		code = "unspecified"
+	}
+	from := e
+	var res ledger.DispatchResult
+	err := s.core.OnConflict(ctx, e, func(e ledger.Entry) (err error) {
+		next := s.core.Now().Add(s.backoff(e.Attempts, ns.RetryAfter))
+		if s.core.ExpiredAt(e.ExpiresAt, next) && e.State == ledger.Dispatching {
+			// Unknown (reconcile got there first) cannot end expired
+			// directly; it is deferred, and its wake-up expires it.
+			res, err = s.core.Expire(ctx, e, w, ledger.NotSentReason(code), ledger.OutcomeExpired)
+		} else {
+			reason := fmt.Sprintf("transport did not take the message: %s; attempt %d; next attempt at %s", code, e.Attempts, next.UTC().Format(time.RFC3339Nano))
+			res, err = s.deferTo(ctx, e, w, reason, code, next, false)
+		}
+		return err
+	}, func(fresh ledger.Entry) bool {
+		// As in recordOutcome: a concurrent write that kept the attempt (a
+		// content-mismatch event, or reconcile marking the entry unknown
+		// after its lease) does not lose the answer in hand.
+		return fresh.Attempts == from.Attempts && (fresh.State == from.State || fresh.State == ledger.Unknown)
+	})
+	res.NotSent = ns
+	return res, err
+}
+
+// rowFirst is what NewDispatcher makes of ReadRowAlone.
+type rowFirst struct{ store ledger.Store }
+
+func (r rowFirst) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger.FirstRead, error) {
+	e, err := r.store.Get(ctx, q.Key)
+	return ledger.FirstRead{Entry: e}, err
+}
+
+// firstQuery is what a dispatch of the record whose image is image reads
+// first: the newest challenge only if supersession may end it, the
+// content only for a row a dispatch may send.
+func (s *Dispatcher) firstQuery(image ledger.Entry) ledger.FirstQuery {
+	q := ledger.FirstQuery{Key: image.Key}
+	if s.limits.Supersede && image.SubjectRef != "" && ledger.Supersedable(image) {
+		st := ledger.StreamOf(image)
+		q.Stream = &st
+	}
+	if image.State == ledger.Claimed || image.State == ledger.Deferred {
+		q.ContentKey = ledger.ContentKey(image)
+	}
+	return q
+}
+
+// primed returns a copy of s for one dispatch whose first reads r answered:
+// the first Newest of q's stream and the first Get of q's content come from
+// r; every later call (after a lost race, or a wait for a slot) reads
+// afresh.
+func (s *Dispatcher) primed(q ledger.FirstQuery, r ledger.FirstRead) *Dispatcher {
+	d := *s
+	if q.Stream != nil && r.Newest != nil {
+		d.challenges = &primedNewest{Challenges: s.challenges, stream: *q.Stream, read: *r.Newest}
+	}
+	if q.ContentKey != "" && r.Content != nil {
+		d.core = d.core.WithContent(&primedContent{ContentStore: s.core.Content(), key: q.ContentKey, read: *r.Content})
+	}
+	d.sender = d.sender.For(&d.core)
+	return &d
+}
+
+// primedNewest answers the first Newest of its stream from a read already
+// made.
+type primedNewest struct {
+	ledger.Challenges
+	stream ledger.SubjectStream
+	read   ledger.Found[ledger.Challenge]
+	used   bool
+}
+
+func (p *primedNewest) Newest(ctx context.Context, ref ledger.SubjectStream) (ledger.Challenge, bool, error) {
+	if p.used || ref != p.stream {
+		return p.Challenges.Newest(ctx, ref)
+	}
+	p.used = true
+	return p.read.Value, p.read.OK, nil
+}
+
+// primedContent answers the first Get of its key from a read already made.
+type primedContent struct {
+	ledger.ContentStore
+	key  string
+	read ledger.Found[[]byte]
+	used bool
+}
+
+func (p *primedContent) Get(ctx context.Context, key string) ([]byte, error) {
+	if p.used || key != p.key {
+		return p.ContentStore.Get(ctx, key)
+	}
+	p.used = true
+	if !p.read.OK {
+		return nil, ledger.ErrNotFound
+	}
+	return p.read.Value, nil
+}
+
+// Read records what dispatch took from src: for the stream, the claims of
+// one batch (their UpdatedAt, the oldest sets the lateness); for the queue,
+// the due time of the newest message. It writes nothing without marks
+// (NoProgress) or a time. Its error is the caller's to log: a mark that did
+// not move only costs hand-backs.
+func (s *streamMarks) Read(ctx context.Context, src ledger.Source, t time.Time) error {
+	if s.progress == ledger.NoProgress || t.IsZero() {
+		return nil
+	}
+	now := s.clock()
+	if src == ledger.FromStream {
+		behind := max(now.Sub(t), 0)
+		if s.lagRecorded(behind, now) {
+			return nil
+		}
+		_, err := s.recordLag(ctx, behind, now)
+		return err
+	}
+	return s.progress.Advance(ctx, t.UTC().Truncate(ledger.Precision), now)
+}
+
+// lagRecorded reports whether a stream batch behind by behind at now
+// would change nothing worth a write, by the marks this process last saw:
+// they hold a larger lateness, recorded within the window (a stored lag
+// only grows within its window, so the write would be refused), and the
+// stream was heard less than HeardEvery ago. A prompt stream then costs a
+// mark write per HeardEvery, not one per batch. Marks that moved since
+// they were seen only hold a lateness as large, or a window written by a
+// clock behind: it closes sooner, which costs hand-backs, never one
+// skipped.
+func (s *streamMarks) lagRecorded(behind time.Duration, now time.Time) bool {
+	l := s.progress.Seen().Stream
+	return l.Behind > behind && now.Sub(l.At) < s.rule.Window && now.Sub(l.Moved()) < ledger.HeardEvery
+}
+
+// recordLag records the stream's lateness behind at now (Progress.Lagging)
+// and returns the lag stored after it.
+func (s *streamMarks) recordLag(ctx context.Context, behind time.Duration, now time.Time) (ledger.Lag, error) {
+	return s.progress.Lagging(ctx, behind, now, now.Add(-s.rule.Window))
+}
+
+// streamKeepsClaimUntil reports whether reconcile leaves the claim e,
+// delivered by the stream, to this dispatch until its send slot at, so
+// that waiting for it needs no hold on the entry. The marks this process last
+// saw answer without a request when they cover it (a stream batch
+// refreshes them); otherwise this claim's own lateness is recorded, and the
+// lag stored after that answers. Without marks (NoProgress), or if the
+// write fails, it does not: the caller holds the slot.
+func (s *streamMarks) streamKeepsClaimUntil(ctx context.Context, e ledger.Entry, at time.Time) bool {
+	if s.progress == ledger.NoProgress || e.State != ledger.Claimed {
+		return false
+	}
+	if s.rule.StreamKeepsClaim(s.progress.Seen(), e, at) {
+		return true
+	}
+	now := s.clock()
+	l, err := s.recordLag(ctx, max(now.Sub(e.UpdatedAt), 0), now)
+	return err == nil && s.rule.StreamKeepsClaim(ledger.Marks{Stream: l}, e, at)
+}
+
+// streamMarks is dispatch's side of the stream marks: it records how far
+// dispatch has read (Read), and answers whether reconcile leaves a claim to
+// this dispatch while it waits for its slot.
+type streamMarks struct {
+	progress ledger.Progress
+	clock    func() time.Time    // the use case's clock, as core.now reads it
+	rule     ledger.HandBackRule // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
+}
+
+// holdsSlot reports whether a dispatch that booked the send slot at for the
+// entry e must hold the slot on the entry (a deferral to it) before waiting for
+// it: whether another delivery of the entry can arrive during the wait and
+// book a slot of its own, which one of the two would then leave unused.
+//
+//   - A deferred entry is the dispatch queue's, whose messages may be repeated
+//     and whose entry reconcile re-drives once its wake-up is late: it holds
+//     the slot unless it already holds this one.
+//   - A claim is the stream's until its re-drive time (RedriveAt): no
+//     re-drive hands it back before then (Redrive), so a wait that ends
+//     before it needs no hold. That saves the deferral write, a whole-item
+//     write with an index move and a history entry that every later write
+//     of the entry pays for again. A claim written without a re-drive time,
+//     or whose slot is at or past it, holds the slot here; the stream's
+//     delivery of it can still do without (Dispatcher.streamKeepsClaimUntil: in a
+//     surge the stream delivers most claims past their re-drive time, and
+//     its lateness mark keeps reconcile from handing them back).
+//
+// A duplicate of the stream record arriving during an unheld wait can still
+// book a second slot: send capacity lost, never a second send, since the
+// conditional move to dispatching decides.
+func holdsSlot(e ledger.Entry, at time.Time) bool {
+	switch e.State {
+	case ledger.Deferred:
+		return !e.SlotAt.Equal(at)
+	case ledger.Claimed:
+		return e.RedriveAt.IsZero() || !at.Before(e.RedriveAt)
+	}
+	return true
+}
+
+// admission is dispatch's send limits and supersession: the policy, the
+// counters, and what the rules read (the newest challenge per subject, the
+// destination's fingerprint, the number's region, the subject's timeline).
+// Its methods decide without writing; the Dispatcher's methods in this file
+// write what they decide.
+type admission struct {
+	limits       ledger.Limits
+	limiter      ledger.Limiter
+	challenges   ledger.Challenges
+	fingerprints ledger.Fingerprinter
+	numberOf     ledger.NumberOf
+	timeline     ledger.Timeline
+}
+
+// superseded returns the newer challenge that supersedes e, if any. Only a
+// entry nothing of which reached the provider is superseded.
+func (s *admission) superseded(ctx context.Context, e ledger.Entry) (string, bool, error) {
+	if !s.limits.Supersede || e.SubjectRef == "" || !ledger.Supersedable(e) {
+		return "", false, nil
+	}
+	newest, ok, err := s.challenges.Newest(ctx, ledger.StreamOf(e))
+	if err != nil {
+		return "", false, fmt.Errorf("dispatch %s: newest challenge: %w", e.Key, err)
+	}
+	if !ok || newest.ID == e.Identity.ChallengeID || !newest.Newer(ledger.ChallengeOf(e)) {
+		return "", false, nil
+	}
+	return newest.ID, true, nil
+}
+
+// supersedeIfNewer ends e superseded if a newer challenge of its stream
+// exists; done reports that it did.
+func (s *Dispatcher) supersedeIfNewer(ctx context.Context, e ledger.Entry, w ledger.Worker) (_ ledger.DispatchResult, done bool, _ error) {
+	newer, ok, err := s.superseded(ctx, e)
+	if !ok || err != nil {
+		return ledger.DispatchResult{}, false, err
+	}
+	res, err := s.supersede(ctx, e, w, newer)
+	return res, true, err
+}
+
+// supersede ends the unsent entry e suppressed in favour of challenge newer.
+// An entry the limits counted gives its count back with that write (apply):
+// superseded entries must not fill the counters the newest challenge is
+// counted in.
+func (s *Dispatcher) supersede(ctx context.Context, e ledger.Entry, w ledger.Worker, newer string) (ledger.DispatchResult, error) {
+	reason := ledger.SupersededPrefix + newer
+	c, err := s.core.Transition(e, ledger.Suppressed, w, reason, func(n *ledger.Entry) {
+		s.core.ClearDeferral(n)
+		n.Reason = reason
+	})
+	if err != nil {
+		return ledger.DispatchResult{}, err
+	}
+	return s.core.Apply(ctx, c, ledger.OutcomeSuppressed)
+}
+
+// errRefused is a limit decision made without a counter: the region is
+// outside the allow-list, or the address cannot be read as a number.
+type errRefused struct {
+	rule   ledger.Rule
+	reason string
+}
+
+func (e *errRefused) Error() string { return e.reason }
+
+// counts returns the counters the message msg of entry e counts in.
+func (s *admission) counts(ctx context.Context, e ledger.Entry, msg ledger.Message) ([]ledger.Count, error) {
+	l, ch := s.limits, e.Identity.Channel
+	var cs []ledger.Count
+	var region string
+	if ch == ledger.SMS && l.NeedsNumber() {
+		n, err := s.numberOf(msg.To)
+		if err != nil {
+			return nil, &errRefused{ledger.RuleSMSCountry, "destination number has no recognizable region"}
+		}
+		if l.SMSCountries != nil && !l.SMSCountries(n.Region) {
+			return nil, &errRefused{ledger.RuleSMSCountry, fmt.Sprintf("region %s is not in the SMS allow-list", n.Region)}
+		}
+		if l.SMSNumberKinds != nil && !l.SMSNumberKinds(n.Kind) {
+			return nil, &errRefused{ledger.RuleSMSNumberKind, fmt.Sprintf("a %s number (region %s) is not in the SMS number-kind allow-list", kindText(n.Kind), n.Region)}
+		}
+		region = n.Region
+	}
+	if l.Destination.On() {
+		fp, err := s.fingerprints.Fingerprint(ctx, ch, msg.To)
+		if err != nil {
+			return nil, fmt.Errorf("fingerprint destination: %w", err)
+		}
+		cs = append(cs, ledger.Count{Rule: ledger.RuleDestination, Key: string(ch) + "#" + fp, Cap: l.Destination})
+	}
+	if l.Subject.On() && e.SubjectRef != "" {
+		cs = append(cs, ledger.Count{Rule: ledger.RuleSubject, Key: e.SubjectRef, Cap: l.Subject})
+	}
+	if ch == ledger.SMS && l.SMSCountryCap.On() {
+		cs = append(cs, ledger.Count{Rule: ledger.RuleSMSCountryCap, Key: region, Cap: l.SMSCountryCap})
+	}
+	if ch == ledger.SMS && l.SMSGlobal.On() {
+		cs = append(cs, ledger.Count{Rule: ledger.RuleSMSGlobal, Key: string(ledger.SMS), Cap: l.SMSGlobal})
+	}
+	return cs, nil
+}
+
+// admit decides whether the claimed entry e may be sent under the limits.
+// It returns the result of ending e limited, or a zero result and when the
+// counters counted it (zero if none applied) if admitted.
+func (s *Dispatcher) admit(ctx context.Context, e ledger.Entry, w ledger.Worker, msg ledger.Message) (time.Time, ledger.DispatchResult, error) {
+	cs, err := s.counts(ctx, e, msg)
+	var ref *errRefused
+	if errors.As(err, &ref) {
+		res, err := s.limit(ctx, e, w, ref.rule, ref.reason+"; nothing sent")
+		return time.Time{}, res, err
+	}
+	if err != nil {
+		return time.Time{}, ledger.DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
+	}
+	if len(cs) == 0 {
+		return time.Time{}, ledger.DispatchResult{}, nil
+	}
+	a, err := s.admitReclaiming(ctx, e, w, cs, s.core.Now())
+	if err != nil {
+		return time.Time{}, ledger.DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
+	}
+	if a.Limited < 0 {
+		return a.CountedAt, ledger.DispatchResult{}, nil
+	}
+	c := cs[a.Limited]
+	what := map[ledger.Rule]string{
+		ledger.RuleDestination: "sends to this destination on " + string(e.Identity.Channel), ledger.RuleSubject: "sends for subject " + e.SubjectRef,
+		ledger.RuleSMSCountryCap: "SMS to region " + c.Key, ledger.RuleSMSGlobal: "SMS in all",
+	}[c.Rule]
+	reason := fmt.Sprintf("limit %s: %d of %d %s per %s reached (window from %s); nothing sent",
+		c.Rule, a.Count, c.Cap.Max, what, c.Cap.Window, a.Window.UTC().Format(time.RFC3339))
+	res, err := s.limit(ctx, e, w, c.Rule, reason)
+	return time.Time{}, res, err
+}
+
+// admitReclaiming counts e in the counters cs. If one is full and e's
+// subject has older challenges in e's stream that the limits counted while
+// they waited for their send-rate slots, those are superseded by e (the
+// newest: superseded checked it just before), their counts given back,
+// and e is admitted again, once. Without this the newest challenge, reaching
+// dispatch before its older siblings wake, would find the counter full of
+// them: it would end limited, they superseded, and the player get nothing.
+func (s *Dispatcher) admitReclaiming(ctx context.Context, e ledger.Entry, w ledger.Worker, cs []ledger.Count, now time.Time) (ledger.Admission, error) {
+	until := e.ExpiresAt.Add(s.core.Policy().Lease)
+	a, err := s.limiter.Admit(ctx, e.Key, cs, now, until)
+	if err != nil || a.Limited < 0 {
+		return a, err
+	}
+	n, err := s.reclaim(ctx, e, w)
+	if err != nil || n == 0 {
+		return a, err
+	}
+	return s.limiter.Admit(ctx, e.Key, cs, now, until)
+}
+
+// ReclaimLookback is how many of a subject's newest entries a refused
+// admission reads (one index Query and one batch read, bounded by it) to
+// find the older challenges that still hold counts. Such entries are recent:
+// each waits in the backlog behind a newer claim of the same subject.
+const ReclaimLookback = 16
+
+// reclaim supersedes by e the unsent older challenges of e's stream (a
+// newer challenge supersedes them whatever they hold), giving back the
+// counts they hold, and returns how many entries of the stream are now
+// superseded by e (by this call, or by their own dispatch meanwhile: either
+// gave its count back). An entry that moved on to its send keeps its count.
+func (s *Dispatcher) reclaim(ctx context.Context, e ledger.Entry, w ledger.Worker) (int, error) {
+	if !s.limits.Supersede || s.timeline == ledger.NoTimeline || e.SubjectRef == "" {
+		return 0, nil
+	}
+	rows, err := s.timeline.ListByRef(ctx, ledger.BySubject, e.SubjectRef, time.Time{}, ReclaimLookback)
+	if err != nil {
+		return 0, fmt.Errorf("older challenges of its subject: %w", err)
+	}
+	n := 0
+	for _, o := range rows {
+		if o.Key == e.Key || ledger.StreamOf(o) != ledger.StreamOf(e) || !ledger.ChallengeOf(e).Newer(ledger.ChallengeOf(o)) {
+			continue
+		}
+		if !ledger.Supersedable(o) {
+			if supersededBy(o, e) {
+				n++
+			}
+			continue
+		}
+		// A lost write is tried again on the fresh entry while it is still
+		// supersedable: its own dispatch may only have deferred it to a
+		// send slot (a hold), and it still holds its count.
+		last := o
+		err := s.core.OnConflict(ctx, o, func(o ledger.Entry) error {
+			res, err := s.supersede(ctx, o, w, e.Identity.ChallengeID)
+			if err == nil {
+				last = res.Entry
+			}
+			return err
+		}, func(fresh ledger.Entry) bool { last = fresh; return ledger.Supersedable(fresh) })
+		if errors.Is(err, ledger.ErrConflict) && !ledger.Supersedable(last) {
+			err = nil // moved on meanwhile: to its send, or superseded at its wake-up
+		}
+		if err != nil {
+			return n, err
+		}
+		if supersededBy(last, e) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// supersededBy reports whether o ended suppressed in favour of e's challenge.
+func supersededBy(o, e ledger.Entry) bool {
+	return o.State == ledger.Suppressed && o.Reason == ledger.SupersededPrefix+e.Identity.ChallengeID
+}
+
+// limit ends the claimed entry e limited by rule.
+func (s *Dispatcher) limit(ctx context.Context, e ledger.Entry, w ledger.Worker, rule ledger.Rule, reason string) (ledger.DispatchResult, error) {
+	c, err := s.core.Transition(e, ledger.Limited, w, reason, func(n *ledger.Entry) {
+		s.core.ClearDeferral(n)
+		n.Reason = reason
+		n.NotSentCode = ledger.LimitCode + string(rule)
+	})
+	if err != nil {
+		return ledger.DispatchResult{}, err
+	}
+	c.Event.Code = c.Next.NotSentCode
+	c.Event = ledger.Chain(e.Key, e.Last().Hash, c.Event)
+	c.Next.History[len(c.Next.History)-1] = c.Event
+	return s.core.Apply(ctx, c, ledger.OutcomeLimited)
+}
+
+// kindText is a number kind for a reason: its name with spaces, or
+// "unknown-kind" for a name outside the metadata's (never other text).
+func kindText(kind string) string {
+	for _, r := range kind {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return "unknown-kind"
+		}
+	}
+	if kind == "" {
+		return "unknown-kind"
+	}
+	return strings.ReplaceAll(kind, "_", "-")
+}
+
+// releaseUnsent gives back the send-limit count of the ended entry e if the
+// limits may have counted it and nothing of it can have reached the
+// provider. An entry never claimed was never admitted.
+func (s *admission) releaseUnsent(ctx context.Context, e ledger.Entry) error {
+	if !e.State.Terminal() && e.State != ledger.Quarantined || !e.Unsent() ||
+		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
+		return nil
+	}
+	if err := s.limiter.Release(ctx, e.Key); err != nil {
+		return fmt.Errorf("%s ended %s, but its send-limit count stays: %w", e.Key, e.State, err)
+	}
+	return nil
+}
+
+// limitsOn reports whether dispatch admits entries of channel ch through the
+// limits (the constructor makes sure the ports they need are there).
+func (s *admission) limitsOn(ch ledger.Channel) bool { return s.limits.Covers(ch) }
+
+// Dispatcher sends claimed and due deferred entries (functions/dispatch).
+type Dispatcher struct {
+	core        ledger.Core
+	sender      ledger.Sender
+	admission   // the send limits and supersession (limits.go)
+	streamMarks // how far it has read, for reconcile (progress.go)
+	budget      ledger.Budget
+	scheduler   ledger.Scheduler
+	firstReads  ledger.FirstReads
+	sleep       func(ctx context.Context, d time.Duration) error
+	jitter      func() float64
+}
+
+// Deps are what dispatch needs beyond the Core. A control a stage turns
+// off is its explicit off value (ledger.NoBudget, NoScheduler, NoProgress,
+// NoTimeline, ReadRowAlone), never a nil.
+type Deps struct {
+	// Send is what it sends with: a transport per channel, the opener, and
+	// the proofs when a transport reports events.
+	Send ledger.SenderPorts
+	// Admission is the send-limit policy and what its rules read.
+	Admission AdmissionPorts
+	// Budget paces sends per channel; Scheduler hands deferred entries back;
+	// Progress keeps how far dispatch has read, for reconcile.
+	Budget    ledger.Budget
+	Scheduler ledger.Scheduler
+	Progress  ledger.Progress
+	// FirstReads reads a stream record's row, newest challenge and content
+	// in one round trip.
+	FirstReads ledger.FirstReads
+	// Sleep waits for d or until ctx ends (a timer if nil); Jitter returns
+	// a number in [0, 1) for backoff jitter (math/rand if nil).
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Jitter func() float64
+}
+
+// AdmissionPorts are the send-limit policy and the ports its rules need:
+// Limiter when any rule counts, Fingerprints for the destination cap,
+// NumberOf for the SMS region and kind rules, and Challenges and Timeline
+// when older challenges are superseded.
+type AdmissionPorts struct {
+	Limits       ledger.Limits
+	Limiter      ledger.Limiter
+	Challenges   ledger.Challenges
+	Fingerprints ledger.Fingerprinter
+	NumberOf     ledger.NumberOf
+	Timeline     ledger.Timeline
+}
+
+// New builds the dispatch use case, refusing a dependency its settings
+// need that is missing, by name.
+func New(c ledger.Core, p Deps) (*Dispatcher, error) {
+	snd, err := ledger.NewSender("dispatch", p.Send, func(ledger.Capabilities) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	need := ledger.PortCheck{UseCase: "dispatch"}
+	need.Port(p.Budget != nil, "Budget (NoBudget: unpaced)")
+	need.Port(p.Scheduler != nil, "Scheduler (NoScheduler: nothing handed back)")
+	need.Port(p.Progress != nil, "Progress (NoProgress: no marks)")
+	a := p.Admission
+	l := a.Limits
+	need.Port(!l.Counting() || a.Limiter != nil, "Limiter (the send limits count)")
+	need.Port(!l.Destination.On() || a.Fingerprints != nil, "Fingerprints (the destination cap is on)")
+	need.Port(!l.NeedsNumber() || a.NumberOf != nil, "NumberOf (an SMS region or number-kind rule is on)")
+	need.Port(!l.Supersede || a.Challenges != nil, "Challenges (the limits supersede older challenges)")
+	need.Port(!l.Supersede || a.Timeline != nil, "Timeline (the limits supersede older challenges; NoTimeline: their counts wait)")
+	need.Port(p.FirstReads != nil, "FirstReads (ReadRowAlone: the row alone)")
+	if err := need.Err(); err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{core: c, sender: snd, budget: p.Budget, scheduler: p.Scheduler,
+		admission: admission{limits: l, limiter: a.Limiter, challenges: a.Challenges, fingerprints: a.Fingerprints,
+			numberOf: a.NumberOf, timeline: a.Timeline},
+		streamMarks: streamMarks{progress: p.Progress, rule: c.HandBack()},
+		firstReads:  p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
+	d.sender = d.sender.For(&d.core)
+	d.streamMarks.clock = d.core.Now
+	d.core = d.core.WithGiveBack(d.releaseUnsent) // the only use case that gives a count back
+	if d.firstReads == ledger.ReadRowAlone {
+		d.firstReads = rowFirst{store: c.Store()}
+	}
+	if d.sleep == nil {
+		d.sleep = sleepTimer
+	}
+	if d.jitter == nil {
+		d.jitter = rand.Float64
+	}
+	return d, nil
+}
