@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/usecase/pacing"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -310,7 +311,7 @@ func (s *Dispatcher) waitForSlot(ctx context.Context, e ledger.Entry, w ledger.W
 	// loses the move to dispatching, booking nothing. (A provider's
 	// wait without a budget books nothing and needs no hold; nor does a
 	// wait no other delivery can interrupt: holdsSlot, streamKeepsClaimUntil.)
-	if s.budget != ledger.NoBudget && holdsSlot(e, at) && !(streamed && s.streamKeepsClaimUntil(ctx, e, at)) {
+	if s.budget != ledger.NoBudget && pacing.HoldsSlot(e, at) && !(streamed && s.marks.StreamKeepsClaimUntil(ctx, e, at)) {
 		reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
 		var err error
 		if e, err = s.deferral(ctx, e, w, reason, ledger.BudgetCode, at, true); err != nil {
@@ -630,106 +631,6 @@ func (p *primedContent) Get(ctx context.Context, key string) ([]byte, error) {
 	return p.read.Value, nil
 }
 
-// Read records what dispatch took from src: for the stream, the claims of
-// one batch (their UpdatedAt, the oldest sets the lateness); for the queue,
-// the due time of the newest message. It writes nothing without marks
-// (NoProgress) or a time. Its error is the caller's to log: a mark that did
-// not move only costs hand-backs.
-func (s *streamMarks) Read(ctx context.Context, src ledger.Source, t time.Time) error {
-	if s.progress == ledger.NoProgress || t.IsZero() {
-		return nil
-	}
-	now := s.clock()
-	if src == ledger.FromStream {
-		behind := max(now.Sub(t), 0)
-		if s.lagRecorded(behind, now) {
-			return nil
-		}
-		_, err := s.recordLag(ctx, behind, now)
-		return err
-	}
-	return s.progress.Advance(ctx, t.UTC().Truncate(ledger.Precision), now)
-}
-
-// lagRecorded reports whether a stream batch behind by behind at now
-// would change nothing worth a write, by the marks this process last saw:
-// they hold a larger lateness, recorded within the window (a stored lag
-// only grows within its window, so the write would be refused), and the
-// stream was heard less than HeardEvery ago. A prompt stream then costs a
-// mark write per HeardEvery, not one per batch. Marks that moved since
-// they were seen only hold a lateness as large, or a window written by a
-// clock behind: it closes sooner, which costs hand-backs, never one
-// skipped.
-func (s *streamMarks) lagRecorded(behind time.Duration, now time.Time) bool {
-	l := s.progress.Seen().Stream
-	return l.Behind > behind && now.Sub(l.At) < s.rule.Window && now.Sub(l.Moved()) < ledger.HeardEvery
-}
-
-// recordLag records the stream's lateness behind at now (Progress.Lagging)
-// and returns the lag stored after it.
-func (s *streamMarks) recordLag(ctx context.Context, behind time.Duration, now time.Time) (ledger.Lag, error) {
-	return s.progress.Lagging(ctx, behind, now, now.Add(-s.rule.Window))
-}
-
-// streamKeepsClaimUntil reports whether reconcile leaves the claim e,
-// delivered by the stream, to this dispatch until its send slot at, so
-// that waiting for it needs no hold on the entry. The marks this process last
-// saw answer without a request when they cover it (a stream batch
-// refreshes them); otherwise this claim's own lateness is recorded, and the
-// lag stored after that answers. Without marks (NoProgress), or if the
-// write fails, it does not: the caller holds the slot.
-func (s *streamMarks) streamKeepsClaimUntil(ctx context.Context, e ledger.Entry, at time.Time) bool {
-	if s.progress == ledger.NoProgress || e.State != ledger.Claimed {
-		return false
-	}
-	if s.rule.StreamKeepsClaim(s.progress.Seen(), e, at) {
-		return true
-	}
-	now := s.clock()
-	l, err := s.recordLag(ctx, max(now.Sub(e.UpdatedAt), 0), now)
-	return err == nil && s.rule.StreamKeepsClaim(ledger.Marks{Stream: l}, e, at)
-}
-
-// streamMarks is dispatch's side of the stream marks: it records how far
-// dispatch has read (Read), and answers whether reconcile leaves a claim to
-// this dispatch while it waits for its slot.
-type streamMarks struct {
-	progress ledger.Progress
-	clock    func() time.Time    // the use case's clock, as core.now reads it
-	rule     ledger.HandBackRule // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
-}
-
-// holdsSlot reports whether a dispatch that booked the send slot at for the
-// entry e must hold the slot on the entry (a deferral to it) before waiting for
-// it: whether another delivery of the entry can arrive during the wait and
-// book a slot of its own, which one of the two would then leave unused.
-//
-//   - A deferred entry is the dispatch queue's, whose messages may be repeated
-//     and whose entry reconcile re-drives once its wake-up is late: it holds
-//     the slot unless it already holds this one.
-//   - A claim is the stream's until its re-drive time (RedriveAt): no
-//     re-drive hands it back before then (Redrive), so a wait that ends
-//     before it needs no hold. That saves the deferral write, a whole-item
-//     write with an index move and a history entry that every later write
-//     of the entry pays for again. A claim written without a re-drive time,
-//     or whose slot is at or past it, holds the slot here; the stream's
-//     delivery of it can still do without (Dispatcher.streamKeepsClaimUntil: in a
-//     surge the stream delivers most claims past their re-drive time, and
-//     its lateness mark keeps reconcile from handing them back).
-//
-// A duplicate of the stream record arriving during an unheld wait can still
-// book a second slot: send capacity lost, never a second send, since the
-// conditional move to dispatching decides.
-func holdsSlot(e ledger.Entry, at time.Time) bool {
-	switch e.State {
-	case ledger.Deferred:
-		return !e.SlotAt.Equal(at)
-	case ledger.Claimed:
-		return e.RedriveAt.IsZero() || !at.Before(e.RedriveAt)
-	}
-	return true
-}
-
 // admission is dispatch's send limits and supersession: the policy, the
 // counters, and what the rules read (the newest challenge per subject, the
 // destination's fingerprint, the number's region, the subject's timeline).
@@ -999,12 +900,17 @@ type Dispatcher struct {
 	core        ledger.Core
 	sender      ledger.Sender
 	admission   // the send limits and supersession (limits.go)
-	streamMarks // how far it has read, for reconcile (progress.go)
+	marks      pacing.Marks // how far it has read, for reconcile
 	budget      ledger.Budget
 	scheduler   ledger.Scheduler
 	firstReads  ledger.FirstReads
 	sleep       func(ctx context.Context, d time.Duration) error
 	jitter      func() float64
+}
+
+// Read records what dispatch took from src (pacing.Marks.Read).
+func (s *Dispatcher) Read(ctx context.Context, src ledger.Source, t time.Time) error {
+	return s.marks.Read(ctx, src, t)
 }
 
 // Deps are what dispatch needs beyond the Core. A control a stage turns
@@ -1068,10 +974,9 @@ func New(c ledger.Core, p Deps) (*Dispatcher, error) {
 	d := &Dispatcher{core: c, sender: snd, budget: p.Budget, scheduler: p.Scheduler,
 		admission: admission{limits: l, limiter: a.Limiter, challenges: a.Challenges, fingerprints: a.Fingerprints,
 			numberOf: a.NumberOf, timeline: a.Timeline},
-		streamMarks: streamMarks{progress: p.Progress, rule: c.HandBack()},
 		firstReads:  p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
 	d.sender = d.sender.For(&d.core)
-	d.streamMarks.clock = d.core.Now
+	d.marks = pacing.NewMarks(p.Progress, pacing.RuleFor(c.Policy()), d.core.Now)
 	d.core = d.core.WithGiveBack(d.releaseUnsent) // the only use case that gives a count back
 	if d.firstReads == ledger.ReadRowAlone {
 		d.firstReads = rowFirst{store: c.Store()}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/usecase/pacing"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -182,7 +183,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (ledger.SweepReport
 	now := s.core.Now()
 	late := now.Add(-s.core.Policy().RedriveAfter)
 	var marks ledger.Marks
-	rule := s.core.HandBack()
+	rule := pacing.RuleFor(s.core.Policy())
 	if s.progress != ledger.NoProgress {
 		m, err := s.progress.Marks(ctx)
 		if err != nil {
