@@ -119,7 +119,7 @@ func addLimitsFigure(rep *Report, n int, measured, lines []string) {
 			"Not counted: the fingerprint's KMS GenerateMac (one per message with the destination limit on), the release of a superseded row's count "+
 			"(one more request of the same shape, only for a row superseded after its admission), the second read of the newest challenge "+
 			"by a row that waited in process for its send-rate slot (1 RCU), the reclaim of a refused admission with a subject_ref (one Query of the "+
-			"KEYS_ONLY subject index and one BatchGetItem of at most ledger.ReclaimLookback rows, plus the supersession and release of each older "+
+			"KEYS_ONLY subject index and one BatchGetItem of at most admission.ReclaimLookback rows, plus the supersession and release of each older "+
 			"unsent challenge of its stream and one more admission), and retries of a transaction another one conflicted with.",
 			settings.Limit.Format(settings.DefaultLimitDestination), settings.Limit.Format(settings.DefaultLimitSubject),
 			settings.Limit.Format(settings.DefaultLimitSMSCountry), settings.Limit.Format(settings.DefaultLimitSMSGlobal),

@@ -5,6 +5,7 @@
 package assemble
 
 import (
+	"github.com/resetledger/resetledger/internal/usecase/admission"
 	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/internal/usecase/dispatch"
 	"github.com/resetledger/resetledger/internal/usecase/evidence"
@@ -75,7 +76,7 @@ func Dispatcher(p Ports) (*dispatch.Dispatcher, error) {
 	}
 	return dispatch.New(c, dispatch.Deps{
 		Send: sendPorts(p),
-		Admission: dispatch.AdmissionPorts{Limits: p.Limits, Limiter: p.Limiter, Challenges: p.Challenges,
+		Admission: admission.Ports{Limits: p.Limits, Limiter: p.Limiter, Challenges: p.Challenges,
 			Fingerprints: p.Fingerprints, NumberOf: p.NumberOf, Timeline: p.Timeline},
 		Budget: p.Budget, Scheduler: p.Scheduler, Progress: p.Progress, FirstReads: p.FirstReads,
 		Sleep: p.Sleep, Jitter: p.Jitter,

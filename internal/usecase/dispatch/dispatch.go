@@ -8,9 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/usecase/admission"
 	"github.com/resetledger/resetledger/internal/usecase/pacing"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -69,7 +69,7 @@ func (s *Dispatcher) dispatch(ctx context.Context, e ledger.Entry, w ledger.Work
 		// The claim this dispatch admitted had ended meanwhile (another
 		// worker limited, superseded or expired it): a count taken for it
 		// is given back.
-		err = s.releaseUnsent(ctx, res.Entry)
+		err = s.gate.ReleaseUnsent(ctx, res.Entry)
 	}
 	return res, err
 }
@@ -171,7 +171,7 @@ func (d *decision) transport(context.Context) (step, error) {
 }
 
 func (d *decision) newest(ctx context.Context) (step, error) {
-	res, done, err := d.s.supersedeIfNewer(ctx, d.e, d.w)
+	res, done, err := d.s.gate.SupersedeIfNewer(ctx, d.e, d.w)
 	return step{res: res, stop: done}, err
 }
 
@@ -276,18 +276,18 @@ func (s *Dispatcher) open(ctx context.Context, e ledger.Entry, w ledger.Worker) 
 // limits needed it, when they counted it, and the result of ending the entry
 // if they stopped it.
 func (s *Dispatcher) admitClaimed(ctx context.Context, e ledger.Entry, w ledger.Worker) (_ *ledger.Message, admittedAt time.Time, _ ledger.DispatchResult, _ error) {
-	if e.State != ledger.Claimed || !s.limitsOn(e.Identity.Channel) {
+	if e.State != ledger.Claimed || !s.gate.LimitsOn(e.Identity.Channel) {
 		return nil, time.Time{}, ledger.DispatchResult{}, nil
 	}
 	var msg ledger.Message
-	if s.limits.NeedsAddress(e.Identity.Channel) {
+	if s.gate.Limits().NeedsAddress(e.Identity.Channel) {
 		m, res, err := s.open(ctx, e, w)
 		if m == nil {
 			return nil, time.Time{}, res, err
 		}
 		msg = *m
 	}
-	at, res, err := s.admit(ctx, e, w, msg)
+	at, res, err := s.gate.Admit(ctx, e, w, msg)
 	if res.Outcome != "" || err != nil || msg.To == "" {
 		return nil, at, res, err
 	}
@@ -569,7 +569,7 @@ func (r rowFirst) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger.Fi
 // content only for a row a dispatch may send.
 func (s *Dispatcher) firstQuery(image ledger.Entry) ledger.FirstQuery {
 	q := ledger.FirstQuery{Key: image.Key}
-	if s.limits.Supersede && image.SubjectRef != "" && ledger.Supersedable(image) {
+	if s.gate.Limits().Supersede && image.SubjectRef != "" && ledger.Supersedable(image) {
 		st := ledger.StreamOf(image)
 		q.Stream = &st
 	}
@@ -586,12 +586,13 @@ func (s *Dispatcher) firstQuery(image ledger.Entry) ledger.FirstQuery {
 func (s *Dispatcher) primed(q ledger.FirstQuery, r ledger.FirstRead) *Dispatcher {
 	d := *s
 	if q.Stream != nil && r.Newest != nil {
-		d.challenges = &primedNewest{Challenges: s.challenges, stream: *q.Stream, read: *r.Newest}
+		d.gate = d.gate.WithNewest(&primedNewest{Challenges: s.gate.Challenges(), stream: *q.Stream, read: *r.Newest})
 	}
 	if q.ContentKey != "" && r.Content != nil {
 		d.core = d.core.WithContent(&primedContent{ContentStore: s.core.Content(), key: q.ContentKey, read: *r.Content})
 	}
 	d.sender = d.sender.For(&d.core)
+	d.gate = d.gate.For(&d.core)
 	return &d
 }
 
@@ -631,281 +632,17 @@ func (p *primedContent) Get(ctx context.Context, key string) ([]byte, error) {
 	return p.read.Value, nil
 }
 
-// admission is dispatch's send limits and supersession: the policy, the
-// counters, and what the rules read (the newest challenge per subject, the
-// destination's fingerprint, the number's region, the subject's timeline).
-// Its methods decide without writing; the Dispatcher's methods in this file
-// write what they decide.
-type admission struct {
-	limits       ledger.Limits
-	limiter      ledger.Limiter
-	challenges   ledger.Challenges
-	fingerprints ledger.Fingerprinter
-	numberOf     ledger.NumberOf
-	timeline     ledger.Timeline
-}
-
-// superseded returns the newer challenge that supersedes e, if any. Only a
-// entry nothing of which reached the provider is superseded.
-func (s *admission) superseded(ctx context.Context, e ledger.Entry) (string, bool, error) {
-	if !s.limits.Supersede || e.SubjectRef == "" || !ledger.Supersedable(e) {
-		return "", false, nil
-	}
-	newest, ok, err := s.challenges.Newest(ctx, ledger.StreamOf(e))
-	if err != nil {
-		return "", false, fmt.Errorf("dispatch %s: newest challenge: %w", e.Key, err)
-	}
-	if !ok || newest.ID == e.Identity.ChallengeID || !newest.Newer(ledger.ChallengeOf(e)) {
-		return "", false, nil
-	}
-	return newest.ID, true, nil
-}
-
-// supersedeIfNewer ends e superseded if a newer challenge of its stream
-// exists; done reports that it did.
-func (s *Dispatcher) supersedeIfNewer(ctx context.Context, e ledger.Entry, w ledger.Worker) (_ ledger.DispatchResult, done bool, _ error) {
-	newer, ok, err := s.superseded(ctx, e)
-	if !ok || err != nil {
-		return ledger.DispatchResult{}, false, err
-	}
-	res, err := s.supersede(ctx, e, w, newer)
-	return res, true, err
-}
-
-// supersede ends the unsent entry e suppressed in favour of challenge newer.
-// An entry the limits counted gives its count back with that write (apply):
-// superseded entries must not fill the counters the newest challenge is
-// counted in.
-func (s *Dispatcher) supersede(ctx context.Context, e ledger.Entry, w ledger.Worker, newer string) (ledger.DispatchResult, error) {
-	reason := ledger.SupersededPrefix + newer
-	c, err := s.core.Transition(e, ledger.Suppressed, w, reason, func(n *ledger.Entry) {
-		s.core.ClearDeferral(n)
-		n.Reason = reason
-	})
-	if err != nil {
-		return ledger.DispatchResult{}, err
-	}
-	return s.core.Apply(ctx, c, ledger.OutcomeSuppressed)
-}
-
-// errRefused is a limit decision made without a counter: the region is
-// outside the allow-list, or the address cannot be read as a number.
-type errRefused struct {
-	rule   ledger.Rule
-	reason string
-}
-
-func (e *errRefused) Error() string { return e.reason }
-
-// counts returns the counters the message msg of entry e counts in.
-func (s *admission) counts(ctx context.Context, e ledger.Entry, msg ledger.Message) ([]ledger.Count, error) {
-	l, ch := s.limits, e.Identity.Channel
-	var cs []ledger.Count
-	var region string
-	if ch == ledger.SMS && l.NeedsNumber() {
-		n, err := s.numberOf(msg.To)
-		if err != nil {
-			return nil, &errRefused{ledger.RuleSMSCountry, "destination number has no recognizable region"}
-		}
-		if l.SMSCountries != nil && !l.SMSCountries(n.Region) {
-			return nil, &errRefused{ledger.RuleSMSCountry, fmt.Sprintf("region %s is not in the SMS allow-list", n.Region)}
-		}
-		if l.SMSNumberKinds != nil && !l.SMSNumberKinds(n.Kind) {
-			return nil, &errRefused{ledger.RuleSMSNumberKind, fmt.Sprintf("a %s number (region %s) is not in the SMS number-kind allow-list", kindText(n.Kind), n.Region)}
-		}
-		region = n.Region
-	}
-	if l.Destination.On() {
-		fp, err := s.fingerprints.Fingerprint(ctx, ch, msg.To)
-		if err != nil {
-			return nil, fmt.Errorf("fingerprint destination: %w", err)
-		}
-		cs = append(cs, ledger.Count{Rule: ledger.RuleDestination, Key: string(ch) + "#" + fp, Cap: l.Destination})
-	}
-	if l.Subject.On() && e.SubjectRef != "" {
-		cs = append(cs, ledger.Count{Rule: ledger.RuleSubject, Key: e.SubjectRef, Cap: l.Subject})
-	}
-	if ch == ledger.SMS && l.SMSCountryCap.On() {
-		cs = append(cs, ledger.Count{Rule: ledger.RuleSMSCountryCap, Key: region, Cap: l.SMSCountryCap})
-	}
-	if ch == ledger.SMS && l.SMSGlobal.On() {
-		cs = append(cs, ledger.Count{Rule: ledger.RuleSMSGlobal, Key: string(ledger.SMS), Cap: l.SMSGlobal})
-	}
-	return cs, nil
-}
-
-// admit decides whether the claimed entry e may be sent under the limits.
-// It returns the result of ending e limited, or a zero result and when the
-// counters counted it (zero if none applied) if admitted.
-func (s *Dispatcher) admit(ctx context.Context, e ledger.Entry, w ledger.Worker, msg ledger.Message) (time.Time, ledger.DispatchResult, error) {
-	cs, err := s.counts(ctx, e, msg)
-	var ref *errRefused
-	if errors.As(err, &ref) {
-		res, err := s.limit(ctx, e, w, ref.rule, ref.reason+"; nothing sent")
-		return time.Time{}, res, err
-	}
-	if err != nil {
-		return time.Time{}, ledger.DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
-	}
-	if len(cs) == 0 {
-		return time.Time{}, ledger.DispatchResult{}, nil
-	}
-	a, err := s.admitReclaiming(ctx, e, w, cs, s.core.Now())
-	if err != nil {
-		return time.Time{}, ledger.DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
-	}
-	if a.Limited < 0 {
-		return a.CountedAt, ledger.DispatchResult{}, nil
-	}
-	c := cs[a.Limited]
-	what := map[ledger.Rule]string{
-		ledger.RuleDestination: "sends to this destination on " + string(e.Identity.Channel), ledger.RuleSubject: "sends for subject " + e.SubjectRef,
-		ledger.RuleSMSCountryCap: "SMS to region " + c.Key, ledger.RuleSMSGlobal: "SMS in all",
-	}[c.Rule]
-	reason := fmt.Sprintf("limit %s: %d of %d %s per %s reached (window from %s); nothing sent",
-		c.Rule, a.Count, c.Cap.Max, what, c.Cap.Window, a.Window.UTC().Format(time.RFC3339))
-	res, err := s.limit(ctx, e, w, c.Rule, reason)
-	return time.Time{}, res, err
-}
-
-// admitReclaiming counts e in the counters cs. If one is full and e's
-// subject has older challenges in e's stream that the limits counted while
-// they waited for their send-rate slots, those are superseded by e (the
-// newest: superseded checked it just before), their counts given back,
-// and e is admitted again, once. Without this the newest challenge, reaching
-// dispatch before its older siblings wake, would find the counter full of
-// them: it would end limited, they superseded, and the player get nothing.
-func (s *Dispatcher) admitReclaiming(ctx context.Context, e ledger.Entry, w ledger.Worker, cs []ledger.Count, now time.Time) (ledger.Admission, error) {
-	until := e.ExpiresAt.Add(s.core.Policy().Lease)
-	a, err := s.limiter.Admit(ctx, e.Key, cs, now, until)
-	if err != nil || a.Limited < 0 {
-		return a, err
-	}
-	n, err := s.reclaim(ctx, e, w)
-	if err != nil || n == 0 {
-		return a, err
-	}
-	return s.limiter.Admit(ctx, e.Key, cs, now, until)
-}
-
-// ReclaimLookback is how many of a subject's newest entries a refused
-// admission reads (one index Query and one batch read, bounded by it) to
-// find the older challenges that still hold counts. Such entries are recent:
-// each waits in the backlog behind a newer claim of the same subject.
-const ReclaimLookback = 16
-
-// reclaim supersedes by e the unsent older challenges of e's stream (a
-// newer challenge supersedes them whatever they hold), giving back the
-// counts they hold, and returns how many entries of the stream are now
-// superseded by e (by this call, or by their own dispatch meanwhile: either
-// gave its count back). An entry that moved on to its send keeps its count.
-func (s *Dispatcher) reclaim(ctx context.Context, e ledger.Entry, w ledger.Worker) (int, error) {
-	if !s.limits.Supersede || s.timeline == ledger.NoTimeline || e.SubjectRef == "" {
-		return 0, nil
-	}
-	rows, err := s.timeline.ListByRef(ctx, ledger.BySubject, e.SubjectRef, time.Time{}, ReclaimLookback)
-	if err != nil {
-		return 0, fmt.Errorf("older challenges of its subject: %w", err)
-	}
-	n := 0
-	for _, o := range rows {
-		if o.Key == e.Key || ledger.StreamOf(o) != ledger.StreamOf(e) || !ledger.ChallengeOf(e).Newer(ledger.ChallengeOf(o)) {
-			continue
-		}
-		if !ledger.Supersedable(o) {
-			if supersededBy(o, e) {
-				n++
-			}
-			continue
-		}
-		// A lost write is tried again on the fresh entry while it is still
-		// supersedable: its own dispatch may only have deferred it to a
-		// send slot (a hold), and it still holds its count.
-		last := o
-		err := s.core.OnConflict(ctx, o, func(o ledger.Entry) error {
-			res, err := s.supersede(ctx, o, w, e.Identity.ChallengeID)
-			if err == nil {
-				last = res.Entry
-			}
-			return err
-		}, func(fresh ledger.Entry) bool { last = fresh; return ledger.Supersedable(fresh) })
-		if errors.Is(err, ledger.ErrConflict) && !ledger.Supersedable(last) {
-			err = nil // moved on meanwhile: to its send, or superseded at its wake-up
-		}
-		if err != nil {
-			return n, err
-		}
-		if supersededBy(last, e) {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// supersededBy reports whether o ended suppressed in favour of e's challenge.
-func supersededBy(o, e ledger.Entry) bool {
-	return o.State == ledger.Suppressed && o.Reason == ledger.SupersededPrefix+e.Identity.ChallengeID
-}
-
-// limit ends the claimed entry e limited by rule.
-func (s *Dispatcher) limit(ctx context.Context, e ledger.Entry, w ledger.Worker, rule ledger.Rule, reason string) (ledger.DispatchResult, error) {
-	c, err := s.core.Transition(e, ledger.Limited, w, reason, func(n *ledger.Entry) {
-		s.core.ClearDeferral(n)
-		n.Reason = reason
-		n.NotSentCode = ledger.LimitCode + string(rule)
-	})
-	if err != nil {
-		return ledger.DispatchResult{}, err
-	}
-	c.Event.Code = c.Next.NotSentCode
-	c.Event = ledger.Chain(e.Key, e.Last().Hash, c.Event)
-	c.Next.History[len(c.Next.History)-1] = c.Event
-	return s.core.Apply(ctx, c, ledger.OutcomeLimited)
-}
-
-// kindText is a number kind for a reason: its name with spaces, or
-// "unknown-kind" for a name outside the metadata's (never other text).
-func kindText(kind string) string {
-	for _, r := range kind {
-		if (r < 'a' || r > 'z') && r != '_' {
-			return "unknown-kind"
-		}
-	}
-	if kind == "" {
-		return "unknown-kind"
-	}
-	return strings.ReplaceAll(kind, "_", "-")
-}
-
-// releaseUnsent gives back the send-limit count of the ended entry e if the
-// limits may have counted it and nothing of it can have reached the
-// provider. An entry never claimed was never admitted.
-func (s *admission) releaseUnsent(ctx context.Context, e ledger.Entry) error {
-	if !e.State.Terminal() && e.State != ledger.Quarantined || !e.Unsent() ||
-		!s.limitsOn(e.Identity.Channel) || !e.WasClaimed() {
-		return nil
-	}
-	if err := s.limiter.Release(ctx, e.Key); err != nil {
-		return fmt.Errorf("%s ended %s, but its send-limit count stays: %w", e.Key, e.State, err)
-	}
-	return nil
-}
-
-// limitsOn reports whether dispatch admits entries of channel ch through the
-// limits (the constructor makes sure the ports they need are there).
-func (s *admission) limitsOn(ch ledger.Channel) bool { return s.limits.Covers(ch) }
-
 // Dispatcher sends claimed and due deferred entries (functions/dispatch).
 type Dispatcher struct {
-	core        ledger.Core
-	sender      ledger.Sender
-	admission   // the send limits and supersession (limits.go)
+	core       ledger.Core
+	sender     ledger.Sender
+	gate       admission.Gate // the send limits and supersession
 	marks      pacing.Marks // how far it has read, for reconcile
-	budget      ledger.Budget
-	scheduler   ledger.Scheduler
-	firstReads  ledger.FirstReads
-	sleep       func(ctx context.Context, d time.Duration) error
-	jitter      func() float64
+	budget     ledger.Budget
+	scheduler  ledger.Scheduler
+	firstReads ledger.FirstReads
+	sleep      func(ctx context.Context, d time.Duration) error
+	jitter     func() float64
 }
 
 // Read records what dispatch took from src (pacing.Marks.Read).
@@ -921,7 +658,7 @@ type Deps struct {
 	// the proofs when a transport reports events.
 	Send ledger.SenderPorts
 	// Admission is the send-limit policy and what its rules read.
-	Admission AdmissionPorts
+	Admission admission.Ports
 	// Budget paces sends per channel; Scheduler hands deferred entries back;
 	// Progress keeps how far dispatch has read, for reconcile.
 	Budget    ledger.Budget
@@ -936,18 +673,6 @@ type Deps struct {
 	Jitter func() float64
 }
 
-// AdmissionPorts are the send-limit policy and the ports its rules need:
-// Limiter when any rule counts, Fingerprints for the destination cap,
-// NumberOf for the SMS region and kind rules, and Challenges and Timeline
-// when older challenges are superseded.
-type AdmissionPorts struct {
-	Limits       ledger.Limits
-	Limiter      ledger.Limiter
-	Challenges   ledger.Challenges
-	Fingerprints ledger.Fingerprinter
-	NumberOf     ledger.NumberOf
-	Timeline     ledger.Timeline
-}
 
 // New builds the dispatch use case, refusing a dependency its settings
 // need that is missing, by name.
@@ -972,12 +697,12 @@ func New(c ledger.Core, p Deps) (*Dispatcher, error) {
 		return nil, err
 	}
 	d := &Dispatcher{core: c, sender: snd, budget: p.Budget, scheduler: p.Scheduler,
-		admission: admission{limits: l, limiter: a.Limiter, challenges: a.Challenges, fingerprints: a.Fingerprints,
-			numberOf: a.NumberOf, timeline: a.Timeline},
-		firstReads:  p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
+		gate: admission.New(a),
+		firstReads: p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
 	d.sender = d.sender.For(&d.core)
+	d.gate = d.gate.For(&d.core)
 	d.marks = pacing.NewMarks(p.Progress, pacing.RuleFor(c.Policy()), d.core.Now)
-	d.core = d.core.WithGiveBack(d.releaseUnsent) // the only use case that gives a count back
+	d.core = d.core.WithGiveBack(d.gate.ReleaseUnsent) // the only use case that gives a count back
 	if d.firstReads == ledger.ReadRowAlone {
 		d.firstReads = rowFirst{store: c.Store()}
 	}
