@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/usecase/sending"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -85,7 +86,7 @@ func TestSendDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr := &stallingTransport{}
-		snd, err := ledger.NewSender("dispatch", ledger.SenderPorts{Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr}},
+		snd, err := sending.New("dispatch", sending.Ports{Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr}},
 			func(ledger.Capabilities) bool { return false })
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/resetledger/resetledger/internal/usecase/expire"
 	"github.com/resetledger/resetledger/internal/usecase/reconcile"
 	"github.com/resetledger/resetledger/internal/usecase/resolve"
+	"github.com/resetledger/resetledger/internal/usecase/sending"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -64,8 +65,8 @@ func Reconciler(p Ports) (*reconcile.Reconciler, error) {
 }
 
 // sendPorts are the parts a Sender sends with.
-func sendPorts(p Ports) ledger.SenderPorts {
-	return ledger.SenderPorts{Transports: p.Transports, Opener: p.Opener, Proofs: p.Proofs}
+func sendPorts(p Ports) sending.Ports {
+	return sending.Ports{Transports: p.Transports, Opener: p.Opener, Proofs: p.Proofs}
 }
 
 // Dispatcher builds the dispatch use case.

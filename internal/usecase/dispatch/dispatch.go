@@ -12,6 +12,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/usecase/admission"
 	"github.com/resetledger/resetledger/internal/usecase/pacing"
+	"github.com/resetledger/resetledger/internal/usecase/sending"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -365,7 +366,7 @@ func (s *Dispatcher) send(ctx context.Context, e ledger.Entry, tr ledger.Transpo
 	if errors.As(err, &ns) {
 		return s.notSent(ctx, e, ns, w)
 	}
-	to, out, reason, ackID := ledger.OutcomeOf(ack, err)
+	to, out, reason, ackID := sending.OutcomeOf(ack, err)
 	return s.sender.RecordOutcome(ctx, e, to, out, reason, ackID, w)
 }
 
@@ -635,7 +636,7 @@ func (p *primedContent) Get(ctx context.Context, key string) ([]byte, error) {
 // Dispatcher sends claimed and due deferred entries (functions/dispatch).
 type Dispatcher struct {
 	core       ledger.Core
-	sender     ledger.Sender
+	sender     sending.Sender
 	gate       admission.Gate // the send limits and supersession
 	marks      pacing.Marks // how far it has read, for reconcile
 	budget     ledger.Budget
@@ -656,7 +657,7 @@ func (s *Dispatcher) Read(ctx context.Context, src ledger.Source, t time.Time) e
 type Deps struct {
 	// Send is what it sends with: a transport per channel, the opener, and
 	// the proofs when a transport reports events.
-	Send ledger.SenderPorts
+	Send sending.Ports
 	// Admission is the send-limit policy and what its rules read.
 	Admission admission.Ports
 	// Budget paces sends per channel; Scheduler hands deferred entries back;
@@ -677,7 +678,7 @@ type Deps struct {
 // New builds the dispatch use case, refusing a dependency its settings
 // need that is missing, by name.
 func New(c ledger.Core, p Deps) (*Dispatcher, error) {
-	snd, err := ledger.NewSender("dispatch", p.Send, func(ledger.Capabilities) bool { return true })
+	snd, err := sending.New("dispatch", p.Send, func(ledger.Capabilities) bool { return true })
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/usecase/pacing"
+	"github.com/resetledger/resetledger/internal/usecase/sending"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -138,7 +139,7 @@ func (s *Reconciler) retry(ctx context.Context, e ledger.Entry, tr ledger.Transp
 	callCtx, cancel := context.WithTimeout(ctx, until.Sub(s.core.Clock()))
 	ack, err := s.sender.Attempt(callCtx, e, tr, msg)
 	cancel()
-	to, out, reason, ackID := ledger.OutcomeOf(ack, err)
+	to, out, reason, ackID := sending.OutcomeOf(ack, err)
 	var ns *ledger.NotSent
 	if errors.As(err, &ns) {
 		// The provider (or the send deadline, or the proof) proves this
@@ -233,7 +234,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (ledger.SweepReport
 // dispatch picked up (functions/reconcile).
 type Reconciler struct {
 	core      ledger.Core
-	sender    ledger.Sender
+	sender    sending.Sender
 	scheduler ledger.Scheduler
 	progress  ledger.Progress
 }
@@ -243,10 +244,10 @@ type Reconciler struct {
 // reports events, the proofs, for a transport that allows a same-key
 // retry), the Scheduler that hands entries back, and the dispatch marks
 // (ledger.NoProgress: every due entry is handed back).
-func New(core ledger.Core, send ledger.SenderPorts, scheduler ledger.Scheduler, progress ledger.Progress) (*Reconciler, error) {
+func New(core ledger.Core, send sending.Ports, scheduler ledger.Scheduler, progress ledger.Progress) (*Reconciler, error) {
 	// Reconcile sends only a same-key retry, through a transport that
 	// honours an idempotency key.
-	snd, err := ledger.NewSender("reconcile", send, func(caps ledger.Capabilities) bool { return caps.IdempotencyWindow > 0 })
+	snd, err := sending.New("reconcile", send, func(caps ledger.Capabilities) bool { return caps.IdempotencyWindow > 0 })
 	if err != nil {
 		return nil, err
 	}

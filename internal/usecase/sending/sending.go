@@ -1,26 +1,32 @@
-package ledger
+// Package sending is the sending rules dispatch and reconcile's same-key
+// retry share: open the sealed content, make the attempt under its
+// deadline with its proof, and record its outcome.
+package sending
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // The sending rules dispatch and reconcile's same-key retry share.
 
 // OpenContent fetches and opens the sealed message of e and checks it
 // against the recorded content hash.
-func (s *Sender) OpenContent(ctx context.Context, e Entry) (Message, error) {
-	sealed, err := s.core.Content().Get(ctx, ContentKey(e))
+func (s *Sender) OpenContent(ctx context.Context, e ledger.Entry) (ledger.Message, error) {
+	sealed, err := s.core.Content().Get(ctx, ledger.ContentKey(e))
 	if err != nil {
-		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
+		return ledger.Message{}, fmt.Errorf("content %s: %w", e.Key, err)
 	}
 	m, err := s.opener.Open(ctx, e.Key, sealed)
 	if err != nil {
-		return Message{}, fmt.Errorf("content %s: %w", e.Key, err)
+		return ledger.Message{}, fmt.Errorf("content %s: %w", e.Key, err)
 	}
-	if ContentHash(e.TemplateID, e.TemplateVersion, m) != e.ContentHash {
-		return Message{}, fmt.Errorf("content %s: opened content does not match recorded hash: %w", e.Key, ErrContentUnavailable)
+	if ledger.ContentHash(e.TemplateID, e.TemplateVersion, m) != e.ContentHash {
+		return ledger.Message{}, fmt.Errorf("content %s: opened content does not match recorded hash: %w", e.Key, ledger.ErrContentUnavailable)
 	}
 	return m, nil
 }
@@ -33,22 +39,22 @@ func (s *Sender) OpenContent(ctx context.Context, e Entry) (Message, error) {
 //
 // The deadline is a duration on the worker's clock, so the call is cut
 // when that much time has passed, whatever the clock reads then.
-func (s *Sender) Attempt(ctx context.Context, e Entry, tr Transport, msg Message) (Ack, error) {
+func (s *Sender) Attempt(ctx context.Context, e ledger.Entry, tr ledger.Transport, msg ledger.Message) (ledger.Ack, error) {
 	deadline := e.ExpiresAt.Add(-s.core.Policy().SendGuard)
 	left := deadline.Sub(s.core.Clock())
 	if left <= 0 {
-		return Ack{}, &NotSent{Code: DeadlineCode}
+		return ledger.Ack{}, &ledger.NotSent{Code: ledger.DeadlineCode}
 	}
 	ctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
-	send := Send{
+	send := ledger.Send{
 		IdempotencyKey: e.Key, ContentHash: e.ContentHash, Channel: e.Identity.Channel,
 		Attempt: e.Attempts, ExpiresAt: e.ExpiresAt, Deadline: deadline, Message: msg,
 	}
 	if tr.Capabilities().Events {
-		proof, err := s.proofs.Sign(ctx, AttemptRef{Key: e.Key, Channel: e.Identity.Channel, Attempt: e.Attempts})
+		proof, err := s.proofs.Sign(ctx, ledger.AttemptRef{Key: e.Key, Channel: e.Identity.Channel, Attempt: e.Attempts})
 		if err != nil {
-			return Ack{}, &NotSent{Code: ProofCode}
+			return ledger.Ack{}, &ledger.NotSent{Code: ledger.ProofCode}
 		}
 		send.Proof = proof
 	}
@@ -58,15 +64,15 @@ func (s *Sender) Attempt(ctx context.Context, e Entry, tr Transport, msg Message
 // OutcomeOf maps a transport result to the three outcomes. Only an ack is
 // accepted and only a *Rejection is rejected; everything else is unknown.
 // (A *NotSent never gets here: see send.)
-func OutcomeOf(ack Ack, err error) (State, Outcome, string, string) {
-	var rej *Rejection
+func OutcomeOf(ack ledger.Ack, err error) (ledger.State, ledger.Outcome, string, string) {
+	var rej *ledger.Rejection
 	switch {
 	case err == nil:
-		return Accepted, OutcomeAccepted, "transport accepted", ack.ID
+		return ledger.Accepted, ledger.OutcomeAccepted, "transport accepted", ack.ID
 	case errors.As(err, &rej):
-		return Rejected, OutcomeRejected, "transport rejected: " + rej.Reason, ""
+		return ledger.Rejected, ledger.OutcomeRejected, "transport rejected: " + rej.Reason, ""
 	default:
-		return Unknown, OutcomeUnknown, "no acknowledgement: " + err.Error(), ""
+		return ledger.Unknown, ledger.OutcomeUnknown, "no acknowledgement: " + err.Error(), ""
 	}
 }
 
@@ -74,17 +80,17 @@ func OutcomeOf(ack Ack, err error) (State, Outcome, string, string) {
 // write that kept the entry's state and attempt (a content-mismatch event)
 // bumped its version while the send was in flight, the outcome is recorded
 // on the fresh entry rather than lost.
-func (s *Sender) RecordOutcome(ctx context.Context, e Entry, to State, out Outcome, reason, ackID string, w Worker) (DispatchResult, error) {
+func (s *Sender) RecordOutcome(ctx context.Context, e ledger.Entry, to ledger.State, out ledger.Outcome, reason, ackID string, w ledger.Worker) (ledger.DispatchResult, error) {
 	from := e
-	var res DispatchResult
-	err := s.core.OnConflict(ctx, e, func(e Entry) error {
+	var res ledger.DispatchResult
+	err := s.core.OnConflict(ctx, e, func(e ledger.Entry) error {
 		now := s.core.Now()
-		c, err := s.core.Transition(e, to, w, reason, func(n *Entry) {
+		c, err := s.core.Transition(e, to, w, reason, func(n *ledger.Entry) {
 			n.AckID = ackID
 			n.Reason = reason
-			n.LeaseUntil = timeZero
-			n.NextCheckAt = timeZero
-			if to == Unknown {
+			n.LeaseUntil = time.Time{}
+			n.NextCheckAt = time.Time{}
+			if to == ledger.Unknown {
 				n.NextCheckAt = now.Add(s.core.Policy().RecheckAfter)
 			}
 		})
@@ -93,13 +99,13 @@ func (s *Sender) RecordOutcome(ctx context.Context, e Entry, to State, out Outco
 		}
 		res, err = s.core.Apply(ctx, c, out)
 		return err
-	}, func(fresh Entry) bool {
+	}, func(fresh ledger.Entry) bool {
 		switch {
 		case fresh.Attempts != from.Attempts:
 			return false
 		case fresh.State == from.State:
 			return true
-		case from.State == Dispatching && (fresh.State == Unknown || fresh.State == Quarantined) && to != Unknown:
+		case from.State == ledger.Dispatching && (fresh.State == ledger.Unknown || fresh.State == ledger.Quarantined) && to != ledger.Unknown:
 			// The send outlived its lease and reconcile already marked the
 			// entry unknown (or quarantined it); the provider's answer in hand
 			// is the evidence that resolves it.
@@ -114,29 +120,29 @@ func (s *Sender) RecordOutcome(ctx context.Context, e Entry, to State, out Outco
 // Sender is what dispatch and reconcile's same-key retry share: the
 // transports, the opener of sealed content and the attempt proofs.
 type Sender struct {
-	core       *Core // its owner's
-	transports map[Channel]Transport
-	opener     Opener
-	proofs     Proofs
+	core       *ledger.Core // its owner's
+	transports map[ledger.Channel]ledger.Transport
+	opener     ledger.Opener
+	proofs     ledger.Proofs
 }
 
-// NewSender checks the sending ports: at least one transport, none nil, and,
+// New checks the sending ports: at least one transport, none nil, and,
 // for the transports whose sends this use case makes (sends), the opener
 // of their content and, where they report provider events, Proofs (those
 // sends carry a proof).
-// SenderPorts are what a Sender sends with: a transport per channel, the
+// Ports are what a Sender sends with: a transport per channel, the
 // opener of sealed content and the attempt proofs.
-type SenderPorts struct {
-	Transports map[Channel]Transport
-	Opener     Opener
-	Proofs     Proofs
+type Ports struct {
+	Transports map[ledger.Channel]ledger.Transport
+	Opener     ledger.Opener
+	Proofs     ledger.Proofs
 }
 
-func NewSender(role string, p SenderPorts, sends func(Capabilities) bool) (Sender, error) {
-	need := PortCheck{UseCase: role}
+func New(role string, p Ports, sends func(ledger.Capabilities) bool) (Sender, error) {
+	need := ledger.PortCheck{UseCase: role}
 	need.Port(len(p.Transports) > 0, "Transports")
 	opens, events := false, false
-	for _, ch := range Channels {
+	for _, ch := range ledger.Channels {
 		tr, ok := p.Transports[ch]
 		if !ok {
 			continue
@@ -158,13 +164,13 @@ func NewSender(role string, p SenderPorts, sends func(Capabilities) bool) (Sende
 }
 
 // Transport is the transport of channel ch, if the stage has one.
-func (s *Sender) Transport(ch Channel) (Transport, bool) {
+func (s *Sender) Transport(ch ledger.Channel) (ledger.Transport, bool) {
 	tr, ok := s.transports[ch]
 	return tr, ok
 }
 
 // For returns s writing through core, its owner's.
-func (s Sender) For(core *Core) Sender {
+func (s Sender) For(core *ledger.Core) Sender {
 	s.core = core
 	return s
 }
