@@ -9,6 +9,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -116,7 +117,7 @@ func runDigests(t testing.TB, perInterval, intervals int) digestRun {
 	ctx := context.Background()
 	clock := ledgertest.NewClock()
 	rs := &recordingStore{Store: &memstore.Store{}, last: map[string]ledger.Entry{}}
-	svc := &ledgertest.UseCases{Ports: ledger.Ports{
+	svc := &ledgertest.UseCases{Ports: assemble.Ports{
 		Store: rs, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: &ledgertest.Transport{}},
 		Clock:      clock.Now, Policy: ledger.DefaultPolicy(),
@@ -195,7 +196,7 @@ func BenchmarkDigestBatch(b *testing.B) {
 	ctx := context.Background()
 	clock := ledgertest.NewClock()
 	rs := &recordingStore{Store: &memstore.Store{}, last: map[string]ledger.Entry{}}
-	svc := &ledgertest.UseCases{Ports: ledger.Ports{Store: rs, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
+	svc := &ledgertest.UseCases{Ports: assemble.Ports{Store: rs, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: &ledgertest.Transport{}}, Clock: clock.Now, Policy: ledger.DefaultPolicy()}}
 	for i := range 100 {
 		in, sealed := ledgertest.Intent(i, ledger.Email, clock.Now(), time.Hour)

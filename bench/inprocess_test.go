@@ -17,6 +17,7 @@ import (
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -27,7 +28,7 @@ import (
 // inProcessService is a service on the memory stores with the envelope
 // opener and an accepting transport.
 func inProcessService() *ledgertest.UseCases {
-	return &ledgertest.UseCases{Ports: ledger.Ports{
+	return &ledgertest.UseCases{Ports: assemble.Ports{
 		Store: &memstore.Store{}, Content: &memstore.Content{},
 		Opener:     handlertest.Opener(),
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: ackTransport{}, ledger.SMS: ackTransport{}},

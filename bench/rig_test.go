@@ -11,6 +11,7 @@ import (
 	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/testkit/emulator"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -87,7 +88,7 @@ func (r *rig) labels() map[string]string {
 // service returns a ledger service on the rig's tables through client
 // (r.db, or r.meter to size writes).
 func (r *rig) service(client dynamostore.Client, clk *ledgertest.Clock, opener ledger.Opener, tr ledger.Transport) *ledgertest.UseCases {
-	return &ledgertest.UseCases{Ports: ledger.Ports{
+	return &ledgertest.UseCases{Ports: assemble.Ports{
 		Store:      dynamostore.New(client, r.ledger, dynamostore.DefaultShards),
 		Content:    dynamostore.NewContent(client, r.content),
 		Opener:     opener,

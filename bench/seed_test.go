@@ -13,6 +13,7 @@ import (
 	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -66,7 +67,7 @@ func items(t testing.TB, kind rowKind, first, count int, t0 time.Time) []map[str
 	if kind == dispatchingRow {
 		store = lostOutcome{mem}
 	}
-	svc := &ledgertest.UseCases{Ports: ledger.Ports{
+	svc := &ledgertest.UseCases{Ports: assemble.Ports{
 		Store: store, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: ackTransport{}},
 		Clock:      func() time.Time { return t0 }, Policy: ledger.DefaultPolicy(),

@@ -91,7 +91,7 @@ func throughputReport(t *testing.T, rep *Report, sc scale) {
 		Target:   "≥ 0.8",
 		Verdict:  Check(ratio >= 0.8),
 		Note: fmt.Sprintf("(messages/s × requests per message) / raw requests/s = (%.0f × %s) / %.0f. "+
-			"Claim: %d messages through handler.Claim (intent.Decode, ledger.Claimer, dynamostore, JSON logs to io.Discard) in %s; requests: %s. "+
+			"Claim: %d messages through handler.Claim (intent.Decode, claim.Claimer, dynamostore, JSON logs to io.Discard) in %s; requests: %s. "+
 			"Raw: %d conditional PutItems of a claim-shaped item, half before and half after the claims, %.0f requests/s. "+
 			"One goroutine each; SDK retries during the claims: %d.",
 			msgRate, trimFloat(perMsg), rawRate, throughputMsgs, claimTime.Round(time.Millisecond),

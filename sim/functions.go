@@ -20,8 +20,8 @@ import (
 // ports are the ports one invocation's use case is built from: ports that
 // park at every call. As in a deployed function, each function builds only
 // its own use case from them (body), with its constructor.
-func (s *sim) ports(inv *invocation) ledger.Ports {
-	svc := ledger.Ports{
+func (s *sim) ports(inv *invocation) assemble.Ports {
+	svc := assemble.Ports{
 		Store:      &storePort{inv},
 		Content:    &contentPort{inv},
 		Opener:     &openerPort{inv},
@@ -83,7 +83,7 @@ func limitsOf(fn function, l ledger.Limits, counters ledger.Limiter) (ledger.Lim
 //
 // A use case the ports cannot build is a bug of the simulator's wiring: it
 // panics.
-func (s *sim) body(inv *invocation, p ledger.Ports) func(ctx context.Context) (string, error) {
+func (s *sim) body(inv *invocation, p assemble.Ports) func(ctx context.Context) (string, error) {
 	t := inv.trig
 	switch inv.fn {
 	case fnClaim:

@@ -18,6 +18,7 @@ import (
 	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/testkit/emulator"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -75,7 +76,7 @@ func newFixture(t *testing.T) *fixture {
 		return f.behavior[s.IdempotencyKey]
 	}
 	f.store = dynamostore.New(f.db, f.table, dynamostore.DefaultShards)
-	f.svc = &ledgertest.UseCases{Ports: ledger.Ports{
+	f.svc = &ledgertest.UseCases{Ports: assemble.Ports{
 		Store:   f.store,
 		Content: dynamostore.NewContent(f.db, f.content),
 		Opener:  ledgertest.PlainOpener{},

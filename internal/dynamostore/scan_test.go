@@ -11,6 +11,7 @@ import (
 	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/testkit/emulator"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -31,7 +32,7 @@ func scanFixture(t *testing.T, n int) (*dynamostore.Scanner, []string) {
 		}
 	})
 	clock := ledgertest.NewClock()
-	svc := &ledgertest.UseCases{Ports: ledger.Ports{
+	svc := &ledgertest.UseCases{Ports: assemble.Ports{
 		Store:   dynamostore.New(client, table, dynamostore.DefaultShards),
 		Content: dynamostore.NewContent(client, content),
 		Clock:   clock.Now,

@@ -15,6 +15,7 @@ import (
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -26,7 +27,7 @@ import (
 
 func memUseCases(now time.Time) (*ledgertest.UseCases, *ledgertest.Transport) {
 	tr := &ledgertest.Transport{}
-	return &ledgertest.UseCases{Ports: ledger.Ports{
+	return &ledgertest.UseCases{Ports: assemble.Ports{
 		Store: &memstore.Store{}, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 		Clock:      func() time.Time { return now }, Policy: ledger.DefaultPolicy(),

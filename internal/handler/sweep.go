@@ -12,7 +12,7 @@ import (
 // sweep runs one scheduled sweep and reports it: a SweepHeartbeat before
 // anything else (so a run that fails or times out still proves the schedule
 // fires), every per-row failure logged, their count as SweepErrors, and a
-// summary line. Transitions are counted by the use case itself (ledger.Ports.OnTransition).
+// summary line. Transitions are counted by the use case itself (assemble.Ports.OnTransition).
 func sweep(ctx context.Context, name settings.Role, m *metrics.Emitter, log *slog.Logger, run func() (ledger.SweepReport, error)) error {
 	dims := map[string]string{metrics.DimSweep: string(name)}
 	_ = m.Count(metrics.SweepHeartbeat, dims, 1)

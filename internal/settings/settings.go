@@ -159,7 +159,7 @@ type Settings struct {
 	LimitsTable string
 	// SubjectIndex reports that the ledger table has its subject index:
 	// dispatch then reads a subject's older challenges through it when an
-	// admission is refused (ledger.Ports.Timeline).
+	// admission is refused (assemble.Ports.Timeline).
 	SubjectIndex bool
 	// Limits is the send-limit policy; its SMSCountries comes from
 	// SMSAllowedCountries where the functions are wired.

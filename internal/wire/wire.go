@@ -29,6 +29,7 @@ import (
 	"github.com/resetledger/resetledger/internal/dynamostore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/webhooktransport"
 	"github.com/resetledger/resetledger/internal/wire/process"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -61,14 +62,14 @@ type Env struct {
 // Ports adds a role's own ports to p, which holds the ledger's store and
 // content store, its clock and policy, the send limits, and the transition
 // counter. An error is a configuration the function must not start with.
-type Ports func(ctx context.Context, env Env, p *ledger.Ports) error
+type Ports func(ctx context.Context, env Env, p *assemble.Ports) error
 
 // Boot loads the settings of role from the environment and the SDK
 // configuration, builds the ports with ports (nil: the tables only), and
 // from them the role's use case with build (its ledger constructor). It
 // exits the process with a clear message on bad configuration, a missing
 // port named: a function must not start half-configured.
-func Boot[U any](role settings.Role, ports Ports, build func(ledger.Ports) (U, error)) Function[U] {
+func Boot[U any](role settings.Role, ports Ports, build func(assemble.Ports) (U, error)) Function[U] {
 	s, log, cfg := process.Start(role)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -111,9 +112,9 @@ func Transports(s settings.Settings, build func(kind string) (ledger.Transport, 
 // no limits table, so their limits are off and a row they end keeps its
 // count ("too high, never too low", docs/design.md): their roles may not
 // write the counters.
-func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.Logger, em *metrics.Emitter, ports Ports) (*ledger.Ports, error) {
+func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.Logger, em *metrics.Emitter, ports Ports) (*assemble.Ports, error) {
 	db := dynamodb.NewFromConfig(cfg)
-	p := &ledger.Ports{
+	p := &assemble.Ports{
 		Store:        dynamostore.New(db, s.LedgerTable, s.OpenIndexShards),
 		Content:      dynamostore.NewContent(db, s.ContentTable),
 		Clock:        time.Now,
@@ -134,7 +135,7 @@ func Build(ctx context.Context, cfg aws.Config, s settings.Settings, log *slog.L
 
 // ClaimPorts adds claim's one port of its own: with the limits table and
 // supersession on, the newest challenge per subject, which claim notes.
-func ClaimPorts(_ context.Context, env Env, p *ledger.Ports) error {
+func ClaimPorts(_ context.Context, env Env, p *assemble.Ports) error {
 	if env.Settings.LimitsTable != "" && env.Settings.Limits.Supersede {
 		p.Challenges = Challenges(env)
 	}

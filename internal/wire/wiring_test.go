@@ -26,17 +26,17 @@ import (
 var functions = []struct {
 	role  settings.Role
 	ports wire.Ports
-	build func(ledger.Ports) error
+	build func(assemble.Ports) error
 }{
-	{settings.Claim, wire.ClaimPorts, func(p ledger.Ports) error { _, err := assemble.Claimer(p); return err }},
-	{settings.Dispatch, dispatchports.Ports, func(p ledger.Ports) error { _, err := assemble.Dispatcher(p); return err }},
-	{settings.Reconcile, reconcileports.Ports, func(p ledger.Ports) error { _, err := assemble.Reconciler(p); return err }},
-	{settings.Expire, nil, func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err }},
-	{settings.Events, eventsports.Ports, func(p ledger.Ports) error { _, err := assemble.EventRecorder(p); return err }},
-	{settings.Operate, nil, func(p ledger.Ports) error { _, err := assemble.Resolver(p); return err }},
+	{settings.Claim, wire.ClaimPorts, func(p assemble.Ports) error { _, err := assemble.Claimer(p); return err }},
+	{settings.Dispatch, dispatchports.Ports, func(p assemble.Ports) error { _, err := assemble.Dispatcher(p); return err }},
+	{settings.Reconcile, reconcileports.Ports, func(p assemble.Ports) error { _, err := assemble.Reconciler(p); return err }},
+	{settings.Expire, nil, func(p assemble.Ports) error { _, err := assemble.Expirer(p); return err }},
+	{settings.Events, eventsports.Ports, func(p assemble.Ports) error { _, err := assemble.EventRecorder(p); return err }},
+	{settings.Operate, nil, func(p assemble.Ports) error { _, err := assemble.Resolver(p); return err }},
 }
 
-// optional are the fields of ledger.Ports that are not ports a use case
+// optional are the fields of assemble.Ports that are not ports a use case
 // needs: defaults (Sleep, Jitter, NewID) and an observer (OnTransition).
 var optional = map[string]bool{"Sleep": true, "Jitter": true, "NewID": true, "OnTransition": true}
 
@@ -79,7 +79,7 @@ func TestEachFunctionWiresItsUseCase(t *testing.T) {
 
 // portsOf builds role's ports as its main does, from settings with every
 // control on. No AWS call is made: the budget's rates are given.
-func portsOf(t *testing.T, role settings.Role, ports wire.Ports) ledger.Ports {
+func portsOf(t *testing.T, role settings.Role, ports wire.Ports) assemble.Ports {
 	t.Helper()
 	s := settings.Defaults()
 	s.LedgerTable, s.ContentTable, s.BudgetTable, s.LimitsTable = "ledger", "content", "budget", "limits"

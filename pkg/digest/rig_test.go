@@ -9,6 +9,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/digest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -92,7 +93,7 @@ func newRig(t *testing.T) *ledgerRig {
 	}
 	r := &ledgerRig{
 		t: t, clock: clock, store: st,
-		svc: &ledgertest.UseCases{Ports: ledger.Ports{
+		svc: &ledgertest.UseCases{Ports: assemble.Ports{
 			Store: st, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 			Transports: map[ledger.Channel]ledger.Transport{
 				ledger.Email: &ledgertest.Transport{Script: behave},

@@ -150,71 +150,6 @@ func (p Policy) Problems() []*PolicyError {
 // ("claim/<request id>") or an operator ("operator:<identity>").
 type Worker string
 
-// Ports is every port and setting a use case may take. Each use case's
-// constructor (NewClaimer, NewDispatcher, NewReconciler, NewExpirer,
-// NewEventRecorder, NewResolver) reads only the fields it uses, keeps
-// them, and refuses one it needs that is missing, naming it. A control a
-// stage turns off is given as its explicit off value (NoBudget,
-// NoScheduler, NoProgress, NoTimeline, or limits whose rules are all
-// off), never as a nil.
-type Ports struct {
-	// Store and Content are the ledger's tables; Clock and Policy every use
-	// case's. Every use case needs them.
-	Store   Store
-	Content ContentStore
-	Clock   Clock
-	Policy  Policy
-	// Opener opens sealed content (dispatch; reconcile where a transport
-	// allows a same-key retry). Transports send per channel (dispatch,
-	// reconcile).
-	Opener     Opener
-	Transports map[Channel]Transport
-	// Budget paces sends per channel (dispatch; NoBudget: unpaced).
-	// Scheduler hands deferred and re-driven entries back to dispatch
-	// (dispatch, reconcile; NoScheduler where nothing is handed back).
-	Budget    Budget
-	Scheduler Scheduler
-	// Progress keeps how far dispatch has read the stream and the dispatch
-	// queue (dispatch writes it, reconcile's re-drive reads it), so that
-	// Redrive hands back only entries neither can still deliver. NoProgress:
-	// every due entry is handed back.
-	Progress Progress
-	// Proofs signs every attempt through a transport that reports events
-	// (dispatch) and verifies the proof a provider event carries back
-	// (provider events).
-	Proofs Proofs
-	// Limits is the send-limit policy (claim reads whether older
-	// challenges are superseded; dispatch applies it); Limiter keeps its
-	// counters (dispatch alone counts, and gives back a count nothing was
-	// sent for), Challenges the newest challenge per subject (claim notes
-	// it, dispatch reads it),
-	// Fingerprints the destination keys and NumberOf the SMS regions and
-	// number kinds (dispatch).
-	Limits       Limits
-	Limiter      Limiter
-	Challenges   Challenges
-	Fingerprints Fingerprinter
-	NumberOf     NumberOf
-	// Timeline lets a refused admission find the subject's older
-	// challenges that hold counts while they wait, supersede them and give
-	// the counts back (dispatch's admitReclaiming). NoTimeline: they keep
-	// their counts until they wake.
-	Timeline Timeline
-	// FirstReads reads a stream record's row, newest challenge and content
-	// in one round trip (dispatch; ReadRowAlone: the row alone).
-	FirstReads FirstReads
-	// Sleep waits for d or until ctx ends; a timer if nil.
-	Sleep func(ctx context.Context, d time.Duration) error
-	// Jitter returns a number in [0, 1) for backoff jitter; math/rand if nil.
-	Jitter func() float64
-	// NewID returns a unique event id; random 128-bit hex if nil.
-	NewID func() string
-	// OnTransition, if set, is called once for every stored state change
-	// (a new entry included), wherever it was made: the one place metrics
-	// of transitions are counted.
-	OnTransition func(e Entry)
-}
-
 // Core is what every use case holds: the ledger's tables, clock and
 // policy, and the one write path (write.go).
 type Core struct {
@@ -229,12 +164,6 @@ type Core struct {
 	// a row another use case ends keeps its count, too high, never too low
 	// (docs/design.md, "Counts are exact").
 	giveBack func(ctx context.Context, e Entry) error
-}
-
-// newCore checks and keeps the ports every use case needs. role names the
-// use case in its errors.
-func newCore(role string, p Ports) (Core, error) {
-	return NewCore(role, p.Store, p.Content, p.Clock, p.Policy, Hooks{NewID: p.NewID, OnTransition: p.OnTransition})
 }
 
 // Hooks are the core's optional settings.

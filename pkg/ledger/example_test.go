@@ -20,7 +20,7 @@ func Example() {
 	clock := ledgertest.NewClock()
 	content := &memstore.Content{}
 	transport := &ledgertest.Transport{}
-	ports := ledger.Ports{
+	ports := assemble.Ports{
 		Store:      &memstore.Store{},
 		Content:    content,
 		Opener:     ledgertest.PlainOpener{},

@@ -1,5 +1,7 @@
 package ledger
 
+import "time"
+
 // Outcome says what one call of a use case did: Claim, Dispatch and
 // RecordProviderEvent answer one. Where the call left the entry in a state
 // it names that state ("expired" whoever expired it); the others say why
@@ -58,3 +60,20 @@ const (
 	// written.
 	OutcomeContradicted Outcome = "contradicted"
 )
+
+// DispatchResult is the entry after Dispatch and what happened.
+type DispatchResult struct {
+	Outcome Outcome
+	Entry   Entry
+	// BudgetWait is how long this dispatch waited in-process for its
+	// send-rate budget slot.
+	BudgetWait time.Duration
+	// NotSent is the provider's answer when it did not take the message.
+	NotSent *NotSent
+	// ScheduleErr is set when the entry was deferred but its wake-up could not
+	// be scheduled; reconcile's re-drive finds it instead.
+	ScheduleErr error
+	// Contradicted names the fields in which the event's image differs from
+	// the row (OutcomeContradicted only).
+	Contradicted []string
+}

@@ -137,16 +137,6 @@ type Proofs interface {
 	Verify(ctx context.Context, a AttemptRef, proof string) error
 }
 
-// DeadlineCode is the NotSentCode of an attempt that was not made because
-// the send deadline (expiry minus Policy.SendGuard) had passed by the time
-// the call would start.
-const DeadlineCode = "send-deadline-passed"
-
-// ProofCode is the NotSentCode of an attempt that was not made because its
-// proof could not be signed: nothing reached the provider, so the row is
-// retried like one the provider throttled.
-const ProofCode = "attempt-proof-unavailable"
-
 // Ack is a transport acknowledgement.
 type Ack struct {
 	// ID is the provider's request or message id.

@@ -154,7 +154,7 @@ func TestNoVerifierNoEventRecorder(t *testing.T) {
 	_, err := assemble.EventRecorder(p)
 	var missing *ledger.MissingPortError
 	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "Proofs") {
-		t.Fatalf("NewEventRecorder without Proofs: %v, want a MissingPortError naming Proofs", err)
+		t.Fatalf("evidence.New without Proofs: %v, want a MissingPortError naming Proofs", err)
 	}
 }
 

@@ -13,13 +13,13 @@ import (
 )
 
 // constructors builds each use case from ports.
-var constructors = map[string]func(ledger.Ports) error{
-	"claim":     func(p ledger.Ports) error { _, err := assemble.Claimer(p); return err },
-	"dispatch":  func(p ledger.Ports) error { _, err := assemble.Dispatcher(p); return err },
-	"reconcile": func(p ledger.Ports) error { _, err := assemble.Reconciler(p); return err },
-	"expire":    func(p ledger.Ports) error { _, err := assemble.Expirer(p); return err },
-	"events":    func(p ledger.Ports) error { _, err := assemble.EventRecorder(p); return err },
-	"operate":   func(p ledger.Ports) error { _, err := assemble.Resolver(p); return err },
+var constructors = map[string]func(assemble.Ports) error{
+	"claim":     func(p assemble.Ports) error { _, err := assemble.Claimer(p); return err },
+	"dispatch":  func(p assemble.Ports) error { _, err := assemble.Dispatcher(p); return err },
+	"reconcile": func(p assemble.Ports) error { _, err := assemble.Reconciler(p); return err },
+	"expire":    func(p assemble.Ports) error { _, err := assemble.Expirer(p); return err },
+	"events":    func(p assemble.Ports) error { _, err := assemble.EventRecorder(p); return err },
+	"operate":   func(p assemble.Ports) error { _, err := assemble.Resolver(p); return err },
 }
 
 // needs is every port each use case needs on a stage with every control

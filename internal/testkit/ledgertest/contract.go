@@ -9,6 +9,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/attemptproof"
 	"github.com/resetledger/resetledger/internal/memstore"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -36,7 +37,7 @@ func NewEnv(store ledger.Store) *Env {
 	proofs := &attemptproof.Local{Key: []byte("ledgertest attempt-proof key")}
 	return &Env{
 		Store: store, Content: content, Clock: clk, Transport: tr, Proofs: proofs,
-		Cases: &UseCases{Ports: ledger.Ports{
+		Cases: &UseCases{Ports: assemble.Ports{
 			Store: store, Content: content, Opener: PlainOpener{}, Clock: clk.Now, Proofs: proofs,
 			Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 			Policy:     ledger.DefaultPolicy(),

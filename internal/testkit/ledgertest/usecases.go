@@ -26,7 +26,7 @@ import (
 // port is tested with the constructors themselves (ledger's
 // TestConstructorsNameMissingPorts), not through this type.
 type UseCases struct {
-	ledger.Ports
+	assemble.Ports
 }
 
 // errNoScheduler is what a test's nil Scheduler answers.
@@ -37,7 +37,7 @@ type failingScheduler struct{}
 func (failingScheduler) Schedule(context.Context, string, time.Time) error { return errNoScheduler }
 
 // Filled returns u's ports with every nil control given its off value.
-func (u *UseCases) Filled() ledger.Ports {
+func (u *UseCases) Filled() assemble.Ports {
 	p := u.Ports
 	if p.Budget == nil {
 		p.Budget = ledger.NoBudget

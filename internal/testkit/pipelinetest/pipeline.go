@@ -447,7 +447,7 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 	cfgs := map[settings.Role]aws.Config{}
 	// ports builds a function's ports as its main does, on this pipeline's
 	// clock.
-	ports := func(role settings.Role) ledger.Ports {
+	ports := func(role settings.Role) assemble.Ports {
 		env := fs.Environ(role)
 		maps.Copy(env, o.Env)
 		s, err := settings.Load(role, func(k string) string { return env[k] })

@@ -5,6 +5,9 @@
 package assemble
 
 import (
+	"context"
+	"time"
+
 	"github.com/resetledger/resetledger/internal/usecase/admission"
 	"github.com/resetledger/resetledger/internal/usecase/claim"
 	"github.com/resetledger/resetledger/internal/usecase/dispatch"
@@ -16,8 +19,68 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Ports is every part a use case may take.
-type Ports = ledger.Ports
+// Ports is every part a use case may take: the wiring's, the simulator's
+// and the tests' one set, from which each function below picks what its
+// use case's constructor takes. A control a stage turns off is given as
+// its explicit off value (ledger.NoBudget, NoScheduler, NoProgress,
+// NoTimeline, or limits whose rules are all off), never as a nil.
+type Ports struct {
+	// Store and Content are the ledger's tables; Clock and Policy every use
+	// case's. Every use case needs them.
+	Store   ledger.Store
+	Content ledger.ContentStore
+	Clock   ledger.Clock
+	Policy  ledger.Policy
+	// Opener opens sealed content (dispatch; reconcile where a transport
+	// allows a same-key retry). Transports send per channel (dispatch,
+	// reconcile).
+	Opener     ledger.Opener
+	Transports map[ledger.Channel]ledger.Transport
+	// Budget paces sends per channel (dispatch; NoBudget: unpaced).
+	// Scheduler hands deferred and re-driven entries back to dispatch
+	// (dispatch, reconcile; NoScheduler where nothing is handed back).
+	Budget    ledger.Budget
+	Scheduler ledger.Scheduler
+	// Progress keeps how far dispatch has read the stream and the dispatch
+	// queue (dispatch writes it, reconcile's re-drive reads it), so that
+	// Redrive hands back only entries neither can still deliver. NoProgress:
+	// every due entry is handed back.
+	Progress ledger.Progress
+	// Proofs signs every attempt through a transport that reports events
+	// (dispatch) and verifies the proof a provider event carries back
+	// (provider events).
+	Proofs ledger.Proofs
+	// Limits is the send-limit policy (claim reads whether older
+	// challenges are superseded; dispatch applies it); Limiter keeps its
+	// counters (dispatch alone counts, and gives back a count nothing was
+	// sent for), Challenges the newest challenge per subject (claim notes
+	// it, dispatch reads it),
+	// Fingerprints the destination keys and NumberOf the SMS regions and
+	// number kinds (dispatch).
+	Limits       ledger.Limits
+	Limiter      ledger.Limiter
+	Challenges   ledger.Challenges
+	Fingerprints ledger.Fingerprinter
+	NumberOf     ledger.NumberOf
+	// Timeline lets a refused admission find the subject's older
+	// challenges that hold counts while they wait, supersede them and give
+	// the counts back (dispatch's admitReclaiming). NoTimeline: they keep
+	// their counts until they wake.
+	Timeline ledger.Timeline
+	// FirstReads reads a stream record's row, newest challenge and content
+	// in one round trip (dispatch; ReadRowAlone: the row alone).
+	FirstReads ledger.FirstReads
+	// Sleep waits for d or until ctx ends; a timer if nil.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Jitter returns a number in [0, 1) for backoff jitter; math/rand if nil.
+	Jitter func() float64
+	// NewID returns a unique event id; random 128-bit hex if nil.
+	NewID func() string
+	// OnTransition, if set, is called once for every stored state change
+	// (a new entry included), wherever it was made: the one place metrics
+	// of transitions are counted.
+	OnTransition func(e ledger.Entry)
+}
 
 // Expirer builds the expire use case.
 func Expirer(p Ports) (*expire.Expirer, error) {

@@ -557,7 +557,7 @@ func (s *Dispatcher) notSent(ctx context.Context, e ledger.Entry, ns *ledger.Not
 	return res, err
 }
 
-// rowFirst is what NewDispatcher makes of ReadRowAlone.
+// rowFirst is what New makes of ReadRowAlone.
 type rowFirst struct{ store ledger.Store }
 
 func (r rowFirst) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger.FirstRead, error) {

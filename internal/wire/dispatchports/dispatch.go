@@ -23,6 +23,7 @@ import (
 	"github.com/resetledger/resetledger/internal/sestransport"
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/smstransport"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/handback"
 	"github.com/resetledger/resetledger/internal/wire/webhooksecret"
@@ -33,7 +34,7 @@ import (
 // Ports adds dispatch's ports to p. Dispatch signs every send's attempt
 // (kms:GenerateMac) so that the events function can verify the provider
 // events it causes.
-func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
+func Ports(ctx context.Context, env wire.Env, p *assemble.Ports) error {
 	s := env.Settings
 	handback.Ports(env, p)
 	keys := kms.NewFromConfig(env.Config)
@@ -61,7 +62,7 @@ func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
 		if s.Limits.Supersede && s.SubjectIndex {
 			// A refused admission reads the subject's newest rows through the
 			// subject index, to give back the counts of older challenges it
-			// supersedes (ledger.Ports.Timeline).
+			// supersedes (assemble.Ports.Timeline).
 			p.Timeline = dynamostore.New(env.DynamoDB, s.LedgerTable, s.OpenIndexShards)
 		}
 	}

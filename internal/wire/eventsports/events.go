@@ -10,12 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/resetledger/resetledger/internal/attemptproof"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // Ports adds the events function's ports to p.
-func Ports(_ context.Context, env wire.Env, p *ledger.Ports) error {
+func Ports(_ context.Context, env wire.Env, p *assemble.Ports) error {
 	p.Proofs = &attemptproof.KMS{Client: kms.NewFromConfig(env.Config), KeyARN: env.Settings.AttemptProofKeyARN}
 	return nil
 }

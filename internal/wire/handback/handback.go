@@ -10,14 +10,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/resetledger/resetledger/internal/dispatchqueue/sqsqueue"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
-	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // Ports sets p's Scheduler (the dispatch queue) and Progress (the marks,
 // in the budget table). Delays are measured on p's clock, read at each
 // call, so a test may set it afterwards.
-func Ports(env wire.Env, p *ledger.Ports) {
+func Ports(env wire.Env, p *assemble.Ports) {
 	p.Progress = wire.Progress(env)
 	p.Scheduler = sqsqueue.New(sqs.NewFromConfig(env.Config), env.Settings.DispatchQueueURL, func() time.Time { return p.Clock() })
 }

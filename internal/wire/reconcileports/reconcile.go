@@ -24,6 +24,7 @@ import (
 
 	"github.com/resetledger/resetledger/internal/dictionaries"
 	"github.com/resetledger/resetledger/internal/settings"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/internal/wire/handback"
 	"github.com/resetledger/resetledger/internal/wire/webhooksecret"
@@ -32,7 +33,7 @@ import (
 )
 
 // Ports adds reconcile's ports to p.
-func Ports(ctx context.Context, env wire.Env, p *ledger.Ports) error {
+func Ports(ctx context.Context, env wire.Env, p *assemble.Ports) error {
 	s := env.Settings
 	handback.Ports(env, p)
 	if s.OpensContent(settings.Reconcile) {

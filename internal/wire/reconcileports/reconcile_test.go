@@ -14,6 +14,7 @@ import (
 	"github.com/resetledger/resetledger/internal/settings"
 	"github.com/resetledger/resetledger/internal/smstransport"
 	"github.com/resetledger/resetledger/internal/testkit/emulator"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/internal/webhooktransport"
 	"github.com/resetledger/resetledger/internal/wire"
 	"github.com/resetledger/resetledger/pkg/ledger"
@@ -67,7 +68,7 @@ func TestPorts(t *testing.T) {
 	s := settings.Defaults()
 	s.SESFrom, s.WebhookURL, s.WebhookSecretARN = "no-reply@mail.example.com", "http://127.0.0.1:4599/send", arn
 	s.Transports[ledger.SMS] = settings.TransportWebhook
-	p := &ledger.Ports{}
+	p := &assemble.Ports{}
 	if err := Ports(context.Background(), wire.Env{Config: cfg, Settings: s}, p); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestPorts(t *testing.T) {
 func TestNoOpenerWithoutWebhook(t *testing.T) {
 	s := settings.Defaults()
 	s.SESFrom = "no-reply@mail.example.com"
-	p := &ledger.Ports{}
+	p := &assemble.Ports{}
 	if err := Ports(context.Background(), wire.Env{Config: aws.Config{Region: "us-east-1"}, Settings: s}, p); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestPortsRefuseAnUnreadableSecret(t *testing.T) {
 	s.SESFrom, s.WebhookURL = "no-reply@mail.example.com", "http://127.0.0.1:4599/send"
 	s.WebhookSecretARN = "arn:aws:secretsmanager:us-east-1:000000000000:secret:" + emulator.UniqueName(t, "missing")
 	s.Transports[ledger.SMS] = settings.TransportWebhook
-	if err := Ports(context.Background(), wire.Env{Config: cfg, Settings: s}, &ledger.Ports{}); err == nil {
+	if err := Ports(context.Background(), wire.Env{Config: cfg, Settings: s}, &assemble.Ports{}); err == nil {
 		t.Fatal("Ports built a webhook transport without its signing secret")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/metrics"
 	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
+	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/intentseal/kmsseal"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -42,7 +43,7 @@ func TestClaimRetriesEveryKMSFailureButAnInvalidMAC(t *testing.T) {
 			d := newDouble(t, handlertest.IntentKey)
 			d.setFault(f.answer)
 			tr := &ledgertest.Transport{}
-			svc := &ledgertest.UseCases{Ports: ledger.Ports{
+			svc := &ledgertest.UseCases{Ports: assemble.Ports{
 				Store: &memstore.Store{}, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 				Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 				Clock:      func() time.Time { return now }, Policy: ledger.DefaultPolicy(),

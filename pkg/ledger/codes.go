@@ -1,7 +1,6 @@
 package ledger
 
-// Not sent, and waiting: the send-rate budget, deferrals, wake-ups and
-// backoff.
+// The codes and reasons an entry records when nothing was sent.
 
 // BudgetCode is the NotSentCode of an entry waiting for the send-rate budget
 // rather than for a provider.
@@ -23,3 +22,13 @@ func ExpiryReason(e Entry) string {
 // HandOffCode is the NotSentCode of an entry handed to the dispatch queue
 // because its invocation had no time left to send it.
 const HandOffCode = "invocation_deadline"
+
+// DeadlineCode is the NotSentCode of an attempt that was not made because
+// the send deadline (expiry minus Policy.SendGuard) had passed by the time
+// the call would start.
+const DeadlineCode = "send-deadline-passed"
+
+// ProofCode is the NotSentCode of an attempt that was not made because its
+// proof could not be signed: nothing reached the provider, so the row is
+// retried like one the provider throttled.
+const ProofCode = "attempt-proof-unavailable"

@@ -6,13 +6,9 @@ import (
 	"time"
 )
 
-// One type per use case, each holding only the ports it uses. Each is
-// built by its constructor from Ports, which refuses a missing port with a
-// *MissingPortError naming it; a control a stage turns off is an explicit
-// off value below, so a wiring slip is an error at start, never a control
-// silently off.
-
-// The explicit off values.
+// The explicit off values: a control a stage turns off is given as one of
+// these, never as a nil, so a wiring slip is an error at start (a
+// *MissingPortError), never a control silently off.
 var (
 	// NoBudget paces nothing: every send gets its slot at once.
 	NoBudget Budget = noBudget{}
