@@ -159,3 +159,65 @@ func TestLayering(t *testing.T) {
 		}
 	}
 }
+
+// The packages under internal/usecase: one per use case, the parts some of
+// them share, and the one place that assembles them. A new package there
+// must be named here, as one or the other.
+var (
+	useCases = []string{"claim", "dispatch", "reconcile", "expire", "evidence", "resolve"}
+	parts    = []string{"sending", "pacing", "admission"}
+)
+
+// TestUseCasePackages enforces the kernel's layering: no use-case package
+// imports another (nor the assembler), a shared part imports no use case,
+// every use case and part imports the kernel, and the kernel imports
+// nothing of the module but its character classes.
+func TestUseCasePackages(t *testing.T) {
+	_, files := moduleFiles(t)
+	kind := map[string]string{"assemble": "assembler"}
+	for _, n := range useCases {
+		kind[n] = "use case"
+	}
+	for _, n := range parts {
+		kind[n] = "part"
+	}
+	const dir = "internal/usecase/"
+	usesKernel := map[string]bool{}
+	for _, f := range files {
+		if f.test {
+			continue
+		}
+		from := ""
+		if rest, ok := strings.CutPrefix(f.rel, dir); ok {
+			from, _, _ = strings.Cut(rest, "/")
+			if kind[from] == "" {
+				t.Errorf("%s: package %s under %s is neither a use case nor a part (name it in useCases or parts)", f.rel, from, dir)
+			}
+		}
+		for _, imp := range f.file.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			rel, ok := strings.CutPrefix(path, module+"/")
+			if !ok {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(f.rel, "pkg/ledger/") && rel != "pkg/charclass":
+				t.Errorf("%s: the kernel imports %s", f.rel, path)
+			case rel == "pkg/ledger":
+				usesKernel[from] = true
+			}
+			to, ok := strings.CutPrefix(rel, dir)
+			if !ok || from == "" || kind[from] == "assembler" || to == from {
+				continue
+			}
+			if k := kind[to]; k == "use case" || k == "assembler" {
+				t.Errorf("%s: %s %s imports %s %s", f.rel, kind[from], from, k, to)
+			}
+		}
+	}
+	for n, k := range kind {
+		if k != "assembler" && !usesKernel[n] {
+			t.Errorf("%s %s does not import the kernel, pkg/ledger", k, n)
+		}
+	}
+}
