@@ -70,11 +70,11 @@ type Gate struct {
 
 // Superseded returns the newer challenge that supersedes e, if any. Only a
 // entry nothing of which reached the provider is Superseded.
-func (s *Gate) Superseded(ctx context.Context, e ledger.Entry) (string, bool, error) {
-	if !s.limits.Supersede || e.SubjectRef == "" || !ledger.Supersedable(e) {
+func (g *Gate) Superseded(ctx context.Context, e ledger.Entry) (string, bool, error) {
+	if !g.limits.Supersede || e.SubjectRef == "" || !ledger.Supersedable(e) {
 		return "", false, nil
 	}
-	newest, ok, err := s.challenges.Newest(ctx, ledger.StreamOf(e))
+	newest, ok, err := g.challenges.Newest(ctx, ledger.StreamOf(e))
 	if err != nil {
 		return "", false, fmt.Errorf("dispatch %s: newest challenge: %w", e.Key, err)
 	}
@@ -86,12 +86,12 @@ func (s *Gate) Superseded(ctx context.Context, e ledger.Entry) (string, bool, er
 
 // SupersedeIfNewer ends e superseded if a newer challenge of its stream
 // exists; done reports that it did.
-func (s *Gate) SupersedeIfNewer(ctx context.Context, e ledger.Entry, w ledger.Worker) (_ ledger.DispatchResult, done bool, _ error) {
-	newer, ok, err := s.Superseded(ctx, e)
+func (g *Gate) SupersedeIfNewer(ctx context.Context, e ledger.Entry, w ledger.Worker) (_ ledger.DispatchResult, done bool, _ error) {
+	newer, ok, err := g.Superseded(ctx, e)
 	if !ok || err != nil {
 		return ledger.DispatchResult{}, false, err
 	}
-	res, err := s.supersede(ctx, e, w, newer)
+	res, err := g.supersede(ctx, e, w, newer)
 	return res, true, err
 }
 
@@ -99,16 +99,16 @@ func (s *Gate) SupersedeIfNewer(ctx context.Context, e ledger.Entry, w ledger.Wo
 // An entry the limits counted gives its count back with that write (apply):
 // superseded entries must not fill the counters the newest challenge is
 // counted in.
-func (s *Gate) supersede(ctx context.Context, e ledger.Entry, w ledger.Worker, newer string) (ledger.DispatchResult, error) {
+func (g *Gate) supersede(ctx context.Context, e ledger.Entry, w ledger.Worker, newer string) (ledger.DispatchResult, error) {
 	reason := ledger.SupersededPrefix + newer
-	c, err := s.core.Transition(e, ledger.Suppressed, w, reason, func(n *ledger.Entry) {
-		s.core.ClearDeferral(n)
+	c, err := g.core.Transition(e, ledger.Suppressed, w, reason, func(n *ledger.Entry) {
+		g.core.ClearDeferral(n)
 		n.Reason = reason
 	})
 	if err != nil {
 		return ledger.DispatchResult{}, err
 	}
-	return s.core.Apply(ctx, c, ledger.OutcomeSuppressed)
+	return g.core.Apply(ctx, c, ledger.OutcomeSuppressed)
 }
 
 // errRefused is a limit decision made without a counter: the region is
@@ -121,12 +121,12 @@ type errRefused struct {
 func (e *errRefused) Error() string { return e.reason }
 
 // counts returns the counters the message msg of entry e counts in.
-func (s *Gate) counts(ctx context.Context, e ledger.Entry, msg ledger.Message) ([]ledger.Count, error) {
-	l, ch := s.limits, e.Identity.Channel
+func (g *Gate) counts(ctx context.Context, e ledger.Entry, msg ledger.Message) ([]ledger.Count, error) {
+	l, ch := g.limits, e.Identity.Channel
 	var cs []ledger.Count
 	var region string
 	if ch == ledger.SMS && l.NeedsNumber() {
-		n, err := s.numberOf(msg.To)
+		n, err := g.numberOf(msg.To)
 		if err != nil {
 			return nil, &errRefused{ledger.RuleSMSCountry, "destination number has no recognizable region"}
 		}
@@ -139,7 +139,7 @@ func (s *Gate) counts(ctx context.Context, e ledger.Entry, msg ledger.Message) (
 		region = n.Region
 	}
 	if l.Destination.On() {
-		fp, err := s.fingerprints.Fingerprint(ctx, ch, msg.To)
+		fp, err := g.fingerprints.Fingerprint(ctx, ch, msg.To)
 		if err != nil {
 			return nil, fmt.Errorf("fingerprint destination: %w", err)
 		}
@@ -160,11 +160,11 @@ func (s *Gate) counts(ctx context.Context, e ledger.Entry, msg ledger.Message) (
 // Admit decides whether the claimed entry e may be sent under the limits.
 // It returns the result of ending e limited, or a zero result and when the
 // counters counted it (zero if none applied) if admitted.
-func (s *Gate) Admit(ctx context.Context, e ledger.Entry, w ledger.Worker, msg ledger.Message) (time.Time, ledger.DispatchResult, error) {
-	cs, err := s.counts(ctx, e, msg)
+func (g *Gate) Admit(ctx context.Context, e ledger.Entry, w ledger.Worker, msg ledger.Message) (time.Time, ledger.DispatchResult, error) {
+	cs, err := g.counts(ctx, e, msg)
 	var ref *errRefused
 	if errors.As(err, &ref) {
-		res, err := s.limit(ctx, e, w, ref.rule, ref.reason+"; nothing sent")
+		res, err := g.limit(ctx, e, w, ref.rule, ref.reason+"; nothing sent")
 		return time.Time{}, res, err
 	}
 	if err != nil {
@@ -173,7 +173,7 @@ func (s *Gate) Admit(ctx context.Context, e ledger.Entry, w ledger.Worker, msg l
 	if len(cs) == 0 {
 		return time.Time{}, ledger.DispatchResult{}, nil
 	}
-	a, err := s.admitReclaiming(ctx, e, w, cs, s.core.Now())
+	a, err := g.admitReclaiming(ctx, e, w, cs, g.core.Now())
 	if err != nil {
 		return time.Time{}, ledger.DispatchResult{}, fmt.Errorf("dispatch %s: limits: %w", e.Key, err)
 	}
@@ -187,7 +187,7 @@ func (s *Gate) Admit(ctx context.Context, e ledger.Entry, w ledger.Worker, msg l
 	}[c.Rule]
 	reason := fmt.Sprintf("limit %s: %d of %d %s per %s reached (window from %s); nothing sent",
 		c.Rule, a.Count, c.Cap.Max, what, c.Cap.Window, a.Window.UTC().Format(time.RFC3339))
-	res, err := s.limit(ctx, e, w, c.Rule, reason)
+	res, err := g.limit(ctx, e, w, c.Rule, reason)
 	return time.Time{}, res, err
 }
 
@@ -198,17 +198,17 @@ func (s *Gate) Admit(ctx context.Context, e ledger.Entry, w ledger.Worker, msg l
 // and e is admitted again, once. Without this the newest challenge, reaching
 // dispatch before its older siblings wake, would find the counter full of
 // them: it would end limited, they superseded, and the player get nothing.
-func (s *Gate) admitReclaiming(ctx context.Context, e ledger.Entry, w ledger.Worker, cs []ledger.Count, now time.Time) (ledger.Admission, error) {
-	until := e.ExpiresAt.Add(s.core.Policy().Lease)
-	a, err := s.limiter.Admit(ctx, e.Key, cs, now, until)
+func (g *Gate) admitReclaiming(ctx context.Context, e ledger.Entry, w ledger.Worker, cs []ledger.Count, now time.Time) (ledger.Admission, error) {
+	until := e.ExpiresAt.Add(g.core.Policy().Lease)
+	a, err := g.limiter.Admit(ctx, e.Key, cs, now, until)
 	if err != nil || a.Limited < 0 {
 		return a, err
 	}
-	n, err := s.reclaim(ctx, e, w)
+	n, err := g.reclaim(ctx, e, w)
 	if err != nil || n == 0 {
 		return a, err
 	}
-	return s.limiter.Admit(ctx, e.Key, cs, now, until)
+	return g.limiter.Admit(ctx, e.Key, cs, now, until)
 }
 
 // ReclaimLookback is how many of a subject's newest entries a refused
@@ -222,11 +222,11 @@ const ReclaimLookback = 16
 // counts they hold, and returns how many entries of the stream are now
 // superseded by e (by this call, or by their own dispatch meanwhile: either
 // gave its count back). An entry that moved on to its send keeps its count.
-func (s *Gate) reclaim(ctx context.Context, e ledger.Entry, w ledger.Worker) (int, error) {
-	if !s.limits.Supersede || s.timeline == ledger.NoTimeline || e.SubjectRef == "" {
+func (g *Gate) reclaim(ctx context.Context, e ledger.Entry, w ledger.Worker) (int, error) {
+	if !g.limits.Supersede || g.timeline == ledger.NoTimeline || e.SubjectRef == "" {
 		return 0, nil
 	}
-	rows, err := s.timeline.ListByRef(ctx, ledger.BySubject, e.SubjectRef, time.Time{}, ReclaimLookback)
+	rows, err := g.timeline.ListByRef(ctx, ledger.BySubject, e.SubjectRef, time.Time{}, ReclaimLookback)
 	if err != nil {
 		return 0, fmt.Errorf("older challenges of its subject: %w", err)
 	}
@@ -245,8 +245,8 @@ func (s *Gate) reclaim(ctx context.Context, e ledger.Entry, w ledger.Worker) (in
 		// supersedable: its own dispatch may only have deferred it to a
 		// send slot (a hold), and it still holds its count.
 		last := o
-		err := s.core.OnConflict(ctx, o, func(o ledger.Entry) error {
-			res, err := s.supersede(ctx, o, w, e.Identity.ChallengeID)
+		err := g.core.OnConflict(ctx, o, func(o ledger.Entry) error {
+			res, err := g.supersede(ctx, o, w, e.Identity.ChallengeID)
 			if err == nil {
 				last = res.Entry
 			}
@@ -271,9 +271,9 @@ func supersededBy(o, e ledger.Entry) bool {
 }
 
 // limit ends the claimed entry e limited by rule.
-func (s *Gate) limit(ctx context.Context, e ledger.Entry, w ledger.Worker, rule ledger.Rule, reason string) (ledger.DispatchResult, error) {
-	c, err := s.core.Transition(e, ledger.Limited, w, reason, func(n *ledger.Entry) {
-		s.core.ClearDeferral(n)
+func (g *Gate) limit(ctx context.Context, e ledger.Entry, w ledger.Worker, rule ledger.Rule, reason string) (ledger.DispatchResult, error) {
+	c, err := g.core.Transition(e, ledger.Limited, w, reason, func(n *ledger.Entry) {
+		g.core.ClearDeferral(n)
 		n.Reason = reason
 		n.NotSentCode = ledger.LimitCode + string(rule)
 	})
@@ -283,7 +283,7 @@ func (s *Gate) limit(ctx context.Context, e ledger.Entry, w ledger.Worker, rule 
 	c.Event.Code = c.Next.NotSentCode
 	c.Event = ledger.Chain(e.Key, e.Last().Hash, c.Event)
 	c.Next.History[len(c.Next.History)-1] = c.Event
-	return s.core.Apply(ctx, c, ledger.OutcomeLimited)
+	return g.core.Apply(ctx, c, ledger.OutcomeLimited)
 }
 
 // kindText is a number kind for a reason: its name with spaces, or
@@ -303,12 +303,12 @@ func kindText(kind string) string {
 // ReleaseUnsent gives back the send-limit count of the ended entry e if the
 // limits may have counted it and nothing of it can have reached the
 // provider. An entry never claimed was never admitted.
-func (s *Gate) ReleaseUnsent(ctx context.Context, e ledger.Entry) error {
+func (g *Gate) ReleaseUnsent(ctx context.Context, e ledger.Entry) error {
 	if !e.State.Terminal() && e.State != ledger.Quarantined || !e.Unsent() ||
-		!s.LimitsOn(e.Identity.Channel) || !e.WasClaimed() {
+		!g.LimitsOn(e.Identity.Channel) || !e.WasClaimed() {
 		return nil
 	}
-	if err := s.limiter.Release(ctx, e.Key); err != nil {
+	if err := g.limiter.Release(ctx, e.Key); err != nil {
 		return fmt.Errorf("%s ended %s, but its send-limit count stays: %w", e.Key, e.State, err)
 	}
 	return nil
@@ -316,4 +316,4 @@ func (s *Gate) ReleaseUnsent(ctx context.Context, e ledger.Entry) error {
 
 // LimitsOn reports whether dispatch admits entries of channel ch through the
 // limits (the constructor makes sure the ports they need are there).
-func (s *Gate) LimitsOn(ch ledger.Channel) bool { return s.limits.Covers(ch) }
+func (g *Gate) LimitsOn(ch ledger.Channel) bool { return g.limits.Covers(ch) }

@@ -22,24 +22,24 @@ type Result struct {
 // the ledger) when the claim is new and live. A fallback channel whose
 // earlier channel has not ended is recorded held. It returns an error
 // wrapping ErrInvalidIntent (nothing written) or a store error.
-func (s *Claimer) Claim(ctx context.Context, in ledger.Intent, sealed []byte, w ledger.Worker) (Result, error) {
+func (cl *Claimer) Claim(ctx context.Context, in ledger.Intent, sealed []byte, w ledger.Worker) (Result, error) {
 	if err := in.Validate(); err != nil {
 		return Result{}, err
 	}
 	if len(sealed) == 0 {
 		return Result{}, ledger.FieldErr("sealed_content", "missing")
 	}
-	now := s.core.Now()
-	if err := s.checkLifetime(in, now); err != nil {
+	now := cl.core.Now()
+	if err := cl.checkLifetime(in, now); err != nil {
 		return Result{}, err
 	}
 	key := in.Key()
-	issued, found, err := s.issuedAt(ctx, in, now)
+	issued, found, err := cl.issuedAt(ctx, in, now)
 	if err != nil {
 		return Result{}, err
 	}
 	if found != nil {
-		return s.existing(ctx, *found, in, w)
+		return cl.existing(ctx, *found, in, w)
 	}
 	row := ledger.Entry{
 		Key: key, Identity: in.Identity, Workflow: in.Workflow, ContentHash: in.ContentHash,
@@ -54,33 +54,33 @@ func (s *Claimer) Claim(ctx context.Context, in ledger.Intent, sealed []byte, w 
 	// common, then costs one request less; a redelivery costs the writes
 	// that fail their conditions instead of a read.
 	to, reason := ledger.Expired, "challenge already expired when the intent arrived"
-	if !s.core.ExpiredAt(row.ExpiresAt, now) {
+	if !cl.core.ExpiredAt(row.ExpiresAt, now) {
 		var err error
-		if to, reason, err = s.core.FallbackGate(ctx, in); err != nil {
+		if to, reason, err = cl.core.FallbackGate(ctx, in); err != nil {
 			return Result{}, err
 		}
 	}
-	c, err := s.core.Transition(row, to, w, reason, func(e *ledger.Entry) { e.Reason = reason })
+	c, err := cl.core.Transition(row, to, w, reason, func(e *ledger.Entry) { e.Reason = reason })
 	if err != nil {
 		return Result{}, err
 	}
 
 	wrote := false
 	if to == ledger.Claimed || to == ledger.Held {
-		if err := s.noteChallenge(ctx, row); err != nil {
+		if err := cl.noteChallenge(ctx, row); err != nil {
 			return Result{}, err
 		}
 		// Content first: the stream record of the claim triggers dispatch,
 		// which must find the content. An existing blob is left alone.
-		if wrote, err = s.core.Content().Put(ctx, ledger.ContentKeyFor(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {
+		if wrote, err = cl.core.Content().Put(ctx, ledger.ContentKeyFor(key, in.ContentHash), sealed, row.ExpiresAt); err != nil {
 			return Result{}, fmt.Errorf("claim %s: store content: %w", key, err)
 		}
 	}
 	out := map[ledger.State]ledger.Outcome{ledger.Claimed: ledger.OutcomeClaimed, ledger.Held: ledger.OutcomeHeld, ledger.Expired: ledger.OutcomeExpired, ledger.Suppressed: ledger.OutcomeSuppressed}[to]
-	created, err := s.core.Store().Create(ctx, c.Next)
+	created, err := cl.core.Store().Create(ctx, c.Next)
 	if err != nil && !errors.Is(err, ledger.ErrConflict) {
 		// The create may have landed before the failure was reported.
-		if fresh, gerr := s.core.Store().Get(ctx, key); gerr == nil && fresh.Holds(c.Event.ID) {
+		if fresh, gerr := cl.core.Store().Get(ctx, key); gerr == nil && fresh.Holds(c.Event.ID) {
 			created, err = fresh, nil
 		}
 	}
@@ -92,14 +92,14 @@ func (s *Claimer) Claim(ctx context.Context, in ledger.Intent, sealed []byte, w 
 		// Lost a race with a concurrent claim of the same identity. Content
 		// we stored that the winning entry will never read is purged now.
 		if wrote && (created.ContentHash != in.ContentHash || created.State.Terminal() || created.State == ledger.Quarantined) {
-			_ = s.core.Content().Delete(ctx, ledger.ContentKeyFor(key, in.ContentHash))
+			_ = cl.core.Content().Delete(ctx, ledger.ContentKeyFor(key, in.ContentHash))
 		}
-		return s.existing(ctx, created, in, w)
+		return cl.existing(ctx, created, in, w)
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("claim %s: %w", key, err)
 	}
-	s.core.Transitioned(ledger.None, created)
+	cl.core.Transitioned(ledger.None, created)
 	return Result{Outcome: out, Entry: created}, nil
 }
 
@@ -108,11 +108,11 @@ func (s *Claimer) Claim(ctx context.Context, in ledger.Intent, sealed []byte, w 
 // redelivery must not note the challenge as its subject's newest at its
 // own, later time (it would supersede every challenge issued since): it
 // reads the row first, and returns it as found.
-func (s *Claimer) issuedAt(ctx context.Context, in ledger.Intent, now time.Time) (time.Time, *ledger.Entry, error) {
+func (cl *Claimer) issuedAt(ctx context.Context, in ledger.Intent, now time.Time) (time.Time, *ledger.Entry, error) {
 	if !in.IssuedAt.IsZero() {
 		return in.IssuedAt, nil, nil
 	}
-	e, err := s.core.Store().Get(ctx, in.Key())
+	e, err := cl.core.Store().Get(ctx, in.Key())
 	switch {
 	case err == nil:
 		return time.Time{}, &e, nil
@@ -123,20 +123,20 @@ func (s *Claimer) issuedAt(ctx context.Context, in ledger.Intent, now time.Time)
 }
 
 // existing handles an intent whose identity already has an entry.
-func (s *Claimer) existing(ctx context.Context, e ledger.Entry, in ledger.Intent, w ledger.Worker) (Result, error) {
+func (cl *Claimer) existing(ctx context.Context, e ledger.Entry, in ledger.Intent, w ledger.Worker) (Result, error) {
 	var res Result
-	err := s.core.OnConflict(ctx, e, func(e ledger.Entry) error {
+	err := cl.core.OnConflict(ctx, e, func(e ledger.Entry) error {
 		if e.ContentHash == in.ContentHash {
 			res = Result{Outcome: ledger.OutcomeDuplicate, Entry: e}
 			return nil
 		}
 		reason := "content hash " + in.ContentHash + " differs from recorded " + e.ContentHash + "; blocked"
-		c := s.core.Record(e, ledger.KindContentMismatch, e.State, w, reason, func(n *ledger.Entry) { n.Mismatches++ })
+		c := cl.core.Record(e, ledger.KindContentMismatch, e.State, w, reason, func(n *ledger.Entry) { n.Mismatches++ })
 		// The event records the offered hash; the entry keeps its own.
 		c.Event.ContentHash = in.ContentHash
 		c.Event = ledger.Chain(e.Key, e.Last().Hash, c.Event)
 		c.Next.History[len(c.Next.History)-1] = c.Event
-		got, err := s.core.Write(ctx, c)
+		got, err := cl.core.Write(ctx, c)
 		res = Result{Outcome: ledger.OutcomeMismatch, Entry: got}
 		return err
 	}, func(ledger.Entry) bool { return true })
@@ -155,23 +155,23 @@ func (s *Claimer) existing(ctx context.Context, e ledger.Entry, in ledger.Intent
 // shadow the subject's later challenges (and keep its content) for as long
 // as it claims to live. A refused intent is an invalid one: the claim
 // function dead-letters it with this reason.
-func (s *Claimer) checkLifetime(in ledger.Intent, now time.Time) error {
-	if limit := s.core.Policy().MaxChallengeLifetime; limit > 0 && in.ExpiresAt.Truncate(ledger.Precision).After(now.Add(limit)) {
+func (cl *Claimer) checkLifetime(in ledger.Intent, now time.Time) error {
+	if limit := cl.core.Policy().MaxChallengeLifetime; limit > 0 && in.ExpiresAt.Truncate(ledger.Precision).After(now.Add(limit)) {
 		return ledger.FieldErr("expires_at", fmt.Sprintf("more than %s after the claim's time (the maximum challenge lifetime)", limit))
 	}
-	if in.IssuedAt.Truncate(ledger.Precision).After(now.Add(s.core.Policy().ExpiryMargin)) {
-		return ledger.FieldErr("issued_at", fmt.Sprintf("later than the claim's time by more than the expiry margin (%s)", s.core.Policy().ExpiryMargin))
+	if in.IssuedAt.Truncate(ledger.Precision).After(now.Add(cl.core.Policy().ExpiryMargin)) {
+		return ledger.FieldErr("issued_at", fmt.Sprintf("later than the claim's time by more than the expiry margin (%s)", cl.core.Policy().ExpiryMargin))
 	}
 	return nil
 }
 
 // noteChallenge records a claimed entry's challenge as its subject's newest,
 // before the entry exists: once a newer entry can be sent, older ones see it.
-func (s *Claimer) noteChallenge(ctx context.Context, e ledger.Entry) error {
-	if !s.supersede || e.SubjectRef == "" {
+func (cl *Claimer) noteChallenge(ctx context.Context, e ledger.Entry) error {
+	if !cl.supersede || e.SubjectRef == "" {
 		return nil
 	}
-	if err := s.challenges.Note(ctx, ledger.StreamOf(e), ledger.ChallengeOf(e)); err != nil {
+	if err := cl.challenges.Note(ctx, ledger.StreamOf(e), ledger.ChallengeOf(e)); err != nil {
 		return fmt.Errorf("claim %s: note newest challenge: %w", e.Key, err)
 	}
 	return nil

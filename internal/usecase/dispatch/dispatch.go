@@ -25,12 +25,12 @@ import (
 // entry, or a content-mismatch event bumped its version) is not an error: the
 // entry is read again and the decision made afresh, so a lost race is a skip
 // and a write that kept the entry due never costs the send.
-func (s *Dispatcher) Dispatch(ctx context.Context, key string, w ledger.Worker) (ledger.DispatchResult, error) {
-	e, err := s.core.Store().Get(ctx, key)
+func (d *Dispatcher) Dispatch(ctx context.Context, key string, w ledger.Worker) (ledger.DispatchResult, error) {
+	e, err := d.core.Store().Get(ctx, key)
 	if err != nil {
 		return ledger.DispatchResult{}, fmt.Errorf("dispatch %s: %w", key, err)
 	}
-	return s.dispatch(ctx, e, w, false)
+	return d.dispatch(ctx, e, w, false)
 }
 
 // DispatchRow is Dispatch for the stream record that announced the claim,
@@ -44,9 +44,9 @@ func (s *Dispatcher) Dispatch(ctx context.Context, key string, w ledger.Worker) 
 // The row, the newest challenge and the content are read together
 // (FirstReads), keyed by the image: a contradicted image uses neither of
 // the other two.
-func (s *Dispatcher) DispatchRow(ctx context.Context, image ledger.Entry, w ledger.Worker) (ledger.DispatchResult, error) {
-	q := s.firstQuery(image)
-	r, err := s.firstReads.ReadFirst(ctx, q)
+func (d *Dispatcher) DispatchRow(ctx context.Context, image ledger.Entry, w ledger.Worker) (ledger.DispatchResult, error) {
+	q := d.firstQuery(image)
+	r, err := d.firstReads.ReadFirst(ctx, q)
 	if err != nil {
 		return ledger.DispatchResult{}, fmt.Errorf("dispatch %s: %w", image.Key, err)
 	}
@@ -54,23 +54,23 @@ func (s *Dispatcher) DispatchRow(ctx context.Context, image ledger.Entry, w ledg
 	if diff := ledger.Contradiction(image, e); diff != nil {
 		return ledger.DispatchResult{Outcome: ledger.OutcomeContradicted, Entry: e, Contradicted: diff}, nil
 	}
-	return s.primed(q, r).dispatch(ctx, e, w, true)
+	return d.primed(q, r).dispatch(ctx, e, w, true)
 }
 
 // dispatch decides for the entry e as just read; streamed says the delivery
 // is the ledger stream's.
-func (s *Dispatcher) dispatch(ctx context.Context, e ledger.Entry, w ledger.Worker, streamed bool) (ledger.DispatchResult, error) {
+func (d *Dispatcher) dispatch(ctx context.Context, e ledger.Entry, w ledger.Worker, streamed bool) (ledger.DispatchResult, error) {
 	var res ledger.DispatchResult
 	var sent, raced bool
-	err := s.core.OnConflict(ctx, e, func(e ledger.Entry) (err error) {
-		res, sent, err = s.dispatchRow(ctx, e, w, streamed)
+	err := d.core.OnConflict(ctx, e, func(e ledger.Entry) (err error) {
+		res, sent, err = d.dispatchRow(ctx, e, w, streamed)
 		return err
 	}, func(ledger.Entry) bool { raced = true; return !sent }) // a lost race before the send is decided afresh
 	if err == nil && raced && e.State == ledger.Claimed && res.Outcome == ledger.OutcomeSkipped {
 		// The claim this dispatch admitted had ended meanwhile (another
 		// worker limited, superseded or expired it): a count taken for it
 		// is given back.
-		err = s.gate.ReleaseUnsent(ctx, res.Entry)
+		err = d.gate.ReleaseUnsent(ctx, res.Entry)
 	}
 	return res, err
 }
@@ -81,25 +81,25 @@ func (s *Dispatcher) dispatch(ctx context.Context, e ledger.Entry, w ledger.Work
 //
 // The decision is the list of stages below, in order: each answers go on
 // or stop (with the result), and none decides what comes after it.
-func (s *Dispatcher) dispatchRow(ctx context.Context, e ledger.Entry, w ledger.Worker, streamed bool) (_ ledger.DispatchResult, sent bool, _ error) {
-	d := &decision{s: s, e: e, w: w, now: s.core.Now(), streamed: streamed}
+func (d *Dispatcher) dispatchRow(ctx context.Context, e ledger.Entry, w ledger.Worker, streamed bool) (_ ledger.DispatchResult, sent bool, _ error) {
+	dec := &decision{s: d, e: e, w: w, now: d.core.Now(), streamed: streamed}
 	for _, stage := range []func(context.Context) (step, error){
-		d.due,            // claimed, or deferred and due
-		d.evidence,       // a deferred attempt the provider reports it took is not sent again
-		d.unexpired,      // an expired challenge ends expired
-		d.transport,      // the channel's transport
-		d.newest,         // a newer challenge supersedes this one
-		d.admission,      // the send limits count it, or stop it
-		d.slot,           // a send slot: now, soon, or deferred to a later one
-		d.open,           // the sealed content, opened and checked
-		d.wait,           // wait for the slot, then supersession again
-		d.begin,          // the move to dispatching
-		d.stillUnexpired, // still unexpired once begun (its answer can come late)
-		d.send,           // the transport call and its outcome
+		dec.due,            // claimed, or deferred and due
+		dec.evidence,       // a deferred attempt the provider reports it took is not sent again
+		dec.unexpired,      // an expired challenge ends expired
+		dec.transport,      // the channel's transport
+		dec.newest,         // a newer challenge supersedes this one
+		dec.admission,      // the send limits count it, or stop it
+		dec.slot,           // a send slot: now, soon, or deferred to a later one
+		dec.open,           // the sealed content, opened and checked
+		dec.wait,           // wait for the slot, then supersession again
+		dec.begin,          // the move to dispatching
+		dec.stillUnexpired, // still unexpired once begun (its answer can come late)
+		dec.send,           // the transport call and its outcome
 	} {
 		st, err := stage(ctx)
 		if st.stop || err != nil {
-			return st.res, d.begun, err
+			return st.res, dec.begun, err
 		}
 	}
 	panic("ledger: dispatch decision ended without a result") // d.send always stops
@@ -254,15 +254,15 @@ func (d *decision) send(ctx context.Context) (step, error) {
 
 // open returns the entry's opened content. Content that cannot be read or
 // authenticated quarantines the entry: it returns nil and the result of that.
-func (s *Dispatcher) open(ctx context.Context, e ledger.Entry, w ledger.Worker) (*ledger.Message, ledger.DispatchResult, error) {
-	msg, err := s.sender.OpenContent(ctx, e)
+func (d *Dispatcher) open(ctx context.Context, e ledger.Entry, w ledger.Worker) (*ledger.Message, ledger.DispatchResult, error) {
+	msg, err := d.sender.OpenContent(ctx, e)
 	if errors.Is(err, ledger.ErrContentUnavailable) || errors.Is(err, ledger.ErrNotFound) {
 		const reason = "sealed content unavailable or failed verification; nothing sent"
-		c, terr := s.core.Transition(e, ledger.Quarantined, w, reason, func(n *ledger.Entry) { s.core.ClearDeferral(n); n.Reason = reason })
+		c, terr := d.core.Transition(e, ledger.Quarantined, w, reason, func(n *ledger.Entry) { d.core.ClearDeferral(n); n.Reason = reason })
 		if terr != nil {
 			return nil, ledger.DispatchResult{}, terr
 		}
-		res, err := s.core.Apply(ctx, c, ledger.OutcomeQuarantined)
+		res, err := d.core.Apply(ctx, c, ledger.OutcomeQuarantined)
 		return nil, res, err
 	}
 	if err != nil {
@@ -276,19 +276,19 @@ func (s *Dispatcher) open(ctx context.Context, e ledger.Entry, w ledger.Worker) 
 // admitted before it was deferred. It returns the opened content if the
 // limits needed it, when they counted it, and the result of ending the entry
 // if they stopped it.
-func (s *Dispatcher) admitClaimed(ctx context.Context, e ledger.Entry, w ledger.Worker) (_ *ledger.Message, admittedAt time.Time, _ ledger.DispatchResult, _ error) {
-	if e.State != ledger.Claimed || !s.gate.LimitsOn(e.Identity.Channel) {
+func (d *Dispatcher) admitClaimed(ctx context.Context, e ledger.Entry, w ledger.Worker) (_ *ledger.Message, admittedAt time.Time, _ ledger.DispatchResult, _ error) {
+	if e.State != ledger.Claimed || !d.gate.LimitsOn(e.Identity.Channel) {
 		return nil, time.Time{}, ledger.DispatchResult{}, nil
 	}
 	var msg ledger.Message
-	if s.gate.Limits().NeedsAddress(e.Identity.Channel) {
-		m, res, err := s.open(ctx, e, w)
+	if d.gate.Limits().NeedsAddress(e.Identity.Channel) {
+		m, res, err := d.open(ctx, e, w)
 		if m == nil {
 			return nil, time.Time{}, res, err
 		}
 		msg = *m
 	}
-	at, res, err := s.gate.Admit(ctx, e, w, msg)
+	at, res, err := d.gate.Admit(ctx, e, w, msg)
 	if res.Outcome != "" || err != nil || msg.To == "" {
 		return nil, at, res, err
 	}
@@ -297,9 +297,9 @@ func (s *Dispatcher) admitClaimed(ctx context.Context, e ledger.Entry, w ledger.
 
 // waitForSlot waits until the send slot at booked at now, if it is later.
 // It returns the entry as it then stands and how long it waited.
-func (s *Dispatcher) waitForSlot(ctx context.Context, e ledger.Entry, w ledger.Worker, now, at time.Time, streamed bool) (ledger.Entry, time.Duration, error) {
-	d := at.Sub(now)
-	if d <= 0 {
+func (d *Dispatcher) waitForSlot(ctx context.Context, e ledger.Entry, w ledger.Worker, now, at time.Time, streamed bool) (ledger.Entry, time.Duration, error) {
+	wait := at.Sub(now)
+	if wait <= 0 {
 		return e, 0, nil
 	}
 	// Hold a booked slot on the entry before waiting for it. The booking
@@ -312,39 +312,39 @@ func (s *Dispatcher) waitForSlot(ctx context.Context, e ledger.Entry, w ledger.W
 	// loses the move to dispatching, booking nothing. (A provider's
 	// wait without a budget books nothing and needs no hold; nor does a
 	// wait no other delivery can interrupt: holdsSlot, streamKeepsClaimUntil.)
-	if s.budget != ledger.NoBudget && pacing.HoldsSlot(e, at) && !(streamed && s.marks.StreamKeepsClaimUntil(ctx, e, at)) {
+	if d.budget != ledger.NoBudget && pacing.HoldsSlot(e, at) && !(streamed && d.marks.StreamKeepsClaimUntil(ctx, e, at)) {
 		reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
 		var err error
-		if e, err = s.deferral(ctx, e, w, reason, ledger.BudgetCode, at, true); err != nil {
+		if e, err = d.deferral(ctx, e, w, reason, ledger.BudgetCode, at, true); err != nil {
 			return e, 0, err
 		}
 	}
-	if err := s.sleep(ctx, d); err != nil {
+	if err := d.sleep(ctx, wait); err != nil {
 		return e, 0, fmt.Errorf("dispatch %s: waiting for the send-rate budget: %w", e.Key, err)
 	}
-	return e, d, nil
+	return e, wait, nil
 }
 
 // begin writes the move of e to dispatching that starts one attempt. The
 // content read, decryption and budget booking before it took time: the
 // write is conditioned on the clock as it reads now, not as it read before
 // them.
-func (s *Dispatcher) begin(ctx context.Context, e ledger.Entry, w ledger.Worker) (ledger.Entry, error) {
-	now := s.core.Now()
-	c, err := s.core.Transition(e, ledger.Dispatching, w, dispatchReason(e), func(n *ledger.Entry) {
+func (d *Dispatcher) begin(ctx context.Context, e ledger.Entry, w ledger.Worker) (ledger.Entry, error) {
+	now := d.core.Now()
+	c, err := d.core.Transition(e, ledger.Dispatching, w, dispatchReason(e), func(n *ledger.Entry) {
 		n.Attempts++
 		if n.FirstAttemptAt.IsZero() {
 			n.FirstAttemptAt = now
 		}
-		n.LeaseUntil = now.Add(s.core.Policy().Lease)
-		s.core.ClearDeferral(n)
+		n.LeaseUntil = now.Add(d.core.Policy().Lease)
+		d.core.ClearDeferral(n)
 		n.Reason = ""
 	})
 	if err != nil {
 		return e, err
 	}
-	c.NotExpiredBy = now.Add(s.core.Policy().ExpiryMargin)
-	e, err = s.core.Write(ctx, c)
+	c.NotExpiredBy = now.Add(d.core.Policy().ExpiryMargin)
+	e, err = d.core.Write(ctx, c)
 	if err != nil {
 		return e, fmt.Errorf("dispatch %s: begin: %w", c.Next.Key, err)
 	}
@@ -360,14 +360,14 @@ func dispatchReason(e ledger.Entry) string {
 
 // send makes one transport attempt for the dispatching entry e and records
 // its outcome.
-func (s *Dispatcher) send(ctx context.Context, e ledger.Entry, tr ledger.Transport, msg ledger.Message, w ledger.Worker) (ledger.DispatchResult, error) {
-	ack, err := s.sender.Attempt(ctx, e, tr, msg)
+func (d *Dispatcher) send(ctx context.Context, e ledger.Entry, tr ledger.Transport, msg ledger.Message, w ledger.Worker) (ledger.DispatchResult, error) {
+	ack, err := d.sender.Attempt(ctx, e, tr, msg)
 	var ns *ledger.NotSent
 	if errors.As(err, &ns) {
-		return s.notSent(ctx, e, ns, w)
+		return d.notSent(ctx, e, ns, w)
 	}
 	to, out, reason, ackID := sending.OutcomeOf(ack, err)
-	return s.sender.RecordOutcome(ctx, e, to, out, reason, ackID, w)
+	return d.sender.RecordOutcome(ctx, e, to, out, reason, ackID, w)
 }
 
 // slotGrace is how late a deferred entry may wake and still use the send time
@@ -387,12 +387,12 @@ const SendReserve = 10 * time.Second
 // never past the invocation's deadline minus SendReserve) the entry is
 // deferred to it instead (deferred.Outcome is set); when no send time is
 // left before the challenge's deadline the entry ends expired.
-func (s *Dispatcher) slot(ctx context.Context, e ledger.Entry, w ledger.Worker, now time.Time) (at time.Time, deferred ledger.DispatchResult, err error) {
+func (d *Dispatcher) slot(ctx context.Context, e ledger.Entry, w ledger.Worker, now time.Time) (at time.Time, deferred ledger.DispatchResult, err error) {
 	booked, code := true, ledger.BudgetCode
 	switch {
 	case e.State == ledger.Deferred && !e.SlotAt.IsZero() && !now.After(e.SlotAt.Add(slotGrace)):
 		at = e.SlotAt
-	case s.budget == ledger.NoBudget:
+	case d.budget == ledger.NoBudget:
 		at, booked, code = now, false, ledger.HandOffCode
 		if e.State == ledger.Deferred && e.NextAttemptAt.After(now) {
 			at, code = e.NextAttemptAt, e.NotSentCode // the provider's wait
@@ -403,17 +403,17 @@ func (s *Dispatcher) slot(ctx context.Context, e ledger.Entry, w ledger.Worker, 
 			earliest = e.NextAttemptAt // the provider's wait, not shortened by BudgetWait
 		}
 		// The last send time the move to dispatching still accepts.
-		deadline := e.ExpiresAt.Add(-s.core.Policy().ExpiryMargin - ledger.Precision)
-		at, err = s.budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
+		deadline := e.ExpiresAt.Add(-d.core.Policy().ExpiryMargin - ledger.Precision)
+		at, err = d.budget.Reserve(ctx, e.Identity.Channel, earliest, deadline)
 		if errors.Is(err, ledger.ErrNoBudget) {
-			res, err := s.core.Expire(ctx, e, w, ledger.NotSentReason(ledger.BudgetCode), ledger.OutcomeExpired)
+			res, err := d.core.Expire(ctx, e, w, ledger.NotSentReason(ledger.BudgetCode), ledger.OutcomeExpired)
 			return time.Time{}, res, err
 		}
 		if err != nil {
 			return time.Time{}, ledger.DispatchResult{}, fmt.Errorf("dispatch %s: send-rate budget: %w", e.Key, err)
 		}
 	}
-	if at.Sub(now) <= s.maxWait(ctx) {
+	if at.Sub(now) <= d.maxWait(ctx) {
 		return at, ledger.DispatchResult{}, nil
 	}
 	reason := fmt.Sprintf("waiting for the send-rate budget: send booked at %s", at.UTC().Format(time.RFC3339Nano))
@@ -422,15 +422,15 @@ func (s *Dispatcher) slot(ctx context.Context, e ledger.Entry, w ledger.Worker, 
 	} else if !booked {
 		reason = fmt.Sprintf("waiting until %s as the provider asked (%s)", at.UTC().Format(time.RFC3339Nano), code)
 	}
-	res, err := s.deferTo(ctx, e, w, reason, code, at, booked)
+	res, err := d.deferTo(ctx, e, w, reason, code, at, booked)
 	return time.Time{}, res, err
 }
 
 // maxWait is how long this dispatch may wait in-process before a send:
 // Policy.BudgetWait, less if the invocation would not have SendReserve
 // left after it (negative when it has not even that).
-func (s *Dispatcher) maxWait(ctx context.Context) time.Duration {
-	wait := s.core.Policy().BudgetWait
+func (d *Dispatcher) maxWait(ctx context.Context) time.Duration {
+	wait := d.core.Policy().BudgetWait
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl)-SendReserve)
 	}
@@ -440,16 +440,16 @@ func (s *Dispatcher) maxWait(ctx context.Context) time.Duration {
 // deferTo records that the entry waits until at (holding that budget slot
 // if booked) and schedules its wake-up. From claimed, dispatching or
 // unknown it is a transition; a deferred entry records a deferral event.
-func (s *Dispatcher) deferTo(ctx context.Context, e ledger.Entry, w ledger.Worker, reason, code string, at time.Time, booked bool) (ledger.DispatchResult, error) {
-	got, err := s.deferral(ctx, e, w, reason, code, at, booked)
+func (d *Dispatcher) deferTo(ctx context.Context, e ledger.Entry, w ledger.Worker, reason, code string, at time.Time, booked bool) (ledger.DispatchResult, error) {
+	got, err := d.deferral(ctx, e, w, reason, code, at, booked)
 	if err != nil {
 		return ledger.DispatchResult{}, err
 	}
-	return ledger.DispatchResult{Outcome: ledger.OutcomeDeferred, Entry: got, ScheduleErr: s.schedule(ctx, got)}, nil
+	return ledger.DispatchResult{Outcome: ledger.OutcomeDeferred, Entry: got, ScheduleErr: d.schedule(ctx, got)}, nil
 }
 
 // deferral writes what deferTo records, without scheduling the wake-up.
-func (s *Dispatcher) deferral(ctx context.Context, e ledger.Entry, w ledger.Worker, reason, code string, at time.Time, booked bool) (ledger.Entry, error) {
+func (d *Dispatcher) deferral(ctx context.Context, e ledger.Entry, w ledger.Worker, reason, code string, at time.Time, booked bool) (ledger.Entry, error) {
 	at = at.Truncate(ledger.Precision) // as stored
 	mut := func(n *ledger.Entry) {
 		n.NextAttemptAt = at
@@ -463,17 +463,17 @@ func (s *Dispatcher) deferral(ctx context.Context, e ledger.Entry, w ledger.Work
 	}
 	var c ledger.Change
 	if e.State == ledger.Deferred {
-		c = s.core.Record(e, ledger.KindDeferral, ledger.Deferred, w, reason, mut)
+		c = d.core.Record(e, ledger.KindDeferral, ledger.Deferred, w, reason, mut)
 	} else {
 		var err error
-		if c, err = s.core.Transition(e, ledger.Deferred, w, reason, mut); err != nil {
+		if c, err = d.core.Transition(e, ledger.Deferred, w, reason, mut); err != nil {
 			return ledger.Entry{}, err
 		}
 	}
 	c.Event.Code, c.Event.NextAttemptAt = code, at
 	c.Event = ledger.Chain(e.Key, e.Last().Hash, c.Event)
 	c.Next.History[len(c.Next.History)-1] = c.Event
-	got, err := s.core.Write(ctx, c)
+	got, err := d.core.Write(ctx, c)
 	if err != nil {
 		return ledger.Entry{}, fmt.Errorf("%s -> deferred %s: %w", e.State, e.Key, err)
 	}
@@ -482,20 +482,20 @@ func (s *Dispatcher) deferral(ctx context.Context, e ledger.Entry, w ledger.Work
 
 // RescheduleNotDue schedules the wake-up of a deferred entry again after a
 // wake-up delivered it before it was due (res.Outcome OutcomeNotDue).
-func (s *Dispatcher) RescheduleNotDue(ctx context.Context, res ledger.DispatchResult) error {
+func (d *Dispatcher) RescheduleNotDue(ctx context.Context, res ledger.DispatchResult) error {
 	if res.Outcome != ledger.OutcomeNotDue {
 		return nil
 	}
-	return s.schedule(ctx, res.Entry)
+	return d.schedule(ctx, res.Entry)
 }
 
 // schedule asks for the deferred entry e to be dispatched at its next
 // attempt time.
-func (s *Dispatcher) schedule(ctx context.Context, e ledger.Entry) error {
-	if s.scheduler == ledger.NoScheduler {
+func (d *Dispatcher) schedule(ctx context.Context, e ledger.Entry) error {
+	if d.scheduler == ledger.NoScheduler {
 		return nil
 	}
-	if err := s.scheduler.Schedule(ctx, e.Key, e.NextAttemptAt); err != nil {
+	if err := d.scheduler.Schedule(ctx, e.Key, e.NextAttemptAt); err != nil {
 		return fmt.Errorf("schedule %s: %w", e.Key, err)
 	}
 	return nil
@@ -516,35 +516,35 @@ func sleepTimer(ctx context.Context, d time.Duration) error {
 // backoff is the wait before attempt n+1 after attempt n was not sent:
 // RetryBase * 2^(n-1) capped at RetryMax, the upper half of it random, or
 // the provider's Retry-After if that is longer.
-func (s *Dispatcher) backoff(n int, retryAfter time.Duration) time.Duration {
-	d := s.core.Policy().RetryBase
-	for i := 1; i < n && d < s.core.Policy().RetryMax; i++ {
-		d *= 2
+func (d *Dispatcher) backoff(n int, retryAfter time.Duration) time.Duration {
+	delay := d.core.Policy().RetryBase
+	for i := 1; i < n && delay < d.core.Policy().RetryMax; i++ {
+		delay *= 2
 	}
-	d = min(d, s.core.Policy().RetryMax)
-	d = d/2 + time.Duration(s.jitter()*float64(d/2))
-	return max(d, retryAfter).Truncate(ledger.Precision)
+	delay = min(delay, d.core.Policy().RetryMax)
+	delay = delay/2 + time.Duration(d.jitter()*float64(delay/2))
+	return max(delay, retryAfter).Truncate(ledger.Precision)
 }
 
 // notSent records a provider's proof that attempt e.Attempts was not taken:
 // the entry is deferred to its next attempt, or ends expired when that would
 // start after the deadline (expiry minus the margin).
-func (s *Dispatcher) notSent(ctx context.Context, e ledger.Entry, ns *ledger.NotSent, w ledger.Worker) (ledger.DispatchResult, error) {
+func (d *Dispatcher) notSent(ctx context.Context, e ledger.Entry, ns *ledger.NotSent, w ledger.Worker) (ledger.DispatchResult, error) {
 	code := ns.Code
 	if code == "" {
 		code = "unspecified"
 	}
 	from := e
 	var res ledger.DispatchResult
-	err := s.core.OnConflict(ctx, e, func(e ledger.Entry) (err error) {
-		next := s.core.Now().Add(s.backoff(e.Attempts, ns.RetryAfter))
-		if s.core.ExpiredAt(e.ExpiresAt, next) && e.State == ledger.Dispatching {
+	err := d.core.OnConflict(ctx, e, func(e ledger.Entry) (err error) {
+		next := d.core.Now().Add(d.backoff(e.Attempts, ns.RetryAfter))
+		if d.core.ExpiredAt(e.ExpiresAt, next) && e.State == ledger.Dispatching {
 			// Unknown (reconcile got there first) cannot end expired
 			// directly; it is deferred, and its wake-up expires it.
-			res, err = s.core.Expire(ctx, e, w, ledger.NotSentReason(code), ledger.OutcomeExpired)
+			res, err = d.core.Expire(ctx, e, w, ledger.NotSentReason(code), ledger.OutcomeExpired)
 		} else {
 			reason := fmt.Sprintf("transport did not take the message: %s; attempt %d; next attempt at %s", code, e.Attempts, next.UTC().Format(time.RFC3339Nano))
-			res, err = s.deferTo(ctx, e, w, reason, code, next, false)
+			res, err = d.deferTo(ctx, e, w, reason, code, next, false)
 		}
 		return err
 	}, func(fresh ledger.Entry) bool {
@@ -568,9 +568,9 @@ func (r rowFirst) ReadFirst(ctx context.Context, q ledger.FirstQuery) (ledger.Fi
 // firstQuery is what a dispatch of the record whose image is image reads
 // first: the newest challenge only if supersession may end it, the
 // content only for a row a dispatch may send.
-func (s *Dispatcher) firstQuery(image ledger.Entry) ledger.FirstQuery {
+func (d *Dispatcher) firstQuery(image ledger.Entry) ledger.FirstQuery {
 	q := ledger.FirstQuery{Key: image.Key}
-	if s.gate.Limits().Supersede && image.SubjectRef != "" && ledger.Supersedable(image) {
+	if d.gate.Limits().Supersede && image.SubjectRef != "" && ledger.Supersedable(image) {
 		st := ledger.StreamOf(image)
 		q.Stream = &st
 	}
@@ -584,17 +584,17 @@ func (s *Dispatcher) firstQuery(image ledger.Entry) ledger.FirstQuery {
 // the first Newest of q's stream and the first Get of q's content come from
 // r; every later call (after a lost race, or a wait for a slot) reads
 // afresh.
-func (s *Dispatcher) primed(q ledger.FirstQuery, r ledger.FirstRead) *Dispatcher {
-	d := *s
+func (d *Dispatcher) primed(q ledger.FirstQuery, r ledger.FirstRead) *Dispatcher {
+	cp := *d
 	if q.Stream != nil && r.Newest != nil {
-		d.gate = d.gate.WithNewest(&primedNewest{Challenges: s.gate.Challenges(), stream: *q.Stream, read: *r.Newest})
+		cp.gate = cp.gate.WithNewest(&primedNewest{Challenges: d.gate.Challenges(), stream: *q.Stream, read: *r.Newest})
 	}
 	if q.ContentKey != "" && r.Content != nil {
-		d.core = d.core.WithContent(&primedContent{ContentStore: s.core.Content(), key: q.ContentKey, read: *r.Content})
+		cp.core = cp.core.WithContent(&primedContent{ContentStore: d.core.Content(), key: q.ContentKey, read: *r.Content})
 	}
-	d.sender = d.sender.For(&d.core)
-	d.gate = d.gate.For(&d.core)
-	return &d
+	cp.sender = cp.sender.For(&cp.core)
+	cp.gate = cp.gate.For(&cp.core)
+	return &cp
 }
 
 // primedNewest answers the first Newest of its stream from a read already
@@ -638,7 +638,7 @@ type Dispatcher struct {
 	core       ledger.Core
 	sender     sending.Sender
 	gate       admission.Gate // the send limits and supersession
-	marks      pacing.Marks // how far it has read, for reconcile
+	marks      pacing.Marks   // how far it has read, for reconcile
 	budget     ledger.Budget
 	scheduler  ledger.Scheduler
 	firstReads ledger.FirstReads
@@ -647,8 +647,8 @@ type Dispatcher struct {
 }
 
 // Read records what dispatch took from src (pacing.Marks.Read).
-func (s *Dispatcher) Read(ctx context.Context, src ledger.Source, t time.Time) error {
-	return s.marks.Read(ctx, src, t)
+func (d *Dispatcher) Read(ctx context.Context, src ledger.Source, t time.Time) error {
+	return d.marks.Read(ctx, src, t)
 }
 
 // Deps are what dispatch needs beyond the Core. A control a stage turns
@@ -674,7 +674,6 @@ type Deps struct {
 	Jitter func() float64
 }
 
-
 // New builds the dispatch use case, refusing a dependency its settings
 // need that is missing, by name.
 func New(c ledger.Core, p Deps) (*Dispatcher, error) {
@@ -698,7 +697,7 @@ func New(c ledger.Core, p Deps) (*Dispatcher, error) {
 		return nil, err
 	}
 	d := &Dispatcher{core: c, sender: snd, budget: p.Budget, scheduler: p.Scheduler,
-		gate: admission.New(a),
+		gate:       admission.New(a),
 		firstReads: p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
 	d.sender = d.sender.For(&d.core)
 	d.gate = d.gate.For(&d.core)

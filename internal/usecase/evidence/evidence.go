@@ -27,14 +27,14 @@ import (
 // It fails with ErrInvalidProviderEvent, ErrUnproven, ErrNotFound (no entry for
 // the key) or ErrEventChannel; a repeated event is OutcomeDuplicate, not an
 // error.
-func (s *Recorder) RecordProviderEvent(ctx context.Context, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error) {
+func (r *Recorder) RecordProviderEvent(ctx context.Context, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error) {
 	if err := p.Validate(); err != nil {
 		return ledger.EventResult{}, err
 	}
-	if err := s.verifyAttempt(ctx, p); err != nil {
+	if err := r.verifyAttempt(ctx, p); err != nil {
 		return ledger.EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
 	}
-	e, err := s.core.Store().Get(ctx, p.Key)
+	e, err := r.core.Store().Get(ctx, p.Key)
 	if err != nil {
 		return ledger.EventResult{}, fmt.Errorf("provider event for %s: %w", p.Key, err)
 	}
@@ -45,8 +45,8 @@ func (s *Recorder) RecordProviderEvent(ctx context.Context, p ledger.ProviderEve
 		return ledger.EventResult{}, fmt.Errorf("provider event for %s: names attempt %d, the row made %d: %w", p.Key, p.Attempt, e.Attempts, ledger.ErrUnproven)
 	}
 	var res ledger.EventResult
-	err = s.core.OnConflict(ctx, e, func(e ledger.Entry) (err error) {
-		res, err = s.recordEvent(ctx, e, p, w)
+	err = r.core.OnConflict(ctx, e, func(e ledger.Entry) (err error) {
+		res, err = r.recordEvent(ctx, e, p, w)
 		return err
 	}, func(ledger.Entry) bool { return true })
 	return res, err
@@ -54,52 +54,52 @@ func (s *Recorder) RecordProviderEvent(ctx context.Context, p ledger.ProviderEve
 
 // verifyAttempt checks p's attempt proof (NewRecorder refuses to
 // build without a verifier).
-func (s *Recorder) verifyAttempt(ctx context.Context, p ledger.ProviderEvent) error {
+func (r *Recorder) verifyAttempt(ctx context.Context, p ledger.ProviderEvent) error {
 	switch {
 	case p.Attempt < 1:
 		return fmt.Errorf("the event names no attempt: %w", ledger.ErrUnproven)
 	case p.Proof == "":
 		return fmt.Errorf("the event carries no attempt proof: %w", ledger.ErrUnproven)
 	}
-	return s.proofs.Verify(ctx, p.AttemptRef(), p.Proof)
+	return r.proofs.Verify(ctx, p.AttemptRef(), p.Proof)
 }
 
-func (s *Recorder) recordEvent(ctx context.Context, e ledger.Entry, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error) {
+func (r *Recorder) recordEvent(ctx context.Context, e ledger.Entry, p ledger.ProviderEvent, w ledger.Worker) (ledger.EventResult, error) {
 	if e.Holds(p.ID()) {
 		return ledger.EventResult{Outcome: ledger.OutcomeDuplicate, Entry: e}, nil
 	}
 	switch e.State {
 	case ledger.Unknown, ledger.Quarantined, ledger.Deferred:
 		reason := fmt.Sprintf("provider event %s (message %s) is transport evidence that the message was accepted; resolved without an operator", p.Type, p.MessageID)
-		c, err := s.core.Decision(e, ledger.Accepted, w, reason, p.MessageID)
+		c, err := r.core.Decision(e, ledger.Accepted, w, reason, p.MessageID)
 		if err != nil {
 			return ledger.EventResult{}, err
 		}
 		c.Amend(e.Key, p)
-		r, err := s.core.Apply(ctx, c, "")
-		return ledger.EventResult{Outcome: ledger.OutcomeResolved, Entry: r.Entry}, err
+		res, err := r.core.Apply(ctx, c, "")
+		return ledger.EventResult{Outcome: ledger.OutcomeResolved, Entry: res.Entry}, err
 	}
-	c := s.core.Record(e, p.Kind, e.State, w, describeEvent(p), nil)
+	c := r.core.Record(e, p.Kind, e.State, w, describeEvent(p), nil)
 	c.Amend(e.Key, p)
-	n, err := s.core.Write(ctx, c)
+	n, err := r.core.Write(ctx, c)
 	if err != nil {
 		return ledger.EventResult{}, fmt.Errorf("provider event for %s: %w", e.Key, err)
 	}
 	if n.State == ledger.Accepted && (p.Permanent || p.Kind == ledger.KindDelivered) {
-		s.core.SettleSuccessor(ctx, n, w)
+		r.core.SettleSuccessor(ctx, n, w)
 	}
 	return ledger.EventResult{Outcome: ledger.OutcomeRecorded, Entry: n}, nil
 }
 
 func describeEvent(p ledger.ProviderEvent) string {
-	r := "provider reported " + p.Type
+	what := "provider reported " + p.Type
 	if p.Detail != "" {
-		r += " (" + p.Detail + ")"
+		what += " (" + p.Detail + ")"
 	}
 	if p.Permanent {
-		r += ": permanent delivery failure"
+		what += ": permanent delivery failure"
 	}
-	return r
+	return what
 }
 
 // Recorder records provider events (functions/events).

@@ -14,20 +14,20 @@ import (
 // challenge ran out before their next attempt, as expired, and purges their
 // sealed content. It also settles held fallback entries: claimed or suppressed
 // once their earlier channel ended, expired with their challenge.
-func (s *Expirer) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error) {
+func (x *Expirer) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error) {
 	var rep ledger.SweepReport
-	now := s.core.Now()
+	now := x.core.Now()
 	// By expiry, not by OpenDue: a claim is due for its re-drive earlier,
 	// and a surge's claims waiting in the stream would crowd the expired
 	// ones out of the limit.
 	listExpired := func() ([]ledger.Entry, error) {
-		return s.core.Store().ListExpired(ctx, ledger.Claimed, now.Add(s.core.Policy().ExpiryMargin), limit)
+		return x.core.Store().ListExpired(ctx, ledger.Claimed, now.Add(x.core.Policy().ExpiryMargin), limit)
 	}
-	err := s.core.SweepRows(&rep, "expire", ledger.Claimed, listExpired, func(e ledger.Entry) (string, error) {
-		if !s.core.ExpiredAt(e.ExpiresAt, now) {
+	err := x.core.SweepRows(&rep, "expire", ledger.Claimed, listExpired, func(e ledger.Entry) (string, error) {
+		if !x.core.ExpiredAt(e.ExpiresAt, now) {
 			return "", nil
 		}
-		_, err := s.core.Expire(ctx, e, w, "challenge expired while claimed; never dispatched", ledger.OutcomeExpired)
+		_, err := x.core.Expire(ctx, e, w, "challenge expired while claimed; never dispatched", ledger.OutcomeExpired)
 		return "claimed->expired", err
 	})
 	if err != nil {
@@ -35,11 +35,11 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (
 	}
 	// Deferred entries whose challenge ran out while they waited (a lost
 	// wake-up and a missed re-drive): they were never sent.
-	err = s.core.SweepOpen(ctx, &rep, "expire", ledger.Deferred, now, limit, func(e ledger.Entry) (string, error) {
-		if !s.core.ExpiredAt(e.ExpiresAt, now) {
+	err = x.core.SweepOpen(ctx, &rep, "expire", ledger.Deferred, now, limit, func(e ledger.Entry) (string, error) {
+		if !x.core.ExpiredAt(e.ExpiresAt, now) {
 			return "", nil
 		}
-		_, err := s.core.Expire(ctx, e, w, ledger.ExpiryReason(e), ledger.OutcomeExpired)
+		_, err := x.core.Expire(ctx, e, w, ledger.ExpiryReason(e), ledger.OutcomeExpired)
 		return "deferred->expired", err
 	})
 	if err != nil {
@@ -49,12 +49,12 @@ func (s *Expirer) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (
 	// missed settleSuccessor) and expire those whose challenge did. All of
 	// them are listed, not the first limit: entries still waiting would
 	// otherwise hide a straggler behind them on every tick.
-	err = s.core.SweepOpen(ctx, &rep, "expire", ledger.Held, time.Time{}, 0, func(h ledger.Entry) (string, error) {
-		_, p, _, err := s.core.Neighbor(ctx, h.Identity, h.Workflow, -1)
+	err = x.core.SweepOpen(ctx, &rep, "expire", ledger.Held, time.Time{}, 0, func(h ledger.Entry) (string, error) {
+		_, p, _, err := x.core.Neighbor(ctx, h.Identity, h.Workflow, -1)
 		if err != nil {
 			return "", err
 		}
-		to, err := s.core.SettleHeld(ctx, h, p, w)
+		to, err := x.core.SettleHeld(ctx, h, p, w)
 		if to == ledger.Held && err == nil {
 			return "", nil
 		}

@@ -18,20 +18,20 @@ func NewMarks(progress ledger.Progress, rule Rule, clock func() time.Time) Marks
 // the due time of the newest message. It writes nothing without marks
 // (NoProgress) or a time. Its error is the caller's to log: a mark that did
 // not move only costs hand-backs.
-func (s *Marks) Read(ctx context.Context, src ledger.Source, t time.Time) error {
-	if s.progress == ledger.NoProgress || t.IsZero() {
+func (m *Marks) Read(ctx context.Context, src ledger.Source, t time.Time) error {
+	if m.progress == ledger.NoProgress || t.IsZero() {
 		return nil
 	}
-	now := s.clock()
+	now := m.clock()
 	if src == ledger.FromStream {
 		behind := max(now.Sub(t), 0)
-		if s.lagRecorded(behind, now) {
+		if m.lagRecorded(behind, now) {
 			return nil
 		}
-		_, err := s.recordLag(ctx, behind, now)
+		_, err := m.recordLag(ctx, behind, now)
 		return err
 	}
-	return s.progress.Advance(ctx, t.UTC().Truncate(ledger.Precision), now)
+	return m.progress.Advance(ctx, t.UTC().Truncate(ledger.Precision), now)
 }
 
 // lagRecorded reports whether a stream batch behind by behind at now
@@ -43,15 +43,15 @@ func (s *Marks) Read(ctx context.Context, src ledger.Source, t time.Time) error 
 // they were seen only hold a lateness as large, or a window written by a
 // clock behind: it closes sooner, which costs hand-backs, never one
 // skipped.
-func (s *Marks) lagRecorded(behind time.Duration, now time.Time) bool {
-	l := s.progress.Seen().Stream
-	return l.Behind > behind && now.Sub(l.At) < s.rule.Window && now.Sub(l.Moved()) < ledger.HeardEvery
+func (m *Marks) lagRecorded(behind time.Duration, now time.Time) bool {
+	l := m.progress.Seen().Stream
+	return l.Behind > behind && now.Sub(l.At) < m.rule.Window && now.Sub(l.Moved()) < ledger.HeardEvery
 }
 
 // recordLag records the stream's lateness behind at now (Progress.Lagging)
 // and returns the lag stored after it.
-func (s *Marks) recordLag(ctx context.Context, behind time.Duration, now time.Time) (ledger.Lag, error) {
-	return s.progress.Lagging(ctx, behind, now, now.Add(-s.rule.Window))
+func (m *Marks) recordLag(ctx context.Context, behind time.Duration, now time.Time) (ledger.Lag, error) {
+	return m.progress.Lagging(ctx, behind, now, now.Add(-m.rule.Window))
 }
 
 // StreamKeepsClaimUntil reports whether reconcile leaves the claim e,
@@ -61,16 +61,16 @@ func (s *Marks) recordLag(ctx context.Context, behind time.Duration, now time.Ti
 // refreshes them); otherwise this claim's own lateness is recorded, and the
 // lag stored after that answers. Without marks (NoProgress), or if the
 // write fails, it does not: the caller holds the slot.
-func (s *Marks) StreamKeepsClaimUntil(ctx context.Context, e ledger.Entry, at time.Time) bool {
-	if s.progress == ledger.NoProgress || e.State != ledger.Claimed {
+func (m *Marks) StreamKeepsClaimUntil(ctx context.Context, e ledger.Entry, at time.Time) bool {
+	if m.progress == ledger.NoProgress || e.State != ledger.Claimed {
 		return false
 	}
-	if s.rule.StreamKeepsClaim(s.progress.Seen(), e, at) {
+	if m.rule.StreamKeepsClaim(m.progress.Seen(), e, at) {
 		return true
 	}
-	now := s.clock()
-	l, err := s.recordLag(ctx, max(now.Sub(e.UpdatedAt), 0), now)
-	return err == nil && s.rule.StreamKeepsClaim(ledger.Marks{Stream: l}, e, at)
+	now := m.clock()
+	l, err := m.recordLag(ctx, max(now.Sub(e.UpdatedAt), 0), now)
+	return err == nil && m.rule.StreamKeepsClaim(ledger.Marks{Stream: l}, e, at)
 }
 
 // Marks is dispatch's side of the stream marks: it records how far
@@ -79,7 +79,7 @@ func (s *Marks) StreamKeepsClaimUntil(ctx context.Context, e ledger.Entry, at ti
 type Marks struct {
 	progress ledger.Progress
 	clock    func() time.Time // the use case's clock, as core.now reads it
-	rule     Rule      // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
+	rule     Rule             // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
 }
 
 // HoldsSlot reports whether a dispatch that booked the send slot at for the

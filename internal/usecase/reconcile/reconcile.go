@@ -19,33 +19,33 @@ import (
 // otherwise quarantine for an explicit decision. It never turns unknown into
 // accepted or rejected without transport evidence. At most limit entries per
 // state are handled per call.
-func (s *Reconciler) Reconcile(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error) {
 	var rep ledger.SweepReport
-	now := s.core.Now()
-	err := s.core.SweepOpen(ctx, &rep, "reconcile", ledger.Dispatching, now, limit, func(e ledger.Entry) (string, error) {
-		c, err := s.core.Transition(e, ledger.Unknown, w, "lease expired without a recorded outcome", func(n *ledger.Entry) {
+	now := r.core.Now()
+	err := r.core.SweepOpen(ctx, &rep, "reconcile", ledger.Dispatching, now, limit, func(e ledger.Entry) (string, error) {
+		c, err := r.core.Transition(e, ledger.Unknown, w, "lease expired without a recorded outcome", func(n *ledger.Entry) {
 			n.LeaseUntil = time.Time{}
 			n.NextCheckAt = now
 			n.Reason = "lease expired without a recorded outcome"
 		})
 		if err == nil {
-			_, err = s.core.Write(ctx, c)
+			_, err = r.core.Write(ctx, c)
 		}
 		return "dispatching->unknown", err
 	})
 	if err != nil {
 		return rep, err
 	}
-	err = s.core.SweepOpen(ctx, &rep, "reconcile", ledger.Unknown, now, limit, func(e ledger.Entry) (string, error) {
-		return s.resolveUnknown(ctx, e, w)
+	err = r.core.SweepOpen(ctx, &rep, "reconcile", ledger.Unknown, now, limit, func(e ledger.Entry) (string, error) {
+		return r.resolveUnknown(ctx, e, w)
 	})
 	return rep, err
 }
 
 // resolveUnknown applies the reconcile policy of the entry's transport.
-func (s *Reconciler) resolveUnknown(ctx context.Context, e ledger.Entry, w ledger.Worker) (string, error) {
-	now := s.core.Now()
-	tr, ok := s.sender.Transport(e.Identity.Channel)
+func (r *Reconciler) resolveUnknown(ctx context.Context, e ledger.Entry, w ledger.Worker) (string, error) {
+	now := r.core.Now()
+	tr, ok := r.sender.Transport(e.Identity.Channel)
 	if !ok {
 		return "", fmt.Errorf("reconcile %s: %s: %w", e.Key, e.Identity.Channel, ledger.ErrNoTransport)
 	}
@@ -55,14 +55,14 @@ func (s *Reconciler) resolveUnknown(ctx context.Context, e ledger.Entry, w ledge
 		// An event may have arrived while the entry was still dispatching:
 		// it was kept in the history, and is the evidence now.
 		if ev, ok := e.ProviderEvidence(); ok {
-			_, err := s.core.AcceptOnEvidence(ctx, e, w, ev, "reconcile")
+			_, err := r.core.AcceptOnEvidence(ctx, e, w, ev, "reconcile")
 			return "unknown->accepted (provider event)", err
 		}
-		if now.Before(e.LastAttemptAt().Add(s.core.Policy().SettlePeriod)) {
-			return "waiting (provider events settle period)", s.recheck(ctx, e, w, now, "reconcile: no provider event yet; waiting for the settle period")
+		if now.Before(e.LastAttemptAt().Add(r.core.Policy().SettlePeriod)) {
+			return "waiting (provider events settle period)", r.recheck(ctx, e, w, now, "reconcile: no provider event yet; waiting for the settle period")
 		}
 		if caps.IdempotencyWindow == 0 && !caps.Lookup {
-			return "unknown->quarantined", s.core.Quarantine(ctx, e, w, fmt.Sprintf("no provider event within the settle period of %s, and the transport has no idempotency key or lookup; outcome unknown, needs an operator decision", s.core.Policy().SettlePeriod))
+			return "unknown->quarantined", r.core.Quarantine(ctx, e, w, fmt.Sprintf("no provider event within the settle period of %s, and the transport has no idempotency key or lookup; outcome unknown, needs an operator decision", r.core.Policy().SettlePeriod))
 		}
 	}
 
@@ -72,39 +72,39 @@ func (s *Reconciler) resolveUnknown(ctx context.Context, e ledger.Entry, w ledge
 			return "", fmt.Errorf("reconcile %s: lookup: %w", e.Key, err)
 		}
 		if found {
-			_, err := s.core.Decide(ctx, e, ledger.Accepted, w, "reconcile: transport lookup found the message", ack.ID)
+			_, err := r.core.Decide(ctx, e, ledger.Accepted, w, "reconcile: transport lookup found the message", ack.ID)
 			return "unknown->accepted (lookup)", err
 		}
-		if now.Before(e.FirstAttemptAt.Add(s.core.Policy().SettlePeriod)) {
-			return "waiting (lookup settle period)", s.recheck(ctx, e, w, now, "reconcile: lookup found nothing yet; waiting for the settle period")
+		if now.Before(e.FirstAttemptAt.Add(r.core.Policy().SettlePeriod)) {
+			return "waiting (lookup settle period)", r.recheck(ctx, e, w, now, "reconcile: lookup found nothing yet; waiting for the settle period")
 		}
 		// Settled and not found: fall through to the retry or quarantine policy.
 	}
 
 	if caps.IdempotencyWindow > 0 {
 		switch {
-		case s.core.ExpiredAt(e.ExpiresAt, now):
-			return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "same-key retry not allowed: challenge expired; outcome unknown")
-		case e.Attempts >= s.core.Policy().MaxAttempts:
-			return "unknown->quarantined", s.core.Quarantine(ctx, e, w, fmt.Sprintf("same-key retry budget of %d attempts spent; outcome unknown", s.core.Policy().MaxAttempts))
-		case !now.Add(s.core.Policy().Lease + s.core.Policy().ExpiryMargin).Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
+		case r.core.ExpiredAt(e.ExpiresAt, now):
+			return "unknown->quarantined", r.core.Quarantine(ctx, e, w, "same-key retry not allowed: challenge expired; outcome unknown")
+		case e.Attempts >= r.core.Policy().MaxAttempts:
+			return "unknown->quarantined", r.core.Quarantine(ctx, e, w, fmt.Sprintf("same-key retry budget of %d attempts spent; outcome unknown", r.core.Policy().MaxAttempts))
+		case !now.Add(r.core.Policy().Lease + r.core.Policy().ExpiryMargin).Before(e.FirstAttemptAt.Add(caps.IdempotencyWindow)):
 			// The retry must reach the provider before it forgets the key:
 			// an attempt may take up to its lease (the next look is pushed
 			// past it), and the margin covers skew between the clock that
 			// recorded the first attempt, this one and the provider's.
-			return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "transport idempotency window passed, or would before a retry could finish within its lease; outcome unknown")
+			return "unknown->quarantined", r.core.Quarantine(ctx, e, w, "transport idempotency window passed, or would before a retry could finish within its lease; outcome unknown")
 		}
-		return s.retry(ctx, e, tr, w, now.Add(s.core.Policy().Lease))
+		return r.retry(ctx, e, tr, w, now.Add(r.core.Policy().Lease))
 	}
-	return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "transport has no idempotency key or lookup; outcome unknown, needs an operator decision")
+	return "unknown->quarantined", r.core.Quarantine(ctx, e, w, "transport has no idempotency key or lookup; outcome unknown, needs an operator decision")
 }
 
 // recheck moves the entry's next look later without a state change.
-func (s *Reconciler) recheck(ctx context.Context, e ledger.Entry, w ledger.Worker, now time.Time, reason string) error {
-	c := s.core.Record(e, ledger.KindRecheck, ledger.Unknown, w, reason, func(n *ledger.Entry) {
-		n.NextCheckAt = now.Add(s.core.Policy().RecheckAfter)
+func (r *Reconciler) recheck(ctx context.Context, e ledger.Entry, w ledger.Worker, now time.Time, reason string) error {
+	c := r.core.Record(e, ledger.KindRecheck, ledger.Unknown, w, reason, func(n *ledger.Entry) {
+		n.NextCheckAt = now.Add(r.core.Policy().RecheckAfter)
 	})
-	_, err := s.core.Write(ctx, c)
+	_, err := r.core.Write(ctx, c)
 	return err
 }
 
@@ -113,31 +113,31 @@ func (s *Reconciler) recheck(ctx context.Context, e ledger.Entry, w ledger.Worke
 // crash during the retry leaves an unknown entry with an honest attempt count.
 // The transport call is cut at until (the lease the window check allowed it)
 // or at the send deadline, whichever comes first.
-func (s *Reconciler) retry(ctx context.Context, e ledger.Entry, tr ledger.Transport, w ledger.Worker, until time.Time) (string, error) {
-	msg, err := s.sender.OpenContent(ctx, e)
+func (r *Reconciler) retry(ctx context.Context, e ledger.Entry, tr ledger.Transport, w ledger.Worker, until time.Time) (string, error) {
+	msg, err := r.sender.OpenContent(ctx, e)
 	if errors.Is(err, ledger.ErrContentUnavailable) || errors.Is(err, ledger.ErrNotFound) {
-		return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "same-key retry impossible: sealed content unavailable; outcome unknown")
+		return "unknown->quarantined", r.core.Quarantine(ctx, e, w, "same-key retry impossible: sealed content unavailable; outcome unknown")
 	}
 	if err != nil {
 		return "", err
 	}
-	now := s.core.Now() // after the content read: the write's expiry condition uses the clock of the write
-	c := s.core.Record(e, ledger.KindRetry, ledger.Unknown, w, "reconcile: same-key retry inside the transport's idempotency window", func(n *ledger.Entry) {
+	now := r.core.Now() // after the content read: the write's expiry condition uses the clock of the write
+	c := r.core.Record(e, ledger.KindRetry, ledger.Unknown, w, "reconcile: same-key retry inside the transport's idempotency window", func(n *ledger.Entry) {
 		n.Attempts++
-		n.NextCheckAt = now.Add(s.core.Policy().Lease)
+		n.NextCheckAt = now.Add(r.core.Policy().Lease)
 	})
-	c.NotExpiredBy = now.Add(s.core.Policy().ExpiryMargin)
-	e, err = s.core.Write(ctx, c)
+	c.NotExpiredBy = now.Add(r.core.Policy().ExpiryMargin)
+	e, err = r.core.Write(ctx, c)
 	if err != nil {
 		return "", err
 	}
 	// The write's answer can come back late, as dispatch's begin can: the
 	// retry is sent only if the challenge still counts as unexpired now.
-	if s.core.ExpiredAt(e.ExpiresAt, s.core.Now()) {
-		return "unknown->quarantined", s.core.Quarantine(ctx, e, w, "same-key retry not made: challenge expired before it could start; outcome unknown")
+	if r.core.ExpiredAt(e.ExpiresAt, r.core.Now()) {
+		return "unknown->quarantined", r.core.Quarantine(ctx, e, w, "same-key retry not made: challenge expired before it could start; outcome unknown")
 	}
-	callCtx, cancel := context.WithTimeout(ctx, until.Sub(s.core.Clock()))
-	ack, err := s.sender.Attempt(callCtx, e, tr, msg)
+	callCtx, cancel := context.WithTimeout(ctx, until.Sub(r.core.Clock()))
+	ack, err := r.sender.Attempt(callCtx, e, tr, msg)
 	cancel()
 	to, out, reason, ackID := sending.OutcomeOf(ack, err)
 	var ns *ledger.NotSent
@@ -148,20 +148,20 @@ func (s *Reconciler) retry(ctx context.Context, e ledger.Entry, tr ledger.Transp
 	}
 	if to == ledger.Unknown {
 		// Still no answer: the entry stays unknown; record the attempt's result.
-		c := s.core.Record(e, ledger.KindRetry, ledger.Unknown, w, "reconcile: same-key retry got "+reason, func(n *ledger.Entry) {
-			n.NextCheckAt = s.core.Now().Add(s.core.Policy().RecheckAfter)
+		c := r.core.Record(e, ledger.KindRetry, ledger.Unknown, w, "reconcile: same-key retry got "+reason, func(n *ledger.Entry) {
+			n.NextCheckAt = r.core.Now().Add(r.core.Policy().RecheckAfter)
 		})
-		_, err := s.core.Write(ctx, c)
+		_, err := r.core.Write(ctx, c)
 		return "unknown (retry unanswered)", err
 	}
-	_, err = s.sender.RecordOutcome(ctx, e, to, out, "reconcile: same-key retry: "+reason, ackID, w)
+	_, err = r.sender.RecordOutcome(ctx, e, to, out, "reconcile: same-key retry: "+reason, ackID, w)
 	return "unknown->" + string(to) + " (same-key retry)", err
 }
 
 // Stats is ReadStats over the reconciler's store, now: the figures reconcile
 // publishes after each sweep.
-func (s *Reconciler) Stats(ctx context.Context) (map[ledger.State]ledger.StateStats, error) {
-	return ledger.ReadStats(ctx, s.core.Store(), s.core.Now())
+func (r *Reconciler) Stats(ctx context.Context) (map[ledger.State]ledger.StateStats, error) {
+	return ledger.ReadStats(ctx, r.core.Store(), r.core.Now())
 }
 
 // Redrive hands back to dispatch the entries that are due for dispatch and
@@ -179,14 +179,14 @@ func (s *Reconciler) Stats(ctx context.Context) (map[ledger.State]ledger.StateSt
 // conditional write decides as for any other delivery. Expired challenges
 // are left to the expire sweep. At most limit entries per state are handed
 // back per call.
-func (s *Reconciler) Redrive(ctx context.Context, limit int) (ledger.SweepReport, error) {
+func (r *Reconciler) Redrive(ctx context.Context, limit int) (ledger.SweepReport, error) {
 	var rep ledger.SweepReport
-	now := s.core.Now()
-	late := now.Add(-s.core.Policy().RedriveAfter)
+	now := r.core.Now()
+	late := now.Add(-r.core.Policy().RedriveAfter)
 	var marks ledger.Marks
-	rule := pacing.RuleFor(s.core.Policy())
-	if s.progress != ledger.NoProgress {
-		m, err := s.progress.Marks(ctx)
+	rule := pacing.RuleFor(r.core.Policy())
+	if r.progress != ledger.NoProgress {
+		m, err := r.progress.Marks(ctx)
 		if err != nil {
 			// Without marks every due entry is handed back: the old cost, never a lost entry.
 			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: read the dispatch marks: %w", err))
@@ -200,7 +200,7 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (ledger.SweepReport
 	handed := 0
 	redrive := func(e ledger.Entry) (string, error) {
 		switch {
-		case e.UpdatedAt.After(late) || s.core.ExpiredAt(e.ExpiresAt, now):
+		case e.UpdatedAt.After(late) || r.core.ExpiredAt(e.ExpiresAt, now):
 			return "", nil
 		case e.State == ledger.Claimed && rule.StreamWillDeliver(marks.Stream, e.UpdatedAt, now):
 			return "claimed: the stream still owes it", nil
@@ -208,9 +208,9 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (ledger.SweepReport
 			return "deferred: the queue still owes its wake-up", nil
 		}
 		handed++
-		return string(e.State) + "->redriven", s.scheduler.Schedule(ctx, e.Key, now)
+		return string(e.State) + "->redriven", r.scheduler.Schedule(ctx, e.Key, now)
 	}
-	if err := s.core.SweepOpen(ctx, &rep, "redrive", ledger.Deferred, late, limit, redrive); err != nil {
+	if err := r.core.SweepOpen(ctx, &rep, "redrive", ledger.Deferred, late, limit, redrive); err != nil {
 		return rep, err
 	}
 	// Claimed entries are indexed at their re-drive time (RedriveAt: the
@@ -218,12 +218,12 @@ func (s *Reconciler) Redrive(ctx context.Context, limit int) (ledger.SweepReport
 	// due, and while the stream moves, only those it no longer owes (due
 	// by its lateness before now). Claims not yet due are never read.
 	dueBy := now
-	if l := marks.Stream; now.Sub(l.Moved()) < s.core.Policy().RedriveAfter && l.Behind > 0 {
+	if l := marks.Stream; now.Sub(l.Moved()) < r.core.Policy().RedriveAfter && l.Behind > 0 {
 		dueBy = now.Add(-l.Behind)
 	}
-	err := s.core.SweepOpen(ctx, &rep, "redrive", ledger.Claimed, dueBy, limit, redrive)
-	if handed > 0 && s.progress != ledger.NoProgress {
-		if perr := s.progress.Redriven(ctx, now); perr != nil {
+	err := r.core.SweepOpen(ctx, &rep, "redrive", ledger.Claimed, dueBy, limit, redrive)
+	if handed > 0 && r.progress != ledger.NoProgress {
+		if perr := r.progress.Redriven(ctx, now); perr != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: record the hand-back: %w", perr))
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // Resolve records an operator's decision on an unknown or quarantined entry.
 // evidence is the transport's acknowledgement or reference; a decision of
 // accepted or rejected without it fails with ErrNoEvidence.
-func (s *Resolver) Resolve(ctx context.Context, key string, d ledger.Decision, reason, evidence string, w ledger.Worker) (ledger.Entry, error) {
+func (r *Resolver) Resolve(ctx context.Context, key string, d ledger.Decision, reason, evidence string, w ledger.Worker) (ledger.Entry, error) {
 	if reason == "" {
 		return ledger.Entry{}, fmt.Errorf("resolve %s: %w", key, &ledger.FieldError{Field: "reason", Reason: "missing"})
 	}
@@ -25,7 +25,7 @@ func (s *Resolver) Resolve(ctx context.Context, key string, d ledger.Decision, r
 	if err := ledger.CheckFreeText("evidence", evidence, false); err != nil {
 		return ledger.Entry{}, fmt.Errorf("resolve %s: %w", key, err)
 	}
-	e, err := s.core.Store().Get(ctx, key)
+	e, err := r.core.Store().Get(ctx, key)
 	if err != nil {
 		return ledger.Entry{}, fmt.Errorf("resolve %s: %w", key, err)
 	}
@@ -51,7 +51,7 @@ func (s *Resolver) Resolve(ctx context.Context, key string, d ledger.Decision, r
 	if to != ledger.Abandoned {
 		reason = "operator decision with transport evidence: " + reason
 	}
-	return s.core.Decide(ctx, e, to, w, reason, evidence)
+	return r.core.Decide(ctx, e, to, w, reason, evidence)
 }
 
 // Resolver records operators' decisions on quarantined entries
