@@ -117,23 +117,23 @@ func runDigests(t testing.TB, perInterval, intervals int) digestRun {
 	ctx := context.Background()
 	clock := ledgertest.NewClock()
 	rs := &recordingStore{Store: &memstore.Store{}, last: map[string]ledger.Entry{}}
-	svc := &ledgertest.UseCases{Ports: assemble.Ports{
+	cases := &ledgertest.UseCases{Ports: assemble.Ports{
 		Store: rs, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: &ledgertest.Transport{}},
 		Clock:      clock.Now, Policy: ledger.DefaultPolicy(),
 	}}
 	run := digestRun{intervals: intervals, store: &countedDigests{Store: digest.NewMemStore()},
 		signer: &countedSigner{Signer: digest.NewLocalSigner("local:bench")}}
-	w := &digest.Writer{Store: run.store, Signer: run.signer, Clock: clock.Now, Retention: svc.Policy.Retention}
+	w := &digest.Writer{Store: run.store, Signer: run.signer, Clock: clock.Now, Retention: cases.Policy.Retention}
 	n := 0
 	for range intervals {
 		for range perInterval {
 			in, sealed := ledgertest.Intent(n, ledger.Email, clock.Now(), time.Hour)
-			res, err := svc.Claim(ctx, in, sealed, "claim/bench")
+			res, err := cases.Claim(ctx, in, sealed, "claim/bench")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := svc.Dispatch(ctx, res.Entry.Key, "dispatch/bench"); err != nil {
+			if _, err := cases.Dispatch(ctx, res.Entry.Key, "dispatch/bench"); err != nil {
 				t.Fatal(err)
 			}
 			n++
@@ -196,12 +196,12 @@ func BenchmarkDigestBatch(b *testing.B) {
 	ctx := context.Background()
 	clock := ledgertest.NewClock()
 	rs := &recordingStore{Store: &memstore.Store{}, last: map[string]ledger.Entry{}}
-	svc := &ledgertest.UseCases{Ports: assemble.Ports{Store: rs, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
+	cases := &ledgertest.UseCases{Ports: assemble.Ports{Store: rs, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: &ledgertest.Transport{}}, Clock: clock.Now, Policy: ledger.DefaultPolicy()}}
 	for i := range 100 {
 		in, sealed := ledgertest.Intent(i, ledger.Email, clock.Now(), time.Hour)
-		res, _ := svc.Claim(ctx, in, sealed, "claim/bench")
-		_, _ = svc.Dispatch(ctx, res.Entry.Key, "dispatch/bench")
+		res, _ := cases.Claim(ctx, in, sealed, "claim/bench")
+		_, _ = cases.Dispatch(ctx, res.Entry.Key, "dispatch/bench")
 	}
 	recs := rs.records
 	w := &digest.Writer{Store: digest.NewMemStore(), Signer: digest.NewLocalSigner("local:bench"), Clock: clock.Now}

@@ -81,11 +81,11 @@ func BenchmarkClaim(b *testing.B) {
 func BenchmarkDispatch(b *testing.B) {
 	ctx := context.Background()
 	sealer := handlertest.Sealer()
-	svc := inProcessService()
-	h := handler.NewDispatch(handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, built(svc.Dispatcher()), dynamostore.Records{})
+	cases := inProcessService()
+	h := handler.NewDispatch(handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, built(cases.Dispatcher()), dynamostore.Records{})
 	benchChunked(b, func(i int, now time.Time) events.DynamoDBEvent {
 		in, sealed, _ := handlertest.WireIntent(b, sealer, i, now)
-		if _, err := svc.Claim(ctx, in, sealed, claimWorker); err != nil {
+		if _, err := cases.Claim(ctx, in, sealed, claimWorker); err != nil {
 			b.Fatal(err)
 		}
 		return streamRecord(i, in.Key())
@@ -125,20 +125,20 @@ func benchChunked[E any, F any](b *testing.B, prepare func(i int, now time.Time)
 func TestInProcessHandlers(t *testing.T) {
 	ctx := context.Background()
 	sealer := handlertest.Sealer()
-	svc := inProcessService()
+	cases := inProcessService()
 	in, _, body := handlertest.WireIntent(t, sealer, 1, time.Now())
-	claim := &handler.Claim{Deps: handler.Deps{Log: quietLog()}, UseCase: built(svc.Claimer()), Seals: handlertest.Seals()}
+	claim := &handler.Claim{Deps: handler.Deps{Log: quietLog()}, UseCase: built(cases.Claimer()), Seals: handlertest.Seals()}
 	if resp, err := claim.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{sqsRecord(1, body)}}); err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("claim: %v %v", err, resp)
 	}
-	if e, err := svc.Store.Get(ctx, in.Key()); err != nil || e.State != ledger.Claimed {
+	if e, err := cases.Store.Get(ctx, in.Key()); err != nil || e.State != ledger.Claimed {
 		t.Fatalf("after claim: %v %v", e.State, err)
 	}
-	dispatch := handler.NewDispatch(handler.Deps{Log: quietLog()}, built(svc.Dispatcher()), dynamostore.Records{})
+	dispatch := handler.NewDispatch(handler.Deps{Log: quietLog()}, built(cases.Dispatcher()), dynamostore.Records{})
 	if resp, err := dispatch.Handle(ctx, streamRecord(1, in.Key())); err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("dispatch: %v %v", err, resp)
 	}
-	if e, err := svc.Store.Get(ctx, in.Key()); err != nil || e.State != ledger.Accepted || e.AckID == "" {
+	if e, err := cases.Store.Get(ctx, in.Key()); err != nil || e.State != ledger.Accepted || e.AckID == "" {
 		t.Fatalf("after dispatch: %v %q %v", e.State, e.AckID, err)
 	}
 }

@@ -46,10 +46,10 @@ func reconcileRunReport(t *testing.T, rep *Report, sc scale) {
 	db := dynamodb.NewFromConfig(r.cfg, r.counter.Option, reads.Option)
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
 	sch := &noScheduler{}
-	svc := r.service(db, newClock(), nil, ackTransport{})
-	svc.Clock = func() time.Time { return t0.Add(time.Second) }
-	svc.Scheduler = sch
-	svc.Progress = dynamostore.NewProgress(db, r.budget)
+	cases := r.service(db, newClock(), nil, ackTransport{})
+	cases.Clock = func() time.Time { return t0.Add(time.Second) }
+	cases.Scheduler = sch
+	cases.Progress = dynamostore.NewProgress(db, r.budget)
 	const limit = 500 // the deployed SWEEP_LIMIT
 	next := 0
 	seed := func(n int) {
@@ -65,16 +65,16 @@ func reconcileRunReport(t *testing.T, rep *Report, sc scale) {
 		handed := sch.n
 		start := time.Now()
 		seen := 0
-		rec, err := svc.Reconcile(ctx, "reconcile/bench", limit)
+		rec, err := cases.Reconcile(ctx, "reconcile/bench", limit)
 		if err == nil {
 			err = rec.Err()
 		}
 		if err == nil {
-			_, err = svc.Stats(ctx)
+			_, err = cases.Stats(ctx)
 		}
 		var red ledger.SweepReport
 		if err == nil {
-			red, err = svc.Redrive(ctx, limit)
+			red, err = cases.Redrive(ctx, limit)
 		}
 		if err == nil {
 			err = red.Err()
@@ -109,7 +109,7 @@ func reconcileRunReport(t *testing.T, rep *Report, sc scale) {
 			"among open rows that are not due: half claims made a second before the run (due for a re-drive only REDRIVE_AFTER, %s, after their claim; challenges of 10 minutes), half dispatching rows inside their lease. "+
 			"Requests among %s: %s; among %s: %s. RCU as ministack reports them for ReturnConsumedCapacity=TOTAL (BatchGetItem sized from its items): %s vs %s. "+
 			"Rows listed (read whole) and handed back: %d and %d among %s, %d and %d among %s. The index is queried for what is due (a claim is indexed at its re-drive time, or its expiry if sooner, and carries its expiry for the expire sweep and the figures); before that change the re-drive read up to SWEEP_LIMIT claims by expiry on every pass, due or not. Time: %s vs %s (not a target).",
-			limit, svc.Policy.RedriveAfter,
+			limit, cases.Policy.RedriveAfter,
 			thousands(sc.runSmall), small.counts.Format(labels), thousands(sc.runLarge), large.counts.Format(labels),
 			formatUnits(small.rcuByOp), formatUnits(large.rcuByOp),
 			small.seen, small.handed, thousands(sc.runSmall), large.seen, large.handed, thousands(sc.runLarge), small.duration.Round(time.Millisecond), large.duration.Round(time.Millisecond)),

@@ -81,11 +81,11 @@ func claimRequestsWithLimits(t *testing.T, rep *Report, sc scale) {
 		}
 		batches = append(batches, ev)
 	}
-	svc := r.service(r.db, nil, nil, nil)
-	svc.Clock = time.Now
+	cases := r.service(r.db, nil, nil, nil)
+	cases.Clock = time.Now
 	lim := dynamostore.NewLimits(r.db, limits)
-	svc.Limits, svc.Limiter, svc.Challenges = ledger.Limits{Supersede: true}, lim, lim
-	h := &handler.Claim{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(svc.Claimer()), Seals: handlertest.Seals()}
+	cases.Limits, cases.Limiter, cases.Challenges = ledger.Limits{Supersede: true}, lim, lim
+	h := &handler.Claim{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(cases.Claimer()), Seals: handlertest.Seals()}
 	r.counter.Reset()
 	start := time.Now()
 	for _, ev := range batches {

@@ -67,7 +67,7 @@ func items(t testing.TB, kind rowKind, first, count int, t0 time.Time) []map[str
 	if kind == dispatchingRow {
 		store = lostOutcome{mem}
 	}
-	svc := &ledgertest.UseCases{Ports: assemble.Ports{
+	cases := &ledgertest.UseCases{Ports: assemble.Ports{
 		Store: store, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 		Transports: map[ledger.Channel]ledger.Transport{ledger.Email: ackTransport{}},
 		Clock:      func() time.Time { return t0 }, Policy: ledger.DefaultPolicy(),
@@ -76,11 +76,11 @@ func items(t testing.TB, kind rowKind, first, count int, t0 time.Time) []map[str
 	enc := dynamostore.New(capture, "capture", dynamostore.DefaultShards)
 	for i := first; i < first+count; i++ {
 		in, sealed := ledgertest.Intent(i, ledger.Email, t0, 10*time.Minute)
-		if _, err := svc.Claim(ctx, in, sealed, claimWorker); err != nil {
+		if _, err := cases.Claim(ctx, in, sealed, claimWorker); err != nil {
 			t.Fatal(err)
 		}
 		if kind != claimedRow {
-			_, err := svc.Dispatch(ctx, in.Key(), dispatchWorker)
+			_, err := cases.Dispatch(ctx, in.Key(), dispatchWorker)
 			if err != nil && kind != dispatchingRow {
 				t.Fatal(err)
 			}

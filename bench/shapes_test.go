@@ -180,7 +180,7 @@ type shapeBench struct {
 	tx     *txItems
 	sealer *envelope.Sealer
 	clk    *ledgertest.Clock
-	svc    *ledgertest.UseCases
+	cases  *ledgertest.UseCases
 	events *handler.Events
 	tr     *shapeTransport
 }
@@ -196,14 +196,14 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.svc = r.service(r.meter, b.clk, &envelope.Opener{KMS: kc, KeyARN: arn, Dictionaries: dicts}, b.tr)
-	b.svc.Budget = dynamostore.NewBudget(r.meter, r.budget, map[ledger.Channel]float64{ledger.Email: budgetRate, ledger.SMS: budgetRate})
+	b.cases = r.service(r.meter, b.clk, &envelope.Opener{KMS: kc, KeyARN: arn, Dictionaries: dicts}, b.tr)
+	b.cases.Budget = dynamostore.NewBudget(r.meter, r.budget, map[ledger.Channel]float64{ledger.Email: budgetRate, ledger.SMS: budgetRate})
 	// Dispatch signs each attempt, the events function verifies the proof
 	// the event carries back: KMS in production (no DynamoDB request).
-	b.svc.Proofs = &attemptproof.Local{Key: []byte("bench-attempt-proof-key-0123456789")}
+	b.cases.Proofs = &attemptproof.Local{Key: []byte("bench-attempt-proof-key-0123456789")}
 	// A stream record's row and content (and, with the limits, its newest
 	// challenge) in one request, as internal/wire/dispatchports wires it.
-	b.svc.FirstReads = dynamostore.NewFirstReads(r.meter, r.ledger, "", r.content)
+	b.cases.FirstReads = dynamostore.NewFirstReads(r.meter, r.ledger, "", r.content)
 	if limits {
 		table := emulator.UniqueName(t, "bench-shapes-limits")
 		t.Cleanup(func() {
@@ -223,16 +223,16 @@ func newShapeBench(t *testing.T, limits bool) *shapeBench {
 		b.tx = &txItems{LimitsClient: dynamodb.NewFromConfig(r.cfg, r.counter.Option)}
 		b.lm = &limitsMeter{client: b.tx, raw: r.raw}
 		lim := dynamostore.NewLimits(b.lm, table).ShareSMSCaps(s.SMSAllowedCountries.Regions())
-		b.svc.Limits = s.Limits
-		b.svc.Limits.SMSCountries = dispatchports.SMSCountries(s)
-		b.svc.Limits.SMSNumberKinds = dispatchports.SMSNumberKinds(s)
-		b.svc.Limiter, b.svc.Challenges = lim, lim
-		b.svc.Fingerprints = &fingerprint.Local{Key: []byte("bench-fingerprint-key-0123456789")}
-		b.svc.NumberOf = dispatchports.NumberOf
-		b.svc.Timeline = dynamostore.New(r.meter, r.ledger, dynamostore.DefaultShards)
-		b.svc.FirstReads = dynamostore.NewFirstReads(r.meter, r.ledger, table, r.content)
+		b.cases.Limits = s.Limits
+		b.cases.Limits.SMSCountries = dispatchports.SMSCountries(s)
+		b.cases.Limits.SMSNumberKinds = dispatchports.SMSNumberKinds(s)
+		b.cases.Limiter, b.cases.Challenges = lim, lim
+		b.cases.Fingerprints = &fingerprint.Local{Key: []byte("bench-fingerprint-key-0123456789")}
+		b.cases.NumberOf = dispatchports.NumberOf
+		b.cases.Timeline = dynamostore.New(r.meter, r.ledger, dynamostore.DefaultShards)
+		b.cases.FirstReads = dynamostore.NewFirstReads(r.meter, r.ledger, table, r.content)
 	}
-	b.events = &handler.Events{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(b.svc.EventRecorder())}
+	b.events = &handler.Events{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(b.cases.EventRecorder())}
 	return b
 }
 
@@ -305,7 +305,7 @@ func (b *shapeBench) message(s prodShape, i int, run *shapeRun, first bool) ([]s
 	var steps []shapeStep
 	var claimed ledger.Entry
 	st, err := b.step("claim", func() (err error) {
-		claimed, err = claimNew(b.ctx, b.svc, in, sealed)
+		claimed, err = claimNew(b.ctx, b.cases, in, sealed)
 		return err
 	})
 	if err != nil {
@@ -319,7 +319,7 @@ func (b *shapeBench) message(s prodShape, i int, run *shapeRun, first bool) ([]s
 	}
 	b.tr.next = s.ackID(i)
 	st, err = b.step("dispatch", func() error {
-		res, err := b.svc.DispatchRow(b.ctx, claimed, dispatchWorker)
+		res, err := b.cases.DispatchRow(b.ctx, claimed, dispatchWorker)
 		if err == nil && res.Outcome != ledger.OutcomeAccepted {
 			err = fmt.Errorf("dispatch outcome %s, want accepted", res.Outcome)
 		}

@@ -34,8 +34,8 @@ func sweepReport(t *testing.T, rep *Report, sc scale) {
 	ctx := context.Background()
 	r := newRig(t, "bench-sweep")
 	t0 := time.Now().UTC().Add(-time.Hour) // leases and expiries long past
-	svc := r.service(r.db, ledgertest.NewClockAt(time.Time{}), nil, ackTransport{})
-	svc.Clock = time.Now
+	cases := r.service(r.db, ledgertest.NewClockAt(time.Time{}), nil, ackTransport{})
+	cases.Clock = time.Now
 	next := 0 // next challenge number
 	seed := func(kind rowKind, n int) {
 		start := time.Now()
@@ -53,8 +53,8 @@ func sweepReport(t *testing.T, rep *Report, sc scale) {
 				f    func() (ledger.SweepReport, error)
 				seen int
 			}{
-				{&ss.reconcile, func() (ledger.SweepReport, error) { return svc.Reconcile(ctx, "reconcile/bench", 500) }, 2 * sweepOpen},
-				{&ss.expir, func() (ledger.SweepReport, error) { return svc.ExpireSweep(ctx, "expire/bench", 500) }, sweepOpen},
+				{&ss.reconcile, func() (ledger.SweepReport, error) { return cases.Reconcile(ctx, "reconcile/bench", 500) }, 2 * sweepOpen},
+				{&ss.expir, func() (ledger.SweepReport, error) { return cases.ExpireSweep(ctx, "expire/bench", 500) }, sweepOpen},
 			} {
 				r.counter.Reset()
 				start := time.Now()

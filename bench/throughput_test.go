@@ -44,9 +44,9 @@ func throughputReport(t *testing.T, rep *Report, sc scale) {
 		}
 		batches = append(batches, ev)
 	}
-	svc := r.service(r.db, nil, nil, nil)
-	svc.Clock = time.Now
-	h := &handler.Claim{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(svc.Claimer()), Seals: handlertest.Seals()}
+	cases := r.service(r.db, nil, nil, nil)
+	cases.Clock = time.Now
+	h := &handler.Claim{Deps: handler.Deps{Log: quietLog(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: built(cases.Claimer()), Seals: handlertest.Seals()}
 
 	// The raw put writes an item shaped like a claim (same store encoding).
 	template := items(t, claimedRow, 1<<20, 1, now)[0]

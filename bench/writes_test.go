@@ -97,9 +97,9 @@ func writesReport(t *testing.T, rep *Report, sc scale) {
 	b := &writesBench{
 		t: t, ctx: context.Background(), r: r, clk: clk, perMessage: sc.writesPerMessage,
 		sealer: &envelope.Sealer{KMS: kc, KeyID: arn},
-		svc:    r.service(r.meter, clk, &envelope.Opener{KMS: kc, KeyARN: arn}, ackTransport{}),
+		cases:  r.service(r.meter, clk, &envelope.Opener{KMS: kc, KeyARN: arn}, ackTransport{}),
 	}
-	b.svc.Budget = dynamostore.NewBudget(r.meter, r.budget, map[ledger.Channel]float64{ledger.Email: budgetRate, ledger.SMS: budgetRate})
+	b.cases.Budget = dynamostore.NewBudget(r.meter, r.budget, map[ledger.Channel]float64{ledger.Email: budgetRate, ledger.SMS: budgetRate})
 	happy := b.happyPath()
 	b.reportHappyPath(rep, happy)
 	b.expiredBeforeDispatch(rep)
@@ -115,7 +115,7 @@ type writesBench struct {
 	r      *rig
 	sealer *envelope.Sealer
 	clk    *ledgertest.Clock
-	svc    *ledgertest.UseCases
+	cases  *ledgertest.UseCases
 	// perMessage is the number of accepted messages the happy path
 	// measures.
 	perMessage int
@@ -165,7 +165,7 @@ func (b *writesBench) happyPath() *happyTotals {
 func (b *writesBench) claimAndDispatch(in ledger.Intent, sealed []byte) (claim, dispatch step, err error) {
 	var claimed ledger.Entry
 	claim, err = b.r.try(func() (err error) {
-		claimed, err = claimNew(b.ctx, b.svc, in, sealed)
+		claimed, err = claimNew(b.ctx, b.cases, in, sealed)
 		return err
 	})
 	if err != nil {
@@ -174,7 +174,7 @@ func (b *writesBench) claimAndDispatch(in ledger.Intent, sealed []byte) (claim, 
 	dispatch, err = b.r.try(func() error {
 		// As the dispatch handler does: start from the claimed row the
 		// stream record's new image carries.
-		res, err := b.svc.DispatchRow(b.ctx, claimed, dispatchWorker)
+		res, err := b.cases.DispatchRow(b.ctx, claimed, dispatchWorker)
 		if err == nil && res.Outcome != ledger.OutcomeAccepted {
 			err = fmt.Errorf("dispatch outcome %s, want accepted", res.Outcome)
 		}
@@ -288,12 +288,12 @@ func (b *writesBench) reportHappyPath(rep *Report, tot *happyTotals) {
 // expiredBeforeDispatch measures a message claimed live and dispatched
 // after its expiry.
 func (b *writesBench) expiredBeforeDispatch(rep *Report) {
-	r, ctx, svc := b.r, b.ctx, b.svc
+	r, ctx, cases := b.r, b.ctx, b.cases
 	in, sealed := sealedIntent(ctx, b.t, b.sealer, b.perMessage+1, b.clk.Now(), 10*time.Minute)
-	claim := r.run(b.t, func() error { _, err := svc.Claim(ctx, in, sealed, claimWorker); return err })
+	claim := r.run(b.t, func() error { _, err := cases.Claim(ctx, in, sealed, claimWorker); return err })
 	b.clk.Advance(11 * time.Minute)
 	exp := r.run(b.t, func() error {
-		res, err := svc.Dispatch(ctx, in.Key(), dispatchWorker)
+		res, err := cases.Dispatch(ctx, in.Key(), dispatchWorker)
 		if err == nil && res.Outcome != ledger.OutcomeExpired {
 			err = fmt.Errorf("dispatch outcome %s, want expired", res.Outcome)
 		}
@@ -346,12 +346,12 @@ func (b *writesBench) duplicateRedelivery(rep *Report, first ledger.Intent, firs
 
 // claimNew claims in as claimWorker and fails unless the claim made a new
 // claimed entry, which it returns.
-func claimNew(ctx context.Context, svc *ledgertest.UseCases, in ledger.Intent, sealed []byte) (ledger.Entry, error) {
-	c, err := svc.Claim(ctx, in, sealed, claimWorker)
+func claimNew(ctx context.Context, cases *ledgertest.UseCases, in ledger.Intent, sealed []byte) (ledger.Entry, error) {
+	c, err := cases.Claim(ctx, in, sealed, claimWorker)
 	if err == nil && c.Outcome != ledger.OutcomeClaimed {
 		err = fmt.Errorf("claim outcome %s, want claimed", c.Outcome)
 	}
-	if st, ok := svc.Store.(*dynamostore.Store); ok && err == nil {
+	if st, ok := cases.Store.(*dynamostore.Store); ok && err == nil {
 		// What the claim's stream record carries, which dispatch compares
 		// with the row: the entry as the table holds it.
 		return st.Stored(c.Entry)
@@ -361,7 +361,7 @@ func claimNew(ctx context.Context, svc *ledgertest.UseCases, in ledger.Intent, s
 
 // claimWant claims in and fails unless the outcome is want.
 func (b *writesBench) claimWant(in ledger.Intent, sealed []byte, want ledger.Outcome) error {
-	res, err := b.svc.Claim(b.ctx, in, sealed, claimWorker)
+	res, err := b.cases.Claim(b.ctx, in, sealed, claimWorker)
 	if err == nil && res.Outcome != want {
 		err = fmt.Errorf("claim outcome %s, want %s", res.Outcome, want)
 	}

@@ -165,14 +165,14 @@ type eventFact struct {
 // event and records it; an event that is refused (unproven, another
 // channel's row, no row) is dropped with a log line, any other failure is
 // retried by the queue.
-func (s *sim) recordEvent(ctx context.Context, inv *invocation, svc *evidence.Recorder) (string, error) {
+func (s *sim) recordEvent(ctx context.Context, inv *invocation, recorder *evidence.Recorder) (string, error) {
 	p := inv.trig.pev
 	ev := p.ev
 	if s.mutant == BounceLosesPermanent && ev.Kind == ledger.KindBounced {
 		ev.Permanent = false
 	}
 	before, _ := s.peek(ev.Key)
-	res, err := svc.RecordProviderEvent(ctx, ev, inv.worker)
+	res, err := recorder.RecordProviderEvent(ctx, ev, inv.worker)
 	s.facts.events = append(s.facts.events, eventFact{inv: inv, pev: p, res: res, err: err, before: before})
 	line := logLine(inv, err, "dedupe_key", ev.Key, "type", ev.Type, "message_id", ev.MessageID, "outcome", string(res.Outcome),
 		"state", string(res.Entry.State))

@@ -21,7 +21,7 @@ import (
 // park at every call. As in a deployed function, each function builds only
 // its own use case from them (body), with its constructor.
 func (s *sim) ports(inv *invocation) assemble.Ports {
-	svc := assemble.Ports{
+	ports := assemble.Ports{
 		Store:      &storePort{inv},
 		Content:    &contentPort{inv},
 		Opener:     &openerPort{inv},
@@ -46,18 +46,18 @@ func (s *sim) ports(inv *invocation) assemble.Ports {
 		// the content in one batch (only the dispatcher uses it).
 		FirstReads: &firstReadsPort{inv},
 	}
-	svc.Limits, svc.Limiter = limitsOf(inv.fn, s.w.sendLimits, &limiterPort{inv})
+	ports.Limits, ports.Limiter = limitsOf(inv.fn, s.w.sendLimits, &limiterPort{inv})
 	if s.mutant == ProofShapeOnly && inv.fn == fnEvents {
-		svc.Proofs = lengthOnly{s.proofs}
+		ports.Proofs = lengthOnly{s.proofs}
 	}
 	for _, ch := range ledger.Channels {
-		svc.Transports[ch] = &transportPort{inv: inv, p: s.providers[ch]}
+		ports.Transports[ch] = &transportPort{inv: inv, p: s.providers[ch]}
 	}
-	svc.Budget = ledger.NoBudget
+	ports.Budget = ledger.NoBudget
 	if s.budget != nil {
-		svc.Budget = &budgetPort{inv}
+		ports.Budget = &budgetPort{inv}
 	}
-	return svc
+	return ports
 }
 
 // limitsOf is the send-limit policy and counters function fn holds, as the
@@ -89,14 +89,14 @@ func (s *sim) body(inv *invocation, p assemble.Ports) func(ctx context.Context) 
 	case fnClaim:
 		return s.claim(inv, must(assemble.Claimer(p)))
 	case fnDispatch:
-		svc := must(assemble.Dispatcher(p))
+		dispatcher := must(assemble.Dispatcher(p))
 		return func(ctx context.Context) (string, error) {
 			var res ledger.DispatchResult
 			var err error
 			if t.image != nil {
-				res, err = svc.DispatchRow(ctx, *t.image, inv.worker)
+				res, err = dispatcher.DispatchRow(ctx, *t.image, inv.worker)
 			} else {
-				res, err = svc.Dispatch(ctx, t.key, inv.worker)
+				res, err = dispatcher.Dispatch(ctx, t.key, inv.worker)
 			}
 			line := logLine(inv, err, "dedupe_key", t.key, "source", t.source, "outcome", string(res.Outcome),
 				"state", string(res.Entry.State), "ack_id", res.Entry.AckID, "reason", res.Entry.Reason)
@@ -112,20 +112,20 @@ func (s *sim) body(inv *invocation, p assemble.Ports) func(ctx context.Context) 
 				switch {
 				case t.image != nil && res.Outcome == ledger.OutcomeContradicted:
 				case t.image != nil:
-					_ = svc.Read(ctx, ledger.FromStream, t.image.UpdatedAt)
+					_ = dispatcher.Read(ctx, ledger.FromStream, t.image.UpdatedAt)
 				case t.source == "queue":
-					_ = svc.Read(ctx, ledger.FromQueue, t.at)
+					_ = dispatcher.Read(ctx, ledger.FromQueue, t.at)
 				}
 			}
 			return line, err
 		}
 	case fnReconcile:
-		svc := must(assemble.Reconciler(p))
+		reconciler := must(assemble.Reconciler(p))
 		return func(ctx context.Context) (string, error) {
-			rep, err := svc.Reconcile(ctx, inv.worker, sweepLimit)
+			rep, err := reconciler.Reconcile(ctx, inv.worker, sweepLimit)
 			if err == nil {
 				var red ledger.SweepReport
-				red, err = svc.Redrive(ctx, sweepLimit)
+				red, err = reconciler.Redrive(ctx, sweepLimit)
 				rep.Errors = append(rep.Errors, red.Errors...)
 				for a, n := range red.Actions {
 					if rep.Actions == nil {
@@ -137,23 +137,23 @@ func (s *sim) body(inv *invocation, p assemble.Ports) func(ctx context.Context) 
 			return sweepLine(inv, rep, err), err
 		}
 	case fnExpire:
-		svc := must(assemble.Expirer(p))
+		expirer := must(assemble.Expirer(p))
 		return func(ctx context.Context) (string, error) {
-			rep, err := svc.ExpireSweep(ctx, inv.worker, sweepLimit)
+			rep, err := expirer.ExpireSweep(ctx, inv.worker, sweepLimit)
 			return sweepLine(inv, rep, err), err
 		}
 	case fnEvents:
-		svc := must(assemble.EventRecorder(p))
-		return func(ctx context.Context) (string, error) { return s.recordEvent(ctx, inv, svc) }
+		recorder := must(assemble.EventRecorder(p))
+		return func(ctx context.Context) (string, error) { return s.recordEvent(ctx, inv, recorder) }
 	default:
-		svc := must(assemble.Resolver(p))
-		return func(ctx context.Context) (string, error) { return s.operate(ctx, inv, p.Store, svc) }
+		resolver := must(assemble.Resolver(p))
+		return func(ctx context.Context) (string, error) { return s.operate(ctx, inv, p.Store, resolver) }
 	}
 }
 
 // claim is the claim function's body: in a KMS world it checks the
 // intent's seal first (checkSeal), as the claim handler does.
-func (s *sim) claim(inv *invocation, svc *claim.Claimer) func(ctx context.Context) (string, error) {
+func (s *sim) claim(inv *invocation, claimer *claim.Claimer) func(ctx context.Context) (string, error) {
 	t := inv.trig
 	return func(ctx context.Context) (string, error) {
 		if s.w.kms {
@@ -166,7 +166,7 @@ func (s *sim) claim(inv *invocation, svc *claim.Claimer) func(ctx context.Contex
 		if s.mutant == IssuedAtDropped {
 			in.IssuedAt = time.Time{}
 		}
-		res, err := svc.Claim(ctx, in, t.msg.sealed, inv.worker)
+		res, err := claimer.Claim(ctx, in, t.msg.sealed, inv.worker)
 		return logLine(inv, err, "challenge_id", t.msg.intent.ChallengeID, "channel", string(t.msg.intent.Channel),
 			"content_hash", t.msg.intent.ContentHash, "outcome", string(res.Outcome), "state", string(res.Entry.State),
 			"reason", res.Entry.Reason), err
@@ -185,7 +185,7 @@ func must[T any](v T, err error) T {
 // provider's log): accepted with the provider's id when it took the
 // message, abandoned when it has no record of it. The operator never
 // decides rejected.
-func (s *sim) operate(ctx context.Context, inv *invocation, store ledger.Store, svc *resolve.Resolver) (string, error) {
+func (s *sim) operate(ctx context.Context, inv *invocation, store ledger.Store, resolver *resolve.Resolver) (string, error) {
 	rows, err := store.ListOpen(ctx, ledger.Quarantined, time.Time{}, 0)
 	if err != nil {
 		return logLine(inv, err), err
@@ -195,9 +195,9 @@ func (s *sim) operate(ctx context.Context, inv *invocation, store ledger.Store, 
 	for _, e := range rows {
 		var rerr error
 		if rs := s.providers[e.Identity.Channel].msgs[e.Key]; len(rs) > 0 {
-			_, rerr = svc.Resolve(ctx, e.Key, ledger.DecideAccepted, "provider records the message under our key", rs[0].ack, inv.worker)
+			_, rerr = resolver.Resolve(ctx, e.Key, ledger.DecideAccepted, "provider records the message under our key", rs[0].ack, inv.worker)
 		} else {
-			_, rerr = svc.Resolve(ctx, e.Key, ledger.DecideAbandoned, "provider has no record of the message", "", inv.worker)
+			_, rerr = resolver.Resolve(ctx, e.Key, ledger.DecideAbandoned, "provider has no record of the message", "", inv.worker)
 		}
 		if rerr != nil {
 			errs = append(errs, rerr)

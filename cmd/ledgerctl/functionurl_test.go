@@ -125,7 +125,7 @@ func (u *functionURL) serve(w http.ResponseWriter, r *http.Request, body []byte,
 			HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path},
 		},
 	}
-	h := &handler.Operate{Deps: handler.Deps{Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}, UseCase: u.f.svc}
+	h := &handler.Operate{Deps: handler.Deps{Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}, UseCase: u.f.cases}
 	resp, err := h.Handle(r.Context(), ev)
 	if err != nil {
 		w.WriteHeader(http.StatusBadGateway)

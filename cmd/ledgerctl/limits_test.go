@@ -15,8 +15,8 @@ import (
 func TestExplainShowsLimitRule(t *testing.T) {
 	f := newFixture(t)
 	limits := &memstore.Limits{}
-	f.svc.Limits = ledger.Limits{SMSGlobal: ledger.Cap{Max: 1, Window: time.Hour}}
-	f.svc.Limiter, f.svc.Challenges = limits, limits
+	f.cases.Limits = ledger.Limits{SMSGlobal: ledger.Cap{Max: 1, Window: time.Hour}}
+	f.cases.Limiter, f.cases.Challenges = limits, limits
 	sent := f.claim(1, ledger.SMS, ledger.Single)
 	if out := f.dispatch(sent, ledgertest.Accept); out != ledger.OutcomeAccepted {
 		t.Fatalf("first SMS: %s", out)

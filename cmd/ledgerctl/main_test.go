@@ -30,7 +30,7 @@ type fixture struct {
 	db             *dynamodb.Client
 	table, content string
 	clock          *ledgertest.Clock
-	svc            *ledgertest.UseCases
+	cases          *ledgertest.UseCases
 	store          *dynamostore.Store
 
 	mu       sync.Mutex
@@ -76,7 +76,7 @@ func newFixture(t *testing.T) *fixture {
 		return f.behavior[s.IdempotencyKey]
 	}
 	f.store = dynamostore.New(f.db, f.table, dynamostore.DefaultShards)
-	f.svc = &ledgertest.UseCases{Ports: assemble.Ports{
+	f.cases = &ledgertest.UseCases{Ports: assemble.Ports{
 		Store:   f.store,
 		Content: dynamostore.NewContent(f.db, f.content),
 		Opener:  ledgertest.PlainOpener{},
@@ -95,7 +95,7 @@ func (f *fixture) claim(i int, ch ledger.Channel, wf ledger.WorkflowKind) string
 	f.t.Helper()
 	in, sealed := ledgertest.Intent(i, ch, f.clock.Now(), time.Hour)
 	in.Workflow.Kind = wf
-	res, err := f.svc.Claim(context.Background(), in, sealed, ledger.Worker("claim/req-"+in.ChallengeID))
+	res, err := f.cases.Claim(context.Background(), in, sealed, ledger.Worker("claim/req-"+in.ChallengeID))
 	if err != nil {
 		f.t.Fatalf("claim %d %s: %v", i, ch, err)
 	}
@@ -108,7 +108,7 @@ func (f *fixture) dispatch(key string, b ledgertest.Behavior) ledger.Outcome {
 	f.mu.Lock()
 	f.behavior[key] = b
 	f.mu.Unlock()
-	res, err := f.svc.Dispatch(context.Background(), key, "dispatch/req-1")
+	res, err := f.cases.Dispatch(context.Background(), key, "dispatch/req-1")
 	if err != nil {
 		f.t.Fatalf("dispatch %s: %v", key, err)
 	}
@@ -123,7 +123,7 @@ func (f *fixture) crashDispatch(key string) {
 	f.mu.Unlock()
 	func() {
 		defer func() { _ = recover() }()
-		_, _ = f.svc.Dispatch(context.Background(), key, "dispatch/req-crash")
+		_, _ = f.cases.Dispatch(context.Background(), key, "dispatch/req-crash")
 	}()
 	if e := f.get(key); e.State != ledger.Dispatching {
 		f.t.Fatalf("crashed dispatch left %s, want dispatching", e.State)
@@ -141,7 +141,7 @@ func (f *fixture) get(key string) ledger.Entry {
 
 func (f *fixture) reconcile() {
 	f.t.Helper()
-	rep, err := f.svc.Reconcile(context.Background(), "reconcile/req-1", 100)
+	rep, err := f.cases.Reconcile(context.Background(), "reconcile/req-1", 100)
 	if err == nil {
 		err = rep.Err()
 	}

@@ -21,7 +21,7 @@ func (f *fixture) claimRef(i int, ch ledger.Channel, subject, destination string
 	if destination != "" {
 		in.DestinationRef = destination
 	}
-	res, err := f.svc.Claim(context.Background(), in, sealed, ledger.Worker("claim/req-"+in.ChallengeID))
+	res, err := f.cases.Claim(context.Background(), in, sealed, ledger.Worker("claim/req-"+in.ChallengeID))
 	if err != nil {
 		f.t.Fatalf("claim %d %s: %v", i, ch, err)
 	}

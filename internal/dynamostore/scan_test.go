@@ -32,7 +32,7 @@ func scanFixture(t *testing.T, n int) (*dynamostore.Scanner, []string) {
 		}
 	})
 	clock := ledgertest.NewClock()
-	svc := &ledgertest.UseCases{Ports: assemble.Ports{
+	cases := &ledgertest.UseCases{Ports: assemble.Ports{
 		Store:   dynamostore.New(client, table, dynamostore.DefaultShards),
 		Content: dynamostore.NewContent(client, content),
 		Clock:   clock.Now,
@@ -41,7 +41,7 @@ func scanFixture(t *testing.T, n int) (*dynamostore.Scanner, []string) {
 	var keys []string
 	for i := range n {
 		in, sealed := ledgertest.Intent(i, ledger.Email, clock.Now(), time.Hour)
-		res, err := svc.Claim(ctx, in, sealed, "test")
+		res, err := cases.Claim(ctx, in, sealed, "test")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,11 +48,11 @@ func TestClaimRefusesADictionaryTheStageLacks(t *testing.T) {
 		{"version 2, no dictionaries", nil, wireV2(t, now), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, tr := memUseCases(now)
+			cases, tr := memUseCases(now)
 			var out bytes.Buffer
-			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals(), Dictionaries: tc.set}
+			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: cases, Seals: handlertest.Seals(), Dictionaries: tc.set}
 			resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-1", tc.body)}})
-			_, err := svc.Store.Get(context.Background(), in.Key())
+			_, err := cases.Store.Get(context.Background(), in.Key())
 			if tc.claim {
 				if len(resp.BatchItemFailures) != 0 || err != nil {
 					t.Fatalf("not claimed: %+v, get %v", resp, err)

@@ -67,8 +67,8 @@ func TestClaimResponseEncoding(t *testing.T) {
 			`{"batchItemFailures":[{"itemIdentifier":"m-bad"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, _ := memUseCases(now)
-			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: svc, Seals: handlertest.Seals()}
+			cases, _ := memUseCases(now)
+			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, UseCase: cases, Seals: handlertest.Seals()}
 			resp, err := h.Handle(context.Background(), events.SQSEvent{Records: tc.records})
 			if err != nil {
 				t.Fatal(err)
@@ -83,13 +83,13 @@ func TestClaimResponseEncoding(t *testing.T) {
 func TestDispatchResponseEncoding(t *testing.T) {
 	now := time.Now()
 	ctx := context.Background()
-	svc, tr := memUseCases(now)
+	cases, tr := memUseCases(now)
 	in, sealed := ledgertest.Intent(1, ledger.Email, now, time.Hour)
-	if _, err := svc.Claim(ctx, in, sealed, "claim/test"); err != nil {
+	if _, err := cases.Claim(ctx, in, sealed, "claim/test"); err != nil {
 		t.Fatal(err)
 	}
 	record := handlertest.StreamRecord
-	h := NewDispatch(Deps{Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, svc, dynamostore.Records{})
+	h := NewDispatch(Deps{Log: quiet(), Metrics: &metrics.Emitter{W: io.Discard}}, cases, dynamostore.Records{})
 	for _, tc := range []struct {
 		name    string
 		records []events.DynamoDBEventRecord

@@ -65,9 +65,9 @@ func TestClaimRefusesAnIntentChangedAfterSealing(t *testing.T) {
 		})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, tr := memUseCases(now)
+			cases, tr := memUseCases(now)
 			var out bytes.Buffer
-			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals()}
+			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: cases, Seals: handlertest.Seals()}
 			resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-forged", tc.body)}})
 			if err != nil || len(resp.BatchItemFailures) != 1 {
 				t.Fatalf("tampered intent: %+v %v, want it reported failed", resp, err)
@@ -76,7 +76,7 @@ func TestClaimRefusesAnIntentChangedAfterSealing(t *testing.T) {
 				t.Fatalf("no RejectedIntents with reason intent_mac: %s", out.String())
 			}
 			in, _ := ledgertest.Intent(1, ledger.Email, now, time.Hour)
-			if _, err := svc.Store.Get(context.Background(), in.Key()); !errors.Is(err, ledger.ErrNotFound) {
+			if _, err := cases.Store.Get(context.Background(), in.Key()); !errors.Is(err, ledger.ErrNotFound) {
 				t.Fatalf("a tampered intent left a row (get: %v)", err)
 			}
 			// The genuine intent, arriving second, is claimed.
@@ -84,7 +84,7 @@ func TestClaimRefusesAnIntentChangedAfterSealing(t *testing.T) {
 			if len(resp.BatchItemFailures) != 0 {
 				t.Fatalf("the genuine intent after a tampered copy: %+v", resp)
 			}
-			if row, err := svc.Store.Get(context.Background(), in.Key()); err != nil || row.State != ledger.Claimed {
+			if row, err := cases.Store.Get(context.Background(), in.Key()); err != nil || row.State != ledger.Claimed {
 				t.Fatalf("genuine row: %+v %v", row.State, err)
 			}
 			if tr.Calls() != 0 {
@@ -111,11 +111,11 @@ func TestClaimTakesVersion1OnlyWhereTheStageAllows(t *testing.T) {
 	b, _ := json.Marshal(m)
 	in, _ := ledgertest.Intent(1, ledger.Email, now, time.Hour)
 	for _, accept := range []bool{false, true} {
-		svc, _ := memUseCases(now)
+		cases, _ := memUseCases(now)
 		var out bytes.Buffer
-		h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals(), AcceptV1: accept}
+		h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: cases, Seals: handlertest.Seals(), AcceptV1: accept}
 		resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-1", string(b))}})
-		row, err := svc.Store.Get(context.Background(), in.Key())
+		row, err := cases.Store.Get(context.Background(), in.Key())
 		switch {
 		case !accept && (len(resp.BatchItemFailures) != 1 || !errors.Is(err, ledger.ErrNotFound) || !strings.Contains(out.String(), `"Reason":"schema_version"`)):
 			t.Fatalf("version 1 not accepted: %+v, row err %v, metrics %s", resp, err, out.String())
@@ -177,11 +177,11 @@ func TestClaimTakesVersion2OnlyWhereTheStageAllows(t *testing.T) {
 		{"version 3 relabelled version 2, accepted", relabelled, true, "intent_mac"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, _ := memUseCases(now)
+			cases, _ := memUseCases(now)
 			var out bytes.Buffer
-			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: svc, Seals: handlertest.Seals(), AcceptV2: tc.accept}
+			h := &Claim{Deps: Deps{Log: quiet(), Metrics: &metrics.Emitter{W: &out}}, UseCase: cases, Seals: handlertest.Seals(), AcceptV2: tc.accept}
 			resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{handlertest.SQSMessage("m-1", string(tc.body))}})
-			_, err := svc.Store.Get(context.Background(), in.Key())
+			_, err := cases.Store.Get(context.Background(), in.Key())
 			if tc.reason == "" {
 				if len(resp.BatchItemFailures) != 0 || err != nil {
 					t.Fatalf("not claimed: %+v, row err %v, metrics %s", resp, err, out.String())

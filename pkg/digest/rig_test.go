@@ -71,7 +71,7 @@ type ledgerRig struct {
 	t      *testing.T
 	clock  *ledgertest.Clock
 	store  *streamed
-	svc    *ledgertest.UseCases
+	cases  *ledgertest.UseCases
 	keys   []string
 	crash  map[string]bool // dispatch of these keys dies mid-send
 	digs   *digest.MemStore
@@ -93,7 +93,7 @@ func newRig(t *testing.T) *ledgerRig {
 	}
 	r := &ledgerRig{
 		t: t, clock: clock, store: st,
-		svc: &ledgertest.UseCases{Ports: assemble.Ports{
+		cases: &ledgertest.UseCases{Ports: assemble.Ports{
 			Store: st, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 			Transports: map[ledger.Channel]ledger.Transport{
 				ledger.Email: &ledgertest.Transport{Script: behave},
@@ -103,7 +103,7 @@ func newRig(t *testing.T) *ledgerRig {
 		}},
 		crash: crash, digs: digest.NewMemStore(), signer: digest.NewLocalSigner("local:digest"),
 	}
-	r.writer = &digest.Writer{Store: r.digs, Signer: r.signer, Clock: clock.Now, Retention: r.svc.Policy.Retention}
+	r.writer = &digest.Writer{Store: r.digs, Signer: r.signer, Clock: clock.Now, Retention: r.cases.Policy.Retention}
 	return r
 }
 
@@ -123,7 +123,7 @@ func (r *ledgerRig) populate(n int) {
 		}
 		key := r.claimOn(i, ch, ttl)
 		if i%7 < 5 {
-			if _, err := r.svc.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
+			if _, err := r.cases.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
 				r.t.Fatalf("dispatch %d: %v", i, err)
 			}
 		}
@@ -132,10 +132,10 @@ func (r *ledgerRig) populate(n int) {
 		}
 	}
 	r.clock.Advance(10 * time.Minute)
-	if _, err := r.svc.ExpireSweep(ctx, "expire/req-1", 0); err != nil {
+	if _, err := r.cases.ExpireSweep(ctx, "expire/req-1", 0); err != nil {
 		r.t.Fatal(err)
 	}
-	if _, err := r.svc.Reconcile(ctx, "reconcile/req-1", 0); err != nil {
+	if _, err := r.cases.Reconcile(ctx, "reconcile/req-1", 0); err != nil {
 		r.t.Fatal(err)
 	}
 	// Rows left unknown and dispatching after the sweep.
@@ -145,9 +145,9 @@ func (r *ledgerRig) populate(n int) {
 			r.crash[key] = true
 			func() {
 				defer func() { _ = recover() }()
-				_, _ = r.svc.Dispatch(ctx, key, "dispatch/req-crash")
+				_, _ = r.cases.Dispatch(ctx, key, "dispatch/req-crash")
 			}()
-		} else if _, err := r.svc.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
+		} else if _, err := r.cases.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
 			r.t.Fatal(err)
 		}
 	}
@@ -160,7 +160,7 @@ func (r *ledgerRig) claim(i int, ttl time.Duration) string { return r.claimOn(i,
 func (r *ledgerRig) claimOn(i int, ch ledger.Channel, ttl time.Duration) string {
 	r.t.Helper()
 	in, sealed := ledgertest.Intent(i, ch, r.clock.Now(), ttl)
-	res, err := r.svc.Claim(context.Background(), in, sealed, ledger.Worker(fmt.Sprintf("claim/req-%d", i)))
+	res, err := r.cases.Claim(context.Background(), in, sealed, ledger.Worker(fmt.Sprintf("claim/req-%d", i)))
 	if err != nil {
 		r.t.Fatalf("claim %d: %v", i, err)
 	}
@@ -184,7 +184,7 @@ func (r *ledgerRig) table() map[string]ledger.Entry {
 	r.t.Helper()
 	out := map[string]ledger.Entry{}
 	for _, k := range r.keys {
-		e, err := r.svc.Store.Get(context.Background(), k)
+		e, err := r.cases.Store.Get(context.Background(), k)
 		if err != nil {
 			r.t.Fatal(err)
 		}

@@ -259,13 +259,13 @@ func TestClaimLosesCreateRace(t *testing.T) {
 				otherIn.ContentHash, otherSealed = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m), ledgertest.Seal(m)
 			}
 			other := *e.Cases
-			svc := *e.Cases
-			svc.Store = &createHookStore{Store: e.Store, beforeCreate: func() {
+			cases := *e.Cases
+			cases.Store = &createHookStore{Store: e.Store, beforeCreate: func() {
 				if r, err := other.Claim(ctx, otherIn, otherSealed, "claim/other"); err != nil || r.Outcome != ledger.OutcomeClaimed {
 					t.Errorf("other claim: %s %v", r.Outcome, err)
 				}
 			}}
-			res, err := svc.Claim(ctx, in, sealed, "claim/me")
+			res, err := cases.Claim(ctx, in, sealed, "claim/me")
 			if err != nil || res.Outcome != tt.wantOutcome {
 				t.Fatalf("claim: %s %v, want %s", res.Outcome, err, tt.wantOutcome)
 			}

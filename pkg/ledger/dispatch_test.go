@@ -346,31 +346,31 @@ func TestDispatchInterleavings(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name string
-		// wire installs the interleaving on svc (the worker under test);
-		// other is an untouched service over the same stores.
-		wire      func(t *testing.T, e *env, svc *ledgertest.UseCases, other *ledgertest.UseCases, in ledger.Intent)
+		// wire installs the interleaving on cases (the worker under test);
+		// other is an untouched set of use cases over the same stores.
+		wire      func(t *testing.T, e *env, cases *ledgertest.UseCases, other *ledgertest.UseCases, in ledger.Intent)
 		want      ledger.Outcome
 		wantState ledger.State
 		wantCalls int
 	}{
-		{"another worker dispatched and purged the content first", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
-			svc.Content = &hookContent{ContentStore: e.Content, beforeGet: dispatchFirst(t, other, in.Key())}
+		{"another worker dispatched and purged the content first", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
+			cases.Content = &hookContent{ContentStore: e.Content, beforeGet: dispatchFirst(t, other, in.Key())}
 		}, ledger.OutcomeSkipped, ledger.Accepted, 1},
-		{"another worker expired the row first", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
+		{"another worker expired the row first", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
 			e.Clock.Advance(time.Hour)
-			svc.Store = &hookStore{Store: e.Store, afterGet: func() {
+			cases.Store = &hookStore{Store: e.Store, afterGet: func() {
 				if _, err := other.ExpireSweep(ctx, "expire/other", 10); err != nil {
 					t.Error(err)
 				}
 			}}
 		}, ledger.OutcomeSkipped, ledger.Expired, 0},
-		{"another worker won the move to dispatching", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
-			svc.Store = &hookStore{Store: e.Store, beforeBegin: dispatchFirst(t, other, in.Key())}
+		{"another worker won the move to dispatching", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
+			cases.Store = &hookStore{Store: e.Store, beforeBegin: dispatchFirst(t, other, in.Key())}
 		}, ledger.OutcomeSkipped, ledger.Accepted, 1},
-		{"a content-mismatch event landed between read and write", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
-			svc.Store = &hookStore{Store: e.Store, beforeBegin: mismatchFirst(t, other, in)}
+		{"a content-mismatch event landed between read and write", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
+			cases.Store = &hookStore{Store: e.Store, beforeBegin: mismatchFirst(t, other, in)}
 		}, ledger.OutcomeAccepted, ledger.Accepted, 1},
-		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *env, svc, other *ledgertest.UseCases, in ledger.Intent) {
+		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
 			var once sync.Once
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
 				once.Do(mismatchFirst(t, other, in))
@@ -382,9 +382,9 @@ func TestDispatchInterleavings(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			in, _, _ := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
-			svc, other := *e.Cases, *e.Cases
-			tt.wire(t, e, &svc, &other, in)
-			res, err := svc.Dispatch(ctx, in.Key(), "dispatch/me")
+			cases, other := *e.Cases, *e.Cases
+			tt.wire(t, e, &cases, &other, in)
+			res, err := cases.Dispatch(ctx, in.Key(), "dispatch/me")
 			if err != nil || res.Outcome != tt.want {
 				t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, tt.want)
 			}

@@ -456,13 +456,13 @@ func (p *Pipeline) startFunctions(fnCfg aws.Config, o Options, keyARN, proofKeyA
 		}
 		roleCfg := fnCfg.Copy()
 		roleCfg.APIOptions = append(slices.Clone(roleCfg.APIOptions), awscall.Middleware(string(role), emulator.Account, p.Calls.Sink()))
-		svc, err := wire.Build(p.Ctx, roleCfg, s, logger, em, rolePorts[role])
+		ports, err := wire.Build(p.Ctx, roleCfg, s, logger, em, rolePorts[role])
 		if err != nil {
 			p.t.Fatal(err)
 		}
-		svc.Clock = p.Now
+		ports.Clock = p.Now
 		cfgs[role] = roleCfg
-		return *svc
+		return *ports
 	}
 	deps := handler.Deps{Log: logger, Metrics: em}
 	claimPorts := ports(settings.Claim)

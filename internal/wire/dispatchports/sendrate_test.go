@@ -216,7 +216,7 @@ func TestDispatchStartsWithoutGetAccount(t *testing.T) {
 	t.Cleanup(func() { _, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &s.BudgetTable}) })
 	s.SESFrom, s.Transports = "no-reply@mail.example.com", map[ledger.Channel]string{ledger.Email: settings.TransportSES}
 	log, lines := logLines(t)
-	svc, err := wire.Build(ctx, cfg, s, log, &metrics.Emitter{W: &bytes.Buffer{}}, Ports)
+	ports, err := wire.Build(ctx, cfg, s, log, &metrics.Emitter{W: &bytes.Buffer{}}, Ports)
 	if err != nil {
 		t.Fatalf("dispatch did not start with GetAccount failing: %v", err)
 	}
@@ -224,13 +224,13 @@ func TestDispatchStartsWithoutGetAccount(t *testing.T) {
 		t.Errorf("no warning at start; log: %v", lines())
 	}
 	now := time.Now()
-	if got := spacing(t, svc.Budget, ledger.Email, now); got != time.Second {
+	if got := spacing(t, ports.Budget, ledger.Email, now); got != time.Second {
 		t.Errorf("email spacing with GetAccount failing = %s, want 1s", got)
 	}
 	failing.Store(false)
 	// The table keeps whole microseconds.
 	later := now.Add(AskAgainAfter)
-	if got, want := spacing(t, svc.Budget, ledger.Email, later), ledger.Interval(acct.SendQuota.MaxSendRate).Truncate(time.Microsecond); got != want {
+	if got, want := spacing(t, ports.Budget, ledger.Email, later), ledger.Interval(acct.SendQuota.MaxSendRate).Truncate(time.Microsecond); got != want {
 		t.Errorf("email spacing once GetAccount answers = %s, want %s (MaxSendRate %v); log: %v", got, want, acct.SendQuota.MaxSendRate, lines())
 	}
 }

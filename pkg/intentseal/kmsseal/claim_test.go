@@ -43,7 +43,7 @@ func TestClaimRetriesEveryKMSFailureButAnInvalidMAC(t *testing.T) {
 			d := newDouble(t, handlertest.IntentKey)
 			d.setFault(f.answer)
 			tr := &ledgertest.Transport{}
-			svc := &ledgertest.UseCases{Ports: assemble.Ports{
+			cases := &ledgertest.UseCases{Ports: assemble.Ports{
 				Store: &memstore.Store{}, Content: &memstore.Content{}, Opener: ledgertest.PlainOpener{},
 				Transports: map[ledger.Channel]ledger.Transport{ledger.Email: tr, ledger.SMS: tr},
 				Clock:      func() time.Time { return now }, Policy: ledger.DefaultPolicy(),
@@ -51,7 +51,7 @@ func TestClaimRetriesEveryKMSFailureButAnInvalidMAC(t *testing.T) {
 			var logs, counts bytes.Buffer
 			h := &handler.Claim{
 				Deps:    handler.Deps{Log: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: &metrics.Emitter{W: &counts}},
-				UseCase: svc,
+				UseCase: cases,
 				Seals:   &kmsseal.KMS{Client: d.client(), KeyARN: keyARN},
 			}
 			ctx, cancel := context.Background(), context.CancelFunc(func() {})
@@ -63,7 +63,7 @@ func TestClaimRetriesEveryKMSFailureButAnInvalidMAC(t *testing.T) {
 			if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m-1" {
 				t.Fatalf("first delivery: %+v %v, want m-1 reported failed", resp, err)
 			}
-			if _, err := svc.Store.Get(context.Background(), in.Key()); !errors.Is(err, ledger.ErrNotFound) {
+			if _, err := cases.Store.Get(context.Background(), in.Key()); !errors.Is(err, ledger.ErrNotFound) {
 				t.Fatalf("a row exists after a seal KMS did not confirm (get: %v)", err)
 			}
 			refused := strings.Contains(counts.String(), `"RejectedIntents":1`) && strings.Contains(counts.String(), `"Reason":"intent_mac"`)
@@ -84,7 +84,7 @@ func TestClaimRetriesEveryKMSFailureButAnInvalidMAC(t *testing.T) {
 				if err != nil || len(resp.BatchItemFailures) != 0 {
 					t.Fatalf("redelivered once KMS answers: %+v %v", resp, err)
 				}
-				if row, err := svc.Store.Get(context.Background(), in.Key()); err != nil || row.State != ledger.Claimed {
+				if row, err := cases.Store.Get(context.Background(), in.Key()); err != nil || row.State != ledger.Claimed {
 					t.Fatalf("redelivered once KMS answers: row %v, %v; want claimed", row.State, err)
 				}
 			}
