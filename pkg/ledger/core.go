@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The ports, the policy and the core every use case shares.
+// The policy and the write path (Core) every use case holds.
 
 // Policy holds the tunables of the use cases.
 type Policy struct {
@@ -268,8 +268,6 @@ func (s *Core) Transitioned(from State, e Entry) {
 const Precision = time.Millisecond
 
 func (s *Core) Now() time.Time { return s.clock().UTC().Truncate(Precision) }
-
-func (s *Core) newID() string { return s.ids() }
 
 func randomID() string {
 	var b [16]byte

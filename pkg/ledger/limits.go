@@ -7,27 +7,9 @@ import (
 	"time"
 )
 
-// Send limits: the rate-control layer in front of the send. A claimed entry
-// is admitted once, at its first dispatch, before it books a send-rate slot:
-// every counter that applies to it (its destination on its channel, its
-// subject, its SMS country and the global SMS cap) counts it in one atomic
-// step, or, if one of them is full, none does and the entry ends limited, its
-// reason naming the rule, the window and the count. An entry that passed goes
-// on as before; a deferred entry passed already and is not counted again.
-//
-// Superseded challenges: an entry whose subject has a newer challenge for the
-// same purpose and channel, while nothing of it can have reached the
-// provider (Supersedable), ends suppressed with the reason "superseded by
-// challenge <id>". An entry that is dispatching, or whose attempt may have
-// been taken, is never touched.
-//
-// Counts are exact: a message counts once, in the windows of its first
-// admission, and the limiter records which counters those were. Every
-// write that ends a counted entry while nothing of it can have reached the
-// provider (superseded, expired, quarantined for its content) gives the
-// count back (apply); a dispatch that counted an entry from a stale copy and
-// then found it already ended gives back what it counted (dispatch). A
-// count whose release failed stays: too high, never too low.
+// Send limits and superseded challenges: the policy, the counters' port and
+// what the rules read (docs/design.md, "Send limits and superseded
+// challenges"); internal/usecase/admission applies them.
 
 // Rule names a send limit. It is what the reason, the metrics and
 // ledgerctl show; the counted key (a destination fingerprint, a subject)

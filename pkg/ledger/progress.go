@@ -5,11 +5,9 @@ import (
 	"time"
 )
 
-// How far dispatch has read the two ways entries reach it, so that reconcile
-// hands back only what neither can still deliver (Redrive). In a surge the
-// ledger stream lags far behind REDRIVE_AFTER; without the marks every
-// claimed entry waiting in the stream was re-driven, and then dispatched
-// twice (once a skip).
+// How far dispatch has read the stream and the queue, so that reconcile's
+// re-drive hands back only what neither can still deliver (the rule is
+// internal/usecase/pacing's).
 
 // Source is a way entries reach dispatch.
 type Source string

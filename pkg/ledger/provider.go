@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// The provider-event use case: what SES or End User Messaging SMS reported
-// about a message after the send becomes evidence in the entry's history, and
-// resolves an unknown outcome without an operator.
+// Provider events: what a provider reported about a sent message, as the
+// ledger keeps it (docs/design.md, "Provider events"); internal/usecase/evidence
+// records them.
 
 // Errors of RecordProviderEvent besides ErrNotFound (no entry for the key).
 var (

@@ -25,7 +25,7 @@ func (r *SweepReport) Count(action string) {
 // Err joins the per-entry failures, or returns nil.
 func (r SweepReport) Err() error { return errors.Join(r.Errors...) }
 
-func (s *Core) note(rep *SweepReport, action string, err error) {
+func (rep *SweepReport) note(action string, err error) {
 	switch {
 	case errors.Is(err, ErrConflict):
 		rep.Count("skipped (changed concurrently)")
@@ -37,17 +37,17 @@ func (s *Core) note(rep *SweepReport, action string, err error) {
 	}
 }
 
-// SweepOpen lists up to limit entries in the open state st that are due by
-// dueBy (limit 0: all of them), counts each as seen and notes what each
-// did: each returns the action it took, or "" for an entry it left alone. A
-// failed listing ends the sweep with an error prefixed by op; an entry's
-// failure is noted and the sweep goes on.
-func (s *Core) SweepOpen(ctx context.Context, rep *SweepReport, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
-	return s.SweepRows(rep, op, st, func() ([]Entry, error) { return s.store.ListOpen(ctx, st, dueBy, limit) }, each)
+// Open sweeps the entries of store in the open state st that are due by
+// dueBy, up to limit (0: all of them): it counts each as seen and notes
+// what each did: each returns the action it took, or "" for an entry it
+// left alone. A failed listing ends the sweep with an error prefixed by op;
+// an entry's failure is noted and the sweep goes on.
+func (rep *SweepReport) Open(ctx context.Context, store Store, op string, st State, dueBy time.Time, limit int, each func(Entry) (string, error)) error {
+	return rep.Rows(op, st, func() ([]Entry, error) { return store.ListOpen(ctx, st, dueBy, limit) }, each)
 }
 
-// SweepRows is sweepOpen over the entries list returns.
-func (s *Core) SweepRows(rep *SweepReport, op string, st State, list func() ([]Entry, error), each func(Entry) (string, error)) error {
+// Rows is Open over the entries list returns.
+func (rep *SweepReport) Rows(op string, st State, list func() ([]Entry, error), each func(Entry) (string, error)) error {
 	rows, err := list()
 	if err != nil {
 		return fmt.Errorf("%s: list %s: %w", op, st, err)
@@ -55,7 +55,7 @@ func (s *Core) SweepRows(rep *SweepReport, op string, st State, list func() ([]E
 	for _, e := range rows {
 		rep.Seen++
 		if action, err := each(e); action != "" || err != nil {
-			s.note(rep, action, err)
+			rep.note(action, err)
 		}
 	}
 	return nil

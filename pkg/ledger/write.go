@@ -40,7 +40,7 @@ func (s *Core) Record(e Entry, k EventKind, to State, w Worker, reason string, m
 		mut(&next)
 	}
 	ev := Event{
-		ID: s.newID(), Kind: k, From: e.State, To: to, At: now, Worker: string(w), Reason: reason,
+		ID: s.ids(), Kind: k, From: e.State, To: to, At: now, Worker: string(w), Reason: reason,
 		PolicyVersion: s.policy.Version, Attempt: next.Attempts, AckID: next.AckID, ContentHash: next.ContentHash,
 	}
 	ev = Chain(e.Key, e.Last().Hash, ev)
@@ -181,7 +181,7 @@ func (s *Core) Decide(ctx context.Context, e Entry, to State, w Worker, reason, 
 // nothing left to check or attempt.
 func (s *Core) Decision(e Entry, to State, w Worker, reason, ackID string) (Change, error) {
 	return s.Transition(e, to, w, reason, func(n *Entry) {
-		s.ClearDeferral(n)
+		n.ClearDeferral()
 		n.NextCheckAt = timeZero
 		n.Reason = reason
 		if ackID != "" {
@@ -190,8 +190,10 @@ func (s *Core) Decision(e Entry, to State, w Worker, reason, ackID string) (Chan
 	})
 }
 
-func (s *Core) ClearDeferral(n *Entry) {
-	n.NextAttemptAt, n.SlotAt, n.NotSentCode = timeZero, timeZero, ""
+// ClearDeferral clears what a deferral set: the next attempt, the booked
+// slot and the not-sent code.
+func (e *Entry) ClearDeferral() {
+	e.NextAttemptAt, e.SlotAt, e.NotSentCode = timeZero, timeZero, ""
 }
 
 func (s *Core) Expire(ctx context.Context, e Entry, w Worker, reason string, out Outcome) (DispatchResult, error) {

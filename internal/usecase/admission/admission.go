@@ -102,7 +102,7 @@ func (g *Gate) SupersedeIfNewer(ctx context.Context, e ledger.Entry, w ledger.Wo
 func (g *Gate) supersede(ctx context.Context, e ledger.Entry, w ledger.Worker, newer string) (ledger.DispatchResult, error) {
 	reason := ledger.SupersededPrefix + newer
 	c, err := g.core.Transition(e, ledger.Suppressed, w, reason, func(n *ledger.Entry) {
-		g.core.ClearDeferral(n)
+		n.ClearDeferral()
 		n.Reason = reason
 	})
 	if err != nil {
@@ -273,7 +273,7 @@ func supersededBy(o, e ledger.Entry) bool {
 // limit ends the claimed entry e limited by rule.
 func (g *Gate) limit(ctx context.Context, e ledger.Entry, w ledger.Worker, rule ledger.Rule, reason string) (ledger.DispatchResult, error) {
 	c, err := g.core.Transition(e, ledger.Limited, w, reason, func(n *ledger.Entry) {
-		g.core.ClearDeferral(n)
+		n.ClearDeferral()
 		n.Reason = reason
 		n.NotSentCode = ledger.LimitCode + string(rule)
 	})

@@ -258,7 +258,7 @@ func (d *Dispatcher) open(ctx context.Context, e ledger.Entry, w ledger.Worker) 
 	msg, err := d.sender.OpenContent(ctx, e)
 	if errors.Is(err, ledger.ErrContentUnavailable) || errors.Is(err, ledger.ErrNotFound) {
 		const reason = "sealed content unavailable or failed verification; nothing sent"
-		c, terr := d.core.Transition(e, ledger.Quarantined, w, reason, func(n *ledger.Entry) { d.core.ClearDeferral(n); n.Reason = reason })
+		c, terr := d.core.Transition(e, ledger.Quarantined, w, reason, func(n *ledger.Entry) { n.ClearDeferral(); n.Reason = reason })
 		if terr != nil {
 			return nil, ledger.DispatchResult{}, terr
 		}
@@ -337,7 +337,7 @@ func (d *Dispatcher) begin(ctx context.Context, e ledger.Entry, w ledger.Worker)
 			n.FirstAttemptAt = now
 		}
 		n.LeaseUntil = now.Add(d.core.Policy().Lease)
-		d.core.ClearDeferral(n)
+		n.ClearDeferral()
 		n.Reason = ""
 	})
 	if err != nil {

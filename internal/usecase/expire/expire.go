@@ -23,7 +23,7 @@ func (x *Expirer) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (
 	listExpired := func() ([]ledger.Entry, error) {
 		return x.core.Store().ListExpired(ctx, ledger.Claimed, now.Add(x.core.Policy().ExpiryMargin), limit)
 	}
-	err := x.core.SweepRows(&rep, "expire", ledger.Claimed, listExpired, func(e ledger.Entry) (string, error) {
+	err := rep.Rows("expire", ledger.Claimed, listExpired, func(e ledger.Entry) (string, error) {
 		if !x.core.ExpiredAt(e.ExpiresAt, now) {
 			return "", nil
 		}
@@ -35,7 +35,7 @@ func (x *Expirer) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (
 	}
 	// Deferred entries whose challenge ran out while they waited (a lost
 	// wake-up and a missed re-drive): they were never sent.
-	err = x.core.SweepOpen(ctx, &rep, "expire", ledger.Deferred, now, limit, func(e ledger.Entry) (string, error) {
+	err = rep.Open(ctx, x.core.Store(), "expire", ledger.Deferred, now, limit, func(e ledger.Entry) (string, error) {
 		if !x.core.ExpiredAt(e.ExpiresAt, now) {
 			return "", nil
 		}
@@ -49,7 +49,7 @@ func (x *Expirer) ExpireSweep(ctx context.Context, w ledger.Worker, limit int) (
 	// missed settleSuccessor) and expire those whose challenge did. All of
 	// them are listed, not the first limit: entries still waiting would
 	// otherwise hide a straggler behind them on every tick.
-	err = x.core.SweepOpen(ctx, &rep, "expire", ledger.Held, time.Time{}, 0, func(h ledger.Entry) (string, error) {
+	err = rep.Open(ctx, x.core.Store(), "expire", ledger.Held, time.Time{}, 0, func(h ledger.Entry) (string, error) {
 		_, p, _, err := x.core.Neighbor(ctx, h.Identity, h.Workflow, -1)
 		if err != nil {
 			return "", err

@@ -22,7 +22,7 @@ import (
 func (r *Reconciler) Reconcile(ctx context.Context, w ledger.Worker, limit int) (ledger.SweepReport, error) {
 	var rep ledger.SweepReport
 	now := r.core.Now()
-	err := r.core.SweepOpen(ctx, &rep, "reconcile", ledger.Dispatching, now, limit, func(e ledger.Entry) (string, error) {
+	err := rep.Open(ctx, r.core.Store(), "reconcile", ledger.Dispatching, now, limit, func(e ledger.Entry) (string, error) {
 		c, err := r.core.Transition(e, ledger.Unknown, w, "lease expired without a recorded outcome", func(n *ledger.Entry) {
 			n.LeaseUntil = time.Time{}
 			n.NextCheckAt = now
@@ -36,7 +36,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, w ledger.Worker, limit int) 
 	if err != nil {
 		return rep, err
 	}
-	err = r.core.SweepOpen(ctx, &rep, "reconcile", ledger.Unknown, now, limit, func(e ledger.Entry) (string, error) {
+	err = rep.Open(ctx, r.core.Store(), "reconcile", ledger.Unknown, now, limit, func(e ledger.Entry) (string, error) {
 		return r.resolveUnknown(ctx, e, w)
 	})
 	return rep, err
@@ -210,7 +210,7 @@ func (r *Reconciler) Redrive(ctx context.Context, limit int) (ledger.SweepReport
 		handed++
 		return string(e.State) + "->redriven", r.scheduler.Schedule(ctx, e.Key, now)
 	}
-	if err := r.core.SweepOpen(ctx, &rep, "redrive", ledger.Deferred, late, limit, redrive); err != nil {
+	if err := rep.Open(ctx, r.core.Store(), "redrive", ledger.Deferred, late, limit, redrive); err != nil {
 		return rep, err
 	}
 	// Claimed entries are indexed at their re-drive time (RedriveAt: the
@@ -221,7 +221,7 @@ func (r *Reconciler) Redrive(ctx context.Context, limit int) (ledger.SweepReport
 	if l := marks.Stream; now.Sub(l.Moved()) < r.core.Policy().RedriveAfter && l.Behind > 0 {
 		dueBy = now.Add(-l.Behind)
 	}
-	err := r.core.SweepOpen(ctx, &rep, "redrive", ledger.Claimed, dueBy, limit, redrive)
+	err := rep.Open(ctx, r.core.Store(), "redrive", ledger.Claimed, dueBy, limit, redrive)
 	if handed > 0 && r.progress != ledger.NoProgress {
 		if perr := r.progress.Redriven(ctx, now); perr != nil {
 			rep.Errors = append(rep.Errors, fmt.Errorf("redrive: record the hand-back: %w", perr))

@@ -12,8 +12,6 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// The sending rules dispatch and reconcile's same-key retry share.
-
 // OpenContent fetches and opens the sealed message of e and checks it
 // against the recorded content hash.
 func (s *Sender) OpenContent(ctx context.Context, e ledger.Entry) (ledger.Message, error) {
