@@ -277,8 +277,8 @@ func TestFunctionEnvLoads(t *testing.T) {
 			t.Errorf("%s: %v", role, err)
 		}
 	}
-	if functionEnv(settings.Dispatch)[settings.SendRateEmail.Env] == "" {
-		t.Errorf("dispatch's environment does not set %s", settings.SendRateEmail.Env)
+	if functionEnv(settings.Dispatch)[settings.SendRateVar[ledger.Email].Env] == "" {
+		t.Errorf("dispatch's environment does not set %s", settings.SendRateVar[ledger.Email].Env)
 	}
 }
 

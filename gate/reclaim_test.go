@@ -24,7 +24,7 @@ func TestGateNewestReclaimsCounts(t *testing.T) {
 			settings.LimitDestination.Env: "2/1h",
 			// One email per 20 s, waited for in process at most 1 s: every
 			// later booking defers its row, counted, to a wake-up.
-			settings.SendRateEmail.Env: "0.05", settings.BudgetMaxWait.Env: "1s",
+			settings.SendRateVar[ledger.Email].Env: "0.05", settings.BudgetMaxWait.Env: "1s",
 		},
 	})
 	warm := p.Notification(1, ledger.Email, 30*time.Minute)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,8 +73,8 @@ Prints the SQS message id and the dedupe key; follow the row with
 		switch {
 		case *challenge == "":
 			return usagef(c, "--challenge is required")
-		case ch != ledger.Email && ch != ledger.SMS:
-			return usagef(c, "--channel must be email or sms")
+		case !slices.Contains(ledger.Channels, ch):
+			return usagef(c, "--channel must be %s", channelNames())
 		case strings.TrimSpace(*to) == "":
 			return usagef(c, "--to is required")
 		case *expiresIn <= 0:
@@ -89,7 +90,7 @@ Prints the SQS message id and the dedupe key; follow the row with
 		switch wf.Kind {
 		case ledger.Single, ledger.Dual:
 		case ledger.Fallback:
-			wf.Order = []ledger.Channel{ledger.Email, ledger.SMS}
+			wf.Order = slices.Clone(ledger.Channels)
 		default:
 			return usagef(c, "--workflow must be single, dual or fallback")
 		}
@@ -143,4 +144,13 @@ Prints the SQS message id and the dedupe key; follow the row with
 			id, key, textTime(n.ExpiresAt), *keyARN)
 		return nil
 	},
+}
+
+// channelNames is "email or sms": the channels a sample may use.
+func channelNames() string {
+	names := make([]string, len(ledger.Channels))
+	for i, ch := range ledger.Channels {
+		names[i] = string(ch)
+	}
+	return strings.Join(names, " or ")
 }

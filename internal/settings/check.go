@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/webhooktransport"
-	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
 // A Problem is one setting the functions would refuse, and why.
@@ -102,26 +101,23 @@ func (s Settings) checkRole(role Role, add func(*Var, string)) {
 			add(v, "must be at most "+LeaseDuration.Env+" ("+FormatDuration(s.Policy.Lease)+"): a retry's call is cut at its lease, and a dispatching row is unknown after it")
 		}
 	}
-	for _, t := range []struct {
-		v  *Var
-		ch ledger.Channel
-	}{{EmailTransport, ledger.Email}, {SMSTransport, ledger.SMS}} {
-		switch kind := s.Transports[t.ch]; {
+	for _, c := range Channels {
+		v := TransportVar[c.Channel]
+		switch kind := s.Transports[c.Channel]; {
+		case !slices.Contains(c.Kinds, kind):
+			add(v, "unknown transport ("+transportKinds()+")")
 		case kind == TransportWebhook:
 			if s.WebhookURL == "" {
-				add(WebhookURL, "required when "+t.v.Env+"="+TransportWebhook)
+				add(WebhookURL, "required when "+v.Env+"="+TransportWebhook)
 			} else if _, err := webhooktransport.ParseURL(s.WebhookURL); err != nil {
 				add(WebhookURL, err.Error())
 			}
-		case kind == TransportSES && t.ch == ledger.Email:
+		case kind == TransportSES:
 			if s.SESFrom == "" {
-				add(SESFromAddress, "required when "+t.v.Env+"="+TransportSES)
+				add(SESFromAddress, "required when "+v.Env+"="+TransportSES)
 			} else if !strings.Contains(s.SESFrom, "@") {
 				add(SESFromAddress, "must be an email address")
 			}
-		case kind == TransportSMS && t.ch == ledger.SMS:
-		default:
-			add(t.v, "unknown transport (email: ses|webhook, sms: sms|webhook)")
 		}
 	}
 }

@@ -134,12 +134,6 @@ var (
 		Roles: Senders, Doc: "how long reconcile waits between looks at an unknown row",
 		field: at(PositiveDuration, func(s *Settings) *time.Duration { return &s.Policy.RecheckAfter })}
 
-	EmailTransport = &Var{Env: "EMAIL_TRANSPORT", Context: "emailTransport", Default: TransportSES, Roles: Senders,
-		Doc:   "ses or webhook",
-		field: per(Text, transports, ledger.Email)}
-	SMSTransport = &Var{Env: "SMS_TRANSPORT", Context: "smsTransport", Default: TransportSMS, Roles: Senders,
-		Doc:   "sms or webhook",
-		field: per(Text, transports, ledger.SMS)}
 	SESFromAddress = &Var{Env: "SES_FROM_ADDRESS", Context: "sesFromAddress", Roles: Senders,
 		Doc:   "the sender address; required with EMAIL_TRANSPORT=ses",
 		field: at(Text, func(s *Settings) *string { return &s.SESFrom })}
@@ -218,12 +212,6 @@ var (
 		Doc:   "rows one sweep handles per state",
 		field: at(Count, func(s *Settings) *int { return &s.SweepLimit })}
 
-	SendRateEmail = &Var{Env: "SEND_RATE_EMAIL", Context: "sendRateEmail", Roles: []Role{Dispatch},
-		Doc:   "email sends per second; unset: SES's MaxSendRate (ses:GetAccount; 1 until SES answers), no budget for a webhook",
-		field: per(Rate, sendRates, ledger.Email)}
-	SendRateSMS = &Var{Env: "SEND_RATE_SMS", Context: "sendRateSms", Roles: []Role{Dispatch},
-		Doc:   "SMS sends per second; unset: no budget",
-		field: per(Rate, sendRates, ledger.SMS)}
 	BudgetMaxWait = &Var{Env: "BUDGET_MAX_WAIT", Context: "budgetMaxWait", Default: FormatDuration(policy.BudgetWait),
 		Roles: []Role{Dispatch}, Doc: "longest in-process wait for a send-rate slot before the row is deferred",
 		field: at(Duration, func(s *Settings) *time.Duration { return &s.Policy.BudgetWait })}
@@ -246,18 +234,21 @@ var (
 )
 
 // Vars lists every declaration, in the README's order.
-var Vars = []*Var{
+var Vars = slices.Concat([]*Var{
 	LedgerTable, ContentTable, ContentKeyARN, AttemptProofKeyARN, FingerprintKeyARN, IntentKeyARN, BudgetTable, DispatchQueueURL,
 	DigestBucket, DigestKeyARN, DigestInterval,
 	PolicyVersion, LeaseDuration, ExpiryMargin, SendGuard, HistoryRetention, ReconcileMaxAttempts, LookupSettlePeriod, FallbackDeliveryWait, MaxChallengeLifetime, RecheckAfter,
-	EmailTransport, SMSTransport, SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
+}, perChannel(TransportVar), []*Var{
+	SESFromAddress, SESConfigurationSet, SMSConfigurationSet, SMSOriginationIdentity, SMSMaxPrice,
 	SMSAllowedCountries, SMSAllowedNumberKinds, SMSProtectConfigurationID,
 	LimitsTable, SubjectIndex, LimitDestination, LimitSubject, LimitSMSCountry, LimitSMSGlobal, SupersedeChallenges,
 	AcceptIntentV1, AcceptIntentV2,
 	WebhookURL, WebhookKeyWindow, WebhookTimeout, WebhookLookup, WebhookSecretARN,
-	OpenIndexShards, SweepLimit, SendRateEmail, SendRateSMS, BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
+	OpenIndexShards, SweepLimit,
+}, perChannel(SendRateVar), []*Var{
+	BudgetMaxWait, RetryBackoffBase, RetryBackoffMax, RedriveAfter,
 	LogLevel, LogAWSCalls,
-}
+})
 
 func transports(s *Settings) map[ledger.Channel]string { return s.Transports }
 func sendRates(s *Settings) map[ledger.Channel]float64 { return s.SendRates }

@@ -112,9 +112,26 @@ func TestCheckRefusesAnEmptyValueWithADefault(t *testing.T) {
 	s := Defaults()
 	s.Policy.Version = ""
 	s.Transports[ledger.Email] = ""
-	for _, v := range []*Var{PolicyVersion, EmailTransport} {
+	for _, v := range []*Var{PolicyVersion, TransportVar[ledger.Email]} {
 		if ps := s.Check(Claim); !slices.ContainsFunc(ps, func(p Problem) bool { return p.Var == v }) {
 			t.Errorf("Check with an empty %s = %v, want a problem naming it", v.Env, ps)
+		}
+	}
+}
+
+// TestEveryChannelHasSettings: each of ledger.Channels has its row in
+// Channels, in the same order, so its transport and send rate are settings.
+func TestEveryChannelHasSettings(t *testing.T) {
+	var got []ledger.Channel
+	for _, c := range Channels {
+		got = append(got, c.Channel)
+	}
+	if !slices.Equal(got, ledger.Channels) {
+		t.Fatalf("settings.Channels covers %v, want ledger.Channels %v", got, ledger.Channels)
+	}
+	for _, ch := range ledger.Channels {
+		if TransportVar[ch] == nil || SendRateVar[ch] == nil || !slices.Contains(Vars, TransportVar[ch]) || !slices.Contains(Vars, SendRateVar[ch]) {
+			t.Errorf("channel %s lacks a transport or send-rate setting in Vars", ch)
 		}
 	}
 }
