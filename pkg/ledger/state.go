@@ -64,13 +64,9 @@ func CanTransition(from, to State) error {
 	return &TransitionError{From: from, To: to}
 }
 
-// TriggersDispatch reports whether a stored change of an entry from state from
-// to state to must start a dispatch: the entry became claimed, by being
-// inserted claimed (from None) or by a held fallback entry moving to claimed.
-// Nothing else starts one: an entry that is already claimed, deferred or
-// unknown is handed back to dispatch by its wake-up or by reconcile, not by
-// its change. The ledger stream's filter, the dispatch function and the test
-// pipeline all decide with this one rule.
+// TriggersDispatch reports whether a stored change from from to to starts a
+// dispatch: the entry became claimed (inserted so, or released from held).
+// The stream filter, the dispatch function and the test pipeline use it.
 func TriggersDispatch(from, to State) bool {
 	return to == Claimed && CanTransition(from, to) == nil
 }

@@ -16,15 +16,9 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// Dispatch sends the message of a claimed, or due deferred, entry at most
-// once per attempt. Duplicate calls are harmless: only the caller that wins
-// the conditional move to dispatching sends. The move also requires the
-// challenge to be unexpired (minus the margin) in the database's condition.
-//
-// A conditional write before the send that loses (another worker moved the
-// entry, or a content-mismatch event bumped its version) is not an error: the
-// entry is read again and the decision made afresh, so a lost race is a skip
-// and a write that kept the entry due never costs the send.
+// Dispatch sends the entry key's message at most once per attempt: only the
+// caller that wins the conditional move to dispatching sends, and a lost
+// race before the send is decided afresh on the row read again.
 func (d *Dispatcher) Dispatch(ctx context.Context, key string, w ledger.Worker) (ledger.DispatchResult, error) {
 	e, err := d.core.Store().Get(ctx, key)
 	if err != nil {

@@ -34,15 +34,9 @@ func (m *Marks) Read(ctx context.Context, src ledger.Source, t time.Time) error 
 	return m.progress.Advance(ctx, t.UTC().Truncate(ledger.Precision), now)
 }
 
-// lagRecorded reports whether a stream batch behind by behind at now
-// would change nothing worth a write, by the marks this process last saw:
-// they hold a larger lateness, recorded within the window (a stored lag
-// only grows within its window, so the write would be refused), and the
-// stream was heard less than HeardEvery ago. A prompt stream then costs a
-// mark write per HeardEvery, not one per batch. Marks that moved since
-// they were seen only hold a lateness as large, or a window written by a
-// clock behind: it closes sooner, which costs hand-backs, never one
-// skipped.
+// lagRecorded reports whether recording a stream batch behind by behind at
+// now would change nothing, by the marks last seen: a larger lateness in
+// its window, heard less than HeardEvery ago.
 func (m *Marks) lagRecorded(behind time.Duration, now time.Time) bool {
 	l := m.progress.Seen().Stream
 	return l.Behind > behind && now.Sub(l.At) < m.rule.Window && now.Sub(l.Moved()) < ledger.HeardEvery
@@ -82,27 +76,12 @@ type Marks struct {
 	rule     Rule             // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
 }
 
-// HoldsSlot reports whether a dispatch that booked the send slot at for the
-// entry e must hold the slot on the entry (a deferral to it) before waiting for
-// it: whether another delivery of the entry can arrive during the wait and
-// book a slot of its own, which one of the two would then leave unused.
-//
-//   - A deferred entry is the dispatch queue's, whose messages may be repeated
-//     and whose entry reconcile re-drives once its wake-up is late: it holds
-//     the slot unless it already holds this one.
-//   - A claim is the stream's until its re-drive time (RedriveAt): no
-//     re-drive hands it back before then (Redrive), so a wait that ends
-//     before it needs no hold. That saves the deferral write, a whole-item
-//     write with an index move and a history entry that every later write
-//     of the entry pays for again. A claim written without a re-drive time,
-//     or whose slot is at or past it, holds the slot here; the stream's
-//     delivery of it can still do without (Dispatcher.streamKeepsClaimUntil: in a
-//     surge the stream delivers most claims past their re-drive time, and
-//     its lateness mark keeps reconcile from handing them back).
-//
-// A duplicate of the stream record arriving during an unheld wait can still
-// book a second slot: send capacity lost, never a second send, since the
-// conditional move to dispatching decides.
+// HoldsSlot reports whether a dispatch that booked the slot at for e must
+// hold it on the entry (a deferral to it) before waiting for it: whether
+// another delivery of e can book a slot of its own during the wait. A
+// deferred entry can (the queue repeats, reconcile re-drives); a claim can
+// once its slot is at or past its re-drive time (docs/design.md, "Liveness
+// under throttling and surges").
 func HoldsSlot(e ledger.Entry, at time.Time) bool {
 	switch e.State {
 	case ledger.Deferred:

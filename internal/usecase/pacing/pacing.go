@@ -49,22 +49,16 @@ func (r Rule) StreamWillDeliver(l ledger.Lag, claimedAt, now time.Time) bool {
 	return r.lagSpeaksFor(l, l.Moved(), claimedAt, now)
 }
 
-// lagSpeaksFor reports whether, at now, the lag l still speaks for the
-// claim made at claimedAt: since (the time the caller trusts the lag from)
-// is within the window, and the claim is younger than l's lateness plus the
-// window (the margin covers a backlog that grows while the claim waits in
-// it).
+// lagSpeaksFor reports whether the lag l, trusted since since, still covers
+// the claim made at claimedAt: since is within the window, and the claim is
+// younger than l's lateness plus the window.
 func (r Rule) lagSpeaksFor(l ledger.Lag, since, claimedAt, now time.Time) bool {
 	return now.Sub(since) < r.Window && now.Sub(claimedAt) < l.Behind+r.Window
 }
 
 // StreamKeepsClaim reports whether, by the marks m, reconcile leaves the
-// claim e to the stream from m's time until until, markSlack past it for
-// the workers' clocks: the claim is younger than the lag's lateness plus
-// the window then, and the lag's window (At, not Heard) is still open then.
-// Within its window a stored lag only grows, so every reconcile until then
-// reads one at least as large; after it, a smaller lateness may replace it,
-// however recently the stream was heard.
+// claim e to the stream until until (markSlack past it): the lag's window,
+// in which a stored lag only grows, is still open then.
 func (r Rule) StreamKeepsClaim(m ledger.Marks, e ledger.Entry, until time.Time) bool {
 	return e.State == ledger.Claimed && r.lagSpeaksFor(m.Stream, m.Stream.At, e.UpdatedAt, until.Add(markSlack))
 }
