@@ -14,8 +14,8 @@ import (
 )
 
 func TestClaimNewIntent(t *testing.T) {
-	e := newEnv(t)
-	in, sealed, got := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
+	e := ledgertest.NewScenario(t)
+	in, sealed, got := e.Claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
 	if got.Key != in.Key() || got.State != ledger.Claimed || got.Version != 1 || got.ContentHash != in.ContentHash {
 		t.Fatalf("row %+v", got)
 	}
@@ -25,11 +25,11 @@ func TestClaimNewIntent(t *testing.T) {
 	if want := ledgertest.Epoch.Add(e.Cases.Policy.Retention); !got.RetainUntil.Equal(want) {
 		t.Fatalf("retain until %v, want %v", got.RetainUntil, want)
 	}
-	stored, err := e.Content.Get(context.Background(), e.contentKey(in.Key()))
+	stored, err := e.Content.Get(context.Background(), e.ContentKey(in.Key()))
 	if err != nil || string(stored) != string(sealed) {
 		t.Fatalf("content %q %v", stored, err)
 	}
-	mustVerify(t, got)
+	ledgertest.MustVerify(t, got)
 }
 
 func TestClaimExpiredOnArrival(t *testing.T) {
@@ -49,26 +49,26 @@ func TestClaimExpiredOnArrival(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			in, sealed := ledgertest.Intent(2, ledger.SMS, e.Clock.Now(), tt.expires)
 			res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !tt.wantExp {
-				if res.Outcome != ledger.OutcomeClaimed || !e.hasContent(t, in.Key()) {
-					t.Fatalf("outcome %s, content %v", res.Outcome, e.hasContent(t, in.Key()))
+				if res.Outcome != ledger.OutcomeClaimed || !e.HasContent(t, in.Key()) {
+					t.Fatalf("outcome %s, content %v", res.Outcome, e.HasContent(t, in.Key()))
 				}
 				return
 			}
 			if res.Outcome != ledger.OutcomeExpired {
 				t.Fatalf("outcome %s, want expired", res.Outcome)
 			}
-			got := e.get(t, in.Key())
+			got := e.Get(t, in.Key())
 			if got.State != ledger.Expired || got.Reason == "" || got.Last().Reason != got.Reason {
 				t.Fatalf("state %s reason %q last %q", got.State, got.Reason, got.Last().Reason)
 			}
-			if p := historyPath(got); p != "none>expired" {
+			if p := ledgertest.HistoryPath(got); p != "none>expired" {
 				t.Fatalf("history %s", p)
 			}
 			if e.Content.Len() != 0 {
@@ -87,7 +87,7 @@ func TestClaimExpiredOnArrival(t *testing.T) {
 			if e.Transport.Calls() != 0 || e.Content.Len() != 0 {
 				t.Fatalf("sent %d, content %d", e.Transport.Calls(), e.Content.Len())
 			}
-			mustVerify(t, e.get(t, in.Key()))
+			ledgertest.MustVerify(t, e.Get(t, in.Key()))
 		})
 	}
 }
@@ -96,22 +96,22 @@ func TestClaimRedeliverySameContent(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name      string
-		prepare   func(t *testing.T, e *env, key string)
+		prepare   func(t *testing.T, e *ledgertest.Scenario, key string)
 		wantState ledger.State
 	}{
-		{"claimed", func(*testing.T, *env, string) {}, ledger.Claimed},
-		{"accepted", func(t *testing.T, e *env, key string) {
+		{"claimed", func(*testing.T, *ledgertest.Scenario, string) {}, ledger.Claimed},
+		{"accepted", func(t *testing.T, e *ledgertest.Scenario, key string) {
 			if _, err := e.Cases.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
 				t.Fatal(err)
 			}
 		}, ledger.Accepted},
-		{"unknown", func(t *testing.T, e *env, key string) {
+		{"unknown", func(t *testing.T, e *ledgertest.Scenario, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 			if _, err := e.Cases.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
 				t.Fatal(err)
 			}
 		}, ledger.Unknown},
-		{"expired while claimed", func(t *testing.T, e *env, key string) {
+		{"expired while claimed", func(t *testing.T, e *ledgertest.Scenario, key string) {
 			e.Clock.Advance(time.Hour)
 			if _, err := e.Cases.ExpireSweep(ctx, "expire/req-1", 10); err != nil {
 				t.Fatal(err)
@@ -120,14 +120,14 @@ func TestClaimRedeliverySameContent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			in, sealed, _ := e.claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
+			e := ledgertest.NewScenario(t)
+			in, sealed, _ := e.Claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
 			tt.prepare(t, e, in.Key())
-			before := e.get(t, in.Key())
+			before := e.Get(t, in.Key())
 			if before.State != tt.wantState {
 				t.Fatalf("prepared state %s, want %s", before.State, tt.wantState)
 			}
-			hadContent := e.hasContent(t, in.Key())
+			hadContent := e.HasContent(t, in.Key())
 			calls := e.Transport.Calls()
 			for i := range 3 {
 				res, err := e.Cases.Claim(ctx, in, sealed, ledger.Worker("claim/redelivery-"+string(rune('a'+i))))
@@ -138,11 +138,11 @@ func TestClaimRedeliverySameContent(t *testing.T) {
 					t.Fatalf("redelivery returned v%d %s, want v%d %s", res.Entry.Version, res.Entry.State, before.Version, before.State)
 				}
 			}
-			after := e.get(t, in.Key())
+			after := e.Get(t, in.Key())
 			if after.Version != before.Version || len(after.History) != len(before.History) || after.Mismatches != 0 {
 				t.Fatalf("redelivery wrote: v%d->v%d, history %d->%d", before.Version, after.Version, len(before.History), len(after.History))
 			}
-			if e.hasContent(t, in.Key()) != hadContent {
+			if e.HasContent(t, in.Key()) != hadContent {
 				t.Fatalf("redelivery changed the content store (had %v)", hadContent)
 			}
 			if e.Transport.Calls() != calls {
@@ -156,10 +156,10 @@ func TestClaimContentMismatch(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name    string
-		prepare func(t *testing.T, e *env, key string)
+		prepare func(t *testing.T, e *ledgertest.Scenario, key string)
 	}{
-		{"while claimed", func(*testing.T, *env, string) {}},
-		{"after accepted", func(t *testing.T, e *env, key string) {
+		{"while claimed", func(*testing.T, *ledgertest.Scenario, string) {}},
+		{"after accepted", func(t *testing.T, e *ledgertest.Scenario, key string) {
 			if _, err := e.Cases.Dispatch(ctx, key, "dispatch/req-1"); err != nil {
 				t.Fatal(err)
 			}
@@ -167,10 +167,10 @@ func TestClaimContentMismatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			in, sealed, _ := e.claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
+			e := ledgertest.NewScenario(t)
+			in, sealed, _ := e.Claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
 			tt.prepare(t, e, in.Key())
-			before := e.get(t, in.Key())
+			before := e.Get(t, in.Key())
 			calls := e.Transport.Calls()
 
 			for n := 1; n <= 2; n++ {
@@ -183,7 +183,7 @@ func TestClaimContentMismatch(t *testing.T) {
 				if err != nil || res.Outcome != ledger.OutcomeMismatch {
 					t.Fatalf("mismatch %d: %s %v", n, res.Outcome, err)
 				}
-				got := e.get(t, in.Key())
+				got := e.Get(t, in.Key())
 				if got.Mismatches != n {
 					t.Fatalf("Mismatches = %d, want %d", got.Mismatches, n)
 				}
@@ -202,12 +202,12 @@ func TestClaimContentMismatch(t *testing.T) {
 				if strings.Contains(last.Reason, ledgertest.Canary) || strings.Contains(last.Reason, "@") {
 					t.Fatalf("mismatch reason leaks content: %q", last.Reason)
 				}
-				mustVerify(t, got)
+				ledgertest.MustVerify(t, got)
 			}
 			if before.State == ledger.Claimed {
 				// The stored content is still the original, and dispatch
 				// sends the original once.
-				stored, _ := e.Content.Get(ctx, e.contentKey(in.Key()))
+				stored, _ := e.Content.Get(ctx, e.ContentKey(in.Key()))
 				if string(stored) != string(sealed) {
 					t.Fatal("content overwritten by a mismatching intent")
 				}
@@ -250,8 +250,8 @@ func TestClaimLosesCreateRace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			in, sealed := ledgertest.Intent(95, ledger.Email, e.Clock.Now(), ttl)
+			e := ledgertest.NewScenario(t)
+			in, sealed := ledgertest.Intent(95, ledger.Email, e.Clock.Now(), ledgertest.ScenarioTTL)
 			otherIn, otherSealed := in, sealed
 			if tt.otherBody != "" {
 				m := ledgertest.Message(95, ledger.Email)
@@ -269,11 +269,11 @@ func TestClaimLosesCreateRace(t *testing.T) {
 			if err != nil || res.Outcome != tt.wantOutcome {
 				t.Fatalf("claim: %s %v, want %s", res.Outcome, err, tt.wantOutcome)
 			}
-			row := e.get(t, in.Key())
+			row := e.Get(t, in.Key())
 			if row.ContentHash != otherIn.ContentHash || row.Mismatches != tt.wantMismatch || e.Content.Len() != 1 {
 				t.Fatalf("row hash %s mismatches %d blobs %d", row.ContentHash, row.Mismatches, e.Content.Len())
 			}
-			checkHistory(t, row)
+			ledgertest.CheckHistory(t, row)
 			// Whatever blob ended up stored, nothing that does not match
 			// the row's content hash is ever sent.
 			if _, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1"); err != nil {
@@ -347,8 +347,8 @@ func TestClaimRejectsInvalidIntent(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range invalidIntentCases() {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			in, sealed := ledgertest.Intent(7, ledger.Email, e.Clock.Now(), ttl)
+			e := ledgertest.NewScenario(t)
+			in, sealed := ledgertest.Intent(7, ledger.Email, e.Clock.Now(), ledgertest.ScenarioTTL)
 			tt.mutate(&in, &sealed)
 
 			res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1")
@@ -386,7 +386,7 @@ func checkIntentRefused(t *testing.T, tt invalidIntentCase, res claim.Result, er
 
 // checkNothingClaimed checks that a refused claim wrote nothing: neither the
 // key the intent names nor the valid sibling key, and no content.
-func checkNothingClaimed(t *testing.T, e *env, in ledger.Intent) {
+func checkNothingClaimed(t *testing.T, e *ledgertest.Scenario, in ledger.Intent) {
 	t.Helper()
 	ctx := context.Background()
 	for _, key := range []string{in.Key(), ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-000007", Channel: ledger.Email}.Key()} {
@@ -419,7 +419,7 @@ func TestValidIntents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in, _ := ledgertest.Intent(7, tt.ch, ledgertest.Epoch, ttl)
+			in, _ := ledgertest.Intent(7, tt.ch, ledgertest.Epoch, ledgertest.ScenarioTTL)
 			in.Workflow = tt.wf
 			if strings.Contains(tt.name, "128") {
 				in.ChallengeID = strings.Repeat("Q", 128)

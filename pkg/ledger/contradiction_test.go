@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -28,9 +29,9 @@ func TestForgedImageWritesNothing(t *testing.T) {
 	}
 	for i, f := range forgeries {
 		t.Run(f.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			ctx := context.Background()
-			_, _, genuine := e.claim(t, 80+i, ledger.Email, ledger.OutcomeClaimed)
+			_, _, genuine := e.Claim(t, 80+i, ledger.Email, ledger.OutcomeClaimed)
 			forged := genuine
 			forged.History = slices.Clone(genuine.History)
 			f.forge(&forged)
@@ -38,7 +39,7 @@ func TestForgedImageWritesNothing(t *testing.T) {
 			if err != nil || res.Outcome != ledger.OutcomeContradicted || !slices.Equal(res.Contradicted, f.fields) {
 				t.Fatalf("forged record: %s %v, fields %v; want contradicted, fields %v", res.Outcome, err, res.Contradicted, f.fields)
 			}
-			if row := e.get(t, genuine.Key); row.Version != genuine.Version || row.State != ledger.Claimed {
+			if row := e.Get(t, genuine.Key); row.Version != genuine.Version || row.State != ledger.Claimed {
 				t.Fatalf("row after the forged record: %s v%d; want claimed v%d, untouched", row.State, row.Version, genuine.Version)
 			}
 			if n := e.Transport.Recorded(genuine.Key); n != 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/internal/usecase/sending"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -41,12 +42,12 @@ func (t *stallingTransport) Send(ctx context.Context, s ledger.Send) (ledger.Ack
 // there; an attempt with no time left is not made.
 func TestSendDeadline(t *testing.T) {
 	t.Run("every call has the deadline", func(t *testing.T) {
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		tr := &stallingTransport{}
 		e.Cases.Transports[ledger.Email] = tr
-		in, _, _ := e.claim(t, 50, ledger.Email, ledger.OutcomeClaimed)
+		in, _, _ := e.Claim(t, 50, ledger.Email, ledger.OutcomeClaimed)
 		start := time.Now()
-		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 		want := in.ExpiresAt.Add(-e.Cases.Policy.SendGuard)
 		if !tr.send.Deadline.Equal(want) {
 			t.Fatalf("Send.Deadline %s, want expiry minus the guard %s", tr.send.Deadline, want)
@@ -58,15 +59,15 @@ func TestSendDeadline(t *testing.T) {
 		}
 	})
 	t.Run("a stalled call is cut and recorded unknown", func(t *testing.T) {
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		tr := &stallingTransport{stall: true}
 		e.Cases.Transports[ledger.Email] = tr
-		in, _, _ := e.claim(t, 51, ledger.Email, ledger.OutcomeClaimed)
+		in, _, _ := e.Claim(t, 51, ledger.Email, ledger.OutcomeClaimed)
 		// 100 ms left before the deadline when dispatch begins.
 		e.Cases.Policy.SendGuard = in.ExpiresAt.Sub(e.Clock.Now()) - 100*time.Millisecond
 		e.Cases.Policy.ExpiryMargin = e.Cases.Policy.SendGuard + time.Millisecond
 		start := time.Now()
-		row := mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+		row := ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 		if el := time.Since(start); el > 5*time.Second {
 			t.Fatalf("the stalled call ran %s", el)
 		}
@@ -80,7 +81,7 @@ func TestSendDeadline(t *testing.T) {
 		// between that check and the call reaches this defence, the
 		// Sender's own. It is called here directly, its clock past the
 		// deadline.
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		core, err := ledger.NewCore("dispatch", e.Cases.Store, e.Cases.Content, e.Cases.Clock, e.Cases.Policy, ledger.Hooks{})
 		if err != nil {
 			t.Fatal(err)

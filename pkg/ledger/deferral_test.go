@@ -13,7 +13,7 @@ import (
 )
 
 // sendTimes records the clock at each transport call.
-func sendTimes(e *env, behavior func(ledger.Send) ledgertest.Behavior) *[]time.Time {
+func sendTimes(e *ledgertest.Scenario, behavior func(ledger.Send) ledgertest.Behavior) *[]time.Time {
 	var at []time.Time
 	e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
 		at = append(at, e.Clock.Now())
@@ -24,7 +24,7 @@ func sendTimes(e *env, behavior func(ledger.Send) ledgertest.Behavior) *[]time.T
 
 func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 	ctx := context.Background()
-	e, sch := pacedEnv(t)
+	e, sch := ledgertest.PacedScenario(t)
 	e.Cases.Policy.BudgetWait = 0 // every early hand-back is refused, none waited out
 	sendTimes(e, func(s ledger.Send) ledgertest.Behavior {
 		if s.Attempt <= 3 {
@@ -32,7 +32,7 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 		}
 		return ledgertest.Accept
 	})
-	in, _, _ := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
 	base := e.Cases.Policy.RetryBase
 	for attempt := 1; attempt <= 3; attempt++ {
 		res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
@@ -47,23 +47,23 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 			!ev.NextAttemptAt.Equal(e.Clock.Now().Add(wantWait)) || !row.NextAttemptAt.Equal(ev.NextAttemptAt) {
 			t.Fatalf("attempt %d: state %s, event %+v; want deferred with code, attempt and next attempt %s later", attempt, row.State, ev, wantWait)
 		}
-		if at, _ := sch.last(in.Key()); !at.Equal(row.NextAttemptAt) {
+		if at, _ := sch.Last(in.Key()); !at.Equal(row.NextAttemptAt) {
 			t.Fatalf("attempt %d: wake-up scheduled at %s, want %s", attempt, at, row.NextAttemptAt)
 		}
 		// Handed back early: nothing is sent or written; only a wake-up that
 		// came early is scheduled again.
-		_, wakes := sch.last(in.Key())
+		_, wakes := sch.Last(in.Key())
 		early, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-2")
 		if err != nil || early.Outcome != ledger.OutcomeNotDue || early.Entry.Version != row.Version {
 			t.Fatalf("attempt %d handed back early: %s v%d, %v; want not_due, nothing written", attempt, early.Outcome, early.Entry.Version, err)
 		}
-		if _, n := sch.last(in.Key()); n != wakes {
+		if _, n := sch.Last(in.Key()); n != wakes {
 			t.Fatalf("a not-due delivery scheduled another wake-up")
 		}
 		if err := e.Cases.RescheduleNotDue(ctx, early); err != nil {
 			t.Fatal(err)
 		}
-		if at, n := sch.last(in.Key()); n != wakes+1 || !at.Equal(row.NextAttemptAt) {
+		if at, n := sch.Last(in.Key()); n != wakes+1 || !at.Equal(row.NextAttemptAt) {
 			t.Fatalf("rescheduled at %s (%d wake-ups), want %s", at, n-wakes, row.NextAttemptAt)
 		}
 		e.Clock.Advance(row.NextAttemptAt.Sub(e.Clock.Now()))
@@ -80,7 +80,7 @@ func TestNotSentIsRetriedUnderTheSameKeyWithBackoff(t *testing.T) {
 	if n := e.Transport.Calls(); n != 4 {
 		t.Fatalf("%d transport calls, want 4", n)
 	}
-	mustVerify(t, res.Entry)
+	ledgertest.MustVerify(t, res.Entry)
 	for _, ev := range res.Entry.History {
 		if ev.To == ledger.Unknown || ev.To == ledger.Quarantined {
 			t.Fatalf("a not-sent answer was recorded as %s: %+v", ev.To, ev)
@@ -98,10 +98,10 @@ func TestNotSentHonorsRetryAfter(t *testing.T) {
 		{"shorter than the backoff is not a shortcut", 100 * time.Millisecond, 1500 * time.Millisecond},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _ := pacedEnv(t)
+			e, _ := ledgertest.PacedScenario(t)
 			e.Transport.RetryAfter = tt.retryAfter
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-			in, _, _ := e.claim(t, 2, ledger.SMS, ledger.OutcomeClaimed)
+			in, _, _ := e.Claim(t, 2, ledger.SMS, ledger.OutcomeClaimed)
 			res, err := e.Cases.Dispatch(context.Background(), in.Key(), "dispatch/req-1")
 			if err != nil || res.Outcome != ledger.OutcomeDeferred {
 				t.Fatalf("%s, %v", res.Outcome, err)
@@ -115,10 +115,10 @@ func TestNotSentHonorsRetryAfter(t *testing.T) {
 
 func TestNotSentUntilExpiryEndsExpiredWithTheCode(t *testing.T) {
 	ctx := context.Background()
-	e, _ := pacedEnv(t)
+	e, _ := ledgertest.PacedScenario(t)
 	e.Cases.Jitter = func() float64 { return 0.99 }
 	starts := sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle })
-	in, _, _ := e.claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
 	deadline := in.ExpiresAt.Add(-e.Cases.Policy.ExpiryMargin)
 	var res ledger.DispatchResult
 	for i := 0; i < 100; i++ {
@@ -136,22 +136,22 @@ func TestNotSentUntilExpiryEndsExpiredWithTheCode(t *testing.T) {
 		t.Fatalf("ended %s (%q), want expired with the not-sent reason", row.State, row.Reason)
 	}
 	if len(*starts) < 5 {
-		t.Fatalf("only %d attempts in a %s challenge", len(*starts), ttl)
+		t.Fatalf("only %d attempts in a %s challenge", len(*starts), ledgertest.ScenarioTTL)
 	}
 	for i, at := range *starts {
 		if !at.Before(deadline) {
 			t.Fatalf("attempt %d started at %s, after expiry minus the margin (%s)", i+1, at, deadline)
 		}
 	}
-	if e.hasContent(t, in.Key()) {
+	if e.HasContent(t, in.Key()) {
 		t.Fatal("sealed content kept after the row ended")
 	}
-	mustVerify(t, row)
+	ledgertest.MustVerify(t, row)
 }
 
 func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 	ctx := context.Background()
-	e, sch := pacedEnv(t)
+	e, sch := ledgertest.PacedScenario(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 2}}
 	e.Cases.Budget = budget
 	e.Cases.Policy.BudgetWait = time.Second
@@ -163,9 +163,9 @@ func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, _, _ := e.claim(t, 10, ledger.Email, ledger.OutcomeClaimed)
-	b, _, _ := e.claim(t, 11, ledger.Email, ledger.OutcomeClaimed)
-	c, _, _ := e.claim(t, 12, ledger.Email, ledger.OutcomeClaimed)
+	a, _, _ := e.Claim(t, 10, ledger.Email, ledger.OutcomeClaimed)
+	b, _, _ := e.Claim(t, 11, ledger.Email, ledger.OutcomeClaimed)
+	c, _, _ := e.Claim(t, 12, ledger.Email, ledger.OutcomeClaimed)
 	for i, k := range []string{a.Key(), b.Key()} {
 		res, err := e.Cases.Dispatch(ctx, k, "dispatch/req-1")
 		if err != nil || res.Outcome != ledger.OutcomeDeferred {
@@ -175,7 +175,7 @@ func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 		if res.Entry.NotSentCode != ledger.BudgetCode || !res.Entry.SlotAt.Equal(want) || !res.Entry.NextAttemptAt.Equal(want) {
 			t.Fatalf("row %d deferral: code %q slot %s next %s; want the budget code and slot %s", i, res.Entry.NotSentCode, res.Entry.SlotAt, res.Entry.NextAttemptAt, want)
 		}
-		if at, _ := sch.last(k); !at.Equal(want) {
+		if at, _ := sch.Last(k); !at.Equal(want) {
 			t.Fatalf("row %d wake-up at %s, want the booked slot %s", i, at, want)
 		}
 	}
@@ -200,11 +200,11 @@ func TestBudgetPacesSendsAndDefersBeyondTheWait(t *testing.T) {
 
 func TestLateWakeUpBooksANewSlot(t *testing.T) {
 	ctx := context.Background()
-	e, _ := pacedEnv(t)
+	e, _ := ledgertest.PacedScenario(t)
 	e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Cases.Policy.BudgetWait = 0
-	in1, _, _ := e.claim(t, 20, ledger.Email, ledger.OutcomeClaimed)
-	in2, _, _ := e.claim(t, 21, ledger.Email, ledger.OutcomeClaimed)
+	in1, _, _ := e.Claim(t, 20, ledger.Email, ledger.OutcomeClaimed)
+	in2, _, _ := e.Claim(t, 21, ledger.Email, ledger.OutcomeClaimed)
 	if res, _ := e.Cases.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("first: %s", res.Outcome)
 	}
@@ -228,10 +228,10 @@ func TestLateWakeUpBooksANewSlot(t *testing.T) {
 
 func TestBudgetFullUntilExpiryEndsExpired(t *testing.T) {
 	ctx := context.Background()
-	e, _ := pacedEnv(t)
+	e, _ := ledgertest.PacedScenario(t)
 	e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.SMS: 1.0 / 3600}}
-	in1, _, _ := e.claim(t, 30, ledger.SMS, ledger.OutcomeClaimed)
-	in2, _, _ := e.claim(t, 31, ledger.SMS, ledger.OutcomeClaimed)
+	in1, _, _ := e.Claim(t, 30, ledger.SMS, ledger.OutcomeClaimed)
+	in2, _, _ := e.Claim(t, 31, ledger.SMS, ledger.OutcomeClaimed)
 	if res, _ := e.Cases.Dispatch(ctx, in1.Key(), "d"); res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("first: %s", res.Outcome)
 	}
@@ -253,11 +253,11 @@ func TestBudgetFullUntilExpiryEndsExpired(t *testing.T) {
 // for good. An image past its re-drive time is therefore read again.
 func TestStaleImageBooksNoSlot(t *testing.T) {
 	ctx := context.Background()
-	e, sch := pacedEnv(t)
+	e, sch := ledgertest.PacedScenario(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Cases.Budget = budget
 	e.Cases.Policy.BudgetWait = 0
-	in, _, image := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
+	in, _, image := e.Claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Cases.Policy.RedriveAfter) // reconcile hands back only claims past this
 	t0 := e.Clock.Now()
 	// Another instance holds the slot at t0: the row's own booking is later.
@@ -268,14 +268,14 @@ func TestStaleImageBooksNoSlot(t *testing.T) {
 	if err != nil || res.Outcome != ledger.OutcomeDeferred || !res.Entry.SlotAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("re-driven dispatch: %s (slot %s), %v; want deferred to t0+1s", res.Outcome, res.Entry.SlotAt, err)
 	}
-	_, wakeUps := sch.last(in.Key())
+	_, wakeUps := sch.Last(in.Key())
 
 	// The stream record of the claim arrives now, with the claimed image.
 	res, err = e.Cases.DispatchRow(ctx, image, "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeNotDue || res.Entry.State != ledger.Deferred {
 		t.Fatalf("stale image: %s %s, %v; want not due, still deferred", res.Outcome, res.Entry.State, err)
 	}
-	if _, n := sch.last(in.Key()); n > wakeUps+1 {
+	if _, n := sch.Last(in.Key()); n > wakeUps+1 {
 		t.Fatalf("%d wake-ups scheduled for one stale delivery", n-wakeUps)
 	}
 	// Nothing else was booked: the next free slot follows the row's own.
@@ -294,11 +294,11 @@ func TestStaleImageBooksNoSlot(t *testing.T) {
 // delivery that then loses the move to dispatching is never sent in.
 func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 	ctx := context.Background()
-	e, _ := pacedEnv(t)
+	e, _ := ledgertest.PacedScenario(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Cases.Budget = budget
 	e.Cases.Policy.BudgetWait = 2 * time.Second
-	in, _, _ := e.claim(t, 50, ledger.Email, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 50, ledger.Email, ledger.OutcomeClaimed)
 	// The claim waited past its re-drive time (its stream record was
 	// lost): a re-drive can hand it back while the first dispatch waits.
 	e.Clock.Advance(e.Cases.Policy.RedriveAfter + time.Second)
@@ -328,11 +328,11 @@ func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 	if at, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil || !at.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("next free slot t0+%s, %v; want t0+2s (the second delivery booked a slot for nothing)", at.Sub(t0), err)
 	}
-	row := e.get(t, in.Key())
+	row := e.Get(t, in.Key())
 	if row.State != ledger.Accepted || row.Attempts != 1 {
 		t.Fatalf("row %s after %d attempts", row.State, row.Attempts)
 	}
-	mustVerify(t, row)
+	ledgertest.MustVerify(t, row)
 }
 
 // TestFreshClaimWaitsForItsSlotWithoutAHold: a claim whose send slot comes
@@ -341,11 +341,11 @@ func TestSecondDeliveryDuringTheBudgetWaitBooksNoSlot(t *testing.T) {
 // duplicate stream record): claimed, dispatching, accepted, three writes.
 func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
 	ctx := context.Background()
-	e, _ := pacedEnv(t)
+	e, _ := ledgertest.PacedScenario(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Cases.Budget = budget
 	e.Cases.Policy.BudgetWait = 2 * time.Second
-	in, _, _ := e.claim(t, 51, ledger.Email, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 51, ledger.Email, ledger.OutcomeClaimed)
 	t0 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -354,7 +354,7 @@ func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.BudgetWait != time.Second {
 		t.Fatalf("%s after waiting %s, %v; want accepted after waiting 1s", res.Outcome, res.BudgetWait, err)
 	}
-	row := e.get(t, in.Key())
+	row := e.Get(t, in.Key())
 	var path []ledger.State
 	for _, ev := range row.History {
 		path = append(path, ev.To)
@@ -362,9 +362,9 @@ func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
 	if !slices.Equal(path, []ledger.State{ledger.Claimed, ledger.Dispatching, ledger.Accepted}) {
 		t.Fatalf("history %v, want claimed, dispatching, accepted (no deferral to hold the slot)", path)
 	}
-	mustVerify(t, row)
+	ledgertest.MustVerify(t, row)
 	// Past its re-drive time the same wait holds the slot on the row.
-	late, _, _ := e.claim(t, 52, ledger.Email, ledger.OutcomeClaimed)
+	late, _, _ := e.Claim(t, 52, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Cases.Policy.RedriveAfter)
 	t1 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t1, t1.Add(time.Hour)); err != nil {
@@ -373,15 +373,15 @@ func TestFreshClaimWaitsForItsSlotWithoutAHold(t *testing.T) {
 	if res, err := e.Cases.Dispatch(ctx, late.Key(), "dispatch/redrive"); err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
-	if row := e.get(t, late.Key()); len(row.History) != 4 || row.History[1].To != ledger.Deferred || row.History[1].Code != ledger.BudgetCode {
+	if row := e.Get(t, late.Key()); len(row.History) != 4 || row.History[1].To != ledger.Deferred || row.History[1].Code != ledger.BudgetCode {
 		t.Fatalf("a wait past the re-drive time: %d entries, the second to %s; want the slot held (deferred, %s)", len(row.History), row.History[1].To, ledger.BudgetCode)
 	}
 }
 
 func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {
-	e, sch := pacedEnv(t)
+	e, sch := ledgertest.PacedScenario(t)
 	sendTimes(e, func(ledger.Send) ledgertest.Behavior { return ledgertest.Accept })
-	in, _, _ := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
 	// The function's timeout is 5 s away: a send could be cut off mid-call,
 	// leaving the row dispatching and then unknown. It is handed off instead.
 	ctx, cancel := context.WithTimeout(context.Background(), dispatch.SendReserve/2)
@@ -393,7 +393,7 @@ func TestNoSendStartsTooCloseToTheInvocationDeadline(t *testing.T) {
 	if e.Transport.Calls() != 0 {
 		t.Fatal("a send started with less than SendReserve left")
 	}
-	if at, n := sch.last(in.Key()); n != 1 || !at.Equal(e.Clock.Now()) {
+	if at, n := sch.Last(in.Key()); n != 1 || !at.Equal(e.Clock.Now()) {
 		t.Fatalf("wake-up at %s (%d scheduled), want now", at, n)
 	}
 	// The next invocation, with time to spare, sends it.

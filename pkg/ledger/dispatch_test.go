@@ -33,9 +33,9 @@ func TestDispatchOutcomes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return tt.behavior }
-			in, _, _ := e.claim(t, 30, ledger.Email, ledger.OutcomeClaimed)
+			in, _, _ := e.Claim(t, 30, ledger.Email, ledger.OutcomeClaimed)
 			e.Clock.Advance(time.Minute)
 			start := e.Clock.Now()
 
@@ -43,7 +43,7 @@ func TestDispatchOutcomes(t *testing.T) {
 			if err != nil || res.Outcome != tt.want {
 				t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, tt.want)
 			}
-			got := e.get(t, in.Key())
+			got := e.Get(t, in.Key())
 			if got.State != tt.state || got.AckID != tt.ackID || !strings.HasPrefix(got.Reason, tt.reason) {
 				t.Fatalf("row %s ack %q reason %q", got.State, got.AckID, got.Reason)
 			}
@@ -55,10 +55,10 @@ func TestDispatchOutcomes(t *testing.T) {
 					t.Fatalf("NextCheckAt %v, want %v", got.NextCheckAt, want)
 				}
 			}
-			if p := historyPath(got); p != "none>claimed claimed>dispatching dispatching>"+string(tt.state) {
+			if p := ledgertest.HistoryPath(got); p != "none>claimed claimed>dispatching dispatching>"+string(tt.state) {
 				t.Fatalf("history %s", p)
 			}
-			if e.hasContent(t, in.Key()) != tt.keepContent {
+			if e.HasContent(t, in.Key()) != tt.keepContent {
 				t.Fatalf("content kept = %v, want %v", !tt.keepContent, tt.keepContent)
 			}
 			if e.Transport.Calls() != 1 || e.Transport.Recorded(in.Key()) != tt.recorded {
@@ -72,14 +72,14 @@ func TestDispatchOutcomes(t *testing.T) {
 			if strings.Contains(got.Reason, ledgertest.Canary) || strings.Contains(got.Reason, "@") {
 				t.Fatalf("reason leaks content: %q", got.Reason)
 			}
-			mustVerify(t, got)
+			ledgertest.MustVerify(t, got)
 
 			// A duplicate stream record or invocation is harmless.
 			again, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-10")
 			if err != nil || again.Outcome != ledger.OutcomeSkipped || e.Transport.Calls() != 1 {
 				t.Fatalf("duplicate dispatch: %s %v, calls %d", again.Outcome, err, e.Transport.Calls())
 			}
-			if e.get(t, in.Key()).Version != got.Version {
+			if e.Get(t, in.Key()).Version != got.Version {
 				t.Fatal("duplicate dispatch wrote")
 			}
 		})
@@ -98,39 +98,39 @@ func TestDispatchContentProblems(t *testing.T) {
 	otherMessage.To = "attacker@example.test"
 	tests := []struct {
 		name    string
-		prepare func(e *env, key string)
+		prepare func(e *ledgertest.Scenario, key string)
 		// wantErr: dispatch fails and the row stays claimed with its
 		// content; otherwise the row is quarantined and the content purged.
 		wantErr bool
 	}{
-		{"content missing", func(e *env, key string) { _ = e.Content.Delete(ctx, e.contentKey(key)) }, false},
-		{"content cannot be opened", func(e *env, key string) {
-			_ = e.Content.Delete(ctx, e.contentKey(key))
-			_, _ = e.Content.Put(ctx, e.contentKey(key), []byte("not a sealed message"), ledgertest.Epoch.Add(ttl))
+		{"content missing", func(e *ledgertest.Scenario, key string) { _ = e.Content.Delete(ctx, e.ContentKey(key)) }, false},
+		{"content cannot be opened", func(e *ledgertest.Scenario, key string) {
+			_ = e.Content.Delete(ctx, e.ContentKey(key))
+			_, _ = e.Content.Put(ctx, e.ContentKey(key), []byte("not a sealed message"), ledgertest.Epoch.Add(ledgertest.ScenarioTTL))
 		}, false},
-		{"opener refuses to authenticate", func(e *env, _ string) {
+		{"opener refuses to authenticate", func(e *ledgertest.Scenario, _ string) {
 			e.Cases.Opener = failingOpener{fmt.Errorf("kms: bad ciphertext: %w", ledger.ErrContentUnavailable)}
 		}, false},
-		{"opened content does not match the hash", func(e *env, key string) {
-			_ = e.Content.Delete(ctx, e.contentKey(key))
-			_, _ = e.Content.Put(ctx, e.contentKey(key), ledgertest.Seal(otherMessage), ledgertest.Epoch.Add(ttl))
+		{"opened content does not match the hash", func(e *ledgertest.Scenario, key string) {
+			_ = e.Content.Delete(ctx, e.ContentKey(key))
+			_, _ = e.Content.Put(ctx, e.ContentKey(key), ledgertest.Seal(otherMessage), ledgertest.Epoch.Add(ledgertest.ScenarioTTL))
 		}, false},
-		{"opener unavailable (transient)", func(e *env, _ string) {
+		{"opener unavailable (transient)", func(e *ledgertest.Scenario, _ string) {
 			e.Cases.Opener = failingOpener{errors.New("kms: throttled")}
 		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			in, _, _ := e.claim(t, 31, ledger.Email, ledger.OutcomeClaimed)
+			e := ledgertest.NewScenario(t)
+			in, _, _ := e.Claim(t, 31, ledger.Email, ledger.OutcomeClaimed)
 			tt.prepare(e, in.Key())
 			res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
-			got := e.get(t, in.Key())
+			got := e.Get(t, in.Key())
 			if e.Transport.Calls() != 0 {
 				t.Fatalf("sent %d messages with unusable content", e.Transport.Calls())
 			}
 			if tt.wantErr {
-				if err == nil || got.State != ledger.Claimed || got.Version != 1 || !e.hasContent(t, in.Key()) {
+				if err == nil || got.State != ledger.Claimed || got.Version != 1 || !e.HasContent(t, in.Key()) {
 					t.Fatalf("err %v state %s v%d", err, got.State, got.Version)
 				}
 				return
@@ -141,7 +141,7 @@ func TestDispatchContentProblems(t *testing.T) {
 			if got.Last().Reason == "" || got.Attempts != 0 || got.Last().Attempt != 0 {
 				t.Fatalf("quarantine event %+v", got.Last())
 			}
-			if e.hasContent(t, in.Key()) {
+			if e.HasContent(t, in.Key()) {
 				t.Fatal("content kept after quarantine")
 			}
 			if got.OpenDue().IsZero() {
@@ -150,28 +150,28 @@ func TestDispatchContentProblems(t *testing.T) {
 			if strings.Contains(got.Reason, "attacker") || strings.Contains(got.Last().Reason, "@") {
 				t.Fatalf("reason leaks content: %q", got.Last().Reason)
 			}
-			mustVerify(t, got)
+			ledgertest.MustVerify(t, got)
 		})
 	}
 }
 
 func TestDispatchWithoutTransport(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	delete(e.Cases.Transports, ledger.SMS)
-	in, _, _ := e.claim(t, 32, ledger.SMS, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 32, ledger.SMS, ledger.OutcomeClaimed)
 	_, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if !errors.Is(err, ledger.ErrNoTransport) {
 		t.Fatalf("want ErrNoTransport, got %v", err)
 	}
-	got := e.get(t, in.Key())
-	if got.State != ledger.Claimed || got.Version != 1 || !e.hasContent(t, in.Key()) || e.Transport.Calls() != 0 {
+	got := e.Get(t, in.Key())
+	if got.State != ledger.Claimed || got.Version != 1 || !e.HasContent(t, in.Key()) || e.Transport.Calls() != 0 {
 		t.Fatalf("row %s v%d, calls %d", got.State, got.Version, e.Transport.Calls())
 	}
 }
 
 func TestDispatchMissingRow(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	_, err := e.Cases.Dispatch(context.Background(), ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "nope", Channel: ledger.Email}.Key(), "dispatch/req-1")
 	if !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("want ErrNotFound, got %v", err)
@@ -186,22 +186,22 @@ func TestDispatchAfterExpiry(t *testing.T) {
 		advance time.Duration
 		want    ledger.Outcome
 	}{
-		{"just before the margin", ttl - margin - time.Second, ledger.OutcomeAccepted},
-		{"at the margin", ttl - margin, ledger.OutcomeExpired},
-		{"past expiry", ttl + time.Hour, ledger.OutcomeExpired},
+		{"just before the margin", ledgertest.ScenarioTTL - margin - time.Second, ledger.OutcomeAccepted},
+		{"at the margin", ledgertest.ScenarioTTL - margin, ledger.OutcomeExpired},
+		{"past expiry", ledgertest.ScenarioTTL + time.Hour, ledger.OutcomeExpired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			in, _, _ := e.claim(t, 33, ledger.SMS, ledger.OutcomeClaimed)
+			e := ledgertest.NewScenario(t)
+			in, _, _ := e.Claim(t, 33, ledger.SMS, ledger.OutcomeClaimed)
 			e.Clock.Advance(tt.advance)
 			res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 			if err != nil || res.Outcome != tt.want {
 				t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, tt.want)
 			}
 			if tt.want == ledger.OutcomeExpired {
-				got := e.get(t, in.Key())
-				if got.State != ledger.Expired || got.Reason == "" || e.Transport.Calls() != 0 || e.hasContent(t, in.Key()) {
+				got := e.Get(t, in.Key())
+				if got.State != ledger.Expired || got.Reason == "" || e.Transport.Calls() != 0 || e.HasContent(t, in.Key()) {
 					t.Fatalf("row %s reason %q calls %d", got.State, got.Reason, e.Transport.Calls())
 				}
 			}
@@ -232,43 +232,32 @@ func (s *expiringStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entr
 
 func TestDispatchExpiryConditionInTheWrite(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
-	in, _, _ := e.claim(t, 34, ledger.Email, ledger.OutcomeClaimed)
-	e.Cases.Store = &expiringStore{Store: e.Store, clock: e.Clock, by: 2 * ttl}
+	e := ledgertest.NewScenario(t)
+	in, _, _ := e.Claim(t, 34, ledger.Email, ledger.OutcomeClaimed)
+	e.Cases.Store = &expiringStore{Store: e.Store, clock: e.Clock, by: 2 * ledgertest.ScenarioTTL}
 	res, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-1")
 	if err != nil || res.Outcome != ledger.OutcomeExpired {
 		t.Fatalf("dispatch: %s %v, want expired", res.Outcome, err)
 	}
-	got := e.get(t, in.Key())
-	if got.State != ledger.Expired || e.Transport.Calls() != 0 || e.hasContent(t, in.Key()) {
+	got := e.Get(t, in.Key())
+	if got.State != ledger.Expired || e.Transport.Calls() != 0 || e.HasContent(t, in.Key()) {
 		t.Fatalf("row %s, calls %d", got.State, e.Transport.Calls())
 	}
-}
-
-// countingStore counts reads.
-type countingStore struct {
-	ledger.Store
-	gets int
-}
-
-func (s *countingStore) Get(ctx context.Context, key string) (ledger.Entry, error) {
-	s.gets++
-	return s.Store.Get(ctx, key)
 }
 
 // TestDispatchRowReadsTheRowOnceAndToleratesAStaleRecord: a stream record
 // costs one consistent read of the row, which the decision rests on
 // (docs/design.md, "A function acts only on what its own source delivered").
 func TestDispatchRowReadsTheRowOnceAndToleratesAStaleRecord(t *testing.T) {
-	e := newEnv(t)
-	counting := &countingStore{Store: e.Cases.Store}
+	e := ledgertest.NewScenario(t)
+	counting := &ledgertest.CountingStore{Store: e.Cases.Store}
 	e.Cases.Store = counting
 	ctx := context.Background()
-	_, _, claimed := e.claim(t, 5, ledger.Email, ledger.OutcomeClaimed)
-	counting.gets = 0
+	_, _, claimed := e.Claim(t, 5, ledger.Email, ledger.OutcomeClaimed)
+	counting.Gets = 0
 	res, err := e.Cases.DispatchRow(ctx, claimed, "dispatch/req-1")
-	if err != nil || res.Outcome != ledger.OutcomeAccepted || counting.gets != 1 {
-		t.Fatalf("fresh row: %s %v, %d reads; want accepted after one read", res.Outcome, err, counting.gets)
+	if err != nil || res.Outcome != ledger.OutcomeAccepted || counting.Gets != 1 {
+		t.Fatalf("fresh row: %s %v, %d reads; want accepted after one read", res.Outcome, err, counting.Gets)
 	}
 	// The same stream record again: its image still says claimed.
 	res, err = e.Cases.DispatchRow(ctx, claimed, "dispatch/req-2")
@@ -348,15 +337,15 @@ func TestDispatchInterleavings(t *testing.T) {
 		name string
 		// wire installs the interleaving on cases (the worker under test);
 		// other is an untouched set of use cases over the same stores.
-		wire      func(t *testing.T, e *env, cases *ledgertest.UseCases, other *ledgertest.UseCases, in ledger.Intent)
+		wire      func(t *testing.T, e *ledgertest.Scenario, cases *ledgertest.UseCases, other *ledgertest.UseCases, in ledger.Intent)
 		want      ledger.Outcome
 		wantState ledger.State
 		wantCalls int
 	}{
-		{"another worker dispatched and purged the content first", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
+		{"another worker dispatched and purged the content first", func(t *testing.T, e *ledgertest.Scenario, cases, other *ledgertest.UseCases, in ledger.Intent) {
 			cases.Content = &hookContent{ContentStore: e.Content, beforeGet: dispatchFirst(t, other, in.Key())}
 		}, ledger.OutcomeSkipped, ledger.Accepted, 1},
-		{"another worker expired the row first", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
+		{"another worker expired the row first", func(t *testing.T, e *ledgertest.Scenario, cases, other *ledgertest.UseCases, in ledger.Intent) {
 			e.Clock.Advance(time.Hour)
 			cases.Store = &hookStore{Store: e.Store, afterGet: func() {
 				if _, err := other.ExpireSweep(ctx, "expire/other", 10); err != nil {
@@ -364,13 +353,13 @@ func TestDispatchInterleavings(t *testing.T) {
 				}
 			}}
 		}, ledger.OutcomeSkipped, ledger.Expired, 0},
-		{"another worker won the move to dispatching", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
+		{"another worker won the move to dispatching", func(t *testing.T, e *ledgertest.Scenario, cases, other *ledgertest.UseCases, in ledger.Intent) {
 			cases.Store = &hookStore{Store: e.Store, beforeBegin: dispatchFirst(t, other, in.Key())}
 		}, ledger.OutcomeSkipped, ledger.Accepted, 1},
-		{"a content-mismatch event landed between read and write", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
+		{"a content-mismatch event landed between read and write", func(t *testing.T, e *ledgertest.Scenario, cases, other *ledgertest.UseCases, in ledger.Intent) {
 			cases.Store = &hookStore{Store: e.Store, beforeBegin: mismatchFirst(t, other, in)}
 		}, ledger.OutcomeAccepted, ledger.Accepted, 1},
-		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *env, cases, other *ledgertest.UseCases, in ledger.Intent) {
+		{"a content-mismatch event landed while the send was in flight", func(t *testing.T, e *ledgertest.Scenario, cases, other *ledgertest.UseCases, in ledger.Intent) {
 			var once sync.Once
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
 				once.Do(mismatchFirst(t, other, in))
@@ -380,25 +369,25 @@ func TestDispatchInterleavings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
-			in, _, _ := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
+			e := ledgertest.NewScenario(t)
+			in, _, _ := e.Claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
 			cases, other := *e.Cases, *e.Cases
 			tt.wire(t, e, &cases, &other, in)
 			res, err := cases.Dispatch(ctx, in.Key(), "dispatch/me")
 			if err != nil || res.Outcome != tt.want {
 				t.Fatalf("dispatch: %s %v, want %s", res.Outcome, err, tt.want)
 			}
-			got := e.get(t, in.Key())
+			got := e.Get(t, in.Key())
 			if got.State != tt.wantState || e.Transport.Calls() != tt.wantCalls || e.Transport.Recorded(in.Key()) != tt.wantCalls {
 				t.Fatalf("row %s, calls %d, recorded %d", got.State, e.Transport.Calls(), e.Transport.Recorded(in.Key()))
 			}
 			if s := e.Transport.Sent; len(s) == 1 && s[0].ContentHash != in.ContentHash {
 				t.Fatal("sent the mismatching content")
 			}
-			if e.hasContent(t, in.Key()) {
+			if e.HasContent(t, in.Key()) {
 				t.Fatal("content left after the row closed")
 			}
-			checkHistory(t, got)
+			ledgertest.CheckHistory(t, got)
 		})
 	}
 }
@@ -411,12 +400,12 @@ func TestDispatchInterleavings(t *testing.T) {
 func TestAttemptStartsOnTheClockOfItsWrite(t *testing.T) {
 	ctx := context.Background()
 	t.Run("dispatch", func(t *testing.T) {
-		e := newEnv(t)
-		in, _, _ := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
+		e := ledgertest.NewScenario(t)
+		in, _, _ := e.Claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
 		slow := *e.Cases
 		// The content read returns when the deadline has just passed.
 		slow.Content = &hookContent{ContentStore: e.Content, beforeGet: func() {
-			e.Clock.Advance(ttl - e.Cases.Policy.ExpiryMargin)
+			e.Clock.Advance(ledgertest.ScenarioTTL - e.Cases.Policy.ExpiryMargin)
 		}}
 		res, err := slow.Dispatch(ctx, in.Key(), "dispatch/slow")
 		if err != nil {
@@ -425,18 +414,18 @@ func TestAttemptStartsOnTheClockOfItsWrite(t *testing.T) {
 		if res.Outcome != ledger.OutcomeExpired || e.Transport.Calls() != 0 {
 			t.Fatalf("outcome %s with %d sends; want expired and none", res.Outcome, e.Transport.Calls())
 		}
-		mustVerify(t, e.get(t, in.Key()))
+		ledgertest.MustVerify(t, e.Get(t, in.Key()))
 	})
 	t.Run("reconcile same-key retry", func(t *testing.T) {
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		e.Transport.Window = 24 * time.Hour
-		in := e.stuckDispatching(t, 1, ledger.Email, ledgertest.FailBeforeReach)
+		in := e.StuckDispatching(t, 1, ledger.Email, ledgertest.FailBeforeReach)
 		calls := e.Transport.Calls()
 		// The lease has passed: the sweep marks the row unknown and retries
 		// it under the same key; the retry's content read returns when the
 		// deadline has just passed.
 		e.Clock.Advance(e.Cases.Policy.Lease + time.Second)
-		deadline := e.get(t, in.Key()).ExpiresAt.Add(-e.Cases.Policy.ExpiryMargin)
+		deadline := e.Get(t, in.Key()).ExpiresAt.Add(-e.Cases.Policy.ExpiryMargin)
 		slow := *e.Cases
 		slow.Content = &hookContent{ContentStore: e.Content, beforeGet: func() {
 			e.Clock.Advance(deadline.Sub(e.Clock.Now()))
@@ -447,14 +436,14 @@ func TestAttemptStartsOnTheClockOfItsWrite(t *testing.T) {
 		if got := e.Transport.Calls(); got != calls {
 			t.Fatalf("%d sends after the deadline passed during the content read; want none", got-calls)
 		}
-		mustVerify(t, e.get(t, in.Key()))
+		ledgertest.MustVerify(t, e.Get(t, in.Key()))
 	})
 }
 
 func TestAcknowledgementArrivingAfterTheLeaseResolvesUnknown(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	ctx := context.Background()
-	in, _, _ := e.claim(t, 3, ledger.SMS, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 3, ledger.SMS, ledger.OutcomeClaimed)
 	swept := false
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
 		// The provider is slow: the lease runs out and reconcile marks the
@@ -468,12 +457,12 @@ func TestAcknowledgementArrivingAfterTheLeaseResolvesUnknown(t *testing.T) {
 	if err != nil || !swept {
 		t.Fatalf("dispatch: %v, swept %v", err, swept)
 	}
-	row := e.get(t, in.Key())
+	row := e.Get(t, in.Key())
 	last := row.Last()
 	if row.State != ledger.Accepted || row.AckID == "" || (last.From != ledger.Unknown && last.From != ledger.Quarantined) || !strings.Contains(last.Reason, "after the lease expired") {
 		t.Fatalf("row %s ack %q last %s->%s %q (outcome %s)", row.State, row.AckID, last.From, last.To, last.Reason, d.Outcome)
 	}
-	mustVerify(t, row)
+	ledgertest.MustVerify(t, row)
 }
 
 // A row quarantined at dispatch says why in its current-state reason, not
@@ -505,22 +494,22 @@ func TestDispatchQuarantineRecordsItsReasonOnTheRow(t *testing.T) {
 // sent again: a same-key retry would reach an address that may have
 // hard-bounced.
 func TestNoRetryAfterProviderEvidence(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	e.Transport.Events = true
-	in, _, _ := e.claim(t, 5, ledger.Email, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 5, ledger.Email, ledger.OutcomeClaimed)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-	mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 	calls := e.Transport.Calls()
 	// The provider later reports a hard bounce of a message with this key.
 	p := ledger.ProviderEvent{
 		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindBounced, Type: "Bounce", Detail: "Permanent/General",
 		MessageID: "msg-earlier", At: e.Clock.Now(), Permanent: true,
 	}
-	e.prove(t, &p)
-	row := e.record(t, p, ledger.OutcomeResolved)
+	e.Prove(t, &p)
+	row := e.Record(t, p, ledger.OutcomeResolved)
 	e.Clock.Advance(time.Minute)
 	e.Transport.Script = nil
-	mustDispatch(t, e, in.Key(), ledger.OutcomeSkipped)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeSkipped)
 	if row.State != ledger.Accepted || e.Transport.Calls() != calls {
 		t.Fatalf("row %s, %d more sends", row.State, e.Transport.Calls()-calls)
 	}
@@ -531,27 +520,27 @@ func TestNoRetryAfterProviderEvidence(t *testing.T) {
 // the next dispatch finds the evidence, accepts the row on it with its
 // deferral cleared, and sends nothing again.
 func TestDeferredRowWithProviderEvidenceIsNotSentAgain(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	e.Transport.Events = true
-	in, _, _ := e.claim(t, 6, ledger.Email, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 6, ledger.Email, ledger.OutcomeClaimed)
 	p := ledger.ProviderEvent{
 		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindProviderSent, Type: "Send",
 		MessageID: "msg-in-flight", At: e.Clock.Now(),
 	}
 	e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
 		p.Attempt, p.Proof = s.Attempt, s.Proof // the provider's event carries what the send did
-		e.record(t, p, ledger.OutcomeRecorded)
+		e.Record(t, p, ledger.OutcomeRecorded)
 		return ledgertest.Throttle
 	}
-	mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
-	if row := e.get(t, in.Key()); row.State != ledger.Deferred || !row.Holds(p.ID()) {
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
+	if row := e.Get(t, in.Key()); row.State != ledger.Deferred || !row.Holds(p.ID()) {
 		t.Fatalf("after the throttled attempt: %s, holds the event: %v", row.State, row.Holds(p.ID()))
 	}
 	calls := e.Transport.Calls()
 	e.Transport.Script = nil
 	e.Clock.Advance(time.Hour)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeSkipped)
-	row := e.get(t, in.Key())
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeSkipped)
+	row := e.Get(t, in.Key())
 	if row.State != ledger.Accepted || row.AckID != p.MessageID || e.Transport.Calls() != calls {
 		t.Fatalf("row %s ack %q, %d more sends", row.State, row.AckID, e.Transport.Calls()-calls)
 	}

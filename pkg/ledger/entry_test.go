@@ -15,16 +15,16 @@ import (
 // busyRow walks one row through claim, a lost acknowledgement, a content
 // mismatch and a same-key retry, checking that every write appends exactly
 // one entry.
-func busyRow(t *testing.T, e *env) ledger.Entry {
+func busyRow(t *testing.T, e *ledgertest.Scenario) ledger.Entry {
 	t.Helper()
 	ctx := context.Background()
 	e.Transport.Window = 24 * time.Hour
-	in, sealed := ledgertest.Intent(90, ledger.Email, e.Clock.Now(), ttl)
+	in, sealed := ledgertest.Intent(90, ledger.Email, e.Clock.Now(), ledgertest.ScenarioTTL)
 	prev := ledger.Entry{}
 	step := func(name string, do func()) {
 		t.Helper()
 		do()
-		got := e.get(t, in.Key())
+		got := e.Get(t, in.Key())
 		if got.Version != prev.Version+1 || len(got.History) != len(prev.History)+1 {
 			t.Fatalf("%s: v%d h%d after v%d h%d: want exactly one more entry", name, got.Version, len(got.History), prev.Version, len(prev.History))
 		}
@@ -46,7 +46,7 @@ func busyRow(t *testing.T, e *env) ledger.Entry {
 	if _, err := e.Cases.Dispatch(ctx, in.Key(), "dispatch/req-2"); err != nil {
 		t.Fatal(err)
 	}
-	got := e.get(t, in.Key())
+	got := e.Get(t, in.Key())
 	if got.Version != 3 || len(got.History) != 3 {
 		t.Fatalf("dispatch: v%d h%d", got.Version, len(got.History))
 	}
@@ -63,8 +63,8 @@ func busyRow(t *testing.T, e *env) ledger.Entry {
 	})
 	e.Clock.Advance(time.Minute)
 	e.Transport.Script = nil
-	reconcile(t, e) // writes twice: the retry, then its outcome
-	got = e.get(t, in.Key())
+	ledgertest.MustReconcile(t, e) // writes twice: the retry, then its outcome
+	got = e.Get(t, in.Key())
 	if got.Version != 6 || len(got.History) != 6 {
 		t.Fatalf("reconcile: v%d h%d", got.Version, len(got.History))
 	}
@@ -72,7 +72,7 @@ func busyRow(t *testing.T, e *env) ledger.Entry {
 }
 
 func TestHistoryEntries(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	row := busyRow(t, e)
 	t0 := ledgertest.Epoch
 	mismatchHash := ledger.ContentHash("reset-email", "3", func() ledger.Message {
@@ -113,7 +113,7 @@ func TestHistoryEntries(t *testing.T) {
 			}
 			if ev.Kind != tt.kind || ev.From != tt.from || ev.To != tt.to || !ev.At.Equal(tt.at) || ev.Worker != tt.worker ||
 				!strings.HasPrefix(ev.Reason, tt.reason) || ev.Attempt != tt.attempt || ev.AckID != tt.ackID ||
-				ev.PolicyVersion != testPolicyVersion || ev.ContentHash != hash {
+				ev.PolicyVersion != ledgertest.ScenarioPolicyVersion || ev.ContentHash != hash {
 				t.Fatalf("entry %d:\n got %+v\nwant %+v", i, ev, tt)
 			}
 			if !strings.HasPrefix(ev.ID, "ev-") || len(ev.ID) != len("ev-001") || ev.ID <= prev || ids[ev.ID] {
@@ -125,7 +125,7 @@ func TestHistoryEntries(t *testing.T) {
 			}
 		})
 	}
-	checkHistory(t, row)
+	ledgertest.CheckHistory(t, row)
 	if row.State != ledger.Accepted || row.AckID != "msg-1" || e.Transport.Recorded(row.Key) != 1 {
 		t.Fatalf("row %s ack %q recorded %d", row.State, row.AckID, e.Transport.Recorded(row.Key))
 	}
@@ -135,7 +135,7 @@ func TestHistoryEntries(t *testing.T) {
 }
 
 func TestDefaultEventIDs(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	e.Cases.NewID = nil
 	row := busyRow(t, e)
 	hex32 := regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -149,11 +149,11 @@ func TestDefaultEventIDs(t *testing.T) {
 }
 
 func TestVerifyDetectsTampering(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	row := busyRow(t, e) // 6 entries, ends with a transition
-	mustVerify(t, row)
+	ledgertest.MustVerify(t, row)
 	// A row whose last entry keeps the state: claimed, then a mismatch.
-	in, _, _ := e.claim(t, 91, ledger.SMS, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 91, ledger.SMS, ledger.OutcomeClaimed)
 	m := ledgertest.Message(91, ledger.SMS)
 	m.Body = "other"
 	other := in
@@ -161,10 +161,10 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	if _, err := e.Cases.Claim(context.Background(), other, ledgertest.Seal(m), "claim/req-2"); err != nil {
 		t.Fatal(err)
 	}
-	quiet := e.get(t, in.Key())
-	mustVerify(t, quiet)
+	quiet := e.Get(t, in.Key())
+	ledgertest.MustVerify(t, quiet)
 	if len(quiet.History) != 2 || quiet.Last().Kind != ledger.KindContentMismatch {
-		t.Fatalf("quiet row: %s", historyPath(quiet))
+		t.Fatalf("quiet row: %s", ledgertest.HistoryPath(quiet))
 	}
 
 	without := func(h []ledger.Event, i int) []ledger.Event {
@@ -211,7 +211,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 				t.Fatalf("message %q does not name %s", err, want)
 			}
 			// The original is untouched and still verifies.
-			mustVerify(t, tt.row)
+			ledgertest.MustVerify(t, tt.row)
 		})
 	}
 }

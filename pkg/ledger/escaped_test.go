@@ -19,7 +19,7 @@ import (
 // provider after it forgot the key, and the provider would take the message
 // a second time.
 func TestRetryLateInWindowThenQuarantine(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	const window = 6 * time.Minute
 	e.Transport.Window = window
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
@@ -27,16 +27,16 @@ func TestRetryLateInWindowThenQuarantine(t *testing.T) {
 	p.MaxAttempts = 10 // the window decides here, not the attempt budget
 	p.Lease, p.ExpiryMargin, p.RecheckAfter = 2*time.Minute, 30*time.Second, time.Minute
 	start := e.Clock.Now()
-	in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
 	key := in.Key()
 
-	mustDispatch(t, e, key, ledger.OutcomeUnknown)
+	ledgertest.MustDispatch(t, e, key, ledger.OutcomeUnknown)
 	// Attempt 2 early in the window, attempt 3 at the last moment a retry
 	// can still finish inside it: 3 min + lease + margin < 6 min.
 	for i, at := range []time.Duration{time.Minute, 3 * time.Minute} {
 		e.Clock.Advance(start.Add(at).Sub(e.Clock.Now()))
-		reconcile(t, e)
-		if got := e.get(t, key); got.State != ledger.Unknown || got.Attempts != i+2 {
+		ledgertest.MustReconcile(t, e)
+		if got := e.Get(t, key); got.State != ledger.Unknown || got.Attempts != i+2 {
 			t.Fatalf("retry at +%s: %s after %d attempts, want unknown after %d", at, got.State, got.Attempts, i+2)
 		}
 	}
@@ -45,8 +45,8 @@ func TestRetryLateInWindowThenQuarantine(t *testing.T) {
 	// The next look, one minute after the late retry: 4 min + lease + margin
 	// is past the window from the first attempt (though not from the last).
 	e.Clock.Advance(time.Minute)
-	reconcile(t, e)
-	got := e.get(t, key)
+	ledgertest.MustReconcile(t, e)
+	got := e.Get(t, key)
 	if got.State != ledger.Quarantined || e.Transport.Calls() != calls {
 		t.Fatalf("next look after a late retry: %s with %d more sends (attempts %d); want quarantined and no send",
 			got.State, e.Transport.Calls()-calls, got.Attempts)
@@ -78,21 +78,21 @@ func (s *slowBeginStore) Apply(ctx context.Context, c ledger.Change) (ledger.Ent
 // challenge's expiry minus the margin. Dispatch must judge the expiry again
 // with the clock as it reads then, and send nothing.
 func TestBeginAnsweredAfterDeadline(t *testing.T) {
-	e := newEnv(t)
-	in, _, _ := e.claim(t, 81, ledger.Email, ledger.OutcomeClaimed)
+	e := ledgertest.NewScenario(t)
+	in, _, _ := e.Claim(t, 81, ledger.Email, ledger.OutcomeClaimed)
 	margin := e.Cases.Policy.ExpiryMargin
 	// One second before expires_at − margin: the write's condition holds.
 	e.Clock.Advance(in.ExpiresAt.Add(-margin - time.Second).Sub(e.Clock.Now()))
 	e.Cases.Store = &slowBeginStore{Store: e.Store, clock: e.Clock, delay: 2 * time.Second}
 
-	row := mustDispatch(t, e, in.Key(), ledger.OutcomeExpired)
+	row := ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeExpired)
 	if e.Transport.Calls() != 0 {
 		t.Fatalf("%d sends after the begin write answered past expires_at − margin, want none", e.Transport.Calls())
 	}
 	if row.State != ledger.Expired || row.Attempts != 1 {
 		t.Fatalf("row %s after %d attempts, want expired after the one attempt it began", row.State, row.Attempts)
 	}
-	checkHistory(t, row)
+	ledgertest.CheckHistory(t, row)
 }
 
 // slowRetryStore is slowBeginStore for reconcile's record of a same-key
@@ -117,22 +117,22 @@ func (s *slowRetryStore) Apply(ctx context.Context, c ledger.Change) (ledger.Ent
 // written, but its answer can come back inside the margin. The retry must
 // not be sent then; the row is quarantined, its outcome still unknown.
 func TestRetryAnsweredAfterDeadline(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	e.Transport.Window = 24 * time.Hour
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	in, _, _ := e.claim(t, 82, ledger.Email, ledger.OutcomeClaimed)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+	in, _, _ := e.Claim(t, 82, ledger.Email, ledger.OutcomeClaimed)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 	calls := e.Transport.Calls()
 	margin := e.Cases.Policy.ExpiryMargin
 	// One second before expires_at − margin: the retry's record may land.
 	e.Clock.Advance(in.ExpiresAt.Add(-margin - time.Second).Sub(e.Clock.Now()))
 	e.Cases.Store = &slowRetryStore{Store: e.Store, clock: e.Clock, delay: 2 * time.Second}
 
-	reconcile(t, e)
-	got := e.get(t, in.Key())
+	ledgertest.MustReconcile(t, e)
+	got := e.Get(t, in.Key())
 	if e.Transport.Calls() != calls || got.State != ledger.Quarantined {
 		t.Fatalf("retry whose record answered past expires_at − margin: %d sends, row %s (%q); want no send, quarantined",
 			e.Transport.Calls()-calls, got.State, got.Reason)
 	}
-	checkHistory(t, got)
+	ledgertest.CheckHistory(t, got)
 }

@@ -17,7 +17,7 @@ import (
 // sent: the older ones, of which nothing reached the provider, end
 // superseded at their wake-ups.
 func TestThrottledOlderChallengeIsSuperseded(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Supersede: true})
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Supersede: true})
 	throttled := true
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior {
 		if throttled {
@@ -27,9 +27,9 @@ func TestThrottledOlderChallengeIsSuperseded(t *testing.T) {
 	}
 	var asks []ledger.Intent
 	for i := range 3 {
-		in := e.claimTo(t, 1+i, ledger.SMS, "+15550100001", "acct-1", time.Duration(i)*time.Second)
+		in := e.ClaimTo(t, 1+i, ledger.SMS, "+15550100001", "acct-1", time.Duration(i)*time.Second)
 		asks = append(asks, in)
-		mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 		e.Clock.Advance(time.Second)
 	}
 	throttled = false
@@ -39,8 +39,8 @@ func TestThrottledOlderChallengeIsSuperseded(t *testing.T) {
 		if i == len(asks)-1 {
 			want = ledger.OutcomeAccepted
 		}
-		row := mustDispatch(t, e, in.Key(), want)
-		mustVerify(t, row)
+		row := ledgertest.MustDispatch(t, e, in.Key(), want)
+		ledgertest.MustVerify(t, row)
 	}
 	if got := e.Transport.Recorded(asks[0].Key()) + e.Transport.Recorded(asks[1].Key()); got != 0 {
 		t.Fatalf("%d messages of older challenges reached the player", got)
@@ -54,13 +54,13 @@ func TestThrottledOlderChallengeIsSuperseded(t *testing.T) {
 // taken (its acknowledgement was lost, then a retry was answered not sent)
 // is not superseded by a newer challenge: the player may hold its link.
 func TestUnknownAttemptIsNeverSuperseded(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Supersede: true})
-	older := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Supersede: true})
+	older := e.ClaimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	mustDispatch(t, e, older.Key(), ledger.OutcomeUnknown)
-	row := e.get(t, older.Key())
+	ledgertest.MustDispatch(t, e, older.Key(), ledger.OutcomeUnknown)
+	row := e.Get(t, older.Key())
 	if ledger.Supersedable(row) || row.Unsent() {
-		t.Fatalf("an unknown row reads as unsent: %s", historyPath(row))
+		t.Fatalf("an unknown row reads as unsent: %s", ledgertest.HistoryPath(row))
 	}
 	// The same history, back to deferred after a later not-sent answer.
 	row.State = ledger.Deferred
@@ -78,19 +78,19 @@ func TestUnknownAttemptIsNeverSuperseded(t *testing.T) {
 // and 2, so the newest email finds minute 3 full: one send per window,
 // never two.
 func TestReleaseTakesBackTheWindowThatCounted(t *testing.T) {
-	e, store := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Minute}, Supersede: true})
-	e.Cases.Timeline = e.mem
-	e.Cases.Scheduler = &scheduler{}
+	e, store := ledgertest.LimitedScenario(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Minute}, Supersede: true})
+	e.Cases.Timeline = e.Mem
+	e.Cases.Scheduler = &ledgertest.RecordingScheduler{}
 	now := e.Clock.Now()
 	e.Clock.Advance(now.Truncate(time.Minute).Add(time.Minute + 10*time.Second).Sub(now))
-	older := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
-	e.dispatchCutAfterCount(t, older.Key())
+	older := e.ClaimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
+	e.DispatchCutAfterCount(t, older.Key())
 	e.Clock.Advance(2 * time.Minute) // minute 3
-	sms := e.claimTo(t, 2, ledger.SMS, "+15550100001", "acct-1", 0)
-	mustDispatch(t, e, sms.Key(), ledger.OutcomeAccepted)
-	newest := e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
-	mustDispatch(t, e, newest.Key(), ledger.OutcomeLimited)
-	if got := e.get(t, older.Key()); got.State != ledger.Suppressed {
+	sms := e.ClaimTo(t, 2, ledger.SMS, "+15550100001", "acct-1", 0)
+	ledgertest.MustDispatch(t, e, sms.Key(), ledger.OutcomeAccepted)
+	newest := e.ClaimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
+	ledgertest.MustDispatch(t, e, newest.Key(), ledger.OutcomeLimited)
+	if got := e.Get(t, older.Key()); got.State != ledger.Suppressed {
 		t.Fatalf("older: %s, want superseded by the reclaim", got.State)
 	}
 	if n := e.Transport.Calls(); n != 1 {
@@ -115,12 +115,12 @@ func TestReleaseTakesBackTheWindowThatCounted(t *testing.T) {
 func TestStaleStreamCopyGivesItsCountBack(t *testing.T) {
 	// The subject limit needs no address: the stale copy's dispatch
 	// reaches its count without opening the (purged) content.
-	e, store := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Minute}})
-	first := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
-	mustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
-	second := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
-	stale := e.get(t, second.Key())
-	mustDispatch(t, e, second.Key(), ledger.OutcomeLimited)
+	e, store := ledgertest.LimitedScenario(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Minute}})
+	first := e.ClaimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
+	ledgertest.MustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
+	second := e.ClaimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
+	stale := e.Get(t, second.Key())
+	ledgertest.MustDispatch(t, e, second.Key(), ledger.OutcomeLimited)
 	e.Clock.Advance(2 * time.Minute)
 	res, err := e.Cases.DispatchRow(context.Background(), stale, "dispatch/2")
 	if err != nil || res.Outcome != ledger.OutcomeSkipped {
@@ -133,23 +133,23 @@ func TestStaleStreamCopyGivesItsCountBack(t *testing.T) {
 			t.Fatalf("counter %s of the window the stale copy was dispatched in holds %d, want 0", id, n)
 		}
 	}
-	third := e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", 0)
-	mustDispatch(t, e, third.Key(), ledger.OutcomeAccepted)
+	third := e.ClaimTo(t, 3, ledger.Email, "p@example.test", "acct-1", 0)
+	ledgertest.MustDispatch(t, e, third.Key(), ledger.OutcomeAccepted)
 }
 
 // TestExpiredUnsentGivesCountBack: a counted row that expires without a
 // send (the provider answered not sent until the deadline) gives its count
 // back; a row that was sent keeps its count.
 func TestExpiredUnsentGivesCountBack(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}})
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}})
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-	in := e.claimTo(t, 1, ledger.Email, "p@example.test", "", 0)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
-	e.Clock.Advance(ttl)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeExpired)
+	in := e.ClaimTo(t, 1, ledger.Email, "p@example.test", "", 0)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
+	e.Clock.Advance(ledgertest.ScenarioTTL)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeExpired)
 	e.Transport.Script = nil
-	next := e.claimTo(t, 2, ledger.Email, "p@example.test", "", 0)
-	mustDispatch(t, e, next.Key(), ledger.OutcomeAccepted)
-	last := e.claimTo(t, 3, ledger.Email, "p@example.test", "", 0)
-	mustDispatch(t, e, last.Key(), ledger.OutcomeLimited)
+	next := e.ClaimTo(t, 2, ledger.Email, "p@example.test", "", 0)
+	ledgertest.MustDispatch(t, e, next.Key(), ledger.OutcomeAccepted)
+	last := e.ClaimTo(t, 3, ledger.Email, "p@example.test", "", 0)
+	ledgertest.MustDispatch(t, e, last.Key(), ledger.OutcomeLimited)
 }

@@ -20,7 +20,7 @@ type sweepCase struct {
 
 // seedSweepRows claims one row per case, each with its own lifetime from the
 // env's start, and brings it to the state the case names.
-func seedSweepRows(t *testing.T, e *env) []sweepCase {
+func seedSweepRows(t *testing.T, e *ledgertest.Scenario) []sweepCase {
 	ctx := context.Background()
 	start := e.Clock.Now()
 	claimAt := func(i int, ch ledger.Channel, life time.Duration) ledger.Intent {
@@ -34,15 +34,15 @@ func seedSweepRows(t *testing.T, e *env) []sweepCase {
 	inMargin := claimAt(71, ledger.SMS, 5*time.Minute+20*time.Second)
 	live := claimAt(72, ledger.Email, 30*time.Minute)
 	accepted := claimAt(73, ledger.Email, 2*time.Minute)
-	mustDispatch(t, e, accepted.Key(), ledger.OutcomeAccepted)
+	ledgertest.MustDispatch(t, e, accepted.Key(), ledger.OutcomeAccepted)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 	unknown := claimAt(74, ledger.Email, 2*time.Minute)
-	mustDispatch(t, e, unknown.Key(), ledger.OutcomeUnknown)
+	ledgertest.MustDispatch(t, e, unknown.Key(), ledger.OutcomeUnknown)
 	quarantined := claimAt(75, ledger.Email, 2*time.Minute)
-	_ = e.Content.Delete(ctx, e.contentKey(quarantined.Key()))
-	mustDispatch(t, e, quarantined.Key(), ledger.OutcomeQuarantined)
+	_ = e.Content.Delete(ctx, e.ContentKey(quarantined.Key()))
+	ledgertest.MustDispatch(t, e, quarantined.Key(), ledger.OutcomeQuarantined)
 	e.Transport.Script = nil
-	dispatching := e.stuckDispatching(t, 76, ledger.Email, ledgertest.Accept)
+	dispatching := e.StuckDispatching(t, 76, ledger.Email, ledgertest.Accept)
 	return []sweepCase{
 		{"claimed past expiry", expiredClaimed, ledger.Expired, false},
 		{"claimed inside the margin", inMargin, ledger.Expired, false},
@@ -56,13 +56,13 @@ func seedSweepRows(t *testing.T, e *env) []sweepCase {
 
 func TestExpireSweep(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	// Rows and what the sweep at start+5m must do with them.
 	tests := seedSweepRows(t, e)
 
 	before := map[string]ledger.Entry{}
 	for _, tt := range tests {
-		before[tt.in.Key()] = e.get(t, tt.in.Key())
+		before[tt.in.Key()] = e.Get(t, tt.in.Key())
 	}
 	calls := e.Transport.Calls()
 	e.Clock.Advance(5 * time.Minute)
@@ -92,13 +92,13 @@ func TestExpireSweep(t *testing.T) {
 // checkSweptRow checks one row after the sweep against its case: expired
 // rows lost their content and carry the sweep's event, every other row was
 // not written (b is the row before the sweep).
-func checkSweptRow(t *testing.T, e *env, tt sweepCase, b ledger.Entry) {
+func checkSweptRow(t *testing.T, e *ledgertest.Scenario, tt sweepCase, b ledger.Entry) {
 	t.Helper()
-	got := e.get(t, tt.in.Key())
+	got := e.Get(t, tt.in.Key())
 	if got.State != tt.want {
 		t.Fatalf("state %s, want %s", got.State, tt.want)
 	}
-	if e.hasContent(t, tt.in.Key()) != tt.content {
+	if e.HasContent(t, tt.in.Key()) != tt.content {
 		t.Fatalf("content kept = %v, want %v", !tt.content, tt.content)
 	}
 	if tt.want != ledger.Expired {
@@ -112,23 +112,23 @@ func checkSweptRow(t *testing.T, e *env, tt sweepCase, b ledger.Entry) {
 		last.Worker != "expire/req-1" || got.Reason == "" || last.Reason != got.Reason {
 		t.Fatalf("expire event %+v", last)
 	}
-	checkHistory(t, got)
+	ledgertest.CheckHistory(t, got)
 }
 
 func TestExpireSweepSettlesHeldRows(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	// A held sms whose email never arrives expires with its challenge.
-	lonely, lonelySealed := fallbackIntent(30, ledger.SMS, e.Clock.Now())
-	lonely.ExpiresAt = e.Clock.Now().Add(ttl / 2) // first in the held listing
+	lonely, lonelySealed := ledgertest.FallbackIntent(30, ledger.SMS, e.Clock.Now())
+	lonely.ExpiresAt = e.Clock.Now().Add(ledgertest.ScenarioTTL / 2) // first in the held listing
 	if res, err := e.Cases.Claim(ctx, lonely, lonelySealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
 		t.Fatalf("claim: %s %v", res.Outcome, err)
 	}
 	// A held sms whose move the email's outcome missed (the settle read
 	// raced, or the function died right after the outcome) is claimed by
 	// the sweep.
-	emailIn, emailSealed := fallbackIntent(31, ledger.Email, e.Clock.Now())
-	smsIn, smsSealed := fallbackIntent(31, ledger.SMS, e.Clock.Now())
+	emailIn, emailSealed := ledgertest.FallbackIntent(31, ledger.Email, e.Clock.Now())
+	smsIn, smsSealed := ledgertest.FallbackIntent(31, ledger.SMS, e.Clock.Now())
 	if _, err := e.Cases.Claim(ctx, emailIn, emailSealed, "claim/email"); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 	if _, err := missing.Dispatch(ctx, emailIn.Key(), "dispatch/email"); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.get(t, smsIn.Key()).State; st != ledger.Held {
+	if st := e.Get(t, smsIn.Key()).State; st != ledger.Held {
 		t.Fatalf("sms should still be held, is %s", st)
 	}
 
@@ -150,12 +150,12 @@ func TestExpireSweepSettlesHeldRows(t *testing.T) {
 	if err != nil || rep.Actions["held->claimed"] != 1 {
 		t.Fatalf("sweep: %v %v", rep.Actions, err)
 	}
-	if st := e.get(t, lonely.Key()).State; st != ledger.Held {
+	if st := e.Get(t, lonely.Key()).State; st != ledger.Held {
 		t.Fatalf("lonely sms settled early: %s", st)
 	}
-	e.Clock.Advance(ttl)
+	e.Clock.Advance(ledgertest.ScenarioTTL)
 	rep, err = e.Cases.ExpireSweep(ctx, "expire/req-2", 100)
-	if err != nil || rep.Actions["held->expired"] != 1 || e.hasContent(t, lonely.Key()) {
+	if err != nil || rep.Actions["held->expired"] != 1 || e.HasContent(t, lonely.Key()) {
 		t.Fatalf("sweep after expiry: %v %v", rep.Actions, err)
 	}
 	if e.Transport.Recorded(lonely.Key()) != 0 {
@@ -179,21 +179,21 @@ func (s *staleGetStore) Get(ctx context.Context, key string) (ledger.Entry, erro
 
 func TestExpireSweepClosesDeferredRowsThatRanOutOfTime(t *testing.T) {
 	ctx := context.Background()
-	e, _ := pacedEnv(t)
+	e, _ := ledgertest.PacedScenario(t)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-	in, _, _ := e.claim(t, 50, ledger.SMS, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 50, ledger.SMS, ledger.OutcomeClaimed)
 	res, err := e.Cases.Dispatch(ctx, in.Key(), "d")
 	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
 	// Its wake-up and every re-drive are lost; the challenge runs out.
-	e.Clock.Advance(ttl)
+	e.Clock.Advance(ledgertest.ScenarioTTL)
 	rep, err := e.Cases.ExpireSweep(ctx, "expire/req-1", 100)
 	if err != nil || rep.Actions["deferred->expired"] != 1 {
 		t.Fatalf("sweep: %+v, %v", rep, err)
 	}
-	row := e.get(t, in.Key())
-	if row.State != ledger.Expired || row.Reason != ledger.NotSentReason(ledgertest.ThrottleCode) || e.hasContent(t, in.Key()) {
-		t.Fatalf("row %s %q (content kept: %v)", row.State, row.Reason, e.hasContent(t, in.Key()))
+	row := e.Get(t, in.Key())
+	if row.State != ledger.Expired || row.Reason != ledger.NotSentReason(ledgertest.ThrottleCode) || e.HasContent(t, in.Key()) {
+		t.Fatalf("row %s %q (content kept: %v)", row.State, row.Reason, e.HasContent(t, in.Key()))
 	}
 }

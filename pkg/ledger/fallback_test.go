@@ -19,7 +19,7 @@ type fallbackGateCase struct {
 	name string
 	// email brings the email row of challenge 10 into a state; nil
 	// means no email intent arrived yet.
-	email     func(t *testing.T, e *env, key string)
+	email     func(t *testing.T, e *ledgertest.Scenario, key string)
 	wantEmail ledger.State
 	wantSMS   ledger.Outcome
 }
@@ -30,45 +30,45 @@ func fallbackGateCases() []fallbackGateCase {
 	ctx := context.Background()
 	return []fallbackGateCase{
 		{"email not claimed yet", nil, ledger.None, ledger.OutcomeHeld},
-		{"email claimed", func(*testing.T, *env, string) {}, ledger.Claimed, ledger.OutcomeHeld},
-		{"email dispatching", func(t *testing.T, e *env, key string) {
+		{"email claimed", func(*testing.T, *ledgertest.Scenario, string) {}, ledger.Claimed, ledger.OutcomeHeld},
+		{"email dispatching", func(t *testing.T, e *ledgertest.Scenario, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.FailBeforeReach }
 			crashing := *e.Cases
-			crashing.Store = &crashStore{Store: e.Store}
+			crashing.Store = &ledgertest.CrashStore{Store: e.Store}
 			_, _ = crashing.Dispatch(ctx, key, "dispatch/crash")
 		}, ledger.Dispatching, ledger.OutcomeHeld},
-		{"email unknown", func(t *testing.T, e *env, key string) {
+		{"email unknown", func(t *testing.T, e *ledgertest.Scenario, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			mustDispatch(t, e, key, ledger.OutcomeUnknown)
+			ledgertest.MustDispatch(t, e, key, ledger.OutcomeUnknown)
 		}, ledger.Unknown, ledger.OutcomeHeld},
-		{"email quarantined", func(t *testing.T, e *env, key string) {
-			_ = e.Content.Delete(ctx, e.contentKey(key))
-			mustDispatch(t, e, key, ledger.OutcomeQuarantined)
+		{"email quarantined", func(t *testing.T, e *ledgertest.Scenario, key string) {
+			_ = e.Content.Delete(ctx, e.ContentKey(key))
+			ledgertest.MustDispatch(t, e, key, ledger.OutcomeQuarantined)
 		}, ledger.Quarantined, ledger.OutcomeHeld},
-		{"email rejected", func(t *testing.T, e *env, key string) {
+		{"email rejected", func(t *testing.T, e *ledgertest.Scenario, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Reject }
-			mustDispatch(t, e, key, ledger.OutcomeRejected)
+			ledgertest.MustDispatch(t, e, key, ledger.OutcomeRejected)
 		}, ledger.Rejected, ledger.OutcomeClaimed},
-		{"email quarantined then resolved rejected", func(t *testing.T, e *env, key string) {
-			_ = e.Content.Delete(ctx, e.contentKey(key))
-			mustDispatch(t, e, key, ledger.OutcomeQuarantined)
+		{"email quarantined then resolved rejected", func(t *testing.T, e *ledgertest.Scenario, key string) {
+			_ = e.Content.Delete(ctx, e.ContentKey(key))
+			ledgertest.MustDispatch(t, e, key, ledger.OutcomeQuarantined)
 			if _, err := e.Cases.Resolve(ctx, key, ledger.DecideRejected, "provider console shows bounce", "bounce-123", "operator:alice"); err != nil {
 				t.Fatal(err)
 			}
 		}, ledger.Rejected, ledger.OutcomeClaimed},
-		{"email accepted", func(t *testing.T, e *env, key string) {
-			mustDispatch(t, e, key, ledger.OutcomeAccepted)
+		{"email accepted", func(t *testing.T, e *ledgertest.Scenario, key string) {
+			ledgertest.MustDispatch(t, e, key, ledger.OutcomeAccepted)
 		}, ledger.Accepted, ledger.OutcomeSuppressed},
-		{"email abandoned", func(t *testing.T, e *env, key string) {
+		{"email abandoned", func(t *testing.T, e *ledgertest.Scenario, key string) {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			mustDispatch(t, e, key, ledger.OutcomeUnknown)
+			ledgertest.MustDispatch(t, e, key, ledger.OutcomeUnknown)
 			if _, err := e.Cases.Resolve(ctx, key, ledger.DecideAbandoned, "cannot tell", "", "operator:alice"); err != nil {
 				t.Fatal(err)
 			}
 		}, ledger.Abandoned, ledger.OutcomeSuppressed},
-		{"email expired before dispatch", func(t *testing.T, e *env, key string) {
-			e.Clock.Advance(ttl - time.Minute) // inside the margin for email, but sms gets a fresh expiry below
-			mustDispatch(t, e, key, ledger.OutcomeExpired)
+		{"email expired before dispatch", func(t *testing.T, e *ledgertest.Scenario, key string) {
+			e.Clock.Advance(ledgertest.ScenarioTTL - time.Minute) // inside the margin for email, but sms gets a fresh expiry below
+			ledgertest.MustDispatch(t, e, key, ledger.OutcomeExpired)
 		}, ledger.Expired, ledger.OutcomeSuppressed},
 	}
 }
@@ -77,7 +77,7 @@ func TestFallbackGate(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range fallbackGateCases() {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			e.Cases.Policy.ExpiryMargin = 2 * time.Minute
 			e.Cases.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
 			if tt.email != nil {
@@ -86,7 +86,7 @@ func TestFallbackGate(t *testing.T) {
 			e.Transport.Script = nil
 			calls := e.Transport.Calls()
 
-			smsIn, smsSealed := fallbackIntent(10, ledger.SMS, e.Clock.Now())
+			smsIn, smsSealed := ledgertest.FallbackIntent(10, ledger.SMS, e.Clock.Now())
 			res, err := e.Cases.Claim(ctx, smsIn, smsSealed, "claim/sms")
 			if tt.wantSMS == ledger.OutcomeHeld {
 				checkSMSHeld(t, e, smsIn.Key(), res, err, calls)
@@ -102,15 +102,15 @@ func TestFallbackGate(t *testing.T) {
 
 // bringEmailTo claims the email row of challenge 10 and brings it into the
 // state tt names.
-func bringEmailTo(t *testing.T, e *env, tt fallbackGateCase) {
+func bringEmailTo(t *testing.T, e *ledgertest.Scenario, tt fallbackGateCase) {
 	t.Helper()
-	emailIn, emailSealed := fallbackIntent(10, ledger.Email, e.Clock.Now())
+	emailIn, emailSealed := ledgertest.FallbackIntent(10, ledger.Email, e.Clock.Now())
 	res, err := e.Cases.Claim(context.Background(), emailIn, emailSealed, "claim/email")
 	if err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("email claim: %s %v", res.Outcome, err)
 	}
 	tt.email(t, e, emailIn.Key())
-	if got := e.get(t, emailIn.Key()).State; got != tt.wantEmail {
+	if got := e.Get(t, emailIn.Key()).State; got != tt.wantEmail {
 		t.Fatalf("email is %s, want %s", got, tt.wantEmail)
 	}
 }
@@ -118,32 +118,32 @@ func bringEmailTo(t *testing.T, e *env, tt fallbackGateCase) {
 // checkSMSHeld checks that the sms claim was held: the row keeps its sealed
 // content for later, and a dispatch of it sends nothing (calls is the
 // transport's count before the claim).
-func checkSMSHeld(t *testing.T, e *env, key string, res claim.Result, err error, calls int) {
+func checkSMSHeld(t *testing.T, e *ledgertest.Scenario, key string, res claim.Result, err error, calls int) {
 	t.Helper()
 	if err != nil || res.Outcome != ledger.OutcomeHeld {
 		t.Fatalf("want the sms held, got %s %v", res.Outcome, err)
 	}
-	if got := e.get(t, key); got.State != ledger.Held || got.Reason == "" {
+	if got := e.Get(t, key); got.State != ledger.Held || got.Reason == "" {
 		t.Fatalf("held sms row: %s %q", got.State, got.Reason)
 	}
-	if !e.hasContent(t, key) {
+	if !e.HasContent(t, key) {
 		t.Fatal("held sms must keep its sealed content for later")
 	}
-	if d := mustDispatch(t, e, key, ledger.OutcomeSkipped); d.State != ledger.Held || e.Transport.Calls() != calls {
+	if d := ledgertest.MustDispatch(t, e, key, ledger.OutcomeSkipped); d.State != ledger.Held || e.Transport.Calls() != calls {
 		t.Fatal("held sms sent")
 	}
 }
 
 // checkSMSPastGate dispatches the sms row the gate let through (claimed) or
 // closed (suppressed) and checks it was sent once or not at all.
-func checkSMSPastGate(t *testing.T, e *env, key string, wantSMS ledger.Outcome, calls int) {
+func checkSMSPastGate(t *testing.T, e *ledgertest.Scenario, key string, wantSMS ledger.Outcome, calls int) {
 	t.Helper()
 	d, err := e.Cases.Dispatch(context.Background(), key, "dispatch/sms")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sms := e.get(t, key)
-	mustVerify(t, sms)
+	sms := e.Get(t, key)
+	ledgertest.MustVerify(t, sms)
 	switch wantSMS {
 	case ledger.OutcomeClaimed:
 		if d.Outcome != ledger.OutcomeAccepted || sms.State != ledger.Accepted || e.Transport.Recorded(key) != 1 {
@@ -153,7 +153,7 @@ func checkSMSPastGate(t *testing.T, e *env, key string, wantSMS ledger.Outcome, 
 		if d.Outcome != ledger.OutcomeSkipped || sms.State != ledger.Suppressed || sms.Reason == "" {
 			t.Fatalf("sms %s/%s reason %q", d.Outcome, sms.State, sms.Reason)
 		}
-		if e.Transport.Calls() != calls || e.hasContent(t, key) {
+		if e.Transport.Calls() != calls || e.HasContent(t, key) {
 			t.Fatalf("suppressed sms sent %d or stored content", e.Transport.Calls()-calls)
 		}
 	}
@@ -162,7 +162,7 @@ func checkSMSPastGate(t *testing.T, e *env, key string, wantSMS ledger.Outcome, 
 // settleStragglers does what the functions do after a race: the expire
 // sweep settles a held row whose predecessor ended before it was written,
 // and the stream record of a row that became claimed reaches dispatch.
-func settleStragglers(t *testing.T, e *env, key string) {
+func settleStragglers(t *testing.T, e *ledgertest.Scenario, key string) {
 	t.Helper()
 	if _, err := e.Cases.ExpireSweep(context.Background(), "expire/req-1", 100); err != nil {
 		t.Fatal(err)
@@ -179,10 +179,10 @@ func settleStragglers(t *testing.T, e *env, key string) {
 func TestFallbackRace(t *testing.T) {
 	ctx := context.Background()
 	for round := range 50 {
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		e.Cases.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
-		emailIn, emailSealed := fallbackIntent(round, ledger.Email, e.Clock.Now())
-		smsIn, smsSealed := fallbackIntent(round, ledger.SMS, e.Clock.Now())
+		emailIn, emailSealed := ledgertest.FallbackIntent(round, ledger.Email, e.Clock.Now())
+		smsIn, smsSealed := ledgertest.FallbackIntent(round, ledger.SMS, e.Clock.Now())
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
 		consume := func(in ledger.Intent, sealed []byte, w ledger.Worker) {
@@ -207,7 +207,7 @@ func TestFallbackRace(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		settleStragglers(t, e, smsIn.Key())
-		email, sms := e.get(t, emailIn.Key()), e.get(t, smsIn.Key())
+		email, sms := e.Get(t, emailIn.Key()), e.Get(t, smsIn.Key())
 		total := e.Transport.Recorded(emailIn.Key()) + e.Transport.Recorded(smsIn.Key())
 		if total != 1 || e.Transport.Calls() != 1 || email.State != ledger.Accepted || sms.State != ledger.Suppressed {
 			t.Fatalf("round %d: recorded %d (calls %d), email %s, sms %s", round, total, e.Transport.Calls(), email.State, sms.State)
@@ -222,15 +222,15 @@ func TestFallbackRace(t *testing.T) {
 func TestFallbackRaceRejected(t *testing.T) {
 	ctx := context.Background()
 	for round := range 50 {
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
 			if s.Channel == ledger.Email {
 				return ledgertest.Reject
 			}
 			return ledgertest.Accept
 		}
-		emailIn, emailSealed := fallbackIntent(round, ledger.Email, e.Clock.Now())
-		smsIn, smsSealed := fallbackIntent(round, ledger.SMS, e.Clock.Now())
+		emailIn, emailSealed := ledgertest.FallbackIntent(round, ledger.Email, e.Clock.Now())
+		smsIn, smsSealed := ledgertest.FallbackIntent(round, ledger.SMS, e.Clock.Now())
 		var wg sync.WaitGroup
 		for k := range 2 {
 			wg.Add(2)
@@ -260,7 +260,7 @@ func TestFallbackRaceRejected(t *testing.T) {
 			t.FailNow()
 		}
 		settleStragglers(t, e, smsIn.Key())
-		email, sms := e.get(t, emailIn.Key()), e.get(t, smsIn.Key())
+		email, sms := e.Get(t, emailIn.Key()), e.Get(t, smsIn.Key())
 		if email.State != ledger.Rejected || sms.State != ledger.Accepted ||
 			e.Transport.Recorded(emailIn.Key()) != 0 || e.Transport.Recorded(smsIn.Key()) != 1 || e.Transport.Calls() != 2 {
 			t.Fatalf("round %d: email %s sms %s, recorded %d+%d, calls %d", round, email.State, sms.State,
@@ -284,7 +284,7 @@ func TestDualWorkflowIndependentClaims(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			e.Transport.Script = func(s ledger.Send) ledgertest.Behavior {
 				if s.Channel == ledger.Email {
 					return tt.email
@@ -297,7 +297,7 @@ func TestDualWorkflowIndependentClaims(t *testing.T) {
 				chans = []ledger.Channel{ledger.SMS, ledger.Email}
 			}
 			for _, ch := range chans {
-				in, sealed := ledgertest.Intent(20, ch, e.Clock.Now(), ttl)
+				in, sealed := ledgertest.Intent(20, ch, e.Clock.Now(), ledgertest.ScenarioTTL)
 				in.Workflow = ledger.Workflow{Kind: ledger.Dual, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
 				res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1")
 				if err != nil || res.Outcome != ledger.OutcomeClaimed {
@@ -312,10 +312,10 @@ func TestDualWorkflowIndependentClaims(t *testing.T) {
 			}
 			email := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-000020", Channel: ledger.Email}.Key()
 			sms := ledger.Identity{Purpose: ledger.PurposePasswordReset, ChallengeID: "chal-000020", Channel: ledger.SMS}.Key()
-			if got := e.get(t, email).State; got != tt.wantEmail {
+			if got := e.Get(t, email).State; got != tt.wantEmail {
 				t.Fatalf("email %s, want %s", got, tt.wantEmail)
 			}
-			if got := e.get(t, sms).State; got != ledger.Accepted {
+			if got := e.Get(t, sms).State; got != ledger.Accepted {
 				t.Fatalf("sms %s, want accepted", got)
 			}
 			if e.Transport.Recorded(sms) != 1 || e.Transport.Calls() != 2 {
@@ -341,10 +341,10 @@ func TestHeldFallbackIsSettledWhenTheEarlierChannelEnds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			e.Cases.Policy.FallbackWait = 0 // no provider events: acceptance settles the fallback at once
-			emailIn, emailSealed := fallbackIntent(20, ledger.Email, e.Clock.Now())
-			smsIn, smsSealed := fallbackIntent(20, ledger.SMS, e.Clock.Now())
+			emailIn, emailSealed := ledgertest.FallbackIntent(20, ledger.Email, e.Clock.Now())
+			smsIn, smsSealed := ledgertest.FallbackIntent(20, ledger.SMS, e.Clock.Now())
 			if res, err := e.Cases.Claim(ctx, smsIn, smsSealed, "claim/sms"); err != nil || res.Outcome != ledger.OutcomeHeld {
 				t.Fatalf("sms: %s %v", res.Outcome, err)
 			}
@@ -365,17 +365,17 @@ func TestHeldFallbackIsSettledWhenTheEarlierChannelEnds(t *testing.T) {
 			if _, err := e.Cases.Dispatch(ctx, smsIn.Key(), "dispatch/sms"); err != nil {
 				t.Fatal(err)
 			}
-			sms := e.get(t, smsIn.Key())
+			sms := e.Get(t, smsIn.Key())
 			if sms.State != tt.wantSMS || e.Transport.Recorded(smsIn.Key()) != tt.wantSent {
 				t.Fatalf("sms %s, sent %d", sms.State, e.Transport.Recorded(smsIn.Key()))
 			}
 			if sms.History[1].From != ledger.Held || sms.History[1].Worker != "dispatch/email" {
 				t.Fatalf("settled by %q from %s", sms.History[1].Worker, sms.History[1].From)
 			}
-			if e.hasContent(t, smsIn.Key()) {
+			if e.HasContent(t, smsIn.Key()) {
 				t.Fatal("sealed content left after the sms ended")
 			}
-			mustVerify(t, sms)
+			ledgertest.MustVerify(t, sms)
 		})
 	}
 }
@@ -400,18 +400,18 @@ func TestFallbackOnHardBounce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			e.Transport.Events = true
 			e.Cases.Policy.FallbackWait = 2 * time.Minute
-			emailIn, smsIn := claimFallbackPair(t, e, 30)
-			mustDispatch(t, e, emailIn.Key(), ledger.OutcomeAccepted)
-			if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
+			emailIn, smsIn := ledgertest.ClaimFallbackPair(t, e, 30)
+			ledgertest.MustDispatch(t, e, emailIn.Key(), ledger.OutcomeAccepted)
+			if got := e.Get(t, smsIn.Key()); got.State != ledger.Held {
 				t.Fatalf("sms %s right after the email was accepted, want held for the wait", got.State)
 			}
 			e.Clock.Advance(30 * time.Second)
-			e.record(t, e.providerEvent(t, emailIn.Key(), ledger.Email, tt.kind, tt.typ, tt.det, tt.permanent), ledger.OutcomeRecorded)
+			e.Record(t, e.ProviderEvent(t, emailIn.Key(), ledger.Email, tt.kind, tt.typ, tt.det, tt.permanent), ledger.OutcomeRecorded)
 			if tt.sweep {
-				if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
+				if got := e.Get(t, smsIn.Key()); got.State != ledger.Held {
 					t.Fatalf("sms %s after a transient bounce, want held", got.State)
 				}
 				e.Clock.Advance(2 * time.Minute)
@@ -422,7 +422,7 @@ func TestFallbackOnHardBounce(t *testing.T) {
 			if _, err := e.Cases.Dispatch(context.Background(), smsIn.Key(), "dispatch/stream"); err != nil {
 				t.Fatal(err)
 			}
-			sms := e.get(t, smsIn.Key())
+			sms := e.Get(t, smsIn.Key())
 			sent := e.Transport.Recorded(smsIn.Key())
 			if sms.State != tt.wantSMS || sent != map[bool]int{true: 1}[tt.wantSMS == ledger.Accepted] {
 				t.Fatalf("sms %s, sent %d; want %s", sms.State, sent, tt.wantSMS)
@@ -430,7 +430,7 @@ func TestFallbackOnHardBounce(t *testing.T) {
 			if tt.permanent && !strings.Contains(sms.History[1].Reason, "permanent delivery failure: "+tt.typ) {
 				t.Fatalf("released with reason %q", sms.History[1].Reason)
 			}
-			mustVerify(t, sms)
+			ledgertest.MustVerify(t, sms)
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/memstore"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -45,9 +46,9 @@ func (c *countingContent) Get(ctx context.Context, key string) ([]byte, error) {
 
 // togetherEnv is a limits env whose dispatch reads its first three values
 // together (when together is set), with its ports counted.
-func togetherEnv(t *testing.T, together bool) (*env, *countingChallenges, *countingContent, *readsTogether) {
+func togetherEnv(t *testing.T, together bool) (*ledgertest.Scenario, *countingChallenges, *countingContent, *readsTogether) {
 	t.Helper()
-	e, lim := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 3, Window: time.Hour}, Supersede: true})
+	e, lim := ledgertest.LimitedScenario(t, ledger.Limits{Destination: ledger.Cap{Max: 3, Window: time.Hour}, Supersede: true})
 	ch := &countingChallenges{Challenges: lim}
 	ct := &countingContent{ContentStore: e.Cases.Content}
 	r := &readsTogether{FirstReads: memstore.FirstReads{Store: e.Cases.Store, Challenges: lim, Content: e.Cases.Content}}
@@ -65,8 +66,8 @@ func togetherEnv(t *testing.T, together bool) (*env, *countingChallenges, *count
 func TestFirstReadsAnswerTheFirstNewestAndContent(t *testing.T) {
 	for _, together := range []bool{true, false} {
 		e, ch, ct, r := togetherEnv(t, together)
-		in := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
-		image := e.get(t, in.Key())
+		in := e.ClaimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
+		image := e.Get(t, in.Key())
 		ch.newest, ct.gets = 0, 0
 		res, err := e.Cases.DispatchRow(context.Background(), image, "dispatch/stream")
 		if err != nil || res.Outcome != ledger.OutcomeAccepted {
@@ -90,31 +91,31 @@ func TestFirstReadsAnswerTheFirstNewestAndContent(t *testing.T) {
 // waits for its slot is read afresh, not taken from the first read.
 func TestFirstReadsSupersedeAndReadAfreshAfterAWait(t *testing.T) {
 	e, ch, _, _ := togetherEnv(t, true)
-	older := e.claimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
-	e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", time.Minute)
-	res, err := e.Cases.DispatchRow(context.Background(), e.get(t, older.Key()), "dispatch/stream")
+	older := e.ClaimTo(t, 1, ledger.Email, "p@example.test", "acct-1", 0)
+	e.ClaimTo(t, 2, ledger.Email, "p@example.test", "acct-1", time.Minute)
+	res, err := e.Cases.DispatchRow(context.Background(), e.Get(t, older.Key()), "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeSuppressed || ch.newest != 0 {
 		t.Fatalf("older: %s %v after %d Newest calls; want suppressed, from the first read", res.Outcome, err, ch.newest)
 	}
 
 	e, ch, _, _ = togetherEnv(t, true)
-	e.Cases.Scheduler = &scheduler{}
+	e.Cases.Scheduler = &ledgertest.RecordingScheduler{}
 	e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.2}}
 	e.Cases.Policy.BudgetWait = 10 * time.Second
-	warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
-	mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 5 s away
-	waiting := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
+	warm := e.ClaimTo(t, 1, ledger.Email, "other@example.test", "", 0)
+	ledgertest.MustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 5 s away
+	waiting := e.ClaimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
 	claimedNewer := false
 	e.Cases.Sleep = func(_ context.Context, d time.Duration) error {
 		if !claimedNewer {
 			claimedNewer = true
-			e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
+			e.ClaimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
 		}
 		e.Clock.Advance(d)
 		return nil
 	}
 	ch.newest = 0
-	res, err = e.Cases.DispatchRow(context.Background(), e.get(t, waiting.Key()), "dispatch/stream")
+	res, err = e.Cases.DispatchRow(context.Background(), e.Get(t, waiting.Key()), "dispatch/stream")
 	if err != nil || res.Entry.Reason != "superseded by challenge chal-000003" || ch.newest != 1 {
 		t.Fatalf("waited: %s %q %v after %d Newest calls; want superseded by the challenge claimed during the wait, read afresh once",
 			res.Outcome, res.Entry.Reason, err, ch.newest)

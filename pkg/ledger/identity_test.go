@@ -44,7 +44,7 @@ func TestIdentityKeyGolden(t *testing.T) {
 
 func TestIntentKeyDependsOnlyOnIdentity(t *testing.T) {
 	const golden = "37b919aaf973e18efa25bc4676cb3d4f0878c44313057b30ba4d33a2d1f4bf70" // password-reset:chal-000042:sms
-	base, _ := ledgertest.Intent(42, ledger.SMS, ledgertest.Epoch, ttl)
+	base, _ := ledgertest.Intent(42, ledger.SMS, ledgertest.Epoch, ledgertest.ScenarioTTL)
 	if got := base.Key(); got != golden {
 		t.Fatalf("base key %s, want %s", got, golden)
 	}
@@ -107,8 +107,8 @@ func TestIdentityHasOnlyBusinessFields(t *testing.T) {
 		t.Fatalf("Identity fields %v, want %v: anything else would leak into the dedupe key", fields, want)
 	}
 
-	e := newEnv(t)
-	in, sealed, first := e.claim(t, 42, ledger.SMS, ledger.OutcomeClaimed)
+	e := ledgertest.NewScenario(t)
+	in, sealed, first := e.Claim(t, 42, ledger.SMS, ledger.OutcomeClaimed)
 	// Two SQS deliveries of one intent carry different message ids, which
 	// the domain never sees; the second is a duplicate of the same key.
 	res, err := e.Cases.Claim(context.Background(), in, sealed, "claim/req-2-other-sqs-envelope")

@@ -37,7 +37,7 @@ func TestClaimRefusesAChallengeThatOutlivesItsPurpose(t *testing.T) {
 		}, "issued_at", "later than the claim's time"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, limits := limitedEnv(t, ledger.Limits{Supersede: true})
+			e, limits := ledgertest.LimitedScenario(t, ledger.Limits{Supersede: true})
 			now := e.Clock.Now()
 			in, sealed := ledgertest.Intent(1, ledger.Email, now, 10*time.Minute)
 			in.SubjectRef = "acct-7"
@@ -56,7 +56,7 @@ func TestClaimRefusesAChallengeThatOutlivesItsPurpose(t *testing.T) {
 		})
 	}
 	// Exactly at the maximum is a challenge, not a refusal.
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), time.Hour)
 	if res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1"); err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("claim at the maximum lifetime = %+v %v, want claimed", res.Outcome, err)
@@ -82,7 +82,7 @@ func TestClaimRefusesAChallengeThatOutlivesItsPurpose(t *testing.T) {
 // earlier challenge that arrives after the later one was claimed is
 // superseded too (ordering by claim time would get that wrong).
 func TestSupersessionOrdersByIssueTimeNotExpiry(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Supersede: true})
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Supersede: true})
 	ctx := context.Background()
 	now := e.Clock.Now()
 	claim := func(i int, issued, ttl time.Duration) ledger.Intent {
@@ -98,13 +98,13 @@ func TestSupersessionOrdersByIssueTimeNotExpiry(t *testing.T) {
 	later := claim(2, -time.Minute, 5*time.Minute)      // issued last, expires first
 	late := claim(3, -3*time.Minute, 30*time.Minute)    // issued before both, claimed after both
 	for _, in := range []ledger.Intent{earlier, late} {
-		row := mustDispatch(t, e, in.Key(), ledger.OutcomeSuppressed)
+		row := ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeSuppressed)
 		if row.Reason != "superseded by challenge "+later.ChallengeID {
 			t.Fatalf("%s: %s %q, want superseded by the challenge issued last", in.ChallengeID, row.State, row.Reason)
 		}
 	}
-	mustDispatch(t, e, later.Key(), ledger.OutcomeAccepted)
-	if got := e.get(t, later.Key()); !got.IssuedAt.Equal(now.Add(-time.Minute)) {
+	ledgertest.MustDispatch(t, e, later.Key(), ledger.OutcomeAccepted)
+	if got := e.Get(t, later.Key()); !got.IssuedAt.Equal(now.Add(-time.Minute)) {
 		t.Fatalf("row issued_at = %s, want the sealed %s", got.IssuedAt, now.Add(-time.Minute))
 	}
 }
@@ -116,7 +116,7 @@ func TestSupersessionOrdersByIssueTimeNotExpiry(t *testing.T) {
 // supersedes it. (Found by the simulator's lifetimes-at-bound world, seed
 // 2886: the older challenge was sent after the newer one's claim.)
 func TestVersion1RedeliveryKeepsItsIssueTime(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Supersede: true})
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Supersede: true})
 	ctx := context.Background()
 	t0 := e.Clock.Now()
 	old, oldSealed := ledgertest.Intent(1, ledger.Email, t0, 10*time.Minute)
@@ -135,7 +135,7 @@ func TestVersion1RedeliveryKeepsItsIssueTime(t *testing.T) {
 	if err != nil || res.Outcome != ledger.OutcomeDuplicate || !res.Entry.IssuedAt.Equal(t0.Truncate(ledger.Precision)) {
 		t.Fatalf("redelivery = %s %v (issued_at %s), want a duplicate issued at the first claim, %s", res.Outcome, err, res.Entry.IssuedAt, t0)
 	}
-	row := mustDispatch(t, e, old.Key(), ledger.OutcomeSuppressed)
+	row := ledgertest.MustDispatch(t, e, old.Key(), ledger.OutcomeSuppressed)
 	if row.Reason != "superseded by challenge "+newer.ChallengeID {
 		t.Fatalf("older version-1 challenge: %s %q, want superseded by %s", row.State, row.Reason, newer.ChallengeID)
 	}

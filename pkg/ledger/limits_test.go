@@ -3,13 +3,11 @@ package ledger_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/resetledger/resetledger/internal/fingerprint"
 	"github.com/resetledger/resetledger/internal/memstore"
 	"github.com/resetledger/resetledger/internal/smsregion"
 	"github.com/resetledger/resetledger/internal/smsregion/codes"
@@ -17,47 +15,8 @@ import (
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// limitedEnv is an env whose dispatch admits rows through limits, counted
-// in a memory limit store.
-func limitedEnv(t *testing.T, l ledger.Limits) (*env, *memstore.Limits) {
-	t.Helper()
-	e := newEnv(t)
-	store := &memstore.Limits{}
-	e.Cases.Limits = l
-	e.Cases.Limiter, e.Cases.Challenges = store, store
-	e.Cases.Fingerprints = &fingerprint.Local{Key: []byte("limits test key")}
-	e.Cases.NumberOf = func(n string) (ledger.PhoneNumber, error) {
-		switch {
-		case strings.HasPrefix(n, "+1"):
-			return ledger.PhoneNumber{Region: "US", Kind: "fixed_line_or_mobile"}, nil
-		case strings.HasPrefix(n, "+44"):
-			return ledger.PhoneNumber{Region: "GB", Kind: "mobile"}, nil
-		case strings.HasPrefix(n, "+882"):
-			return ledger.PhoneNumber{}, errors.New("no region")
-		}
-		return ledger.PhoneNumber{}, errors.New("invalid number")
-	}
-	return e, store
-}
-
-// claimTo claims challenge i on ch to address to, for subject (none if
-// ""), expiring ttl+extra from now.
-func (e *env) claimTo(t *testing.T, i int, ch ledger.Channel, to, subject string, extra time.Duration) ledger.Intent {
-	t.Helper()
-	in, _ := ledgertest.Intent(i, ch, e.Clock.Now(), ttl+extra)
-	m := ledger.Message{To: to, Subject: "Reset your password", Body: fmt.Sprintf("reset link %d", i)}
-	in.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
-	in.SubjectRef = subject
-	// extra orders challenges: a greater one was issued (and expires) later.
-	in.IssuedAt = e.Clock.Now().Add(extra - 5*time.Minute)
-	if _, err := e.Cases.Claim(context.Background(), in, ledgertest.Seal(m), "claim/req-1"); err != nil {
-		t.Fatal(err)
-	}
-	return in
-}
-
 func TestDestinationLimitStopsBombing(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 5, Window: 10 * time.Minute}})
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Destination: ledger.Cap{Max: 5, Window: 10 * time.Minute}})
 	// The full counter item counts this window and the one before it.
 	window := e.Clock.Now().Truncate(10 * time.Minute).Add(-10 * time.Minute).UTC().Format(time.RFC3339)
 	var limited []ledger.Entry
@@ -66,7 +25,7 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 		if i%2 == 1 {
 			to = "victim@example.test" // one mailbox, however it is written
 		}
-		in := e.claimTo(t, i, ledger.Email, to, "", 0)
+		in := e.ClaimTo(t, i, ledger.Email, to, "", 0)
 		res, err := e.Cases.Dispatch(context.Background(), in.Key(), "dispatch/1")
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +44,7 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 	}
 	fp, _ := e.Cases.Fingerprints.Fingerprint(context.Background(), ledger.Email, "victim@example.test")
 	for _, row := range limited {
-		mustVerify(t, row)
+		ledgertest.MustVerify(t, row)
 		if row.State != ledger.Limited || !row.State.Terminal() {
 			t.Fatalf("row %s: state %s, want limited (terminal)", row.Key, row.State)
 		}
@@ -100,7 +59,7 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 		if strings.Contains(string(raw), fp) || strings.Contains(strings.ToLower(string(raw)), "victim@") {
 			t.Fatal("the limited row holds the fingerprint or the address")
 		}
-		if e.hasContent(t, row.Key) {
+		if e.HasContent(t, row.Key) {
 			t.Fatal("a limited row's sealed content was kept")
 		}
 	}
@@ -108,11 +67,11 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 	// count (no burst on both sides of an edge); the window after next
 	// starts empty.
 	e.Clock.Advance(10*time.Minute - e.Clock.Now().Sub(e.Clock.Now().Truncate(10*time.Minute)))
-	in := e.claimTo(t, 100, ledger.Email, "victim@example.test", "", 0)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeLimited)
+	in := e.ClaimTo(t, 100, ledger.Email, "victim@example.test", "", 0)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeLimited)
 	e.Clock.Advance(10 * time.Minute)
-	in = e.claimTo(t, 101, ledger.Email, "victim@example.test", "", 0)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+	in = e.ClaimTo(t, 101, ledger.Email, "victim@example.test", "", 0)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 }
 
 // TestDestinationLimitCountsOneMailbox: the spellings Gmail delivers to one
@@ -120,7 +79,7 @@ func TestDestinationLimitStopsBombing(t *testing.T) {
 // counter: under a cap of 2, the third spelling ends limited by the
 // destination rule, while another mailbox is still sent to.
 func TestDestinationLimitCountsOneMailbox(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}})
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}})
 	for i, tc := range []struct {
 		to   string
 		want ledger.Outcome
@@ -130,8 +89,8 @@ func TestDestinationLimitCountsOneMailbox(t *testing.T) {
 		{"AB@googlemail.com", ledger.OutcomeLimited},
 		{"abc@gmail.com", ledger.OutcomeAccepted},
 	} {
-		in := e.claimTo(t, i, ledger.Email, tc.to, "", 0)
-		row := mustDispatch(t, e, in.Key(), tc.want)
+		in := e.ClaimTo(t, i, ledger.Email, tc.to, "", 0)
+		row := ledgertest.MustDispatch(t, e, in.Key(), tc.want)
 		if rule, _ := ledger.LimitRule(row); tc.want == ledger.OutcomeLimited && rule != ledger.RuleDestination {
 			t.Fatalf("%s: limited by %q, want the destination rule", tc.to, rule)
 		}
@@ -143,45 +102,20 @@ func TestDestinationLimitCountsOneMailbox(t *testing.T) {
 // first dispatch was cut after the count counts nothing more when it runs
 // again.
 func TestLimitCountsOnce(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}})
-	a := e.claimTo(t, 1, ledger.SMS, "+15550100001", "", 0)
-	e.dispatchCutAfterCount(t, a.Key())
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}})
+	a := e.ClaimTo(t, 1, ledger.SMS, "+15550100001", "", 0)
+	e.DispatchCutAfterCount(t, a.Key())
 	for range 3 {
-		mustDispatch(t, e, a.Key(), map[bool]ledger.Outcome{true: ledger.OutcomeAccepted, false: ledger.OutcomeSkipped}[e.get(t, a.Key()).State == ledger.Claimed])
+		ledgertest.MustDispatch(t, e, a.Key(), map[bool]ledger.Outcome{true: ledger.OutcomeAccepted, false: ledger.OutcomeSkipped}[e.Get(t, a.Key()).State == ledger.Claimed])
 	}
-	b := e.claimTo(t, 2, ledger.SMS, "+1 555 010 0001", "", 0)
-	mustDispatch(t, e, b.Key(), ledger.OutcomeAccepted) // the second of 2: a's retries counted once
-	c := e.claimTo(t, 3, ledger.SMS, "+15550100001", "", 0)
-	mustDispatch(t, e, c.Key(), ledger.OutcomeLimited)
-}
-
-// dispatchCutAfterCount dispatches the claimed row key with a begin write
-// that fails after the limits counted it: the row stays claimed.
-func (e *env) dispatchCutAfterCount(t *testing.T, key string) {
-	t.Helper()
-	real := e.Cases.Store
-	e.Cases.Store = failBegin{real}
-	_, err := e.Cases.Dispatch(context.Background(), key, "dispatch/1")
-	e.Cases.Store = real
-	if err == nil {
-		t.Fatal("the failing begin write reported no error")
-	}
-	if got := e.get(t, key); got.State != ledger.Claimed {
-		t.Fatalf("state %s, want still claimed", got.State)
-	}
-}
-
-type failBegin struct{ ledger.Store }
-
-func (f failBegin) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
-	if c.Next.State == ledger.Dispatching {
-		return ledger.Entry{}, errors.New("throttled")
-	}
-	return f.Store.Apply(ctx, c)
+	b := e.ClaimTo(t, 2, ledger.SMS, "+1 555 010 0001", "", 0)
+	ledgertest.MustDispatch(t, e, b.Key(), ledger.OutcomeAccepted) // the second of 2: a's retries counted once
+	c := e.ClaimTo(t, 3, ledger.SMS, "+15550100001", "", 0)
+	ledgertest.MustDispatch(t, e, c.Key(), ledger.OutcomeLimited)
 }
 
 func TestSMSCountriesAndCaps(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{
 		SMSCountries:  func(r string) bool { return r == "US" || r == "GB" },
 		SMSCountryCap: ledger.Cap{Max: 2, Window: time.Hour},
 		SMSGlobal:     ledger.Cap{Max: 3, Window: time.Hour},
@@ -200,8 +134,8 @@ func TestSMSCountriesAndCaps(t *testing.T) {
 		{"+447700900001", ledger.OutcomeAccepted, "", ""},
 		{"+447700900002", ledger.OutcomeLimited, ledger.RuleSMSGlobal, "limit sms-global: 3 of 3 SMS in all per 1h0m0s"},
 	} {
-		in := e.claimTo(t, i, ledger.SMS, tc.to, "", 0)
-		row := mustDispatch(t, e, in.Key(), tc.want)
+		in := e.ClaimTo(t, i, ledger.SMS, tc.to, "", 0)
+		row := ledgertest.MustDispatch(t, e, in.Key(), tc.want)
 		if tc.want != ledger.OutcomeLimited {
 			continue
 		}
@@ -216,9 +150,9 @@ func TestSMSCountriesAndCaps(t *testing.T) {
 		t.Fatalf("%d SMS sent, want 3", n)
 	}
 	// A region outside the allow-list names the region.
-	e2, _ := limitedEnv(t, ledger.Limits{SMSCountries: func(r string) bool { return r == "US" }})
-	in := e2.claimTo(t, 1, ledger.SMS, "+447700900003", "", 0)
-	if row := mustDispatch(t, e2, in.Key(), ledger.OutcomeLimited); row.Reason != "region GB is not in the SMS allow-list; nothing sent" {
+	e2, _ := ledgertest.LimitedScenario(t, ledger.Limits{SMSCountries: func(r string) bool { return r == "US" }})
+	in := e2.ClaimTo(t, 1, ledger.SMS, "+447700900003", "", 0)
+	if row := ledgertest.MustDispatch(t, e2, in.Key(), ledger.OutcomeLimited); row.Reason != "region GB is not in the SMS allow-list; nothing sent" {
 		t.Fatalf("reason %q", row.Reason)
 	}
 }
@@ -234,7 +168,7 @@ func TestSMSNumberKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, store := limitedEnv(t, ledger.Limits{
+	e, store := ledgertest.LimitedScenario(t, ledger.Limits{
 		SMSCountries:   func(r string) bool { return r == "GB" || r == "DE" || r == "US" },
 		SMSNumberKinds: kinds.Allows,
 		SMSGlobal:      ledger.Cap{Max: 100, Window: time.Hour},
@@ -253,12 +187,12 @@ func TestSMSNumberKinds(t *testing.T) {
 		{"+448001234567", "a toll-free number (region GB) is not in the SMS number-kind allow-list; nothing sent"},
 		{"+33612345678", "region FR is not in the SMS allow-list; nothing sent"},
 	} {
-		in := e.claimTo(t, i, ledger.SMS, tc.to, "", 0)
+		in := e.ClaimTo(t, i, ledger.SMS, tc.to, "", 0)
 		if tc.why == "" {
-			mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+			ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 			continue
 		}
-		row := mustDispatch(t, e, in.Key(), ledger.OutcomeLimited)
+		row := ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeLimited)
 		rule, _ := ledger.LimitRule(row)
 		want := ledger.RuleSMSNumberKind
 		if strings.HasPrefix(tc.why, "region") {
@@ -284,54 +218,54 @@ func TestSMSNumberKinds(t *testing.T) {
 }
 
 func TestSubjectLimitAndSupersession(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
-	older := e.claimTo(t, 1, ledger.Email, "p1@example.test", "acct-7", 0)
-	newer := e.claimTo(t, 2, ledger.Email, "p1@example.test", "acct-7", time.Minute)
-	late := e.claimTo(t, 3, ledger.Email, "p1@example.test", "acct-7", -time.Minute) // older challenge, claimed last
-	row := mustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Subject: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
+	older := e.ClaimTo(t, 1, ledger.Email, "p1@example.test", "acct-7", 0)
+	newer := e.ClaimTo(t, 2, ledger.Email, "p1@example.test", "acct-7", time.Minute)
+	late := e.ClaimTo(t, 3, ledger.Email, "p1@example.test", "acct-7", -time.Minute) // older challenge, claimed last
+	row := ledgertest.MustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
 	if row.Reason != "superseded by challenge chal-000002" || row.State != ledger.Suppressed {
 		t.Fatalf("older: %s %q", row.State, row.Reason)
 	}
 	if rule, ok := ledger.LimitRule(row); !ok || rule != ledger.RuleSuperseded {
 		t.Fatalf("LimitRule = %s %v", rule, ok)
 	}
-	mustDispatch(t, e, late.Key(), ledger.OutcomeSuppressed)
-	mustDispatch(t, e, newer.Key(), ledger.OutcomeAccepted)
+	ledgertest.MustDispatch(t, e, late.Key(), ledger.OutcomeSuppressed)
+	ledgertest.MustDispatch(t, e, newer.Key(), ledger.OutcomeAccepted)
 	// Another channel is another stream; the subject counts every channel.
-	sms := e.claimTo(t, 2, ledger.SMS, "+15550100001", "acct-7", 0)
-	mustDispatch(t, e, sms.Key(), ledger.OutcomeAccepted)
-	third := e.claimTo(t, 4, ledger.Email, "p2@example.test", "acct-7", 2*time.Minute)
-	if row := mustDispatch(t, e, third.Key(), ledger.OutcomeLimited); !strings.HasPrefix(row.Reason, "limit subject: 2 of 2 sends for subject acct-7") {
+	sms := e.ClaimTo(t, 2, ledger.SMS, "+15550100001", "acct-7", 0)
+	ledgertest.MustDispatch(t, e, sms.Key(), ledger.OutcomeAccepted)
+	third := e.ClaimTo(t, 4, ledger.Email, "p2@example.test", "acct-7", 2*time.Minute)
+	if row := ledgertest.MustDispatch(t, e, third.Key(), ledger.OutcomeLimited); !strings.HasPrefix(row.Reason, "limit subject: 2 of 2 sends for subject acct-7") {
 		t.Fatalf("reason %q", row.Reason)
 	}
 	// A row already sent is never touched by a newer challenge.
-	if got := e.get(t, newer.Key()); got.State != ledger.Accepted {
+	if got := e.Get(t, newer.Key()); got.State != ledger.Accepted {
 		t.Fatalf("the sent row moved to %s", got.State)
 	}
 	// Without subject_ref: not counted per subject, never superseded.
 	for i := range 4 {
-		in := e.claimTo(t, 10+i, ledger.Email, fmt.Sprintf("q%d@example.test", i), "", time.Duration(i)*time.Minute)
-		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+		in := e.ClaimTo(t, 10+i, ledger.Email, fmt.Sprintf("q%d@example.test", i), "", time.Duration(i)*time.Minute)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 	}
 }
 
 // TestSupersessionOff: with the setting off, an older challenge is sent.
 func TestSupersessionOff(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{})
-	older := e.claimTo(t, 1, ledger.Email, "p1@example.test", "acct-7", 0)
-	e.claimTo(t, 2, ledger.Email, "p1@example.test", "acct-7", time.Minute)
-	mustDispatch(t, e, older.Key(), ledger.OutcomeAccepted)
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{})
+	older := e.ClaimTo(t, 1, ledger.Email, "p1@example.test", "acct-7", 0)
+	e.ClaimTo(t, 2, ledger.Email, "p1@example.test", "acct-7", time.Minute)
+	ledgertest.MustDispatch(t, e, older.Key(), ledger.OutcomeAccepted)
 }
 
 // TestLimitedFallbackDoesNotHandOver: a limited email does not open the
 // held SMS of its fallback pair: a limit is not a rejection.
 func TestLimitedFallbackDoesNotHandOver(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}})
-	first := e.claimTo(t, 1, ledger.Email, ledgertest.Message(2, ledger.Email).To, "", 0)
-	mustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
-	email, sms := claimFallbackPair(t, e, 2)
-	mustDispatch(t, e, email.Key(), ledger.OutcomeLimited)
-	if got := e.get(t, sms.Key()); got.State != ledger.Suppressed {
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}})
+	first := e.ClaimTo(t, 1, ledger.Email, ledgertest.Message(2, ledger.Email).To, "", 0)
+	ledgertest.MustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
+	email, sms := ledgertest.ClaimFallbackPair(t, e, 2)
+	ledgertest.MustDispatch(t, e, email.Key(), ledger.OutcomeLimited)
+	if got := e.Get(t, sms.Key()); got.State != ledger.Suppressed {
 		t.Fatalf("held SMS after a limited email: %s, want suppressed", got.State)
 	}
 	if n := e.Transport.Calls(); n != 1 {
@@ -343,24 +277,24 @@ func TestLimitedFallbackDoesNotHandOver(t *testing.T) {
 // slot and superseded at its wake-up gives its count back, so the counter
 // it held has room for a message that is sent.
 func TestSupersededGivesCountBack(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
-	e.Cases.Scheduler = &scheduler{}
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
+	e.Cases.Scheduler = &ledgertest.RecordingScheduler{}
 	e.Cases.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
 	e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
 	e.Cases.Policy.BudgetWait = 0
-	warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
-	mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the budget's next slot is 100 s away
-	older := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
-	if row := mustDispatch(t, e, older.Key(), ledger.OutcomeDeferred); row.AdmittedAt.IsZero() {
+	warm := e.ClaimTo(t, 1, ledger.Email, "other@example.test", "", 0)
+	ledgertest.MustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the budget's next slot is 100 s away
+	older := e.ClaimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
+	if row := ledgertest.MustDispatch(t, e, older.Key(), ledger.OutcomeDeferred); row.AdmittedAt.IsZero() {
 		t.Fatal("the deferred row does not record its admission")
 	}
-	e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute) // newer, not dispatched yet
+	e.ClaimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute) // newer, not dispatched yet
 	e.Clock.Advance(100 * time.Second)
-	mustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
+	ledgertest.MustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
 	e.Cases.Budget = nil
 	for i, want := range []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeAccepted, ledger.OutcomeLimited} {
-		in := e.claimTo(t, 10+i, ledger.Email, "p@example.test", "", 0)
-		mustDispatch(t, e, in.Key(), want)
+		in := e.ClaimTo(t, 10+i, ledger.Email, "p@example.test", "", 0)
+		ledgertest.MustDispatch(t, e, in.Key(), want)
 	}
 }
 
@@ -373,39 +307,39 @@ func TestSupersededGivesCountBack(t *testing.T) {
 func TestNewestReclaimsWaitingOlderCounts(t *testing.T) {
 	for _, reclaim := range []bool{true, false} {
 		t.Run(fmt.Sprintf("reclaim=%t", reclaim), func(t *testing.T) {
-			e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
+			e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Destination: ledger.Cap{Max: 2, Window: time.Hour}, Supersede: true})
 			if reclaim {
-				e.Cases.Timeline = e.mem
+				e.Cases.Timeline = e.Mem
 			}
-			e.Cases.Scheduler = &scheduler{}
+			e.Cases.Scheduler = &ledgertest.RecordingScheduler{}
 			e.Cases.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
 			e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.01}}
 			e.Cases.Policy.BudgetWait = 0
-			warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
-			mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 100 s away
+			warm := e.ClaimTo(t, 1, ledger.Email, "other@example.test", "", 0)
+			ledgertest.MustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 100 s away
 			var older []ledger.Intent
 			for i := range 2 {
-				in := e.claimTo(t, 2+i, ledger.Email, "p@example.test", "acct-1", time.Duration(i)*time.Second)
-				mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred) // counted, waiting
+				in := e.ClaimTo(t, 2+i, ledger.Email, "p@example.test", "acct-1", time.Duration(i)*time.Second)
+				ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeDeferred) // counted, waiting
 				older = append(older, in)
 			}
-			newest := e.claimTo(t, 4, ledger.Email, "p@example.test", "acct-1", time.Minute)
+			newest := e.ClaimTo(t, 4, ledger.Email, "p@example.test", "acct-1", time.Minute)
 			if !reclaim {
-				mustDispatch(t, e, newest.Key(), ledger.OutcomeLimited)
+				ledgertest.MustDispatch(t, e, newest.Key(), ledger.OutcomeLimited)
 				return
 			}
-			mustDispatch(t, e, newest.Key(), ledger.OutcomeDeferred)
+			ledgertest.MustDispatch(t, e, newest.Key(), ledger.OutcomeDeferred)
 			for _, in := range older {
-				row := e.get(t, in.Key())
+				row := e.Get(t, in.Key())
 				if row.State != ledger.Suppressed || row.Reason != "superseded by challenge chal-000004" {
 					t.Fatalf("older %s: %s %q, want superseded by the newest", in.ChallengeID, row.State, row.Reason)
 				}
 			}
 			e.Clock.Advance(300 * time.Second)
 			for _, in := range older {
-				mustDispatch(t, e, in.Key(), ledger.OutcomeSkipped)
+				ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeSkipped)
 			}
-			mustDispatch(t, e, newest.Key(), ledger.OutcomeAccepted)
+			ledgertest.MustDispatch(t, e, newest.Key(), ledger.OutcomeAccepted)
 			if n := e.Transport.Calls(); n != 2 {
 				t.Fatalf("%d sends, want 2 (the warm-up and the newest)", n)
 			}
@@ -418,26 +352,26 @@ func TestNewestReclaimsWaitingOlderCounts(t *testing.T) {
 // older has not reached dispatching, so it is not sent, and its count is
 // given back for the newer.
 func TestSupersededWhileWaitingForSlot(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}, Supersede: true})
-	e.Cases.Scheduler = &scheduler{}
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Destination: ledger.Cap{Max: 1, Window: time.Hour}, Supersede: true})
+	e.Cases.Scheduler = &ledgertest.RecordingScheduler{}
 	e.Cases.Budget = &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 0.2}}
 	e.Cases.Policy.BudgetWait = 10 * time.Second // waited in process
-	warm := e.claimTo(t, 1, ledger.Email, "other@example.test", "", 0)
-	mustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 5 s away
-	older := e.claimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
+	warm := e.ClaimTo(t, 1, ledger.Email, "other@example.test", "", 0)
+	ledgertest.MustDispatch(t, e, warm.Key(), ledger.OutcomeAccepted) // the next slot is 5 s away
+	older := e.ClaimTo(t, 2, ledger.Email, "p@example.test", "acct-1", 0)
 	var newer ledger.Intent
 	e.Cases.Sleep = func(_ context.Context, d time.Duration) error {
 		if newer.ChallengeID == "" {
-			newer = e.claimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
+			newer = e.ClaimTo(t, 3, ledger.Email, "p@example.test", "acct-1", time.Minute)
 		}
 		e.Clock.Advance(d)
 		return nil
 	}
-	row := mustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
+	row := ledgertest.MustDispatch(t, e, older.Key(), ledger.OutcomeSuppressed)
 	if row.Reason != "superseded by challenge chal-000003" {
 		t.Fatalf("older: %s %q, want superseded by the challenge claimed during its wait", row.State, row.Reason)
 	}
-	mustDispatch(t, e, newer.Key(), ledger.OutcomeAccepted) // the count the older held is back
+	ledgertest.MustDispatch(t, e, newer.Key(), ledger.OutcomeAccepted) // the count the older held is back
 	if n := e.Transport.Calls(); n != 2 {
 		t.Fatalf("%d sends, want 2 (the warm-up and the newer)", n)
 	}

@@ -20,7 +20,7 @@ import (
 
 // forgeries are events about the attempt a row made, each missing what only
 // a send of ours could give it.
-func forgeries(t *testing.T, e *env, genuine ledger.ProviderEvent) map[string]ledger.ProviderEvent {
+func forgeries(t *testing.T, e *ledgertest.Scenario, genuine ledger.ProviderEvent) map[string]ledger.ProviderEvent {
 	t.Helper()
 	noProof, madeUp, otherKey, later, noAttempt := genuine, genuine, genuine, genuine, genuine
 	noProof.Proof = ""
@@ -30,7 +30,7 @@ func forgeries(t *testing.T, e *env, genuine ledger.ProviderEvent) map[string]le
 	// A valid proof for an attempt the row has not made (only the senders
 	// could sign it; the row's attempt count refuses it all the same).
 	later.Attempt++
-	later.Proof = sign(t, e, later)
+	later.Proof = ledgertest.SignProof(t, e, later)
 	noAttempt.Attempt = 0
 	return map[string]ledger.ProviderEvent{
 		"no proof": noProof, "made-up proof": madeUp, "proof under another key": otherKey,
@@ -40,15 +40,15 @@ func forgeries(t *testing.T, e *env, genuine ledger.ProviderEvent) map[string]le
 
 // refuseAll records each forgery and fails unless every one is ErrUnproven
 // and the row is unchanged.
-func refuseAll(t *testing.T, e *env, forged map[string]ledger.ProviderEvent) {
+func refuseAll(t *testing.T, e *ledgertest.Scenario, forged map[string]ledger.ProviderEvent) {
 	t.Helper()
 	for name, p := range forged {
-		before := e.get(t, p.Key)
+		before := e.Get(t, p.Key)
 		_, err := e.Cases.RecordProviderEvent(context.Background(), p, "events/req-1")
 		if !errors.Is(err, ledger.ErrUnproven) {
 			t.Errorf("%s: %v, want ErrUnproven", name, err)
 		}
-		if after := e.get(t, p.Key); after.Version != before.Version || after.Holds(p.ID()) {
+		if after := e.Get(t, p.Key); after.Version != before.Version || after.Holds(p.ID()) {
 			t.Errorf("%s: the row was written (version %d -> %d)", name, before.Version, after.Version)
 		}
 	}
@@ -59,23 +59,23 @@ func refuseAll(t *testing.T, e *env, forged map[string]ledger.ProviderEvent) {
 // a made-up message id must not turn it into accepted; the row is sent when
 // the provider takes it again, and a genuine event still resolves rows.
 func TestForgedDeliveryLeavesDeferredRowDeferred(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	e.Transport.Events = true
-	in, _, _ := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-	mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 	genuine := ledger.ProviderEvent{
 		Key: in.Key(), Channel: ledger.Email, Kind: ledger.KindDelivered, Type: "Delivery",
 		MessageID: "0100018f-made-up-000000", At: e.Clock.Now(),
 	}
-	e.prove(t, &genuine) // what a real event about the throttled attempt would carry
+	e.Prove(t, &genuine) // what a real event about the throttled attempt would carry
 	refuseAll(t, e, forgeries(t, e, genuine))
-	if row := e.get(t, in.Key()); row.State != ledger.Deferred || row.AckID != "" {
+	if row := e.Get(t, in.Key()); row.State != ledger.Deferred || row.AckID != "" {
 		t.Fatalf("row %s ack %q after forged events, want deferred without an ack", row.State, row.AckID)
 	}
 	e.Transport.Script = nil
 	e.Clock.Advance(time.Minute)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 	if n := e.Transport.Recorded(in.Key()); n != 1 {
 		t.Fatalf("provider recorded %d messages, want 1", n)
 	}
@@ -85,21 +85,21 @@ func TestForgedDeliveryLeavesDeferredRowDeferred(t *testing.T) {
 // held for the provider's word. A forged permanent bounce must not claim the
 // SMS; when the wait ends without a genuine one, the SMS is suppressed.
 func TestForgedBounceNeverReleasesHeldSMS(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	e.Transport.Events = true
 	e.Cases.Policy.FallbackWait = 2 * time.Minute
-	emailIn, smsIn := claimFallbackPair(t, e, 41)
-	mustDispatch(t, e, emailIn.Key(), ledger.OutcomeAccepted)
-	bounce := e.providerEvent(t, emailIn.Key(), ledger.Email, ledger.KindBounced, "Bounce", "Permanent/General", true)
+	emailIn, smsIn := ledgertest.ClaimFallbackPair(t, e, 41)
+	ledgertest.MustDispatch(t, e, emailIn.Key(), ledger.OutcomeAccepted)
+	bounce := e.ProviderEvent(t, emailIn.Key(), ledger.Email, ledger.KindBounced, "Bounce", "Permanent/General", true)
 	refuseAll(t, e, forgeries(t, e, bounce))
-	if got := e.get(t, smsIn.Key()); got.State != ledger.Held {
+	if got := e.Get(t, smsIn.Key()); got.State != ledger.Held {
 		t.Fatalf("sms %s after forged bounces, want held", got.State)
 	}
 	e.Clock.Advance(3 * time.Minute)
 	if _, err := e.Cases.ExpireSweep(context.Background(), "expire/req-1", 10); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.get(t, smsIn.Key()); got.State != ledger.Suppressed {
+	if got := e.Get(t, smsIn.Key()); got.State != ledger.Suppressed {
 		t.Fatalf("sms %s after the wait, want suppressed", got.State)
 	}
 	if n := e.Transport.Recorded(smsIn.Key()); n != 0 {
@@ -113,29 +113,29 @@ func TestForgedBounceNeverReleasesHeldSMS(t *testing.T) {
 // before the provider, as not sent.
 func TestDispatchSignsEveryAttempt(t *testing.T) {
 	t.Run("events transport", func(t *testing.T) {
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		e.Transport.Events = true
-		in, _, _ := e.claim(t, 42, ledger.SMS, ledger.OutcomeClaimed)
-		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+		in, _, _ := e.Claim(t, 42, ledger.SMS, ledger.OutcomeClaimed)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 		attempt, proof, _ := e.Transport.Carried(in.Key())
 		if err := e.Proofs.Verify(context.Background(), ledger.AttemptRef{Key: in.Key(), Channel: ledger.SMS, Attempt: 1}, proof); err != nil || attempt != 1 {
 			t.Fatalf("attempt %d carried proof that does not verify: %v", attempt, err)
 		}
 	})
 	t.Run("no events", func(t *testing.T) {
-		e := newEnv(t)
-		in, _, _ := e.claim(t, 43, ledger.Email, ledger.OutcomeClaimed)
-		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+		e := ledgertest.NewScenario(t)
+		in, _, _ := e.Claim(t, 43, ledger.Email, ledger.OutcomeClaimed)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 		if _, proof, _ := e.Transport.Carried(in.Key()); proof != "" {
 			t.Fatalf("a send without events carried proof %q", proof)
 		}
 	})
 	t.Run("signer fails", func(t *testing.T) {
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		e.Transport.Events = true
 		e.Cases.Proofs = failingProofs{}
-		in, _, _ := e.claim(t, 44, ledger.Email, ledger.OutcomeClaimed)
-		row := mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
+		in, _, _ := e.Claim(t, 44, ledger.Email, ledger.OutcomeClaimed)
+		row := ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
 		if e.Transport.Calls() != 0 || row.State != ledger.Deferred || !strings.HasPrefix(row.NotSentCode, ledger.ProofCode) {
 			t.Fatalf("%d sends, row %s code %q", e.Transport.Calls(), row.State, row.NotSentCode)
 		}
@@ -148,7 +148,7 @@ func TestDispatchSignsEveryAttempt(t *testing.T) {
 // without its verifier (it would have to trust or refuse every event), and
 // the refusal names the port.
 func TestNoVerifierNoEventRecorder(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	p := e.Cases.Filled()
 	p.Proofs = nil
 	_, err := assemble.EventRecorder(p)

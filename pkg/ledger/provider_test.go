@@ -25,32 +25,32 @@ func TestProviderEventResolvesUnknown(t *testing.T) {
 		{"quarantined, delivery event", true, ledger.KindDelivered, "Delivery"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			e.Transport.Events = true
-			in, _, _ := e.claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
+			in, _, _ := e.Claim(t, 1, ledger.Email, ledger.OutcomeClaimed)
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+			ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			if tt.quarantine {
 				e.Clock.Advance(time.Hour)
 				if _, err := e.Cases.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
 					t.Fatal(err)
 				}
-				if got := e.get(t, in.Key()).State; got != ledger.Quarantined {
+				if got := e.Get(t, in.Key()).State; got != ledger.Quarantined {
 					t.Fatalf("row is %s, want quarantined", got)
 				}
 			}
-			p := e.providerEvent(t, in.Key(), ledger.Email, tt.kind, tt.typ, "", false)
-			row := e.record(t, p, ledger.OutcomeResolved)
+			p := e.ProviderEvent(t, in.Key(), ledger.Email, tt.kind, tt.typ, "", false)
+			row := e.Record(t, p, ledger.OutcomeResolved)
 			last := row.Last()
 			if row.State != ledger.Accepted || row.AckID != p.MessageID || last.Kind != tt.kind || last.To != ledger.Accepted ||
 				last.AckID != p.MessageID || last.ProviderType != tt.typ || !last.ProviderAt.Equal(p.At) ||
 				!strings.Contains(last.Reason, "transport evidence") || !strings.Contains(last.Reason, "without an operator") {
 				t.Fatalf("resolved row %s ack %q, last entry %+v", row.State, row.AckID, last)
 			}
-			if e.hasContent(t, in.Key()) {
+			if e.HasContent(t, in.Key()) {
 				t.Fatal("sealed content kept after the row ended")
 			}
-			if again := e.record(t, p, ledger.OutcomeDuplicate); again.Version != row.Version {
+			if again := e.Record(t, p, ledger.OutcomeDuplicate); again.Version != row.Version {
 				t.Fatalf("duplicate wrote: version %d -> %d", row.Version, again.Version)
 			}
 		})
@@ -61,18 +61,18 @@ func TestProviderEventResolvesUnknown(t *testing.T) {
 // kind, with the state unchanged; what the provider sends that the ledger
 // must not keep is refused before any write.
 func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	e.Transport.Events = true
-	in, _, _ := e.claim(t, 2, ledger.Email, ledger.OutcomeClaimed)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+	in, _, _ := e.Claim(t, 2, ledger.Email, ledger.OutcomeClaimed)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 	events := []ledger.ProviderEvent{
-		e.providerEvent(t, in.Key(), ledger.Email, ledger.KindDelivered, "Delivery", "", false), // before its Send: out of order
-		e.providerEvent(t, in.Key(), ledger.Email, ledger.KindProviderSent, "Send", "", false),
-		e.providerEvent(t, in.Key(), ledger.Email, ledger.KindComplained, "Complaint", "abuse", false),
+		e.ProviderEvent(t, in.Key(), ledger.Email, ledger.KindDelivered, "Delivery", "", false), // before its Send: out of order
+		e.ProviderEvent(t, in.Key(), ledger.Email, ledger.KindProviderSent, "Send", "", false),
+		e.ProviderEvent(t, in.Key(), ledger.Email, ledger.KindComplained, "Complaint", "abuse", false),
 	}
 	var row ledger.Entry
 	for _, p := range events {
-		row = e.record(t, p, ledger.OutcomeRecorded)
+		row = e.Record(t, p, ledger.OutcomeRecorded)
 	}
 	if row.State != ledger.Accepted || len(row.History) != 3+len(events) {
 		t.Fatalf("row %s with %d entries", row.State, len(row.History))
@@ -100,7 +100,7 @@ func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if got := e.get(t, in.Key()); got.Version != row.Version {
+	if got := e.Get(t, in.Key()); got.Version != row.Version {
 		t.Fatal("a refused event was written")
 	}
 	// The proof binds key and channel: an event moved to another carries a
@@ -118,22 +118,11 @@ func TestProviderEventsAppendToAcceptedRow(t *testing.T) {
 		if _, err := e.Cases.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, ledger.ErrUnproven) {
 			t.Fatalf("%s, with the proof of another attempt: %v, want ErrUnproven", name, err)
 		}
-		other.Proof = sign(t, e, other)
+		other.Proof = ledgertest.SignProof(t, e, other)
 		if _, err := e.Cases.RecordProviderEvent(context.Background(), other, "events/req-1"); !errors.Is(err, tt.want) {
 			t.Fatalf("%s: %v, want %v", name, err, tt.want)
 		}
 	}
-}
-
-// sign returns the proof of the attempt p names, as only the senders could
-// make it.
-func sign(t *testing.T, e *env, p ledger.ProviderEvent) string {
-	t.Helper()
-	proof, err := e.Proofs.Sign(context.Background(), ledger.AttemptRef{Key: p.Key, Channel: p.Channel, Attempt: p.Attempt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return proof
 }
 
 // eventOnSend records a provider event while the send is still in flight:
@@ -141,13 +130,13 @@ func sign(t *testing.T, e *env, p ledger.ProviderEvent) string {
 type eventOnSend struct {
 	*ledgertest.Transport
 	t   *testing.T
-	e   *env
+	e   *ledgertest.Scenario
 	typ ledger.EventKind
 }
 
 func (s eventOnSend) Send(ctx context.Context, m ledger.Send) (ledger.Ack, error) {
 	ack, err := s.Transport.Send(ctx, m)
-	s.e.record(s.t, s.e.providerEvent(s.t, m.IdempotencyKey, m.Channel, s.typ, "Send", "", false), ledger.OutcomeRecorded)
+	s.e.Record(s.t, s.e.ProviderEvent(s.t, m.IdempotencyKey, m.Channel, s.typ, "Send", "", false), ledger.OutcomeRecorded)
 	return ack, err
 }
 
@@ -165,12 +154,12 @@ func TestProviderEventBeforeOutcomeWrite(t *testing.T) {
 		{"acknowledgement lost", ledgertest.AcceptThenDrop, ledger.OutcomeUnknown},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			e.Transport.Events = true
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return tt.behavior }
 			e.Cases.Transports[ledger.Email] = eventOnSend{Transport: e.Transport, t: t, e: e, typ: ledger.KindProviderSent}
-			in, _, _ := e.claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
-			row := mustDispatch(t, e, in.Key(), tt.want)
+			in, _, _ := e.Claim(t, 3, ledger.Email, ledger.OutcomeClaimed)
+			row := ledgertest.MustDispatch(t, e, in.Key(), tt.want)
 			kinds := []ledger.EventKind{}
 			for _, ev := range row.History {
 				kinds = append(kinds, ev.Kind)
@@ -178,7 +167,7 @@ func TestProviderEventBeforeOutcomeWrite(t *testing.T) {
 			if n := len(kinds); n != 4 || kinds[2] != ledger.KindProviderSent || row.History[2].To != ledger.Dispatching {
 				t.Fatalf("history kinds %v", kinds)
 			}
-			mustVerify(t, row)
+			ledgertest.MustVerify(t, row)
 			if tt.behavior == ledgertest.Accept {
 				return
 			}
@@ -187,7 +176,7 @@ func TestProviderEventBeforeOutcomeWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			row = e.get(t, in.Key())
+			row = e.Get(t, in.Key())
 			if row.State != ledger.Accepted || rep.Actions["unknown->accepted (provider event)"] != 1 || row.AckID == "" {
 				t.Fatalf("after reconcile: %s %v", row.State, rep.Actions)
 			}

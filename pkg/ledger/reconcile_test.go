@@ -70,9 +70,9 @@ func unknownPolicyCases() []unknownPolicyCase {
 		{name: "window: a retry that finishes within its lease before the window ends", window: 5 * time.Minute, dispatch: Drop,
 			steps: []step{{2*time.Minute + 29*time.Second, A}}, state: ledger.Accepted, sends: 2, recorded: 1, attempts: 2, ackID: "msg-1", reason: "same-key retry"},
 		{name: "challenge expired: no retry", window: 24 * time.Hour, dispatch: Drop,
-			steps: []step{{ttl, A}}, state: ledger.Quarantined, sends: 1, recorded: 1, attempts: 1, reason: "challenge expired"},
+			steps: []step{{ledgertest.ScenarioTTL, A}}, state: ledger.Quarantined, sends: 1, recorded: 1, attempts: 1, reason: "challenge expired"},
 		{name: "challenge inside the expiry margin: no retry", window: 24 * time.Hour, dispatch: Fail,
-			steps: []step{{ttl - 20*time.Second, A}}, state: ledger.Quarantined, sends: 1, recorded: 0, attempts: 1, reason: "challenge expired"},
+			steps: []step{{ledgertest.ScenarioTTL - 20*time.Second, A}}, state: ledger.Quarantined, sends: 1, recorded: 0, attempts: 1, reason: "challenge expired"},
 		{name: "lookup: found is accepted with the provider's id", lookup: true, dispatch: Drop,
 			steps: []step{{time.Minute, A}}, state: ledger.Accepted, sends: 1, recorded: 1, attempts: 1, ackID: "msg-1", reason: "lookup found"},
 		{name: "lookup: found even after the challenge expired", lookup: true, dispatch: Drop,
@@ -93,12 +93,12 @@ func unknownPolicyCases() []unknownPolicyCase {
 func TestReconcileUnknownPolicy(t *testing.T) {
 	for _, tt := range unknownPolicyCases() {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			e.Transport.Window, e.Transport.CanLookup = tt.window, tt.lookup
 			behavior := tt.dispatch
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return behavior }
-			in, _, _ := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
-			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+			in, _, _ := e.Claim(t, 40, ledger.Email, ledger.OutcomeClaimed)
+			ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 
 			for i, st := range tt.steps {
 				e.Clock.Advance(st.advance)
@@ -112,11 +112,11 @@ func TestReconcileUnknownPolicy(t *testing.T) {
 
 // reconcileStep runs reconcile pass i and checks that it looked at the row
 // if and only if the row was due.
-func reconcileStep(t *testing.T, e *env, key string, i int) {
+func reconcileStep(t *testing.T, e *ledgertest.Scenario, key string, i int) {
 	t.Helper()
-	before := e.get(t, key)
-	reconcile(t, e)
-	after := e.get(t, key)
+	before := e.Get(t, key)
+	ledgertest.MustReconcile(t, e)
+	after := e.Get(t, key)
 	if before.State == ledger.Unknown && !before.NextCheckAt.After(e.Clock.Now()) && after.Version == before.Version {
 		t.Fatalf("step %d: a due unknown row was not looked at", i)
 	}
@@ -127,9 +127,9 @@ func reconcileStep(t *testing.T, e *env, key string, i int) {
 
 // checkUnknownSettled checks the row and the sends after the case's last
 // reconcile pass.
-func checkUnknownSettled(t *testing.T, e *env, in ledger.Intent, tt unknownPolicyCase) {
+func checkUnknownSettled(t *testing.T, e *ledgertest.Scenario, in ledger.Intent, tt unknownPolicyCase) {
 	t.Helper()
-	got := e.get(t, in.Key())
+	got := e.Get(t, in.Key())
 	if got.State != tt.state || got.Attempts != tt.attempts || got.AckID != tt.ackID {
 		t.Fatalf("row %s attempts %d ack %q (reason %q), want %s %d %q", got.State, got.Attempts, got.AckID, got.Reason, tt.state, tt.attempts, tt.ackID)
 	}
@@ -147,7 +147,7 @@ func checkUnknownSettled(t *testing.T, e *env, in ledger.Intent, tt unknownPolic
 	if got.Attempts > e.Cases.Policy.MaxAttempts {
 		t.Fatalf("%d attempts exceed MaxAttempts %d", got.Attempts, e.Cases.Policy.MaxAttempts)
 	}
-	if want := got.State == ledger.Unknown; e.hasContent(t, in.Key()) != want {
+	if want := got.State == ledger.Unknown; e.HasContent(t, in.Key()) != want {
 		t.Fatalf("content kept = %v in state %s", !want, got.State)
 	}
 	if got.State == ledger.Quarantined && (!strings.Contains(got.Reason, "outcome unknown") || !got.NextCheckAt.IsZero()) {
@@ -156,7 +156,7 @@ func checkUnknownSettled(t *testing.T, e *env, in ledger.Intent, tt unknownPolic
 	if got.State == ledger.Unknown && !got.NextCheckAt.After(e.Clock.Now()) {
 		t.Fatalf("unknown row's next check %v is not in the future", got.NextCheckAt)
 	}
-	checkHistory(t, got)
+	ledgertest.CheckHistory(t, got)
 	if got.State == ledger.Accepted || got.State == ledger.Rejected {
 		// Evidence: the entry that closed the row came from the
 		// transport, in a reconcile, not from an operator.
@@ -184,26 +184,26 @@ func TestReconcileDispatchingPastLease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			e.Transport.Window, e.Transport.CanLookup = tt.window, tt.lookup
-			in := e.stuckDispatching(t, 41, ledger.SMS, tt.provider)
+			in := e.StuckDispatching(t, 41, ledger.SMS, tt.provider)
 			sends := len(e.Transport.Sent)
 
 			// Inside the lease nothing happens.
 			e.Clock.Advance(e.Cases.Policy.Lease - time.Second)
-			if rep := reconcile(t, e); rep.Seen != 0 {
+			if rep := ledgertest.MustReconcile(t, e); rep.Seen != 0 {
 				t.Fatalf("saw %d rows inside the lease", rep.Seen)
 			}
-			if got := e.get(t, in.Key()); got.State != ledger.Dispatching || got.Version != 2 {
+			if got := e.Get(t, in.Key()); got.State != ledger.Dispatching || got.Version != 2 {
 				t.Fatalf("inside the lease: %s v%d", got.State, got.Version)
 			}
 
 			e.Clock.Advance(time.Second)
-			rep := reconcile(t, e)
+			rep := ledgertest.MustReconcile(t, e)
 			if rep.Actions["dispatching->unknown"] != 1 {
 				t.Fatalf("actions %v", rep.Actions)
 			}
-			got := e.get(t, in.Key())
+			got := e.Get(t, in.Key())
 			if got.State != tt.want || got.Last().Kind != tt.wantLast {
 				t.Fatalf("row %s last %s (%q), want %s %s", got.State, got.Last().Kind, got.Reason, tt.want, tt.wantLast)
 			}
@@ -221,7 +221,7 @@ func TestReconcileDispatchingPastLease(t *testing.T) {
 			if n := e.Transport.Recorded(in.Key()); n > 1 {
 				t.Fatalf("provider recorded %d messages", n)
 			}
-			checkHistory(t, got)
+			ledgertest.CheckHistory(t, got)
 		})
 	}
 }
@@ -232,22 +232,22 @@ func TestReconcileDispatchingPastLease(t *testing.T) {
 func TestCrashAfterProviderAccepted(t *testing.T) {
 	tests := []struct {
 		name  string
-		setup func(t *testing.T, e *env) ledger.Intent
+		setup func(t *testing.T, e *ledgertest.Scenario) ledger.Intent
 	}{
-		{"ack lost, unknown recorded", func(t *testing.T, e *env) ledger.Intent {
+		{"ack lost, unknown recorded", func(t *testing.T, e *ledgertest.Scenario) ledger.Intent {
 			e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-			in, _, _ := e.claim(t, 42, ledger.Email, ledger.OutcomeClaimed)
-			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+			in, _, _ := e.Claim(t, 42, ledger.Email, ledger.OutcomeClaimed)
+			ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			return in
 		}},
-		{"worker died before recording anything", func(t *testing.T, e *env) ledger.Intent {
-			return e.stuckDispatching(t, 42, ledger.Email, ledgertest.Accept)
+		{"worker died before recording anything", func(t *testing.T, e *ledgertest.Scenario) ledger.Intent {
+			return e.StuckDispatching(t, 42, ledger.Email, ledgertest.Accept)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			in := tt.setup(t, e)
 			e.Transport.Script = nil // the provider would accept (and record) again
 			if e.Transport.Recorded(in.Key()) != 1 {
@@ -255,7 +255,7 @@ func TestCrashAfterProviderAccepted(t *testing.T) {
 			}
 			for range 5 {
 				e.Clock.Advance(e.Cases.Policy.Lease)
-				reconcile(t, e)
+				ledgertest.MustReconcile(t, e)
 				// Redeliveries and duplicate stream records are harmless too.
 				sealed := ledgertest.Seal(ledgertest.Message(42, ledger.Email))
 				if r, err := e.Cases.Claim(ctx, in, sealed, "claim/redelivery"); err != nil || r.Outcome != ledger.OutcomeDuplicate {
@@ -265,29 +265,29 @@ func TestCrashAfterProviderAccepted(t *testing.T) {
 					t.Fatalf("dispatch: %s %v", r.Outcome, err)
 				}
 			}
-			got := e.get(t, in.Key())
+			got := e.Get(t, in.Key())
 			if got.State != ledger.Quarantined || e.Transport.Recorded(in.Key()) != 1 || e.Transport.Calls() != 1 {
 				t.Fatalf("row %s, recorded %d, calls %d", got.State, e.Transport.Recorded(in.Key()), e.Transport.Calls())
 			}
 			if got.AckID != "" {
 				t.Fatalf("quarantined row claims ack %q", got.AckID)
 			}
-			if strings.Contains(historyPath(got), ">accepted") || strings.Contains(historyPath(got), ">rejected") {
-				t.Fatalf("unknown resolved without evidence: %s", historyPath(got))
+			if strings.Contains(ledgertest.HistoryPath(got), ">accepted") || strings.Contains(ledgertest.HistoryPath(got), ">rejected") {
+				t.Fatalf("unknown resolved without evidence: %s", ledgertest.HistoryPath(got))
 			}
-			checkHistory(t, got)
+			ledgertest.CheckHistory(t, got)
 		})
 	}
 }
 
 func TestReconcileLimitAndNoTransport(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
 	var keys []string
 	for i := range 3 {
-		in, _, _ := e.claim(t, 50+i, ledger.Email, ledger.OutcomeClaimed)
-		mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+		in, _, _ := e.Claim(t, 50+i, ledger.Email, ledger.OutcomeClaimed)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 		keys = append(keys, in.Key())
 	}
 	e.Clock.Advance(time.Minute)
@@ -302,7 +302,7 @@ func TestReconcileLimitAndNoTransport(t *testing.T) {
 	}
 	unknown := 0
 	for _, k := range keys {
-		if e.get(t, k).State == ledger.Unknown {
+		if e.Get(t, k).State == ledger.Unknown {
 			unknown++
 		}
 	}
@@ -312,35 +312,35 @@ func TestReconcileLimitAndNoTransport(t *testing.T) {
 }
 
 func TestReconcileRetryWithoutContent(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	e.Transport.Window = 24 * time.Hour
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.FailBeforeReach }
-	in, _, _ := e.claim(t, 96, ledger.SMS, ledger.OutcomeClaimed)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
-	_ = e.Content.Delete(context.Background(), e.contentKey(in.Key()))
+	in, _, _ := e.Claim(t, 96, ledger.SMS, ledger.OutcomeClaimed)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+	_ = e.Content.Delete(context.Background(), e.ContentKey(in.Key()))
 	e.Clock.Advance(time.Minute)
-	reconcile(t, e)
-	got := e.get(t, in.Key())
+	ledgertest.MustReconcile(t, e)
+	got := e.Get(t, in.Key())
 	if got.State != ledger.Quarantined || !strings.Contains(got.Reason, "content unavailable") || e.Transport.Calls() != 1 {
 		t.Fatalf("row %s %q, calls %d", got.State, got.Reason, e.Transport.Calls())
 	}
-	checkHistory(t, got)
+	ledgertest.CheckHistory(t, got)
 }
 
 // With provider events, reconcile waits the settle period for one before it
 // quarantines an unknown row; without them it quarantines at once.
 func TestReconcileWaitsForProviderEvents(t *testing.T) {
 	for _, events := range []bool{true, false} {
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		e.Transport.Events = events
-		in, _, _ := e.claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
+		in, _, _ := e.Claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
 		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-		mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 		e.Clock.Advance(e.Cases.Policy.RecheckAfter)
 		if _, err := e.Cases.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
 			t.Fatal(err)
 		}
-		row := e.get(t, in.Key())
+		row := e.Get(t, in.Key())
 		if events != (row.State == ledger.Unknown) {
 			t.Fatalf("events %v: first look leaves the row %s", events, row.State)
 		}
@@ -354,9 +354,9 @@ func TestReconcileWaitsForProviderEvents(t *testing.T) {
 		if _, err := e.Cases.Reconcile(context.Background(), "reconcile/req-1", 10); err != nil {
 			t.Fatal(err)
 		}
-		if row = e.get(t, in.Key()); row.State != ledger.Quarantined || !strings.Contains(row.Reason, "no provider event within the settle period") {
+		if row = e.Get(t, in.Key()); row.State != ledger.Quarantined || !strings.Contains(row.Reason, "no provider event within the settle period") {
 			t.Fatalf("after the settle period: %s %q", row.State, row.Reason)
 		}
-		mustVerify(t, row)
+		ledgertest.MustVerify(t, row)
 	}
 }

@@ -12,42 +12,42 @@ import (
 
 func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 	ctx := context.Background()
-	e, sch := pacedEnv(t)
+	e, sch := ledgertest.PacedScenario(t)
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
 	after := e.Cases.Policy.RedriveAfter
 
-	lost, _, _ := e.claim(t, 40, ledger.Email, ledger.OutcomeClaimed) // its stream record is lost
-	wake, _, _ := e.claim(t, 41, ledger.Email, ledger.OutcomeClaimed) // deferred; its wake-up is lost
+	lost, _, _ := e.Claim(t, 40, ledger.Email, ledger.OutcomeClaimed) // its stream record is lost
+	wake, _, _ := e.Claim(t, 41, ledger.Email, ledger.OutcomeClaimed) // deferred; its wake-up is lost
 	res, err := e.Cases.Dispatch(ctx, wake.Key(), "d")
 	if err != nil || res.Outcome != ledger.OutcomeDeferred {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
-	_, wakes := sch.last(wake.Key())
+	_, wakes := sch.Last(wake.Key())
 	e.Clock.Advance(res.Entry.NextAttemptAt.Sub(e.Clock.Now()) + after)
-	fresh, _, _ := e.claim(t, 42, ledger.Email, ledger.OutcomeClaimed) // just claimed: its stream record is on its way
+	fresh, _, _ := e.Claim(t, 42, ledger.Email, ledger.OutcomeClaimed) // just claimed: its stream record is on its way
 	if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, n := sch.last(lost.Key()); n != 1 {
+	if _, n := sch.Last(lost.Key()); n != 1 {
 		t.Errorf("claimed row not picked up for %s: re-driven %d times, want 1", after, n)
 	}
-	if _, n := sch.last(wake.Key()); n != wakes+1 {
+	if _, n := sch.Last(wake.Key()); n != wakes+1 {
 		t.Errorf("deferred row %s past due: re-driven %d times, want 1", after, n-wakes)
 	}
-	if _, n := sch.last(fresh.Key()); n != 0 {
+	if _, n := sch.Last(fresh.Key()); n != 0 {
 		t.Errorf("a row claimed just now was re-driven")
 	}
 	// A moment earlier, the deferred row was not yet late.
-	e2, sch2 := pacedEnv(t)
+	e2, sch2 := ledgertest.PacedScenario(t)
 	e2.Transport.Script = e.Transport.Script
-	w2, _, _ := e2.claim(t, 43, ledger.Email, ledger.OutcomeClaimed)
+	w2, _, _ := e2.Claim(t, 43, ledger.Email, ledger.OutcomeClaimed)
 	res, _ = e2.Cases.Dispatch(ctx, w2.Key(), "d")
 	e2.Clock.Advance(res.Entry.NextAttemptAt.Sub(e2.Clock.Now()) + after - time.Second)
-	_, before := sch2.last(w2.Key())
+	_, before := sch2.Last(w2.Key())
 	if _, err := e2.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, n := sch2.last(w2.Key()); n != before {
+	if _, n := sch2.Last(w2.Key()); n != before {
 		t.Errorf("deferred row re-driven before it was %s late", after)
 	}
 }
@@ -55,18 +55,18 @@ func TestRedriveHandsBackDueRowsOnly(t *testing.T) {
 // owedSetup is a claimed row, past RedriveAfter, in a paced env whose
 // dispatch marks a test moves by hand.
 type owedSetup struct {
-	e    *env
-	sch  *scheduler
+	e    *ledgertest.Scenario
+	sch  *ledgertest.RecordingScheduler
 	prog *memstore.Progress
 	row  ledger.Entry
 }
 
 // claimedPastRedrive claims one row and moves the clock past RedriveAfter.
 func claimedPastRedrive(t *testing.T) owedSetup {
-	e, sch := pacedEnv(t)
+	e, sch := ledgertest.PacedScenario(t)
 	prog := &memstore.Progress{}
 	e.Cases.Progress = prog
-	_, _, row := e.claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
+	_, _, row := e.Claim(t, 60, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Cases.Policy.RedriveAfter + time.Second)
 	return owedSetup{e, sch, prog, row}
 }
@@ -78,7 +78,7 @@ func (s owedSetup) redriven(t *testing.T) int {
 	if _, err := s.e.Cases.Redrive(context.Background(), 100); err != nil {
 		t.Fatal(err)
 	}
-	_, n := s.sch.last(s.row.Key)
+	_, n := s.sch.Last(s.row.Key)
 	return n
 }
 
@@ -163,26 +163,26 @@ func testRedriveQueueOwesHandBack(t *testing.T) {
 // dispatch queue still owes its wake-up, and is once the queue passed it.
 func testRedriveQueueOwesWakeUp(t *testing.T) {
 	ctx := context.Background()
-	e, sch := pacedEnv(t)
+	e, sch := ledgertest.PacedScenario(t)
 	prog := &memstore.Progress{}
 	e.Cases.Progress = prog
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.Throttle }
-	in, _, _ := e.claim(t, 61, ledger.Email, ledger.OutcomeClaimed)
-	res := mustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
-	_, wakes := sch.last(in.Key())
+	in, _, _ := e.Claim(t, 61, ledger.Email, ledger.OutcomeClaimed)
+	res := ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeDeferred)
+	_, wakes := sch.Last(in.Key())
 	e.Clock.Advance(res.NextAttemptAt.Sub(e.Clock.Now()) + e.Cases.Policy.RedriveAfter + time.Second)
 	_ = prog.Advance(ctx, res.NextAttemptAt.Add(-time.Second), e.Clock.Now())
 	if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, n := sch.last(in.Key()); n != wakes {
+	if _, n := sch.Last(in.Key()); n != wakes {
 		t.Fatalf("re-driven while the queue owes its wake-up")
 	}
 	_ = prog.Advance(ctx, res.NextAttemptAt.Add(3*time.Second), e.Clock.Now())
 	if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, n := sch.last(in.Key()); n != wakes+1 {
+	if _, n := sch.Last(in.Key()); n != wakes+1 {
 		t.Fatalf("not re-driven once the queue passed its wake-up (lost)")
 	}
 }

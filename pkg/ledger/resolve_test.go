@@ -15,31 +15,31 @@ const resolveOperator = ledger.Worker("operator:alice")
 
 // prepareResolve holds, per state, a function that returns the key of a row
 // in that state.
-var prepareResolve = map[ledger.State]func(t *testing.T, e *env) string{
-	ledger.Claimed: func(t *testing.T, e *env) string {
-		in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+var prepareResolve = map[ledger.State]func(t *testing.T, e *ledgertest.Scenario) string{
+	ledger.Claimed: func(t *testing.T, e *ledgertest.Scenario) string {
+		in, _, _ := e.Claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
 		return in.Key()
 	},
-	ledger.Dispatching: func(t *testing.T, e *env) string {
-		return e.stuckDispatching(t, 80, ledger.Email, ledgertest.Accept).Key()
+	ledger.Dispatching: func(t *testing.T, e *ledgertest.Scenario) string {
+		return e.StuckDispatching(t, 80, ledger.Email, ledgertest.Accept).Key()
 	},
-	ledger.Accepted: func(t *testing.T, e *env) string {
-		in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
-		mustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
+	ledger.Accepted: func(t *testing.T, e *ledgertest.Scenario) string {
+		in, _, _ := e.Claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeAccepted)
 		return in.Key()
 	},
-	ledger.Unknown: func(t *testing.T, e *env) string {
+	ledger.Unknown: func(t *testing.T, e *ledgertest.Scenario) string {
 		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-		in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
-		mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+		in, _, _ := e.Claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 		return in.Key()
 	},
-	ledger.Quarantined: func(t *testing.T, e *env) string {
+	ledger.Quarantined: func(t *testing.T, e *ledgertest.Scenario) string {
 		e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-		in, _, _ := e.claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
-		mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+		in, _, _ := e.Claim(t, 80, ledger.Email, ledger.OutcomeClaimed)
+		ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 		e.Clock.Advance(time.Minute)
-		reconcile(t, e)
+		ledgertest.MustReconcile(t, e)
 		return in.Key()
 	},
 }
@@ -79,9 +79,9 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			key := prepareResolve[tt.from](t, e)
-			before := e.get(t, key)
+			before := e.Get(t, key)
 			if before.State != tt.from {
 				t.Fatalf("prepared %s, want %s", before.State, tt.from)
 			}
@@ -98,7 +98,7 @@ func TestResolve(t *testing.T) {
 		})
 	}
 	t.Run("missing row", func(t *testing.T) {
-		e := newEnv(t)
+		e := ledgertest.NewScenario(t)
 		_, err := e.Cases.Resolve(ctx, "00", ledger.DecideAbandoned, "x", "", resolveOperator)
 		if !errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("want ErrNotFound, got %v", err)
@@ -109,7 +109,7 @@ func TestResolve(t *testing.T) {
 // checkResolveRefused checks that a refused decision failed with the case's
 // error (naming the from-state or the field) and wrote nothing (before is
 // the row before the decision).
-func checkResolveRefused(t *testing.T, e *env, key string, before ledger.Entry, tt resolveCase, err error) {
+func checkResolveRefused(t *testing.T, e *ledgertest.Scenario, key string, before ledger.Entry, tt resolveCase, err error) {
 	t.Helper()
 	if !errors.Is(err, tt.wantErr) {
 		t.Fatalf("want %v, got %v", tt.wantErr, err)
@@ -122,7 +122,7 @@ func checkResolveRefused(t *testing.T, e *env, key string, before ledger.Entry, 
 	if tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field) {
 		t.Fatalf("want *FieldError on %s, got %v", tt.field, err)
 	}
-	if after := e.get(t, key); after.Version != before.Version || after.State != before.State {
+	if after := e.Get(t, key); after.Version != before.Version || after.State != before.State {
 		t.Fatalf("failed resolve wrote: %s v%d", after.State, after.Version)
 	}
 }
@@ -130,14 +130,14 @@ func checkResolveRefused(t *testing.T, e *env, key string, before ledger.Entry, 
 // checkResolved checks that an accepted decision closed the row with one
 // operator event carrying the reason and the evidence, and purged the
 // content (got is what Resolve returned, before the row before it).
-func checkResolved(t *testing.T, e *env, key string, before, got ledger.Entry, tt resolveCase) {
+func checkResolved(t *testing.T, e *ledgertest.Scenario, key string, before, got ledger.Entry, tt resolveCase) {
 	t.Helper()
-	stored := e.get(t, key)
+	stored := e.Get(t, key)
 	if got.State != tt.want || stored.State != tt.want || stored.Version != before.Version+1 {
 		t.Fatalf("resolved to %s/%s v%d", got.State, stored.State, stored.Version)
 	}
 	last := stored.Last()
-	if last.Worker != string(resolveOperator) || last.PolicyVersion != testPolicyVersion || last.From != tt.from || last.To != tt.want ||
+	if last.Worker != string(resolveOperator) || last.PolicyVersion != ledgertest.ScenarioPolicyVersion || last.From != tt.from || last.To != tt.want ||
 		!last.At.Equal(e.Clock.Now()) || last.Attempt != before.Attempts || last.Kind != ledger.KindTransition || last.ID == "" {
 		t.Fatalf("decision event %+v", last)
 	}
@@ -154,18 +154,18 @@ func checkResolved(t *testing.T, e *env, key string, before, got ledger.Entry, t
 			t.Fatalf("evidence %q recorded as %q / %q, reason %q", tt.evidence, stored.AckID, last.AckID, stored.Reason)
 		}
 	}
-	if e.hasContent(t, key) {
+	if e.HasContent(t, key) {
 		t.Fatal("content kept after the decision closed the row")
 	}
-	checkHistory(t, stored)
+	ledgertest.CheckHistory(t, stored)
 }
 
 func TestOperatorTextKeepsPersonalDataOut(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	ctx := context.Background()
 	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return ledgertest.AcceptThenDrop }
-	in, _, _ := e.claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
-	mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+	in, _, _ := e.Claim(t, 4, ledger.Email, ledger.OutcomeClaimed)
+	ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 	for _, tt := range []struct{ field, reason, evidence string }{
 		{"reason", "player jane@example.test asked", ""},
 		{"reason", "called +1 555 123 4567", ""},

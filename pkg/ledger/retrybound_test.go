@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -49,11 +50,11 @@ func TestRetryCallBoundedByItsLease(t *testing.T) {
 		{"the send deadline comes first", 40 * time.Second, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := ledgertest.NewScenario(t)
 			tr := &windowedTransport{}
 			e.Cases.Transports[ledger.Email] = tr
-			in, _, _ := e.claim(t, 90, ledger.Email, ledger.OutcomeClaimed)
-			mustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
+			in, _, _ := e.Claim(t, 90, ledger.Email, ledger.OutcomeClaimed)
+			ledgertest.MustDispatch(t, e, in.Key(), ledger.OutcomeUnknown)
 			e.Clock.Advance(in.ExpiresAt.Add(-tc.at).Sub(e.Clock.Now()))
 
 			left := in.ExpiresAt.Add(-e.Cases.Policy.SendGuard).Sub(e.Clock.Now())
@@ -61,7 +62,7 @@ func TestRetryCallBoundedByItsLease(t *testing.T) {
 				left = e.Cases.Policy.Lease
 			}
 			start := time.Now()
-			reconcile(t, e)
+			ledgertest.MustReconcile(t, e)
 			if tr.calls != 2 {
 				t.Fatalf("%d transport calls, want the dispatch and one retry", tr.calls)
 			}
@@ -69,7 +70,7 @@ func TestRetryCallBoundedByItsLease(t *testing.T) {
 			if tr.deadline.IsZero() || tr.deadline.Before(start.Add(left)) || tr.deadline.After(time.Now().Add(left)) {
 				t.Fatalf("the retry's call ends %s after it starts, want %s", tr.deadline.Sub(start).Round(time.Second), left)
 			}
-			if got := e.get(t, in.Key()); got.State != ledger.Accepted {
+			if got := e.Get(t, in.Key()); got.State != ledger.Accepted {
 				t.Fatalf("row %s (%q), want accepted by the retry", got.State, got.Reason)
 			}
 		})

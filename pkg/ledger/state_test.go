@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -25,7 +26,7 @@ func TestCanTransitionMatrix(t *testing.T) {
 		for _, to := range allStates() {
 			t.Run(from.String()+"->"+to.String(), func(t *testing.T) {
 				err := ledger.CanTransition(from, to)
-				if allowed[[2]ledger.State{from, to}] {
+				if ledgertest.AllowedTransitions[[2]ledger.State{from, to}] {
 					if err != nil {
 						t.Fatalf("want allowed, got %v", err)
 					}
@@ -86,7 +87,7 @@ func TestStatePredicates(t *testing.T) {
 			// A terminal state has no way out, an open one has one.
 			outs := 0
 			for _, to := range allStates() {
-				if allowed[[2]ledger.State{tt.s, to}] {
+				if ledgertest.AllowedTransitions[[2]ledger.State{tt.s, to}] {
 					outs++
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/memstore"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -24,8 +25,8 @@ func (p *countingProgress) Lagging(ctx context.Context, behind time.Duration, at
 
 // markedEnv is pacedEnv with an email send-rate budget of one send a second,
 // the in-process budget wait given, and, if marked, the dispatch marks.
-func markedEnv(t *testing.T, wait time.Duration, marked bool) (*env, *scheduler, *memstore.Budget, *memstore.Progress) {
-	e, sch := pacedEnv(t)
+func markedEnv(t *testing.T, wait time.Duration, marked bool) (*ledgertest.Scenario, *ledgertest.RecordingScheduler, *memstore.Budget, *memstore.Progress) {
+	e, sch := ledgertest.PacedScenario(t)
 	budget := &memstore.Budget{Rates: map[ledger.Channel]float64{ledger.Email: 1}}
 	e.Cases.Budget = budget
 	e.Cases.Policy.BudgetWait = wait
@@ -56,12 +57,12 @@ func states(row ledger.Entry) []ledger.State {
 func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 	ctx := context.Background()
 	e, sch, budget, marks := markedEnv(t, 2*time.Second, true)
-	counting := &countingStore{Store: e.Cases.Store}
+	counting := &ledgertest.CountingStore{Store: e.Cases.Store}
 	e.Cases.Store = counting
 	prog := &countingProgress{Progress: marks}
 	e.Cases.Progress = prog
-	first, _, image1 := e.claim(t, 70, ledger.Email, ledger.OutcomeClaimed)
-	second, _, image2 := e.claim(t, 71, ledger.Email, ledger.OutcomeClaimed)
+	first, _, image1 := e.Claim(t, 70, ledger.Email, ledger.OutcomeClaimed)
+	second, _, image2 := e.Claim(t, 71, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Cases.Policy.RedriveAfter + 10*time.Second) // the stream runs 30 s late
 	t0 := e.Clock.Now()
 	if _, err := budget.Reserve(ctx, ledger.Email, t0, t0.Add(time.Hour)); err != nil {
@@ -74,14 +75,14 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 			if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 				t.Fatal(err)
 			}
-			_, n1 := sch.last(first.Key())
-			_, n2 := sch.last(second.Key())
+			_, n1 := sch.Last(first.Key())
+			_, n2 := sch.Last(second.Key())
 			handedBack = n1 + n2
 		}
 		e.Clock.Advance(d)
 		return nil
 	}
-	counting.gets = 0
+	counting.Gets = 0
 	res, err := e.Cases.DispatchRow(ctx, image1, "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.BudgetWait != time.Second {
 		t.Fatalf("first: %s after waiting %s, %v; want accepted after 1s", res.Outcome, res.BudgetWait, err)
@@ -89,27 +90,27 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 	if handedBack != 0 {
 		t.Fatalf("reconcile handed back %d claims while the stream was delivering them", handedBack)
 	}
-	if got := states(e.get(t, first.Key())); !slices.Equal(got, []ledger.State{ledger.Claimed, ledger.Dispatching, ledger.Accepted}) {
+	if got := states(e.Get(t, first.Key())); !slices.Equal(got, []ledger.State{ledger.Claimed, ledger.Dispatching, ledger.Accepted}) {
 		t.Fatalf("first: history %v; want no hold (claimed, dispatching, accepted)", got)
 	}
-	if prog.laggings != 1 || counting.gets != 1 {
-		t.Fatalf("first: %d lateness writes, %d row reads; want 1 and 1", prog.laggings, counting.gets)
+	if prog.laggings != 1 || counting.Gets != 1 {
+		t.Fatalf("first: %d lateness writes, %d row reads; want 1 and 1", prog.laggings, counting.Gets)
 	}
 	m, _ := prog.Marks(ctx)
 	if m.Stream.Behind != e.Cases.Policy.RedriveAfter+10*time.Second {
 		t.Fatalf("stream lag %s; want the claim's own lateness", m.Stream.Behind)
 	}
 
-	counting.gets = 0
+	counting.Gets = 0
 	res, err = e.Cases.DispatchRow(ctx, image2, "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeAccepted || res.BudgetWait != time.Second {
 		t.Fatalf("second: %s after waiting %s, %v; want accepted after 1s", res.Outcome, res.BudgetWait, err)
 	}
-	if got := states(e.get(t, second.Key())); len(got) != 3 {
+	if got := states(e.Get(t, second.Key())); len(got) != 3 {
 		t.Fatalf("second: history %v; want no hold", got)
 	}
-	if prog.laggings != 1 || counting.gets != 1 {
-		t.Fatalf("second: %d more lateness writes, %d row reads; want no lateness write (the mark seen covers it) and the one read", prog.laggings-1, counting.gets)
+	if prog.laggings != 1 || counting.Gets != 1 {
+		t.Fatalf("second: %d more lateness writes, %d row reads; want no lateness write (the mark seen covers it) and the one read", prog.laggings-1, counting.Gets)
 	}
 	if e.Transport.Recorded(first.Key()) != 1 || e.Transport.Recorded(second.Key()) != 1 {
 		t.Fatal("each claim must be sent exactly once")
@@ -121,7 +122,7 @@ func TestLateStreamClaimWaitsOnTheStreamMark(t *testing.T) {
 func TestLateStreamClaimHoldsWithoutAMark(t *testing.T) {
 	ctx := context.Background()
 	e, _, budget, _ := markedEnv(t, 2*time.Second, false)
-	in, _, image := e.claim(t, 72, ledger.Email, ledger.OutcomeClaimed)
+	in, _, image := e.Claim(t, 72, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Cases.Policy.RedriveAfter + 10*time.Second)
 	if _, err := budget.Reserve(ctx, ledger.Email, e.Clock.Now(), e.Clock.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestLateStreamClaimHoldsWithoutAMark(t *testing.T) {
 	if res, err := e.Cases.DispatchRow(ctx, image, "dispatch/stream"); err != nil || res.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("%s, %v", res.Outcome, err)
 	}
-	if got := states(e.get(t, in.Key())); len(got) != 4 || got[1] != ledger.Deferred {
+	if got := states(e.Get(t, in.Key())); len(got) != 4 || got[1] != ledger.Deferred {
 		t.Fatalf("history %v; want the slot held (claimed, deferred, dispatching, accepted)", got)
 	}
 }
@@ -141,13 +142,13 @@ func TestLateStreamClaimHoldsWithoutAMark(t *testing.T) {
 func TestStreamImageReadAfterAHandBack(t *testing.T) {
 	ctx := context.Background()
 	e, sch, budget, prog := markedEnv(t, 0, true)
-	in, _, image := e.claim(t, 73, ledger.Email, ledger.OutcomeClaimed)
+	in, _, image := e.Claim(t, 73, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(e.Cases.Policy.RedriveAfter + 3*time.Second)
 	// No stream mark yet: reconcile hands the claim back.
 	if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, n := sch.last(in.Key()); n != 1 {
+	if _, n := sch.Last(in.Key()); n != 1 {
 		t.Fatalf("handed back %d times, want 1", n)
 	}
 	t0 := e.Clock.Now()
@@ -177,26 +178,26 @@ func TestStreamImageReadAfterAHandBack(t *testing.T) {
 // write.
 func TestLateStreamRecordReadsOnceAndWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
-	counting := &countingStore{Store: e.Cases.Store}
+	e := ledgertest.NewScenario(t)
+	counting := &ledgertest.CountingStore{Store: e.Cases.Store}
 	e.Cases.Store = counting
-	in, _, image := e.claim(t, 74, ledger.Email, ledger.OutcomeClaimed)
+	in, _, image := e.Claim(t, 74, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(in.ExpiresAt.Sub(e.Clock.Now()) + time.Second)
 	if _, err := e.Cases.ExpireSweep(ctx, "expire/sweep", 10); err != nil {
 		t.Fatal(err)
 	}
-	if row := e.get(t, in.Key()); row.State != ledger.Expired {
+	if row := e.Get(t, in.Key()); row.State != ledger.Expired {
 		t.Fatalf("after the sweep: %s", row.State)
 	}
-	counting.gets = 0
+	counting.Gets = 0
 	res, err := e.Cases.DispatchRow(ctx, image, "dispatch/stream")
 	if err != nil || res.Outcome != ledger.OutcomeSkipped || res.Entry.State != ledger.Expired {
 		t.Fatalf("late stream record: %s %s, %v; want skipped, the row expired", res.Outcome, res.Entry.State, err)
 	}
-	if counting.gets != 1 {
-		t.Fatalf("%d reads of the row; want one", counting.gets)
+	if counting.Gets != 1 {
+		t.Fatalf("%d reads of the row; want one", counting.Gets)
 	}
-	if row := e.get(t, in.Key()); len(row.History) != 2 {
+	if row := e.Get(t, in.Key()); len(row.History) != 2 {
 		t.Fatalf("history of %d entries; want 2 (claimed, expired): the late record wrote", len(row.History))
 	}
 }
@@ -211,7 +212,7 @@ func TestLateStreamRecordReadsOnceAndWritesNothing(t *testing.T) {
 func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 	ctx := context.Background()
 	e, sch, budget, prog := markedEnv(t, 2*time.Second, true)
-	in, _, image := e.claim(t, 75, ledger.Email, ledger.OutcomeClaimed)
+	in, _, image := e.Claim(t, 75, ledger.Email, ledger.OutcomeClaimed)
 	e.Clock.Advance(30 * time.Second)
 	now := e.Clock.Now()
 	stale := func(at time.Time) time.Time { return at.Add(-e.Cases.Policy.RedriveAfter) }
@@ -237,7 +238,7 @@ func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 			if _, err := e.Cases.Redrive(ctx, 100); err != nil {
 				t.Fatal(err)
 			}
-			_, handedBack = sch.last(in.Key())
+			_, handedBack = sch.Last(in.Key())
 		}
 		return nil
 	}
@@ -247,7 +248,7 @@ func TestHeardStreamDoesNotCoverAWait(t *testing.T) {
 	if handedBack != 0 {
 		t.Fatalf("reconcile handed the waiting claim back %d times", handedBack)
 	}
-	if got := states(e.get(t, in.Key())); len(got) != 4 || got[1] != ledger.Deferred {
+	if got := states(e.Get(t, in.Key())); len(got) != 4 || got[1] != ledger.Deferred {
 		t.Fatalf("history %v; want the slot held (claimed, deferred, dispatching, accepted)", got)
 	}
 }

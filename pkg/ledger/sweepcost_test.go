@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/resetledger/resetledger/internal/memstore"
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
@@ -34,7 +35,7 @@ func (c *readCounter) ListExpired(ctx context.Context, s ledger.State, by time.T
 // re-drive the stream no longer owes, or expired.
 func TestSweepsReadOnlyDueClaims(t *testing.T) {
 	ctx := context.Background()
-	e, sch := pacedEnv(t)
+	e, sch := ledgertest.PacedScenario(t)
 	prog := &memstore.Progress{}
 	e.Cases.Progress = prog
 	reads := &readCounter{Store: e.Cases.Store}
@@ -42,13 +43,13 @@ func TestSweepsReadOnlyDueClaims(t *testing.T) {
 	after := e.Cases.Policy.RedriveAfter
 	var keys []string
 	for i := range 20 {
-		in, _, _ := e.claim(t, 500+i, ledger.Email, ledger.OutcomeClaimed) // challenges of ten minutes
+		in, _, _ := e.Claim(t, 500+i, ledger.Email, ledger.OutcomeClaimed) // challenges of ten minutes
 		keys = append(keys, in.Key())
 	}
 	pass := func() (handed int, stats map[ledger.State]ledger.StateStats) {
 		t.Helper()
 		reads.rows = 0
-		before := scheduled(sch)
+		before := sch.Count()
 		if _, err := e.Cases.Reconcile(ctx, "reconcile/test", 100); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +63,7 @@ func TestSweepsReadOnlyDueClaims(t *testing.T) {
 		if _, err := e.Cases.ExpireSweep(ctx, "expire/test", 100); err != nil {
 			t.Fatal(err)
 		}
-		return scheduled(sch) - before, stats
+		return sch.Count() - before, stats
 	}
 
 	e.Clock.Advance(after - time.Second)
@@ -98,13 +99,3 @@ func TestSweepsReadOnlyDueClaims(t *testing.T) {
 	}
 }
 
-// scheduled counts the hand-offs sch has taken.
-func scheduled(sch *scheduler) int {
-	sch.mu.Lock()
-	defer sch.mu.Unlock()
-	n := 0
-	for _, at := range sch.got {
-		n += len(at)
-	}
-	return n
-}

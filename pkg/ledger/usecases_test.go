@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/internal/usecase/assemble"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
@@ -40,10 +41,10 @@ var needs = map[string][]string{
 // port it does not need can be left out.
 func TestConstructorsNameMissingPorts(t *testing.T) {
 	hour := ledger.Cap{Max: 1, Window: time.Hour}
-	e, _ := limitedEnv(t, ledger.Limits{Subject: hour, Destination: hour, SMSCountryCap: hour, Supersede: true})
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Subject: hour, Destination: hour, SMSCountryCap: hour, Supersede: true})
 	e.Transport.Events, e.Transport.Window = true, time.Hour
 	full := e.Cases.Filled()
-	full.Scheduler = &scheduler{}
+	full.Scheduler = &ledgertest.RecordingScheduler{}
 	for name, build := range constructors {
 		t.Run(name, func(t *testing.T) {
 			if err := build(full); err != nil {
@@ -74,7 +75,7 @@ func TestConstructorsNameMissingPorts(t *testing.T) {
 // its counters while the stage's limits are on does not start (it would
 // send without limits). With them, the limits hold.
 func TestDispatchWithoutLimiterRefusedWhileLimitsOn(t *testing.T) {
-	e, _ := limitedEnv(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Hour}})
+	e, _ := ledgertest.LimitedScenario(t, ledger.Limits{Subject: ledger.Cap{Max: 1, Window: time.Hour}})
 	p := e.Cases.Filled()
 	p.Limiter = nil
 	_, err := assemble.Dispatcher(p)
@@ -82,8 +83,8 @@ func TestDispatchWithoutLimiterRefusedWhileLimitsOn(t *testing.T) {
 	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "missing port Limiter") {
 		t.Errorf("dispatch with limits on and no Limiter: %v, want it refused, naming Limiter", err)
 	}
-	first := e.claimTo(t, 1, ledger.Email, "a@example.com", "acct-1", 0)
-	second := e.claimTo(t, 2, ledger.Email, "b@example.com", "acct-1", time.Second)
-	mustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
-	mustDispatch(t, e, second.Key(), ledger.OutcomeLimited)
+	first := e.ClaimTo(t, 1, ledger.Email, "a@example.com", "acct-1", 0)
+	second := e.ClaimTo(t, 2, ledger.Email, "b@example.com", "acct-1", time.Second)
+	ledgertest.MustDispatch(t, e, first.Key(), ledger.OutcomeAccepted)
+	ledgertest.MustDispatch(t, e, second.Key(), ledger.OutcomeLimited)
 }

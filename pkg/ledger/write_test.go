@@ -50,11 +50,11 @@ func TestWritesWhoseResponseWasLostStillCount(t *testing.T) {
 }
 
 func testLostResponses(t *testing.T, asError bool) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	lossy := &lostResponseStore{Store: e.Cases.Store, lose: true, asError: asError}
 	e.Cases.Store = lossy
 	ctx := context.Background()
-	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), ttl)
+	in, sealed := ledgertest.Intent(1, ledger.Email, e.Clock.Now(), ledgertest.ScenarioTTL)
 	res, err := e.Cases.Claim(ctx, in, sealed, "claim/req-1")
 	if err != nil || res.Outcome != ledger.OutcomeClaimed {
 		t.Fatalf("claim: %s %v", res.Outcome, err)
@@ -63,7 +63,7 @@ func testLostResponses(t *testing.T, asError bool) {
 	if err != nil || d.Outcome != ledger.OutcomeAccepted {
 		t.Fatalf("dispatch: %s %v", d.Outcome, err)
 	}
-	row := e.get(t, in.Key())
+	row := e.Get(t, in.Key())
 	if row.State != ledger.Accepted || e.Transport.Recorded(in.Key()) != 1 || len(row.History) != 3 {
 		t.Fatalf("row %s, recorded %d, history %d", row.State, e.Transport.Recorded(in.Key()), len(row.History))
 	}
@@ -78,9 +78,9 @@ func testLostResponses(t *testing.T, asError bool) {
 }
 
 func TestContentOfferedWithAnotherHashNeverStandsInForTheRow(t *testing.T) {
-	e := newEnv(t)
+	e := ledgertest.NewScenario(t)
 	ctx := context.Background()
-	in, sealed := ledgertest.Intent(2, ledger.Email, e.Clock.Now(), ttl)
+	in, sealed := ledgertest.Intent(2, ledger.Email, e.Clock.Now(), ledgertest.ScenarioTTL)
 	// A racing claim with other content stored its blob first.
 	other := ledgertest.Message(2, ledger.Email)
 	other.Body = "another rendering"

@@ -1,4 +1,4 @@
-package ledger_test
+package ledgertest
 
 import (
 	"context"
@@ -10,29 +10,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/resetledger/resetledger/internal/fingerprint"
 	"github.com/resetledger/resetledger/internal/memstore"
-	"github.com/resetledger/resetledger/internal/testkit/ledgertest"
 	"github.com/resetledger/resetledger/pkg/ledger"
 )
 
-// testPolicyVersion differs from the intents' PolicyVersion ("policy-1") so
+// ScenarioPolicyVersion differs from the intents' PolicyVersion ("policy-1") so
 // tests can tell the service's policy version from the producer's.
-const testPolicyVersion = "policy-test-7"
+const ScenarioPolicyVersion = "policy-test-7"
 
-const ttl = 10 * time.Minute
+const ScenarioTTL = 10 * time.Minute
 
-// env is the use cases over a fresh memory store, with deterministic event ids.
-type env struct {
-	*ledgertest.Env
-	mem *memstore.Store
+// Scenario is the use cases over a fresh memory store, with deterministic event ids.
+type Scenario struct {
+	*Env
+	Mem *memstore.Store
 	ids atomic.Int64
 }
 
-func newEnv(t *testing.T) *env {
+func NewScenario(t *testing.T) *Scenario {
 	t.Helper()
 	mem := &memstore.Store{}
-	e := &env{Env: ledgertest.NewEnv(mem), mem: mem}
-	e.Cases.Policy.Version = testPolicyVersion
+	e := &Scenario{Env: NewEnv(mem), Mem: mem}
+	e.Cases.Policy.Version = ScenarioPolicyVersion
 	e.Cases.NewID = func() string { return fmt.Sprintf("ev-%03d", e.ids.Add(1)) }
 	if err := e.Cases.Policy.Validate(); err != nil {
 		t.Fatal(err)
@@ -40,11 +40,11 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// claim claims intent i on ch, expiring ttl from now, and fails the test
+// Claim claims intent i on ch, expiring ttl from now, and fails the test
 // unless the outcome is want.
-func (e *env) claim(t *testing.T, i int, ch ledger.Channel, want ledger.Outcome) (ledger.Intent, []byte, ledger.Entry) {
+func (e *Scenario) Claim(t *testing.T, i int, ch ledger.Channel, want ledger.Outcome) (ledger.Intent, []byte, ledger.Entry) {
 	t.Helper()
-	in, sealed := ledgertest.Intent(i, ch, e.Clock.Now(), ttl)
+	in, sealed := Intent(i, ch, e.Clock.Now(), ScenarioTTL)
 	res, err := e.Cases.Claim(context.Background(), in, sealed, "claim/req-1")
 	if err != nil {
 		t.Fatalf("claim %d/%s: %v", i, ch, err)
@@ -55,7 +55,7 @@ func (e *env) claim(t *testing.T, i int, ch ledger.Channel, want ledger.Outcome)
 	return in, sealed, res.Entry
 }
 
-func (e *env) get(t *testing.T, key string) ledger.Entry {
+func (e *Scenario) Get(t *testing.T, key string) ledger.Entry {
 	t.Helper()
 	got, err := e.Store.Get(context.Background(), key)
 	if err != nil {
@@ -64,8 +64,8 @@ func (e *env) get(t *testing.T, key string) ledger.Entry {
 	return got
 }
 
-// contentKey returns the content-store key of the row with dedupe key key.
-func (e *env) contentKey(key string) string {
+// ContentKey returns the content-store key of the row with dedupe key key.
+func (e *Scenario) ContentKey(key string) string {
 	row, err := e.Store.Get(context.Background(), key)
 	if err != nil {
 		return key
@@ -73,10 +73,10 @@ func (e *env) contentKey(key string) string {
 	return ledger.ContentKey(row)
 }
 
-// hasContent reports whether sealed content is stored for key.
-func (e *env) hasContent(t *testing.T, key string) bool {
+// HasContent reports whether sealed content is stored for key.
+func (e *Scenario) HasContent(t *testing.T, key string) bool {
 	t.Helper()
-	_, err := e.Content.Get(context.Background(), e.contentKey(key))
+	_, err := e.Content.Get(context.Background(), e.ContentKey(key))
 	switch {
 	case err == nil:
 		return true
@@ -87,22 +87,22 @@ func (e *env) hasContent(t *testing.T, key string) bool {
 	return false
 }
 
-func mustVerify(t *testing.T, e ledger.Entry) {
+func MustVerify(t *testing.T, e ledger.Entry) {
 	t.Helper()
 	if err := e.Verify(); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 }
 
-// crashStore loses the write that follows a transport attempt: Apply of a
+// CrashStore loses the write that follows a transport attempt: Apply of a
 // change leaving dispatching fails, as if the worker died after the send and
 // before recording its outcome. The row stays dispatching.
-type crashStore struct {
+type CrashStore struct {
 	ledger.Store
 	crashes atomic.Int64
 }
 
-func (s *crashStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
+func (s *CrashStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
 	if c.From == ledger.Dispatching {
 		s.crashes.Add(1)
 		return ledger.Entry{}, errors.New("worker crashed")
@@ -110,28 +110,28 @@ func (s *crashStore) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, 
 	return s.Store.Apply(ctx, c)
 }
 
-// stuckDispatching claims intent i and dispatches it through a worker that
+// StuckDispatching claims intent i and dispatches it through a worker that
 // crashes after the send, leaving the row in dispatching. behavior scripts
 // the provider's side of that one send.
-func (e *env) stuckDispatching(t *testing.T, i int, ch ledger.Channel, behavior ledgertest.Behavior) ledger.Intent {
+func (e *Scenario) StuckDispatching(t *testing.T, i int, ch ledger.Channel, behavior Behavior) ledger.Intent {
 	t.Helper()
-	in, _, _ := e.claim(t, i, ch, ledger.OutcomeClaimed)
+	in, _, _ := e.Claim(t, i, ch, ledger.OutcomeClaimed)
 	prevScript := e.Transport.Script
-	e.Transport.Script = func(ledger.Send) ledgertest.Behavior { return behavior }
+	e.Transport.Script = func(ledger.Send) Behavior { return behavior }
 	crashing := *e.Cases
-	crashing.Store = &crashStore{Store: e.Store}
+	crashing.Store = &CrashStore{Store: e.Store}
 	if _, err := crashing.Dispatch(context.Background(), in.Key(), "dispatch/crash"); err == nil {
 		t.Fatal("crashing dispatch returned no error")
 	}
 	e.Transport.Script = prevScript
-	if got := e.get(t, in.Key()); got.State != ledger.Dispatching {
+	if got := e.Get(t, in.Key()); got.State != ledger.Dispatching {
 		t.Fatalf("after crash: %s, want dispatching", got.State)
 	}
 	return in
 }
 
-// historyPath returns "from>to" for every history entry.
-func historyPath(e ledger.Entry) string {
+// HistoryPath returns "from>to" for every history entry.
+func HistoryPath(e ledger.Entry) string {
 	var b strings.Builder
 	for i, ev := range e.History {
 		if i > 0 {
@@ -142,20 +142,20 @@ func historyPath(e ledger.Entry) string {
 	return b.String()
 }
 
-var emailThenSMS = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
+var EmailThenSMS = ledger.Workflow{Kind: ledger.Fallback, Order: []ledger.Channel{ledger.Email, ledger.SMS}}
 
-func fallbackIntent(i int, ch ledger.Channel, now time.Time) (ledger.Intent, []byte) {
-	in, sealed := ledgertest.Intent(i, ch, now, ttl)
-	in.Workflow = ledger.Workflow{Kind: emailThenSMS.Kind, Order: append([]ledger.Channel(nil), emailThenSMS.Order...)}
+func FallbackIntent(i int, ch ledger.Channel, now time.Time) (ledger.Intent, []byte) {
+	in, sealed := Intent(i, ch, now, ScenarioTTL)
+	in.Workflow = ledger.Workflow{Kind: EmailThenSMS.Kind, Order: append([]ledger.Channel(nil), EmailThenSMS.Order...)}
 	return in, sealed
 }
 
-// claimFallbackPair claims challenge i's email-then-SMS fallback pair and
+// ClaimFallbackPair claims challenge i's email-then-SMS fallback pair and
 // returns both intents.
-func claimFallbackPair(t *testing.T, e *env, i int) (email, sms ledger.Intent) {
+func ClaimFallbackPair(t *testing.T, e *Scenario, i int) (email, sms ledger.Intent) {
 	t.Helper()
-	email, emailSealed := fallbackIntent(i, ledger.Email, e.Clock.Now())
-	sms, smsSealed := fallbackIntent(i, ledger.SMS, e.Clock.Now())
+	email, emailSealed := FallbackIntent(i, ledger.Email, e.Clock.Now())
+	sms, smsSealed := FallbackIntent(i, ledger.SMS, e.Clock.Now())
 	for _, c := range []struct {
 		in     ledger.Intent
 		sealed []byte
@@ -167,7 +167,7 @@ func claimFallbackPair(t *testing.T, e *env, i int) (email, sms ledger.Intent) {
 	return email, sms
 }
 
-func mustDispatch(t *testing.T, e *env, key string, want ledger.Outcome) ledger.Entry {
+func MustDispatch(t *testing.T, e *Scenario, key string, want ledger.Outcome) ledger.Entry {
 	t.Helper()
 	res, err := e.Cases.Dispatch(context.Background(), key, "dispatch/req-1")
 	if err != nil || res.Outcome != want {
@@ -176,7 +176,7 @@ func mustDispatch(t *testing.T, e *env, key string, want ledger.Outcome) ledger.
 	return res.Entry
 }
 
-func reconcile(t *testing.T, e *env) ledger.SweepReport {
+func MustReconcile(t *testing.T, e *Scenario) ledger.SweepReport {
 	t.Helper()
 	rep, err := e.Cases.Reconcile(context.Background(), "reconcile/req-1", 100)
 	if err != nil {
@@ -188,13 +188,13 @@ func reconcile(t *testing.T, e *env) ledger.SweepReport {
 	return rep
 }
 
-// checkHistory asserts the chain verifies, every transition is in the
+// CheckHistory asserts the chain verifies, every transition is in the
 // hand-written table and every other event keeps the state.
-func checkHistory(t *testing.T, got ledger.Entry) {
+func CheckHistory(t *testing.T, got ledger.Entry) {
 	t.Helper()
-	mustVerify(t, got)
+	MustVerify(t, got)
 	for i, ev := range got.History {
-		if ev.Kind == ledger.KindTransition && !allowed[[2]ledger.State{ev.From, ev.To}] {
+		if ev.Kind == ledger.KindTransition && !AllowedTransitions[[2]ledger.State{ev.From, ev.To}] {
 			t.Fatalf("entry %d: forbidden transition %s -> %s", i, ev.From, ev.To)
 		}
 		if ev.Kind != ledger.KindTransition && ev.From != ev.To {
@@ -206,13 +206,13 @@ func checkHistory(t *testing.T, got ledger.Entry) {
 	}
 }
 
-// scheduler records what the service asked to be dispatched when.
-type scheduler struct {
+// RecordingScheduler records what the service asked to be dispatched when.
+type RecordingScheduler struct {
 	mu  sync.Mutex
 	got map[string][]time.Time
 }
 
-func (s *scheduler) Schedule(_ context.Context, key string, at time.Time) error {
+func (s *RecordingScheduler) Schedule(_ context.Context, key string, at time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.got == nil {
@@ -222,7 +222,7 @@ func (s *scheduler) Schedule(_ context.Context, key string, at time.Time) error 
 	return nil
 }
 
-func (s *scheduler) last(key string) (time.Time, int) {
+func (s *RecordingScheduler) Last(key string) (time.Time, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.got[key]
@@ -232,20 +232,20 @@ func (s *scheduler) last(key string) (time.Time, int) {
 	return g[len(g)-1], len(g)
 }
 
-// pacedEnv is newEnv with a scheduler, a jitter that tests can set, and a
+// PacedScenario is newEnv with a scheduler, a jitter that tests can set, and a
 // Sleep that advances the test clock instead of waiting.
-func pacedEnv(t *testing.T) (*env, *scheduler) {
-	e := newEnv(t)
-	sch := &scheduler{}
+func PacedScenario(t *testing.T) (*Scenario, *RecordingScheduler) {
+	e := NewScenario(t)
+	sch := &RecordingScheduler{}
 	e.Cases.Scheduler = sch
 	e.Cases.Jitter = func() float64 { return 0.5 }
 	e.Cases.Sleep = func(_ context.Context, d time.Duration) error { e.Clock.Advance(d); return nil }
 	return e, sch
 }
 
-// providerEvent is an event of kind k for the row key, as the decoder would
+// ProviderEvent is an event of kind k for the row key, as the decoder would
 // produce it, with the message id the test transport acknowledged.
-func (e *env) providerEvent(t *testing.T, key string, ch ledger.Channel, k ledger.EventKind, typ, detail string, permanent bool) ledger.ProviderEvent {
+func (e *Scenario) ProviderEvent(t *testing.T, key string, ch ledger.Channel, k ledger.EventKind, typ, detail string, permanent bool) ledger.ProviderEvent {
 	t.Helper()
 	ack, ok, err := e.Transport.Lookup(context.Background(), key)
 	if err != nil || !ok {
@@ -255,15 +255,15 @@ func (e *env) providerEvent(t *testing.T, key string, ch ledger.Channel, k ledge
 		Key: key, Channel: ch, Kind: k, Type: typ, Detail: detail, MessageID: ack.ID,
 		At: e.Clock.Now().Add(-time.Second), Permanent: permanent,
 	}
-	e.prove(t, &p)
+	e.Prove(t, &p)
 	return p
 }
 
-// prove gives p the attempt number and proof the newest send for its key
+// Prove gives p the attempt number and proof the newest send for its key
 // carried, as the provider copies them into its events: a genuine event.
 // The transport must report events (Transport.Events), or the send carried
 // no proof.
-func (e *env) prove(t *testing.T, p *ledger.ProviderEvent) {
+func (e *Scenario) Prove(t *testing.T, p *ledger.ProviderEvent) {
 	t.Helper()
 	attempt, proof, ok := e.Transport.Carried(p.Key)
 	if !ok || proof == "" {
@@ -272,19 +272,19 @@ func (e *env) prove(t *testing.T, p *ledger.ProviderEvent) {
 	p.Attempt, p.Proof = attempt, proof
 }
 
-func (e *env) record(t *testing.T, p ledger.ProviderEvent, want ledger.Outcome) ledger.Entry {
+func (e *Scenario) Record(t *testing.T, p ledger.ProviderEvent, want ledger.Outcome) ledger.Entry {
 	t.Helper()
 	res, err := e.Cases.RecordProviderEvent(context.Background(), p, "events/req-1")
 	if err != nil || res.Outcome != want {
 		t.Fatalf("record %s: %s %v, want %s", p.Kind, res.Outcome, err, want)
 	}
-	mustVerify(t, res.Entry)
+	MustVerify(t, res.Entry)
 	return res.Entry
 }
 
-// allowed is the state diagram of docs/design.md written out by hand, not derived from the
+// AllowedTransitions is the state diagram of docs/design.md written out by hand, not derived from the
 // code: a change to the transition table must change this list too.
-var allowed = map[[2]ledger.State]bool{
+var AllowedTransitions = map[[2]ledger.State]bool{
 	{ledger.None, ledger.Claimed}:    true, // new intent
 	{ledger.None, ledger.Expired}:    true, // intent arrived expired
 	{ledger.None, ledger.Suppressed}: true, // fallback channel not needed
@@ -322,4 +322,101 @@ var allowed = map[[2]ledger.State]bool{
 	{ledger.Quarantined, ledger.Accepted}:  true, // operator, with evidence; or a provider event
 	{ledger.Quarantined, ledger.Rejected}:  true, // operator, with evidence
 	{ledger.Quarantined, ledger.Abandoned}: true, // operator, outcome unknown
+}
+
+// LimitedScenario is an env whose dispatch admits rows through limits, counted
+// in a memory limit store.
+func LimitedScenario(t *testing.T, l ledger.Limits) (*Scenario, *memstore.Limits) {
+	t.Helper()
+	e := NewScenario(t)
+	store := &memstore.Limits{}
+	e.Cases.Limits = l
+	e.Cases.Limiter, e.Cases.Challenges = store, store
+	e.Cases.Fingerprints = &fingerprint.Local{Key: []byte("limits test key")}
+	e.Cases.NumberOf = func(n string) (ledger.PhoneNumber, error) {
+		switch {
+		case strings.HasPrefix(n, "+1"):
+			return ledger.PhoneNumber{Region: "US", Kind: "fixed_line_or_mobile"}, nil
+		case strings.HasPrefix(n, "+44"):
+			return ledger.PhoneNumber{Region: "GB", Kind: "mobile"}, nil
+		case strings.HasPrefix(n, "+882"):
+			return ledger.PhoneNumber{}, errors.New("no region")
+		}
+		return ledger.PhoneNumber{}, errors.New("invalid number")
+	}
+	return e, store
+}
+
+// CountingStore counts reads.
+type CountingStore struct {
+	ledger.Store
+	Gets int
+}
+
+func (s *CountingStore) Get(ctx context.Context, key string) (ledger.Entry, error) {
+	s.Gets++
+	return s.Store.Get(ctx, key)
+}
+
+// SignProof returns the proof of the attempt p names, as only the senders could
+// make it.
+func SignProof(t *testing.T, e *Scenario, p ledger.ProviderEvent) string {
+	t.Helper()
+	proof, err := e.Proofs.Sign(context.Background(), ledger.AttemptRef{Key: p.Key, Channel: p.Channel, Attempt: p.Attempt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proof
+}
+
+// ClaimTo claims challenge i on ch to address to, for subject (none if
+// ""), expiring ttl+extra from now.
+func (e *Scenario) ClaimTo(t *testing.T, i int, ch ledger.Channel, to, subject string, extra time.Duration) ledger.Intent {
+	t.Helper()
+	in, _ := Intent(i, ch, e.Clock.Now(), ScenarioTTL+extra)
+	m := ledger.Message{To: to, Subject: "Reset your password", Body: fmt.Sprintf("reset link %d", i)}
+	in.ContentHash = ledger.ContentHash(in.TemplateID, in.TemplateVersion, m)
+	in.SubjectRef = subject
+	// extra orders challenges: a greater one was issued (and expires) later.
+	in.IssuedAt = e.Clock.Now().Add(extra - 5*time.Minute)
+	if _, err := e.Cases.Claim(context.Background(), in, Seal(m), "claim/req-1"); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// DispatchCutAfterCount dispatches the claimed row key with a begin write
+// that fails after the limits counted it: the row stays claimed.
+func (e *Scenario) DispatchCutAfterCount(t *testing.T, key string) {
+	t.Helper()
+	real := e.Cases.Store
+	e.Cases.Store = failBegin{real}
+	_, err := e.Cases.Dispatch(context.Background(), key, "dispatch/1")
+	e.Cases.Store = real
+	if err == nil {
+		t.Fatal("the failing begin write reported no error")
+	}
+	if got := e.Get(t, key); got.State != ledger.Claimed {
+		t.Fatalf("state %s, want still claimed", got.State)
+	}
+}
+
+type failBegin struct{ ledger.Store }
+
+func (f failBegin) Apply(ctx context.Context, c ledger.Change) (ledger.Entry, error) {
+	if c.Next.State == ledger.Dispatching {
+		return ledger.Entry{}, errors.New("throttled")
+	}
+	return f.Store.Apply(ctx, c)
+}
+
+// Count is how many hand-offs s has taken.
+func (s *RecordingScheduler) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, at := range s.got {
+		n += len(at)
+	}
+	return n
 }
