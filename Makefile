@@ -148,7 +148,7 @@ surge-check:
 simulate:
 	go run ./cmd/simulate -seeds $${SIMULATE_SEEDS:-20000}
 
-## mutate: mutation score of pkg/intentseal, pkg/digest, pkg/ledger and internal/dynamostore with gremlins
+## mutate: mutation score of pkg/intentseal, pkg/digest, pkg/ledger, internal/usecase and internal/dynamostore with gremlins
 ## (pinned in bench/mutate/mutate.sh), which draws its own mutants; each package's own tests judge them.
 ## Runs on a private copy of HEAD (git archive into a temporary directory), never on the working tree.
 ## dynamostore's tests need the emulator (started here if nothing listens), about 15 s a mutant: its pass

@@ -12,7 +12,8 @@
 #
 # Usage: bench/mutate/mutate.sh            (make mutate runs it with the emulator up)
 #        bench/mutate/mutate.sh --summary  (the summary of the runs in MUTATE_OUT again)
-#   MUTATE_PKGS     packages, default "pkg/intentseal pkg/digest pkg/ledger internal/dynamostore"
+#   MUTATE_PKGS     packages, default pkg/intentseal, pkg/digest, pkg/ledger,
+#                   the packages of internal/usecase but assemble, and internal/dynamostore
 #   MUTATE_WORKERS  mutants tested at once, default 1 (each runs go test)
 #   MUTATE_TIMEOUT_COEFFICIENT  a mutant's test run may take this many times the
 #                   unmutated run (coverage included) before it counts as TIMED OUT, default 3
@@ -37,7 +38,7 @@ GREMLINS_MODULE=github.com/go-gremlins/gremlins/cmd/gremlins
 GREMLINS_VERSION=v0.6.0
 
 repo=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
-pkgs=${MUTATE_PKGS:-pkg/intentseal pkg/digest pkg/ledger internal/dynamostore}
+pkgs=${MUTATE_PKGS:-pkg/intentseal pkg/digest pkg/ledger internal/usecase/claim internal/usecase/dispatch internal/usecase/reconcile internal/usecase/expire internal/usecase/evidence internal/usecase/resolve internal/usecase/sending internal/usecase/pacing internal/usecase/admission internal/dynamostore}
 workers=${MUTATE_WORKERS:-1}
 coefficient=${MUTATE_TIMEOUT_COEFFICIENT:-3}
 out=${MUTATE_OUT:-$repo/.run/mutate}

@@ -1,4 +1,4 @@
-package ledger_test
+package resolve_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ledger_test
+package evidence_test
 
 import (
 	"context"

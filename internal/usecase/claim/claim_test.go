@@ -1,4 +1,4 @@
-package ledger_test
+package claim_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ledger_test
+package expire_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ledger_test
+package reconcile_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ledger_test
+package dispatch_test
 
 import (
 	"context"

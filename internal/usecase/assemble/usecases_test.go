@@ -1,4 +1,4 @@
-package ledger_test
+package assemble_test
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package ledger_test
+package pacing_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ledger_test
+package reconcile_test
 
 import (
 	"context"
@@ -98,4 +98,3 @@ func TestSweepsReadOnlyDueClaims(t *testing.T) {
 		}
 	}
 }
-

@@ -1,4 +1,4 @@
-package ledger_test
+package sending_test
 
 import (
 	"context"
