@@ -160,7 +160,7 @@ type Core struct {
 	ids          func() string
 	onTransition func(e Entry)
 	// giveBack gives back the send-limit count of an entry a write ended
-	// unsent. Only dispatch, which counts, sets it (Dispatcher.releaseUnsent);
+	// unsent. Only dispatch, which counts, sets it (admission.Gate.ReleaseUnsent);
 	// a row another use case ends keeps its count, too high, never too low
 	// (docs/design.md, "Counts are exact").
 	giveBack func(ctx context.Context, e Entry) error

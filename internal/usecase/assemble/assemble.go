@@ -64,7 +64,7 @@ type Ports struct {
 	NumberOf     ledger.NumberOf
 	// Timeline lets a refused admission find the subject's older
 	// challenges that hold counts while they wait, supersede them and give
-	// the counts back (dispatch's admitReclaiming). NoTimeline: they keep
+	// the counts back (admission.Gate's admitReclaiming). NoTimeline: they keep
 	// their counts until they wake.
 	Timeline ledger.Timeline
 	// FirstReads reads a stream record's row, newest challenge and content

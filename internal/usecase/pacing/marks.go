@@ -73,7 +73,7 @@ func (m *Marks) StreamKeepsClaimUntil(ctx context.Context, e ledger.Entry, at ti
 type Marks struct {
 	progress ledger.Progress
 	clock    func() time.Time // the use case's clock, as core.now reads it
-	rule     Rule             // reconcile's rule (Policy.RedriveAfter), as core.handBack makes it
+	rule     Rule             // reconcile's rule (Policy.RedriveAfter), as RuleFor makes it
 }
 
 // HoldsSlot reports whether a dispatch that booked the slot at for e must
