@@ -305,7 +305,7 @@ func kindText(kind string) string {
 // provider. An entry never claimed was never admitted.
 func (g *Gate) ReleaseUnsent(ctx context.Context, e ledger.Entry) error {
 	if !e.State.Terminal() && e.State != ledger.Quarantined || !e.Unsent() ||
-		!g.LimitsOn(e.Identity.Channel) || !e.WasClaimed() {
+		!g.limits.Covers(e.Identity.Channel) || !e.WasClaimed() {
 		return nil
 	}
 	if err := g.limiter.Release(ctx, e.Key); err != nil {
@@ -313,7 +313,3 @@ func (g *Gate) ReleaseUnsent(ctx context.Context, e ledger.Entry) error {
 	}
 	return nil
 }
-
-// LimitsOn reports whether dispatch admits entries of channel ch through the
-// limits (the constructor makes sure the ports they need are there).
-func (g *Gate) LimitsOn(ch ledger.Channel) bool { return g.limits.Covers(ch) }

@@ -94,7 +94,7 @@ func (d *Dispatcher) open(ctx context.Context, e ledger.Entry, w ledger.Worker) 
 // limits needed it, when they counted it, and the result of ending the entry
 // if they stopped it.
 func (d *Dispatcher) admitClaimed(ctx context.Context, e ledger.Entry, w ledger.Worker) (_ *ledger.Message, admittedAt time.Time, _ ledger.DispatchResult, _ error) {
-	if e.State != ledger.Claimed || !d.gate.LimitsOn(e.Identity.Channel) {
+	if e.State != ledger.Claimed || !d.gate.Limits().Covers(e.Identity.Channel) {
 		return nil, time.Time{}, ledger.DispatchResult{}, nil
 	}
 	var msg ledger.Message
@@ -170,6 +170,13 @@ type Dispatcher struct {
 	jitter     func() float64
 }
 
+// bind points the Sender and the Gate at d's own Core: they write through
+// it, so they see its primed content and its give-back hook.
+func (d *Dispatcher) bind() {
+	d.sender = d.sender.For(&d.core)
+	d.gate = d.gate.For(&d.core)
+}
+
 // Read records what dispatch took from src (pacing.Marks.Read).
 func (d *Dispatcher) Read(ctx context.Context, src ledger.Source, t time.Time) error {
 	return d.marks.Read(ctx, src, t)
@@ -223,8 +230,7 @@ func New(c ledger.Core, p Deps) (*Dispatcher, error) {
 	d := &Dispatcher{core: c, sender: snd, budget: p.Budget, scheduler: p.Scheduler,
 		gate:       admission.New(a),
 		firstReads: p.FirstReads, sleep: p.Sleep, jitter: p.Jitter}
-	d.sender = d.sender.For(&d.core)
-	d.gate = d.gate.For(&d.core)
+	d.bind()
 	d.marks = pacing.NewMarks(p.Progress, pacing.RuleFor(c.Policy()), d.core.Now)
 	d.core = d.core.WithGiveBack(d.gate.ReleaseUnsent) // the only use case that gives a count back
 	if d.firstReads == ledger.ReadRowAlone {

@@ -41,8 +41,7 @@ func (d *Dispatcher) primed(q ledger.FirstQuery, r ledger.FirstRead) *Dispatcher
 	if q.ContentKey != "" && r.Content != nil {
 		cp.core = cp.core.WithContent(&primedContent{ContentStore: d.core.Content(), key: q.ContentKey, read: *r.Content})
 	}
-	cp.sender = cp.sender.For(&cp.core)
-	cp.gate = cp.gate.For(&cp.core)
+	cp.bind()
 	return &cp
 }
 
